@@ -1,0 +1,391 @@
+//! Request-stream drivers that check each machine's invariants.
+//!
+//! Each driver takes a sequence of small, closed operations (derivable with
+//! `arbitrary` behind the `arbitrary` feature), turns them into real requests,
+//! runs them through the machine's decision function, and checks invariants
+//! that are stated independently of how the machine decides. The fuzz targets
+//! (`fuzz/`), the property tests and the checked-in corpus replay all call the
+//! same drivers, so a failure found by one is reproducible by all.
+
+use std::collections::BTreeSet;
+
+use crate::fence::{self, Epoch, Holder, WorldFence};
+use crate::lease::{self, Fence, LeaseState, Outcome, Owner};
+use crate::Millis;
+
+/// An invariant a driver found broken, with the step at which it broke.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invariant `{invariant}` broken at step {step}: {detail}")]
+pub struct Violation {
+    /// The invariant's name.
+    pub invariant: &'static str,
+    /// The index of the operation that broke it.
+    pub step: usize,
+    /// What was observed.
+    pub detail: String,
+}
+
+fn violation(invariant: &'static str, step: usize, detail: String) -> Violation {
+    Violation {
+        invariant,
+        step,
+        detail,
+    }
+}
+
+/// Which fence a lease operation carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+pub enum FenceChoice {
+    /// The fence this owner last acquired (what a real client would send).
+    Believed,
+    /// An arbitrary small fence (a confused or malicious client).
+    Raw(u8),
+}
+
+/// One step of a lease request stream. Owners are indices into three names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+pub enum LeaseOp {
+    /// Acquire for `owner` with `ttl` (0 is legal input and must be refused).
+    Acquire {
+        /// Owner index (mod 3).
+        owner: u8,
+        /// Lease lifetime.
+        ttl: u8,
+    },
+    /// Renew.
+    Renew {
+        /// Owner index (mod 3).
+        owner: u8,
+        /// Which fence to carry.
+        fence: FenceChoice,
+        /// New lifetime.
+        ttl: u8,
+    },
+    /// Commit.
+    Commit {
+        /// Owner index (mod 3).
+        owner: u8,
+        /// Which fence to carry.
+        fence: FenceChoice,
+        /// Renewed lifetime.
+        ttl: u8,
+    },
+    /// Release.
+    Release {
+        /// Owner index (mod 3).
+        owner: u8,
+        /// Which fence to carry.
+        fence: FenceChoice,
+    },
+    /// Advance the (monotonic) clock.
+    Advance(u8),
+}
+
+const OWNER_NAMES: [&str; 3] = ["owner-a", "owner-b", "owner-c"];
+
+
+/// Runs a lease request stream and checks, after every step:
+///
+/// - fences strictly increase: every acquisition issues a fence above every
+///   fence issued before, and the stored high-water mark never decreases;
+/// - a refusal changes nothing (the caller persists nothing);
+/// - an admitted commit or renewal is for the exact pair that held the slot
+///   and was unexpired at `now`;
+/// - a pair that was displaced, or whose lease lapsed, never has a commit or
+///   renewal admitted again (the clock is monotonic here);
+/// - a release deletes only the releaser's own pair;
+/// - an unexpired lease of another owner is never displaced.
+pub fn lease_stream(ops: &[LeaseOp]) -> Result<(), Violation> {
+    let mut state = LeaseState::default();
+    let mut now: Millis = 0;
+    let mut believed: [Option<Fence>; 3] = [None; 3];
+    let mut dead: BTreeSet<(Owner, Fence)> = BTreeSet::new();
+    let mut max_issued: Fence = 0;
+    let owners = OWNER_NAMES
+        .iter()
+        .map(|n| Owner::new(*n))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| violation("owner-names-valid", 0, e.to_string()))?;
+    let owner = |i: u8| owners[usize::from(i) % owners.len()].clone();
+
+    for (step, op) in ops.iter().enumerate() {
+        let fence_of = |i: u8, c: FenceChoice| match c {
+            FenceChoice::Believed => believed[usize::from(i) % 3].unwrap_or(0),
+            FenceChoice::Raw(f) => Fence::from(f),
+        };
+        let req = match *op {
+            LeaseOp::Advance(d) => {
+                now += Millis::from(d);
+                if let Some(h) = &state.holder {
+                    if !h.is_live(now) {
+                        dead.insert((h.owner.clone(), h.fence));
+                    }
+                }
+                continue;
+            }
+            LeaseOp::Acquire { owner: i, ttl } => lease::Request::Acquire {
+                owner: owner(i),
+                now,
+                ttl: Millis::from(ttl),
+            },
+            LeaseOp::Renew { owner: i, fence, ttl } => lease::Request::Renew {
+                owner: owner(i),
+                fence: fence_of(i, fence),
+                now,
+                ttl: Millis::from(ttl),
+            },
+            LeaseOp::Commit { owner: i, fence, ttl } => lease::Request::Commit {
+                owner: owner(i),
+                fence: fence_of(i, fence),
+                now,
+                ttl: Millis::from(ttl),
+            },
+            LeaseOp::Release { owner: i, fence } => lease::Request::Release {
+                owner: owner(i),
+                fence: fence_of(i, fence),
+            },
+        };
+        let before = state.clone();
+        let Ok(decision) = lease::decide(&before, &req) else {
+            continue; // a refusal persists nothing
+        };
+        if decision.next.fence_high_water < before.fence_high_water {
+            return Err(violation(
+                "fence-high-water-monotonic",
+                step,
+                format!("{} -> {}", before.fence_high_water, decision.next.fence_high_water),
+            ));
+        }
+        match (&req, &decision.outcome) {
+            (lease::Request::Acquire { owner: o, .. }, Outcome::Acquired { lease, replaced }) => {
+                if lease.fence <= max_issued {
+                    return Err(violation(
+                        "fences-strictly-increase",
+                        step,
+                        format!("issued {} after {}", lease.fence, max_issued),
+                    ));
+                }
+                max_issued = lease.fence;
+                if let Some(r) = replaced {
+                    if r.is_live(now) && r.owner != *o {
+                        return Err(violation(
+                            "live-lease-never-displaced",
+                            step,
+                            format!("{o} displaced live {r:?}"),
+                        ));
+                    }
+                    dead.insert((r.owner.clone(), r.fence));
+                }
+                if let Some(i) = OWNER_NAMES.iter().position(|n| *n == o.as_str()) {
+                    believed[i] = Some(lease.fence);
+                }
+            }
+            (
+                lease::Request::Renew { owner: o, fence: f, .. }
+                | lease::Request::Commit { owner: o, fence: f, .. },
+                Outcome::Renewed { .. } | Outcome::Admitted { .. },
+            ) => {
+                let held = before
+                    .holder
+                    .as_ref()
+                    .is_some_and(|h| h.is_pair(o, *f) && h.is_live(now));
+                if !held || dead.contains(&(o.clone(), *f)) {
+                    return Err(violation(
+                        "admitted-only-for-the-live-exact-pair",
+                        step,
+                        format!("({o}, {f}) admitted over {:?} at {now}", before.holder),
+                    ));
+                }
+            }
+            (lease::Request::Release { owner: o, fence: f }, outcome) => {
+                let removed = before.holder.is_some() && decision.next.holder.is_none();
+                let own = before.holder.as_ref().is_some_and(|h| h.is_pair(o, *f));
+                if removed && !own {
+                    return Err(violation(
+                        "release-deletes-only-its-own-pair",
+                        step,
+                        format!("({o}, {f}) released {:?}", before.holder),
+                    ));
+                }
+                if matches!(outcome, Outcome::NotHeld { .. }) && decision.next != before {
+                    return Err(violation(
+                        "not-held-release-changes-nothing",
+                        step,
+                        format!("{before:?} -> {:?}", decision.next),
+                    ));
+                }
+            }
+            (req, outcome) => {
+                return Err(violation(
+                    "outcome-matches-request",
+                    step,
+                    format!("{req:?} answered {outcome:?}"),
+                ))
+            }
+        }
+        state = decision.next;
+    }
+    Ok(())
+}
+
+/// One step of a fence request stream over two worlds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+pub enum FenceOp {
+    /// Writer `writer` (mod 3) acquires a fence on `world` (mod 2).
+    Acquire {
+        /// World index.
+        world: u8,
+        /// Writer index.
+        writer: u8,
+    },
+    /// Writer `writer` writes to `world` with the epoch it last acquired there.
+    Write {
+        /// World index.
+        world: u8,
+        /// Writer index.
+        writer: u8,
+    },
+    /// A write carrying an arbitrary epoch.
+    RawWrite {
+        /// World index.
+        world: u8,
+        /// The epoch carried.
+        epoch: u8,
+    },
+    /// Import a floor into `world`.
+    ImportFloor {
+        /// World index.
+        world: u8,
+        /// The floor.
+        floor: u8,
+    },
+}
+
+/// Runs a fence request stream and checks, after every step:
+///
+/// - epochs strictly increase per world, above every floor ever imported;
+/// - the floor never decreases;
+/// - a write is admitted only at the most recently issued epoch of its world,
+///   never at an epoch a later acquisition staled, never at or below a floor.
+pub fn fence_stream(ops: &[FenceOp]) -> Result<(), Violation> {
+    let mut worlds = [WorldFence::default(), WorldFence::default()];
+    let mut believed = [[0 as Epoch; 3]; 2];
+    let mut max_issued = [0 as Epoch; 2];
+    let mut max_floor = [0 as Epoch; 2];
+    for (step, op) in ops.iter().enumerate() {
+        let (w, req, writer) = match *op {
+            FenceOp::Acquire { world, writer } => {
+                let holder = Holder::new(format!("writer-{}", writer % 3))
+                    .map_err(|e| violation("holder-valid", step, e.to_string()))?;
+                (usize::from(world % 2), fence::Request::Acquire { holder }, Some(usize::from(writer % 3)))
+            }
+            FenceOp::Write { world, writer } => {
+                let w = usize::from(world % 2);
+                let epoch = believed[w][usize::from(writer % 3)];
+                (w, fence::Request::AdmitWrite { epoch }, None)
+            }
+            FenceOp::RawWrite { world, epoch } => (
+                usize::from(world % 2),
+                fence::Request::AdmitWrite {
+                    epoch: Epoch::from(epoch),
+                },
+                None,
+            ),
+            FenceOp::ImportFloor { world, floor } => (
+                usize::from(world % 2),
+                fence::Request::ImportFloor {
+                    floor: Epoch::from(floor),
+                },
+                None,
+            ),
+        };
+        let before = worlds[w].clone();
+        let Ok(decision) = fence::decide(&before, &req) else {
+            continue;
+        };
+        if decision.next.floor < before.floor || decision.next.issued < before.issued {
+            return Err(violation(
+                "fence-state-monotonic",
+                step,
+                format!("{before:?} -> {:?}", decision.next),
+            ));
+        }
+        match (&req, &decision.outcome) {
+            (fence::Request::Acquire { .. }, fence::Outcome::Acquired { epoch, .. }) => {
+                if *epoch <= max_issued[w] || *epoch <= max_floor[w] {
+                    return Err(violation(
+                        "epochs-strictly-increase-above-floors",
+                        step,
+                        format!("issued {epoch}, earlier max {}, floor {}", max_issued[w], max_floor[w]),
+                    ));
+                }
+                max_issued[w] = *epoch;
+                if let Some(i) = writer {
+                    believed[w][i] = *epoch;
+                }
+            }
+            (fence::Request::AdmitWrite { epoch }, fence::Outcome::Admitted) => {
+                if *epoch != max_issued[w] || *epoch <= max_floor[w] {
+                    return Err(violation(
+                        "write-only-at-current-epoch",
+                        step,
+                        format!("epoch {epoch} admitted; latest {}, floor {}", max_issued[w], max_floor[w]),
+                    ));
+                }
+            }
+            (fence::Request::ImportFloor { floor }, fence::Outcome::FloorImported { .. }) => {
+                max_floor[w] = max_floor[w].max(*floor);
+                if decision.next.floor != max_floor[w] {
+                    return Err(violation(
+                        "floor-is-max-of-imports",
+                        step,
+                        format!("floor {} after imports up to {}", decision.next.floor, max_floor[w]),
+                    ));
+                }
+            }
+            (req, outcome) => {
+                return Err(violation(
+                    "outcome-matches-request",
+                    step,
+                    format!("{req:?} answered {outcome:?}"),
+                ))
+            }
+        }
+        worlds[w] = decision.next;
+    }
+    Ok(())
+}
+
+/// Decodes `data` as an operation stream (with `arbitrary`) and runs
+/// [`lease_stream`]. Undecodable tails are ignored: every input is a stream.
+#[cfg(feature = "arbitrary")]
+pub fn lease_bytes(data: &[u8]) -> Result<(), Violation> {
+    let ops = decode_ops::<LeaseOp>(data);
+    lease_stream(&ops)
+}
+
+/// Decodes `data` as an operation stream (with `arbitrary`) and runs
+/// [`fence_stream`].
+#[cfg(feature = "arbitrary")]
+pub fn fence_bytes(data: &[u8]) -> Result<(), Violation> {
+    let ops = decode_ops::<FenceOp>(data);
+    fence_stream(&ops)
+}
+
+#[cfg(feature = "arbitrary")]
+fn decode_ops<T: for<'a> arbitrary::Arbitrary<'a>>(data: &[u8]) -> Vec<T> {
+    /// Streams longer than this are truncated: bounded work per input.
+    const MAX_OPS: usize = 4096;
+    let mut u = arbitrary::Unstructured::new(data);
+    let mut ops = Vec::new();
+    while !u.is_empty() && ops.len() < MAX_OPS {
+        match T::arbitrary(&mut u) {
+            Ok(op) => ops.push(op),
+            Err(_) => break,
+        }
+    }
+    ops
+}

@@ -1,0 +1,25 @@
+//! custos-core — the pure machines of the custos control plane.
+//!
+//! Every rule of custos lives here exactly once, as a state machine over plain
+//! data: stored state, a request enum carrying every outside input (caller
+//! identity, tokens, op ids, and `now` where time matters), one total and
+//! deterministic decision function, and a closed error enum. This crate does no
+//! I/O, reads no clock and draws no randomness; shells (SQLite, the local
+//! filesystem, Iceberg, Wasm) load state inside their transactions, call the
+//! decision and write its result back in the same transaction.
+//!
+//! Machines:
+//! - [`lease`] — the expiring, fenced writer lease (single writer per store).
+//! - [`fence`] — writer-fence epochs per world, with imported floors.
+//!
+//! [`drive`] holds request-stream drivers that check each machine's
+//! invariants; the fuzz targets, the property tests and the corpus replay all
+//! run them.
+
+pub mod drive;
+pub mod fence;
+pub mod lease;
+
+/// Milliseconds on the caller's clock. The machines never read a clock; every
+/// request that depends on time carries the caller's reading.
+pub type Millis = u64;
