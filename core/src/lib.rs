@@ -11,6 +11,8 @@
 //! Machines:
 //! - [`lease`] — the expiring, fenced writer lease (single writer per store).
 //! - [`fence`] — writer-fence epochs per world, with imported floors.
+//! - [`storage`] — the session store: entries, registers, usage ledger, the
+//!   commit decision, the query shapes and the `Storage` port.
 //!
 //! [`drive`] holds request-stream drivers that check each machine's
 //! invariants; the fuzz targets, the property tests and the corpus replay all
@@ -19,6 +21,7 @@
 pub mod drive;
 pub mod fence;
 pub mod lease;
+pub mod storage;
 
 /// Milliseconds on the caller's clock. The machines never read a clock; every
 /// request that depends on time carries the caller's reading.

@@ -1,0 +1,473 @@
+//! The commit decision: expectations, writes, and the plan a backend applies.
+//!
+//! A backend answers a commit in three steps inside one write transaction:
+//!
+//! 1. [`Commit::footprint`] names every record id and register the commit can
+//!    observe (its own ids, every parent it names, every register it expects
+//!    or writes);
+//! 2. the backend loads exactly those facts, plus the store's `next_seq` and
+//!    stats, into a [`CommitContext`] (plain data);
+//! 3. [`decide`] — pure, total, deterministic — answers a [`CommitPlan`] (the
+//!    rows to insert, the register cells to set or delete, the next stats and
+//!    `next_seq`) or a [`CommitError`]. The backend writes the plan back in
+//!    the same transaction. A refusal applies nothing.
+//!
+//! ## Seq allocation
+//!
+//! The store allocates seqs. Each write consumes exactly one seq — a
+//! `DeleteRegister` of an absent cell included — and the writes of one commit
+//! receive consecutive seqs in list order, starting at
+//! `max(next_seq, seq_floor)`. `seq_floor` is an optional caller-supplied
+//! minimum (used to leave deliberate gaps, e.g. to keep imported seqs); a
+//! floor below `next_seq` is not an error, it is simply already met. A commit
+//! with no writes (a CAS-only or empty commit) consumes no seq and changes
+//! nothing. A refused commit consumes no seq. Seqs therefore strictly increase
+//! and gaps are legal.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use super::types::{
+    BoundError, Entry, Kind, Namespace, Payload, RecordId, Register, RegisterKey, Seq, Stats,
+    UsageFigures, UsageRow, MAX_EXPECTATIONS_PER_COMMIT, MAX_REGISTER_VALUE_LEN,
+    MAX_WRITES_PER_COMMIT,
+};
+use crate::lease::Owner;
+use crate::Millis;
+
+/// A register compare-and-set condition: the register's seq the committer
+/// computed against. `expected: None` means the register must not exist.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SeqExpectation {
+    /// The register's namespace.
+    pub namespace: Namespace,
+    /// The register's key.
+    pub key: RegisterKey,
+    /// The seq it must carry, or `None` for "must be absent".
+    pub expected: Option<Seq>,
+}
+
+/// One write of a commit. Writes apply in list order.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Write {
+    /// Insert a write-once entry. Its parent must exist when this write
+    /// applies (an entry inserted earlier in the same commit counts).
+    InsertEntry {
+        /// The new entry's id; must be unused by any entry or usage row.
+        id: RecordId,
+        /// Its parent entry, `None` for a root.
+        parent: Option<RecordId>,
+        /// Its kind.
+        kind: Kind,
+        /// Its payload.
+        payload: Payload,
+    },
+    /// Insert a write-once usage-ledger row.
+    InsertUsage {
+        /// The new row's id; must be unused by any entry or usage row.
+        id: RecordId,
+        /// Its figures.
+        figures: UsageFigures,
+        /// Its opaque details.
+        details: Payload,
+    },
+    /// Set (create or replace) a register cell.
+    SetRegister {
+        /// The namespace.
+        namespace: Namespace,
+        /// The key.
+        key: RegisterKey,
+        /// The new value, at most [`MAX_REGISTER_VALUE_LEN`] bytes.
+        value: Payload,
+    },
+    /// Delete a register cell; deleting an absent cell is a no-op that still
+    /// consumes a seq.
+    DeleteRegister {
+        /// The namespace.
+        namespace: Namespace,
+        /// The key.
+        key: RegisterKey,
+    },
+}
+
+/// A commit request: every input from outside, the timestamp included.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Commit {
+    /// Register conditions, all evaluated against the pre-commit state
+    /// before any write applies.
+    pub expectations: Vec<SeqExpectation>,
+    /// The writes, applied in list order.
+    pub writes: Vec<Write>,
+    /// The caller's clock: the `ts` stamped on every row this commit writes.
+    pub ts: Millis,
+    /// The lowest seq the first write may receive (see the module docs).
+    pub seq_floor: Option<Seq>,
+}
+
+impl Commit {
+    /// An empty commit at `ts`.
+    pub fn at(ts: Millis) -> Self {
+        Commit {
+            ts,
+            ..Commit::default()
+        }
+    }
+
+    /// Adds an expectation.
+    pub fn expect(mut self, namespace: Namespace, key: RegisterKey, expected: Option<Seq>) -> Self {
+        self.expectations.push(SeqExpectation {
+            namespace,
+            key,
+            expected,
+        });
+        self
+    }
+
+    /// Adds a write.
+    pub fn write(mut self, write: Write) -> Self {
+        self.writes.push(write);
+        self
+    }
+
+    /// Sets the seq floor.
+    pub fn floor(mut self, seq: Seq) -> Self {
+        self.seq_floor = Some(seq);
+        self
+    }
+
+    /// Every fact this commit can observe: the ids it inserts, the parents
+    /// it names, and the registers it expects or writes.
+    pub fn footprint(&self) -> Footprint {
+        let mut fp = Footprint::default();
+        for e in &self.expectations {
+            fp.registers
+                .entry(e.namespace.clone())
+                .or_default()
+                .insert(e.key.clone());
+        }
+        for w in &self.writes {
+            match w {
+                Write::InsertEntry { id, parent, .. } => {
+                    fp.ids.insert(id.clone());
+                    if let Some(p) = parent {
+                        fp.ids.insert(p.clone());
+                    }
+                }
+                Write::InsertUsage { id, .. } => {
+                    fp.ids.insert(id.clone());
+                }
+                Write::SetRegister { namespace, key, .. }
+                | Write::DeleteRegister { namespace, key } => {
+                    fp.registers
+                        .entry(namespace.clone())
+                        .or_default()
+                        .insert(key.clone());
+                }
+            }
+        }
+        fp
+    }
+}
+
+/// The ids and registers a commit can observe.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Footprint {
+    /// Record ids (inserted ids and named parents).
+    pub ids: BTreeSet<RecordId>,
+    /// Register cells, by namespace.
+    pub registers: BTreeMap<Namespace, BTreeSet<RegisterKey>>,
+}
+
+/// What kind of record an id names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum RecordKind {
+    /// An entry.
+    Entry,
+    /// A usage-ledger row.
+    Usage,
+}
+
+/// The facts a commit is decided against, loaded by the backend for the
+/// commit's [`Footprint`]. Ids absent from `ids` and registers absent from
+/// `registers` are taken not to exist.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CommitContext {
+    /// The store's next seq (the lowest seq it may assign).
+    pub next_seq: Seq,
+    /// The stats projection before the commit.
+    pub stats: Stats,
+    /// Which footprint ids exist, and as what.
+    pub ids: BTreeMap<RecordId, RecordKind>,
+    /// The seqs of the footprint registers that exist.
+    pub registers: BTreeMap<Namespace, BTreeMap<RegisterKey, Seq>>,
+}
+
+impl CommitContext {
+    fn register_seq(&self, ns: &Namespace, key: &RegisterKey) -> Option<Seq> {
+        self.registers.get(ns).and_then(|m| m.get(key)).copied()
+    }
+}
+
+/// A register change of a plan, in write order.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum RegisterChange {
+    /// Create or replace this cell.
+    Set(Register),
+    /// Delete this cell (it may already be absent).
+    Delete {
+        /// The namespace.
+        namespace: Namespace,
+        /// The key.
+        key: RegisterKey,
+        /// The seq this delete consumed.
+        seq: Seq,
+    },
+}
+
+/// The accepted effect of a commit, to be written back in the same
+/// transaction. Rows appear in write order (hence ascending seq).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CommitPlan {
+    /// Entries to insert.
+    pub entries: Vec<Entry>,
+    /// Usage rows to insert.
+    pub usage: Vec<UsageRow>,
+    /// Register changes, in write order (a later change to the same cell wins).
+    pub registers: Vec<RegisterChange>,
+    /// The stats after the commit (the old stats plus the new usage rows).
+    pub stats: Stats,
+    /// The store's next seq after the commit.
+    pub next_seq: Seq,
+    /// What the caller is told.
+    pub receipt: CommitReceipt,
+}
+
+/// What a successful commit answers.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CommitReceipt {
+    /// The seq of each write, in write order (empty for a CAS-only commit).
+    pub seqs: Vec<Seq>,
+    /// The store's next seq after the commit.
+    pub next_seq: Seq,
+}
+
+/// Why a commit was refused. Nothing applies and no seq is consumed on any
+/// refusal. Stable reason strings are the variant names ([`CommitError::reason`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Error, Serialize, Deserialize)]
+pub enum CommitError {
+    /// A register compare-and-set condition did not hold.
+    #[error("StaleExpectation: register {namespace}/{key} expected {expected:?}, found {found:?}")]
+    StaleExpectation {
+        /// The register's namespace.
+        namespace: Namespace,
+        /// The register's key.
+        key: RegisterKey,
+        /// What the committer expected.
+        expected: Option<Seq>,
+        /// What the store holds.
+        found: Option<Seq>,
+    },
+    /// An entry names a parent that is not an entry of the store (nor one
+    /// inserted earlier in the same commit).
+    #[error("ParentMissing: entry {id} names parent {parent}, which is not an entry")]
+    ParentMissing {
+        /// The entry being inserted.
+        id: RecordId,
+        /// The missing parent.
+        parent: RecordId,
+    },
+    /// An entry or usage row under an id already in use: corruption, never an update.
+    #[error("DuplicateId: corruption: id {id} is already used by an existing {existing:?} record")]
+    DuplicateId {
+        /// The reused id.
+        id: RecordId,
+        /// What already holds it.
+        existing: RecordKind,
+    },
+    /// A value outside the representation bounds.
+    #[error("OutOfBounds: {0}")]
+    OutOfBounds(BoundError),
+    /// No seq is left to assign.
+    #[error("SeqExhausted: no seq is left to assign")]
+    SeqExhausted,
+    /// The stats projection would overflow.
+    #[error("StatsOverflow: the usage-ledger sum would overflow")]
+    StatsOverflow,
+    /// The committer's writer lease is gone; the remedy is to reopen, never
+    /// to retry. `held_by` names the current holder when one is recorded.
+    #[error("LeaseLost: the writer lease is lost{}", match .held_by { Some(o) => format!(" to {o}"), None => String::new() })]
+    LeaseLost {
+        /// Who holds the lease now, if anyone.
+        held_by: Option<Owner>,
+    },
+    /// The backend cannot commit: the handle is closed, poisoned, or its
+    /// storage failed. The reason is a stable, backend-chosen string.
+    #[error("Faulted: {reason}")]
+    Faulted {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl CommitError {
+    /// The stable reason string (the variant name).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            CommitError::StaleExpectation { .. } => "StaleExpectation",
+            CommitError::ParentMissing { .. } => "ParentMissing",
+            CommitError::DuplicateId { .. } => "DuplicateId",
+            CommitError::OutOfBounds(_) => "OutOfBounds",
+            CommitError::SeqExhausted => "SeqExhausted",
+            CommitError::StatsOverflow => "StatsOverflow",
+            CommitError::LeaseLost { .. } => "LeaseLost",
+            CommitError::Faulted { .. } => "Faulted",
+        }
+    }
+}
+
+impl From<BoundError> for CommitError {
+    fn from(value: BoundError) -> Self {
+        CommitError::OutOfBounds(value)
+    }
+}
+
+/// The `Faulted` reason a closed handle answers commits with.
+pub const REASON_HANDLE_CLOSED: &str = "handle-closed";
+
+/// Decides a commit against the facts of its footprint. Total and
+/// deterministic: every expectation is evaluated first, then the writes are
+/// validated in list order; only a fully valid commit yields a plan.
+pub fn decide(ctx: &CommitContext, commit: &Commit) -> Result<CommitPlan, CommitError> {
+    if commit.writes.len() > MAX_WRITES_PER_COMMIT {
+        return Err(BoundError::TooManyWrites {
+            count: commit.writes.len(),
+        }
+        .into());
+    }
+    if commit.expectations.len() > MAX_EXPECTATIONS_PER_COMMIT {
+        return Err(BoundError::TooManyExpectations {
+            count: commit.expectations.len(),
+        }
+        .into());
+    }
+    for e in &commit.expectations {
+        let found = ctx.register_seq(&e.namespace, &e.key);
+        if found != e.expected {
+            return Err(CommitError::StaleExpectation {
+                namespace: e.namespace.clone(),
+                key: e.key.clone(),
+                expected: e.expected,
+                found,
+            });
+        }
+    }
+
+    let mut plan = CommitPlan {
+        stats: ctx.stats,
+        next_seq: ctx.next_seq,
+        ..CommitPlan::default()
+    };
+    if commit.writes.is_empty() {
+        plan.receipt.next_seq = ctx.next_seq;
+        return Ok(plan);
+    }
+
+    let start = ctx.next_seq.max(commit.seq_floor.unwrap_or(0)).max(1);
+    let mut inserted: BTreeMap<&RecordId, RecordKind> = BTreeMap::new();
+    let kind_of = |inserted: &BTreeMap<&RecordId, RecordKind>, id: &RecordId| {
+        ctx.ids
+            .get(id)
+            .copied()
+            .or_else(|| inserted.get(id).copied())
+    };
+    let mut seq = start;
+    for (i, w) in commit.writes.iter().enumerate() {
+        if i > 0 {
+            seq = seq.checked_add(1).ok_or(CommitError::SeqExhausted)?;
+        }
+        match w {
+            Write::InsertEntry {
+                id,
+                parent,
+                kind,
+                payload,
+            } => {
+                if let Some(existing) = kind_of(&inserted, id) {
+                    return Err(CommitError::DuplicateId {
+                        id: id.clone(),
+                        existing,
+                    });
+                }
+                if let Some(p) = parent {
+                    if kind_of(&inserted, p) != Some(RecordKind::Entry) {
+                        return Err(CommitError::ParentMissing {
+                            id: id.clone(),
+                            parent: p.clone(),
+                        });
+                    }
+                }
+                inserted.insert(id, RecordKind::Entry);
+                plan.entries.push(Entry {
+                    id: id.clone(),
+                    parent: parent.clone(),
+                    kind: kind.clone(),
+                    payload: payload.clone(),
+                    seq,
+                    ts: commit.ts,
+                });
+            }
+            Write::InsertUsage {
+                id,
+                figures,
+                details,
+            } => {
+                if let Some(existing) = kind_of(&inserted, id) {
+                    return Err(CommitError::DuplicateId {
+                        id: id.clone(),
+                        existing,
+                    });
+                }
+                inserted.insert(id, RecordKind::Usage);
+                plan.stats = plan
+                    .stats
+                    .checked_add(figures)
+                    .ok_or(CommitError::StatsOverflow)?;
+                plan.usage.push(UsageRow {
+                    id: id.clone(),
+                    seq,
+                    ts: commit.ts,
+                    figures: *figures,
+                    details: details.clone(),
+                });
+            }
+            Write::SetRegister {
+                namespace,
+                key,
+                value,
+            } => {
+                if value.len() > MAX_REGISTER_VALUE_LEN {
+                    return Err(BoundError::RegisterValueTooLarge { len: value.len() }.into());
+                }
+                plan.registers.push(RegisterChange::Set(Register {
+                    namespace: namespace.clone(),
+                    key: key.clone(),
+                    value: value.clone(),
+                    seq,
+                }));
+            }
+            Write::DeleteRegister { namespace, key } => {
+                plan.registers.push(RegisterChange::Delete {
+                    namespace: namespace.clone(),
+                    key: key.clone(),
+                    seq,
+                });
+            }
+        }
+        plan.receipt.seqs.push(seq);
+    }
+    plan.next_seq = seq.checked_add(1).ok_or(CommitError::SeqExhausted)?;
+    plan.receipt.next_seq = plan.next_seq;
+    Ok(plan)
+}

@@ -1,0 +1,133 @@
+//! [`MemoryStorage`]: the [`Storage`] port over [`StoreState`] behind a mutex.
+
+use std::sync::{Mutex, MutexGuard};
+
+use super::query::{BranchScan, EntryScan, UsageScan};
+use super::state::StoreState;
+use super::types::{
+    Entry, EntryHead, KeyPrefix, Namespace, RecordId, Register, RegisterKey, Stats, UsageRow,
+};
+use super::{Commit, CommitError, CommitReceipt, Storage, StorageError, REASON_HANDLE_CLOSED};
+
+/// The `Faulted` / `BackendFault` reason a poisoned memory store answers.
+pub const REASON_POISONED: &str = "memory-store-poisoned";
+
+/// The memory backend: a [`StoreState`] behind a [`Mutex`]. Closing drops
+/// nothing but seals the handle; a poisoned mutex is a typed fault.
+#[derive(Debug, Default)]
+pub struct MemoryStorage {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    state: StoreState,
+    closed: bool,
+}
+
+impl MemoryStorage {
+    /// A fresh, empty, open store.
+    pub fn new() -> Self {
+        MemoryStorage::default()
+    }
+
+    /// An open store over an existing state.
+    pub fn from_state(state: StoreState) -> Self {
+        MemoryStorage {
+            inner: Mutex::new(Inner {
+                state,
+                closed: false,
+            }),
+        }
+    }
+
+    /// A copy of the current state (also after close), for tests and
+    /// differential checks.
+    pub fn snapshot(&self) -> Result<StoreState, StorageError> {
+        Ok(self.lock()?.state.clone())
+    }
+
+    fn lock(&self) -> Result<MutexGuard<'_, Inner>, StorageError> {
+        self.inner.lock().map_err(|_| StorageError::BackendFault {
+            reason: REASON_POISONED.to_owned(),
+        })
+    }
+
+    fn read<T>(
+        &self,
+        f: impl FnOnce(&StoreState) -> Result<T, StorageError>,
+    ) -> Result<T, StorageError> {
+        let g = self.lock()?;
+        if g.closed {
+            return Err(StorageError::HandleClosed);
+        }
+        f(&g.state)
+    }
+}
+
+impl Storage for MemoryStorage {
+    fn commit(&self, commit: &Commit) -> Result<CommitReceipt, CommitError> {
+        let mut g = self.inner.lock().map_err(|_| CommitError::Faulted {
+            reason: REASON_POISONED.to_owned(),
+        })?;
+        if g.closed {
+            return Err(CommitError::Faulted {
+                reason: REASON_HANDLE_CLOSED.to_owned(),
+            });
+        }
+        g.state.commit(commit)
+    }
+
+    fn get_entries(&self, ids: &[RecordId]) -> Result<Vec<Option<Entry>>, StorageError> {
+        self.read(|s| s.get_entries(ids))
+    }
+
+    fn get_register(
+        &self,
+        namespace: &Namespace,
+        key: &RegisterKey,
+    ) -> Result<Option<Register>, StorageError> {
+        self.read(|s| Ok(s.get_register(namespace, key)))
+    }
+
+    fn list_registers(
+        &self,
+        namespace: &Namespace,
+        prefix: &KeyPrefix,
+    ) -> Result<Vec<Register>, StorageError> {
+        self.read(|s| Ok(s.list_registers(namespace, prefix)))
+    }
+
+    fn scan_branch(&self, q: &BranchScan) -> Result<Vec<Entry>, StorageError> {
+        self.read(|s| s.scan_branch(q))
+    }
+
+    fn scan_entries(&self, q: &EntryScan) -> Result<Vec<Entry>, StorageError> {
+        self.read(|s| Ok(s.scan_entries(q)))
+    }
+
+    fn scan_entry_heads(&self, q: &EntryScan) -> Result<Vec<EntryHead>, StorageError> {
+        self.read(|s| Ok(s.scan_entry_heads(q)))
+    }
+
+    fn scan_usage(&self, q: &UsageScan) -> Result<Vec<UsageRow>, StorageError> {
+        self.read(|s| Ok(s.scan_usage(q)))
+    }
+
+    fn stats(&self) -> Result<Stats, StorageError> {
+        self.read(|s| Ok(s.stats()))
+    }
+
+    fn close(&self) -> Result<(), StorageError> {
+        let mut g = self.lock()?;
+        g.closed = true;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+impl MemoryStorage {
+    pub(crate) fn inner_for_test(&self) -> &Mutex<impl std::fmt::Debug> {
+        &self.inner
+    }
+}

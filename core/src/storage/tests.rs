@@ -1,0 +1,682 @@
+//! Unit tests and property tests of the pure store.
+
+use proptest::prelude::*;
+
+use super::*;
+
+fn id(s: &str) -> RecordId {
+    RecordId::new(s).unwrap()
+}
+fn kind(s: &str) -> Kind {
+    Kind::new(s).unwrap()
+}
+fn ns(s: &str) -> Namespace {
+    Namespace::new(s).unwrap()
+}
+fn key(s: &str) -> RegisterKey {
+    RegisterKey::new(s).unwrap()
+}
+fn entry(i: &str, parent: Option<&str>, k: &str) -> Write {
+    Write::InsertEntry {
+        id: id(i),
+        parent: parent.map(id),
+        kind: kind(k),
+        payload: Payload::new(i.as_bytes().to_vec()).unwrap(),
+    }
+}
+fn usage(i: &str, input: u64, cost: u64) -> Write {
+    Write::InsertUsage {
+        id: id(i),
+        figures: UsageFigures {
+            input_tokens: input,
+            cost_micros: cost,
+            ..UsageFigures::default()
+        },
+        details: Payload::default(),
+    }
+}
+fn set(n: &str, k: &str, v: &[u8]) -> Write {
+    Write::SetRegister {
+        namespace: ns(n),
+        key: key(k),
+        value: Payload::new(v.to_vec()).unwrap(),
+    }
+}
+fn del(n: &str, k: &str) -> Write {
+    Write::DeleteRegister {
+        namespace: ns(n),
+        key: key(k),
+    }
+}
+
+#[test]
+fn first_commit_assigns_consecutive_seqs_from_one() {
+    let mut s = StoreState::new();
+    let r = s
+        .commit(
+            &Commit::at(7)
+                .write(entry("a", None, "m"))
+                .write(entry("b", Some("a"), "m")),
+        )
+        .unwrap();
+    assert_eq!(r.seqs, vec![1, 2]);
+    assert_eq!(r.next_seq, 3);
+    assert_eq!(s.entry(&id("b")).unwrap().ts, 7);
+    assert_eq!(s.children(&id("a")), &[id("b")]);
+    s.check_invariants().unwrap();
+}
+
+#[test]
+fn floor_leaves_a_gap_and_a_low_floor_is_already_met() {
+    let mut s = StoreState::new();
+    let r = s
+        .commit(&Commit::at(0).floor(10).write(set("n", "k", b"v")))
+        .unwrap();
+    assert_eq!(r.seqs, vec![10]);
+    let r = s
+        .commit(&Commit::at(0).floor(3).write(set("n", "k", b"w")))
+        .unwrap();
+    assert_eq!(r.seqs, vec![11]);
+    assert_eq!(s.get_register(&ns("n"), &key("k")).unwrap().seq, 11);
+}
+
+#[test]
+fn stale_expectation_applies_nothing_and_consumes_no_seq() {
+    let mut s = StoreState::new();
+    s.commit(&Commit::at(0).write(set("n", "k", b"v"))).unwrap();
+    let before = s.clone();
+    let e = s
+        .commit(
+            &Commit::at(0)
+                .expect(ns("n"), key("k"), Some(99))
+                .write(entry("a", None, "m"))
+                .write(usage("u", 1, 1)),
+        )
+        .unwrap_err();
+    assert_eq!(
+        e,
+        CommitError::StaleExpectation {
+            namespace: ns("n"),
+            key: key("k"),
+            expected: Some(99),
+            found: Some(1)
+        }
+    );
+    assert_eq!(e.reason(), "StaleExpectation");
+    assert_eq!(s, before);
+}
+
+#[test]
+fn expectations_see_the_pre_commit_state() {
+    let mut s = StoreState::new();
+    // The set in the same commit does not satisfy an expectation that the
+    // register already exists.
+    let e = s
+        .commit(
+            &Commit::at(0)
+                .expect(ns("n"), key("k"), Some(1))
+                .write(set("n", "k", b"v")),
+        )
+        .unwrap_err();
+    assert!(matches!(
+        e,
+        CommitError::StaleExpectation { found: None, .. }
+    ));
+    s.commit(
+        &Commit::at(0)
+            .expect(ns("n"), key("k"), None)
+            .write(set("n", "k", b"v")),
+    )
+    .unwrap();
+}
+
+#[test]
+fn cas_only_commit_consumes_nothing() {
+    let mut s = StoreState::new();
+    s.commit(&Commit::at(0).write(set("n", "k", b"v"))).unwrap();
+    let before = s.clone();
+    let r = s
+        .commit(&Commit::at(0).expect(ns("n"), key("k"), Some(1)))
+        .unwrap();
+    assert!(r.seqs.is_empty());
+    assert_eq!(r.next_seq, 2);
+    assert_eq!(s, before);
+}
+
+#[test]
+fn parent_rules() {
+    let mut s = StoreState::new();
+    let e = s
+        .commit(&Commit::at(0).write(entry("b", Some("a"), "m")))
+        .unwrap_err();
+    assert_eq!(
+        e,
+        CommitError::ParentMissing {
+            id: id("b"),
+            parent: id("a")
+        }
+    );
+    // Parent later in the same commit does not count.
+    let e = s
+        .commit(
+            &Commit::at(0)
+                .write(entry("b", Some("a"), "m"))
+                .write(entry("a", None, "m")),
+        )
+        .unwrap_err();
+    assert!(matches!(e, CommitError::ParentMissing { .. }));
+    // A usage row is not a parent.
+    s.commit(&Commit::at(0).write(usage("u", 1, 0))).unwrap();
+    let e = s
+        .commit(&Commit::at(0).write(entry("b", Some("u"), "m")))
+        .unwrap_err();
+    assert!(matches!(e, CommitError::ParentMissing { .. }));
+    // Self-parent is missing too.
+    let e = s
+        .commit(&Commit::at(0).write(entry("x", Some("x"), "m")))
+        .unwrap_err();
+    assert!(matches!(e, CommitError::ParentMissing { .. }));
+    assert_eq!(s.next_seq(), 2);
+}
+
+#[test]
+fn duplicate_ids_are_corruption_across_kinds() {
+    let mut s = StoreState::new();
+    s.commit(
+        &Commit::at(0)
+            .write(entry("a", None, "m"))
+            .write(usage("u", 1, 0)),
+    )
+    .unwrap();
+    for w in [
+        entry("a", None, "m"),
+        usage("a", 1, 0),
+        entry("u", None, "m"),
+        usage("u", 1, 0),
+    ] {
+        let e = s.commit(&Commit::at(0).write(w)).unwrap_err();
+        assert_eq!(e.reason(), "DuplicateId");
+    }
+    let e = s
+        .commit(
+            &Commit::at(0)
+                .write(usage("z", 1, 0))
+                .write(entry("z", None, "m")),
+        )
+        .unwrap_err();
+    assert_eq!(
+        e,
+        CommitError::DuplicateId {
+            id: id("z"),
+            existing: RecordKind::Usage
+        }
+    );
+    assert_eq!(s.stats().usage_rows, 1);
+}
+
+#[test]
+fn delete_absent_consumes_a_seq() {
+    let mut s = StoreState::new();
+    let r = s.commit(&Commit::at(0).write(del("n", "k"))).unwrap();
+    assert_eq!(r.seqs, vec![1]);
+    assert_eq!(s.next_seq(), 2);
+    assert_eq!(s.get_register(&ns("n"), &key("k")), None);
+}
+
+#[test]
+fn register_value_bound_is_checked_at_commit() {
+    let mut s = StoreState::new();
+    let big = Payload::new(vec![0u8; types::MAX_REGISTER_VALUE_LEN + 1]).unwrap();
+    let e = s
+        .commit(&Commit::at(0).write(Write::SetRegister {
+            namespace: ns("n"),
+            key: key("k"),
+            value: big,
+        }))
+        .unwrap_err();
+    assert_eq!(e.reason(), "OutOfBounds");
+    assert_eq!(s.next_seq(), 1);
+}
+
+#[test]
+fn stats_overflow_is_refused() {
+    let mut s = StoreState::new();
+    s.commit(&Commit::at(0).write(usage("a", u64::MAX, 0)))
+        .unwrap();
+    let e = s
+        .commit(&Commit::at(0).write(usage("b", 1, 0)))
+        .unwrap_err();
+    assert_eq!(e, CommitError::StatsOverflow);
+    assert_eq!(s.stats().usage_rows, 1);
+}
+
+#[test]
+fn seq_exhaustion_is_refused() {
+    let mut s = StoreState::new();
+    let e = s
+        .commit(&Commit::at(0).floor(u64::MAX).write(del("n", "k")))
+        .unwrap_err();
+    assert_eq!(e, CommitError::SeqExhausted);
+    let r = s
+        .commit(&Commit::at(0).floor(u64::MAX - 1).write(del("n", "k")))
+        .unwrap();
+    assert_eq!(r.next_seq, u64::MAX);
+}
+
+#[test]
+fn too_many_writes_is_refused() {
+    let mut s = StoreState::new();
+    let mut c = Commit::at(0);
+    c.writes = vec![del("n", "k"); types::MAX_WRITES_PER_COMMIT + 1];
+    assert_eq!(s.commit(&c).unwrap_err().reason(), "OutOfBounds");
+}
+
+#[test]
+fn name_bounds() {
+    assert!(RecordId::new("").is_err());
+    assert!(RecordId::new("a\u{0}").is_err());
+    assert!(RecordId::new("x".repeat(types::MAX_ID_LEN)).is_ok());
+    assert_eq!(
+        RecordId::new("x".repeat(types::MAX_ID_LEN + 1)),
+        Err(BoundError::InvalidId {
+            len: types::MAX_ID_LEN + 1
+        })
+    );
+    assert!(Kind::new("k".repeat(types::MAX_KIND_LEN + 1)).is_err());
+    assert!(Namespace::new("").is_err());
+    assert!(RegisterKey::new("").is_err());
+    assert!(KeyPrefix::new("").is_ok());
+    assert!(serde_json::from_str::<RecordId>("\"\"").is_err());
+    assert!(serde_json::from_str::<Kind>(&format!("\"{}\"", "k".repeat(65))).is_err());
+    assert_eq!(
+        serde_json::from_str::<RecordId>("\"ok\"").unwrap(),
+        id("ok")
+    );
+    assert!(Payload::check_len(types::MAX_PAYLOAD_LEN + 1).is_err());
+    let p: Payload = serde_json::from_str("[1,2,3]").unwrap();
+    assert_eq!(p.as_bytes(), &[1, 2, 3]);
+}
+
+fn tree() -> StoreState {
+    // r(compaction) <- a(m) <- b(tool) <- c(compaction) <- d(m) <- e(tool)
+    let mut s = StoreState::new();
+    s.commit(
+        &Commit::at(0)
+            .write(entry("r", None, "compaction"))
+            .write(entry("a", Some("r"), "m"))
+            .write(entry("b", Some("a"), "tool"))
+            .write(entry("c", Some("b"), "compaction"))
+            .write(entry("d", Some("c"), "m"))
+            .write(entry("e", Some("d"), "tool"))
+            .write(entry("side", Some("a"), "m")),
+    )
+    .unwrap();
+    s
+}
+
+fn ids(v: &[Entry]) -> Vec<&str> {
+    v.iter().map(|e| e.id.as_str()).collect()
+}
+
+#[test]
+fn branch_scan_walks_leaf_to_root() {
+    let s = tree();
+    assert_eq!(
+        ids(&s.scan_branch(&branch_scan(id("e"))).unwrap()),
+        ["e", "d", "c", "b", "a", "r"]
+    );
+    assert_eq!(
+        ids(&s.scan_branch(&branch_scan(id("side"))).unwrap()),
+        ["side", "a", "r"]
+    );
+    assert_eq!(
+        s.scan_branch(&branch_scan(id("zz"))),
+        Err(StorageError::UnknownEntry { id: id("zz") })
+    );
+}
+
+#[test]
+fn branch_stop_is_resolved_before_filtering() {
+    let s = tree();
+    let q = branch_scan(id("e")).stop_at_kind(kind("compaction"));
+    assert_eq!(ids(&s.scan_branch(&q).unwrap()), ["e", "d", "c"]);
+    // The stop entry is filtered out but still stops the walk.
+    let q = q.kinds([kind("m")]);
+    assert_eq!(ids(&s.scan_branch(&q).unwrap()), ["d"]);
+}
+
+#[test]
+fn branch_cursor_and_limit_page() {
+    let s = tree();
+    let q = branch_scan(id("e")).limit(2);
+    let p1 = s.scan_branch(&q).unwrap();
+    assert_eq!(ids(&p1), ["e", "d"]);
+    let p2 = s.scan_branch(&q.clone().cursor(p1[1].seq)).unwrap();
+    assert_eq!(ids(&p2), ["c", "b"]);
+    assert!(s.scan_branch(&q.clone().limit(0)).unwrap().is_empty());
+}
+
+#[test]
+fn seq_range_scans() {
+    let s = tree();
+    assert_eq!(
+        ids(&s.scan_entries(&entry_seq_range(Some(2), Some(4)))),
+        ["b", "c"]
+    );
+    assert_eq!(ids(&s.scan_entries(&EntryScan::all().limit(2))), ["r", "a"]);
+    assert!(s
+        .scan_entries(&entry_seq_range(Some(u64::MAX), None))
+        .is_empty());
+    assert!(s
+        .scan_entries(&entry_seq_range(Some(5), Some(3)))
+        .is_empty());
+    let heads = s.scan_entry_heads(&EntryScan::all());
+    let full: Vec<EntryHead> = s
+        .scan_entries(&EntryScan::all())
+        .iter()
+        .map(Entry::head)
+        .collect();
+    assert_eq!(heads, full);
+}
+
+#[test]
+fn list_registers_by_prefix() {
+    let mut s = StoreState::new();
+    s.commit(
+        &Commit::at(0)
+            .write(set("n", "a/1", b"1"))
+            .write(set("n", "a/2", b"2"))
+            .write(set("n", "b/1", b"3"))
+            .write(set("o", "a/9", b"4")),
+    )
+    .unwrap();
+    let got: Vec<_> = s
+        .list_registers(&ns("n"), &KeyPrefix::new("a/").unwrap())
+        .into_iter()
+        .map(|r| r.key.as_str().to_owned())
+        .collect();
+    assert_eq!(got, ["a/1", "a/2"]);
+    assert_eq!(s.list_registers(&ns("n"), &KeyPrefix::all()).len(), 3);
+    assert!(s.list_registers(&ns("zz"), &KeyPrefix::all()).is_empty());
+}
+
+#[test]
+fn serde_round_trip_and_refusal_of_broken_records() {
+    let mut s = tree();
+    s.commit(
+        &Commit::at(3)
+            .write(usage("u", 5, 7))
+            .write(set("n", "k", b"v")),
+    )
+    .unwrap();
+    let json = serde_json::to_string(&s).unwrap();
+    let back: StoreState = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, s);
+
+    let mut bad = s.record();
+    bad.stats.totals.input_tokens += 1;
+    assert!(matches!(
+        StoreState::try_from(bad),
+        Err(StateError::StatsMismatch { .. })
+    ));
+    let mut bad = s.record();
+    bad.usage[0].id = id("a");
+    assert_eq!(
+        StoreState::try_from(bad),
+        Err(StateError::DuplicateId(id("a")))
+    );
+    let mut bad = s.record();
+    bad.next_seq = 2;
+    assert!(matches!(
+        StoreState::try_from(bad),
+        Err(StateError::SeqOutOfRange { .. })
+    ));
+    let mut bad = s.record();
+    bad.entries[0].parent = Some(id("e"));
+    assert!(matches!(
+        StoreState::try_from(bad),
+        Err(StateError::BrokenParent { .. })
+    ));
+}
+
+#[test]
+fn memory_storage_close_is_idempotent_and_typed() {
+    let m = MemoryStorage::new();
+    m.commit(&Commit::at(0).write(entry("a", None, "m")))
+        .unwrap();
+    m.close().unwrap();
+    m.close().unwrap();
+    assert_eq!(m.stats(), Err(StorageError::HandleClosed));
+    assert_eq!(m.get_entries(&[id("a")]), Err(StorageError::HandleClosed));
+    assert_eq!(
+        m.commit(&Commit::at(0).write(del("n", "k"))),
+        Err(CommitError::Faulted {
+            reason: REASON_HANDLE_CLOSED.to_owned()
+        })
+    );
+}
+
+#[test]
+fn memory_storage_poisoned_mutex_is_typed() {
+    let m = std::sync::Arc::new(MemoryStorage::new());
+    let m2 = m.clone();
+    let _ = std::thread::spawn(move || {
+        let _g = m2.inner_for_test().lock();
+        panic!("poison the lock");
+    })
+    .join();
+    assert_eq!(m.stats().unwrap_err().reason(), "BackendFault");
+    assert_eq!(m.commit(&Commit::at(0)).unwrap_err().reason(), "Faulted");
+    assert_eq!(m.close().unwrap_err().reason(), "BackendFault");
+}
+
+// ---------------------------------------------------------------- proptests
+
+/// A small closed operation over a tiny name space, so collisions happen.
+#[derive(Clone, Debug)]
+enum Op {
+    Entry {
+        id: u8,
+        parent: Option<u8>,
+        kind: u8,
+    },
+    Usage {
+        id: u8,
+        input: u16,
+        cost: u16,
+    },
+    Set {
+        key: u8,
+        val: u8,
+    },
+    Del {
+        key: u8,
+    },
+}
+
+#[derive(Clone, Debug)]
+struct Tx {
+    expect: Vec<(u8, Option<u8>)>,
+    ops: Vec<Op>,
+    floor: Option<u8>,
+    ts: u16,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (0u8..12, proptest::option::of(0u8..12), 0u8..3).prop_map(|(id, parent, kind)| Op::Entry {
+            id,
+            parent,
+            kind
+        }),
+        (0u8..12, any::<u16>(), any::<u16>()).prop_map(|(id, input, cost)| Op::Usage {
+            id,
+            input,
+            cost
+        }),
+        (0u8..4, any::<u8>()).prop_map(|(key, val)| Op::Set { key, val }),
+        (0u8..4).prop_map(|key| Op::Del { key }),
+    ]
+}
+
+fn tx() -> impl Strategy<Value = Tx> {
+    (
+        proptest::collection::vec((0u8..4, proptest::option::of(0u8..40)), 0..3),
+        proptest::collection::vec(op(), 0..5),
+        proptest::option::of(0u8..60),
+        any::<u16>(),
+    )
+        .prop_map(|(expect, ops, floor, ts)| Tx {
+            expect,
+            ops,
+            floor,
+            ts,
+        })
+}
+
+fn to_commit(t: &Tx, s: &StoreState) -> Commit {
+    let mut c = Commit::at(u64::from(t.ts));
+    c.seq_floor = t.floor.map(u64::from);
+    for (k, e) in &t.expect {
+        // Half the time expect the true seq, so that commits succeed often.
+        let expected = match e {
+            Some(x) if x % 2 == 0 => s
+                .get_register(&ns("r"), &key(&format!("k{k}")))
+                .map(|r| r.seq),
+            other => other.map(u64::from),
+        };
+        c = c.expect(ns("r"), key(&format!("k{k}")), expected);
+    }
+    for o in &t.ops {
+        c = c.write(match o {
+            Op::Entry {
+                id: i,
+                parent,
+                kind: k,
+            } => Write::InsertEntry {
+                id: id(&format!("i{i}")),
+                parent: parent.map(|p| id(&format!("i{p}"))),
+                kind: kind(&format!("k{k}")),
+                payload: Payload::new(vec![*i]).unwrap(),
+            },
+            Op::Usage { id: i, input, cost } => Write::InsertUsage {
+                id: id(&format!("i{i}")),
+                figures: UsageFigures {
+                    input_tokens: u64::from(*input),
+                    cost_micros: u64::from(*cost),
+                    ..UsageFigures::default()
+                },
+                details: Payload::default(),
+            },
+            Op::Set { key: k, val } => Write::SetRegister {
+                namespace: ns("r"),
+                key: key(&format!("k{k}")),
+                value: Payload::new(vec![*val]).unwrap(),
+            },
+            Op::Del { key: k } => Write::DeleteRegister {
+                namespace: ns("r"),
+                key: key(&format!("k{k}")),
+            },
+        });
+    }
+    c
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn commits_keep_every_invariant(txs in proptest::collection::vec(tx(), 1..25)) {
+        let mut s = StoreState::new();
+        for t in &txs {
+            let c = to_commit(t, &s);
+            let before = s.clone();
+            match s.commit(&c) {
+                Ok(r) => {
+                    // One seq per write, consecutive, from max(next, floor).
+                    prop_assert_eq!(r.seqs.len(), c.writes.len());
+                    if let Some(first) = r.seqs.first() {
+                        let want = before.next_seq().max(c.seq_floor.unwrap_or(0));
+                        prop_assert_eq!(*first, want);
+                        prop_assert!(r.seqs.windows(2).all(|w| w[1] == w[0] + 1));
+                        prop_assert_eq!(r.next_seq, r.seqs[r.seqs.len() - 1] + 1);
+                        prop_assert!(s.next_seq() > before.next_seq());
+                    } else {
+                        prop_assert_eq!(&s, &before);
+                    }
+                    // Every expectation held against the pre-commit state.
+                    for e in &c.expectations {
+                        prop_assert_eq!(before.get_register(&e.namespace, &e.key).map(|r| r.seq), e.expected);
+                    }
+                }
+                Err(_) => prop_assert_eq!(&s, &before, "a refused commit changed the store"),
+            }
+            // Stats equal the ledger sum after every commit.
+            let ledger = s.scan_usage(&UsageScan::all());
+            prop_assert_eq!(Stats::of(ledger.iter()), Some(s.stats()));
+            prop_assert_eq!(s.check_invariants(), Ok(()));
+        }
+    }
+
+    #[test]
+    fn branch_scan_pages_concatenate_to_the_filtered_walk(
+        txs in proptest::collection::vec(tx(), 1..25),
+        leaf in any::<u8>(), stop in proptest::option::of(0u8..3),
+        filter in proptest::option::of(0u8..3), page in 1usize..4,
+    ) {
+        let mut s = StoreState::new();
+        for t in &txs {
+            let c = to_commit(t, &s);
+            let _ = s.commit(&c);
+        }
+        let all = s.scan_entries(&EntryScan::all());
+        if all.is_empty() {
+            return Ok(());
+        }
+        let leaf = all[usize::from(leaf) % all.len()].id.clone();
+        let mut q = branch_scan(leaf.clone());
+        if let Some(k) = stop { q = q.stop_at_kind(kind(&format!("k{k}"))); }
+        if let Some(k) = filter { q = q.kinds([kind(&format!("k{k}"))]); }
+        // Reference: walk by parent links, cut after the first stop, filter.
+        let mut want = Vec::new();
+        let mut cur = s.entry(&leaf).cloned();
+        while let Some(e) = cur {
+            let stops = stop.is_some_and(|k| e.kind.as_str() == format!("k{k}"));
+            cur = e.parent.as_ref().and_then(|p| s.entry(p).cloned());
+            if filter.is_none_or(|k| e.kind.as_str() == format!("k{k}")) { want.push(e); }
+            if stops { break; }
+        }
+        prop_assert_eq!(&s.scan_branch(&q).unwrap(), &want);
+        // Paging with cursor + limit yields the same sequence.
+        let mut got = Vec::new();
+        let mut pq = q.clone().limit(page);
+        loop {
+            let p = s.scan_branch(&pq).unwrap();
+            prop_assert!(p.len() <= page);
+            let Some(last) = p.last() else { break };
+            pq = pq.cursor(last.seq);
+            got.extend(p);
+        }
+        prop_assert_eq!(got, want);
+    }
+
+    #[test]
+    fn seq_range_scans_partition(txs in proptest::collection::vec(tx(), 1..20), cut in 0u64..80) {
+        let mut s = StoreState::new();
+        for t in &txs {
+            let c = to_commit(t, &s);
+            let _ = s.commit(&c);
+        }
+        let all = s.scan_entries(&EntryScan::all());
+        prop_assert!(all.windows(2).all(|w| w[0].seq < w[1].seq));
+        let mut lo = s.scan_entries(&entry_seq_range(None, Some(cut)));
+        lo.extend(s.scan_entries(&entry_seq_range(Some(cut), None)));
+        prop_assert_eq!(&lo, &all);
+        let heads: Vec<EntryHead> = all.iter().map(Entry::head).collect();
+        prop_assert_eq!(s.scan_entry_heads(&EntryScan::all()), heads);
+        let u = s.scan_usage(&UsageScan::all());
+        let mut ul = s.scan_usage(&usage_seq_range(None, Some(cut)));
+        ul.extend(s.scan_usage(&usage_seq_range(Some(cut), None)));
+        prop_assert_eq!(ul, u);
+    }
+}
