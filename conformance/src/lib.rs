@@ -1,1 +1,111 @@
-//! placeholder
+//! custos-conformance — the suites that define what a correct backend is.
+//!
+//! Shaped like `object_store`'s shared integration suite: every behaviour is a
+//! public generic function taking a backend **factory** (`Fn() -> S`, called
+//! once or more per case for a fresh, empty store), and a macro emits one
+//! `#[test]` per case for a backend crate:
+//!
+//! ```
+//! custos_conformance::storage_suite!(memory, || custos_core::storage::MemoryStorage::new());
+//! ```
+//!
+//! A behaviour without a case here is not guaranteed. [`storage::STORAGE_CASES`]
+//! names every case and [`storage::storage_cases`] returns them as a runtime
+//! table (for `custos conformance`, which prints pass/fail per case).
+
+pub mod storage;
+
+/// Emits `mod $name { #[test] fn <case>() … }`: one test per storage
+/// conformance case, each calling the case with `$factory` (an expression of
+/// a type implementing `Fn() -> S` with `S: Storage`; it is evaluated once per
+/// test, and names in the calling module are in scope).
+#[macro_export]
+macro_rules! storage_suite {
+    ($name:ident, $factory:expr $(,)?) => {
+        #[allow(unused_imports)]
+        mod $name {
+            use super::*;
+            $crate::__with_storage_cases!(__emit_storage_tests!($factory));
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __emit_storage_tests {
+    (($factory:expr) $($case:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $case() {
+                $crate::storage::$case($factory);
+            }
+        )*
+    };
+}
+
+/// Invokes `$crate::$callback! { ($args) case, case, … }` with every storage case
+/// name, so the macro and the runtime table cannot drift.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_storage_cases {
+    ($callback:ident ! ($($args:tt)*)) => {
+        $crate::$callback! { ($($args)*)
+            fresh_store_is_empty,
+            first_seq_is_one_and_seqs_follow_list_order,
+            seqs_strictly_increase_across_commits,
+            seq_floor_leaves_a_gap,
+            seq_floor_below_next_is_already_met,
+            seq_gaps_are_visible_in_scans,
+            entry_round_trips,
+            get_entries_is_aligned_and_answers_none_for_unknown,
+            get_entries_bound_is_typed,
+            ts_is_stamped_from_the_commit,
+            usage_row_round_trips,
+            parent_must_exist,
+            parent_inserted_earlier_in_the_commit_counts,
+            parent_inserted_later_in_the_commit_does_not_count,
+            usage_row_is_not_a_parent,
+            failed_parent_applies_nothing,
+            duplicate_entry_id_is_corruption,
+            duplicate_usage_id_is_corruption,
+            entry_id_reused_by_usage_is_corruption,
+            usage_id_reused_by_entry_is_corruption,
+            duplicate_id_within_one_commit_is_corruption,
+            duplicate_id_never_updates,
+            set_register_creates_with_its_seq,
+            set_register_replaces,
+            delete_register_removes,
+            delete_absent_is_a_noop_that_consumes_a_seq,
+            writes_apply_in_list_order,
+            cas_absent_holds_on_absent_register,
+            cas_absent_refused_on_present_register,
+            cas_matching_seq_applies,
+            refused_cas_applies_nothing,
+            expectations_are_evaluated_before_writes,
+            every_expectation_must_hold,
+            cas_only_commit_is_legal,
+            stale_cas_only_commit_is_refused,
+            failed_commit_consumes_no_seq,
+            stats_equal_ledger_after_every_commit,
+            register_value_bound_is_typed_and_applies_nothing,
+            list_registers_by_prefix_ascending,
+            list_registers_isolates_namespaces,
+            branch_scan_walks_leaf_to_root,
+            branch_scan_unknown_leaf_is_typed,
+            branch_scan_excludes_other_branches,
+            branch_scan_stop_is_inclusive,
+            branch_scan_stop_is_resolved_before_filtering,
+            branch_scan_kind_filter,
+            branch_scan_cursor_pages_without_overlap,
+            branch_scan_limit,
+            scan_entries_seq_range_bounds,
+            scan_entries_pages_with_after_and_limit,
+            scan_entry_heads_equal_the_full_scan_projected,
+            scan_usage_seq_range,
+            close_is_idempotent,
+            closed_reads_answer_handle_closed,
+            closed_commit_answers_faulted,
+            branch_scan_query_plan_uses_no_table_scan,
+        }
+    };
+}

@@ -1,0 +1,1479 @@
+//! The session-storage conformance suite: one public generic function per
+//! behaviour of the [`Storage`] port.
+//!
+//! Every commit a case makes goes through [`commit_checked`], which asserts
+//! after *each* transaction — accepted or refused — that the stats projection
+//! equals the sum of the usage ledger.
+//!
+//! Cases panic (via `assert!`) on a violation: they are test bodies.
+
+#![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
+
+use custos_core::storage::types::{MAX_GET_ENTRIES, MAX_REGISTER_VALUE_LEN};
+use custos_core::storage::{
+    branch_scan, entry_seq_range, usage_seq_range, BoundError, BranchScan, Commit, CommitError,
+    CommitReceipt, Entry, EntryHead, EntryScan, KeyPrefix, Kind, Namespace, Payload, RecordId,
+    Register, RegisterKey, Seq, Stats, Storage, StorageError, UsageFigures, UsageRow, UsageScan,
+    Write,
+};
+
+/// The namespaces the suite writes registers into.
+pub const NAMESPACES: &[&str] = &["n", "o"];
+
+// ------------------------------------------------------------------ helpers
+
+/// A record id (panics on an invalid literal: test helper).
+pub fn id(s: &str) -> RecordId {
+    RecordId::new(s).expect("valid id literal")
+}
+
+/// An entry kind.
+pub fn kind(s: &str) -> Kind {
+    Kind::new(s).expect("valid kind literal")
+}
+
+/// A register namespace.
+pub fn ns(s: &str) -> Namespace {
+    Namespace::new(s).expect("valid namespace literal")
+}
+
+/// A register key.
+pub fn key(s: &str) -> RegisterKey {
+    RegisterKey::new(s).expect("valid key literal")
+}
+
+/// An `InsertEntry` whose payload is `payload:<id>`.
+pub fn entry(i: &str, parent: Option<&str>, k: &str) -> Write {
+    Write::InsertEntry {
+        id: id(i),
+        parent: parent.map(id),
+        kind: kind(k),
+        payload: Payload::new(format!("payload:{i}").into_bytes()).expect("small payload"),
+    }
+}
+
+/// An `InsertUsage` with the given input tokens and cost and `details:<id>`.
+pub fn usage(i: &str, input: u64, cost: u64) -> Write {
+    Write::InsertUsage {
+        id: id(i),
+        figures: UsageFigures {
+            input_tokens: input,
+            output_tokens: input / 2,
+            cache_read_tokens: 1,
+            cache_write_tokens: 0,
+            cost_micros: cost,
+        },
+        details: Payload::new(format!("details:{i}").into_bytes()).expect("small payload"),
+    }
+}
+
+/// A `SetRegister`.
+pub fn set(n: &str, k: &str, v: &[u8]) -> Write {
+    Write::SetRegister {
+        namespace: ns(n),
+        key: key(k),
+        value: Payload::new(v.to_vec()).expect("small payload"),
+    }
+}
+
+/// A `DeleteRegister`.
+pub fn del(n: &str, k: &str) -> Write {
+    Write::DeleteRegister {
+        namespace: ns(n),
+        key: key(k),
+    }
+}
+
+/// Asserts that the stats projection equals the sum of the usage ledger.
+pub fn assert_stats_equal_ledger<S: Storage>(s: &S) {
+    let ledger = s.scan_usage(&UsageScan::all()).expect("scan_usage");
+    let sum = Stats::of(ledger.iter()).expect("ledger sum fits");
+    assert_eq!(
+        s.stats().expect("stats"),
+        sum,
+        "stats differ from the ledger sum"
+    );
+}
+
+/// Commits and then asserts stats == ledger sum, whatever the outcome.
+pub fn commit_checked<S: Storage>(s: &S, c: &Commit) -> Result<CommitReceipt, CommitError> {
+    let r = s.commit(c);
+    assert_stats_equal_ledger(s);
+    r
+}
+
+/// Commits, requiring success.
+pub fn ok<S: Storage>(s: &S, c: Commit) -> CommitReceipt {
+    match commit_checked(s, &c) {
+        Ok(r) => r,
+        Err(e) => panic!("commit {c:?} refused: {e}"),
+    }
+}
+
+/// Commits, requiring refusal, and returns the error.
+pub fn refused<S: Storage>(s: &S, c: Commit) -> CommitError {
+    match commit_checked(s, &c) {
+        Ok(r) => panic!("commit {c:?} accepted ({r:?}); expected a refusal"),
+        Err(e) => e,
+    }
+}
+
+/// Everything a caller can observe through the port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dump {
+    /// Every entry, ascending seq.
+    pub entries: Vec<Entry>,
+    /// Every usage row, ascending seq.
+    pub usage: Vec<UsageRow>,
+    /// Every register of [`NAMESPACES`].
+    pub registers: Vec<Register>,
+    /// The stats.
+    pub stats: Stats,
+}
+
+/// Reads everything observable.
+pub fn dump<S: Storage>(s: &S) -> Dump {
+    Dump {
+        entries: s.scan_entries(&EntryScan::all()).expect("scan_entries"),
+        usage: s.scan_usage(&UsageScan::all()).expect("scan_usage"),
+        registers: NAMESPACES
+            .iter()
+            .flat_map(|n| {
+                s.list_registers(&ns(n), &KeyPrefix::all())
+                    .expect("list_registers")
+            })
+            .collect(),
+        stats: s.stats().expect("stats"),
+    }
+}
+
+/// The seq the next write would receive, found by committing a delete of a
+/// probe register (which consumes exactly that seq).
+pub fn probe_next_seq<S: Storage>(s: &S) -> Seq {
+    let r = ok(s, Commit::at(0).write(del("o", "probe")));
+    assert_eq!(r.seqs.len(), 1);
+    r.seqs[0]
+}
+
+fn ids(v: &[Entry]) -> Vec<&str> {
+    v.iter().map(|e| e.id.as_str()).collect()
+}
+
+fn reg<S: Storage>(s: &S, n: &str, k: &str) -> Option<Register> {
+    s.get_register(&ns(n), &key(k)).expect("get_register")
+}
+
+/// Builds the tree used by the branch cases:
+///
+/// ```text
+/// r(compaction) ← a(m) ← b(tool) ← c(compaction) ← d(m) ← e(tool) ← f(m)
+///                   ↖ s1(m) ← s2(tool)
+/// ```
+///
+/// with usage rows and registers interleaved so that entry seqs have gaps.
+pub fn branch_tree<S: Storage>(s: &S) {
+    ok(
+        s,
+        Commit::at(1)
+            .write(entry("r", None, "compaction"))
+            .write(entry("a", Some("r"), "m"))
+            .write(usage("u1", 10, 1))
+            .write(entry("b", Some("a"), "tool")),
+    );
+    ok(
+        s,
+        Commit::at(2)
+            .write(entry("s1", Some("a"), "m"))
+            .write(set("n", "x", b"1")),
+    );
+    ok(
+        s,
+        Commit::at(3)
+            .write(entry("c", Some("b"), "compaction"))
+            .write(entry("d", Some("c"), "m"))
+            .write(entry("s2", Some("s1"), "tool")),
+    );
+    ok(
+        s,
+        Commit::at(4)
+            .floor(100)
+            .write(entry("e", Some("d"), "tool")),
+    );
+    ok(
+        s,
+        Commit::at(5)
+            .write(usage("u2", 3, 2))
+            .write(entry("f", Some("e"), "m")),
+    );
+}
+
+// -------------------------------------------------------------- seq rules
+
+/// A fresh store is empty: no entries, usage or registers, zero stats.
+pub fn fresh_store_is_empty<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    let d = dump(&s);
+    assert!(d.entries.is_empty() && d.usage.is_empty() && d.registers.is_empty());
+    assert_eq!(d.stats, Stats::default());
+    assert_eq!(s.get_entries(&[id("a")]).unwrap(), vec![None]);
+    assert_eq!(reg(&s, "n", "k"), None);
+}
+
+/// The first write of a fresh store gets seq 1; a commit's writes get
+/// consecutive seqs in list order.
+pub fn first_seq_is_one_and_seqs_follow_list_order<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    let r = ok(
+        &s,
+        Commit::at(0)
+            .write(entry("a", None, "m"))
+            .write(usage("u", 1, 1))
+            .write(set("n", "k", b"v"))
+            .write(del("n", "zz")),
+    );
+    assert_eq!(r.seqs, vec![1, 2, 3, 4]);
+    assert_eq!(r.next_seq, 5);
+    assert_eq!(
+        s.get_entries(&[id("a")]).unwrap()[0].as_ref().unwrap().seq,
+        1
+    );
+    assert_eq!(s.scan_usage(&UsageScan::all()).unwrap()[0].seq, 2);
+    assert_eq!(reg(&s, "n", "k").unwrap().seq, 3);
+}
+
+/// Seqs strictly increase across commits.
+pub fn seqs_strictly_increase_across_commits<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    let mut last = 0;
+    for i in 0..10 {
+        let r = ok(
+            &s,
+            Commit::at(i)
+                .write(set("n", "k", b"v"))
+                .write(entry(&format!("e{i}"), None, "m")),
+        );
+        assert!(r.seqs[0] > last && r.seqs[1] > r.seqs[0]);
+        last = r.seqs[1];
+    }
+    let all = s.scan_entries(&EntryScan::all()).unwrap();
+    assert!(all.windows(2).all(|w| w[0].seq < w[1].seq));
+}
+
+/// A seq floor above next seq starts the commit there, leaving a gap.
+pub fn seq_floor_leaves_a_gap<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    ok(&s, Commit::at(0).write(entry("a", None, "m")));
+    let r = ok(
+        &s,
+        Commit::at(0)
+            .floor(50)
+            .write(entry("b", Some("a"), "m"))
+            .write(set("n", "k", b"v")),
+    );
+    assert_eq!(r.seqs, vec![50, 51]);
+    assert_eq!(r.next_seq, 52);
+    assert_eq!(probe_next_seq(&s), 52);
+}
+
+/// A floor at or below next seq is already met: no gap, no error.
+pub fn seq_floor_below_next_is_already_met<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    ok(&s, Commit::at(0).floor(10).write(set("n", "k", b"v")));
+    let r = ok(&s, Commit::at(0).floor(3).write(set("n", "k", b"w")));
+    assert_eq!(r.seqs, vec![11]);
+    let r = ok(&s, Commit::at(0).floor(12).write(set("n", "k", b"w")));
+    assert_eq!(r.seqs, vec![12]);
+}
+
+/// Gaps are legal and seq-range scans see the real seqs.
+pub fn seq_gaps_are_visible_in_scans<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    ok(&s, Commit::at(0).write(entry("a", None, "m")));
+    ok(
+        &s,
+        Commit::at(0).floor(20).write(entry("b", Some("a"), "m")),
+    );
+    ok(
+        &s,
+        Commit::at(0).floor(40).write(entry("c", Some("b"), "m")),
+    );
+    let seqs: Vec<Seq> = s
+        .scan_entries(&EntryScan::all())
+        .unwrap()
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(seqs, vec![1, 20, 40]);
+    assert_eq!(
+        ids(&s.scan_entries(&entry_seq_range(Some(1), Some(39))).unwrap()),
+        ["b"]
+    );
+    assert!(s
+        .scan_entries(&entry_seq_range(Some(2), Some(19)))
+        .unwrap()
+        .is_empty());
+}
+
+// --------------------------------------------------------- entries, usage
+
+/// An inserted entry reads back exactly.
+pub fn entry_round_trips<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    ok(&s, Commit::at(77).write(entry("root", None, "m")));
+    ok(
+        &s,
+        Commit::at(78).write(Write::InsertEntry {
+            id: id("child"),
+            parent: Some(id("root")),
+            kind: kind("tool"),
+            payload: Payload::new(vec![0, 255, 7, 0]).unwrap(),
+        }),
+    );
+    let got = s.get_entries(&[id("child")]).unwrap().remove(0).unwrap();
+    assert_eq!(
+        got,
+        Entry {
+            id: id("child"),
+            parent: Some(id("root")),
+            kind: kind("tool"),
+            payload: Payload::new(vec![0, 255, 7, 0]).unwrap(),
+            seq: 2,
+            ts: 78,
+        }
+    );
+    // An empty payload is legal too.
+    ok(
+        &s,
+        Commit::at(79).write(Write::InsertEntry {
+            id: id("empty"),
+            parent: None,
+            kind: kind("m"),
+            payload: Payload::default(),
+        }),
+    );
+    assert!(s.get_entries(&[id("empty")]).unwrap()[0]
+        .as_ref()
+        .unwrap()
+        .payload
+        .is_empty());
+}
+
+/// `get_entries` answers in request order, `None` for unknown ids,
+/// repeated ids repeated.
+pub fn get_entries_is_aligned_and_answers_none_for_unknown<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    ok(
+        &s,
+        Commit::at(0)
+            .write(entry("a", None, "m"))
+            .write(entry("b", Some("a"), "m"))
+            .write(usage("u", 1, 1)),
+    );
+    let got = s
+        .get_entries(&[id("b"), id("zz"), id("a"), id("u"), id("b")])
+        .unwrap();
+    let names: Vec<Option<&str>> = got
+        .iter()
+        .map(|e| e.as_ref().map(|e| e.id.as_str()))
+        .collect();
+    assert_eq!(names, [Some("b"), None, Some("a"), None, Some("b")]);
+    assert!(s.get_entries(&[]).unwrap().is_empty());
+}
+
+/// Asking for more than `MAX_GET_ENTRIES` ids is a typed bound error.
+pub fn get_entries_bound_is_typed<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    let many = vec![id("a"); MAX_GET_ENTRIES + 1];
+    assert_eq!(
+        s.get_entries(&many),
+        Err(StorageError::OutOfBounds(BoundError::TooManyIds {
+            count: MAX_GET_ENTRIES + 1
+        }))
+    );
+    assert_eq!(
+        s.get_entries(&many[..MAX_GET_ENTRIES]).unwrap().len(),
+        MAX_GET_ENTRIES
+    );
+}
+
+/// Every row a commit writes carries the commit's `ts`.
+pub fn ts_is_stamped_from_the_commit<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    ok(
+        &s,
+        Commit::at(1234)
+            .write(entry("a", None, "m"))
+            .write(usage("u", 1, 1)),
+    );
+    ok(&s, Commit::at(99).write(entry("b", Some("a"), "m")));
+    let e = s.scan_entries(&EntryScan::all()).unwrap();
+    assert_eq!((e[0].ts, e[1].ts), (1234, 99));
+    assert_eq!(s.scan_usage(&UsageScan::all()).unwrap()[0].ts, 1234);
+}
+
+/// A usage row reads back exactly, details included.
+pub fn usage_row_round_trips<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    let figures = UsageFigures {
+        input_tokens: 1000,
+        output_tokens: 250,
+        cache_read_tokens: 40,
+        cache_write_tokens: 8,
+        cost_micros: 12_345,
+    };
+    ok(
+        &s,
+        Commit::at(5).floor(7).write(Write::InsertUsage {
+            id: id("u"),
+            figures,
+            details: Payload::new(b"{\"model\":\"m\"}".to_vec()).unwrap(),
+        }),
+    );
+    let rows = s.scan_usage(&UsageScan::all()).unwrap();
+    assert_eq!(
+        rows,
+        vec![UsageRow {
+            id: id("u"),
+            seq: 7,
+            ts: 5,
+            figures,
+            details: Payload::new(b"{\"model\":\"m\"}".to_vec()).unwrap(),
+        }]
+    );
+    assert_eq!(
+        s.stats().unwrap(),
+        Stats {
+            usage_rows: 1,
+            totals: figures
+        }
+    );
+}
+
+// ------------------------------------------------------------ parent rules
+
+/// An entry whose parent does not exist is refused.
+pub fn parent_must_exist<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    let e = refused(&s, Commit::at(0).write(entry("b", Some("a"), "m")));
+    assert_eq!(
+        e,
+        CommitError::ParentMissing {
+            id: id("b"),
+            parent: id("a")
+        }
+    );
+    assert_eq!(e.reason(), "ParentMissing");
+    assert!(dump(&s).entries.is_empty());
+}
+
+/// A parent inserted earlier in the same commit counts.
+pub fn parent_inserted_earlier_in_the_commit_counts<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    ok(
+        &s,
+        Commit::at(0)
+            .write(entry("a", None, "m"))
+            .write(entry("b", Some("a"), "m"))
+            .write(entry("c", Some("b"), "m")),
+    );
+    assert_eq!(
+        ids(&s.scan_branch(&branch_scan(id("c"))).unwrap()),
+        ["c", "b", "a"]
+    );
+}
+
+/// A parent inserted later in the same commit does not count.
+pub fn parent_inserted_later_in_the_commit_does_not_count<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    let e = refused(
+        &s,
+        Commit::at(0)
+            .write(entry("b", Some("a"), "m"))
+            .write(entry("a", None, "m")),
+    );
+    assert_eq!(
+        e,
+        CommitError::ParentMissing {
+            id: id("b"),
+            parent: id("a")
+        }
+    );
+    assert!(dump(&s).entries.is_empty());
+}
+
+/// A usage row's id is not an entry, so it is no parent.
+pub fn usage_row_is_not_a_parent<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    ok(&s, Commit::at(0).write(usage("u", 1, 1)));
+    let e = refused(&s, Commit::at(0).write(entry("b", Some("u"), "m")));
+    assert_eq!(
+        e,
+        CommitError::ParentMissing {
+            id: id("b"),
+            parent: id("u")
+        }
+    );
+    let e = refused(
+        &s,
+        Commit::at(0)
+            .write(usage("v", 1, 1))
+            .write(entry("c", Some("v"), "m")),
+    );
+    assert_eq!(e.reason(), "ParentMissing");
+}
+
+/// A parent failure late in a commit rolls back the earlier writes too.
+pub fn failed_parent_applies_nothing<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    ok(&s, Commit::at(0).write(entry("a", None, "m")));
+    let before = dump(&s);
+    refused(
+        &s,
+        Commit::at(0)
+            .write(entry("b", Some("a"), "m"))
+            .write(usage("u", 5, 5))
+            .write(set("n", "k", b"v"))
+            .write(entry("x", Some("nope"), "m")),
+    );
+    assert_eq!(dump(&s), before);
+}
+
+// ------------------------------------------------------------- duplicates
+
+/// An entry under an existing entry id is corruption.
+pub fn duplicate_entry_id_is_corruption<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    ok(&s, Commit::at(0).write(entry("a", None, "m")));
+    let e = refused(&s, Commit::at(0).write(entry("a", None, "m")));
+    assert_eq!(
+        e,
+        CommitError::DuplicateId {
+            id: id("a"),
+            existing: custos_core::storage::RecordKind::Entry
+        }
+    );
+    assert_eq!(e.reason(), "DuplicateId");
+}
+
+/// A usage row under an existing usage id is corruption.
+pub fn duplicate_usage_id_is_corruption<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    ok(&s, Commit::at(0).write(usage("u", 1, 1)));
+    let e = refused(&s, Commit::at(0).write(usage("u", 1, 1)));
+    assert_eq!(
+        e,
+        CommitError::DuplicateId {
+            id: id("u"),
+            existing: custos_core::storage::RecordKind::Usage
+        }
+    );
+    assert_eq!(s.stats().unwrap().usage_rows, 1);
+}
+
+/// Ids are one namespace: a usage row cannot reuse an entry's id.
+pub fn entry_id_reused_by_usage_is_corruption<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    ok(&s, Commit::at(0).write(entry("a", None, "m")));
+    let e = refused(&s, Commit::at(0).write(usage("a", 1, 1)));
+    assert_eq!(
+        e,
+        CommitError::DuplicateId {
+            id: id("a"),
+            existing: custos_core::storage::RecordKind::Entry
+        }
+    );
+    assert!(dump(&s).usage.is_empty());
+}
+
+/// Ids are one namespace: an entry cannot reuse a usage row's id.
+pub fn usage_id_reused_by_entry_is_corruption<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    ok(&s, Commit::at(0).write(usage("u", 1, 1)));
+    let e = refused(&s, Commit::at(0).write(entry("u", None, "m")));
+    assert_eq!(
+        e,
+        CommitError::DuplicateId {
+            id: id("u"),
+            existing: custos_core::storage::RecordKind::Usage
+        }
+    );
+    assert!(dump(&s).entries.is_empty());
+}
+
+/// Two records with one id inside a single commit are corruption too.
+pub fn duplicate_id_within_one_commit_is_corruption<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    let e = refused(
+        &s,
+        Commit::at(0)
+            .write(entry("a", None, "m"))
+            .write(entry("a", None, "m")),
+    );
+    assert_eq!(e.reason(), "DuplicateId");
+    let e = refused(
+        &s,
+        Commit::at(0)
+            .write(entry("a", None, "m"))
+            .write(usage("a", 1, 1)),
+    );
+    assert_eq!(e.reason(), "DuplicateId");
+    assert_eq!(dump(&s), dump(&factory()));
+}
+
+/// A refused duplicate leaves the original record byte-identical.
+pub fn duplicate_id_never_updates<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    ok(&s, Commit::at(1).write(entry("a", None, "m")));
+    let before = dump(&s);
+    refused(
+        &s,
+        Commit::at(2).write(Write::InsertEntry {
+            id: id("a"),
+            parent: None,
+            kind: kind("other"),
+            payload: Payload::new(b"new".to_vec()).unwrap(),
+        }),
+    );
+    assert_eq!(dump(&s), before);
+    assert_eq!(
+        s.get_entries(&[id("a")]).unwrap()[0]
+            .as_ref()
+            .unwrap()
+            .payload
+            .as_bytes(),
+        b"payload:a"
+    );
+}
+
+// --------------------------------------------------------------- registers
+
+/// Setting a register creates it with the seq of the write.
+pub fn set_register_creates_with_its_seq<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    let r = ok(
+        &s,
+        Commit::at(0)
+            .write(entry("a", None, "m"))
+            .write(set("n", "k", b"v1")),
+    );
+    assert_eq!(
+        reg(&s, "n", "k"),
+        Some(Register {
+            namespace: ns("n"),
+            key: key("k"),
+            value: Payload::new(b"v1".to_vec()).unwrap(),
+            seq: r.seqs[1]
+        })
+    );
+}
+
+/// Setting replaces the value and the seq; no history remains.
+pub fn set_register_replaces<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    ok(&s, Commit::at(0).write(set("n", "k", b"v1")));
+    let r = ok(&s, Commit::at(0).write(set("n", "k", b"v2")));
+    let got = reg(&s, "n", "k").unwrap();
+    assert_eq!((got.value.as_bytes(), got.seq), (&b"v2"[..], r.seqs[0]));
+    assert_eq!(
+        s.list_registers(&ns("n"), &KeyPrefix::all()).unwrap().len(),
+        1
+    );
+}
+
+/// Deleting removes the cell.
+pub fn delete_register_removes<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    ok(
+        &s,
+        Commit::at(0)
+            .write(set("n", "k", b"v"))
+            .write(set("n", "j", b"w")),
+    );
+    ok(&s, Commit::at(0).write(del("n", "k")));
+    assert_eq!(reg(&s, "n", "k"), None);
+    assert!(reg(&s, "n", "j").is_some());
+}
+
+/// Deleting an absent cell is a no-op that still consumes a seq.
+pub fn delete_absent_is_a_noop_that_consumes_a_seq<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    ok(&s, Commit::at(0).write(entry("a", None, "m")));
+    let before = dump(&s);
+    let r = ok(&s, Commit::at(0).write(del("n", "absent")));
+    assert_eq!(r.seqs, vec![2]);
+    assert_eq!(r.next_seq, 3);
+    assert_eq!(dump(&s), before);
+    assert_eq!(probe_next_seq(&s), 3);
+}
+
+/// Writes apply in list order: set-then-delete leaves nothing, delete-then-set
+/// leaves the set with its (later) seq, and the last of two sets wins.
+pub fn writes_apply_in_list_order<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    ok(
+        &s,
+        Commit::at(0)
+            .write(set("n", "a", b"1"))
+            .write(del("n", "a")),
+    );
+    assert_eq!(reg(&s, "n", "a"), None);
+    let r = ok(
+        &s,
+        Commit::at(0)
+            .write(del("n", "b"))
+            .write(set("n", "b", b"2")),
+    );
+    assert_eq!(reg(&s, "n", "b").unwrap().seq, r.seqs[1]);
+    let r = ok(
+        &s,
+        Commit::at(0)
+            .write(set("n", "c", b"x"))
+            .write(set("n", "c", b"y")),
+    );
+    let c = reg(&s, "n", "c").unwrap();
+    assert_eq!((c.value.as_bytes(), c.seq), (&b"y"[..], r.seqs[1]));
+}
+
+// --------------------------------------------------------------------- CAS
+
+/// `expected: None` holds while the register is absent.
+pub fn cas_absent_holds_on_absent_register<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    ok(
+        &s,
+        Commit::at(0)
+            .expect(ns("n"), key("k"), None)
+            .write(set("n", "k", b"v")),
+    );
+    assert!(reg(&s, "n", "k").is_some());
+}
+
+/// `expected: None` is refused once the register exists.
+pub fn cas_absent_refused_on_present_register<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    let r = ok(&s, Commit::at(0).write(set("n", "k", b"v")));
+    let e = refused(
+        &s,
+        Commit::at(0)
+            .expect(ns("n"), key("k"), None)
+            .write(set("n", "k", b"w")),
+    );
+    assert_eq!(
+        e,
+        CommitError::StaleExpectation {
+            namespace: ns("n"),
+            key: key("k"),
+            expected: None,
+            found: Some(r.seqs[0])
+        }
+    );
+    assert_eq!(reg(&s, "n", "k").unwrap().value.as_bytes(), b"v");
+}
+
+/// An expectation naming the register's current seq holds.
+pub fn cas_matching_seq_applies<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    let r1 = ok(&s, Commit::at(0).write(set("n", "k", b"v")));
+    let r2 = ok(
+        &s,
+        Commit::at(0)
+            .expect(ns("n"), key("k"), Some(r1.seqs[0]))
+            .write(set("n", "k", b"w")),
+    );
+    let e = refused(
+        &s,
+        Commit::at(0)
+            .expect(ns("n"), key("k"), Some(r1.seqs[0]))
+            .write(set("n", "k", b"x")),
+    );
+    assert_eq!(e.reason(), "StaleExpectation");
+    let got = reg(&s, "n", "k").unwrap();
+    assert_eq!((got.value.as_bytes(), got.seq), (&b"w"[..], r2.seqs[0]));
+}
+
+/// A refused CAS applies nothing at all — entries, usage, registers, stats.
+pub fn refused_cas_applies_nothing<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    ok(
+        &s,
+        Commit::at(0)
+            .write(entry("a", None, "m"))
+            .write(set("n", "k", b"v"))
+            .write(usage("u0", 3, 3)),
+    );
+    let before = dump(&s);
+    let e = refused(
+        &s,
+        Commit::at(0)
+            .expect(ns("n"), key("k"), Some(999))
+            .write(entry("b", Some("a"), "m"))
+            .write(usage("u1", 50, 50))
+            .write(set("n", "k", b"changed"))
+            .write(set("o", "new", b"x"))
+            .write(del("n", "k")),
+    );
+    assert_eq!(
+        e,
+        CommitError::StaleExpectation {
+            namespace: ns("n"),
+            key: key("k"),
+            expected: Some(999),
+            found: Some(2)
+        }
+    );
+    assert_eq!(dump(&s), before);
+}
+
+/// Expectations see the pre-commit state: a set in the same commit does not
+/// satisfy an expectation, and `None` holds even though the commit creates it.
+pub fn expectations_are_evaluated_before_writes<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    let e = refused(
+        &s,
+        Commit::at(0)
+            .expect(ns("n"), key("k"), Some(1))
+            .write(set("n", "k", b"v")),
+    );
+    assert!(matches!(
+        e,
+        CommitError::StaleExpectation { found: None, .. }
+    ));
+    let r = ok(
+        &s,
+        Commit::at(0)
+            .write(set("n", "k", b"v"))
+            .expect(ns("n"), key("k"), None),
+    );
+    assert_eq!(reg(&s, "n", "k").unwrap().seq, r.seqs[0]);
+}
+
+/// Every expectation must hold; one stale among several refuses the commit.
+pub fn every_expectation_must_hold<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    let r = ok(
+        &s,
+        Commit::at(0)
+            .write(set("n", "a", b"1"))
+            .write(set("n", "b", b"2")),
+    );
+    let before = dump(&s);
+    let e = refused(
+        &s,
+        Commit::at(0)
+            .expect(ns("n"), key("a"), Some(r.seqs[0]))
+            .expect(ns("n"), key("b"), Some(r.seqs[0]))
+            .write(set("n", "a", b"x")),
+    );
+    assert!(matches!(e, CommitError::StaleExpectation { ref key, .. } if key.as_str() == "b"));
+    assert_eq!(dump(&s), before);
+    ok(
+        &s,
+        Commit::at(0)
+            .expect(ns("n"), key("a"), Some(r.seqs[0]))
+            .expect(ns("n"), key("b"), Some(r.seqs[1]))
+            .expect(ns("o"), key("c"), None)
+            .write(set("n", "a", b"x")),
+    );
+}
+
+/// A commit with expectations and no writes is legal: it answers, changes
+/// nothing and consumes no seq.
+pub fn cas_only_commit_is_legal<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    let r = ok(&s, Commit::at(0).write(set("n", "k", b"v")));
+    let before = dump(&s);
+    let c = ok(
+        &s,
+        Commit::at(0)
+            .expect(ns("n"), key("k"), Some(r.seqs[0]))
+            .expect(ns("n"), key("z"), None),
+    );
+    assert!(c.seqs.is_empty());
+    assert_eq!(c.next_seq, r.next_seq);
+    assert_eq!(dump(&s), before);
+    assert_eq!(probe_next_seq(&s), r.next_seq);
+}
+
+/// A stale CAS-only commit is refused.
+pub fn stale_cas_only_commit_is_refused<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    ok(&s, Commit::at(0).write(set("n", "k", b"v")));
+    let e = refused(&s, Commit::at(0).expect(ns("n"), key("k"), None));
+    assert_eq!(e.reason(), "StaleExpectation");
+}
+
+/// A refused commit, whatever the reason, consumes no seq.
+pub fn failed_commit_consumes_no_seq<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    ok(
+        &s,
+        Commit::at(0)
+            .write(entry("a", None, "m"))
+            .write(set("n", "k", b"v")),
+    );
+    refused(
+        &s,
+        Commit::at(0)
+            .expect(ns("n"), key("k"), None)
+            .write(entry("b", Some("a"), "m")),
+    );
+    refused(
+        &s,
+        Commit::at(0)
+            .write(del("n", "k"))
+            .write(entry("c", Some("zz"), "m")),
+    );
+    refused(
+        &s,
+        Commit::at(0)
+            .floor(500)
+            .write(set("n", "q", b"1"))
+            .write(entry("a", None, "m")),
+    );
+    assert_eq!(probe_next_seq(&s), 3);
+}
+
+/// Stats equal the ledger sum after every commit, accepted or refused
+/// (asserted by `commit_checked` at each transaction), and count rows.
+pub fn stats_equal_ledger_after_every_commit<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    assert_stats_equal_ledger(&s);
+    let mut want = Stats::default();
+    for i in 0..20u64 {
+        let c = Commit::at(i).write(usage(&format!("u{i}"), i * 7, i * 11));
+        let fig = match &c.writes[0] {
+            Write::InsertUsage { figures, .. } => *figures,
+            _ => unreachable!(),
+        };
+        ok(&s, c);
+        want = want.checked_add(&fig).unwrap();
+        // Interleave refusals that carry usage rows.
+        let _ = commit_checked(
+            &s,
+            &Commit::at(i)
+                .write(usage(&format!("x{i}"), 100, 100))
+                .write(usage(&format!("u{i}"), 1, 1)),
+        );
+        let _ = commit_checked(
+            &s,
+            &Commit::at(i)
+                .expect(ns("n"), key("k"), Some(1))
+                .write(usage(&format!("y{i}"), 1, 1)),
+        );
+        assert_eq!(s.stats().unwrap(), want);
+    }
+    assert_eq!(s.stats().unwrap().usage_rows, 20);
+}
+
+/// An over-long register value is a typed bound error and applies nothing.
+pub fn register_value_bound_is_typed_and_applies_nothing<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    let value = Payload::new(vec![1u8; MAX_REGISTER_VALUE_LEN + 1]).unwrap();
+    let e = refused(
+        &s,
+        Commit::at(0)
+            .write(entry("a", None, "m"))
+            .write(Write::SetRegister {
+                namespace: ns("n"),
+                key: key("k"),
+                value,
+            }),
+    );
+    assert_eq!(
+        e,
+        CommitError::OutOfBounds(BoundError::RegisterValueTooLarge {
+            len: MAX_REGISTER_VALUE_LEN + 1
+        })
+    );
+    assert!(dump(&s).entries.is_empty());
+    let value = Payload::new(vec![1u8; MAX_REGISTER_VALUE_LEN]).unwrap();
+    ok(
+        &s,
+        Commit::at(0).write(Write::SetRegister {
+            namespace: ns("n"),
+            key: key("k"),
+            value,
+        }),
+    );
+    assert_eq!(
+        reg(&s, "n", "k").unwrap().value.len(),
+        MAX_REGISTER_VALUE_LEN
+    );
+}
+
+/// `list_registers` answers the cells with the prefix, ascending by key.
+pub fn list_registers_by_prefix_ascending<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    ok(
+        &s,
+        Commit::at(0)
+            .write(set("n", "b/2", b"3"))
+            .write(set("n", "a/2", b"2"))
+            .write(set("n", "a/1", b"1"))
+            .write(set("n", "a", b"0"))
+            .write(set("n", "ab", b"4")),
+    );
+    let keys = |p: &str| -> Vec<String> {
+        s.list_registers(&ns("n"), &KeyPrefix::new(p).unwrap())
+            .unwrap()
+            .into_iter()
+            .map(|r| r.key.as_str().to_owned())
+            .collect()
+    };
+    assert_eq!(keys("a/"), ["a/1", "a/2"]);
+    assert_eq!(keys("a"), ["a", "a/1", "a/2", "ab"]);
+    assert_eq!(keys(""), ["a", "a/1", "a/2", "ab", "b/2"]);
+    assert!(keys("c").is_empty());
+    let full = s
+        .list_registers(&ns("n"), &KeyPrefix::new("b/").unwrap())
+        .unwrap();
+    assert_eq!(full[0].value.as_bytes(), b"3");
+}
+
+/// Namespaces do not see each other's cells.
+pub fn list_registers_isolates_namespaces<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    ok(
+        &s,
+        Commit::at(0)
+            .write(set("n", "k", b"1"))
+            .write(set("o", "k", b"2")),
+    );
+    let n = s.list_registers(&ns("n"), &KeyPrefix::all()).unwrap();
+    let o = s.list_registers(&ns("o"), &KeyPrefix::all()).unwrap();
+    assert_eq!((n.len(), o.len()), (1, 1));
+    assert_eq!(
+        (n[0].value.as_bytes(), o[0].value.as_bytes()),
+        (&b"1"[..], &b"2"[..])
+    );
+    ok(&s, Commit::at(0).write(del("n", "k")));
+    assert!(reg(&s, "o", "k").is_some());
+    assert!(s
+        .list_registers(&ns("zz"), &KeyPrefix::all())
+        .unwrap()
+        .is_empty());
+}
+
+// ----------------------------------------------------------- branch scans
+
+/// A branch scan walks leaf to root by parent links, leaf first.
+pub fn branch_scan_walks_leaf_to_root<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    branch_tree(&s);
+    let got = s.scan_branch(&branch_scan(id("f"))).unwrap();
+    assert_eq!(ids(&got), ["f", "e", "d", "c", "b", "a", "r"]);
+    assert!(got
+        .windows(2)
+        .all(|w| w[0].seq > w[1].seq && w[0].parent.as_ref() == Some(&w[1].id)));
+    assert_eq!(ids(&s.scan_branch(&branch_scan(id("r"))).unwrap()), ["r"]);
+    // Answers carry payloads.
+    assert_eq!(got[0].payload.as_bytes(), b"payload:f");
+}
+
+/// A branch scan from an unknown leaf is `UnknownEntry`, also for a usage id.
+pub fn branch_scan_unknown_leaf_is_typed<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    branch_tree(&s);
+    assert_eq!(
+        s.scan_branch(&branch_scan(id("nope"))),
+        Err(StorageError::UnknownEntry { id: id("nope") })
+    );
+    assert_eq!(
+        s.scan_branch(&branch_scan(id("u1"))),
+        Err(StorageError::UnknownEntry { id: id("u1") })
+    );
+}
+
+/// Sibling branches are not on the path.
+pub fn branch_scan_excludes_other_branches<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    branch_tree(&s);
+    assert_eq!(
+        ids(&s.scan_branch(&branch_scan(id("s2"))).unwrap()),
+        ["s2", "s1", "a", "r"]
+    );
+}
+
+/// The walk stops at the first entry of a stop kind and keeps it.
+pub fn branch_scan_stop_is_inclusive<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    branch_tree(&s);
+    let q = branch_scan(id("f")).stop_at_kind(kind("compaction"));
+    assert_eq!(ids(&s.scan_branch(&q).unwrap()), ["f", "e", "d", "c"]);
+    // The leaf itself may be the stop.
+    let q = branch_scan(id("c")).stop_at_kind(kind("compaction"));
+    assert_eq!(ids(&s.scan_branch(&q).unwrap()), ["c"]);
+    // Several stop kinds: the first met wins.
+    let q = branch_scan(id("f"))
+        .stop_at_kind(kind("compaction"))
+        .stop_at_kind(kind("tool"));
+    assert_eq!(ids(&s.scan_branch(&q).unwrap()), ["f", "e"]);
+    // An absent stop kind walks to the root.
+    let q = branch_scan(id("s2")).stop_at_kind(kind("nothing"));
+    assert_eq!(ids(&s.scan_branch(&q).unwrap()), ["s2", "s1", "a", "r"]);
+}
+
+/// Stops are resolved on the unfiltered path: a stop entry the filter drops
+/// still ends the walk.
+pub fn branch_scan_stop_is_resolved_before_filtering<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    branch_tree(&s);
+    let q = branch_scan(id("f"))
+        .stop_at_kind(kind("compaction"))
+        .kinds([kind("m")]);
+    assert_eq!(ids(&s.scan_branch(&q).unwrap()), ["f", "d"]);
+    let q = branch_scan(id("f"))
+        .stop_at_kind(kind("compaction"))
+        .kinds([kind("m"), kind("compaction")]);
+    assert_eq!(ids(&s.scan_branch(&q).unwrap()), ["f", "d", "c"]);
+    // Stop, then cursor: the cursor does not move the stop.
+    let q = branch_scan(id("f"))
+        .stop_at_kind(kind("compaction"))
+        .cursor(s.get_entries(&[id("d")]).unwrap()[0].as_ref().unwrap().seq);
+    assert_eq!(ids(&s.scan_branch(&q).unwrap()), ["c"]);
+}
+
+/// The kind filter keeps only the listed kinds, in walk order.
+pub fn branch_scan_kind_filter<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    branch_tree(&s);
+    assert_eq!(
+        ids(&s
+            .scan_branch(&branch_scan(id("f")).kinds([kind("tool")]))
+            .unwrap()),
+        ["e", "b"]
+    );
+    assert!(s
+        .scan_branch(&branch_scan(id("f")).kinds([kind("absent")]))
+        .unwrap()
+        .is_empty());
+    assert!(s
+        .scan_branch(&branch_scan(id("f")).kinds([]))
+        .unwrap()
+        .is_empty());
+}
+
+/// Cursor (exclusive, the previous page's last seq) plus limit pages the
+/// branch with no overlap and no loss.
+pub fn branch_scan_cursor_pages_without_overlap<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    branch_tree(&s);
+    for page in 1..=4 {
+        let mut q = branch_scan(id("f")).limit(page);
+        let mut got = Vec::new();
+        for _ in 0..20 {
+            let p = s.scan_branch(&q).unwrap();
+            assert!(p.len() <= page);
+            let Some(last) = p.last() else { break };
+            q = q.cursor(last.seq);
+            got.extend(p);
+        }
+        assert_eq!(
+            ids(&got),
+            ["f", "e", "d", "c", "b", "a", "r"],
+            "page size {page}"
+        );
+    }
+    // A filtered, stopped walk pages the same way.
+    let q = branch_scan(id("f"))
+        .stop_at_kind(kind("compaction"))
+        .kinds([kind("m"), kind("tool")])
+        .limit(1);
+    let p1 = s.scan_branch(&q).unwrap();
+    let p2 = s.scan_branch(&q.clone().cursor(p1[0].seq)).unwrap();
+    let p3 = s.scan_branch(&q.clone().cursor(p2[0].seq)).unwrap();
+    let p4 = s.scan_branch(&q.clone().cursor(p3[0].seq)).unwrap();
+    assert_eq!(
+        (ids(&p1), ids(&p2), ids(&p3)),
+        (vec!["f"], vec!["e"], vec!["d"])
+    );
+    assert!(p4.is_empty());
+}
+
+/// `limit` caps the answer (zero answers nothing); it applies after filtering.
+pub fn branch_scan_limit<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    branch_tree(&s);
+    assert_eq!(
+        ids(&s.scan_branch(&branch_scan(id("f")).limit(3)).unwrap()),
+        ["f", "e", "d"]
+    );
+    assert!(s
+        .scan_branch(&branch_scan(id("f")).limit(0))
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        ids(&s
+            .scan_branch(&branch_scan(id("f")).kinds([kind("m")]).limit(2))
+            .unwrap()),
+        ["f", "d"]
+    );
+    assert_eq!(
+        s.scan_branch(&branch_scan(id("f")).limit(100))
+            .unwrap()
+            .len(),
+        7
+    );
+}
+
+// -------------------------------------------------------- seq-range scans
+
+/// Entry scans answer `after < seq <= through`, ascending.
+pub fn scan_entries_seq_range_bounds<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    branch_tree(&s);
+    let all = s.scan_entries(&EntryScan::all()).unwrap();
+    assert_eq!(all.len(), 9);
+    assert!(all.windows(2).all(|w| w[0].seq < w[1].seq));
+    let seqs: Vec<Seq> = all.iter().map(|e| e.seq).collect();
+    for (i, &lo) in seqs.iter().enumerate() {
+        for (j, &hi) in seqs.iter().enumerate() {
+            let got = s
+                .scan_entries(&entry_seq_range(Some(lo), Some(hi)))
+                .unwrap();
+            let want: Vec<&Entry> = all[(i + 1).min(all.len())..]
+                .iter()
+                .take(j.saturating_sub(i))
+                .collect();
+            assert_eq!(got.iter().collect::<Vec<_>>(), want, "range ({lo}, {hi}]");
+        }
+    }
+    assert!(s
+        .scan_entries(&entry_seq_range(Some(Seq::MAX), None))
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        s.scan_entries(&entry_seq_range(None, Some(0))).unwrap(),
+        vec![]
+    );
+    assert_eq!(
+        s.scan_entries(&entry_seq_range(Some(0), None)).unwrap(),
+        all
+    );
+}
+
+/// `after` is the cursor and `limit` the page size of an entry scan.
+pub fn scan_entries_pages_with_after_and_limit<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    branch_tree(&s);
+    let all = s.scan_entries(&EntryScan::all()).unwrap();
+    let mut got = Vec::new();
+    let mut after = None;
+    loop {
+        let p = s
+            .scan_entries(&entry_seq_range(after, None).limit(2))
+            .unwrap();
+        assert!(p.len() <= 2);
+        let Some(last) = p.last() else { break };
+        after = Some(last.seq);
+        got.extend(p);
+    }
+    assert_eq!(got, all);
+    assert!(s
+        .scan_entries(&EntryScan::all().limit(0))
+        .unwrap()
+        .is_empty());
+}
+
+/// Entry heads are exactly the full scan projected to (id, parent, seq).
+pub fn scan_entry_heads_equal_the_full_scan_projected<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    branch_tree(&s);
+    for q in [
+        EntryScan::all(),
+        entry_seq_range(Some(2), Some(100)),
+        EntryScan::all().limit(3),
+        entry_seq_range(Some(4), None).limit(2),
+    ] {
+        let full: Vec<EntryHead> = s
+            .scan_entries(&q)
+            .unwrap()
+            .iter()
+            .map(Entry::head)
+            .collect();
+        assert_eq!(s.scan_entry_heads(&q).unwrap(), full, "{q:?}");
+    }
+    let heads = s.scan_entry_heads(&EntryScan::all()).unwrap();
+    assert_eq!(
+        heads[0],
+        EntryHead {
+            id: id("r"),
+            parent: None,
+            seq: 1
+        }
+    );
+    assert_eq!(
+        heads[1],
+        EntryHead {
+            id: id("a"),
+            parent: Some(id("r")),
+            seq: 2
+        }
+    );
+}
+
+/// Usage scans answer `after < seq <= through`, ascending, with a limit.
+pub fn scan_usage_seq_range<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    branch_tree(&s);
+    ok(&s, Commit::at(9).write(usage("u3", 1, 1)));
+    let all = s.scan_usage(&UsageScan::all()).unwrap();
+    let names: Vec<&str> = all.iter().map(|u| u.id.as_str()).collect();
+    assert_eq!(names, ["u1", "u2", "u3"]);
+    assert!(all.windows(2).all(|w| w[0].seq < w[1].seq));
+    let mid = s
+        .scan_usage(&usage_seq_range(Some(all[0].seq), Some(all[1].seq)))
+        .unwrap();
+    assert_eq!(mid, vec![all[1].clone()]);
+    assert_eq!(
+        s.scan_usage(&UsageScan::all().limit(1)).unwrap(),
+        vec![all[0].clone()]
+    );
+    assert!(s
+        .scan_usage(&usage_seq_range(Some(all[2].seq), None))
+        .unwrap()
+        .is_empty());
+}
+
+// ------------------------------------------------------------------- close
+
+/// Close is idempotent: a second (and third) close succeeds.
+pub fn close_is_idempotent<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    ok(&s, Commit::at(0).write(entry("a", None, "m")));
+    assert_eq!(s.close(), Ok(()));
+    assert_eq!(s.close(), Ok(()));
+    assert_eq!(s.close(), Ok(()));
+    assert_eq!(s.stats(), Err(StorageError::HandleClosed));
+}
+
+/// After close every read answers `HandleClosed`, never a panic.
+pub fn closed_reads_answer_handle_closed<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    branch_tree(&s);
+    s.close().unwrap();
+    let closed = Err::<(), _>(StorageError::HandleClosed);
+    assert_eq!(s.get_entries(&[id("a")]).map(drop), closed);
+    assert_eq!(s.get_register(&ns("n"), &key("x")).map(drop), closed);
+    assert_eq!(
+        s.list_registers(&ns("n"), &KeyPrefix::all()).map(drop),
+        closed
+    );
+    assert_eq!(s.scan_branch(&branch_scan(id("f"))).map(drop), closed);
+    assert_eq!(s.scan_entries(&EntryScan::all()).map(drop), closed);
+    assert_eq!(s.scan_entry_heads(&EntryScan::all()).map(drop), closed);
+    assert_eq!(s.scan_usage(&UsageScan::all()).map(drop), closed);
+    assert_eq!(s.stats().map(drop), closed);
+    s.close().unwrap();
+    assert_eq!(s.stats().map(drop), closed);
+}
+
+/// After close a commit answers `Faulted`, never a panic, and never applies.
+pub fn closed_commit_answers_faulted<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    s.close().unwrap();
+    for c in [
+        Commit::at(0).write(entry("a", None, "m")),
+        Commit::at(0).expect(ns("n"), key("k"), None),
+        Commit::at(0),
+    ] {
+        let e = s.commit(&c).unwrap_err();
+        assert_eq!(e.reason(), "Faulted", "{e}");
+    }
+    s.close().unwrap();
+    assert_eq!(
+        s.commit(&Commit::at(0).write(del("n", "k")))
+            .unwrap_err()
+            .reason(),
+        "Faulted"
+    );
+}
+
+// ------------------------------------------------------------- query plan
+
+/// Checks an `EXPLAIN QUERY PLAN` (one detail line per step) for the branch
+/// contract: no `USE TEMP B-TREE FOR ORDER BY`, and no full scan of
+/// `entries` (a `SCAN entries` step, with or without an index; `SEARCH` is
+/// fine). Backends must reference the table as `entries` (unaliased) in
+/// branch queries so that this check can see it.
+pub fn check_branch_plan(lines: &[String]) -> Result<(), String> {
+    if lines.is_empty() {
+        return Err("the backend exposed an empty query plan".to_owned());
+    }
+    for line in lines {
+        let l = line
+            .trim_start_matches(|c: char| !c.is_ascii_alphanumeric())
+            .trim();
+        if l.contains("USE TEMP B-TREE FOR ORDER BY") {
+            return Err(format!("branch scan sorts through a temp b-tree: {line}"));
+        }
+        let mut words = l.split_whitespace();
+        if words.next() == Some("SCAN") && words.next() == Some("entries") {
+            return Err(format!("branch scan scans the entries table: {line}"));
+        }
+    }
+    Ok(())
+}
+
+/// For backends that expose query plans: the branch scan, with and without a
+/// kind filter, a stop, a cursor and a limit, never sorts through a temp
+/// b-tree nor scans `entries`. Every backend also answers the scans right.
+pub fn branch_scan_query_plan_uses_no_table_scan<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    branch_tree(&s);
+    let f = s.get_entries(&[id("f")]).unwrap()[0].as_ref().unwrap().seq;
+    let queries: Vec<BranchScan> = vec![
+        branch_scan(id("f")),
+        branch_scan(id("f")).kinds([kind("m")]),
+        branch_scan(id("f")).stop_at_kind(kind("compaction")),
+        branch_scan(id("f"))
+            .stop_at_kind(kind("compaction"))
+            .kinds([kind("tool")])
+            .cursor(f)
+            .limit(2),
+    ];
+    let want: [&[&str]; 4] = [
+        &["f", "e", "d", "c", "b", "a", "r"],
+        &["f", "d", "a"],
+        &["f", "e", "d", "c"],
+        &["e"],
+    ];
+    for (q, want) in queries.iter().zip(want) {
+        assert_eq!(ids(&s.scan_branch(q).unwrap()), want, "{q:?}");
+        if let Some(plan) = s.explain_branch_scan(q).unwrap() {
+            if let Err(why) = check_branch_plan(&plan) {
+                panic!("{why}\nquery: {q:?}\nplan:\n{}", plan.join("\n"));
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------- the table
+
+/// Every storage case, by name, in suite order.
+pub const STORAGE_CASES: &[&str] = &crate::__with_storage_cases!(__emit_storage_names!());
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __emit_storage_names {
+    (() $($case:ident),* $(,)?) => { [$(stringify!($case)),*] };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __emit_storage_table {
+    (($s:ty) $($case:ident),* $(,)?) => {
+        vec![$(
+            (stringify!($case), (|f: &dyn Fn() -> $s| $crate::storage::$case(f)) as fn(&dyn Fn() -> $s))
+        ),*]
+    };
+}
+
+/// A storage case runnable at run time, for a backend type `S`.
+pub type StorageCase<S> = (&'static str, fn(&dyn Fn() -> S));
+
+/// Every case as `(name, function)`, for runners that print pass/fail per
+/// case (run each under `std::panic::catch_unwind`).
+pub fn storage_cases<S: Storage>() -> Vec<StorageCase<S>> {
+    crate::__with_storage_cases!(__emit_storage_table!(S))
+}

@@ -1,0 +1,45 @@
+//! The whole storage suite against the memory backend in custos-core.
+
+use custos_core::storage::MemoryStorage;
+
+custos_conformance::storage_suite!(memory, MemoryStorage::new);
+
+/// The runtime table agrees with the macro and names at least 40 cases.
+#[test]
+fn table_matches_the_case_list() {
+    let table = custos_conformance::storage::storage_cases::<MemoryStorage>();
+    let names: Vec<&str> = table.iter().map(|(n, _)| *n).collect();
+    assert_eq!(names, custos_conformance::storage::STORAGE_CASES);
+    assert!(names.len() >= 40, "only {} cases", names.len());
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted.len(), names.len(), "duplicate case names");
+    // The table runs: every case passes through it too.
+    for (name, case) in table {
+        let r = std::panic::catch_unwind(|| case(&MemoryStorage::new));
+        assert!(r.is_ok(), "case {name} failed through the table");
+    }
+}
+
+/// The plan check refuses the two forbidden plan shapes and accepts an
+/// index search.
+#[test]
+fn plan_check_rejects_temp_btree_and_entries_scan() {
+    use custos_conformance::storage::check_branch_plan;
+    let s = |v: &[&str]| v.iter().map(|l| (*l).to_owned()).collect::<Vec<_>>();
+    assert!(check_branch_plan(&s(&[
+        "SEARCH branch_entries USING INDEX ix_be (leaf=?)",
+        "SEARCH entries USING INDEX sqlite_autoindex_entries_1 (id=?)"
+    ]))
+    .is_ok());
+    assert!(check_branch_plan(&s(&["SCAN entries"])).is_err());
+    assert!(check_branch_plan(&s(&["|--SCAN entries USING INDEX ix_entry_seq"])).is_err());
+    assert!(check_branch_plan(&s(&[
+        "SEARCH branch_entries USING INDEX ix_be (leaf=?)",
+        "`--USE TEMP B-TREE FOR ORDER BY"
+    ]))
+    .is_err());
+    assert!(check_branch_plan(&s(&["SCAN entries_fts"])).is_ok());
+    assert!(check_branch_plan(&[]).is_err());
+}
