@@ -1079,6 +1079,10 @@ pub fn branch_scan_unknown_leaf_is_typed<S: Storage, F: Fn() -> S>(factory: F) {
         Err(StorageError::UnknownEntry { id: id("nope") })
     );
     assert_eq!(
+        s.scan_branch(&branch_scan(id("nope")).limit(0)),
+        Err(StorageError::UnknownEntry { id: id("nope") })
+    );
+    assert_eq!(
         s.scan_branch(&branch_scan(id("u1"))),
         Err(StorageError::UnknownEntry { id: id("u1") })
     );

@@ -103,11 +103,13 @@ impl BranchScan {
         walk: impl IntoIterator<Item = Result<Entry, E>>,
     ) -> Result<Vec<Entry>, E> {
         let mut out = Vec::new();
-        if self.limit == Some(0) {
-            return Ok(out);
-        }
         for item in walk {
+            // The first item is always pulled, so an unknown leaf is an
+            // error even under `limit(0)`.
             let entry = item?;
+            if self.limit.is_some_and(|l| out.len() >= l) {
+                break;
+            }
             let stop = self.stops_at(&entry.kind);
             if self.keeps_kind(&entry.kind) && self.keeps_seq(entry.seq) {
                 out.push(entry);

@@ -354,6 +354,7 @@ fn branch_cursor_and_limit_page() {
     let p2 = s.scan_branch(&q.clone().cursor(p1[1].seq)).unwrap();
     assert_eq!(ids(&p2), ["c", "b"]);
     assert!(s.scan_branch(&q.clone().limit(0)).unwrap().is_empty());
+    assert!(s.scan_branch(&branch_scan(id("zz")).limit(0)).is_err());
 }
 
 #[test]
@@ -603,6 +604,14 @@ proptest! {
                         prop_assert!(s.next_seq() > before.next_seq());
                     } else {
                         prop_assert_eq!(&s, &before);
+                    }
+                    // Every write is observable under the seq it was given.
+                    for (w, seq) in c.writes.iter().zip(&r.seqs) {
+                        match w {
+                            Write::InsertEntry { id, .. } => prop_assert_eq!(s.entry(id).map(|e| e.seq), Some(*seq)),
+                            Write::InsertUsage { id, .. } => prop_assert_eq!(s.usage_row(id).map(|u| u.seq), Some(*seq)),
+                            Write::SetRegister { .. } | Write::DeleteRegister { .. } => {}
+                        }
                     }
                     // Every expectation held against the pre-commit state.
                     for e in &c.expectations {
