@@ -14,6 +14,7 @@
 //! - [`query`] — the three query shapes and the shared branch pipeline.
 //! - [`state`] — [`StoreState`], the whole store as pure data.
 //! - [`memory`] — [`MemoryStorage`], the memory backend of the [`Storage`] port.
+//! - [`rewrite`] — what an offline precise rewrite may change (payloads only).
 //!
 //! ## Rules (each has a conformance case in `custos-conformance`)
 //!
@@ -38,6 +39,7 @@
 pub mod commit;
 pub mod memory;
 pub mod query;
+pub mod rewrite;
 pub mod state;
 pub mod types;
 

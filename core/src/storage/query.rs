@@ -102,17 +102,34 @@ impl BranchScan {
         &self,
         walk: impl IntoIterator<Item = Result<Entry, E>>,
     ) -> Result<Vec<Entry>, E> {
+        self.refine_heads(walk, |e| (&e.kind, e.seq), Ok)
+    }
+
+    /// The same pipeline over a walk of *heads* (anything that knows its
+    /// entry's kind and seq, e.g. a branch-index row): `head` reads a head's
+    /// kind and seq, and `load` turns a head into its entry. `load` is called
+    /// only for heads the answer keeps, so a backend never reads (or
+    /// decodes) the payload of an entry that a stop, the kind filter, the
+    /// cursor or the limit excludes. [`BranchScan::refine`] is this with the
+    /// entry as its own head; both answer identically.
+    pub fn refine_heads<H, E>(
+        &self,
+        walk: impl IntoIterator<Item = Result<H, E>>,
+        head: impl Fn(&H) -> (&Kind, Seq),
+        mut load: impl FnMut(H) -> Result<Entry, E>,
+    ) -> Result<Vec<Entry>, E> {
         let mut out = Vec::new();
         for item in walk {
             // The first item is always pulled, so an unknown leaf is an
             // error even under `limit(0)`.
-            let entry = item?;
+            let h = item?;
             if self.limit.is_some_and(|l| out.len() >= l) {
                 break;
             }
-            let stop = self.stops_at(&entry.kind);
-            if self.keeps_kind(&entry.kind) && self.keeps_seq(entry.seq) {
-                out.push(entry);
+            let (kind, seq) = head(&h);
+            let stop = self.stops_at(kind);
+            if self.keeps_kind(kind) && self.keeps_seq(seq) {
+                out.push(load(h)?);
                 if self.limit.is_some_and(|l| out.len() >= l) {
                     break;
                 }

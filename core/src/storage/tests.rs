@@ -357,6 +357,49 @@ fn branch_cursor_and_limit_page() {
     assert!(s.scan_branch(&branch_scan(id("zz")).limit(0)).is_err());
 }
 
+/// `refine_heads` answers exactly what `refine` does and loads only the
+/// entries it keeps.
+#[test]
+fn refine_heads_agrees_with_refine_and_loads_only_kept_entries() {
+    let s = tree();
+    let queries = [
+        branch_scan(id("e")),
+        branch_scan(id("e")).kinds([kind("m")]),
+        branch_scan(id("e"))
+            .stop_at_kind(kind("compaction"))
+            .kinds([kind("m")]),
+        branch_scan(id("e")).cursor(4).limit(2),
+        branch_scan(id("e")).limit(0),
+        branch_scan(id("side")).kinds([kind("tool")]),
+    ];
+    for q in queries {
+        let walk: Vec<Entry> = s.walk(&q.leaf).collect::<Result<_, _>>().unwrap();
+        let mut loaded = Vec::new();
+        let lazy = q
+            .refine_heads(
+                walk.iter()
+                    .map(|e| Ok::<_, StorageError>((e.kind.clone(), e.seq, e.id.clone()))),
+                |(k, seq, _)| (k, *seq),
+                |(_, _, i)| {
+                    loaded.push(i.clone());
+                    Ok(s.entry(&i).unwrap().clone())
+                },
+            )
+            .unwrap();
+        let eager = s.scan_branch(&q).unwrap();
+        assert_eq!(lazy, eager, "{q:?}");
+        let answered: Vec<RecordId> = eager.iter().map(|e| e.id.clone()).collect();
+        assert_eq!(loaded, answered, "{q:?} loaded an entry it did not answer");
+    }
+    // An error in the walk propagates unchanged, before anything loads.
+    let err = branch_scan(id("e")).refine_heads(
+        [Err::<(Kind, Seq), _>("boom")],
+        |(k, seq)| (k, *seq),
+        |_| -> Result<Entry, &str> { panic!("loaded past an error") },
+    );
+    assert_eq!(err, Err("boom"));
+}
+
 #[test]
 fn seq_range_scans() {
     let s = tree();
