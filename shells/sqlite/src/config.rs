@@ -1,0 +1,251 @@
+//! Handle configuration, the clock, connection policy and the open error.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use custos_core::lease::{Fence, LeaseError, Owner};
+use custos_core::Millis;
+use rusqlite::Connection;
+use thiserror::Error;
+
+use crate::fault::Fault;
+
+/// A clock: milliseconds on the caller's timeline. Injected so that tests
+/// (and the crash test) control lease expiry.
+pub type Clock = Arc<dyn Fn() -> Millis + Send + Sync>;
+
+/// The system clock: milliseconds since the Unix epoch (0 before it).
+pub fn system_clock() -> Clock {
+    Arc::new(|| {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    })
+}
+
+/// The default lease lifetime (30 s).
+pub const DEFAULT_LEASE_TTL_MS: Millis = 30_000;
+/// The default busy timeout (5 s).
+pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How to open one session file.
+#[derive(Clone)]
+pub struct Config {
+    /// The database file (created when missing; its parent must exist).
+    pub path: PathBuf,
+    /// The writer-lease owner this handle commits as.
+    pub owner: Owner,
+    /// The lease lifetime; every commit renews it.
+    pub lease_ttl_ms: Millis,
+    /// SQLite's busy timeout for this connection.
+    pub busy_timeout: Duration,
+    /// The clock the lease is judged by.
+    pub now: Clock,
+}
+
+impl Config {
+    /// A config with the default TTL, busy timeout and the system clock.
+    pub fn new(path: impl Into<PathBuf>, owner: Owner) -> Self {
+        Config {
+            path: path.into(),
+            owner,
+            lease_ttl_ms: DEFAULT_LEASE_TTL_MS,
+            busy_timeout: DEFAULT_BUSY_TIMEOUT,
+            now: system_clock(),
+        }
+    }
+
+    /// Sets the lease TTL.
+    pub fn ttl(mut self, ms: Millis) -> Self {
+        self.lease_ttl_ms = ms;
+        self
+    }
+
+    /// Sets the clock.
+    pub fn clock(mut self, now: Clock) -> Self {
+        self.now = now;
+        self
+    }
+
+    /// Sets the busy timeout.
+    pub fn busy(mut self, timeout: Duration) -> Self {
+        self.busy_timeout = timeout;
+        self
+    }
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("path", &self.path)
+            .field("owner", &self.owner)
+            .field("lease_ttl_ms", &self.lease_ttl_ms)
+            .field("busy_timeout", &self.busy_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a session file could not be opened. Every refusal that happens in
+/// the admission transaction leaves the file byte-untouched.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum OpenError {
+    /// The file's storage version is newer than, or not covered by, this build.
+    #[error("UnsupportedVersion: the file has storage version {found}; this build supports {supported}")]
+    UnsupportedVersion {
+        /// The stored `user_version`.
+        found: i64,
+        /// The version this build writes.
+        supported: i64,
+    },
+    /// The file is an SQLite database of another kind.
+    #[error("ForeignDatabase: {detail}")]
+    ForeignDatabase {
+        /// What gave it away.
+        detail: String,
+    },
+    /// Another owner holds an unexpired writer lease.
+    #[error("LeaseHeld: the writer lease is held by {holder} (fence {fence}) until {expires_at} ms")]
+    LeaseHeld {
+        /// The holder.
+        holder: Owner,
+        /// Its fence.
+        fence: Fence,
+        /// When its lease expires.
+        expires_at: Millis,
+    },
+    /// The lease machine refused for another reason (ttl, clock, fence).
+    #[error("Lease: {0}")]
+    Lease(LeaseError),
+    /// The path cannot hold a database (a directory, a missing parent).
+    #[error("UnopenablePath: {path}: {reason}")]
+    UnopenablePath {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// SQLite declined a connection or journal setting.
+    #[error("PragmaDeclined: PRAGMA {pragma} wanted {wanted}, SQLite answered {got}")]
+    PragmaDeclined {
+        /// The pragma.
+        pragma: &'static str,
+        /// The requested value.
+        wanted: String,
+        /// What SQLite reports.
+        got: String,
+    },
+    /// The database stayed locked past the busy timeout.
+    #[error("Busy: {op}: the database stayed locked past the busy timeout")]
+    Busy {
+        /// The step that waited.
+        op: &'static str,
+    },
+    /// SQLite failed.
+    #[error("Sqlite: {op}: {message}")]
+    Sqlite {
+        /// The step.
+        op: &'static str,
+        /// SQLite's message.
+        message: String,
+    },
+    /// A stored row does not decode.
+    #[error("Corrupt: {detail}")]
+    Corrupt {
+        /// What was found.
+        detail: String,
+    },
+}
+
+impl From<Fault> for OpenError {
+    fn from(f: Fault) -> Self {
+        match f {
+            Fault::Corrupt(detail) => OpenError::Corrupt { detail },
+            Fault::Db(op, e) => {
+                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                    || e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseLocked)
+                {
+                    OpenError::Busy { op }
+                } else {
+                    OpenError::Sqlite {
+                        op,
+                        message: e.to_string(),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Refuses a path SQLite cannot hold a database at, before any open: a
+/// directory, or a missing parent directory. A missing file is allowed.
+pub(crate) fn refuse_unopenable(path: &Path) -> Result<(), OpenError> {
+    let bad = |reason: &str| OpenError::UnopenablePath {
+        path: path.to_path_buf(),
+        reason: reason.to_owned(),
+    };
+    if path.is_dir() {
+        return Err(bad("is a directory"));
+    }
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !parent.is_dir() {
+        return Err(bad("the parent directory does not exist"));
+    }
+    Ok(())
+}
+
+/// Connection policy that writes nothing: busy timeout and
+/// `synchronous=FULL`, each read back and verified, and a statement cache.
+pub(crate) fn configure(conn: &Connection, busy: Duration) -> Result<(), OpenError> {
+    conn.busy_timeout(busy).map_err(Fault::db("busy-timeout"))?;
+    let got: i64 = conn
+        .query_row("PRAGMA busy_timeout", [], |r| r.get(0))
+        .map_err(Fault::db("busy-timeout"))?;
+    let wanted = i64::try_from(busy.as_millis()).unwrap_or(i64::MAX);
+    if got != wanted.min(i64::from(i32::MAX)) {
+        return Err(OpenError::PragmaDeclined {
+            pragma: "busy_timeout",
+            wanted: wanted.to_string(),
+            got: got.to_string(),
+        });
+    }
+    set_synchronous_full(conn)?;
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(())
+}
+
+/// `PRAGMA synchronous=FULL`, read back.
+pub(crate) fn set_synchronous_full(conn: &Connection) -> Result<(), OpenError> {
+    conn.execute_batch("PRAGMA synchronous = FULL")
+        .map_err(Fault::db("synchronous"))?;
+    let got: i64 = conn
+        .query_row("PRAGMA synchronous", [], |r| r.get(0))
+        .map_err(Fault::db("synchronous"))?;
+    if got != 2 {
+        return Err(OpenError::PragmaDeclined {
+            pragma: "synchronous",
+            wanted: "2 (FULL)".to_owned(),
+            got: got.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// Sets the journal mode and verifies SQLite's answer (a declined mode is an error).
+pub(crate) fn set_journal_mode(conn: &Connection, mode: &'static str) -> Result<(), OpenError> {
+    let got: String = conn
+        .query_row(&format!("PRAGMA journal_mode = {mode}"), [], |r| r.get(0))
+        .map_err(Fault::db("journal-mode"))?;
+    if !got.eq_ignore_ascii_case(mode) {
+        return Err(OpenError::PragmaDeclined {
+            pragma: "journal_mode",
+            wanted: mode.to_owned(),
+            got,
+        });
+    }
+    Ok(())
+}

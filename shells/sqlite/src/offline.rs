@@ -1,0 +1,755 @@
+//! Offline operations over a **closed** session file: the precise rewrite
+//! ([`rewrite_into`]), the export cut ([`export_closed`] /
+//! [`release_export`]) and the lease-free projections ([`generation`],
+//! [`identity`]). They take a path, not a handle.
+//!
+//! ## The precise rewrite
+//!
+//! The one sanctioned exception to "entries are never modified", in this
+//! order:
+//!
+//! 1. **Claim.** One `BEGIN IMMEDIATE` transaction checks the file's version
+//!    and claims the writer lease as owner [`REWRITE_OWNER`] through
+//!    `lease::decide`; an unexpired lease of anyone else is
+//!    [`RewriteError::RewriteLeaseHeld`]. The claim is held for the whole
+//!    rewrite, so a concurrent open is refused `LeaseHeld` rather than
+//!    committing into a file the swap would discard.
+//! 2. **Cut** (shared with [`export_closed`], so the two cannot drift): a
+//!    `wal_checkpoint(TRUNCATE)` whose result is verified (not busy, the
+//!    `-wal` file empty) retires the WAL — otherwise SQLite would replay a
+//!    matching WAL into the swapped-in file and resurrect erased text — then
+//!    `VACUUM INTO` a sibling copy.
+//! 3. **Transform the copy** with `secure_delete` on and an in-memory
+//!    journal: the entry transform reaches every entry, the value transform
+//!    every register value and usage-details payload;
+//!    `custos_core::storage::rewrite` refuses any change of an entry's id,
+//!    parent, kind, seq or ts (the whole rewrite aborts, nothing swapped).
+//!    The generation counter is bumped; the copy is vacuumed again so
+//!    replaced bytes survive in no free page.
+//! 4. **Re-verify** the claim in the original (a renew of the exact pair)
+//!    immediately before the swap; a stolen claim aborts. The renewed claim
+//!    is written into the copy too, so the new file stays ours until step 6.
+//! 5. **Swap**: fsync the copy, atomic rename over the original, fsync the
+//!    directory, unlink the original's `-wal` / `-shm` (errors propagated).
+//! 6. **Release** the claim in the new file.
+//!
+//! Every failure before the rename deletes the copy and releases the claim;
+//! the original's content is untouched.
+
+use std::fs::{self, File};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use custos_core::lease::{self, Fence, Lease, LeaseError, Owner};
+use custos_core::storage::rewrite::{
+    check_details_rewrite, check_entry_rewrite, check_register_rewrite, RewriteViolation,
+};
+use custos_core::storage::{Entry, Payload};
+use custos_core::Millis;
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+use sha2::{Digest, Sha256};
+use thiserror::Error;
+
+use crate::codec::{self, seq_to_sql, u64_from_sql, u64_to_sql};
+use crate::config::{self, system_clock, Clock, OpenError, DEFAULT_BUSY_TIMEOUT, DEFAULT_LEASE_TTL_MS};
+use crate::fault::Fault;
+use crate::lease_rows;
+use crate::schema::{self, STORAGE_VERSION};
+use crate::store::{check_identity, release, Held};
+
+/// The reserved lease owner of a precise rewrite.
+pub const REWRITE_OWNER: &str = "rewrite";
+
+/// Settings of an offline operation.
+#[derive(Clone)]
+pub struct Offline {
+    /// The lifetime of the claim the operation takes.
+    pub lease_ttl_ms: Millis,
+    /// SQLite's busy timeout.
+    pub busy_timeout: Duration,
+    /// The clock the lease is judged by.
+    pub now: Clock,
+}
+
+impl Default for Offline {
+    fn default() -> Self {
+        Offline {
+            lease_ttl_ms: DEFAULT_LEASE_TTL_MS,
+            busy_timeout: DEFAULT_BUSY_TIMEOUT,
+            now: system_clock(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Offline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Offline")
+            .field("lease_ttl_ms", &self.lease_ttl_ms)
+            .field("busy_timeout", &self.busy_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a rewrite did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RewriteReport {
+    /// The file's generation after the rewrite.
+    pub generation: u64,
+    /// Entries whose payload changed.
+    pub entries_rewritten: u64,
+    /// Register values and usage details that changed.
+    pub values_rewritten: u64,
+}
+
+/// The session identity projection of the `session` row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity {
+    /// The projected session id, if recorded.
+    pub session_id: Option<String>,
+    /// The projected parent session id, if recorded.
+    pub parent_session_id: Option<String>,
+}
+
+/// Why an offline operation failed. Stable reason strings are the variant names.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum RewriteError {
+    /// The file does not exist (offline operations never create one).
+    #[error("Missing: {0} is not a file")]
+    Missing(PathBuf),
+    /// Another owner holds an unexpired writer lease: the file is not closed.
+    #[error("RewriteLeaseHeld: the writer lease is held by {holder} (fence {fence}) until {expires_at} ms")]
+    RewriteLeaseHeld {
+        /// The holder.
+        holder: Owner,
+        /// Its fence.
+        fence: Fence,
+        /// When it expires.
+        expires_at: Millis,
+    },
+    /// The claim was stolen before the swap; nothing was swapped.
+    #[error("LeaseLost: the rewrite's claim was lost{}", match .held_by { Some(o) => format!(" to {o}"), None => String::new() })]
+    LeaseLost {
+        /// The current holder, if any.
+        held_by: Option<Owner>,
+    },
+    /// A transform result breaks the rewrite rule; nothing was swapped.
+    #[error("Violation: {0}")]
+    Violation(RewriteViolation),
+    /// A transform reported failure (corruption); nothing was swapped.
+    #[error("TransformFailed: {at}: {reason}")]
+    TransformFailed {
+        /// Which record.
+        at: String,
+        /// The transform's reason.
+        reason: String,
+    },
+    /// The WAL could not be retired.
+    #[error("CheckpointIncomplete: {detail}")]
+    CheckpointIncomplete {
+        /// What the checkpoint answered.
+        detail: String,
+    },
+    /// The file cannot be opened (version, foreign file, pragma, …).
+    #[error("Open: {0}")]
+    Open(OpenError),
+    /// A filesystem step failed.
+    #[error("Io: {op} {path}: {message}")]
+    Io {
+        /// The step.
+        op: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// The OS error.
+        message: String,
+    },
+    /// SQLite failed.
+    #[error("Sqlite: {op}: {message}")]
+    Sqlite {
+        /// The step.
+        op: &'static str,
+        /// SQLite's message.
+        message: String,
+    },
+    /// A stored row does not decode.
+    #[error("Corrupt: {detail}")]
+    Corrupt {
+        /// What was found.
+        detail: String,
+    },
+}
+
+impl From<Fault> for RewriteError {
+    fn from(f: Fault) -> Self {
+        match f {
+            Fault::Corrupt(detail) => RewriteError::Corrupt { detail },
+            Fault::Db(op, e) => RewriteError::Sqlite {
+                op,
+                message: e.to_string(),
+            },
+        }
+    }
+}
+
+impl From<OpenError> for RewriteError {
+    fn from(e: OpenError) -> Self {
+        RewriteError::Open(e)
+    }
+}
+
+fn io<'p>(op: &'static str, path: &'p Path) -> impl FnOnce(std::io::Error) -> RewriteError + 'p {
+    move |e| RewriteError::Io {
+        op,
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    }
+}
+
+/// `path` with `suffix` appended to its file name.
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// The SQLite siblings of a database file: `-wal`, `-shm`, `-journal`.
+pub fn siblings(path: &Path) -> [PathBuf; 3] {
+    [
+        with_suffix(path, "-wal"),
+        with_suffix(path, "-shm"),
+        with_suffix(path, "-journal"),
+    ]
+}
+
+/// Removes a file; a missing file is fine, any other error propagates.
+fn unlink(path: &Path) -> Result<(), RewriteError> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io("unlink", path)(e)),
+        _ => Ok(()),
+    }
+}
+
+fn fsync_file(path: &Path) -> Result<(), RewriteError> {
+    File::open(path)
+        .and_then(|f| f.sync_all())
+        .map_err(io("fsync", path))
+}
+
+fn fsync_parent(path: &Path) -> Result<(), RewriteError> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    File::open(dir)
+        .and_then(|f| f.sync_all())
+        .map_err(io("fsync-dir", dir))
+}
+
+fn path_str(path: &Path) -> Result<&str, RewriteError> {
+    path.to_str().ok_or_else(|| RewriteError::Io {
+        op: "path",
+        path: path.to_path_buf(),
+        message: "not valid UTF-8".to_owned(),
+    })
+}
+
+/// Opens an existing session file read-write, never creating it.
+fn open_existing(path: &Path, busy: Duration) -> Result<Connection, RewriteError> {
+    if !path.is_file() {
+        return Err(RewriteError::Missing(path.to_path_buf()));
+    }
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(Fault::db("open"))?;
+    config::configure(&conn, busy)?;
+    Ok(conn)
+}
+
+fn require_current(conn: &Connection) -> Result<(), RewriteError> {
+    let v = check_identity(conn)?;
+    if v != STORAGE_VERSION {
+        return Err(OpenError::UnsupportedVersion {
+            found: v,
+            supported: STORAGE_VERSION,
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// Claims the lease as `owner` (refusing another owner's unexpired lease).
+fn claim(conn: &mut Connection, owner: &Owner, offline: &Offline) -> Result<Held, RewriteError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(Fault::db("claim-begin"))?;
+    require_current(&tx)?;
+    let prev = lease_rows::load(&tx)?;
+    let req = lease::Request::Acquire {
+        owner: owner.clone(),
+        now: (offline.now)(),
+        ttl: offline.lease_ttl_ms,
+    };
+    let d = match lease::decide(&prev, &req) {
+        Ok(d) => d,
+        Err(LeaseError::LeaseHeld {
+            holder,
+            fence,
+            expires_at,
+        }) => {
+            return Err(RewriteError::RewriteLeaseHeld {
+                holder,
+                fence,
+                expires_at,
+            })
+        }
+        Err(e) => return Err(OpenError::Lease(e).into()),
+    };
+    lease_rows::store(&tx, &prev, &d.next)?;
+    tx.commit().map_err(Fault::db("claim-commit"))?;
+    let fence = d.next.holder.map_or(0, |l| l.fence);
+    Ok(Held {
+        owner: owner.clone(),
+        fence,
+        ttl: offline.lease_ttl_ms,
+        clock: offline.now.clone(),
+    })
+}
+
+/// Renews the exact claim: the re-verification before a swap.
+fn reverify(conn: &mut Connection, held: &Held) -> Result<Lease, RewriteError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(Fault::db("reverify-begin"))?;
+    let prev = lease_rows::load(&tx)?;
+    let req = lease::Request::Renew {
+        owner: held.owner.clone(),
+        fence: held.fence,
+        now: (held.clock)(),
+        ttl: held.ttl,
+    };
+    let d = match lease::decide(&prev, &req) {
+        Ok(d) => d,
+        Err(LeaseError::LeaseLost { held_by }) => return Err(RewriteError::LeaseLost { held_by }),
+        Err(e) => return Err(OpenError::Lease(e).into()),
+    };
+    lease_rows::store(&tx, &prev, &d.next)?;
+    tx.commit().map_err(Fault::db("reverify-commit"))?;
+    d.next.holder.ok_or_else(|| RewriteError::Corrupt {
+        detail: "a renewed claim has no holder".to_owned(),
+    })
+}
+
+/// Retires the WAL (verified) and takes the `VACUUM INTO` copy at `to`.
+fn cut_closed(conn: &Connection, path: &Path, to: &Path) -> Result<(), RewriteError> {
+    let (busy, log, done): (i64, i64, i64) = conn
+        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
+        .map_err(Fault::db("checkpoint"))?;
+    if busy != 0 {
+        return Err(RewriteError::CheckpointIncomplete {
+            detail: format!("busy={busy} log={log} checkpointed={done}"),
+        });
+    }
+    let wal = with_suffix(path, "-wal");
+    match fs::metadata(&wal) {
+        Ok(m) if m.len() != 0 => {
+            return Err(RewriteError::CheckpointIncomplete {
+                detail: format!("{} still holds {} bytes", wal.display(), m.len()),
+            })
+        }
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io("stat", &wal)(e)),
+    }
+    if to.exists() {
+        return Err(RewriteError::Io {
+            op: "vacuum-into",
+            path: to.to_path_buf(),
+            message: "the target exists".to_owned(),
+        });
+    }
+    conn.execute("VACUUM INTO ?1", [path_str(to)?])
+        .map_err(Fault::db("vacuum-into"))?;
+    Ok(())
+}
+
+/// Opens a fresh copy for editing: nothing of it may reach a journal or WAL
+/// on disk, and freed content is zeroed.
+fn open_copy(to: &Path, busy: Duration) -> Result<Connection, RewriteError> {
+    let c = open_existing(to, busy)?;
+    config::set_journal_mode(&c, "memory")?;
+    c.execute_batch("PRAGMA secure_delete = ON; PRAGMA temp_store = MEMORY;")
+        .map_err(Fault::db("copy-pragmas"))?;
+    let sd: i64 = c
+        .query_row("PRAGMA secure_delete", [], |r| r.get(0))
+        .map_err(Fault::db("copy-pragmas"))?;
+    if sd != 1 {
+        return Err(OpenError::PragmaDeclined {
+            pragma: "secure_delete",
+            wanted: "1".to_owned(),
+            got: sd.to_string(),
+        }
+        .into());
+    }
+    Ok(c)
+}
+
+/// Leaves a finished copy in rollback-journal mode and closes it.
+fn seal_copy(c: Connection) -> Result<(), RewriteError> {
+    config::set_journal_mode(&c, "delete")?;
+    c.close().map_err(|(_, e)| Fault::Db("copy-close", e))?;
+    Ok(())
+}
+
+const PAGE: i64 = 256;
+
+fn transform_copy(
+    c: &mut Connection,
+    entry_fn: &mut dyn FnMut(Entry) -> Result<Entry, String>,
+    value_fn: &mut dyn FnMut(Payload) -> Result<Payload, String>,
+) -> Result<RewriteReport, RewriteError> {
+    let tx = c
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(Fault::db("transform-begin"))?;
+    tx.execute_batch(schema::DROP_WRITE_ONCE_TRIGGERS)
+        .map_err(Fault::db("transform"))?;
+    let mut report = RewriteReport {
+        generation: 0,
+        entries_rewritten: 0,
+        values_rewritten: 0,
+    };
+    // Entries, a page at a time in seq order.
+    let mut after = i64::MIN;
+    let mut first = true;
+    loop {
+        let page: Vec<Entry> = {
+            let mut st = tx
+                .prepare_cached(
+                    "SELECT seq, id, parent, kind, payload, ts FROM entries
+                     WHERE seq > ?1 OR ?2 ORDER BY seq LIMIT ?3",
+                )
+                .map_err(Fault::db("transform-entries"))?;
+            let mut rows = st
+                .query(params![after, first, PAGE])
+                .map_err(Fault::db("transform-entries"))?;
+            let mut v = Vec::new();
+            while let Some(row) = rows.next().map_err(Fault::db("transform-entries"))? {
+                let t = "entries";
+                v.push(Entry {
+                    seq: codec::seq(row, 0, t)?,
+                    id: codec::record_id(row, 1, t)?,
+                    parent: codec::opt_record_id(row, 2, t)?,
+                    kind: codec::kind(row, 3, t)?,
+                    payload: codec::payload(row, 4, t)?,
+                    ts: codec::u64c(row, 5, t)?,
+                });
+            }
+            v
+        };
+        first = false;
+        let Some(last) = page.last() else { break };
+        after = seq_to_sql(last.seq);
+        for before in page {
+            let at = format!("entry {}", before.id);
+            let rewritten = entry_fn(before.clone())
+                .map_err(|reason| RewriteError::TransformFailed { at, reason })?;
+            if check_entry_rewrite(&before, &rewritten).map_err(RewriteError::Violation)? {
+                tx.prepare_cached("UPDATE entries SET payload = ?1 WHERE seq = ?2")
+                    .map_err(Fault::db("transform-entries"))?
+                    .execute(params![rewritten.payload.as_bytes(), seq_to_sql(before.seq)])
+                    .map_err(Fault::db("transform-entries"))?;
+                report.entries_rewritten += 1;
+            }
+        }
+    }
+    // Register values.
+    let cells: Vec<(String, String, Payload)> = {
+        let mut st = tx
+            .prepare("SELECT namespace, key, value FROM registers ORDER BY namespace, key")
+            .map_err(Fault::db("transform-registers"))?;
+        let mut rows = st.query([]).map_err(Fault::db("transform-registers"))?;
+        let mut v = Vec::new();
+        while let Some(row) = rows.next().map_err(Fault::db("transform-registers"))? {
+            let t = "registers";
+            v.push((
+                codec::text(row, 0, t)?.to_owned(),
+                codec::text(row, 1, t)?.to_owned(),
+                codec::payload(row, 2, t)?,
+            ));
+        }
+        v
+    };
+    for (ns, key, before) in cells {
+        let at = format!("register {ns}/{key}");
+        let rewritten =
+            value_fn(before.clone()).map_err(|reason| RewriteError::TransformFailed { at, reason })?;
+        if check_register_rewrite(&before, &rewritten).map_err(RewriteError::Violation)? {
+            tx.execute(
+                "UPDATE registers SET value = ?1 WHERE namespace = ?2 AND key = ?3",
+                params![rewritten.as_bytes(), ns, key],
+            )
+            .map_err(Fault::db("transform-registers"))?;
+            report.values_rewritten += 1;
+        }
+    }
+    // Usage details.
+    let usage: Vec<(i64, String, Payload)> = {
+        let mut st = tx
+            .prepare("SELECT seq, id, details FROM usage_ledger ORDER BY seq")
+            .map_err(Fault::db("transform-usage"))?;
+        let mut rows = st.query([]).map_err(Fault::db("transform-usage"))?;
+        let mut v = Vec::new();
+        while let Some(row) = rows.next().map_err(Fault::db("transform-usage"))? {
+            let t = "usage_ledger";
+            v.push((
+                codec::int(row, 0, t)?,
+                codec::text(row, 1, t)?.to_owned(),
+                codec::payload(row, 2, t)?,
+            ));
+        }
+        v
+    };
+    for (seq, id, before) in usage {
+        let at = format!("usage {id}");
+        let rewritten =
+            value_fn(before.clone()).map_err(|reason| RewriteError::TransformFailed { at, reason })?;
+        if check_details_rewrite(&before, &rewritten) {
+            tx.execute(
+                "UPDATE usage_ledger SET details = ?1 WHERE seq = ?2",
+                params![rewritten.as_bytes(), seq],
+            )
+            .map_err(Fault::db("transform-usage"))?;
+            report.values_rewritten += 1;
+        }
+    }
+    // The generation counter.
+    let generation: i64 = tx
+        .query_row("SELECT generation FROM session WHERE singleton = 1", [], |r| r.get(0))
+        .map_err(Fault::db("transform-generation"))?;
+    let next = u64_from_sql(generation)
+        .checked_add(1)
+        .ok_or_else(|| RewriteError::Corrupt {
+            detail: "the generation counter is exhausted".to_owned(),
+        })?;
+    tx.execute(
+        "UPDATE session SET generation = ?1 WHERE singleton = 1",
+        [u64_to_sql(next)],
+    )
+    .map_err(Fault::db("transform-generation"))?;
+    report.generation = next;
+    tx.execute_batch(schema::WRITE_ONCE_TRIGGERS)
+        .map_err(Fault::db("transform"))?;
+    tx.commit().map_err(Fault::db("transform-commit"))?;
+    // No replaced byte survives in a free page.
+    c.execute_batch("VACUUM").map_err(Fault::db("transform-vacuum"))?;
+    Ok(report)
+}
+
+/// Writes `lease` as the copy's holder (the claim moves with the swap).
+fn hold_in_copy(c: &Connection, lease: &Lease) -> Result<(), RewriteError> {
+    let prev = lease_rows::load(c)?;
+    let next = lease::LeaseState {
+        holder: Some(lease.clone()),
+        fence_high_water: prev.fence_high_water.max(lease.fence),
+    };
+    lease_rows::store(c, &prev, &next)?;
+    Ok(())
+}
+
+/// The precise rewrite of a closed session file (see the module docs).
+///
+/// `entry` maps each entry to its rewrite (only the payload may change);
+/// `value` maps each register value and usage-details payload. Either may
+/// return `Err(reason)` to abort the whole rewrite with nothing swapped.
+pub fn rewrite_into<FE, FV>(
+    path: &Path,
+    offline: &Offline,
+    mut entry: FE,
+    mut value: FV,
+) -> Result<RewriteReport, RewriteError>
+where
+    FE: FnMut(Entry) -> Result<Entry, String>,
+    FV: FnMut(Payload) -> Result<Payload, String>,
+{
+    let owner = Owner::new(REWRITE_OWNER).map_err(|e| RewriteError::Open(OpenError::Lease(e)))?;
+    let mut conn = open_existing(path, offline.busy_timeout)?;
+    let held = claim(&mut conn, &owner, offline)?;
+    let tmp = with_suffix(path, ".rewrite-tmp");
+    let prepared = (|| {
+        unlink(&tmp)?;
+        for s in siblings(&tmp) {
+            unlink(&s)?;
+        }
+        cut_closed(&conn, path, &tmp)?;
+        let mut copy = open_copy(&tmp, offline.busy_timeout)?;
+        let report = transform_copy(&mut copy, &mut entry, &mut value)?;
+        let lease = reverify(&mut conn, &held)?;
+        hold_in_copy(&copy, &lease)?;
+        seal_copy(copy)?;
+        fsync_file(&tmp)?;
+        Ok(report)
+    })();
+    let report = match prepared {
+        Ok(r) => r,
+        Err(e) => {
+            abandon(&tmp, conn, &held);
+            return Err(e);
+        }
+    };
+    if let Err((conn, e)) = conn.close() {
+        abandon(&tmp, conn, &held);
+        return Err(Fault::Db("close", e).into());
+    }
+    if let Err(e) = fs::rename(&tmp, path) {
+        let err = io("rename", path)(e);
+        let _ = fs::remove_file(&tmp);
+        if let Ok(mut c) = open_existing(path, offline.busy_timeout) {
+            let _ = release(&mut c, &held);
+        }
+        return Err(err);
+    }
+    fsync_parent(path)?;
+    unlink(&with_suffix(path, "-wal"))?;
+    unlink(&with_suffix(path, "-shm"))?;
+    let mut fresh = open_existing(path, offline.busy_timeout)?;
+    release(&mut fresh, &held)?;
+    fresh
+        .close()
+        .map_err(|(_, e)| RewriteError::from(Fault::Db("close", e)))?;
+    tracing::info!(path = %path.display(), generation = report.generation, "precise rewrite swapped in");
+    Ok(report)
+}
+
+/// Failure before the swap: drop the copy, give the claim back.
+fn abandon(tmp: &Path, mut conn: Connection, held: &Held) {
+    let _ = fs::remove_file(tmp);
+    for s in siblings(tmp) {
+        let _ = fs::remove_file(s);
+    }
+    if let Err(e) = release(&mut conn, held) {
+        tracing::warn!(error = %e.reason(), "releasing the rewrite claim failed");
+    }
+}
+
+/// The rewrite's first half with no transform: claims the lease under
+/// `owner` (the same owner may re-cut over its own unexpired claim), retires
+/// the WAL, takes the `VACUUM INTO` copy at `to` (which must not exist),
+/// clears the copy's `writer_lease` rows and answers the copy's SHA-256 as
+/// lowercase hex. The claim stays held in the original; see [`release_export`].
+pub fn export_closed(
+    path: &Path,
+    to: &Path,
+    owner: &Owner,
+    offline: &Offline,
+) -> Result<String, RewriteError> {
+    let mut conn = open_existing(path, offline.busy_timeout)?;
+    let held = claim(&mut conn, owner, offline)?;
+    let done = (|| {
+        cut_closed(&conn, path, to)?;
+        let copy = open_copy(to, offline.busy_timeout)?;
+        copy.execute("DELETE FROM writer_lease", [])
+            .map_err(Fault::db("export-clear-lease"))?;
+        seal_copy(copy)?;
+        fsync_file(to)?;
+        fsync_parent(to)?;
+        sha256_hex(to)
+    })();
+    match done {
+        Ok(hex) => {
+            conn.close()
+                .map_err(|(_, e)| RewriteError::from(Fault::Db("close", e)))?;
+            Ok(hex)
+        }
+        Err(e) => {
+            let _ = fs::remove_file(to);
+            if let Err(re) = release(&mut conn, &held) {
+                tracing::warn!(error = %re.reason(), "releasing the export claim failed");
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Deletes `owner`'s claim from the original (another owner's claim is left
+/// alone). Answers whether a claim was deleted.
+pub fn release_export(path: &Path, owner: &Owner, offline: &Offline) -> Result<bool, RewriteError> {
+    let mut conn = open_existing(path, offline.busy_timeout)?;
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(Fault::db("release-begin"))?;
+    let prev = lease_rows::load(&tx)?;
+    let Some(h) = prev.holder.clone().filter(|h| h.owner == *owner) else {
+        return Ok(false);
+    };
+    let d = lease::decide(
+        &prev,
+        &lease::Request::Release {
+            owner: h.owner,
+            fence: h.fence,
+        },
+    )
+    .map_err(|e| RewriteError::Open(OpenError::Lease(e)))?;
+    lease_rows::store(&tx, &prev, &d.next)?;
+    tx.commit().map_err(Fault::db("release-commit"))?;
+    conn.close()
+        .map_err(|(_, e)| RewriteError::from(Fault::Db("close", e)))?;
+    Ok(matches!(d.outcome, lease::Outcome::Released))
+}
+
+fn sha256_hex(path: &Path) -> Result<String, RewriteError> {
+    let mut f = File::open(path).map_err(io("open", path))?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = f.read(&mut buf).map_err(io("read", path))?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+fn read_session<T>(
+    path: &Path,
+    sql: &str,
+    f: impl FnOnce(&rusqlite::Row<'_>) -> Result<T, Fault>,
+) -> Result<T, RewriteError> {
+    let conn = open_existing(path, DEFAULT_BUSY_TIMEOUT)?;
+    conn.execute_batch("PRAGMA query_only = ON")
+        .map_err(Fault::db("query-only"))?;
+    require_current(&conn)?;
+    let out = conn
+        .query_row(sql, [], |row| Ok(f(row)))
+        .optional()
+        .map_err(Fault::db("read-session"))?
+        .ok_or_else(|| RewriteError::Corrupt {
+            detail: "the session row is missing".to_owned(),
+        })??;
+    Ok(out)
+}
+
+/// The rewrite generation of a session file, read without taking the lease.
+/// A missing file is [`RewriteError::Missing`]; nothing is created.
+pub fn generation(path: &Path) -> Result<u64, RewriteError> {
+    read_session(path, "SELECT generation FROM session WHERE singleton = 1", |row| {
+        codec::u64c(row, 0, "session")
+    })
+}
+
+/// The identity projection of a session file, read without taking the lease.
+pub fn identity(path: &Path) -> Result<Identity, RewriteError> {
+    read_session(
+        path,
+        "SELECT session_id, parent_session_id FROM session WHERE singleton = 1",
+        |row| {
+            Ok(Identity {
+                session_id: codec::opt_text(row, 0, "session")?.map(str::to_owned),
+                parent_session_id: codec::opt_text(row, 1, "session")?.map(str::to_owned),
+            })
+        },
+    )
+}

@@ -1,0 +1,1123 @@
+//! [`SqliteStorage`]: the [`Storage`] port over one SQLite file per session.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use custos_core::lease::{self, Fence, Lease, LeaseError, LeaseState, Owner};
+use custos_core::storage::types::MAX_GET_ENTRIES;
+use custos_core::storage::{
+    self as core_storage, BoundError, BranchScan, Commit, CommitContext, CommitError, CommitPlan,
+    CommitReceipt, Entry, EntryHead, EntryScan, Footprint, KeyPrefix, Kind, Namespace, RecordId,
+    RecordKind, Register, RegisterChange, RegisterKey, Seq, Stats, Storage, StorageError,
+    UsageFigures, UsageRow, UsageScan, REASON_HANDLE_CLOSED,
+};
+use custos_core::Millis;
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior};
+
+use crate::codec::{self, seq_to_sql, u64_to_sql};
+use crate::config::{self, Clock, Config, OpenError};
+use crate::fault::Fault;
+use crate::lease_rows;
+use crate::schema::{self, APPLICATION_ID, STORAGE_VERSION};
+
+/// The `Faulted` / `BackendFault` reason a poisoned handle answers.
+pub const REASON_POISONED: &str = "sqlite-handle-poisoned";
+
+/// How many branch-index rows one page of a branch scan reads.
+const BRANCH_PAGE: i64 = 64;
+
+/// The session store over one SQLite file. One connection, serialized by a
+/// mutex; the writer lease is held from a successful open until close.
+pub struct SqliteStorage {
+    inner: Mutex<Inner>,
+    path: PathBuf,
+    temp: bool,
+}
+
+struct Inner {
+    conn: Option<Connection>,
+    closed: Option<Result<(), StorageError>>,
+    held: Held,
+}
+
+/// The lease this handle holds.
+#[derive(Clone)]
+pub(crate) struct Held {
+    pub(crate) owner: Owner,
+    pub(crate) fence: Fence,
+    pub(crate) ttl: Millis,
+    pub(crate) clock: Clock,
+}
+
+impl std::fmt::Debug for SqliteStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStorage")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The result of the admission transaction.
+struct Admitted {
+    version: i64,
+    lease: Lease,
+}
+
+impl SqliteStorage {
+    /// Opens (creating when missing) the session file at `config.path` in
+    /// refuse-before-write order:
+    ///
+    /// 1. connection policy that writes nothing (busy timeout,
+    ///    `synchronous=FULL`, both read back);
+    /// 2. one `BEGIN IMMEDIATE` **admission** transaction reads the stored
+    ///    version and application id and refuses a newer or unknown version
+    ///    ([`OpenError::UnsupportedVersion`]), a foreign file or a held lease
+    ///    ([`OpenError::LeaseHeld`]) by rolling back — the file is
+    ///    byte-untouched — and otherwise claims the lease through
+    ///    [`lease::decide`];
+    /// 3. under the lease: schema DDL and the migration chain (each step and
+    ///    its version bump in one transaction), then the WAL switch, read
+    ///    back and verified.
+    ///
+    /// A failure after step 2 releases the claimed lease before answering.
+    pub fn open(config: Config) -> Result<Self, OpenError> {
+        config::refuse_unopenable(&config.path)?;
+        let mut conn = Connection::open_with_flags(
+            &config.path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(Fault::db("open"))?;
+        config::configure(&conn, config.busy_timeout)?;
+        let admitted = admit(&mut conn, &config.owner, config.lease_ttl_ms, &config.now)?;
+        let held = Held {
+            owner: config.owner.clone(),
+            fence: admitted.lease.fence,
+            ttl: config.lease_ttl_ms,
+            clock: config.now.clone(),
+        };
+        if let Err(e) = finish_open(&mut conn, &held, admitted.version) {
+            // Give the claim back at once rather than after the TTL.
+            if let Err(re) = release(&mut conn, &held) {
+                tracing::warn!(error = %re.reason(), "releasing the lease after a failed open failed");
+            }
+            return Err(e);
+        }
+        tracing::debug!(path = %config.path.display(), owner = %held.owner, fence = held.fence, "session opened");
+        Ok(SqliteStorage {
+            inner: Mutex::new(Inner {
+                conn: Some(conn),
+                closed: None,
+                held,
+            }),
+            path: config.path,
+            temp: false,
+        })
+    }
+
+    /// Opens a fresh store in a new file under the system temp directory,
+    /// deleted (with its siblings) when the handle is dropped. For tests.
+    pub fn open_temp() -> Result<Self, OpenError> {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let path = std::env::temp_dir().join(format!(
+            "custos-sqlite-{}-{nanos}-{n}.db",
+            std::process::id()
+        ));
+        let owner = Owner::new("temp").map_err(OpenError::Lease)?;
+        let mut s = SqliteStorage::open(Config::new(path, owner))?;
+        s.temp = true;
+        Ok(s)
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The `(owner, fence)` this handle commits under.
+    pub fn lease_pair(&self) -> Result<(Owner, Fence), StorageError> {
+        let g = self.lock()?;
+        Ok((g.held.owner.clone(), g.held.fence))
+    }
+
+    /// Renews the writer lease without committing. `LeaseLost` means the
+    /// handle must be reopened.
+    pub fn renew_lease(&self) -> Result<Lease, CommitError> {
+        self.write(|tx, held| {
+            let prev = lease_rows::load(tx)?;
+            let d = lease::decide(&prev, &renew_req(held)).map_err(WriteErr::Lease)?;
+            lease_rows::store(tx, &prev, &d.next)?;
+            d.next
+                .holder
+                .ok_or_else(|| WriteErr::Fault(Fault::Corrupt("renewed lease has no holder".into())))
+        })
+    }
+
+    /// Records the session's identity projection (`session_id`,
+    /// `parent_session_id` of the `session` row) under the lease.
+    pub fn record_identity(&self, session_id: &str, parent: Option<&str>) -> Result<(), CommitError> {
+        self.write(|tx, held| {
+            admit_commit(tx, held)?;
+            tx.prepare_cached(
+                "UPDATE session SET session_id = ?1, parent_session_id = ?2 WHERE singleton = 1",
+            )
+            .map_err(Fault::db("record-identity"))?
+            .execute(params![session_id, parent])
+            .map_err(Fault::db("record-identity"))?;
+            Ok(())
+        })
+    }
+
+    fn lock(&self) -> Result<MutexGuard<'_, Inner>, StorageError> {
+        self.inner.lock().map_err(|_| StorageError::BackendFault {
+            reason: REASON_POISONED.to_owned(),
+        })
+    }
+
+    /// Runs `f` in a `BEGIN IMMEDIATE` transaction; commits on `Ok`.
+    fn write<T>(
+        &self,
+        f: impl FnOnce(&Transaction<'_>, &Held) -> Result<T, WriteErr>,
+    ) -> Result<T, CommitError> {
+        let mut g = self.inner.lock().map_err(|_| CommitError::Faulted {
+            reason: REASON_POISONED.to_owned(),
+        })?;
+        let Inner { conn, held, .. } = &mut *g;
+        let Some(conn) = conn.as_mut() else {
+            return Err(CommitError::Faulted {
+                reason: REASON_HANDLE_CLOSED.to_owned(),
+            });
+        };
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(Fault::db("begin-immediate"))?;
+        let out = f(&tx, held).map_err(CommitError::from)?;
+        tx.commit().map_err(Fault::db("commit"))?;
+        Ok(out)
+    }
+
+    /// Runs `f` in one deferred read transaction.
+    fn read<T>(
+        &self,
+        f: impl FnOnce(&Transaction<'_>) -> Result<T, StorageError>,
+    ) -> Result<T, StorageError> {
+        let mut g = self.lock()?;
+        let Some(conn) = g.conn.as_mut() else {
+            return Err(StorageError::HandleClosed);
+        };
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Deferred)
+            .map_err(Fault::db("begin"))?;
+        let out = f(&tx)?;
+        tx.commit().map_err(Fault::db("end-read"))?;
+        Ok(out)
+    }
+}
+
+impl Drop for SqliteStorage {
+    fn drop(&mut self) {
+        if let Err(e) = self.close() {
+            tracing::warn!(error = %e, "closing a dropped SqliteStorage failed");
+        }
+        if self.temp {
+            for p in crate::offline::siblings(&self.path) {
+                let _ = std::fs::remove_file(p);
+            }
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// A failure inside a write transaction.
+pub(crate) enum WriteErr {
+    Fault(Fault),
+    Lease(LeaseError),
+    Commit(CommitError),
+}
+
+impl From<Fault> for WriteErr {
+    fn from(f: Fault) -> Self {
+        WriteErr::Fault(f)
+    }
+}
+
+impl From<WriteErr> for CommitError {
+    fn from(e: WriteErr) -> Self {
+        match e {
+            WriteErr::Fault(f) => f.into(),
+            WriteErr::Lease(LeaseError::LeaseLost { held_by }) => CommitError::LeaseLost { held_by },
+            WriteErr::Lease(other) => CommitError::Faulted {
+                reason: format!("lease: {other}"),
+            },
+            WriteErr::Commit(c) => c,
+        }
+    }
+}
+
+fn renew_req(held: &Held) -> lease::Request {
+    lease::Request::Renew {
+        owner: held.owner.clone(),
+        fence: held.fence,
+        now: (held.clock)(),
+        ttl: held.ttl,
+    }
+}
+
+/// Checks and renews `(owner, fence)` for a commit inside its transaction.
+fn admit_commit(tx: &Connection, held: &Held) -> Result<(), WriteErr> {
+    let prev = lease_rows::load(tx)?;
+    let req = lease::Request::Commit {
+        owner: held.owner.clone(),
+        fence: held.fence,
+        now: (held.clock)(),
+        ttl: held.ttl,
+    };
+    let d = lease::decide(&prev, &req).map_err(WriteErr::Lease)?;
+    lease_rows::store(tx, &prev, &d.next)?;
+    Ok(())
+}
+
+/// Reads `PRAGMA user_version` and `application_id` and refuses what this
+/// build cannot read. Writes nothing.
+pub(crate) fn check_identity(conn: &Connection) -> Result<i64, OpenError> {
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(Fault::db("read-version"))?;
+    if !schema::supports(version) {
+        return Err(OpenError::UnsupportedVersion {
+            found: version,
+            supported: STORAGE_VERSION,
+        });
+    }
+    let app: i64 = conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .map_err(Fault::db("read-application-id"))?;
+    let tables = {
+        let mut st = conn
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+            .map_err(Fault::db("read-schema"))?;
+        let rows = st
+            .query_map([], |r| r.get::<_, String>(0))
+            .map_err(Fault::db("read-schema"))?;
+        rows.collect::<Result<Vec<String>, _>>()
+            .map_err(Fault::db("read-schema"))?
+    };
+    if version == 0 {
+        if app != 0 {
+            return Err(OpenError::ForeignDatabase {
+                detail: format!("version 0 with application_id {app:#x}"),
+            });
+        }
+        if let Some(t) = tables
+            .iter()
+            .find(|t| !schema::ADMISSION_TABLES.contains(&t.as_str()))
+        {
+            return Err(OpenError::ForeignDatabase {
+                detail: format!("a version-0 file holds table {t}"),
+            });
+        }
+    } else if app != APPLICATION_ID {
+        return Err(OpenError::ForeignDatabase {
+            detail: format!("application_id {app:#x}, expected {APPLICATION_ID:#x}"),
+        });
+    } else if !schema::ADMISSION_TABLES
+        .iter()
+        .all(|t| tables.iter().any(|x| x == t))
+    {
+        return Err(OpenError::Corrupt {
+            detail: "a versioned session file without its lease tables".to_owned(),
+        });
+    }
+    Ok(version)
+}
+
+/// The admission transaction: refuse (rolling back, nothing written) or
+/// claim the lease.
+fn admit(conn: &mut Connection, owner: &Owner, ttl: Millis, clock: &Clock) -> Result<Admitted, OpenError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(Fault::db("admission-begin"))?;
+    let version = check_identity(&tx)?;
+    let has_lease_tables: bool = tx
+        .query_row(
+            "SELECT count(*) = 2 FROM sqlite_master WHERE type = 'table' AND name IN ('writer_lease', 'lease_fence')",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(Fault::db("admission-schema"))?;
+    let prev = if has_lease_tables {
+        lease_rows::load(&tx)?
+    } else {
+        LeaseState::default()
+    };
+    let req = lease::Request::Acquire {
+        owner: owner.clone(),
+        now: clock(),
+        ttl,
+    };
+    let d = match lease::decide(&prev, &req) {
+        Ok(d) => d,
+        Err(LeaseError::LeaseHeld {
+            holder,
+            fence,
+            expires_at,
+        }) => {
+            return Err(OpenError::LeaseHeld {
+                holder,
+                fence,
+                expires_at,
+            })
+        }
+        Err(e) => return Err(OpenError::Lease(e)),
+    };
+    // Past every refusal: the first write of this open.
+    if !has_lease_tables {
+        tx.execute_batch(schema::LEASE_DDL)
+            .map_err(Fault::db("admission-ddl"))?;
+    }
+    lease_rows::store(&tx, &prev, &d.next)?;
+    tx.commit().map_err(Fault::db("admission-commit"))?;
+    let lease = d
+        .next
+        .holder
+        .ok_or_else(|| OpenError::Corrupt {
+            detail: "an acquired lease has no holder".to_owned(),
+        })?;
+    Ok(Admitted { version, lease })
+}
+
+/// Under the lease: DDL, migration chain, WAL switch, head check.
+fn finish_open(conn: &mut Connection, held: &Held, mut version: i64) -> Result<(), OpenError> {
+    let map = |e: WriteErr| match e {
+        WriteErr::Fault(f) => OpenError::from(f),
+        WriteErr::Lease(LeaseError::LeaseLost { .. }) | WriteErr::Lease(_) | WriteErr::Commit(_) => {
+            OpenError::Lease(LeaseError::LeaseLost { held_by: None })
+        }
+    };
+    if version == 0 {
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(Fault::db("ddl-begin"))?;
+        renew(&tx, held).map_err(map)?;
+        tx.execute_batch(schema::SCHEMA_V1)
+            .map_err(Fault::db("ddl"))?;
+        tx.execute_batch(schema::WRITE_ONCE_TRIGGERS)
+            .map_err(Fault::db("ddl"))?;
+        tx.execute(
+            "INSERT INTO session (singleton, storage_version, generation, session_id, parent_session_id,
+                 next_seq, usage_rows, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_micros)
+             VALUES (1, ?1, 0, NULL, NULL, ?2, 0, 0, 0, 0, 0, 0)",
+            params![STORAGE_VERSION, seq_to_sql(1)],
+        )
+        .map_err(Fault::db("ddl"))?;
+        tx.execute_batch(&format!(
+            "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {STORAGE_VERSION};"
+        ))
+        .map_err(Fault::db("ddl"))?;
+        tx.commit().map_err(Fault::db("ddl-commit"))?;
+        version = STORAGE_VERSION;
+    }
+    while let Some(step) = schema::MIGRATIONS.iter().find(|m| m.from_version == version) {
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(Fault::db("migrate-begin"))?;
+        renew(&tx, held).map_err(map)?;
+        tx.execute_batch(step.statements)
+            .map_err(Fault::db("migrate"))?;
+        version = step.from_version + 1;
+        tx.execute_batch(&format!("PRAGMA user_version = {version};"))
+            .map_err(Fault::db("migrate"))?;
+        tx.execute("UPDATE session SET storage_version = ?1 WHERE singleton = 1", [version])
+            .map_err(Fault::db("migrate"))?;
+        tx.commit().map_err(Fault::db("migrate-commit"))?;
+    }
+    config::set_journal_mode(conn, "wal")?;
+    config::set_synchronous_full(conn)?;
+    let stored: i64 = conn
+        .query_row("SELECT storage_version FROM session WHERE singleton = 1", [], |r| r.get(0))
+        .map_err(Fault::db("read-session"))?;
+    if stored != version {
+        return Err(OpenError::Corrupt {
+            detail: format!("session.storage_version {stored} differs from user_version {version}"),
+        });
+    }
+    Ok(())
+}
+
+fn renew(tx: &Connection, held: &Held) -> Result<(), WriteErr> {
+    let prev = lease_rows::load(tx)?;
+    let d = lease::decide(&prev, &renew_req(held)).map_err(WriteErr::Lease)?;
+    lease_rows::store(tx, &prev, &d.next)?;
+    Ok(())
+}
+
+/// Deletes this handle's own `(owner, fence)` pair, if it still holds the slot.
+pub(crate) fn release(conn: &mut Connection, held: &Held) -> Result<(), Fault> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(Fault::db("release-begin"))?;
+    let prev = lease_rows::load(&tx)?;
+    let req = lease::Request::Release {
+        owner: held.owner.clone(),
+        fence: held.fence,
+    };
+    match lease::decide(&prev, &req) {
+        Ok(d) => lease_rows::store(&tx, &prev, &d.next)?,
+        Err(e) => return Err(Fault::Corrupt(format!("release refused: {e}"))),
+    }
+    tx.commit().map_err(Fault::db("release-commit"))?;
+    Ok(())
+}
+
+// ------------------------------------------------------------------ commit
+
+/// The session head: next seq and the stats projection.
+fn load_head(c: &Connection) -> Result<(Seq, Stats), Fault> {
+    c.prepare_cached(
+        "SELECT next_seq, usage_rows, input_tokens, output_tokens, cache_read_tokens,
+                cache_write_tokens, cost_micros FROM session WHERE singleton = 1",
+    )
+    .map_err(Fault::db("load-head"))?
+    .query_row([], |row| {
+        Ok((|| {
+            let t = "session";
+            Ok::<_, Fault>((
+                codec::seq(row, 0, t)?,
+                Stats {
+                    usage_rows: codec::u64c(row, 1, t)?,
+                    totals: UsageFigures {
+                        input_tokens: codec::u64c(row, 2, t)?,
+                        output_tokens: codec::u64c(row, 3, t)?,
+                        cache_read_tokens: codec::u64c(row, 4, t)?,
+                        cache_write_tokens: codec::u64c(row, 5, t)?,
+                        cost_micros: codec::u64c(row, 6, t)?,
+                    },
+                },
+            ))
+        })())
+    })
+    .optional()
+    .map_err(Fault::db("load-head"))?
+    .ok_or_else(|| Fault::Corrupt("the session row is missing".to_owned()))?
+}
+
+/// Loads exactly the commit's footprint into a [`CommitContext`].
+fn load_context(c: &Connection, fp: &Footprint) -> Result<CommitContext, Fault> {
+    let (next_seq, stats) = load_head(c)?;
+    let mut ctx = CommitContext {
+        next_seq,
+        stats,
+        ..CommitContext::default()
+    };
+    if !fp.ids.is_empty() {
+        let mut in_entries = c
+            .prepare_cached("SELECT 1 FROM entries WHERE id = ?1")
+            .map_err(Fault::db("load-ids"))?;
+        let mut in_usage = c
+            .prepare_cached("SELECT 1 FROM usage_ledger WHERE id = ?1")
+            .map_err(Fault::db("load-ids"))?;
+        for id in &fp.ids {
+            if in_entries.exists([id.as_str()]).map_err(Fault::db("load-ids"))? {
+                ctx.ids.insert(id.clone(), RecordKind::Entry);
+            } else if in_usage.exists([id.as_str()]).map_err(Fault::db("load-ids"))? {
+                ctx.ids.insert(id.clone(), RecordKind::Usage);
+            }
+        }
+    }
+    if !fp.registers.is_empty() {
+        let mut st = c
+            .prepare_cached("SELECT seq FROM registers WHERE namespace = ?1 AND key = ?2")
+            .map_err(Fault::db("load-registers"))?;
+        for (ns, keys) in &fp.registers {
+            for k in keys {
+                let seq = st
+                    .query_row(params![ns.as_str(), k.as_str()], |row| {
+                        Ok(codec::seq(row, 0, "registers"))
+                    })
+                    .optional()
+                    .map_err(Fault::db("load-registers"))?
+                    .transpose()?;
+                if let Some(seq) = seq {
+                    ctx.registers
+                        .entry(ns.clone())
+                        .or_default()
+                        .insert(k.clone(), seq);
+                }
+            }
+        }
+    }
+    Ok(ctx)
+}
+
+/// Writes an accepted plan back, in the commit's transaction.
+fn apply_plan(c: &Connection, plan: &CommitPlan) -> Result<(), Fault> {
+    for e in &plan.entries {
+        c.prepare_cached(
+            "INSERT INTO entries (seq, id, parent, kind, payload, ts) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )
+        .map_err(Fault::db("insert-entry"))?
+        .execute(params![
+            seq_to_sql(e.seq),
+            e.id.as_str(),
+            e.parent.as_ref().map(RecordId::as_str),
+            e.kind.as_str(),
+            e.payload.as_bytes(),
+            u64_to_sql(e.ts)
+        ])
+        .map_err(Fault::db("insert-entry"))?;
+        link_branch(c, e)?;
+    }
+    for u in &plan.usage {
+        let f = &u.figures;
+        c.prepare_cached(
+            "INSERT INTO usage_ledger (seq, id, ts, input_tokens, output_tokens, cache_read_tokens,
+                 cache_write_tokens, cost_micros, details) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        )
+        .map_err(Fault::db("insert-usage"))?
+        .execute(params![
+            seq_to_sql(u.seq),
+            u.id.as_str(),
+            u64_to_sql(u.ts),
+            u64_to_sql(f.input_tokens),
+            u64_to_sql(f.output_tokens),
+            u64_to_sql(f.cache_read_tokens),
+            u64_to_sql(f.cache_write_tokens),
+            u64_to_sql(f.cost_micros),
+            u.details.as_bytes()
+        ])
+        .map_err(Fault::db("insert-usage"))?;
+    }
+    for change in &plan.registers {
+        match change {
+            RegisterChange::Set(r) => {
+                c.prepare_cached(
+                    "INSERT INTO registers (namespace, key, value, seq) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value, seq = excluded.seq",
+                )
+                .map_err(Fault::db("set-register"))?
+                .execute(params![
+                    r.namespace.as_str(),
+                    r.key.as_str(),
+                    r.value.as_bytes(),
+                    seq_to_sql(r.seq)
+                ])
+                .map_err(Fault::db("set-register"))?;
+            }
+            RegisterChange::Delete { namespace, key, .. } => {
+                c.prepare_cached("DELETE FROM registers WHERE namespace = ?1 AND key = ?2")
+                    .map_err(Fault::db("delete-register"))?
+                    .execute(params![namespace.as_str(), key.as_str()])
+                    .map_err(Fault::db("delete-register"))?;
+            }
+        }
+    }
+    let s = &plan.stats;
+    let n = c
+        .prepare_cached(
+            "UPDATE session SET next_seq = ?1, usage_rows = ?2, input_tokens = ?3, output_tokens = ?4,
+                 cache_read_tokens = ?5, cache_write_tokens = ?6, cost_micros = ?7 WHERE singleton = 1",
+        )
+        .map_err(Fault::db("update-head"))?
+        .execute(params![
+            seq_to_sql(plan.next_seq),
+            u64_to_sql(s.usage_rows),
+            u64_to_sql(s.totals.input_tokens),
+            u64_to_sql(s.totals.output_tokens),
+            u64_to_sql(s.totals.cache_read_tokens),
+            u64_to_sql(s.totals.cache_write_tokens),
+            u64_to_sql(s.totals.cost_micros)
+        ])
+        .map_err(Fault::db("update-head"))?;
+    if n != 1 {
+        return Err(Fault::Corrupt("the session row is missing".to_owned()));
+    }
+    Ok(())
+}
+
+/// Places a new entry in the branch index (see `schema` for the segments).
+fn link_branch(c: &Connection, e: &Entry) -> Result<(), Fault> {
+    let place = match &e.parent {
+        None => None,
+        Some(p) => {
+            let row = c
+                .prepare_cached(
+                    "SELECT branch_entries.segment, branch_entries.pos, branch_meta.tail_pos
+                     FROM entries
+                     CROSS JOIN branch_entries ON branch_entries.seq = entries.seq
+                     CROSS JOIN branch_meta ON branch_meta.segment = branch_entries.segment
+                     WHERE entries.id = ?1",
+                )
+                .map_err(Fault::db("branch-link"))?
+                .query_row([p.as_str()], |row| {
+                    Ok((|| {
+                        Ok::<_, Fault>((
+                            codec::int(row, 0, "branch_entries")?,
+                            codec::int(row, 1, "branch_entries")?,
+                            codec::int(row, 2, "branch_meta")?,
+                        ))
+                    })())
+                })
+                .optional()
+                .map_err(Fault::db("branch-link"))?
+                .transpose()?
+                .ok_or_else(|| Fault::Corrupt(format!("parent {p} has no branch-index row")))?;
+            Some(row)
+        }
+    };
+    let (segment, pos) = match place {
+        Some((seg, pos, tail)) if pos == tail => {
+            c.prepare_cached("UPDATE branch_meta SET tail_pos = ?2 WHERE segment = ?1")
+                .map_err(Fault::db("branch-link"))?
+                .execute(params![seg, pos + 1])
+                .map_err(Fault::db("branch-link"))?;
+            (seg, pos + 1)
+        }
+        parent => {
+            let seg: i64 = c
+                .prepare_cached("SELECT COALESCE(MAX(segment), 0) + 1 FROM branch_meta")
+                .map_err(Fault::db("branch-link"))?
+                .query_row([], |r| r.get(0))
+                .map_err(Fault::db("branch-link"))?;
+            let (ps, pp) = match parent {
+                Some((s, p, _)) => (Some(s), Some(p)),
+                None => (None, None),
+            };
+            c.prepare_cached(
+                "INSERT INTO branch_meta (segment, parent_segment, parent_pos, tail_pos) VALUES (?1, ?2, ?3, 0)",
+            )
+            .map_err(Fault::db("branch-link"))?
+            .execute(params![seg, ps, pp])
+            .map_err(Fault::db("branch-link"))?;
+            (seg, 0)
+        }
+    };
+    c.prepare_cached("INSERT INTO branch_entries (segment, pos, seq, kind) VALUES (?1, ?2, ?3, ?4)")
+        .map_err(Fault::db("branch-link"))?
+        .execute(params![segment, pos, seq_to_sql(e.seq), e.kind.as_str()])
+        .map_err(Fault::db("branch-link"))?;
+    Ok(())
+}
+
+// -------------------------------------------------------------------- reads
+
+const ENTRY_COLS: &str = "seq, id, parent, kind, payload, ts";
+
+fn decode_entry(row: &rusqlite::Row<'_>) -> Result<Entry, Fault> {
+    let t = "entries";
+    Ok(Entry {
+        seq: codec::seq(row, 0, t)?,
+        id: codec::record_id(row, 1, t)?,
+        parent: codec::opt_record_id(row, 2, t)?,
+        kind: codec::kind(row, 3, t)?,
+        payload: codec::payload(row, 4, t)?,
+        ts: codec::u64c(row, 5, t)?,
+    })
+}
+
+fn decode_usage(row: &rusqlite::Row<'_>) -> Result<UsageRow, Fault> {
+    let t = "usage_ledger";
+    Ok(UsageRow {
+        seq: codec::seq(row, 0, t)?,
+        id: codec::record_id(row, 1, t)?,
+        ts: codec::u64c(row, 2, t)?,
+        figures: UsageFigures {
+            input_tokens: codec::u64c(row, 3, t)?,
+            output_tokens: codec::u64c(row, 4, t)?,
+            cache_read_tokens: codec::u64c(row, 5, t)?,
+            cache_write_tokens: codec::u64c(row, 6, t)?,
+            cost_micros: codec::u64c(row, 7, t)?,
+        },
+        details: codec::payload(row, 8, t)?,
+    })
+}
+
+/// Collects `query_map`-style rows whose closure answers `Result<T, Fault>`.
+fn collect<T>(
+    st: &mut rusqlite::CachedStatement<'_>,
+    params: impl rusqlite::Params,
+    op: &'static str,
+    decode: impl Fn(&rusqlite::Row<'_>) -> Result<T, Fault>,
+) -> Result<Vec<T>, Fault> {
+    let mut rows = st.query(params).map_err(Fault::db(op))?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().map_err(Fault::db(op))? {
+        out.push(decode(row)?);
+    }
+    Ok(out)
+}
+
+/// A seq range as SQL bounds (`lo <= seq <= hi`), or `None` when empty.
+fn seq_bounds(after: Option<Seq>, through: Option<Seq>) -> Option<(i64, i64)> {
+    let start = match after {
+        Some(Seq::MAX) => return None,
+        Some(a) => a + 1,
+        None => 0,
+    };
+    let end = through.unwrap_or(Seq::MAX);
+    (end >= start).then(|| (seq_to_sql(start), seq_to_sql(end)))
+}
+
+fn sql_limit(limit: Option<usize>) -> i64 {
+    limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX))
+}
+
+/// One branch-index row.
+struct BranchHead {
+    seq: Seq,
+    kind: Kind,
+}
+
+const LEAF_SQL: &str = "SELECT branch_entries.segment, branch_entries.pos
+     FROM entries CROSS JOIN branch_entries ON branch_entries.seq = entries.seq
+     WHERE entries.id = ?1";
+const PAGE_SQL: &str = "SELECT branch_entries.pos, branch_entries.seq, branch_entries.kind
+     FROM branch_entries
+     WHERE branch_entries.segment = ?1 AND branch_entries.pos <= ?2
+     ORDER BY branch_entries.pos DESC LIMIT ?3";
+const HOP_SQL: &str =
+    "SELECT parent_segment, parent_pos FROM branch_meta WHERE branch_meta.segment = ?1";
+const FETCH_SQL: &str = "SELECT seq, id, parent, kind, payload, ts FROM entries WHERE entries.seq = ?1";
+
+/// The unfiltered walk from a leaf, as branch-index heads, a page at a time.
+struct BranchWalk<'c> {
+    conn: &'c Connection,
+    /// `(segment, highest pos still to read)`; `None` once past the root.
+    at: Option<(i64, i64)>,
+    buf: VecDeque<BranchHead>,
+    last_seq: Option<Seq>,
+    pending_err: Option<StorageError>,
+}
+
+impl<'c> BranchWalk<'c> {
+    fn start(conn: &'c Connection, leaf: &RecordId) -> Self {
+        let mut w = BranchWalk {
+            conn,
+            at: None,
+            buf: VecDeque::new(),
+            last_seq: None,
+            pending_err: None,
+        };
+        let found = conn
+            .prepare_cached(LEAF_SQL)
+            .map_err(Fault::db("branch-leaf"))
+            .and_then(|mut st| {
+                st.query_row([leaf.as_str()], |row| {
+                    Ok((|| {
+                        Ok::<_, Fault>((
+                            codec::int(row, 0, "branch_entries")?,
+                            codec::int(row, 1, "branch_entries")?,
+                        ))
+                    })())
+                })
+                .optional()
+                .map_err(Fault::db("branch-leaf"))
+            });
+        match found {
+            Ok(Some(Ok(at))) => w.at = Some(at),
+            Ok(None) => w.pending_err = Some(StorageError::UnknownEntry { id: leaf.clone() }),
+            Ok(Some(Err(f))) | Err(f) => w.pending_err = Some(f.into()),
+        }
+        w
+    }
+
+    fn fill(&mut self) -> Result<(), Fault> {
+        let Some((segment, upper)) = self.at else {
+            return Ok(());
+        };
+        let mut st = self.conn.prepare_cached(PAGE_SQL).map_err(Fault::db("branch-page"))?;
+        let rows = collect(&mut st, params![segment, upper, BRANCH_PAGE], "branch-page", |row| {
+            let t = "branch_entries";
+            Ok((codec::int(row, 0, t)?, codec::seq(row, 1, t)?, codec::kind(row, 2, t)?))
+        })?;
+        let mut expect = upper;
+        for (pos, seq, kind) in &rows {
+            if *pos != expect {
+                return Err(Fault::Corrupt(format!(
+                    "branch segment {segment} has no position {expect}"
+                )));
+            }
+            if self.last_seq.is_some_and(|l| *seq >= l) {
+                return Err(Fault::Corrupt(format!(
+                    "branch segment {segment} position {pos}: seq does not decrease"
+                )));
+            }
+            self.last_seq = Some(*seq);
+            expect -= 1;
+            self.buf.push_back(BranchHead {
+                seq: *seq,
+                kind: kind.clone(),
+            });
+        }
+        if rows.is_empty() {
+            return Err(Fault::Corrupt(format!(
+                "branch segment {segment} has no position {upper}"
+            )));
+        }
+        if expect >= 0 {
+            self.at = Some((segment, expect));
+            return Ok(());
+        }
+        // The segment is exhausted: hop to its parent segment.
+        let hop = self
+            .conn
+            .prepare_cached(HOP_SQL)
+            .map_err(Fault::db("branch-hop"))?
+            .query_row([segment], |row| {
+                Ok((|| {
+                    Ok::<_, Fault>((
+                        codec::opt_int(row, 0, "branch_meta")?,
+                        codec::opt_int(row, 1, "branch_meta")?,
+                    ))
+                })())
+            })
+            .optional()
+            .map_err(Fault::db("branch-hop"))?
+            .transpose()?
+            .ok_or_else(|| Fault::Corrupt(format!("branch segment {segment} has no meta row")))?;
+        self.at = match hop {
+            (None, None) => None,
+            (Some(ps), Some(pp)) if ps < segment && pp >= 0 => Some((ps, pp)),
+            _ => {
+                return Err(Fault::Corrupt(format!(
+                    "branch segment {segment} has a malformed parent link"
+                )))
+            }
+        };
+        Ok(())
+    }
+}
+
+impl Iterator for BranchWalk<'_> {
+    type Item = Result<BranchHead, StorageError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(e) = self.pending_err.take() {
+            self.at = None;
+            self.buf.clear();
+            return Some(Err(e));
+        }
+        loop {
+            if let Some(h) = self.buf.pop_front() {
+                return Some(Ok(h));
+            }
+            self.at?;
+            if let Err(f) = self.fill() {
+                self.at = None;
+                return Some(Err(f.into()));
+            }
+        }
+    }
+}
+
+fn fetch_entry(c: &Connection, h: BranchHead) -> Result<Entry, StorageError> {
+    let e = c
+        .prepare_cached(FETCH_SQL)
+        .map_err(Fault::db("branch-fetch"))?
+        .query_row([seq_to_sql(h.seq)], |row| Ok(decode_entry(row)))
+        .optional()
+        .map_err(Fault::db("branch-fetch"))?
+        .transpose()?
+        .ok_or_else(|| Fault::Corrupt(format!("the branch index names seq {} which is no entry", h.seq)))?;
+    if e.kind != h.kind {
+        return Err(Fault::Corrupt(format!("entry {} disagrees with its branch-index kind", e.id)).into());
+    }
+    Ok(e)
+}
+
+impl Storage for SqliteStorage {
+    fn commit(&self, commit: &Commit) -> Result<CommitReceipt, CommitError> {
+        self.write(|tx, held| {
+            admit_commit(tx, held)?;
+            let ctx = load_context(tx, &commit.footprint())?;
+            let plan = core_storage::decide(&ctx, commit).map_err(WriteErr::Commit)?;
+            apply_plan(tx, &plan)?;
+            Ok(plan.receipt)
+        })
+    }
+
+    fn get_entries(&self, ids: &[RecordId]) -> Result<Vec<Option<Entry>>, StorageError> {
+        if ids.len() > MAX_GET_ENTRIES {
+            return Err(BoundError::TooManyIds { count: ids.len() }.into());
+        }
+        self.read(|tx| {
+            let mut st = tx
+                .prepare_cached(&format!("SELECT {ENTRY_COLS} FROM entries WHERE id = ?1"))
+                .map_err(Fault::db("get-entries"))?;
+            let mut out = Vec::with_capacity(ids.len());
+            for id in ids {
+                let e = st
+                    .query_row([id.as_str()], |row| Ok(decode_entry(row)))
+                    .optional()
+                    .map_err(Fault::db("get-entries"))?
+                    .transpose()?;
+                out.push(e);
+            }
+            Ok(out)
+        })
+    }
+
+    fn get_register(
+        &self,
+        namespace: &Namespace,
+        key: &RegisterKey,
+    ) -> Result<Option<Register>, StorageError> {
+        self.read(|tx| {
+            Ok(tx
+                .prepare_cached("SELECT value, seq FROM registers WHERE namespace = ?1 AND key = ?2")
+                .map_err(Fault::db("get-register"))?
+                .query_row(params![namespace.as_str(), key.as_str()], |row| {
+                    Ok((|| {
+                        Ok::<_, Fault>(Register {
+                            namespace: namespace.clone(),
+                            key: key.clone(),
+                            value: codec::payload(row, 0, "registers")?,
+                            seq: codec::seq(row, 1, "registers")?,
+                        })
+                    })())
+                })
+                .optional()
+                .map_err(Fault::db("get-register"))?
+                .transpose()?)
+        })
+    }
+
+    fn list_registers(
+        &self,
+        namespace: &Namespace,
+        prefix: &KeyPrefix,
+    ) -> Result<Vec<Register>, StorageError> {
+        self.read(|tx| {
+            let mut st = tx
+                .prepare_cached(
+                    "SELECT key, value, seq FROM registers WHERE namespace = ?1 AND key >= ?2 ORDER BY key",
+                )
+                .map_err(Fault::db("list-registers"))?;
+            let mut rows = st
+                .query(params![namespace.as_str(), prefix.as_str()])
+                .map_err(Fault::db("list-registers"))?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next().map_err(Fault::db("list-registers"))? {
+                let key = RegisterKey::try_from(codec::text(row, 0, "registers")?)
+                    .map_err(|e| Fault::Corrupt(format!("registers key: {e}")))?;
+                if !prefix.matches(&key) {
+                    break;
+                }
+                out.push(Register {
+                    namespace: namespace.clone(),
+                    key,
+                    value: codec::payload(row, 1, "registers")?,
+                    seq: codec::seq(row, 2, "registers")?,
+                });
+            }
+            Ok(out)
+        })
+    }
+
+    fn scan_branch(&self, q: &BranchScan) -> Result<Vec<Entry>, StorageError> {
+        self.read(|tx| {
+            let walk = BranchWalk::start(tx, &q.leaf);
+            q.refine_heads(walk, |h| (&h.kind, h.seq), |h| fetch_entry(tx, h))
+        })
+    }
+
+    fn scan_entries(&self, q: &EntryScan) -> Result<Vec<Entry>, StorageError> {
+        let Some((lo, hi)) = seq_bounds(q.after, q.through) else {
+            return self.read(|_| Ok(Vec::new()));
+        };
+        self.read(|tx| {
+            let mut st = tx
+                .prepare_cached(&format!(
+                    "SELECT {ENTRY_COLS} FROM entries WHERE seq >= ?1 AND seq <= ?2 ORDER BY seq LIMIT ?3"
+                ))
+                .map_err(Fault::db("scan-entries"))?;
+            Ok(collect(&mut st, params![lo, hi, sql_limit(q.limit)], "scan-entries", decode_entry)?)
+        })
+    }
+
+    fn scan_entry_heads(&self, q: &EntryScan) -> Result<Vec<EntryHead>, StorageError> {
+        let Some((lo, hi)) = seq_bounds(q.after, q.through) else {
+            return self.read(|_| Ok(Vec::new()));
+        };
+        self.read(|tx| {
+            let mut st = tx
+                .prepare_cached(
+                    "SELECT seq, id, parent FROM entries WHERE seq >= ?1 AND seq <= ?2 ORDER BY seq LIMIT ?3",
+                )
+                .map_err(Fault::db("scan-entry-heads"))?;
+            Ok(collect(&mut st, params![lo, hi, sql_limit(q.limit)], "scan-entry-heads", |row| {
+                Ok(EntryHead {
+                    seq: codec::seq(row, 0, "entries")?,
+                    id: codec::record_id(row, 1, "entries")?,
+                    parent: codec::opt_record_id(row, 2, "entries")?,
+                })
+            })?)
+        })
+    }
+
+    fn scan_usage(&self, q: &UsageScan) -> Result<Vec<UsageRow>, StorageError> {
+        let Some((lo, hi)) = seq_bounds(q.after, q.through) else {
+            return self.read(|_| Ok(Vec::new()));
+        };
+        self.read(|tx| {
+            let mut st = tx
+                .prepare_cached(
+                    "SELECT seq, id, ts, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+                            cost_micros, details
+                     FROM usage_ledger WHERE seq >= ?1 AND seq <= ?2 ORDER BY seq LIMIT ?3",
+                )
+                .map_err(Fault::db("scan-usage"))?;
+            Ok(collect(&mut st, params![lo, hi, sql_limit(q.limit)], "scan-usage", decode_usage)?)
+        })
+    }
+
+    fn stats(&self) -> Result<Stats, StorageError> {
+        self.read(|tx| Ok(load_head(tx)?.1))
+    }
+
+    fn close(&self) -> Result<(), StorageError> {
+        let mut g = self.lock()?;
+        if let Some(r) = &g.closed {
+            return r.clone();
+        }
+        let result = match g.conn.take() {
+            None => Ok(()),
+            Some(mut conn) => {
+                let released = release(&mut conn, &g.held).map_err(StorageError::from);
+                let closed = conn.close().map_err(|(_, e)| StorageError::BackendFault {
+                    reason: format!("sqlite-close: {e}"),
+                });
+                released.and(closed)
+            }
+        };
+        g.closed = Some(result.clone());
+        result
+    }
+
+    fn explain_branch_scan(&self, q: &BranchScan) -> Result<Option<Vec<String>>, StorageError> {
+        let _ = q; // Every branch scan runs the same four statements.
+        self.read(|tx| {
+            let mut out = Vec::new();
+            for sql in [LEAF_SQL, PAGE_SQL, HOP_SQL, FETCH_SQL] {
+                let mut st = tx
+                    .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+                    .map_err(Fault::db("explain"))?;
+                let n = st.parameter_count();
+                let nulls: Vec<rusqlite::types::Null> = vec![rusqlite::types::Null; n];
+                let mut rows = st
+                    .query(rusqlite::params_from_iter(nulls))
+                    .map_err(Fault::db("explain"))?;
+                while let Some(row) = rows.next().map_err(Fault::db("explain"))? {
+                    out.push(codec::text(row, 3, "explain")?.to_owned());
+                }
+            }
+            Ok(Some(out))
+        })
+    }
+}
