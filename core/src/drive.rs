@@ -85,7 +85,6 @@ pub enum LeaseOp {
 
 const OWNER_NAMES: [&str; 3] = ["owner-a", "owner-b", "owner-c"];
 
-
 /// Runs a lease request stream and checks, after every step:
 ///
 /// - fences strictly increase: every acquisition issues a fence above every
@@ -98,6 +97,16 @@ const OWNER_NAMES: [&str; 3] = ["owner-a", "owner-b", "owner-c"];
 /// - a release deletes only the releaser's own pair;
 /// - an unexpired lease of another owner is never displaced.
 pub fn lease_stream(ops: &[LeaseOp]) -> Result<(), Violation> {
+    lease_stream_with(lease::decide, ops)
+}
+
+/// The decision function of the lease machine, as a driver takes it.
+pub type LeaseDecide =
+    fn(&LeaseState, &lease::Request) -> Result<lease::Decision, lease::LeaseError>;
+
+/// [`lease_stream`] over any decision function with the lease machine's
+/// signature — how the tests show the driver catches a broken machine.
+pub fn lease_stream_with(decide: LeaseDecide, ops: &[LeaseOp]) -> Result<(), Violation> {
     let mut state = LeaseState::default();
     let mut now: Millis = 0;
     let mut believed: [Option<Fence>; 3] = [None; 3];
@@ -130,13 +139,21 @@ pub fn lease_stream(ops: &[LeaseOp]) -> Result<(), Violation> {
                 now,
                 ttl: Millis::from(ttl),
             },
-            LeaseOp::Renew { owner: i, fence, ttl } => lease::Request::Renew {
+            LeaseOp::Renew {
+                owner: i,
+                fence,
+                ttl,
+            } => lease::Request::Renew {
                 owner: owner(i),
                 fence: fence_of(i, fence),
                 now,
                 ttl: Millis::from(ttl),
             },
-            LeaseOp::Commit { owner: i, fence, ttl } => lease::Request::Commit {
+            LeaseOp::Commit {
+                owner: i,
+                fence,
+                ttl,
+            } => lease::Request::Commit {
                 owner: owner(i),
                 fence: fence_of(i, fence),
                 now,
@@ -148,14 +165,17 @@ pub fn lease_stream(ops: &[LeaseOp]) -> Result<(), Violation> {
             },
         };
         let before = state.clone();
-        let Ok(decision) = lease::decide(&before, &req) else {
+        let Ok(decision) = decide(&before, &req) else {
             continue; // a refusal persists nothing
         };
         if decision.next.fence_high_water < before.fence_high_water {
             return Err(violation(
                 "fence-high-water-monotonic",
                 step,
-                format!("{} -> {}", before.fence_high_water, decision.next.fence_high_water),
+                format!(
+                    "{} -> {}",
+                    before.fence_high_water, decision.next.fence_high_water
+                ),
             ));
         }
         match (&req, &decision.outcome) {
@@ -183,8 +203,12 @@ pub fn lease_stream(ops: &[LeaseOp]) -> Result<(), Violation> {
                 }
             }
             (
-                lease::Request::Renew { owner: o, fence: f, .. }
-                | lease::Request::Commit { owner: o, fence: f, .. },
+                lease::Request::Renew {
+                    owner: o, fence: f, ..
+                }
+                | lease::Request::Commit {
+                    owner: o, fence: f, ..
+                },
                 Outcome::Renewed { .. } | Outcome::Admitted { .. },
             ) => {
                 let held = before
@@ -271,6 +295,16 @@ pub enum FenceOp {
 /// - a write is admitted only at the most recently issued epoch of its world,
 ///   never at an epoch a later acquisition staled, never at or below a floor.
 pub fn fence_stream(ops: &[FenceOp]) -> Result<(), Violation> {
+    fence_stream_with(fence::decide, ops)
+}
+
+/// The decision function of the fence machine, as a driver takes it.
+pub type FenceDecide =
+    fn(&WorldFence, &fence::Request) -> Result<fence::Decision, fence::FenceError>;
+
+/// [`fence_stream`] over any decision function with the fence machine's
+/// signature.
+pub fn fence_stream_with(decide: FenceDecide, ops: &[FenceOp]) -> Result<(), Violation> {
     let mut worlds = [WorldFence::default(), WorldFence::default()];
     let mut believed = [[0 as Epoch; 3]; 2];
     let mut max_issued = [0 as Epoch; 2];
@@ -280,7 +314,11 @@ pub fn fence_stream(ops: &[FenceOp]) -> Result<(), Violation> {
             FenceOp::Acquire { world, writer } => {
                 let holder = Holder::new(format!("writer-{}", writer % 3))
                     .map_err(|e| violation("holder-valid", step, e.to_string()))?;
-                (usize::from(world % 2), fence::Request::Acquire { holder }, Some(usize::from(writer % 3)))
+                (
+                    usize::from(world % 2),
+                    fence::Request::Acquire { holder },
+                    Some(usize::from(writer % 3)),
+                )
             }
             FenceOp::Write { world, writer } => {
                 let w = usize::from(world % 2);
@@ -303,7 +341,7 @@ pub fn fence_stream(ops: &[FenceOp]) -> Result<(), Violation> {
             ),
         };
         let before = worlds[w].clone();
-        let Ok(decision) = fence::decide(&before, &req) else {
+        let Ok(decision) = decide(&before, &req) else {
             continue;
         };
         if decision.next.floor < before.floor || decision.next.issued < before.issued {
@@ -319,7 +357,10 @@ pub fn fence_stream(ops: &[FenceOp]) -> Result<(), Violation> {
                     return Err(violation(
                         "epochs-strictly-increase-above-floors",
                         step,
-                        format!("issued {epoch}, earlier max {}, floor {}", max_issued[w], max_floor[w]),
+                        format!(
+                            "issued {epoch}, earlier max {}, floor {}",
+                            max_issued[w], max_floor[w]
+                        ),
                     ));
                 }
                 max_issued[w] = *epoch;
@@ -332,7 +373,10 @@ pub fn fence_stream(ops: &[FenceOp]) -> Result<(), Violation> {
                     return Err(violation(
                         "write-only-at-current-epoch",
                         step,
-                        format!("epoch {epoch} admitted; latest {}, floor {}", max_issued[w], max_floor[w]),
+                        format!(
+                            "epoch {epoch} admitted; latest {}, floor {}",
+                            max_issued[w], max_floor[w]
+                        ),
                     ));
                 }
             }
@@ -342,7 +386,10 @@ pub fn fence_stream(ops: &[FenceOp]) -> Result<(), Violation> {
                     return Err(violation(
                         "floor-is-max-of-imports",
                         step,
-                        format!("floor {} after imports up to {}", decision.next.floor, max_floor[w]),
+                        format!(
+                            "floor {} after imports up to {}",
+                            decision.next.floor, max_floor[w]
+                        ),
                     ));
                 }
             }

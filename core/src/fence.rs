@@ -156,7 +156,9 @@ pub fn decide(state: &WorldFence, req: &Request) -> Result<Decision, FenceError>
     match req {
         Request::Acquire { holder } => {
             let base = state.issued.max(state.floor);
-            let epoch = base.checked_add(1).ok_or(FenceError::FenceExhausted(base))?;
+            let epoch = base
+                .checked_add(1)
+                .ok_or(FenceError::FenceExhausted(base))?;
             Ok(Decision {
                 outcome: Outcome::Acquired {
                     epoch,
@@ -216,11 +218,34 @@ mod tests {
     fn acquire_stales_the_previous_writer() {
         let s = WorldFence::default();
         let d1 = decide(&s, &Request::Acquire { holder: h("w1") }).unwrap();
-        assert_eq!(d1.outcome, Outcome::Acquired { epoch: 1, staled: None });
-        let d2 = decide(&d1.next, &Request::Acquire { holder: h("migration") }).unwrap();
-        assert_eq!(d2.outcome, Outcome::Acquired { epoch: 2, staled: Some(1) });
+        assert_eq!(
+            d1.outcome,
+            Outcome::Acquired {
+                epoch: 1,
+                staled: None
+            }
+        );
+        let d2 = decide(
+            &d1.next,
+            &Request::Acquire {
+                holder: h("migration"),
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            d2.outcome,
+            Outcome::Acquired {
+                epoch: 2,
+                staled: Some(1)
+            }
+        );
         assert!(decide(&d2.next, &Request::AdmitWrite { epoch: 1 }).is_err());
-        assert_eq!(decide(&d2.next, &Request::AdmitWrite { epoch: 2 }).unwrap().outcome, Outcome::Admitted);
+        assert_eq!(
+            decide(&d2.next, &Request::AdmitWrite { epoch: 2 })
+                .unwrap()
+                .outcome,
+            Outcome::Admitted
+        );
     }
 
     #[test]
@@ -232,12 +257,20 @@ mod tests {
         // Nothing is current after an import: the source's writer at 7 is refused.
         assert!(decide(&s, &Request::AdmitWrite { epoch: 7 }).is_err());
         let d = decide(&s, &Request::Acquire { holder: h("w") }).unwrap();
-        assert_eq!(d.outcome, Outcome::Acquired { epoch: 8, staled: None });
+        assert_eq!(
+            d.outcome,
+            Outcome::Acquired {
+                epoch: 8,
+                staled: None
+            }
+        );
     }
 
     #[test]
     fn importing_a_floor_above_the_current_epoch_stales_it() {
-        let s = decide(&WorldFence::default(), &Request::Acquire { holder: h("w") }).unwrap().next;
+        let s = decide(&WorldFence::default(), &Request::Acquire { holder: h("w") })
+            .unwrap()
+            .next;
         let s = decide(&s, &Request::ImportFloor { floor: 1 }).unwrap().next;
         assert_eq!(s.current(), None);
         assert!(decide(&s, &Request::AdmitWrite { epoch: 1 }).is_err());
@@ -246,7 +279,11 @@ mod tests {
     #[test]
     fn epoch_zero_is_never_admitted_and_exhaustion_is_typed() {
         assert!(decide(&WorldFence::default(), &Request::AdmitWrite { epoch: 0 }).is_err());
-        let s = WorldFence { issued: u64::MAX, floor: 0, holder: None };
+        let s = WorldFence {
+            issued: u64::MAX,
+            floor: 0,
+            holder: None,
+        };
         assert_eq!(
             decide(&s, &Request::Acquire { holder: h("w") }),
             Err(FenceError::FenceExhausted(u64::MAX))

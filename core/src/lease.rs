@@ -203,7 +203,9 @@ pub struct Decision {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Error, Serialize, Deserialize)]
 pub enum LeaseError {
     /// Another owner holds an unexpired lease.
-    #[error("LeaseHeld: the writer lease is held by {holder} (fence {fence}) until {expires_at} ms")]
+    #[error(
+        "LeaseHeld: the writer lease is held by {holder} (fence {fence}) until {expires_at} ms"
+    )]
     LeaseHeld {
         /// The holder.
         holder: Owner,
@@ -263,10 +265,9 @@ pub fn decide(state: &LeaseState, req: &Request) -> Result<Decision, LeaseError>
                     });
                 }
             }
-            let issued = state
-                .holder
-                .as_ref()
-                .map_or(state.fence_high_water, |h| h.fence.max(state.fence_high_water));
+            let issued = state.holder.as_ref().map_or(state.fence_high_water, |h| {
+                h.fence.max(state.fence_high_water)
+            });
             let fence = issued
                 .checked_add(1)
                 .ok_or(LeaseError::FenceExhausted(issued))?;
@@ -365,7 +366,11 @@ mod tests {
         assert_eq!(
             d.outcome,
             Outcome::Acquired {
-                lease: Lease { owner: o("a"), fence: 1, expires_at: 10 },
+                lease: Lease {
+                    owner: o("a"),
+                    fence: 1,
+                    expires_at: 10
+                },
                 replaced: None
             }
         );
@@ -376,7 +381,14 @@ mod tests {
     fn unexpired_lease_of_another_owner_is_refused_naming_holder() {
         let s = acquire(&LeaseState::default(), "a", 0).unwrap().next;
         let e = acquire(&s, "b", 9).unwrap_err();
-        assert_eq!(e, LeaseError::LeaseHeld { holder: o("a"), fence: 1, expires_at: 10 });
+        assert_eq!(
+            e,
+            LeaseError::LeaseHeld {
+                holder: o("a"),
+                fence: 1,
+                expires_at: 10
+            }
+        );
         assert!(e.to_string().contains("held by a"));
     }
 
@@ -393,36 +405,116 @@ mod tests {
         }
         // The old owner can no longer commit, renew or release.
         let s = d.next;
-        let lost = Err(LeaseError::LeaseLost { held_by: Some(o("b")) });
-        assert_eq!(decide(&s, &Request::Commit { owner: o("a"), fence: 1, now: 11, ttl: 10 }), lost);
-        assert_eq!(decide(&s, &Request::Renew { owner: o("a"), fence: 1, now: 11, ttl: 10 }), lost);
-        let r = decide(&s, &Request::Release { owner: o("a"), fence: 1 }).unwrap();
-        assert_eq!(r.outcome, Outcome::NotHeld { held_by: Some(o("b")) });
+        let lost = Err(LeaseError::LeaseLost {
+            held_by: Some(o("b")),
+        });
+        assert_eq!(
+            decide(
+                &s,
+                &Request::Commit {
+                    owner: o("a"),
+                    fence: 1,
+                    now: 11,
+                    ttl: 10
+                }
+            ),
+            lost
+        );
+        assert_eq!(
+            decide(
+                &s,
+                &Request::Renew {
+                    owner: o("a"),
+                    fence: 1,
+                    now: 11,
+                    ttl: 10
+                }
+            ),
+            lost
+        );
+        let r = decide(
+            &s,
+            &Request::Release {
+                owner: o("a"),
+                fence: 1,
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            r.outcome,
+            Outcome::NotHeld {
+                held_by: Some(o("b"))
+            }
+        );
         assert_eq!(r.next, s);
     }
 
     #[test]
     fn commit_needs_exact_pair_and_unexpired() {
         let s = acquire(&LeaseState::default(), "a", 0).unwrap().next;
-        let ok = decide(&s, &Request::Commit { owner: o("a"), fence: 1, now: 5, ttl: 10 }).unwrap();
+        let ok = decide(
+            &s,
+            &Request::Commit {
+                owner: o("a"),
+                fence: 1,
+                now: 5,
+                ttl: 10,
+            },
+        )
+        .unwrap();
         assert_eq!(ok.next.holder.as_ref().unwrap().expires_at, 15);
-        assert!(decide(&s, &Request::Commit { owner: o("a"), fence: 2, now: 5, ttl: 10 }).is_err());
+        assert!(decide(
+            &s,
+            &Request::Commit {
+                owner: o("a"),
+                fence: 2,
+                now: 5,
+                ttl: 10
+            }
+        )
+        .is_err());
         assert_eq!(
-            decide(&s, &Request::Commit { owner: o("a"), fence: 1, now: 10, ttl: 10 }),
-            Err(LeaseError::LeaseLost { held_by: Some(o("a")) })
+            decide(
+                &s,
+                &Request::Commit {
+                    owner: o("a"),
+                    fence: 1,
+                    now: 10,
+                    ttl: 10
+                }
+            ),
+            Err(LeaseError::LeaseLost {
+                held_by: Some(o("a"))
+            })
         );
     }
 
     #[test]
     fn release_keeps_the_high_water_mark() {
         let s = acquire(&LeaseState::default(), "a", 0).unwrap().next;
-        let s = decide(&s, &Request::Release { owner: o("a"), fence: 1 }).unwrap().next;
+        let s = decide(
+            &s,
+            &Request::Release {
+                owner: o("a"),
+                fence: 1,
+            },
+        )
+        .unwrap()
+        .next;
         assert_eq!(s.holder, None);
         let d = acquire(&s, "a", 1).unwrap();
         assert_eq!(d.next.holder.unwrap().fence, 2);
         // A commit by the released pair on a free slot names no holder.
         assert_eq!(
-            decide(&s, &Request::Commit { owner: o("a"), fence: 1, now: 1, ttl: 10 }),
+            decide(
+                &s,
+                &Request::Commit {
+                    owner: o("a"),
+                    fence: 1,
+                    now: 1,
+                    ttl: 10
+                }
+            ),
             Err(LeaseError::LeaseLost { held_by: None })
         );
     }
@@ -432,7 +524,16 @@ mod tests {
         let s = acquire(&LeaseState::default(), "a", 0).unwrap().next;
         let s2 = acquire(&s, "a", 3).unwrap().next;
         assert_eq!(s2.holder.as_ref().unwrap().fence, 2);
-        assert!(decide(&s2, &Request::Commit { owner: o("a"), fence: 1, now: 4, ttl: 10 }).is_err());
+        assert!(decide(
+            &s2,
+            &Request::Commit {
+                owner: o("a"),
+                fence: 1,
+                now: 4,
+                ttl: 10
+            }
+        )
+        .is_err());
     }
 
     #[test]
@@ -442,14 +543,41 @@ mod tests {
         assert!(Owner::new("x".repeat(MAX_OWNER_LEN + 1)).is_err());
         assert!(Owner::new("x".repeat(MAX_OWNER_LEN)).is_ok());
         let s = LeaseState::default();
-        assert_eq!(decide(&s, &Request::Acquire { owner: o("a"), now: 0, ttl: 0 }), Err(LeaseError::InvalidTtl));
+        assert_eq!(
+            decide(
+                &s,
+                &Request::Acquire {
+                    owner: o("a"),
+                    now: 0,
+                    ttl: 0
+                }
+            ),
+            Err(LeaseError::InvalidTtl)
+        );
         assert!(matches!(
-            decide(&s, &Request::Acquire { owner: o("a"), now: u64::MAX, ttl: 1 }),
+            decide(
+                &s,
+                &Request::Acquire {
+                    owner: o("a"),
+                    now: u64::MAX,
+                    ttl: 1
+                }
+            ),
             Err(LeaseError::ClockOverflow { .. })
         ));
-        let full = LeaseState { holder: None, fence_high_water: u64::MAX };
+        let full = LeaseState {
+            holder: None,
+            fence_high_water: u64::MAX,
+        };
         assert_eq!(
-            decide(&full, &Request::Acquire { owner: o("a"), now: 0, ttl: 1 }),
+            decide(
+                &full,
+                &Request::Acquire {
+                    owner: o("a"),
+                    now: 0,
+                    ttl: 1
+                }
+            ),
             Err(LeaseError::FenceExhausted(u64::MAX))
         );
         let bad: Result<Owner, _> = serde_json::from_str("\"\"");
@@ -458,8 +586,26 @@ mod tests {
 
     #[test]
     fn renewal_never_shortens() {
-        let s = decide(&LeaseState::default(), &Request::Acquire { owner: o("a"), now: 0, ttl: 100 }).unwrap().next;
-        let d = decide(&s, &Request::Renew { owner: o("a"), fence: 1, now: 1, ttl: 5 }).unwrap();
+        let s = decide(
+            &LeaseState::default(),
+            &Request::Acquire {
+                owner: o("a"),
+                now: 0,
+                ttl: 100,
+            },
+        )
+        .unwrap()
+        .next;
+        let d = decide(
+            &s,
+            &Request::Renew {
+                owner: o("a"),
+                fence: 1,
+                now: 1,
+                ttl: 5,
+            },
+        )
+        .unwrap();
         assert_eq!(d.next.holder.unwrap().expires_at, 100);
     }
 }

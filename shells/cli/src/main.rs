@@ -1,1 +1,244 @@
-fn main(){}
+//! `custos` — the command line of the custos toolkit.
+//!
+//! - `custos check [--deep] [--json] [--model NAME]` runs every registered
+//!   model (or one) to its bound, with its mutants, and prints one table;
+//!   exits non-zero if a property fails, a mutant survives or a search was not
+//!   exhaustive.
+//! - `custos explore <model> [--port P] [--mutant NAME]` serves stateright's
+//!   Explorer for a model on 127.0.0.1.
+//! - `custos models` lists the registered models and their mutants.
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use custos_models::{registry, Bound, ModelReport};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "custos",
+    version,
+    about = "The durable control plane toolkit: model checks and tools"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Check every registered model and its mutants; print one table.
+    Check {
+        /// Use the deep bound instead of the CI bound.
+        #[arg(long)]
+        deep: bool,
+        /// Print the reports as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Check only this model.
+        #[arg(long)]
+        model: Option<String>,
+        /// Checker threads for the real models (mutants run on one thread).
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+    },
+    /// Serve stateright's Explorer for one model on 127.0.0.1.
+    Explore {
+        /// The model's name (see `custos models`).
+        model: String,
+        /// The port to listen on.
+        #[arg(long, default_value_t = 3000)]
+        port: u16,
+        /// Explore a mutant instead of the real model.
+        #[arg(long)]
+        mutant: Option<String>,
+        /// Use the deep bound.
+        #[arg(long)]
+        deep: bool,
+    },
+    /// List the registered models and their mutants.
+    Models {
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Check {
+            deep,
+            json,
+            model,
+            threads,
+        } => check(deep, json, model.as_deref(), threads),
+        Command::Explore {
+            model,
+            port,
+            mutant,
+            deep,
+        } => explore(&model, port, mutant.as_deref(), deep),
+        Command::Models { json } => models(json),
+    }
+}
+
+fn check(deep: bool, json: bool, only: Option<&str>, threads: usize) -> ExitCode {
+    let bound = if deep { Bound::Deep } else { Bound::Ci };
+    let models: Vec<_> = registry()
+        .into_iter()
+        .filter(|m| only.is_none_or(|n| n == m.name()))
+        .collect();
+    if models.is_empty() {
+        eprintln!(
+            "custos check: no model named {:?}; try `custos models`",
+            only.unwrap_or("")
+        );
+        return ExitCode::from(2);
+    }
+    let mut reports = Vec::new();
+    for m in &models {
+        if !json {
+            eprintln!("checking {} ({:?} bound)…", m.name(), bound);
+        }
+        reports.push(m.check(bound, threads));
+    }
+    let passed = reports.iter().all(ModelReport::passed);
+    if json {
+        let doc = serde_json::json!({ "bound": bound, "passed": passed, "models": reports });
+        match serde_json::to_string_pretty(&doc) {
+            Ok(s) => println!("{s}"),
+            Err(e) => {
+                eprintln!("custos check: cannot encode the report: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    } else {
+        print!("{}", table(&reports));
+        for r in &reports {
+            for p in r.properties.iter().filter(|p| !p.held) {
+                println!("FAILED {}: {} `{}`", r.model, p.kind, p.name);
+            }
+            for m in r.mutants.iter().filter(|m| !m.killed) {
+                println!("SURVIVED {}: mutant `{}`", r.model, m.name);
+            }
+            if !r.exhaustive {
+                println!("INCOMPLETE {}: the search did not finish", r.model);
+            }
+        }
+        println!(
+            "{}",
+            if passed {
+                "all models passed"
+            } else {
+                "model check FAILED"
+            }
+        );
+    }
+    if passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// Renders the summary table and, under it, each mutant's killer.
+fn table(reports: &[ModelReport]) -> String {
+    let header = [
+        "model",
+        "states",
+        "unique",
+        "depth",
+        "seconds",
+        "properties held",
+        "mutants killed",
+    ];
+    let rows: Vec<[String; 7]> = reports
+        .iter()
+        .map(|r| {
+            let (ph, pt) = r.properties_held();
+            let (mk, mt) = r.mutants_killed();
+            [
+                r.model.clone(),
+                r.states.to_string(),
+                r.unique_states.to_string(),
+                r.max_depth.to_string(),
+                format!("{:.2}", r.seconds),
+                format!("{ph}/{pt}"),
+                format!("{mk}/{mt}"),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    let line = |cells: &[String]| {
+        let mut s = String::new();
+        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+            if i == 0 {
+                s.push_str(&format!("{cell:<w$}"));
+            } else {
+                s.push_str(&format!("  {cell:>w$}"));
+            }
+        }
+        s.push('\n');
+        s
+    };
+    let mut out = line(&header.map(String::from));
+    out.push_str(&line(&widths.map(|w| "-".repeat(w))));
+    for row in &rows {
+        out.push_str(&line(row));
+    }
+    out.push('\n');
+    for r in reports {
+        out.push_str(&format!("{} — {}\n", r.model, r.bound_detail));
+        for m in &r.mutants {
+            match (&m.killed_by, m.counterexample_len) {
+                (Some(p), Some(n)) => out.push_str(&format!(
+                    "  mutant {:<40} killed in {n} steps by `{p}`\n",
+                    m.name
+                )),
+                _ => out.push_str(&format!("  mutant {:<40} SURVIVED\n", m.name)),
+            }
+        }
+    }
+    out
+}
+
+fn explore(name: &str, port: u16, mutant: Option<&str>, deep: bool) -> ExitCode {
+    let Some(model) = registry().into_iter().find(|m| m.name() == name) else {
+        eprintln!("custos explore: no model named {name:?}; try `custos models`");
+        return ExitCode::from(2);
+    };
+    let addr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port));
+    eprintln!("serving the Explorer for {name} on http://{addr}/ (Ctrl-C to stop)");
+    let bound = if deep { Bound::Deep } else { Bound::Ci };
+    match model.explore(bound, mutant, addr) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("custos explore: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn models(json: bool) -> ExitCode {
+    let list: Vec<_> = registry()
+        .iter()
+        .map(|m| serde_json::json!({"name": m.name(), "summary": m.summary(), "mutants": m.mutant_names()}))
+        .collect();
+    if json {
+        println!("{}", serde_json::Value::Array(list));
+    } else {
+        for m in registry() {
+            println!("{:<10} {}", m.name(), m.summary());
+            for mutant in m.mutant_names() {
+                println!("           mutant {mutant}");
+            }
+        }
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,54 @@
+# custos — developer entry points. Every target works on a fresh machine with
+# only the Rust toolchain (cargo-fuzz is installed on demand by fuzz-smoke).
+CARGO ?= cargo
+# Keep build artefacts outside the clone so repeat runs are incremental.
+export CARGO_TARGET_DIR ?= $(HOME)/.cache/custos-target
+
+.PHONY: check check-deep test lint fmt fuzz-smoke bench explore ci doc
+
+## The main job: every model checked to its CI bound, every mutant killed.
+## Built in release mode with no shell features, so it never compiles the
+## heavy shells (iceberg, wasmtime).
+check:
+	$(CARGO) run --release --locked -p custos --no-default-features -- check
+
+## The deep bound.
+check-deep:
+	$(CARGO) run --release --locked -p custos --no-default-features -- check --deep
+
+## Every test of the workspace: unit, property, conformance, model CI bound,
+## architecture, fuzz-corpus replay.
+test:
+	$(CARGO) test --locked --workspace --all-targets
+	$(CARGO) test --locked --workspace --doc
+
+## Formatting and clippy, warnings as errors.
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
+
+fmt:
+	$(CARGO) fmt --all
+
+doc:
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --locked --workspace --no-deps
+
+## libFuzzer for a bounded time per target (no sanitizer on stable).
+FUZZ_SECONDS ?= 20
+fuzz-smoke:
+	@command -v cargo-fuzz >/dev/null 2>&1 || $(CARGO) install --locked cargo-fuzz
+	cd fuzz && for t in $$($(CARGO) fuzz list); do \
+	  $(CARGO) fuzz run -s none $$t corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; \
+	done
+
+## Benchmarks report ratios against a physical baseline measured in the same run.
+bench:
+	$(CARGO) bench --locked --workspace
+
+## Serve the Explorer for one model: make explore MODEL=lease
+MODEL ?= lease
+explore:
+	$(CARGO) run --release --locked -p custos --no-default-features -- explore $(MODEL)
+
+## What CI runs: lint, then the README's test command.
+ci: lint test

@@ -1,0 +1,10 @@
+//! Arbitrary fence request streams; every invariant of
+//! `custos_core::drive::fence_stream` must hold.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    if let Err(v) = custos_core::drive::fence_bytes(data) {
+        panic!("{v}");
+    }
+});
