@@ -1,6 +1,8 @@
 //! Replays the checked-in fuzz corpus through the same drivers the fuzz
 //! targets run, so CI covers them where libFuzzer cannot run.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::path::Path;
 
 fn replay(target: &str, run: fn(&[u8]) -> Result<(), custos_core::drive::Violation>) {

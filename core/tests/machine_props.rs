@@ -2,6 +2,8 @@
 //! machines never break the invariants `custos_core::drive` checks — and the
 //! drivers catch a broken machine, so they are not vacuous.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use custos_core::drive::{
     fence_stream, fence_stream_with, lease_stream, lease_stream_with, FenceChoice, FenceOp, LeaseOp,
 };

@@ -55,8 +55,9 @@ impl Mutant {
 /// The model: its bound and, optionally, the defect it exhibits.
 #[derive(Clone, Debug)]
 pub struct FenceModel {
-    /// Worlds in play (1 or 2). Worlds are independent rows; the deep bound
-    /// uses two to show that acquisitions in one never touch the other.
+    /// Worlds in play (1 or 2). Each world is its own stored row and the
+    /// machine decides over one row, so the bounds use one world; two (the
+    /// product of two independent worlds) is available for exploration.
     pub worlds: u8,
     /// Holder names, index = holder.
     pub holders: Vec<Holder>,
@@ -153,10 +154,10 @@ impl FenceModel {
                 mutant: None,
             },
             Bound::Deep => FenceModel {
-                worlds: 2,
+                worlds: 1,
                 holders,
                 floors: vec![1, 2, 4],
-                max_epoch: 6,
+                max_epoch: 7,
                 max_imports: 3,
                 mutant: None,
             },

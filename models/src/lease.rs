@@ -177,7 +177,7 @@ impl LeaseModel {
                 ttl: 2,
                 max_time: 5,
                 max_fence: 4,
-                max_crashes: 2,
+                max_crashes: 1,
                 mutant: None,
             },
         }

@@ -1,6 +1,8 @@
 //! The real models hold every property exhaustively to their CI bound, and
 //! every mutant yields a counterexample.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use custos_models::{registry, Bound};
 
 fn check(name: &str) {

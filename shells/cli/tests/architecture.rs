@@ -6,6 +6,8 @@
 //!   checker crates);
 //! - no shell depends on another shell (the cli composes them all).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
