@@ -2,41 +2,36 @@
 //! row and the `lease_fence` high-water mark.
 
 use custos_core::lease::{Lease, LeaseState, Owner};
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection};
 
-use crate::codec::{int, text, u64_from_sql, u64_to_sql};
+use crate::codec::{int, opt_int, opt_text, u64_from_sql, u64_to_sql};
 use crate::fault::Fault;
 
-/// Reads [`LeaseState`] (both tables must exist).
+/// Reads [`LeaseState`] in one statement (both tables must exist).
 pub(crate) fn load(c: &Connection) -> Result<LeaseState, Fault> {
-    let holder = c
-        .prepare_cached("SELECT owner, fence, expires_at FROM writer_lease WHERE slot = 1")
-        .map_err(Fault::db("lease-load"))?
-        .query_row([], |row| Ok(decode_holder(row)))
-        .optional()
-        .map_err(Fault::db("lease-load"))?
-        .transpose()?;
-    let high = c
-        .prepare_cached("SELECT high_water FROM lease_fence WHERE slot = 1")
-        .map_err(Fault::db("lease-load"))?
-        .query_row([], |row| Ok(int(row, 0, "lease_fence")))
-        .optional()
-        .map_err(Fault::db("lease-load"))?
-        .transpose()?
-        .map_or(0, u64_from_sql);
+    c.prepare_cached(
+        "SELECT (SELECT high_water FROM lease_fence WHERE slot = 1), l.owner, l.fence, l.expires_at
+         FROM (SELECT 1) LEFT JOIN writer_lease AS l ON l.slot = 1",
+    )
+    .map_err(Fault::db("lease-load"))?
+    .query_row([], |row| Ok(decode(row)))
+    .map_err(Fault::db("lease-load"))?
+}
+
+fn decode(row: &rusqlite::Row<'_>) -> Result<LeaseState, Fault> {
+    let t = "writer_lease";
+    let high = opt_int(row, 0, "lease_fence")?.map_or(0, u64_from_sql);
+    let holder = match opt_text(row, 1, t)? {
+        None => None,
+        Some(owner) => Some(Lease {
+            owner: Owner::new(owner).map_err(|e| Fault::Corrupt(format!("writer_lease owner: {e}")))?,
+            fence: u64_from_sql(int(row, 2, t)?),
+            expires_at: u64_from_sql(int(row, 3, t)?),
+        }),
+    };
     Ok(LeaseState {
         holder,
         fence_high_water: high,
-    })
-}
-
-fn decode_holder(row: &rusqlite::Row<'_>) -> Result<Lease, Fault> {
-    let owner = Owner::new(text(row, 0, "writer_lease")?)
-        .map_err(|e| Fault::Corrupt(format!("writer_lease owner: {e}")))?;
-    Ok(Lease {
-        owner,
-        fence: u64_from_sql(int(row, 1, "writer_lease")?),
-        expires_at: u64_from_sql(int(row, 2, "writer_lease")?),
     })
 }
 

@@ -7,10 +7,10 @@
 //! | `writer_lease`   | at most one row: the lease holder `(owner, fence, expires_at)` |
 //! | `lease_fence`    | one row: the highest fence ever issued (survives a release) |
 //! | `session`        | one row: `storage_version`, rewrite `generation`, the projected `session_id` / `parent_session_id`, and the store head (`next_seq`, the stats projection) |
-//! | `entries`        | write-once entries, keyed by seq (`INTEGER PRIMARY KEY`), `id` unique |
+//! | `entries`        | write-once entries, keyed by seq (`INTEGER PRIMARY KEY`), `id` unique, with their branch-index place `(segment, pos)` |
 //! | `usage_ledger`   | write-once usage rows, keyed by seq, `id` unique |
 //! | `registers`      | mutable cells `(namespace, key) → (value, seq)` |
-//! | `branch_meta`    | one row per branch **segment**: its parent segment and position, its tail |
+//! | `branch_meta`    | one row per branch **segment**: its parent segment and position |
 //! | `branch_entries` | `(segment, pos) → (seq, kind)`: every entry's place in its segment |
 //!
 //! `writer_lease` and `lease_fence` are created by the admission transaction
@@ -22,14 +22,16 @@
 //! Entries form a tree by parent links. The index cuts the tree into
 //! **segments**: maximal chains in which each entry is its predecessor's
 //! first child. A new entry extends its parent's segment when the parent is
-//! that segment's tail (equivalently: the parent has no child yet); otherwise
+//! that segment's tail (no `(segment, pos + 1)` row exists yet); otherwise
 //! (a root, or a fork) it opens a new segment whose `branch_meta` row names
 //! the parent's `(segment, pos)`. A branch scan therefore reads, per segment
 //! on the path, one descending primary-key range of `branch_entries` (a page
 //! at a time, covering: seq and kind are in the index) and hops to the parent
 //! segment; it touches `entries` only by `INTEGER PRIMARY KEY` lookups for
 //! the entries the answer keeps. No temp B-tree, no scan of `entries`, no
-//! per-entry parent walk. A parent segment always has a smaller number than
+//! per-entry parent walk. The leaf's place is read from its `entries` row
+//! (found through the `id` index), so `branch_entries` needs no second index
+//! and extending a chain writes one index row and no `branch_meta` row. A parent segment always has a smaller number than
 //! its child (checked), so a corrupt index ends in an error, never a loop.
 //!
 //! ## Integer encodings
@@ -106,7 +108,9 @@ CREATE TABLE entries (
     parent TEXT,
     kind TEXT NOT NULL,
     payload BLOB NOT NULL,
-    ts INTEGER NOT NULL
+    ts INTEGER NOT NULL,
+    segment INTEGER NOT NULL,
+    pos INTEGER NOT NULL
 ) STRICT;
 CREATE TABLE usage_ledger (
     seq INTEGER PRIMARY KEY,
@@ -130,14 +134,13 @@ CREATE TABLE branch_meta (
     segment INTEGER PRIMARY KEY,
     parent_segment INTEGER,
     parent_pos INTEGER,
-    tail_pos INTEGER NOT NULL,
     CHECK ((parent_segment IS NULL) = (parent_pos IS NULL)),
     CHECK (parent_segment IS NULL OR parent_segment < segment)
 ) STRICT;
 CREATE TABLE branch_entries (
     segment INTEGER NOT NULL,
     pos INTEGER NOT NULL,
-    seq INTEGER NOT NULL UNIQUE,
+    seq INTEGER NOT NULL,
     kind TEXT NOT NULL,
     PRIMARY KEY (segment, pos)
 ) STRICT, WITHOUT ROWID;

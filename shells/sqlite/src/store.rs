@@ -517,16 +517,19 @@ fn load_context(c: &Connection, fp: &Footprint) -> Result<CommitContext, Fault> 
         ..CommitContext::default()
     };
     if !fp.ids.is_empty() {
-        let mut in_entries = c
-            .prepare_cached("SELECT 1 FROM entries WHERE id = ?1")
-            .map_err(Fault::db("load-ids"))?;
-        let mut in_usage = c
-            .prepare_cached("SELECT 1 FROM usage_ledger WHERE id = ?1")
+        let mut probe = c
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM entries WHERE id = ?1),
+                        EXISTS (SELECT 1 FROM usage_ledger WHERE id = ?1)",
+            )
             .map_err(Fault::db("load-ids"))?;
         for id in &fp.ids {
-            if in_entries.exists([id.as_str()]).map_err(Fault::db("load-ids"))? {
+            let (entry, usage) = probe
+                .query_row([id.as_str()], |r| Ok((r.get::<_, bool>(0)?, r.get::<_, bool>(1)?)))
+                .map_err(Fault::db("load-ids"))?;
+            if entry {
                 ctx.ids.insert(id.clone(), RecordKind::Entry);
-            } else if in_usage.exists([id.as_str()]).map_err(Fault::db("load-ids"))? {
+            } else if usage {
                 ctx.ids.insert(id.clone(), RecordKind::Usage);
             }
         }
@@ -559,8 +562,10 @@ fn load_context(c: &Connection, fp: &Footprint) -> Result<CommitContext, Fault> 
 /// Writes an accepted plan back, in the commit's transaction.
 fn apply_plan(c: &Connection, plan: &CommitPlan) -> Result<(), Fault> {
     for e in &plan.entries {
+        let (segment, pos) = link_branch(c, e)?;
         c.prepare_cached(
-            "INSERT INTO entries (seq, id, parent, kind, payload, ts) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            "INSERT INTO entries (seq, id, parent, kind, payload, ts, segment, pos)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         )
         .map_err(Fault::db("insert-entry"))?
         .execute(params![
@@ -569,10 +574,11 @@ fn apply_plan(c: &Connection, plan: &CommitPlan) -> Result<(), Fault> {
             e.parent.as_ref().map(RecordId::as_str),
             e.kind.as_str(),
             e.payload.as_bytes(),
-            u64_to_sql(e.ts)
+            u64_to_sql(e.ts),
+            segment,
+            pos
         ])
         .map_err(Fault::db("insert-entry"))?;
-        link_branch(c, e)?;
     }
     for u in &plan.usage {
         let f = &u.figures;
@@ -641,44 +647,39 @@ fn apply_plan(c: &Connection, plan: &CommitPlan) -> Result<(), Fault> {
     Ok(())
 }
 
-/// Places a new entry in the branch index (see `schema` for the segments).
-fn link_branch(c: &Connection, e: &Entry) -> Result<(), Fault> {
+/// Places a new entry in the branch index (see `schema` for the segments)
+/// and answers its `(segment, pos)`.
+fn link_branch(c: &Connection, e: &Entry) -> Result<(i64, i64), Fault> {
     let place = match &e.parent {
         None => None,
         Some(p) => {
             let row = c
                 .prepare_cached(
-                    "SELECT branch_entries.segment, branch_entries.pos, branch_meta.tail_pos
-                     FROM entries
-                     CROSS JOIN branch_entries ON branch_entries.seq = entries.seq
-                     CROSS JOIN branch_meta ON branch_meta.segment = branch_entries.segment
-                     WHERE entries.id = ?1",
+                    "SELECT entries.segment, entries.pos, EXISTS (
+                         SELECT 1 FROM branch_entries
+                         WHERE branch_entries.segment = entries.segment
+                           AND branch_entries.pos = entries.pos + 1)
+                     FROM entries WHERE entries.id = ?1",
                 )
                 .map_err(Fault::db("branch-link"))?
                 .query_row([p.as_str()], |row| {
                     Ok((|| {
                         Ok::<_, Fault>((
-                            codec::int(row, 0, "branch_entries")?,
-                            codec::int(row, 1, "branch_entries")?,
-                            codec::int(row, 2, "branch_meta")?,
+                            codec::int(row, 0, "entries")?,
+                            codec::int(row, 1, "entries")?,
+                            codec::int(row, 2, "branch_entries")? != 0,
                         ))
                     })())
                 })
                 .optional()
                 .map_err(Fault::db("branch-link"))?
                 .transpose()?
-                .ok_or_else(|| Fault::Corrupt(format!("parent {p} has no branch-index row")))?;
+                .ok_or_else(|| Fault::Corrupt(format!("parent {p} is not an entry")))?;
             Some(row)
         }
     };
     let (segment, pos) = match place {
-        Some((seg, pos, tail)) if pos == tail => {
-            c.prepare_cached("UPDATE branch_meta SET tail_pos = ?2 WHERE segment = ?1")
-                .map_err(Fault::db("branch-link"))?
-                .execute(params![seg, pos + 1])
-                .map_err(Fault::db("branch-link"))?;
-            (seg, pos + 1)
-        }
+        Some((seg, pos, false)) => (seg, pos + 1),
         parent => {
             let seg: i64 = c
                 .prepare_cached("SELECT COALESCE(MAX(segment), 0) + 1 FROM branch_meta")
@@ -690,7 +691,7 @@ fn link_branch(c: &Connection, e: &Entry) -> Result<(), Fault> {
                 None => (None, None),
             };
             c.prepare_cached(
-                "INSERT INTO branch_meta (segment, parent_segment, parent_pos, tail_pos) VALUES (?1, ?2, ?3, 0)",
+                "INSERT INTO branch_meta (segment, parent_segment, parent_pos) VALUES (?1, ?2, ?3)",
             )
             .map_err(Fault::db("branch-link"))?
             .execute(params![seg, ps, pp])
@@ -702,7 +703,7 @@ fn link_branch(c: &Connection, e: &Entry) -> Result<(), Fault> {
         .map_err(Fault::db("branch-link"))?
         .execute(params![segment, pos, seq_to_sql(e.seq), e.kind.as_str()])
         .map_err(Fault::db("branch-link"))?;
-    Ok(())
+    Ok((segment, pos))
 }
 
 // -------------------------------------------------------------------- reads
@@ -774,9 +775,7 @@ struct BranchHead {
     kind: Kind,
 }
 
-const LEAF_SQL: &str = "SELECT branch_entries.segment, branch_entries.pos
-     FROM entries CROSS JOIN branch_entries ON branch_entries.seq = entries.seq
-     WHERE entries.id = ?1";
+const LEAF_SQL: &str = "SELECT entries.segment, entries.pos FROM entries WHERE entries.id = ?1";
 const PAGE_SQL: &str = "SELECT branch_entries.pos, branch_entries.seq, branch_entries.kind
      FROM branch_entries
      WHERE branch_entries.segment = ?1 AND branch_entries.pos <= ?2
@@ -811,8 +810,8 @@ impl<'c> BranchWalk<'c> {
                 st.query_row([leaf.as_str()], |row| {
                     Ok((|| {
                         Ok::<_, Fault>((
-                            codec::int(row, 0, "branch_entries")?,
-                            codec::int(row, 1, "branch_entries")?,
+                            codec::int(row, 0, "entries")?,
+                            codec::int(row, 1, "entries")?,
                         ))
                     })())
                 })
