@@ -17,9 +17,10 @@ check-deep:
 	$(CARGO) run --release --locked -p custos --no-default-features -- check --deep
 
 ## Every test of the workspace: unit, property, conformance, model CI bound,
-## architecture, fuzz-corpus replay.
+## architecture, fuzz-corpus replay. (Benchmarks are compiled by `lint` and
+## run by `bench`, never here: no timing in tests.)
 test:
-	$(CARGO) test --locked --workspace --all-targets
+	$(CARGO) test --locked --workspace --lib --bins --tests
 	$(CARGO) test --locked --workspace --doc
 
 ## Formatting and clippy, warnings as errors.
