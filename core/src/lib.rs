@@ -11,6 +11,7 @@
 //! Machines:
 //! - [`lease`] — the expiring, fenced writer lease (single writer per store).
 //! - [`fence`] — writer-fence epochs per world, with imported floors.
+//! - [`ledger`] — the execution ledger: what ran and must never run twice.
 //! - [`storage`] — the session store: entries, registers, usage ledger, the
 //!   commit decision, the query shapes and the `Storage` port.
 //!
@@ -21,6 +22,7 @@
 pub mod drive;
 pub mod fence;
 pub mod lease;
+pub mod ledger;
 pub mod storage;
 
 /// Milliseconds on the caller's clock. The machines never read a clock; every

@@ -1,0 +1,697 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use super::*;
+
+fn sid(s: &str) -> SessionId {
+    SessionId::new(s).unwrap()
+}
+fn ws(s: &str) -> WorkspaceId {
+    WorkspaceId::new(s).unwrap()
+}
+fn tok(s: &str) -> AttachToken {
+    AttachToken::new(s).unwrap()
+}
+fn tool(s: &str) -> Tool {
+    Tool::new(s).unwrap()
+}
+fn key(session: &str, op: &str, inc: Incarnation) -> Key {
+    Key {
+        session: sid(session),
+        op: OpId::new(op).unwrap(),
+        step: 1,
+        source_index: 0,
+        incarnation: inc,
+    }
+}
+
+const L: Limits = Limits {
+    max_unclean_scopes: 2,
+    max_ledger_bytes: 40,
+    reservation_bytes: 16,
+};
+
+struct T {
+    s: LedgerState,
+}
+
+impl T {
+    fn new() -> Self {
+        T {
+            s: LedgerState::default(),
+        }
+    }
+    fn run(&mut self, req: Request) -> Result<Answer, LedgerError> {
+        let before = self.s.clone();
+        match step(&before, &L, &req) {
+            Ok((a, next)) => {
+                self.s = next;
+                Ok(a)
+            }
+            Err(e) => Err(e),
+        }
+    }
+    fn attach(&mut self, s: &str, inc: Incarnation, t: &str) -> Result<Answer, LedgerError> {
+        self.run(Request::Attach {
+            session: sid(s),
+            workspace: ws("w"),
+            incarnation: inc,
+            token: tok(t),
+        })
+    }
+    fn admit(&mut self, k: &Key, t: &str) -> Result<Answer, LedgerError> {
+        self.run(Request::Admit {
+            key: k.clone(),
+            tool: tool("program"),
+            token: tok(t),
+        })
+    }
+    fn finish(&mut self, k: &Key, out: &[u8]) -> Result<Answer, LedgerError> {
+        self.run(Request::Finish {
+            key: k.clone(),
+            outcome: out.to_vec(),
+        })
+    }
+    fn ack(&mut self, k: &Key) -> Result<Answer, LedgerError> {
+        self.run(Request::Ack { key: k.clone() })
+    }
+    fn query(&mut self, k: &Key) -> Answer {
+        self.run(Request::Query { key: k.clone() }).unwrap()
+    }
+    fn close(&mut self, s: &str, inc: Incarnation) -> Result<Answer, LedgerError> {
+        self.run(Request::BeginClose {
+            session: sid(s),
+            incarnation: inc,
+        })?;
+        self.run(Request::FinishClose {
+            session: sid(s),
+            incarnation: inc,
+        })
+    }
+}
+
+fn fresh() -> Answer {
+    Answer::Admission(Admission::Fresh)
+}
+fn existing(c: CallState) -> Answer {
+    Answer::Admission(Admission::Existing(c))
+}
+
+#[test]
+fn admit_is_fresh_once_then_existing() {
+    let mut t = T::new();
+    t.attach("s", 1, "a").unwrap();
+    let k = key("s", "o", 1);
+    assert_eq!(t.admit(&k, "a"), Ok(fresh()));
+    assert_eq!(t.admit(&k, "a"), Ok(existing(CallState::Admitted)));
+    t.finish(&k, b"ok").unwrap();
+    assert_eq!(
+        t.admit(&k, "a"),
+        Ok(existing(CallState::Terminal(b"ok".to_vec())))
+    );
+    assert_eq!(t.s.ledger_bytes(), 2);
+}
+
+#[test]
+fn admit_compares_token_and_incarnation_by_value() {
+    let mut t = T::new();
+    t.attach("s", 1, "a").unwrap();
+    // A restarted process takes over with a new token.
+    t.attach("s", 1, "b").unwrap();
+    let k = key("s", "o", 1);
+    assert_eq!(t.admit(&k, "a"), Err(LedgerError::StaleToken));
+    assert_eq!(
+        t.admit(&key("s", "o", 2), "b"),
+        Err(LedgerError::StaleIncarnation {
+            stored: 1,
+            requested: 2
+        })
+    );
+    // Same value, a different allocation: by value, so admitted.
+    assert_eq!(t.admit(&k, &String::from("b")), Ok(fresh()));
+    assert!(matches!(
+        t.admit(&key("x", "o", 1), "b"),
+        Err(LedgerError::UnknownScope { .. })
+    ));
+}
+
+#[test]
+fn an_acknowledged_key_is_never_admitted_again_in_its_incarnation() {
+    let mut t = T::new();
+    t.attach("s", 1, "a").unwrap();
+    let k = key("s", "o", 1);
+    t.admit(&k, "a").unwrap();
+    assert_eq!(t.ack(&k), Err(LedgerError::CallRunning));
+    t.finish(&k, b"done").unwrap();
+    assert_eq!(t.ack(&k), Ok(Answer::Acked { already: false }));
+    assert_eq!(t.ack(&k), Ok(Answer::Acked { already: true }));
+    assert!(t.s.calls.is_empty());
+    assert_eq!(t.s.ledger_bytes(), 0);
+    assert_eq!(t.admit(&k, "a"), Ok(existing(CallState::Acked)));
+    assert_eq!(t.query(&k), Answer::Lookup(Lookup::Found(CallState::Acked)));
+    assert_eq!(
+        t.run(Request::QueryOrFence {
+            key: k.clone(),
+            outcome: b"x".to_vec()
+        }),
+        Ok(Answer::Fencing(Fencing::Standing(CallState::Acked)))
+    );
+    assert_eq!(
+        t.run(Request::StopOrFence {
+            key: k.clone(),
+            tool: tool("program")
+        }),
+        Ok(Answer::Stopping(Stopping::Untouched(CallState::Acked)))
+    );
+}
+
+#[test]
+fn a_fence_with_no_row_inserts_a_terminal_row_and_blocks_admission() {
+    let mut t = T::new();
+    t.attach("s", 1, "a").unwrap();
+    let k = key("s", "o", 1);
+    assert_eq!(t.query(&k), Answer::Lookup(Lookup::Missing));
+    let fence = Request::QueryOrFence {
+        key: k.clone(),
+        outcome: b"did-not-start".to_vec(),
+    };
+    assert_eq!(t.run(fence.clone()), Ok(Answer::Fencing(Fencing::Fenced)));
+    assert_eq!(t.s.calls[&k].tool, Tool::fence());
+    let dns = CallState::Terminal(b"did-not-start".to_vec());
+    assert_eq!(t.admit(&k, "a"), Ok(existing(dns.clone())));
+    assert_eq!(t.run(fence), Ok(Answer::Fencing(Fencing::Standing(dns))));
+    // Incarnation checked, token not.
+    assert!(matches!(
+        t.run(Request::QueryOrFence {
+            key: key("s", "p", 0),
+            outcome: vec![]
+        }),
+        Err(LedgerError::StaleIncarnation { .. })
+    ));
+}
+
+#[test]
+fn a_fence_skips_the_byte_budget() {
+    let mut t = T::new();
+    t.attach("s", 1, "a").unwrap();
+    t.admit(&key("s", "a", 1), "a").unwrap();
+    t.admit(&key("s", "b", 1), "a").unwrap();
+    assert!(matches!(
+        t.admit(&key("s", "c", 1), "a"),
+        Err(LedgerError::BudgetExhausted {
+            used: 32,
+            requested: 16,
+            max: 40
+        })
+    ));
+    let fenced = t.run(Request::QueryOrFence {
+        key: key("s", "c", 1),
+        outcome: vec![0; 16],
+    });
+    assert_eq!(fenced, Ok(Answer::Fencing(Fencing::Fenced)));
+    assert_eq!(t.s.ledger_bytes(), 48);
+}
+
+#[test]
+fn a_stop_with_no_row_bars_the_key_from_a_later_start() {
+    let mut t = T::new();
+    t.attach("s", 1, "a").unwrap();
+    let k = key("s", "o", 1);
+    let stop = |k: &Key, tl: &str| Request::StopOrFence {
+        key: k.clone(),
+        tool: tool(tl),
+    };
+    assert_eq!(
+        t.run(stop(&k, "program")),
+        Ok(Answer::Stopping(Stopping::Barred))
+    );
+    assert_eq!(t.admit(&k, "a"), Ok(existing(CallState::Unknown)));
+    // A running row of the same tool is stopped and its bytes released.
+    let k2 = key("s", "p", 1);
+    t.admit(&k2, "a").unwrap();
+    assert_eq!(t.s.ledger_bytes(), 16);
+    assert_eq!(
+        t.run(stop(&k2, "other")),
+        Ok(Answer::Stopping(Stopping::Untouched(CallState::Admitted)))
+    );
+    assert_eq!(
+        t.run(stop(&k2, "program")),
+        Ok(Answer::Stopping(Stopping::Stopped))
+    );
+    assert_eq!(t.s.ledger_bytes(), 0);
+    assert_eq!(
+        t.run(stop(&k2, "program")),
+        Ok(Answer::Stopping(Stopping::Untouched(CallState::Unknown)))
+    );
+}
+
+#[test]
+fn open_is_restart_recovery() {
+    let mut t = T::new();
+    t.attach("s", 1, "a").unwrap();
+    let (a, b) = (key("s", "a", 1), key("s", "b", 1));
+    t.admit(&a, "a").unwrap();
+    t.admit(&b, "a").unwrap();
+    t.finish(&b, b"r").unwrap();
+    assert_eq!(t.run(Request::Open), Ok(Answer::Recovered(1)));
+    assert_eq!(
+        t.query(&a),
+        Answer::Lookup(Lookup::Found(CallState::Unknown))
+    );
+    assert_eq!(t.s.ledger_bytes(), 1);
+    assert_eq!(t.run(Request::Open), Ok(Answer::Recovered(0)));
+    let m = MemoryLedger::open(t.s.clone()).unwrap();
+    assert_eq!(m.snapshot().unwrap(), t.s);
+}
+
+#[test]
+fn budget_counts_reservations_and_terminal_sizes() {
+    let mut t = T::new();
+    t.attach("s", 1, "a").unwrap();
+    let (a, b, c) = (key("s", "a", 1), key("s", "b", 1), key("s", "c", 1));
+    t.admit(&a, "a").unwrap();
+    t.admit(&b, "a").unwrap();
+    assert!(matches!(
+        t.admit(&c, "a"),
+        Err(LedgerError::BudgetExhausted { .. })
+    ));
+    assert_eq!(
+        t.finish(&a, &[0; 17]),
+        Err(LedgerError::OutcomeTooLarge { bytes: 17, max: 16 })
+    );
+    t.finish(&a, &[0; 8]).unwrap();
+    assert_eq!(t.admit(&c, "a"), Ok(fresh()));
+    assert_eq!(t.s.ledger_bytes(), 40);
+    t.run(Request::MarkUnknown { key: b.clone() }).unwrap();
+    assert_eq!(t.s.ledger_bytes(), 24);
+    assert_eq!(
+        t.run(Request::MarkUnknown { key: b.clone() }),
+        Ok(Answer::MarkedUnknown)
+    );
+    assert_eq!(
+        t.finish(&b, b""),
+        Err(LedgerError::NotAdmitted {
+            state: CallKind::Unknown
+        })
+    );
+    assert!(matches!(
+        t.finish(&key("s", "z", 1), b""),
+        Err(LedgerError::UnknownCall { .. })
+    ));
+}
+
+#[test]
+fn digest_mismatch_is_reported_on_every_read() {
+    let mut t = T::new();
+    t.attach("s", 1, "a").unwrap();
+    let k = key("s", "o", 1);
+    t.admit(&k, "a").unwrap();
+    t.finish(&k, b"good").unwrap();
+    if let Some(CallRow {
+        state: RowState::Terminal { outcome, .. },
+        ..
+    }) = t.s.calls.get_mut(&k)
+    {
+        outcome[0] = b'G';
+    }
+    let bad = Err(LedgerError::DigestMismatch { key: k.clone() });
+    assert_eq!(t.run(Request::Query { key: k.clone() }), bad);
+    assert_eq!(t.admit(&k, "a"), bad);
+    assert_eq!(t.ack(&k), bad);
+    assert_eq!(t.run(Request::Unacked { session: sid("s") }), bad);
+    // A size that disagrees is caught too.
+    if let Some(CallRow {
+        state: RowState::Terminal { outcome, bytes, .. },
+        ..
+    }) = t.s.calls.get_mut(&k)
+    {
+        outcome[0] = b'g';
+        *bytes = 5;
+    }
+    assert_eq!(t.run(Request::Query { key: k.clone() }), bad);
+}
+
+#[test]
+fn scope_rules_close_reopen_release() {
+    let mut t = T::new();
+    t.attach("s", 1, "a").unwrap();
+    assert!(matches!(
+        t.run(Request::Attach {
+            session: sid("s"),
+            workspace: ws("other"),
+            incarnation: 1,
+            token: tok("a")
+        }),
+        Err(LedgerError::WorkspaceMismatch { .. })
+    ));
+    let k = key("s", "o", 1);
+    t.admit(&k, "a").unwrap();
+    t.finish(&k, b"r").unwrap();
+    t.ack(&k).unwrap();
+    // Reopen while open is refused.
+    assert!(matches!(
+        t.attach("s", 2, "a"),
+        Err(LedgerError::NotReopenable { .. })
+    ));
+    assert_eq!(
+        t.run(Request::FinishClose {
+            session: sid("s"),
+            incarnation: 1
+        }),
+        Err(LedgerError::NotClosing {
+            state: ScopeState::Open
+        })
+    );
+    assert_eq!(
+        t.close("s", 1),
+        Ok(Answer::Closed(CloseOutcome::AllRetired))
+    );
+    // AllRetired drops the tombstones.
+    assert!(t.s.acks.is_empty());
+    assert_eq!(
+        t.admit(&k, "a"),
+        Err(LedgerError::ScopeNotOpen {
+            state: ScopeState::Closed(CloseOutcome::AllRetired)
+        })
+    );
+    assert!(matches!(
+        t.attach("s", 3, "a"),
+        Err(LedgerError::NotReopenable { .. })
+    ));
+    assert!(matches!(
+        t.attach("s", 0, "a"),
+        Err(LedgerError::StaleIncarnation { .. })
+    ));
+    assert_eq!(
+        t.run(Request::Release {
+            session: sid("s"),
+            now: 1
+        }),
+        Err(LedgerError::NotReleasable {
+            state: ScopeState::Closed(CloseOutcome::AllRetired)
+        })
+    );
+    t.attach("s", 2, "b").unwrap();
+    let k2 = key("s", "o", 2);
+    assert_eq!(t.admit(&k2, "b"), Ok(fresh()));
+    t.run(Request::MarkUnknown { key: k2.clone() }).unwrap();
+    let k3 = key("s", "p", 2);
+    t.admit(&k3, "b").unwrap();
+    t.finish(&k3, b"x").unwrap();
+    t.ack(&k3).unwrap();
+    t.run(Request::BeginClose {
+        session: sid("s"),
+        incarnation: 2,
+    })
+    .unwrap();
+    assert_eq!(
+        t.admit(&key("s", "q", 2), "b"),
+        Err(LedgerError::ScopeClosing)
+    );
+    assert_eq!(
+        t.run(Request::FinishClose {
+            session: sid("s"),
+            incarnation: 2
+        }),
+        Ok(Answer::Closed(CloseOutcome::UnknownCleanup(1)))
+    );
+    // Unknown cleanup keeps tombstones and never reopens by itself.
+    assert_eq!(t.s.acks.len(), 1);
+    assert_eq!(
+        t.attach("s", 3, "c"),
+        Err(LedgerError::UncleanClose { unretired: 1 })
+    );
+    // Idempotent finish_close.
+    assert_eq!(
+        t.run(Request::FinishClose {
+            session: sid("s"),
+            incarnation: 2
+        }),
+        Ok(Answer::Closed(CloseOutcome::UnknownCleanup(1)))
+    );
+    let rel = t
+        .run(Request::Release {
+            session: sid("s"),
+            now: 77,
+        })
+        .unwrap();
+    assert_eq!(
+        rel,
+        Answer::Released(Release {
+            session: sid("s"),
+            workspace: ws("w"),
+            incarnation: 2,
+            was: ScopeState::Closed(CloseOutcome::UnknownCleanup(1)),
+            released_at_ms: 77
+        })
+    );
+    assert!(t.s.acks.is_empty());
+    assert_eq!(
+        t.run(Request::Releases)
+            .map(|a| matches!(a, Answer::Releases(r) if r.len() == 1)),
+        Ok(true)
+    );
+    t.attach("s", 3, "c").unwrap();
+    assert_eq!(
+        t.run(Request::Release {
+            session: sid("s"),
+            now: 78
+        }),
+        Err(LedgerError::NotReleasable {
+            state: ScopeState::Open
+        })
+    );
+}
+
+#[test]
+fn unclean_scopes_are_bounded_and_a_clean_close_frees_a_slot() {
+    let mut t = T::new();
+    t.attach("a", 1, "t").unwrap();
+    t.attach("b", 1, "t").unwrap();
+    assert_eq!(
+        t.attach("c", 1, "t"),
+        Err(LedgerError::CapacityExhausted { max: 2 })
+    );
+    t.close("a", 1).unwrap();
+    t.attach("c", 1, "t").unwrap();
+    // Reopening a clean scope needs a slot too.
+    assert_eq!(
+        t.attach("a", 2, "t"),
+        Err(LedgerError::CapacityExhausted { max: 2 })
+    );
+}
+
+#[test]
+fn attach_lists_unacked_and_unacked_changes_nothing() {
+    let mut t = T::new();
+    t.attach("s", 1, "a").unwrap();
+    let (a, b, c) = (key("s", "a", 1), key("s", "b", 1), key("s", "c", 1));
+    t.admit(&a, "a").unwrap();
+    t.admit(&b, "a").unwrap();
+    t.finish(&a, b"r").unwrap();
+    t.run(Request::MarkUnknown { key: b.clone() }).unwrap();
+    t.admit(&c, "a").unwrap();
+    let before = t.s.clone();
+    let u = Unacked {
+        terminal: vec![a.clone()],
+        unknown: vec![b.clone()],
+    };
+    assert_eq!(
+        t.run(Request::Unacked { session: sid("s") }),
+        Ok(Answer::Unacked(u.clone()))
+    );
+    assert_eq!(t.s, before);
+    assert_eq!(
+        t.run(Request::Admitted {
+            session: sid("s"),
+            tool: tool("program")
+        }),
+        Ok(Answer::Admitted(vec![c.clone()]))
+    );
+    match t.attach("s", 1, "z").unwrap() {
+        Answer::Attached(at) => {
+            assert_eq!(at.unacked, u);
+            assert_eq!(at.scope.attach_token, tok("z"));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn names_are_validated_and_errors_carry_stable_reasons() {
+    assert!(SessionId::new("").is_err());
+    assert!(Tool::new("a\u{0}b").is_err());
+    assert!(OpId::new("x".repeat(MAX_NAME_LEN + 1)).is_err());
+    assert!(serde_json::from_str::<SessionId>("\"\"").is_err());
+    assert!(LedgerError::StaleToken
+        .to_string()
+        .starts_with("StaleToken"));
+    assert!(LedgerError::DigestMismatch {
+        key: key("s", "o", 1)
+    }
+    .to_string()
+    .starts_with("DigestMismatch"));
+    let d = Limits::default();
+    assert_eq!(d.max_ledger_bytes, 512 * 1024 * 1024);
+    assert_eq!(d.reservation_bytes, 16 * 1024 * 1024);
+    assert_eq!(d.max_unclean_scopes, 16);
+    let e = LedgerError::UncleanClose { unretired: 2 };
+    let j = serde_json::to_string(&e).unwrap();
+    assert_eq!(serde_json::from_str::<LedgerError>(&j).unwrap(), e);
+}
+
+#[test]
+fn footprints_name_only_what_the_decision_reads() {
+    // Deciding over the footprint's view equals deciding over a view that
+    // holds everything: nothing outside the footprint matters.
+    let mut t = T::new();
+    t.attach("s", 1, "a").unwrap();
+    t.attach("u", 1, "a").unwrap();
+    t.admit(&key("s", "a", 1), "a").unwrap();
+    t.finish(&key("s", "a", 1), b"r").unwrap();
+    t.admit(&key("u", "a", 1), "a").unwrap();
+    let reqs = [
+        Request::Open,
+        Request::Admit {
+            key: key("s", "c", 1),
+            tool: tool("program"),
+            token: tok("a"),
+        },
+        Request::Ack {
+            key: key("s", "a", 1),
+        },
+        Request::FinishClose {
+            session: sid("s"),
+            incarnation: 1,
+        },
+    ];
+    for req in reqs {
+        let fp = req.footprint();
+        let narrow = t.s.view(&fp);
+        let mut wide = t.s.view(&Footprint {
+            all_admitted: true,
+            totals: true,
+            releases: true,
+            ..fp.clone()
+        });
+        if fp.session_calls.is_none() {
+            wide.session_calls.clear();
+        }
+        if !fp.all_admitted {
+            wide.admitted.clear();
+        }
+        assert_eq!(
+            decide(&narrow, &L, &req).map(|d| d.answer),
+            decide(&wide, &L, &req).map(|d| d.answer)
+        );
+    }
+}
+
+#[test]
+fn memory_ledger_port_and_close() {
+    let m = MemoryLedger::new();
+    let l = Limits::default();
+    m.attach(&l, &sid("s"), &ws("w"), 1, &tok("a")).unwrap();
+    let k = key("s", "o", 1);
+    assert_eq!(m.admit(&l, &k, &tool("p"), &tok("a")), Ok(Admission::Fresh));
+    m.finish(&l, &k, b"r").unwrap();
+    assert!(!m.ack(&l, &k).unwrap());
+    assert_eq!(m.recover(), Ok(0));
+    m.close().unwrap();
+    assert_eq!(m.query(&l, &k), Err(LedgerError::HandleClosed));
+}
+
+mod props {
+    use super::super::drive::{ledger_stream, ledger_stream_with, LedgerOp};
+    use super::super::*;
+    use proptest::prelude::*;
+
+    fn op() -> impl Strategy<Value = LedgerOp> {
+        let s = 0u8..2;
+        let o = 0u8..3;
+        let i = 0u8..3;
+        prop_oneof![
+            1 => Just(LedgerOp::Open),
+            3 => (s.clone(), 0u8..2, i.clone(), 0u8..2).prop_map(|(session, workspace, incarnation, token)| LedgerOp::Attach { session, workspace: workspace / 2, incarnation, token }),
+            6 => (s.clone(), o.clone(), i.clone(), 0u8..2, 0u8..2).prop_map(|(session, op, incarnation, token, tool)| LedgerOp::Admit { session, op, incarnation, token, tool }),
+            3 => (s.clone(), o.clone(), i.clone(), 0u8..20).prop_map(|(session, op, incarnation, len)| LedgerOp::Finish { session, op, incarnation, len }),
+            1 => (s.clone(), o.clone(), i.clone()).prop_map(|(session, op, incarnation)| LedgerOp::MarkUnknown { session, op, incarnation }),
+            1 => (s.clone(), o.clone(), i.clone()).prop_map(|(session, op, incarnation)| LedgerOp::Query { session, op, incarnation }),
+            2 => (s.clone(), o.clone(), i.clone()).prop_map(|(session, op, incarnation)| LedgerOp::QueryOrFence { session, op, incarnation }),
+            2 => (s.clone(), o.clone(), i.clone(), 0u8..2).prop_map(|(session, op, incarnation, tool)| LedgerOp::StopOrFence { session, op, incarnation, tool }),
+            3 => (s.clone(), o.clone(), i.clone()).prop_map(|(session, op, incarnation)| LedgerOp::Ack { session, op, incarnation }),
+            2 => (s.clone(), i.clone()).prop_map(|(session, incarnation)| LedgerOp::BeginClose { session, incarnation }),
+            2 => (s.clone(), i.clone()).prop_map(|(session, incarnation)| LedgerOp::FinishClose { session, incarnation }),
+            1 => s.clone().prop_map(|session| LedgerOp::Release { session }),
+            1 => s.clone().prop_map(|session| LedgerOp::Unacked { session }),
+        ]
+    }
+
+    fn ack_without_tombstone(v: &View, l: &Limits, r: &Request) -> Result<Decision, LedgerError> {
+        let mut d = decide(v, l, r)?;
+        d.effects.retain(|e| !matches!(e, Effect::PutAck(_)));
+        Ok(d)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+
+        #[test]
+        fn streams_keep_every_invariant(ops in proptest::collection::vec(op(), 0..80)) {
+            prop_assert_eq!(ledger_stream(&ops), Ok(()));
+        }
+
+        #[test]
+        fn memory_ledger_equals_step(ops in proptest::collection::vec(op(), 0..60)) {
+            // The port over the pure state answers what `step` answers.
+            let m = MemoryLedger::new();
+            let mut s = LedgerState::default();
+            for req in super::super::drive::requests(&ops).unwrap() {
+                let a = step(&s, &super::L, &req);
+                let b = m.execute(&super::L, &req);
+                prop_assert_eq!(a.as_ref().map(|x| &x.0), b.as_ref());
+                if let Ok((_, next)) = a { s = next; }
+            }
+            prop_assert_eq!(m.snapshot().unwrap(), s);
+        }
+    }
+
+    #[test]
+    fn the_driver_catches_an_ack_without_tombstone() {
+        let ops = [
+            LedgerOp::Attach {
+                session: 0,
+                workspace: 0,
+                incarnation: 1,
+                token: 0,
+            },
+            LedgerOp::Admit {
+                session: 0,
+                op: 0,
+                incarnation: 1,
+                token: 0,
+                tool: 0,
+            },
+            LedgerOp::Finish {
+                session: 0,
+                op: 0,
+                incarnation: 1,
+                len: 1,
+            },
+            LedgerOp::Ack {
+                session: 0,
+                op: 0,
+                incarnation: 1,
+            },
+            LedgerOp::Admit {
+                session: 0,
+                op: 0,
+                incarnation: 1,
+                token: 0,
+                tool: 0,
+            },
+        ];
+        assert_eq!(ledger_stream(&ops), Ok(()));
+        let v = ledger_stream_with(ack_without_tombstone, &ops).unwrap_err();
+        assert_eq!(v.invariant, "a-key-is-admitted-at-most-once");
+    }
+}
