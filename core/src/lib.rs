@@ -14,6 +14,9 @@
 //! - [`ledger`] — the execution ledger: what ran and must never run twice.
 //! - [`storage`] — the session store: entries, registers, usage ledger, the
 //!   commit decision, the query shapes and the `Storage` port.
+//! - [`migration`] — the whole-identity migration workflow (spec 001): plan
+//!   and receipt as canonical digest-bound data, the ordered steps, retry
+//!   convergence; `migration::drive` simulates it for models and fuzzing.
 //!
 //! [`drive`] holds request-stream drivers that check each machine's
 //! invariants; the fuzz targets, the property tests and the corpus replay all
@@ -23,6 +26,7 @@ pub mod drive;
 pub mod fence;
 pub mod lease;
 pub mod ledger;
+pub mod migration;
 pub mod storage;
 
 /// Milliseconds on the caller's clock. The machines never read a clock; every

@@ -1,0 +1,892 @@
+//! The migration plan and receipt as data: validated names, normalized
+//! credential-free URIs, SHA-256 digests, canonical JSON, and total decoders.
+//!
+//! **Credential-free by construction.** Every URI in a plan or receipt is a
+//! [`NormalizedUri`], whose constructor (and deserializer) refuses userinfo,
+//! a query, a fragment and percent-encoding; every other text field is a
+//! [`Name`]. No field can carry a session, a filesystem handle or a secret.
+//!
+//! **Canonical.** The canonical form of a plan or receipt is its compact
+//! `serde_json` encoding: fields in declaration order, sequences sorted and
+//! validated, no maps, no optional fields (a missing field is an error, never
+//! a default). A decoder refuses input whose re-encoding differs byte for
+//! byte.
+//!
+//! **Digest-bound.** [`Plan::digest`] and [`Receipt::digest`] hash a
+//! domain-separated prefix followed by the canonical bytes with SHA-256, so
+//! any change to any field changes the digest.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+use thiserror::Error;
+
+use crate::fence::{self, Epoch};
+use crate::Millis;
+
+/// The plan format this crate writes and reads.
+pub const PLAN_FORMAT: u32 = 1;
+/// The receipt format this crate writes and reads.
+pub const RECEIPT_FORMAT: u32 = 1;
+/// The longest [`Name`], in bytes.
+pub const MAX_NAME_LEN: usize = 256;
+/// The longest [`NormalizedUri`], in bytes.
+pub const MAX_URI_LEN: usize = 2048;
+/// The most tables, objects or worlds one plan may list.
+pub const MAX_ITEMS: usize = 100_000;
+/// The most manifest writer epochs one world may list.
+pub const MAX_MANIFEST_EPOCHS: usize = 4096;
+/// The largest encoded plan or stored receipt a decoder reads, in bytes.
+/// Checked before anything is parsed or allocated.
+pub const MAX_ENCODED_LEN: usize = 64 << 20;
+
+const PLAN_DOMAIN: &[u8] = b"custos.migration.plan.v1\0";
+const RECEIPT_DOMAIN: &[u8] = b"custos.migration.receipt.v1\0";
+const EVIDENCE_DOMAIN: &[u8] = b"custos.migration.evidence.v1\0";
+
+/// Why a name, URI, digest, plan or receipt is refused.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Error, Serialize, Deserialize)]
+pub enum DataError {
+    /// A name that is empty, too long, or has control characters.
+    #[error("invalid-name: a name must be 1..={max} bytes without control characters (got {len} bytes)", max = MAX_NAME_LEN)]
+    InvalidName {
+        /// The rejected name's length in bytes.
+        len: usize,
+    },
+    /// A URI that carries a credential or is not a normalized identity.
+    #[error("credential-bearing-uri: {0}")]
+    CredentialBearingUri(UriProblem),
+    /// A URI that is not in its normalized form.
+    #[error("invalid-uri: {0}")]
+    InvalidUri(UriProblem),
+    /// A digest that is not 64 lowercase hexadecimal digits.
+    #[error("non-canonical-digest: a digest is 64 lowercase hex digits")]
+    InvalidDigest,
+    /// The input is larger than [`MAX_ENCODED_LEN`].
+    #[error("encoded-too-large: {len} bytes exceeds {max}", max = MAX_ENCODED_LEN)]
+    TooLarge {
+        /// The input's length.
+        len: usize,
+    },
+    /// The input does not parse: a missing, unknown or mistyped field.
+    #[error("malformed-encoding: {0}")]
+    Malformed(String),
+    /// The input parses but is not the canonical encoding of its value.
+    #[error("non-canonical-encoding: re-encoding differs from the input")]
+    NonCanonical,
+    /// A stored digest that does not match the recomputed one.
+    #[error("digest-mismatch: stored {stored}, computed {computed}")]
+    DigestMismatch {
+        /// The digest found in the input.
+        stored: Digest,
+        /// The digest of the decoded value.
+        computed: Digest,
+    },
+    /// The value decodes but breaks a structural rule of its type.
+    #[error("invalid-structure: {0}")]
+    Invalid(String),
+}
+
+/// What is wrong with a URI.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum UriProblem {
+    /// `user[:password]@` in the authority.
+    Userinfo,
+    /// A `?query`.
+    Query,
+    /// A `#fragment`.
+    Fragment,
+    /// `%`-encoding, which could hide any of the above.
+    PercentEncoded,
+    /// Empty, too long, whitespace or control characters.
+    Shape,
+    /// A scheme that is not `[a-z][a-z0-9+.-]*`.
+    Scheme,
+    /// Not `scheme://authority/path`.
+    NotHierarchical,
+    /// An empty, `.` or `..` path segment, or a trailing slash.
+    PathSegment,
+    /// The text is valid but not in normalized form (e.g. an upper-case
+    /// scheme or `localhost` authority on a deserialized value).
+    NotNormalized,
+}
+
+impl fmt::Display for UriProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = match self {
+            UriProblem::Userinfo => "userinfo is not allowed",
+            UriProblem::Query => "a query is not allowed",
+            UriProblem::Fragment => "a fragment is not allowed",
+            UriProblem::PercentEncoded => "percent-encoding is not allowed",
+            UriProblem::Shape => "empty, too long, or has whitespace or control characters",
+            UriProblem::Scheme => "scheme must be [a-z][a-z0-9+.-]*",
+            UriProblem::NotHierarchical => "expected scheme://authority/path",
+            UriProblem::PathSegment => "empty, '.' or '..' path segment or trailing slash",
+            UriProblem::NotNormalized => "not in normalized form",
+        };
+        f.write_str(s)
+    }
+}
+
+/// A validated name: a migration id, table, world, namespace, backend or
+/// version. 1..=[`MAX_NAME_LEN`] bytes, no control characters.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Name(String);
+
+impl Name {
+    /// Validates and wraps a name.
+    pub fn new(name: impl Into<String>) -> Result<Self, DataError> {
+        let name = name.into();
+        if name.is_empty() || name.len() > MAX_NAME_LEN || name.chars().any(char::is_control) {
+            return Err(DataError::InvalidName { len: name.len() });
+        }
+        Ok(Name(name))
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl TryFrom<String> for Name {
+    type Error = DataError;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        Name::new(value)
+    }
+}
+
+impl From<Name> for String {
+    fn from(value: Name) -> Self {
+        value.0
+    }
+}
+
+/// A SHA-256 digest; serialized as 64 lowercase hex digits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Digest(pub [u8; 32]);
+
+impl Digest {
+    /// SHA-256 of `bytes`.
+    pub fn of(bytes: &[u8]) -> Self {
+        Digest(Sha256::digest(bytes).into())
+    }
+
+    /// SHA-256 of a domain prefix followed by `bytes`.
+    fn domain(domain: &[u8], bytes: &[u8]) -> Self {
+        let mut h = Sha256::new();
+        h.update(domain);
+        h.update(bytes);
+        Digest(h.finalize().into())
+    }
+
+    /// Parses 64 lowercase hex digits.
+    pub fn parse_hex(s: &str) -> Result<Self, DataError> {
+        let b = s.as_bytes();
+        if b.len() != 64 {
+            return Err(DataError::InvalidDigest);
+        }
+        let mut out = [0u8; 32];
+        for (i, pair) in b.chunks_exact(2).enumerate() {
+            let hi = hex_val(pair[0]).ok_or(DataError::InvalidDigest)?;
+            let lo = hex_val(pair[1]).ok_or(DataError::InvalidDigest)?;
+            out[i] = (hi << 4) | lo;
+        }
+        Ok(Digest(out))
+    }
+}
+
+fn hex_val(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    }
+}
+
+impl fmt::Display for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for b in self.0 {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl TryFrom<String> for Digest {
+    type Error = DataError;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        Digest::parse_hex(&value)
+    }
+}
+
+impl From<Digest> for String {
+    fn from(value: Digest) -> Self {
+        value.to_string()
+    }
+}
+
+/// A normalized, credential-free URI identity: `scheme://authority/path`
+/// with a lower-case scheme and host, no userinfo, query, fragment or
+/// percent-encoding, no empty, `.` or `..` segments and no trailing slash.
+/// `file://localhost/p` normalizes to `file:///p`.
+///
+/// [`NormalizedUri::parse`] normalizes; deserialization accepts only text
+/// that is already normalized, so a decoded plan is canonical.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct NormalizedUri {
+    text: String,
+    /// Byte length of the scheme.
+    scheme_len: usize,
+    /// Byte offset where the path starts.
+    path_at: usize,
+}
+
+impl NormalizedUri {
+    /// Parses and normalizes `s`, refusing anything that could carry a
+    /// credential or an ambiguity.
+    pub fn parse(s: &str) -> Result<Self, DataError> {
+        let bad = |p| Err(DataError::InvalidUri(p));
+        let cred = |p| Err(DataError::CredentialBearingUri(p));
+        if s.is_empty()
+            || s.len() > MAX_URI_LEN
+            || s.chars().any(|c| c.is_control() || c.is_whitespace())
+        {
+            return bad(UriProblem::Shape);
+        }
+        if s.contains('#') {
+            return cred(UriProblem::Fragment);
+        }
+        if s.contains('?') {
+            return cred(UriProblem::Query);
+        }
+        if s.contains('%') {
+            return cred(UriProblem::PercentEncoded);
+        }
+        let Some((scheme, rest)) = s.split_once(':') else {
+            return bad(UriProblem::NotHierarchical);
+        };
+        let scheme = scheme.to_ascii_lowercase();
+        let mut sc = scheme.chars();
+        if !sc.next().is_some_and(|c| c.is_ascii_lowercase())
+            || !sc.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "+.-".contains(c))
+        {
+            return bad(UriProblem::Scheme);
+        }
+        let Some(rest) = rest.strip_prefix("//") else {
+            return bad(UriProblem::NotHierarchical);
+        };
+        let (authority, path) = match rest.find('/') {
+            Some(i) => rest.split_at(i),
+            None => (rest, ""),
+        };
+        if authority.contains('@') {
+            return cred(UriProblem::Userinfo);
+        }
+        let mut authority = authority.to_ascii_lowercase();
+        if scheme == "file" && authority == "localhost" {
+            authority.clear();
+        }
+        if path.is_empty() || path == "/" {
+            if path.is_empty() && authority.is_empty() {
+                return bad(UriProblem::NotHierarchical);
+            }
+        } else if path
+            .split('/')
+            .skip(1)
+            .any(|seg| seg.is_empty() || seg == "." || seg == "..")
+        {
+            return bad(UriProblem::PathSegment);
+        }
+        let path = if path.is_empty() { "/" } else { path };
+        let text = format!("{scheme}://{authority}{path}");
+        Ok(NormalizedUri {
+            scheme_len: scheme.len(),
+            path_at: scheme.len() + 3 + authority.len(),
+            text,
+        })
+    }
+
+    /// The normalized text.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The lower-case scheme.
+    pub fn scheme(&self) -> &str {
+        self.text.get(..self.scheme_len).unwrap_or_default()
+    }
+
+    /// The lower-case authority (empty for a local file URI).
+    pub fn authority(&self) -> &str {
+        self.text
+            .get(self.scheme_len + 3..self.path_at)
+            .unwrap_or_default()
+    }
+
+    /// The path, starting with `/`.
+    pub fn path(&self) -> &str {
+        self.text.get(self.path_at..).unwrap_or_default()
+    }
+
+    /// A local file URI: scheme `file` with an empty authority.
+    pub fn is_local_file(&self) -> bool {
+        self.scheme() == "file" && self.authority().is_empty()
+    }
+
+    /// Whether `other` is this URI or lies beneath it (segment-wise).
+    pub fn contains(&self, other: &NormalizedUri) -> bool {
+        if self.scheme() != other.scheme() || self.authority() != other.authority() {
+            return false;
+        }
+        let (a, b) = (self.path(), other.path());
+        a == "/" || a == b || (b.starts_with(a) && b.as_bytes().get(a.len()) == Some(&b'/'))
+    }
+
+    /// Whether the two URIs are disjoint: neither contains the other.
+    pub fn disjoint(&self, other: &NormalizedUri) -> bool {
+        !self.contains(other) && !other.contains(self)
+    }
+}
+
+impl fmt::Display for NormalizedUri {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl TryFrom<String> for NormalizedUri {
+    type Error = DataError;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        let uri = NormalizedUri::parse(&value)?;
+        if uri.text != value {
+            return Err(DataError::InvalidUri(UriProblem::NotNormalized));
+        }
+        Ok(uri)
+    }
+}
+
+impl From<NormalizedUri> for String {
+    fn from(value: NormalizedUri) -> Self {
+        value.text
+    }
+}
+
+/// A storage identity: normalized storage URI, namespace and backend.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageIdentity {
+    /// The normalized storage URI (the warehouse root).
+    pub uri: NormalizedUri,
+    /// The Iceberg namespace.
+    pub namespace: Name,
+    /// The backend name.
+    pub backend: Name,
+}
+
+impl StorageIdentity {
+    /// A digest of the identity (the receipt's storage fingerprint).
+    pub fn fingerprint(&self) -> Digest {
+        Digest::domain(b"custos.migration.identity.v1\0", &canonical_bytes(self))
+    }
+}
+
+/// How a table is classified in the plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Classification {
+    /// A storage-owned table (ECS rows, control mirrors, …).
+    Storage,
+    /// A typed Artifact index joined to `artifact_files`.
+    ArtifactIndex,
+    /// The `artifact_files` occurrence inventory: copied last, relocated.
+    ArtifactFiles,
+    /// An unknown application table: copied and verified uninterpreted.
+    Application,
+}
+
+/// Evidence of one table's content: what a fresh read reproduces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableFacts {
+    /// The snapshot read (physical; may differ at the destination).
+    pub snapshot: u64,
+    /// The logical-schema fingerprint.
+    pub schema_fingerprint: Digest,
+    /// The row count.
+    pub rows: u64,
+    /// The deterministic, order-independent content digest.
+    pub content_digest: Digest,
+}
+
+impl TableFacts {
+    /// Same logical content: schema, rows and digest (snapshot ignored).
+    pub fn same_content(&self, schema: Digest, rows: u64, digest: Digest) -> bool {
+        self.schema_fingerprint == schema && self.rows == rows && self.content_digest == digest
+    }
+}
+
+/// One table of the plan.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TablePlan {
+    /// The exact table name.
+    pub name: Name,
+    /// Its classification.
+    pub classification: Classification,
+    /// The pinned source evidence.
+    pub source: TableFacts,
+    /// The content digest the destination must reproduce: equal to the
+    /// source's except for `artifact_files`, whose `object_uri` is relocated.
+    pub destination_content_digest: Digest,
+}
+
+impl TablePlan {
+    /// Whether `facts` are the expected destination content.
+    pub fn destination_matches(&self, facts: &TableFacts) -> bool {
+        facts.same_content(
+            self.source.schema_fingerprint,
+            self.source.rows,
+            self.destination_content_digest,
+        )
+    }
+}
+
+/// One content object, as read and verified in full.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObjectFacts {
+    /// SHA-256 of the bytes (the content address).
+    pub sha256: Digest,
+    /// XXH3-64 of the bytes.
+    pub xxh3_64: u64,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// The Artifact inventory of the plan.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArtifactPlan {
+    /// Visible `artifact_files` occurrences.
+    pub occurrences: u64,
+    /// Every distinct referenced object, sorted by SHA-256.
+    pub objects: Vec<ObjectFacts>,
+}
+
+impl ArtifactPlan {
+    /// The inventory digest: binds every object and the occurrence count.
+    pub fn inventory_digest(&self) -> Digest {
+        Digest::domain(b"custos.migration.inventory.v1\0", &canonical_bytes(self))
+    }
+
+    /// Total bytes of the distinct objects (saturating).
+    pub fn total_bytes(&self) -> u64 {
+        self.objects
+            .iter()
+            .fold(0u64, |a, o| a.saturating_add(o.size))
+    }
+}
+
+/// One World's control identity and fence evidence.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorldPlan {
+    /// The World.
+    pub world: Name,
+    /// The source fence epoch the migration holder acquired at planning.
+    pub source_epoch: Epoch,
+    /// Every writer epoch recorded in the World's imported manifests.
+    pub manifest_writer_epochs: Vec<Epoch>,
+    /// Whether the World is active and resumable (cold verification must
+    /// resume it).
+    pub resumable: bool,
+}
+
+impl WorldPlan {
+    /// The floor the destination must import: `fence::import_floor_for`.
+    pub fn import_floor(&self) -> Epoch {
+        fence::import_floor_for(self.source_epoch, &self.manifest_writer_epochs)
+    }
+}
+
+/// The typed control snapshot of the plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControlPlan {
+    /// Digest of the typed, versioned control snapshot.
+    pub snapshot_digest: Digest,
+    /// Control records in the snapshot.
+    pub records: u64,
+}
+
+/// The immutable, credential-free migration plan.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Plan {
+    /// [`PLAN_FORMAT`].
+    pub format: u32,
+    /// The migration id.
+    pub migration_id: Name,
+    /// The source storage identity.
+    pub source: StorageIdentity,
+    /// The destination storage identity.
+    pub destination: StorageIdentity,
+    /// The source Artifact root.
+    pub source_artifact_root: NormalizedUri,
+    /// The destination Artifact root (disjoint from the source's).
+    pub destination_artifact_root: NormalizedUri,
+    /// The control snapshot.
+    pub control: ControlPlan,
+    /// Every World, sorted by name.
+    pub worlds: Vec<WorldPlan>,
+    /// Every table of the namespace, sorted by name; exactly one is
+    /// `artifact_files`.
+    pub tables: Vec<TablePlan>,
+    /// The verified Artifact inventory.
+    pub artifacts: ArtifactPlan,
+}
+
+impl Plan {
+    /// Checks every structural rule: format, distinct identities, disjoint
+    /// Artifact roots, sorted unique sequences within bounds, exactly one
+    /// `artifact_files` table, unrelocated tables keep their digest.
+    pub fn check(&self) -> Result<(), DataError> {
+        let inv = |s: &str| Err(DataError::Invalid(s.to_string()));
+        if self.format != PLAN_FORMAT {
+            return inv("unknown plan format");
+        }
+        if self.source == self.destination {
+            return inv("identical source and destination storage identities");
+        }
+        if !self
+            .source_artifact_root
+            .disjoint(&self.destination_artifact_root)
+        {
+            return inv("source and destination Artifact roots overlap");
+        }
+        if self.tables.len() > MAX_ITEMS
+            || self.worlds.len() > MAX_ITEMS
+            || self.artifacts.objects.len() > MAX_ITEMS
+        {
+            return inv("too many items");
+        }
+        if !strictly_sorted(self.tables.iter().map(|t| &t.name)) {
+            return inv("tables not sorted and unique");
+        }
+        if !strictly_sorted(self.worlds.iter().map(|w| &w.world)) {
+            return inv("worlds not sorted and unique");
+        }
+        if !strictly_sorted(self.artifacts.objects.iter().map(|o| &o.sha256)) {
+            return inv("objects not sorted and unique");
+        }
+        if self
+            .worlds
+            .iter()
+            .any(|w| w.manifest_writer_epochs.len() > MAX_MANIFEST_EPOCHS || w.source_epoch == 0)
+        {
+            return inv("world fence evidence out of bounds");
+        }
+        let files = self
+            .tables
+            .iter()
+            .filter(|t| t.classification == Classification::ArtifactFiles)
+            .count();
+        if files != 1 {
+            return inv("exactly one artifact_files table is required");
+        }
+        if self.tables.iter().any(|t| {
+            t.classification != Classification::ArtifactFiles
+                && t.destination_content_digest != t.source.content_digest
+        }) {
+            return inv("only artifact_files may change content digest");
+        }
+        if (self.artifacts.objects.len() as u64) > self.artifacts.occurrences {
+            return inv("more objects than occurrences");
+        }
+        Ok(())
+    }
+
+    /// The canonical bytes.
+    pub fn canonical(&self) -> Vec<u8> {
+        canonical_bytes(self)
+    }
+
+    /// The plan digest: SHA-256 over a domain prefix and the canonical bytes.
+    pub fn digest(&self) -> Digest {
+        Digest::domain(PLAN_DOMAIN, &self.canonical())
+    }
+
+    /// Decodes a plan, refusing oversized, malformed, non-canonical or
+    /// structurally invalid input. Total.
+    pub fn decode(bytes: &[u8]) -> Result<Plan, DataError> {
+        let plan: Plan = decode_canonical(bytes)?;
+        plan.check()?;
+        Ok(plan)
+    }
+
+    /// The index of the `artifact_files` table, if the plan has one.
+    pub fn artifact_files(&self) -> Option<usize> {
+        self.tables
+            .iter()
+            .position(|t| t.classification == Classification::ArtifactFiles)
+    }
+}
+
+fn strictly_sorted<'a, T: Ord + 'a>(mut it: impl Iterator<Item = &'a T>) -> bool {
+    let Some(mut prev) = it.next() else {
+        return true;
+    };
+    for x in it {
+        if x <= prev {
+            return false;
+        }
+        prev = x;
+    }
+    true
+}
+
+/// The canonical encoding of a value: compact `serde_json`.
+pub(crate) fn canonical_bytes<T: Serialize>(value: &T) -> Vec<u8> {
+    // Serializing these plain-data types cannot fail: no maps with non-string
+    // keys, no custom serializers that error. Fall back to empty bytes (which
+    // never decodes) rather than panic.
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
+fn decode_canonical<T: Serialize + for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, DataError> {
+    if bytes.len() > MAX_ENCODED_LEN {
+        return Err(DataError::TooLarge { len: bytes.len() });
+    }
+    let value: T = serde_json::from_slice(bytes).map_err(|e| DataError::Malformed(e.to_string()))?;
+    if canonical_bytes(&value) != bytes {
+        return Err(DataError::NonCanonical);
+    }
+    Ok(value)
+}
+
+/// Evidence digest of any canonical evidence value (observations, cold
+/// verification).
+pub fn evidence_digest<T: Serialize>(value: &T) -> Digest {
+    Digest::domain(EVIDENCE_DOMAIN, &canonical_bytes(value))
+}
+
+/// The per-table line of a receipt.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableReceipt {
+    /// Table name.
+    pub name: Name,
+    /// Classification.
+    pub classification: Classification,
+    /// Source snapshot identity.
+    pub source_snapshot: u64,
+    /// Destination snapshot identity.
+    pub destination_snapshot: u64,
+    /// Logical-schema fingerprint.
+    pub schema_fingerprint: Digest,
+    /// Row count.
+    pub rows: u64,
+    /// Source content digest.
+    pub source_content_digest: Digest,
+    /// Destination (relocated) content digest.
+    pub destination_content_digest: Digest,
+}
+
+/// The Artifact line of a receipt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArtifactReceipt {
+    /// Occurrences relocated.
+    pub occurrences: u64,
+    /// Distinct content objects copied or reused.
+    pub objects: u64,
+    /// Bytes read back and verified.
+    pub verified_bytes: u64,
+    /// The inventory digest.
+    pub inventory_digest: Digest,
+}
+
+/// Activation status recorded in a receipt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Activation {
+    /// Every World was activated.
+    Activated,
+}
+
+/// The control line of a receipt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControlReceipt {
+    /// Control records imported.
+    pub records: u64,
+    /// Worlds activated.
+    pub worlds: u64,
+    /// Writer-fence floors imported.
+    pub fence_floors: u64,
+    /// The control snapshot digest.
+    pub snapshot_digest: Digest,
+    /// Activation status.
+    pub activation: Activation,
+}
+
+/// What the receipt says about Activity history (always empty in local v1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum ActivityDisposition {
+    /// `empty-v1`: preflight proved both Activity catalogs empty.
+    #[serde(rename = "empty-v1")]
+    EmptyV1,
+}
+
+/// How cold verification exercised a resumable World.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Resume {
+    /// The identity has no active resumable World.
+    NotApplicable,
+    /// A World was resumed at its durable head under a fresh epoch above the
+    /// imported floor and committed a later tick.
+    Resumed {
+        /// The World resumed.
+        world: Name,
+        /// The destination epoch acquired.
+        epoch: Epoch,
+        /// The tick committed.
+        tick: u64,
+    },
+}
+
+/// Evidence returned by the destination-only cold verifier.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ColdEvidence {
+    /// The plan the verifier checked against.
+    pub plan_digest: Digest,
+    /// Worlds discovered at the destination.
+    pub worlds_discovered: u64,
+    /// Every destination table as read fresh, sorted by name.
+    pub tables: Vec<(Name, TableFacts)>,
+    /// Objects whose full bytes verified.
+    pub objects_verified: u64,
+    /// The resume exercise.
+    pub resume: Resume,
+}
+
+/// The cold-verification line of a receipt.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ColdReceipt {
+    /// Digest of the cold evidence.
+    pub evidence_digest: Digest,
+    /// The resume exercise.
+    pub resume: Resume,
+}
+
+/// The immutable, credential-free migration receipt.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Receipt {
+    /// [`RECEIPT_FORMAT`].
+    pub format: u32,
+    /// The migration id.
+    pub migration_id: Name,
+    /// The software version that ran the migration.
+    pub version: Name,
+    /// When the reservation was made (caller's clock).
+    pub started_at: Millis,
+    /// When the receipt was completed (caller's clock).
+    pub completed_at: Millis,
+    /// Source storage fingerprint.
+    pub source_fingerprint: Digest,
+    /// Destination storage fingerprint.
+    pub destination_fingerprint: Digest,
+    /// The plan digest.
+    pub plan_digest: Digest,
+    /// The source-stability (recheck) digest.
+    pub source_stability_digest: Digest,
+    /// Every table, sorted by name.
+    pub tables: Vec<TableReceipt>,
+    /// Artifacts.
+    pub artifacts: ArtifactReceipt,
+    /// Control.
+    pub control: ControlReceipt,
+    /// Activity disposition: `empty-v1`.
+    pub activity_disposition: ActivityDisposition,
+    /// Cold verification.
+    pub cold_verification: ColdReceipt,
+}
+
+impl Receipt {
+    /// Structural rules: format, sorted unique tables within bounds.
+    pub fn check(&self) -> Result<(), DataError> {
+        if self.format != RECEIPT_FORMAT {
+            return Err(DataError::Invalid("unknown receipt format".into()));
+        }
+        if self.tables.len() > MAX_ITEMS || !strictly_sorted(self.tables.iter().map(|t| &t.name)) {
+            return Err(DataError::Invalid("receipt tables not sorted and unique".into()));
+        }
+        Ok(())
+    }
+
+    /// The receipt digest: SHA-256 over a domain prefix and the canonical
+    /// bytes of the complete receipt.
+    pub fn digest(&self) -> Digest {
+        Digest::domain(RECEIPT_DOMAIN, &canonical_bytes(self))
+    }
+}
+
+/// A receipt with its digest, as stored atomically with the reservation.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoredReceipt {
+    /// The receipt.
+    pub receipt: Receipt,
+    /// Its digest.
+    pub digest: Digest,
+}
+
+impl StoredReceipt {
+    /// Seals a receipt with its digest.
+    pub fn seal(receipt: Receipt) -> Self {
+        let digest = receipt.digest();
+        StoredReceipt { receipt, digest }
+    }
+
+    /// Checks the structure and that the digest binds the receipt.
+    pub fn verify(&self) -> Result<(), DataError> {
+        self.receipt.check()?;
+        let computed = self.receipt.digest();
+        if computed != self.digest {
+            return Err(DataError::DigestMismatch {
+                stored: self.digest,
+                computed,
+            });
+        }
+        Ok(())
+    }
+
+    /// The canonical bytes a shell stores.
+    pub fn encode(&self) -> Vec<u8> {
+        canonical_bytes(self)
+    }
+
+    /// Decodes stored receipt bytes: refuses oversized input before parsing,
+    /// a missing or unknown field, a non-canonical encoding, an invalid
+    /// structure and a digest that does not bind the receipt. Total.
+    pub fn decode(bytes: &[u8]) -> Result<StoredReceipt, DataError> {
+        let stored: StoredReceipt = decode_canonical(bytes)?;
+        stored.verify()?;
+        Ok(stored)
+    }
+}

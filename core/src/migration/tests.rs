@@ -1,0 +1,367 @@
+use super::drive::{self, Fault, Fixture, Machine, Sim, SimOp};
+use super::*;
+
+fn fx() -> Fixture {
+    Fixture::new().unwrap()
+}
+
+fn run(fx: &Fixture, held: Option<Digest>) -> State {
+    State {
+        run: Run::new(fx.migration.clone(), held),
+        destination: Destination::default(),
+    }
+}
+
+#[test]
+fn uri_refuses_credentials_and_normalizes() {
+    for bad in [
+        "file://user:pw@host/p",
+        "file://u@/p",
+        "file:///p?token=x",
+        "file:///p#frag",
+        "file:///p%40x",
+        "s3://bucket/key?X-Amz-Signature=1",
+    ] {
+        assert!(
+            matches!(
+                NormalizedUri::parse(bad),
+                Err(DataError::CredentialBearingUri(_))
+            ),
+            "{bad}"
+        );
+    }
+    for bad in ["", "file:/p", "file:///a//b", "file:///a/../b", "file:///a/", "1x://h/p", "file:///a b"] {
+        assert!(NormalizedUri::parse(bad).is_err(), "{bad}");
+    }
+    let u = NormalizedUri::parse("FILE://LocalHost/srv/x").unwrap();
+    assert_eq!(u.as_str(), "file:///srv/x");
+    assert!(u.is_local_file());
+    // Deserialization accepts only the normalized form.
+    assert!(serde_json::from_str::<NormalizedUri>("\"FILE:///srv/x\"").is_err());
+    assert!(serde_json::from_str::<NormalizedUri>("\"file://a@b/x\"").is_err());
+    assert_eq!(
+        serde_json::from_str::<NormalizedUri>("\"file:///srv/x\"").unwrap(),
+        u
+    );
+    let root = NormalizedUri::parse("file:///srv").unwrap();
+    let sib = NormalizedUri::parse("file:///srvx").unwrap();
+    assert!(root.contains(&u) && !root.contains(&sib) && root.disjoint(&sib));
+}
+
+#[test]
+fn plan_round_trips_canonically_and_refuses_tampering() {
+    let fx = fx();
+    let plan = fx.plan(0, 3, 0);
+    plan.check().unwrap();
+    let bytes = plan.canonical();
+    assert_eq!(Plan::decode(&bytes).unwrap(), plan);
+    // Whitespace: same value, not canonical.
+    let mut spaced = b" ".to_vec();
+    spaced.extend_from_slice(&bytes);
+    assert_eq!(Plan::decode(&spaced), Err(DataError::NonCanonical));
+    // A missing field is malformed, never a default.
+    let text = String::from_utf8(bytes.clone()).unwrap();
+    let missing = text.replacen("\"format\":1,", "", 1);
+    assert!(matches!(Plan::decode(missing.as_bytes()), Err(DataError::Malformed(_))));
+    // An unknown field is malformed.
+    let extra = text.replacen("{\"format\":1,", "{\"format\":1,\"secret\":\"x\",", 1);
+    assert!(matches!(Plan::decode(extra.as_bytes()), Err(DataError::Malformed(_))));
+    // A credential smuggled into a URI does not decode.
+    let cred = text.replacen("file:///srv/source/warehouse", "file://u:p@h/srv/w", 1);
+    assert!(matches!(Plan::decode(cred.as_bytes()), Err(DataError::Malformed(_))));
+    assert_ne!(fx.plan(0, 4, 0).digest(), plan.digest());
+}
+
+#[test]
+fn plan_check_refuses_structural_errors() {
+    let fx = fx();
+    let mut p = fx.plan(0, 3, 0);
+    p.destination = p.source.clone();
+    assert!(p.check().is_err());
+    let mut p = fx.plan(0, 3, 0);
+    p.tables.reverse();
+    assert!(p.check().is_err());
+    let mut p = fx.plan(0, 3, 0);
+    p.destination_artifact_root = NormalizedUri::parse("file:///srv/source/artifacts/x").unwrap();
+    assert!(p.check().is_err());
+    let mut p = fx.plan(0, 3, 0);
+    p.tables[1].destination_content_digest = Digest::of(b"other");
+    assert!(p.check().is_err());
+}
+
+#[test]
+fn the_clean_workflow_visits_every_step_in_order() {
+    let fx = fx();
+    let mut sim = Sim::new(&fx);
+    let mut steps = Vec::new();
+    for _ in 0..64 {
+        let drive::Driver::Running(run) = &sim.drivers[0] else {
+            break;
+        };
+        let st = State {
+            run: run.clone(),
+            destination: sim.dest.clone(),
+        };
+        let plan = sim.dest.reservation.as_ref().map(|r| &r.plan);
+        let step = next_step(&st).unwrap().step(plan);
+        if steps.last() != Some(&step) {
+            steps.push(step);
+        }
+        sim.apply(&fx, &Machine::REAL, SimOp::Step(0, Fault::None));
+        assert_eq!(sim.broken, 0);
+    }
+    assert_eq!(steps, STEPS.to_vec());
+    let r = sim.dest.reservation.as_ref().unwrap();
+    assert_eq!(r.status, Status::Completed);
+    let stored = r.receipt.clone().unwrap();
+    assert_eq!(StoredReceipt::decode(&stored.encode()).unwrap(), stored);
+    assert_eq!(stored.receipt.plan_digest, r.plan_digest);
+    assert_eq!(stored.receipt.control.fence_floors, 1);
+    // A retry of the completed plan returns the exact stored receipt.
+    let st = State {
+        run: Run::new(fx.migration.clone(), Some(r.plan_digest)),
+        destination: sim.dest.clone(),
+    };
+    assert_eq!(next_step(&st), Ok(Next::Done(stored.clone())));
+    let d = decide(
+        &st,
+        &Request::Complete {
+            version: fx.version.clone(),
+            now: 99,
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        d.outcome,
+        Outcome::Completed {
+            receipt: stored,
+            repeated: true
+        }
+    );
+    assert_eq!(d.next, st);
+    // No source read and no cold verification after completion.
+    assert!(matches!(
+        decide(&st, &Request::Validate { report: preflight(&fx) }),
+        Err(MigrationError::SourceClosed)
+    ));
+    assert!(decide(
+        &st,
+        &Request::ColdVerify {
+            evidence: r.cold.clone().unwrap().0
+        }
+    )
+    .is_err());
+}
+
+fn preflight(fx: &Fixture) -> Preflight {
+    let e = |id: &StorageIdentity| EndpointFacts {
+        identity: id.clone(),
+        catalog: Locality::Local,
+        control: Locality::Local,
+        objects: Locality::Local,
+        audit: Some(id.clone()),
+        activity_records: 0,
+    };
+    Preflight {
+        source: e(&fx.source),
+        destination: e(&fx.destination),
+        unsettled_commands: 0,
+        running_evaluations: 0,
+        unreadable_objects: 0,
+        destination_tables: 0,
+        destination_control_records: 0,
+        conflicting_destination_objects: 0,
+    }
+}
+
+#[test]
+fn preflight_refusals_have_stable_reasons() {
+    let fx = fx();
+    let st = run(&fx, None);
+    let check = |p: Preflight, reason: &str| {
+        let e = decide(&st, &Request::Validate { report: p }).unwrap_err();
+        assert!(e.to_string().starts_with(reason), "{e} vs {reason}");
+    };
+    let mut p = preflight(&fx);
+    p.source.catalog = Locality::Remote;
+    check(p, "endpoint-outside-local-v1");
+    let mut p = preflight(&fx);
+    p.destination.audit = None;
+    check(p, "audit-identity-unbound");
+    let mut p = preflight(&fx);
+    p.destination = p.source.clone();
+    check(p, "identical-storage-identity");
+    let mut p = preflight(&fx);
+    p.unsettled_commands = 1;
+    check(p, "source-not-quiescent");
+    let mut p = preflight(&fx);
+    p.source.activity_records = 1;
+    check(p, "activity-history-present");
+    let mut p = preflight(&fx);
+    p.destination.activity_records = 1;
+    check(p, "activity-history-present");
+    let mut p = preflight(&fx);
+    p.destination_tables = 1;
+    check(p, "destination-not-empty");
+    let mut p = preflight(&fx);
+    p.unreadable_objects = 1;
+    check(p, "artifact-unreadable");
+    assert!(decide(&st, &Request::Validate { report: preflight(&fx) }).is_ok());
+}
+
+#[test]
+fn out_of_order_requests_are_refused_and_change_nothing() {
+    let fx = fx();
+    let st = run(&fx, None);
+    let plan = fx.plan(0, 3, 0);
+    assert!(matches!(
+        decide(&st, &Request::Freeze { plan: plan.clone() }),
+        Err(MigrationError::OutOfOrder { .. })
+    ));
+    assert!(matches!(
+        decide(&st, &Request::Reserve { plan, now: 0 }),
+        Err(MigrationError::OutOfOrder { .. })
+    ));
+    assert!(matches!(
+        decide(&st, &Request::Activate),
+        Err(MigrationError::OutOfOrder { .. })
+    ));
+}
+
+#[test]
+fn a_changed_plan_or_other_migration_is_refused() {
+    let fx = fx();
+    let sim = drive::run_clean().unwrap();
+    let mut other = run(&fx, Some(fx.plan(0, 9, 0).digest()));
+    other.destination = sim.dest.clone();
+    assert!(matches!(next_step(&other), Err(MigrationError::PlanChanged(_))));
+    let mut m2 = State {
+        run: Run::new(fx.other_migration.clone(), None),
+        destination: sim.dest.clone(),
+    };
+    assert!(matches!(next_step(&m2), Err(MigrationError::OtherMigration(_))));
+    m2.run.validated = true;
+    assert!(decide(&m2, &Request::Activate).is_err());
+}
+
+#[test]
+fn an_ambiguous_commit_requires_inspection_before_any_append() {
+    let fx = fx();
+    let mut sim = Sim::new(&fx);
+    // Drive until the first table copy.
+    while !matches!(
+        sim.drivers[0].clone(),
+        drive::Driver::Running(r) if matches!(
+            next_step(&State { run: r.clone(), destination: sim.dest.clone() }),
+            Ok(Next::CopyTable { .. })
+        )
+    ) {
+        sim.apply(&fx, &Machine::REAL, SimOp::Step(0, Fault::None));
+    }
+    sim.apply(&fx, &Machine::REAL, SimOp::Step(0, Fault::AmbiguousLanded));
+    let r = sim.dest.reservation.as_ref().unwrap();
+    let i = r.tables.iter().position(|t| *t == TableState::InDoubt).unwrap();
+    let drive::Driver::Running(run) = sim.drivers[0].clone() else {
+        panic!("driver stopped")
+    };
+    let st = State {
+        run,
+        destination: sim.dest.clone(),
+    };
+    // Another ambiguous reply never authorizes an append.
+    let d = decide(
+        &st,
+        &Request::TableCommitted {
+            name: fx.tables[i].clone(),
+            reply: CommitReply::Ambiguous,
+        },
+    )
+    .unwrap();
+    assert_eq!(d.outcome, Outcome::InspectFirst);
+    // Inspection finds the landed content: converge without appending.
+    sim.apply(&fx, &Machine::REAL, SimOp::Step(0, Fault::None));
+    assert_eq!(sim.dest_tables[i], 1);
+    assert!(matches!(
+        sim.dest.reservation.as_ref().unwrap().tables[i],
+        TableState::Committed(_)
+    ));
+}
+
+#[test]
+fn drift_before_the_recheck_invalidates_the_plan() {
+    let fx = fx();
+    let mut sim = Sim::new(&fx);
+    for _ in 0..64 {
+        let drive::Driver::Running(r) = sim.drivers[0].clone() else {
+            break;
+        };
+        let st = State {
+            run: r,
+            destination: sim.dest.clone(),
+        };
+        if next_step(&st) == Ok(Next::Recheck) {
+            sim.apply(&fx, &Machine::REAL, SimOp::Drift);
+        }
+        sim.apply(&fx, &Machine::REAL, SimOp::Step(0, Fault::None));
+    }
+    assert_eq!(sim.broken, 0);
+    assert_eq!(
+        sim.dest.reservation.as_ref().unwrap().status,
+        Status::Invalidated
+    );
+    assert!(!sim.dest_discoverable);
+}
+
+#[test]
+fn floors_cover_manifest_epochs_and_resume_goes_above() {
+    let fx = fx();
+    let sim = drive::run_clean().unwrap();
+    let r = sim.dest.reservation.as_ref().unwrap();
+    let floor = r.control.as_ref().unwrap().floors[0].floor;
+    assert_eq!(floor, drive::MANIFEST_EPOCH);
+    assert!(sim.dest_fence.issued > floor);
+    assert_eq!(import_floors(&fx.plan(0, 9, 0))[0].floor, 9);
+}
+
+#[test]
+fn receipt_decoder_refuses_missing_noncanonical_and_digest_invalid() {
+    let sim = drive::run_clean().unwrap();
+    let stored = sim.dest.reservation.unwrap().receipt.unwrap();
+    let bytes = stored.encode();
+    assert_eq!(StoredReceipt::decode(&bytes).unwrap(), stored);
+    let text = String::from_utf8(bytes).unwrap();
+    let missing = text.replacen("\"activity_disposition\":\"empty-v1\",", "", 1);
+    assert!(matches!(
+        StoredReceipt::decode(missing.as_bytes()),
+        Err(DataError::Malformed(_))
+    ));
+    let upper = text.replacen(&stored.digest.to_string(), &stored.digest.to_string().to_uppercase(), 1);
+    assert!(StoredReceipt::decode(upper.as_bytes()).is_err());
+    let tampered = text.replacen("\"rows\":3", "\"rows\":4", 1);
+    assert!(matches!(
+        StoredReceipt::decode(tampered.as_bytes()),
+        Err(DataError::DigestMismatch { .. })
+    ));
+    let pretty = serde_json::to_vec_pretty(&stored).unwrap();
+    assert_eq!(StoredReceipt::decode(&pretty), Err(DataError::NonCanonical));
+    let huge = vec![b' '; MAX_ENCODED_LEN + 1];
+    assert!(matches!(
+        StoredReceipt::decode(&huge),
+        Err(DataError::TooLarge { .. })
+    ));
+}
+
+#[test]
+fn a_stored_receipt_that_does_not_verify_fails_closed() {
+    let fx = fx();
+    let mut sim = drive::run_clean().unwrap();
+    let r = sim.dest.reservation.as_mut().unwrap();
+    if let Some(s) = r.receipt.as_mut() {
+        s.receipt.completed_at += 1;
+    }
+    let st = State {
+        run: Run::new(fx.migration.clone(), Some(r.plan_digest)),
+        destination: sim.dest.clone(),
+    };
+    assert!(matches!(next_step(&st), Err(MigrationError::ReceiptInvalid(_))));
+}
