@@ -12,6 +12,9 @@
 //! - [`lease`] — the expiring, fenced writer lease (single writer per store).
 //! - [`fence`] — writer-fence epochs per world, with imported floors.
 //! - [`ledger`] — the execution ledger: what ran and must never run twice.
+//! - [`catalogue`] — the session catalogue: registrations, names, visibility,
+//!   subtitles, recent folders, deletion marks, delegates, the `Catalogue` port.
+//! - [`custody`] — who serves a session and how it moves between catalogues.
 //! - [`storage`] — the session store: entries, registers, usage ledger, the
 //!   commit decision, the query shapes and the `Storage` port.
 //! - [`migration`] — the whole-identity migration workflow (spec 001): plan
@@ -22,7 +25,10 @@
 //! invariants; the fuzz targets, the property tests and the corpus replay all
 //! run them.
 
+pub mod catalogue;
+pub mod custody;
 pub mod drive;
+pub mod drive_custody;
 pub mod fence;
 pub mod lease;
 pub mod ledger;
