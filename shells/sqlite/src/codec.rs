@@ -36,7 +36,11 @@ fn corrupt(table: &str, col: usize, what: impl std::fmt::Display) -> Fault {
 pub(crate) fn int(row: &Row<'_>, col: usize, table: &str) -> Result<i64, Fault> {
     match row.get_ref(col).map_err(|e| corrupt(table, col, e))? {
         ValueRef::Integer(v) => Ok(v),
-        other => Err(corrupt(table, col, format!("expected an integer, found {:?}", other.data_type()))),
+        other => Err(corrupt(
+            table,
+            col,
+            format!("expected an integer, found {:?}", other.data_type()),
+        )),
     }
 }
 
@@ -45,7 +49,11 @@ pub(crate) fn opt_int(row: &Row<'_>, col: usize, table: &str) -> Result<Option<i
     match row.get_ref(col).map_err(|e| corrupt(table, col, e))? {
         ValueRef::Null => Ok(None),
         ValueRef::Integer(v) => Ok(Some(v)),
-        other => Err(corrupt(table, col, format!("expected an integer or null, found {:?}", other.data_type()))),
+        other => Err(corrupt(
+            table,
+            col,
+            format!("expected an integer or null, found {:?}", other.data_type()),
+        )),
     }
 }
 
@@ -63,7 +71,11 @@ pub(crate) fn u64c(row: &Row<'_>, col: usize, table: &str) -> Result<u64, Fault>
 pub(crate) fn text<'r>(row: &'r Row<'_>, col: usize, table: &str) -> Result<&'r str, Fault> {
     match row.get_ref(col).map_err(|e| corrupt(table, col, e))? {
         ValueRef::Text(b) => std::str::from_utf8(b).map_err(|e| corrupt(table, col, e)),
-        other => Err(corrupt(table, col, format!("expected text, found {:?}", other.data_type()))),
+        other => Err(corrupt(
+            table,
+            col,
+            format!("expected text, found {:?}", other.data_type()),
+        )),
     }
 }
 
@@ -75,8 +87,14 @@ pub(crate) fn opt_text<'r>(
 ) -> Result<Option<&'r str>, Fault> {
     match row.get_ref(col).map_err(|e| corrupt(table, col, e))? {
         ValueRef::Null => Ok(None),
-        ValueRef::Text(b) => std::str::from_utf8(b).map(Some).map_err(|e| corrupt(table, col, e)),
-        other => Err(corrupt(table, col, format!("expected text or null, found {:?}", other.data_type()))),
+        ValueRef::Text(b) => std::str::from_utf8(b)
+            .map(Some)
+            .map_err(|e| corrupt(table, col, e)),
+        other => Err(corrupt(
+            table,
+            col,
+            format!("expected text or null, found {:?}", other.data_type()),
+        )),
     }
 }
 
@@ -105,7 +123,11 @@ pub(crate) fn kind(row: &Row<'_>, col: usize, table: &str) -> Result<Kind, Fault
 pub(crate) fn payload(row: &Row<'_>, col: usize, table: &str) -> Result<Payload, Fault> {
     match row.get_ref(col).map_err(|e| corrupt(table, col, e))? {
         ValueRef::Blob(b) => Payload::try_from(b).map_err(|e| corrupt(table, col, e)),
-        other => Err(corrupt(table, col, format!("expected a blob, found {:?}", other.data_type()))),
+        other => Err(corrupt(
+            table,
+            col,
+            format!("expected a blob, found {:?}", other.data_type()),
+        )),
     }
 }
 
@@ -115,7 +137,16 @@ mod tests {
 
     #[test]
     fn seq_encoding_is_an_order_preserving_bijection() {
-        let samples = [0, 1, 2, 100, i64::MAX as u64, (i64::MAX as u64) + 1, u64::MAX - 1, u64::MAX];
+        let samples = [
+            0,
+            1,
+            2,
+            100,
+            i64::MAX as u64,
+            (i64::MAX as u64) + 1,
+            u64::MAX - 1,
+            u64::MAX,
+        ];
         for w in samples.windows(2) {
             assert!(seq_to_sql(w[0]) < seq_to_sql(w[1]));
         }

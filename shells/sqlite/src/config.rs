@@ -92,7 +92,9 @@ impl fmt::Debug for Config {
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum OpenError {
     /// The file's storage version is newer than, or not covered by, this build.
-    #[error("UnsupportedVersion: the file has storage version {found}; this build supports {supported}")]
+    #[error(
+        "UnsupportedVersion: the file has storage version {found}; this build supports {supported}"
+    )]
     UnsupportedVersion {
         /// The stored `user_version`.
         found: i64,
@@ -106,7 +108,9 @@ pub enum OpenError {
         detail: String,
     },
     /// Another owner holds an unexpired writer lease.
-    #[error("LeaseHeld: the writer lease is held by {holder} (fence {fence}) until {expires_at} ms")]
+    #[error(
+        "LeaseHeld: the writer lease is held by {holder} (fence {fence}) until {expires_at} ms"
+    )]
     LeaseHeld {
         /// The holder.
         holder: Owner,

@@ -24,7 +24,8 @@ fn decode(row: &rusqlite::Row<'_>) -> Result<LeaseState, Fault> {
     let holder = match opt_text(row, 1, t)? {
         None => None,
         Some(owner) => Some(Lease {
-            owner: Owner::new(owner).map_err(|e| Fault::Corrupt(format!("writer_lease owner: {e}")))?,
+            owner: Owner::new(owner)
+                .map_err(|e| Fault::Corrupt(format!("writer_lease owner: {e}")))?,
             fence: u64_from_sql(int(row, 2, t)?),
             expires_at: u64_from_sql(int(row, 3, t)?),
         }),
@@ -55,10 +56,12 @@ pub(crate) fn store(c: &Connection, prev: &LeaseState, next: &LeaseState) -> Res
                 .map_err(Fault::db("lease-store"))?;
             }
             (Some(p), None) => {
-                c.prepare_cached("DELETE FROM writer_lease WHERE slot = 1 AND owner = ?1 AND fence = ?2")
-                    .map_err(Fault::db("lease-store"))?
-                    .execute(params![p.owner.as_str(), u64_to_sql(p.fence)])
-                    .map_err(Fault::db("lease-store"))?;
+                c.prepare_cached(
+                    "DELETE FROM writer_lease WHERE slot = 1 AND owner = ?1 AND fence = ?2",
+                )
+                .map_err(Fault::db("lease-store"))?
+                .execute(params![p.owner.as_str(), u64_to_sql(p.fence)])
+                .map_err(Fault::db("lease-store"))?;
             }
             (None, None) => {}
         }

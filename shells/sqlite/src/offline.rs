@@ -52,7 +52,9 @@ use sha2::{Digest, Sha256};
 use thiserror::Error;
 
 use crate::codec::{self, seq_to_sql, u64_from_sql, u64_to_sql};
-use crate::config::{self, system_clock, Clock, OpenError, DEFAULT_BUSY_TIMEOUT, DEFAULT_LEASE_TTL_MS};
+use crate::config::{
+    self, system_clock, Clock, OpenError, DEFAULT_BUSY_TIMEOUT, DEFAULT_LEASE_TTL_MS,
+};
 use crate::fault::Fault;
 use crate::lease_rows;
 use crate::schema::{self, STORAGE_VERSION};
@@ -459,7 +461,10 @@ fn transform_copy(
             if check_entry_rewrite(&before, &rewritten).map_err(RewriteError::Violation)? {
                 tx.prepare_cached("UPDATE entries SET payload = ?1 WHERE seq = ?2")
                     .map_err(Fault::db("transform-entries"))?
-                    .execute(params![rewritten.payload.as_bytes(), seq_to_sql(before.seq)])
+                    .execute(params![
+                        rewritten.payload.as_bytes(),
+                        seq_to_sql(before.seq)
+                    ])
                     .map_err(Fault::db("transform-entries"))?;
                 report.entries_rewritten += 1;
             }
@@ -484,8 +489,8 @@ fn transform_copy(
     };
     for (ns, key, before) in cells {
         let at = format!("register {ns}/{key}");
-        let rewritten =
-            value_fn(before.clone()).map_err(|reason| RewriteError::TransformFailed { at, reason })?;
+        let rewritten = value_fn(before.clone())
+            .map_err(|reason| RewriteError::TransformFailed { at, reason })?;
         if check_register_rewrite(&before, &rewritten).map_err(RewriteError::Violation)? {
             tx.execute(
                 "UPDATE registers SET value = ?1 WHERE namespace = ?2 AND key = ?3",
@@ -514,8 +519,8 @@ fn transform_copy(
     };
     for (seq, id, before) in usage {
         let at = format!("usage {id}");
-        let rewritten =
-            value_fn(before.clone()).map_err(|reason| RewriteError::TransformFailed { at, reason })?;
+        let rewritten = value_fn(before.clone())
+            .map_err(|reason| RewriteError::TransformFailed { at, reason })?;
         if check_details_rewrite(&before, &rewritten) {
             tx.execute(
                 "UPDATE usage_ledger SET details = ?1 WHERE seq = ?2",
@@ -527,7 +532,11 @@ fn transform_copy(
     }
     // The generation counter.
     let generation: i64 = tx
-        .query_row("SELECT generation FROM session WHERE singleton = 1", [], |r| r.get(0))
+        .query_row(
+            "SELECT generation FROM session WHERE singleton = 1",
+            [],
+            |r| r.get(0),
+        )
         .map_err(Fault::db("transform-generation"))?;
     let next = u64_from_sql(generation)
         .checked_add(1)
@@ -544,7 +553,8 @@ fn transform_copy(
         .map_err(Fault::db("transform"))?;
     tx.commit().map_err(Fault::db("transform-commit"))?;
     // No replaced byte survives in a free page.
-    c.execute_batch("VACUUM").map_err(Fault::db("transform-vacuum"))?;
+    c.execute_batch("VACUUM")
+        .map_err(Fault::db("transform-vacuum"))?;
     Ok(report)
 }
 
@@ -735,9 +745,11 @@ fn read_session<T>(
 /// The rewrite generation of a session file, read without taking the lease.
 /// A missing file is [`RewriteError::Missing`]; nothing is created.
 pub fn generation(path: &Path) -> Result<u64, RewriteError> {
-    read_session(path, "SELECT generation FROM session WHERE singleton = 1", |row| {
-        codec::u64c(row, 0, "session")
-    })
+    read_session(
+        path,
+        "SELECT generation FROM session WHERE singleton = 1",
+        |row| codec::u64c(row, 0, "session"),
+    )
 }
 
 /// The identity projection of a session file, read without taking the lease.

@@ -14,7 +14,9 @@ use custos_core::storage::{
     UsageFigures, UsageRow, UsageScan, REASON_HANDLE_CLOSED,
 };
 use custos_core::Millis;
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior};
+use rusqlite::{
+    params, Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior,
+};
 
 use crate::codec::{self, seq_to_sql, u64_to_sql};
 use crate::config::{self, Clock, Config, OpenError};
@@ -154,15 +156,19 @@ impl SqliteStorage {
             let prev = lease_rows::load(tx)?;
             let d = lease::decide(&prev, &renew_req(held)).map_err(WriteErr::Lease)?;
             lease_rows::store(tx, &prev, &d.next)?;
-            d.next
-                .holder
-                .ok_or_else(|| WriteErr::Fault(Fault::Corrupt("renewed lease has no holder".into())))
+            d.next.holder.ok_or_else(|| {
+                WriteErr::Fault(Fault::Corrupt("renewed lease has no holder".into()))
+            })
         })
     }
 
     /// Records the session's identity projection (`session_id`,
     /// `parent_session_id` of the `session` row) under the lease.
-    pub fn record_identity(&self, session_id: &str, parent: Option<&str>) -> Result<(), CommitError> {
+    pub fn record_identity(
+        &self,
+        session_id: &str,
+        parent: Option<&str>,
+    ) -> Result<(), CommitError> {
         self.write(|tx, held| {
             admit_commit(tx, held)?;
             tx.prepare_cached(
@@ -252,7 +258,9 @@ impl From<WriteErr> for CommitError {
     fn from(e: WriteErr) -> Self {
         match e {
             WriteErr::Fault(f) => f.into(),
-            WriteErr::Lease(LeaseError::LeaseLost { held_by }) => CommitError::LeaseLost { held_by },
+            WriteErr::Lease(LeaseError::LeaseLost { held_by }) => {
+                CommitError::LeaseLost { held_by }
+            }
             WriteErr::Lease(other) => CommitError::Faulted {
                 reason: format!("lease: {other}"),
             },
@@ -340,7 +348,12 @@ pub(crate) fn check_identity(conn: &Connection) -> Result<i64, OpenError> {
 
 /// The admission transaction: refuse (rolling back, nothing written) or
 /// claim the lease.
-fn admit(conn: &mut Connection, owner: &Owner, ttl: Millis, clock: &Clock) -> Result<Admitted, OpenError> {
+fn admit(
+    conn: &mut Connection,
+    owner: &Owner,
+    ttl: Millis,
+    clock: &Clock,
+) -> Result<Admitted, OpenError> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(Fault::db("admission-begin"))?;
@@ -384,12 +397,9 @@ fn admit(conn: &mut Connection, owner: &Owner, ttl: Millis, clock: &Clock) -> Re
     }
     lease_rows::store(&tx, &prev, &d.next)?;
     tx.commit().map_err(Fault::db("admission-commit"))?;
-    let lease = d
-        .next
-        .holder
-        .ok_or_else(|| OpenError::Corrupt {
-            detail: "an acquired lease has no holder".to_owned(),
-        })?;
+    let lease = d.next.holder.ok_or_else(|| OpenError::Corrupt {
+        detail: "an acquired lease has no holder".to_owned(),
+    })?;
     Ok(Admitted { version, lease })
 }
 
@@ -397,9 +407,9 @@ fn admit(conn: &mut Connection, owner: &Owner, ttl: Millis, clock: &Clock) -> Re
 fn finish_open(conn: &mut Connection, held: &Held, mut version: i64) -> Result<(), OpenError> {
     let map = |e: WriteErr| match e {
         WriteErr::Fault(f) => OpenError::from(f),
-        WriteErr::Lease(LeaseError::LeaseLost { .. }) | WriteErr::Lease(_) | WriteErr::Commit(_) => {
-            OpenError::Lease(LeaseError::LeaseLost { held_by: None })
-        }
+        WriteErr::Lease(LeaseError::LeaseLost { .. })
+        | WriteErr::Lease(_)
+        | WriteErr::Commit(_) => OpenError::Lease(LeaseError::LeaseLost { held_by: None }),
     };
     if version == 0 {
         let tx = conn
@@ -424,7 +434,10 @@ fn finish_open(conn: &mut Connection, held: &Held, mut version: i64) -> Result<(
         tx.commit().map_err(Fault::db("ddl-commit"))?;
         version = STORAGE_VERSION;
     }
-    while let Some(step) = schema::MIGRATIONS.iter().find(|m| m.from_version == version) {
+    while let Some(step) = schema::MIGRATIONS
+        .iter()
+        .find(|m| m.from_version == version)
+    {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(Fault::db("migrate-begin"))?;
@@ -434,14 +447,21 @@ fn finish_open(conn: &mut Connection, held: &Held, mut version: i64) -> Result<(
         version = step.from_version + 1;
         tx.execute_batch(&format!("PRAGMA user_version = {version};"))
             .map_err(Fault::db("migrate"))?;
-        tx.execute("UPDATE session SET storage_version = ?1 WHERE singleton = 1", [version])
-            .map_err(Fault::db("migrate"))?;
+        tx.execute(
+            "UPDATE session SET storage_version = ?1 WHERE singleton = 1",
+            [version],
+        )
+        .map_err(Fault::db("migrate"))?;
         tx.commit().map_err(Fault::db("migrate-commit"))?;
     }
     config::set_journal_mode(conn, "wal")?;
     config::set_synchronous_full(conn)?;
     let stored: i64 = conn
-        .query_row("SELECT storage_version FROM session WHERE singleton = 1", [], |r| r.get(0))
+        .query_row(
+            "SELECT storage_version FROM session WHERE singleton = 1",
+            [],
+            |r| r.get(0),
+        )
         .map_err(Fault::db("read-session"))?;
     if stored != version {
         return Err(OpenError::Corrupt {
@@ -525,7 +545,9 @@ fn load_context(c: &Connection, fp: &Footprint) -> Result<CommitContext, Fault> 
             .map_err(Fault::db("load-ids"))?;
         for id in &fp.ids {
             let (entry, usage) = probe
-                .query_row([id.as_str()], |r| Ok((r.get::<_, bool>(0)?, r.get::<_, bool>(1)?)))
+                .query_row([id.as_str()], |r| {
+                    Ok((r.get::<_, bool>(0)?, r.get::<_, bool>(1)?))
+                })
                 .map_err(Fault::db("load-ids"))?;
             if entry {
                 ctx.ids.insert(id.clone(), RecordKind::Entry);
@@ -699,10 +721,12 @@ fn link_branch(c: &Connection, e: &Entry) -> Result<(i64, i64), Fault> {
             (seg, 0)
         }
     };
-    c.prepare_cached("INSERT INTO branch_entries (segment, pos, seq, kind) VALUES (?1, ?2, ?3, ?4)")
-        .map_err(Fault::db("branch-link"))?
-        .execute(params![segment, pos, seq_to_sql(e.seq), e.kind.as_str()])
-        .map_err(Fault::db("branch-link"))?;
+    c.prepare_cached(
+        "INSERT INTO branch_entries (segment, pos, seq, kind) VALUES (?1, ?2, ?3, ?4)",
+    )
+    .map_err(Fault::db("branch-link"))?
+    .execute(params![segment, pos, seq_to_sql(e.seq), e.kind.as_str()])
+    .map_err(Fault::db("branch-link"))?;
     Ok((segment, pos))
 }
 
@@ -782,7 +806,8 @@ const PAGE_SQL: &str = "SELECT branch_entries.pos, branch_entries.seq, branch_en
      ORDER BY branch_entries.pos DESC LIMIT ?3";
 const HOP_SQL: &str =
     "SELECT parent_segment, parent_pos FROM branch_meta WHERE branch_meta.segment = ?1";
-const FETCH_SQL: &str = "SELECT seq, id, parent, kind, payload, ts FROM entries WHERE entries.seq = ?1";
+const FETCH_SQL: &str =
+    "SELECT seq, id, parent, kind, payload, ts FROM entries WHERE entries.seq = ?1";
 
 /// The unfiltered walk from a leaf, as branch-index heads, a page at a time.
 struct BranchWalk<'c> {
@@ -830,11 +855,23 @@ impl<'c> BranchWalk<'c> {
         let Some((segment, upper)) = self.at else {
             return Ok(());
         };
-        let mut st = self.conn.prepare_cached(PAGE_SQL).map_err(Fault::db("branch-page"))?;
-        let rows = collect(&mut st, params![segment, upper, BRANCH_PAGE], "branch-page", |row| {
-            let t = "branch_entries";
-            Ok((codec::int(row, 0, t)?, codec::seq(row, 1, t)?, codec::kind(row, 2, t)?))
-        })?;
+        let mut st = self
+            .conn
+            .prepare_cached(PAGE_SQL)
+            .map_err(Fault::db("branch-page"))?;
+        let rows = collect(
+            &mut st,
+            params![segment, upper, BRANCH_PAGE],
+            "branch-page",
+            |row| {
+                let t = "branch_entries";
+                Ok((
+                    codec::int(row, 0, t)?,
+                    codec::seq(row, 1, t)?,
+                    codec::kind(row, 2, t)?,
+                ))
+            },
+        )?;
         let mut expect = upper;
         for (pos, seq, kind) in &rows {
             if *pos != expect {
@@ -923,9 +960,18 @@ fn fetch_entry(c: &Connection, h: BranchHead) -> Result<Entry, StorageError> {
         .optional()
         .map_err(Fault::db("branch-fetch"))?
         .transpose()?
-        .ok_or_else(|| Fault::Corrupt(format!("the branch index names seq {} which is no entry", h.seq)))?;
+        .ok_or_else(|| {
+            Fault::Corrupt(format!(
+                "the branch index names seq {} which is no entry",
+                h.seq
+            ))
+        })?;
     if e.kind != h.kind {
-        return Err(Fault::Corrupt(format!("entry {} disagrees with its branch-index kind", e.id)).into());
+        return Err(Fault::Corrupt(format!(
+            "entry {} disagrees with its branch-index kind",
+            e.id
+        ))
+        .into());
     }
     Ok(e)
 }
@@ -969,7 +1015,9 @@ impl Storage for SqliteStorage {
     ) -> Result<Option<Register>, StorageError> {
         self.read(|tx| {
             Ok(tx
-                .prepare_cached("SELECT value, seq FROM registers WHERE namespace = ?1 AND key = ?2")
+                .prepare_cached(
+                    "SELECT value, seq FROM registers WHERE namespace = ?1 AND key = ?2",
+                )
                 .map_err(Fault::db("get-register"))?
                 .query_row(params![namespace.as_str(), key.as_str()], |row| {
                     Ok((|| {

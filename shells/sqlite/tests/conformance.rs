@@ -14,7 +14,10 @@ custos_conformance::storage_suite!(sqlite, fresh);
 #[test]
 fn every_case_passes_through_the_table() {
     let table = custos_conformance::storage::storage_cases::<SqliteStorage>();
-    assert_eq!(table.len(), custos_conformance::storage::STORAGE_CASES.len());
+    assert_eq!(
+        table.len(),
+        custos_conformance::storage::STORAGE_CASES.len()
+    );
     let mut failed = Vec::new();
     for (name, case) in &table {
         if std::panic::catch_unwind(|| case(&fresh)).is_err() {
@@ -22,7 +25,11 @@ fn every_case_passes_through_the_table() {
         }
     }
     assert!(failed.is_empty(), "failed: {failed:?}");
-    println!("sqlite: {} of {} conformance cases pass", table.len(), table.len());
+    println!(
+        "sqlite: {} of {} conformance cases pass",
+        table.len(),
+        table.len()
+    );
 }
 
 /// The plan check really sees the SQLite plan (it is not vacuous).
@@ -35,7 +42,13 @@ fn branch_plan_is_exposed_and_uses_indexes() {
         .unwrap()
         .expect("sqlite exposes a plan");
     println!("{}", plan.join("\n"));
-    assert!(plan.iter().any(|l| l.contains("SEARCH branch_entries")), "{plan:?}");
-    assert!(plan.iter().any(|l| l.contains("SEARCH entries")), "{plan:?}");
+    assert!(
+        plan.iter().any(|l| l.contains("SEARCH branch_entries")),
+        "{plan:?}"
+    );
+    assert!(
+        plan.iter().any(|l| l.contains("SEARCH entries")),
+        "{plan:?}"
+    );
     custos_conformance::storage::check_branch_plan(&plan).unwrap();
 }

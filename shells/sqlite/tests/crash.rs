@@ -26,7 +26,9 @@ const ITERATIONS: usize = 24;
 /// Child mode: a no-op unless `CUSTOS_CRASH_CHILD` names a database.
 #[test]
 fn crash_child() {
-    let Ok(path) = std::env::var(CHILD_ENV) else { return };
+    let Ok(path) = std::env::var(CHILD_ENV) else {
+        return;
+    };
     let tag = std::env::var("CUSTOS_CRASH_TAG").unwrap();
     let cfg = Config::new(&path, Owner::new(format!("child-{tag}")).unwrap()).ttl(TTL_MS);
     let s = SqliteStorage::open(cfg).unwrap();
@@ -136,7 +138,10 @@ fn sigkilled_writer_loses_no_acknowledged_commit() {
         .unwrap_or_else(|e| panic!("iteration {i}: reopen failed: {e}"));
         let (_, fence) = s.lease_pair().unwrap();
         if let Some(cf) = child_fence {
-            assert!(fence > cf, "iteration {i}: fence {fence} not above the child's {cf}");
+            assert!(
+                fence > cf,
+                "iteration {i}: fence {fence} not above the child's {cf}"
+            );
         }
         assert!(fence > last_fence, "iteration {i}: fence did not increase");
         last_fence = fence;
@@ -147,14 +152,25 @@ fn sigkilled_writer_loses_no_acknowledged_commit() {
             .map(|e| e.seq)
             .collect();
         for seq in &all_acked {
-            assert!(stored.contains(seq), "iteration {i}: acknowledged seq {seq} lost");
+            assert!(
+                stored.contains(seq),
+                "iteration {i}: acknowledged seq {seq} lost"
+            );
         }
         let ledger = s.scan_usage(&UsageScan::all()).unwrap();
-        assert_eq!(Some(s.stats().unwrap()), Stats::of(ledger.iter()), "iteration {i}");
+        assert_eq!(
+            Some(s.stats().unwrap()),
+            Stats::of(ledger.iter()),
+            "iteration {i}"
+        );
         // The chain is intact end to end.
         if let Some(last) = s.scan_entry_heads(&EntryScan::all()).unwrap().last() {
             let walk = s.scan_branch(&branch_scan(last.id.clone())).unwrap();
-            assert_eq!(walk.len(), stored.len(), "iteration {i}: the chain is broken");
+            assert_eq!(
+                walk.len(),
+                stored.len(),
+                "iteration {i}: the chain is broken"
+            );
         }
         s.close().unwrap();
     }
@@ -164,5 +180,8 @@ fn sigkilled_writer_loses_no_acknowledged_commit() {
         all_acked.len(),
         started.elapsed().as_secs_f64()
     );
-    assert!(killed_with_acks >= ITERATIONS / 2, "the child rarely got to commit");
+    assert!(
+        killed_with_acks >= ITERATIONS / 2,
+        "the child rarely got to commit"
+    );
 }

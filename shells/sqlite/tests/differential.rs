@@ -129,11 +129,20 @@ fn step() -> impl Strategy<Value = Step> {
     (
         prop::collection::vec(expect(), 0..3),
         prop::collection::vec(w(), 0..5),
-        prop::option::weighted(0.15, prop_oneof![0..60u64, Just(u64::MAX - 2), Just(1u64 << 63)]),
+        prop::option::weighted(
+            0.15,
+            prop_oneof![0..60u64, Just(u64::MAX - 2), Just(1u64 << 63)],
+        ),
         0..1_000u64,
         prop::collection::vec(q(), 0..4),
     )
-        .prop_map(|(expect, writes, floor, ts, queries)| Step { expect, writes, floor, ts, queries })
+        .prop_map(|(expect, writes, floor, ts, queries)| Step {
+            expect,
+            writes,
+            floor,
+            ts,
+            queries,
+        })
 }
 
 fn build(step: &Step, oracle: &MemoryStorage) -> Commit {
@@ -142,12 +151,19 @@ fn build(step: &Step, oracle: &MemoryStorage) -> Commit {
     for e in &step.expect {
         let (n, k, s) = match e {
             Expect::Current(n, k) => {
-                let s = oracle.get_register(&ns(*n), &key(*k)).unwrap().map(|r| r.seq);
+                let s = oracle
+                    .get_register(&ns(*n), &key(*k))
+                    .unwrap()
+                    .map(|r| r.seq);
                 (*n, *k, s)
             }
             Expect::Fixed(n, k, s) => (*n, *k, *s),
         };
-        c.expectations.push(SeqExpectation { namespace: ns(n), key: key(k), expected: s });
+        c.expectations.push(SeqExpectation {
+            namespace: ns(n),
+            key: key(k),
+            expected: s,
+        });
     }
     for w in &step.writes {
         c.writes.push(match w {
@@ -173,7 +189,10 @@ fn build(step: &Step, oracle: &MemoryStorage) -> Commit {
                 key: key(*k),
                 value: Payload::new(b.clone()).unwrap(),
             },
-            W::Del(n, k) => Write::DeleteRegister { namespace: ns(*n), key: key(*k) },
+            W::Del(n, k) => Write::DeleteRegister {
+                namespace: ns(*n),
+                key: key(*k),
+            },
         });
     }
     c
@@ -181,7 +200,13 @@ fn build(step: &Step, oracle: &MemoryStorage) -> Commit {
 
 fn ask<S: Storage>(s: &S, q: &Q) -> String {
     match q {
-        Q::Branch { leaf, stops, kinds, cursor, limit } => {
+        Q::Branch {
+            leaf,
+            stops,
+            kinds,
+            cursor,
+            limit,
+        } => {
             let bs = BranchScan {
                 leaf: rid(*leaf),
                 stop_at_kinds: stops.iter().map(|k| kind(*k)).collect::<BTreeSet<_>>(),
@@ -192,18 +217,44 @@ fn ask<S: Storage>(s: &S, q: &Q) -> String {
             format!("{:?}", s.scan_branch(&bs))
         }
         Q::Entries(a, t, l) => {
-            format!("{:?}", s.scan_entries(&EntryScan { after: *a, through: *t, limit: *l }))
+            format!(
+                "{:?}",
+                s.scan_entries(&EntryScan {
+                    after: *a,
+                    through: *t,
+                    limit: *l
+                })
+            )
         }
         Q::Heads(a, t, l) => {
-            format!("{:?}", s.scan_entry_heads(&EntryScan { after: *a, through: *t, limit: *l }))
+            format!(
+                "{:?}",
+                s.scan_entry_heads(&EntryScan {
+                    after: *a,
+                    through: *t,
+                    limit: *l
+                })
+            )
         }
         Q::Usage(a, t, l) => {
-            format!("{:?}", s.scan_usage(&UsageScan { after: *a, through: *t, limit: *l }))
+            format!(
+                "{:?}",
+                s.scan_usage(&UsageScan {
+                    after: *a,
+                    through: *t,
+                    limit: *l
+                })
+            )
         }
-        Q::Get(ids) => format!("{:?}", s.get_entries(&ids.iter().map(|i| rid(*i)).collect::<Vec<_>>())),
+        Q::Get(ids) => format!(
+            "{:?}",
+            s.get_entries(&ids.iter().map(|i| rid(*i)).collect::<Vec<_>>())
+        ),
         Q::Reg(n, k) => format!("{:?}", s.get_register(&ns(*n), &key(*k))),
         Q::List(n, k) => {
-            let p = KEYS.get(*k).map_or_else(KeyPrefix::all, |p| KeyPrefix::new(*p).unwrap());
+            let p = KEYS
+                .get(*k)
+                .map_or_else(KeyPrefix::all, |p| KeyPrefix::new(*p).unwrap());
             format!("{:?}", s.list_registers(&ns(*n), &p))
         }
         Q::Stats => format!("{:?}", s.stats()),
@@ -218,16 +269,25 @@ fn everything<S: Storage>(s: &S) -> String {
         s.stats()
     );
     for n in 0..NSS.len() {
-        out.push_str(&format!("{:?}\n", s.list_registers(&ns(n), &KeyPrefix::all())));
+        out.push_str(&format!(
+            "{:?}\n",
+            s.list_registers(&ns(n), &KeyPrefix::all())
+        ));
     }
     for leaf in 0..IDS {
-        out.push_str(&format!("{:?}\n", s.scan_branch(&custos_core::storage::branch_scan(rid(leaf)))));
+        out.push_str(&format!(
+            "{:?}\n",
+            s.scan_branch(&custos_core::storage::branch_scan(rid(leaf)))
+        ));
     }
     out
 }
 
 fn cases() -> u32 {
-    std::env::var("DIFF_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256)
+    std::env::var("DIFF_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256)
 }
 
 fn run_case(steps: &[Step], counts: &mut (u64, u64, u64)) -> Result<(), TestCaseError> {

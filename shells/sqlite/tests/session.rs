@@ -29,7 +29,9 @@ fn clock() -> (Arc<AtomicU64>, Clock) {
 }
 
 fn cfg(path: &Path, who: &str, clock: &Clock) -> Config {
-    Config::new(path, owner(who)).ttl(1_000).clock(clock.clone())
+    Config::new(path, owner(who))
+        .ttl(1_000)
+        .clock(clock.clone())
 }
 
 fn hash(path: &Path) -> String {
@@ -55,19 +57,30 @@ fn open_uses_wal_and_sets_identity_pragmas() {
     let dir = tempfile::tempdir().unwrap();
     let (_t, c) = clock();
     let s = SqliteStorage::open(cfg(&db(&dir), "a", &c)).unwrap();
-    s.commit(&Commit::at(1).write(entry("r", None, b"x"))).unwrap();
+    s.commit(&Commit::at(1).write(entry("r", None, b"x")))
+        .unwrap();
     s.close().unwrap();
     let raw = rusqlite::Connection::open(db(&dir)).unwrap();
-    let mode: String = raw.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+    let mode: String = raw
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(mode, "wal");
-    let v: i64 = raw.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    let v: i64 = raw
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(v, custos_sqlite::schema::STORAGE_VERSION);
-    let app: i64 = raw.query_row("PRAGMA application_id", [], |r| r.get(0)).unwrap();
+    let app: i64 = raw
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(app, custos_sqlite::schema::APPLICATION_ID);
     // Close deleted its pair but kept the fence high-water mark.
-    let leases: i64 = raw.query_row("SELECT count(*) FROM writer_lease", [], |r| r.get(0)).unwrap();
+    let leases: i64 = raw
+        .query_row("SELECT count(*) FROM writer_lease", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(leases, 0);
-    let high: i64 = raw.query_row("SELECT high_water FROM lease_fence", [], |r| r.get(0)).unwrap();
+    let high: i64 = raw
+        .query_row("SELECT high_water FROM lease_fence", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(high, 1);
 }
 
@@ -76,16 +89,24 @@ fn newer_version_is_refused_with_the_file_byte_untouched() {
     let dir = tempfile::tempdir().unwrap();
     let (_t, c) = clock();
     let s = SqliteStorage::open(cfg(&db(&dir), "a", &c)).unwrap();
-    s.commit(&Commit::at(1).write(entry("r", None, b"x"))).unwrap();
+    s.commit(&Commit::at(1).write(entry("r", None, b"x")))
+        .unwrap();
     s.close().unwrap();
     drop(s);
     {
         let raw = rusqlite::Connection::open(db(&dir)).unwrap();
-        raw.execute_batch("PRAGMA journal_mode = DELETE; PRAGMA user_version = 7;").unwrap();
+        raw.execute_batch("PRAGMA journal_mode = DELETE; PRAGMA user_version = 7;")
+            .unwrap();
     }
     let before = hash(&db(&dir));
     let err = SqliteStorage::open(cfg(&db(&dir), "b", &c)).unwrap_err();
-    assert_eq!(err, OpenError::UnsupportedVersion { found: 7, supported: 1 });
+    assert_eq!(
+        err,
+        OpenError::UnsupportedVersion {
+            found: 7,
+            supported: 1
+        }
+    );
     assert_eq!(hash(&db(&dir)), before, "a refused open wrote to the file");
     assert!(!dir.path().join("session.db-wal").exists());
 }
@@ -95,7 +116,8 @@ fn foreign_database_is_refused_untouched() {
     let dir = tempfile::tempdir().unwrap();
     {
         let raw = rusqlite::Connection::open(db(&dir)).unwrap();
-        raw.execute_batch("CREATE TABLE other (x); INSERT INTO other VALUES (1);").unwrap();
+        raw.execute_batch("CREATE TABLE other (x); INSERT INTO other VALUES (1);")
+            .unwrap();
     }
     let before = hash(&db(&dir));
     let (_t, c) = clock();
@@ -109,7 +131,8 @@ fn held_lease_is_refused_with_the_file_byte_untouched() {
     let dir = tempfile::tempdir().unwrap();
     let (t, c) = clock();
     let a = SqliteStorage::open(cfg(&db(&dir), "a", &c)).unwrap();
-    a.commit(&Commit::at(1).write(entry("r", None, b"x"))).unwrap();
+    a.commit(&Commit::at(1).write(entry("r", None, b"x")))
+        .unwrap();
     let before = hash(&db(&dir));
     let wal_before = std::fs::read(dir.path().join("session.db-wal")).unwrap();
     t.fetch_add(999, Ordering::SeqCst); // still inside a's lease
@@ -121,9 +144,13 @@ fn held_lease_is_refused_with_the_file_byte_untouched() {
         other => panic!("{other}"),
     }
     assert_eq!(hash(&db(&dir)), before, "a refused open wrote to the file");
-    assert_eq!(std::fs::read(dir.path().join("session.db-wal")).unwrap(), wal_before);
+    assert_eq!(
+        std::fs::read(dir.path().join("session.db-wal")).unwrap(),
+        wal_before
+    );
     // a's lease was not disturbed.
-    a.commit(&Commit::at(2).write(entry("s", Some("r"), b"y"))).unwrap();
+    a.commit(&Commit::at(2).write(entry("s", Some("r"), b"y")))
+        .unwrap();
 }
 
 #[test]
@@ -131,17 +158,29 @@ fn expired_lease_is_stolen_and_the_old_writer_gets_lease_lost() {
     let dir = tempfile::tempdir().unwrap();
     let (t, c) = clock();
     let a = SqliteStorage::open(cfg(&db(&dir), "a", &c)).unwrap();
-    a.commit(&Commit::at(1).write(entry("r", None, b"x"))).unwrap();
+    a.commit(&Commit::at(1).write(entry("r", None, b"x")))
+        .unwrap();
     t.fetch_add(1_000, Ordering::SeqCst); // a's lease expires
     let b = SqliteStorage::open(cfg(&db(&dir), "b", &c)).unwrap();
     assert_eq!(b.lease_pair().unwrap(), (owner("b"), 2));
-    let err = a.commit(&Commit::at(2).write(entry("lost", Some("r"), b"z"))).unwrap_err();
-    assert_eq!(err, CommitError::LeaseLost { held_by: Some(owner("b")) });
+    let err = a
+        .commit(&Commit::at(2).write(entry("lost", Some("r"), b"z")))
+        .unwrap_err();
+    assert_eq!(
+        err,
+        CommitError::LeaseLost {
+            held_by: Some(owner("b"))
+        }
+    );
     // Nothing applied.
-    assert_eq!(b.get_entries(&[RecordId::new("lost").unwrap()]).unwrap(), vec![None]);
+    assert_eq!(
+        b.get_entries(&[RecordId::new("lost").unwrap()]).unwrap(),
+        vec![None]
+    );
     // a's close deletes only its own pair: b keeps committing.
     a.close().unwrap();
-    b.commit(&Commit::at(3).write(entry("s", Some("r"), b"y"))).unwrap();
+    b.commit(&Commit::at(3).write(entry("s", Some("r"), b"y")))
+        .unwrap();
     assert_eq!(a.stats(), Err(StorageError::HandleClosed));
     assert_eq!(a.commit(&Commit::at(4)).unwrap_err().reason(), "Faulted");
     b.close().unwrap();
@@ -159,8 +198,11 @@ fn a_lease_left_to_expire_refuses_commits_until_reopen() {
     a.commit(&Commit::at(1)).unwrap();
     t.fetch_add(5_000, Ordering::SeqCst);
     assert_eq!(
-        a.commit(&Commit::at(1).write(entry("r", None, b"x"))).unwrap_err(),
-        CommitError::LeaseLost { held_by: Some(owner("a")) }
+        a.commit(&Commit::at(1).write(entry("r", None, b"x")))
+            .unwrap_err(),
+        CommitError::LeaseLost {
+            held_by: Some(owner("a"))
+        }
     );
 }
 
@@ -186,12 +228,17 @@ fn concurrent_opens_of_a_fresh_path_write_one_session_row() {
         assert_eq!(winners, 1, "round {round}: {results:?}");
         for r in &results {
             if let Err(e) = r {
-                assert!(matches!(e, OpenError::LeaseHeld { .. }), "round {round}: {e}");
+                assert!(
+                    matches!(e, OpenError::LeaseHeld { .. }),
+                    "round {round}: {e}"
+                );
             }
         }
         drop(results);
         let raw = rusqlite::Connection::open(&path).unwrap();
-        let rows: i64 = raw.query_row("SELECT count(*) FROM session", [], |r| r.get(0)).unwrap();
+        let rows: i64 = raw
+            .query_row("SELECT count(*) FROM session", [], |r| r.get(0))
+            .unwrap();
         assert_eq!(rows, 1);
     }
 }
@@ -201,7 +248,8 @@ fn an_undecodable_row_is_a_typed_error_never_a_default() {
     let dir = tempfile::tempdir().unwrap();
     let (_t, c) = clock();
     let s = SqliteStorage::open(cfg(&db(&dir), "a", &c)).unwrap();
-    s.commit(&Commit::at(1).write(entry("r", None, b"x"))).unwrap();
+    s.commit(&Commit::at(1).write(entry("r", None, b"x")))
+        .unwrap();
     {
         let raw = rusqlite::Connection::open(db(&dir)).unwrap();
         raw.execute_batch(
@@ -213,7 +261,9 @@ fn an_undecodable_row_is_a_typed_error_never_a_default() {
     }
     let err = s.scan_entries(&EntryScan::all()).unwrap_err();
     assert_eq!(err.reason(), "Corrupt", "{err}");
-    let err = s.scan_branch(&branch_scan(RecordId::new("r").unwrap())).unwrap_err();
+    let err = s
+        .scan_branch(&branch_scan(RecordId::new("r").unwrap()))
+        .unwrap_err();
     assert_eq!(err.reason(), "Corrupt", "{err}");
 }
 
@@ -222,9 +272,12 @@ fn write_once_tables_refuse_updates_at_the_sql_level() {
     let dir = tempfile::tempdir().unwrap();
     let (_t, c) = clock();
     let s = SqliteStorage::open(cfg(&db(&dir), "a", &c)).unwrap();
-    s.commit(&Commit::at(1).write(entry("r", None, b"x"))).unwrap();
+    s.commit(&Commit::at(1).write(entry("r", None, b"x")))
+        .unwrap();
     let raw = rusqlite::Connection::open(db(&dir)).unwrap();
-    assert!(raw.execute("UPDATE entries SET payload = x'01'", []).is_err());
+    assert!(raw
+        .execute("UPDATE entries SET payload = x'01'", [])
+        .is_err());
     assert!(raw.execute("DELETE FROM entries", []).is_err());
 }
 
@@ -233,7 +286,9 @@ fn write_once_tables_refuse_updates_at_the_sql_level() {
 const SECRET: &str = "hunter2-SECRET-needle";
 
 fn redact(bytes: &[u8]) -> Vec<u8> {
-    String::from_utf8_lossy(bytes).replace(SECRET, "[redacted]").into_bytes()
+    String::from_utf8_lossy(bytes)
+        .replace(SECRET, "[redacted]")
+        .into_bytes()
 }
 
 fn files_with_prefix(dir: &Path, name: &str) -> Vec<PathBuf> {
@@ -262,13 +317,17 @@ fn secret_store(path: &Path, c: &Clock) {
             })
             .write(Write::InsertUsage {
                 id: RecordId::new("u").unwrap(),
-                figures: UsageFigures { input_tokens: 5, ..UsageFigures::default() },
+                figures: UsageFigures {
+                    input_tokens: 5,
+                    ..UsageFigures::default()
+                },
                 details: Payload::new(format!("details {SECRET}").into_bytes()).unwrap(),
             }),
     )
     .unwrap();
     for i in 0..50 {
-        s.commit(&Commit::at(2).write(entry(&format!("e{i}"), Some("b"), b"filler"))).unwrap();
+        s.commit(&Commit::at(2).write(entry(&format!("e{i}"), Some("b"), b"filler")))
+            .unwrap();
     }
     s.close().unwrap();
 }
@@ -279,14 +338,21 @@ fn rewrite_erases_a_secret_from_every_byte_of_the_file_and_its_siblings() {
     let path = db(&dir);
     let (t, c) = clock();
     secret_store(&path, &c);
-    let offline = Offline { lease_ttl_ms: 1_000, now: c.clone(), ..Offline::default() };
+    let offline = Offline {
+        lease_ttl_ms: 1_000,
+        now: c.clone(),
+        ..Offline::default()
+    };
     assert_eq!(generation(&path).unwrap(), 0);
     let any_secret = |dir: &Path| {
         files_with_prefix(dir, "session.db")
             .into_iter()
             .any(|p| contains(&std::fs::read(p).unwrap(), SECRET.as_bytes()))
     };
-    assert!(any_secret(dir.path()), "the fixture must contain the secret");
+    assert!(
+        any_secret(dir.path()),
+        "the fixture must contain the secret"
+    );
 
     let report = rewrite_into(
         &path,
@@ -306,15 +372,24 @@ fn rewrite_erases_a_secret_from_every_byte_of_the_file_and_its_siblings() {
     let files = files_with_prefix(dir.path(), "session.db");
     for f in &files {
         let bytes = std::fs::read(f).unwrap();
-        assert!(!contains(&bytes, SECRET.as_bytes()), "{} still holds the secret", f.display());
+        assert!(
+            !contains(&bytes, SECRET.as_bytes()),
+            "{} still holds the secret",
+            f.display()
+        );
     }
-    println!("raw-bytes check: secret absent from {} file(s): {files:?}", files.len());
+    println!(
+        "raw-bytes check: secret absent from {} file(s): {files:?}",
+        files.len()
+    );
 
     // The store reopens (new owner, fence above every earlier one) and reads the rewrite.
     t.fetch_add(10, Ordering::SeqCst);
     let s = SqliteStorage::open(cfg(&path, "b", &c)).unwrap();
     assert!(s.lease_pair().unwrap().1 >= 3);
-    let e = s.get_entries(&[RecordId::new("r").unwrap()]).unwrap()[0].clone().unwrap();
+    let e = s.get_entries(&[RecordId::new("r").unwrap()]).unwrap()[0]
+        .clone()
+        .unwrap();
     assert_eq!(e.payload.as_bytes(), b"hello [redacted]");
     assert_eq!(s.stats().unwrap().totals.input_tokens, 5);
     let path_ids: Vec<_> = s
@@ -324,7 +399,12 @@ fn rewrite_erases_a_secret_from_every_byte_of_the_file_and_its_siblings() {
         .map(|e| e.id.to_string())
         .collect();
     assert_eq!(path_ids, ["e49", "b", "r"]);
-    assert_eq!(s.scan_usage(&UsageScan::all()).unwrap()[0].details.as_bytes(), b"details [redacted]");
+    assert_eq!(
+        s.scan_usage(&UsageScan::all()).unwrap()[0]
+            .details
+            .as_bytes(),
+        b"details [redacted]"
+    );
     // After reopening, the file still holds no secret (no WAL replay resurrected it).
     s.close().unwrap();
     assert!(!any_secret(dir.path()));
@@ -336,10 +416,17 @@ fn rewrite_is_refused_under_a_live_lease_and_aborts_on_a_moved_entry() {
     let path = db(&dir);
     let (t, c) = clock();
     secret_store(&path, &c);
-    let offline = Offline { lease_ttl_ms: 1_000, now: c.clone(), ..Offline::default() };
+    let offline = Offline {
+        lease_ttl_ms: 1_000,
+        now: c.clone(),
+        ..Offline::default()
+    };
     let s = SqliteStorage::open(cfg(&path, "a", &c)).unwrap();
     let err = rewrite_into(&path, &offline, Ok, Ok).unwrap_err();
-    assert!(matches!(err, RewriteError::RewriteLeaseHeld { .. }), "{err}");
+    assert!(
+        matches!(err, RewriteError::RewriteLeaseHeld { .. }),
+        "{err}"
+    );
     s.close().unwrap();
     drop(s);
 
@@ -363,7 +450,10 @@ fn rewrite_is_refused_under_a_live_lease_and_aborts_on_a_moved_entry() {
     s.close().unwrap();
     drop(s);
     t.fetch_add(1, Ordering::SeqCst);
-    assert!(matches!(generation(&dir.path().join("nope.db")), Err(RewriteError::Missing(_))));
+    assert!(matches!(
+        generation(&dir.path().join("nope.db")),
+        Err(RewriteError::Missing(_))
+    ));
     assert!(!dir.path().join("nope.db").exists());
 }
 
@@ -373,7 +463,11 @@ fn export_returns_the_copy_digest_and_keeps_the_claim_until_released() {
     let path = db(&dir);
     let (_t, c) = clock();
     secret_store(&path, &c);
-    let offline = Offline { lease_ttl_ms: 1_000, now: c.clone(), ..Offline::default() };
+    let offline = Offline {
+        lease_ttl_ms: 1_000,
+        now: c.clone(),
+        ..Offline::default()
+    };
     let to = dir.path().join("export.db");
     let mover = owner("move:op1");
     let digest = export_closed(&path, &to, &mover, &offline).unwrap();
@@ -384,12 +478,24 @@ fn export_returns_the_copy_digest_and_keeps_the_claim_until_released() {
     assert_eq!(copy.stats().unwrap().usage_rows, 1);
     copy.close().unwrap();
     let err = SqliteStorage::open(cfg(&path, "b", &c)).unwrap_err();
-    assert!(matches!(err, OpenError::LeaseHeld { ref holder, .. } if *holder == mover), "{err}");
+    assert!(
+        matches!(err, OpenError::LeaseHeld { ref holder, .. } if *holder == mover),
+        "{err}"
+    );
     // The same owner may re-cut; another owner may not; release frees the file.
     let to2 = dir.path().join("export2.db");
     export_closed(&path, &to2, &mover, &offline).unwrap();
-    let err = export_closed(&path, &dir.path().join("e3.db"), &owner("move:op2"), &offline).unwrap_err();
-    assert!(matches!(err, RewriteError::RewriteLeaseHeld { .. }), "{err}");
+    let err = export_closed(
+        &path,
+        &dir.path().join("e3.db"),
+        &owner("move:op2"),
+        &offline,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, RewriteError::RewriteLeaseHeld { .. }),
+        "{err}"
+    );
     assert!(!release_export(&path, &owner("move:op2"), &offline).unwrap());
     assert!(release_export(&path, &mover, &offline).unwrap());
     let s = SqliteStorage::open(cfg(&path, "b", &c)).unwrap();
