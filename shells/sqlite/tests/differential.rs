@@ -1,7 +1,7 @@
 //! Differential test: random commit sequences and queries through
 //! `MemoryStorage` (the oracle) and `SqliteStorage` must answer identically.
 //!
-//! Cases: `DIFF_CASES` (default 256), each up to 24 steps; every step is a
+//! Cases: `DIFF_CASES` (default 192), each up to 24 steps; every step is a
 //! commit followed by a batch of random queries, and the whole observable
 //! state is compared at the end of each case.
 
@@ -287,7 +287,7 @@ fn cases() -> u32 {
     std::env::var("DIFF_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(256)
+        .unwrap_or(192)
 }
 
 fn run_case(steps: &[Step], counts: &mut (u64, u64, u64)) -> Result<(), TestCaseError> {
