@@ -23,8 +23,11 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use stateright::{Checker, Expectation, HasDiscoveries, Model};
 
+pub mod custody;
 pub mod fence;
 pub mod lease;
+pub mod ledger;
+pub mod migration;
 
 /// Which bound to check a model to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -137,7 +140,13 @@ pub trait Registered: Send + Sync {
 
 /// Every registered model, in the order `custos check` prints them.
 pub fn registry() -> Vec<Box<dyn Registered>> {
-    vec![Box::new(lease::Registration), Box::new(fence::Registration)]
+    vec![
+        Box::new(lease::Registration),
+        Box::new(fence::Registration),
+        Box::new(custody::Registration),
+        Box::new(ledger::Registration),
+        Box::new(migration::Registration),
+    ]
 }
 
 /// Checks `real` exhaustively and every mutant until its first `always`
@@ -157,9 +166,54 @@ where
 {
     let properties = real.properties();
     let started = Instant::now();
-    let checker = real.checker().threads(threads.max(1)).spawn_bfs().join();
+    // Breadth-first at the CI bound; depth-first at the deep bound, where a
+    // breadth-first frontier of full states would not fit in memory (the
+    // visited set holds only fingerprints).
+    let run = match bound {
+        Bound::Ci => summarize(
+            real.checker().threads(threads.max(1)).spawn_bfs().join(),
+            &properties,
+        ),
+        Bound::Deep => summarize(
+            real.checker().threads(threads.max(1)).spawn_dfs().join(),
+            &properties,
+        ),
+    };
     let seconds = started.elapsed().as_secs_f64();
-    let exhaustive = checker.is_done();
+    let mutant_reports = mutants
+        .into_iter()
+        .map(|(mutant, model)| check_mutant(mutant, model))
+        .collect();
+    ModelReport {
+        model: name.to_string(),
+        bound,
+        bound_detail,
+        states: run.states,
+        unique_states: run.unique_states,
+        max_depth: run.max_depth,
+        seconds,
+        exhaustive: run.exhaustive,
+        properties: run.properties,
+        mutants: mutant_reports,
+    }
+}
+
+/// What one finished search of the real model found.
+struct Run {
+    states: usize,
+    unique_states: usize,
+    max_depth: usize,
+    exhaustive: bool,
+    properties: Vec<PropertyReport>,
+}
+
+fn summarize<M, C>(checker: C, properties: &[stateright::Property<M>]) -> Run
+where
+    M: Model,
+    M::State: Clone + PartialEq,
+    M::Action: Clone + PartialEq,
+    C: Checker<M>,
+{
     let reports = properties
         .iter()
         .map(|p| {
@@ -180,21 +234,12 @@ where
             }
         })
         .collect();
-    let mutant_reports = mutants
-        .into_iter()
-        .map(|(mutant, model)| check_mutant(mutant, model))
-        .collect();
-    ModelReport {
-        model: name.to_string(),
-        bound,
-        bound_detail,
+    Run {
         states: checker.state_count(),
         unique_states: checker.unique_state_count(),
         max_depth: checker.max_depth(),
-        seconds,
-        exhaustive,
+        exhaustive: checker.is_done(),
         properties: reports,
-        mutants: mutant_reports,
     }
 }
 
