@@ -24,6 +24,7 @@ use serde::Serialize;
 use stateright::{Checker, Expectation, HasDiscoveries, Model};
 
 pub mod custody;
+pub mod custody;
 pub mod fence;
 pub mod lease;
 pub mod ledger;
@@ -143,6 +144,7 @@ pub fn registry() -> Vec<Box<dyn Registered>> {
     vec![
         Box::new(lease::Registration),
         Box::new(fence::Registration),
+        Box::new(custody::Registration),
         Box::new(custody::Registration),
         Box::new(ledger::Registration),
         Box::new(migration::Registration),

@@ -59,3 +59,8 @@ fn registry_names_are_unique() {
     sorted.dedup();
     assert_eq!(names.len(), sorted.len());
 }
+
+#[test]
+fn custody_model_holds_and_kills_every_mutant() {
+    check("custody");
+}
