@@ -13,6 +13,8 @@
 //! names every case and [`storage::storage_cases`] returns them as a runtime
 //! table (for `custos conformance`, which prints pass/fail per case).
 
+pub mod catalogue;
+pub mod custody;
 pub mod storage;
 
 /// Emits `mod $name { #[test] fn <case>() … }`: one test per storage

@@ -1,0 +1,855 @@
+//! The catalogue conformance suite: one public generic function per
+//! behaviour of the [`Catalogue`] port (registrations, the name grammars,
+//! the workspace split, visibility, display names, subtitles, recent
+//! folders, the revision, deletion marks and delegates). Custody has its own
+//! suite ([`crate::custody`]).
+//!
+//! Cases panic (via `assert!`) on a violation: they are test bodies.
+
+#![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
+
+use custos_core::catalogue::{
+    Catalogue, CatalogueError, Claim, Creation, Deletion, InitState, Outcome, Registration,
+    Request, Visibility, RECENT_FOLDER_LIMIT,
+};
+
+// ------------------------------------------------------------------ helpers
+
+/// Applies a request, requiring success.
+pub fn ok<C: Catalogue>(c: &C, req: Request) -> Outcome {
+    match c.apply(&req) {
+        Ok(o) => o,
+        Err(e) => panic!("{req:?} refused: {e}"),
+    }
+}
+
+/// Applies a request, requiring a refusal with `reason`; checks that the
+/// refusal moved nothing (revision).
+pub fn refused<C: Catalogue>(c: &C, req: Request, reason: &str) -> CatalogueError {
+    let before = c.revision().unwrap();
+    match c.apply(&req) {
+        Ok(o) => panic!("{req:?} accepted ({o:?}); expected {reason}"),
+        Err(e) => {
+            assert_eq!(e.reason(), reason, "{req:?}: {e}");
+            assert_eq!(
+                c.revision().unwrap(),
+                before,
+                "a refusal moved the revision"
+            );
+            e
+        }
+    }
+}
+
+/// A local creation in workspace `/w`.
+pub fn local(key: &str) -> Creation {
+    Creation::local(key, &format!("name {key}"), "/w")
+}
+
+/// A registered creation on executor `exec-1`, workspace `proj`.
+pub fn on_executor(key: &str) -> Creation {
+    Creation {
+        executor: Some("exec-1".into()),
+        workspace: "proj".into(),
+        ..local(key)
+    }
+}
+
+/// A pooled creation in pool `pool-1`, workspace `proj`.
+pub fn pooled(key: &str) -> Creation {
+    Creation {
+        pool: Some("pool-1".into()),
+        workspace: "proj".into(),
+        ..local(key)
+    }
+}
+
+/// Reserves `id` with `creation`.
+pub fn reserve<C: Catalogue>(c: &C, id: &str, creation: Creation) -> Registration {
+    match ok(
+        c,
+        Request::Reserve {
+            session_id: id.into(),
+            creation,
+            now: 1_000,
+        },
+    ) {
+        Outcome::Reserved { registration, .. } => registration,
+        other => panic!("reserve answered {other:?}"),
+    }
+}
+
+fn changed(o: &Outcome) -> bool {
+    match o {
+        Outcome::Done { changed }
+        | Outcome::Subtitle { changed, .. }
+        | Outcome::Custody { changed, .. } => *changed,
+        other => panic!("no change flag in {other:?}"),
+    }
+}
+
+fn rename(id: &str, name: &str) -> Request {
+    Request::Rename {
+        session_id: id.into(),
+        name: name.into(),
+    }
+}
+
+fn claim(spawner: &str, parent: &str, id: &str, now: u64, limit: u32) -> Request {
+    Request::ClaimDelegate {
+        spawner: spawner.into(),
+        parent_session: parent.into(),
+        session_id: id.into(),
+        now,
+        limit,
+    }
+}
+
+// ------------------------------------------------------------------ cases
+
+/// A fresh catalogue holds nothing at revision 0.
+pub fn fresh_catalogue_is_empty<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    assert_eq!(c.revision().unwrap(), 0);
+    assert!(c
+        .page(Visibility::Active, None, 100)
+        .unwrap()
+        .registrations
+        .is_empty());
+    assert!(c
+        .page(Visibility::Archived, None, 100)
+        .unwrap()
+        .registrations
+        .is_empty());
+    assert!(c.recent_folders().unwrap().is_empty());
+    assert!(c.moving().unwrap().is_empty());
+    assert!(c.deleting().unwrap().is_empty());
+    assert_eq!(c.get("s1").unwrap(), None);
+    assert_eq!(c.by_request_key("k1").unwrap(), None);
+}
+
+/// `reserve` creates a `Reserved`, active registration and moves the revision.
+pub fn reserve_creates_a_reserved_registration<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    let r = reserve(&c, "s1", local("k1"));
+    assert_eq!(r.session_id, "s1");
+    assert_eq!(r.state, InitState::Reserved);
+    assert_eq!(r.visibility, Visibility::Active);
+    assert_eq!(r.created_at_ms, 1_000);
+    assert_eq!(r.creation, local("k1"));
+    assert_eq!(c.revision().unwrap(), 1);
+    assert_eq!(c.get("s1").unwrap(), Some(r.clone()));
+    assert_eq!(c.by_request_key("k1").unwrap(), Some(r));
+}
+
+/// A retry with the same creation key answers the original registration —
+/// its id and timestamp, not the retry's — and writes nothing.
+pub fn reserve_retry_answers_the_original<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    let first = reserve(&c, "s1", local("k1"));
+    let out = ok(
+        &c,
+        Request::Reserve {
+            session_id: "s2".into(),
+            creation: local("k1"),
+            now: 9_999,
+        },
+    );
+    assert_eq!(
+        out,
+        Outcome::Reserved {
+            registration: first,
+            created: false
+        }
+    );
+    assert_eq!(c.revision().unwrap(), 1);
+    assert_eq!(c.get("s2").unwrap(), None);
+}
+
+/// A retry that differs in name, workspace, profile, model, executor or pool
+/// is `Conflict`.
+pub fn reserve_retry_that_differs_conflicts<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    reserve(&c, "s1", local("k1"));
+    let variants = [
+        Creation {
+            name: "other".into(),
+            ..local("k1")
+        },
+        Creation {
+            workspace: "/other".into(),
+            ..local("k1")
+        },
+        Creation {
+            profile: Some("fast".into()),
+            ..local("k1")
+        },
+        Creation {
+            model: Some("gpt".into()),
+            ..local("k1")
+        },
+        Creation {
+            executor: Some("exec-1".into()),
+            workspace: "w".into(),
+            ..local("k1")
+        },
+        Creation {
+            pool: Some("pool-1".into()),
+            workspace: "w".into(),
+            ..local("k1")
+        },
+    ];
+    for creation in variants {
+        refused(
+            &c,
+            Request::Reserve {
+                session_id: "s2".into(),
+                creation,
+                now: 2,
+            },
+            "Conflict",
+        );
+    }
+}
+
+/// A new creation key with a session id already taken is `Conflict`.
+pub fn reserve_with_a_taken_session_id_conflicts<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    reserve(&c, "s1", local("k1"));
+    refused(
+        &c,
+        Request::Reserve {
+            session_id: "s1".into(),
+            creation: local("k2"),
+            now: 2,
+        },
+        "Conflict",
+    );
+}
+
+/// A pooled registration's retry compares the pool, not the executor
+/// seeded after its first attach; the executor is seeded once.
+pub fn pooled_retry_compares_the_pool_not_the_executor<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    reserve(&c, "s1", pooled("k1"));
+    let seed = |e: &str| Request::SeedExecutor {
+        session_id: "s1".into(),
+        executor: e.into(),
+    };
+    assert!(changed(&ok(&c, seed("exec-2"))));
+    assert!(!changed(&ok(&c, seed("exec-2"))));
+    refused(&c, seed("exec-3"), "Conflict");
+    refused(&c, seed("Bad"), "Invalid");
+    let r = reserve(&c, "s9", pooled("k1"));
+    assert_eq!(r.session_id, "s1");
+    assert_eq!(r.creation.executor.as_deref(), Some("exec-2"));
+    // A local session has no executor to seed.
+    reserve(&c, "s2", local("k2"));
+    refused(
+        &c,
+        Request::SeedExecutor {
+            session_id: "s2".into(),
+            executor: "exec-1".into(),
+        },
+        "Conflict",
+    );
+}
+
+/// Every name grammar refuses with `Invalid`, before anything is written.
+pub fn name_grammars_refuse_invalid<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    let bad = [
+        Creation {
+            profile: Some("Fast".into()),
+            ..local("k1")
+        },
+        Creation {
+            profile: Some("a".repeat(33)),
+            ..local("k1")
+        },
+        Creation {
+            model: Some("m".repeat(65)),
+            ..local("k1")
+        },
+        Creation {
+            model: Some(String::new()),
+            ..local("k1")
+        },
+        Creation {
+            executor: Some("9exec".into()),
+            ..on_executor("k1")
+        },
+        Creation {
+            pool: Some("pool one".into()),
+            ..pooled("k1")
+        },
+        Creation {
+            creation_key: String::new(),
+            ..local("k1")
+        },
+        Creation {
+            name: "  ".into(),
+            ..local("k1")
+        },
+    ];
+    for creation in bad {
+        refused(
+            &c,
+            Request::Reserve {
+                session_id: "s1".into(),
+                creation,
+                now: 1,
+            },
+            "Invalid",
+        );
+    }
+    refused(
+        &c,
+        Request::Reserve {
+            session_id: "bad id/".into(),
+            creation: local("k1"),
+            now: 1,
+        },
+        "Invalid",
+    );
+    assert_eq!(c.get("s1").unwrap(), None);
+}
+
+/// A local workspace is an absolute path; a registered (executor or pooled)
+/// one is a name (no `/`, no NUL, 1..=128 bytes). The two cannot overlap.
+pub fn workspace_split_local_and_registered<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    for creation in [
+        Creation::local("k1", "n", "relative"),
+        Creation {
+            workspace: "/abs".into(),
+            ..on_executor("k1")
+        },
+        Creation {
+            workspace: "a".repeat(129),
+            ..on_executor("k1")
+        },
+        Creation {
+            workspace: "/abs".into(),
+            ..pooled("k1")
+        },
+    ] {
+        refused(
+            &c,
+            Request::Reserve {
+                session_id: "s1".into(),
+                creation,
+                now: 1,
+            },
+            "Invalid",
+        );
+    }
+    assert_eq!(
+        reserve(&c, "s1", on_executor("k1")).creation.workspace,
+        "proj"
+    );
+    assert_eq!(reserve(&c, "s2", local("k2")).creation.workspace, "/w");
+}
+
+/// A workspace default names a local session of that workspace; a
+/// registered session is `Conflict`; an unchanged default writes nothing.
+pub fn workspace_default_rules<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    reserve(&c, "s1", local("k1"));
+    reserve(&c, "s2", on_executor("k2"));
+    reserve(&c, "s3", Creation::local("k3", "n", "/elsewhere"));
+    let set = |ws: &str, id: &str| Request::SetWorkspaceDefault {
+        workspace: ws.into(),
+        session_id: id.into(),
+    };
+    assert_eq!(c.workspace_default("/w").unwrap(), None);
+    assert!(changed(&ok(&c, set("/w", "s1"))));
+    let rev = c.revision().unwrap();
+    assert!(!changed(&ok(&c, set("/w", "s1"))));
+    assert_eq!(c.revision().unwrap(), rev);
+    assert_eq!(c.workspace_default("/w").unwrap().as_deref(), Some("s1"));
+    refused(&c, set("proj", "s2"), "Conflict");
+    refused(&c, set("/w", "s3"), "Conflict");
+    refused(&c, set("/w", "nope"), "NotFound");
+}
+
+/// Archiving moves a session from active pages to archived pages, clears a
+/// workspace default naming it, and moves the revision; restoring keeps its
+/// creation key, name and subtitle but not the default.
+pub fn archive_and_restore<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    reserve(&c, "s1", local("k1"));
+    reserve(&c, "s2", local("k2"));
+    ok(
+        &c,
+        Request::SetWorkspaceDefault {
+            workspace: "/w".into(),
+            session_id: "s1".into(),
+        },
+    );
+    let vis = |v| Request::SetVisibility {
+        session_id: "s1".into(),
+        visibility: v,
+    };
+    let rev = c.revision().unwrap();
+    assert!(changed(&ok(&c, vis(Visibility::Archived))));
+    assert_eq!(c.revision().unwrap(), rev + 1);
+    assert!(!changed(&ok(&c, vis(Visibility::Archived))));
+    assert_eq!(c.revision().unwrap(), rev + 1);
+    let active = c.page(Visibility::Active, None, 1).unwrap();
+    assert_eq!(active.registrations.len(), 1);
+    assert_eq!(active.registrations[0].session_id, "s2");
+    assert!(!active.more, "archived rows are excluded before the limit");
+    let archived = c.page(Visibility::Archived, None, 10).unwrap();
+    assert_eq!(archived.registrations[0].session_id, "s1");
+    assert_eq!(archived.revision, c.revision().unwrap());
+    assert_eq!(c.workspace_default("/w").unwrap(), None);
+    assert!(changed(&ok(&c, vis(Visibility::Active))));
+    let r = c.get("s1").unwrap().unwrap();
+    assert_eq!(r.creation, local("k1"));
+    assert_eq!(r.visibility, Visibility::Active);
+    assert_eq!(
+        c.workspace_default("/w").unwrap(),
+        None,
+        "restore does not restore defaults"
+    );
+    assert_eq!(c.by_request_key("k1").unwrap().unwrap().session_id, "s1");
+}
+
+/// `rename` writes an override that display reads join; `by_request_key`
+/// and a reserve retry keep the creation name; the same name writes nothing.
+pub fn rename_overrides_the_display_name<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    reserve(&c, "s1", local("k1"));
+    assert!(changed(&ok(&c, rename("s1", "Shown"))));
+    assert_eq!(c.revision().unwrap(), 2);
+    assert!(!changed(&ok(&c, rename("s1", "Shown"))));
+    assert_eq!(c.revision().unwrap(), 2);
+    assert_eq!(c.get("s1").unwrap().unwrap().creation.name, "Shown");
+    assert_eq!(
+        c.page(Visibility::Active, None, 10).unwrap().registrations[0]
+            .creation
+            .name,
+        "Shown"
+    );
+    assert_eq!(
+        c.by_request_key("k1").unwrap().unwrap().creation.name,
+        "name k1"
+    );
+    assert_eq!(reserve(&c, "s2", local("k1")).creation.name, "name k1");
+}
+
+/// The display-name rule: blank, over 256 bytes, a control or an invisible
+/// code point is `Invalid`.
+pub fn rename_applies_the_display_name_rule<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    reserve(&c, "s1", local("k1"));
+    for bad in [
+        String::new(),
+        " \t ".into(),
+        "n".repeat(257),
+        "a\u{0007}b".into(),
+        "a\u{200B}b".into(),
+        "a\u{202E}b".into(),
+        "\u{FEFF}x".into(),
+    ] {
+        refused(&c, rename("s1", &bad), "Invalid");
+    }
+    ok(&c, rename("s1", &"n".repeat(256)));
+    refused(&c, rename("missing", "x"), "NotFound");
+}
+
+/// `set_profile` writes the name and moves the revision, writes nothing for
+/// an unchanged name, refuses a name outside the grammar; a creation retried
+/// after a switch carries the old profile and conflicts.
+pub fn set_profile_rules<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    reserve(&c, "s1", local("k1"));
+    let set = |p: Option<&str>| Request::SetProfile {
+        session_id: "s1".into(),
+        profile: p.map(str::to_owned),
+    };
+    assert!(changed(&ok(&c, set(Some("fast")))));
+    assert_eq!(c.revision().unwrap(), 2);
+    assert!(!changed(&ok(&c, set(Some("fast")))));
+    assert_eq!(c.revision().unwrap(), 2);
+    refused(&c, set(Some("Fast!")), "Invalid");
+    assert_eq!(
+        c.get("s1").unwrap().unwrap().creation.profile.as_deref(),
+        Some("fast")
+    );
+    refused(
+        &c,
+        Request::Reserve {
+            session_id: "s2".into(),
+            creation: local("k1"),
+            now: 1,
+        },
+        "Conflict",
+    );
+    assert!(changed(&ok(&c, set(None))));
+}
+
+/// The subtitle is reduced from the prompt and written once; a later call
+/// writes nothing and leaves the revision alone. `get` and pages show it,
+/// `by_request_key` never does.
+pub fn subtitle_is_written_once<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    reserve(&c, "s1", local("k1"));
+    let seed = |p: &str| Request::SeedSubtitle {
+        session_id: "s1".into(),
+        prompt: p.into(),
+    };
+    assert_eq!(
+        ok(&c, seed("  \n\u{200B}\n")),
+        Outcome::Subtitle {
+            subtitle: None,
+            changed: false
+        }
+    );
+    assert_eq!(c.revision().unwrap(), 1);
+    assert_eq!(
+        ok(&c, seed("\n  Fix   the\tflaky\u{202E} test \nmore")),
+        Outcome::Subtitle {
+            subtitle: Some("Fix the flaky test".into()),
+            changed: true
+        }
+    );
+    assert_eq!(c.revision().unwrap(), 2);
+    assert_eq!(
+        ok(&c, seed("something else")),
+        Outcome::Subtitle {
+            subtitle: Some("Fix the flaky test".into()),
+            changed: false
+        }
+    );
+    assert_eq!(c.revision().unwrap(), 2);
+    assert_eq!(
+        c.get("s1").unwrap().unwrap().subtitle.as_deref(),
+        Some("Fix the flaky test")
+    );
+    assert_eq!(c.by_request_key("k1").unwrap().unwrap().subtitle, None);
+}
+
+/// A long prompt is cut on a word to 60 characters, the ellipsis counted.
+pub fn subtitle_is_cut_on_a_word<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    reserve(&c, "s1", local("k1"));
+    let prompt = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu";
+    let Outcome::Subtitle {
+        subtitle: Some(s), ..
+    } = ok(
+        &c,
+        Request::SeedSubtitle {
+            session_id: "s1".into(),
+            prompt: prompt.into(),
+        },
+    )
+    else {
+        panic!("no subtitle")
+    };
+    assert_eq!(
+        s,
+        "alpha beta gamma delta epsilon zeta eta theta iota kappa…"
+    );
+    assert!(s.chars().count() <= 60);
+}
+
+/// Recent folders: newest first, one row per folder (a repeated remember
+/// retires its id), at most 10, and forget by id.
+pub fn recent_folders_rules<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    let remember = |p: &str| Request::RememberFolder { path: p.into() };
+    for i in 0..12 {
+        ok(&c, remember(&format!("/f{i}")));
+    }
+    let r = c.recent_folders().unwrap();
+    assert_eq!(r.len(), RECENT_FOLDER_LIMIT);
+    assert_eq!(r[0].path, "/f11");
+    assert_eq!(r[9].path, "/f2");
+    let old = r.iter().find(|x| x.path == "/f5").unwrap().id;
+    let Outcome::Remembered(again) = ok(&c, remember("/f5")) else {
+        panic!("remember answered otherwise")
+    };
+    assert!(again.id > old);
+    let r = c.recent_folders().unwrap();
+    assert_eq!(r.len(), RECENT_FOLDER_LIMIT);
+    assert_eq!(r[0].path, "/f5");
+    assert_eq!(r.iter().filter(|x| x.path == "/f5").count(), 1);
+    assert!(r.windows(2).all(|w| w[0].id > w[1].id));
+    assert!(changed(&ok(&c, Request::ForgetFolder { id: again.id })));
+    assert!(!changed(&ok(&c, Request::ForgetFolder { id: again.id })));
+    assert_eq!(c.recent_folders().unwrap().len(), RECENT_FOLDER_LIMIT - 1);
+    refused(&c, remember("relative"), "Invalid");
+    assert_eq!(
+        c.revision().unwrap(),
+        0,
+        "recent folders do not move the revision"
+    );
+}
+
+/// Confirm moves `Reserved → Saved` once; the revision moves only when a
+/// row changes.
+pub fn confirm_and_revision_moves_only_on_change<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    reserve(&c, "s1", local("k1"));
+    let confirm = Request::Confirm {
+        session_id: "s1".into(),
+    };
+    assert!(changed(&ok(&c, confirm.clone())));
+    assert_eq!(c.revision().unwrap(), 2);
+    assert!(!changed(&ok(&c, confirm)));
+    assert_eq!(c.revision().unwrap(), 2);
+    assert_eq!(c.get("s1").unwrap().unwrap().state, InitState::Saved);
+    refused(
+        &c,
+        Request::Confirm {
+            session_id: "s9".into(),
+        },
+        "NotFound",
+    );
+}
+
+/// Pages are ascending by id, bounded, and continue after a cursor.
+pub fn pages_are_bounded_and_continue<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    for i in 0..5 {
+        reserve(&c, &format!("s{i}"), local(&format!("k{i}")));
+    }
+    let p = c.page(Visibility::Active, None, 2).unwrap();
+    let ids: Vec<_> = p
+        .registrations
+        .iter()
+        .map(|r| r.session_id.as_str())
+        .collect();
+    assert_eq!(ids, ["s0", "s1"]);
+    assert!(p.more);
+    let p = c.page(Visibility::Active, Some("s1"), 2).unwrap();
+    let ids: Vec<_> = p
+        .registrations
+        .iter()
+        .map(|r| r.session_id.as_str())
+        .collect();
+    assert_eq!(ids, ["s2", "s3"]);
+    let p = c.page(Visibility::Active, Some("s3"), 2).unwrap();
+    assert_eq!(p.registrations.len(), 1);
+    assert!(!p.more);
+    assert_eq!(p.revision, 5);
+}
+
+/// Deletion marks: mark needs the registration, repeats write nothing,
+/// `deleting` lists them, marks do not move the revision, `delete` removes
+/// the mark with the registration.
+pub fn deletion_marks<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    reserve(&c, "s1", local("k1"));
+    reserve(&c, "s2", local("k2"));
+    let mark = |id: &str| Request::MarkDeleting {
+        session_id: id.into(),
+    };
+    refused(&c, mark("s9"), "NotFound");
+    assert_eq!(c.deletion("s1").unwrap(), Deletion::NotDeleting);
+    assert!(changed(&ok(&c, mark("s1"))));
+    assert!(!changed(&ok(&c, mark("s1"))));
+    assert_eq!(c.deletion("s1").unwrap(), Deletion::Deleting);
+    assert_eq!(c.deleting().unwrap(), ["s1"]);
+    assert_eq!(c.revision().unwrap(), 2);
+    let unmark = Request::UnmarkDeleting {
+        session_id: "s1".into(),
+    };
+    assert!(changed(&ok(&c, unmark.clone())));
+    assert!(!changed(&ok(&c, unmark)));
+    ok(&c, mark("s2"));
+    ok(
+        &c,
+        Request::Delete {
+            session_id: "s2".into(),
+        },
+    );
+    assert!(c.deleting().unwrap().is_empty());
+    assert_eq!(c.deletion("s2").unwrap_err().reason(), "NotFound");
+}
+
+/// `claim_delegate` records a new pair, answers an existing one (moving its
+/// contact time), and answers `AtLimit(held)` writing nothing once the
+/// spawner holds `limit` rows. Claims do not move the revision.
+pub fn claim_delegate_and_its_limit<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    for i in 0..4 {
+        reserve(&c, &format!("d{i}"), local(&format!("k{i}")));
+    }
+    let rev = c.revision().unwrap();
+    match ok(&c, claim("orch-a", "p0", "d0", 10, 2)) {
+        Outcome::Delegate(Claim::Claimed(d)) => assert_eq!(d.session_id, "d0"),
+        other => panic!("{other:?}"),
+    }
+    match ok(&c, claim("orch-a", "p0", "d0", 20, 2)) {
+        Outcome::Delegate(Claim::Existing(d)) => assert_eq!(d.last_contact_ms, 20),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        c.delegate_for("orch-a", "p0")
+            .unwrap()
+            .unwrap()
+            .last_contact_ms,
+        20
+    );
+    ok(&c, claim("orch-a", "p1", "d1", 30, 2));
+    assert_eq!(
+        ok(&c, claim("orch-a", "p2", "d2", 40, 2)),
+        Outcome::Delegate(Claim::AtLimit { held: 2 })
+    );
+    assert_eq!(c.delegate_for("orch-a", "p2").unwrap(), None);
+    assert_eq!(c.delegate_of("d2").unwrap(), None);
+    assert_eq!(c.delegates_held("orch-a").unwrap(), 2);
+    // Another spawner has its own slots; an existing pair answers even at the limit.
+    ok(&c, claim("orch-b", "p2", "d2", 40, 1));
+    assert!(matches!(
+        ok(&c, claim("orch-a", "p1", "d1", 50, 2)),
+        Outcome::Delegate(Claim::Existing(_))
+    ));
+    assert_eq!(c.delegate_of("d1").unwrap().unwrap().parent_session, "p1");
+    assert_eq!(
+        c.revision().unwrap(),
+        rev,
+        "claims do not move the revision"
+    );
+}
+
+/// A pair bound to another session, or a session that already delegates for
+/// another pair, is `Conflict`; an unknown session is `NotFound`; a malformed
+/// pair is `Invalid` before anything else.
+pub fn claim_delegate_refusals<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    reserve(&c, "d0", local("k0"));
+    reserve(&c, "d1", local("k1"));
+    ok(&c, claim("orch-a", "p0", "d0", 1, 5));
+    refused(&c, claim("orch-a", "p0", "d1", 1, 5), "Conflict");
+    refused(&c, claim("orch-a", "p1", "d0", 1, 5), "Conflict");
+    refused(&c, claim("orch-a", "p1", "nope", 1, 5), "NotFound");
+    refused(&c, claim("Orch A", "p1", "d1", 1, 5), "Invalid");
+    refused(&c, claim("orch-a", "p/1", "d1", 1, 5), "Invalid");
+    assert_eq!(
+        c.delegate_for("Orch A", "p0").unwrap_err().reason(),
+        "Invalid"
+    );
+    assert_eq!(
+        c.delegate_for("orch-a", "").unwrap_err().reason(),
+        "Invalid"
+    );
+}
+
+/// `delete` removes the delegate row first, which frees the slot, and every
+/// side row with the registration.
+pub fn delete_frees_the_delegate_slot_and_side_rows<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    reserve(&c, "d0", local("k0"));
+    reserve(&c, "d1", local("k1"));
+    ok(&c, claim("orch-a", "p0", "d0", 1, 1));
+    assert_eq!(
+        ok(&c, claim("orch-a", "p1", "d1", 1, 1)),
+        Outcome::Delegate(Claim::AtLimit { held: 1 })
+    );
+    ok(&c, rename("d0", "x"));
+    ok(
+        &c,
+        Request::SetWorkspaceDefault {
+            workspace: "/w".into(),
+            session_id: "d0".into(),
+        },
+    );
+    let rev = c.revision().unwrap();
+    ok(
+        &c,
+        Request::Delete {
+            session_id: "d0".into(),
+        },
+    );
+    assert_eq!(c.revision().unwrap(), rev + 1);
+    assert_eq!(c.get("d0").unwrap(), None);
+    assert_eq!(c.by_request_key("k0").unwrap(), None);
+    assert_eq!(c.workspace_default("/w").unwrap(), None);
+    assert_eq!(c.delegates_held("orch-a").unwrap(), 0);
+    assert!(matches!(
+        ok(&c, claim("orch-a", "p1", "d1", 2, 1)),
+        Outcome::Delegate(Claim::Claimed(_))
+    ));
+    refused(
+        &c,
+        Request::Delete {
+            session_id: "d0".into(),
+        },
+        "NotFound",
+    );
+    // The key is free again.
+    assert_eq!(reserve(&c, "d2", local("k0")).session_id, "d2");
+}
+
+// ------------------------------------------------------------- the table
+
+/// Emits `mod $name { #[test] fn <case>() … }`: one test per catalogue
+/// conformance case, each calling the case with `$factory` (evaluated once
+/// per test; it must give a fresh, empty catalogue per call).
+#[macro_export]
+macro_rules! catalogue_suite {
+    ($name:ident, $factory:expr $(,)?) => {
+        #[allow(unused_imports)]
+        mod $name {
+            use super::*;
+            $crate::__with_catalogue_cases!(__emit_catalogue_tests!($factory));
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __emit_catalogue_tests {
+    (($factory:expr) $($case:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $case() {
+                $crate::catalogue::$case($factory);
+            }
+        )*
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_catalogue_cases {
+    ($callback:ident ! ($($args:tt)*)) => {
+        $crate::$callback! { ($($args)*)
+            fresh_catalogue_is_empty,
+            reserve_creates_a_reserved_registration,
+            reserve_retry_answers_the_original,
+            reserve_retry_that_differs_conflicts,
+            reserve_with_a_taken_session_id_conflicts,
+            pooled_retry_compares_the_pool_not_the_executor,
+            name_grammars_refuse_invalid,
+            workspace_split_local_and_registered,
+            workspace_default_rules,
+            archive_and_restore,
+            rename_overrides_the_display_name,
+            rename_applies_the_display_name_rule,
+            set_profile_rules,
+            subtitle_is_written_once,
+            subtitle_is_cut_on_a_word,
+            recent_folders_rules,
+            confirm_and_revision_moves_only_on_change,
+            pages_are_bounded_and_continue,
+            deletion_marks,
+            claim_delegate_and_its_limit,
+            claim_delegate_refusals,
+            delete_frees_the_delegate_slot_and_side_rows,
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __emit_catalogue_names {
+    (() $($case:ident),* $(,)?) => { [$(stringify!($case)),*] };
+}
+
+/// Every catalogue case, by name, in suite order.
+pub const CATALOGUE_CASES: &[&str] = &crate::__with_catalogue_cases!(__emit_catalogue_names!());

@@ -1,0 +1,336 @@
+//! The custody conformance suite: the compare-and-set transitions of
+//! `begin_move`, `finish_move`, `abort_move` and `import_session` through
+//! the [`Catalogue`] port, keyed by op, with their repeats, refusals, the
+//! revision, `moving`, and `delete`. Cases that need two catalogues call the
+//! factory twice: catalogues are separate databases.
+//!
+//! Cases panic (via `assert!`) on a violation: they are test bodies.
+
+#![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
+
+use custos_core::catalogue::{Catalogue, Creation, InitState, Outcome, Request};
+use custos_core::custody::{Custody, MoveOp, Peer};
+
+use crate::catalogue::{ok, refused, reserve};
+
+/// The session every case moves.
+pub const SESSION: &str = "sess-1";
+
+fn op(s: &str) -> MoveOp {
+    MoveOp::new(s).expect("valid op literal")
+}
+
+fn peer(s: &str) -> Peer {
+    Peer::new(s).expect("valid peer literal")
+}
+
+fn creation() -> Creation {
+    Creation::local("key-1", "moved session", "/work")
+}
+
+/// `begin_move(op, to)` on [`SESSION`].
+pub fn begin(o: &str, to: &str) -> Request {
+    Request::BeginMove {
+        session_id: SESSION.into(),
+        op: op(o),
+        to: peer(to),
+    }
+}
+
+/// `finish_move(op)` on [`SESSION`].
+pub fn finish(o: &str) -> Request {
+    Request::FinishMove {
+        session_id: SESSION.into(),
+        op: op(o),
+    }
+}
+
+/// `abort_move(op)` on [`SESSION`].
+pub fn abort(o: &str) -> Request {
+    Request::AbortMove {
+        session_id: SESSION.into(),
+        op: op(o),
+    }
+}
+
+/// `import_session(op, from)` on [`SESSION`].
+pub fn import(o: &str, from: &str) -> Request {
+    Request::ImportSession {
+        session_id: SESSION.into(),
+        creation: creation(),
+        op: op(o),
+        from: peer(from),
+        now: 5,
+    }
+}
+
+fn moving(o: &str, t: &str) -> Custody {
+    Custody::Moving {
+        op: op(o),
+        to: peer(t),
+    }
+}
+
+fn moved(o: &str, t: &str) -> Custody {
+    Custody::Moved {
+        op: op(o),
+        to: peer(t),
+    }
+}
+
+fn imported(o: &str, f: &str) -> Custody {
+    Custody::Imported {
+        op: op(o),
+        from: peer(f),
+    }
+}
+
+/// Applies `req` and requires the custody answer and change flag, and that
+/// the revision moved by exactly one when a row changed and not otherwise.
+pub fn expect<C: Catalogue>(c: &C, req: Request, custody: Custody, changed: bool) {
+    let before = c.revision().unwrap();
+    assert_eq!(
+        ok(c, req.clone()),
+        Outcome::Custody {
+            custody: custody.clone(),
+            changed
+        },
+        "{req:?}"
+    );
+    assert_eq!(c.custody(SESSION).unwrap(), custody, "{req:?}");
+    assert_eq!(
+        c.revision().unwrap(),
+        before + u64::from(changed),
+        "{req:?}: the revision moves only when a row changes"
+    );
+}
+
+fn registered<C: Catalogue, F: Fn() -> C>(factory: &F) -> C {
+    let c = factory();
+    reserve(&c, SESSION, creation());
+    c
+}
+
+// ------------------------------------------------------------------ cases
+
+/// A registered session is `Resident`; an unknown one is `NotFound`.
+pub fn resident_by_default<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    assert_eq!(c.custody(SESSION).unwrap_err().reason(), "NotFound");
+    refused(&c, begin("op-1", "cat-b"), "NotFound");
+    refused(&c, finish("op-1"), "NotFound");
+    refused(&c, abort("op-1"), "NotFound");
+    reserve(&c, SESSION, creation());
+    assert_eq!(c.custody(SESSION).unwrap(), Custody::Resident);
+}
+
+/// Source side `Resident -> Moving -> Moved`; `moving` lists the move while
+/// it is `Moving`; repeats answer the stored custody and write nothing.
+pub fn source_side_moves_and_repeats_write_nothing<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = registered(&factory);
+    expect(&c, begin("op-1", "cat-b"), moving("op-1", "cat-b"), true);
+    expect(&c, begin("op-1", "cat-b"), moving("op-1", "cat-b"), false);
+    let m = c.moving().unwrap();
+    assert_eq!(m.len(), 1);
+    assert_eq!(m[0].session_id, SESSION);
+    assert_eq!(m[0].to, peer("cat-b"));
+    expect(&c, finish("op-1"), moved("op-1", "cat-b"), true);
+    expect(&c, finish("op-1"), moved("op-1", "cat-b"), false);
+    expect(&c, begin("op-1", "cat-b"), moved("op-1", "cat-b"), false);
+    assert!(c.moving().unwrap().is_empty());
+}
+
+/// An early abort returns `Moving(op) -> Resident`; a repeat of it writes
+/// nothing.
+pub fn early_abort_returns_to_resident<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = registered(&factory);
+    expect(&c, begin("op-1", "cat-b"), moving("op-1", "cat-b"), true);
+    refused(&c, abort("op-2"), "Conflict");
+    expect(&c, abort("op-1"), Custody::Resident, true);
+    expect(&c, abort("op-1"), Custody::Resident, false);
+    refused(&c, finish("op-1"), "Conflict");
+    // A new move needs nothing else.
+    expect(&c, begin("op-2", "cat-c"), moving("op-2", "cat-c"), true);
+}
+
+/// A `Moved` row cannot be undone by the op that wrote it: a late abort or
+/// a late import of that move changes nothing.
+pub fn late_abort_and_import_after_moved_change_nothing<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = registered(&factory);
+    expect(&c, begin("op-1", "cat-b"), moving("op-1", "cat-b"), true);
+    expect(&c, finish("op-1"), moved("op-1", "cat-b"), true);
+    expect(&c, abort("op-1"), moved("op-1", "cat-b"), false);
+    expect(&c, import("op-1", "cat-b"), moved("op-1", "cat-b"), false);
+    refused(&c, abort("op-2"), "Conflict");
+}
+
+/// `begin_move` on a `Moved` session, another op on `Moving`, and a finish
+/// without a move are `Conflict`.
+pub fn other_ops_and_disallowed_transitions_conflict<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = registered(&factory);
+    refused(&c, finish("op-1"), "Conflict");
+    expect(&c, begin("op-1", "cat-b"), moving("op-1", "cat-b"), true);
+    refused(&c, begin("op-2", "cat-b"), "Conflict");
+    refused(&c, begin("op-1", "cat-c"), "Conflict");
+    refused(&c, finish("op-2"), "Conflict");
+    refused(&c, import("op-2", "cat-c"), "Conflict");
+    expect(&c, finish("op-1"), moved("op-1", "cat-b"), true);
+    refused(&c, begin("op-2", "cat-c"), "Conflict");
+    refused(&c, finish("op-2"), "Conflict");
+}
+
+/// Target side: a never-seen session is reserved, confirmed and `Imported`
+/// in one step; a repeat writes nothing; another op or source is `Conflict`.
+pub fn import_registers_a_new_session<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    expect(&c, import("op-1", "cat-a"), imported("op-1", "cat-a"), true);
+    let r = c.get(SESSION).unwrap().unwrap();
+    assert_eq!(r.state, InitState::Saved);
+    assert_eq!(r.creation, creation());
+    expect(
+        &c,
+        import("op-1", "cat-a"),
+        imported("op-1", "cat-a"),
+        false,
+    );
+    refused(&c, import("op-2", "cat-a"), "Conflict");
+    refused(&c, import("op-1", "cat-c"), "Conflict");
+}
+
+/// An import onto a session this catalogue serves (`Resident`) is
+/// `Conflict`: two catalogues would serve it.
+pub fn import_onto_a_resident_session_conflicts<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = registered(&factory);
+    refused(&c, import("op-1", "cat-a"), "Conflict");
+    assert_eq!(c.custody(SESSION).unwrap(), Custody::Resident);
+}
+
+/// A session moves onward from the catalogue that received it, with a new op.
+pub fn onward_from_imported_needs_a_new_op<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    expect(&c, import("op-1", "cat-a"), imported("op-1", "cat-a"), true);
+    refused(&c, begin("op-1", "cat-c"), "Conflict");
+    expect(&c, begin("op-2", "cat-c"), moving("op-2", "cat-c"), true);
+    expect(&c, finish("op-2"), moved("op-2", "cat-c"), true);
+}
+
+/// A session comes back to the catalogue that handed it over: an import
+/// with a new op replaces the `Moved` tombstone, keeping the registration.
+pub fn return_to_the_catalogue_that_handed_it_over<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = registered(&factory);
+    ok(
+        &c,
+        Request::Rename {
+            session_id: SESSION.into(),
+            name: "kept".into(),
+        },
+    );
+    expect(&c, begin("op-1", "cat-b"), moving("op-1", "cat-b"), true);
+    expect(&c, finish("op-1"), moved("op-1", "cat-b"), true);
+    expect(&c, import("op-2", "cat-b"), imported("op-2", "cat-b"), true);
+    let r = c.get(SESSION).unwrap().unwrap();
+    assert_eq!(r.creation.name, "kept", "the registration is kept");
+    assert_eq!(r.state, InitState::Reserved);
+}
+
+/// `delete` refuses `Moving` and `Moved` (`Conflict`) and removes an
+/// `Imported` session with its row.
+pub fn delete_refuses_moving_and_moved<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let del = || Request::Delete {
+        session_id: SESSION.into(),
+    };
+    let c = registered(&factory);
+    expect(&c, begin("op-1", "cat-b"), moving("op-1", "cat-b"), true);
+    refused(&c, del(), "Conflict");
+    expect(&c, finish("op-1"), moved("op-1", "cat-b"), true);
+    refused(&c, del(), "Conflict");
+    assert!(c.get(SESSION).unwrap().is_some());
+    let t = factory();
+    expect(&t, import("op-1", "cat-a"), imported("op-1", "cat-a"), true);
+    ok(&t, del());
+    assert_eq!(t.custody(SESSION).unwrap_err().reason(), "NotFound");
+    // Gone with its row: a fresh import is a new session here.
+    expect(&t, import("op-3", "cat-a"), imported("op-3", "cat-a"), true);
+}
+
+/// A full round trip between two separate catalogues, then onward again:
+/// at every step at most one of them serves the session.
+pub fn round_trip_between_two_catalogues<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let a = registered(&factory);
+    let b = factory();
+    let serving = |a: &C, b: &C| {
+        [a, b]
+            .iter()
+            .filter(|c| c.custody(SESSION).is_ok_and(|x| x.serves()))
+            .count()
+    };
+    assert_eq!(serving(&a, &b), 1);
+    let steps: Vec<(bool, Request)> = vec![
+        (true, begin("op-1", "cat-b")),
+        (false, import("op-1", "cat-a")),
+        (true, finish("op-1")),
+        (false, begin("op-2", "cat-a")),
+        (true, import("op-2", "cat-b")),
+        (false, finish("op-2")),
+        (true, begin("op-3", "cat-b")),
+        (false, import("op-3", "cat-a")),
+        (true, finish("op-3")),
+    ];
+    for (on_a, req) in steps {
+        let c = if on_a { &a } else { &b };
+        ok(c, req.clone());
+        assert!(serving(&a, &b) <= 1, "two serve after {req:?}");
+    }
+    assert_eq!(a.custody(SESSION).unwrap(), moved("op-3", "cat-b"));
+    assert_eq!(b.custody(SESSION).unwrap(), imported("op-3", "cat-a"));
+}
+
+/// Every custody case, by name, in suite order.
+pub const CUSTODY_CASES: &[&str] = &crate::__with_custody_cases!(__emit_catalogue_names!());
+
+/// Emits `mod $name { #[test] fn <case>() … }`: one test per custody
+/// conformance case, each calling the case with `$factory` (evaluated once
+/// per test; every call must give a fresh, empty, separate catalogue).
+#[macro_export]
+macro_rules! custody_suite {
+    ($name:ident, $factory:expr $(,)?) => {
+        #[allow(unused_imports)]
+        mod $name {
+            use super::*;
+            $crate::__with_custody_cases!(__emit_custody_tests!($factory));
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __emit_custody_tests {
+    (($factory:expr) $($case:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $case() {
+                $crate::custody::$case($factory);
+            }
+        )*
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_custody_cases {
+    ($callback:ident ! ($($args:tt)*)) => {
+        $crate::$callback! { ($($args)*)
+            resident_by_default,
+            source_side_moves_and_repeats_write_nothing,
+            early_abort_returns_to_resident,
+            late_abort_and_import_after_moved_change_nothing,
+            other_ops_and_disallowed_transitions_conflict,
+            import_registers_a_new_session,
+            import_onto_a_resident_session_conflicts,
+            onward_from_imported_needs_a_new_op,
+            return_to_the_catalogue_that_handed_it_over,
+            delete_refuses_moving_and_moved,
+            round_trip_between_two_catalogues,
+        }
+    };
+}
