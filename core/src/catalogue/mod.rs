@@ -976,6 +976,12 @@ fn apply(s: &mut CatalogueState, req: &Request) -> Result<Outcome, CatalogueErro
     }
 }
 
+/// Whether `(spawner, parent_session)` is a well-formed delegate pair: an
+/// orchestrator name and a session id.
+pub fn is_delegate_pair(spawner: &str, parent_session: &str) -> bool {
+    custody::is_orchestrator_name(spawner) && is_session_id(parent_session)
+}
+
 fn check_pair(spawner: &str, parent: &str) -> Result<(), CatalogueError> {
     if !custody::is_orchestrator_name(spawner) {
         return Err(invalid("spawner", spawner));

@@ -1,0 +1,939 @@
+//! The catalogue database: `custos_core::catalogue` persisted in SQLite.
+//!
+//! [`SqliteCatalogue`] implements the [`Catalogue`] port. It holds no rule:
+//! every write is one `BEGIN IMMEDIATE` transaction that loads the rows of the
+//! request's [`footprint`] into a partial [`CatalogueState`], calls
+//! [`catalogue::decide`], and writes back exactly the rows that differ. Every
+//! read is one deferred transaction that loads the rows it needs and calls
+//! the same pure read the memory backend calls. Rows decode totally: a
+//! stored value that breaks its grammar fails the read with `Invalid` (a
+//! profile, an executor, a pool, a workspace, a move row, a delegate row),
+//! except a subtitle, which reads as none.
+//!
+//! ## Versions
+//!
+//! `PRAGMA application_id` is [`CATALOGUE_APPLICATION_ID`] (`"CuCa"`);
+//! `PRAGMA user_version` is [`CATALOGUE_VERSION`]. Open applies every step
+//! an older catalogue lacks, then moves the version, in one transaction; a
+//! newer or unknown version, or another application's file, is refused with
+//! the file byte-untouched (the check runs before anything is written,
+//! journal mode included).
+//!
+//! | version | adds | spec 003 versions |
+//! |---|---|---|
+//! | 1 | `catalogue_meta` (revision, recent-folder sequence), `catalogue_sessions`, `catalogue_workspace_defaults` | `sql_schema` |
+//! | 2 | `catalogue_session_names`, `catalogue_session_archives`, `catalogue_session_subtitles`, `catalogue_recent_folders` | 2, 3, 5, 8 |
+//! | 3 | `profile`, `model`, `executor`, `pool` columns (`NOT NULL DEFAULT ''`: a v2 row reads back local, no profile) | 9–12 |
+//! | 4 | `catalogue_session_moves`, `catalogue_session_deletions`, `catalogue_delegate_sessions` | 13–15 |
+//!
+//! Access (principals, credentials, claims, logins, memberships — spec
+//! versions 4, 6, 7) is not built yet; it arrives as version 5 and later.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use custos_core::catalogue::{
+    self, footprint, is_delegate_pair, is_subtitle, Catalogue, CatalogueError, CatalogueState,
+    Creation, Delegate, DelegateRow, Deletion, Footprint, InitState, Move, Outcome, Page, Recent,
+    Registration, Request, SessionRow, Visibility, LISTING_LIMIT,
+};
+use custos_core::custody::Custody;
+use rusqlite::{
+    params, Connection, OpenFlags, OptionalExtension, Row, Transaction, TransactionBehavior,
+};
+
+use crate::config::{self, OpenError, DEFAULT_BUSY_TIMEOUT};
+use crate::fault::Fault;
+
+/// The catalogue version this build writes and reads.
+pub const CATALOGUE_VERSION: i64 = 4;
+
+/// `PRAGMA application_id` of a custos catalogue (`"CuCa"` in ASCII).
+pub const CATALOGUE_APPLICATION_ID: i64 = 0x4375_4361;
+
+/// The migration steps; step `i` takes version `i` to `i + 1`.
+pub const STEPS: [&str; CATALOGUE_VERSION as usize] = [
+    "
+CREATE TABLE catalogue_meta (
+    singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+    revision INTEGER NOT NULL,
+    recent_seq INTEGER NOT NULL
+) STRICT;
+INSERT INTO catalogue_meta (singleton, revision, recent_seq) VALUES (1, 0, 0);
+CREATE TABLE catalogue_sessions (
+    session_id TEXT PRIMARY KEY,
+    creation_key TEXT NOT NULL UNIQUE,
+    name TEXT NOT NULL,
+    workspace TEXT NOT NULL,
+    created_at_ms INTEGER NOT NULL,
+    state TEXT NOT NULL
+) STRICT;
+CREATE TABLE catalogue_workspace_defaults (
+    workspace TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL REFERENCES catalogue_sessions (session_id)
+) STRICT;
+CREATE INDEX catalogue_workspace_defaults_session ON catalogue_workspace_defaults (session_id);
+",
+    "
+CREATE TABLE catalogue_session_names (
+    session_id TEXT PRIMARY KEY REFERENCES catalogue_sessions (session_id),
+    name TEXT NOT NULL
+) STRICT;
+CREATE TABLE catalogue_session_archives (
+    session_id TEXT PRIMARY KEY REFERENCES catalogue_sessions (session_id)
+) STRICT;
+CREATE TABLE catalogue_session_subtitles (
+    session_id TEXT PRIMARY KEY REFERENCES catalogue_sessions (session_id),
+    subtitle TEXT NOT NULL
+) STRICT;
+CREATE TABLE catalogue_recent_folders (
+    id INTEGER PRIMARY KEY,
+    path TEXT NOT NULL UNIQUE
+) STRICT;
+",
+    "
+ALTER TABLE catalogue_sessions ADD COLUMN profile TEXT NOT NULL DEFAULT '';
+ALTER TABLE catalogue_sessions ADD COLUMN model TEXT NOT NULL DEFAULT '' CHECK (length(CAST(model AS BLOB)) <= 64);
+ALTER TABLE catalogue_sessions ADD COLUMN executor TEXT NOT NULL DEFAULT '';
+ALTER TABLE catalogue_sessions ADD COLUMN pool TEXT NOT NULL DEFAULT '';
+",
+    "
+CREATE TABLE catalogue_session_moves (
+    session_id TEXT PRIMARY KEY REFERENCES catalogue_sessions (session_id),
+    op TEXT NOT NULL,
+    peer TEXT NOT NULL,
+    state TEXT NOT NULL
+) STRICT;
+CREATE INDEX catalogue_session_moves_state ON catalogue_session_moves (state);
+CREATE TABLE catalogue_session_deletions (
+    session_id TEXT PRIMARY KEY REFERENCES catalogue_sessions (session_id)
+) STRICT;
+CREATE TABLE catalogue_delegate_sessions (
+    spawner TEXT NOT NULL,
+    parent_session TEXT NOT NULL,
+    session_id TEXT NOT NULL UNIQUE REFERENCES catalogue_sessions (session_id),
+    last_contact_ms INTEGER NOT NULL,
+    PRIMARY KEY (spawner, parent_session)
+) STRICT;
+",
+];
+
+/// A catalogue database.
+#[derive(Debug)]
+pub struct SqliteCatalogue {
+    conn: Mutex<Connection>,
+    path: PathBuf,
+    temp: bool,
+}
+
+type Res<T> = Result<T, CatalogueError>;
+
+fn fault(f: Fault) -> CatalogueError {
+    CatalogueError::BackendFault { reason: f.reason() }
+}
+
+fn db(op: &'static str) -> impl FnOnce(rusqlite::Error) -> CatalogueError {
+    move |e| fault(Fault::Db(op, e))
+}
+
+fn bad(what: &'static str, detail: impl Into<String>) -> CatalogueError {
+    CatalogueError::Invalid {
+        what,
+        detail: detail.into(),
+    }
+}
+
+impl SqliteCatalogue {
+    /// Opens (creating when missing) the catalogue at `path` with the default
+    /// busy timeout.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, OpenError> {
+        Self::open_with(path, DEFAULT_BUSY_TIMEOUT)
+    }
+
+    /// Opens the catalogue in refuse-before-write order: connection policy
+    /// that writes nothing (busy timeout, `synchronous=FULL`, read back);
+    /// one `BEGIN IMMEDIATE` transaction reads `user_version` and
+    /// `application_id`, refuses (rolling back, the file untouched) or
+    /// applies every missing step and moves the version; then WAL and
+    /// foreign keys, each read back.
+    pub fn open_with(path: impl AsRef<Path>, busy: Duration) -> Result<Self, OpenError> {
+        let path = path.as_ref().to_path_buf();
+        config::refuse_unopenable(&path)?;
+        let mut conn = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(Fault::db("open"))?;
+        config::configure(&conn, busy)?;
+        migrate(&mut conn)?;
+        config::set_journal_mode(&conn, "wal")?;
+        config::set_synchronous_full(&conn)?;
+        conn.execute_batch("PRAGMA foreign_keys = ON")
+            .map_err(Fault::db("foreign-keys"))?;
+        let fk: i64 = conn
+            .query_row("PRAGMA foreign_keys", [], |r| r.get(0))
+            .map_err(Fault::db("foreign-keys"))?;
+        if fk != 1 {
+            return Err(OpenError::PragmaDeclined {
+                pragma: "foreign_keys",
+                wanted: "1".into(),
+                got: fk.to_string(),
+            });
+        }
+        Ok(SqliteCatalogue {
+            conn: Mutex::new(conn),
+            path,
+            temp: false,
+        })
+    }
+
+    /// Opens a fresh catalogue in a new file under the system temp
+    /// directory, deleted (with its siblings) when dropped. For tests.
+    pub fn open_temp() -> Result<Self, OpenError> {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let path = std::env::temp_dir().join(format!(
+            "custos-catalogue-{}-{nanos}-{n}.db",
+            std::process::id()
+        ));
+        let mut c = Self::open(path)?;
+        c.temp = true;
+        Ok(c)
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn with<T>(
+        &self,
+        behavior: TransactionBehavior,
+        f: impl FnOnce(&Transaction<'_>) -> Res<T>,
+    ) -> Res<T> {
+        let mut g = self.conn.lock().map_err(|_| CatalogueError::BackendFault {
+            reason: "catalogue connection mutex poisoned".into(),
+        })?;
+        let tx = g.transaction_with_behavior(behavior).map_err(db("begin"))?;
+        let out = f(&tx)?;
+        tx.commit().map_err(db("commit"))?;
+        Ok(out)
+    }
+
+    fn read<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Res<T>) -> Res<T> {
+        self.with(TransactionBehavior::Deferred, f)
+    }
+}
+
+impl Drop for SqliteCatalogue {
+    fn drop(&mut self) {
+        if self.temp {
+            for suffix in ["", "-wal", "-shm", "-journal"] {
+                let mut p = self.path.clone().into_os_string();
+                p.push(suffix);
+                let _ = std::fs::remove_file(PathBuf::from(p));
+            }
+        }
+    }
+}
+
+fn migrate(conn: &mut Connection) -> Result<(), OpenError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(Fault::db("migrate-begin"))?;
+    let version: i64 = tx
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(Fault::db("read-version"))?;
+    let app: i64 = tx
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .map_err(Fault::db("read-application-id"))?;
+    if !(0..=CATALOGUE_VERSION).contains(&version) {
+        return Err(OpenError::UnsupportedVersion {
+            found: version,
+            supported: CATALOGUE_VERSION,
+        });
+    }
+    if version == 0 {
+        let tables: i64 = tx
+            .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+            .map_err(Fault::db("read-schema"))?;
+        if app != 0 || tables != 0 {
+            return Err(OpenError::ForeignDatabase {
+                detail: format!(
+                    "version 0 with application_id {app:#x} and {tables} schema objects"
+                ),
+            });
+        }
+    } else if app != CATALOGUE_APPLICATION_ID {
+        return Err(OpenError::ForeignDatabase {
+            detail: format!("application_id {app:#x}, expected {CATALOGUE_APPLICATION_ID:#x}"),
+        });
+    }
+    if version == CATALOGUE_VERSION {
+        return Ok(()); // nothing written; the transaction rolls back
+    }
+    for step in STEPS
+        .iter()
+        .skip(usize::try_from(version).unwrap_or(usize::MAX))
+    {
+        tx.execute_batch(step).map_err(Fault::db("migrate"))?;
+    }
+    tx.execute_batch(&format!(
+        "PRAGMA application_id = {CATALOGUE_APPLICATION_ID}; PRAGMA user_version = {CATALOGUE_VERSION};"
+    ))
+    .map_err(Fault::db("migrate"))?;
+    tx.commit().map_err(Fault::db("migrate-commit"))?;
+    Ok(())
+}
+
+// ------------------------------------------------------------------ decode
+
+const SESSION_SELECT: &str = "
+SELECT s.session_id, s.creation_key, s.name, s.workspace, s.profile, s.model, s.executor, s.pool,
+       s.created_at_ms, s.state, n.name, a.session_id IS NOT NULL, t.subtitle,
+       m.state, m.op, m.peer, d.session_id IS NOT NULL
+FROM catalogue_sessions s
+LEFT JOIN catalogue_session_names n ON n.session_id = s.session_id
+LEFT JOIN catalogue_session_archives a ON a.session_id = s.session_id
+LEFT JOIN catalogue_session_subtitles t ON t.session_id = s.session_id
+LEFT JOIN catalogue_session_moves m ON m.session_id = s.session_id
+LEFT JOIN catalogue_session_deletions d ON d.session_id = s.session_id
+";
+
+struct RawSession {
+    id: String,
+    key: String,
+    name: String,
+    workspace: String,
+    profile: String,
+    model: String,
+    executor: String,
+    pool: String,
+    created_at: i64,
+    state: String,
+    name_override: Option<String>,
+    archived: bool,
+    subtitle: Option<String>,
+    move_row: Option<(String, String, String)>,
+    deleting: bool,
+}
+
+fn raw_session(r: &Row<'_>) -> rusqlite::Result<RawSession> {
+    let move_state: Option<String> = r.get(13)?;
+    let move_row = match move_state {
+        Some(s) => Some((s, r.get(14)?, r.get(15)?)),
+        None => None,
+    };
+    Ok(RawSession {
+        id: r.get(0)?,
+        key: r.get(1)?,
+        name: r.get(2)?,
+        workspace: r.get(3)?,
+        profile: r.get(4)?,
+        model: r.get(5)?,
+        executor: r.get(6)?,
+        pool: r.get(7)?,
+        created_at: r.get(8)?,
+        state: r.get(9)?,
+        name_override: r.get(10)?,
+        archived: r.get(11)?,
+        subtitle: r.get(12)?,
+        move_row,
+        deleting: r.get(16)?,
+    })
+}
+
+fn opt(s: String) -> Option<String> {
+    (!s.is_empty()).then_some(s)
+}
+
+fn decode(raw: RawSession) -> Res<(String, SessionRow)> {
+    if !catalogue::is_session_id(&raw.id) {
+        return Err(bad("stored session id", format!("{:?}", raw.id)));
+    }
+    let creation = Creation {
+        creation_key: raw.key,
+        name: raw.name,
+        workspace: raw.workspace,
+        profile: opt(raw.profile),
+        model: opt(raw.model),
+        executor: opt(raw.executor),
+        pool: opt(raw.pool),
+    };
+    // A pooled row may carry its seeded executor; validate the creation shape.
+    let mut shape = creation.clone();
+    if shape.pool.is_some() {
+        if let Some(e) = shape.executor.take() {
+            if !catalogue::is_executor_name(&e) {
+                return Err(bad("stored executor", format!("{e:?} in {}", raw.id)));
+            }
+        }
+    }
+    shape.validate().map_err(|e| match e {
+        CatalogueError::Invalid { what, detail } => {
+            bad(what, format!("stored in {}: {detail}", raw.id))
+        }
+        other => other,
+    })?;
+    let state = match raw.state.as_str() {
+        "reserved" => InitState::Reserved,
+        "saved" => InitState::Saved,
+        other => return Err(bad("stored state", format!("{other:?} in {}", raw.id))),
+    };
+    if let Some(n) = &raw.name_override {
+        catalogue::display_name(n)?;
+    }
+    let custody = match &raw.move_row {
+        None => Custody::Resident,
+        Some((state, op, peer)) => Custody::from_row(state, op, peer)
+            .map_err(|e| bad("stored move row", format!("{} in {}", e, raw.id)))?,
+    };
+    let row = SessionRow {
+        creation,
+        created_at_ms: u64::from_ne_bytes(raw.created_at.to_ne_bytes()),
+        state,
+        name_override: raw.name_override,
+        visibility: if raw.archived {
+            Visibility::Archived
+        } else {
+            Visibility::Active
+        },
+        // A stored subtitle that breaks the rule reads as none.
+        subtitle: raw.subtitle.filter(|s| is_subtitle(s)),
+        custody,
+        deleting: raw.deleting,
+    };
+    Ok((raw.id, row))
+}
+
+fn load_sessions(
+    tx: &Transaction<'_>,
+    state: &mut CatalogueState,
+    where_: &str,
+    args: &[&dyn rusqlite::ToSql],
+) -> Res<()> {
+    let sql = format!("{SESSION_SELECT} {where_}");
+    let mut st = tx.prepare_cached(&sql).map_err(db("load-sessions"))?;
+    let rows = st
+        .query_map(args, raw_session)
+        .map_err(db("load-sessions"))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(db("load-sessions"))?;
+    for raw in rows {
+        let (id, row) = decode(raw)?;
+        state.sessions.insert(id, row);
+    }
+    Ok(())
+}
+
+fn load_meta(tx: &Transaction<'_>, state: &mut CatalogueState) -> Res<()> {
+    let (rev, seq): (i64, i64) = tx
+        .query_row(
+            "SELECT revision, recent_seq FROM catalogue_meta WHERE singleton = 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .map_err(db("load-meta"))?;
+    state.revision = u64::try_from(rev).map_err(|_| bad("stored revision", rev.to_string()))?;
+    state.recent_seq = u64::try_from(seq).map_err(|_| bad("stored sequence", seq.to_string()))?;
+    Ok(())
+}
+
+fn load_delegates(
+    tx: &Transaction<'_>,
+    state: &mut CatalogueState,
+    where_: &str,
+    args: &[&dyn rusqlite::ToSql],
+) -> Res<()> {
+    let sql = format!(
+        "SELECT spawner, parent_session, session_id, last_contact_ms FROM catalogue_delegate_sessions {where_}"
+    );
+    let mut st = tx.prepare_cached(&sql).map_err(db("load-delegates"))?;
+    let rows = st
+        .query_map(args, |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, i64>(3)?,
+            ))
+        })
+        .map_err(db("load-delegates"))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(db("load-delegates"))?;
+    for (spawner, parent, session_id, at) in rows {
+        if !is_delegate_pair(&spawner, &parent) || !catalogue::is_session_id(&session_id) {
+            return Err(bad(
+                "stored delegate row",
+                format!("({spawner:?}, {parent:?}) -> {session_id:?}"),
+            ));
+        }
+        let row = DelegateRow {
+            session_id,
+            last_contact_ms: u64::from_ne_bytes(at.to_ne_bytes()),
+        };
+        if let Some(prev) = state
+            .delegates
+            .insert((spawner.clone(), parent.clone()), row.clone())
+        {
+            if prev != row {
+                return Err(bad(
+                    "stored delegate row",
+                    format!("({spawner}, {parent}) is duplicated"),
+                ));
+            }
+        }
+    }
+    // A session is the delegate of one pair at most.
+    let mut seen = BTreeSet::new();
+    for d in state.delegates.values() {
+        if !seen.insert(d.session_id.clone()) {
+            return Err(bad(
+                "stored delegate row",
+                format!("{} is duplicated", d.session_id),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn load_defaults(
+    tx: &Transaction<'_>,
+    state: &mut CatalogueState,
+    where_: &str,
+    args: &[&dyn rusqlite::ToSql],
+) -> Res<()> {
+    let sql = format!("SELECT workspace, session_id FROM catalogue_workspace_defaults {where_}");
+    let mut st = tx.prepare_cached(&sql).map_err(db("load-defaults"))?;
+    let rows = st
+        .query_map(args, |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })
+        .map_err(db("load-defaults"))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(db("load-defaults"))?;
+    state.workspace_defaults.extend(rows);
+    Ok(())
+}
+
+fn load_recent(tx: &Transaction<'_>, state: &mut CatalogueState) -> Res<()> {
+    let mut st = tx
+        .prepare_cached("SELECT id, path FROM catalogue_recent_folders")
+        .map_err(db("load-recent"))?;
+    let rows = st
+        .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
+        .map_err(db("load-recent"))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(db("load-recent"))?;
+    for (id, path) in rows {
+        let id = u64::try_from(id).map_err(|_| bad("stored recent id", id.to_string()))?;
+        if !catalogue::is_local_workspace(&path) {
+            return Err(bad("stored recent folder", format!("{path:?}")));
+        }
+        state.recent.insert(Recent { id, path });
+    }
+    Ok(())
+}
+
+/// Loads the rows of `fp` (and the meta row) into a partial state.
+fn load(tx: &Transaction<'_>, fp: &Footprint) -> Res<CatalogueState> {
+    let mut s = CatalogueState::default();
+    load_meta(tx, &mut s)?;
+    for id in &fp.sessions {
+        load_sessions(tx, &mut s, "WHERE s.session_id = ?1", &[id])?;
+    }
+    if let Some(k) = &fp.creation_key {
+        load_sessions(tx, &mut s, "WHERE s.creation_key = ?1", &[k])?;
+    }
+    for ws in &fp.defaults {
+        load_defaults(tx, &mut s, "WHERE workspace = ?1", &[ws])?;
+    }
+    if let Some(id) = &fp.defaults_naming {
+        load_defaults(tx, &mut s, "WHERE session_id = ?1", &[id])?;
+    }
+    if fp.recent {
+        load_recent(tx, &mut s)?;
+    }
+    if let Some((sp, pa)) = &fp.delegate_pair {
+        load_delegates(
+            tx,
+            &mut s,
+            "WHERE spawner = ?1 AND parent_session = ?2",
+            &[sp, pa],
+        )?;
+    }
+    if let Some(sp) = &fp.delegates_of_spawner {
+        load_delegates(tx, &mut s, "WHERE spawner = ?1", &[sp])?;
+    }
+    if let Some(id) = &fp.delegate_of {
+        load_delegates(tx, &mut s, "WHERE session_id = ?1", &[id])?;
+    }
+    Ok(s)
+}
+
+// ------------------------------------------------------------------ write back
+
+fn i64_of(v: u64) -> i64 {
+    i64::from_ne_bytes(v.to_ne_bytes())
+}
+
+fn exec(tx: &Transaction<'_>, sql: &str, args: &[&dyn rusqlite::ToSql]) -> Res<()> {
+    tx.prepare_cached(sql)
+        .map_err(db("write"))?
+        .execute(args)
+        .map_err(db("write"))?;
+    Ok(())
+}
+
+const SIDE_TABLES: [&str; 5] = [
+    "catalogue_session_names",
+    "catalogue_session_archives",
+    "catalogue_session_subtitles",
+    "catalogue_session_moves",
+    "catalogue_session_deletions",
+];
+
+fn write_session(
+    tx: &Transaction<'_>,
+    id: &str,
+    before: Option<&SessionRow>,
+    r: &SessionRow,
+) -> Res<()> {
+    let c = &r.creation;
+    let s = |o: &Option<String>| o.clone().unwrap_or_default();
+    if before.map(|b| (&b.creation, b.created_at_ms, b.state))
+        != Some((c, r.created_at_ms, r.state))
+    {
+        exec(
+            tx,
+            "INSERT INTO catalogue_sessions (session_id, creation_key, name, workspace, created_at_ms, state, profile, model, executor, pool)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+             ON CONFLICT (session_id) DO UPDATE SET creation_key = ?2, name = ?3, workspace = ?4,
+                 created_at_ms = ?5, state = ?6, profile = ?7, model = ?8, executor = ?9, pool = ?10",
+            params![
+                id,
+                c.creation_key,
+                c.name,
+                c.workspace,
+                i64_of(r.created_at_ms),
+                match r.state {
+                    InitState::Reserved => "reserved",
+                    InitState::Saved => "saved",
+                },
+                s(&c.profile),
+                s(&c.model),
+                s(&c.executor),
+                s(&c.pool)
+            ],
+        )?;
+    }
+    if before.map(|b| &b.name_override) != Some(&r.name_override) {
+        match &r.name_override {
+            Some(n) => exec(
+                tx,
+                "INSERT OR REPLACE INTO catalogue_session_names (session_id, name) VALUES (?1, ?2)",
+                params![id, n],
+            )?,
+            None => exec(
+                tx,
+                "DELETE FROM catalogue_session_names WHERE session_id = ?1",
+                params![id],
+            )?,
+        }
+    }
+    if before.map(|b| b.visibility) != Some(r.visibility) {
+        match r.visibility {
+            Visibility::Archived => exec(
+                tx,
+                "INSERT OR IGNORE INTO catalogue_session_archives (session_id) VALUES (?1)",
+                params![id],
+            )?,
+            Visibility::Active => exec(
+                tx,
+                "DELETE FROM catalogue_session_archives WHERE session_id = ?1",
+                params![id],
+            )?,
+        }
+    }
+    if before.map(|b| &b.subtitle) != Some(&r.subtitle) {
+        match &r.subtitle {
+            Some(t) => exec(
+                tx,
+                "INSERT OR REPLACE INTO catalogue_session_subtitles (session_id, subtitle) VALUES (?1, ?2)",
+                params![id, t],
+            )?,
+            None => exec(tx, "DELETE FROM catalogue_session_subtitles WHERE session_id = ?1", params![id])?,
+        }
+    }
+    if before.map(|b| &b.custody) != Some(&r.custody) {
+        match (r.custody.state_word(), r.custody.row()) {
+            (Some(word), Some((op, peer))) => exec(
+                tx,
+                "INSERT OR REPLACE INTO catalogue_session_moves (session_id, op, peer, state) VALUES (?1, ?2, ?3, ?4)",
+                params![id, op.as_str(), peer.as_str(), word],
+            )?,
+            _ => exec(tx, "DELETE FROM catalogue_session_moves WHERE session_id = ?1", params![id])?,
+        }
+    }
+    if before.map(|b| b.deleting) != Some(r.deleting) {
+        if r.deleting {
+            exec(
+                tx,
+                "INSERT OR IGNORE INTO catalogue_session_deletions (session_id) VALUES (?1)",
+                params![id],
+            )?;
+        } else {
+            exec(
+                tx,
+                "DELETE FROM catalogue_session_deletions WHERE session_id = ?1",
+                params![id],
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes back the rows that differ between the loaded `before` and `next`.
+fn store(tx: &Transaction<'_>, before: &CatalogueState, next: &CatalogueState) -> Res<()> {
+    if (before.revision, before.recent_seq) != (next.revision, next.recent_seq) {
+        exec(
+            tx,
+            "UPDATE catalogue_meta SET revision = ?1, recent_seq = ?2 WHERE singleton = 1",
+            params![i64_of(next.revision), i64_of(next.recent_seq)],
+        )?;
+    }
+    // Removals first (children before parents), then upserts (parents first).
+    for ws in before.workspace_defaults.keys() {
+        if !next.workspace_defaults.contains_key(ws) {
+            exec(
+                tx,
+                "DELETE FROM catalogue_workspace_defaults WHERE workspace = ?1",
+                params![ws],
+            )?;
+        }
+    }
+    for (sp, pa) in before.delegates.keys() {
+        if !next.delegates.contains_key(&(sp.clone(), pa.clone())) {
+            exec(
+                tx,
+                "DELETE FROM catalogue_delegate_sessions WHERE spawner = ?1 AND parent_session = ?2",
+                params![sp, pa],
+            )?;
+        }
+    }
+    for id in before.sessions.keys() {
+        if !next.sessions.contains_key(id) {
+            for t in SIDE_TABLES {
+                exec(
+                    tx,
+                    &format!("DELETE FROM {t} WHERE session_id = ?1"),
+                    params![id],
+                )?;
+            }
+            exec(
+                tx,
+                "DELETE FROM catalogue_sessions WHERE session_id = ?1",
+                params![id],
+            )?;
+        }
+    }
+    for (id, row) in &next.sessions {
+        let prev = before.sessions.get(id);
+        if prev != Some(row) {
+            write_session(tx, id, prev, row)?;
+        }
+    }
+    for (ws, id) in &next.workspace_defaults {
+        if before.workspace_defaults.get(ws) != Some(id) {
+            exec(
+                tx,
+                "INSERT OR REPLACE INTO catalogue_workspace_defaults (workspace, session_id) VALUES (?1, ?2)",
+                params![ws, id],
+            )?;
+        }
+    }
+    for ((sp, pa), d) in &next.delegates {
+        if before.delegates.get(&(sp.clone(), pa.clone())) != Some(d) {
+            exec(
+                tx,
+                "INSERT OR REPLACE INTO catalogue_delegate_sessions (spawner, parent_session, session_id, last_contact_ms)
+                 VALUES (?1, ?2, ?3, ?4)",
+                params![sp, pa, d.session_id, i64_of(d.last_contact_ms)],
+            )?;
+        }
+    }
+    for r in before.recent.difference(&next.recent) {
+        exec(
+            tx,
+            "DELETE FROM catalogue_recent_folders WHERE id = ?1",
+            params![i64_of(r.id)],
+        )?;
+    }
+    for r in next.recent.difference(&before.recent) {
+        exec(
+            tx,
+            "INSERT INTO catalogue_recent_folders (id, path) VALUES (?1, ?2)",
+            params![i64_of(r.id), r.path],
+        )?;
+    }
+    Ok(())
+}
+
+// ------------------------------------------------------------------ the port
+
+impl Catalogue for SqliteCatalogue {
+    fn apply(&self, req: &Request) -> Res<Outcome> {
+        self.with(TransactionBehavior::Immediate, |tx| {
+            let before = load(tx, &footprint(req))?;
+            let d = catalogue::decide(&before, req)?;
+            store(tx, &before, &d.next)?;
+            Ok(d.outcome)
+        })
+    }
+
+    fn get(&self, session_id: &str) -> Res<Option<Registration>> {
+        self.read(|tx| {
+            let mut s = CatalogueState::default();
+            load_sessions(tx, &mut s, "WHERE s.session_id = ?1", &[&session_id])?;
+            Ok(s.get(session_id))
+        })
+    }
+
+    fn by_request_key(&self, key: &str) -> Res<Option<Registration>> {
+        self.read(|tx| {
+            let mut s = CatalogueState::default();
+            load_sessions(tx, &mut s, "WHERE s.creation_key = ?1", &[&key])?;
+            Ok(s.by_request_key(key))
+        })
+    }
+
+    fn page(&self, visibility: Visibility, after: Option<&str>, limit: usize) -> Res<Page> {
+        self.read(|tx| {
+            let mut s = CatalogueState::default();
+            load_meta(tx, &mut s)?;
+            let fetch = i64::try_from(limit.min(LISTING_LIMIT) + 1).unwrap_or(i64::MAX);
+            let archived = matches!(visibility, Visibility::Archived);
+            load_sessions(
+                tx,
+                &mut s,
+                "WHERE (a.session_id IS NOT NULL) = ?1 AND (?2 IS NULL OR s.session_id > ?2)
+                 ORDER BY s.session_id LIMIT ?3",
+                &[&archived, &after, &fetch],
+            )?;
+            Ok(s.page(visibility, after, limit))
+        })
+    }
+
+    fn workspace_default(&self, workspace: &str) -> Res<Option<String>> {
+        self.read(|tx| {
+            let mut s = CatalogueState::default();
+            load_defaults(tx, &mut s, "WHERE workspace = ?1", &[&workspace])?;
+            if let Some(id) = s.workspace_defaults.get(workspace).cloned() {
+                load_sessions(tx, &mut s, "WHERE s.session_id = ?1", &[&id])?;
+            }
+            s.workspace_default(workspace)
+        })
+    }
+
+    fn recent_folders(&self) -> Res<Vec<Recent>> {
+        self.read(|tx| {
+            let mut s = CatalogueState::default();
+            load_recent(tx, &mut s)?;
+            Ok(s.recent_folders())
+        })
+    }
+
+    fn custody(&self, session_id: &str) -> Res<Custody> {
+        self.read(|tx| {
+            let mut s = CatalogueState::default();
+            load_sessions(tx, &mut s, "WHERE s.session_id = ?1", &[&session_id])?;
+            s.custody(session_id)
+        })
+    }
+
+    fn moving(&self) -> Res<Vec<Move>> {
+        self.read(|tx| {
+            let mut s = CatalogueState::default();
+            load_sessions(tx, &mut s, "WHERE m.state = 'moving'", &[])?;
+            Ok(s.moving())
+        })
+    }
+
+    fn deletion(&self, session_id: &str) -> Res<Deletion> {
+        self.read(|tx| {
+            let mut s = CatalogueState::default();
+            load_sessions(tx, &mut s, "WHERE s.session_id = ?1", &[&session_id])?;
+            s.deletion(session_id)
+        })
+    }
+
+    fn deleting(&self) -> Res<Vec<String>> {
+        self.read(|tx| {
+            let mut s = CatalogueState::default();
+            load_sessions(tx, &mut s, "WHERE d.session_id IS NOT NULL", &[])?;
+            Ok(s.deleting())
+        })
+    }
+
+    fn delegate_for(&self, spawner: &str, parent_session: &str) -> Res<Option<Delegate>> {
+        // A malformed pair is refused before anything is read.
+        CatalogueState::default().delegate_for(spawner, parent_session)?;
+        self.read(|tx| {
+            let mut s = CatalogueState::default();
+            load_delegates(
+                tx,
+                &mut s,
+                "WHERE spawner = ?1 AND parent_session = ?2",
+                &[&spawner, &parent_session],
+            )?;
+            s.delegate_for(spawner, parent_session)
+        })
+    }
+
+    fn delegate_of(&self, session_id: &str) -> Res<Option<Delegate>> {
+        self.read(|tx| {
+            let mut s = CatalogueState::default();
+            load_delegates(tx, &mut s, "WHERE session_id = ?1", &[&session_id])?;
+            Ok(s.delegate_of(session_id))
+        })
+    }
+
+    fn delegates_held(&self, spawner: &str) -> Res<u32> {
+        self.read(|tx| {
+            let mut s = CatalogueState::default();
+            load_delegates(tx, &mut s, "WHERE spawner = ?1", &[&spawner])?;
+            Ok(s.delegates_held(spawner))
+        })
+    }
+
+    fn revision(&self) -> Res<u64> {
+        self.read(|tx| {
+            let mut s = CatalogueState::default();
+            load_meta(tx, &mut s)?;
+            Ok(s.revision)
+        })
+    }
+}
+
+/// Reads `(user_version, application_id)` of a catalogue file without
+/// opening it as a catalogue (for tests and inspection).
+pub fn identity(path: &Path) -> Result<(i64, i64), OpenError> {
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(Fault::db("open"))?;
+    let v: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(Fault::db("read-version"))?;
+    let a: Option<i64> = conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .optional()
+        .map_err(Fault::db("read-application-id"))?;
+    Ok((v, a.unwrap_or(0)))
+}

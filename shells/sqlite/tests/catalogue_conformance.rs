@@ -1,0 +1,13 @@
+//! The catalogue and custody conformance suites against SQLite, one fresh
+//! catalogue file per factory call.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use custos_sqlite::catalogue::SqliteCatalogue;
+
+fn fresh() -> SqliteCatalogue {
+    SqliteCatalogue::open_temp().expect("open a temp catalogue")
+}
+
+custos_conformance::catalogue_suite!(sqlite_catalogue, fresh);
+custos_conformance::custody_suite!(sqlite_custody, fresh);
