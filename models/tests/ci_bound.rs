@@ -61,6 +61,11 @@ fn registry_names_are_unique() {
 }
 
 #[test]
+fn migration_model_holds_and_kills_every_mutant() {
+    check("migration");
+}
+
+#[test]
 fn custody_model_holds_and_kills_every_mutant() {
     check("custody");
 }

@@ -171,7 +171,9 @@ impl From<Name> for String {
 }
 
 /// A SHA-256 digest; serialized as 64 lowercase hex digits.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(try_from = "String", into = "String")]
 pub struct Digest(pub [u8; 32]);
 
@@ -664,11 +666,14 @@ pub(crate) fn canonical_bytes<T: Serialize>(value: &T) -> Vec<u8> {
     serde_json::to_vec(value).unwrap_or_default()
 }
 
-fn decode_canonical<T: Serialize + for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, DataError> {
+fn decode_canonical<T: Serialize + for<'de> Deserialize<'de>>(
+    bytes: &[u8],
+) -> Result<T, DataError> {
     if bytes.len() > MAX_ENCODED_LEN {
         return Err(DataError::TooLarge { len: bytes.len() });
     }
-    let value: T = serde_json::from_slice(bytes).map_err(|e| DataError::Malformed(e.to_string()))?;
+    let value: T =
+        serde_json::from_slice(bytes).map_err(|e| DataError::Malformed(e.to_string()))?;
     if canonical_bytes(&value) != bytes {
         return Err(DataError::NonCanonical);
     }
@@ -834,7 +839,9 @@ impl Receipt {
             return Err(DataError::Invalid("unknown receipt format".into()));
         }
         if self.tables.len() > MAX_ITEMS || !strictly_sorted(self.tables.iter().map(|t| &t.name)) {
-            return Err(DataError::Invalid("receipt tables not sorted and unique".into()));
+            return Err(DataError::Invalid(
+                "receipt tables not sorted and unique".into(),
+            ));
         }
         Ok(())
     }

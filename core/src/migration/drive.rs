@@ -358,7 +358,10 @@ pub mod rule {
     /// Every rule with its name.
     pub const ALL: [(u16, &str); 10] = [
         (EARLY_DISCOVERY, "early-discovery"),
-        (RECEIPT_EARLY, "receipt-before-activation-and-cold-verification"),
+        (
+            RECEIPT_EARLY,
+            "receipt-before-activation-and-cold-verification",
+        ),
         (SOURCE_READ, "source-read-after-activation"),
         (RECEIPT_CHANGED, "receipt-changed"),
         (FLOOR_LOW, "fence-floor-or-resume-too-low"),
@@ -581,8 +584,10 @@ impl Sim {
                 if !matches!(self.drivers[d], Driver::Running(_)) {
                     return false;
                 }
-                if !matches!(fault, Fault::None | Fault::CrashAfterRecord | Fault::CrashBeforeRecord)
-                {
+                if !matches!(
+                    fault,
+                    Fault::None | Fault::CrashAfterRecord | Fault::CrashBeforeRecord
+                ) {
                     self.faults = self.faults.saturating_add(1);
                 }
                 self.step(fx, m, d, fault, None);
@@ -603,7 +608,8 @@ impl Sim {
             }
             SimOp::Start(d) => {
                 let d = usize::from(d % 2);
-                if !matches!(self.drivers[d], Driver::Idle) || (d == 1 && self.caller_plan.is_none())
+                if !matches!(self.drivers[d], Driver::Idle)
+                    || (d == 1 && self.caller_plan.is_none())
                 {
                     return false;
                 }
@@ -649,7 +655,11 @@ impl Sim {
     }
 
     fn intrude(&mut self, fx: &Fixture, m: &Machine, same_id: bool) {
-        let plan = fx.plan(self.source_gen, self.source_fence.issued, if same_id { 1 } else { 2 });
+        let plan = fx.plan(
+            self.source_gen,
+            self.source_fence.issued,
+            if same_id { 1 } else { 2 },
+        );
         let mut st = State {
             run: Run::new(plan.migration_id.clone(), None),
             destination: self.dest.clone(),
@@ -719,7 +729,9 @@ impl Sim {
             Status::Invalidated => r.control.is_none() && r.receipt.is_none(),
             Status::Activated | Status::Completed => {
                 r.objects.iter().all(|v| *v)
-                    && r.tables.iter().all(|t| matches!(t, TableState::Verified(_)))
+                    && r.tables
+                        .iter()
+                        .all(|t| matches!(t, TableState::Verified(_)))
                     && r.source_stability.is_some()
                     && r.control.is_some()
                     && (r.status == Status::Activated
@@ -851,7 +863,9 @@ impl Sim {
                 run_after = r;
             }
             Next::CopyObject { index } => {
-                let index = index % OBJECTS;
+                if index >= OBJECTS {
+                    return;
+                }
                 let facts = fx.object(index);
                 let present = self.dest_objects & (1 << index) != 0;
                 let found = present.then_some(facts);
@@ -980,7 +994,8 @@ impl Sim {
                     inventory_digest: fx.plan(0, 1, 0).artifacts.inventory_digest(),
                     world_epochs: vec![(fx.world.clone(), self.source_fence.issued)],
                 };
-                let Some((out, r)) = self.send(m, d, &run, Request::Recheck { observed }, is_forced)
+                let Some((out, r)) =
+                    self.send(m, d, &run, Request::Recheck { observed }, is_forced)
                 else {
                     return;
                 };
@@ -1022,7 +1037,9 @@ impl Sim {
                 if out == Outcome::Activated {
                     self.dest_discoverable = true;
                     let verified = self.ours(fx).is_some_and(|r| {
-                        r.tables.iter().all(|t| matches!(t, TableState::Verified(_)))
+                        r.tables
+                            .iter()
+                            .all(|t| matches!(t, TableState::Verified(_)))
                             && r.objects.iter().all(|v| *v)
                     });
                     let stable = self.plan_gen_epoch(fx)
@@ -1033,26 +1050,33 @@ impl Sim {
                 }
             }
             Next::ColdVerify => {
-                if self
-                    .ours(fx)
-                    .is_some_and(|r| r.status == Status::Completed)
-                {
+                if self.ours(fx).is_some_and(|r| r.status == Status::Completed) {
                     self.broken |= rule::COLD_AFTER_COMPLETE;
                 }
                 let generation = self.plan_gen_epoch(fx).map_or(0, |(g, _)| g);
-                let Ok(dec) = fence::decide(
-                    &self.dest_fence,
-                    &fence::Request::Acquire {
-                        holder: fx.resume_holder.clone(),
-                    },
-                ) else {
-                    return;
+                // The verifier can resume only a World it discovers.
+                let resume = if self.dest_discoverable {
+                    let Ok(dec) = fence::decide(
+                        &self.dest_fence,
+                        &fence::Request::Acquire {
+                            holder: fx.resume_holder.clone(),
+                        },
+                    ) else {
+                        return;
+                    };
+                    self.dest_fence = dec.next;
+                    let epoch = self.dest_fence.issued;
+                    if epoch <= self.required_floor(fx) {
+                        self.broken |= rule::FLOOR_LOW;
+                    }
+                    Resume::Resumed {
+                        world: fx.world.clone(),
+                        epoch,
+                        tick: 1,
+                    }
+                } else {
+                    Resume::NotApplicable
                 };
-                self.dest_fence = dec.next;
-                let epoch = self.dest_fence.issued;
-                if epoch <= self.required_floor(fx) {
-                    self.broken |= rule::FLOOR_LOW;
-                }
                 if fault == Fault::CrashBeforeRecord {
                     self.crash(m, d);
                     return;
@@ -1069,13 +1093,10 @@ impl Sim {
                         })
                         .collect(),
                     objects_verified: u64::from(self.dest_objects.count_ones()),
-                    resume: Resume::Resumed {
-                        world: fx.world.clone(),
-                        epoch,
-                        tick: 1,
-                    },
+                    resume,
                 };
-                let Some((_, r)) = self.send(m, d, &run, Request::ColdVerify { evidence }, is_forced)
+                let Some((_, r)) =
+                    self.send(m, d, &run, Request::ColdVerify { evidence }, is_forced)
                 else {
                     return;
                 };
@@ -1215,7 +1236,10 @@ pub fn migration_stream_with(m: Machine, ops: &[SimOp]) -> Result<(), crate::dri
         sim.apply(&fx, &m, *op);
         if sim.broken != 0 {
             return Err(crate::drive::Violation {
-                invariant: broken_names(sim.broken).first().copied().unwrap_or("unknown"),
+                invariant: broken_names(sim.broken)
+                    .first()
+                    .copied()
+                    .unwrap_or("unknown"),
                 step,
                 detail: format!("{op:?} broke {:?}", broken_names(sim.broken)),
             });
@@ -1240,7 +1264,10 @@ pub fn run_clean() -> Result<Sim, crate::drive::Violation> {
         sim.apply(&fx, &Machine::REAL, SimOp::Step(0, Fault::None));
         if sim.broken != 0 {
             return Err(crate::drive::Violation {
-                invariant: broken_names(sim.broken).first().copied().unwrap_or("unknown"),
+                invariant: broken_names(sim.broken)
+                    .first()
+                    .copied()
+                    .unwrap_or("unknown"),
                 step,
                 detail: format!("{:?}", broken_names(sim.broken)),
             });

@@ -379,7 +379,7 @@ pub enum Next {
     /// Send [`Request::Complete`].
     Complete,
     /// The migration is complete: here is the exact stored receipt.
-    Done(StoredReceipt),
+    Done(Box<StoredReceipt>),
 }
 
 impl Next {
@@ -557,7 +557,7 @@ pub enum Outcome {
     /// receipt.
     Completed {
         /// The receipt.
-        receipt: StoredReceipt,
+        receipt: Box<StoredReceipt>,
         /// Whether it was already stored.
         repeated: bool,
     },
@@ -581,7 +581,9 @@ pub enum MigrationError {
     #[error("endpoint-outside-local-v1: {0}")]
     OutsideLocalV1(String),
     /// An endpoint whose audit storage is not bound to its own identity.
-    #[error("audit-identity-unbound: the {0} endpoint must bind its audit storage to its own identity")]
+    #[error(
+        "audit-identity-unbound: the {0} endpoint must bind its audit storage to its own identity"
+    )]
     AuditUnbound(String),
     /// Source and destination are the same storage identity.
     #[error("identical-storage-identity")]
@@ -664,7 +666,7 @@ fn out_of_order(expected: Step, got: Step) -> MigrationError {
 
 /// The reservation this run may act on: refuses a reservation of another
 /// migration or of another plan.
-fn own_reservation<'a>(state: &'a State) -> Result<Option<&'a Reservation>, MigrationError> {
+fn own_reservation(state: &State) -> Result<Option<&Reservation>, MigrationError> {
     let Some(r) = &state.destination.reservation else {
         return Ok(None);
     };
@@ -701,7 +703,7 @@ pub fn next_step(state: &State) -> Result<Next, MigrationError> {
     let r = own_reservation(state)?;
     if let Some(r) = r {
         match r.status {
-            Status::Completed => return stored_receipt(r).map(Next::Done),
+            Status::Completed => return stored_receipt(r).map(|s| Next::Done(Box::new(s))),
             Status::Invalidated => return Err(MigrationError::PlanInvalidated),
             Status::Activated => {
                 return Ok(if r.cold.is_none() {
@@ -787,7 +789,7 @@ pub fn decide(state: &State, req: &Request) -> Result<Decision, MigrationError> 
                     return match req {
                         Request::Complete { .. } => Ok(Decision {
                             outcome: Outcome::Completed {
-                                receipt: stored_receipt(r)?,
+                                receipt: Box::new(stored_receipt(r)?),
                                 repeated: true,
                             },
                             next: state.clone(),
@@ -909,9 +911,9 @@ fn reserve(state: &State, plan: &Plan, now: Millis) -> Result<Decision, Migratio
         Some(r) if r.plan.migration_id != plan.migration_id => {
             Err(MigrationError::OtherMigration(r.plan.migration_id.clone()))
         }
-        Some(r) if r.plan_digest != digest => Err(MigrationError::PlanChanged(
-            r.plan.migration_id.clone(),
-        )),
+        Some(r) if r.plan_digest != digest => {
+            Err(MigrationError::PlanChanged(r.plan.migration_id.clone()))
+        }
         Some(r) if r.status == Status::Invalidated => Err(MigrationError::PlanInvalidated),
         Some(_) => Ok(with_run(
             state,
@@ -942,11 +944,7 @@ fn reserve(state: &State, plan: &Plan, now: Millis) -> Result<Decision, Migratio
 }
 
 /// Applies `f` to the reservation of a clone of `state`.
-fn with_reservation(
-    state: &State,
-    outcome: Outcome,
-    f: impl FnOnce(&mut Reservation),
-) -> Decision {
+fn with_reservation(state: &State, outcome: Outcome, f: impl FnOnce(&mut Reservation)) -> Decision {
     let mut next = state.clone();
     if let Some(r) = next.destination.reservation.as_mut() {
         f(r);
@@ -1071,10 +1069,11 @@ fn destination_step(
                     outcome: Outcome::InspectFirst,
                     next: state.clone(),
                 }),
-                (
-                    CommitReply::Committed(f),
-                    TableState::Committed(c) | TableState::Verified(c),
-                ) if *f == c => Ok(repeat(state)),
+                (CommitReply::Committed(f), TableState::Committed(c) | TableState::Verified(c))
+                    if *f == c =>
+                {
+                    Ok(repeat(state))
+                }
                 _ => Err(MigrationError::UnexpectedCommit(name.clone())),
             }
         }
@@ -1144,11 +1143,9 @@ fn destination_step(
                 snapshot_digest: *snapshot_digest,
                 floors: floors.clone(),
             };
-            Ok(with_reservation(
-                state,
-                Outcome::Staged { floors },
-                |r| r.control = Some(staged),
-            ))
+            Ok(with_reservation(state, Outcome::Staged { floors }, |r| {
+                r.control = Some(staged)
+            }))
         }
         Request::Activate => {
             if r.status == Status::Activated {
@@ -1188,7 +1185,7 @@ fn destination_step(
             Ok(with_reservation(
                 state,
                 Outcome::Completed {
-                    receipt: stored,
+                    receipt: Box::new(stored),
                     repeated: false,
                 },
                 |r| {

@@ -30,7 +30,15 @@ fn uri_refuses_credentials_and_normalizes() {
             "{bad}"
         );
     }
-    for bad in ["", "file:/p", "file:///a//b", "file:///a/../b", "file:///a/", "1x://h/p", "file:///a b"] {
+    for bad in [
+        "",
+        "file:/p",
+        "file:///a//b",
+        "file:///a/../b",
+        "file:///a/",
+        "1x://h/p",
+        "file:///a b",
+    ] {
         assert!(NormalizedUri::parse(bad).is_err(), "{bad}");
     }
     let u = NormalizedUri::parse("FILE://LocalHost/srv/x").unwrap();
@@ -62,13 +70,22 @@ fn plan_round_trips_canonically_and_refuses_tampering() {
     // A missing field is malformed, never a default.
     let text = String::from_utf8(bytes.clone()).unwrap();
     let missing = text.replacen("\"format\":1,", "", 1);
-    assert!(matches!(Plan::decode(missing.as_bytes()), Err(DataError::Malformed(_))));
+    assert!(matches!(
+        Plan::decode(missing.as_bytes()),
+        Err(DataError::Malformed(_))
+    ));
     // An unknown field is malformed.
     let extra = text.replacen("{\"format\":1,", "{\"format\":1,\"secret\":\"x\",", 1);
-    assert!(matches!(Plan::decode(extra.as_bytes()), Err(DataError::Malformed(_))));
+    assert!(matches!(
+        Plan::decode(extra.as_bytes()),
+        Err(DataError::Malformed(_))
+    ));
     // A credential smuggled into a URI does not decode.
     let cred = text.replacen("file:///srv/source/warehouse", "file://u:p@h/srv/w", 1);
-    assert!(matches!(Plan::decode(cred.as_bytes()), Err(DataError::Malformed(_))));
+    assert!(matches!(
+        Plan::decode(cred.as_bytes()),
+        Err(DataError::Malformed(_))
+    ));
     assert_ne!(fx.plan(0, 4, 0).digest(), plan.digest());
 }
 
@@ -122,7 +139,7 @@ fn the_clean_workflow_visits_every_step_in_order() {
         run: Run::new(fx.migration.clone(), Some(r.plan_digest)),
         destination: sim.dest.clone(),
     };
-    assert_eq!(next_step(&st), Ok(Next::Done(stored.clone())));
+    assert_eq!(next_step(&st), Ok(Next::Done(Box::new(stored.clone()))));
     let d = decide(
         &st,
         &Request::Complete {
@@ -134,14 +151,19 @@ fn the_clean_workflow_visits_every_step_in_order() {
     assert_eq!(
         d.outcome,
         Outcome::Completed {
-            receipt: stored,
+            receipt: Box::new(stored),
             repeated: true
         }
     );
     assert_eq!(d.next, st);
     // No source read and no cold verification after completion.
     assert!(matches!(
-        decide(&st, &Request::Validate { report: preflight(&fx) }),
+        decide(
+            &st,
+            &Request::Validate {
+                report: preflight(&fx)
+            }
+        ),
         Err(MigrationError::SourceClosed)
     ));
     assert!(decide(
@@ -206,7 +228,13 @@ fn preflight_refusals_have_stable_reasons() {
     let mut p = preflight(&fx);
     p.unreadable_objects = 1;
     check(p, "artifact-unreadable");
-    assert!(decide(&st, &Request::Validate { report: preflight(&fx) }).is_ok());
+    assert!(decide(
+        &st,
+        &Request::Validate {
+            report: preflight(&fx)
+        }
+    )
+    .is_ok());
 }
 
 #[test]
@@ -234,12 +262,18 @@ fn a_changed_plan_or_other_migration_is_refused() {
     let sim = drive::run_clean().unwrap();
     let mut other = run(&fx, Some(fx.plan(0, 9, 0).digest()));
     other.destination = sim.dest.clone();
-    assert!(matches!(next_step(&other), Err(MigrationError::PlanChanged(_))));
+    assert!(matches!(
+        next_step(&other),
+        Err(MigrationError::PlanChanged(_))
+    ));
     let mut m2 = State {
         run: Run::new(fx.other_migration.clone(), None),
         destination: sim.dest.clone(),
     };
-    assert!(matches!(next_step(&m2), Err(MigrationError::OtherMigration(_))));
+    assert!(matches!(
+        next_step(&m2),
+        Err(MigrationError::OtherMigration(_))
+    ));
     m2.run.validated = true;
     assert!(decide(&m2, &Request::Activate).is_err());
 }
@@ -260,7 +294,11 @@ fn an_ambiguous_commit_requires_inspection_before_any_append() {
     }
     sim.apply(&fx, &Machine::REAL, SimOp::Step(0, Fault::AmbiguousLanded));
     let r = sim.dest.reservation.as_ref().unwrap();
-    let i = r.tables.iter().position(|t| *t == TableState::InDoubt).unwrap();
+    let i = r
+        .tables
+        .iter()
+        .position(|t| *t == TableState::InDoubt)
+        .unwrap();
     let drive::Driver::Running(run) = sim.drivers[0].clone() else {
         panic!("driver stopped")
     };
@@ -335,7 +373,11 @@ fn receipt_decoder_refuses_missing_noncanonical_and_digest_invalid() {
         StoredReceipt::decode(missing.as_bytes()),
         Err(DataError::Malformed(_))
     ));
-    let upper = text.replacen(&stored.digest.to_string(), &stored.digest.to_string().to_uppercase(), 1);
+    let upper = text.replacen(
+        &stored.digest.to_string(),
+        &stored.digest.to_string().to_uppercase(),
+        1,
+    );
     assert!(StoredReceipt::decode(upper.as_bytes()).is_err());
     let tampered = text.replacen("\"rows\":3", "\"rows\":4", 1);
     assert!(matches!(
@@ -363,5 +405,8 @@ fn a_stored_receipt_that_does_not_verify_fails_closed() {
         run: Run::new(fx.migration.clone(), Some(r.plan_digest)),
         destination: sim.dest.clone(),
     };
-    assert!(matches!(next_step(&st), Err(MigrationError::ReceiptInvalid(_))));
+    assert!(matches!(
+        next_step(&st),
+        Err(MigrationError::ReceiptInvalid(_))
+    ));
 }
