@@ -233,8 +233,8 @@ impl CustodyModel {
     /// The model at a bound.
     pub fn at(bound: Bound) -> Self {
         let (cats, max_ops, net_cap, max_crashes) = match bound {
-            Bound::Ci => (2, 3, 2, 1),
-            Bound::Deep => (3, 4, 2, 1),
+            Bound::Ci => (3, 3, 2, 1),
+            Bound::Deep => (3, 5, 3, 2),
         };
         CustodyModel {
             cats,
