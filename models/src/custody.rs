@@ -25,12 +25,10 @@
 //!   the import step (as if an import had been sent: it may not abort
 //!   without the target's `Conflict`).
 
-use std::net::SocketAddr;
-
 use custos_core::custody::{self, Custody, CustodyError, MoveOp, Peer};
 use stateright::{Model, Property};
 
-use crate::{Bound, ModelReport, Registered};
+use crate::Bound;
 
 /// Room for this many catalogues; a bound uses [`CustodyModel::cats`].
 pub const CATS: usize = 3;
@@ -595,47 +593,28 @@ impl Model for CustodyModel {
     }
 }
 
-/// The custody model's entry in the registry.
-pub struct Registration;
+impl crate::family::MutantModel for CustodyModel {
+    type Mutant = Mutant;
+    const NAME: &'static str = "custody";
+    const SUMMARY: &'static str = "session custody across catalogues: at most one serves it, it is never lost, through lost replies, retries, late copies and orchestrator crashes";
 
-impl Registered for Registration {
-    fn name(&self) -> &'static str {
-        "custody"
+    fn at(bound: Bound) -> Self {
+        CustodyModel::at(bound)
     }
 
-    fn summary(&self) -> &'static str {
-        "session custody across catalogues: at most one serves it, it is never lost, through lost replies, retries, late copies and orchestrator crashes"
+    fn mutants() -> &'static [Mutant] {
+        &Mutant::ALL
     }
 
-    fn check(&self, bound: Bound, threads: usize) -> ModelReport {
-        let real = CustodyModel::at(bound);
-        let mutants = Mutant::ALL
-            .iter()
-            .map(|m| (m.name(), real.clone().with(*m)))
-            .collect();
-        crate::check(
-            "custody",
-            bound,
-            real.bound_detail(),
-            threads,
-            real,
-            mutants,
-        )
+    fn mutant_name(mutant: Mutant) -> &'static str {
+        mutant.name()
     }
 
-    fn mutant_names(&self) -> Vec<&'static str> {
-        Mutant::ALL.iter().map(|m| m.name()).collect()
+    fn with_mutant(self, mutant: Mutant) -> Self {
+        self.with(mutant)
     }
 
-    fn explore(&self, bound: Bound, mutant: Option<&str>, addr: SocketAddr) -> Result<(), String> {
-        let mut model = CustodyModel::at(bound);
-        if let Some(name) = mutant {
-            let m = Mutant::ALL
-                .iter()
-                .find(|m| m.name() == name)
-                .ok_or_else(|| format!("unknown mutant {name:?}"))?;
-            model = model.with(*m);
-        }
-        crate::serve(model, addr)
+    fn describe_bound(&self) -> String {
+        self.bound_detail()
     }
 }

@@ -9,12 +9,10 @@
 //! Every request goes through [`custos_core::fence::decide`]; a mutant wraps
 //! that call. A monitor records what was admitted; properties read it.
 
-use std::net::SocketAddr;
-
 use custos_core::fence::{self, Epoch, FenceError, Holder, WorldFence};
 use stateright::{Model, Property};
 
-use crate::{Bound, ModelReport, Registered};
+use crate::Bound;
 
 /// Room for this many worlds; a bound uses [`FenceModel::worlds`] of them.
 pub const WORLDS: usize = 2;
@@ -357,40 +355,28 @@ impl Model for FenceModel {
     }
 }
 
-/// The fence model's entry in the registry.
-pub struct Registration;
+impl crate::family::MutantModel for FenceModel {
+    type Mutant = Mutant;
+    const NAME: &'static str = "fence";
+    const SUMMARY: &'static str = "writer-fence epochs per world: strictly increasing, floors never lowered, stale writers refused";
 
-impl Registered for Registration {
-    fn name(&self) -> &'static str {
-        "fence"
+    fn at(bound: Bound) -> Self {
+        FenceModel::at(bound)
     }
 
-    fn summary(&self) -> &'static str {
-        "writer-fence epochs per world: strictly increasing, floors never lowered, stale writers refused"
+    fn mutants() -> &'static [Mutant] {
+        &Mutant::ALL
     }
 
-    fn check(&self, bound: Bound, threads: usize) -> ModelReport {
-        let real = FenceModel::at(bound);
-        let mutants = Mutant::ALL
-            .iter()
-            .map(|m| (m.name(), real.clone().with(*m)))
-            .collect();
-        crate::check("fence", bound, real.bound_detail(), threads, real, mutants)
+    fn mutant_name(mutant: Mutant) -> &'static str {
+        mutant.name()
     }
 
-    fn mutant_names(&self) -> Vec<&'static str> {
-        Mutant::ALL.iter().map(|m| m.name()).collect()
+    fn with_mutant(self, mutant: Mutant) -> Self {
+        self.with(mutant)
     }
 
-    fn explore(&self, bound: Bound, mutant: Option<&str>, addr: SocketAddr) -> Result<(), String> {
-        let mut model = FenceModel::at(bound);
-        if let Some(name) = mutant {
-            let m = Mutant::ALL
-                .iter()
-                .find(|m| m.name() == name)
-                .ok_or_else(|| format!("unknown mutant {name:?}"))?;
-            model = model.with(*m);
-        }
-        crate::serve(model, addr)
+    fn describe_bound(&self) -> String {
+        self.bound_detail()
     }
 }

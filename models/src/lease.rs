@@ -16,13 +16,11 @@
 //! that call. A monitor records what the store admitted, and the properties
 //! read the record.
 
-use std::net::SocketAddr;
-
 use custos_core::lease::{self, Fence, LeaseError, LeaseState, Outcome, Owner};
 use custos_core::Millis;
 use stateright::{Model, Property};
 
-use crate::{Bound, ModelReport, Registered};
+use crate::Bound;
 
 /// Number of owner processes.
 pub const OWNERS: usize = 3;
@@ -546,40 +544,28 @@ impl Model for LeaseModel {
     }
 }
 
-/// The lease model's entry in the registry.
-pub struct Registration;
+impl crate::family::MutantModel for LeaseModel {
+    type Mutant = Mutant;
+    const NAME: &'static str = "lease";
+    const SUMMARY: &'static str = "expiring fenced writer lease: single writer under steals, pauses, crashes and late messages";
 
-impl Registered for Registration {
-    fn name(&self) -> &'static str {
-        "lease"
+    fn at(bound: Bound) -> Self {
+        LeaseModel::at(bound)
     }
 
-    fn summary(&self) -> &'static str {
-        "expiring fenced writer lease: single writer under steals, pauses, crashes and late messages"
+    fn mutants() -> &'static [Mutant] {
+        &Mutant::ALL
     }
 
-    fn check(&self, bound: Bound, threads: usize) -> ModelReport {
-        let real = LeaseModel::at(bound);
-        let mutants = Mutant::ALL
-            .iter()
-            .map(|m| (m.name(), real.clone().with(*m)))
-            .collect();
-        crate::check("lease", bound, real.bound_detail(), threads, real, mutants)
+    fn mutant_name(mutant: Mutant) -> &'static str {
+        mutant.name()
     }
 
-    fn mutant_names(&self) -> Vec<&'static str> {
-        Mutant::ALL.iter().map(|m| m.name()).collect()
+    fn with_mutant(self, mutant: Mutant) -> Self {
+        self.with(mutant)
     }
 
-    fn explore(&self, bound: Bound, mutant: Option<&str>, addr: SocketAddr) -> Result<(), String> {
-        let mut model = LeaseModel::at(bound);
-        if let Some(name) = mutant {
-            let m = Mutant::ALL
-                .iter()
-                .find(|m| m.name() == name)
-                .ok_or_else(|| format!("unknown mutant {name:?}"))?;
-            model = model.with(*m);
-        }
-        crate::serve(model, addr)
+    fn describe_bound(&self) -> String {
+        self.bound_detail()
     }
 }

@@ -24,7 +24,7 @@ use serde::Serialize;
 use stateright::{Checker, Expectation, HasDiscoveries, Model};
 
 pub mod custody;
-pub mod custody;
+pub mod family;
 pub mod fence;
 pub mod lease;
 pub mod ledger;
@@ -142,10 +142,9 @@ pub trait Registered: Send + Sync {
 /// Every registered model, in the order `custos check` prints them.
 pub fn registry() -> Vec<Box<dyn Registered>> {
     vec![
-        Box::new(lease::Registration),
-        Box::new(fence::Registration),
-        Box::new(custody::Registration),
-        Box::new(custody::Registration),
+        Box::new(family::family::<lease::LeaseModel>()),
+        Box::new(family::family::<fence::FenceModel>()),
+        Box::new(family::family::<custody::CustodyModel>()),
         Box::new(ledger::Registration),
         Box::new(migration::Registration),
     ]
