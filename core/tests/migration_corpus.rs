@@ -2,6 +2,8 @@
 //! the fuzz target runs, so CI covers it where libFuzzer cannot run; and
 //! checks that the seeds reach what their names say.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test helpers outside #[test] fns
+
 use std::path::{Path, PathBuf};
 
 use arbitrary::{Arbitrary, Unstructured};

@@ -3,6 +3,8 @@
 //! through the real machine — plus a check that the stream driver catches a
 //! broken machine, so it is not vacuous.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test helpers outside #[test] fns
+
 use custos_core::migration::drive::{
     self, migration_stream, migration_stream_with, Fault, Forced, Machine, SimOp,
 };
