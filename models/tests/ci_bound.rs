@@ -52,6 +52,11 @@ fn fence_model_holds_and_kills_every_mutant() {
 }
 
 #[test]
+fn ledger_model_holds_and_kills_every_mutant() {
+    check("ledger");
+}
+
+#[test]
 fn registry_names_are_unique() {
     let names: Vec<_> = registry().iter().map(|m| m.name()).collect();
     let mut sorted = names.clone();

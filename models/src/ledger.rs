@@ -1,0 +1,784 @@
+//! Model of the execution ledger (`custos_core::ledger`).
+//!
+//! One session, two planned calls per incarnation, incarnations 1 and 2.
+//! The actors:
+//!
+//! - the **runtime** of the current executor process: it asks the ledger to
+//!   admit a call by putting a `Run` (the admit request, carrying its attach
+//!   token) on the wire, runs the program on `Fresh`, and finishes it. It may
+//!   **restart inside one open** (`RuntimeRestart`): it forgets what it was
+//!   running and keeps its attach token; the calls it was running stay
+//!   `admitted` until the node actor settles them (`MarkUnknown`);
+//! - the **executor process** may die and a new one start
+//!   (`ProcessRestart`): the new opener runs `open` (restart recovery) and
+//!   attaches with a new token in its start-up step;
+//! - the **recovery process** puts `query_or_fence` requests on the wire
+//!   (`Fence`), the host puts `stop_or_fence` (`Stop`) and `ack` (`Ack`);
+//!   the host closes, releases and reopens the scope.
+//!
+//! The wire is a set: a `Run` once sent may be delivered any number of
+//! times, at any later point — in any order, duplicated, late (after the
+//! process that sent it died, after the key was acknowledged, after a
+//! fence overtook it). `Stop`, `Ack` and fences carry nothing of their
+//! sender's state (no token), so a duplicating wire for them is the same as
+//! letting them arrive at any step, for any key of this or an earlier
+//! incarnation, any number of times: they are actions, not wire entries,
+//! which keeps the wire (and the state space) small. Every request goes through
+//! [`custos_core::ledger::step_with`] over the real [`ledger::decide`]; a
+//! mutant wraps `decide`. A monitor records what the ledger answered and
+//! the properties read the record.
+
+use std::net::SocketAddr;
+
+use custos_core::ledger::{
+    self, Admission, Answer, AttachToken, CallState, CloseOutcome, Decision, Effect, Fencing, Key,
+    LedgerError, LedgerState, Limits, Lookup, OpId, Request, RowState, ScopeState, SessionId,
+    Stopping, Tool, View, WorkspaceId,
+};
+use stateright::{Model, Property};
+
+use crate::{Bound, ModelReport, Registered};
+
+/// Calls planned per incarnation.
+pub const OPS: u8 = 1;
+/// Keys: `0..OPS` are incarnation 1's calls, `OPS..KEYS` incarnation 2's.
+const KEYS: u8 = 2 * OPS;
+/// The highest incarnation explored (the scope starts at 1).
+pub const MAX_INCARNATION: u8 = 2;
+
+/// The limits the model runs under: a reservation (4) fits an empty
+/// ledger (5) but not beside an unacknowledged outcome (3) — one left
+/// behind by a released scope, or a fence, which skips the budget.
+pub const MODEL_LIMITS: Limits = Limits {
+    max_unclean_scopes: 1,
+    max_ledger_bytes: 5,
+    reservation_bytes: 4,
+};
+
+/// A defect the spec records, each a wrapped decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mutant {
+    /// `ack` deletes the row and writes no tombstone (`tcDefectLateRun`).
+    AckWithoutTombstone,
+    /// `stop_or_fence` inserts nothing for a missing key
+    /// (`M8-stop-does-not-fence`).
+    StopDoesNotFence,
+    /// `query_or_fence` answers `Fenced` but does not settle the missing row.
+    FenceDoesNotSettle,
+    /// `admit` skips the attach-token comparison.
+    AdmitSkipsToken,
+    /// `open` leaves `admitted` rows `admitted`.
+    OpenLeavesAdmitted,
+}
+
+impl Mutant {
+    /// Every mutant.
+    pub const ALL: [Mutant; 5] = [
+        Mutant::AckWithoutTombstone,
+        Mutant::StopDoesNotFence,
+        Mutant::FenceDoesNotSettle,
+        Mutant::AdmitSkipsToken,
+        Mutant::OpenLeavesAdmitted,
+    ];
+
+    /// The mutant's stable name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mutant::AckWithoutTombstone => "ack-deletes-row-without-tombstone",
+            Mutant::StopDoesNotFence => "stop-or-fence-inserts-nothing-for-missing-key",
+            Mutant::FenceDoesNotSettle => "query-or-fence-does-not-settle-missing-row",
+            Mutant::AdmitSkipsToken => "admit-skips-attach-token-comparison",
+            Mutant::OpenLeavesAdmitted => "open-leaves-admitted-rows-admitted",
+        }
+    }
+
+    fn decide(self) -> ledger::Decide {
+        match self {
+            Mutant::AckWithoutTombstone => ack_without_tombstone,
+            Mutant::StopDoesNotFence => stop_does_not_fence,
+            Mutant::FenceDoesNotSettle => fence_does_not_settle,
+            Mutant::AdmitSkipsToken => admit_skips_token,
+            Mutant::OpenLeavesAdmitted => open_leaves_admitted,
+        }
+    }
+}
+
+fn ack_without_tombstone(v: &View, l: &Limits, r: &Request) -> Result<Decision, LedgerError> {
+    let mut d = ledger::decide(v, l, r)?;
+    d.effects.retain(|e| !matches!(e, Effect::PutAck(_)));
+    Ok(d)
+}
+
+fn stop_does_not_fence(v: &View, l: &Limits, r: &Request) -> Result<Decision, LedgerError> {
+    let mut d = ledger::decide(v, l, r)?;
+    if d.answer == Answer::Stopping(Stopping::Barred) {
+        d.effects.clear();
+    }
+    Ok(d)
+}
+
+fn fence_does_not_settle(v: &View, l: &Limits, r: &Request) -> Result<Decision, LedgerError> {
+    let mut d = ledger::decide(v, l, r)?;
+    if d.answer == Answer::Fencing(Fencing::Fenced) {
+        d.effects.clear();
+    }
+    Ok(d)
+}
+
+fn admit_skips_token(v: &View, l: &Limits, r: &Request) -> Result<Decision, LedgerError> {
+    match (r, &v.scope) {
+        (Request::Admit { key, tool, .. }, Some(scope)) => ledger::decide(
+            v,
+            l,
+            &Request::Admit {
+                key: key.clone(),
+                tool: tool.clone(),
+                token: scope.attach_token.clone(),
+            },
+        ),
+        _ => ledger::decide(v, l, r),
+    }
+}
+
+fn open_leaves_admitted(v: &View, l: &Limits, r: &Request) -> Result<Decision, LedgerError> {
+    let mut d = ledger::decide(v, l, r)?;
+    if *r == Request::Open {
+        d.effects.clear();
+    }
+    Ok(d)
+}
+
+/// A request on the wire. `key` indexes the model's calls: `0..OPS` in
+/// incarnation 1, `OPS` in incarnation 2.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Msg {
+    /// The runtime of process `epoch` asks to admit `key` (its attach token
+    /// is the process's).
+    Run {
+        /// The call.
+        key: u8,
+        /// The sending process.
+        epoch: u8,
+    },
+    /// `stop_or_fence(key)` from the host.
+    Stop(u8),
+    /// `query_or_fence(key)` from the recovery process.
+    Fence(u8),
+    /// `ack(key)` from the host.
+    Ack(u8),
+}
+
+/// An action of an actor or of the environment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// Put a request on the wire.
+    Send(Msg),
+    /// The wire delivers a request (again, perhaps).
+    Deliver(Msg),
+    /// `stop_or_fence(key)` from the host, for a key of this or an earlier
+    /// incarnation.
+    Stop(u8),
+    /// `query_or_fence(key)` from the recovery process.
+    Fence(u8),
+    /// `ack(key)` from the host.
+    Ack(u8),
+    /// The runtime finishes the program of `key`.
+    Finish(u8),
+    /// The node actor settles `key`, lost by a runtime restart, as unknown.
+    MarkUnknown(u8),
+    /// The runtime restarts inside the open: it forgets its running calls
+    /// and keeps its attach token.
+    RuntimeRestart,
+    /// The executor process dies; a new one opens the ledger (recovery) and
+    /// attaches with a new token.
+    ProcessRestart,
+    /// The host begins closing the scope.
+    BeginClose,
+    /// The host finishes closing the scope.
+    FinishClose,
+    /// An operator releases the scope.
+    Release,
+    /// The host attaches at incarnation + 1.
+    Reopen,
+}
+
+/// Bits of [`SysState::broken`].
+mod rule {
+    pub const ONCE: u8 = 1 << 0;
+    pub const STALE: u8 = 1 << 1;
+    pub const BARRED: u8 = 1 << 2;
+    pub const BUDGET: u8 = 1 << 3;
+    pub const REOPEN: u8 = 1 << 4;
+    pub const RECOVERY: u8 = 1 << 5;
+}
+
+/// The global state: the ledger, the actors and the monitor.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SysState {
+    /// The ledger, as stored.
+    pub ledger: LedgerState,
+    /// The current executor process (its attach token is `p<epoch>`).
+    pub epoch: u8,
+    /// The incarnation the host works in.
+    pub incarnation: u8,
+    /// Keys the current runtime is running (bits).
+    pub running: u8,
+    /// Runtime restarts so far.
+    pub runtime_restarts: u8,
+    /// Requests sent (the wire never forgets one).
+    pub wire: Vec<Msg>,
+    /// Monitor: keys that were ever `Fresh` (bits).
+    pub started: u8,
+    /// Monitor: keys a stop or fence barred (bits).
+    pub barred: u8,
+    /// Monitor: rules seen broken (bits of `rule`).
+    pub broken: u8,
+}
+
+/// The model: its bound and, optionally, the defect it exhibits.
+#[derive(Clone, Debug)]
+pub struct LedgerModel {
+    /// At most this many process restarts.
+    pub max_process_restarts: u8,
+    /// At most this many runtime restarts.
+    pub max_runtime_restarts: u8,
+    /// The defect applied, if any.
+    pub mutant: Option<Mutant>,
+    names: Names,
+}
+
+#[derive(Clone, Debug)]
+struct Names {
+    session: SessionId,
+    workspace: WorkspaceId,
+    tool: Tool,
+    ops: Vec<OpId>,
+    tokens: Vec<AttachToken>,
+}
+
+fn bit(key: u8) -> u8 {
+    1 << key
+}
+
+impl LedgerModel {
+    /// The model at a bound.
+    pub fn at(bound: Bound) -> Self {
+        let (max_process_restarts, max_runtime_restarts) = match bound {
+            Bound::Ci => (1, 1),
+            Bound::Deep => (2, 1),
+        };
+        let names = Names {
+            session: valid(SessionId::new("s")),
+            workspace: valid(WorkspaceId::new("w")),
+            tool: valid(Tool::new("program")),
+            ops: (0..OPS)
+                .filter_map(|i| OpId::new(format!("o{i}")).ok())
+                .collect(),
+            tokens: (0..=max_process_restarts)
+                .filter_map(|i| AttachToken::new(format!("p{i}")).ok())
+                .collect(),
+        };
+        LedgerModel {
+            max_process_restarts,
+            max_runtime_restarts,
+            mutant: None,
+            names,
+        }
+    }
+
+    /// The same model exhibiting `mutant`.
+    pub fn with(mut self, mutant: Mutant) -> Self {
+        self.mutant = Some(mutant);
+        self
+    }
+
+    /// A one-line description of the bound.
+    pub fn bound_detail(&self) -> String {
+        format!(
+            "1 session, {OPS} call(s) x incarnations 1..={MAX_INCARNATION}, process restarts <= {}, runtime restarts <= {}, budget {} / reservation {}",
+            self.max_process_restarts,
+            self.max_runtime_restarts,
+            MODEL_LIMITS.max_ledger_bytes,
+            MODEL_LIMITS.reservation_bytes
+        )
+    }
+
+    fn key(&self, k: u8) -> Key {
+        Key {
+            session: self.names.session.clone(),
+            op: self.names.ops[usize::from(k.checked_rem(OPS).unwrap_or(0))].clone(),
+            step: 0,
+            source_index: 0,
+            incarnation: if k < OPS { 1 } else { 2 },
+        }
+    }
+
+    fn token(&self, epoch: u8) -> AttachToken {
+        self.names.tokens[usize::from(epoch) % self.names.tokens.len()].clone()
+    }
+
+    /// Runs one request through the (possibly mutated) ledger and the
+    /// monitor's generic checks.
+    fn run(&self, s: &mut SysState, req: &Request) -> Result<Answer, LedgerError> {
+        let decide = self
+            .mutant
+            .map_or(ledger::decide as ledger::Decide, Mutant::decide);
+        let before_bytes = s.ledger.ledger_bytes();
+        let before_scope = s.ledger.scopes.get(&self.names.session).cloned();
+        let (answer, next) = ledger::step_with(decide, &s.ledger, &MODEL_LIMITS, req)?;
+        if matches!(
+            answer,
+            Answer::Admission(Admission::Fresh) | Answer::Finished
+        ) && next.ledger_bytes() > MODEL_LIMITS.max_ledger_bytes
+            && next.ledger_bytes() > before_bytes
+        {
+            s.broken |= rule::BUDGET;
+        }
+        if let (Some(old), Some(new)) = (&before_scope, next.scopes.get(&self.names.session)) {
+            if new.incarnation != old.incarnation
+                && (old.state != ScopeState::Closed(CloseOutcome::AllRetired)
+                    || old.incarnation + 1 != new.incarnation)
+            {
+                s.broken |= rule::REOPEN;
+            }
+        }
+        s.ledger = next;
+        Ok(answer)
+    }
+
+    fn deliver(&self, s: &mut SysState, m: Msg) {
+        match m {
+            Msg::Run { key, epoch } => {
+                let req = Request::Admit {
+                    key: self.key(key),
+                    tool: self.names.tool.clone(),
+                    token: self.token(epoch),
+                };
+                if let Ok(Answer::Admission(Admission::Fresh)) = self.run(s, &req) {
+                    if s.started & bit(key) != 0 {
+                        s.broken |= rule::ONCE;
+                    }
+                    if epoch != s.epoch {
+                        s.broken |= rule::STALE;
+                    }
+                    if s.barred & bit(key) != 0 {
+                        s.broken |= rule::BARRED;
+                    }
+                    s.started |= bit(key);
+                    if epoch == s.epoch {
+                        s.running |= bit(key);
+                    }
+                }
+            }
+            Msg::Stop(key) => {
+                let req = Request::StopOrFence {
+                    key: self.key(key),
+                    tool: self.names.tool.clone(),
+                };
+                match self.run(s, &req) {
+                    Ok(Answer::Stopping(Stopping::Stopped)) => {
+                        s.barred |= bit(key);
+                        s.running &= !bit(key);
+                    }
+                    Ok(Answer::Stopping(Stopping::Barred)) => {
+                        s.barred |= bit(key);
+                    }
+                    _ => {}
+                }
+            }
+            Msg::Fence(key) => {
+                let req = Request::QueryOrFence {
+                    key: self.key(key),
+                    outcome: b"dns".to_vec(),
+                };
+                if let Ok(Answer::Fencing(Fencing::Fenced)) = self.run(s, &req) {
+                    s.barred |= bit(key);
+                }
+            }
+            Msg::Ack(key) => {
+                let _ = self.run(s, &Request::Ack { key: self.key(key) });
+            }
+        }
+    }
+
+    fn attach(&self, s: &mut SysState, incarnation: u8) -> Result<Answer, LedgerError> {
+        let req = Request::Attach {
+            session: self.names.session.clone(),
+            workspace: self.names.workspace.clone(),
+            incarnation: u64::from(incarnation),
+            token: self.token(s.epoch),
+        };
+        self.run(s, &req)
+    }
+
+    /// What `req` would answer on `s`, through the model's decision.
+    fn would(&self, s: &SysState, req: &Request) -> Result<Answer, LedgerError> {
+        let decide = self
+            .mutant
+            .map_or(ledger::decide as ledger::Decide, Mutant::decide);
+        ledger::step_with(decide, &s.ledger, &MODEL_LIMITS, req).map(|(a, _)| a)
+    }
+
+    /// What the runtime of process `epoch` would be answered admitting the
+    /// current incarnation's first call.
+    fn would_admit(&self, s: &SysState, epoch: u8) -> Result<Admission, LedgerError> {
+        let req = Request::Admit {
+            key: self.key(self.first_key(s)),
+            tool: self.names.tool.clone(),
+            token: self.token(epoch),
+        };
+        match self.would(s, &req)? {
+            Answer::Admission(a) => Ok(a),
+            other => Err(LedgerError::BackendFault {
+                reason: format!("{other:?}"),
+            }),
+        }
+    }
+
+    fn first_key(&self, s: &SysState) -> u8 {
+        if s.incarnation == 1 {
+            0
+        } else {
+            OPS
+        }
+    }
+
+    fn stop(&self, s: &SysState) -> Request {
+        Request::StopOrFence {
+            key: self.key(self.first_key(s)),
+            tool: self.names.tool.clone(),
+        }
+    }
+
+    fn fence(&self, s: &SysState) -> Request {
+        Request::QueryOrFence {
+            key: self.key(self.first_key(s)),
+            outcome: b"dns".to_vec(),
+        }
+    }
+
+    fn scope_state(&self, s: &SysState) -> Option<ScopeState> {
+        s.ledger.scopes.get(&self.names.session).map(|sc| sc.state)
+    }
+
+    fn current_keys(&self, s: &SysState) -> impl Iterator<Item = u8> {
+        if s.incarnation == 1 {
+            0..OPS
+        } else {
+            OPS..KEYS
+        }
+    }
+}
+
+/// A name from a literal the model knows is valid.
+#[allow(clippy::expect_used)]
+fn valid<T>(name: Result<T, LedgerError>) -> T {
+    name.expect("the model's name literals are valid")
+}
+
+impl Model for LedgerModel {
+    type State = SysState;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<SysState> {
+        let mut s = SysState {
+            ledger: LedgerState::default(),
+            epoch: 0,
+            incarnation: 1,
+            running: 0,
+            runtime_restarts: 0,
+            wire: Vec::new(),
+            started: 0,
+            barred: 0,
+            broken: 0,
+        };
+        // The first opener: recovery over an empty ledger, then attach.
+        let _ = self.run(&mut s, &Request::Open);
+        let _ = self.attach(&mut s, 1);
+        vec![s]
+    }
+
+    fn actions(&self, s: &SysState, actions: &mut Vec<Action>) {
+        if s.broken != 0 {
+            return; // a counterexample ends where a rule first breaks
+        }
+        let open = self.scope_state(s) == Some(ScopeState::Open);
+        let known = if s.incarnation == 1 { OPS } else { KEYS };
+        for k in 0..known {
+            actions.push(Action::Stop(k));
+            actions.push(Action::Fence(k));
+            actions.push(Action::Ack(k));
+        }
+        for k in self.current_keys(s) {
+            let run = Msg::Run {
+                key: k,
+                epoch: s.epoch,
+            };
+            if open && s.wire.binary_search(&run).is_err() {
+                actions.push(Action::Send(run));
+            }
+            if s.running & bit(k) != 0 {
+                actions.push(Action::Finish(k));
+            } else if matches!(
+                s.ledger.calls.get(&self.key(k)).map(|r| &r.state),
+                Some(RowState::Admitted { .. })
+            ) {
+                actions.push(Action::MarkUnknown(k));
+            }
+        }
+        for m in &s.wire {
+            actions.push(Action::Deliver(*m));
+        }
+        if s.runtime_restarts < self.max_runtime_restarts {
+            actions.push(Action::RuntimeRestart);
+        }
+        if s.epoch < self.max_process_restarts {
+            actions.push(Action::ProcessRestart);
+        }
+        match self.scope_state(s) {
+            Some(ScopeState::Open) => actions.push(Action::BeginClose),
+            Some(ScopeState::Closing) => {
+                actions.push(Action::FinishClose);
+                actions.push(Action::Release);
+            }
+            Some(ScopeState::Closed(CloseOutcome::UnknownCleanup(_))) => {
+                actions.push(Action::Release)
+            }
+            _ => {}
+        }
+        if s.incarnation < MAX_INCARNATION {
+            actions.push(Action::Reopen);
+        }
+    }
+
+    fn next_state(&self, s: &SysState, action: Action) -> Option<SysState> {
+        let mut s = s.clone();
+        match action {
+            Action::Send(m) => {
+                let i = s.wire.binary_search(&m).err()?;
+                s.wire.insert(i, m);
+            }
+            Action::Deliver(m) => self.deliver(&mut s, m),
+            Action::Stop(k) => self.deliver(&mut s, Msg::Stop(k)),
+            Action::Fence(k) => self.deliver(&mut s, Msg::Fence(k)),
+            Action::Ack(k) => self.deliver(&mut s, Msg::Ack(k)),
+            Action::Finish(k) => {
+                s.running &= !bit(k);
+                let req = Request::Finish {
+                    key: self.key(k),
+                    outcome: b"ok!".to_vec(),
+                };
+                let _ = self.run(&mut s, &req);
+            }
+            Action::MarkUnknown(k) => {
+                let _ = self.run(&mut s, &Request::MarkUnknown { key: self.key(k) });
+            }
+            Action::RuntimeRestart => {
+                s.running = 0;
+                s.runtime_restarts += 1;
+            }
+            Action::ProcessRestart => {
+                s.running = 0;
+                s.epoch += 1;
+                let _ = self.run(&mut s, &Request::Open);
+                // Restart recovery: nothing of the dead process is admitted.
+                if s.ledger
+                    .calls
+                    .values()
+                    .any(|r| matches!(r.state, RowState::Admitted { .. }))
+                {
+                    s.broken |= rule::RECOVERY;
+                }
+                let inc = s.incarnation;
+                let _ = self.attach(&mut s, inc);
+            }
+            Action::BeginClose => {
+                let req = Request::BeginClose {
+                    session: self.names.session.clone(),
+                    incarnation: u64::from(s.incarnation),
+                };
+                self.run(&mut s, &req).ok()?;
+            }
+            Action::FinishClose => {
+                let req = Request::FinishClose {
+                    session: self.names.session.clone(),
+                    incarnation: u64::from(s.incarnation),
+                };
+                self.run(&mut s, &req).ok()?;
+            }
+            Action::Release => {
+                let req = Request::Release {
+                    session: self.names.session.clone(),
+                    now: 0,
+                };
+                self.run(&mut s, &req).ok()?;
+            }
+            Action::Reopen => {
+                // Tried from any state: the ledger must refuse all but a
+                // reopen from AllRetired at exactly incarnation + 1.
+                let inc = s.incarnation + 1;
+                if self.attach(&mut s, inc).is_ok() {
+                    s.incarnation = inc;
+                    s.running = 0;
+                } else {
+                    return None;
+                }
+            }
+        }
+        Some(s)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        vec![
+            Property::<Self>::always(
+                "a key admitted once in an incarnation never starts again in it",
+                |_, s| s.broken & rule::ONCE == 0,
+            ),
+            Property::<Self>::always("a stale runtime's Run is refused", |_, s| {
+                s.broken & rule::STALE == 0
+            }),
+            Property::<Self>::always(
+                "nothing runs after a stop or fence barred its key",
+                |_, s| s.broken & rule::BARRED == 0,
+            ),
+            Property::<Self>::always(
+                "an admit or finish never takes the ledger past its byte budget",
+                |_, s| s.broken & rule::BUDGET == 0,
+            ),
+            Property::<Self>::always(
+                "reopen only from Closed(AllRetired) at incarnation + 1",
+                |_, s| s.broken & rule::REOPEN == 0,
+            ),
+            Property::<Self>::always(
+                "after restart recovery no call of a dead process is admitted",
+                |_, s| s.broken & rule::RECOVERY == 0,
+            ),
+            // Answers are reached by asking the real decision, on a
+            // reachable state, what a request the model could send next would
+            // answer: the transition exists, and keeping a record of past
+            // answers in the state would multiply the state space.
+            Property::<Self>::sometimes("admit answers Fresh", |m, s| {
+                m.would_admit(s, s.epoch) == Ok(Admission::Fresh)
+            }),
+            Property::<Self>::sometimes("admit answers Existing(Acked)", |m, s| {
+                m.would_admit(s, s.epoch) == Ok(Admission::Existing(CallState::Acked))
+            }),
+            Property::<Self>::sometimes("a stale runtime's Run is refused StaleToken", |m, s| {
+                s.epoch > 0
+                    && s.wire.contains(&Msg::Run {
+                        key: m.first_key(s),
+                        epoch: 0,
+                    })
+                    && m.would_admit(s, 0) == Err(LedgerError::StaleToken)
+            }),
+            Property::<Self>::sometimes("admit is refused BudgetExhausted", |m, s| {
+                matches!(
+                    m.would_admit(s, s.epoch),
+                    Err(LedgerError::BudgetExhausted { .. })
+                )
+            }),
+            Property::<Self>::sometimes("stop_or_fence answers Stopped", |m, s| {
+                m.would(s, &m.stop(s)) == Ok(Answer::Stopping(Stopping::Stopped))
+            }),
+            Property::<Self>::sometimes("stop_or_fence answers Barred", |m, s| {
+                m.would(s, &m.stop(s)) == Ok(Answer::Stopping(Stopping::Barred))
+            }),
+            Property::<Self>::sometimes("stop_or_fence answers Untouched", |m, s| {
+                matches!(
+                    m.would(s, &m.stop(s)),
+                    Ok(Answer::Stopping(Stopping::Untouched(_)))
+                )
+            }),
+            Property::<Self>::sometimes("query_or_fence answers Fenced", |m, s| {
+                m.would(s, &m.fence(s)) == Ok(Answer::Fencing(Fencing::Fenced))
+            }),
+            Property::<Self>::sometimes("query_or_fence answers Standing", |m, s| {
+                matches!(
+                    m.would(s, &m.fence(s)),
+                    Ok(Answer::Fencing(Fencing::Standing(_)))
+                )
+            }),
+            Property::<Self>::sometimes("query answers Missing", |m, s| {
+                m.would(
+                    s,
+                    &Request::Query {
+                        key: m.key(m.first_key(s)),
+                    },
+                ) == Ok(Answer::Lookup(Lookup::Missing))
+            }),
+            Property::<Self>::sometimes("query answers Found(Terminal)", |m, s| {
+                matches!(
+                    m.would(
+                        s,
+                        &Request::Query {
+                            key: m.key(m.first_key(s))
+                        }
+                    ),
+                    Ok(Answer::Lookup(Lookup::Found(CallState::Terminal(_))))
+                )
+            }),
+            Property::<Self>::sometimes("unacked lists a key", |m, s| {
+                matches!(
+                    m.would(s, &Request::Unacked { session: m.names.session.clone() }),
+                    Ok(Answer::Unacked(u)) if !u.terminal.is_empty() || !u.unknown.is_empty()
+                )
+            }),
+            Property::<Self>::sometimes("ack left a tombstone", |_, s| !s.ledger.acks.is_empty()),
+            Property::<Self>::sometimes("finish_close recorded AllRetired", |m, s| {
+                m.scope_state(s) == Some(ScopeState::Closed(CloseOutcome::AllRetired))
+            }),
+            Property::<Self>::sometimes("finish_close recorded UnknownCleanup", |m, s| {
+                matches!(
+                    m.scope_state(s),
+                    Some(ScopeState::Closed(CloseOutcome::UnknownCleanup(_)))
+                )
+            }),
+            Property::<Self>::sometimes("an operator released the scope", |_, s| {
+                !s.ledger.releases.is_empty()
+            }),
+            Property::<Self>::sometimes("the scope reopened", |_, s| s.incarnation == 2),
+            Property::<Self>::sometimes("open would recover an admitted call", |m, s| {
+                s.epoch < m.max_process_restarts
+                    && matches!(m.would(s, &Request::Open), Ok(Answer::Recovered(n)) if n > 0)
+            }),
+        ]
+    }
+}
+
+/// The ledger model's entry in the registry.
+pub struct Registration;
+
+impl Registered for Registration {
+    fn name(&self) -> &'static str {
+        "ledger"
+    }
+
+    fn summary(&self) -> &'static str {
+        "execution ledger: no key runs twice under late, duplicated and reordered Run/Stop/Ack/fence, restarts and reopen"
+    }
+
+    fn check(&self, bound: Bound, threads: usize) -> ModelReport {
+        let real = LedgerModel::at(bound);
+        let mutants = Mutant::ALL
+            .iter()
+            .map(|m| (m.name(), real.clone().with(*m)))
+            .collect();
+        crate::check("ledger", bound, real.bound_detail(), threads, real, mutants)
+    }
+
+    fn mutant_names(&self) -> Vec<&'static str> {
+        Mutant::ALL.iter().map(|m| m.name()).collect()
+    }
+
+    fn explore(&self, bound: Bound, mutant: Option<&str>, addr: SocketAddr) -> Result<(), String> {
+        let mut model = LedgerModel::at(bound);
+        if let Some(name) = mutant {
+            let m = Mutant::ALL
+                .iter()
+                .find(|m| m.name() == name)
+                .ok_or_else(|| format!("unknown mutant {name:?}"))?;
+            model = model.with(*m);
+        }
+        crate::serve(model, addr)
+    }
+}
