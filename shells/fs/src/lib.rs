@@ -1,7 +1,19 @@
 //! custos-fs — the filesystem shell of custos.
 //!
 //! Durable-directory primitives (exclusive lock, fsync chain, staged rename)
-//! and the release and deployment repositories built on them.
+//! over an [`Fs`] trait with a real and a recording implementation; the
+//! release and deployment repositories will be built on them.
 //!
-//! This crate is a placeholder until the release-catalog work lands; it holds
-//! no rules of its own.
+//! - [`fs`] — the [`Fs`] trait, [`RealFs`], and [`RecordingFs`] (a trace of
+//!   every operation, and failpoints that fail any single one).
+//! - [`root`] — [`DurableRoot`]: open (anchor, create, canonicalize, fsync
+//!   leaf → root, then lock) and the one durable-publication routine.
+//! - [`error`] — [`FsError`] with its stable reasons.
+
+pub mod error;
+pub mod fs;
+pub mod root;
+
+pub use error::{FsError, PATH_DURABILITY_UNCERTAIN, ROOT_LOCKED};
+pub use fs::{Fs, Op, RealFs, Recorded, RecordingFs};
+pub use root::{DurableRoot, LOCK_FILE};
