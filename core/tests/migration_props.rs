@@ -141,7 +141,7 @@ fn sim_op() -> impl Strategy<Value = SimOp> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
+    #![proptest_config(ProptestConfig::with_cases(1024))]
 
     #[test]
     fn plan_round_trips_canonically(p in plan()) {
