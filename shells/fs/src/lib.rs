@@ -8,8 +8,10 @@
 //!   every operation, and failpoints that fail any single one).
 //! - [`root`] — [`DurableRoot`]: open (anchor, create, canonicalize, fsync
 //!   leaf → root, then lock) and the one durable-publication routine.
+//! - [`crash`] — crash states enumerated from a recorded trace.
 //! - [`error`] — [`FsError`] with its stable reasons.
 
+pub mod crash;
 pub mod error;
 pub mod fs;
 pub mod root;
