@@ -15,6 +15,7 @@
 
 pub mod catalogue;
 pub mod custody;
+pub mod ledger;
 pub mod storage;
 
 /// Emits `mod $name { #[test] fn <case>() … }`: one test per storage

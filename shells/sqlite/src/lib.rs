@@ -23,6 +23,7 @@ mod codec;
 mod config;
 mod fault;
 mod lease_rows;
+pub mod ledger;
 pub mod offline;
 pub mod schema;
 mod store;

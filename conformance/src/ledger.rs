@@ -1,0 +1,516 @@
+//! The execution-ledger conformance suite: one public generic function per
+//! behaviour of the [`Ledger`] port. Each takes a factory that returns a
+//! fresh, empty, opened ledger.
+//!
+//! Cases panic (via `assert!`) on a violation: they are test bodies.
+
+#![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
+
+use custos_core::ledger::{
+    Admission, AttachToken, CallKind, CallState, CloseOutcome, Fencing, Incarnation, Key, Ledger,
+    LedgerError, Limits, Lookup, OpId, ScopeState, SessionId, Stopping, Tool, Unacked, WorkspaceId,
+};
+
+/// Small limits, so the bounds are reached: 2 unclean scopes, 40 bytes,
+/// 16 per call.
+pub const LIMITS: Limits = Limits {
+    max_unclean_scopes: 2,
+    max_ledger_bytes: 40,
+    reservation_bytes: 16,
+};
+
+/// A session id.
+pub fn sid(s: &str) -> SessionId {
+    SessionId::new(s).expect("valid session literal")
+}
+
+/// A workspace id.
+pub fn ws(s: &str) -> WorkspaceId {
+    WorkspaceId::new(s).expect("valid workspace literal")
+}
+
+/// An attach token.
+pub fn tok(s: &str) -> AttachToken {
+    AttachToken::new(s).expect("valid token literal")
+}
+
+/// A tool.
+pub fn tool(s: &str) -> Tool {
+    Tool::new(s).expect("valid tool literal")
+}
+
+/// A call key at step 1, source 0.
+pub fn key(session: &str, op: &str, incarnation: Incarnation) -> Key {
+    Key {
+        session: sid(session),
+        op: OpId::new(op).expect("valid op literal"),
+        step: 1,
+        source_index: 0,
+        incarnation,
+    }
+}
+
+fn attach<L: Ledger>(l: &L, s: &str, inc: Incarnation, t: &str) -> Result<(), LedgerError> {
+    l.attach(&LIMITS, &sid(s), &ws("w"), inc, &tok(t))
+        .map(|_| ())
+}
+
+fn admit<L: Ledger>(l: &L, k: &Key, t: &str) -> Result<Admission, LedgerError> {
+    l.admit(&LIMITS, k, &tool("program"), &tok(t))
+}
+
+fn close<L: Ledger>(l: &L, s: &str, inc: Incarnation) -> Result<CloseOutcome, LedgerError> {
+    l.begin_close(&LIMITS, &sid(s), inc)?;
+    l.finish_close(&LIMITS, &sid(s), inc)
+}
+
+/// A fresh ledger has no scope, no release and a missing key.
+pub fn fresh_ledger_is_empty<L: Ledger>(f: impl Fn() -> L) {
+    let l = f();
+    assert_eq!(l.scope(&LIMITS, &sid("s")), Ok(None));
+    assert_eq!(l.releases(&LIMITS), Ok(vec![]));
+    assert_eq!(l.query(&LIMITS, &key("s", "o", 1)), Ok(Lookup::Missing));
+    assert_eq!(l.unacked(&LIMITS, &sid("s")), Ok(Unacked::default()));
+}
+
+/// The first attach creates an open scope with the caller's token.
+pub fn attach_creates_an_open_scope<L: Ledger>(f: impl Fn() -> L) {
+    let l = f();
+    let a = l
+        .attach(&LIMITS, &sid("s"), &ws("w"), 3, &tok("a"))
+        .unwrap();
+    assert_eq!(a.scope.state, ScopeState::Open);
+    assert_eq!(a.scope.incarnation, 3);
+    assert_eq!(l.scope(&LIMITS, &sid("s")).unwrap(), Some(a.scope));
+}
+
+/// A second workspace for a session is refused.
+pub fn attach_refuses_a_second_workspace<L: Ledger>(f: impl Fn() -> L) {
+    let l = f();
+    attach(&l, "s", 1, "a").unwrap();
+    assert!(matches!(
+        l.attach(&LIMITS, &sid("s"), &ws("other"), 1, &tok("a")),
+        Err(LedgerError::WorkspaceMismatch { .. })
+    ));
+}
+
+/// `admit` is `Fresh` once, then `Existing`.
+pub fn admit_is_fresh_exactly_once<L: Ledger>(f: impl Fn() -> L) {
+    let l = f();
+    attach(&l, "s", 1, "a").unwrap();
+    let k = key("s", "o", 1);
+    assert_eq!(admit(&l, &k, "a"), Ok(Admission::Fresh));
+    assert_eq!(
+        admit(&l, &k, "a"),
+        Ok(Admission::Existing(CallState::Admitted))
+    );
+    assert_eq!(
+        l.admitted(&LIMITS, &sid("s"), &tool("program")),
+        Ok(vec![k])
+    );
+}
+
+/// A replaced attach token is refused by value; the new one admits.
+pub fn a_stale_token_is_refused<L: Ledger>(f: impl Fn() -> L) {
+    let l = f();
+    attach(&l, "s", 1, "old").unwrap();
+    attach(&l, "s", 1, "new").unwrap();
+    let k = key("s", "o", 1);
+    assert_eq!(admit(&l, &k, "old"), Err(LedgerError::StaleToken));
+    assert_eq!(l.query(&LIMITS, &k), Ok(Lookup::Missing));
+    assert_eq!(admit(&l, &k, "new"), Ok(Admission::Fresh));
+}
+
+/// A request at another incarnation is refused.
+pub fn a_stale_incarnation_is_refused<L: Ledger>(f: impl Fn() -> L) {
+    let l = f();
+    attach(&l, "s", 2, "a").unwrap();
+    assert_eq!(
+        admit(&l, &key("s", "o", 1), "a"),
+        Err(LedgerError::StaleIncarnation {
+            stored: 2,
+            requested: 1
+        })
+    );
+}
+
+/// Admission needs a scope.
+pub fn admit_needs_a_scope<L: Ledger>(f: impl Fn() -> L) {
+    let l = f();
+    assert!(matches!(
+        admit(&l, &key("s", "o", 1), "a"),
+        Err(LedgerError::UnknownScope { .. })
+    ));
+}
+
+/// `finish` stores the outcome; `query` reads it back.
+pub fn finish_round_trips_the_outcome<L: Ledger>(f: impl Fn() -> L) {
+    let l = f();
+    attach(&l, "s", 1, "a").unwrap();
+    let k = key("s", "o", 1);
+    admit(&l, &k, "a").unwrap();
+    l.finish(&LIMITS, &k, b"\x00result\xff").unwrap();
+    assert_eq!(
+        l.query(&LIMITS, &k),
+        Ok(Lookup::Found(CallState::Terminal(
+            b"\x00result\xff".to_vec()
+        )))
+    );
+    assert_eq!(
+        l.finish(&LIMITS, &k, b"again"),
+        Err(LedgerError::NotAdmitted {
+            state: CallKind::Terminal
+        })
+    );
+}
+
+/// An acknowledged key is never admitted again in its incarnation.
+pub fn an_acknowledged_key_is_never_admitted_again_in_its_incarnation<L: Ledger>(
+    f: impl Fn() -> L,
+) {
+    let l = f();
+    attach(&l, "s", 1, "a").unwrap();
+    let k = key("s", "o", 1);
+    admit(&l, &k, "a").unwrap();
+    l.finish(&LIMITS, &k, b"r").unwrap();
+    assert_eq!(l.ack(&LIMITS, &k), Ok(false));
+    assert_eq!(l.ack(&LIMITS, &k), Ok(true));
+    assert_eq!(
+        admit(&l, &k, "a"),
+        Ok(Admission::Existing(CallState::Acked))
+    );
+    assert_eq!(l.query(&LIMITS, &k), Ok(Lookup::Found(CallState::Acked)));
+    assert_eq!(
+        l.query_or_fence(&LIMITS, &k, b"x"),
+        Ok(Fencing::Standing(CallState::Acked))
+    );
+}
+
+/// `ack` refuses a running call and an unknown key.
+pub fn ack_refuses_running_and_missing_calls<L: Ledger>(f: impl Fn() -> L) {
+    let l = f();
+    attach(&l, "s", 1, "a").unwrap();
+    let k = key("s", "o", 1);
+    assert!(matches!(
+        l.ack(&LIMITS, &k),
+        Err(LedgerError::UnknownCall { .. })
+    ));
+    admit(&l, &k, "a").unwrap();
+    assert_eq!(l.ack(&LIMITS, &k), Err(LedgerError::CallRunning));
+    assert_eq!(
+        admit(&l, &k, "a"),
+        Ok(Admission::Existing(CallState::Admitted))
+    );
+}
+
+/// A fence with no row inserts a terminal row and blocks admission.
+pub fn a_fence_with_no_row_inserts_a_terminal_row_and_blocks_admission<L: Ledger>(
+    f: impl Fn() -> L,
+) {
+    let l = f();
+    attach(&l, "s", 1, "a").unwrap();
+    let k = key("s", "o", 1);
+    assert_eq!(l.query_or_fence(&LIMITS, &k, b"dns"), Ok(Fencing::Fenced));
+    let dns = CallState::Terminal(b"dns".to_vec());
+    assert_eq!(admit(&l, &k, "a"), Ok(Admission::Existing(dns.clone())));
+    assert_eq!(
+        l.query_or_fence(&LIMITS, &k, b"dns"),
+        Ok(Fencing::Standing(dns))
+    );
+    assert_eq!(
+        l.unacked(&LIMITS, &sid("s")).unwrap().terminal,
+        vec![k.clone()]
+    );
+}
+
+/// A stop with no row bars the key from a later start; a running row is
+/// stopped; another tool's row is untouched.
+pub fn a_stop_with_no_row_bars_the_key_from_a_later_start<L: Ledger>(f: impl Fn() -> L) {
+    let l = f();
+    attach(&l, "s", 1, "a").unwrap();
+    let k = key("s", "o", 1);
+    assert_eq!(
+        l.stop_or_fence(&LIMITS, &k, &tool("program")),
+        Ok(Stopping::Barred)
+    );
+    assert_eq!(
+        admit(&l, &k, "a"),
+        Ok(Admission::Existing(CallState::Unknown))
+    );
+    let k2 = key("s", "p", 1);
+    admit(&l, &k2, "a").unwrap();
+    assert_eq!(
+        l.stop_or_fence(&LIMITS, &k2, &tool("other")),
+        Ok(Stopping::Untouched(CallState::Admitted))
+    );
+    assert_eq!(
+        l.stop_or_fence(&LIMITS, &k2, &tool("program")),
+        Ok(Stopping::Stopped)
+    );
+    assert_eq!(l.query(&LIMITS, &k2), Ok(Lookup::Found(CallState::Unknown)));
+}
+
+/// Recovery turns every admitted row unknown and releases its bytes.
+pub fn recovery_marks_admitted_rows_unknown<L: Ledger>(f: impl Fn() -> L) {
+    let l = f();
+    attach(&l, "s", 1, "a").unwrap();
+    let (a, b) = (key("s", "a", 1), key("s", "b", 1));
+    admit(&l, &a, "a").unwrap();
+    admit(&l, &b, "a").unwrap();
+    l.finish(&LIMITS, &b, b"r").unwrap();
+    assert_eq!(l.recover(), Ok(1));
+    assert_eq!(l.query(&LIMITS, &a), Ok(Lookup::Found(CallState::Unknown)));
+    assert_eq!(
+        l.query(&LIMITS, &b),
+        Ok(Lookup::Found(CallState::Terminal(b"r".to_vec())))
+    );
+    assert_eq!(l.recover(), Ok(0));
+}
+
+/// The byte budget counts reservations and terminal sizes.
+pub fn the_byte_budget_is_enforced<L: Ledger>(f: impl Fn() -> L) {
+    let l = f();
+    attach(&l, "s", 1, "a").unwrap();
+    let (a, b, c) = (key("s", "a", 1), key("s", "b", 1), key("s", "c", 1));
+    admit(&l, &a, "a").unwrap();
+    admit(&l, &b, "a").unwrap();
+    assert!(matches!(
+        admit(&l, &c, "a"),
+        Err(LedgerError::BudgetExhausted { .. })
+    ));
+    assert_eq!(l.query(&LIMITS, &c), Ok(Lookup::Missing));
+    assert!(matches!(
+        l.finish(&LIMITS, &a, &[0; 17]),
+        Err(LedgerError::OutcomeTooLarge { .. })
+    ));
+    l.finish(&LIMITS, &a, &[0; 8]).unwrap();
+    assert_eq!(admit(&l, &c, "a"), Ok(Admission::Fresh));
+    l.mark_unknown(&LIMITS, &b).unwrap();
+    admit(&l, &key("s", "d", 1), "a").unwrap();
+}
+
+/// Close with everything acknowledged is clean, drops tombstones and
+/// allows a reopen at exactly incarnation + 1.
+pub fn a_clean_close_reopens_at_the_next_incarnation<L: Ledger>(f: impl Fn() -> L) {
+    let l = f();
+    attach(&l, "s", 1, "a").unwrap();
+    let k = key("s", "o", 1);
+    admit(&l, &k, "a").unwrap();
+    l.finish(&LIMITS, &k, b"r").unwrap();
+    l.ack(&LIMITS, &k).unwrap();
+    assert!(matches!(
+        attach(&l, "s", 2, "a"),
+        Err(LedgerError::NotReopenable { .. })
+    ));
+    assert_eq!(close(&l, "s", 1), Ok(CloseOutcome::AllRetired));
+    assert_eq!(
+        l.finish_close(&LIMITS, &sid("s"), 1),
+        Ok(CloseOutcome::AllRetired)
+    );
+    // Tombstones dropped: the key reads missing, but its incarnation is over.
+    assert_eq!(l.query(&LIMITS, &k), Ok(Lookup::Missing));
+    assert!(matches!(
+        attach(&l, "s", 3, "a"),
+        Err(LedgerError::NotReopenable { .. })
+    ));
+    attach(&l, "s", 2, "b").unwrap();
+    assert!(matches!(
+        admit(&l, &k, "b"),
+        Err(LedgerError::StaleIncarnation { .. })
+    ));
+    assert_eq!(admit(&l, &key("s", "o", 2), "b"), Ok(Admission::Fresh));
+}
+
+/// A closing scope admits nothing; an unclean close keeps tombstones and
+/// never reopens by itself.
+pub fn an_unclean_close_needs_a_release<L: Ledger>(f: impl Fn() -> L) {
+    let l = f();
+    attach(&l, "s", 1, "a").unwrap();
+    let (a, b) = (key("s", "a", 1), key("s", "b", 1));
+    admit(&l, &a, "a").unwrap();
+    l.mark_unknown(&LIMITS, &a).unwrap();
+    admit(&l, &b, "a").unwrap();
+    l.finish(&LIMITS, &b, b"r").unwrap();
+    l.ack(&LIMITS, &b).unwrap();
+    l.begin_close(&LIMITS, &sid("s"), 1).unwrap();
+    assert_eq!(
+        admit(&l, &key("s", "c", 1), "a"),
+        Err(LedgerError::ScopeClosing)
+    );
+    assert_eq!(
+        l.finish_close(&LIMITS, &sid("s"), 1),
+        Ok(CloseOutcome::UnknownCleanup(1))
+    );
+    assert_eq!(l.query(&LIMITS, &b), Ok(Lookup::Found(CallState::Acked)));
+    assert_eq!(
+        attach(&l, "s", 2, "a"),
+        Err(LedgerError::UncleanClose { unretired: 1 })
+    );
+    let r = l.release(&LIMITS, &sid("s"), 1234).unwrap();
+    assert_eq!(r.was, ScopeState::Closed(CloseOutcome::UnknownCleanup(1)));
+    assert_eq!(r.released_at_ms, 1234);
+    assert_eq!(l.releases(&LIMITS), Ok(vec![r]));
+    assert_eq!(l.query(&LIMITS, &b), Ok(Lookup::Missing));
+    attach(&l, "s", 2, "a").unwrap();
+}
+
+/// `release` refuses an open and a clean scope.
+pub fn release_refuses_open_and_clean_scopes<L: Ledger>(f: impl Fn() -> L) {
+    let l = f();
+    attach(&l, "s", 1, "a").unwrap();
+    assert_eq!(
+        l.release(&LIMITS, &sid("s"), 1).map(|_| ()),
+        Err(LedgerError::NotReleasable {
+            state: ScopeState::Open
+        })
+    );
+    close(&l, "s", 1).unwrap();
+    assert_eq!(
+        l.release(&LIMITS, &sid("s"), 1).map(|_| ()),
+        Err(LedgerError::NotReleasable {
+            state: ScopeState::Closed(CloseOutcome::AllRetired)
+        })
+    );
+    // A closing scope is releasable.
+    attach(&l, "t", 1, "a").unwrap();
+    l.begin_close(&LIMITS, &sid("t"), 1).unwrap();
+    assert_eq!(
+        l.release(&LIMITS, &sid("t"), 5).unwrap().was,
+        ScopeState::Closing
+    );
+}
+
+/// At most `max_unclean_scopes` scopes are unclean; a clean close frees a
+/// slot at once.
+pub fn unclean_scopes_are_bounded<L: Ledger>(f: impl Fn() -> L) {
+    let l = f();
+    attach(&l, "a", 1, "t").unwrap();
+    attach(&l, "b", 1, "t").unwrap();
+    assert_eq!(
+        attach(&l, "c", 1, "t"),
+        Err(LedgerError::CapacityExhausted { max: 2 })
+    );
+    close(&l, "a", 1).unwrap();
+    attach(&l, "c", 1, "t").unwrap();
+}
+
+/// Attach lists the unacknowledged keys; `unacked` lists them without
+/// replacing the token.
+pub fn unacked_lists_terminal_and_unknown_keys_and_changes_nothing<L: Ledger>(f: impl Fn() -> L) {
+    let l = f();
+    attach(&l, "s", 1, "a").unwrap();
+    let (a, b, c) = (key("s", "a", 1), key("s", "b", 1), key("s", "c", 1));
+    admit(&l, &a, "a").unwrap();
+    admit(&l, &b, "a").unwrap();
+    l.finish(&LIMITS, &a, b"r").unwrap();
+    l.mark_unknown(&LIMITS, &b).unwrap();
+    admit(&l, &c, "a").unwrap();
+    let u = Unacked {
+        terminal: vec![a],
+        unknown: vec![b],
+    };
+    assert_eq!(l.unacked(&LIMITS, &sid("s")), Ok(u.clone()));
+    assert_eq!(
+        l.scope(&LIMITS, &sid("s")).unwrap().unwrap().attach_token,
+        tok("a")
+    );
+    let at = l
+        .attach(&LIMITS, &sid("s"), &ws("w"), 1, &tok("z"))
+        .unwrap();
+    assert_eq!(at.unacked, u);
+    assert_eq!(at.scope.attach_token, tok("z"));
+}
+
+/// A closed handle answers `HandleClosed`.
+pub fn a_closed_handle_refuses<L: Ledger>(f: impl Fn() -> L) {
+    let l = f();
+    l.close().unwrap();
+    assert_eq!(
+        l.query(&LIMITS, &key("s", "o", 1)),
+        Err(LedgerError::HandleClosed)
+    );
+}
+
+/// Every case name, in the order the macro emits them.
+pub const LEDGER_CASES: &[&str] = &crate::__with_ledger_cases!(__emit_ledger_names!());
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __emit_ledger_names {
+    (() $($case:ident),* $(,)?) => { [$(stringify!($case)),*] };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __emit_ledger_table {
+    (($l:ty) $($case:ident),* $(,)?) => {
+        vec![$(
+            (stringify!($case), (|f: &dyn Fn() -> $l| $crate::ledger::$case(f)) as fn(&dyn Fn() -> $l))
+        ),*]
+    };
+}
+
+/// One case as a runtime value.
+pub type LedgerCase<L> = fn(&dyn Fn() -> L);
+
+/// Every case as `(name, case)`, for `custos conformance`.
+pub fn ledger_cases<L: Ledger>() -> Vec<(&'static str, LedgerCase<L>)> {
+    crate::__with_ledger_cases!(__emit_ledger_table!(L))
+}
+
+/// Invokes `$crate::$callback! { ($args) case, … }` with every ledger case.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_ledger_cases {
+    ($callback:ident ! ($($args:tt)*)) => {
+        $crate::$callback! { ($($args)*)
+            fresh_ledger_is_empty,
+            attach_creates_an_open_scope,
+            attach_refuses_a_second_workspace,
+            admit_is_fresh_exactly_once,
+            a_stale_token_is_refused,
+            a_stale_incarnation_is_refused,
+            admit_needs_a_scope,
+            finish_round_trips_the_outcome,
+            an_acknowledged_key_is_never_admitted_again_in_its_incarnation,
+            ack_refuses_running_and_missing_calls,
+            a_fence_with_no_row_inserts_a_terminal_row_and_blocks_admission,
+            a_stop_with_no_row_bars_the_key_from_a_later_start,
+            recovery_marks_admitted_rows_unknown,
+            the_byte_budget_is_enforced,
+            a_clean_close_reopens_at_the_next_incarnation,
+            an_unclean_close_needs_a_release,
+            release_refuses_open_and_clean_scopes,
+            unclean_scopes_are_bounded,
+            unacked_lists_terminal_and_unknown_keys_and_changes_nothing,
+            a_closed_handle_refuses,
+        }
+    };
+}
+
+/// Emits `mod $name { #[test] fn <case>() … }`: one test per ledger
+/// conformance case, each calling the case with `$factory` (`Fn() -> L`,
+/// `L: Ledger`, returning a fresh, empty, opened ledger).
+#[macro_export]
+macro_rules! ledger_suite {
+    ($name:ident, $factory:expr $(,)?) => {
+        #[allow(unused_imports)]
+        mod $name {
+            use super::*;
+            $crate::__with_ledger_cases!(__emit_ledger_tests!($factory));
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __emit_ledger_tests {
+    (($factory:expr) $($case:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $case() {
+                $crate::ledger::$case($factory);
+            }
+        )*
+    };
+}

@@ -1,0 +1,768 @@
+//! [`SqliteLedger`]: the execution ledger (`custos_core::ledger`) over one
+//! SQLite file per executor.
+//!
+//! The shell holds no rule. Every request runs in one transaction —
+//! `BEGIN IMMEDIATE` when [`Request::writes`], a deferred one for a read —
+//! that loads exactly the request's [`Request::footprint`] into a
+//! [`View`], calls [`ledger::decide`] and writes the decision's effects back
+//! before it commits. So `admit` compares incarnation and attach token by
+//! value inside the transaction that inserts the call row, and two
+//! connections racing one key produce exactly one `Fresh`. A refusal rolls
+//! back and writes nothing.
+//!
+//! Opening the file is restart recovery ([`Request::Open`]): every
+//! `admitted` row becomes `unknown`. One opener per VM.
+//!
+//! ## Wire (`PRAGMA user_version` 3, `application_id` [`LEDGER_APPLICATION_ID`])
+//!
+//! | version | table | role |
+//! |---------|-------|------|
+//! | 1 | `scope(session, workspace, incarnation, state, close_outcome, attach_token)` | one row per session |
+//! | 1 | `call(session, op, step, source_index, incarnation, tool, state, outcome, outcome_digest, outcome_bytes)` | one row per call key |
+//! | 2 | `scope_release(session, workspace, incarnation, was, released_at_ms)` | the operator release log |
+//! | 3 | `call_ack(session, op, step, source_index, incarnation)` | the acknowledgement tombstones |
+//!
+//! `scope.state` is `open | closing | closed` and decodes together with
+//! `close_outcome`: `NULL` for `open` and `closing`, `0` for
+//! `Closed(AllRetired)`, `n > 0` for `Closed(UnknownCleanup(n))`; anything
+//! else is `MalformedRow`. `call.state` is `admitted | terminal | unknown`;
+//! an `admitted` row's `outcome_bytes` is its reservation, a `terminal`
+//! row carries its outcome, SHA-256 and size (checked by core on every
+//! read), an `unknown` row holds nothing. `u64`s are stored bit-for-bit as
+//! `i64`. `scope_release.was` is `closing` or `closed:<n>`.
+//!
+//! Open is migrate-on-open in refuse-before-write order: connection policy
+//! that writes nothing (busy timeout, `synchronous=FULL`, read back), then
+//! one `BEGIN IMMEDIATE` transaction that reads the version and application
+//! id, refuses a newer or foreign file by rolling back (the file is
+//! byte-untouched), and otherwise applies the missing steps 1 → 2 → 3 and
+//! the identity pragmas; only then the WAL switch (read back), then
+//! recovery.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use custos_core::ledger::{
+    self, Answer, AttachToken, CallRow, CloseOutcome, Digest, Effect, Key, Ledger, LedgerError,
+    Limits, OpId, Release, Request, RowState, Scope, ScopeState, SessionId, Tool, View,
+    WorkspaceId,
+};
+use rusqlite::{
+    params, Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior,
+};
+use thiserror::Error;
+
+/// The ledger schema version this build writes and reads.
+pub const LEDGER_VERSION: i64 = 3;
+
+/// `PRAGMA application_id` of an execution-ledger file (`"CuEL"` in ASCII).
+pub const LEDGER_APPLICATION_ID: i64 = 0x4375_454C;
+
+/// The default busy timeout (5 s).
+pub const LEDGER_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Version 1: `exec_ledger`.
+pub const EXEC_LEDGER_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS scope (
+    session TEXT PRIMARY KEY,
+    workspace TEXT NOT NULL,
+    incarnation INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    close_outcome INTEGER,
+    attach_token TEXT NOT NULL
+) STRICT;
+CREATE TABLE IF NOT EXISTS call (
+    session TEXT NOT NULL,
+    op TEXT NOT NULL,
+    step INTEGER NOT NULL,
+    source_index INTEGER NOT NULL,
+    incarnation INTEGER NOT NULL,
+    tool TEXT NOT NULL,
+    state TEXT NOT NULL,
+    outcome BLOB,
+    outcome_digest BLOB,
+    outcome_bytes INTEGER NOT NULL,
+    PRIMARY KEY (session, op, step, source_index, incarnation)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS call_by_state ON call (state, session);
+";
+
+/// Version 2: `exec_ledger_releases`.
+pub const EXEC_LEDGER_RELEASES_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS scope_release (
+    id INTEGER PRIMARY KEY,
+    session TEXT NOT NULL,
+    workspace TEXT NOT NULL,
+    incarnation INTEGER NOT NULL,
+    was TEXT NOT NULL,
+    released_at_ms INTEGER NOT NULL
+) STRICT;
+";
+
+/// Version 3: `exec_ledger_acks`.
+pub const EXEC_LEDGER_ACKS_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS call_ack (
+    session TEXT NOT NULL,
+    op TEXT NOT NULL,
+    step INTEGER NOT NULL,
+    source_index INTEGER NOT NULL,
+    incarnation INTEGER NOT NULL,
+    PRIMARY KEY (session, op, step, source_index, incarnation)
+) STRICT, WITHOUT ROWID;
+";
+
+/// The migration chain: the step that takes version `i` to `i + 1` is
+/// `LEDGER_STEPS[i]`.
+pub const LEDGER_STEPS: [&str; 3] = [
+    EXEC_LEDGER_SCHEMA,
+    EXEC_LEDGER_RELEASES_SCHEMA,
+    EXEC_LEDGER_ACKS_SCHEMA,
+];
+
+/// Why a ledger file could not be opened. A refusal of the file's version
+/// or kind leaves it byte-untouched.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum LedgerOpenError {
+    /// The file's ledger version is newer than this build's.
+    #[error(
+        "Unsupported: the ledger file has version {found}; this build supports up to {supported}"
+    )]
+    Unsupported {
+        /// The stored `user_version`.
+        found: i64,
+        /// [`LEDGER_VERSION`].
+        supported: i64,
+    },
+    /// The file is an SQLite database of another kind.
+    #[error("ForeignDatabase: {detail}")]
+    ForeignDatabase {
+        /// What gave it away.
+        detail: String,
+    },
+    /// The path cannot hold a database (a directory, a missing parent).
+    #[error("UnopenablePath: {path}: {reason}")]
+    UnopenablePath {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// SQLite declined a setting.
+    #[error("PragmaDeclined: PRAGMA {pragma} wanted {wanted}, SQLite answered {got}")]
+    PragmaDeclined {
+        /// The pragma.
+        pragma: &'static str,
+        /// The requested value.
+        wanted: String,
+        /// SQLite's answer.
+        got: String,
+    },
+    /// SQLite failed.
+    #[error("Sqlite: {op}: {message}")]
+    Sqlite {
+        /// The step.
+        op: &'static str,
+        /// SQLite's message.
+        message: String,
+    },
+    /// Restart recovery failed.
+    #[error("Recovery: {0}")]
+    Recovery(LedgerError),
+}
+
+fn db_open(op: &'static str) -> impl FnOnce(rusqlite::Error) -> LedgerOpenError {
+    move |e| LedgerOpenError::Sqlite {
+        op,
+        message: e.to_string(),
+    }
+}
+
+fn db(op: &'static str) -> impl FnOnce(rusqlite::Error) -> LedgerError {
+    move |e| LedgerError::BackendFault {
+        reason: format!("sqlite-{op}: {e}"),
+    }
+}
+
+fn malformed(detail: impl Into<String>) -> LedgerError {
+    LedgerError::MalformedRow {
+        detail: detail.into(),
+    }
+}
+
+/// The execution ledger over one SQLite file. One connection, serialized
+/// by a mutex (a node-level actor owns it in production).
+#[derive(Debug)]
+pub struct SqliteLedger {
+    conn: Mutex<Option<Connection>>,
+    path: PathBuf,
+}
+
+impl SqliteLedger {
+    /// Opens (creating when missing) the ledger at `path`, migrates it to
+    /// [`LEDGER_VERSION`] and runs restart recovery.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, LedgerOpenError> {
+        Self::open_with(path, LEDGER_BUSY_TIMEOUT)
+    }
+
+    /// [`SqliteLedger::open`] with a busy timeout.
+    pub fn open_with(path: impl AsRef<Path>, busy: Duration) -> Result<Self, LedgerOpenError> {
+        let path = path.as_ref().to_path_buf();
+        refuse_unopenable(&path)?;
+        let mut conn = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(db_open("open"))?;
+        configure(&conn, busy)?;
+        migrate(&mut conn)?;
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(db_open("journal-mode"))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(LedgerOpenError::PragmaDeclined {
+                pragma: "journal_mode",
+                wanted: "wal".to_owned(),
+                got: mode,
+            });
+        }
+        let ledger = SqliteLedger {
+            conn: Mutex::new(Some(conn)),
+            path,
+        };
+        ledger.recover().map_err(LedgerOpenError::Recovery)?;
+        tracing::debug!(path = %ledger.path.display(), "execution ledger opened");
+        Ok(ledger)
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn lock(&self) -> Result<MutexGuard<'_, Option<Connection>>, LedgerError> {
+        self.conn.lock().map_err(|_| LedgerError::BackendFault {
+            reason: "sqlite-ledger-poisoned".to_owned(),
+        })
+    }
+}
+
+fn refuse_unopenable(path: &Path) -> Result<(), LedgerOpenError> {
+    let bad = |reason: &str| LedgerOpenError::UnopenablePath {
+        path: path.to_path_buf(),
+        reason: reason.to_owned(),
+    };
+    if path.is_dir() {
+        return Err(bad("is a directory"));
+    }
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !parent.is_dir() {
+        return Err(bad("the parent directory does not exist"));
+    }
+    Ok(())
+}
+
+/// Busy timeout and `synchronous=FULL`, each read back. Writes nothing.
+fn configure(conn: &Connection, busy: Duration) -> Result<(), LedgerOpenError> {
+    conn.busy_timeout(busy).map_err(db_open("busy-timeout"))?;
+    let got: i64 = conn
+        .query_row("PRAGMA busy_timeout", [], |r| r.get(0))
+        .map_err(db_open("busy-timeout"))?;
+    let wanted = i64::try_from(busy.as_millis())
+        .unwrap_or(i64::MAX)
+        .min(i64::from(i32::MAX));
+    if got != wanted {
+        return Err(LedgerOpenError::PragmaDeclined {
+            pragma: "busy_timeout",
+            wanted: wanted.to_string(),
+            got: got.to_string(),
+        });
+    }
+    conn.execute_batch("PRAGMA synchronous = FULL")
+        .map_err(db_open("synchronous"))?;
+    let sync: i64 = conn
+        .query_row("PRAGMA synchronous", [], |r| r.get(0))
+        .map_err(db_open("synchronous"))?;
+    if sync != 2 {
+        return Err(LedgerOpenError::PragmaDeclined {
+            pragma: "synchronous",
+            wanted: "2 (FULL)".to_owned(),
+            got: sync.to_string(),
+        });
+    }
+    conn.set_prepared_statement_cache_capacity(32);
+    Ok(())
+}
+
+/// Reads the version and kind inside `BEGIN IMMEDIATE`; refuses (rolling
+/// back, so nothing is written) or applies the missing steps and commits.
+fn migrate(conn: &mut Connection) -> Result<(), LedgerOpenError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(db_open("begin"))?;
+    let version: i64 = tx
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(db_open("user-version"))?;
+    let app: i64 = tx
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .map_err(db_open("application-id"))?;
+    if version > LEDGER_VERSION || version < 0 {
+        return Err(LedgerOpenError::Unsupported {
+            found: version,
+            supported: LEDGER_VERSION,
+        });
+    }
+    if app != LEDGER_APPLICATION_ID {
+        let tables: i64 = tx
+            .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+            .map_err(db_open("schema-probe"))?;
+        if app != 0 || version != 0 || tables != 0 {
+            return Err(LedgerOpenError::ForeignDatabase {
+                detail: format!(
+                    "application_id {app:#x}, user_version {version}, {tables} schema objects"
+                ),
+            });
+        }
+    }
+    if version == LEDGER_VERSION {
+        return Ok(()); // nothing to write; the transaction rolls back
+    }
+    let from = usize::try_from(version).unwrap_or(0);
+    for step in LEDGER_STEPS.iter().skip(from) {
+        tx.execute_batch(step).map_err(db_open("migrate"))?;
+    }
+    tx.execute_batch(&format!(
+        "PRAGMA application_id = {LEDGER_APPLICATION_ID}; PRAGMA user_version = {LEDGER_VERSION};"
+    ))
+    .map_err(db_open("identity"))?;
+    tx.commit().map_err(db_open("commit"))?;
+    Ok(())
+}
+
+fn to_sql(v: u64) -> i64 {
+    i64::from_ne_bytes(v.to_ne_bytes())
+}
+
+fn from_sql(v: i64) -> u64 {
+    u64::from_ne_bytes(v.to_ne_bytes())
+}
+
+fn encode_scope_state(s: ScopeState) -> (&'static str, Option<i64>) {
+    match s {
+        ScopeState::Open => ("open", None),
+        ScopeState::Closing => ("closing", None),
+        ScopeState::Closed(CloseOutcome::AllRetired) => ("closed", Some(0)),
+        ScopeState::Closed(CloseOutcome::UnknownCleanup(n)) => ("closed", Some(to_sql(n))),
+    }
+}
+
+fn decode_scope_state(state: &str, outcome: Option<i64>) -> Result<ScopeState, LedgerError> {
+    match (state, outcome) {
+        ("open", None) => Ok(ScopeState::Open),
+        ("closing", None) => Ok(ScopeState::Closing),
+        ("closed", Some(0)) => Ok(ScopeState::Closed(CloseOutcome::AllRetired)),
+        ("closed", Some(n)) if n > 0 => Ok(ScopeState::Closed(CloseOutcome::UnknownCleanup(
+            from_sql(n),
+        ))),
+        (s, o) => Err(malformed(format!(
+            "scope state {s:?} with close_outcome {o:?}"
+        ))),
+    }
+}
+
+fn encode_was(s: ScopeState) -> String {
+    match encode_scope_state(s) {
+        (state, None) => state.to_owned(),
+        (state, Some(n)) => format!("{state}:{n}"),
+    }
+}
+
+fn decode_was(was: &str) -> Result<ScopeState, LedgerError> {
+    match was.split_once(':') {
+        None => decode_scope_state(was, None),
+        Some((state, n)) => decode_scope_state(
+            state,
+            Some(
+                n.parse()
+                    .map_err(|_| malformed(format!("release was {was:?}")))?,
+            ),
+        ),
+    }
+}
+
+fn name<T>(r: Result<T, LedgerError>, col: &str) -> Result<T, LedgerError> {
+    r.map_err(|e| malformed(format!("{col}: {e}")))
+}
+
+fn u32_col(v: i64, col: &str) -> Result<u32, LedgerError> {
+    u32::try_from(v).map_err(|_| malformed(format!("{col} {v} out of range")))
+}
+
+/// The columns of one call row, as read.
+struct RawCall {
+    tool: String,
+    state: String,
+    outcome: Option<Vec<u8>>,
+    digest: Option<Vec<u8>>,
+    bytes: i64,
+}
+
+fn decode_call(raw: RawCall) -> Result<CallRow, LedgerError> {
+    let tool = name(Tool::new(raw.tool), "call.tool")?;
+    let bytes = from_sql(raw.bytes);
+    let state = match (raw.state.as_str(), raw.outcome, raw.digest) {
+        ("admitted", None, None) => RowState::Admitted { reserved: bytes },
+        ("unknown", None, None) if bytes == 0 => RowState::Unknown,
+        ("terminal", Some(outcome), Some(digest)) => {
+            let digest: Digest = digest
+                .try_into()
+                .map_err(|d: Vec<u8>| malformed(format!("outcome_digest of {} bytes", d.len())))?;
+            RowState::Terminal {
+                outcome,
+                digest,
+                bytes,
+            }
+        }
+        (s, o, d) => {
+            return Err(malformed(format!(
+                "call state {s:?} with outcome {} and digest {}",
+                if o.is_some() { "set" } else { "null" },
+                if d.is_some() { "set" } else { "null" }
+            )))
+        }
+    };
+    Ok(CallRow { tool, state })
+}
+
+const CALL_COLS: &str =
+    "op, step, source_index, incarnation, tool, state, outcome, outcome_digest, outcome_bytes";
+
+type KeyedCall = (String, i64, i64, i64, RawCall);
+
+fn read_keyed_call(r: &rusqlite::Row<'_>) -> rusqlite::Result<KeyedCall> {
+    Ok((
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        RawCall {
+            tool: r.get(4)?,
+            state: r.get(5)?,
+            outcome: r.get(6)?,
+            digest: r.get(7)?,
+            bytes: r.get(8)?,
+        },
+    ))
+}
+
+fn make_key(
+    session: &SessionId,
+    op: String,
+    step: i64,
+    source_index: i64,
+    incarnation: i64,
+) -> Result<Key, LedgerError> {
+    Ok(Key {
+        session: session.clone(),
+        op: name(OpId::new(op), "call.op")?,
+        step: u32_col(step, "call.step")?,
+        source_index: u32_col(source_index, "call.source_index")?,
+        incarnation: from_sql(incarnation),
+    })
+}
+
+fn key_params(k: &Key) -> (String, String, i64, i64, i64) {
+    (
+        k.session.as_str().to_owned(),
+        k.op.as_str().to_owned(),
+        i64::from(k.step),
+        i64::from(k.source_index),
+        to_sql(k.incarnation),
+    )
+}
+
+fn load(tx: &Transaction<'_>, req: &Request) -> Result<View, LedgerError> {
+    let fp = req.footprint();
+    let mut v = View::default();
+    if let Some(session) = &fp.scope {
+        let row = tx
+            .prepare_cached(
+                "SELECT workspace, incarnation, state, close_outcome, attach_token FROM scope WHERE session = ?1",
+            )
+            .map_err(db("prepare"))?
+            .query_row([session.as_str()], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, Option<i64>>(3)?,
+                    r.get::<_, String>(4)?,
+                ))
+            })
+            .optional()
+            .map_err(db("load-scope"))?;
+        if let Some((ws, inc, state, outcome, token)) = row {
+            v.scope = Some(Scope {
+                session: session.clone(),
+                workspace: name(WorkspaceId::new(ws), "scope.workspace")?,
+                incarnation: from_sql(inc),
+                state: decode_scope_state(&state, outcome)?,
+                attach_token: name(AttachToken::new(token), "scope.attach_token")?,
+            });
+        }
+    }
+    if let Some(k) = &fp.key {
+        let p = key_params(k);
+        let raw = tx
+            .prepare_cached(
+                "SELECT tool, state, outcome, outcome_digest, outcome_bytes FROM call
+                 WHERE session = ?1 AND op = ?2 AND step = ?3 AND source_index = ?4 AND incarnation = ?5",
+            )
+            .map_err(db("prepare"))?
+            .query_row(params![p.0, p.1, p.2, p.3, p.4], |r| {
+                Ok(RawCall {
+                    tool: r.get(0)?,
+                    state: r.get(1)?,
+                    outcome: r.get(2)?,
+                    digest: r.get(3)?,
+                    bytes: r.get(4)?,
+                })
+            })
+            .optional()
+            .map_err(db("load-call"))?;
+        v.call = raw.map(decode_call).transpose()?;
+        v.acked = tx
+            .prepare_cached(
+                "SELECT 1 FROM call_ack
+                 WHERE session = ?1 AND op = ?2 AND step = ?3 AND source_index = ?4 AND incarnation = ?5",
+            )
+            .map_err(db("prepare"))?
+            .exists(params![p.0, p.1, p.2, p.3, p.4])
+            .map_err(db("load-ack"))?;
+    }
+    if let Some(session) = &fp.session_calls {
+        let mut stmt = tx
+            .prepare_cached(&format!("SELECT {CALL_COLS} FROM call WHERE session = ?1"))
+            .map_err(db("prepare"))?;
+        let rows = stmt
+            .query_map([session.as_str()], read_keyed_call)
+            .map_err(db("load-session-calls"))?;
+        for row in rows {
+            let (op, step, si, inc, raw) = row.map_err(db("load-session-calls"))?;
+            v.session_calls
+                .push((make_key(session, op, step, si, inc)?, decode_call(raw)?));
+        }
+        v.session_calls.sort();
+    }
+    if fp.all_admitted {
+        let mut stmt = tx
+            .prepare_cached(&format!(
+                "SELECT session, {CALL_COLS} FROM call WHERE state = 'admitted'"
+            ))
+            .map_err(db("prepare"))?;
+        let rows = stmt
+            .query_map([], |r| {
+                let session: String = r.get(0)?;
+                Ok((
+                    session,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, i64>(3)?,
+                    r.get::<_, i64>(4)?,
+                    RawCall {
+                        tool: r.get(5)?,
+                        state: r.get(6)?,
+                        outcome: r.get(7)?,
+                        digest: r.get(8)?,
+                        bytes: r.get(9)?,
+                    },
+                ))
+            })
+            .map_err(db("load-admitted"))?;
+        for row in rows {
+            let (session, op, step, si, inc, raw) = row.map_err(db("load-admitted"))?;
+            let session = name(SessionId::new(session), "call.session")?;
+            v.admitted
+                .push((make_key(&session, op, step, si, inc)?, decode_call(raw)?));
+        }
+        v.admitted.sort();
+    }
+    if fp.totals {
+        let bytes: i64 = tx
+            .prepare_cached(
+                "SELECT COALESCE(SUM(outcome_bytes), 0) FROM call WHERE state IN ('admitted', 'terminal')",
+            )
+            .map_err(db("prepare"))?
+            .query_row([], |r| r.get(0))
+            .map_err(db("load-bytes"))?;
+        v.ledger_bytes = from_sql(bytes);
+        let unclean: i64 = tx
+            .prepare_cached(
+                "SELECT count(*) FROM scope WHERE NOT (state = 'closed' AND close_outcome = 0)",
+            )
+            .map_err(db("prepare"))?
+            .query_row([], |r| r.get(0))
+            .map_err(db("load-unclean"))?;
+        v.unclean_scopes = from_sql(unclean);
+    }
+    if fp.releases {
+        let mut stmt = tx
+            .prepare_cached(
+                "SELECT session, workspace, incarnation, was, released_at_ms FROM scope_release ORDER BY id",
+            )
+            .map_err(db("prepare"))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, i64>(4)?,
+                ))
+            })
+            .map_err(db("load-releases"))?;
+        for row in rows {
+            let (session, ws, inc, was, at) = row.map_err(db("load-releases"))?;
+            v.releases.push(Release {
+                session: name(SessionId::new(session), "scope_release.session")?,
+                workspace: name(WorkspaceId::new(ws), "scope_release.workspace")?,
+                incarnation: from_sql(inc),
+                was: decode_was(&was)?,
+                released_at_ms: from_sql(at),
+            });
+        }
+    }
+    Ok(v)
+}
+
+fn write(tx: &Transaction<'_>, effects: &[Effect]) -> Result<(), LedgerError> {
+    for e in effects {
+        match e {
+            Effect::PutScope(s) => {
+                let (state, outcome) = encode_scope_state(s.state);
+                tx.prepare_cached(
+                    "INSERT OR REPLACE INTO scope (session, workspace, incarnation, state, close_outcome, attach_token)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                )
+                .map_err(db("prepare"))?
+                .execute(params![
+                    s.session.as_str(),
+                    s.workspace.as_str(),
+                    to_sql(s.incarnation),
+                    state,
+                    outcome,
+                    s.attach_token.as_str()
+                ])
+                .map_err(db("put-scope"))?;
+            }
+            Effect::PutCall(k, row) => {
+                let p = key_params(k);
+                let (state, outcome, digest): (&str, Option<&[u8]>, Option<&[u8]>) =
+                    match &row.state {
+                        RowState::Admitted { .. } => ("admitted", None, None),
+                        RowState::Unknown => ("unknown", None, None),
+                        RowState::Terminal {
+                            outcome, digest, ..
+                        } => ("terminal", Some(outcome), Some(digest)),
+                    };
+                tx.prepare_cached(
+                    "INSERT OR REPLACE INTO call (session, op, step, source_index, incarnation, tool, state, outcome, outcome_digest, outcome_bytes)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                )
+                .map_err(db("prepare"))?
+                .execute(params![
+                    p.0,
+                    p.1,
+                    p.2,
+                    p.3,
+                    p.4,
+                    row.tool.as_str(),
+                    state,
+                    outcome,
+                    digest,
+                    to_sql(row.outcome_bytes())
+                ])
+                .map_err(db("put-call"))?;
+            }
+            Effect::DeleteCall(k) => {
+                let p = key_params(k);
+                tx.prepare_cached(
+                    "DELETE FROM call
+                     WHERE session = ?1 AND op = ?2 AND step = ?3 AND source_index = ?4 AND incarnation = ?5",
+                )
+                .map_err(db("prepare"))?
+                .execute(params![p.0, p.1, p.2, p.3, p.4])
+                .map_err(db("delete-call"))?;
+            }
+            Effect::PutAck(k) => {
+                let p = key_params(k);
+                tx.prepare_cached(
+                    "INSERT OR IGNORE INTO call_ack (session, op, step, source_index, incarnation)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                )
+                .map_err(db("prepare"))?
+                .execute(params![p.0, p.1, p.2, p.3, p.4])
+                .map_err(db("put-ack"))?;
+            }
+            Effect::ForgetAcks(s) => {
+                tx.prepare_cached("DELETE FROM call_ack WHERE session = ?1")
+                    .map_err(db("prepare"))?
+                    .execute([s.as_str()])
+                    .map_err(db("forget-acks"))?;
+            }
+            Effect::PutRelease(r) => {
+                tx.prepare_cached(
+                    "INSERT INTO scope_release (session, workspace, incarnation, was, released_at_ms)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                )
+                .map_err(db("prepare"))?
+                .execute(params![
+                    r.session.as_str(),
+                    r.workspace.as_str(),
+                    to_sql(r.incarnation),
+                    encode_was(r.was),
+                    to_sql(r.released_at_ms)
+                ])
+                .map_err(db("put-release"))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Ledger for SqliteLedger {
+    fn execute(&self, limits: &Limits, req: &Request) -> Result<Answer, LedgerError> {
+        let mut g = self.lock()?;
+        let conn = g.as_mut().ok_or(LedgerError::HandleClosed)?;
+        let behavior = if req.writes() {
+            TransactionBehavior::Immediate
+        } else {
+            TransactionBehavior::Deferred
+        };
+        let tx = conn
+            .transaction_with_behavior(behavior)
+            .map_err(db("begin"))?;
+        let view = load(&tx, req)?;
+        // A refusal drops `tx`: rolled back, nothing written.
+        let d = ledger::decide(&view, limits, req)?;
+        if !d.effects.is_empty() {
+            write(&tx, &d.effects)?;
+        }
+        tx.commit().map_err(db("commit"))?;
+        Ok(d.answer)
+    }
+
+    fn close(&self) -> Result<(), LedgerError> {
+        let mut g = self.lock()?;
+        if let Some(conn) = g.take() {
+            conn.close().map_err(|(_, e)| db("close")(e))?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,398 @@
+//! The execution ledger on SQLite: the conformance suite, migrate-on-open,
+//! refuse-before-write, row integrity, and the admission race across
+//! threads and processes.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Barrier};
+
+use custos_conformance::ledger::{key, sid, tok, tool, ws, LIMITS};
+use custos_core::ledger::{
+    self, step, Admission, Answer, CallState, Ledger, LedgerError, LedgerState, Lookup,
+    MemoryLedger,
+};
+use custos_sqlite::ledger::{
+    LedgerOpenError, SqliteLedger, EXEC_LEDGER_RELEASES_SCHEMA, EXEC_LEDGER_SCHEMA,
+    LEDGER_APPLICATION_ID, LEDGER_VERSION,
+};
+use proptest::prelude::*;
+use rusqlite::Connection;
+use sha2::{Digest, Sha256};
+use tempfile::TempDir;
+
+/// A ledger in its own temporary directory (removed on drop).
+struct Temp {
+    ledger: SqliteLedger,
+    _dir: TempDir,
+}
+
+impl Ledger for Temp {
+    fn execute(
+        &self,
+        limits: &ledger::Limits,
+        req: &ledger::Request,
+    ) -> Result<Answer, LedgerError> {
+        self.ledger.execute(limits, req)
+    }
+    fn close(&self) -> Result<(), LedgerError> {
+        self.ledger.close()
+    }
+}
+
+fn fresh() -> Temp {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = SqliteLedger::open(dir.path().join("ledger.db")).unwrap();
+    Temp { ledger, _dir: dir }
+}
+
+custos_conformance::ledger_suite!(sqlite, fresh);
+
+#[test]
+fn every_ledger_case_passes_through_the_table() {
+    let table = custos_conformance::ledger::ledger_cases::<Temp>();
+    let mut failed = Vec::new();
+    for (name, case) in &table {
+        if std::panic::catch_unwind(|| case(&fresh)).is_err() {
+            failed.push(*name);
+        }
+    }
+    assert!(failed.is_empty(), "failed: {failed:?}");
+    println!(
+        "sqlite: {} of {} ledger conformance cases pass",
+        table.len(),
+        custos_conformance::ledger::LEDGER_CASES.len()
+    );
+}
+
+fn sha(path: &Path) -> Vec<u8> {
+    Sha256::digest(std::fs::read(path).unwrap()).to_vec()
+}
+
+#[test]
+fn a_fresh_file_gets_version_3_and_its_application_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.db");
+    SqliteLedger::open(&path).unwrap().close().unwrap();
+    let c = Connection::open(&path).unwrap();
+    let v: i64 = c
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    let a: i64 = c
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .unwrap();
+    let j: String = c
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(
+        (v, a, j.as_str()),
+        (LEDGER_VERSION, LEDGER_APPLICATION_ID, "wal")
+    );
+}
+
+fn old_file(path: &Path, version: i64) {
+    let c = Connection::open(path).unwrap();
+    c.execute_batch(EXEC_LEDGER_SCHEMA).unwrap();
+    if version >= 2 {
+        c.execute_batch(EXEC_LEDGER_RELEASES_SCHEMA).unwrap();
+    }
+    c.execute_batch(&format!(
+        "PRAGMA application_id = {LEDGER_APPLICATION_ID}; PRAGMA user_version = {version};
+         INSERT INTO scope VALUES ('s', 'w', 1, 'open', NULL, 't');
+         INSERT INTO call VALUES ('s', 'o', 1, 0, 1, 'program', 'admitted', NULL, NULL, 16);"
+    ))
+    .unwrap();
+}
+
+#[test]
+fn older_files_gain_what_they_lack_and_keep_their_rows() {
+    for version in [1, 2] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l.db");
+        old_file(&path, version);
+        let l = SqliteLedger::open(&path).unwrap();
+        // Recovery ran over the old row; the new tables work.
+        let k = key("s", "o", 1);
+        assert_eq!(l.query(&LIMITS, &k), Ok(Lookup::Found(CallState::Unknown)));
+        assert_eq!(l.ack(&LIMITS, &k), Ok(false));
+        assert_eq!(l.query(&LIMITS, &k), Ok(Lookup::Found(CallState::Acked)));
+        assert_eq!(l.releases(&LIMITS), Ok(vec![]));
+        l.close().unwrap();
+        let c = Connection::open(&path).unwrap();
+        let v: i64 = c
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, LEDGER_VERSION);
+    }
+}
+
+#[test]
+fn a_newer_file_is_refused_byte_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.db");
+    old_file(&path, 2);
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch("PRAGMA user_version = 4")
+        .unwrap();
+    let before = sha(&path);
+    let err = SqliteLedger::open(&path).unwrap_err();
+    assert_eq!(
+        err,
+        LedgerOpenError::Unsupported {
+            found: 4,
+            supported: 3
+        }
+    );
+    assert_eq!(sha(&path), before);
+    assert!(!PathBuf::from(format!("{}-wal", path.display())).exists());
+}
+
+#[test]
+fn a_foreign_file_is_refused_byte_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.db");
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch("CREATE TABLE other (x); PRAGMA application_id = 7;")
+        .unwrap();
+    let before = sha(&path);
+    assert!(matches!(
+        SqliteLedger::open(&path),
+        Err(LedgerOpenError::ForeignDatabase { .. })
+    ));
+    assert_eq!(sha(&path), before);
+    assert!(matches!(
+        SqliteLedger::open(dir.path()),
+        Err(LedgerOpenError::UnopenablePath { .. })
+    ));
+}
+
+#[test]
+fn reopening_the_file_is_restart_recovery() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.db");
+    let l = SqliteLedger::open(&path).unwrap();
+    l.attach(&LIMITS, &sid("s"), &ws("w"), 1, &tok("a"))
+        .unwrap();
+    let k = key("s", "o", 1);
+    l.admit(&LIMITS, &k, &tool("program"), &tok("a")).unwrap();
+    drop(l); // a crash: no close
+    let l = SqliteLedger::open(&path).unwrap();
+    assert_eq!(l.query(&LIMITS, &k), Ok(Lookup::Found(CallState::Unknown)));
+    assert_eq!(
+        l.admit(&LIMITS, &k, &tool("program"), &tok("a")),
+        Ok(Admission::Existing(CallState::Unknown))
+    );
+}
+
+#[test]
+fn a_tampered_outcome_is_a_digest_mismatch_and_a_bad_state_is_malformed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.db");
+    let l = SqliteLedger::open(&path).unwrap();
+    l.attach(&LIMITS, &sid("s"), &ws("w"), 1, &tok("a"))
+        .unwrap();
+    let k = key("s", "o", 1);
+    l.admit(&LIMITS, &k, &tool("program"), &tok("a")).unwrap();
+    l.finish(&LIMITS, &k, b"genuine").unwrap();
+    let c = Connection::open(&path).unwrap();
+    c.execute("UPDATE call SET outcome = X'00'", []).unwrap();
+    assert_eq!(
+        l.query(&LIMITS, &k),
+        Err(LedgerError::DigestMismatch { key: k.clone() })
+    );
+    c.execute("UPDATE call SET state = 'running'", []).unwrap();
+    assert!(matches!(
+        l.query(&LIMITS, &k),
+        Err(LedgerError::MalformedRow { .. })
+    ));
+    c.execute("UPDATE scope SET close_outcome = 3", []).unwrap();
+    assert!(matches!(
+        l.scope(&LIMITS, &sid("s")),
+        Err(LedgerError::MalformedRow { .. })
+    ));
+}
+
+fn ops() -> impl Strategy<Value = Vec<custos_core::ledger::drive::LedgerOp>> {
+    use custos_core::ledger::drive::LedgerOp as O;
+    let op = prop_oneof![
+        Just(O::Open),
+        (0u8..2, 0u8..2, 1u8..3, 0u8..2).prop_map(|(session, workspace, incarnation, token)| {
+            O::Attach {
+                session,
+                workspace,
+                incarnation,
+                token,
+            }
+        }),
+        (0u8..2, 0u8..3, 1u8..3, 0u8..2, 0u8..2).prop_map(
+            |(session, op, incarnation, token, tool)| {
+                O::Admit {
+                    session,
+                    op,
+                    incarnation,
+                    token,
+                    tool,
+                }
+            }
+        ),
+        (0u8..2, 0u8..3, 1u8..3, 0u8..20).prop_map(|(session, op, incarnation, len)| O::Finish {
+            session,
+            op,
+            incarnation,
+            len
+        }),
+        (0u8..2, 0u8..3, 1u8..3).prop_map(|(session, op, incarnation)| O::MarkUnknown {
+            session,
+            op,
+            incarnation
+        }),
+        (0u8..2, 0u8..3, 1u8..3).prop_map(|(session, op, incarnation)| O::QueryOrFence {
+            session,
+            op,
+            incarnation
+        }),
+        (0u8..2, 0u8..3, 1u8..3, 0u8..2).prop_map(|(session, op, incarnation, tool)| {
+            O::StopOrFence {
+                session,
+                op,
+                incarnation,
+                tool,
+            }
+        }),
+        (0u8..2, 0u8..3, 1u8..3).prop_map(|(session, op, incarnation)| O::Ack {
+            session,
+            op,
+            incarnation
+        }),
+        (0u8..2, 1u8..3).prop_map(|(session, incarnation)| O::BeginClose {
+            session,
+            incarnation
+        }),
+        (0u8..2, 1u8..3).prop_map(|(session, incarnation)| O::FinishClose {
+            session,
+            incarnation
+        }),
+        (0u8..2).prop_map(|session| O::Release { session }),
+        (0u8..2).prop_map(|session| O::Unacked { session }),
+        (0u8..2, 0u8..2).prop_map(|(session, tool)| O::Admitted { session, tool }),
+    ];
+    proptest::collection::vec(op, 0..40)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// SQLite answers every request exactly as the pure state does (the
+    /// memory backend is the oracle).
+    #[test]
+    fn sqlite_answers_what_the_memory_oracle_answers(ops in ops()) {
+        let t = fresh();
+        let memory = MemoryLedger::new();
+        let mut state = LedgerState::default();
+        let limits = custos_core::ledger::drive::DRIVER_LIMITS;
+        for req in custos_core::ledger::drive::requests(&ops).unwrap() {
+            let want = step(&state, &limits, &req);
+            prop_assert_eq!(t.execute(&limits, &req), want.clone().map(|(a, _)| a));
+            prop_assert_eq!(memory.execute(&limits, &req), want.clone().map(|(a, _)| a));
+            if let Ok((_, next)) = want { state = next; }
+        }
+    }
+}
+
+const RACE_CHILD: &str = "CUSTOS_LEDGER_RACE_CHILD";
+
+fn setup_race(path: &Path) {
+    let l = SqliteLedger::open(path).unwrap();
+    l.attach(&LIMITS, &sid("s"), &ws("w"), 1, &tok("a"))
+        .unwrap();
+    l.close().unwrap();
+}
+
+fn admit_once(path: &Path) -> Admission {
+    let l = SqliteLedger::open(path).unwrap();
+    let a = l
+        .admit(&LIMITS, &key("s", "race", 1), &tool("program"), &tok("a"))
+        .unwrap();
+    l.close().unwrap();
+    a
+}
+
+#[test]
+fn race_threads_admitting_one_key_get_exactly_one_fresh() {
+    const N: usize = 8;
+    let dir = tempfile::tempdir().unwrap();
+    let path = Arc::new(dir.path().join("race.db"));
+    setup_race(&path);
+    let barrier = Arc::new(Barrier::new(N));
+    let handles: Vec<_> = (0..N)
+        .map(|_| {
+            let (path, barrier) = (path.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                let l = SqliteLedger::open(path.as_ref()).unwrap();
+                barrier.wait();
+                l.admit(&LIMITS, &key("s", "race", 1), &tool("program"), &tok("a"))
+                    .unwrap()
+            })
+        })
+        .collect();
+    let answers: Vec<Admission> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let fresh = answers.iter().filter(|a| **a == Admission::Fresh).count();
+    println!("race: {N} threads, {fresh} Fresh, {} Existing", N - fresh);
+    assert_eq!(fresh, 1, "{answers:?}");
+}
+
+#[test]
+fn race_processes_admitting_one_key_get_exactly_one_fresh() {
+    if let Ok(path) = std::env::var(RACE_CHILD) {
+        // Child: admit and report.
+        let a = admit_once(Path::new(&path));
+        println!(
+            "ANSWER {}",
+            if a == Admission::Fresh {
+                "fresh"
+            } else {
+                "existing"
+            }
+        );
+        return;
+    }
+    const N: usize = 8;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("race.db");
+    setup_race(&path);
+    let exe = std::env::current_exe().unwrap();
+    let children: Vec<_> = (0..N)
+        .map(|_| {
+            Command::new(&exe)
+                .args([
+                    "--exact",
+                    "race_processes_admitting_one_key_get_exactly_one_fresh",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(RACE_CHILD, &path)
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut fresh = 0;
+    let mut existing = 0;
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        assert!(out.status.success());
+        let text = String::from_utf8_lossy(&out.stdout);
+        if text.contains("ANSWER fresh") {
+            fresh += 1;
+        } else if text.contains("ANSWER existing") {
+            existing += 1;
+        } else {
+            panic!("child answered nothing: {text}");
+        }
+    }
+    println!("race: {N} processes, {fresh} Fresh, {existing} Existing");
+    assert_eq!((fresh, existing), (1, N - 1));
+}
