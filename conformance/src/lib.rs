@@ -14,6 +14,7 @@
 //! table (for `custos conformance`, which prints pass/fail per case).
 
 pub mod catalogue;
+pub mod control;
 pub mod custody;
 pub mod ledger;
 pub mod storage;

@@ -20,6 +20,11 @@
 //! - [`migration`] — the whole-identity migration workflow (spec 001): plan
 //!   and receipt as canonical digest-bound data, the ordered steps, retry
 //!   convergence; `migration::drive` simulates it for models and fuzzing.
+//! - [`identity`] — storage identity (uri, namespace, backend), its
+//!   fingerprint and the control catalog's location.
+//! - [`world`] — the control catalog of worlds: identity, writer mode,
+//!   status, tick head, signatures, retirement, the `ControlCatalog` port.
+//! - [`schema`] — logical table schemas and their fingerprint.
 //!
 //! [`drive`] holds request-stream drivers that check each machine's
 //! invariants; the fuzz targets, the property tests and the corpus replay all
@@ -30,10 +35,13 @@ pub mod custody;
 pub mod drive;
 pub mod drive_custody;
 pub mod fence;
+pub mod identity;
 pub mod lease;
 pub mod ledger;
 pub mod migration;
+pub mod schema;
 pub mod storage;
+pub mod world;
 
 /// Milliseconds on the caller's clock. The machines never read a clock; every
 /// request that depends on time carries the caller's reading.

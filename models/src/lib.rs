@@ -29,6 +29,7 @@ pub mod fence;
 pub mod lease;
 pub mod ledger;
 pub mod migration;
+pub mod world;
 
 /// Which bound to check a model to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -147,6 +148,7 @@ pub fn registry() -> Vec<Box<dyn Registered>> {
         Box::new(family::family::<custody::CustodyModel>()),
         Box::new(ledger::Registration),
         Box::new(migration::Registration),
+        Box::new(world::Registration),
     ]
 }
 

@@ -74,3 +74,8 @@ fn migration_model_holds_and_kills_every_mutant() {
 fn custody_model_holds_and_kills_every_mutant() {
     check("custody");
 }
+
+#[test]
+fn world_model_holds_and_kills_every_mutant() {
+    check("world");
+}

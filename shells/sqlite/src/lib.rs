@@ -19,6 +19,7 @@
 //! lease-free `generation` / `identity` projections.
 
 pub mod catalogue;
+pub mod control;
 mod codec;
 mod config;
 mod fault;

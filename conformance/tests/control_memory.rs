@@ -1,0 +1,17 @@
+//! The control-catalog conformance suite against the memory backend
+//! (`custos_core::world::MemoryControlCatalog`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use custos_core::world::MemoryControlCatalog;
+
+custos_conformance::control_catalog_suite!(memory_control, MemoryControlCatalog::new);
+
+#[test]
+fn control_case_table_names_every_case() {
+    println!(
+        "memory: {} control-catalog cases",
+        custos_conformance::control::CONTROL_CATALOG_CASES.len()
+    );
+    assert!(custos_conformance::control::CONTROL_CATALOG_CASES.len() >= 18);
+}

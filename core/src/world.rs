@@ -1,0 +1,891 @@
+//! The control catalog of worlds (spec 000): identity, writer mode, status,
+//! advisory tick head and archetype signatures, and the `ControlCatalog` port.
+//!
+//! The catalog is authoritative for a world's **identity** (`world_id`,
+//! `name`, `run_id`, `parent_world_id`), its immutable [`WriterMode`] and its
+//! [`WorldStatus`]; it is advisory for the tick head. Rules, all in
+//! [`decide`]:
+//!
+//! - **Registration**: an absent world is created active; an identical
+//!   re-registration (identity and writer mode) is a no-op; a differing one
+//!   is `CatalogConflict`; a registration on a destroyed row is refused
+//!   (`CatalogConflict`: the tombstone wins, so a delayed registration never
+//!   resurrects a retired writer).
+//! - **Retirement** carries the complete record with `status = destroyed`:
+//!   an absent row becomes a destroyed tombstone for the supplied identity;
+//!   the exact active row becomes destroyed; the exact destroyed row is an
+//!   idempotent success; a different identity conflicts without mutation.
+//! - **Destroyed is monotonic**: no request turns a destroyed row active.
+//! - **Tick head**: advances monotonically on an active world; advisory.
+//! - **Signatures**: immutable per `(world, table_id)`; the fingerprint must
+//!   be the schema's ([`crate::schema::fingerprint`]).
+//!
+//! [`check_mutable_resume`] fails closed for `cleanup_only` and unknown
+//! writer modes (and for destroyed worlds): a caller runs it before it opens
+//! storage or fences a writer.
+//!
+//! A shell loads one world's [`WorldSlot`] inside its write transaction,
+//! calls [`decide`], and writes [`Decision::next`] back when
+//! [`Decision::changed`]. [`MemoryControlCatalog`] is the port over the pure
+//! state.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::schema::{self, Schema};
+
+/// The longest id or name accepted, in bytes.
+pub const MAX_ID_LEN: usize = 256;
+
+/// A world's immutable identity.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct WorldIdentity {
+    /// The world's id.
+    pub world_id: String,
+    /// Its name.
+    pub name: String,
+    /// The run that created it.
+    pub run_id: Option<String>,
+    /// The world it was forked from.
+    pub parent_world_id: Option<String>,
+}
+
+impl WorldIdentity {
+    /// An identity with no run and no parent.
+    pub fn new(world_id: impl Into<String>, name: impl Into<String>) -> Self {
+        WorldIdentity {
+            world_id: world_id.into(),
+            name: name.into(),
+            run_id: None,
+            parent_world_id: None,
+        }
+    }
+
+    /// Checks every part: ids non-empty, every part at most [`MAX_ID_LEN`]
+    /// bytes without control characters.
+    pub fn validate(&self) -> Result<(), WorldError> {
+        let check = |what: &'static str, s: &str, may_be_empty: bool| {
+            if (!may_be_empty && s.is_empty())
+                || s.len() > MAX_ID_LEN
+                || s.chars().any(char::is_control)
+            {
+                Err(WorldError::Invalid {
+                    what,
+                    detail: format!("{} bytes or a control character", s.len()),
+                })
+            } else {
+                Ok(())
+            }
+        };
+        check("world_id", &self.world_id, false)?;
+        check("name", &self.name, true)?;
+        if let Some(r) = &self.run_id {
+            check("run_id", r, false)?;
+        }
+        if let Some(p) = &self.parent_world_id {
+            check("parent_world_id", p, false)?;
+        }
+        Ok(())
+    }
+}
+
+/// The immutable writer mode, kept exactly as read.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum WriterMode {
+    /// A writer may resume the world mutably.
+    Resumable,
+    /// The world may only be cleaned up; mutable resume fails closed.
+    CleanupOnly,
+    /// A mode this build does not know; mutable resume fails closed.
+    Unknown(String),
+}
+
+impl WriterMode {
+    /// The stored string: `resumable`, `cleanup_only`, or the unknown text.
+    pub fn as_str(&self) -> &str {
+        match self {
+            WriterMode::Resumable => "resumable",
+            WriterMode::CleanupOnly => "cleanup_only",
+            WriterMode::Unknown(s) => s,
+        }
+    }
+
+    /// Reads a stored string; legacy rows without a mode read as
+    /// [`WriterMode::Resumable`] (the shell passes `None`).
+    pub fn parse(s: Option<&str>) -> Self {
+        match s {
+            None | Some("resumable") => WriterMode::Resumable,
+            Some("cleanup_only") => WriterMode::CleanupOnly,
+            Some(other) => WriterMode::Unknown(other.to_owned()),
+        }
+    }
+}
+
+impl From<String> for WriterMode {
+    fn from(s: String) -> Self {
+        WriterMode::parse(Some(&s))
+    }
+}
+
+impl From<WriterMode> for String {
+    fn from(m: WriterMode) -> Self {
+        m.as_str().to_owned()
+    }
+}
+
+/// A world's status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorldStatus {
+    /// Live.
+    Active,
+    /// Destroyed (a tombstone, or a retired world). Monotonic.
+    Destroyed,
+}
+
+impl WorldStatus {
+    /// `active` or `destroyed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorldStatus::Active => "active",
+            WorldStatus::Destroyed => "destroyed",
+        }
+    }
+
+    /// Parses the stored string; anything else is `None` (a malformed row).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "active" => Some(WorldStatus::Active),
+            "destroyed" => Some(WorldStatus::Destroyed),
+            _ => None,
+        }
+    }
+}
+
+/// One world's catalog row.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct WorldRecord {
+    /// The immutable identity.
+    pub identity: WorldIdentity,
+    /// The immutable writer mode.
+    pub writer_mode: WriterMode,
+    /// Active or destroyed.
+    pub status: WorldStatus,
+    /// The advisory tick head.
+    pub tick_head: u64,
+}
+
+impl WorldRecord {
+    /// An active record at tick 0.
+    pub fn active(identity: WorldIdentity, writer_mode: WriterMode) -> Self {
+        WorldRecord {
+            identity,
+            writer_mode,
+            status: WorldStatus::Active,
+            tick_head: 0,
+        }
+    }
+
+    /// The same record with `status = destroyed` (what retirement carries).
+    pub fn destroyed(&self) -> Self {
+        WorldRecord {
+            status: WorldStatus::Destroyed,
+            ..self.clone()
+        }
+    }
+
+    /// Whether the immutable parts (identity and writer mode) equal `other`'s.
+    pub fn same_identity(&self, other: &WorldRecord) -> bool {
+        self.identity == other.identity && self.writer_mode == other.writer_mode
+    }
+}
+
+/// An archetype signature: the durable descriptor of one table.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Signature {
+    /// The component names, sorted and distinct.
+    pub components: Vec<String>,
+    /// The table's logical schema.
+    pub schema: Schema,
+    /// [`schema::fingerprint`] of `schema`.
+    pub fingerprint: String,
+    /// The table's identity in the data plane.
+    pub table_id: String,
+}
+
+impl Signature {
+    /// A signature whose fingerprint is computed from `schema`; components
+    /// are sorted and deduplicated.
+    pub fn new(components: Vec<String>, schema: Schema, table_id: impl Into<String>) -> Self {
+        let mut components = components;
+        components.sort();
+        components.dedup();
+        Signature {
+            fingerprint: schema::fingerprint(&schema),
+            components,
+            schema,
+            table_id: table_id.into(),
+        }
+    }
+
+    /// Checks the fingerprint against the schema and the components' order.
+    pub fn validate(&self) -> Result<(), WorldError> {
+        if self.table_id.is_empty() || self.table_id.len() > MAX_ID_LEN {
+            return Err(WorldError::Invalid {
+                what: "table_id",
+                detail: format!("{} bytes", self.table_id.len()),
+            });
+        }
+        if self.components.is_empty() || self.components.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(WorldError::Invalid {
+                what: "components",
+                detail: "must be non-empty, sorted and distinct".into(),
+            });
+        }
+        let want = schema::fingerprint(&self.schema);
+        if self.fingerprint != want {
+            return Err(WorldError::Invalid {
+                what: "fingerprint",
+                detail: format!("{} is not the schema's {want}", self.fingerprint),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The stored state of one world: its row (if any) and its signatures,
+/// sorted by `table_id`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct WorldSlot {
+    /// The catalog row.
+    pub record: Option<WorldRecord>,
+    /// Signatures, sorted by table id.
+    pub signatures: Vec<Signature>,
+}
+
+/// A request to the control catalog about one world.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Request {
+    /// Register a world (create/fork time). `record.status` must be active.
+    Register {
+        /// The record to register.
+        record: WorldRecord,
+    },
+    /// Retire a world exactly. `record.status` must be destroyed.
+    Retire {
+        /// The complete record: identity, writer mode, destroyed, tick head.
+        record: WorldRecord,
+    },
+    /// Advance the advisory tick head.
+    AdvanceTick {
+        /// The world.
+        world_id: String,
+        /// The tick reached.
+        tick: u64,
+    },
+    /// Record an archetype signature of the world.
+    RegisterSignature {
+        /// The world.
+        world_id: String,
+        /// The signature.
+        signature: Signature,
+    },
+}
+
+impl Request {
+    /// The world the request is about.
+    pub fn world_id(&self) -> &str {
+        match self {
+            Request::Register { record } | Request::Retire { record } => &record.identity.world_id,
+            Request::AdvanceTick { world_id, .. } | Request::RegisterSignature { world_id, .. } => {
+                world_id
+            }
+        }
+    }
+}
+
+/// How a retirement was applied (the spec's four cases, less the conflict).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Retirement {
+    /// The row was absent: a destroyed tombstone now holds the identity.
+    Tombstoned,
+    /// The exact active row became destroyed.
+    Destroyed,
+    /// The exact row was already destroyed.
+    AlreadyDestroyed,
+}
+
+/// What a successful request did.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Outcome {
+    /// The world is registered; `created` is false for an identical repeat.
+    Registered {
+        /// Whether a row was written.
+        created: bool,
+    },
+    /// The world is destroyed.
+    Retired(Retirement),
+    /// The tick head now stands at `head`.
+    TickAdvanced {
+        /// The head after the request.
+        head: u64,
+    },
+    /// The signature is recorded; `created` is false for an identical repeat.
+    SignatureRegistered {
+        /// Whether a row was written.
+        created: bool,
+    },
+}
+
+/// A decision: the outcome and the state to persist.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Decision {
+    /// What happened.
+    pub outcome: Outcome,
+    /// The state to write back.
+    pub next: WorldSlot,
+    /// Whether `next` differs from the loaded state.
+    pub changed: bool,
+}
+
+/// Why a control-catalog request was refused. Nothing changes on a refusal.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Error, Serialize, Deserialize)]
+pub enum WorldError {
+    /// A differing immutable identity (writer mode included) for the same
+    /// world or table.
+    #[error("CatalogConflict: world {world_id}: {detail}")]
+    Conflict {
+        /// The world.
+        world_id: String,
+        /// What differs.
+        detail: String,
+    },
+    /// The world is destroyed; a registration or update would resurrect it.
+    #[error("CatalogConflict: world {world_id} is destroyed")]
+    Destroyed {
+        /// The world.
+        world_id: String,
+    },
+    /// The world is not recorded.
+    #[error("NotFound: world {world_id} is not recorded")]
+    NotFound {
+        /// The world.
+        world_id: String,
+    },
+    /// Mutable resume refused: the writer mode is not `resumable`.
+    #[error(
+        "ResumeRefused: world {world_id} has writer mode {mode:?}; mutable resume fails closed"
+    )]
+    ResumeRefused {
+        /// The world.
+        world_id: String,
+        /// The stored mode.
+        mode: String,
+    },
+    /// A malformed request or stored value.
+    #[error("Invalid: {what}: {detail}")]
+    Invalid {
+        /// Which value.
+        what: &'static str,
+        /// Why.
+        detail: String,
+    },
+    /// The backend failed; the catalog is unavailable.
+    #[error("BackendFault: {reason}")]
+    BackendFault {
+        /// What failed.
+        reason: String,
+    },
+}
+
+impl WorldError {
+    /// The stable reason string.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            WorldError::Conflict { .. } | WorldError::Destroyed { .. } => "CatalogConflict",
+            WorldError::NotFound { .. } => "NotFound",
+            WorldError::ResumeRefused { .. } => "ResumeRefused",
+            WorldError::Invalid { .. } => "Invalid",
+            WorldError::BackendFault { .. } => "BackendFault",
+        }
+    }
+}
+
+fn conflict(world_id: &str, stored: &WorldRecord, asked: &WorldRecord) -> WorldError {
+    let detail = if stored.identity != asked.identity {
+        format!(
+            "stored identity {:?} differs from {:?}",
+            stored.identity, asked.identity
+        )
+    } else {
+        format!(
+            "stored writer mode {:?} differs from {:?}",
+            stored.writer_mode.as_str(),
+            asked.writer_mode.as_str()
+        )
+    };
+    WorldError::Conflict {
+        world_id: world_id.to_owned(),
+        detail,
+    }
+}
+
+fn done(outcome: Outcome, next: WorldSlot, changed: bool) -> Result<Decision, WorldError> {
+    Ok(Decision {
+        outcome,
+        next,
+        changed,
+    })
+}
+
+/// Decides one request against one world's stored state.
+pub fn decide(state: &WorldSlot, req: &Request) -> Result<Decision, WorldError> {
+    let world_id = req.world_id();
+    if let Some(r) = &state.record {
+        if r.identity.world_id != world_id {
+            return Err(WorldError::Invalid {
+                what: "slot",
+                detail: format!("loaded world {} for {world_id}", r.identity.world_id),
+            });
+        }
+    }
+    match req {
+        Request::Register { record } => {
+            record.identity.validate()?;
+            if record.status != WorldStatus::Active {
+                return Err(WorldError::Invalid {
+                    what: "status",
+                    detail: "a registration is active".into(),
+                });
+            }
+            match &state.record {
+                None => {
+                    let mut next = state.clone();
+                    next.record = Some(record.clone());
+                    done(Outcome::Registered { created: true }, next, true)
+                }
+                Some(stored) if !stored.same_identity(record) => {
+                    Err(conflict(world_id, stored, record))
+                }
+                Some(stored) if stored.status == WorldStatus::Destroyed => {
+                    Err(WorldError::Destroyed {
+                        world_id: world_id.to_owned(),
+                    })
+                }
+                Some(_) => done(Outcome::Registered { created: false }, state.clone(), false),
+            }
+        }
+        Request::Retire { record } => {
+            record.identity.validate()?;
+            if record.status != WorldStatus::Destroyed {
+                return Err(WorldError::Invalid {
+                    what: "status",
+                    detail: "a retirement carries status destroyed".into(),
+                });
+            }
+            match &state.record {
+                None => {
+                    let mut next = state.clone();
+                    next.record = Some(record.clone());
+                    done(Outcome::Retired(Retirement::Tombstoned), next, true)
+                }
+                Some(stored) if !stored.same_identity(record) => {
+                    Err(conflict(world_id, stored, record))
+                }
+                Some(stored) if stored.status == WorldStatus::Destroyed => done(
+                    Outcome::Retired(Retirement::AlreadyDestroyed),
+                    state.clone(),
+                    false,
+                ),
+                Some(stored) => {
+                    let mut next = state.clone();
+                    next.record = Some(WorldRecord {
+                        status: WorldStatus::Destroyed,
+                        tick_head: stored.tick_head.max(record.tick_head),
+                        ..stored.clone()
+                    });
+                    done(Outcome::Retired(Retirement::Destroyed), next, true)
+                }
+            }
+        }
+        Request::AdvanceTick { tick, .. } => match &state.record {
+            None => Err(WorldError::NotFound {
+                world_id: world_id.to_owned(),
+            }),
+            Some(r) if r.status == WorldStatus::Destroyed => Err(WorldError::Destroyed {
+                world_id: world_id.to_owned(),
+            }),
+            Some(r) if *tick <= r.tick_head => done(
+                Outcome::TickAdvanced { head: r.tick_head },
+                state.clone(),
+                false,
+            ),
+            Some(r) => {
+                let mut next = state.clone();
+                next.record = Some(WorldRecord {
+                    tick_head: *tick,
+                    ..r.clone()
+                });
+                done(Outcome::TickAdvanced { head: *tick }, next, true)
+            }
+        },
+        Request::RegisterSignature { signature, .. } => {
+            signature.validate()?;
+            match &state.record {
+                None => {
+                    return Err(WorldError::NotFound {
+                        world_id: world_id.to_owned(),
+                    })
+                }
+                Some(r) if r.status == WorldStatus::Destroyed => {
+                    return Err(WorldError::Destroyed {
+                        world_id: world_id.to_owned(),
+                    })
+                }
+                Some(_) => {}
+            }
+            match state
+                .signatures
+                .binary_search_by(|s| s.table_id.cmp(&signature.table_id))
+            {
+                Ok(i) if state.signatures.get(i) == Some(signature) => done(
+                    Outcome::SignatureRegistered { created: false },
+                    state.clone(),
+                    false,
+                ),
+                Ok(_) => Err(WorldError::Conflict {
+                    world_id: world_id.to_owned(),
+                    detail: format!(
+                        "table {} is recorded with another descriptor",
+                        signature.table_id
+                    ),
+                }),
+                Err(i) => {
+                    let mut next = state.clone();
+                    next.signatures.insert(i, signature.clone());
+                    done(Outcome::SignatureRegistered { created: true }, next, true)
+                }
+            }
+        }
+    }
+}
+
+/// Mutable resume admission: only an active `resumable` world may be
+/// resumed. Run before opening storage or fencing a writer.
+pub fn check_mutable_resume(record: &WorldRecord) -> Result<(), WorldError> {
+    let world_id = record.identity.world_id.clone();
+    if record.status == WorldStatus::Destroyed {
+        return Err(WorldError::Destroyed { world_id });
+    }
+    match &record.writer_mode {
+        WriterMode::Resumable => Ok(()),
+        other => Err(WorldError::ResumeRefused {
+            world_id,
+            mode: other.as_str().to_owned(),
+        }),
+    }
+}
+
+/// A world's durable descriptor, as `open_world_readonly` returns it: never
+/// a mutable handle.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct WorldInfo {
+    /// The catalog row.
+    pub record: WorldRecord,
+    /// The world's signatures, sorted by table id.
+    pub signatures: Vec<Signature>,
+}
+
+/// A signature with the world it was registered under.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct SignatureRecord {
+    /// The world.
+    pub world_id: String,
+    /// The signature.
+    pub signature: Signature,
+}
+
+/// The control-catalog port: one catalog per storage identity.
+pub trait ControlCatalog {
+    /// Decides and applies one request atomically.
+    fn apply(&self, req: &Request) -> Result<Outcome, WorldError>;
+
+    /// Every world ever registered (destroyed included), by `world_id`.
+    fn discover_worlds(&self) -> Result<Vec<WorldRecord>, WorldError>;
+
+    /// The durable descriptor of one world, or `NotFound`.
+    fn open_world_readonly(&self, world_id: &str) -> Result<WorldInfo, WorldError>;
+
+    /// Every recorded signature, by `(world_id, table_id)`.
+    fn list_signatures(&self) -> Result<Vec<SignatureRecord>, WorldError>;
+
+    /// Registers a world.
+    fn register(&self, record: &WorldRecord) -> Result<Outcome, WorldError> {
+        self.apply(&Request::Register {
+            record: record.clone(),
+        })
+    }
+
+    /// Retires a world exactly (`record` is the full record; its status is
+    /// set to destroyed here).
+    fn retire(&self, record: &WorldRecord) -> Result<Outcome, WorldError> {
+        self.apply(&Request::Retire {
+            record: record.destroyed(),
+        })
+    }
+}
+
+/// Text encodings a shell stores a signature's columns in (JSON), so that
+/// every backend stores and decodes descriptors the same way.
+pub mod codec {
+    use super::{Schema, WorldError};
+
+    fn invalid(what: &'static str, e: serde_json::Error) -> WorldError {
+        WorldError::Invalid {
+            what,
+            detail: e.to_string(),
+        }
+    }
+
+    /// The schema as JSON.
+    pub fn schema_to_json(schema: &Schema) -> Result<String, WorldError> {
+        serde_json::to_string(schema).map_err(|e| invalid("schema", e))
+    }
+
+    /// A schema from JSON; a malformed one is `Invalid`.
+    pub fn schema_from_json(text: &str) -> Result<Schema, WorldError> {
+        serde_json::from_str(text).map_err(|e| invalid("schema", e))
+    }
+
+    /// Component names as a JSON array.
+    pub fn components_to_json(components: &[String]) -> Result<String, WorldError> {
+        serde_json::to_string(components).map_err(|e| invalid("components", e))
+    }
+
+    /// Component names from a JSON array; a malformed one is `Invalid`.
+    pub fn components_from_json(text: &str) -> Result<Vec<String>, WorldError> {
+        serde_json::from_str(text).map_err(|e| invalid("components", e))
+    }
+}
+
+/// The control catalog over the pure state, behind a mutex.
+#[derive(Debug, Default)]
+pub struct MemoryControlCatalog {
+    worlds: Mutex<BTreeMap<String, WorldSlot>>,
+}
+
+impl MemoryControlCatalog {
+    /// An empty catalog.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, BTreeMap<String, WorldSlot>>, WorldError> {
+        self.worlds.lock().map_err(|_| WorldError::BackendFault {
+            reason: "memory control catalog mutex poisoned".into(),
+        })
+    }
+}
+
+impl ControlCatalog for MemoryControlCatalog {
+    fn apply(&self, req: &Request) -> Result<Outcome, WorldError> {
+        let mut worlds = self.lock()?;
+        let slot = worlds.get(req.world_id()).cloned().unwrap_or_default();
+        let d = decide(&slot, req)?;
+        if d.changed {
+            worlds.insert(req.world_id().to_owned(), d.next);
+        }
+        Ok(d.outcome)
+    }
+
+    fn discover_worlds(&self) -> Result<Vec<WorldRecord>, WorldError> {
+        Ok(self
+            .lock()?
+            .values()
+            .filter_map(|s| s.record.clone())
+            .collect())
+    }
+
+    fn open_world_readonly(&self, world_id: &str) -> Result<WorldInfo, WorldError> {
+        let worlds = self.lock()?;
+        match worlds.get(world_id) {
+            Some(WorldSlot {
+                record: Some(record),
+                signatures,
+            }) => Ok(WorldInfo {
+                record: record.clone(),
+                signatures: signatures.clone(),
+            }),
+            _ => Err(WorldError::NotFound {
+                world_id: world_id.to_owned(),
+            }),
+        }
+    }
+
+    fn list_signatures(&self) -> Result<Vec<SignatureRecord>, WorldError> {
+        Ok(self
+            .lock()?
+            .iter()
+            .flat_map(|(w, s)| {
+                s.signatures.iter().map(move |sig| SignatureRecord {
+                    world_id: w.clone(),
+                    signature: sig.clone(),
+                })
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{Field, LogicalType};
+
+    fn rec(mode: WriterMode) -> WorldRecord {
+        WorldRecord::active(WorldIdentity::new("w1", "world one"), mode)
+    }
+
+    fn slot(r: Option<WorldRecord>) -> WorldSlot {
+        WorldSlot {
+            record: r,
+            signatures: vec![],
+        }
+    }
+
+    #[test]
+    fn registration_is_idempotent_and_identity_is_immutable() {
+        let r = rec(WriterMode::CleanupOnly);
+        let d = decide(&slot(None), &Request::Register { record: r.clone() }).unwrap();
+        assert_eq!(d.outcome, Outcome::Registered { created: true });
+        let again = decide(&d.next, &Request::Register { record: r.clone() }).unwrap();
+        assert!(!again.changed);
+        let mut other = r.clone();
+        other.writer_mode = WriterMode::Resumable;
+        let e = decide(&d.next, &Request::Register { record: other }).unwrap_err();
+        assert_eq!(e.reason(), "CatalogConflict");
+        let mut renamed = r;
+        renamed.identity.run_id = Some("run-2".into());
+        assert!(matches!(
+            decide(&d.next, &Request::Register { record: renamed }),
+            Err(WorldError::Conflict { .. })
+        ));
+    }
+
+    #[test]
+    fn the_four_retirement_cases() {
+        let r = rec(WriterMode::CleanupOnly);
+        let retire = Request::Retire {
+            record: r.destroyed(),
+        };
+        // absent -> tombstone
+        let t = decide(&slot(None), &retire).unwrap();
+        assert_eq!(t.outcome, Outcome::Retired(Retirement::Tombstoned));
+        assert_eq!(t.next.record, Some(r.destroyed()));
+        // exact active -> destroyed
+        let d = decide(&slot(Some(r.clone())), &retire).unwrap();
+        assert_eq!(d.outcome, Outcome::Retired(Retirement::Destroyed));
+        // exact destroyed -> idempotent
+        let i = decide(&d.next, &retire).unwrap();
+        assert_eq!(i.outcome, Outcome::Retired(Retirement::AlreadyDestroyed));
+        assert!(!i.changed);
+        // different identity -> conflict, no mutation (a refusal carries no state)
+        let mut other = r.destroyed();
+        other.identity.name = "someone else".into();
+        assert_eq!(
+            decide(&slot(Some(r)), &Request::Retire { record: other })
+                .unwrap_err()
+                .reason(),
+            "CatalogConflict"
+        );
+    }
+
+    #[test]
+    fn destroyed_is_monotonic() {
+        let r = rec(WriterMode::CleanupOnly);
+        let tomb = slot(Some(r.destroyed()));
+        assert!(matches!(
+            decide(&tomb, &Request::Register { record: r.clone() }),
+            Err(WorldError::Destroyed { .. })
+        ));
+        assert!(decide(
+            &tomb,
+            &Request::AdvanceTick {
+                world_id: "w1".into(),
+                tick: 3
+            }
+        )
+        .is_err());
+        assert!(decide(
+            &slot(None),
+            &Request::Register {
+                record: r.destroyed()
+            }
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn tick_head_is_monotonic_and_advisory() {
+        let s = slot(Some(rec(WriterMode::Resumable)));
+        let tick = |s: &WorldSlot, t| {
+            decide(
+                s,
+                &Request::AdvanceTick {
+                    world_id: "w1".into(),
+                    tick: t,
+                },
+            )
+        };
+        let s = tick(&s, 5).unwrap().next;
+        let d = tick(&s, 3).unwrap();
+        assert_eq!(d.outcome, Outcome::TickAdvanced { head: 5 });
+        assert!(!d.changed);
+        assert_eq!(tick(&slot(None), 1).unwrap_err().reason(), "NotFound");
+    }
+
+    #[test]
+    fn mutable_resume_fails_closed_for_cleanup_only_and_unknown() {
+        assert!(check_mutable_resume(&rec(WriterMode::Resumable)).is_ok());
+        assert_eq!(
+            check_mutable_resume(&rec(WriterMode::CleanupOnly))
+                .unwrap_err()
+                .reason(),
+            "ResumeRefused"
+        );
+        assert_eq!(
+            check_mutable_resume(&rec(WriterMode::parse(Some("v9-future"))))
+                .unwrap_err()
+                .reason(),
+            "ResumeRefused"
+        );
+        assert!(check_mutable_resume(&rec(WriterMode::Resumable).destroyed()).is_err());
+        assert_eq!(WriterMode::parse(None), WriterMode::Resumable);
+        assert_eq!(WriterMode::parse(Some("v9-future")).as_str(), "v9-future");
+    }
+
+    #[test]
+    fn signatures_are_immutable_and_fingerprinted() {
+        let s = slot(Some(rec(WriterMode::Resumable)));
+        let schema = Schema::new(vec![Field::new("x", LogicalType::Bool, true)]);
+        let sig = Signature::new(vec!["Pos".into()], schema.clone(), "t1");
+        let req = |sig: Signature| Request::RegisterSignature {
+            world_id: "w1".into(),
+            signature: sig,
+        };
+        let s = decide(&s, &req(sig.clone())).unwrap().next;
+        assert!(!decide(&s, &req(sig.clone())).unwrap().changed);
+        let other = Signature::new(vec!["Vel".into()], schema, "t1");
+        assert_eq!(
+            decide(&s, &req(other)).unwrap_err().reason(),
+            "CatalogConflict"
+        );
+        let mut forged = sig;
+        forged.table_id = "t2".into();
+        forged.fingerprint = "00".into();
+        assert_eq!(decide(&s, &req(forged)).unwrap_err().reason(), "Invalid");
+    }
+}

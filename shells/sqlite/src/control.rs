@@ -1,0 +1,483 @@
+//! The control catalog of worlds (spec 000) persisted in SQLite.
+//!
+//! [`SqliteControlCatalog`] implements `custos_core::world::ControlCatalog`.
+//! It holds no rule: every write is one `BEGIN IMMEDIATE` transaction that
+//! loads the touched world's row and signatures into a
+//! [`WorldSlot`], calls [`world::decide`], and writes back what changed in
+//! the same transaction. Every read is one deferred transaction. Rows decode
+//! totally: an unknown status, a malformed descriptor, or a stored
+//! fingerprint that is not its schema's fails the read with `Invalid`; a
+//! missing writer mode (a legacy row) reads as `resumable`, an unknown one
+//! is kept exactly as read.
+//!
+//! Connection policy as every database of this shell: busy timeout and
+//! `synchronous=FULL` read back, then the version check in one
+//! `BEGIN IMMEDIATE` transaction (a newer or unknown version, or another
+//! application's file, is refused with the file byte-untouched), then WAL
+//! and foreign keys, read back. `PRAGMA application_id` is
+//! [`CONTROL_APPLICATION_ID`] (`"CuCt"`), `user_version`
+//! [`CONTROL_VERSION`].
+//!
+//! Location: [`catalog_path`] resolves `custos_core::identity::catalog_location`
+//! with the remote directory from `CUSTOS_CATALOG_DIR`, else
+//! `~/.custos/catalogs` ([`default_catalog_dir`]).
+//!
+//! The tick head is advisory: [`record_tick_head`] logs a failure loudly
+//! (`tracing::error!`) and never fails its caller.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use custos_core::identity::{catalog_location, StorageIdentity};
+use custos_core::world::{
+    self, codec, ControlCatalog, Outcome, Request, Signature, SignatureRecord, WorldError,
+    WorldIdentity, WorldInfo, WorldRecord, WorldSlot, WorldStatus, WriterMode,
+};
+use rusqlite::{
+    params, Connection, OpenFlags, OptionalExtension, Row, Transaction, TransactionBehavior,
+};
+
+use crate::config::{self, OpenError, DEFAULT_BUSY_TIMEOUT};
+use crate::fault::Fault;
+
+/// The control-catalog version this build writes and reads.
+pub const CONTROL_VERSION: i64 = 1;
+
+/// `PRAGMA application_id` of a custos control catalog (`"CuCt"` in ASCII).
+pub const CONTROL_APPLICATION_ID: i64 = 0x4375_4374;
+
+/// The schema of version 1.
+pub const SCHEMA_V1: &str = "
+CREATE TABLE control_worlds (
+    world_id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    run_id TEXT,
+    parent_world_id TEXT,
+    writer_mode TEXT,
+    status TEXT NOT NULL,
+    tick_head INTEGER NOT NULL
+) STRICT;
+CREATE TABLE control_signatures (
+    world_id TEXT NOT NULL REFERENCES control_worlds (world_id),
+    table_id TEXT NOT NULL,
+    components TEXT NOT NULL,
+    schema TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    PRIMARY KEY (world_id, table_id)
+) STRICT;
+";
+
+/// The environment variable naming the directory of remote identities'
+/// catalogs.
+pub const CATALOG_DIR_ENV: &str = "CUSTOS_CATALOG_DIR";
+
+/// `CUSTOS_CATALOG_DIR` if set and non-empty, else `$HOME/.custos/catalogs`.
+pub fn default_catalog_dir() -> Option<PathBuf> {
+    match std::env::var_os(CATALOG_DIR_ENV) {
+        Some(d) if !d.is_empty() => Some(PathBuf::from(d)),
+        _ => std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(|h| PathBuf::from(h).join(".custos").join("catalogs")),
+    }
+}
+
+/// The catalog file of `id`; `None` when a remote identity needs a catalog
+/// directory and none can be resolved.
+pub fn catalog_path(id: &StorageIdentity) -> Option<PathBuf> {
+    let dir = if id.is_local() {
+        String::new()
+    } else {
+        default_catalog_dir()?.to_string_lossy().into_owned()
+    };
+    Some(PathBuf::from(catalog_location(id, &dir)))
+}
+
+/// Records an advisory tick head. A failure is logged loudly and never
+/// reaches the caller: the tick's data-plane writes already succeeded.
+pub fn record_tick_head<C: ControlCatalog + ?Sized>(catalog: &C, world_id: &str, tick: u64) {
+    let req = Request::AdvanceTick {
+        world_id: world_id.to_owned(),
+        tick,
+    };
+    if let Err(e) = catalog.apply(&req) {
+        tracing::error!(
+            world_id,
+            tick,
+            reason = e.reason(),
+            error = %e,
+            "control catalog: advisory tick-head update failed; the tick stands"
+        );
+    }
+}
+
+/// A control catalog database.
+#[derive(Debug)]
+pub struct SqliteControlCatalog {
+    conn: Mutex<Connection>,
+    path: PathBuf,
+    temp: bool,
+}
+
+type Res<T> = Result<T, WorldError>;
+
+fn db(op: &'static str) -> impl FnOnce(rusqlite::Error) -> WorldError {
+    move |e| WorldError::BackendFault {
+        reason: Fault::Db(op, e).reason(),
+    }
+}
+
+impl SqliteControlCatalog {
+    /// Opens (creating when missing) the catalog at `path`.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, OpenError> {
+        Self::open_with(path, DEFAULT_BUSY_TIMEOUT)
+    }
+
+    /// Opens the catalog of `id` at its [`catalog_path`], creating the
+    /// catalog (and, for a local identity, its namespace directory).
+    pub fn open_for(id: &StorageIdentity) -> Result<Self, OpenError> {
+        let path = catalog_path(id).ok_or_else(|| OpenError::UnopenablePath {
+            path: PathBuf::new(),
+            reason: format!("no catalog directory: set {CATALOG_DIR_ENV} or HOME"),
+        })?;
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| OpenError::UnopenablePath {
+                path: parent.to_path_buf(),
+                reason: e.to_string(),
+            })?;
+        }
+        Self::open(path)
+    }
+
+    /// Opens the catalog at `path` in refuse-before-write order (see the
+    /// module documentation).
+    pub fn open_with(path: impl AsRef<Path>, busy: Duration) -> Result<Self, OpenError> {
+        let path = path.as_ref().to_path_buf();
+        config::refuse_unopenable(&path)?;
+        let mut conn = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(Fault::db("open"))?;
+        config::configure(&conn, busy)?;
+        migrate(&mut conn)?;
+        config::set_journal_mode(&conn, "wal")?;
+        config::set_synchronous_full(&conn)?;
+        conn.execute_batch("PRAGMA foreign_keys = ON")
+            .map_err(Fault::db("foreign-keys"))?;
+        let fk: i64 = conn
+            .query_row("PRAGMA foreign_keys", [], |r| r.get(0))
+            .map_err(Fault::db("foreign-keys"))?;
+        if fk != 1 {
+            return Err(OpenError::PragmaDeclined {
+                pragma: "foreign_keys",
+                wanted: "1".into(),
+                got: fk.to_string(),
+            });
+        }
+        Ok(SqliteControlCatalog {
+            conn: Mutex::new(conn),
+            path,
+            temp: false,
+        })
+    }
+
+    /// A fresh catalog in a new temp file, deleted when dropped. For tests.
+    pub fn open_temp() -> Result<Self, OpenError> {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let path = std::env::temp_dir().join(format!(
+            "custos-control-{}-{nanos}-{n}.db",
+            std::process::id()
+        ));
+        let mut c = Self::open(path)?;
+        c.temp = true;
+        Ok(c)
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn with<T>(
+        &self,
+        behavior: TransactionBehavior,
+        f: impl FnOnce(&Transaction<'_>) -> Res<T>,
+    ) -> Res<T> {
+        let mut g = self.conn.lock().map_err(|_| WorldError::BackendFault {
+            reason: "control catalog connection mutex poisoned".into(),
+        })?;
+        let tx = g.transaction_with_behavior(behavior).map_err(db("begin"))?;
+        let out = f(&tx)?;
+        tx.commit().map_err(db("commit"))?;
+        Ok(out)
+    }
+}
+
+impl Drop for SqliteControlCatalog {
+    fn drop(&mut self) {
+        if self.temp {
+            for suffix in ["", "-wal", "-shm", "-journal"] {
+                let mut p = self.path.clone().into_os_string();
+                p.push(suffix);
+                let _ = std::fs::remove_file(PathBuf::from(p));
+            }
+        }
+    }
+}
+
+fn migrate(conn: &mut Connection) -> Result<(), OpenError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(Fault::db("migrate-begin"))?;
+    let version: i64 = tx
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(Fault::db("read-version"))?;
+    let app: i64 = tx
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .map_err(Fault::db("read-application-id"))?;
+    if !(0..=CONTROL_VERSION).contains(&version) {
+        return Err(OpenError::UnsupportedVersion {
+            found: version,
+            supported: CONTROL_VERSION,
+        });
+    }
+    if version == 0 {
+        let tables: i64 = tx
+            .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+            .map_err(Fault::db("read-schema"))?;
+        if app != 0 || tables != 0 {
+            return Err(OpenError::ForeignDatabase {
+                detail: format!(
+                    "version 0 with application_id {app:#x} and {tables} schema objects"
+                ),
+            });
+        }
+    } else if app != CONTROL_APPLICATION_ID {
+        return Err(OpenError::ForeignDatabase {
+            detail: format!("application_id {app:#x}, expected {CONTROL_APPLICATION_ID:#x}"),
+        });
+    }
+    if version == CONTROL_VERSION {
+        return Ok(()); // nothing written; the transaction rolls back
+    }
+    tx.execute_batch(SCHEMA_V1).map_err(Fault::db("migrate"))?;
+    tx.execute_batch(&format!(
+        "PRAGMA application_id = {CONTROL_APPLICATION_ID}; PRAGMA user_version = {CONTROL_VERSION};"
+    ))
+    .map_err(Fault::db("migrate"))?;
+    tx.commit().map_err(Fault::db("migrate-commit"))?;
+    Ok(())
+}
+
+// ------------------------------------------------------------------ rows
+
+const WORLD_SELECT: &str = "SELECT world_id, name, run_id, parent_world_id, writer_mode, status, tick_head FROM control_worlds";
+const SIG_SELECT: &str =
+    "SELECT world_id, table_id, components, schema, fingerprint FROM control_signatures";
+
+type RawWorld = (
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    String,
+    i64,
+);
+
+fn raw_world(r: &Row<'_>) -> rusqlite::Result<RawWorld> {
+    Ok((
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        r.get(5)?,
+        r.get(6)?,
+    ))
+}
+
+fn decode_world(raw: RawWorld) -> Res<WorldRecord> {
+    let (world_id, name, run_id, parent_world_id, mode, status, tick) = raw;
+    let status = WorldStatus::parse(&status).ok_or_else(|| WorldError::Invalid {
+        what: "status",
+        detail: format!("world {world_id}: unknown status {status:?}"),
+    })?;
+    let tick_head = u64::try_from(tick).map_err(|_| WorldError::Invalid {
+        what: "tick_head",
+        detail: format!("world {world_id}: {tick}"),
+    })?;
+    Ok(WorldRecord {
+        identity: WorldIdentity {
+            world_id,
+            name,
+            run_id,
+            parent_world_id,
+        },
+        writer_mode: WriterMode::parse(mode.as_deref()),
+        status,
+        tick_head,
+    })
+}
+
+type RawSig = (String, String, String, String, String);
+
+fn raw_sig(r: &Row<'_>) -> rusqlite::Result<RawSig> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+}
+
+fn decode_sig(raw: RawSig) -> Res<SignatureRecord> {
+    let (world_id, table_id, components, schema, fingerprint) = raw;
+    let signature = Signature {
+        components: codec::components_from_json(&components)?,
+        schema: codec::schema_from_json(&schema)?,
+        fingerprint,
+        table_id,
+    };
+    signature.validate()?;
+    Ok(SignatureRecord {
+        world_id,
+        signature,
+    })
+}
+
+fn load_slot(tx: &Transaction<'_>, world_id: &str) -> Res<WorldSlot> {
+    let record = tx
+        .prepare_cached(&format!("{WORLD_SELECT} WHERE world_id = ?1"))
+        .map_err(db("load-world"))?
+        .query_row([world_id], raw_world)
+        .optional()
+        .map_err(db("load-world"))?
+        .map(decode_world)
+        .transpose()?;
+    let mut stmt = tx
+        .prepare_cached(&format!(
+            "{SIG_SELECT} WHERE world_id = ?1 ORDER BY table_id"
+        ))
+        .map_err(db("load-signatures"))?;
+    let raws = stmt
+        .query_map([world_id], raw_sig)
+        .map_err(db("load-signatures"))?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(db("load-signatures"))?;
+    let signatures = raws
+        .into_iter()
+        .map(|r| decode_sig(r).map(|s| s.signature))
+        .collect::<Res<Vec<_>>>()?;
+    Ok(WorldSlot { record, signatures })
+}
+
+fn write_back(tx: &Transaction<'_>, before: &WorldSlot, next: &WorldSlot) -> Res<()> {
+    if before.record != next.record {
+        if let Some(r) = &next.record {
+            let tick = i64::try_from(r.tick_head).map_err(|_| WorldError::Invalid {
+                what: "tick_head",
+                detail: r.tick_head.to_string(),
+            })?;
+            tx.prepare_cached(
+                "INSERT INTO control_worlds (world_id, name, run_id, parent_world_id, writer_mode, status, tick_head)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT (world_id) DO UPDATE SET status = excluded.status, tick_head = excluded.tick_head",
+            )
+            .map_err(db("write-world"))?
+            .execute(params![
+                r.identity.world_id,
+                r.identity.name,
+                r.identity.run_id,
+                r.identity.parent_world_id,
+                r.writer_mode.as_str(),
+                r.status.as_str(),
+                tick
+            ])
+            .map_err(db("write-world"))?;
+        }
+    }
+    for s in &next.signatures {
+        if before.signatures.binary_search(s).is_ok() {
+            continue;
+        }
+        let world_id = next
+            .record
+            .as_ref()
+            .map(|r| r.identity.world_id.as_str())
+            .unwrap_or_default();
+        tx.prepare_cached(
+            "INSERT INTO control_signatures (world_id, table_id, components, schema, fingerprint)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+        )
+        .map_err(db("write-signature"))?
+        .execute(params![
+            world_id,
+            s.table_id,
+            codec::components_to_json(&s.components)?,
+            codec::schema_to_json(&s.schema)?,
+            s.fingerprint
+        ])
+        .map_err(db("write-signature"))?;
+    }
+    Ok(())
+}
+
+impl ControlCatalog for SqliteControlCatalog {
+    fn apply(&self, req: &Request) -> Result<Outcome, WorldError> {
+        self.with(TransactionBehavior::Immediate, |tx| {
+            let slot = load_slot(tx, req.world_id())?;
+            let d = world::decide(&slot, req)?;
+            if d.changed {
+                write_back(tx, &slot, &d.next)?;
+            }
+            Ok(d.outcome)
+        })
+    }
+
+    fn discover_worlds(&self) -> Result<Vec<WorldRecord>, WorldError> {
+        self.with(TransactionBehavior::Deferred, |tx| {
+            let mut stmt = tx
+                .prepare_cached(&format!("{WORLD_SELECT} ORDER BY world_id"))
+                .map_err(db("discover"))?;
+            let raws = stmt
+                .query_map([], raw_world)
+                .map_err(db("discover"))?
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .map_err(db("discover"))?;
+            raws.into_iter().map(decode_world).collect()
+        })
+    }
+
+    fn open_world_readonly(&self, world_id: &str) -> Result<WorldInfo, WorldError> {
+        self.with(TransactionBehavior::Deferred, |tx| {
+            let slot = load_slot(tx, world_id)?;
+            match slot.record {
+                Some(record) => Ok(WorldInfo {
+                    record,
+                    signatures: slot.signatures,
+                }),
+                None => Err(WorldError::NotFound {
+                    world_id: world_id.to_owned(),
+                }),
+            }
+        })
+    }
+
+    fn list_signatures(&self) -> Result<Vec<SignatureRecord>, WorldError> {
+        self.with(TransactionBehavior::Deferred, |tx| {
+            let mut stmt = tx
+                .prepare_cached(&format!("{SIG_SELECT} ORDER BY world_id, table_id"))
+                .map_err(db("list-signatures"))?;
+            let raws = stmt
+                .query_map([], raw_sig)
+                .map_err(db("list-signatures"))?
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .map_err(db("list-signatures"))?;
+            raws.into_iter().map(decode_sig).collect()
+        })
+    }
+}

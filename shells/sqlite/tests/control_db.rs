@@ -1,0 +1,344 @@
+//! The SQLite control catalog: the control-catalog conformance suite, the
+//! file's identity pragmas, a newer version refused byte-untouched, stored
+//! values that break their grammar failing the read, the catalog location
+//! of a storage identity, and registration raced across processes (the test
+//! binary re-executes itself as children).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use custos_core::identity::StorageIdentity;
+use custos_core::world::{
+    ControlCatalog, Outcome, WorldIdentity, WorldRecord, WorldStatus, WriterMode,
+};
+use custos_sqlite::control::{
+    catalog_path, record_tick_head, SqliteControlCatalog, CONTROL_APPLICATION_ID, CONTROL_VERSION,
+};
+use custos_sqlite::OpenError;
+use rusqlite::Connection;
+use sha2::{Digest, Sha256};
+
+fn fresh() -> SqliteControlCatalog {
+    SqliteControlCatalog::open_temp().expect("open a temp control catalog")
+}
+
+custos_conformance::control_catalog_suite!(sqlite_control, fresh);
+
+fn sha(path: &Path) -> String {
+    format!("{:x}", Sha256::digest(std::fs::read(path).unwrap()))
+}
+
+fn record(name: &str) -> WorldRecord {
+    let mut id = WorldIdentity::new("w-race", name);
+    id.run_id = Some("run-1".into());
+    WorldRecord::active(id, WriterMode::CleanupOnly)
+}
+
+#[test]
+fn a_fresh_catalog_carries_its_version_and_application_id() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("c.db");
+    drop(SqliteControlCatalog::open(&p).unwrap());
+    let conn = Connection::open(&p).unwrap();
+    let v: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    let a: i64 = conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .unwrap();
+    let j: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(
+        (v, a, j.as_str()),
+        (CONTROL_VERSION, CONTROL_APPLICATION_ID, "wal")
+    );
+}
+
+#[test]
+fn a_newer_version_is_refused_with_the_file_byte_untouched() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("c.db");
+    drop(SqliteControlCatalog::open(&p).unwrap());
+    {
+        let conn = Connection::open(&p).unwrap();
+        conn.execute_batch(&format!(
+            "PRAGMA journal_mode = DELETE; PRAGMA user_version = {}",
+            CONTROL_VERSION + 1
+        ))
+        .unwrap();
+    }
+    let before = sha(&p);
+    assert!(matches!(
+        SqliteControlCatalog::open(&p),
+        Err(OpenError::UnsupportedVersion { .. })
+    ));
+    assert_eq!(sha(&p), before);
+    // Another application's file is refused too.
+    let q = d.path().join("other.db");
+    Connection::open(&q)
+        .unwrap()
+        .execute_batch("CREATE TABLE t (x); PRAGMA journal_mode = DELETE;")
+        .unwrap();
+    let before = sha(&q);
+    assert!(matches!(
+        SqliteControlCatalog::open(&q),
+        Err(OpenError::ForeignDatabase { .. })
+    ));
+    assert_eq!(sha(&q), before);
+}
+
+#[test]
+fn stored_values_that_break_their_grammar_fail_the_read() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("c.db");
+    let c = SqliteControlCatalog::open(&p).unwrap();
+    c.register(&record("n")).unwrap();
+    let raw = Connection::open(&p).unwrap();
+    raw.execute("UPDATE control_worlds SET status = 'zombie'", [])
+        .unwrap();
+    assert_eq!(c.discover_worlds().unwrap_err().reason(), "Invalid");
+    assert_eq!(
+        c.register(&record("n")).unwrap_err().reason(),
+        "Invalid",
+        "a write never decides over a row it cannot read"
+    );
+    // A legacy row without a writer mode reads as resumable.
+    raw.execute(
+        "UPDATE control_worlds SET status = 'active', writer_mode = NULL",
+        [],
+    )
+    .unwrap();
+    assert_eq!(
+        c.open_world_readonly("w-race").unwrap().record.writer_mode,
+        WriterMode::Resumable
+    );
+    // A stored fingerprint that is not its schema's fails the read.
+    raw.execute("UPDATE control_worlds SET writer_mode = 'cleanup_only'", [])
+        .unwrap();
+    let sig = custos_conformance::control::signature("t-1", &["Score"]);
+    c.apply(&custos_core::world::Request::RegisterSignature {
+        world_id: "w-race".into(),
+        signature: sig,
+    })
+    .unwrap();
+    raw.execute("UPDATE control_signatures SET fingerprint = 'ab'", [])
+        .unwrap();
+    assert_eq!(c.list_signatures().unwrap_err().reason(), "Invalid");
+    assert_eq!(
+        c.open_world_readonly("w-race").unwrap_err().reason(),
+        "Invalid"
+    );
+}
+
+#[test]
+fn tick_head_updates_never_fail_the_caller() {
+    let c = fresh();
+    record_tick_head(&c, "nobody", 3); // logged, not raised
+    c.register(&record("n")).unwrap();
+    record_tick_head(&c, "w-race", 5);
+    assert_eq!(c.open_world_readonly("w-race").unwrap().record.tick_head, 5);
+    c.retire(&record("n")).unwrap();
+    record_tick_head(&c, "w-race", 9);
+    assert_eq!(c.open_world_readonly("w-race").unwrap().record.tick_head, 5);
+}
+
+#[test]
+fn a_local_identity_keeps_its_catalog_beside_the_data() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().canonicalize().unwrap();
+    let spelled = format!("file://{}/./data/", root.display());
+    let id = StorageIdentity::new(&spelled, "ns", "iceberg").unwrap();
+    let want = root.join("data/ns/.custos-catalog-iceberg.db");
+    assert_eq!(catalog_path(&id).unwrap(), want);
+    let c = SqliteControlCatalog::open_for(&id).unwrap();
+    c.register(&record("n")).unwrap();
+    drop(c);
+    let again = StorageIdentity::new(&format!("{}/data", root.display()), "ns", "ICEBERG").unwrap();
+    let c = SqliteControlCatalog::open_for(&again).unwrap();
+    assert_eq!(c.path(), want);
+    assert_eq!(c.discover_worlds().unwrap().len(), 1);
+    let other = StorageIdentity::new(&format!("{}/data", root.display()), "ns", "lancedb").unwrap();
+    assert!(SqliteControlCatalog::open_for(&other)
+        .unwrap()
+        .discover_worlds()
+        .unwrap()
+        .is_empty());
+}
+
+// ------------------------------------------------------------ registration race
+
+const CHILD_ENV: &str = "CUSTOS_CONTROL_RACE_CHILD";
+
+/// The child half: register (or retire) once the start file appears, and
+/// print the answer. Does nothing when not run as a child.
+#[test]
+fn control_race_child() {
+    let Ok(spec) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let mut parts = spec.split('|');
+    let path = PathBuf::from(parts.next().unwrap());
+    let name: String = parts.next().unwrap().into();
+    let op: String = parts.next().unwrap().into();
+    let start = PathBuf::from(parts.next().unwrap());
+    let c = SqliteControlCatalog::open_with(&path, Duration::from_secs(30)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !start.exists() {
+        assert!(Instant::now() < deadline, "no start signal");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let r = record(&name);
+    let out = if op == "retire" {
+        c.retire(&r)
+    } else {
+        c.register(&r)
+    };
+    let word = match out {
+        Ok(Outcome::Registered { created: true }) => "CREATED".to_owned(),
+        Ok(Outcome::Registered { created: false }) => "NOOP".to_owned(),
+        Ok(Outcome::Retired(how)) => format!("RETIRED {how:?}"),
+        Ok(other) => format!("OTHER {other:?}"),
+        Err(e) => format!("ERR {}", e.reason()),
+    };
+    println!("RESULT {word}");
+}
+
+/// Runs one child per job `(name, op)` against a fresh catalog, released
+/// together. Returns the catalog's directory and path and each answer.
+fn race(jobs: &[(String, &str)]) -> (tempfile::TempDir, PathBuf, Vec<String>) {
+    let exe = std::env::current_exe().unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("race.db");
+    let start = d.path().join("start");
+    drop(SqliteControlCatalog::open(&path).unwrap());
+    let children: Vec<_> = jobs
+        .iter()
+        .map(|(name, op)| {
+            Command::new(&exe)
+                .args([
+                    "--exact",
+                    "control_race_child",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(
+                    CHILD_ENV,
+                    format!("{}|{name}|{op}|{}", path.display(), start.display()),
+                )
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::write(&start, b"go").unwrap();
+    let answers = children
+        .into_iter()
+        .map(|child| {
+            let out = child.wait_with_output().unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+            assert!(
+                out.status.success(),
+                "child failed: {stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            stdout
+                .lines()
+                .find_map(|l| l.find("RESULT ").map(|i| l[i + 7..].to_owned()))
+                .unwrap_or_else(|| panic!("no result: {stdout}"))
+        })
+        .collect();
+    (d, path, answers)
+}
+
+const CHILDREN: usize = 8;
+const ROUNDS: usize = 4;
+
+#[test]
+fn concurrent_registration_converges_on_one_row_across_processes() {
+    let started = Instant::now();
+    let (mut same_created, mut same_noop, mut diff_won, mut diff_conflict) = (0, 0, 0, 0);
+    for round in 0..ROUNDS {
+        // The same world from every process: exactly one row, one creation.
+        let jobs: Vec<_> = (0..CHILDREN)
+            .map(|_| ("same".to_owned(), "register"))
+            .collect();
+        let (_d, path, answers) = race(&jobs);
+        let created = answers.iter().filter(|a| *a == "CREATED").count();
+        let noop = answers.iter().filter(|a| *a == "NOOP").count();
+        assert_eq!(
+            (created, noop),
+            (1, CHILDREN - 1),
+            "round {round}: {answers:?}"
+        );
+        let c = SqliteControlCatalog::open(&path).unwrap();
+        assert_eq!(c.discover_worlds().unwrap(), vec![record("same")]);
+        same_created += created;
+        same_noop += noop;
+
+        // Differing identities for one world id: one wins, the rest conflict.
+        let jobs: Vec<_> = (0..CHILDREN)
+            .map(|i| (format!("name-{i}"), "register"))
+            .collect();
+        let (_d, path, answers) = race(&jobs);
+        let winners: Vec<usize> = (0..CHILDREN).filter(|i| answers[*i] == "CREATED").collect();
+        let conflicts = answers
+            .iter()
+            .filter(|a| *a == "ERR CatalogConflict")
+            .count();
+        assert_eq!(winners.len(), 1, "round {round}: {answers:?}");
+        assert_eq!(conflicts, CHILDREN - 1, "round {round}: {answers:?}");
+        let c = SqliteControlCatalog::open(&path).unwrap();
+        assert_eq!(
+            c.discover_worlds().unwrap(),
+            vec![record(&format!("name-{}", winners[0]))]
+        );
+        diff_won += 1;
+        diff_conflict += conflicts;
+    }
+    println!(
+        "control race: {ROUNDS} rounds x {CHILDREN} processes; same world: {same_created} created, {same_noop} no-ops, one row each round; differing identities: {diff_won} winners, {diff_conflict} CatalogConflict ({:.1} s)",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+#[test]
+fn retirement_racing_delayed_registrations_always_ends_destroyed() {
+    let started = Instant::now();
+    let mut refused_after_tombstone = 0;
+    for round in 0..ROUNDS {
+        let jobs: Vec<_> = (0..CHILDREN)
+            .map(|i| {
+                (
+                    "same".to_owned(),
+                    if i % 2 == 0 { "retire" } else { "register" },
+                )
+            })
+            .collect();
+        let (_d, path, answers) = race(&jobs);
+        for (i, a) in answers.iter().enumerate() {
+            if i % 2 == 0 {
+                assert!(a.starts_with("RETIRED"), "round {round}: {answers:?}");
+            } else {
+                assert!(
+                    ["CREATED", "NOOP", "ERR CatalogConflict"].contains(&a.as_str()),
+                    "round {round}: {answers:?}"
+                );
+                refused_after_tombstone += usize::from(a == "ERR CatalogConflict");
+            }
+        }
+        let c = SqliteControlCatalog::open(&path).unwrap();
+        let worlds = c.discover_worlds().unwrap();
+        assert_eq!(worlds.len(), 1);
+        assert_eq!(worlds[0].status, WorldStatus::Destroyed, "round {round}");
+    }
+    println!(
+        "retire race: {ROUNDS} rounds x {CHILDREN} processes (half retire, half register): always destroyed; {refused_after_tombstone} registrations refused by a tombstone ({:.1} s)",
+        started.elapsed().as_secs_f64()
+    );
+}
