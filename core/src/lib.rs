@@ -20,6 +20,8 @@
 //! - [`migration`] — the whole-identity migration workflow (spec 001): plan
 //!   and receipt as canonical digest-bound data, the ordered steps, retry
 //!   convergence; `migration::drive` simulates it for models and fuzzing.
+//! - [`release`] — the release catalog's rules (spec 002): the COMPLETE record
+//!   and the catalog bounds with their index accounting.
 //! - [`identity`] — storage identity (uri, namespace, backend), its
 //!   fingerprint and the control catalog's location.
 //! - [`world`] — the control catalog of worlds: identity, writer mode,
@@ -40,6 +42,7 @@ pub mod lease;
 pub mod ledger;
 pub mod migration;
 pub mod schema;
+pub mod release;
 pub mod storage;
 pub mod world;
 

@@ -1,0 +1,99 @@
+//! The release catalog's rules (spec 002): the COMPLETE integrity record and
+//! the catalog's bounds with their conservative index accounting.
+//!
+//! Everything here is pure: the filesystem shell (`custos-fs`) reads bytes,
+//! asks these functions, and writes what they allow. Nothing here touches a
+//! file, reads a clock or draws randomness.
+//!
+//! - [`complete`] — the versioned COMPLETE record: canonical JSON, a fixed
+//!   1 KiB bound, a total decoder and the integrity check.
+//! - [`bounds`] — the configurable limits with the spec's defaults, the index
+//!   accounting, and the checks that run before staging.
+
+pub mod bounds;
+pub mod complete;
+
+use sha2::{Digest as _, Sha256 as Hasher};
+
+/// The length of a SHA-256 digest, in bytes.
+pub const SHA256_LEN: usize = 32;
+
+/// The textual prefix of every digest the catalog writes.
+pub const SHA256_PREFIX: &str = "sha256:";
+
+/// A SHA-256 digest, written `sha256:` followed by 64 lowercase hex digits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Sha256(pub [u8; SHA256_LEN]);
+
+impl Sha256 {
+    /// The SHA-256 of `bytes`.
+    pub fn of(bytes: &[u8]) -> Self {
+        Sha256(Hasher::digest(bytes).into())
+    }
+
+    /// Parses exactly `sha256:` and 64 lowercase hex digits; anything else
+    /// (upper case, a missing prefix, a wrong length) is `None`.
+    pub fn parse(text: &str) -> Option<Self> {
+        let hex = text.strip_prefix(SHA256_PREFIX)?.as_bytes();
+        if hex.len() != 2 * SHA256_LEN {
+            return None;
+        }
+        let mut out = [0u8; SHA256_LEN];
+        for (slot, pair) in out.iter_mut().zip(hex.chunks_exact(2)) {
+            let hi = hex_val(*pair.first()?)?;
+            let lo = hex_val(*pair.get(1)?)?;
+            *slot = (hi << 4) | lo;
+        }
+        Some(Sha256(out))
+    }
+
+    /// The 64 lowercase hex digits, without the prefix (the directory name
+    /// of a release under `releases/`).
+    pub fn hex(&self) -> String {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut s = String::with_capacity(2 * SHA256_LEN);
+        for b in self.0 {
+            s.push(char::from(DIGITS[usize::from(b >> 4)]));
+            s.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+        }
+        s
+    }
+
+    /// Parses a bare 64-digit lowercase hex name (a digest directory name).
+    pub fn parse_hex(name: &str) -> Option<Self> {
+        if name.len() != 2 * SHA256_LEN {
+            return None;
+        }
+        Sha256::parse(&format!("{SHA256_PREFIX}{name}"))
+    }
+}
+
+impl std::fmt::Display for Sha256 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{SHA256_PREFIX}{}", self.hex())
+    }
+}
+
+fn hex_val(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digest_text_round_trips_and_is_strict() {
+        let d = Sha256::of(b"component");
+        assert_eq!(Sha256::parse(&d.to_string()), Some(d));
+        assert_eq!(Sha256::parse_hex(&d.hex()), Some(d));
+        assert_eq!(Sha256::parse(&d.hex()), None);
+        assert_eq!(Sha256::parse(&d.to_string().to_uppercase()), None);
+        assert_eq!(Sha256::parse(&d.to_string()[..70]), None);
+        assert_eq!(Sha256::parse_hex("sha256:ab"), None);
+    }
+}
