@@ -41,8 +41,8 @@ pub mod identity;
 pub mod lease;
 pub mod ledger;
 pub mod migration;
-pub mod schema;
 pub mod release;
+pub mod schema;
 pub mod storage;
 pub mod world;
 

@@ -19,9 +19,9 @@
 //! lease-free `generation` / `identity` projections.
 
 pub mod catalogue;
-pub mod control;
 mod codec;
 mod config;
+pub mod control;
 mod fault;
 mod lease_rows;
 pub mod ledger;
