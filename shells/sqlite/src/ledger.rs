@@ -311,7 +311,7 @@ fn migrate(conn: &mut Connection) -> Result<(), LedgerOpenError> {
     let app: i64 = tx
         .query_row("PRAGMA application_id", [], |r| r.get(0))
         .map_err(db_open("application-id"))?;
-    if version > LEDGER_VERSION || version < 0 {
+    if !(0..=LEDGER_VERSION).contains(&version) {
         return Err(LedgerOpenError::Unsupported {
             found: version,
             supported: LEDGER_VERSION,
