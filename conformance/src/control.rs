@@ -342,6 +342,33 @@ pub fn signatures_round_trip_and_list<C: ControlCatalog, F: Fn() -> C>(factory: 
     );
 }
 
+/// A world with several signatures whose table-id order differs from their
+/// component order keeps every one exactly once as more are added.
+pub fn many_signatures_per_world<C: ControlCatalog, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    c.register(&record("w-1", WriterMode::Resumable)).unwrap();
+    let sa = signature("t-a", &["Zeta"]);
+    let sb = signature("t-b", &["Alpha"]);
+    let sc = signature("t-c", &["Mu"]);
+    for s in [&sa, &sb, &sc] {
+        assert_eq!(
+            c.apply(&sig_req("w-1", s.clone())).unwrap(),
+            Outcome::SignatureRegistered { created: true }
+        );
+    }
+    // Re-registering each is a no-op.
+    for s in [&sa, &sb, &sc] {
+        assert_eq!(
+            c.apply(&sig_req("w-1", s.clone())).unwrap(),
+            Outcome::SignatureRegistered { created: false }
+        );
+    }
+    assert_eq!(
+        c.open_world_readonly("w-1").unwrap().signatures,
+        vec![sa, sb, sc]
+    );
+}
+
 /// A signature is immutable: an identical one is a no-op, a different
 /// descriptor for the same table is `CatalogConflict`.
 pub fn signatures_are_immutable<C: ControlCatalog, F: Fn() -> C>(factory: F) {
@@ -446,6 +473,7 @@ macro_rules! __with_control_catalog_cases {
             tick_on_unknown_or_destroyed_is_refused,
             retirement_keeps_the_tick_head,
             signatures_round_trip_and_list,
+            many_signatures_per_world,
             signatures_are_immutable,
             signature_preconditions,
             writer_modes_round_trip_and_resume_fails_closed,

@@ -401,7 +401,12 @@ fn write_back(tx: &Transaction<'_>, before: &WorldSlot, next: &WorldSlot) -> Res
         }
     }
     for s in &next.signatures {
-        if before.signatures.binary_search(s).is_ok() {
+        // Signatures are kept sorted by table id, not by their derived order.
+        if before
+            .signatures
+            .binary_search_by(|x| x.table_id.cmp(&s.table_id))
+            .is_ok()
+        {
             continue;
         }
         let world_id = next

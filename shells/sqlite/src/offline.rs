@@ -310,7 +310,13 @@ fn claim(conn: &mut Connection, owner: &Owner, offline: &Offline) -> Result<Held
     };
     lease_rows::store(&tx, &prev, &d.next)?;
     tx.commit().map_err(Fault::db("claim-commit"))?;
-    let fence = d.next.holder.map_or(0, |l| l.fence);
+    let fence = d
+        .next
+        .holder
+        .map(|l| l.fence)
+        .ok_or_else(|| RewriteError::Corrupt {
+            detail: "an acquired lease has no holder".into(),
+        })?;
     Ok(Held {
         owner: owner.clone(),
         fence,

@@ -701,7 +701,12 @@ fn link_branch(c: &Connection, e: &Entry) -> Result<(i64, i64), Fault> {
         }
     };
     let (segment, pos) = match place {
-        Some((seg, pos, false)) => (seg, pos + 1),
+        Some((seg, pos, false)) => (
+            seg,
+            pos.checked_add(1).ok_or_else(|| {
+                Fault::Corrupt(format!("branch segment {seg}: position overflow"))
+            })?,
+        ),
         parent => {
             let seg: i64 = c
                 .prepare_cached("SELECT COALESCE(MAX(segment), 0) + 1 FROM branch_meta")
@@ -885,7 +890,9 @@ impl<'c> BranchWalk<'c> {
                 )));
             }
             self.last_seq = Some(*seq);
-            expect -= 1;
+            expect = expect.checked_sub(1).ok_or_else(|| {
+                Fault::Corrupt(format!("branch segment {segment}: position underflow"))
+            })?;
             self.buf.push_back(BranchHead {
                 seq: *seq,
                 kind: kind.clone(),
