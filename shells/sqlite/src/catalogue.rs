@@ -31,7 +31,6 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -161,30 +160,7 @@ impl SqliteCatalogue {
     /// foreign keys, each read back.
     pub fn open_with(path: impl AsRef<Path>, busy: Duration) -> Result<Self, OpenError> {
         let path = path.as_ref().to_path_buf();
-        config::refuse_unopenable(&path)?;
-        let mut conn = Connection::open_with_flags(
-            &path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE
-                | OpenFlags::SQLITE_OPEN_CREATE
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(Fault::db("open"))?;
-        config::configure(&conn, busy)?;
-        migrate(&mut conn)?;
-        config::set_journal_mode(&conn, "wal")?;
-        config::set_synchronous_full(&conn)?;
-        conn.execute_batch("PRAGMA foreign_keys = ON")
-            .map_err(Fault::db("foreign-keys"))?;
-        let fk: i64 = conn
-            .query_row("PRAGMA foreign_keys", [], |r| r.get(0))
-            .map_err(Fault::db("foreign-keys"))?;
-        if fk != 1 {
-            return Err(OpenError::PragmaDeclined {
-                pragma: "foreign_keys",
-                wanted: "1".into(),
-                got: fk.to_string(),
-            });
-        }
+        let conn = config::open_migrated(&path, busy, migrate)?;
         Ok(SqliteCatalogue {
             conn: Mutex::new(conn),
             path,
@@ -195,15 +171,7 @@ impl SqliteCatalogue {
     /// Opens a fresh catalogue in a new file under the system temp
     /// directory, deleted (with its siblings) when dropped. For tests.
     pub fn open_temp() -> Result<Self, OpenError> {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let path = std::env::temp_dir().join(format!(
-            "custos-catalogue-{}-{nanos}-{n}.db",
-            std::process::id()
-        ));
+        let path = config::temp_db_path("catalogue");
         let mut c = Self::open(path)?;
         c.temp = true;
         Ok(c)

@@ -253,3 +253,54 @@ pub(crate) fn set_journal_mode(conn: &Connection, mode: &'static str) -> Result<
     }
     Ok(())
 }
+
+/// A fresh, unique path under the system temp directory for a test database
+/// (`custos-<kind>-<pid>-<nanos>-<n>.db`).
+pub(crate) fn temp_db_path(kind: &str) -> PathBuf {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    std::env::temp_dir().join(format!(
+        "custos-{kind}-{}-{nanos}-{n}.db",
+        std::process::id()
+    ))
+}
+
+/// Opens a catalog-style database in refuse-before-write order: connection
+/// policy that writes nothing (busy timeout, `synchronous=FULL`, read back);
+/// `migrate` — one `BEGIN IMMEDIATE` transaction that refuses a newer or
+/// foreign file untouched or applies every missing step; then WAL,
+/// `synchronous=FULL` again and foreign keys, each read back.
+pub(crate) fn open_migrated(
+    path: &Path,
+    busy: Duration,
+    migrate: impl FnOnce(&mut Connection) -> Result<(), OpenError>,
+) -> Result<Connection, OpenError> {
+    refuse_unopenable(path)?;
+    let mut conn = Connection::open_with_flags(
+        path,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE
+            | rusqlite::OpenFlags::SQLITE_OPEN_CREATE
+            | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(Fault::db("open"))?;
+    configure(&conn, busy)?;
+    migrate(&mut conn)?;
+    set_journal_mode(&conn, "wal")?;
+    set_synchronous_full(&conn)?;
+    conn.execute_batch("PRAGMA foreign_keys = ON")
+        .map_err(Fault::db("foreign-keys"))?;
+    let fk: i64 = conn
+        .query_row("PRAGMA foreign_keys", [], |r| r.get(0))
+        .map_err(Fault::db("foreign-keys"))?;
+    if fk != 1 {
+        return Err(OpenError::PragmaDeclined {
+            pragma: "foreign_keys",
+            wanted: "1".into(),
+            got: fk.to_string(),
+        });
+    }
+    Ok(conn)
+}

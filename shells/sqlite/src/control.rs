@@ -26,7 +26,6 @@
 //! (`tracing::error!`) and never fails its caller.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -35,9 +34,7 @@ use custos_core::world::{
     self, codec, ControlCatalog, Outcome, Request, Signature, SignatureRecord, WorldError,
     WorldIdentity, WorldInfo, WorldRecord, WorldSlot, WorldStatus, WriterMode,
 };
-use rusqlite::{
-    params, Connection, OpenFlags, OptionalExtension, Row, Transaction, TransactionBehavior,
-};
+use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
 
 use crate::config::{self, OpenError, DEFAULT_BUSY_TIMEOUT};
 use crate::fault::Fault;
@@ -154,30 +151,7 @@ impl SqliteControlCatalog {
     /// module documentation).
     pub fn open_with(path: impl AsRef<Path>, busy: Duration) -> Result<Self, OpenError> {
         let path = path.as_ref().to_path_buf();
-        config::refuse_unopenable(&path)?;
-        let mut conn = Connection::open_with_flags(
-            &path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE
-                | OpenFlags::SQLITE_OPEN_CREATE
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(Fault::db("open"))?;
-        config::configure(&conn, busy)?;
-        migrate(&mut conn)?;
-        config::set_journal_mode(&conn, "wal")?;
-        config::set_synchronous_full(&conn)?;
-        conn.execute_batch("PRAGMA foreign_keys = ON")
-            .map_err(Fault::db("foreign-keys"))?;
-        let fk: i64 = conn
-            .query_row("PRAGMA foreign_keys", [], |r| r.get(0))
-            .map_err(Fault::db("foreign-keys"))?;
-        if fk != 1 {
-            return Err(OpenError::PragmaDeclined {
-                pragma: "foreign_keys",
-                wanted: "1".into(),
-                got: fk.to_string(),
-            });
-        }
+        let conn = config::open_migrated(&path, busy, migrate)?;
         Ok(SqliteControlCatalog {
             conn: Mutex::new(conn),
             path,
@@ -187,15 +161,7 @@ impl SqliteControlCatalog {
 
     /// A fresh catalog in a new temp file, deleted when dropped. For tests.
     pub fn open_temp() -> Result<Self, OpenError> {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let path = std::env::temp_dir().join(format!(
-            "custos-control-{}-{nanos}-{n}.db",
-            std::process::id()
-        ));
+        let path = config::temp_db_path("control");
         let mut c = Self::open(path)?;
         c.temp = true;
         Ok(c)

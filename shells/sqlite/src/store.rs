@@ -2,7 +2,6 @@
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use custos_core::lease::{self, Fence, Lease, LeaseError, LeaseState, Owner};
@@ -123,15 +122,7 @@ impl SqliteStorage {
     /// Opens a fresh store in a new file under the system temp directory,
     /// deleted (with its siblings) when the handle is dropped. For tests.
     pub fn open_temp() -> Result<Self, OpenError> {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let path = std::env::temp_dir().join(format!(
-            "custos-sqlite-{}-{nanos}-{n}.db",
-            std::process::id()
-        ));
+        let path = config::temp_db_path("sqlite");
         let owner = Owner::new("temp").map_err(OpenError::Lease)?;
         let mut s = SqliteStorage::open(Config::new(path, owner))?;
         s.temp = true;
