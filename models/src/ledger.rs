@@ -28,8 +28,6 @@
 //! mutant wraps `decide`. A monitor records what the ledger answered and
 //! the properties read the record.
 
-use std::net::SocketAddr;
-
 use custos_core::ledger::{
     self, Admission, Answer, AttachToken, CallState, CloseOutcome, Decision, Effect, Fencing, Key,
     LedgerError, LedgerState, Limits, Lookup, OpId, Request, RowState, ScopeState, SessionId,
@@ -37,7 +35,7 @@ use custos_core::ledger::{
 };
 use stateright::{Model, Property};
 
-use crate::{Bound, ModelReport, Registered};
+use crate::Bound;
 
 /// Calls planned per incarnation.
 pub const OPS: u8 = 1;
@@ -745,40 +743,28 @@ impl Model for LedgerModel {
     }
 }
 
-/// The ledger model's entry in the registry.
-pub struct Registration;
+impl crate::family::MutantModel for LedgerModel {
+    type Mutant = Mutant;
+    const NAME: &'static str = "ledger";
+    const SUMMARY: &'static str = "execution ledger: no key runs twice under late, duplicated and reordered Run/Stop/Ack/fence, restarts and reopen";
 
-impl Registered for Registration {
-    fn name(&self) -> &'static str {
-        "ledger"
+    fn at(bound: Bound) -> Self {
+        LedgerModel::at(bound)
     }
 
-    fn summary(&self) -> &'static str {
-        "execution ledger: no key runs twice under late, duplicated and reordered Run/Stop/Ack/fence, restarts and reopen"
+    fn mutants() -> &'static [Mutant] {
+        &Mutant::ALL
     }
 
-    fn check(&self, bound: Bound, threads: usize) -> ModelReport {
-        let real = LedgerModel::at(bound);
-        let mutants = Mutant::ALL
-            .iter()
-            .map(|m| (m.name(), real.clone().with(*m)))
-            .collect();
-        crate::check("ledger", bound, real.bound_detail(), threads, real, mutants)
+    fn mutant_name(mutant: Mutant) -> &'static str {
+        mutant.name()
     }
 
-    fn mutant_names(&self) -> Vec<&'static str> {
-        Mutant::ALL.iter().map(|m| m.name()).collect()
+    fn with_mutant(self, mutant: Mutant) -> Self {
+        self.with(mutant)
     }
 
-    fn explore(&self, bound: Bound, mutant: Option<&str>, addr: SocketAddr) -> Result<(), String> {
-        let mut model = LedgerModel::at(bound);
-        if let Some(name) = mutant {
-            let m = Mutant::ALL
-                .iter()
-                .find(|m| m.name() == name)
-                .ok_or_else(|| format!("unknown mutant {name:?}"))?;
-            model = model.with(*m);
-        }
-        crate::serve(model, addr)
+    fn describe_bound(&self) -> String {
+        self.bound_detail()
     }
 }

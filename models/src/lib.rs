@@ -146,9 +146,9 @@ pub fn registry() -> Vec<Box<dyn Registered>> {
         Box::new(family::family::<lease::LeaseModel>()),
         Box::new(family::family::<fence::FenceModel>()),
         Box::new(family::family::<custody::CustodyModel>()),
-        Box::new(ledger::Registration),
+        Box::new(family::family::<ledger::LedgerModel>()),
         Box::new(migration::Registration),
-        Box::new(world::Registration),
+        Box::new(family::family::<world::WorldModel>()),
     ]
 }
 

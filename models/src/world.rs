@@ -22,15 +22,13 @@
 //! client propagates without reconciling; the Worker answers after only the
 //! Directory confirmed).
 
-use std::net::SocketAddr;
-
 use custos_core::world::{
     self, Decision, Outcome, Request, Retirement, WorldError, WorldIdentity, WorldRecord,
     WorldSlot, WorldStatus, WriterMode,
 };
 use stateright::{Model, Property};
 
-use crate::{Bound, ModelReport, Registered};
+use crate::Bound;
 
 /// A defect the model can be made to exhibit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -439,40 +437,28 @@ impl Model for WorldModel {
     }
 }
 
-/// The world model's entry in the registry.
-pub struct Registration;
+impl crate::family::MutantModel for WorldModel {
+    type Mutant = Mutant;
+    const NAME: &'static str = "world";
+    const SUMMARY: &'static str = "cleanup-only registration under uncertain outcomes: exact retirement with tombstones; destroyed is monotonic; outcomes only after both authorities confirm";
 
-impl Registered for Registration {
-    fn name(&self) -> &'static str {
-        "world"
+    fn at(bound: Bound) -> Self {
+        WorldModel::at(bound)
     }
 
-    fn summary(&self) -> &'static str {
-        "cleanup-only registration under uncertain outcomes: exact retirement with tombstones; destroyed is monotonic; outcomes only after both authorities confirm"
+    fn mutants() -> &'static [Mutant] {
+        &Mutant::ALL
     }
 
-    fn check(&self, bound: Bound, threads: usize) -> ModelReport {
-        let real = WorldModel::at(bound);
-        let mutants = Mutant::ALL
-            .iter()
-            .map(|m| (m.name(), real.clone().with(*m)))
-            .collect();
-        crate::check("world", bound, real.bound_detail(), threads, real, mutants)
+    fn mutant_name(mutant: Mutant) -> &'static str {
+        mutant.name()
     }
 
-    fn mutant_names(&self) -> Vec<&'static str> {
-        Mutant::ALL.iter().map(|m| m.name()).collect()
+    fn with_mutant(self, mutant: Mutant) -> Self {
+        self.with(mutant)
     }
 
-    fn explore(&self, bound: Bound, mutant: Option<&str>, addr: SocketAddr) -> Result<(), String> {
-        let mut model = WorldModel::at(bound);
-        if let Some(name) = mutant {
-            let m = Mutant::ALL
-                .iter()
-                .find(|m| m.name() == name)
-                .ok_or_else(|| format!("unknown mutant {name:?}"))?;
-            model = model.with(*m);
-        }
-        crate::serve(model, addr)
+    fn describe_bound(&self) -> String {
+        self.bound_detail()
     }
 }
