@@ -241,9 +241,27 @@ pub(crate) fn set_synchronous_full(conn: &Connection) -> Result<(), OpenError> {
 
 /// Sets the journal mode and verifies SQLite's answer (a declined mode is an error).
 pub(crate) fn set_journal_mode(conn: &Connection, mode: &'static str) -> Result<(), OpenError> {
-    let got: String = conn
-        .query_row(&format!("PRAGMA journal_mode = {mode}"), [], |r| r.get(0))
-        .map_err(Fault::db("journal-mode"))?;
+    // Changing the journal mode needs an exclusive lock, and SQLite may answer
+    // SQLITE_BUSY at once (without its busy handler) while another connection
+    // still holds a shared lock — e.g. a racing opener finishing its refused
+    // admission transaction. Retry with backoff for a bounded time.
+    let sql = format!("PRAGMA journal_mode = {mode}");
+    let mut wait = Duration::from_millis(1);
+    let mut waited = Duration::ZERO;
+    let got: String = loop {
+        match conn.query_row(&sql, [], |r| r.get(0)) {
+            Ok(got) => break got,
+            Err(e)
+                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                    && waited < JOURNAL_MODE_RETRY =>
+            {
+                std::thread::sleep(wait);
+                waited += wait;
+                wait = (wait * 2).min(Duration::from_millis(50));
+            }
+            Err(e) => return Err(Fault::db("journal-mode")(e).into()),
+        }
+    };
     if !got.eq_ignore_ascii_case(mode) {
         return Err(OpenError::PragmaDeclined {
             pragma: "journal_mode",
@@ -253,6 +271,9 @@ pub(crate) fn set_journal_mode(conn: &Connection, mode: &'static str) -> Result<
     }
     Ok(())
 }
+
+/// How long a journal-mode switch retries on `SQLITE_BUSY`.
+const JOURNAL_MODE_RETRY: Duration = Duration::from_secs(5);
 
 /// A fresh, unique path under the system temp directory for a test database
 /// (`custos-<kind>-<pid>-<nanos>-<n>.db`).
