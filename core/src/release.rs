@@ -9,9 +9,16 @@
 //!   1 KiB bound, a total decoder and the integrity check.
 //! - [`bounds`] — the configurable limits with the spec's defaults, the index
 //!   accounting, and the checks that run before staging.
+//! - [`lifecycle`] — authoritative lifecycle membership (member, revoked,
+//!   retired) with a bounded operation-outcome record.
+//! - [`protocol`] — the publication step order, the pending gate, planning
+//!   and recovery classification: the protocol the filesystem shell follows
+//!   and the model drives.
 
 pub mod bounds;
 pub mod complete;
+pub mod lifecycle;
+pub mod protocol;
 
 use sha2::{Digest as _, Sha256 as Hasher};
 
@@ -71,6 +78,22 @@ impl Sha256 {
 impl std::fmt::Display for Sha256 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{SHA256_PREFIX}{}", self.hex())
+    }
+}
+
+impl serde::Serialize for Sha256 {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Sha256 {
+    /// Accepts exactly the form [`Sha256::parse`] accepts.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Sha256::parse(&text).ok_or_else(|| {
+            serde::de::Error::custom("not a sha256: digest with 64 lowercase hex digits")
+        })
     }
 }
 
