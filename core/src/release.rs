@@ -11,13 +11,22 @@
 //!   accounting, and the checks that run before staging.
 //! - [`lifecycle`] — authoritative lifecycle membership (member, revoked,
 //!   retired) with a bounded operation-outcome record.
+//! - [`manifest`] — the release manifest, its validation and canonical form.
+//! - [`contract`] — contract metadata (exported interfaces, functions and a
+//!   recursive value type), its bounded type structure, and the
+//!   component-inspection port.
+//! - [`metadata`] — the compact descriptor and the `metadata.json` codec
+//!   (round-trip checked before anything is written).
 //! - [`protocol`] — the publication step order, the pending gate, planning
 //!   and recovery classification: the protocol the filesystem shell follows
 //!   and the model drives.
 
 pub mod bounds;
 pub mod complete;
+pub mod contract;
 pub mod lifecycle;
+pub mod manifest;
+pub mod metadata;
 pub mod protocol;
 
 use sha2::{Digest as _, Sha256 as Hasher};
