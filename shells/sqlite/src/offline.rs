@@ -271,7 +271,10 @@ fn open_existing(path: &Path, busy: Duration) -> Result<Connection, RewriteError
 
 fn require_current(conn: &Connection) -> Result<(), RewriteError> {
     let v = check_identity(conn)?;
-    if v != STORAGE_VERSION {
+    // Every stored version from 1 on is read the same way (version 2 only
+    // derives the head, which a version-1 file's exact head already meets),
+    // and the rewrite keeps the copy's version, so both are rewritable.
+    if !(1..=STORAGE_VERSION).contains(&v) {
         return Err(OpenError::UnsupportedVersion {
             found: v,
             supported: STORAGE_VERSION,

@@ -1,6 +1,6 @@
 //! The session file's schema, its identity pragmas and the migration chain.
 //!
-//! ## Wire (storage_version 1)
+//! ## Wire (storage_version 2)
 //!
 //! | table            | role |
 //! |------------------|------|
@@ -16,6 +16,21 @@
 //! `writer_lease` and `lease_fence` are created by the admission transaction
 //! (they must exist before anything else can be claimed); everything else is
 //! created by the version-1 step after the lease is held.
+//!
+//! ## The store head (version 2)
+//!
+//! The durable next seq is **derived**: `max(session.next_seq,
+//! 1 + max(entries.seq), 1 + max(usage_ledger.seq))`, three primary-key
+//! seeks. A commit that inserts an entry or usage row at its own seq
+//! therefore records its seq in that row, and writes the `session` row only
+//! when something the row alone holds changes: the stats projection (a
+//! usage row), or a seq that no inserted row records (register-only and
+//! CAS-only commits). A single-entry commit writes three B-tree pages
+//! (`entries`, its `id` index, `branch_entries`) instead of four. Version 1
+//! kept `session.next_seq` exact, which the derivation reads correctly, so
+//! the 1 → 2 step only bumps the version: what it protects against is an
+//! older build, which would trust a stale `session.next_seq` and refuses a
+//! version-2 file instead.
 //!
 //! ## The branch index
 //!
@@ -44,7 +59,7 @@
 //! total.
 
 /// The storage version this build writes and reads.
-pub const STORAGE_VERSION: i64 = 1;
+pub const STORAGE_VERSION: i64 = 2;
 
 /// `PRAGMA application_id` of a custos session file (`"CuSe"` in ASCII).
 pub const APPLICATION_ID: i64 = 0x4375_5365;
@@ -157,9 +172,14 @@ pub struct Migration {
     pub statements: &'static str,
 }
 
-/// The migration chain after version 1. `STORAGE_VERSION` is 1, so the
-/// chain is empty today; version 0 → 1 is the initial schema.
-pub const MIGRATIONS: &[Migration] = &[];
+/// The migration chain after version 1 (version 0 → 1 is the initial
+/// schema, and a fresh file is created at [`STORAGE_VERSION`] directly).
+/// 1 → 2 changes no table: `session.next_seq` becomes a floor under the
+/// derived head (see the module docs), which version-1 files already meet.
+pub const MIGRATIONS: &[Migration] = &[Migration {
+    from_version: 1,
+    statements: "",
+}];
 
 /// Whether this build can open a file of `version` (0 = fresh).
 pub fn supports(version: i64) -> bool {

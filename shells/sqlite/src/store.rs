@@ -489,26 +489,40 @@ pub(crate) fn release(conn: &mut Connection, held: &Held) -> Result<(), Fault> {
 
 // ------------------------------------------------------------------ commit
 
-/// The session head: next seq and the stats projection.
+/// The session head: the derived next seq (see `schema`, "The store head")
+/// and the stats projection.
 fn load_head(c: &Connection) -> Result<(Seq, Stats), Fault> {
     c.prepare_cached(
-        "SELECT next_seq, usage_rows, input_tokens, output_tokens, cache_read_tokens,
+        "SELECT next_seq, (SELECT max(seq) FROM entries), (SELECT max(seq) FROM usage_ledger),
+                usage_rows, input_tokens, output_tokens, cache_read_tokens,
                 cache_write_tokens, cost_micros FROM session WHERE singleton = 1",
     )
     .map_err(Fault::db("load-head"))?
     .query_row([], |row| {
         Ok((|| {
             let t = "session";
+            let floor = codec::seq(row, 0, t)?;
+            let after = |col: usize, table: &str| -> Result<Seq, Fault> {
+                match codec::opt_int(row, col, table)? {
+                    None => Ok(0),
+                    Some(v) => codec::seq_from_sql(v).checked_add(1).ok_or_else(|| {
+                        Fault::Corrupt(format!("{table}: a row holds the largest seq"))
+                    }),
+                }
+            };
+            let next = floor
+                .max(after(1, "entries")?)
+                .max(after(2, "usage_ledger")?);
             Ok::<_, Fault>((
-                codec::seq(row, 0, t)?,
+                next,
                 Stats {
-                    usage_rows: codec::u64c(row, 1, t)?,
+                    usage_rows: codec::u64c(row, 3, t)?,
                     totals: UsageFigures {
-                        input_tokens: codec::u64c(row, 2, t)?,
-                        output_tokens: codec::u64c(row, 3, t)?,
-                        cache_read_tokens: codec::u64c(row, 4, t)?,
-                        cache_write_tokens: codec::u64c(row, 5, t)?,
-                        cost_micros: codec::u64c(row, 6, t)?,
+                        input_tokens: codec::u64c(row, 4, t)?,
+                        output_tokens: codec::u64c(row, 5, t)?,
+                        cache_read_tokens: codec::u64c(row, 6, t)?,
+                        cache_write_tokens: codec::u64c(row, 7, t)?,
+                        cost_micros: codec::u64c(row, 8, t)?,
                     },
                 },
             ))
@@ -517,6 +531,20 @@ fn load_head(c: &Connection) -> Result<(Seq, Stats), Fault> {
     .optional()
     .map_err(Fault::db("load-head"))?
     .ok_or_else(|| Fault::Corrupt("the session row is missing".to_owned()))?
+}
+
+/// Whether `plan` leaves the `session` row as it is: its stats equal the
+/// loaded ones and an inserted entry or usage row records the seq the
+/// derived head then answers (`plan.next_seq - 1`), or nothing moved.
+fn head_row_unchanged(ctx: &CommitContext, plan: &CommitPlan) -> bool {
+    if plan.stats != ctx.stats {
+        return false;
+    }
+    if plan.next_seq == ctx.next_seq {
+        return true;
+    }
+    let recorded = |seq: Seq| seq.checked_add(1) == Some(plan.next_seq);
+    plan.entries.iter().any(|e| recorded(e.seq)) || plan.usage.iter().any(|u| recorded(u.seq))
 }
 
 /// Loads exactly the commit's footprint into a [`CommitContext`].
@@ -572,8 +600,10 @@ fn load_context(c: &Connection, fp: &Footprint) -> Result<CommitContext, Fault> 
     Ok(ctx)
 }
 
-/// Writes an accepted plan back, in the commit's transaction.
-fn apply_plan(c: &Connection, plan: &CommitPlan) -> Result<(), Fault> {
+/// Writes an accepted plan back, in the commit's transaction. The `session`
+/// row is written only when [`head_row_unchanged`] says the derived head
+/// would not already answer the plan's.
+fn apply_plan(c: &Connection, ctx: &CommitContext, plan: &CommitPlan) -> Result<(), Fault> {
     for e in &plan.entries {
         let (segment, pos) = link_branch(c, e)?;
         c.prepare_cached(
@@ -636,6 +666,9 @@ fn apply_plan(c: &Connection, plan: &CommitPlan) -> Result<(), Fault> {
                     .map_err(Fault::db("delete-register"))?;
             }
         }
+    }
+    if head_row_unchanged(ctx, plan) {
+        return Ok(());
     }
     let s = &plan.stats;
     let n = c
@@ -980,7 +1013,7 @@ impl Storage for SqliteStorage {
             admit_commit(tx, held)?;
             let ctx = load_context(tx, &commit.footprint())?;
             let plan = core_storage::decide(&ctx, commit).map_err(WriteErr::Commit)?;
-            apply_plan(tx, &plan)?;
+            apply_plan(tx, &ctx, &plan)?;
             Ok(plan.receipt)
         })
     }

@@ -104,7 +104,7 @@ fn newer_version_is_refused_with_the_file_byte_untouched() {
         err,
         OpenError::UnsupportedVersion {
             found: 7,
-            supported: 1
+            supported: custos_sqlite::schema::STORAGE_VERSION
         }
     );
     assert_eq!(hash(&db(&dir)), before, "a refused open wrote to the file");
@@ -504,4 +504,133 @@ fn export_returns_the_copy_digest_and_keeps_the_claim_until_released() {
     let id = identity(&path).unwrap();
     assert_eq!(id.session_id.as_deref(), Some("sess-1"));
     assert_eq!(id.parent_session_id.as_deref(), Some("sess-0"));
+}
+
+fn raw_floor(path: &Path) -> i64 {
+    let raw = rusqlite::Connection::open(path).unwrap();
+    raw.query_row("SELECT next_seq FROM session", [], |r| r.get(0))
+        .unwrap()
+}
+
+/// The durable head is derived (`session.next_seq` is a floor under the
+/// largest entry and usage seq): after every commit shape — entry, usage,
+/// register set, delete of an absent register (consumes a seq), CAS-only,
+/// a gap from a seq floor, an empty commit — a reopened store assigns
+/// exactly the next seq the last receipt named. A single-entry commit
+/// leaves the `session` row untouched (the page the derivation saves).
+#[test]
+fn the_derived_head_survives_reopen_after_every_commit_shape() {
+    use custos_conformance::storage::{del, set, usage};
+    let dir = tempfile::tempdir().unwrap();
+    let (_t, c) = clock();
+    let path = db(&dir);
+    let shapes: Vec<(&str, Commit)> = vec![
+        ("entry", Commit::at(1).write(entry("e1", None, b"x"))),
+        ("usage", Commit::at(1).write(usage("u1", 5, 7))),
+        ("register", Commit::at(1).write(set("n", "k", b"v"))),
+        ("delete-absent", Commit::at(1).write(del("n", "nope"))),
+        (
+            "cas-only",
+            Commit::at(1).expect(
+                Namespace::new("n").unwrap(),
+                RegisterKey::new("k").unwrap(),
+                Some(3),
+            ),
+        ),
+        (
+            "gap",
+            Commit::at(1).floor(40).write(entry("e2", Some("e1"), b"y")),
+        ),
+        (
+            "entry-and-usage",
+            Commit::at(1)
+                .write(entry("e3", Some("e2"), b"z"))
+                .write(usage("u2", 1, 1)),
+        ),
+        ("empty", Commit::at(1)),
+    ];
+    let mut expected_next = 1;
+    for (name, commit) in shapes {
+        let s = SqliteStorage::open(cfg(&path, "a", &c)).unwrap();
+        let floor_before = raw_floor(&path);
+        let receipt = s.commit(&commit).unwrap();
+        assert!(
+            receipt.seqs.iter().all(|&q| q >= expected_next),
+            "{name}: reused a seq below {expected_next}: {:?}",
+            receipt.seqs
+        );
+        assert!(receipt.next_seq >= expected_next, "{name}: head went back");
+        if name == "gap" {
+            assert_eq!(receipt.seqs, vec![40], "the floor opens a gap");
+        }
+        expected_next = receipt.next_seq;
+        s.close().unwrap();
+        drop(s);
+        if name == "entry" || name == "gap" {
+            assert_eq!(
+                raw_floor(&path),
+                floor_before,
+                "{name}: a single-entry commit wrote the session row"
+            );
+        }
+        // Reopen: an empty commit answers the durable head unchanged.
+        let s = SqliteStorage::open(cfg(&path, "a", &c)).unwrap();
+        let probe = s.commit(&Commit::at(1)).unwrap();
+        assert_eq!(
+            probe.next_seq, expected_next,
+            "{name}: reopened head differs"
+        );
+        custos_conformance::storage::assert_stats_equal_ledger(&s);
+        s.close().unwrap();
+    }
+    assert!(
+        expected_next > 41,
+        "the commits after the gap moved the head past it"
+    );
+}
+
+/// A version-1 file (whose `session.next_seq` was kept exact) opens, steps
+/// to the current version, and continues at the seq it recorded.
+#[test]
+fn a_version_1_file_migrates_and_keeps_its_head() {
+    use custos_conformance::storage::set;
+    let dir = tempfile::tempdir().unwrap();
+    let (_t, c) = clock();
+    let path = db(&dir);
+    let s = SqliteStorage::open(cfg(&path, "a", &c)).unwrap();
+    s.commit(&Commit::at(1).write(entry("e1", None, b"x")))
+        .unwrap();
+    s.commit(&Commit::at(1).write(set("n", "k", b"v"))).unwrap();
+    s.close().unwrap();
+    drop(s);
+    {
+        // What version 1 wrote: the exact head in the session row.
+        let raw = rusqlite::Connection::open(&path).unwrap();
+        raw.execute_batch(
+            "UPDATE session SET next_seq = -9223372036854775805, storage_version = 1;
+             PRAGMA user_version = 1;",
+        )
+        .unwrap();
+    }
+    let s = SqliteStorage::open(cfg(&path, "b", &c)).unwrap();
+    let r = s
+        .commit(&Commit::at(1).write(entry("e2", Some("e1"), b"y")))
+        .unwrap();
+    assert_eq!(r.seqs, vec![3]);
+    s.close().unwrap();
+    drop(s);
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    let v: i64 = raw
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    let sv: i64 = raw
+        .query_row("SELECT storage_version FROM session", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(
+        (v, sv),
+        (
+            custos_sqlite::schema::STORAGE_VERSION,
+            custos_sqlite::schema::STORAGE_VERSION
+        )
+    );
 }
