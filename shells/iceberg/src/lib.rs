@@ -1,7 +1,35 @@
 //! custos-iceberg — the Iceberg shell of custos.
 //!
-//! Cold reads that never create tables, table evidence (schema fingerprint,
-//! row count, content digest) and the migration data plane.
+//! Cold reads of archetype tables that never create anything, checked
+//! against the control catalog's durable descriptors (spec 000):
 //!
-//! This crate is a placeholder until the durable-discovery work lands; the
-//! heavy dependencies (iceberg, arrow) arrive with it and stay in this crate.
+//! - [`logical`] maps Arrow (and Iceberg) types onto
+//!   [`custos_core::schema::LogicalType`], the types the schema
+//!   fingerprint is computed over;
+//! - [`discovery`] plans a query: live signatures united with the control
+//!   catalog's records, matched by full fingerprint and table identity;
+//! - [`store`] is the blocking facade over Iceberg 0.10 with a SQLite SQL
+//!   catalog: open-never-create reads that fail closed with
+//!   [`IcebergError::CatalogSchemaMismatch`], and the writer's
+//!   create/append.
+//!
+//! The control catalog reaches this crate only as
+//! `&dyn custos_core::world::ControlCatalog`: shells do not depend on each
+//! other, so the SQLite control catalog is wired in by the caller (the
+//! `custos` CLI and its end-to-end tests).
+
+pub mod discovery;
+pub mod error;
+pub mod logical;
+pub mod store;
+
+pub use discovery::{query_components, table_identity, PlannedTable, QueryPlan, Source};
+pub use error::IcebergError;
+pub use store::{ColdRead, IcebergStore};
+
+/// The Arrow crate this shell's batches are made of (re-exported so
+/// callers build batches with the same version).
+pub use arrow;
+/// The Iceberg crate behind the facade (re-exported for out-of-band tooling
+/// and tests that must speak to the catalog directly).
+pub use iceberg;
