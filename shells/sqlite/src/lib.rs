@@ -36,4 +36,4 @@ pub use offline::{
     export_closed, generation, identity, release_export, rewrite_into, Identity, Offline,
     RewriteError, RewriteReport, REWRITE_OWNER,
 };
-pub use store::{SqliteStorage, REASON_POISONED};
+pub use store::{Segment, SqliteStorage, REASON_POISONED};

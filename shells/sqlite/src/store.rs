@@ -140,6 +140,50 @@ impl SqliteStorage {
         Ok((g.held.owner.clone(), g.held.fence))
     }
 
+    /// Branch-index diagnostics: the first `limit` segments in segment
+    /// order, each with its parent place and its length (see `schema`, "The
+    /// branch index"). A chain of first children is one segment; a root or
+    /// a fork opens a new one. Bounded by `limit`; reads only the index.
+    pub fn segments(&self, limit: usize) -> Result<Vec<Segment>, StorageError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.read(|tx| {
+            let mut st = tx
+                .prepare_cached(
+                    "SELECT m.segment, m.parent_segment, m.parent_pos,
+                            (SELECT count(*) FROM branch_entries b WHERE b.segment = m.segment)
+                     FROM branch_meta m ORDER BY m.segment LIMIT ?1",
+                )
+                .map_err(Fault::db("segments"))?;
+            let rows = st
+                .query_map([limit], |row| {
+                    Ok((|| {
+                        let t = "branch_meta";
+                        let parent = match (codec::opt_int(row, 1, t)?, codec::opt_int(row, 2, t)?)
+                        {
+                            (Some(s), Some(p)) => Some((s, p)),
+                            (None, None) => None,
+                            _ => {
+                                return Err(Fault::Corrupt(
+                                    "branch_meta: half a parent place".to_owned(),
+                                ))
+                            }
+                        };
+                        Ok::<_, Fault>(Segment {
+                            segment: codec::int(row, 0, t)?,
+                            parent,
+                            len: codec::u64c(row, 3, "branch_entries")?,
+                        })
+                    })())
+                })
+                .map_err(Fault::db("segments"))?;
+            let mut out = Vec::new();
+            for r in rows {
+                out.push(r.map_err(Fault::db("segments"))??);
+            }
+            Ok(out)
+        })
+    }
+
     /// Renews the writer lease without committing. `LeaseLost` means the
     /// handle must be reopened.
     pub fn renew_lease(&self) -> Result<Lease, CommitError> {
@@ -216,6 +260,18 @@ impl SqliteStorage {
         tx.commit().map_err(Fault::db("end-read"))?;
         Ok(out)
     }
+}
+
+/// One branch-index segment, as [`SqliteStorage::segments`] reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Segment {
+    /// The segment number (a parent's is always smaller than its child's).
+    pub segment: i64,
+    /// The `(segment, pos)` of the entry this segment forks from; `None`
+    /// for a root's segment.
+    pub parent: Option<(i64, i64)>,
+    /// How many entries the segment holds.
+    pub len: u64,
 }
 
 impl Drop for SqliteStorage {

@@ -634,3 +634,61 @@ fn a_version_1_file_migrates_and_keeps_its_head() {
         )
     );
 }
+
+/// The branch-index diagnostics: a chain of first children stays one
+/// segment; a fork opens a segment naming its parent's place; a second
+/// root opens its own; `limit` bounds the answer.
+#[test]
+fn segments_report_chains_forks_and_roots() {
+    use custos_sqlite::Segment;
+    let dir = tempfile::tempdir().unwrap();
+    let (_t, c) = clock();
+    let s = SqliteStorage::open(cfg(&db(&dir), "a", &c)).unwrap();
+    assert_eq!(s.segments(10).unwrap(), vec![]);
+    // r0 <- r1 <- r2 (one chain), then a fork f1 from r1, then a root q0.
+    s.commit(&Commit::at(1).write(entry("r0", None, b"a")))
+        .unwrap();
+    s.commit(&Commit::at(1).write(entry("r1", Some("r0"), b"b")))
+        .unwrap();
+    s.commit(&Commit::at(1).write(entry("r2", Some("r1"), b"c")))
+        .unwrap();
+    let chain = s.segments(10).unwrap();
+    assert_eq!(
+        chain,
+        vec![Segment {
+            segment: 1,
+            parent: None,
+            len: 3
+        }]
+    );
+    s.commit(&Commit::at(1).write(entry("f1", Some("r1"), b"d")))
+        .unwrap();
+    s.commit(&Commit::at(1).write(entry("f2", Some("f1"), b"e")))
+        .unwrap();
+    s.commit(&Commit::at(1).write(entry("q0", None, b"f")))
+        .unwrap();
+    let all = s.segments(10).unwrap();
+    assert_eq!(
+        all,
+        vec![
+            Segment {
+                segment: 1,
+                parent: None,
+                len: 3
+            },
+            Segment {
+                segment: 2,
+                parent: Some((1, 1)),
+                len: 2
+            },
+            Segment {
+                segment: 3,
+                parent: None,
+                len: 1
+            },
+        ]
+    );
+    assert_eq!(s.segments(2).unwrap().len(), 2, "limit bounds the answer");
+    s.close().unwrap();
+    assert_eq!(s.segments(1), Err(StorageError::HandleClosed));
+}
