@@ -17,6 +17,7 @@
 //!   component-inspection port.
 //! - [`metadata`] — the compact descriptor and the `metadata.json` codec
 //!   (round-trip checked before anything is written).
+//! - [`page`] — fixed-size page tokens bound to scope, generation and epoch.
 //! - [`protocol`] — the publication step order, the pending gate, planning
 //!   and recovery classification: the protocol the filesystem shell follows
 //!   and the model drives.
@@ -27,6 +28,7 @@ pub mod contract;
 pub mod lifecycle;
 pub mod manifest;
 pub mod metadata;
+pub mod page;
 pub mod protocol;
 
 use sha2::{Digest as _, Sha256 as Hasher};
