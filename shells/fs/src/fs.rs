@@ -13,6 +13,45 @@ use fs2::FileExt;
 /// the process exits or crashes).
 pub trait LockGuard: Send + Sync + std::fmt::Debug {}
 
+/// What kind of filesystem object a path names (not following a final
+/// symbolic link).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// A directory.
+    Dir,
+    /// A regular file.
+    File,
+    /// A symbolic link.
+    Symlink,
+    /// Anything else (a socket, a device, a fifo).
+    Other,
+}
+
+/// The kind and length of a path, as `lstat` reports them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Meta {
+    /// The kind.
+    pub kind: Kind,
+    /// The length in bytes.
+    pub len: u64,
+}
+
+impl Meta {
+    fn of(m: &std::fs::Metadata) -> Self {
+        let t = m.file_type();
+        let kind = if t.is_symlink() {
+            Kind::Symlink
+        } else if t.is_dir() {
+            Kind::Dir
+        } else if t.is_file() {
+            Kind::File
+        } else {
+            Kind::Other
+        };
+        Meta { kind, len: m.len() }
+    }
+}
+
 /// The filesystem operations of the durable primitives. Paths are absolute
 /// except for [`Fs::current_dir`]'s input side (there is none).
 pub trait Fs: Send + Sync {
@@ -37,6 +76,15 @@ pub trait Fs: Send + Sync {
     /// Takes the exclusive lock on `path` (created if missing) without
     /// waiting: `Ok(None)` when another holder has it.
     fn try_lock_exclusive(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>>;
+    /// The kind and length of `path`, not following a final symbolic link;
+    /// `Ok(None)` when nothing is there.
+    fn metadata(&self, path: &Path) -> io::Result<Option<Meta>>;
+    /// The names directly under the directory `path`, sorted.
+    fn read_dir(&self, path: &Path) -> io::Result<Vec<String>>;
+    /// Reads the file at `path`, refusing (`InvalidData`) a file longer
+    /// than `limit` bytes: the length is checked before allocating, and a
+    /// file that grows past `limit` while being read is refused too.
+    fn read_bounded(&self, path: &Path, limit: u64) -> io::Result<Vec<u8>>;
 }
 
 /// The real filesystem.
@@ -99,6 +147,48 @@ impl Fs for RealFs {
             Err(e) => Err(e),
         }
     }
+    fn metadata(&self, path: &Path) -> io::Result<Option<Meta>> {
+        match std::fs::symlink_metadata(path) {
+            Ok(m) => Ok(Some(Meta::of(&m))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+    fn read_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(path)? {
+            let name = entry?.file_name();
+            names.push(name.into_string().map_err(|n| {
+                io::Error::new(io::ErrorKind::InvalidData, format!("non-UTF-8 name {n:?}"))
+            })?);
+        }
+        names.sort();
+        Ok(names)
+    }
+    fn read_bounded(&self, path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+        use std::io::Read;
+        let file = OpenOptions::new().read(true).open(path)?;
+        let len = file.metadata()?.len();
+        if len > limit {
+            return Err(too_long(len, limit));
+        }
+        let cap = usize::try_from(len).map_err(|_| too_long(len, limit))?;
+        let mut buf = Vec::with_capacity(cap);
+        file.take(limit.saturating_add(1)).read_to_end(&mut buf)?;
+        let read = u64::try_from(buf.len()).unwrap_or(u64::MAX);
+        if read > limit {
+            return Err(too_long(read, limit));
+        }
+        Ok(buf)
+    }
+}
+
+/// The error of a file longer than its read bound.
+fn too_long(len: u64, limit: u64) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("file is {len} bytes, over the {limit}-byte read bound"),
+    )
 }
 
 /// One recorded filesystem operation.
@@ -124,6 +214,12 @@ pub enum Op {
     RemoveDirAll(PathBuf),
     /// [`Fs::try_lock_exclusive`].
     Lock(PathBuf),
+    /// [`Fs::metadata`].
+    Metadata(PathBuf),
+    /// [`Fs::read_dir`].
+    ReadDir(PathBuf),
+    /// [`Fs::read_bounded`].
+    Read(PathBuf),
 }
 
 /// One entry of a trace: the operation and whether it succeeded.
@@ -242,5 +338,14 @@ impl<F: Fs> Fs for RecordingFs<F> {
     }
     fn try_lock_exclusive(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
         self.run(Op::Lock(path.into()), |fs| fs.try_lock_exclusive(path))
+    }
+    fn metadata(&self, path: &Path) -> io::Result<Option<Meta>> {
+        self.run(Op::Metadata(path.into()), |fs| fs.metadata(path))
+    }
+    fn read_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+        self.run(Op::ReadDir(path.into()), |fs| fs.read_dir(path))
+    }
+    fn read_bounded(&self, path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+        self.run(Op::Read(path.into()), |fs| fs.read_bounded(path, limit))
     }
 }

@@ -8,14 +8,18 @@
 //!   every operation, and failpoints that fail any single one).
 //! - [`root`] — [`DurableRoot`]: open (anchor, create, canonicalize, fsync
 //!   leaf → root, then lock) and the one durable-publication routine.
+//! - [`release`] — the local release repository (spec 002), following
+//!   `custos_core::release::protocol`.
 //! - [`crash`] — crash states enumerated from a recorded trace.
 //! - [`error`] — [`FsError`] with its stable reasons.
 
 pub mod crash;
 pub mod error;
 pub mod fs;
+pub mod release;
 pub mod root;
 
 pub use error::{FsError, PATH_DURABILITY_UNCERTAIN, ROOT_LOCKED};
 pub use fs::{Fs, Op, RealFs, Recorded, RecordingFs};
+pub use release::{ReleaseError, ReleaseRepository};
 pub use root::{DurableRoot, LOCK_FILE};

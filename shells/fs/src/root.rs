@@ -129,6 +129,75 @@ impl<F: Fs> DurableRoot<F> {
         })
     }
 
+    /// Fails with [`FsError::Poisoned`] once an fsync has failed.
+    pub fn check_live(&self) -> Result<(), FsError> {
+        self.live()
+    }
+
+    /// fsyncs the directory `path`; a failure poisons the handle.
+    pub fn sync_dir(&self, path: &Path) -> Result<(), FsError> {
+        self.live()?;
+        self.sync(path, true)
+    }
+
+    /// Creates the directory `path` (its parent must exist). Not durable
+    /// until its parent is fsynced.
+    pub fn create_dir(&self, path: &Path) -> Result<(), FsError> {
+        self.live()?;
+        self.fs.create_dir(path).map_err(io_err("create_dir", path))
+    }
+
+    /// Creates the file `path` (it must not exist), writes `data` and
+    /// fsyncs it; an fsync failure poisons the handle.
+    pub fn write_synced(&self, path: &Path, data: &[u8]) -> Result<(), FsError> {
+        self.live()?;
+        self.fs
+            .write_new(path, data)
+            .map_err(io_err("write", path))?;
+        self.sync(path, false)
+    }
+
+    /// Renames `from` to `to` (same filesystem). Not durable until the
+    /// destination's parent is fsynced.
+    pub fn rename(&self, from: &Path, to: &Path) -> Result<(), FsError> {
+        self.live()?;
+        self.fs.rename(from, to).map_err(io_err("rename", from))
+    }
+
+    /// Durably replaces the file `name` directly under the root with `data`:
+    /// write `stage_dir/stage_name` → fsync it → rename over `name` → fsync
+    /// the root. Readers see the old or the new file, never a mix.
+    pub fn replace_file(
+        &self,
+        stage_dir: &str,
+        stage_name: &str,
+        name: &str,
+        data: &[u8],
+    ) -> Result<(), FsError> {
+        self.live()?;
+        let temp = self
+            .root
+            .join(plain_name(stage_dir)?)
+            .join(plain_name(stage_name)?);
+        let dest = self.root.join(plain_name(name)?);
+        self.write_synced(&temp, data)?;
+        self.rename(&temp, &dest)?;
+        self.sync(&self.root, true)
+    }
+
+    /// Removes the directory `name` directly under the root with everything
+    /// in it (if present), recreates it empty and makes that durable.
+    pub fn reset_dir(&self, name: &str) -> Result<PathBuf, FsError> {
+        self.live()?;
+        let dir = self.root.join(plain_name(name)?);
+        match self.fs.remove_dir_all(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err("remove_dir_all", &dir)(e)),
+        }
+        self.ensure_dir(name)
+    }
+
     /// Ensures the directory `name` directly under the root exists durably
     /// (created, then the root fsynced). Returns its path.
     pub fn ensure_dir(&self, name: &str) -> Result<PathBuf, FsError> {

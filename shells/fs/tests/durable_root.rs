@@ -51,6 +51,15 @@ impl Fs for Cwd {
     fn try_lock_exclusive(&self, p: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
         RealFs.try_lock_exclusive(p)
     }
+    fn metadata(&self, p: &Path) -> io::Result<Option<custos_fs::fs::Meta>> {
+        RealFs.metadata(p)
+    }
+    fn read_dir(&self, p: &Path) -> io::Result<Vec<String>> {
+        RealFs.read_dir(p)
+    }
+    fn read_bounded(&self, p: &Path, limit: u64) -> io::Result<Vec<u8>> {
+        RealFs.read_bounded(p, limit)
+    }
 }
 
 fn ops(fs: &RecordingFs<Cwd>) -> Vec<Op> {

@@ -1,0 +1,867 @@
+//! The local release repository (spec 002): content-addressed releases
+//! under `releases/<hex>/` in an exclusively owned root, published by the
+//! protocol of `custos_core::release::protocol` and recovered at open.
+//!
+//! **Open** ([`ReleaseRepository::open`]): [`DurableRoot::open`] (anchor,
+//! create, canonicalize, fsync leaf → root, lock `.catalog.lock`); only then
+//! clear `.tmp/` (every stage there is abandoned crash debris), ensure
+//! `releases/`, load the lifecycle state, and recover every entry under
+//! `releases/`: a digest-named directory is verified in full (each file's
+//! length checked before it is read) and a missing or damaged COMPLETE
+//! fails the open; a non-digest directory is invisible debris counted toward
+//! `max_recovery_directories`; a verified directory the lifecycle state does
+//! not name is an orphan (no membership, reserves its reference). A root
+//! with no lifecycle file yet is bootstrapped once: every verified completed
+//! directory becomes a member and the state is written durably.
+//!
+//! **Publication** ([`ReleaseRepository::publish`]) walks the protocol's
+//! steps ([`protocol::steps_of`]) under the writer mutex, each step one arm
+//! of [`ReleaseRepository`]'s step executor; a failure past the rename keeps
+//! the digest pending in the gate.
+//!
+//! **Reads** are served from the ordered in-memory index ([`shared`]):
+//! [`ReleaseRepository::resolve`], [`ReleaseRepository::fetch`] (verified
+//! from disk before returning), [`ReleaseRepository::get_catalog_entry`],
+//! [`ReleaseRepository::list_catalog_entries`] (bounded pages, fixed-size
+//! tokens), and [`ReleaseRepository::verification_snapshot`].
+
+pub mod error;
+pub mod shared;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use custos_core::release::bounds::{
+    check_file_len, page_admits, Bound, BoundError, Bounds, Candidate, CatalogUsage, FileKind,
+};
+use custos_core::release::complete::{self, CompleteRecord, StoredRelease, COMPLETE_FILE};
+use custos_core::release::contract::{ComponentInspector, Contract};
+use custos_core::release::lifecycle::{
+    lifecycle_file_limit, LifecycleOp, LifecycleState, Membership, Outcome, OutcomeStatus,
+    LIFECYCLE_FILE,
+};
+use custos_core::release::manifest::Manifest;
+use custos_core::release::metadata::{Descriptor, ReleaseMetadata};
+use custos_core::release::page::{PageToken, Scope};
+use custos_core::release::protocol::{
+    self, classify_entry, recovered_membership, CompleteProbe, Plan, Probe, Recovered,
+    RecoveredStanding, Step,
+};
+use custos_core::release::Sha256;
+
+pub use error::ReleaseError;
+pub use shared::Entry;
+use shared::{Index, Refusal, Shared, Writer};
+
+use crate::error::io_err;
+use crate::fs::{Fs, Kind};
+use crate::root::DurableRoot;
+
+/// The staging directory directly under the root.
+pub const STAGING_DIR: &str = ".tmp";
+/// The directory of completed releases directly under the root.
+pub const RELEASES_DIR: &str = "releases";
+/// The stored metadata file of a release.
+pub const METADATA_FILE: &str = "metadata.json";
+/// The stored canonical manifest of a release.
+pub const MANIFEST_FILE: &str = "manifest.json";
+/// The stored component of a release.
+pub const COMPONENT_FILE: &str = "component.wasm";
+
+/// A fully verified release read from disk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Release {
+    /// The compact descriptor.
+    pub descriptor: Descriptor,
+    /// The canonical manifest.
+    pub manifest: Manifest,
+    /// The contract metadata.
+    pub contract: Contract,
+    /// The component bytes.
+    pub component: Vec<u8>,
+}
+
+/// A catalog row: the compact descriptor (manifest summary) and the
+/// lifecycle membership. No component or contract.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CatalogEntry {
+    /// The compact descriptor.
+    pub descriptor: Descriptor,
+    /// The lifecycle membership (historical metadata stays listed after
+    /// revocation or retirement).
+    pub membership: Membership,
+}
+
+/// One page of a scoped listing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CatalogPage {
+    /// The rows, in ascending digest order.
+    pub entries: Vec<CatalogEntry>,
+    /// The token of the next page, when more rows remain.
+    pub next_page_token: Option<String>,
+}
+
+/// What a publication did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Published {
+    /// The release digest.
+    pub digest: Sha256,
+    /// The protocol's plan: a new release, an identical no-op, or a
+    /// reconciliation of an existing directory.
+    pub plan: Plan,
+    /// The lifecycle outcome committed (`None` for a no-op).
+    pub outcome: Option<Outcome>,
+}
+
+/// The five verification counters, sampled independently.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct VerificationSnapshot {
+    /// Full artifact fetches attempted.
+    pub full_fetch_attempts: u64,
+    /// Metadata fetches attempted (reading `metadata.json`).
+    pub metadata_fetch_attempts: u64,
+    /// Component verifications attempted (reading and hashing the component).
+    pub component_verification_attempts: u64,
+    /// Component bytes hashed from disk.
+    pub component_bytes_hashed: u64,
+    /// Metadata fingerprint checks attempted (COMPLETE against the stored
+    /// metadata and manifest).
+    pub metadata_fingerprint_attempts: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    full_fetch: AtomicU64,
+    metadata_fetch: AtomicU64,
+    component_verification: AtomicU64,
+    component_bytes: AtomicU64,
+    metadata_fingerprint: AtomicU64,
+}
+
+fn bump(c: &AtomicU64, by: u64) {
+    // Saturating: fetch_update with a closure that always returns Some.
+    let _ = c.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+        Some(v.saturating_add(by))
+    });
+}
+
+/// A fresh epoch for an open instance: distinct per open within a process
+/// (a counter) and, with overwhelming likelihood, across processes (the
+/// process id and the wall clock, hashed).
+fn new_epoch() -> u64 {
+    static OPENS: AtomicU64 = AtomicU64::new(0);
+    let n = OPENS.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let mut seed = Vec::with_capacity(32);
+    seed.extend_from_slice(&n.to_le_bytes());
+    seed.extend_from_slice(&std::process::id().to_le_bytes());
+    seed.extend_from_slice(&nanos.to_le_bytes());
+    let d = Sha256::of(&seed).0;
+    let mut b = [0u8; 8];
+    b.copy_from_slice(d.get(..8).unwrap_or(&[0; 8]));
+    u64::from_le_bytes(b)
+}
+
+/// The validated inputs of one publication (step `Validate`).
+struct Prepared {
+    descriptor: Descriptor,
+    metadata: Vec<u8>,
+    manifest: Vec<u8>,
+    record: CompleteRecord,
+    candidate: Candidate,
+}
+
+/// The local release repository over an [`Fs`].
+pub struct ReleaseRepository<F: Fs> {
+    root: DurableRoot<F>,
+    bounds: Bounds,
+    inspector: Arc<dyn ComponentInspector>,
+    shared: Shared,
+    epoch: u64,
+    counters: Counters,
+    stage_seq: AtomicU64,
+}
+
+impl<F: Fs> std::fmt::Debug for ReleaseRepository<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReleaseRepository")
+            .field("root", &self.root.root())
+            .field("bounds", &self.bounds)
+            .field("epoch", &self.epoch)
+            .finish()
+    }
+}
+
+fn step_err(step: Step) -> impl FnOnce(ReleaseError) -> ReleaseError {
+    move |e| ReleaseError::Step {
+        step,
+        source: Box::new(e),
+    }
+}
+
+impl<F: Fs> ReleaseRepository<F> {
+    /// Opens (creating if needed) the repository at `path`, owning it
+    /// exclusively until dropped. See the module documentation for the
+    /// order; any refusal leaves committed files as they were.
+    pub fn open(
+        fs: F,
+        path: &Path,
+        bounds: Bounds,
+        inspector: Arc<dyn ComponentInspector>,
+    ) -> Result<Self, ReleaseError> {
+        let root = DurableRoot::open(fs, path)?;
+        let usage = CatalogUsage::empty(&bounds)?;
+        // Ownership is held: everything under .tmp is abandoned.
+        root.reset_dir(STAGING_DIR)?;
+        root.ensure_dir(RELEASES_DIR)?;
+        let mut repo = ReleaseRepository {
+            root,
+            bounds,
+            inspector,
+            shared: Shared::new(
+                Writer::new(usage, LifecycleState::default()),
+                Index::default(),
+            ),
+            epoch: new_epoch(),
+            counters: Counters::default(),
+            stage_seq: AtomicU64::new(0),
+        };
+        let (writer, index) = repo.recover(usage)?;
+        repo.shared = Shared::new(writer, index);
+        Ok(repo)
+    }
+
+    fn fs(&self) -> &F {
+        self.root.fs()
+    }
+
+    fn releases(&self) -> PathBuf {
+        self.root.root().join(RELEASES_DIR)
+    }
+
+    /// Loads the lifecycle state: `None` when the root has none yet.
+    fn load_lifecycle(&self) -> Result<Option<LifecycleState>, ReleaseError> {
+        let path = self.root.root().join(LIFECYCLE_FILE);
+        let limit = lifecycle_file_limit(&self.bounds);
+        let Some(meta) = self
+            .fs()
+            .metadata(&path)
+            .map_err(io_err("metadata", &path))?
+        else {
+            return Ok(None);
+        };
+        if meta.kind != Kind::File {
+            return Err(corrupt(&path, "lifecycle state is not a regular file"));
+        }
+        if meta.len > limit {
+            return Err(custos_core::release::lifecycle::LifecycleError::TooLarge {
+                len: meta.len,
+                limit,
+            }
+            .into());
+        }
+        let bytes = self
+            .fs()
+            .read_bounded(&path, limit)
+            .map_err(io_err("read", &path))?;
+        Ok(Some(LifecycleState::decode(&bytes, limit)?))
+    }
+
+    fn write_lifecycle(&self, state: &LifecycleState) -> Result<(), ReleaseError> {
+        let n = self.stage_seq.fetch_add(1, Ordering::Relaxed);
+        let name = format!("lifecycle-{:016x}-{n}", self.epoch);
+        self.root
+            .replace_file(STAGING_DIR, &name, LIFECYCLE_FILE, &state.encode())?;
+        Ok(())
+    }
+
+    fn recover(&self, mut usage: CatalogUsage) -> Result<(Writer, Index), ReleaseError> {
+        let lifecycle = self.load_lifecycle()?;
+        let bootstrap = lifecycle.is_none();
+        let mut lifecycle = lifecycle.unwrap_or_default();
+        let dir = self.releases();
+        let names = self.fs().read_dir(&dir).map_err(io_err("read_dir", &dir))?;
+        let mut index = Index::default();
+        let mut orphans = std::collections::BTreeMap::new();
+        let mut references = std::collections::BTreeMap::new();
+        for name in names {
+            let path = dir.join(&name);
+            let is_dir = self
+                .fs()
+                .metadata(&path)
+                .map_err(io_err("metadata", &path))?
+                .is_some_and(|m| m.kind == Kind::Dir);
+            let complete = if is_dir && Sha256::parse_hex(&name).is_some() {
+                self.probe_complete(&path)?
+            } else {
+                CompleteProbe::Missing
+            };
+            let probe = Probe {
+                name: &name,
+                is_dir,
+                complete,
+            };
+            match classify_entry(&probe) {
+                Recovered::Debris => usage = usage.charge_debris(&self.bounds)?,
+                Recovered::Corrupt(e) => return Err(e.into()),
+                Recovered::Completed(digest, record) => {
+                    let verified = self.verify_dir(&digest, Some(record), true)?;
+                    let descriptor = verified.descriptor;
+                    usage = usage.charge_recovered(&self.bounds, &descriptor.footprint())?;
+                    if let Some(other) = references.insert(descriptor.reference(), digest) {
+                        return Err(corrupt(
+                            &path,
+                            &format!(
+                                "reference {} is held by both {other} and {digest}",
+                                descriptor.reference()
+                            ),
+                        ));
+                    }
+                    if bootstrap {
+                        lifecycle.apply(LifecycleOp::Publish, &digest)?;
+                    }
+                    let entry = |membership| Entry {
+                        descriptor: descriptor.clone(),
+                        metadata_digest: record.metadata_digest,
+                        membership,
+                    };
+                    match recovered_membership(&lifecycle, &digest) {
+                        RecoveredStanding::Adopted(m) => index.insert(entry(m)),
+                        RecoveredStanding::Orphan => {
+                            orphans.insert(digest, entry(Membership::Member));
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(missing) = lifecycle.releases.keys().find(|d| index.get(d).is_none()) {
+            return Err(corrupt(
+                &dir,
+                &format!("lifecycle state names {missing}, which has no completed directory"),
+            ));
+        }
+        if bootstrap {
+            self.write_lifecycle(&lifecycle)?;
+        }
+        let mut writer = Writer::new(usage, lifecycle);
+        writer.orphans = orphans;
+        Ok((writer, index))
+    }
+
+    /// Probes `dir/COMPLETE` without reading more than its fixed bound.
+    fn probe_complete(&self, dir: &Path) -> Result<CompleteProbe, ReleaseError> {
+        let path = dir.join(COMPLETE_FILE);
+        let meta = self
+            .fs()
+            .metadata(&path)
+            .map_err(io_err("metadata", &path))?;
+        Ok(match meta {
+            None => CompleteProbe::Missing,
+            Some(m) if m.kind != Kind::File => CompleteProbe::NotRegular,
+            Some(m) => match complete::check_complete_len(m.len) {
+                Err(e) => CompleteProbe::Decoded(Err(e)),
+                Ok(()) => {
+                    let bytes = self
+                        .fs()
+                        .read_bounded(&path, complete::MAX_COMPLETE_BYTES)
+                        .map_err(io_err("read", &path))?;
+                    CompleteProbe::Decoded(complete::decode(&bytes))
+                }
+            },
+        })
+    }
+
+    /// Reads a payload file: a regular file, its length checked against its
+    /// bound before anything is allocated.
+    fn read_payload(&self, path: &Path, kind: FileKind) -> Result<Vec<u8>, ReleaseError> {
+        let meta = self
+            .fs()
+            .metadata(path)
+            .map_err(io_err("metadata", path))?
+            .ok_or_else(|| corrupt(path, "missing"))?;
+        if meta.kind != Kind::File {
+            return Err(corrupt(path, "not a regular file"));
+        }
+        check_file_len(&self.bounds, kind, meta.len)?;
+        let limit = match kind {
+            FileKind::Component => self.bounds.max_component_bytes,
+            FileKind::Metadata | FileKind::Manifest => self.bounds.max_metadata_bytes,
+        };
+        self.fs()
+            .read_bounded(path, limit)
+            .map_err(|e| corrupt(path, &e.to_string()))
+    }
+
+    /// Verifies `releases/<hex>/` in full: COMPLETE (probed again unless
+    /// given), metadata, manifest and component, each length-checked before
+    /// reading, every digest and the descriptor's agreement with the
+    /// manifest and the contract. Returns the release (with the component
+    /// when `keep_component`).
+    fn verify_dir(
+        &self,
+        digest: &Sha256,
+        record: Option<CompleteRecord>,
+        keep_component: bool,
+    ) -> Result<Release, ReleaseError> {
+        let dir = self.releases().join(digest.hex());
+        let record = match record {
+            Some(r) => r,
+            None => match self.probe_complete(&dir)? {
+                CompleteProbe::Decoded(Ok(r)) => r,
+                CompleteProbe::Decoded(Err(e)) => return Err(ReleaseError::Complete(*digest, e)),
+                CompleteProbe::Missing | CompleteProbe::NotRegular => {
+                    return Err(corrupt(&dir, "completion record missing or not a file"))
+                }
+            },
+        };
+        bump(&self.counters.metadata_fetch, 1);
+        let metadata_bytes = self.read_payload(&dir.join(METADATA_FILE), FileKind::Metadata)?;
+        let meta = ReleaseMetadata::decode(&metadata_bytes, self.bounds.max_metadata_bytes)?;
+        let manifest_bytes = self.read_payload(&dir.join(MANIFEST_FILE), FileKind::Manifest)?;
+        let manifest = Manifest::decode_canonical(&manifest_bytes, self.bounds.max_metadata_bytes)?;
+        bump(&self.counters.component_verification, 1);
+        let component = self.read_payload(&dir.join(COMPONENT_FILE), FileKind::Component)?;
+        bump(
+            &self.counters.component_bytes,
+            u64::try_from(component.len()).unwrap_or(u64::MAX),
+        );
+        bump(&self.counters.metadata_fingerprint, 1);
+        let name = digest.hex();
+        record
+            .verify(&StoredRelease {
+                directory_name: &name,
+                descriptor_digest: meta.descriptor.component_digest,
+                descriptor_size_bytes: meta.descriptor.component_size_bytes,
+                component: &component,
+                metadata: &metadata_bytes,
+                manifest: &manifest_bytes,
+            })
+            .map_err(|e| ReleaseError::Complete(*digest, e))?;
+        if Descriptor::for_release(&manifest, record.component_size_bytes) != meta.descriptor {
+            return Err(corrupt(&dir, "descriptor disagrees with the manifest"));
+        }
+        if meta.contract.export_names() != manifest.exports {
+            return Err(corrupt(&dir, "contract exports disagree with the manifest"));
+        }
+        Ok(Release {
+            descriptor: meta.descriptor,
+            manifest,
+            contract: meta.contract,
+            component: if keep_component {
+                component
+            } else {
+                Vec::new()
+            },
+        })
+    }
+
+    /// Step `Validate`: everything about the input, before the writer mutex
+    /// and before any I/O.
+    fn validate(
+        &self,
+        manifest: &[u8],
+        component: &[u8],
+        contract: Contract,
+    ) -> Result<Prepared, ReleaseError> {
+        let manifest = Manifest::parse(manifest, self.bounds.max_metadata_bytes)?;
+        let size = u64::try_from(component.len()).unwrap_or(u64::MAX);
+        check_file_len(&self.bounds, FileKind::Component, size)?;
+        let actual = Sha256::of(component);
+        if manifest.component_digest != actual {
+            return Err(ReleaseError::DigestMismatch {
+                declared: manifest.component_digest,
+                actual,
+            });
+        }
+        contract.shape().check()?;
+        if let Some(extracted) = self.inspector.inspect(component)? {
+            if extracted != contract {
+                return Err(ReleaseError::ContractMismatch(
+                    "the declared contract is not the component's",
+                ));
+            }
+        }
+        if contract.export_names() != manifest.exports {
+            return Err(ReleaseError::ContractMismatch(
+                "the contract's exports are not the manifest's declared exports",
+            ));
+        }
+        let descriptor = Descriptor::for_release(&manifest, size);
+        let metadata = ReleaseMetadata {
+            descriptor: descriptor.clone(),
+            contract,
+        }
+        .encode_checked(self.bounds.max_metadata_bytes)?;
+        let manifest = manifest.canonical();
+        let record = CompleteRecord::for_release(component, &metadata, &manifest);
+        let candidate = Candidate {
+            entry: descriptor.footprint(),
+            metadata_bytes: u64::try_from(metadata.len()).unwrap_or(u64::MAX),
+            component_bytes: size,
+        };
+        Ok(Prepared {
+            descriptor,
+            metadata,
+            manifest,
+            record,
+            candidate,
+        })
+    }
+
+    /// Publishes a release: `manifest` (any JSON spelling; stored
+    /// canonically), the component bytes (released before the stored copy
+    /// is read back) and its contract metadata. Follows
+    /// [`protocol::steps_of`] the plan exactly; see the module docs.
+    pub fn publish(
+        &self,
+        manifest: &[u8],
+        component: Vec<u8>,
+        contract: Contract,
+    ) -> Result<Published, ReleaseError> {
+        self.root.check_live()?;
+        let prepared = self.validate(manifest, &component, contract)?;
+        let digest = prepared.record.component_digest;
+        let mut w = self.shared.writer();
+        let admitted = self
+            .shared
+            .admit(
+                &w,
+                &self.bounds,
+                &prepared.descriptor,
+                &prepared.record.metadata_digest,
+                &prepared.candidate,
+            )
+            .map_err(|r| match r {
+                Refusal::Protocol(p) => ReleaseError::Protocol(p),
+                Refusal::Bound(b) => ReleaseError::Bound(b),
+            })?;
+        let entry = Entry {
+            descriptor: prepared.descriptor.clone(),
+            metadata_digest: prepared.record.metadata_digest,
+            membership: Membership::Member,
+        };
+        let mut component = Some(component);
+        let mut stage = PathBuf::new();
+        let mut outcome = None;
+        for &step in protocol::steps_of(admitted.plan) {
+            let result = match step {
+                Step::Validate | Step::Admit => Ok(()),
+                Step::CreateStage => {
+                    let n = self.stage_seq.fetch_add(1, Ordering::Relaxed);
+                    stage = self
+                        .root
+                        .root()
+                        .join(STAGING_DIR)
+                        .join(format!("{:016x}-{n}", self.epoch));
+                    self.root.create_dir(&stage).map_err(ReleaseError::from)
+                }
+                Step::WriteMetadata => self.write(&stage, METADATA_FILE, &prepared.metadata),
+                Step::WriteManifest => self.write(&stage, MANIFEST_FILE, &prepared.manifest),
+                Step::WriteComponent => {
+                    let r = self.write(&stage, COMPONENT_FILE, component.as_deref().unwrap_or(&[]));
+                    // The caller's buffer is released before the stored
+                    // component is read back.
+                    component = None;
+                    r
+                }
+                Step::WriteComplete => self.write(&stage, COMPLETE_FILE, &prepared.record.encode()),
+                Step::SyncStage => self.root.sync_dir(&stage).map_err(ReleaseError::from),
+                Step::Rename => {
+                    let dest = self.releases().join(digest.hex());
+                    let r = self.root.rename(&stage, &dest).map_err(ReleaseError::from);
+                    if r.is_ok() {
+                        self.shared
+                            .on_renamed(&mut w, entry.clone(), admitted.usage);
+                    }
+                    r
+                }
+                Step::Verify => {
+                    component = None;
+                    self.verify_dir(&digest, None, false).and_then(|r| {
+                        if r.descriptor == prepared.descriptor {
+                            Ok(())
+                        } else {
+                            Err(corrupt(&self.releases(), "stored descriptor differs"))
+                        }
+                    })
+                }
+                Step::SyncReleases => self
+                    .root
+                    .sync_dir(&self.releases())
+                    .map_err(ReleaseError::from),
+                Step::CommitLifecycle => {
+                    let mut next = w.lifecycle.clone();
+                    next.apply(LifecycleOp::Publish, &digest)
+                        .map_err(ReleaseError::from)
+                        .and_then(|o| {
+                            self.write_lifecycle(&next)?;
+                            w.lifecycle = next;
+                            outcome = Some(o);
+                            Ok(())
+                        })
+                }
+                Step::Adopt => {
+                    let membership = w
+                        .lifecycle
+                        .membership(&digest)
+                        .unwrap_or(Membership::Member);
+                    let adopted = Entry {
+                        membership,
+                        ..entry.clone()
+                    };
+                    self.shared.adopt(&mut w, adopted);
+                    Ok(())
+                }
+            };
+            if let Err(e) = result {
+                // A failure once the destination exists leaves the digest
+                // pending: past the rename of a new release, or anywhere in
+                // a reconciliation (its directory already exists). A no-op
+                // changes nothing.
+                let indeterminate = match admitted.plan {
+                    Plan::New => step.past_rename(),
+                    Plan::Reconcile => true,
+                    Plan::Noop => false,
+                };
+                if indeterminate {
+                    w.gate.on_failure_after_rename(&digest);
+                    if w.pending.is_none() {
+                        w.pending = Some(entry.clone());
+                    }
+                }
+                return Err(step_err(step)(e));
+            }
+        }
+        Ok(Published {
+            digest,
+            plan: admitted.plan,
+            outcome,
+        })
+    }
+
+    fn write(&self, stage: &Path, name: &str, data: &[u8]) -> Result<(), ReleaseError> {
+        Ok(self.root.write_synced(&stage.join(name), data)?)
+    }
+
+    fn eligible(&self, entry: &Entry) -> Result<(), ReleaseError> {
+        if entry.membership.is_eligible() {
+            Ok(())
+        } else {
+            Err(ReleaseError::NotEligible {
+                digest: entry.digest(),
+                membership: entry.membership,
+            })
+        }
+    }
+
+    /// Resolves a reference (`name@version`) to an eligible release's
+    /// descriptor, from the index (no I/O).
+    pub fn resolve(&self, reference: &str) -> Result<Descriptor, ReleaseError> {
+        let entry = self
+            .shared
+            .read(|ix| ix.by_reference(reference).cloned())
+            .ok_or_else(|| ReleaseError::NotFound(reference.to_owned()))?;
+        self.eligible(&entry)?;
+        Ok(entry.descriptor.clone())
+    }
+
+    /// Fetches an eligible release in full, verified from disk before it is
+    /// returned.
+    pub fn fetch(&self, digest: &Sha256) -> Result<Release, ReleaseError> {
+        let entry = self
+            .shared
+            .read(|ix| ix.get(digest).cloned())
+            .ok_or_else(|| ReleaseError::NotFound(digest.to_string()))?;
+        self.eligible(&entry)?;
+        bump(&self.counters.full_fetch, 1);
+        let release = self.verify_dir(digest, None, true)?;
+        if release.descriptor != entry.descriptor {
+            return Err(corrupt(
+                &self.releases().join(digest.hex()),
+                "stored descriptor differs from the adopted one",
+            ));
+        }
+        Ok(release)
+    }
+
+    /// The catalog row of `digest` for `tenant` (historical metadata,
+    /// whatever the membership). Another tenant's release, or a trusted
+    /// local one with no tenant, is not found.
+    pub fn get_catalog_entry(
+        &self,
+        tenant: &str,
+        digest: &Sha256,
+    ) -> Result<CatalogEntry, ReleaseError> {
+        self.shared
+            .read(|ix| {
+                ix.get(digest)
+                    .filter(|e| e.descriptor.tenant.as_deref() == Some(tenant))
+                    .map(|e| CatalogEntry {
+                        descriptor: e.descriptor.clone(),
+                        membership: e.membership,
+                    })
+            })
+            .ok_or_else(|| ReleaseError::NotFound(digest.to_string()))
+    }
+
+    /// One page of `tenant`'s releases (narrowed to `service` when given)
+    /// in ascending digest order, bounded by rows and materialized
+    /// descriptor bytes before anything is cloned. `page_token` continues a
+    /// listing; it expires with a new visible publication or a reopen.
+    pub fn list_catalog_entries(
+        &self,
+        tenant: &str,
+        service: Option<&str>,
+        page_token: Option<&str>,
+    ) -> Result<CatalogPage, ReleaseError> {
+        let scope = Scope { tenant, service };
+        self.shared.read(|ix| {
+            let after = page_token
+                .map(|t| PageToken::check(t, &scope, self.epoch, ix.generation()))
+                .transpose()?;
+            let mut entries = Vec::new();
+            let (mut rows, mut bytes) = (0u64, 0u64);
+            let mut more = false;
+            for e in ix.scope(tenant, service, after) {
+                let size = e.descriptor.materialized_bytes();
+                if !page_admits(&self.bounds, rows, bytes, size) {
+                    if rows == 0 {
+                        return Err(ReleaseError::Bound(BoundError::ResourceExhausted {
+                            bound: Bound::PageBytes,
+                            limit: self.bounds.max_page_bytes,
+                            requested: size,
+                        }));
+                    }
+                    more = true;
+                    break;
+                }
+                rows += 1;
+                bytes = bytes.saturating_add(size);
+                entries.push(CatalogEntry {
+                    descriptor: e.descriptor.clone(),
+                    membership: e.membership,
+                });
+            }
+            let next_page_token = match entries.last() {
+                Some(last) if more => Some(
+                    PageToken::new(
+                        self.epoch,
+                        ix.generation(),
+                        &scope,
+                        last.descriptor.component_digest,
+                    )
+                    .encode(),
+                ),
+                _ => None,
+            };
+            Ok(CatalogPage {
+                entries,
+                next_page_token,
+            })
+        })
+    }
+
+    /// Revokes a release: durable in lifecycle state before the index
+    /// changes; never undone by republication.
+    pub fn revoke(&self, digest: &Sha256) -> Result<Outcome, ReleaseError> {
+        self.change(LifecycleOp::Revoke, digest)
+    }
+
+    /// Retires a release (a revoked one stays revoked).
+    pub fn retire(&self, digest: &Sha256) -> Result<Outcome, ReleaseError> {
+        self.change(LifecycleOp::Retire, digest)
+    }
+
+    fn change(&self, op: LifecycleOp, digest: &Sha256) -> Result<Outcome, ReleaseError> {
+        self.root.check_live()?;
+        let mut w = self.shared.writer();
+        if self.shared.read(|ix| ix.get(digest).is_none()) {
+            return Err(ReleaseError::NotFound(digest.to_string()));
+        }
+        let mut next = w.lifecycle.clone();
+        let outcome = next.apply(op, digest)?;
+        self.write_lifecycle(&next)?;
+        w.lifecycle = next;
+        self.shared.set_membership(digest, outcome.after);
+        Ok(outcome)
+    }
+
+    /// The status of lifecycle operation `seq`: retained, or unknown.
+    pub fn outcome(&self, seq: u64) -> OutcomeStatus {
+        self.shared.writer().lifecycle.outcome(seq)
+    }
+
+    /// The lifecycle membership of `digest`, if it has a record.
+    pub fn membership(&self, digest: &Sha256) -> Option<Membership> {
+        self.shared.writer().lifecycle.membership(digest)
+    }
+
+    /// The five verification counters.
+    pub fn verification_snapshot(&self) -> VerificationSnapshot {
+        let c = &self.counters;
+        VerificationSnapshot {
+            full_fetch_attempts: c.full_fetch.load(Ordering::Relaxed),
+            metadata_fetch_attempts: c.metadata_fetch.load(Ordering::Relaxed),
+            component_verification_attempts: c.component_verification.load(Ordering::Relaxed),
+            component_bytes_hashed: c.component_bytes.load(Ordering::Relaxed),
+            metadata_fingerprint_attempts: c.metadata_fingerprint.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The canonical absolute root this handle owns.
+    pub fn root(&self) -> &Path {
+        self.root.root()
+    }
+
+    /// The configured bounds.
+    pub fn bounds(&self) -> &Bounds {
+        &self.bounds
+    }
+
+    /// This open instance's epoch (page tokens are bound to it).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The visible generation (moved by every adoption).
+    pub fn generation(&self) -> u64 {
+        self.shared.read(|ix| ix.generation())
+    }
+
+    /// What the owner has admitted: entries, index bytes, directories.
+    pub fn usage(&self) -> CatalogUsage {
+        self.shared.writer().usage
+    }
+
+    /// The digest pending reconciliation, if a publication failed past its
+    /// rename.
+    pub fn pending(&self) -> Option<Sha256> {
+        self.shared.writer().gate.pending
+    }
+
+    /// Digests of completed directories recovered without lifecycle
+    /// membership (invisible; each reserves its reference).
+    pub fn orphans(&self) -> Vec<Sha256> {
+        self.shared.writer().orphans.keys().copied().collect()
+    }
+
+    /// Adopted releases, in digest order.
+    pub fn len(&self) -> usize {
+        self.shared.read(Index::len)
+    }
+
+    /// Whether nothing is adopted.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+fn corrupt(path: &Path, detail: &str) -> ReleaseError {
+    ReleaseError::Corrupt {
+        path: path.to_path_buf(),
+        detail: detail.to_owned(),
+    }
+}

@@ -1,0 +1,155 @@
+//! The release repository's errors.
+
+use std::path::PathBuf;
+
+use custos_core::release::bounds::BoundError;
+use custos_core::release::complete::CompleteError;
+use custos_core::release::contract::ComponentRejected;
+use custos_core::release::lifecycle::{LifecycleError, Membership};
+use custos_core::release::manifest::ManifestError;
+use custos_core::release::metadata::MetadataError;
+use custos_core::release::page::PageError;
+use custos_core::release::protocol::{ProtocolError, RecoveryError, Step};
+use custos_core::release::Sha256;
+use thiserror::Error;
+
+use crate::error::FsError;
+
+/// Why a release-repository operation failed. A refusal before staging
+/// leaves the root untouched.
+#[derive(Debug, Error)]
+pub enum ReleaseError {
+    /// The filesystem failed (including the root's `Unavailable` reasons).
+    #[error("{0}")]
+    Fs(#[from] FsError),
+    /// A step of a publication failed after it began.
+    #[error("publication step {} failed: {source}", step.as_str())]
+    Step {
+        /// The protocol step.
+        step: Step,
+        /// What failed.
+        #[source]
+        source: Box<ReleaseError>,
+    },
+    /// The manifest was refused.
+    #[error("{0}")]
+    Manifest(#[from] ManifestError),
+    /// The metadata codec refused.
+    #[error("{0}")]
+    Metadata(#[from] MetadataError),
+    /// A bound refused (`ResourceExhausted`, contract too complex).
+    #[error("{0}")]
+    Bound(#[from] BoundError),
+    /// The protocol refused: a pending publication (`Unavailable`), or a
+    /// digest or reference conflict.
+    #[error("{0}")]
+    Protocol(#[from] ProtocolError),
+    /// The component inspector refused the component.
+    #[error("{0}")]
+    Component(#[from] ComponentRejected),
+    /// The component's digest is not the manifest's.
+    #[error("InvalidManifest: component_digest {declared} is not the component's digest {actual}")]
+    DigestMismatch {
+        /// What the manifest declares.
+        declared: Sha256,
+        /// SHA-256 of the component bytes.
+        actual: Sha256,
+    },
+    /// The declared contract disagrees with the component or the manifest.
+    #[error("InvalidContract: {0}")]
+    ContractMismatch(&'static str),
+    /// A completion record was refused.
+    #[error("{1} (release {0})")]
+    Complete(Sha256, CompleteError),
+    /// Recovery refused a directory under `releases/`: the open fails.
+    #[error("{0}")]
+    Recovery(#[from] RecoveryError),
+    /// Stored data is damaged or inconsistent.
+    #[error("CorruptArtifact: {path}: {detail}")]
+    Corrupt {
+        /// The file or directory.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
+    /// Lifecycle state refused an operation or did not decode.
+    #[error("{0}")]
+    Lifecycle(#[from] LifecycleError),
+    /// No adopted release has this digest or reference (or it belongs to
+    /// another tenant).
+    #[error("NotFound: release {0}")]
+    NotFound(String),
+    /// The release exists but is not eligible for resolve or fetch.
+    #[error("FailedPrecondition: release {digest} is {}", membership.as_str())]
+    NotEligible {
+        /// The release.
+        digest: Sha256,
+        /// Its membership.
+        membership: Membership,
+    },
+    /// A page request was refused.
+    #[error("{0}")]
+    Page(#[from] PageError),
+}
+
+impl ReleaseError {
+    /// The error class in the spec's vocabulary: `Unavailable`,
+    /// `ResourceExhausted`, `CorruptArtifact`, `AlreadyExists`, `NotFound`,
+    /// `InvalidArgument`, `FailedPrecondition`, `Internal`.
+    pub fn class(&self) -> &'static str {
+        match self {
+            ReleaseError::Fs(FsError::Unavailable { .. }) => "Unavailable",
+            ReleaseError::Fs(_) => "Internal",
+            ReleaseError::Step { source, .. } => source.class(),
+            ReleaseError::Manifest(ManifestError::TooLarge { .. })
+            | ReleaseError::Metadata(MetadataError::TooLarge { .. })
+            | ReleaseError::Lifecycle(LifecycleError::TooLarge { .. })
+            | ReleaseError::Bound(BoundError::ResourceExhausted { .. }) => "ResourceExhausted",
+            ReleaseError::Manifest(ManifestError::NonCanonical)
+            | ReleaseError::Metadata(
+                MetadataError::Malformed(_)
+                | MetadataError::NonCanonical
+                | MetadataError::UnknownFormat(_),
+            )
+            | ReleaseError::Lifecycle(
+                LifecycleError::Malformed(_)
+                | LifecycleError::NonCanonical
+                | LifecycleError::UnknownFormat(_),
+            )
+            | ReleaseError::Recovery(_)
+            | ReleaseError::Corrupt { .. } => "CorruptArtifact",
+            ReleaseError::Complete(_, e) => e.class(),
+            ReleaseError::Protocol(ProtocolError::Unavailable { .. }) => "Unavailable",
+            ReleaseError::Protocol(_) => "AlreadyExists",
+            ReleaseError::NotFound(_) | ReleaseError::Lifecycle(LifecycleError::NotFound(_)) => {
+                "NotFound"
+            }
+            ReleaseError::NotEligible { .. } | ReleaseError::Page(PageError::Expired) => {
+                "FailedPrecondition"
+            }
+            ReleaseError::Manifest(_)
+            | ReleaseError::Metadata(_)
+            | ReleaseError::Bound(_)
+            | ReleaseError::Component(_)
+            | ReleaseError::DigestMismatch { .. }
+            | ReleaseError::ContractMismatch(_)
+            | ReleaseError::Page(PageError::InvalidToken) => "InvalidArgument",
+        }
+    }
+
+    /// The error under any [`ReleaseError::Step`] wrappers.
+    pub fn root_cause(&self) -> &ReleaseError {
+        match self {
+            ReleaseError::Step { source, .. } => source.root_cause(),
+            e => e,
+        }
+    }
+
+    /// The step a publication failed at, if it got past admission.
+    pub fn step(&self) -> Option<Step> {
+        match self {
+            ReleaseError::Step { step, .. } => Some(*step),
+            _ => None,
+        }
+    }
+}

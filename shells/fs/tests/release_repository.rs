@@ -1,0 +1,916 @@
+//! The release repository on real files (spec 002): publication order and
+//! its refusals before staging, the two capacity scenarios, debris, the
+//! pending gate, identical and conflicting republication, lifecycle,
+//! recovery, page tokens, counters and length checks before allocation.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use custos_core::release::bounds::{Bound, BoundError, Bounds};
+use custos_core::release::complete::{self, COMPLETE_FILE};
+use custos_core::release::contract::{
+    ComponentRejected, Contract, Function, Interface, MagicOnly, Param, ValType,
+};
+use custos_core::release::lifecycle::{Membership, OutcomeStatus};
+use custos_core::release::page::PageError;
+use custos_core::release::protocol::{Plan, ProtocolError, RecoveryError, Step};
+use custos_core::release::Sha256;
+use custos_fs::release::{
+    ReleaseError, ReleaseRepository, COMPONENT_FILE, METADATA_FILE, RELEASES_DIR, STAGING_DIR,
+};
+use custos_fs::{Fs, FsError, Op, RealFs, RecordingFs, ROOT_LOCKED};
+
+fn component(n: u32) -> Vec<u8> {
+    let mut c = b"\0asm\x0d\0\x01\0".to_vec();
+    c.extend_from_slice(&n.to_le_bytes());
+    c
+}
+
+fn contract() -> Contract {
+    Contract {
+        interfaces: vec![Interface {
+            name: "api".into(),
+            functions: vec![Function {
+                name: "run".into(),
+                params: vec![Param {
+                    name: "x".into(),
+                    ty: ValType::Result {
+                        ok: Some(Box::new(ValType::U32)),
+                        err: Some(Box::new(ValType::String)),
+                    },
+                }],
+                results: vec![ValType::List(Box::new(ValType::U8))],
+            }],
+        }],
+    }
+}
+
+fn manifest(name: &str, tenant: Option<&str>, service: Option<&str>, comp: &[u8]) -> Vec<u8> {
+    let mut m = serde_json::json!({
+        "name": name,
+        "version": "1.0.0",
+        "component_digest": Sha256::of(comp).to_string(),
+        "exports": ["api"],
+    });
+    if let Some(t) = tenant {
+        m["tenant"] = t.into();
+    }
+    if let Some(s) = service {
+        m["service"] = s.into();
+    }
+    serde_json::to_vec(&m).unwrap()
+}
+
+type Repo<F = RealFs> = ReleaseRepository<F>;
+
+fn open_with<F: Fs>(fs: F, dir: &Path, bounds: Bounds) -> Result<Repo<F>, ReleaseError> {
+    ReleaseRepository::open(fs, dir, bounds, Arc::new(MagicOnly))
+}
+
+fn open(dir: &Path, bounds: Bounds) -> Repo {
+    open_with(RealFs, dir, bounds).unwrap()
+}
+
+fn publish<F: Fs>(repo: &Repo<F>, n: u32) -> Result<custos_fs::release::Published, ReleaseError> {
+    let c = component(n);
+    repo.publish(&manifest(&format!("r{n}"), None, None, &c), c, contract())
+}
+
+fn tenant_publish<F: Fs>(
+    repo: &Repo<F>,
+    n: u32,
+    tenant: &str,
+    service: Option<&str>,
+) -> Result<custos_fs::release::Published, ReleaseError> {
+    let c = component(n);
+    repo.publish(
+        &manifest(&format!("r{n}"), Some(tenant), service, &c),
+        c,
+        contract(),
+    )
+}
+
+fn digest(n: u32) -> Sha256 {
+    Sha256::of(&component(n))
+}
+
+fn release_dir(root: &Path, n: u32) -> PathBuf {
+    root.join(RELEASES_DIR).join(digest(n).hex())
+}
+
+fn staged_anything(trace: &[custos_fs::Recorded], root: &Path) -> bool {
+    let stage = root.join(STAGING_DIR);
+    trace.iter().any(|r| match &r.op {
+        Op::CreateDir(p) | Op::WriteNew(p, _) | Op::Rename(p, _) => p.starts_with(&stage),
+        _ => false,
+    })
+}
+
+fn mutations(trace: &[custos_fs::Recorded]) -> Vec<Op> {
+    trace
+        .iter()
+        .map(|r| r.op.clone())
+        .filter(|o| {
+            matches!(
+                o,
+                Op::CreateDir(_)
+                    | Op::WriteNew(..)
+                    | Op::SyncFile(_)
+                    | Op::SyncDir(_)
+                    | Op::Rename(..)
+                    | Op::RemoveDirAll(_)
+            )
+        })
+        .collect()
+}
+
+fn bound_of(e: &ReleaseError) -> Option<Bound> {
+    match e.root_cause() {
+        ReleaseError::Bound(BoundError::ResourceExhausted { bound, .. }) => Some(*bound),
+        _ => None,
+    }
+}
+
+#[test]
+fn publish_resolve_fetch_and_reopen() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = open(tmp.path(), Bounds::default());
+    let p = publish(&repo, 1).unwrap();
+    assert_eq!(p.digest, digest(1));
+    assert_eq!(p.plan, Plan::New);
+    assert!(p.outcome.is_some());
+    let d = repo.resolve("r1@1.0.0").unwrap();
+    assert_eq!(d.component_digest, digest(1));
+    let r = repo.fetch(&digest(1)).unwrap();
+    assert_eq!(r.component, component(1));
+    assert_eq!(r.contract, contract());
+    let dir = release_dir(repo.root(), 1);
+    for f in [
+        METADATA_FILE,
+        "manifest.json",
+        COMPONENT_FILE,
+        COMPLETE_FILE,
+    ] {
+        assert!(dir.join(f).is_file(), "{f}");
+    }
+    let rec = complete::decode(&std::fs::read(dir.join(COMPLETE_FILE)).unwrap()).unwrap();
+    assert_eq!(rec.component_digest, digest(1));
+    let root = repo.root().to_path_buf();
+    drop(repo);
+    let again = open(&root, Bounds::default());
+    assert_eq!(again.fetch(&digest(1)).unwrap(), r);
+    assert_eq!(again.membership(&digest(1)), Some(Membership::Member));
+    assert!(matches!(
+        again.resolve("r9@1.0.0"),
+        Err(ReleaseError::NotFound(_))
+    ));
+}
+
+#[test]
+fn a_second_live_opener_is_unavailable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let _repo = open(tmp.path(), Bounds::default());
+    let e = open_with(RealFs, tmp.path(), Bounds::default()).unwrap_err();
+    assert_eq!(e.class(), "Unavailable");
+    assert!(matches!(e, ReleaseError::Fs(ref f) if f.unavailable_reason() == Some(ROOT_LOCKED)));
+}
+
+#[test]
+fn publication_writes_in_the_protocol_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fs = RecordingFs::new(RealFs);
+    let repo = open_with(fs.clone(), tmp.path(), Bounds::default()).unwrap();
+    fs.clear_trace();
+    publish(&repo, 1).unwrap();
+    let ops = mutations(&fs.trace());
+    let root = repo.root().to_path_buf();
+    let releases = root.join(RELEASES_DIR);
+    let Some(Op::CreateDir(stage)) = ops.first().cloned() else {
+        panic!("{ops:?}")
+    };
+    assert!(stage.starts_with(root.join(STAGING_DIR)));
+    let dest = releases.join(digest(1).hex());
+    let mut want = vec![Op::CreateDir(stage.clone())];
+    for name in [
+        METADATA_FILE,
+        "manifest.json",
+        COMPONENT_FILE,
+        COMPLETE_FILE,
+    ] {
+        let p = stage.join(name);
+        let Some(Op::WriteNew(_, data)) = ops.get(want.len()).cloned() else {
+            panic!("{ops:?}")
+        };
+        want.push(Op::WriteNew(p.clone(), data));
+        want.push(Op::SyncFile(p));
+    }
+    want.push(Op::SyncDir(stage.clone()));
+    want.push(Op::Rename(stage, dest));
+    want.push(Op::SyncDir(releases));
+    assert_eq!(ops.get(..want.len()), Some(&want[..]));
+    // Then lifecycle: temp write, fsync, rename over lifecycle.json, root fsync.
+    let rest = ops.get(want.len()..).unwrap();
+    assert!(
+        matches!(rest, [Op::WriteNew(..), Op::SyncFile(_), Op::Rename(_, to), Op::SyncDir(r)]
+        if to == &root.join("lifecycle.json") && r == &root),
+        "{rest:?}"
+    );
+}
+
+/// Spec: three index entries and two recovery directories admit only two
+/// new releases into an empty root; the third is refused before staging;
+/// both survive reopening with the same configuration.
+#[test]
+fn three_entries_two_recovery_directories_admit_two_releases() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bounds = Bounds {
+        max_entries: 3,
+        max_recovery_directories: 2,
+        ..Bounds::default()
+    };
+    let fs = RecordingFs::new(RealFs);
+    let repo = open_with(fs.clone(), tmp.path(), bounds).unwrap();
+    publish(&repo, 1).unwrap();
+    publish(&repo, 2).unwrap();
+    fs.clear_trace();
+    let e = publish(&repo, 3).unwrap_err();
+    assert_eq!(e.class(), "ResourceExhausted");
+    assert_eq!(bound_of(&e), Some(Bound::RecoveryDirectories));
+    assert!(!staged_anything(&fs.trace(), repo.root()));
+    assert!(mutations(&fs.trace()).is_empty(), "{:?}", fs.trace());
+    let root = repo.root().to_path_buf();
+    drop(repo);
+    let again = open(&root, bounds);
+    for n in [1, 2] {
+        assert_eq!(again.fetch(&digest(n)).unwrap().component, component(n));
+    }
+    assert_eq!(again.usage().recovery_directories, 2);
+    assert_eq!(
+        bound_of(&publish(&again, 3).unwrap_err()),
+        Some(Bound::RecoveryDirectories)
+    );
+}
+
+/// Spec: both limits two and one retained incomplete directory admit one.
+#[test]
+fn both_limits_two_with_one_debris_directory_admit_one_release() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tmp.path().join(RELEASES_DIR).join("incomplete-stage")).unwrap();
+    let bounds = Bounds {
+        max_entries: 2,
+        max_recovery_directories: 2,
+        ..Bounds::default()
+    };
+    let fs = RecordingFs::new(RealFs);
+    let repo = open_with(fs.clone(), tmp.path(), bounds).unwrap();
+    assert_eq!(repo.usage().recovery_directories, 1);
+    assert_eq!(repo.usage().entries, 0, "debris is never an index entry");
+    publish(&repo, 1).unwrap();
+    fs.clear_trace();
+    let e = publish(&repo, 2).unwrap_err();
+    assert_eq!(bound_of(&e), Some(Bound::RecoveryDirectories));
+    assert!(!staged_anything(&fs.trace(), repo.root()));
+    // The identical republication reuses its directory at the limit.
+    assert_eq!(publish(&repo, 1).unwrap().plan, Plan::Noop);
+    let root = repo.root().to_path_buf();
+    drop(repo);
+    let again = open(&root, bounds);
+    assert_eq!(again.fetch(&digest(1)).unwrap().component, component(1));
+    assert!(again
+        .list_catalog_entries("acme", None, None)
+        .unwrap()
+        .entries
+        .is_empty());
+    assert!(
+        root.join(RELEASES_DIR).join("incomplete-stage").is_dir(),
+        "debris is kept"
+    );
+}
+
+#[test]
+fn a_root_filled_with_debris_refuses_then_offline_cleanup_reclaims() {
+    let tmp = tempfile::tempdir().unwrap();
+    let releases = tmp.path().join(RELEASES_DIR);
+    for i in 0..3 {
+        std::fs::create_dir_all(releases.join(format!("junk-{i}"))).unwrap();
+    }
+    let bounds = Bounds {
+        max_recovery_directories: 3,
+        ..Bounds::default()
+    };
+    let fs = RecordingFs::new(RealFs);
+    let repo = open_with(fs.clone(), tmp.path(), bounds).unwrap();
+    fs.clear_trace();
+    assert_eq!(
+        bound_of(&publish(&repo, 1).unwrap_err()),
+        Some(Bound::RecoveryDirectories)
+    );
+    assert!(!staged_anything(&fs.trace(), repo.root()));
+    drop(repo);
+    // More debris than the bound: the open itself is refused.
+    std::fs::create_dir_all(releases.join("junk-3")).unwrap();
+    let e = open_with(RealFs, tmp.path(), bounds).unwrap_err();
+    assert_eq!(bound_of(&e), Some(Bound::RecoveryDirectories));
+    // Offline cleanup, then publication and reopen.
+    for i in 0..4 {
+        std::fs::remove_dir_all(releases.join(format!("junk-{i}"))).unwrap();
+    }
+    let repo = open(tmp.path(), bounds);
+    publish(&repo, 1).unwrap();
+    drop(repo);
+    assert_eq!(
+        open(tmp.path(), bounds)
+            .fetch(&digest(1))
+            .unwrap()
+            .component,
+        component(1)
+    );
+}
+
+/// The number of operations a publication of release `n` performs before
+/// its lifecycle temp write (the first write under `.tmp` after the rename).
+fn ops_before_lifecycle_write(fs: &RecordingFs, root: &Path) -> usize {
+    let trace = fs.trace();
+    let rename = trace
+        .iter()
+        .position(|r| matches!(&r.op, Op::Rename(_, to) if to.starts_with(root.join(RELEASES_DIR))))
+        .unwrap();
+    rename
+        + trace[rename..]
+            .iter()
+            .position(
+                |r| matches!(&r.op, Op::WriteNew(p, _) if p.starts_with(root.join(STAGING_DIR))),
+            )
+            .unwrap()
+}
+
+#[test]
+fn pending_gate_blocks_other_digests_until_the_exact_retry_reconciles() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fs = RecordingFs::new(RealFs);
+    let repo = open_with(fs.clone(), tmp.path(), Bounds::default()).unwrap();
+    // Learn the operation count of one publication, then fail the same
+    // step (the lifecycle commit, past the rename) of the next one.
+    fs.clear_trace();
+    publish(&repo, 1).unwrap();
+    let k = ops_before_lifecycle_write(&fs, repo.root());
+    fs.clear_trace();
+    fs.fail_at(k);
+    let e = publish(&repo, 2).unwrap_err();
+    assert_eq!(e.step(), Some(Step::CommitLifecycle), "{e}");
+    assert!(release_dir(repo.root(), 2).join(COMPLETE_FILE).is_file());
+    assert_eq!(repo.pending(), Some(digest(2)));
+    assert!(repo.resolve("r2@1.0.0").is_err(), "pending stays hidden");
+    let gen = repo.generation();
+    // Every other digest is Unavailable, before staging.
+    fs.clear_trace();
+    let e = publish(&repo, 3).unwrap_err();
+    assert_eq!(e.class(), "Unavailable");
+    assert!(matches!(
+        e,
+        ReleaseError::Protocol(ProtocolError::Unavailable { pending }) if pending == digest(2)
+    ));
+    assert!(!staged_anything(&fs.trace(), repo.root()));
+    // Changed input under the pending digest is not an identical retry.
+    let c2 = component(2);
+    let digest_of_2 = digest(2);
+    let changed = manifest("other-name", None, None, &c2);
+    assert!(matches!(
+        repo.publish(&changed, c2, contract()),
+        Err(ReleaseError::Protocol(ProtocolError::DigestConflict { digest })) if digest == digest_of_2
+    ));
+    // The exact retry reconciles content and membership, without staging.
+    fs.clear_trace();
+    let p = publish(&repo, 2).unwrap();
+    assert_eq!(p.plan, Plan::Reconcile);
+    assert!(!fs.trace().iter().any(|r| matches!(r.op, Op::CreateDir(_))));
+    assert_eq!(repo.pending(), None);
+    assert_eq!(repo.membership(&digest(2)), Some(Membership::Member));
+    assert_eq!(repo.generation(), gen + 1);
+    assert_eq!(repo.fetch(&digest(2)).unwrap().component, component(2));
+    // Others proceed.
+    assert_eq!(publish(&repo, 3).unwrap().plan, Plan::New);
+}
+
+#[test]
+fn a_pending_release_after_reopen_is_an_orphan_that_reserves_its_reference() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fs = RecordingFs::new(RealFs);
+    let repo = open_with(fs.clone(), tmp.path(), Bounds::default()).unwrap();
+    fs.clear_trace();
+    publish(&repo, 1).unwrap();
+    let k = ops_before_lifecycle_write(&fs, repo.root());
+    fs.clear_trace();
+    fs.fail_at(k);
+    assert!(publish(&repo, 2).is_err());
+    let root = repo.root().to_path_buf();
+    drop(repo);
+    let repo = open(&root, Bounds::default());
+    assert_eq!(repo.orphans(), vec![digest(2)]);
+    assert_eq!(repo.pending(), None);
+    assert!(matches!(
+        repo.resolve("r2@1.0.0"),
+        Err(ReleaseError::NotFound(_))
+    ));
+    assert!(matches!(
+        repo.fetch(&digest(2)),
+        Err(ReleaseError::NotFound(_))
+    ));
+    assert_eq!(repo.membership(&digest(2)), None);
+    assert_eq!(repo.usage().recovery_directories, 2);
+    // Another digest under the orphan's reference is refused.
+    let c = component(77);
+    let e = repo
+        .publish(&manifest("r2", None, None, &c), c, contract())
+        .unwrap_err();
+    assert!(matches!(
+        e,
+        ReleaseError::Protocol(ProtocolError::ReferenceConflict { owner }) if owner == digest(2)
+    ));
+    assert_eq!(e.class(), "AlreadyExists");
+    // An explicit identical publication adopts it.
+    assert_eq!(publish(&repo, 2).unwrap().plan, Plan::Reconcile);
+    assert!(repo.orphans().is_empty());
+    assert_eq!(
+        repo.resolve("r2@1.0.0").unwrap().component_digest,
+        digest(2)
+    );
+}
+
+#[test]
+fn a_failure_before_the_rename_consumes_no_slot_and_leaves_the_gate_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bounds = Bounds {
+        max_recovery_directories: 1,
+        ..Bounds::default()
+    };
+    let fs = RecordingFs::new(RealFs);
+    let repo = open_with(fs.clone(), tmp.path(), bounds).unwrap();
+    fs.clear_trace();
+    // Operation 0 of a publication is the staging directory's creation; 1 is
+    // the metadata write.
+    fs.fail_at(1);
+    let e = publish(&repo, 1).unwrap_err();
+    assert_eq!(e.step(), Some(Step::WriteMetadata));
+    assert_eq!(repo.pending(), None);
+    assert_eq!(repo.usage().recovery_directories, 0);
+    assert!(!release_dir(repo.root(), 1).exists());
+    assert_eq!(publish(&repo, 2).unwrap().plan, Plan::New);
+}
+
+#[test]
+fn identical_republication_is_a_verified_noop() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fs = RecordingFs::new(RealFs);
+    let repo = open_with(fs.clone(), tmp.path(), Bounds::default()).unwrap();
+    publish(&repo, 1).unwrap();
+    let gen = repo.generation();
+    let before = repo.verification_snapshot();
+    fs.clear_trace();
+    let p = publish(&repo, 1).unwrap();
+    assert_eq!(p.plan, Plan::Noop);
+    assert_eq!(p.outcome, None);
+    assert!(mutations(&fs.trace()).is_empty(), "{:?}", fs.trace());
+    assert!(fs
+        .trace()
+        .iter()
+        .any(|r| r.op == Op::Read(release_dir(repo.root(), 1).join(COMPONENT_FILE))));
+    let after = repo.verification_snapshot();
+    assert_eq!(
+        after.component_verification_attempts,
+        before.component_verification_attempts + 1
+    );
+    assert_eq!(repo.generation(), gen);
+}
+
+#[test]
+fn different_content_under_a_digest_or_reference_is_rejected() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = open(tmp.path(), Bounds::default());
+    publish(&repo, 1).unwrap();
+    // Same component, different manifest (tenant): same digest, new content.
+    let c = component(1);
+    let e = repo
+        .publish(&manifest("r1", Some("acme"), None, &c), c, contract())
+        .unwrap_err();
+    assert_eq!(
+        e.root_cause().to_string(),
+        ProtocolError::DigestConflict { digest: digest(1) }.to_string()
+    );
+    assert_eq!(e.class(), "AlreadyExists");
+    // Another component under the same reference.
+    let c = component(2);
+    let e = repo
+        .publish(&manifest("r1", None, None, &c), c, contract())
+        .unwrap_err();
+    assert!(matches!(
+        e,
+        ReleaseError::Protocol(ProtocolError::ReferenceConflict { owner }) if owner == digest(1)
+    ));
+    assert_eq!(repo.len(), 1);
+}
+
+#[test]
+fn invalid_inputs_are_refused_before_staging() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fs = RecordingFs::new(RealFs);
+    let bounds = Bounds {
+        max_component_bytes: 64,
+        ..Bounds::default()
+    };
+    let repo = open_with(fs.clone(), tmp.path(), bounds).unwrap();
+    fs.clear_trace();
+    let c = component(1);
+    // Digest mismatch.
+    let e = repo
+        .publish(
+            &manifest("r1", None, None, &component(2)),
+            c.clone(),
+            contract(),
+        )
+        .unwrap_err();
+    assert!(matches!(e, ReleaseError::DigestMismatch { .. }));
+    // Exports disagree with the contract.
+    let e = repo
+        .publish(
+            &manifest("r1", None, None, &c),
+            c.clone(),
+            Contract::default(),
+        )
+        .unwrap_err();
+    assert!(matches!(e, ReleaseError::ContractMismatch(_)));
+    // Not a component.
+    let bad = b"ELF....".to_vec();
+    let e = repo
+        .publish(&manifest("r1", None, None, &bad), bad, contract())
+        .unwrap_err();
+    assert!(matches!(
+        e,
+        ReleaseError::Component(ComponentRejected { .. })
+    ));
+    // Too large.
+    let big = [b"\0asm".to_vec(), vec![0; 100]].concat();
+    let e = repo
+        .publish(&manifest("r1", None, None, &big), big, contract())
+        .unwrap_err();
+    assert_eq!(bound_of(&e), Some(Bound::ComponentBytes));
+    // A contract too deep.
+    let mut ty = ValType::U8;
+    for _ in 0..40 {
+        ty = ValType::Option(Box::new(ty));
+    }
+    let mut deep = contract();
+    deep.interfaces[0].functions[0].results = vec![ty];
+    let e = repo
+        .publish(&manifest("r1", None, None, &c), c.clone(), deep)
+        .unwrap_err();
+    assert!(matches!(
+        e,
+        ReleaseError::Bound(BoundError::ContractTooComplex {
+            bound: Bound::TypeDepth,
+            ..
+        })
+    ));
+    // An inspector that extracts another contract.
+    drop(repo);
+    let other = |_: &[u8]| Ok(Some(Contract::default()));
+    let repo = ReleaseRepository::open(fs.clone(), tmp.path(), bounds, Arc::new(other)).unwrap();
+    fs.clear_trace();
+    let e = repo
+        .publish(&manifest("r1", None, None, &c), c, contract())
+        .unwrap_err();
+    assert!(matches!(e, ReleaseError::ContractMismatch(_)));
+    assert!(mutations(&fs.trace()).is_empty());
+    assert!(repo.is_empty());
+}
+
+#[test]
+fn revocation_and_retirement_survive_republication_and_reopen() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = open(tmp.path(), Bounds::default());
+    tenant_publish(&repo, 1, "acme", None).unwrap();
+    tenant_publish(&repo, 2, "acme", None).unwrap();
+    let o = repo.revoke(&digest(1)).unwrap();
+    assert_eq!(o.after, Membership::Revoked);
+    repo.retire(&digest(2)).unwrap();
+    assert!(matches!(repo.outcome(o.seq), OutcomeStatus::Retained(x) if x == o));
+    let p = tenant_publish(&repo, 1, "acme", None).unwrap();
+    assert_eq!(p.plan, Plan::Noop);
+    assert_eq!(repo.membership(&digest(1)), Some(Membership::Revoked));
+    let e = repo.resolve("r1@1.0.0").unwrap_err();
+    assert_eq!(e.class(), "FailedPrecondition");
+    assert!(matches!(
+        repo.fetch(&digest(2)),
+        Err(ReleaseError::NotEligible {
+            membership: Membership::Retired,
+            ..
+        })
+    ));
+    // Historical metadata stays readable.
+    assert_eq!(
+        repo.get_catalog_entry("acme", &digest(1))
+            .unwrap()
+            .membership,
+        Membership::Revoked
+    );
+    let root = repo.root().to_path_buf();
+    drop(repo);
+    let repo = open(&root, Bounds::default());
+    assert_eq!(repo.membership(&digest(1)), Some(Membership::Revoked));
+    assert_eq!(repo.membership(&digest(2)), Some(Membership::Retired));
+    assert!(repo.resolve("r1@1.0.0").is_err());
+    assert!(matches!(
+        repo.revoke(&digest(9)),
+        Err(ReleaseError::NotFound(_))
+    ));
+}
+
+#[test]
+fn recovery_fails_on_a_digest_directory_without_a_valid_complete() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = open(tmp.path(), Bounds::default());
+    publish(&repo, 1).unwrap();
+    let root = repo.root().to_path_buf();
+    drop(repo);
+    let complete = release_dir(&root, 1).join(COMPLETE_FILE);
+    let saved = std::fs::read(&complete).unwrap();
+    std::fs::remove_file(&complete).unwrap();
+    let e = open_with(RealFs, &root, Bounds::default()).unwrap_err();
+    assert!(
+        matches!(e, ReleaseError::Recovery(RecoveryError::MissingComplete(d)) if d == digest(1))
+    );
+    assert_eq!(e.class(), "CorruptArtifact");
+    // The legacy marker has its own message; files are preserved.
+    std::fs::write(&complete, b"complete\n").unwrap();
+    let e = open_with(RealFs, &root, Bounds::default()).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("legacy catalog completion marker is unsupported"),
+        "{e}"
+    );
+    assert_eq!(std::fs::read(&complete).unwrap(), b"complete\n");
+    // A changed component byte fails verification.
+    std::fs::write(&complete, &saved).unwrap();
+    let comp = release_dir(&root, 1).join(COMPONENT_FILE);
+    let mut bytes = std::fs::read(&comp).unwrap();
+    bytes[9] ^= 1;
+    std::fs::write(&comp, &bytes).unwrap();
+    let e = open_with(RealFs, &root, Bounds::default()).unwrap_err();
+    assert_eq!(e.class(), "CorruptArtifact", "{e}");
+    bytes[9] ^= 1;
+    std::fs::write(&comp, &bytes).unwrap();
+    assert_eq!(open(&root, Bounds::default()).len(), 1);
+}
+
+#[test]
+fn open_clears_abandoned_stages_after_taking_ownership() {
+    let tmp = tempfile::tempdir().unwrap();
+    let stage = tmp.path().join(STAGING_DIR).join("abandoned");
+    std::fs::create_dir_all(&stage).unwrap();
+    std::fs::write(stage.join(COMPLETE_FILE), b"x").unwrap();
+    let fs = RecordingFs::new(RealFs);
+    let repo = open_with(fs.clone(), tmp.path(), Bounds::default()).unwrap();
+    assert!(!stage.exists());
+    let trace: Vec<Op> = fs.trace().into_iter().map(|r| r.op).collect();
+    let lock = trace.iter().position(|o| matches!(o, Op::Lock(_))).unwrap();
+    let clear = trace
+        .iter()
+        .position(|o| matches!(o, Op::RemoveDirAll(_)))
+        .unwrap();
+    assert!(lock < clear, "cleanup only after the lock is held");
+    assert!(repo.is_empty());
+}
+
+#[test]
+fn oversized_files_are_refused_before_allocation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = open(tmp.path(), Bounds::default());
+    publish(&repo, 1).unwrap();
+    let root = repo.root().to_path_buf();
+    drop(repo);
+    let fs = RecordingFs::new(RealFs);
+    let small = Bounds {
+        max_component_bytes: 8,
+        ..Bounds::default()
+    };
+    let e = open_with(fs.clone(), &root, small).unwrap_err();
+    assert_eq!(bound_of(&e), Some(Bound::ComponentBytes), "{e}");
+    assert_eq!(e.class(), "ResourceExhausted");
+    let comp = release_dir(&root, 1).join(COMPONENT_FILE);
+    assert!(
+        !fs.trace().iter().any(|r| r.op == Op::Read(comp.clone())),
+        "read before the length check"
+    );
+    let tiny_meta = Bounds {
+        max_metadata_bytes: 16,
+        ..Bounds::default()
+    };
+    let e = open_with(RealFs, &root, tiny_meta).unwrap_err();
+    assert_eq!(bound_of(&e), Some(Bound::MetadataBytes), "{e}");
+    // An oversized COMPLETE is corruption under its fixed bound.
+    std::fs::write(release_dir(&root, 1).join(COMPLETE_FILE), vec![b' '; 2048]).unwrap();
+    let e = open_with(RealFs, &root, Bounds::default()).unwrap_err();
+    assert!(matches!(
+        e,
+        ReleaseError::Recovery(RecoveryError::BadComplete(
+            _,
+            complete::CompleteError::TooLarge { .. }
+        ))
+    ));
+}
+
+#[test]
+fn pages_are_ordered_bounded_and_their_tokens_expire() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bounds = Bounds {
+        max_page_rows: 2,
+        ..Bounds::default()
+    };
+    let repo = open(tmp.path(), bounds);
+    for n in 1..=3 {
+        tenant_publish(&repo, n, "acme", Some("api")).unwrap();
+    }
+    tenant_publish(&repo, 4, "acme", None).unwrap();
+    tenant_publish(&repo, 5, "beta", None).unwrap();
+    publish(&repo, 6).unwrap(); // trusted local: in no tenant's listing
+    let mut all = Vec::new();
+    let mut token = None;
+    loop {
+        let page = repo
+            .list_catalog_entries("acme", None, token.as_deref())
+            .unwrap();
+        assert!(page.entries.len() <= 2);
+        all.extend(page.entries.iter().map(|e| e.descriptor.component_digest));
+        match page.next_page_token {
+            Some(t) => {
+                assert_eq!(t.len(), custos_core::release::page::TOKEN_LEN);
+                token = Some(t);
+            }
+            None => break,
+        }
+    }
+    let mut want: Vec<Sha256> = (1..=4).map(digest).collect();
+    want.sort();
+    assert_eq!(all, want, "every acme row once, in digest order");
+    let svc = repo
+        .list_catalog_entries("acme", Some("api"), None)
+        .unwrap();
+    assert_eq!(svc.entries.len(), 2);
+    assert!(svc
+        .entries
+        .iter()
+        .all(|e| e.descriptor.service.as_deref() == Some("api")));
+    assert!(matches!(
+        repo.get_catalog_entry("beta", &digest(1)),
+        Err(ReleaseError::NotFound(_))
+    ));
+    assert!(matches!(
+        repo.get_catalog_entry("acme", &digest(6)),
+        Err(ReleaseError::NotFound(_))
+    ));
+
+    let t = repo
+        .list_catalog_entries("acme", None, None)
+        .unwrap()
+        .next_page_token
+        .unwrap();
+    // Bound to the tenant and the service.
+    assert!(matches!(
+        repo.list_catalog_entries("beta", None, Some(&t)),
+        Err(ReleaseError::Page(PageError::InvalidToken))
+    ));
+    assert!(matches!(
+        repo.list_catalog_entries("acme", Some("api"), Some(&t)),
+        Err(ReleaseError::Page(PageError::InvalidToken))
+    ));
+    assert!(matches!(
+        repo.list_catalog_entries("acme", None, Some("not-a-token")),
+        Err(ReleaseError::Page(PageError::InvalidToken))
+    ));
+    // An identical retry does not expire it; a new visible publication does.
+    tenant_publish(&repo, 1, "acme", Some("api")).unwrap();
+    assert!(repo.list_catalog_entries("acme", None, Some(&t)).is_ok());
+    tenant_publish(&repo, 7, "zeta", None).unwrap();
+    let e = repo
+        .list_catalog_entries("acme", None, Some(&t))
+        .unwrap_err();
+    assert!(matches!(e, ReleaseError::Page(PageError::Expired)));
+    assert_eq!(e.class(), "FailedPrecondition");
+    // A reopen expires tokens too.
+    let t = repo
+        .list_catalog_entries("acme", None, None)
+        .unwrap()
+        .next_page_token
+        .unwrap();
+    let root = repo.root().to_path_buf();
+    drop(repo);
+    let repo = open(&root, bounds);
+    assert!(matches!(
+        repo.list_catalog_entries("acme", None, Some(&t)),
+        Err(ReleaseError::Page(PageError::Expired))
+    ));
+    // A byte bound smaller than one row refuses rather than loop.
+    drop(repo);
+    let tight = Bounds {
+        max_page_bytes: 8,
+        ..Bounds::default()
+    };
+    let repo = open(&root, tight);
+    assert_eq!(
+        bound_of(&repo.list_catalog_entries("acme", None, None).unwrap_err()),
+        Some(Bound::PageBytes)
+    );
+}
+
+#[test]
+fn verification_counters_count_disk_reads_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = open(tmp.path(), Bounds::default());
+    let zero = repo.verification_snapshot();
+    assert_eq!(zero, Default::default());
+    publish(&repo, 1).unwrap();
+    let after_publish = repo.verification_snapshot();
+    // Publication verifies the stored entry (one component read-back).
+    assert_eq!(after_publish.component_verification_attempts, 1);
+    assert_eq!(after_publish.full_fetch_attempts, 0);
+    repo.resolve("r1@1.0.0").unwrap();
+    repo.list_catalog_entries("acme", None, None).unwrap();
+    assert_eq!(
+        repo.verification_snapshot(),
+        after_publish,
+        "warm lookups read nothing"
+    );
+    repo.fetch(&digest(1)).unwrap();
+    let s = repo.verification_snapshot();
+    assert_eq!(s.full_fetch_attempts, 1);
+    assert_eq!(
+        s.metadata_fetch_attempts,
+        after_publish.metadata_fetch_attempts + 1
+    );
+    assert_eq!(
+        s.metadata_fingerprint_attempts,
+        after_publish.metadata_fingerprint_attempts + 1
+    );
+    assert_eq!(
+        s.component_bytes_hashed,
+        after_publish.component_bytes_hashed + component(1).len() as u64
+    );
+    // Recovery verifies too, on the new instance's own counters.
+    let root = repo.root().to_path_buf();
+    drop(repo);
+    let again = open(&root, Bounds::default());
+    assert_eq!(
+        again
+            .verification_snapshot()
+            .component_verification_attempts,
+        1
+    );
+}
+
+#[test]
+fn concurrent_publishers_never_both_take_the_last_slot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bounds = Bounds {
+        max_recovery_directories: 1,
+        ..Bounds::default()
+    };
+    let repo = Arc::new(open(tmp.path(), bounds));
+    let handles: Vec<_> = (1..=4)
+        .map(|n| {
+            let r = Arc::clone(&repo);
+            std::thread::spawn(move || publish(&r, n))
+        })
+        .collect();
+    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let won = results.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(won, 1, "{results:?}");
+    assert!(results
+        .iter()
+        .filter_map(|r| r.as_ref().err())
+        .all(|e| bound_of(e) == Some(Bound::RecoveryDirectories)));
+    assert_eq!(repo.len(), 1);
+    assert_eq!(repo.usage().recovery_directories, 1);
+}
+
+#[test]
+fn an_fsync_failure_poisons_the_handle() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fs = RecordingFs::new(RealFs);
+    let repo = open_with(fs.clone(), tmp.path(), Bounds::default()).unwrap();
+    fs.clear_trace();
+    // 0 creates the stage, 1 writes metadata.json, 2 fsyncs it.
+    fs.fail_at(2);
+    let e = publish(&repo, 1).unwrap_err();
+    assert!(
+        matches!(e.root_cause(), ReleaseError::Fs(FsError::SyncFailed { .. })),
+        "{e}"
+    );
+    let failed = fs.trace().into_iter().find(|r| !r.ok).unwrap();
+    assert!(matches!(failed.op, Op::SyncFile(_)));
+    assert!(matches!(
+        publish(&repo, 2).unwrap_err().root_cause(),
+        ReleaseError::Fs(FsError::Poisoned)
+    ));
+}
