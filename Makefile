@@ -4,7 +4,7 @@ CARGO ?= cargo
 # Keep build artefacts outside the clone so repeat runs are incremental.
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/custos-target
 
-.PHONY: check check-deep test lint fmt fuzz-smoke bench explore ci doc
+.PHONY: check check-deep test lint fmt fuzz-smoke bench explore ci doc loom
 
 ## The main job: every model checked to its CI bound, every mutant killed.
 ## Built in release mode with no shell features, so it never compiles the
@@ -41,6 +41,13 @@ fuzz-smoke:
 	cd fuzz && for t in $$($(CARGO) fuzz list); do \
 	  $(CARGO) fuzz run -s none $$t corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; \
 	done
+
+## loom: every interleaving of the release repository's in-memory side
+## (writer mutex, pending gate, index adoption, readers). Its own target
+## directory, so the --cfg loom build never evicts the normal one.
+loom:
+	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=$(HOME)/.cache/custos-target-loom \
+	  $(CARGO) test --locked -p custos-fs --release --test loom -- --nocapture
 
 ## Benchmarks report ratios against a physical baseline measured in the same run.
 bench:

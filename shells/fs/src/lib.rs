@@ -1,8 +1,8 @@
 //! custos-fs — the filesystem shell of custos.
 //!
 //! Durable-directory primitives (exclusive lock, fsync chain, staged rename)
-//! over an [`Fs`] trait with a real and a recording implementation; the
-//! release and deployment repositories will be built on them.
+//! over an [`Fs`] trait with a real and a recording implementation, and the
+//! release repository built on them (the deployment repository will be).
 //!
 //! - [`fs`] — the [`Fs`] trait, [`RealFs`], and [`RecordingFs`] (a trace of
 //!   every operation, and failpoints that fail any single one).

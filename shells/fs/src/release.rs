@@ -390,9 +390,14 @@ impl<F: Fs> ReleaseRepository<F> {
             FileKind::Component => self.bounds.max_component_bytes,
             FileKind::Metadata | FileKind::Manifest => self.bounds.max_metadata_bytes,
         };
-        self.fs()
-            .read_bounded(path, limit)
-            .map_err(|e| corrupt(path, &e.to_string()))
+        self.fs().read_bounded(path, limit).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::InvalidData {
+                // Grew past its bound while being read.
+                corrupt(path, &e.to_string())
+            } else {
+                io_err("read", path)(e).into()
+            }
+        })
     }
 
     /// Verifies `releases/<hex>/` in full: COMPLETE (probed again unless
@@ -783,7 +788,14 @@ impl<F: Fs> ReleaseRepository<F> {
         }
         let mut next = w.lifecycle.clone();
         let outcome = next.apply(op, digest)?;
-        self.write_lifecycle(&next)?;
+        if let Err(e) = self.write_lifecycle(&next) {
+            // The durable state may or may not say so now. Revocation and
+            // retirement only withdraw eligibility, so the index takes the
+            // new membership anyway: an uncertain write never leaves a
+            // release positively eligible. Reopen reads the durable truth.
+            self.shared.set_membership(digest, outcome.after);
+            return Err(e);
+        }
         w.lifecycle = next;
         self.shared.set_membership(digest, outcome.after);
         Ok(outcome)

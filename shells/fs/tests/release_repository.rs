@@ -628,6 +628,32 @@ fn revocation_and_retirement_survive_republication_and_reopen() {
 }
 
 #[test]
+fn an_uncertain_revocation_withdraws_eligibility_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fs = RecordingFs::new(RealFs);
+    let repo = open_with(fs.clone(), tmp.path(), Bounds::default()).unwrap();
+    publish(&repo, 1).unwrap();
+    fs.clear_trace();
+    fs.fail_at(0); // the lifecycle temp write
+    assert!(repo.revoke(&digest(1)).is_err());
+    assert!(matches!(
+        repo.resolve("r1@1.0.0"),
+        Err(ReleaseError::NotEligible {
+            membership: Membership::Revoked,
+            ..
+        })
+    ));
+    // The durable state never said revoked: a reopen finds it a member.
+    let root = repo.root().to_path_buf();
+    drop(repo);
+    let repo = open(&root, Bounds::default());
+    assert_eq!(
+        repo.resolve("r1@1.0.0").unwrap().component_digest,
+        digest(1)
+    );
+}
+
+#[test]
 fn recovery_fails_on_a_digest_directory_without_a_valid_complete() {
     let tmp = tempfile::tempdir().unwrap();
     let repo = open(tmp.path(), Bounds::default());
