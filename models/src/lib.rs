@@ -29,6 +29,7 @@ pub mod fence;
 pub mod lease;
 pub mod ledger;
 pub mod migration;
+pub mod release;
 pub mod world;
 
 /// Which bound to check a model to.
@@ -149,6 +150,7 @@ pub fn registry() -> Vec<Box<dyn Registered>> {
         Box::new(family::family::<ledger::LedgerModel>()),
         Box::new(migration::Registration),
         Box::new(family::family::<world::WorldModel>()),
+        Box::new(family::family::<release::ReleaseModel>()),
     ]
 }
 

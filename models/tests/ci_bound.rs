@@ -79,3 +79,8 @@ fn custody_model_holds_and_kills_every_mutant() {
 fn world_model_holds_and_kills_every_mutant() {
     check("world");
 }
+
+#[test]
+fn release_model_holds_and_kills_every_mutant() {
+    check("release");
+}
