@@ -7,12 +7,22 @@
 //! - `custos explore <model> [--port P] [--mutant NAME]` serves stateright's
 //!   Explorer for a model on 127.0.0.1.
 //! - `custos models` lists the registered models and their mutants.
+//! - `custos catalog discover <uri> [--namespace N] [--backend B] [--json]`
+//!   lists every world ever registered in the control catalog of that
+//!   storage identity, destroyed ones included; `custos catalog show <uri>
+//!   <world-id> …` prints one world's durable descriptor and signatures
+//!   (feature `sqlite`). Both only read: a storage identity without a
+//!   control catalog, or an unrecorded world, exits with code 3 and
+//!   creates nothing.
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use custos_models::{registry, Bound, ModelReport};
+
+#[cfg(feature = "sqlite")]
+mod catalog;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -62,6 +72,12 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Read the control catalog of a storage identity (worlds, signatures).
+    #[cfg(feature = "sqlite")]
+    Catalog {
+        #[command(subcommand)]
+        command: catalog::CatalogCommand,
+    },
 }
 
 fn main() -> ExitCode {
@@ -80,6 +96,8 @@ fn main() -> ExitCode {
             deep,
         } => explore(&model, port, mutant.as_deref(), deep),
         Command::Models { json } => models(json),
+        #[cfg(feature = "sqlite")]
+        Command::Catalog { command } => catalog::run(command),
     }
 }
 
