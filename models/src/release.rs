@@ -95,11 +95,17 @@ pub enum Mutant {
     /// The publication facts forget orphan directories found at recovery:
     /// an orphan no longer reserves its reference.
     OrphanReservesNothing,
+    /// `component.wasm` is written but not fsynced before the COMPLETE
+    /// record (a shell step left out).
+    PayloadFsyncSkipped,
+    /// The staging directory is not fsynced before the rename: the file
+    /// entries inside it are not durable.
+    StageSyncSkipped,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 7] = [
+    pub const ALL: [Mutant; 9] = [
         Mutant::RenameBeforeComplete,
         Mutant::NoParentSync,
         Mutant::GateClearsOnFailure,
@@ -107,6 +113,8 @@ impl Mutant {
         Mutant::SlotChargedAtAdoption,
         Mutant::RetrySkipsLifecycle,
         Mutant::OrphanReservesNothing,
+        Mutant::PayloadFsyncSkipped,
+        Mutant::StageSyncSkipped,
     ];
 
     /// The mutant's stable name.
@@ -119,6 +127,8 @@ impl Mutant {
             Mutant::SlotChargedAtAdoption => "slot-charged-at-adoption",
             Mutant::RetrySkipsLifecycle => "retry-skips-lifecycle-commit",
             Mutant::OrphanReservesNothing => "orphan-reserves-no-reference",
+            Mutant::PayloadFsyncSkipped => "payload-fsync-skipped",
+            Mutant::StageSyncSkipped => "staging-fsync-skipped",
         }
     }
 }
@@ -375,12 +385,12 @@ impl ReleaseModel {
     pub fn at(bound: Bound) -> Self {
         // r0: digest A under ref-0; r1: digest B under ref-1; r2: digest B
         // under ref-0 (the reference of A, and other bytes than r1 under
-        // B's digest). The deep bound adds r3: digest A under ref-0 with
-        // changed metadata (a changed retry).
+        // B's digest); r3: digest A under ref-0 with changed metadata (a
+        // changed retry under the same digest).
         let (menu, max_starts, max_fails, max_crashes): (&[(u8, u8, u8)], u8, u8, u8) = match bound
         {
-            Bound::Ci => (&[(0, 0, 0), (1, 1, 0), (1, 0, 1)], 3, 1, 1),
-            Bound::Deep => (&[(0, 0, 0), (1, 1, 0), (1, 0, 1), (0, 0, 1)], 4, 2, 2),
+            Bound::Ci => (&[(0, 0, 0), (1, 1, 0), (1, 0, 1), (0, 0, 1)], 4, 2, 2),
+            Bound::Deep => (&[(0, 0, 0), (1, 1, 0), (1, 0, 1), (0, 0, 1)], 5, 3, 3),
         };
         let requests: Vec<Request> = menu.iter().map(|(d, r, v)| request(*d, *r, *v)).collect();
         let component = |d: u8| request(d, 0, 0).component;
@@ -414,6 +424,9 @@ impl ReleaseModel {
             Mutant::NoParentSync => {
                 self.new_steps.retain(|s| *s != Step::SyncReleases);
                 self.reconcile_steps.retain(|s| *s != Step::SyncReleases);
+            }
+            Mutant::StageSyncSkipped => {
+                self.new_steps.retain(|s| *s != Step::SyncStage);
             }
             Mutant::RetrySkipsLifecycle => {
                 self.reconcile_steps.retain(|s| *s != Step::CommitLifecycle);
@@ -864,8 +877,10 @@ impl ReleaseModel {
                 };
                 let dir = self.target(s, &p)?;
                 // Written and fsynced; the entry waits for a directory fsync.
+                let fsynced = !(step == Step::WriteComponent
+                    && self.mutant == Some(Mutant::PayloadFsyncSkipped));
                 dir.files[f] = File::Live {
-                    data: true,
+                    data: fsynced,
                     entry: false,
                 };
             }
