@@ -735,7 +735,10 @@ impl ReleaseModel {
 
     /// Reopen: clear `.tmp/`, classify and verify every entry under
     /// `releases/`, rebuild the index from lifecycle membership, recount
-    /// the recovery directories.
+    /// the recovery directories. The open fails on a corrupt digest
+    /// directory (missing or bad COMPLETE, bytes that do not verify), on two
+    /// completed directories under one reference, and on lifecycle state
+    /// naming a release with no completed directory.
     fn recover(&self, s: &mut SysState) {
         let cleared_tmp = s.tmp_debris;
         s.tmp_debris = false;
@@ -770,6 +773,13 @@ impl ReleaseModel {
                 if d != e && self.reference_of(*r) == self.reference_of(*q) {
                     ok = false;
                 }
+            }
+        }
+        // Lifecycle state that names a release with no completed directory
+        // fails the open (membership is authoritative; its content is gone).
+        for (d, digest) in self.digests.iter().enumerate() {
+            if s.lifecycle.membership(digest).is_some() && !completed.iter().any(|(e, _)| *e == d) {
+                ok = false;
             }
         }
         if !ok {
