@@ -11,7 +11,7 @@ use custos_core::release::complete;
 use custos_core::release::contract::{
     shape_of_json, Case, Contract, Field, Function, Interface, Param, ValType,
 };
-use custos_core::release::lifecycle::LifecycleState;
+use custos_core::release::lifecycle::Outcome;
 use custos_core::release::manifest::Manifest;
 use custos_core::release::metadata::{Descriptor, MetadataError, ReleaseMetadata};
 use custos_core::release::page::PageToken;
@@ -105,8 +105,8 @@ proptest! {
         if let Ok(m) = ReleaseMetadata::decode(&bytes, 1 << 20) {
             prop_assert_eq!(m.encode().unwrap(), bytes.clone());
         }
-        if let Ok(s) = LifecycleState::decode(&bytes, 1 << 20) {
-            prop_assert_eq!(s.encode(), bytes.clone());
+        if let Ok(o) = Outcome::decode(&bytes) {
+            prop_assert_eq!(o.encode(), bytes.clone());
         }
         let _ = PageToken::decode(&String::from_utf8_lossy(&bytes));
         prop_assert!(complete::check_decoder(&bytes).is_ok());

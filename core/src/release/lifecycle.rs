@@ -8,46 +8,34 @@
 //! revocation or retirement ([`LifecycleState::apply`] with
 //! [`LifecycleOp::Publish`] leaves an existing record as it is).
 //!
-//! The state is persisted as canonical JSON ([`LifecycleState::encode`]);
-//! [`LifecycleState::decode`] is total and accepts exactly the canonical
-//! encoding. A reader checks the file length against
-//! [`lifecycle_file_limit`] before it allocates.
+//! The state is persisted as one small record per release: the canonical
+//! JSON of its latest [`Outcome`] ([`Outcome::encode`]), stored as
+//! `lifecycle/<hex>` and replaced atomically on every change — so a
+//! publication or revocation writes one record, never the whole catalog's
+//! state. [`Outcome::decode`] is total, bounded by [`MAX_RECORD_BYTES`]
+//! (checked on the length before parsing) and accepts exactly the canonical
+//! encoding; [`LifecycleState::from_records`] rebuilds the state at open.
+//! The `lifecycle/` directory's existence marks an initialized catalog.
 
 use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use super::bounds::Bounds;
 use super::Sha256;
 
-/// The lifecycle file's format version.
-pub const LIFECYCLE_FORMAT: u32 = 1;
+/// The directory of lifecycle records directly under the catalog root;
+/// its existence marks lifecycle state as initialized.
+pub const LIFECYCLE_DIR: &str = "lifecycle";
 
-/// The number of operation outcomes retained; older ones are forgotten
-/// (their status becomes [`OutcomeStatus::Unknown`]).
+/// The number of operation outcomes retained in memory; older ones are
+/// forgotten (their status becomes [`OutcomeStatus::Unknown`]). Each
+/// release's record also keeps its own latest outcome on disk.
 pub const MAX_OUTCOMES: usize = 64;
 
-/// The file name of the lifecycle state directly under the catalog root.
-pub const LIFECYCLE_FILE: &str = "lifecycle.json";
-
-/// Bytes charged per member in the lifecycle file's length bound (a digest,
-/// its state, JSON punctuation, with room to spare).
-pub const LIFECYCLE_BYTES_PER_ENTRY: u64 = 128;
-
-/// Fixed bytes of the lifecycle file's length bound (format, sequence and
-/// the retained outcomes).
-pub const LIFECYCLE_FIXED_BYTES: u64 = 64 * 1024;
-
-/// The largest lifecycle file a reader accepts for `bounds`: checked on the
-/// file length before allocation.
-pub fn lifecycle_file_limit(bounds: &Bounds) -> u64 {
-    bounds
-        .max_recovery_directories
-        .max(bounds.max_entries)
-        .saturating_mul(LIFECYCLE_BYTES_PER_ENTRY)
-        .saturating_add(LIFECYCLE_FIXED_BYTES)
-}
+/// The fixed upper bound of one lifecycle record, in bytes (a record is
+/// about 200).
+pub const MAX_RECORD_BYTES: u64 = 512;
 
 /// The lifecycle state of one release.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -131,23 +119,24 @@ pub enum LifecycleError {
     /// Revoke or retire of a release the state does not name.
     #[error("NotFound: release {0} has no lifecycle record")]
     NotFound(Sha256),
-    /// The persisted file is longer than its bound.
-    #[error("ResourceExhausted: lifecycle file is {len} bytes, over the {limit}-byte bound")]
+    /// A persisted record is longer than its fixed bound.
+    #[error("CorruptArtifact: lifecycle record is {len} bytes, over the {limit}-byte bound")]
     TooLarge {
         /// The file's length.
         len: u64,
         /// The bound.
         limit: u64,
     },
-    /// The persisted file does not decode.
-    #[error("CorruptArtifact: lifecycle state is malformed: {0}")]
+    /// A persisted record does not decode.
+    #[error("CorruptArtifact: lifecycle record is malformed: {0}")]
     Malformed(String),
-    /// The persisted file decodes but is not canonical.
-    #[error("CorruptArtifact: lifecycle state is not canonically serialized")]
+    /// A persisted record decodes but is not canonical.
+    #[error("CorruptArtifact: lifecycle record is not canonically serialized")]
     NonCanonical,
-    /// An unknown format version.
-    #[error("CorruptArtifact: lifecycle state has unknown format {0}")]
-    UnknownFormat(u32),
+    /// Two records for one release, or a record under another release's
+    /// name.
+    #[error("CorruptArtifact: lifecycle record for {0} is duplicated or misplaced")]
+    Misplaced(Sha256),
 }
 
 /// The authoritative lifecycle state of a catalog.
@@ -159,15 +148,6 @@ pub struct LifecycleState {
     pub outcomes: VecDeque<Outcome>,
     /// The sequence number the next operation gets.
     pub next_seq: u64,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Wire {
-    format: u32,
-    next_seq: u64,
-    releases: Vec<(Sha256, Membership)>,
-    outcomes: Vec<Outcome>,
 }
 
 impl LifecycleState {
@@ -205,16 +185,23 @@ impl LifecycleState {
         })
     }
 
-    /// Applies `op` on `digest` and records its outcome (bounded). Returns
-    /// the outcome. On error the state is untouched.
-    pub fn apply(&mut self, op: LifecycleOp, digest: &Sha256) -> Result<Outcome, LifecycleError> {
-        let outcome = self.decide(op, digest)?;
-        self.releases.insert(*digest, outcome.after);
+    /// Records a decided outcome (after its record was made durable):
+    /// the membership, the bounded outcome log, the next sequence number.
+    pub fn record(&mut self, outcome: Outcome) {
+        self.releases.insert(outcome.digest, outcome.after);
         self.outcomes.push_back(outcome);
         while self.outcomes.len() > MAX_OUTCOMES {
             self.outcomes.pop_front();
         }
-        self.next_seq = self.next_seq.saturating_add(1);
+        self.next_seq = self.next_seq.max(outcome.seq.saturating_add(1));
+    }
+
+    /// Applies `op` on `digest` ([`LifecycleState::decide`] then
+    /// [`LifecycleState::record`]) and returns the outcome. On error the
+    /// state is untouched.
+    pub fn apply(&mut self, op: LifecycleOp, digest: &Sha256) -> Result<Outcome, LifecycleError> {
+        let outcome = self.decide(op, digest)?;
+        self.record(outcome);
         Ok(outcome)
     }
 
@@ -226,42 +213,50 @@ impl LifecycleState {
             .map_or(OutcomeStatus::Unknown, |o| OutcomeStatus::Retained(*o))
     }
 
-    /// The canonical encoding.
+    /// Rebuilds the state from each release's latest outcome record (as
+    /// read at open): one record per digest, the newest [`MAX_OUTCOMES`]
+    /// retained, the next sequence number after the greatest.
+    pub fn from_records(
+        records: impl IntoIterator<Item = Outcome>,
+    ) -> Result<Self, LifecycleError> {
+        let mut state = LifecycleState::default();
+        let mut all: Vec<Outcome> = Vec::new();
+        for r in records {
+            if state.releases.insert(r.digest, r.after).is_some() {
+                return Err(LifecycleError::Misplaced(r.digest));
+            }
+            state.next_seq = state.next_seq.max(r.seq.saturating_add(1));
+            all.push(r);
+        }
+        all.sort_by_key(|o| o.seq);
+        let skip = all.len().saturating_sub(MAX_OUTCOMES);
+        state.outcomes = all.into_iter().skip(skip).collect();
+        Ok(state)
+    }
+}
+
+impl Outcome {
+    /// The canonical record bytes stored as `lifecycle/<hex>`.
     pub fn encode(&self) -> Vec<u8> {
-        let wire = Wire {
-            format: LIFECYCLE_FORMAT,
-            next_seq: self.next_seq,
-            releases: self.releases.iter().map(|(d, m)| (*d, *m)).collect(),
-            outcomes: self.outcomes.iter().copied().collect(),
-        };
-        serde_json::to_vec(&wire).unwrap_or_default()
+        serde_json::to_vec(self).unwrap_or_default()
     }
 
-    /// Decodes a persisted state: total, bounded by `limit` (checked before
-    /// parsing), accepts exactly the canonical encoding (sorted, unique
-    /// digests; at most [`MAX_OUTCOMES`] outcomes).
-    pub fn decode(bytes: &[u8], limit: u64) -> Result<Self, LifecycleError> {
+    /// Decodes a stored record: total, bounded by [`MAX_RECORD_BYTES`]
+    /// (checked before parsing), canonical bytes only.
+    pub fn decode(bytes: &[u8]) -> Result<Self, LifecycleError> {
         let len = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
-        if len > limit {
-            return Err(LifecycleError::TooLarge { len, limit });
+        if len > MAX_RECORD_BYTES {
+            return Err(LifecycleError::TooLarge {
+                len,
+                limit: MAX_RECORD_BYTES,
+            });
         }
-        let wire: Wire =
+        let o: Outcome =
             serde_json::from_slice(bytes).map_err(|e| LifecycleError::Malformed(e.to_string()))?;
-        if wire.format != LIFECYCLE_FORMAT {
-            return Err(LifecycleError::UnknownFormat(wire.format));
-        }
-        if wire.outcomes.len() > MAX_OUTCOMES {
+        if o.encode() != bytes {
             return Err(LifecycleError::NonCanonical);
         }
-        let state = LifecycleState {
-            releases: wire.releases.into_iter().collect(),
-            outcomes: wire.outcomes.into_iter().collect(),
-            next_seq: wire.next_seq,
-        };
-        if state.encode() != bytes {
-            return Err(LifecycleError::NonCanonical);
-        }
-        Ok(state)
+        Ok(o)
     }
 }
 
@@ -312,33 +307,48 @@ mod tests {
     }
 
     #[test]
-    fn codec_round_trips_and_is_strict() {
+    fn records_round_trip_and_rebuild_the_state() {
         let mut s = LifecycleState::default();
-        s.apply(LifecycleOp::Publish, &Sha256::of(b"b"))
+        let mut latest = std::collections::BTreeMap::new();
+        for (op, d) in [
+            (LifecycleOp::Publish, b"b"),
+            (LifecycleOp::Publish, b"a"),
+            (LifecycleOp::Revoke, b"a"),
+        ] {
+            let o = s
+                .apply(op, &Sha256::of(d))
+                .unwrap_or_else(|e| panic!("{e}"));
+            let bytes = o.encode();
+            assert!(bytes.len() as u64 <= MAX_RECORD_BYTES);
+            assert_eq!(Outcome::decode(&bytes), Ok(o));
+            latest.insert(o.digest, o);
+        }
+        let rebuilt = LifecycleState::from_records(latest.values().copied())
             .unwrap_or_else(|e| panic!("{e}"));
-        s.apply(LifecycleOp::Publish, &Sha256::of(b"a"))
-            .unwrap_or_else(|e| panic!("{e}"));
-        s.apply(LifecycleOp::Revoke, &Sha256::of(b"a"))
-            .unwrap_or_else(|e| panic!("{e}"));
-        let bytes = s.encode();
-        assert_eq!(LifecycleState::decode(&bytes, 1 << 20), Ok(s.clone()));
-        assert!(matches!(
-            LifecycleState::decode(&bytes, 10),
-            Err(LifecycleError::TooLarge { .. })
-        ));
+        assert_eq!(rebuilt.releases, s.releases);
+        assert_eq!(rebuilt.next_seq, s.next_seq);
+        assert_eq!(
+            rebuilt.membership(&Sha256::of(b"a")),
+            Some(Membership::Revoked)
+        );
+        let one = latest.values().next().copied().unwrap_or_else(|| panic!());
+        assert_eq!(
+            LifecycleState::from_records([one, one]),
+            Err(LifecycleError::Misplaced(one.digest))
+        );
+        let bytes = one.encode();
         let spaced = String::from_utf8_lossy(&bytes).replacen(':', ": ", 1);
         assert_eq!(
-            LifecycleState::decode(spaced.as_bytes(), 1 << 20),
+            Outcome::decode(spaced.as_bytes()),
             Err(LifecycleError::NonCanonical)
         );
         assert!(matches!(
-            LifecycleState::decode(b"{}", 1 << 20),
+            Outcome::decode(b"{}"),
             Err(LifecycleError::Malformed(_))
         ));
-        let v2 = String::from_utf8_lossy(&bytes).replacen("\"format\":1", "\"format\":2", 1);
-        assert_eq!(
-            LifecycleState::decode(v2.as_bytes(), 1 << 20),
-            Err(LifecycleError::UnknownFormat(2))
-        );
+        assert!(matches!(
+            Outcome::decode(&[b' '; 600]),
+            Err(LifecycleError::TooLarge { .. })
+        ));
     }
 }

@@ -11,8 +11,12 @@
 //! fails the open; a non-digest directory is invisible debris counted toward
 //! `max_recovery_directories`; a verified directory the lifecycle state does
 //! not name is an orphan (no membership, reserves its reference). A root
-//! with no lifecycle file yet is bootstrapped once: every verified completed
-//! directory becomes a member and the state is written durably.
+//! with no `lifecycle/` directory yet is bootstrapped once: every verified
+//! completed directory becomes a member, and the records are staged and
+//! renamed into place as one directory. Lifecycle state is one small record
+//! per release (`lifecycle/<hex>`, its latest outcome), replaced atomically
+//! (temp → fsync → rename → fsync `lifecycle/`), so a publication writes one
+//! record whatever the catalog's size.
 //!
 //! **Publication** ([`ReleaseRepository::publish`]) walks the protocol's
 //! steps ([`protocol::steps_of`]) under the writer mutex, each step one arm
@@ -38,8 +42,8 @@ use custos_core::release::bounds::{
 use custos_core::release::complete::{self, CompleteRecord, StoredRelease, COMPLETE_FILE};
 use custos_core::release::contract::{ComponentInspector, Contract};
 use custos_core::release::lifecycle::{
-    lifecycle_file_limit, LifecycleOp, LifecycleState, Membership, Outcome, OutcomeStatus,
-    LIFECYCLE_FILE,
+    LifecycleOp, LifecycleState, Membership, Outcome, OutcomeStatus, LIFECYCLE_DIR,
+    MAX_RECORD_BYTES,
 };
 use custos_core::release::manifest::Manifest;
 use custos_core::release::metadata::{Descriptor, ReleaseMetadata};
@@ -242,45 +246,94 @@ impl<F: Fs> ReleaseRepository<F> {
         self.root.root().join(RELEASES_DIR)
     }
 
-    /// Loads the lifecycle state: `None` when the root has none yet.
+    /// Loads the lifecycle state from `lifecycle/<hex>` records: `None`
+    /// when the root has no `lifecycle/` yet (never initialized).
     fn load_lifecycle(&self) -> Result<Option<LifecycleState>, ReleaseError> {
-        let path = self.root.root().join(LIFECYCLE_FILE);
-        let limit = lifecycle_file_limit(&self.bounds);
-        let Some(meta) = self
-            .fs()
-            .metadata(&path)
-            .map_err(io_err("metadata", &path))?
-        else {
-            return Ok(None);
-        };
-        if meta.kind != Kind::File {
-            return Err(corrupt(&path, "lifecycle state is not a regular file"));
-        }
-        if meta.len > limit {
-            return Err(custos_core::release::lifecycle::LifecycleError::TooLarge {
-                len: meta.len,
-                limit,
+        let dir = self.root.root().join(LIFECYCLE_DIR);
+        match self.fs().metadata(&dir).map_err(io_err("metadata", &dir))? {
+            None => return Ok(None),
+            Some(m) if m.kind != Kind::Dir => {
+                return Err(corrupt(&dir, "lifecycle state is not a directory"))
             }
-            .into());
+            Some(_) => {}
         }
-        let bytes = self
-            .fs()
-            .read_bounded(&path, limit)
-            .map_err(io_err("read", &path))?;
-        Ok(Some(LifecycleState::decode(&bytes, limit)?))
+        let names = self.fs().read_dir(&dir).map_err(io_err("read_dir", &dir))?;
+        let mut records = Vec::with_capacity(names.len());
+        for name in names {
+            let path = dir.join(&name);
+            let digest = Sha256::parse_hex(&name)
+                .ok_or_else(|| corrupt(&path, "not a lifecycle record name"))?;
+            let meta = self
+                .fs()
+                .metadata(&path)
+                .map_err(io_err("metadata", &path))?
+                .ok_or_else(|| corrupt(&path, "vanished"))?;
+            if meta.kind != Kind::File {
+                return Err(corrupt(&path, "lifecycle record is not a regular file"));
+            }
+            if meta.len > MAX_RECORD_BYTES {
+                return Err(custos_core::release::lifecycle::LifecycleError::TooLarge {
+                    len: meta.len,
+                    limit: MAX_RECORD_BYTES,
+                }
+                .into());
+            }
+            let bytes = self
+                .fs()
+                .read_bounded(&path, MAX_RECORD_BYTES)
+                .map_err(io_err("read", &path))?;
+            let record = Outcome::decode(&bytes)?;
+            if record.digest != digest {
+                return Err(
+                    custos_core::release::lifecycle::LifecycleError::Misplaced(digest).into(),
+                );
+            }
+            records.push(record);
+        }
+        Ok(Some(LifecycleState::from_records(records)?))
     }
 
-    fn write_lifecycle(&self, state: &LifecycleState) -> Result<(), ReleaseError> {
+    /// Durably replaces one release's lifecycle record: temp under `.tmp`
+    /// → fsync → rename to `lifecycle/<hex>` → fsync `lifecycle/`. The
+    /// rename is the commit point.
+    fn write_record(&self, outcome: &Outcome) -> Result<(), ReleaseError> {
         let n = self.stage_seq.fetch_add(1, Ordering::Relaxed);
         let name = format!("lifecycle-{:016x}-{n}", self.epoch);
+        self.root.replace_file(
+            STAGING_DIR,
+            &name,
+            LIFECYCLE_DIR,
+            &outcome.digest.hex(),
+            &outcome.encode(),
+        )?;
+        Ok(())
+    }
+
+    /// Initializes lifecycle state once, atomically: every record is
+    /// written into a staging directory, which is renamed to `lifecycle/`
+    /// and the root fsynced.
+    fn bootstrap_lifecycle(&self, records: &[Outcome]) -> Result<(), ReleaseError> {
+        let stage = self
+            .root
+            .root()
+            .join(STAGING_DIR)
+            .join(format!("lifecycle-init-{:016x}", self.epoch));
+        self.root.create_dir(&stage)?;
+        for o in records {
+            self.root
+                .write_synced(&stage.join(o.digest.hex()), &o.encode())?;
+        }
+        self.root.sync_dir(&stage)?;
         self.root
-            .replace_file(STAGING_DIR, &name, LIFECYCLE_FILE, &state.encode())?;
+            .rename(&stage, &self.root.root().join(LIFECYCLE_DIR))?;
+        self.root.sync_dir(self.root.root())?;
         Ok(())
     }
 
     fn recover(&self, mut usage: CatalogUsage) -> Result<(Writer, Index), ReleaseError> {
         let lifecycle = self.load_lifecycle()?;
         let bootstrap = lifecycle.is_none();
+        let mut boot_records = Vec::new();
         let mut lifecycle = lifecycle.unwrap_or_default();
         let dir = self.releases();
         let names = self.fs().read_dir(&dir).map_err(io_err("read_dir", &dir))?;
@@ -321,7 +374,7 @@ impl<F: Fs> ReleaseRepository<F> {
                         ));
                     }
                     if bootstrap {
-                        lifecycle.apply(LifecycleOp::Publish, &digest)?;
+                        boot_records.push(lifecycle.apply(LifecycleOp::Publish, &digest)?);
                     }
                     let entry = |membership| Entry {
                         descriptor: descriptor.clone(),
@@ -344,7 +397,7 @@ impl<F: Fs> ReleaseRepository<F> {
             ));
         }
         if bootstrap {
-            self.write_lifecycle(&lifecycle)?;
+            self.bootstrap_lifecycle(&boot_records)?;
         }
         let mut writer = Writer::new(usage, lifecycle);
         writer.orphans = orphans;
@@ -597,17 +650,16 @@ impl<F: Fs> ReleaseRepository<F> {
                     .root
                     .sync_dir(&self.releases())
                     .map_err(ReleaseError::from),
-                Step::CommitLifecycle => {
-                    let mut next = w.lifecycle.clone();
-                    next.apply(LifecycleOp::Publish, &digest)
-                        .map_err(ReleaseError::from)
-                        .and_then(|o| {
-                            self.write_lifecycle(&next)?;
-                            w.lifecycle = next;
-                            outcome = Some(o);
-                            Ok(())
-                        })
-                }
+                Step::CommitLifecycle => w
+                    .lifecycle
+                    .decide(LifecycleOp::Publish, &digest)
+                    .map_err(ReleaseError::from)
+                    .and_then(|o| {
+                        self.write_record(&o)?;
+                        w.lifecycle.record(o);
+                        outcome = Some(o);
+                        Ok(())
+                    }),
                 Step::Adopt => {
                     let membership = w
                         .lifecycle
@@ -786,9 +838,8 @@ impl<F: Fs> ReleaseRepository<F> {
         if self.shared.read(|ix| ix.get(digest).is_none()) {
             return Err(ReleaseError::NotFound(digest.to_string()));
         }
-        let mut next = w.lifecycle.clone();
-        let outcome = next.apply(op, digest)?;
-        if let Err(e) = self.write_lifecycle(&next) {
+        let outcome = w.lifecycle.decide(op, digest)?;
+        if let Err(e) = self.write_record(&outcome) {
             // The durable state may or may not say so now. Revocation and
             // retirement only withdraw eligibility, so the index takes the
             // new membership anyway: an uncertain write never leaves a
@@ -796,7 +847,7 @@ impl<F: Fs> ReleaseRepository<F> {
             self.shared.set_membership(digest, outcome.after);
             return Err(e);
         }
-        w.lifecycle = next;
+        w.lifecycle.record(outcome);
         self.shared.set_membership(digest, outcome.after);
         Ok(outcome)
     }

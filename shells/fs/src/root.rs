@@ -164,13 +164,15 @@ impl<F: Fs> DurableRoot<F> {
         self.fs.rename(from, to).map_err(io_err("rename", from))
     }
 
-    /// Durably replaces the file `name` directly under the root with `data`:
-    /// write `stage_dir/stage_name` → fsync it → rename over `name` → fsync
-    /// the root. Readers see the old or the new file, never a mix.
+    /// Durably replaces the file `dest_dir/name` (`dest_dir` directly under
+    /// the root) with `data`: write `stage_dir/stage_name` → fsync it →
+    /// rename over the destination → fsync `dest_dir`. Readers see the old
+    /// or the new file, never a mix.
     pub fn replace_file(
         &self,
         stage_dir: &str,
         stage_name: &str,
+        dest_dir: &str,
         name: &str,
         data: &[u8],
     ) -> Result<(), FsError> {
@@ -179,10 +181,11 @@ impl<F: Fs> DurableRoot<F> {
             .root
             .join(plain_name(stage_dir)?)
             .join(plain_name(stage_name)?);
-        let dest = self.root.join(plain_name(name)?);
+        let parent = self.root.join(plain_name(dest_dir)?);
+        let dest = parent.join(plain_name(name)?);
         self.write_synced(&temp, data)?;
         self.rename(&temp, &dest)?;
-        self.sync(&self.root, true)
+        self.sync(&parent, true)
     }
 
     /// Removes the directory `name` directly under the root with everything

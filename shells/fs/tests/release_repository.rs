@@ -168,6 +168,32 @@ fn publish_resolve_fetch_and_reopen() {
     ));
 }
 
+/// A completed catalog predating lifecycle state (no `lifecycle/`) is
+/// bootstrapped once: every verified release becomes a member — more than
+/// the in-memory outcome window, each with its own record.
+#[test]
+fn a_catalog_without_lifecycle_state_is_bootstrapped_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = open(tmp.path(), Bounds::default());
+    for n in 0..70 {
+        publish(&repo, n).unwrap();
+    }
+    let root = repo.root().to_path_buf();
+    drop(repo);
+    std::fs::remove_dir_all(root.join("lifecycle")).unwrap();
+    let repo = open(&root, Bounds::default());
+    assert_eq!(repo.len(), 70);
+    assert!(repo.orphans().is_empty());
+    assert_eq!(
+        std::fs::read_dir(root.join("lifecycle")).unwrap().count(),
+        70
+    );
+    drop(repo);
+    let repo = open(&root, Bounds::default());
+    assert_eq!(repo.len(), 70);
+    assert!((0..70).all(|n| repo.membership(&digest(n)) == Some(Membership::Member)));
+}
+
 #[test]
 fn a_second_live_opener_is_unavailable() {
     let tmp = tempfile::tempdir().unwrap();
@@ -210,11 +236,13 @@ fn publication_writes_in_the_protocol_order() {
     want.push(Op::Rename(stage, dest));
     want.push(Op::SyncDir(releases));
     assert_eq!(ops.get(..want.len()), Some(&want[..]));
-    // Then lifecycle: temp write, fsync, rename over lifecycle.json, root fsync.
+    // Then the release's lifecycle record: temp write, fsync, rename into
+    // lifecycle/<hex> (the commit point), fsync lifecycle/.
     let rest = ops.get(want.len()..).unwrap();
+    let lifecycle = root.join("lifecycle");
     assert!(
         matches!(rest, [Op::WriteNew(..), Op::SyncFile(_), Op::Rename(_, to), Op::SyncDir(r)]
-        if to == &root.join("lifecycle.json") && r == &root),
+        if to == &lifecycle.join(digest(1).hex()) && r == &lifecycle),
         "{rest:?}"
     );
 }

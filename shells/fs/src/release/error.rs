@@ -103,7 +103,6 @@ impl ReleaseError {
             ReleaseError::Step { source, .. } => source.class(),
             ReleaseError::Manifest(ManifestError::TooLarge { .. })
             | ReleaseError::Metadata(MetadataError::TooLarge { .. })
-            | ReleaseError::Lifecycle(LifecycleError::TooLarge { .. })
             | ReleaseError::Bound(BoundError::ResourceExhausted { .. }) => "ResourceExhausted",
             ReleaseError::Manifest(ManifestError::NonCanonical)
             | ReleaseError::Metadata(
@@ -112,9 +111,10 @@ impl ReleaseError {
                 | MetadataError::UnknownFormat(_),
             )
             | ReleaseError::Lifecycle(
-                LifecycleError::Malformed(_)
+                LifecycleError::TooLarge { .. }
+                | LifecycleError::Malformed(_)
                 | LifecycleError::NonCanonical
-                | LifecycleError::UnknownFormat(_),
+                | LifecycleError::Misplaced(_),
             )
             | ReleaseError::Recovery(_)
             | ReleaseError::Corrupt { .. } => "CorruptArtifact",
