@@ -36,6 +36,7 @@ pub mod catalogue;
 pub mod custody;
 pub mod drive;
 pub mod drive_custody;
+pub mod drive_world;
 pub mod fence;
 pub mod identity;
 pub mod lease;
