@@ -1174,7 +1174,7 @@ impl Model for ReleaseModel {
                 |_, s| s.seen & seen::RECONCILED != 0,
             ),
             Property::<Self>::sometimes(
-                "a crash mid-publication leaves .tmp debris that recovery clears",
+                "staging debris a crash or failure left mid-publication is cleared by recovery",
                 |_, s| s.seen & seen::TMP_DEBRIS_CLEARED != 0,
             ),
             Property::<Self>::sometimes(
