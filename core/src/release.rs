@@ -92,6 +92,46 @@ impl std::fmt::Display for Sha256 {
     }
 }
 
+/// The contract of every release decoder on arbitrary input, run by the
+/// `release_decoders` fuzz target, its corpus replay and the property
+/// tests: the COMPLETE decoder's own contract ([`complete::check_decoder`]);
+/// whatever the canonical decoders (stored manifest, metadata, lifecycle
+/// record, page token) accept re-encodes to exactly the input; a manifest
+/// the publisher-side parser accepts canonicalizes to bytes the stored-form
+/// decoder reads back as the same manifest. Never panics.
+pub fn check_decoders(bytes: &[u8]) -> Result<(), complete::DecoderViolation> {
+    let violation = |what: &str| Err(complete::DecoderViolation(what.to_owned()));
+    complete::check_decoder(bytes)?;
+    if let Ok(m) = manifest::Manifest::decode_canonical(bytes, u64::MAX) {
+        if m.canonical() != bytes {
+            return violation("stored manifest accepted non-canonical bytes");
+        }
+    }
+    if let Ok(m) = manifest::Manifest::parse(bytes, u64::MAX) {
+        if manifest::Manifest::decode_canonical(&m.canonical(), u64::MAX).as_ref() != Ok(&m) {
+            return violation("a parsed manifest's canonical form does not read back");
+        }
+    }
+    if let Ok(m) = metadata::ReleaseMetadata::decode(bytes, u64::MAX) {
+        if m.encode().as_deref() != Ok(bytes) {
+            return violation("metadata accepted non-canonical bytes");
+        }
+    }
+    if let Ok(o) = lifecycle::Outcome::decode(bytes) {
+        if o.encode() != bytes {
+            return violation("lifecycle record accepted non-canonical bytes");
+        }
+    }
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        if let Ok(t) = page::PageToken::decode(text) {
+            if t.encode() != text {
+                return violation("page token accepted a non-canonical spelling");
+            }
+        }
+    }
+    Ok(())
+}
+
 impl serde::Serialize for Sha256 {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)

@@ -110,6 +110,7 @@ proptest! {
         }
         let _ = PageToken::decode(&String::from_utf8_lossy(&bytes));
         prop_assert!(complete::check_decoder(&bytes).is_ok());
+        prop_assert!(custos_core::release::check_decoders(&bytes).is_ok());
     }
 
     #[test]
