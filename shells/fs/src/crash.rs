@@ -4,7 +4,8 @@
 //! trace into an in-memory [`Image`] of the files that could be on disk after
 //! a power loss at that point. An operation not yet covered by a later fsync
 //! in the prefix may be lost where POSIX allows: an unsynced directory entry
-//! may vanish, unsynced file data may be empty, and an unsynced rename may be
+//! may vanish (unless a later rename moved it into a directory that was then
+//! synced), unsynced file data may be empty, and an unsynced rename may be
 //! absent, complete, or half-done (destination present, source still there).
 //! Every combination of those choices is one crash state.
 
@@ -46,16 +47,19 @@ fn variants(ops: &[Op], i: usize) -> Vec<Variant> {
     let later = ops.get(i + 1..).unwrap_or(&[]);
     let dir_synced = |d: &Path| later.iter().any(|o| matches!(o, Op::SyncDir(p) if p == d));
     let file_synced = |f: &Path| later.iter().any(|o| matches!(o, Op::SyncFile(p) if p == f));
+    // A created directory or file is also durably linked once a later
+    // rename moves it into a directory that is then synced: the synced
+    // destination entry names it, whatever became of the source entry.
+    let relinked = |p: &Path| {
+        later.iter().enumerate().any(|(j, o)| {
+            matches!(o, Op::Rename(from, to) if from == p
+                && later.get(j + 1..).unwrap_or(&[]).iter().any(
+                    |s| matches!(s, Op::SyncDir(d) if *d == parent(to))))
+        })
+    };
     match ops.get(i) {
         Some(Op::CreateDir(p)) | Some(Op::RemoveDirAll(p)) => {
-            // A created directory is also durably linked once a later rename
-            // moves it into a directory that is then synced.
-            let relinked = matches!(ops.get(i), Some(Op::CreateDir(_)))
-                && later.iter().enumerate().any(|(j, o)| {
-                    matches!(o, Op::Rename(from, to) if from == p
-                        && later.get(j + 1..).unwrap_or(&[]).iter().any(
-                            |s| matches!(s, Op::SyncDir(d) if *d == parent(to))))
-                });
+            let relinked = matches!(ops.get(i), Some(Op::CreateDir(_))) && relinked(p);
             if relinked || dir_synced(&parent(p)) {
                 vec![Variant::Whole]
             } else {
@@ -64,7 +68,7 @@ fn variants(ops: &[Op], i: usize) -> Vec<Variant> {
         }
         Some(Op::WriteNew(p, _)) => {
             let mut v = Vec::new();
-            if !dir_synced(&parent(p)) {
+            if !dir_synced(&parent(p)) && !relinked(p) {
                 v.push(Variant::Lost);
             }
             v.push(Variant::Whole);

@@ -1,0 +1,240 @@
+//! Multi-process crash test of the release repository. The test binary
+//! re-executes itself as a child (`CUSTOS_RELEASE_KILL_ROOT=<dir>`) that
+//! opens the catalog with production syncs and publishes distinct releases
+//! in a loop, printing `ACK <digest>` after each acknowledged publication.
+//! The parent SIGKILLs it after a random delay (xorshift seeded from the
+//! clock, printed; `CUSTOS_SIGKILL_SEED` replays a run), reopens with the
+//! same bounds and checks: the open never fails, every acknowledged
+//! release resolves and fetches byte-identically, and nothing but the
+//! children's own releases is visible (at most one unacknowledged release
+//! per kill — the one whose acknowledgment was cut off).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::{BufRead, BufReader, Write as _};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use custos_core::release::bounds::Bounds;
+use custos_core::release::contract::{Contract, Function, Interface, MagicOnly, Param, ValType};
+use custos_core::release::Sha256;
+use custos_fs::release::ReleaseRepository;
+use custos_fs::RealFs;
+
+const ROOT_ENV: &str = "CUSTOS_RELEASE_KILL_ROOT";
+const TAG_ENV: &str = "CUSTOS_RELEASE_KILL_TAG";
+const ITERATIONS: u64 = 24;
+
+/// The bounds both the child and the parent open with.
+fn bounds() -> Bounds {
+    Bounds {
+        max_entries: 100_000,
+        ..Bounds::default()
+    }
+}
+
+/// The inputs of release `n` of child `tag`: manifest, component, contract.
+fn release(tag: u64, n: u64) -> (Vec<u8>, Vec<u8>, Contract) {
+    let mut component = b"\0asm\x0d\0\x01\0".to_vec();
+    component.extend_from_slice(format!("child {tag} release {n} ").as_bytes());
+    component.extend(std::iter::repeat_n(u8::try_from(n % 251).unwrap(), 512));
+    let digest = Sha256::of(&component);
+    let manifest = format!(
+        r#"{{"name":"k{tag}-r{n}","version":"0.{tag}.{n}","tenant":"crash","service":"child-{tag}","component_digest":"{digest}","exports":["api:kill/run"]}}"#
+    )
+    .into_bytes();
+    let contract = Contract {
+        interfaces: vec![Interface {
+            name: "api:kill/run".into(),
+            functions: vec![Function {
+                name: "run".into(),
+                params: vec![Param {
+                    name: "n".into(),
+                    ty: ValType::U64,
+                }],
+                results: vec![ValType::String],
+            }],
+        }],
+    };
+    (manifest, component, contract)
+}
+
+fn open(root: &Path) -> ReleaseRepository<RealFs> {
+    ReleaseRepository::open(RealFs, root, bounds(), Arc::new(MagicOnly))
+        .unwrap_or_else(|e| panic!("open {}: {e}", root.display()))
+}
+
+/// Child mode: a no-op unless `CUSTOS_RELEASE_KILL_ROOT` names a root.
+#[test]
+fn release_sigkill_child() {
+    let Ok(root) = std::env::var(ROOT_ENV) else {
+        return;
+    };
+    let tag: u64 = std::env::var(TAG_ENV).unwrap().parse().unwrap();
+    let repo = open(Path::new(&root));
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "OPEN {}", repo.len()).unwrap();
+    out.flush().unwrap();
+    for n in 0u64.. {
+        let (manifest, component, contract) = release(tag, n);
+        let p = repo.publish(&manifest, component, contract).unwrap();
+        writeln!(out, "ACK {}", p.digest).unwrap();
+        out.flush().unwrap();
+    }
+}
+
+fn xorshift(state: &mut u64) -> u64 {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    state.wrapping_mul(0x2545_F491_4F6C_DD1D)
+}
+
+/// Runs child `tag` for `delay`, SIGKILLs it; returns the acknowledged
+/// digests in order.
+fn run_child(root: &Path, tag: u64, delay: Duration) -> Vec<Sha256> {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "release_sigkill_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ROOT_ENV, root)
+        .env(TAG_ENV, tag.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut acks = Vec::new();
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(d) = line.strip_prefix("ACK ") {
+                // A torn last line does not parse: not acknowledged.
+                if let Some(d) = Sha256::parse(d.trim()) {
+                    acks.push(d);
+                }
+            }
+        }
+        acks
+    });
+    std::thread::sleep(delay);
+    child.kill().unwrap(); // SIGKILL on Unix
+    child.wait().unwrap();
+    reader.join().unwrap()
+}
+
+#[test]
+fn sigkilled_publisher_loses_no_acknowledged_release() {
+    if std::env::var(ROOT_ENV).is_ok() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("catalog");
+    let seed = std::env::var("CUSTOS_SIGKILL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1
+        });
+    eprintln!("release sigkill: seed {seed} (replay with CUSTOS_SIGKILL_SEED={seed})");
+    let mut rng = seed;
+    let started = Instant::now();
+    let mut acked: Vec<(u64, u64, Sha256)> = Vec::new();
+    let mut killed_with_acks = 0;
+    let mut unacknowledged_visible = 0;
+    for tag in 0..ITERATIONS {
+        let delay = Duration::from_millis(40 + xorshift(&mut rng) % 400);
+        let acks = run_child(&root, tag, delay);
+        if !acks.is_empty() {
+            killed_with_acks += 1;
+        }
+        for (n, d) in acks.iter().enumerate() {
+            let n = n as u64;
+            let (_, component, _) = release(tag, n);
+            assert_eq!(
+                Sha256::of(&component),
+                *d,
+                "child {tag}: ack {n} names another digest"
+            );
+            acked.push((tag, n, *d));
+        }
+        let repo = open(&root);
+        for (t, n, d) in &acked {
+            let (manifest, component, contract) = release(*t, *n);
+            let reference = format!("k{t}-r{n}@0.{t}.{n}");
+            assert_eq!(
+                repo.resolve(&reference)
+                    .unwrap_or_else(|e| panic!("iteration {tag}: resolve {reference}: {e}"))
+                    .component_digest,
+                *d
+            );
+            let got = repo
+                .fetch(d)
+                .unwrap_or_else(|e| panic!("iteration {tag}: fetch {d}: {e}"));
+            assert_eq!(got.component, component, "iteration {tag}: {d} component");
+            assert_eq!(got.contract, contract, "iteration {tag}: {d} contract");
+            let canonical =
+                custos_core::release::manifest::Manifest::parse(&manifest, 1 << 20).unwrap();
+            assert_eq!(got.manifest, canonical, "iteration {tag}: {d} manifest");
+        }
+        // Everything visible is some child's release; at most one per kill
+        // was not acknowledged.
+        let visible = repo.len();
+        assert!(
+            visible >= acked.len(),
+            "iteration {tag}: fewer releases than acks"
+        );
+        let extra = visible - acked.len();
+        assert!(
+            extra as u64 <= tag + 1,
+            "iteration {tag}: {extra} unacknowledged releases visible after {} kills",
+            tag + 1
+        );
+        let mut listed = 0;
+        for t in 0..=tag {
+            let page = repo
+                .list_catalog_entries("crash", Some(&format!("child-{t}")), None)
+                .unwrap();
+            for e in &page.entries {
+                let n: u64 = e
+                    .descriptor
+                    .version
+                    .rsplit('.')
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                let (_, component, _) = release(t, n);
+                assert_eq!(Sha256::of(&component), e.descriptor.component_digest);
+            }
+            listed += page.entries.len();
+        }
+        assert_eq!(
+            listed, visible,
+            "iteration {tag}: a release outside the children's scopes"
+        );
+        assert!(repo.pending().is_none());
+        unacknowledged_visible = extra;
+        drop(repo);
+    }
+    eprintln!(
+        "release sigkill: {ITERATIONS} SIGKILL iterations ({killed_with_acks} killed after acks), \
+         {} acknowledged publications, none lost; {unacknowledged_visible} published but \
+         unacknowledged; {:.1}s",
+        acked.len(),
+        started.elapsed().as_secs_f64()
+    );
+    assert!(
+        killed_with_acks >= ITERATIONS / 2,
+        "the child rarely got to publish"
+    );
+}
