@@ -173,14 +173,20 @@ fn verify_all(repo: &ReleaseRepository<RealFs>, count: u64, label: &str, started
     count
 }
 
-/// Child mode: a no-op unless `CUSTOS_SCALE_CHILD` is `publish` or `reopen`.
+/// Child mode: a no-op unless `CUSTOS_SCALE_CHILD` is set (`publish`,
+/// `reopen`, or the supervisor tests' `silent` and `chatty`).
 #[test]
 fn scale_child() {
     let Ok(mode) = std::env::var(MODE_ENV) else {
         return;
     };
-    let root = PathBuf::from(std::env::var(ROOT_ENV).unwrap());
-    let count: u64 = std::env::var(COUNT_ENV).unwrap().parse().unwrap();
+    // The supervisor's own tests run the `silent` and `chatty` modes,
+    // which need neither.
+    let root = PathBuf::from(std::env::var(ROOT_ENV).unwrap_or_default());
+    let count: u64 = std::env::var(COUNT_ENV)
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
     match mode.as_str() {
         "publish" => {
             let base = report("publish", "baseline");
