@@ -7,6 +7,8 @@
 //! - `custos explore <model> [--port P] [--mutant NAME]` serves stateright's
 //!   Explorer for a model on 127.0.0.1.
 //! - `custos models` lists the registered models and their mutants.
+//! - `custos releases publish|list|show|verify <root> …` publishes to, lists,
+//!   shows and verifies a local release catalog (feature `fs`).
 //! - `custos catalog discover <uri> [--namespace N] [--backend B] [--json]`
 //!   lists every world ever registered in the control catalog of that
 //!   storage identity, destroyed ones included; `custos catalog show <uri>
@@ -20,6 +22,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use custos_models::{registry, Bound, ModelReport};
+
+#[cfg(feature = "fs")]
+mod releases;
 
 #[cfg(feature = "sqlite")]
 mod catalog;
@@ -78,6 +83,12 @@ enum Command {
         #[command(subcommand)]
         command: catalog::CatalogCommand,
     },
+    /// Publish to, list, show and verify a local release catalog.
+    #[cfg(feature = "fs")]
+    Releases {
+        #[command(subcommand)]
+        command: releases::ReleasesCommand,
+    },
 }
 
 fn main() -> ExitCode {
@@ -96,6 +107,8 @@ fn main() -> ExitCode {
             deep,
         } => explore(&model, port, mutant.as_deref(), deep),
         Command::Models { json } => models(json),
+        #[cfg(feature = "fs")]
+        Command::Releases { command } => releases::run(command),
         #[cfg(feature = "sqlite")]
         Command::Catalog { command } => catalog::run(command),
     }
