@@ -34,6 +34,9 @@ use custos_core::release::Sha256;
 use custos_fs::release::{ReleaseError, ReleaseRepository, RELEASES_DIR};
 use custos_fs::RealFs;
 
+/// What `show` says of an argument that names no release.
+const NOT_A_RELEASE: &str = "neither a digest (sha256:<64 hex>) nor a reference (name@version)";
+
 /// The largest manifest or contract file the command reads.
 const MAX_INPUT_FILE: u64 = 4 * 1024 * 1024;
 
@@ -287,12 +290,7 @@ fn show(root: &Path, target: &str, json: bool) -> Result<(), Failure> {
             Err(ReleaseError::NotEligible { digest, .. }) => digest,
             Err(e) => return Err(failed(&format!("cannot resolve {target}"), &e)),
         },
-        None => return Err((
-            2,
-            format!(
-                "{target:?} is neither a digest (sha256:<64 hex>) nor a reference (name@version)"
-            ),
-        )),
+        None => return Err((2, format!("{target:?} is {NOT_A_RELEASE}"))),
     };
     let release = match repo.fetch(&digest) {
         Ok(r) => r,
