@@ -7,7 +7,7 @@
 //!
 //! This module adds what the Wasm shell needs on top: [`canonical_bytes`],
 //! an unambiguous, deterministic encoding (tagged, length-prefixed), its
-//! SHA-256 [`digest`] (the contract part of a preparation stamp), and WIT-like
+//! SHA-256 [`digest()`] (the contract part of a preparation stamp), and WIT-like
 //! text ([`Wit`]) for messages.
 
 pub use custos_core::release::contract::{
@@ -39,7 +39,7 @@ pub fn digest(contract: &Contract) -> Sha256 {
 #[derive(Clone, Copy, Debug)]
 pub struct Wit<'a, T>(pub &'a T);
 
-/// The version byte that starts [`Contract::canonical_bytes`].
+/// The version byte that starts [`canonical_bytes`].
 pub const CANONICAL_VERSION: u8 = 1;
 
 fn put_len(out: &mut Vec<u8>, n: usize) {

@@ -5,8 +5,8 @@
 //! The work is bounded: every parameter and result type is first *measured*
 //! (depth with the root counting one, nodes summed over the whole contract,
 //! shared types counted at every use) with an early stop at
-//! [`MAX_TYPE_DEPTH`] / [`MAX_TYPE_NODES`]; only a contract that passed is
-//! then converted into [`ValType`]s.
+//! [`MAX_TYPE_DEPTH`] / [`MAX_TYPE_NODES`](custos_core::release::bounds::MAX_TYPE_NODES);
+//! only a contract that passed is then converted into [`ValType`]s.
 
 use std::collections::HashMap;
 
@@ -241,7 +241,6 @@ fn check_header(bytes: &[u8]) -> Result<(), InspectError> {
         return Err(InspectError::CoreModule);
     }
     // Any other version/layer is left to the validator's message.
-    let _ = Parser::is_component(bytes);
     Ok(())
 }
 
@@ -349,7 +348,9 @@ fn top_level_export_names(bytes: &[u8]) -> Result<Vec<String>, InspectError> {
 }
 
 /// Names every resource type exported at the top level or by an exported
-/// instance (first name wins), so `own`/`borrow` can say which resource.
+/// instance (first name wins), so `own`/`borrow` can say which resource. A
+/// handle to a resource the component does not export (an imported one) is
+/// named `resource`.
 fn resource_names(
     types: &TypesRef<'_>,
     exports: &[(String, &ComponentItem)],

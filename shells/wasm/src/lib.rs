@@ -1,7 +1,7 @@
 //! custos-wasm — the Wasm shell of custos.
 //!
 //! Publication-time inspection of a release's component bytes (spec 002,
-//! "Trust boundary", "Execution-resource invariant"): [`inspect`] validates
+//! "Trust boundary", "Execution-resource invariant"): [`inspect()`] validates
 //! the bytes with `wasmparser` — its features pinned to the preparation
 //! engine's ([`engine_features`]) — and extracts the exported [`Contract`]:
 //! interfaces with their functions, top-level functions, every parameter and
@@ -34,7 +34,7 @@ pub use contract::{
 pub use declared::{check_declared_exports, DeclaredExportsError};
 pub use inspect::{engine_features, inspect, InspectError, REMOVED_FEATURES};
 
-/// Core's component-inspection port, implemented with [`inspect`]: the
+/// Core's component-inspection port, implemented with [`inspect()`]: the
 /// release repository takes it at open (the cli wires the two). Always
 /// extracts: returns `Some(contract)` or the refusal's message.
 #[derive(Clone, Copy, Debug, Default)]
@@ -59,7 +59,7 @@ fn depth_and_nodes(t: &ValType) -> (u32, u64) {
     (depth + 1, nodes)
 }
 
-/// The contract a fuzz target checks on arbitrary bytes: [`inspect`] returns
+/// The contract a fuzz target checks on arbitrary bytes: [`inspect()`] returns
 /// (never panics); an accepted contract is within the type bounds, core's
 /// explicit-stack measure agrees with a recursive one over the built types,
 /// inspection is deterministic, and the contract's own export names satisfy

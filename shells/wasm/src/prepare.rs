@@ -2,7 +2,7 @@
 //! an engine and stamp the result with an engine-version-scoped identity.
 //!
 //! Separate from publication (spec 002, "Execution-resource invariant"):
-//! registration calls [`crate::inspect`] only; a runtime that is about to
+//! registration calls [`crate::inspect()`] only; a runtime that is about to
 //! execute a release calls [`Preparer::prepare`]. Preparation re-runs the
 //! same inspection first, so a component the catalog would refuse is never
 //! handed to the compiler, and the stamp binds the contract that inspection
@@ -56,7 +56,7 @@ pub struct PreparationStamp {
     pub engine_digest: Sha256,
     /// SHA-256 of the component bytes (the release identity).
     pub component_digest: Sha256,
-    /// [`crate::digest`] of the extracted contract.
+    /// [`crate::digest()`] of the extracted contract.
     pub contract_digest: Sha256,
     /// Length of the contract's canonical encoding (the stamped metadata's
     /// charged bytes).
