@@ -40,8 +40,9 @@
 //! sequence with the rename before the COMPLETE record, a step sequence
 //! without the parent fsync, a gate wrapper that clears on failure, a
 //! recovery wrapper that adopts orphans, a slot-charging wrapper, a
-//! reconciliation sequence without the lifecycle commit, and a fact lookup
-//! that forgets orphans.
+//! reconciliation sequence without the lifecycle commit, a fact lookup
+//! that forgets orphans, and two shell steps left out (the component's
+//! fsync, the staging directory's fsync).
 
 use custos_core::release::complete::{self, CompleteRecord, StoredRelease};
 use custos_core::release::lifecycle::{LifecycleOp, LifecycleState, Membership};
