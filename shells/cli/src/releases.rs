@@ -2,11 +2,12 @@
 //! (spec 002) from the command line, through custos-fs's
 //! `ReleaseRepository` on the real filesystem with the default bounds.
 //!
-//! The component inspector is the trusted-local one core provides
-//! (`MagicOnly`: the bytes must start with the Wasm magic; no contract is
-//! extracted, so a publication's contract is taken as declared). The Wasm
-//! shell does not yet implement core's inspection port; once it does, it
-//! is wired here behind the `wasm` feature.
+//! The component inspector is the Wasm shell's (`WasmInspector`) when the
+//! `wasm` feature is on: the component is validated and its contract
+//! extracted, which a declared contract must equal (and which is used when
+//! none is declared). Without it, it is the trusted-local one core provides
+//! (`MagicOnly`: the bytes must start with the Wasm magic; nothing is
+//! extracted, so the declared contract is taken as given).
 //!
 //! Opening a catalog is its full verification: every completed release is
 //! read back and checked (digests, completion record, manifest, contract)
@@ -26,7 +27,7 @@ use std::sync::Arc;
 
 use clap::Subcommand;
 use custos_core::release::bounds::Bounds;
-use custos_core::release::contract::{Contract, MagicOnly};
+use custos_core::release::contract::{ComponentInspector, Contract};
 use custos_core::release::lifecycle::Membership;
 use custos_core::release::metadata::Descriptor;
 use custos_core::release::protocol::Plan;
@@ -54,7 +55,8 @@ pub enum ReleasesCommand {
         /// The component bytes.
         #[arg(long)]
         component: PathBuf,
-        /// The contract metadata (JSON); none declares no exports.
+        /// The contract metadata (JSON); by default the one the inspector
+        /// extracts (with the `wasm` feature), else none (no exports).
         #[arg(long)]
         contract: Option<PathBuf>,
         /// Print as JSON.
@@ -158,8 +160,17 @@ fn read_input(path: &Path, limit: u64, what: &str) -> Result<Vec<u8>, Failure> {
     std::fs::read(path).map_err(|e| (2, format!("cannot read the {what} {}: {e}", path.display())))
 }
 
+/// The component inspector this build wires in.
+fn inspector() -> Arc<dyn ComponentInspector> {
+    #[cfg(feature = "wasm")]
+    let inspector = Arc::new(custos_wasm::WasmInspector);
+    #[cfg(not(feature = "wasm"))]
+    let inspector = Arc::new(custos_core::release::contract::MagicOnly);
+    inspector
+}
+
 fn open(root: &Path) -> Result<ReleaseRepository<RealFs>, Failure> {
-    ReleaseRepository::open(RealFs, root, Bounds::default(), Arc::new(MagicOnly)).map_err(|e| {
+    ReleaseRepository::open(RealFs, root, Bounds::default(), inspector()).map_err(|e| {
         failed(
             &format!("cannot open the catalog at {}", root.display()),
             &e,
@@ -213,7 +224,11 @@ fn publish(
                 )
             })?
         }
-        None => Contract::default(),
+        // None declared: the inspector's extraction, if it extracts.
+        None => inspector()
+            .inspect(&component_bytes)
+            .map_err(|e| (2, format!("the component was refused: {e}")))?
+            .unwrap_or_default(),
     };
     let repo = open(root)?;
     let p = repo

@@ -34,14 +34,39 @@ struct Files {
     digest: Sha256,
 }
 
-const CONTRACT: &str = r#"{"interfaces":[{"name":"api:demo/greet","functions":[{"name":"greet","params":[{"name":"who","ty":"string"}],"results":[{"option":"string"}]}]}]}"#;
+/// The contract of [`component`]: one exported function `add`.
+const CONTRACT: &str = r#"{"interfaces":[{"name":"add","functions":[{"name":"add","params":[{"name":"a","ty":"u32"},{"name":"b","ty":"u32"}],"results":["u32"]}]}]}"#;
+
+/// Component `n`: with the `wasm` feature a real component (the Wasm
+/// inspector validates it and extracts [`CONTRACT`]); without it, bytes
+/// with the Wasm magic (all the trusted-local inspector checks).
+fn component(n: u8) -> Vec<u8> {
+    #[cfg(feature = "wasm")]
+    let bytes = wat::parse_str(format!(
+        r#"(component
+  (core module $m
+    (func (export "add") (param i32 i32) (result i32)
+      local.get 0 local.get 1 i32.add i32.const {n} i32.add))
+  (core instance $i (instantiate $m))
+  (func $add (param "a" u32) (param "b" u32) (result u32)
+    (canon lift (core func $i "add")))
+  (export "add" (func $add)))"#
+    ))
+    .unwrap();
+    #[cfg(not(feature = "wasm"))]
+    let bytes = {
+        let mut c = b"\0asm\x0d\0\x01\0".to_vec();
+        c.extend(std::iter::repeat_n(n, 100));
+        c
+    };
+    bytes
+}
 
 fn files(dir: &Path, name: &str, n: u8) -> Files {
-    let mut component = b"\0asm\x0d\0\x01\0".to_vec();
-    component.extend(std::iter::repeat_n(n, 100));
+    let component = component(n);
     let digest = Sha256::of(&component);
     let manifest = format!(
-        r#"{{"name":"{name}","version":"1.2.{n}","tenant":"acme","service":"greeter","component_digest":"{digest}","exports":["api:demo/greet"]}}"#
+        r#"{{"name":"{name}","version":"1.2.{n}","tenant":"acme","service":"greeter","component_digest":"{digest}","exports":["add"]}}"#
     );
     let f = Files {
         manifest: dir.join(format!("{name}.manifest.json")),
@@ -137,10 +162,13 @@ fn publish_then_list_show_and_verify() {
     let text = stdout(&out);
     assert!(text.contains("greeter@1.2.1"), "{text}");
     assert!(
-        text.contains("verified        108 component bytes"),
+        text.contains(&format!(
+            "verified        {} component bytes",
+            component(1).len()
+        )),
         "{text}"
     );
-    assert!(text.contains("interface       api:demo/greet"), "{text}");
+    assert!(text.contains("interface       add"), "{text}");
     let out = custos(&["releases", "show", r, "welcome@1.2.2", "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -165,7 +193,10 @@ fn publish_then_list_show_and_verify() {
     assert_eq!(v["releases"], 2);
     assert_eq!(v["incomplete_directories"], 1);
     assert_eq!(v["components_verified"], 2);
-    assert_eq!(v["component_bytes_hashed"], 216);
+    assert_eq!(
+        v["component_bytes_hashed"],
+        component(1).len() + component(2).len()
+    );
     assert!(!root.join(".tmp").join("abandoned").exists());
 }
 
@@ -206,6 +237,7 @@ fn bad_input_exits_nonzero_with_a_clear_message() {
     std::fs::write(&a.contract, CONTRACT).unwrap();
 
     // A component that is not Wasm.
+    bad.component = dir.path().join("elf.bin");
     std::fs::write(&bad.component, b"ELF not wasm").unwrap();
     let digest = Sha256::of(b"ELF not wasm");
     std::fs::write(
@@ -224,7 +256,7 @@ fn bad_input_exits_nonzero_with_a_clear_message() {
         bad.component.to_str().unwrap(),
     ]);
     assert_ne!(out.status.code(), Some(0));
-    assert!(stderr(&out).contains("wasm magic"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("magic"), "{}", stderr(&out));
 
     // A missing input file.
     let out = publish(&root, &bad, &[]);
@@ -235,14 +267,32 @@ fn bad_input_exits_nonzero_with_a_clear_message() {
         stderr(&out)
     );
 
-    // Nothing was published by any of the above.
+    // No contract declared: the Wasm inspector's extraction is used; the
+    // trusted-local inspector extracts none, which is not the manifest's.
+    let out = custos(&[
+        "releases",
+        "publish",
+        r,
+        "--manifest",
+        a.manifest.to_str().unwrap(),
+        "--component",
+        a.component.to_str().unwrap(),
+    ]);
+    let extracted = cfg!(feature = "wasm");
+    assert_eq!(out.status.success(), extracted, "{}", stderr(&out));
+    if !extracted {
+        assert_eq!(out.status.code(), Some(2));
+        assert!(stderr(&out).contains("InvalidContract"), "{}", stderr(&out));
+    }
+
+    // Nothing else was published by any of the above.
     let out = custos(&["releases", "verify", r, "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["releases"], 0);
+    assert_eq!(v["releases"], usize::from(extracted));
 
     // Unknown releases, malformed names, and a directory that is no catalog.
-    let out = custos(&["releases", "show", r, &a.digest.to_string()]);
+    let out = custos(&["releases", "show", r, &other.digest.to_string()]);
     assert_eq!(out.status.code(), Some(3));
     assert!(stderr(&out).contains("NotFound"), "{}", stderr(&out));
     let out = custos(&["releases", "show", r, "nobody@1"]);
