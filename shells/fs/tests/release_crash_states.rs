@@ -2,10 +2,11 @@
 //! publication", "Recovery procedure"): the recorded traces of real
 //! operations — the first open of an empty root, a first publication, a
 //! second one, an identical retry, a revoke and a retire, an open that
-//! clears debris, and a publication beside that debris — are replayed by
-//! [`crash_states`] into every crash state of every prefix (unsynced
-//! entries lost, unsynced data empty, renames absent or half-done, where
-//! POSIX allows). Each state is written into a fresh directory and reopened
+//! clears debris, a publication beside that debris, and the exact retry
+//! that reconciles a publication which failed past its rename — are
+//! replayed by [`crash_states`] into every crash state of every prefix
+//! (unsynced entries lost, unsynced data empty, renames absent or
+//! half-done, where POSIX allows). Each state is written into a fresh directory and reopened
 //! with [`ReleaseRepository::open`], which must succeed, and then:
 //!
 //! - every release acknowledged before the crash point is present with its
@@ -346,8 +347,8 @@ fn every_crash_state_of_every_release_operation_recovers() {
     let base = tmp.path().canonicalize().unwrap();
     let root_name = "catalog";
     let root = base.join(root_name);
-    let (a, b, c) = (input(1), input(2), input(3));
-    let inputs: BTreeMap<Sha256, Input> = [&a, &b, &c]
+    let (a, b, c, d) = (input(1), input(2), input(3), input(4));
+    let inputs: BTreeMap<Sha256, Input> = [&a, &b, &c, &d]
         .into_iter()
         .map(|i| (i.digest, i.clone()))
         .collect();
@@ -539,12 +540,42 @@ fn every_crash_state_of_every_release_operation_recovers() {
         Scenario {
             name: "publication beside debris",
             before: settled,
-            after: with_c,
+            after: with_c.clone(),
             retry: &redo_c,
         },
     );
+
+    // 8. The exact retry of a publication that failed past its rename (its
+    // lifecycle rename failed): the pending release is reconciled.
+    let commit = trace
+        .iter()
+        .position(|r| matches!(&r.op, Op::Rename(_, to) if is_lifecycle(to)))
+        .expect("a publication renames lifecycle state");
+    fs.clear_trace();
+    fs.fail_at(commit);
+    let failed = publish(&repo, &d).unwrap_err();
+    assert!(failed.step().is_some_and(|s| s.past_rename()), "{failed}");
+    assert_eq!(repo.pending(), Some(d.digest));
+    let initial = snapshot(&base);
+    fs.clear_trace();
+    publish(&repo, &d).unwrap();
+    assert_eq!(repo.pending(), None);
+    let trace = fs.trace();
+    let mut with_d = with_c.clone();
+    with_d.insert(d.digest, Membership::Member);
+    let redo_d = |r: &ReleaseRepository<NoSync>| publish(r, &d).unwrap();
+    check(
+        &initial,
+        &trace,
+        Scenario {
+            name: "pending retry (reconcile)",
+            before: with_c,
+            after: with_d,
+            retry: &redo_d,
+        },
+    );
     drop(repo);
-    eprintln!("release crash states: {total} checked over 8 traces");
+    eprintln!("release crash states: {total} checked over 9 traces");
 }
 
 /// The crash model's rule the lifecycle commit relies on: a file written
