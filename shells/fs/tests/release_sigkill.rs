@@ -1,16 +1,21 @@
 //! Multi-process crash test of the release repository. The test binary
 //! re-executes itself as a child (`CUSTOS_RELEASE_KILL_ROOT=<dir>`) that
 //! opens the catalog with production syncs and publishes distinct releases
-//! in a loop, printing `ACK <digest>` after each acknowledged publication.
-//! The parent SIGKILLs it after a random delay (xorshift seeded from the
-//! clock, printed; `CUSTOS_SIGKILL_SEED` replays a run), reopens with the
-//! same bounds and checks: the open never fails, every acknowledged
-//! release resolves and fetches byte-identically, and nothing but the
-//! children's own releases is visible (at most one unacknowledged release
-//! per kill — the one whose acknowledgment was cut off).
+//! in a loop, printing `ACK <digest>` after each acknowledged publication;
+//! between publications it revokes or retires one of its earlier releases
+//! (`TRY REVOKE|RETIRE <digest>` before, `ACK …` after). The parent
+//! SIGKILLs it after a random delay (xorshift seeded from the clock,
+//! printed; `CUSTOS_SIGKILL_SEED` replays a run), reopens with the same
+//! bounds and checks: the open never fails; every acknowledged release has
+//! its acknowledged membership (a change cut off mid-way is old or new);
+//! a member resolves and fetches byte-identically, a revoked or retired
+//! one is refused by both; and nothing but the children's own releases is
+//! visible (at most one unacknowledged release per kill — the one whose
+//! acknowledgment was cut off).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write as _};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -19,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use custos_core::release::bounds::Bounds;
 use custos_core::release::contract::{Contract, Function, Interface, MagicOnly, Param, ValType};
+use custos_core::release::lifecycle::Membership;
 use custos_core::release::Sha256;
 use custos_fs::release::ReleaseRepository;
 use custos_fs::RealFs;
@@ -77,11 +83,30 @@ fn release_sigkill_child() {
     let mut out = std::io::stdout().lock();
     writeln!(out, "OPEN {}", repo.len()).unwrap();
     out.flush().unwrap();
+    let digest = |n: u64| Sha256::of(&release(tag, n).1);
     for n in 0u64.. {
         let (manifest, component, contract) = release(tag, n);
         let p = repo.publish(&manifest, component, contract).unwrap();
         writeln!(out, "ACK {}", p.digest).unwrap();
         out.flush().unwrap();
+        // Lifecycle commits between publications: revoke the previous
+        // release every third one, retire the one before every fifth.
+        let mut change = |op: &str, d: Sha256| {
+            writeln!(out, "TRY {op} {d}").unwrap();
+            out.flush().unwrap();
+            match op {
+                "REVOKE" => repo.revoke(&d).unwrap(),
+                _ => repo.retire(&d).unwrap(),
+            };
+            writeln!(out, "ACK {op} {d}").unwrap();
+            out.flush().unwrap();
+        };
+        if n % 3 == 2 {
+            change("REVOKE", digest(n - 1));
+        }
+        if n % 5 == 4 {
+            change("RETIRE", digest(n - 2));
+        }
     }
 }
 
@@ -92,9 +117,8 @@ fn xorshift(state: &mut u64) -> u64 {
     state.wrapping_mul(0x2545_F491_4F6C_DD1D)
 }
 
-/// Runs child `tag` for `delay`, SIGKILLs it; returns the acknowledged
-/// digests in order.
-fn run_child(root: &Path, tag: u64, delay: Duration) -> Vec<Sha256> {
+/// Runs child `tag` for `delay`, SIGKILLs it; returns its output lines.
+fn run_child(root: &Path, tag: u64, delay: Duration) -> Vec<String> {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
@@ -110,17 +134,10 @@ fn run_child(root: &Path, tag: u64, delay: Duration) -> Vec<Sha256> {
         .unwrap();
     let stdout = child.stdout.take().unwrap();
     let reader = std::thread::spawn(move || {
-        let mut acks = Vec::new();
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if let Some(d) = line.strip_prefix("ACK ") {
-                // A torn last line does not parse: not acknowledged.
-                if let Some(d) = Sha256::parse(d.trim()) {
-                    acks.push(d);
-                }
-            }
-        }
-        acks
+        BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .collect::<Vec<_>>()
     });
     std::thread::sleep(delay);
     child.kill().unwrap(); // SIGKILL on Unix
@@ -149,28 +166,92 @@ fn sigkilled_publisher_loses_no_acknowledged_release() {
     let mut rng = seed;
     let started = Instant::now();
     let mut acked: Vec<(u64, u64, Sha256)> = Vec::new();
+    // The membership each acknowledged release must have.
+    let mut expected: BTreeMap<Sha256, Membership> = BTreeMap::new();
+    let (mut revokes, mut retires, mut in_doubt) = (0, 0, 0);
     let mut killed_with_acks = 0;
     let mut unacknowledged_visible = 0;
     for tag in 0..ITERATIONS {
         let delay = Duration::from_millis(40 + xorshift(&mut rng) % 400);
-        let acks = run_child(&root, tag, delay);
-        if !acks.is_empty() {
+        let lines = run_child(&root, tag, delay);
+        let mut n = 0u64;
+        // A lifecycle change begun and not acknowledged: either outcome.
+        let mut pending: Option<(Sha256, Membership)> = None;
+        for line in &lines {
+            let mut words = line.split(' ');
+            // A torn last line does not parse: not acknowledged.
+            match (
+                words.next(),
+                words.next(),
+                words.next().and_then(Sha256::parse),
+            ) {
+                (Some("ACK"), Some(d), None) => {
+                    let Some(d) = Sha256::parse(d) else { continue };
+                    let (_, component, _) = release(tag, n);
+                    assert_eq!(
+                        Sha256::of(&component),
+                        d,
+                        "child {tag}: ack {n} names another digest"
+                    );
+                    acked.push((tag, n, d));
+                    expected.insert(d, Membership::Member);
+                    n += 1;
+                }
+                (Some("TRY"), Some(op), Some(d)) => {
+                    let now = expected.get(&d).copied().unwrap();
+                    let after = match (op, now) {
+                        ("REVOKE", _) | (_, Membership::Revoked) => Membership::Revoked,
+                        _ => Membership::Retired,
+                    };
+                    pending = Some((d, after));
+                }
+                (Some("ACK"), Some(op), Some(d)) => {
+                    let (p, after) = pending.take().unwrap();
+                    assert_eq!(p, d);
+                    expected.insert(d, after);
+                    if op == "REVOKE" {
+                        revokes += 1;
+                    } else {
+                        retires += 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+        if n > 0 {
             killed_with_acks += 1;
         }
-        for (n, d) in acks.iter().enumerate() {
-            let n = n as u64;
-            let (_, component, _) = release(tag, n);
-            assert_eq!(
-                Sha256::of(&component),
-                *d,
-                "child {tag}: ack {n} names another digest"
-            );
-            acked.push((tag, n, *d));
-        }
         let repo = open(&root);
+        if let Some((d, after)) = pending {
+            // Killed mid-change: old or new, and from now on what it is.
+            let seen = repo.membership(&d).unwrap();
+            assert!(
+                seen == after || Some(&seen) == expected.get(&d),
+                "iteration {tag}: {d} is {seen:?}"
+            );
+            expected.insert(d, seen);
+            in_doubt += 1;
+        }
         for (t, n, d) in &acked {
             let (manifest, component, contract) = release(*t, *n);
             let reference = format!("k{t}-r{n}@0.{t}.{n}");
+            let want = expected.get(d).copied().unwrap();
+            assert_eq!(
+                repo.membership(d),
+                Some(want),
+                "iteration {tag}: {d} membership"
+            );
+            if want != Membership::Member {
+                assert_eq!(
+                    repo.fetch(d).map(|_| ()).map_err(|e| e.class()),
+                    Err("FailedPrecondition")
+                );
+                assert_eq!(
+                    repo.resolve(&reference).map(|_| ()).map_err(|e| e.class()),
+                    Err("FailedPrecondition")
+                );
+                continue;
+            }
             assert_eq!(
                 repo.resolve(&reference)
                     .unwrap_or_else(|e| panic!("iteration {tag}: resolve {reference}: {e}"))
@@ -228,8 +309,9 @@ fn sigkilled_publisher_loses_no_acknowledged_release() {
     }
     eprintln!(
         "release sigkill: {ITERATIONS} SIGKILL iterations ({killed_with_acks} killed after acks), \
-         {} acknowledged publications, none lost; {unacknowledged_visible} published but \
-         unacknowledged; {:.1}s",
+         {} acknowledged publications, {revokes} revocations and {retires} retirements, none \
+         lost; {in_doubt} lifecycle changes cut off mid-way; {unacknowledged_visible} published \
+         but unacknowledged; {:.1}s",
         acked.len(),
         started.elapsed().as_secs_f64()
     );
