@@ -116,7 +116,13 @@ fn report(label: &str, at: &str) -> (u64, u64) {
 
 /// Lists every release (all pages of every service scope), resolves and
 /// fetches each byte-for-byte. Returns the number verified.
-fn verify_all(repo: &ReleaseRepository<RealFs>, count: u64, label: &str, started: Instant) -> u64 {
+fn verify_all(
+    repo: &ReleaseRepository<RealFs>,
+    count: u64,
+    label: &str,
+    started: Instant,
+    open: (u64, u64),
+) -> u64 {
     let mut listed = vec![false; usize::try_from(count).unwrap()];
     for s in 0..SERVICES {
         let service = format!("s{s}");
@@ -163,11 +169,13 @@ fn verify_all(repo: &ReleaseRepository<RealFs>, count: u64, label: &str, started
         assert_eq!(got.contract, c);
         assert_eq!(got.manifest.reference(), reference(n));
         if (n + 1) % CHECKPOINT == 0 {
+            let (t, f) = resources();
             say(&format!(
-                "{label}: verified {} elapsed {:.1}s",
+                "{label}: verified {} elapsed {:.1}s (threads {t}, fds {f})",
                 n + 1,
                 started.elapsed().as_secs_f64()
             ));
+            assert_eq!((t, f), open, "{label}: resources grew during verification");
         }
     }
     count
@@ -205,12 +213,14 @@ fn scale_child() {
                     .unwrap();
                 assert_eq!(p.digest, digest);
                 if (n + 1) % CHECKPOINT == 0 {
+                    let (t, f) = resources();
                     say(&format!(
-                        "publish: published {} elapsed {:.1}s ({:.0}/s over the last {CHECKPOINT})",
+                        "publish: published {} elapsed {:.1}s ({:.0}/s over the last {CHECKPOINT}; threads {t}, fds {f})",
                         n + 1,
                         started.elapsed().as_secs_f64(),
                         CHECKPOINT as f64 / window.elapsed().as_secs_f64()
                     ));
+                    assert_eq!((t, f), opened, "publish: resources grew during publication");
                     window = Instant::now();
                 }
             }
@@ -222,7 +232,7 @@ fn scale_child() {
             let published = report("publish", "after publication");
             assert_eq!(repo.len() as u64, count);
             let v = Instant::now();
-            verify_all(&repo, count, "publish", v);
+            verify_all(&repo, count, "publish", v, opened);
             say(&format!(
                 "RESULT publish-verify: {count} listed+resolved+fetched in {:.1}s = {:.1}/s",
                 v.elapsed().as_secs_f64(),
@@ -256,7 +266,7 @@ fn scale_child() {
             let opened = report("reopen", "after open");
             assert_eq!(repo.len() as u64, count);
             let v = Instant::now();
-            verify_all(&repo, count, "reopen", v);
+            verify_all(&repo, count, "reopen", v, opened);
             say(&format!(
                 "RESULT reopen-verify: {count} listed+resolved+fetched in {:.1}s = {:.1}/s",
                 v.elapsed().as_secs_f64(),
