@@ -18,7 +18,9 @@ pub(crate) fn load(c: &Connection) -> Result<LeaseState, Fault> {
     .map_err(Fault::db("lease-load"))?
 }
 
-fn decode(row: &rusqlite::Row<'_>) -> Result<LeaseState, Fault> {
+/// Decodes columns 0..=3 of `row` as [`load`] selects them (fence high
+/// water, owner, fence, expiry).
+pub(crate) fn decode(row: &rusqlite::Row<'_>) -> Result<LeaseState, Fault> {
     let t = "writer_lease";
     let high = opt_int(row, 0, "lease_fence")?.map_or(0, u64_from_sql);
     let holder = match opt_text(row, 1, t)? {

@@ -205,7 +205,8 @@ impl SqliteStorage {
         parent: Option<&str>,
     ) -> Result<(), CommitError> {
         self.write(|tx, held| {
-            admit_commit(tx, held)?;
+            let prev = lease_rows::load(tx)?;
+            admit_commit(tx, held, &prev)?;
             tx.prepare_cached(
                 "UPDATE session SET session_id = ?1, parent_session_id = ?2 WHERE singleton = 1",
             )
@@ -325,17 +326,17 @@ fn renew_req(held: &Held) -> lease::Request {
     }
 }
 
-/// Checks and renews `(owner, fence)` for a commit inside its transaction.
-fn admit_commit(tx: &Connection, held: &Held) -> Result<(), WriteErr> {
-    let prev = lease_rows::load(tx)?;
+/// Checks and renews `(owner, fence)` for a commit inside its transaction,
+/// deciding from `prev` (the lease state this transaction read).
+fn admit_commit(tx: &Connection, held: &Held, prev: &LeaseState) -> Result<(), WriteErr> {
     let req = lease::Request::Commit {
         owner: held.owner.clone(),
         fence: held.fence,
         now: (held.clock)(),
         ttl: held.ttl,
     };
-    let d = lease::decide(&prev, &req).map_err(WriteErr::Lease)?;
-    lease_rows::store(tx, &prev, &d.next)?;
+    let d = lease::decide(prev, &req).map_err(WriteErr::Lease)?;
+    lease_rows::store(tx, prev, &d.next)?;
     Ok(())
 }
 
@@ -545,48 +546,73 @@ pub(crate) fn release(conn: &mut Connection, held: &Held) -> Result<(), Fault> {
 
 // ------------------------------------------------------------------ commit
 
+/// The head columns, selected after any leading columns (see
+/// [`decode_head`]).
+const HEAD_COLS: &str =
+    "s.next_seq, (SELECT max(seq) FROM entries), (SELECT max(seq) FROM usage_ledger),
+     s.usage_rows, s.input_tokens, s.output_tokens, s.cache_read_tokens,
+     s.cache_write_tokens, s.cost_micros";
+
 /// The session head: the derived next seq (see `schema`, "The store head")
 /// and the stats projection.
 fn load_head(c: &Connection) -> Result<(Seq, Stats), Fault> {
-    c.prepare_cached(
-        "SELECT next_seq, (SELECT max(seq) FROM entries), (SELECT max(seq) FROM usage_ledger),
-                usage_rows, input_tokens, output_tokens, cache_read_tokens,
-                cache_write_tokens, cost_micros FROM session WHERE singleton = 1",
-    )
+    c.prepare_cached(&format!(
+        "SELECT {HEAD_COLS} FROM session AS s WHERE s.singleton = 1"
+    ))
+    .map_err(Fault::db("load-head"))?
+    .query_row([], |row| Ok(decode_head(row, 0)))
+    .optional()
+    .map_err(Fault::db("load-head"))?
+    .ok_or_else(|| Fault::Corrupt("the session row is missing".to_owned()))?
+}
+
+/// The lease state and the session head in one statement: what a commit
+/// reads before it decides.
+fn load_lease_and_head(c: &Connection) -> Result<(LeaseState, (Seq, Stats)), Fault> {
+    c.prepare_cached(&format!(
+        "SELECT (SELECT high_water FROM lease_fence WHERE slot = 1), l.owner, l.fence, l.expires_at,
+                {HEAD_COLS}
+         FROM session AS s LEFT JOIN writer_lease AS l ON l.slot = 1 WHERE s.singleton = 1"
+    ))
     .map_err(Fault::db("load-head"))?
     .query_row([], |row| {
         Ok((|| {
-            let t = "session";
-            let floor = codec::seq(row, 0, t)?;
-            let after = |col: usize, table: &str| -> Result<Seq, Fault> {
-                match codec::opt_int(row, col, table)? {
-                    None => Ok(0),
-                    Some(v) => codec::seq_from_sql(v).checked_add(1).ok_or_else(|| {
-                        Fault::Corrupt(format!("{table}: a row holds the largest seq"))
-                    }),
-                }
-            };
-            let next = floor
-                .max(after(1, "entries")?)
-                .max(after(2, "usage_ledger")?);
-            Ok::<_, Fault>((
-                next,
-                Stats {
-                    usage_rows: codec::u64c(row, 3, t)?,
-                    totals: UsageFigures {
-                        input_tokens: codec::u64c(row, 4, t)?,
-                        output_tokens: codec::u64c(row, 5, t)?,
-                        cache_read_tokens: codec::u64c(row, 6, t)?,
-                        cache_write_tokens: codec::u64c(row, 7, t)?,
-                        cost_micros: codec::u64c(row, 8, t)?,
-                    },
-                },
-            ))
+            Ok::<_, Fault>((lease_rows::decode(row)?, decode_head(row, 4)?))
         })())
     })
     .optional()
     .map_err(Fault::db("load-head"))?
     .ok_or_else(|| Fault::Corrupt("the session row is missing".to_owned()))?
+}
+
+/// Decodes [`HEAD_COLS`] starting at column `base`.
+fn decode_head(row: &rusqlite::Row<'_>, base: usize) -> Result<(Seq, Stats), Fault> {
+    let t = "session";
+    let floor = codec::seq(row, base, t)?;
+    let after = |col: usize, table: &str| -> Result<Seq, Fault> {
+        match codec::opt_int(row, base + col, table)? {
+            None => Ok(0),
+            Some(v) => codec::seq_from_sql(v)
+                .checked_add(1)
+                .ok_or_else(|| Fault::Corrupt(format!("{table}: a row holds the largest seq"))),
+        }
+    };
+    let next = floor
+        .max(after(1, "entries")?)
+        .max(after(2, "usage_ledger")?);
+    Ok((
+        next,
+        Stats {
+            usage_rows: codec::u64c(row, base + 3, t)?,
+            totals: UsageFigures {
+                input_tokens: codec::u64c(row, base + 4, t)?,
+                output_tokens: codec::u64c(row, base + 5, t)?,
+                cache_read_tokens: codec::u64c(row, base + 6, t)?,
+                cache_write_tokens: codec::u64c(row, base + 7, t)?,
+                cost_micros: codec::u64c(row, base + 8, t)?,
+            },
+        },
+    ))
 }
 
 /// Whether `plan` leaves the `session` row as it is: its stats equal the
@@ -603,9 +629,13 @@ fn head_row_unchanged(ctx: &CommitContext, plan: &CommitPlan) -> bool {
     plan.entries.iter().any(|e| recorded(e.seq)) || plan.usage.iter().any(|u| recorded(u.seq))
 }
 
-/// Loads exactly the commit's footprint into a [`CommitContext`].
-fn load_context(c: &Connection, fp: &Footprint) -> Result<CommitContext, Fault> {
-    let (next_seq, stats) = load_head(c)?;
+/// Loads exactly the commit's footprint into a [`CommitContext`] over the
+/// head the commit read.
+fn load_context(
+    c: &Connection,
+    (next_seq, stats): (Seq, Stats),
+    fp: &Footprint,
+) -> Result<CommitContext, Fault> {
     let mut ctx = CommitContext {
         next_seq,
         stats,
@@ -1066,8 +1096,9 @@ fn fetch_entry(c: &Connection, h: BranchHead) -> Result<Entry, StorageError> {
 impl Storage for SqliteStorage {
     fn commit(&self, commit: &Commit) -> Result<CommitReceipt, CommitError> {
         self.write(|tx, held| {
-            admit_commit(tx, held)?;
-            let ctx = load_context(tx, &commit.footprint())?;
+            let (lease, head) = load_lease_and_head(tx)?;
+            admit_commit(tx, held, &lease)?;
+            let ctx = load_context(tx, head, &commit.footprint())?;
             let plan = core_storage::decide(&ctx, commit).map_err(WriteErr::Commit)?;
             apply_plan(tx, &ctx, &plan)?;
             Ok(plan.receipt)
