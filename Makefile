@@ -22,11 +22,13 @@ check-deep:
 test:
 	$(CARGO) test --locked --workspace --lib --bins --tests
 	$(CARGO) test --locked --workspace --doc
+	$(CARGO) test --locked -p custos-wasm --features wasmtime --tests
 
 ## Formatting and clippy, warnings as errors.
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --locked -p custos-wasm --all-targets --features wasmtime -- -D warnings
 
 fmt:
 	$(CARGO) fmt --all
@@ -58,5 +60,5 @@ MODEL ?= lease
 explore:
 	$(CARGO) run --release --locked -p custos --no-default-features -- explore $(MODEL)
 
-## What CI runs: lint, then the README's test command.
-ci: lint test
+## What CI runs: lint, the README's test command, then loom.
+ci: lint test loom
