@@ -1,4 +1,4 @@
-//! Lifecycle membership (spec 002 "Completed Phase 2 release lifecycle"):
+//! Lifecycle membership (spec 002, the release lifecycle):
 //! the authoritative, durable record of which completed releases are members
 //! of the catalog, which were revoked or retired, and a bounded log of
 //! operation outcomes.

@@ -257,6 +257,12 @@ impl<F: Fs> ReleaseRepository<F> {
             }
             Some(_) => {}
         }
+        // A crash between a record's rename and the fsync of `lifecycle/`
+        // leaves a rename that is visible but not yet durable. Make what
+        // this open is about to act on durable first, so that a release it
+        // serves (or a revocation it honours) cannot vanish at the next
+        // power loss.
+        self.root.sync_dir(&dir)?;
         let names = self.fs().read_dir(&dir).map_err(io_err("read_dir", &dir))?;
         let mut records = Vec::with_capacity(names.len());
         for name in names {

@@ -968,3 +968,71 @@ fn an_fsync_failure_poisons_the_handle() {
         ReleaseError::Fs(FsError::Poisoned)
     ));
 }
+
+/// Open makes `lifecycle/` durable before acting on any record in it: a
+/// record whose rename survived a crash in the page cache (but not yet
+/// through the directory fsync) must not be served and then lost.
+#[test]
+fn open_syncs_lifecycle_state_before_reading_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let repo = open(tmp.path(), Bounds::default());
+        publish(&repo, 1).unwrap();
+    }
+    let fs = RecordingFs::new(RealFs);
+    let repo = open_with(fs.clone(), tmp.path(), Bounds::default()).unwrap();
+    assert_eq!(repo.len(), 1);
+    let lifecycle = repo.root().join("lifecycle");
+    let trace = fs.trace();
+    let synced = trace
+        .iter()
+        .position(|r| r.ok && r.op == Op::SyncDir(lifecycle.clone()))
+        .expect("open fsyncs lifecycle/");
+    let first_record_read = trace
+        .iter()
+        .position(|r| matches!(&r.op, Op::Read(p) if p.starts_with(&lifecycle)))
+        .expect("open reads the lifecycle records");
+    assert!(
+        synced < first_record_read,
+        "lifecycle/ fsynced at op {synced}, first record read at op {first_record_read}"
+    );
+}
+
+/// A failed fsync of `releases/` after the rename: the publication fails as
+/// retryable `Unavailable` (the handle is poisoned), a reopen recovers the
+/// directory as an orphan, and the exact retry reconciles it into a member.
+#[test]
+fn a_failed_parent_fsync_is_unavailable_and_the_exact_retry_reconciles_after_reopen() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fs = RecordingFs::new(RealFs);
+    let repo = open_with(fs.clone(), tmp.path(), Bounds::default()).unwrap();
+    let releases = repo.root().join(RELEASES_DIR);
+    // Where the releases/ fsync falls in a first publication's trace
+    // (learned from a publication into another fresh root).
+    fs.clear_trace();
+    publish(&repo, 9).unwrap();
+    let n = fs
+        .trace()
+        .iter()
+        .position(|r| r.op == Op::SyncDir(releases.clone()))
+        .expect("publication fsyncs releases/");
+    drop(repo);
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = open_with(fs.clone(), tmp.path(), Bounds::default()).unwrap();
+    let releases = repo.root().join(RELEASES_DIR);
+    fs.clear_trace();
+    fs.fail_at(n);
+    let e = publish(&repo, 1).unwrap_err();
+    let failed = fs.trace().into_iter().find(|r| !r.ok).unwrap();
+    assert_eq!(failed.op, Op::SyncDir(releases), "{e}");
+    assert_eq!(e.class(), "Unavailable", "{e}");
+    assert_eq!(publish(&repo, 2).unwrap_err().class(), "Unavailable");
+    fs.clear_failpoint();
+    drop(repo);
+    let repo = open(tmp.path(), Bounds::default());
+    assert_eq!(repo.orphans(), vec![digest(1)]);
+    publish(&repo, 1).unwrap();
+    assert!(repo.orphans().is_empty());
+    assert_eq!(repo.fetch(&digest(1)).unwrap().component, component(1));
+    publish(&repo, 2).unwrap();
+}

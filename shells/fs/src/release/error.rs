@@ -98,7 +98,13 @@ impl ReleaseError {
     /// `InvalidArgument`, `FailedPrecondition`, `Internal`.
     pub fn class(&self) -> &'static str {
         match self {
-            ReleaseError::Fs(FsError::Unavailable { .. }) => "Unavailable",
+            // A failed fsync poisons the handle (the kernel may have dropped
+            // the dirty pages): the remedy is to reopen, which re-verifies
+            // everything and lets the exact pending retry reconcile — a
+            // retryable condition, not an internal error.
+            ReleaseError::Fs(
+                FsError::Unavailable { .. } | FsError::SyncFailed { .. } | FsError::Poisoned,
+            ) => "Unavailable",
             ReleaseError::Fs(_) => "Internal",
             ReleaseError::Step { source, .. } => source.class(),
             ReleaseError::Manifest(ManifestError::TooLarge { .. })
