@@ -196,6 +196,15 @@ impl LifecycleState {
         self.next_seq = self.next_seq.max(outcome.seq.saturating_add(1));
     }
 
+    /// Reserves `outcome`'s sequence number without recording it: its
+    /// durable write failed, so the outcome is uncertain. The number is
+    /// never handed out again and [`LifecycleState::outcome`] answers
+    /// unknown for it; membership is unchanged here (a reopen reads the
+    /// durable truth).
+    pub fn reserve(&mut self, outcome: &Outcome) {
+        self.next_seq = self.next_seq.max(outcome.seq.saturating_add(1));
+    }
+
     /// Applies `op` on `digest` ([`LifecycleState::decide`] then
     /// [`LifecycleState::record`]) and returns the outcome. On error the
     /// state is untouched.

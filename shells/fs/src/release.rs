@@ -661,7 +661,13 @@ impl<F: Fs> ReleaseRepository<F> {
                     .decide(LifecycleOp::Publish, &digest)
                     .map_err(ReleaseError::from)
                     .and_then(|o| {
-                        self.write_record(&o)?;
+                        if let Err(e) = self.write_record(&o) {
+                            w.lifecycle.reserve(&o);
+                            return Err(ReleaseError::LifecycleUncertain {
+                                seq: o.seq,
+                                source: Box::new(e),
+                            });
+                        }
                         w.lifecycle.record(o);
                         outcome = Some(o);
                         Ok(())
@@ -850,8 +856,13 @@ impl<F: Fs> ReleaseRepository<F> {
             // retirement only withdraw eligibility, so the index takes the
             // new membership anyway: an uncertain write never leaves a
             // release positively eligible. Reopen reads the durable truth.
+            // The seq is reserved (never reused) and named in the error.
+            w.lifecycle.reserve(&outcome);
             self.shared.set_membership(digest, outcome.after);
-            return Err(e);
+            return Err(ReleaseError::LifecycleUncertain {
+                seq: outcome.seq,
+                source: Box::new(e),
+            });
         }
         w.lifecycle.record(outcome);
         self.shared.set_membership(digest, outcome.after);

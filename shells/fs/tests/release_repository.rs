@@ -663,7 +663,16 @@ fn an_uncertain_revocation_withdraws_eligibility_at_once() {
     publish(&repo, 1).unwrap();
     fs.clear_trace();
     fs.fail_at(0); // the lifecycle temp write
-    assert!(repo.revoke(&digest(1)).is_err());
+    let e = repo.revoke(&digest(1)).unwrap_err();
+    // The uncertain operation names its reserved seq, which answers
+    // unknown and is never handed out again.
+    let seq = e
+        .uncertain_seq()
+        .expect("an uncertain lifecycle write names its seq");
+    assert_eq!(
+        repo.outcome(seq),
+        custos_core::release::lifecycle::OutcomeStatus::Unknown
+    );
     assert!(matches!(
         repo.resolve("r1@1.0.0"),
         Err(ReleaseError::NotEligible {
@@ -671,14 +680,19 @@ fn an_uncertain_revocation_withdraws_eligibility_at_once() {
             ..
         })
     ));
-    // The durable state never said revoked: a reopen finds it a member.
+    fs.clear_failpoint();
+    let next = repo.retire(&digest(1)).unwrap();
+    assert_eq!(next.seq, seq + 1, "the uncertain seq was reused");
+    assert!(matches!(
+        repo.outcome(next.seq),
+        custos_core::release::lifecycle::OutcomeStatus::Retained(_)
+    ));
+    // The durable state never said revoked; the later retirement did land:
+    // a reopen finds it retired.
     let root = repo.root().to_path_buf();
     drop(repo);
     let repo = open(&root, Bounds::default());
-    assert_eq!(
-        repo.resolve("r1@1.0.0").unwrap().component_digest,
-        digest(1)
-    );
+    assert_eq!(repo.membership(&digest(1)), Some(Membership::Retired));
 }
 
 #[test]

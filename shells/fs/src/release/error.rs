@@ -31,6 +31,19 @@ pub enum ReleaseError {
         #[source]
         source: Box<ReleaseError>,
     },
+    /// A lifecycle record's durable write failed: the operation's outcome
+    /// is uncertain (it may or may not have landed; a failed
+    /// acknowledgment does not establish rollback). `seq` was reserved and
+    /// is never reused; `ReleaseRepository::outcome(seq)` answers unknown
+    /// until a reopen reads the durable truth.
+    #[error("lifecycle operation {seq} is uncertain: {source}")]
+    LifecycleUncertain {
+        /// The operation's reserved sequence number.
+        seq: u64,
+        /// What failed.
+        #[source]
+        source: Box<ReleaseError>,
+    },
     /// The manifest was refused.
     #[error("{0}")]
     Manifest(#[from] ManifestError),
@@ -106,7 +119,9 @@ impl ReleaseError {
                 FsError::Unavailable { .. } | FsError::SyncFailed { .. } | FsError::Poisoned,
             ) => "Unavailable",
             ReleaseError::Fs(_) => "Internal",
-            ReleaseError::Step { source, .. } => source.class(),
+            ReleaseError::Step { source, .. } | ReleaseError::LifecycleUncertain { source, .. } => {
+                source.class()
+            }
             ReleaseError::Manifest(ManifestError::TooLarge { .. })
             | ReleaseError::Metadata(MetadataError::TooLarge { .. })
             | ReleaseError::Bound(BoundError::ResourceExhausted { .. }) => "ResourceExhausted",
@@ -146,8 +161,20 @@ impl ReleaseError {
     /// The error under any [`ReleaseError::Step`] wrappers.
     pub fn root_cause(&self) -> &ReleaseError {
         match self {
-            ReleaseError::Step { source, .. } => source.root_cause(),
+            ReleaseError::Step { source, .. } | ReleaseError::LifecycleUncertain { source, .. } => {
+                source.root_cause()
+            }
             e => e,
+        }
+    }
+
+    /// The reserved sequence number of a lifecycle operation whose outcome
+    /// is uncertain, under any [`ReleaseError::Step`] wrapper.
+    pub fn uncertain_seq(&self) -> Option<u64> {
+        match self {
+            ReleaseError::LifecycleUncertain { seq, .. } => Some(*seq),
+            ReleaseError::Step { source, .. } => source.uncertain_seq(),
+            _ => None,
         }
     }
 
