@@ -284,7 +284,10 @@ fn rows_round_trip_projected_and_bounded() {
     assert!(few.truncated);
     let exact = store.existing_table_batches(&sig, &comps(), 12).unwrap();
     assert_eq!(exact.rows, 12);
-    assert!(!exact.truncated, "a limit equal to the row count is not a truncation");
+    assert!(
+        !exact.truncated,
+        "a limit equal to the row count is not a truncation"
+    );
 
     // A component the descriptor lacks is a typed error, not an empty read.
     let e = store
