@@ -874,7 +874,11 @@ impl<F: Fs> ReleaseRepository<F> {
         self.shared.writer().lifecycle.outcome(seq)
     }
 
-    /// The lifecycle membership of `digest`, if it has a record.
+    /// The lifecycle membership of `digest`, if it has a record: the
+    /// committed view. After an uncertain revocation or retirement
+    /// ([`ReleaseError::LifecycleUncertain`]) the index already withholds
+    /// eligibility from resolve and fetch while this still answers the last
+    /// committed membership; a reopen reads the durable truth.
     pub fn membership(&self, digest: &Sha256) -> Option<Membership> {
         self.shared.writer().lifecycle.membership(digest)
     }
