@@ -289,6 +289,74 @@ pub(crate) fn temp_db_path(kind: &str) -> PathBuf {
     ))
 }
 
+/// Removes a temp database and its `-wal`, `-shm` and `-journal`
+/// siblings, ignoring what is already gone (a `Drop` cleanup; best effort).
+pub(crate) fn remove_temp_db(path: &Path) {
+    for p in std::iter::once(path.to_path_buf()).chain(crate::offline::siblings(path)) {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+/// The migrate step of a catalog-style database whose identity is
+/// `application_id` and whose version is `steps.len()` (step `i` takes
+/// version `i` to `i + 1`). One `BEGIN IMMEDIATE` transaction: a newer
+/// version, or a file that is neither this kind nor empty, is refused with
+/// nothing written; a current file writes nothing; otherwise the missing
+/// steps and the identity pragmas commit together.
+pub(crate) fn migrate_identified(
+    conn: &mut Connection,
+    application_id: i64,
+    steps: &[&str],
+) -> Result<(), OpenError> {
+    let current = i64::try_from(steps.len()).unwrap_or(i64::MAX);
+    let tx = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(Fault::db("migrate-begin"))?;
+    let version: i64 = tx
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(Fault::db("read-version"))?;
+    let app: i64 = tx
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .map_err(Fault::db("read-application-id"))?;
+    if !(0..=current).contains(&version) {
+        return Err(OpenError::UnsupportedVersion {
+            found: version,
+            supported: current,
+        });
+    }
+    if version == 0 {
+        let tables: i64 = tx
+            .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+            .map_err(Fault::db("read-schema"))?;
+        if app != 0 || tables != 0 {
+            return Err(OpenError::ForeignDatabase {
+                detail: format!(
+                    "version 0 with application_id {app:#x} and {tables} schema objects"
+                ),
+            });
+        }
+    } else if app != application_id {
+        return Err(OpenError::ForeignDatabase {
+            detail: format!("application_id {app:#x}, expected {application_id:#x}"),
+        });
+    }
+    if version == current {
+        return Ok(()); // nothing written; the transaction rolls back
+    }
+    for step in steps
+        .iter()
+        .skip(usize::try_from(version).unwrap_or(usize::MAX))
+    {
+        tx.execute_batch(step).map_err(Fault::db("migrate"))?;
+    }
+    tx.execute_batch(&format!(
+        "PRAGMA application_id = {application_id}; PRAGMA user_version = {current};"
+    ))
+    .map_err(Fault::db("migrate"))?;
+    tx.commit().map_err(Fault::db("migrate-commit"))?;
+    Ok(())
+}
+
 /// Opens a catalog-style database in refuse-before-write order: connection
 /// policy that writes nothing (busy timeout, `synchronous=FULL`, read back);
 /// `migrate` — one `BEGIN IMMEDIATE` transaction that refuses a newer or

@@ -190,57 +190,18 @@ impl SqliteControlCatalog {
 impl Drop for SqliteControlCatalog {
     fn drop(&mut self) {
         if self.temp {
-            for suffix in ["", "-wal", "-shm", "-journal"] {
-                let mut p = self.path.clone().into_os_string();
-                p.push(suffix);
-                let _ = std::fs::remove_file(PathBuf::from(p));
-            }
+            config::remove_temp_db(&self.path);
         }
     }
 }
 
+/// The migration steps; their count is [`CONTROL_VERSION`] (checked by the
+/// array type).
+const CONTROL_STEPS: [&str; CONTROL_VERSION as usize] = [SCHEMA_V1];
+
+/// [`config::migrate_identified`] with this catalog's identity and steps.
 fn migrate(conn: &mut Connection) -> Result<(), OpenError> {
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(Fault::db("migrate-begin"))?;
-    let version: i64 = tx
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .map_err(Fault::db("read-version"))?;
-    let app: i64 = tx
-        .query_row("PRAGMA application_id", [], |r| r.get(0))
-        .map_err(Fault::db("read-application-id"))?;
-    if !(0..=CONTROL_VERSION).contains(&version) {
-        return Err(OpenError::UnsupportedVersion {
-            found: version,
-            supported: CONTROL_VERSION,
-        });
-    }
-    if version == 0 {
-        let tables: i64 = tx
-            .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
-            .map_err(Fault::db("read-schema"))?;
-        if app != 0 || tables != 0 {
-            return Err(OpenError::ForeignDatabase {
-                detail: format!(
-                    "version 0 with application_id {app:#x} and {tables} schema objects"
-                ),
-            });
-        }
-    } else if app != CONTROL_APPLICATION_ID {
-        return Err(OpenError::ForeignDatabase {
-            detail: format!("application_id {app:#x}, expected {CONTROL_APPLICATION_ID:#x}"),
-        });
-    }
-    if version == CONTROL_VERSION {
-        return Ok(()); // nothing written; the transaction rolls back
-    }
-    tx.execute_batch(SCHEMA_V1).map_err(Fault::db("migrate"))?;
-    tx.execute_batch(&format!(
-        "PRAGMA application_id = {CONTROL_APPLICATION_ID}; PRAGMA user_version = {CONTROL_VERSION};"
-    ))
-    .map_err(Fault::db("migrate"))?;
-    tx.commit().map_err(Fault::db("migrate-commit"))?;
-    Ok(())
+    config::migrate_identified(conn, CONTROL_APPLICATION_ID, &CONTROL_STEPS)
 }
 
 // ------------------------------------------------------------------ rows
