@@ -22,6 +22,8 @@
 //!   convergence; `migration::drive` simulates it for models and fuzzing.
 //! - [`release`] — the release catalog's rules (spec 002): the COMPLETE record
 //!   and the catalog bounds with their index accounting.
+//! - [`root`] — which directory a catalog may adopt: the durable mode
+//!   marker, fresh versus foreign roots, read / write / upgrade opens.
 //! - [`identity`] — storage identity (uri, namespace, backend), its
 //!   fingerprint and the control catalog's location.
 //! - [`world`] — the control catalog of worlds: identity, writer mode,
@@ -43,6 +45,7 @@ pub mod lease;
 pub mod ledger;
 pub mod migration;
 pub mod release;
+pub mod root;
 pub mod schema;
 pub mod storage;
 pub mod world;

@@ -58,7 +58,7 @@ fn variants(ops: &[Op], i: usize) -> Vec<Variant> {
         })
     };
     match ops.get(i) {
-        Some(Op::CreateDir(p)) | Some(Op::RemoveDirAll(p)) => {
+        Some(Op::CreateDir(p)) | Some(Op::RemoveDirAll(p)) | Some(Op::RemoveFile(p)) => {
             let relinked = matches!(ops.get(i), Some(Op::CreateDir(_))) && relinked(p);
             if relinked || dir_synced(&parent(p)) {
                 vec![Variant::Whole]
@@ -123,6 +123,9 @@ fn apply(image: &mut Image, op: &Op, variant: Variant) {
                     image.insert(to.join(rest), node);
                 }
             }
+        }
+        Op::RemoveFile(p) => {
+            image.remove(p);
         }
         Op::RemoveDirAll(p) => {
             let gone: Vec<PathBuf> = under(image, p).collect();

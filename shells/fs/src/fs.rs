@@ -9,9 +9,33 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use fs2::FileExt;
 
-/// A held exclusive lock on a file; released when dropped (or by the OS when
-/// the process exits or crashes).
-pub trait LockGuard: Send + Sync + std::fmt::Debug {}
+/// A held lock on a file; released when dropped (or by the OS when the
+/// process exits or crashes).
+pub trait LockGuard: Send + Sync + std::fmt::Debug {
+    /// The identity of the file the lock is held on (its open descriptor's
+    /// device and inode), to compare with what the lock's path names now.
+    fn file_id(&self) -> io::Result<FileId>;
+}
+
+/// A file's identity: device and inode. Two paths name the same file
+/// exactly when their identities are equal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FileId {
+    /// The device.
+    pub dev: u64,
+    /// The inode.
+    pub ino: u64,
+}
+
+impl FileId {
+    fn of(m: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        FileId {
+            dev: m.dev(),
+            ino: m.ino(),
+        }
+    }
+}
 
 /// What kind of filesystem object a path names (not following a final
 /// symbolic link).
@@ -73,9 +97,18 @@ pub trait Fs: Send + Sync {
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Removes a directory and everything under it.
     fn remove_dir_all(&self, path: &Path) -> io::Result<()>;
+    /// Removes one regular file.
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
     /// Takes the exclusive lock on `path` (created if missing) without
     /// waiting: `Ok(None)` when another holder has it.
     fn try_lock_exclusive(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>>;
+    /// Takes a shared lock on the existing file `path` (opened read-only;
+    /// never created: `NotFound` when missing) without waiting: `Ok(None)`
+    /// when an exclusive holder has it.
+    fn try_lock_shared(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>>;
+    /// The identity of the file at `path`, not following a final symbolic
+    /// link; `Ok(None)` when nothing is there.
+    fn file_id(&self, path: &Path) -> io::Result<Option<FileId>>;
     /// The kind and length of `path`, not following a final symbolic link;
     /// `Ok(None)` when nothing is there.
     fn metadata(&self, path: &Path) -> io::Result<Option<Meta>>;
@@ -94,7 +127,20 @@ pub struct RealFs;
 #[derive(Debug)]
 struct FileLock(File);
 
-impl LockGuard for FileLock {}
+impl LockGuard for FileLock {
+    fn file_id(&self) -> io::Result<FileId> {
+        Ok(FileId::of(&self.0.metadata()?))
+    }
+}
+
+fn lock_result(file: File, taken: io::Result<()>) -> io::Result<Option<Box<dyn LockGuard>>> {
+    match taken {
+        Ok(()) => Ok(Some(Box::new(FileLock(file)))),
+        Err(e) if e.raw_os_error() == fs2::lock_contended_error().raw_os_error() => Ok(None),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+        Err(e) => Err(e),
+    }
+}
 
 impl Drop for FileLock {
     fn drop(&mut self) {
@@ -133,6 +179,9 @@ impl Fs for RealFs {
     fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
         std::fs::remove_dir_all(path)
     }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)
+    }
     fn try_lock_exclusive(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
         let file = OpenOptions::new()
             .read(true)
@@ -140,10 +189,18 @@ impl Fs for RealFs {
             .create(true)
             .truncate(false)
             .open(path)?;
-        match FileExt::try_lock_exclusive(&file) {
-            Ok(()) => Ok(Some(Box::new(FileLock(file)))),
-            Err(e) if e.raw_os_error() == fs2::lock_contended_error().raw_os_error() => Ok(None),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+        let taken = FileExt::try_lock_exclusive(&file);
+        lock_result(file, taken)
+    }
+    fn try_lock_shared(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
+        let file = OpenOptions::new().read(true).open(path)?;
+        let taken = FileExt::try_lock_shared(&file);
+        lock_result(file, taken)
+    }
+    fn file_id(&self, path: &Path) -> io::Result<Option<FileId>> {
+        match std::fs::symlink_metadata(path) {
+            Ok(m) => Ok(Some(FileId::of(&m))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
         }
     }
@@ -212,8 +269,14 @@ pub enum Op {
     Rename(PathBuf, PathBuf),
     /// [`Fs::remove_dir_all`].
     RemoveDirAll(PathBuf),
+    /// [`Fs::remove_file`].
+    RemoveFile(PathBuf),
     /// [`Fs::try_lock_exclusive`].
     Lock(PathBuf),
+    /// [`Fs::try_lock_shared`].
+    LockShared(PathBuf),
+    /// [`Fs::file_id`].
+    FileId(PathBuf),
     /// [`Fs::metadata`].
     Metadata(PathBuf),
     /// [`Fs::read_dir`].
@@ -336,8 +399,17 @@ impl<F: Fs> Fs for RecordingFs<F> {
     fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
         self.run(Op::RemoveDirAll(path.into()), |fs| fs.remove_dir_all(path))
     }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        self.run(Op::RemoveFile(path.into()), |fs| fs.remove_file(path))
+    }
     fn try_lock_exclusive(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
         self.run(Op::Lock(path.into()), |fs| fs.try_lock_exclusive(path))
+    }
+    fn try_lock_shared(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
+        self.run(Op::LockShared(path.into()), |fs| fs.try_lock_shared(path))
+    }
+    fn file_id(&self, path: &Path) -> io::Result<Option<FileId>> {
+        self.run(Op::FileId(path.into()), |fs| fs.file_id(path))
     }
     fn metadata(&self, path: &Path) -> io::Result<Option<Meta>> {
         self.run(Op::Metadata(path.into()), |fs| fs.metadata(path))

@@ -19,7 +19,8 @@ pub mod fs;
 pub mod release;
 pub mod root;
 
-pub use error::{FsError, PATH_DURABILITY_UNCERTAIN, ROOT_LOCKED};
+pub use custos_core::root::{Access, OpenPlan};
+pub use error::{FsError, LOCK_MISSING, LOCK_REPLACED, PATH_DURABILITY_UNCERTAIN, ROOT_LOCKED};
 pub use fs::{Fs, Op, RealFs, Recorded, RecordingFs};
 pub use release::{ReleaseError, ReleaseRepository};
 pub use root::{DurableRoot, LOCK_FILE};

@@ -2,18 +2,26 @@
 //! under `releases/<hex>/` in an exclusively owned root, published by the
 //! protocol of `custos_core::release::protocol` and recovered at open.
 //!
-//! **Open** ([`ReleaseRepository::open`]): [`DurableRoot::open`] (anchor,
-//! create, canonicalize, fsync leaf → root, lock `.catalog.lock`); only then
-//! clear `.tmp/` (every stage there is abandoned crash debris), ensure
-//! `releases/`, load the lifecycle state, and recover every entry under
+//! **Open** ([`ReleaseRepository::open`]): [`DurableRoot::open`] with
+//! [`LAYOUT`] (anchor, create a nonexistent root, canonicalize, fsync leaf →
+//! root, refuse a directory that is neither initialized — the
+//! `INITIALIZED` marker — nor empty, lock `.catalog.lock`, initialize a
+//! fresh root: `.tmp/`, `releases/`, `lifecycle/`, then the marker); for an
+//! initialized root clear `.tmp/` (every stage there is abandoned crash
+//! debris), load the lifecycle state, and recover every entry under
 //! `releases/`: a digest-named directory is verified in full (each file's
 //! length checked before it is read) and a missing or damaged COMPLETE
 //! fails the open; a non-digest directory is invisible debris counted toward
 //! `max_recovery_directories`; a verified directory the lifecycle state does
-//! not name is an orphan (no membership, reserves its reference). A root
-//! with no `lifecycle/` directory yet is bootstrapped once: every verified
-//! completed directory becomes a member, and the records are staged and
-//! renamed into place as one directory. Lifecycle state is one small record
+//! not name is an orphan (no membership, reserves its reference). An
+//! initialized root whose `lifecycle/` is missing fails the open
+//! (corruption: a deleted directory never brings revoked releases back).
+//! Only an explicit upgrade ([`Access::Upgrade`]) of a catalog predating
+//! the marker bootstraps missing lifecycle state once: every verified
+//! completed directory becomes a member, the records are staged and renamed
+//! into place as one directory, and then the marker is written. A reading
+//! open ([`ReleaseRepository::open_read_only`]) verifies the same way and
+//! writes nothing. Lifecycle state is one small record
 //! per release (`lifecycle/<hex>`, its latest outcome), replaced atomically
 //! (temp → fsync → rename → fsync `lifecycle/`), so a publication writes one
 //! record whatever the catalog's size.
@@ -58,9 +66,19 @@ pub use error::ReleaseError;
 pub use shared::Entry;
 use shared::{Index, Refusal, Shared, Writer};
 
+use custos_core::root::{Access, Layout, OpenPlan};
+
 use crate::error::io_err;
 use crate::fs::{Fs, Kind};
 use crate::root::DurableRoot;
+
+/// The release catalog's root layout: its marker and state directories.
+pub const LAYOUT: Layout = Layout {
+    kind: "release catalog",
+    marker: b"custos release catalog 1\n",
+    dirs: &[STAGING_DIR, RELEASES_DIR, LIFECYCLE_DIR],
+    staging: STAGING_DIR,
+};
 
 /// The staging directory directly under the root.
 pub const STAGING_DIR: &str = ".tmp";
@@ -207,8 +225,10 @@ fn step_err(step: Step) -> impl FnOnce(ReleaseError) -> ReleaseError {
 }
 
 impl<F: Fs> ReleaseRepository<F> {
-    /// Opens (creating if needed) the repository at `path`, owning it
-    /// exclusively until dropped. See the module documentation for the
+    /// Opens the repository at `path` for writing, owning it exclusively
+    /// until dropped: a nonexistent or empty directory is initialized, an
+    /// initialized one recovered; any other directory is refused untouched
+    /// ([`crate::FsError::Refused`]). See the module documentation for the
     /// order; any refusal leaves committed files as they were.
     pub fn open(
         fs: F,
@@ -216,11 +236,41 @@ impl<F: Fs> ReleaseRepository<F> {
         bounds: Bounds,
         inspector: Arc<dyn ComponentInspector>,
     ) -> Result<Self, ReleaseError> {
-        let root = DurableRoot::open(fs, path)?;
+        Self::open_as(Access::Write, fs, path, bounds, inspector)
+    }
+
+    /// Opens an initialized repository for reading only: it must exist and
+    /// hold the marker; a shared lock excludes a live writer; nothing is
+    /// created, cleaned, synced or bootstrapped, and every mutation fails
+    /// with [`crate::FsError::ReadOnly`]. Recovery's verification runs in
+    /// full, so a successful open is a full verification.
+    pub fn open_read_only(
+        fs: F,
+        path: &Path,
+        bounds: Bounds,
+        inspector: Arc<dyn ComponentInspector>,
+    ) -> Result<Self, ReleaseError> {
+        Self::open_as(Access::Read, fs, path, bounds, inspector)
+    }
+
+    /// Opens the repository with the given [`Access`]. [`Access::Upgrade`]
+    /// also adopts a catalog written before the durable mode marker
+    /// existed (an unmarked root made only of this layout's names, its
+    /// staging directory empty): every completed release is verified, a
+    /// catalog without lifecycle state is bootstrapped once (every verified
+    /// release a member), and only then is the marker written.
+    pub fn open_as(
+        access: Access,
+        fs: F,
+        path: &Path,
+        bounds: Bounds,
+        inspector: Arc<dyn ComponentInspector>,
+    ) -> Result<Self, ReleaseError> {
         let usage = CatalogUsage::empty(&bounds)?;
-        // Ownership is held: everything under .tmp is abandoned.
-        root.reset_dir(STAGING_DIR)?;
-        root.ensure_dir(RELEASES_DIR)?;
+        let (root, plan) = DurableRoot::open(fs, path, &LAYOUT, access)?;
+        if plan == OpenPlan::Upgrade {
+            root.ensure_dir(RELEASES_DIR)?;
+        }
         let mut repo = ReleaseRepository {
             root,
             bounds,
@@ -233,7 +283,10 @@ impl<F: Fs> ReleaseRepository<F> {
             counters: Counters::default(),
             stage_seq: AtomicU64::new(0),
         };
-        let (writer, index) = repo.recover(usage)?;
+        let (writer, index) = repo.recover(usage, plan)?;
+        if plan == OpenPlan::Upgrade {
+            repo.root.write_marker(&LAYOUT)?;
+        }
         repo.shared = Shared::new(writer, index);
         Ok(repo)
     }
@@ -261,8 +314,11 @@ impl<F: Fs> ReleaseRepository<F> {
         // leaves a rename that is visible but not yet durable. Make what
         // this open is about to act on durable first, so that a release it
         // serves (or a revocation it honours) cannot vanish at the next
-        // power loss.
-        self.root.sync_dir(&dir)?;
+        // power loss. A reading open writes nothing (it acknowledges
+        // nothing either); the next writing open syncs.
+        if self.root.access().writes() {
+            self.root.sync_dir(&dir)?;
+        }
         let names = self.fs().read_dir(&dir).map_err(io_err("read_dir", &dir))?;
         let mut records = Vec::with_capacity(names.len());
         for name in names {
@@ -336,9 +392,23 @@ impl<F: Fs> ReleaseRepository<F> {
         Ok(())
     }
 
-    fn recover(&self, mut usage: CatalogUsage) -> Result<(Writer, Index), ReleaseError> {
+    fn recover(
+        &self,
+        mut usage: CatalogUsage,
+        plan: OpenPlan,
+    ) -> Result<(Writer, Index), ReleaseError> {
         let lifecycle = self.load_lifecycle()?;
+        // Only an explicit upgrade of a catalog predating lifecycle state
+        // bootstraps it; in a marked root missing state is corruption (the
+        // root's open already refused it; this is the same rule, kept
+        // where the records are read).
         let bootstrap = lifecycle.is_none();
+        if bootstrap && plan != OpenPlan::Upgrade {
+            return Err(corrupt(
+                &self.root.root().join(LIFECYCLE_DIR),
+                "the catalog is initialized but its lifecycle state is missing",
+            ));
+        }
         let mut boot_records = Vec::new();
         let mut lifecycle = lifecycle.unwrap_or_default();
         let dir = self.releases();

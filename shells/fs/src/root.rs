@@ -1,13 +1,34 @@
 //! An owned, durable catalog root: the open sequence and the one module that
 //! does all durable publication.
 //!
-//! **Open** ([`DurableRoot::open`]): anchor a relative path against the working
-//! directory once; create the nested directories; canonicalize; fsync every
-//! directory from the root up to `/`, leaf first; only then take the `fs2`
-//! exclusive lock on `.catalog.lock`. A failed ancestor sync is a retryable
-//! [`FsError::Unavailable`] with [`PATH_DURABILITY_UNCERTAIN`] and nothing is
-//! initialized or locked; a retry repeats the whole chain. A second live
+//! **Open** ([`DurableRoot::open`]) follows [`custos_core::root`]'s rule of
+//! which directory a catalog may adopt. Anchor a relative path against the
+//! working directory once; a writing open creates a nonexistent root (a
+//! reading one is refused); canonicalize; a writing open fsyncs every
+//! directory from the root up to `/`, leaf first. Then the root is
+//! classified from its listing and the decision taken **before** the lock,
+//! because taking it creates `.catalog.lock`: a directory that is neither
+//! initialized (no `INITIALIZED` marker) nor empty is refused
+//! ([`FsError::Refused`]) and left byte-untouched. Only then the `fs2` lock
+//! on `.catalog.lock` — exclusive to write, shared to read (a reader never
+//! creates the file) — is taken, its identity checked against the path,
+//! and a writing open decides again under the lock and acts: initialize a
+//! fresh root (state directories, then the marker), or clear the staging
+//! directory of an initialized one. A failed ancestor sync is a retryable
+//! [`FsError::Unavailable`] with [`PATH_DURABILITY_UNCERTAIN`] and nothing
+//! is initialized or locked; a retry repeats the whole chain. A second live
 //! opener gets [`FsError::Unavailable`] with [`ROOT_LOCKED`].
+//!
+//! **The lock file is checked, not trusted.** An operator who deletes
+//! `.catalog.lock` under a live owner lets a later opener lock a new file
+//! and believe itself alone. So the handle remembers the identity (device,
+//! inode) of the file it locked and compares it with what the path names
+//! after locking and before every commit point (every rename): a
+//! difference is [`FsError::Unavailable`] with [`LOCK_REPLACED`], and
+//! nothing is committed through that handle.
+//!
+//! **A read handle writes nothing**: every mutating primitive fails with
+//! [`FsError::ReadOnly`].
 //!
 //! **Publication** ([`DurableRoot::publish_dir`]): write each file into a
 //! private directory under the staging area → fsync each file → fsync the
@@ -17,19 +38,57 @@
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::error::{io_err, FsError, PATH_DURABILITY_UNCERTAIN, ROOT_LOCKED};
-use crate::fs::{Fs, LockGuard};
+pub use custos_core::root::LOCK_FILE;
+use custos_core::root::{
+    check_marker, check_state, classify, decide, decide_missing, Access, Layout, Listed, OpenPlan,
+    RootRefusal, Seen, Standing, MARKER_FILE, MARKER_PENDING,
+};
 
-/// The lock file directly under the root.
-pub const LOCK_FILE: &str = ".catalog.lock";
+use crate::error::{
+    io_err, FsError, LOCK_MISSING, LOCK_REPLACED, PATH_DURABILITY_UNCERTAIN, ROOT_LOCKED,
+};
+use crate::fs::{FileId, Fs, Kind, LockGuard, Meta};
 
-/// An owned catalog root: its canonical absolute path and the exclusive lock.
-/// A later change of the process's working directory cannot redirect it.
+/// An owned catalog root: its canonical absolute path and the lock
+/// (exclusive for a writing open, shared for a reading one). A later change
+/// of the process's working directory cannot redirect it.
 pub struct DurableRoot<F: Fs> {
     fs: F,
     root: PathBuf,
+    access: Access,
+    lock_id: FileId,
     poisoned: AtomicBool,
     _lock: Box<dyn LockGuard>,
+}
+
+/// What the root is, from a listing: the marker's presence alone decides
+/// a marked root (nothing else is listed then); an unmarked one has each
+/// entry's kind and, for directories, emptiness looked at.
+fn standing<F: Fs>(fs: &F, root: &Path, layout: &Layout) -> Result<Standing, FsError> {
+    let names = fs.read_dir(root).map_err(io_err("read_dir", root))?;
+    if names.iter().any(|n| n == MARKER_FILE) {
+        return Ok(Standing::Marked);
+    }
+    let mut seen = Vec::with_capacity(names.len());
+    for name in &names {
+        let path = root.join(name);
+        let Some(meta) = fs.metadata(&path).map_err(io_err("metadata", &path))? else {
+            continue; // Vanished since the listing: not there.
+        };
+        let s = seen_of(meta, || {
+            Ok(fs
+                .read_dir(&path)
+                .map_err(io_err("read_dir", &path))?
+                .is_empty())
+        })?;
+        seen.push(s);
+    }
+    let listed: Vec<Listed<'_>> = names
+        .iter()
+        .zip(&seen)
+        .map(|(name, &seen)| Listed { name, seen })
+        .collect();
+    Ok(classify(layout, &listed))
 }
 
 impl<F: Fs> std::fmt::Debug for DurableRoot<F> {
@@ -51,9 +110,39 @@ pub fn plain_name(name: &str) -> Result<&Path, FsError> {
     }
 }
 
+/// Whether an I/O error says the entry is not there.
+fn not_found(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::NotFound
+}
+
+fn seen_of(meta: Meta, empty: impl FnOnce() -> Result<bool, FsError>) -> Result<Seen, FsError> {
+    Ok(match meta.kind {
+        Kind::File => Seen::File { len: meta.len },
+        Kind::Dir => Seen::Dir { empty: empty()? },
+        Kind::Symlink | Kind::Other => Seen::Other,
+    })
+}
+
 impl<F: Fs> DurableRoot<F> {
-    /// Opens (creating if needed) and owns the root at `path`.
-    pub fn open(fs: F, path: &Path) -> Result<Self, FsError> {
+    /// Opens the root at `path` for `access`, following the rule of
+    /// [`custos_core::root`]; returns the handle and the plan it carried
+    /// out. See the module documentation for the order. A refused root
+    /// ([`FsError::Refused`]) is left as it was: nothing is created,
+    /// locked, cleaned or synced in it.
+    ///
+    /// - [`OpenPlan::Initialize`]: the state directories and then the
+    ///   marker were written (the root is initialized and empty).
+    /// - [`OpenPlan::Open`]: an initialized root; a writing open cleared
+    ///   its staging directory.
+    /// - [`OpenPlan::Upgrade`]: an unmarked root of this layout's names is
+    ///   owned; the caller verifies it, bootstraps its state and calls
+    ///   [`DurableRoot::write_marker`].
+    pub fn open(
+        fs: F,
+        path: &Path,
+        layout: &'static Layout,
+        access: Access,
+    ) -> Result<(Self, OpenPlan), FsError> {
         let anchored = if path.is_absolute() {
             path.to_path_buf()
         } else {
@@ -62,32 +151,201 @@ impl<F: Fs> DurableRoot<F> {
                 .map_err(io_err("current_dir", PathBuf::new()))?;
             cwd.join(path)
         };
-        fs.create_dir_all(&anchored)
-            .map_err(io_err("create_dir_all", &anchored))?;
+        let refused = |path: &Path, refusal| FsError::Refused {
+            path: path.to_path_buf(),
+            refusal,
+        };
+        let existed = fs
+            .metadata(&anchored)
+            .map_err(io_err("metadata", &anchored))?
+            .is_some();
+        if !existed {
+            decide_missing(layout, access).map_err(|r| refused(&anchored, r))?;
+            fs.create_dir_all(&anchored)
+                .map_err(io_err("create_dir_all", &anchored))?;
+        }
         let root = fs
             .canonicalize(&anchored)
             .map_err(io_err("canonicalize", &anchored))?;
-        for dir in root.ancestors() {
-            fs.sync_dir(dir).map_err(|e| FsError::Unavailable {
-                reason: PATH_DURABILITY_UNCERTAIN,
-                path: dir.to_path_buf(),
-                detail: e.to_string(),
-            })?;
+        let is_dir = fs
+            .metadata(&root)
+            .map_err(io_err("metadata", &root))?
+            .is_some_and(|m| m.kind == Kind::Dir);
+        if !is_dir {
+            return Err(refused(
+                &root,
+                RootRefusal::NotADirectory { kind: layout.kind },
+            ));
         }
+        if access.writes() {
+            for dir in root.ancestors() {
+                fs.sync_dir(dir).map_err(|e| FsError::Unavailable {
+                    reason: PATH_DURABILITY_UNCERTAIN,
+                    path: dir.to_path_buf(),
+                    detail: e.to_string(),
+                })?;
+            }
+        }
+        // Decide before the lock: taking it creates the lock file, which a
+        // refused directory must not get.
+        let plan = decide(layout, &standing(&fs, &root, layout)?, access)
+            .map_err(|r| refused(&root, r))?;
         let lock_path = root.join(LOCK_FILE);
-        let lock = fs
-            .try_lock_exclusive(&lock_path)
-            .map_err(io_err("lock", &lock_path))?
-            .ok_or_else(|| FsError::Unavailable {
-                reason: ROOT_LOCKED,
-                path: lock_path.clone(),
-                detail: "another live repository owns this root".into(),
-            })?;
-        Ok(DurableRoot {
+        let lock = if access.writes() {
+            fs.try_lock_exclusive(&lock_path)
+        } else {
+            fs.try_lock_shared(&lock_path)
+        };
+        let lock = match lock {
+            Ok(Some(lock)) => lock,
+            Ok(None) => {
+                return Err(FsError::Unavailable {
+                    reason: ROOT_LOCKED,
+                    path: lock_path,
+                    detail: "another live process owns this catalog; stop it, or wait for it \
+                             to finish"
+                        .into(),
+                })
+            }
+            Err(e) if not_found(&e) && !access.writes() => {
+                return Err(FsError::Unavailable {
+                    reason: LOCK_MISSING,
+                    path: lock_path,
+                    detail: "the lock file was deleted (a live owner may still hold it); \
+                             once no process uses this catalog, a writing command recreates it"
+                        .into(),
+                })
+            }
+            Err(e) => return Err(io_err("lock", &lock_path)(e)),
+        };
+        let lock_id = lock.file_id().map_err(io_err("fstat", &lock_path))?;
+        let handle = DurableRoot {
             fs,
             root,
+            access,
+            lock_id,
             poisoned: AtomicBool::new(false),
             _lock: lock,
+        };
+        handle.check_lock()?;
+        // Under the lock the decision is final: another process may have
+        // initialized the root between the first look and the lock.
+        let plan = if access.writes() {
+            decide(layout, &standing(&handle.fs, &handle.root, layout)?, access)
+                .map_err(|r| refused(&handle.root, r))?
+        } else {
+            plan
+        };
+        match plan {
+            OpenPlan::Open => {
+                handle.check_marked(layout)?;
+                if access.writes() {
+                    handle.reset_dir(layout.staging)?;
+                }
+            }
+            OpenPlan::Initialize => {
+                for dir in layout.dirs {
+                    handle.ensure_dir(dir)?;
+                }
+                handle.write_marker(layout)?;
+            }
+            OpenPlan::Upgrade => {
+                handle.ensure_dir(layout.staging)?;
+            }
+        }
+        Ok((handle, plan))
+    }
+
+    /// Checks the marker's bytes and that every state directory is there.
+    fn check_marked(&self, layout: &Layout) -> Result<(), FsError> {
+        let path = self.root.join(MARKER_FILE);
+        let refused = |refusal| FsError::Refused {
+            path: self.root.clone(),
+            refusal,
+        };
+        let meta = self.fs.metadata(&path).map_err(io_err("metadata", &path))?;
+        let seen = match meta {
+            Some(m) => seen_of(m, || Ok(false))?,
+            None => Seen::Other,
+        };
+        let bytes = if matches!(seen, Seen::File { .. }) {
+            let limit = u64::try_from(layout.marker.len()).unwrap_or(u64::MAX);
+            match self.fs.read_bounded(&path, limit) {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                    return Err(refused(RootRefusal::BadMarker {
+                        kind: layout.kind,
+                        marker: MARKER_FILE,
+                        why: "longer than any marker".into(),
+                    }))
+                }
+                Err(e) => return Err(io_err("read", &path)(e)),
+            }
+        } else {
+            Vec::new()
+        };
+        check_marker(layout, seen, &bytes).map_err(refused)?;
+        let mut found = Vec::new();
+        for dir in layout.dirs {
+            let p = self.root.join(dir);
+            let m = self.fs.metadata(&p).map_err(io_err("metadata", &p))?;
+            found.push((
+                *dir,
+                m.map(|m| match m.kind {
+                    Kind::Dir => Seen::Dir { empty: false },
+                    Kind::File => Seen::File { len: m.len },
+                    _ => Seen::Other,
+                }),
+            ));
+        }
+        check_state(layout, |d| {
+            found.iter().find(|(n, _)| *n == d).and_then(|(_, s)| *s)
+        })
+        .map_err(refused)
+    }
+
+    /// Writes the durable mode marker: `.INITIALIZED.pending` (any stale
+    /// one removed first) → fsync → rename to `INITIALIZED` → fsync the
+    /// root. Call only once the layout's state is whole and durable.
+    pub fn write_marker(&self, layout: &Layout) -> Result<(), FsError> {
+        self.live()?;
+        let pending = self.root.join(MARKER_PENDING);
+        let stale = self
+            .fs
+            .metadata(&pending)
+            .map_err(io_err("metadata", &pending))?;
+        if stale.is_some() {
+            // The rule admitted it: a regular file no longer than a marker,
+            // left by an interrupted initialization.
+            self.fs
+                .remove_file(&pending)
+                .map_err(io_err("remove_file", &pending))?;
+        }
+        self.sync(&self.root, true)?;
+        self.write_synced(&pending, layout.marker)?;
+        self.rename(&pending, &self.root.join(MARKER_FILE))?;
+        self.sync(&self.root, true)
+    }
+
+    /// Fails with [`FsError::Unavailable`] ([`LOCK_REPLACED`]) when the
+    /// lock file's path no longer names the file this handle locked (it was
+    /// deleted, or replaced): a process opening after that would lock
+    /// another file and think itself the only owner. Runs after the lock is
+    /// taken and before every commit point (each rename).
+    pub fn check_lock(&self) -> Result<(), FsError> {
+        let path = self.root.join(LOCK_FILE);
+        let now = self.fs.file_id(&path).map_err(io_err("lstat", &path))?;
+        if now == Some(self.lock_id) {
+            return Ok(());
+        }
+        Err(FsError::Unavailable {
+            reason: LOCK_REPLACED,
+            path,
+            detail: String::from(match now {
+                None => "the lock file this process holds was deleted",
+                Some(_) => "the lock file was replaced by another file",
+            }) + "; another process may own the catalog now, so this one stops before \
+                 committing anything: stop every process using the catalog, then reopen",
         })
     }
 
@@ -106,8 +364,15 @@ impl<F: Fs> DurableRoot<F> {
         self.poisoned.load(Ordering::SeqCst)
     }
 
+    /// The access this handle was opened with.
+    pub fn access(&self) -> Access {
+        self.access
+    }
+
     fn live(&self) -> Result<(), FsError> {
-        if self.is_poisoned() {
+        if !self.access.writes() {
+            Err(FsError::ReadOnly)
+        } else if self.is_poisoned() {
             Err(FsError::Poisoned)
         } else {
             Ok(())
@@ -129,7 +394,8 @@ impl<F: Fs> DurableRoot<F> {
         })
     }
 
-    /// Fails with [`FsError::Poisoned`] once an fsync has failed.
+    /// Fails with [`FsError::Poisoned`] once an fsync has failed, and with
+    /// [`FsError::ReadOnly`] on a handle opened for reading.
     pub fn check_live(&self) -> Result<(), FsError> {
         self.live()
     }
@@ -157,10 +423,12 @@ impl<F: Fs> DurableRoot<F> {
         self.sync(path, false)
     }
 
-    /// Renames `from` to `to` (same filesystem). Not durable until the
-    /// destination's parent is fsynced.
+    /// Renames `from` to `to` (same filesystem): a commit point, so the
+    /// lock is checked first ([`DurableRoot::check_lock`]). Not durable
+    /// until the destination's parent is fsynced.
     pub fn rename(&self, from: &Path, to: &Path) -> Result<(), FsError> {
         self.live()?;
+        self.check_lock()?;
         self.fs.rename(from, to).map_err(io_err("rename", from))
     }
 
@@ -247,9 +515,7 @@ impl<F: Fs> DurableRoot<F> {
             self.sync(&path, false)?;
         }
         self.sync(&stage, true)?;
-        self.fs
-            .rename(&stage, &dest)
-            .map_err(io_err("rename", &stage))?;
+        self.rename(&stage, &dest)?;
         self.sync(&parent, true)?;
         Ok(dest)
     }

@@ -5,14 +5,22 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use custos_core::root::Layout;
 use custos_fs::crash::{crash_states, Image, Node};
-use custos_fs::{DurableRoot, RealFs, RecordingFs};
+use custos_fs::{Access, DurableRoot, RealFs, RecordingFs};
+
+const LAYOUT: Layout = Layout {
+    kind: "test catalog",
+    marker: b"custos test catalog 1\n",
+    dirs: &[".tmp", "releases"],
+    staging: ".tmp",
+};
 
 #[test]
 fn a_durable_publication_recovers_to_old_or_new_in_every_crash_state() {
     let tmp = tempfile::tempdir().unwrap();
     let fs = RecordingFs::new(RealFs);
-    let root = DurableRoot::open(fs.clone(), tmp.path()).unwrap();
+    let (root, _) = DurableRoot::open(fs.clone(), tmp.path(), &LAYOUT, Access::Write).unwrap();
     let stage = root.ensure_dir(".tmp").unwrap();
     let releases = root.ensure_dir("releases").unwrap();
     fs.clear_trace();

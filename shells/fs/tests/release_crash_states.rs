@@ -68,6 +68,15 @@ impl Fs for NoSync {
     fn remove_dir_all(&self, p: &Path) -> io::Result<()> {
         RealFs.remove_dir_all(p)
     }
+    fn remove_file(&self, p: &Path) -> io::Result<()> {
+        RealFs.remove_file(p)
+    }
+    fn try_lock_shared(&self, p: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
+        RealFs.try_lock_shared(p)
+    }
+    fn file_id(&self, p: &Path) -> io::Result<Option<custos_fs::fs::FileId>> {
+        RealFs.file_id(p)
+    }
     fn try_lock_exclusive(&self, p: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
         RealFs.try_lock_exclusive(p)
     }

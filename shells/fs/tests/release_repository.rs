@@ -17,10 +17,11 @@ use custos_core::release::lifecycle::{Membership, OutcomeStatus};
 use custos_core::release::page::PageError;
 use custos_core::release::protocol::{Plan, ProtocolError, RecoveryError, Step};
 use custos_core::release::Sha256;
+use custos_core::root::MARKER_FILE;
 use custos_fs::release::{
     ReleaseError, ReleaseRepository, COMPONENT_FILE, METADATA_FILE, RELEASES_DIR, STAGING_DIR,
 };
-use custos_fs::{Fs, FsError, Op, RealFs, RecordingFs, ROOT_LOCKED};
+use custos_fs::{Access, Fs, FsError, Op, RealFs, RecordingFs, ROOT_LOCKED};
 
 fn component(n: u32) -> Vec<u8> {
     let mut c = b"\0asm\x0d\0\x01\0".to_vec();
@@ -168,11 +169,41 @@ fn publish_resolve_fetch_and_reopen() {
     ));
 }
 
-/// A completed catalog predating lifecycle state (no `lifecycle/`) is
-/// bootstrapped once: every verified release becomes a member — more than
-/// the in-memory outcome window, each with its own record.
+/// The durable mode marker, not the presence of `lifecycle/`, says the
+/// catalog is initialized: deleting `lifecycle/` fails every later open
+/// (a revoked release never comes back as a member), and nothing is
+/// re-created.
 #[test]
-fn a_catalog_without_lifecycle_state_is_bootstrapped_once() {
+fn a_deleted_lifecycle_directory_fails_the_open_and_revives_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = open(tmp.path(), Bounds::default());
+    publish(&repo, 1).unwrap();
+    publish(&repo, 2).unwrap();
+    repo.revoke(&digest(1)).unwrap();
+    let root = repo.root().to_path_buf();
+    drop(repo);
+    std::fs::remove_dir_all(root.join("lifecycle")).unwrap();
+    let before = snapshot(&root);
+    for read_only in [false, true] {
+        let e = if read_only {
+            ReleaseRepository::open_read_only(RealFs, &root, Bounds::default(), Arc::new(MagicOnly))
+                .unwrap_err()
+        } else {
+            open_with(RealFs, &root, Bounds::default()).unwrap_err()
+        };
+        assert_eq!(e.class(), "CorruptArtifact", "{e}");
+        assert!(e.to_string().contains("lifecycle/"), "{e}");
+        assert_eq!(snapshot(&root), before, "a refused open changes nothing");
+    }
+}
+
+/// A completed catalog predating the marker and lifecycle state is adopted
+/// only by an explicit upgrade: a plain open refuses it untouched; the
+/// upgrade verifies every release, bootstraps lifecycle state once (every
+/// release a member, more than the in-memory outcome window, each with its
+/// own record) and then writes the marker.
+#[test]
+fn only_an_upgrade_bootstraps_a_catalog_without_lifecycle_state() {
     let tmp = tempfile::tempdir().unwrap();
     let repo = open(tmp.path(), Bounds::default());
     for n in 0..70 {
@@ -181,17 +212,141 @@ fn a_catalog_without_lifecycle_state_is_bootstrapped_once() {
     let root = repo.root().to_path_buf();
     drop(repo);
     std::fs::remove_dir_all(root.join("lifecycle")).unwrap();
-    let repo = open(&root, Bounds::default());
+    std::fs::remove_file(root.join(MARKER_FILE)).unwrap();
+    let before = snapshot(&root);
+    let e = open_with(RealFs, &root, Bounds::default()).unwrap_err();
+    assert_eq!(e.class(), "InvalidArgument", "{e}");
+    assert!(e.to_string().contains("upgrade"), "{e}");
+    assert_eq!(snapshot(&root), before);
+    let repo = ReleaseRepository::open_as(
+        Access::Upgrade,
+        RealFs,
+        &root,
+        Bounds::default(),
+        Arc::new(MagicOnly),
+    )
+    .unwrap();
     assert_eq!(repo.len(), 70);
     assert!(repo.orphans().is_empty());
     assert_eq!(
         std::fs::read_dir(root.join("lifecycle")).unwrap().count(),
         70
     );
+    assert!(root.join(MARKER_FILE).is_file());
     drop(repo);
     let repo = open(&root, Bounds::default());
     assert_eq!(repo.len(), 70);
     assert!((0..70).all(|n| repo.membership(&digest(n)) == Some(Membership::Member)));
+}
+
+/// A directory holding a user's files is never adopted, by a writing or a
+/// reading open: the example of `releases/` beside a user's
+/// `.tmp/cache/important.txt`, which an open used to delete.
+#[test]
+fn a_user_directory_is_refused_and_left_byte_untouched() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    std::fs::create_dir_all(root.join("releases")).unwrap();
+    std::fs::create_dir_all(root.join(".tmp/cache")).unwrap();
+    std::fs::write(root.join(".tmp/cache/important.txt"), b"keep me").unwrap();
+    let before = snapshot(root);
+    for access in [Access::Write, Access::Read, Access::Upgrade] {
+        let e = ReleaseRepository::open_as(
+            access,
+            RealFs,
+            root,
+            Bounds::default(),
+            Arc::new(MagicOnly),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(e, ReleaseError::Fs(custos_fs::FsError::Refused { .. })),
+            "{access:?}: {e}"
+        );
+        assert_eq!(snapshot(root), before, "{access:?} changed the directory");
+    }
+}
+
+/// Deleting `.catalog.lock` under a live owner: a second process locks a
+/// new file and publishes; the first is refused at its next commit point,
+/// so the two never both publish one reference, and the catalog still
+/// opens afterwards.
+#[test]
+fn a_deleted_lock_file_never_lets_two_owners_publish_one_reference() {
+    let tmp = tempfile::tempdir().unwrap();
+    let first = open(tmp.path(), Bounds::default());
+    let root = first.root().to_path_buf();
+    std::fs::remove_file(root.join(custos_fs::LOCK_FILE)).unwrap();
+    let second = open(&root, Bounds::default());
+    publish(&second, 60).unwrap();
+    let e = publish(&first, 60).unwrap_err();
+    assert_eq!(e.class(), "Unavailable", "{e}");
+    assert!(e.to_string().contains(custos_fs::LOCK_REPLACED), "{e}");
+    drop((first, second));
+    let again = open(&root, Bounds::default());
+    assert_eq!(again.len(), 1);
+    assert!(again.orphans().is_empty());
+}
+
+/// A reading open verifies in full and writes nothing: debris in `.tmp`
+/// stays, no fsync, no created file; mutations are refused.
+#[test]
+fn a_reading_open_verifies_and_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = open(tmp.path(), Bounds::default());
+    publish(&repo, 1).unwrap();
+    let root = repo.root().to_path_buf();
+    drop(repo);
+    std::fs::create_dir(root.join(STAGING_DIR).join("abandoned")).unwrap();
+    let before = snapshot(&root);
+    let fs = RecordingFs::new(RealFs);
+    let reader = ReleaseRepository::open_read_only(
+        fs.clone(),
+        &root,
+        Bounds::default(),
+        Arc::new(MagicOnly),
+    )
+    .unwrap();
+    assert_eq!(reader.len(), 1);
+    assert!(
+        mutations(&fs.trace()).is_empty(),
+        "{:?}",
+        mutations(&fs.trace())
+    );
+    assert!(!fs
+        .trace()
+        .iter()
+        .any(|r| matches!(r.op, Op::SyncDir(_) | Op::SyncFile(_))));
+    let e = publish(&reader, 2).unwrap_err();
+    assert_eq!(e.class(), "FailedPrecondition", "{e}");
+    let e = reader.revoke(&digest(1)).unwrap_err();
+    assert_eq!(e.class(), "FailedPrecondition", "{e}");
+    drop(reader);
+    assert_eq!(snapshot(&root), before);
+}
+
+/// Every path under `dir` with its bytes (directories as `None`).
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Option<Vec<u8>>)> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p.clone());
+                out.push((p, None));
+            } else {
+                out.push((p.clone(), Some(std::fs::read(&p).unwrap())));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Initializes an empty catalog at `dir` (so a test can then plant debris).
+fn initialize(dir: &Path) {
+    drop(open(dir, Bounds::default()));
 }
 
 #[test]
@@ -285,6 +440,7 @@ fn three_entries_two_recovery_directories_admit_two_releases() {
 #[test]
 fn both_limits_two_with_one_debris_directory_admit_one_release() {
     let tmp = tempfile::tempdir().unwrap();
+    initialize(tmp.path());
     std::fs::create_dir_all(tmp.path().join(RELEASES_DIR).join("incomplete-stage")).unwrap();
     let bounds = Bounds {
         max_entries: 2,
@@ -320,6 +476,7 @@ fn both_limits_two_with_one_debris_directory_admit_one_release() {
 #[test]
 fn a_root_filled_with_debris_refuses_then_offline_cleanup_reclaims() {
     let tmp = tempfile::tempdir().unwrap();
+    initialize(tmp.path());
     let releases = tmp.path().join(RELEASES_DIR);
     for i in 0..3 {
         std::fs::create_dir_all(releases.join(format!("junk-{i}"))).unwrap();
@@ -735,6 +892,7 @@ fn recovery_fails_on_a_digest_directory_without_a_valid_complete() {
 #[test]
 fn open_clears_abandoned_stages_after_taking_ownership() {
     let tmp = tempfile::tempdir().unwrap();
+    initialize(tmp.path());
     let stage = tmp.path().join(STAGING_DIR).join("abandoned");
     std::fs::create_dir_all(&stage).unwrap();
     std::fs::write(stage.join(COMPLETE_FILE), b"x").unwrap();

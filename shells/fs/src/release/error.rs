@@ -114,11 +114,8 @@ impl ReleaseError {
             // A failed fsync poisons the handle (the kernel may have dropped
             // the dirty pages): the remedy is to reopen, which re-verifies
             // everything and lets the exact pending retry reconcile — a
-            // retryable condition, not an internal error.
-            ReleaseError::Fs(
-                FsError::Unavailable { .. } | FsError::SyncFailed { .. } | FsError::Poisoned,
-            ) => "Unavailable",
-            ReleaseError::Fs(_) => "Internal",
+            // retryable condition, not an internal error ([`FsError::class`]).
+            ReleaseError::Fs(e) => e.class(),
             ReleaseError::Step { source, .. } | ReleaseError::LifecycleUncertain { source, .. } => {
                 source.class()
             }

@@ -1,0 +1,507 @@
+//! Which directory a catalog may adopt: the rule every root custos owns
+//! (the release catalog, the deployment catalog, artifact roots) follows
+//! before it locks, initializes or cleans anything.
+//!
+//! A root is **initialized** exactly when it holds its durable mode marker,
+//! the regular file [`MARKER_FILE`] whose bytes name the kind of catalog
+//! ([`Layout::marker`]). The presence of a directory is never the marker: a
+//! marked root whose state directories are missing is corruption, not a new
+//! catalog.
+//!
+//! An unmarked directory is adopted — initialized — only when it is empty,
+//! or holds nothing but what an interrupted initialization of this layout
+//! leaves behind: the lock file, empty state directories, and the marker's
+//! staging file no longer than the marker. Anything else (a user's file, a
+//! non-empty `.tmp/`, a catalog of another kind) is refused, and the shell
+//! leaves the directory byte-untouched: it has not yet created the lock
+//! file.
+//!
+//! Initialization writes the marker last: state directories, then
+//! [`MARKER_PENDING`] (synced), renamed to [`MARKER_FILE`], then the root
+//! synced. So a marker implies a whole layout, and a crash before it leaves
+//! a root this rule still calls fresh.
+//!
+//! Three ways to open ([`Access`]): a writing open initializes a fresh root
+//! and opens a marked one; a reading open only opens a marked one and never
+//! creates anything; an explicit upgrade also adopts an unmarked root made
+//! only of this layout's names (a catalog predating the marker), which the
+//! shell then verifies in full before writing the marker.
+
+use thiserror::Error;
+
+/// The durable mode marker directly under a root.
+pub const MARKER_FILE: &str = "INITIALIZED";
+
+/// The marker's staging file during initialization.
+pub const MARKER_PENDING: &str = ".INITIALIZED.pending";
+
+/// The ownership lock file directly under a root.
+pub const LOCK_FILE: &str = ".catalog.lock";
+
+/// The fixed names of one kind of root.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// The kind, for messages ("release catalog").
+    pub kind: &'static str,
+    /// The exact bytes of [`MARKER_FILE`] for this kind.
+    pub marker: &'static [u8],
+    /// The state directories initialization creates, directly under the
+    /// root. Empty in an interrupted initialization.
+    pub dirs: &'static [&'static str],
+    /// The scratch directory among [`Layout::dirs`], which a writing open of
+    /// an initialized root clears (its content is abandoned stages).
+    pub staging: &'static str,
+}
+
+/// What a directory entry directly under a root is, as the shell saw it
+/// (`lstat`: a symbolic link is [`Seen::Other`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Seen {
+    /// A regular file of this length.
+    File {
+        /// Its length in bytes.
+        len: u64,
+    },
+    /// A directory, and whether it is empty.
+    Dir {
+        /// `true` when it has no entries.
+        empty: bool,
+    },
+    /// A symbolic link, a device, a socket, a fifo.
+    Other,
+}
+
+/// One entry directly under a root.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Listed<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// What it is.
+    pub seen: Seen,
+}
+
+/// How the caller means to use the root.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Access {
+    /// Publish, revoke, retire: may initialize a fresh root, clears the
+    /// staging directory of a marked one, takes the exclusive lock.
+    Write,
+    /// List, show, verify: opens only a marked root, with a shared lock,
+    /// and creates, cleans or syncs nothing.
+    Read,
+    /// An explicit operator upgrade: like [`Access::Write`], and also adopts
+    /// an unmarked root made only of this layout's names, to be verified
+    /// and then marked.
+    Upgrade,
+}
+
+impl Access {
+    /// Whether this access writes.
+    pub fn writes(self) -> bool {
+        !matches!(self, Access::Read)
+    }
+}
+
+/// What a root is, from its listing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Standing {
+    /// The marker is present (its bytes are checked by [`check_marker`]).
+    Marked,
+    /// Empty, or only what an interrupted initialization leaves.
+    Fresh,
+    /// Unmarked, holding only this layout's names, some not in their
+    /// initial state: a catalog predating the marker, or a damaged one.
+    Unmarked {
+        /// Whether the staging directory is empty or absent (an upgrade
+        /// clears it, so it must hold nothing of anyone's).
+        staging_empty: bool,
+    },
+    /// Holds an entry this layout does not own, or owns in another shape.
+    Foreign(RootRefusal),
+}
+
+/// What the shell does after the decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OpenPlan {
+    /// Open the initialized root.
+    Open,
+    /// Initialize the fresh root (state directories, then the marker).
+    Initialize,
+    /// Verify the unmarked root in full, bootstrap its state, then write
+    /// the marker.
+    Upgrade,
+}
+
+/// Why a root is refused. Every refusal leaves the directory as it was.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum RootRefusal {
+    /// The path is not a directory.
+    #[error("NotADirectory: the {kind} root is not a directory")]
+    NotADirectory {
+        /// The layout's kind.
+        kind: &'static str,
+    },
+    /// The root does not exist (a reading open never creates one).
+    #[error("NotFound: no {kind} here (the directory does not exist)")]
+    Missing {
+        /// The layout's kind.
+        kind: &'static str,
+    },
+    /// The root has no marker and nothing of a catalog (a reading open).
+    #[error("NotFound: no {kind} here (the directory holds no {marker} marker)")]
+    NotInitialized {
+        /// The layout's kind.
+        kind: &'static str,
+        /// [`MARKER_FILE`].
+        marker: &'static str,
+    },
+    /// An entry the layout does not own: the directory is not this
+    /// catalog, and custos does not adopt it.
+    #[error(
+        "NotACatalog: this directory is not a {kind}: it has no {marker} marker and holds \
+         {name:?}, which a {kind} does not own ({why}); custos initializes only a \
+         nonexistent or empty directory and left this one untouched"
+    )]
+    ForeignEntry {
+        /// The layout's kind.
+        kind: &'static str,
+        /// [`MARKER_FILE`].
+        marker: &'static str,
+        /// The entry's name, escaped for printing.
+        name: String,
+        /// How it differs from what the layout owns.
+        why: &'static str,
+    },
+    /// Unmarked but made of this layout's names: only an explicit upgrade
+    /// adopts it.
+    #[error(
+        "NotACatalog: this directory has a {kind}'s entries but no {marker} marker: either a \
+         {kind} written before the marker existed (upgrade it explicitly, after stopping \
+         every process that uses it) or the remains of a damaged one; custos left it untouched"
+    )]
+    Unmarked {
+        /// The layout's kind.
+        kind: &'static str,
+        /// [`MARKER_FILE`].
+        marker: &'static str,
+    },
+    /// An upgrade would clear a staging directory that holds something:
+    /// custos does not delete what it cannot tell is its own.
+    #[error(
+        "NotACatalog: {staging}/ of this unmarked {kind} is not empty; custos deletes nothing \
+         it cannot tell is its own: inspect it, move its content away, and upgrade again"
+    )]
+    StagingNotEmpty {
+        /// The layout's kind.
+        kind: &'static str,
+        /// The staging directory.
+        staging: &'static str,
+    },
+    /// The marker is not a regular file, or its bytes are another kind's.
+    #[error("CorruptArtifact: the {marker} marker of this {kind} is {why}; preserve the directory and restore it from a backup")]
+    BadMarker {
+        /// The layout's kind.
+        kind: &'static str,
+        /// [`MARKER_FILE`].
+        marker: &'static str,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// A marked root lacks one of its state directories.
+    #[error("CorruptArtifact: this {kind} is initialized ({marker} is present) but its {dir}/ is {why}; custos does not re-create lost state: preserve the directory and restore it from a backup")]
+    MissingState {
+        /// The layout's kind.
+        kind: &'static str,
+        /// [`MARKER_FILE`].
+        marker: &'static str,
+        /// The missing directory.
+        dir: &'static str,
+        /// Missing, or not a directory.
+        why: &'static str,
+    },
+}
+
+impl RootRefusal {
+    /// The error class: `NotFound`, `InvalidArgument` (a directory custos
+    /// will not adopt) or `CorruptArtifact`.
+    pub fn class(&self) -> &'static str {
+        match self {
+            RootRefusal::Missing { .. } | RootRefusal::NotInitialized { .. } => "NotFound",
+            RootRefusal::NotADirectory { .. }
+            | RootRefusal::ForeignEntry { .. }
+            | RootRefusal::Unmarked { .. }
+            | RootRefusal::StagingNotEmpty { .. } => "InvalidArgument",
+            RootRefusal::BadMarker { .. } | RootRefusal::MissingState { .. } => "CorruptArtifact",
+        }
+    }
+}
+
+/// A name made safe to print: control characters and quotes escaped.
+pub fn printable(name: &str) -> String {
+    name.escape_debug().to_string()
+}
+
+fn foreign(layout: &Layout, name: &str, why: &'static str) -> Standing {
+    Standing::Foreign(RootRefusal::ForeignEntry {
+        kind: layout.kind,
+        marker: MARKER_FILE,
+        name: printable(name),
+        why,
+    })
+}
+
+/// Classifies a root from its listing (every entry directly under it).
+pub fn classify(layout: &Layout, entries: &[Listed<'_>]) -> Standing {
+    if entries.iter().any(|e| e.name == MARKER_FILE) {
+        return Standing::Marked;
+    }
+    let mut fresh = true;
+    let mut staging_empty = true;
+    for e in entries {
+        let owned_dir = layout.dirs.contains(&e.name);
+        match (e.name, e.seen) {
+            (LOCK_FILE, Seen::File { len: 0 }) => {}
+            (LOCK_FILE, Seen::File { .. }) => fresh = false,
+            (MARKER_PENDING, Seen::File { len })
+                if len <= u64::try_from(layout.marker.len()).unwrap_or(u64::MAX) => {}
+            (MARKER_PENDING, Seen::File { .. }) => {
+                return foreign(layout, e.name, "a marker staging file longer than a marker")
+            }
+            (LOCK_FILE | MARKER_PENDING, _) => {
+                return foreign(layout, e.name, "not a regular file")
+            }
+            (_, Seen::Dir { empty }) if owned_dir => {
+                fresh &= empty;
+                if e.name == layout.staging {
+                    staging_empty = empty;
+                }
+            }
+            (_, _) if owned_dir => return foreign(layout, e.name, "not a directory"),
+            _ => return foreign(layout, e.name, "not one of its entries"),
+        }
+    }
+    if fresh {
+        Standing::Fresh
+    } else {
+        Standing::Unmarked { staging_empty }
+    }
+}
+
+/// The decision: what an open with `access` does with a root of
+/// `standing`. A root that does not exist is [`Standing::Fresh`] for a
+/// writing open (the shell creates it) and refused by
+/// [`decide_missing`] for a reading one.
+pub fn decide(
+    layout: &Layout,
+    standing: &Standing,
+    access: Access,
+) -> Result<OpenPlan, RootRefusal> {
+    match (standing, access) {
+        (Standing::Foreign(r), _) => Err(r.clone()),
+        (Standing::Marked, _) => Ok(OpenPlan::Open),
+        (Standing::Fresh, Access::Write | Access::Upgrade) => Ok(OpenPlan::Initialize),
+        (
+            Standing::Unmarked {
+                staging_empty: true,
+            },
+            Access::Upgrade,
+        ) => Ok(OpenPlan::Upgrade),
+        (
+            Standing::Unmarked {
+                staging_empty: false,
+            },
+            Access::Upgrade,
+        ) => Err(RootRefusal::StagingNotEmpty {
+            kind: layout.kind,
+            staging: layout.staging,
+        }),
+        (Standing::Fresh, Access::Read) => Err(RootRefusal::NotInitialized {
+            kind: layout.kind,
+            marker: MARKER_FILE,
+        }),
+        (Standing::Unmarked { .. }, Access::Write | Access::Read) => Err(RootRefusal::Unmarked {
+            kind: layout.kind,
+            marker: MARKER_FILE,
+        }),
+    }
+}
+
+/// A root path that does not exist: a writing open creates it (and then
+/// initializes it); a reading open is refused.
+pub fn decide_missing(layout: &Layout, access: Access) -> Result<OpenPlan, RootRefusal> {
+    if access.writes() {
+        Ok(OpenPlan::Initialize)
+    } else {
+        Err(RootRefusal::Missing { kind: layout.kind })
+    }
+}
+
+/// Checks the marker's bytes (read with a bound of the marker's length
+/// plus one) against the layout.
+pub fn check_marker(layout: &Layout, seen: Seen, bytes: &[u8]) -> Result<(), RootRefusal> {
+    let bad = |why: String| RootRefusal::BadMarker {
+        kind: layout.kind,
+        marker: MARKER_FILE,
+        why,
+    };
+    if !matches!(seen, Seen::File { .. }) {
+        return Err(bad("not a regular file".into()));
+    }
+    if bytes == layout.marker {
+        return Ok(());
+    }
+    let shown: String = String::from_utf8_lossy(bytes.get(..64).unwrap_or(bytes)).into_owned();
+    Err(bad(format!(
+        "not this kind's marker (it reads {:?}; a {} reads {:?})",
+        printable(shown.trim_end()),
+        layout.kind,
+        printable(String::from_utf8_lossy(layout.marker).trim_end())
+    )))
+}
+
+/// Checks that every state directory of a marked root is present.
+/// `seen(dir)` is what the shell found at that name (`None`: nothing). The
+/// staging directory may be missing (it is scratch; a writing open
+/// re-creates it).
+pub fn check_state(
+    layout: &Layout,
+    seen: impl Fn(&str) -> Option<Seen>,
+) -> Result<(), RootRefusal> {
+    for &dir in layout.dirs {
+        let why = match seen(dir) {
+            Some(Seen::Dir { .. }) => continue,
+            None if dir == layout.staging => continue,
+            None => "missing",
+            Some(_) => "not a directory",
+        };
+        return Err(RootRefusal::MissingState {
+            kind: layout.kind,
+            marker: MARKER_FILE,
+            dir,
+            why,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const L: Layout = Layout {
+        kind: "test catalog",
+        marker: b"custos test catalog 1\n",
+        dirs: &[".tmp", "releases", "lifecycle"],
+        staging: ".tmp",
+    };
+
+    fn f(name: &str, len: u64) -> Listed<'_> {
+        Listed {
+            name,
+            seen: Seen::File { len },
+        }
+    }
+    fn d(name: &str, empty: bool) -> Listed<'_> {
+        Listed {
+            name,
+            seen: Seen::Dir { empty },
+        }
+    }
+
+    #[test]
+    fn empty_and_interrupted_initializations_are_fresh() {
+        assert_eq!(classify(&L, &[]), Standing::Fresh);
+        let partial = [
+            f(LOCK_FILE, 0),
+            d(".tmp", true),
+            d("releases", true),
+            f(MARKER_PENDING, 3),
+        ];
+        assert_eq!(classify(&L, &partial), Standing::Fresh);
+        assert_eq!(
+            decide(&L, &Standing::Fresh, Access::Write),
+            Ok(OpenPlan::Initialize)
+        );
+        assert!(decide(&L, &Standing::Fresh, Access::Read).is_err());
+    }
+
+    #[test]
+    fn a_user_file_anywhere_makes_the_root_foreign() {
+        // The example of the issue: releases/ and a user's .tmp/cache/….
+        let listing = [d("releases", true), d(".tmp", false)];
+        let s = classify(&L, &listing);
+        assert_eq!(
+            s,
+            Standing::Unmarked {
+                staging_empty: false
+            }
+        );
+        for access in [Access::Write, Access::Read] {
+            assert!(matches!(
+                decide(&L, &s, access),
+                Err(RootRefusal::Unmarked { .. })
+            ));
+        }
+        // Not even an explicit upgrade clears a .tmp it did not fill.
+        assert!(matches!(
+            decide(&L, &s, Access::Upgrade),
+            Err(RootRefusal::StagingNotEmpty { .. })
+        ));
+        for listing in [
+            vec![f("notes.txt", 1)],
+            vec![d("releases", true), f("releases.bak", 0)],
+            vec![f("releases", 0)],
+            vec![d(LOCK_FILE, true)],
+            vec![f(MARKER_PENDING, 4096)],
+            vec![Listed {
+                name: "lifecycle",
+                seen: Seen::Other,
+            }],
+        ] {
+            let s = classify(&L, &listing);
+            assert!(matches!(s, Standing::Foreign(_)), "{listing:?}: {s:?}");
+            assert!(decide(&L, &s, Access::Upgrade).is_err());
+        }
+    }
+
+    #[test]
+    fn the_marker_decides_not_the_directories() {
+        let s = classify(&L, &[f(MARKER_FILE, 22)]);
+        assert_eq!(s, Standing::Marked);
+        assert_eq!(decide(&L, &s, Access::Read), Ok(OpenPlan::Open));
+        let lost = check_state(&L, |n| {
+            (n == "releases").then_some(Seen::Dir { empty: false })
+        });
+        assert!(matches!(
+            lost,
+            Err(RootRefusal::MissingState {
+                dir: "lifecycle",
+                ..
+            })
+        ));
+        let ok = check_state(&L, |n| (n != ".tmp").then_some(Seen::Dir { empty: true }));
+        assert_eq!(ok, Ok(()));
+        assert!(check_marker(&L, Seen::File { len: 22 }, L.marker).is_ok());
+        assert!(check_marker(&L, Seen::File { len: 5 }, b"other").is_err());
+        assert!(check_marker(&L, Seen::Dir { empty: true }, L.marker).is_err());
+    }
+
+    #[test]
+    fn only_an_upgrade_adopts_an_unmarked_catalog() {
+        let old = [d("releases", false), f(LOCK_FILE, 0)];
+        let s = classify(&L, &old);
+        assert_eq!(
+            s,
+            Standing::Unmarked {
+                staging_empty: true
+            }
+        );
+        assert_eq!(decide(&L, &s, Access::Upgrade), Ok(OpenPlan::Upgrade));
+        assert!(decide(&L, &s, Access::Write).is_err());
+    }
+
+    #[test]
+    fn printed_names_cannot_forge_lines() {
+        assert_eq!(printable("a\nb\u{1b}[2J"), "a\\nb\\u{1b}[2J");
+    }
+}
