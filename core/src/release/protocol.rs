@@ -420,7 +420,7 @@ pub enum RecoveryError {
     #[error("CorruptArtifact: completion record of {0} is not a regular file")]
     CompleteNotRegular(Sha256),
     /// The record did not decode (including the legacy marker).
-    #[error("{1}")]
+    #[error("{1} (release {0})")]
     BadComplete(Sha256, CompleteError),
     /// A digest-named entry that is not a directory.
     #[error("CorruptArtifact: release {0} is not a directory")]

@@ -203,6 +203,7 @@ pub struct ReleaseRepository<F: Fs> {
     inspector: Arc<dyn ComponentInspector>,
     shared: Shared,
     epoch: u64,
+    plan: OpenPlan,
     counters: Counters,
     stage_seq: AtomicU64,
 }
@@ -280,6 +281,7 @@ impl<F: Fs> ReleaseRepository<F> {
                 Index::default(),
             ),
             epoch: new_epoch(),
+            plan,
             counters: Counters::default(),
             stage_seq: AtomicU64::new(0),
         };
@@ -857,17 +859,49 @@ impl<F: Fs> ReleaseRepository<F> {
         page_token: Option<&str>,
     ) -> Result<CatalogPage, ReleaseError> {
         let scope = Scope { tenant, service };
+        self.list_page(&scope, page_token, |ix, after| {
+            Box::new(ix.scope(tenant, service, after))
+        })
+    }
+
+    /// One page of the trusted-local releases (published without a tenant,
+    /// so outside every tenant-scoped listing), in ascending digest order,
+    /// with the same bounds and tokens as
+    /// [`ReleaseRepository::list_catalog_entries`]. For the node's
+    /// operator, who owns the root; never a tenant's view.
+    pub fn list_local_entries(
+        &self,
+        page_token: Option<&str>,
+    ) -> Result<CatalogPage, ReleaseError> {
+        // No tenant identifier is empty, so this scope's token tag is no
+        // tenant's.
+        let scope = Scope {
+            tenant: "",
+            service: None,
+        };
+        self.list_page(&scope, page_token, |ix, after| Box::new(ix.local(after)))
+    }
+
+    fn list_page(
+        &self,
+        scope: &Scope<'_>,
+        page_token: Option<&str>,
+        rows: impl for<'i> Fn(
+            &'i Index,
+            Option<Sha256>,
+        ) -> Box<dyn Iterator<Item = &'i Arc<Entry>> + 'i>,
+    ) -> Result<CatalogPage, ReleaseError> {
         self.shared.read(|ix| {
             let after = page_token
-                .map(|t| PageToken::check(t, &scope, self.epoch, ix.generation()))
+                .map(|t| PageToken::check(t, scope, self.epoch, ix.generation()))
                 .transpose()?;
             let mut entries = Vec::new();
-            let (mut rows, mut bytes) = (0u64, 0u64);
+            let (mut n, mut bytes) = (0u64, 0u64);
             let mut more = false;
-            for e in ix.scope(tenant, service, after) {
+            for e in rows(ix, after) {
                 let size = e.descriptor.materialized_bytes();
-                if !page_admits(&self.bounds, rows, bytes, size) {
-                    if rows == 0 {
+                if !page_admits(&self.bounds, n, bytes, size) {
+                    if n == 0 {
                         return Err(ReleaseError::Bound(BoundError::ResourceExhausted {
                             bound: Bound::PageBytes,
                             limit: self.bounds.max_page_bytes,
@@ -877,7 +911,7 @@ impl<F: Fs> ReleaseRepository<F> {
                     more = true;
                     break;
                 }
-                rows += 1;
+                n += 1;
                 bytes = bytes.saturating_add(size);
                 entries.push(CatalogEntry {
                     descriptor: e.descriptor.clone(),
@@ -889,7 +923,7 @@ impl<F: Fs> ReleaseRepository<F> {
                     PageToken::new(
                         self.epoch,
                         ix.generation(),
-                        &scope,
+                        scope,
                         last.descriptor.component_digest,
                     )
                     .encode(),
@@ -973,6 +1007,12 @@ impl<F: Fs> ReleaseRepository<F> {
     /// The configured bounds.
     pub fn bounds(&self) -> &Bounds {
         &self.bounds
+    }
+
+    /// What this open did with the root: opened an initialized catalog,
+    /// initialized a fresh one, or upgraded an unmarked one.
+    pub fn open_plan(&self) -> OpenPlan {
+        self.plan
     }
 
     /// This open instance's epoch (page tokens are bound to it).

@@ -110,6 +110,17 @@ impl Index {
             .filter_map(|d| self.by_digest.get(d))
     }
 
+    /// The trusted-local releases (no tenant) after `after`, in digest
+    /// order. Not indexed by scope: an operator's listing walks the digest
+    /// map, skipping tenant-scoped releases.
+    pub fn local(&self, after: Option<Sha256>) -> impl Iterator<Item = &Arc<Entry>> + '_ {
+        let lower = after.map_or(RangeBound::Unbounded, RangeBound::Excluded);
+        self.by_digest
+            .range((lower, RangeBound::Unbounded))
+            .map(|(_, e)| e)
+            .filter(|e| e.descriptor.tenant.is_none())
+    }
+
     /// Every adopted release in digest order.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Entry>> + '_ {
         self.by_digest.values()
