@@ -299,6 +299,7 @@ pub struct Recorded {
 struct Log {
     trace: Vec<Recorded>,
     fail_at: Option<usize>,
+    fail_kind: Option<io::ErrorKind>,
 }
 
 /// A filesystem that performs every operation on an inner [`Fs`] and logs
@@ -331,6 +332,15 @@ impl<F: Fs> RecordingFs<F> {
     pub fn fail_at(&self, n: usize) {
         let mut log = self.log();
         log.fail_at = Some(log.trace.len() + n);
+        log.fail_kind = None;
+    }
+
+    /// Like [`RecordingFs::fail_at`], with an error of `kind` (say
+    /// `StorageFull`, a full disk) instead of a generic one.
+    pub fn fail_at_with(&self, n: usize, kind: io::ErrorKind) {
+        let mut log = self.log();
+        log.fail_at = Some(log.trace.len() + n);
+        log.fail_kind = Some(kind);
     }
 
     /// Clears any pending failpoint.
@@ -354,10 +364,13 @@ impl<F: Fs> RecordingFs<F> {
     fn run<T>(&self, op: Op, f: impl FnOnce(&F) -> io::Result<T>) -> io::Result<T> {
         let inject = {
             let log = self.log();
-            log.fail_at == Some(log.trace.len())
+            (log.fail_at == Some(log.trace.len())).then_some(log.fail_kind)
         };
-        let result = if inject {
-            Err(io::Error::other(INJECTED))
+        let result = if let Some(kind) = inject {
+            Err(match kind {
+                Some(kind) => io::Error::new(kind, INJECTED),
+                None => io::Error::other(INJECTED),
+            })
         } else {
             f(&self.inner)
         };

@@ -1208,3 +1208,65 @@ fn a_failed_parent_fsync_is_unavailable_and_the_exact_retry_reconciles_after_reo
     assert_eq!(repo.fetch(&digest(1)).unwrap().component, component(1));
     publish(&repo, 2).unwrap();
 }
+
+/// A full disk is a limit the operator can act on, not an internal error:
+/// class `ResourceExhausted`, nothing half-visible, and the same
+/// publication succeeds once there is room.
+#[test]
+fn a_full_disk_is_resource_exhausted_and_the_retry_succeeds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fs = RecordingFs::new(RealFs);
+    let repo = open_with(fs.clone(), tmp.path(), Bounds::default()).unwrap();
+    fs.clear_trace();
+    // The stage's directory, then its first file: the write fails.
+    fs.fail_at_with(1, std::io::ErrorKind::StorageFull);
+    let e = publish(&repo, 1).unwrap_err();
+    assert_eq!(e.class(), "ResourceExhausted", "{e}");
+    assert!(repo.resolve("r1@1.0.0").is_err());
+    publish(&repo, 1).unwrap();
+    assert!(repo.resolve("r1@1.0.0").is_ok());
+}
+
+/// The trusted-local listing pages with the same bounds and tokens as a
+/// tenant's, and shows no tenant's release.
+#[test]
+fn trusted_local_releases_are_listed_in_bounded_pages() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bounds = Bounds {
+        max_page_rows: 2,
+        ..Bounds::default()
+    };
+    let repo = open(tmp.path(), bounds);
+    for n in 0..5 {
+        let c = component(100 + n);
+        let m = manifest(&format!("local{n}"), None, None, &c);
+        repo.publish(&m, c, contract()).unwrap();
+    }
+    tenant_publish(&repo, 1, "acme", None).unwrap();
+    let (mut seen, mut token, mut pages) = (Vec::new(), None, 0);
+    loop {
+        let page = repo.list_local_entries(token.as_deref()).unwrap();
+        assert!(page.entries.len() <= 2);
+        pages += 1;
+        seen.extend(page.entries.into_iter().map(|e| e.descriptor.reference()));
+        match page.next_page_token {
+            Some(t) => token = Some(t),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 3);
+    seen.sort();
+    assert_eq!(
+        seen,
+        (0..5)
+            .map(|n| format!("local{n}@1.0.0"))
+            .collect::<Vec<_>>()
+    );
+    // A tenant's token is no trusted-local token.
+    let tenant_page = repo.list_catalog_entries("acme", None, None).unwrap();
+    assert_eq!(tenant_page.entries.len(), 1);
+    assert!(matches!(
+        repo.list_local_entries(Some("00")),
+        Err(ReleaseError::Page(PageError::InvalidToken))
+    ));
+}
