@@ -10,6 +10,7 @@
 //! Every combination of those choices is one crash state.
 
 use std::collections::BTreeMap;
+use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::fs::{Op, Recorded};
@@ -180,4 +181,45 @@ pub fn crash_states(initial: &Image, trace: &[Recorded]) -> Vec<(usize, Image)> 
         }
     }
     out
+}
+
+/// The image of everything under `root` on the real disk: each directory
+/// and each regular file with its bytes (`root` included; symbolic links
+/// and other kinds are left out). Tests compare two of these to show a
+/// command left a directory byte-untouched, and crash tests start from one.
+pub fn image_of(root: &Path) -> io::Result<Image> {
+    let mut out = Image::new();
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(p) = todo.pop() {
+        let meta = std::fs::symlink_metadata(&p)?;
+        if meta.is_dir() {
+            for e in std::fs::read_dir(&p)? {
+                todo.push(e?.path());
+            }
+            out.insert(p, Node::Dir);
+        } else if meta.is_file() {
+            let bytes = std::fs::read(&p)?;
+            out.insert(p, Node::File(bytes));
+        }
+    }
+    Ok(out)
+}
+
+/// Writes the part of `image` under `from` into the directory `to`
+/// (created as needed): the inverse of [`image_of`], to reopen a crash
+/// state on real files.
+pub fn materialize(image: &Image, from: &Path, to: &Path) -> io::Result<()> {
+    // Keys are ordered by components: a parent comes before its children.
+    for (path, node) in image {
+        let path: PathBuf = path.components().collect();
+        let Ok(rel) = path.strip_prefix(from) else {
+            continue;
+        };
+        let dest = to.join(rel);
+        match node {
+            Node::Dir => std::fs::create_dir_all(&dest)?,
+            Node::File(bytes) => std::fs::write(&dest, bytes)?,
+        }
+    }
+    Ok(())
 }

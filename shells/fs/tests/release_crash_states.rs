@@ -29,7 +29,7 @@ use custos_core::release::bounds::Bounds;
 use custos_core::release::contract::{Contract, Function, Interface, MagicOnly, Param, ValType};
 use custos_core::release::lifecycle::Membership;
 use custos_core::release::Sha256;
-use custos_fs::crash::{crash_states, Image, Node};
+use custos_fs::crash::{crash_states, image_of, Image, Node};
 use custos_fs::fs::{LockGuard, Meta};
 use custos_fs::release::{ReleaseError, ReleaseRepository, RELEASES_DIR, STAGING_DIR};
 use custos_fs::{Fs, Op, RealFs, Recorded, RecordingFs, LOCK_FILE};
@@ -144,36 +144,13 @@ fn publish<F: Fs>(repo: &ReleaseRepository<F>, i: &Input) -> Result<(), ReleaseE
 /// The image of everything under `base` on the real disk (the lock file
 /// excluded: it is no durable state and open recreates it).
 fn snapshot(base: &Path) -> Image {
-    fn walk(p: &Path, out: &mut Image) {
-        let meta = std::fs::symlink_metadata(p).unwrap();
-        if meta.is_dir() {
-            out.insert(p.to_path_buf(), Node::Dir);
-            for e in std::fs::read_dir(p).unwrap() {
-                walk(&e.unwrap().path(), out);
-            }
-        } else if p.file_name().is_some_and(|n| n != LOCK_FILE) {
-            out.insert(p.to_path_buf(), Node::File(std::fs::read(p).unwrap()));
-        }
-    }
-    let mut out = Image::new();
-    walk(base, &mut out);
-    out
+    let mut image = image_of(base).unwrap();
+    image.retain(|p, _| p.file_name().is_none_or(|n| n != LOCK_FILE));
+    image
 }
 
-/// Writes the part of `image` under `from` into the empty directory `to`.
 fn materialize(image: &Image, from: &Path, to: &Path) {
-    // Keys are ordered by components: a parent comes before its children.
-    for (path, node) in image {
-        let path: PathBuf = path.components().collect();
-        let Ok(rel) = path.strip_prefix(from) else {
-            continue;
-        };
-        let dest = to.join(rel);
-        match node {
-            Node::Dir => std::fs::create_dir_all(&dest).unwrap(),
-            Node::File(bytes) => std::fs::write(&dest, bytes).unwrap(),
-        }
-    }
+    custos_fs::crash::materialize(image, from, to).unwrap();
 }
 
 /// What one traced operation changes: per digest, the membership (or

@@ -325,23 +325,10 @@ fn a_reading_open_verifies_and_writes_nothing() {
     assert_eq!(snapshot(&root), before);
 }
 
-/// Every path under `dir` with its bytes (directories as `None`).
-fn snapshot(dir: &Path) -> Vec<(PathBuf, Option<Vec<u8>>)> {
-    let mut out = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                todo.push(p.clone());
-                out.push((p, None));
-            } else {
-                out.push((p.clone(), Some(std::fs::read(&p).unwrap())));
-            }
-        }
-    }
-    out.sort();
-    out
+/// Every directory and file under `dir` with its bytes: what
+/// "byte-untouched" is checked against.
+fn snapshot(dir: &Path) -> custos_fs::crash::Image {
+    custos_fs::crash::image_of(dir).unwrap()
 }
 
 /// Initializes an empty catalog at `dir` (so a test can then plant debris).
