@@ -1,11 +1,21 @@
 //! `custos catalog discover|show`: read-only views of a storage identity's
 //! control catalog (spec 000, `discover_worlds` and `open_world_readonly`).
 //!
+//! Both open the catalog with `SqliteControlCatalog::open_read_only`: no
+//! file is created, migrated or written, not even beside the catalog, and a
+//! writer's open transaction neither delays the read nor shows in it (the
+//! read answers the last committed state).
+//!
 //! Exit codes: 0 success; 2 a malformed identity or no catalog directory;
-//! 3 not found (no control catalog for the identity, or an unrecorded
-//! world); 1 the catalog could not be opened or read. A missing catalog is
-//! never created.
+//! 3 not found — no control catalog for the identity (no file, or a file
+//! that is not a control catalog: zero-length, empty, not SQLite, another
+//! application's) or an unrecorded world; 1 the catalog could not be opened
+//! or read, a control catalog of a version this build does not read
+//! included. Output failures end as everywhere in the binary (`crate::out`):
+//! 141 for a closed stdout pipe, 1 with one line on stderr for any other
+//! write error.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -13,6 +23,9 @@ use clap::{Args, Subcommand};
 use custos_core::identity::StorageIdentity;
 use custos_core::world::{ControlCatalog, WorldError, WorldInfo, WorldRecord};
 use custos_sqlite::control::{catalog_path, SqliteControlCatalog};
+use custos_sqlite::{OpenError, Refusal};
+
+use crate::out::{self, Out};
 
 /// The storage identity arguments shared by the catalog commands.
 #[derive(Args, Debug)]
@@ -58,10 +71,10 @@ pub enum CatalogCommand {
 
 /// Runs a catalog command.
 pub fn run(cmd: CatalogCommand) -> ExitCode {
-    match cmd {
+    out::run(|out| match cmd {
         CatalogCommand::Discover { id, json } => match open(&id.uri, &id.namespace, &id.backend) {
-            Ok((identity, path, catalog)) => discover(&identity, &path, &catalog, json),
-            Err(code) => code,
+            Ok((identity, path, catalog)) => discover(out, &identity, &path, &catalog, json),
+            Err(code) => Ok(code),
         },
         CatalogCommand::Show {
             uri,
@@ -70,14 +83,14 @@ pub fn run(cmd: CatalogCommand) -> ExitCode {
             backend,
             json,
         } => match open(&uri, &namespace, &backend) {
-            Ok((identity, path, catalog)) => show(&identity, &path, &catalog, &world_id, json),
-            Err(code) => code,
+            Ok((identity, path, catalog)) => show(out, &identity, &path, &catalog, &world_id, json),
+            Err(code) => Ok(code),
         },
-    }
+    })
 }
 
 fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("custos catalog: {msg}");
+    out::err(format_args!("custos catalog: {msg}"));
     ExitCode::from(code)
 }
 
@@ -105,8 +118,8 @@ fn open(
             "no catalog directory for a remote identity: set CUSTOS_CATALOG_DIR or HOME",
         )
     })?;
-    if !path.is_file() {
-        return Err(fail(
+    let not_found = || {
+        fail(
             3,
             format!(
                 "NotFound: no control catalog for {} (namespace {}, backend {}) at {}",
@@ -115,10 +128,23 @@ fn open(
                 identity.backend(),
                 path.display()
             ),
-        ));
+        )
+    };
+    if !path.is_file() {
+        return Err(not_found());
     }
-    let catalog = SqliteControlCatalog::open(&path)
-        .map_err(|e| fail(1, format!("cannot open {}: {e}", path.display())))?;
+    let catalog = SqliteControlCatalog::open_read_only(&path).map_err(|e| match e {
+        // A control catalog this build cannot read exists: a failure to read.
+        OpenError::NotReadable {
+            rule: Refusal::Version { .. },
+            ..
+        } => fail(1, e),
+        // Any other refusal: there is no control catalog at the path.
+        OpenError::NotReadable { .. } => fail(3, e),
+        // The file went away (or was never a regular file) after the check.
+        OpenError::UnopenablePath { .. } => not_found(),
+        other => fail(1, format!("cannot open {}: {other}", path.display())),
+    })?;
     Ok((identity, path, catalog))
 }
 
@@ -131,13 +157,13 @@ fn identity_json(id: &StorageIdentity, path: &Path) -> serde_json::Value {
     })
 }
 
-fn print_json(v: &serde_json::Value) -> ExitCode {
+fn print_json(out: &mut Out, v: &serde_json::Value) -> std::io::Result<ExitCode> {
     match serde_json::to_string_pretty(v) {
         Ok(s) => {
-            println!("{s}");
-            ExitCode::SUCCESS
+            out.line(s)?;
+            Ok(ExitCode::SUCCESS)
         }
-        Err(e) => fail(1, format!("cannot encode the report: {e}")),
+        Err(e) => Ok(fail(1, format!("cannot encode the report: {e}"))),
     }
 }
 
@@ -145,24 +171,35 @@ fn opt(s: &Option<String>) -> &str {
     s.as_deref().unwrap_or("-")
 }
 
-fn discover(id: &StorageIdentity, path: &Path, c: &SqliteControlCatalog, json: bool) -> ExitCode {
+fn discover(
+    out: &mut Out,
+    id: &StorageIdentity,
+    path: &Path,
+    c: &SqliteControlCatalog,
+    json: bool,
+) -> std::io::Result<ExitCode> {
     let worlds: Vec<WorldRecord> = match c.discover_worlds() {
         Ok(w) => w,
-        Err(e) => return fail(1, e),
+        Err(e) => return Ok(fail(1, e)),
     };
     if json {
-        return print_json(&serde_json::json!({
-            "storage": identity_json(id, path),
-            "worlds": worlds,
-        }));
+        return print_json(
+            out,
+            &serde_json::json!({
+                "storage": identity_json(id, path),
+                "worlds": worlds,
+            }),
+        );
     }
-    println!("control catalog {}", path.display());
-    println!(
+    writeln!(out, "control catalog {}", path.display())?;
+    writeln!(
+        out,
         "{:<24} {:<10} {:<13} {:>10}  {:<16} {:<16} name",
         "world_id", "status", "writer_mode", "tick_head", "run_id", "parent"
-    );
+    )?;
     for w in &worlds {
-        println!(
+        writeln!(
+            out,
             "{:<24} {:<10} {:<13} {:>10}  {:<16} {:<16} {}",
             w.identity.world_id,
             w.status.as_str(),
@@ -171,51 +208,56 @@ fn discover(id: &StorageIdentity, path: &Path, c: &SqliteControlCatalog, json: b
             opt(&w.identity.run_id),
             opt(&w.identity.parent_world_id),
             w.identity.name
-        );
+        )?;
     }
-    println!("{} world(s)", worlds.len());
-    ExitCode::SUCCESS
+    writeln!(out, "{} world(s)", worlds.len())?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn show(
+    out: &mut Out,
     id: &StorageIdentity,
     path: &Path,
     c: &SqliteControlCatalog,
     world_id: &str,
     json: bool,
-) -> ExitCode {
+) -> std::io::Result<ExitCode> {
     let info: WorldInfo = match c.open_world_readonly(world_id) {
         Ok(i) => i,
-        Err(e @ WorldError::NotFound { .. }) => return fail(3, e),
-        Err(e) => return fail(1, e),
+        Err(e @ WorldError::NotFound { .. }) => return Ok(fail(3, e)),
+        Err(e) => return Ok(fail(1, e)),
     };
     if json {
-        return print_json(&serde_json::json!({
-            "storage": identity_json(id, path),
-            "world": info,
-        }));
+        return print_json(
+            out,
+            &serde_json::json!({
+                "storage": identity_json(id, path),
+                "world": info,
+            }),
+        );
     }
     let r = &info.record;
-    println!("world_id        {}", r.identity.world_id);
-    println!("name            {}", r.identity.name);
-    println!("run_id          {}", opt(&r.identity.run_id));
-    println!("parent_world_id {}", opt(&r.identity.parent_world_id));
-    println!("status          {}", r.status.as_str());
-    println!("writer_mode     {}", r.writer_mode.as_str());
-    println!("tick_head       {}", r.tick_head);
-    println!("signatures      {}", info.signatures.len());
+    writeln!(out, "world_id        {}", r.identity.world_id)?;
+    writeln!(out, "name            {}", r.identity.name)?;
+    writeln!(out, "run_id          {}", opt(&r.identity.run_id))?;
+    writeln!(out, "parent_world_id {}", opt(&r.identity.parent_world_id))?;
+    writeln!(out, "status          {}", r.status.as_str())?;
+    writeln!(out, "writer_mode     {}", r.writer_mode.as_str())?;
+    writeln!(out, "tick_head       {}", r.tick_head)?;
+    writeln!(out, "signatures      {}", info.signatures.len())?;
     for s in &info.signatures {
-        println!("  table {}", s.table_id);
-        println!("    components  {}", s.components.join(", "));
-        println!("    fingerprint {}", s.fingerprint);
+        writeln!(out, "  table {}", s.table_id)?;
+        writeln!(out, "    components  {}", s.components.join(", "))?;
+        writeln!(out, "    fingerprint {}", s.fingerprint)?;
         for f in &s.schema.fields {
-            println!(
+            writeln!(
+                out,
                 "    column      {} {:?}{}",
                 f.name,
                 f.ty,
                 if f.nullable { "" } else { " not null" }
-            );
+            )?;
         }
     }
-    ExitCode::SUCCESS
+    Ok(ExitCode::SUCCESS)
 }

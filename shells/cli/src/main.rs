@@ -13,15 +13,28 @@
 //!   lists every world ever registered in the control catalog of that
 //!   storage identity, destroyed ones included; `custos catalog show <uri>
 //!   <world-id> …` prints one world's durable descriptor and signatures
-//!   (feature `sqlite`). Both only read: a storage identity without a
-//!   control catalog, or an unrecorded world, exits with code 3 and
-//!   creates nothing.
+//!   (feature `sqlite`). Both only read, through a read-only open that
+//!   creates and writes nothing: a storage identity without a control
+//!   catalog (or whose catalog file is not one), or an unrecorded world,
+//!   exits with code 3.
+//!
+//! Output never panics ([`out`]): a command whose stdout is a closed pipe
+//! ends quietly with 141 (128 + SIGPIPE); one whose stdout cannot be
+//! written otherwise (a full device) prints one line to stderr and exits 1.
+//! `--threads` is bounded to 1..=[`MAX_THREADS`] by the parser (exit 2).
 
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::io::Write;
+use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use custos_models::{registry, Bound, ModelReport};
+
+mod out;
+use out::Out;
+
+/// The most checker threads `custos check` starts.
+const MAX_THREADS: u64 = 256;
 
 #[cfg(feature = "fs")]
 mod releases;
@@ -53,15 +66,19 @@ enum Command {
         /// Check only this model.
         #[arg(long)]
         model: Option<String>,
-        /// Checker threads for the real models (mutants run on one thread).
-        #[arg(long, default_value_t = 2)]
+        /// Checker threads for the real models (mutants run on one thread), 1 to 256.
+        #[arg(
+            long,
+            default_value_t = 2,
+            value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_THREADS)
+        )]
         threads: usize,
     },
     /// Serve stateright's Explorer for one model on 127.0.0.1.
     Explore {
         /// The model's name (see `custos models`).
         model: String,
-        /// The port to listen on.
+        /// The port to listen on (0: any free port, announced on stderr).
         #[arg(long, default_value_t = 3000)]
         port: u16,
         /// Explore a mutant instead of the real model.
@@ -99,14 +116,14 @@ fn main() -> ExitCode {
             json,
             model,
             threads,
-        } => check(deep, json, model.as_deref(), threads),
+        } => out::run(|out| check(out, deep, json, model.as_deref(), threads)),
         Command::Explore {
             model,
             port,
             mutant,
             deep,
         } => explore(&model, port, mutant.as_deref(), deep),
-        Command::Models { json } => models(json),
+        Command::Models { json } => out::run(|out| models(out, json)),
         #[cfg(feature = "fs")]
         Command::Releases { command } => releases::run(command),
         #[cfg(feature = "sqlite")]
@@ -114,23 +131,29 @@ fn main() -> ExitCode {
     }
 }
 
-fn check(deep: bool, json: bool, only: Option<&str>, threads: usize) -> ExitCode {
+fn check(
+    out: &mut Out,
+    deep: bool,
+    json: bool,
+    only: Option<&str>,
+    threads: usize,
+) -> std::io::Result<ExitCode> {
     let bound = if deep { Bound::Deep } else { Bound::Ci };
     let models: Vec<_> = registry()
         .into_iter()
         .filter(|m| only.is_none_or(|n| n == m.name()))
         .collect();
     if models.is_empty() {
-        eprintln!(
+        out::err(format_args!(
             "custos check: no model named {:?}; try `custos models`",
             only.unwrap_or("")
-        );
-        return ExitCode::from(2);
+        ));
+        return Ok(ExitCode::from(2));
     }
     let mut reports = Vec::new();
     for m in &models {
         if !json {
-            eprintln!("checking {} ({:?} bound)…", m.name(), bound);
+            out::err(format_args!("checking {} ({:?} bound)…", m.name(), bound));
         }
         reports.push(m.check(bound, threads));
     }
@@ -138,39 +161,36 @@ fn check(deep: bool, json: bool, only: Option<&str>, threads: usize) -> ExitCode
     if json {
         let doc = serde_json::json!({ "bound": bound, "passed": passed, "models": reports });
         match serde_json::to_string_pretty(&doc) {
-            Ok(s) => println!("{s}"),
+            Ok(s) => out.line(s)?,
             Err(e) => {
-                eprintln!("custos check: cannot encode the report: {e}");
-                return ExitCode::from(2);
+                out::err(format_args!("custos check: cannot encode the report: {e}"));
+                return Ok(ExitCode::from(2));
             }
         }
     } else {
-        print!("{}", table(&reports));
+        out.text(table(&reports))?;
         for r in &reports {
             for p in r.properties.iter().filter(|p| !p.held) {
-                println!("FAILED {}: {} `{}`", r.model, p.kind, p.name);
+                writeln!(out, "FAILED {}: {} `{}`", r.model, p.kind, p.name)?;
             }
             for m in r.mutants.iter().filter(|m| !m.killed) {
-                println!("SURVIVED {}: mutant `{}`", r.model, m.name);
+                writeln!(out, "SURVIVED {}: mutant `{}`", r.model, m.name)?;
             }
             if !r.exhaustive {
-                println!("INCOMPLETE {}: the search did not finish", r.model);
+                writeln!(out, "INCOMPLETE {}: the search did not finish", r.model)?;
             }
         }
-        println!(
-            "{}",
-            if passed {
-                "all models passed"
-            } else {
-                "model check FAILED"
-            }
-        );
+        out.line(if passed {
+            "all models passed"
+        } else {
+            "model check FAILED"
+        })?;
     }
-    if passed {
+    Ok(if passed {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
-    }
+    })
 }
 
 /// Renders the summary table and, under it, each mutant's killer.
@@ -239,37 +259,67 @@ fn table(reports: &[ModelReport]) -> String {
     out
 }
 
+/// Serves the Explorer. The address is bound here first, so that a port
+/// that cannot be bound is refused (exit 2) before anything is announced,
+/// and port 0 is resolved to the port the system chose; the listener is
+/// then dropped and the concrete address handed to the model. Stateright
+/// binds its own server from an address, so a window remains: another
+/// process taking the port in the instant after the drop is refused by the
+/// model's own pre-bind (exit 2), and only one taking it between that
+/// pre-bind and stateright's bind would still reach stateright's panic.
 fn explore(name: &str, port: u16, mutant: Option<&str>, deep: bool) -> ExitCode {
     let Some(model) = registry().into_iter().find(|m| m.name() == name) else {
-        eprintln!("custos explore: no model named {name:?}; try `custos models`");
+        out::err(format_args!(
+            "custos explore: no model named {name:?}; try `custos models`"
+        ));
         return ExitCode::from(2);
     };
-    let addr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port));
-    eprintln!("serving the Explorer for {name} on http://{addr}/ (Ctrl-C to stop)");
+    if let Some(m) = mutant {
+        if !model.mutant_names().contains(&m) {
+            out::err(format_args!(
+                "custos explore: model {name} has no mutant named {m:?}; try `custos models`"
+            ));
+            return ExitCode::from(2);
+        }
+    }
+    let wanted = SocketAddrV4::new(Ipv4Addr::LOCALHOST, port);
+    let addr = match TcpListener::bind(wanted).and_then(|l| l.local_addr()) {
+        Ok(addr) => addr,
+        Err(e) => {
+            out::err(format_args!(
+                "custos explore: cannot listen on {wanted}: {e}"
+            ));
+            return ExitCode::from(2);
+        }
+    };
+    // The listener is dropped by now; the model binds `addr` itself.
+    out::err(format_args!(
+        "serving the Explorer for {name} on http://{addr}/ (Ctrl-C to stop)"
+    ));
     let bound = if deep { Bound::Deep } else { Bound::Ci };
     match model.explore(bound, mutant, addr) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("custos explore: {e}");
+            out::err(format_args!("custos explore: {e}"));
             ExitCode::from(2)
         }
     }
 }
 
-fn models(json: bool) -> ExitCode {
+fn models(out: &mut Out, json: bool) -> std::io::Result<ExitCode> {
     let list: Vec<_> = registry()
         .iter()
         .map(|m| serde_json::json!({"name": m.name(), "summary": m.summary(), "mutants": m.mutant_names()}))
         .collect();
     if json {
-        println!("{}", serde_json::Value::Array(list));
+        out.line(serde_json::Value::Array(list))?;
     } else {
         for m in registry() {
-            println!("{:<10} {}", m.name(), m.summary());
+            writeln!(out, "{:<10} {}", m.name(), m.summary())?;
             for mutant in m.mutant_names() {
-                println!("           mutant {mutant}");
+                writeln!(out, "           mutant {mutant}")?;
             }
         }
     }
-    ExitCode::SUCCESS
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,20 +1,26 @@
 //! `custos catalog discover|show` end to end: a control catalog written by
 //! the SQLite shell is listed (destroyed worlds included) and described,
 //! as a table and as JSON; a missing catalog or world exits 3 and creates
-//! nothing.
+//! nothing. The read commands open read-only: a file that is not a
+//! readable catalog is refused with its bytes and directory untouched, a
+//! catalog is read without a byte or a file changing, and a writer's open
+//! write transaction neither delays a read nor shows in it. Output to a
+//! closed pipe or a full device ends with 141 or 1, never a panic.
 
 #![cfg(feature = "sqlite")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::Path;
-use std::process::{Command, Output};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use custos_core::identity::StorageIdentity;
+use custos_core::ledger::sha256;
 use custos_core::schema::{Field, LogicalType, Schema};
 use custos_core::world::{
     ControlCatalog, Request, Signature, WorldIdentity, WorldRecord, WriterMode,
 };
-use custos_sqlite::control::SqliteControlCatalog;
+use custos_sqlite::control::{catalog_path, SqliteControlCatalog};
 
 fn custos(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_custos"))
@@ -212,4 +218,277 @@ fn not_found_is_a_clean_exit_code_and_creates_nothing() {
     // A malformed identity is a usage error.
     let out = custos(&["catalog", "discover", uri, "--namespace", "a/b"]);
     assert_eq!(out.status.code(), Some(2));
+}
+
+// ------------------------------------------------------------ read-only opens
+
+/// The catalog file of `uri` in namespace `ns` (backend iceberg).
+fn catalog_file(uri: &Path, ns: &str) -> PathBuf {
+    let id = StorageIdentity::new(uri.to_str().unwrap(), ns, "iceberg").unwrap();
+    catalog_path(&id).unwrap()
+}
+
+/// SHA-256 of a file's bytes (`None` when it does not exist).
+fn sha(path: &Path) -> Option<[u8; 32]> {
+    std::fs::read(path).ok().map(|b| sha256(&b))
+}
+
+/// `path` with `suffix` appended to its file name.
+fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// What a read command must leave exactly as it found: the catalog file's
+/// bytes, its `-wal`'s bytes and every path beneath the storage root.
+#[derive(Debug, PartialEq, Eq)]
+struct Untouched {
+    db: Option<[u8; 32]>,
+    wal: Option<[u8; 32]>,
+    len: Option<u64>,
+    files: Vec<String>,
+}
+
+fn untouched(root: &Path, db: &Path) -> Untouched {
+    Untouched {
+        db: sha(db),
+        wal: sha(&sibling(db, "-wal")),
+        len: std::fs::metadata(db).ok().map(|m| m.len()),
+        files: files(root),
+    }
+}
+
+/// Runs `custos args` and answers its output and how long it took.
+fn timed(args: &[&str]) -> (Output, Duration) {
+    let t = Instant::now();
+    let out = custos(args);
+    (out, t.elapsed())
+}
+
+/// The read commands, as run against `uri` in namespace `ns`.
+fn read_commands(uri: &str) -> Vec<Vec<String>> {
+    [
+        vec!["catalog", "discover", uri, "--namespace", "ns"],
+        vec!["catalog", "discover", uri, "--namespace", "ns", "--json"],
+        vec!["catalog", "show", uri, "w-live", "--namespace", "ns"],
+        vec![
+            "catalog",
+            "show",
+            uri,
+            "w-live",
+            "--namespace",
+            "ns",
+            "--json",
+        ],
+    ]
+    .into_iter()
+    .map(|v| v.into_iter().map(String::from).collect())
+    .collect()
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// A zero-length file, an empty SQLite database, another application's
+/// database, a file that is no database at all, and a control catalog of a
+/// newer version, each where the identity's control catalog would be: every
+/// read command refuses it with a typed error naming the file and the rule
+/// (3: no control catalog here; 1: a catalog this build cannot read), and
+/// leaves its bytes and the directory exactly as they were.
+#[test]
+fn files_that_are_not_readable_catalogs_are_refused_and_left_untouched() {
+    type Make = fn(&Path);
+    let cases: [(&str, Make, i32, &str); 5] = [
+        (
+            "zero-length",
+            |p| std::fs::write(p, b"").unwrap(),
+            3,
+            "is not a control catalog: the file is empty (zero-length)",
+        ),
+        (
+            "empty database",
+            |p| {
+                let c = rusqlite::Connection::open(p).unwrap();
+                c.execute_batch("CREATE TABLE x (a); DROP TABLE x;").unwrap();
+            },
+            3,
+            "is not a control catalog: an SQLite database with no application id, no version and no schema",
+        ),
+        (
+            "foreign database",
+            |p| {
+                let c = rusqlite::Connection::open(p).unwrap();
+                c.execute_batch("CREATE TABLE t (x INTEGER); PRAGMA application_id = 7;")
+                    .unwrap();
+            },
+            3,
+            "is not a control catalog: application_id 0x7",
+        ),
+        (
+            "not a database",
+            |p| std::fs::write(p, b"hello, I am a text file and no database at all\n").unwrap(),
+            3,
+            "is not a control catalog: not an SQLite database",
+        ),
+        (
+            "newer version",
+            |p| {
+                drop(SqliteControlCatalog::open(p).unwrap());
+                let c = rusqlite::Connection::open(p).unwrap();
+                c.execute_batch("PRAGMA user_version = 2;").unwrap();
+            },
+            1,
+            "is a control catalog of version 2; this build reads version 1",
+        ),
+    ];
+    for (what, make, code, rule) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let db = catalog_file(dir.path(), "ns");
+        std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+        make(&db);
+        let uri = dir.path().to_str().unwrap();
+        let before = untouched(dir.path(), &db);
+        for args in read_commands(uri) {
+            let (out, took) = timed(&strs(&args));
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(code), "{what}: {args:?}: {err}");
+            assert!(err.contains(rule), "{what}: {args:?}: {err}");
+            assert!(
+                err.contains(&db.display().to_string()),
+                "{what}: the error names the file: {err}"
+            );
+            assert!(out.stdout.is_empty(), "{what}: {args:?}");
+            assert!(
+                took < Duration::from_secs(2),
+                "{what}: {args:?} took {took:?}"
+            );
+            assert_eq!(
+                untouched(dir.path(), &db),
+                before,
+                "{what}: {args:?} changed the file or its directory"
+            );
+        }
+    }
+}
+
+/// A catalog written by a writer that has closed, then the same catalog
+/// while another connection holds `BEGIN IMMEDIATE` with an uncommitted
+/// write: every read command answers at once with the committed state, and
+/// the catalog's bytes, its `-wal`'s bytes and the directory listing are the
+/// same after every command as before it.
+#[test]
+fn reads_leave_a_catalog_untouched_and_never_wait_for_a_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let db = catalog_file(dir.path(), "ns");
+    let uri = dir.path().to_str().unwrap();
+
+    let check_all = |phase: &str| {
+        let before = untouched(dir.path(), &db);
+        for args in read_commands(uri) {
+            let (out, took) = timed(&strs(&args));
+            assert!(
+                out.status.success(),
+                "{phase}: {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(
+                took < Duration::from_secs(2),
+                "{phase}: {args:?} took {took:?}"
+            );
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(text.contains("w-live"), "{phase}: {text}");
+            assert!(!text.contains("w-pending"), "{phase}: uncommitted: {text}");
+            assert_eq!(
+                untouched(dir.path(), &db),
+                before,
+                "{phase}: {args:?} changed the catalog or its directory"
+            );
+        }
+        let (out, took) = timed(&["catalog", "show", uri, "w-pending", "--namespace", "ns"]);
+        assert_eq!(out.status.code(), Some(3), "{phase}");
+        assert!(took < Duration::from_secs(2), "{phase}: took {took:?}");
+        assert_eq!(untouched(dir.path(), &db), before, "{phase}");
+    };
+
+    // (2) The writer has closed: only the catalog file is there.
+    assert!(!sibling(&db, "-wal").exists());
+    check_all("closed writer");
+    let (out, _) = timed(&["catalog", "discover", uri, "--namespace", "ns", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["worlds"].as_array().unwrap().len(), 2);
+
+    // (3) A writer holds an uncommitted write transaction.
+    let writer = rusqlite::Connection::open(&db).unwrap();
+    writer
+        .execute_batch(
+            "BEGIN IMMEDIATE;
+             INSERT INTO control_worlds (world_id, name, run_id, parent_world_id, writer_mode, status, tick_head)
+             VALUES ('w-pending', 'not yet', NULL, NULL, 'resumable', 'active', 0);",
+        )
+        .unwrap();
+    check_all("uncommitted writer");
+    let (out, _) = timed(&["catalog", "discover", uri, "--namespace", "ns", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["worlds"].as_array().unwrap().len(), 2, "{v}");
+    writer.execute_batch("COMMIT;").unwrap();
+    drop(writer);
+
+    // Committed, it is read (the read-only open saw the writer's WAL).
+    let out = custos(&["catalog", "show", uri, "w-pending", "--namespace", "ns"]);
+    assert!(out.status.success());
+}
+
+// ------------------------------------------------------------ output failures
+
+/// Runs `custos args` with stdout a pipe whose read end is closed before
+/// the child writes (closed before it is spawned), then with stdout
+/// `/dev/full`; answers both exit codes and stderrs.
+fn output_failures(args: &[&str]) -> [(Option<i32>, String); 2] {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let closed = Command::new(env!("CARGO_BIN_EXE_custos"))
+        .args(args)
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let full = Command::new(env!("CARGO_BIN_EXE_custos"))
+        .args(args)
+        .stdout(Stdio::from(full))
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    [closed, full].map(|o| {
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    })
+}
+
+#[test]
+fn discover_and_show_survive_a_closed_pipe_and_a_full_device() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let uri = dir.path().to_str().unwrap();
+    for args in read_commands(uri) {
+        let [(closed, closed_err), (full, full_err)] = output_failures(&strs(&args));
+        assert!(!closed_err.contains("panicked"), "{args:?}: {closed_err}");
+        assert_eq!(closed, Some(141), "{args:?}: {closed_err}");
+        assert!(closed_err.is_empty(), "{args:?}: quiet: {closed_err}");
+        assert!(!full_err.contains("panicked"), "{args:?}: {full_err}");
+        assert_eq!(full, Some(1), "{args:?}: {full_err}");
+        assert_eq!(full_err.lines().count(), 1, "{args:?}: {full_err}");
+        assert!(
+            full_err.starts_with("custos: cannot write output: "),
+            "{full_err}"
+        );
+    }
 }

@@ -1,9 +1,13 @@
 //! The `custos` binary end to end: `check` prints a table and JSON whose
-//! verdicts match the exit code; unknown models are refused.
+//! verdicts match the exit code; unknown models are refused; output to a
+//! closed pipe or a full device ends with a documented code, never a panic;
+//! numeric options are bounded; `explore` binds before it announces.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::process::Command;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 fn custos(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_custos"))
@@ -82,4 +86,149 @@ fn models_lists_the_registry() {
         .collect();
     assert!(names.contains(&"lease".to_string()));
     assert!(names.contains(&"fence".to_string()));
+}
+
+// ------------------------------------------------------------ output failures
+
+/// How a run of `custos` ended when its stdout could not be written.
+struct Ended {
+    code: Option<i32>,
+    stderr: String,
+}
+
+/// Runs `custos args` with stdout a pipe whose read end is closed before
+/// the child writes: closed before the child is even spawned, so that no
+/// scheduling lets a short output slip into the pipe's buffer first (the
+/// `Stdio::piped()`-then-drop form raced on a loaded machine).
+fn with_closed_stdout(args: &[&str]) -> Ended {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_custos"))
+        .args(args)
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .expect("custos runs");
+    Ended {
+        code: out.status.code(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Runs `custos args` with stdout `/dev/full` (every write fails ENOSPC).
+fn with_full_stdout(args: &[&str]) -> Ended {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full opens");
+    let out = Command::new(env!("CARGO_BIN_EXE_custos"))
+        .args(args)
+        .stdout(Stdio::from(full))
+        .stderr(Stdio::piped())
+        .output()
+        .expect("custos runs");
+    Ended {
+        code: out.status.code(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A closed pipe ends quietly with 141 (128 + SIGPIPE); a full device with
+/// 1 and one line on stderr; neither panics.
+fn assert_output_failures_are_clean(args: &[&str]) {
+    let e = with_closed_stdout(args);
+    assert!(!e.stderr.contains("panicked"), "{args:?}: {}", e.stderr);
+    assert_eq!(e.code, Some(141), "{args:?} on a closed pipe: {}", e.stderr);
+    assert!(
+        !e.stderr.contains("cannot write output"),
+        "{args:?}: a broken pipe is quiet: {}",
+        e.stderr
+    );
+
+    let e = with_full_stdout(args);
+    assert!(!e.stderr.contains("panicked"), "{args:?}: {}", e.stderr);
+    assert_eq!(e.code, Some(1), "{args:?} on /dev/full: {}", e.stderr);
+    let lines: Vec<&str> = e
+        .stderr
+        .lines()
+        .filter(|l| l.contains("cannot write output"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{args:?}: {}", e.stderr);
+    assert!(
+        lines[0].starts_with("custos: cannot write output: "),
+        "{}",
+        lines[0]
+    );
+}
+
+#[test]
+fn models_survives_a_closed_pipe_and_a_full_device() {
+    assert_output_failures_are_clean(&["models"]);
+    assert_output_failures_are_clean(&["models", "--json"]);
+}
+
+#[test]
+fn check_survives_a_closed_pipe_and_a_full_device() {
+    assert_output_failures_are_clean(&["check", "--model", "fence", "--json"]);
+    assert_output_failures_are_clean(&["check", "--model", "fence"]);
+}
+
+#[test]
+fn out_of_range_threads_are_a_usage_error() {
+    for n in ["100000", "0", "257"] {
+        let out = custos(&["check", "--model", "fence", "--threads", n]);
+        assert_eq!(out.status.code(), Some(2), "--threads {n}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{err}");
+        assert!(err.contains("--threads"), "{err}");
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn explore_refuses_a_port_it_cannot_bind_before_announcing_anything() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let out = custos(&["explore", "fence", "--port", &port]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("serving"), "{err}");
+    assert!(err.contains(&format!("127.0.0.1:{port}")), "{err}");
+    assert!(err.contains("cannot listen"), "{err}");
+}
+
+#[test]
+fn explore_on_port_zero_announces_the_real_port_and_serves_it() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_custos"))
+        .args(["explore", "fence", "--port", "0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    let read = BufReader::new(child.stderr.take().unwrap()).read_line(&mut line);
+    let served = (|| {
+        read.ok()?;
+        let addr = line.split("http://").nth(1)?.split('/').next()?.to_owned();
+        let port: u16 = addr.rsplit(':').next()?.parse().ok()?;
+        // The Explorer answers on the announced address within a few seconds.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(mut s) = std::net::TcpStream::connect(&addr) {
+                let _ = s.write_all(b"GET /.status HTTP/1.0\r\n\r\n");
+                let mut body = String::new();
+                let _ = s.read_to_string(&mut body);
+                if body.starts_with("HTTP/1.") {
+                    return Some(port);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    })();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(line.contains("serving"), "{line}");
+    let port = served.unwrap_or_else(|| panic!("nothing served at the announced address: {line}"));
+    assert_ne!(port, 0, "{line}");
 }

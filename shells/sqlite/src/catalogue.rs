@@ -28,6 +28,24 @@
 //!
 //! Access (principals, credentials, claims, logins, memberships — spec
 //! versions 4, 6, 7) is not built yet; it arrives as version 5 and later.
+//!
+//! ## Reading without writing
+//!
+//! [`SqliteCatalogue::open_read_only`] never creates, migrates or writes
+//! (not even the journal mode); it refuses with [`OpenError::NotReadable`]
+//! a file that is not a catalogue of [`CATALOGUE_VERSION`], and its reads
+//! never wait for a writer. A read-only handle refuses
+//! [`Catalogue::apply`] without touching the file. [`identity`] reads the
+//! two pragmas the same way. Details: [`crate::readonly`].
+//!
+//! ## Bounded rows
+//!
+//! Every stored text is checked against the byte bound of its grammar
+//! (session id, creation key, display name, workspace, profile, model key,
+//! orchestrator name, move op; a state word against [`MAX_WORD_LEN`])
+//! before it is copied, and a longer one fails the read with `Invalid`
+//! naming the table, row and column. A subtitle longer than any subtitle
+//! can be reads as none, as a subtitle that breaks its rule always has.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -39,13 +57,32 @@ use custos_core::catalogue::{
     Creation, Delegate, DelegateRow, Deletion, Footprint, InitState, Move, Outcome, Page, Recent,
     Registration, Request, SessionRow, Visibility, LISTING_LIMIT,
 };
-use custos_core::custody::Custody;
-use rusqlite::{
-    params, Connection, OpenFlags, OptionalExtension, Row, Transaction, TransactionBehavior,
+use custos_core::catalogue::{
+    CREATION_KEY_LIMIT, DISPLAY_NAME_LIMIT, LOCAL_WORKSPACE_LIMIT, MODEL_KEY_LIMIT,
+    PROFILE_NAME_LIMIT, SESSION_ID_LIMIT, SUBTITLE_LIMIT,
 };
+use custos_core::custody::{Custody, MOVE_OP_LIMIT, ORCHESTRATOR_NAME_LIMIT};
+use rusqlite::{params, Connection, Row, Transaction, TransactionBehavior};
 
+use crate::codec::text_ref;
 use crate::config::{self, OpenError, DEFAULT_BUSY_TIMEOUT};
 use crate::fault::Fault;
+use crate::readonly::{Expect, ReadOnly};
+
+/// The bound on a stored state word (`reserved`, `moving`, …).
+pub const MAX_WORD_LEN: usize = 64;
+
+/// The longest a stored subtitle can be in bytes: [`SUBTITLE_LIMIT`]
+/// characters of at most four bytes each.
+const SUBTITLE_BYTES: usize = SUBTITLE_LIMIT * 4;
+
+/// What the read-only open reads.
+const EXPECT: Expect = Expect {
+    kind: "a catalogue",
+    application_id: CATALOGUE_APPLICATION_ID,
+    oldest: CATALOGUE_VERSION,
+    newest: CATALOGUE_VERSION,
+};
 
 /// The catalogue version this build writes and reads.
 pub const CATALOGUE_VERSION: i64 = 4;
@@ -123,9 +160,16 @@ CREATE TABLE catalogue_delegate_sessions (
 /// A catalogue database.
 #[derive(Debug)]
 pub struct SqliteCatalogue {
-    conn: Mutex<Connection>,
+    conn: Mutex<Conn>,
     path: PathBuf,
     temp: bool,
+}
+
+/// The handle's connection: a migrated read-write one, or a read-only one.
+#[derive(Debug)]
+enum Conn {
+    Write(Connection),
+    Read(ReadOnly),
 }
 
 type Res<T> = Result<T, CatalogueError>;
@@ -162,7 +206,25 @@ impl SqliteCatalogue {
         let path = path.as_ref().to_path_buf();
         let conn = config::open_migrated(&path, busy, migrate)?;
         Ok(SqliteCatalogue {
-            conn: Mutex::new(conn),
+            conn: Mutex::new(Conn::Write(conn)),
+            path,
+            temp: false,
+        })
+    }
+
+    /// Opens the existing catalogue at `path` for reading only (see
+    /// "Reading without writing" in the module documentation) with the
+    /// default busy timeout.
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Self, OpenError> {
+        Self::open_read_only_with(path, DEFAULT_BUSY_TIMEOUT)
+    }
+
+    /// [`SqliteCatalogue::open_read_only`] with a busy timeout.
+    pub fn open_read_only_with(path: impl AsRef<Path>, busy: Duration) -> Result<Self, OpenError> {
+        let path = path.as_ref().to_path_buf();
+        let ro = ReadOnly::open(&path, Some(EXPECT), busy)?;
+        Ok(SqliteCatalogue {
+            conn: Mutex::new(Conn::Read(ro)),
             path,
             temp: false,
         })
@@ -185,18 +247,37 @@ impl SqliteCatalogue {
     fn with<T>(
         &self,
         behavior: TransactionBehavior,
-        f: impl FnOnce(&Transaction<'_>) -> Res<T>,
+        mut f: impl FnMut(&Transaction<'_>) -> Res<T>,
     ) -> Res<T> {
         let mut g = self.conn.lock().map_err(|_| CatalogueError::BackendFault {
             reason: "catalogue connection mutex poisoned".into(),
         })?;
-        let tx = g.transaction_with_behavior(behavior).map_err(db("begin"))?;
-        let out = f(&tx)?;
-        tx.commit().map_err(db("commit"))?;
-        Ok(out)
+        match &mut *g {
+            Conn::Write(conn) => {
+                let tx = conn
+                    .transaction_with_behavior(behavior)
+                    .map_err(db("begin"))?;
+                let out = f(&tx)?;
+                tx.commit().map_err(db("commit"))?;
+                Ok(out)
+            }
+            Conn::Read(ro) => {
+                if !matches!(behavior, TransactionBehavior::Deferred) {
+                    return Err(CatalogueError::BackendFault {
+                        reason: format!(
+                            "read-only: {} was opened with open_read_only; nothing was written",
+                            ro.path().display()
+                        ),
+                    });
+                }
+                ro.read(f).map_err(|e| CatalogueError::BackendFault {
+                    reason: e.to_string(),
+                })?
+            }
+        }
     }
 
-    fn read<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Res<T>) -> Res<T> {
+    fn read<T>(&self, f: impl FnMut(&Transaction<'_>) -> Res<T>) -> Res<T> {
         self.with(TransactionBehavior::Deferred, f)
     }
 }
@@ -246,29 +327,87 @@ struct RawSession {
     deleting: bool,
 }
 
-fn raw_session(r: &Row<'_>) -> rusqlite::Result<RawSession> {
-    let move_state: Option<String> = r.get(13)?;
-    let move_row = match move_state {
-        Some(s) => Some((s, r.get(14)?, r.get(15)?)),
-        None => None,
-    };
-    Ok(RawSession {
-        id: r.get(0)?,
-        key: r.get(1)?,
-        name: r.get(2)?,
-        workspace: r.get(3)?,
-        profile: r.get(4)?,
-        model: r.get(5)?,
-        executor: r.get(6)?,
-        pool: r.get(7)?,
-        created_at: r.get(8)?,
-        state: r.get(9)?,
-        name_override: r.get(10)?,
-        archived: r.get(11)?,
-        subtitle: r.get(12)?,
-        move_row,
-        deleting: r.get(16)?,
+/// Column `col` of a row of `table`, at most `max` bytes, checked before it
+/// is copied; a longer or non-text value fails with `Invalid` naming the
+/// table, the row (`row`) and the column.
+fn bounded(
+    r: &Row<'_>,
+    col: usize,
+    name: &str,
+    max: usize,
+    table: &str,
+    row: &str,
+) -> Res<Option<String>> {
+    text_ref(r, col, max)
+        .map(|t| t.map(str::to_owned))
+        .map_err(|e| {
+            bad(
+                "stored row",
+                format!("{table} row {row}: column {name}: {e}"),
+            )
+        })
+}
+
+/// [`bounded`] for a `NOT NULL` column.
+fn bounded_req(
+    r: &Row<'_>,
+    col: usize,
+    name: &str,
+    max: usize,
+    table: &str,
+    row: &str,
+) -> Res<String> {
+    bounded(r, col, name, max, table, row)?.ok_or_else(|| {
+        bad(
+            "stored row",
+            format!("{table} row {row}: column {name} is null"),
+        )
     })
+}
+
+fn raw_session(r: &Row<'_>) -> rusqlite::Result<Res<RawSession>> {
+    // Integers and booleans are read as before (no allocation).
+    let created_at: i64 = r.get(8)?;
+    let archived: bool = r.get(11)?;
+    let deleting: bool = r.get(16)?;
+    let t = "catalogue_sessions";
+    Ok((|| {
+        let id = bounded_req(r, 0, "session_id", SESSION_ID_LIMIT, t, "?")?;
+        let req = |col, name, max| bounded_req(r, col, name, max, t, &id);
+        let opt = |col, name, max| bounded(r, col, name, max, t, &id);
+        let move_state = opt(13, "move state", MAX_WORD_LEN)?;
+        let move_row = match move_state {
+            Some(s) => Some((
+                s,
+                req(14, "move op", MOVE_OP_LIMIT)?,
+                req(15, "move peer", ORCHESTRATOR_NAME_LIMIT)?,
+            )),
+            None => None,
+        };
+        // A stored subtitle that breaks its rule reads as none: one longer
+        // than any subtitle can be is not even copied.
+        let subtitle = text_ref(r, 12, SUBTITLE_BYTES)
+            .ok()
+            .flatten()
+            .map(str::to_owned);
+        Ok(RawSession {
+            key: req(1, "creation_key", CREATION_KEY_LIMIT)?,
+            name: req(2, "name", DISPLAY_NAME_LIMIT)?,
+            workspace: req(3, "workspace", LOCAL_WORKSPACE_LIMIT)?,
+            profile: req(4, "profile", PROFILE_NAME_LIMIT)?,
+            model: req(5, "model", MODEL_KEY_LIMIT)?,
+            executor: req(6, "executor", PROFILE_NAME_LIMIT)?,
+            pool: req(7, "pool", PROFILE_NAME_LIMIT)?,
+            created_at,
+            state: req(9, "state", MAX_WORD_LEN)?,
+            name_override: opt(10, "name override", DISPLAY_NAME_LIMIT)?,
+            archived,
+            subtitle,
+            move_row,
+            deleting,
+            id,
+        })
+    })())
 }
 
 fn opt(s: String) -> Option<String> {
@@ -348,7 +487,7 @@ fn load_sessions(
         .collect::<Result<Vec<_>, _>>()
         .map_err(db("load-sessions"))?;
     for raw in rows {
-        let (id, row) = decode(raw)?;
+        let (id, row) = decode(raw?)?;
         state.sessions.insert(id, row);
     }
     Ok(())
@@ -377,19 +516,23 @@ fn load_delegates(
         "SELECT spawner, parent_session, session_id, last_contact_ms FROM catalogue_delegate_sessions {where_}"
     );
     let mut st = tx.prepare_cached(&sql).map_err(db("load-delegates"))?;
+    let t = "catalogue_delegate_sessions";
     let rows = st
         .query_map(args, |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, i64>(3)?,
-            ))
+            let at = r.get::<_, i64>(3)?;
+            Ok((|| {
+                let spawner = bounded_req(r, 0, "spawner", ORCHESTRATOR_NAME_LIMIT, t, "?")?;
+                let parent = bounded_req(r, 1, "parent_session", SESSION_ID_LIMIT, t, &spawner)?;
+                let row = format!("({spawner}, {parent})");
+                let session_id = bounded_req(r, 2, "session_id", SESSION_ID_LIMIT, t, &row)?;
+                Ok((spawner, parent, session_id, at))
+            })())
         })
         .map_err(db("load-delegates"))?
-        .collect::<Result<Vec<_>, _>>()
+        .collect::<Result<Vec<Res<_>>, _>>()
         .map_err(db("load-delegates"))?;
-    for (spawner, parent, session_id, at) in rows {
+    for row in rows {
+        let (spawner, parent, session_id, at) = row?;
         if !is_delegate_pair(&spawner, &parent) || !catalogue::is_session_id(&session_id) {
             return Err(bad(
                 "stored delegate row",
@@ -433,14 +576,22 @@ fn load_defaults(
 ) -> Res<()> {
     let sql = format!("SELECT workspace, session_id FROM catalogue_workspace_defaults {where_}");
     let mut st = tx.prepare_cached(&sql).map_err(db("load-defaults"))?;
+    let t = "catalogue_workspace_defaults";
     let rows = st
         .query_map(args, |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            Ok((|| {
+                let ws = bounded_req(r, 0, "workspace", LOCAL_WORKSPACE_LIMIT, t, "?")?;
+                let id = bounded_req(r, 1, "session_id", SESSION_ID_LIMIT, t, &ws)?;
+                Ok((ws, id))
+            })())
         })
         .map_err(db("load-defaults"))?
-        .collect::<Result<Vec<_>, _>>()
+        .collect::<Result<Vec<Res<_>>, _>>()
         .map_err(db("load-defaults"))?;
-    state.workspace_defaults.extend(rows);
+    for row in rows {
+        let (ws, id) = row?;
+        state.workspace_defaults.insert(ws, id);
+    }
     Ok(())
 }
 
@@ -448,12 +599,20 @@ fn load_recent(tx: &Transaction<'_>, state: &mut CatalogueState) -> Res<()> {
     let mut st = tx
         .prepare_cached("SELECT id, path FROM catalogue_recent_folders")
         .map_err(db("load-recent"))?;
+    let t = "catalogue_recent_folders";
     let rows = st
-        .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
+        .query_map([], |r| {
+            let id = r.get::<_, i64>(0)?;
+            Ok(
+                bounded_req(r, 1, "path", LOCAL_WORKSPACE_LIMIT, t, &id.to_string())
+                    .map(|p| (id, p)),
+            )
+        })
         .map_err(db("load-recent"))?
-        .collect::<Result<Vec<_>, _>>()
+        .collect::<Result<Vec<Res<_>>, _>>()
         .map_err(db("load-recent"))?;
-    for (id, path) in rows {
+    for row in rows {
+        let (id, path) = row?;
         let id = u64::try_from(id).map_err(|_| bad("stored recent id", id.to_string()))?;
         if !catalogue::is_local_workspace(&path) {
             return Err(bad("stored recent folder", format!("{path:?}")));
@@ -844,16 +1003,18 @@ impl Catalogue for SqliteCatalogue {
 }
 
 /// Reads `(user_version, application_id)` of a catalogue file without
-/// opening it as a catalogue (for tests and inspection).
+/// opening it as a catalogue (for tests and inspection): read-only, never
+/// creating the file or anything beside it ([`crate::readonly`]).
 pub fn identity(path: &Path) -> Result<(i64, i64), OpenError> {
-    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .map_err(Fault::db("open"))?;
-    let v: i64 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .map_err(Fault::db("read-version"))?;
-    let a: Option<i64> = conn
-        .query_row("PRAGMA application_id", [], |r| r.get(0))
-        .optional()
-        .map_err(Fault::db("read-application-id"))?;
-    Ok((v, a.unwrap_or(0)))
+    let mut ro = ReadOnly::open(path, None, DEFAULT_BUSY_TIMEOUT)?;
+    ro.read(|tx| {
+        let v: i64 = tx
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(Fault::db("read-version"))?;
+        let a: i64 = tx
+            .query_row("PRAGMA application_id", [], |r| r.get(0))
+            .map_err(Fault::db("read-application-id"))?;
+        Ok::<_, Fault>((v, a))
+    })?
+    .map_err(OpenError::from)
 }

@@ -1,5 +1,8 @@
-//! Integer encodings and total row decoding.
+//! Integer encodings and total row decoding. Every text and blob column is
+//! read by reference and its length checked against a bound before it is
+//! validated, decoded or copied ([`text_ref`], [`blob_ref`]).
 
+use custos_core::storage::types::{MAX_ID_LEN, MAX_KIND_LEN, MAX_PAYLOAD_LEN};
 use custos_core::storage::{Kind, Payload, RecordId};
 use rusqlite::types::ValueRef;
 use rusqlite::Row;
@@ -67,40 +70,76 @@ pub(crate) fn u64c(row: &Row<'_>, col: usize, table: &str) -> Result<u64, Fault>
     int(row, col, table).map(u64_from_sql)
 }
 
-/// A `TEXT` column, validated as UTF-8.
-pub(crate) fn text<'r>(row: &'r Row<'_>, col: usize, table: &str) -> Result<&'r str, Fault> {
-    match row.get_ref(col).map_err(|e| corrupt(table, col, e))? {
-        ValueRef::Text(b) => std::str::from_utf8(b).map_err(|e| corrupt(table, col, e)),
-        other => Err(corrupt(
-            table,
-            col,
-            format!("expected text, found {:?}", other.data_type()),
+/// The bound on a stored text column that no core grammar bounds (a
+/// projected session id, a query plan line): 1 MiB.
+pub(crate) const MAX_TEXT_LEN: usize = 1024 * 1024;
+
+/// Column `col` as a text reference of at most `max` bytes: the length is
+/// checked before the bytes are validated as UTF-8 or copied. `Ok(None)` is
+/// SQL `NULL`; `Err` describes the breach (for the caller's typed error,
+/// which names the table and row).
+pub(crate) fn text_ref<'r>(
+    row: &'r Row<'_>,
+    col: usize,
+    max: usize,
+) -> Result<Option<&'r str>, String> {
+    match row.get_ref(col).map_err(|e| e.to_string())? {
+        ValueRef::Null => Ok(None),
+        ValueRef::Text(b) if b.len() > max => Err(format!(
+            "{} bytes of text exceed the bound of {max}",
+            b.len()
         )),
+        ValueRef::Text(b) => std::str::from_utf8(b)
+            .map(Some)
+            .map_err(|e| format!("text is not UTF-8: {e}")),
+        other => Err(format!("expected text, found {:?}", other.data_type())),
     }
 }
 
-/// A nullable `TEXT` column.
+/// Column `col` as a blob reference of at most `max` bytes (checked before
+/// anything is copied). `Ok(None)` is SQL `NULL`.
+pub(crate) fn blob_ref<'r>(
+    row: &'r Row<'_>,
+    col: usize,
+    max: usize,
+) -> Result<Option<&'r [u8]>, String> {
+    match row.get_ref(col).map_err(|e| e.to_string())? {
+        ValueRef::Null => Ok(None),
+        ValueRef::Blob(b) if b.len() > max => Err(format!(
+            "a blob of {} bytes exceeds the bound of {max}",
+            b.len()
+        )),
+        ValueRef::Blob(b) => Ok(Some(b)),
+        other => Err(format!("expected a blob, found {:?}", other.data_type())),
+    }
+}
+
+/// A `TEXT` column of at most `max` bytes, validated as UTF-8 (the length
+/// is checked first).
+pub(crate) fn text<'r>(
+    row: &'r Row<'_>,
+    col: usize,
+    table: &str,
+    max: usize,
+) -> Result<&'r str, Fault> {
+    text_ref(row, col, max)
+        .map_err(|e| corrupt(table, col, e))?
+        .ok_or_else(|| corrupt(table, col, "expected text, found Null"))
+}
+
+/// A nullable `TEXT` column of at most `max` bytes.
 pub(crate) fn opt_text<'r>(
     row: &'r Row<'_>,
     col: usize,
     table: &str,
+    max: usize,
 ) -> Result<Option<&'r str>, Fault> {
-    match row.get_ref(col).map_err(|e| corrupt(table, col, e))? {
-        ValueRef::Null => Ok(None),
-        ValueRef::Text(b) => std::str::from_utf8(b)
-            .map(Some)
-            .map_err(|e| corrupt(table, col, e)),
-        other => Err(corrupt(
-            table,
-            col,
-            format!("expected text or null, found {:?}", other.data_type()),
-        )),
-    }
+    text_ref(row, col, max).map_err(|e| corrupt(table, col, e))
 }
 
-/// A record id column.
+/// A record id column (at most [`MAX_ID_LEN`] bytes).
 pub(crate) fn record_id(row: &Row<'_>, col: usize, table: &str) -> Result<RecordId, Fault> {
-    RecordId::try_from(text(row, col, table)?).map_err(|e| corrupt(table, col, e))
+    RecordId::try_from(text(row, col, table, MAX_ID_LEN)?).map_err(|e| corrupt(table, col, e))
 }
 
 /// A nullable record id column.
@@ -109,25 +148,30 @@ pub(crate) fn opt_record_id(
     col: usize,
     table: &str,
 ) -> Result<Option<RecordId>, Fault> {
-    opt_text(row, col, table)?
+    opt_text(row, col, table, MAX_ID_LEN)?
         .map(|s| RecordId::try_from(s).map_err(|e| corrupt(table, col, e)))
         .transpose()
 }
 
-/// A kind column.
+/// A kind column (at most [`MAX_KIND_LEN`] bytes).
 pub(crate) fn kind(row: &Row<'_>, col: usize, table: &str) -> Result<Kind, Fault> {
-    Kind::try_from(text(row, col, table)?).map_err(|e| corrupt(table, col, e))
+    Kind::try_from(text(row, col, table, MAX_KIND_LEN)?).map_err(|e| corrupt(table, col, e))
 }
 
-/// A `BLOB` payload column: its length is checked before it is copied.
+/// A `BLOB` payload column: its length is checked (against
+/// [`MAX_PAYLOAD_LEN`]) before it is copied.
 pub(crate) fn payload(row: &Row<'_>, col: usize, table: &str) -> Result<Payload, Fault> {
-    match row.get_ref(col).map_err(|e| corrupt(table, col, e))? {
-        ValueRef::Blob(b) => Payload::try_from(b).map_err(|e| corrupt(table, col, e)),
-        other => Err(corrupt(
-            table,
-            col,
-            format!("expected a blob, found {:?}", other.data_type()),
-        )),
+    let b = blob_ref(row, col, MAX_PAYLOAD_LEN)
+        .map_err(|e| corrupt(table, col, e))?
+        .ok_or_else(|| corrupt(table, col, "expected a blob, found Null"))?;
+    Payload::try_from(b).map_err(|e| corrupt(table, col, e))
+}
+
+/// Prefixes a row decoder's corruption with the row it was decoding.
+pub(crate) fn at_row(row: impl std::fmt::Display) -> impl FnOnce(Fault) -> Fault {
+    move |f| match f {
+        Fault::Corrupt(d) => Fault::Corrupt(format!("{row}: {d}")),
+        other => other,
     }
 }
 

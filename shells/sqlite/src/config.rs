@@ -160,6 +160,89 @@ pub enum OpenError {
         /// What was found.
         detail: String,
     },
+    /// A read-only open refused the file: it is not a database of the kind
+    /// the read path reads, or not in a version it reads (see
+    /// [`crate::readonly`]). Nothing was created and nothing was written.
+    #[error("NotReadable: {} {}", .path.display(), .rule.describe(.kind))]
+    NotReadable {
+        /// The file.
+        path: PathBuf,
+        /// What the read path reads, with its article (`"a control catalog"`).
+        kind: &'static str,
+        /// The rule the file breaks.
+        rule: Refusal,
+    },
+}
+
+/// Why a read-only open refused a file ([`OpenError::NotReadable`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The file is zero bytes long: nothing was ever committed to it.
+    ZeroLength,
+    /// The file does not begin with SQLite's header.
+    NotSqlite,
+    /// An SQLite database with no application id, no version and no schema.
+    Empty,
+    /// An SQLite database with no application id and no version that holds
+    /// schema objects (another program's, or one whose creation never
+    /// committed its identity).
+    Unidentified {
+        /// How many schema objects it holds.
+        objects: i64,
+    },
+    /// Another application's database.
+    ForeignApplication {
+        /// Its `application_id`.
+        found: i64,
+        /// The `application_id` of the kind the read path reads.
+        expected: i64,
+    },
+    /// A database of the right kind whose `user_version` the read path
+    /// cannot read (newer than this build, or older than it reads).
+    Version {
+        /// The stored `user_version`.
+        found: i64,
+        /// The lowest version the read path reads.
+        oldest: i64,
+        /// The highest version the read path reads.
+        newest: i64,
+    },
+}
+
+impl Refusal {
+    /// The refusal as a sentence about a file of `kind` (e.g. `"is not a
+    /// control catalog: the file is empty (zero-length)"`).
+    pub fn describe(&self, kind: &str) -> String {
+        match self {
+            Refusal::ZeroLength => format!("is not {kind}: the file is empty (zero-length)"),
+            Refusal::NotSqlite => {
+                format!("is not {kind}: not an SQLite database (no SQLite header)")
+            }
+            Refusal::Empty => format!(
+                "is not {kind}: an SQLite database with no application id, no version and no schema"
+            ),
+            Refusal::Unidentified { objects } => format!(
+                "is not {kind}: an SQLite database with no application id and no version, holding {objects} schema objects"
+            ),
+            Refusal::ForeignApplication { found, expected } => format!(
+                "is not {kind}: application_id {found:#x} (expected {expected:#x})"
+            ),
+            Refusal::Version {
+                found,
+                oldest,
+                newest,
+            } if oldest == newest => {
+                format!("is {kind} of version {found}; this build reads version {newest}")
+            }
+            Refusal::Version {
+                found,
+                oldest,
+                newest,
+            } => format!(
+                "is {kind} of version {found}; this build reads versions {oldest} to {newest}"
+            ),
+        }
+    }
 }
 
 impl From<Fault> for OpenError {

@@ -24,6 +24,29 @@
 //!
 //! The tick head is advisory: [`record_tick_head`] logs a failure loudly
 //! (`tracing::error!`) and never fails its caller.
+//!
+//! ## Reading without writing
+//!
+//! [`SqliteControlCatalog::open_read_only`] is the open of every read-only
+//! caller (`custos catalog discover|show`): it never creates, migrates or
+//! writes — not even the journal mode — and refuses with
+//! [`OpenError::NotReadable`] (naming the file and the rule) a file that is
+//! zero-length, empty, not SQLite, another application's, or not of
+//! [`CONTROL_VERSION`], leaving it byte-identical. Its reads are one
+//! deferred transaction each and never wait for a writer: a writer holding
+//! an uncommitted `BEGIN IMMEDIATE` transaction is invisible to them. A
+//! read-only handle refuses [`ControlCatalog::apply`] without touching the
+//! file. How the file and its directory stay unchanged (no `-wal` / `-shm`
+//! is created beside a quiescent catalog), and what a read-only filesystem
+//! allows: [`crate::readonly`].
+//!
+//! ## Bounded rows
+//!
+//! Every stored text is checked against a bound before it is copied or
+//! decoded — identity columns against [`MAX_ID_LEN`], status and writer
+//! mode against [`MAX_WORD_LEN`], the signature's schema and component JSON
+//! against [`MAX_SIGNATURE_JSON_LEN`] — and a value beyond it fails the read
+//! with `Invalid` naming the table, row and column.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -32,12 +55,14 @@ use std::time::Duration;
 use custos_core::identity::{catalog_location, StorageIdentity};
 use custos_core::world::{
     self, codec, ControlCatalog, Outcome, Request, Signature, SignatureRecord, WorldError,
-    WorldIdentity, WorldInfo, WorldRecord, WorldSlot, WorldStatus, WriterMode,
+    WorldIdentity, WorldInfo, WorldRecord, WorldSlot, WorldStatus, WriterMode, MAX_ID_LEN,
 };
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
 
+use crate::codec::text_ref;
 use crate::config::{self, OpenError, DEFAULT_BUSY_TIMEOUT};
 use crate::fault::Fault;
+use crate::readonly::{Expect, ReadOnly};
 
 /// The control-catalog version this build writes and reads.
 pub const CONTROL_VERSION: i64 = 1;
@@ -65,6 +90,20 @@ CREATE TABLE control_signatures (
     PRIMARY KEY (world_id, table_id)
 ) STRICT;
 ";
+
+/// The bound on a stored status or writer-mode word.
+pub const MAX_WORD_LEN: usize = 64;
+
+/// The bound on a stored signature's schema or component JSON (4 MiB).
+pub const MAX_SIGNATURE_JSON_LEN: usize = 4 * 1024 * 1024;
+
+/// What the read-only open reads.
+const EXPECT: Expect = Expect {
+    kind: "a control catalog",
+    application_id: CONTROL_APPLICATION_ID,
+    oldest: CONTROL_VERSION,
+    newest: CONTROL_VERSION,
+};
 
 /// The environment variable naming the directory of remote identities'
 /// catalogs.
@@ -112,9 +151,16 @@ pub fn record_tick_head<C: ControlCatalog + ?Sized>(catalog: &C, world_id: &str,
 /// A control catalog database.
 #[derive(Debug)]
 pub struct SqliteControlCatalog {
-    conn: Mutex<Connection>,
+    conn: Mutex<Conn>,
     path: PathBuf,
     temp: bool,
+}
+
+/// The handle's connection: a migrated read-write one, or a read-only one.
+#[derive(Debug)]
+enum Conn {
+    Write(Connection),
+    Read(ReadOnly),
 }
 
 type Res<T> = Result<T, WorldError>;
@@ -153,10 +199,38 @@ impl SqliteControlCatalog {
         let path = path.as_ref().to_path_buf();
         let conn = config::open_migrated(&path, busy, migrate)?;
         Ok(SqliteControlCatalog {
-            conn: Mutex::new(conn),
+            conn: Mutex::new(Conn::Write(conn)),
             path,
             temp: false,
         })
+    }
+
+    /// Opens the existing catalog at `path` for reading only, with the
+    /// default busy timeout (see "Reading without writing" in the module
+    /// documentation). Never creates, migrates or writes; a file that is not
+    /// a control catalog of [`CONTROL_VERSION`] is
+    /// [`OpenError::NotReadable`], a path that is not a regular file
+    /// [`OpenError::UnopenablePath`].
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Self, OpenError> {
+        Self::open_read_only_with(path, DEFAULT_BUSY_TIMEOUT)
+    }
+
+    /// [`SqliteControlCatalog::open_read_only`] with a busy timeout (which
+    /// only a rollback-journal file's committing writer can make a read
+    /// wait for; a WAL reader never waits for a writer).
+    pub fn open_read_only_with(path: impl AsRef<Path>, busy: Duration) -> Result<Self, OpenError> {
+        let path = path.as_ref().to_path_buf();
+        let ro = ReadOnly::open(&path, Some(EXPECT), busy)?;
+        Ok(SqliteControlCatalog {
+            conn: Mutex::new(Conn::Read(ro)),
+            path,
+            temp: false,
+        })
+    }
+
+    /// Whether this handle was opened read-only.
+    pub fn is_read_only(&self) -> bool {
+        matches!(self.conn.lock().as_deref(), Ok(Conn::Read(_)))
     }
 
     /// A fresh catalog in a new temp file, deleted when dropped. For tests.
@@ -175,15 +249,34 @@ impl SqliteControlCatalog {
     fn with<T>(
         &self,
         behavior: TransactionBehavior,
-        f: impl FnOnce(&Transaction<'_>) -> Res<T>,
+        mut f: impl FnMut(&Transaction<'_>) -> Res<T>,
     ) -> Res<T> {
         let mut g = self.conn.lock().map_err(|_| WorldError::BackendFault {
             reason: "control catalog connection mutex poisoned".into(),
         })?;
-        let tx = g.transaction_with_behavior(behavior).map_err(db("begin"))?;
-        let out = f(&tx)?;
-        tx.commit().map_err(db("commit"))?;
-        Ok(out)
+        match &mut *g {
+            Conn::Write(conn) => {
+                let tx = conn
+                    .transaction_with_behavior(behavior)
+                    .map_err(db("begin"))?;
+                let out = f(&tx)?;
+                tx.commit().map_err(db("commit"))?;
+                Ok(out)
+            }
+            Conn::Read(ro) => {
+                if !matches!(behavior, TransactionBehavior::Deferred) {
+                    return Err(WorldError::BackendFault {
+                        reason: format!(
+                            "read-only: {} was opened with open_read_only; nothing was written",
+                            ro.path().display()
+                        ),
+                    });
+                }
+                ro.read(f).map_err(|e| WorldError::BackendFault {
+                    reason: e.to_string(),
+                })?
+            }
+        }
     }
 }
 
@@ -220,16 +313,53 @@ type RawWorld = (
     i64,
 );
 
-fn raw_world(r: &Row<'_>) -> rusqlite::Result<RawWorld> {
-    Ok((
-        r.get(0)?,
-        r.get(1)?,
-        r.get(2)?,
-        r.get(3)?,
-        r.get(4)?,
-        r.get(5)?,
-        r.get(6)?,
-    ))
+/// A stored text of at most `max` bytes, checked before it is copied.
+/// `row` names the row for the error (the world id once it is known).
+fn bounded(
+    r: &Row<'_>,
+    col: usize,
+    name: &'static str,
+    max: usize,
+    table: &str,
+    row: &str,
+) -> Res<Option<String>> {
+    text_ref(r, col, max)
+        .map(|t| t.map(str::to_owned))
+        .map_err(|e| WorldError::Invalid {
+            what: name,
+            detail: format!("{table} row {row}: column {name}: {e}"),
+        })
+}
+
+fn required(v: Option<String>, name: &'static str, table: &str, row: &str) -> Res<String> {
+    v.ok_or_else(|| WorldError::Invalid {
+        what: name,
+        detail: format!("{table} row {row}: column {name} is null"),
+    })
+}
+
+/// One `control_worlds` row, every text bounded before it is copied.
+fn raw_world(r: &Row<'_>) -> rusqlite::Result<Res<RawWorld>> {
+    let t = "control_worlds";
+    Ok((|| {
+        let id = required(
+            bounded(r, 0, "world_id", MAX_ID_LEN, t, "?")?,
+            "world_id",
+            t,
+            "?",
+        )?;
+        let text = |col, name, max| bounded(r, col, name, max, t, &id);
+        let name = required(text(1, "name", MAX_ID_LEN)?, "name", t, &id)?;
+        let run_id = text(2, "run_id", MAX_ID_LEN)?;
+        let parent = text(3, "parent_world_id", MAX_ID_LEN)?;
+        let mode = text(4, "writer_mode", MAX_WORD_LEN)?;
+        let status = required(text(5, "status", MAX_WORD_LEN)?, "status", t, &id)?;
+        let tick: i64 = r.get(6).map_err(|e| WorldError::Invalid {
+            what: "tick_head",
+            detail: format!("{t} row {id}: {e}"),
+        })?;
+        Ok((id, name, run_id, parent, mode, status, tick))
+    })())
 }
 
 fn decode_world(raw: RawWorld) -> Res<WorldRecord> {
@@ -257,8 +387,32 @@ fn decode_world(raw: RawWorld) -> Res<WorldRecord> {
 
 type RawSig = (String, String, String, String, String);
 
-fn raw_sig(r: &Row<'_>) -> rusqlite::Result<RawSig> {
-    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+/// One `control_signatures` row, every text bounded before it is copied.
+fn raw_sig(r: &Row<'_>) -> rusqlite::Result<Res<RawSig>> {
+    let t = "control_signatures";
+    Ok((|| {
+        let world = required(
+            bounded(r, 0, "world_id", MAX_ID_LEN, t, "?")?,
+            "world_id",
+            t,
+            "?",
+        )?;
+        let table = required(
+            bounded(r, 1, "table_id", MAX_ID_LEN, t, &world)?,
+            "table_id",
+            t,
+            &world,
+        )?;
+        let at = format!("({world}, {table})");
+        let text = |col, name, max| -> Res<String> {
+            required(bounded(r, col, name, max, t, &at)?, name, t, &at)
+        };
+        let components = text(2, "components", MAX_SIGNATURE_JSON_LEN)?;
+        let schema = text(3, "schema", MAX_SIGNATURE_JSON_LEN)?;
+        // A fingerprint is a SHA-256 in hex; the id bound is generous.
+        let fingerprint = text(4, "fingerprint", MAX_ID_LEN)?;
+        Ok((world, table, components, schema, fingerprint))
+    })())
 }
 
 fn decode_sig(raw: RawSig) -> Res<SignatureRecord> {
@@ -283,6 +437,7 @@ fn load_slot(tx: &Transaction<'_>, world_id: &str) -> Res<WorldSlot> {
         .query_row([world_id], raw_world)
         .optional()
         .map_err(db("load-world"))?
+        .transpose()?
         .map(decode_world)
         .transpose()?;
     let mut stmt = tx
@@ -297,7 +452,7 @@ fn load_slot(tx: &Transaction<'_>, world_id: &str) -> Res<WorldSlot> {
         .map_err(db("load-signatures"))?;
     let signatures = raws
         .into_iter()
-        .map(|r| decode_sig(r).map(|s| s.signature))
+        .map(|r| decode_sig(r?).map(|s| s.signature))
         .collect::<Res<Vec<_>>>()?;
     Ok(WorldSlot { record, signatures })
 }
@@ -380,7 +535,7 @@ impl ControlCatalog for SqliteControlCatalog {
                 .map_err(db("discover"))?
                 .collect::<rusqlite::Result<Vec<_>>>()
                 .map_err(db("discover"))?;
-            raws.into_iter().map(decode_world).collect()
+            raws.into_iter().map(|r| decode_world(r?)).collect()
         })
     }
 
@@ -409,7 +564,7 @@ impl ControlCatalog for SqliteControlCatalog {
                 .map_err(db("list-signatures"))?
                 .collect::<rusqlite::Result<Vec<_>>>()
                 .map_err(db("list-signatures"))?;
-            raws.into_iter().map(decode_sig).collect()
+            raws.into_iter().map(|r| decode_sig(r?)).collect()
         })
     }
 }

@@ -1,7 +1,7 @@
 //! Loading and storing the lease machine's state: the `writer_lease` holder
 //! row and the `lease_fence` high-water mark.
 
-use custos_core::lease::{Lease, LeaseState, Owner};
+use custos_core::lease::{Lease, LeaseState, Owner, MAX_OWNER_LEN};
 use rusqlite::{params, Connection};
 
 use crate::codec::{int, opt_int, opt_text, u64_from_sql, u64_to_sql};
@@ -23,7 +23,7 @@ pub(crate) fn load(c: &Connection) -> Result<LeaseState, Fault> {
 pub(crate) fn decode(row: &rusqlite::Row<'_>) -> Result<LeaseState, Fault> {
     let t = "writer_lease";
     let high = opt_int(row, 0, "lease_fence")?.map_or(0, u64_from_sql);
-    let holder = match opt_text(row, 1, t)? {
+    let holder = match opt_text(row, 1, t, MAX_OWNER_LEN)? {
         None => None,
         Some(owner) => Some(Lease {
             owner: Owner::new(owner)

@@ -38,6 +38,24 @@
 //! byte-untouched), and otherwise applies the missing steps 1 → 2 → 3 and
 //! the identity pragmas; only then the WAL switch (read back), then
 //! recovery.
+//!
+//! ## Reading without writing
+//!
+//! [`SqliteLedger::open_read_only`] opens an existing ledger without
+//! creating, migrating, recovering or writing anything (not even the
+//! journal mode): it answers the read requests over the rows as they stand
+//! (an `admitted` row left by a crashed opener still reads `admitted`,
+//! since recovery is a write), refuses every request that writes, and
+//! refuses with [`LedgerOpenError::NotReadable`] a file that is not a
+//! ledger of [`LEDGER_VERSION`]. Its reads never wait for a writer.
+//! Details: [`crate::readonly`].
+//!
+//! ## Bounded rows
+//!
+//! Every stored text is checked against [`MAX_NAME_LEN`] (names, tokens)
+//! or [`MAX_WORD_LEN`] (state words) before it is copied, an outcome
+//! against [`MAX_STORED_OUTCOME_BYTES`] and a digest against its 32 bytes;
+//! a longer value is `MalformedRow` naming the table, row and column.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -46,12 +64,31 @@ use std::time::Duration;
 use custos_core::ledger::{
     self, Answer, AttachToken, CallRow, CloseOutcome, Digest, Effect, Key, Ledger, LedgerError,
     Limits, OpId, Release, Request, RowState, Scope, ScopeState, SessionId, Tool, View,
-    WorkspaceId,
+    WorkspaceId, DEFAULT_MAX_LEDGER_BYTES, MAX_NAME_LEN,
 };
 use rusqlite::{
-    params, Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior,
+    params, Connection, OpenFlags, OptionalExtension, Row, Transaction, TransactionBehavior,
 };
 use thiserror::Error;
+
+use crate::codec::{blob_ref, text_ref};
+use crate::config::{OpenError, Refusal, DEFAULT_BUSY_TIMEOUT};
+use crate::readonly::{Expect, ReadOnly};
+
+/// The bound on a stored state word (`admitted`, `closed:<n>`, …).
+pub const MAX_WORD_LEN: usize = 64;
+
+/// The bound on a stored outcome: the default ledger budget (512 MiB), the
+/// most a ledger under the default limits can hold at all.
+pub const MAX_STORED_OUTCOME_BYTES: usize = DEFAULT_MAX_LEDGER_BYTES as usize;
+
+/// What the read-only open reads.
+const EXPECT: Expect = Expect {
+    kind: "an execution ledger",
+    application_id: LEDGER_APPLICATION_ID,
+    oldest: LEDGER_VERSION,
+    newest: LEDGER_VERSION,
+};
 
 /// The ledger schema version this build writes and reads.
 pub const LEDGER_VERSION: i64 = 3;
@@ -169,6 +206,44 @@ pub enum LedgerOpenError {
     /// Restart recovery failed.
     #[error("Recovery: {0}")]
     Recovery(LedgerError),
+    /// A read-only open refused the file: not a ledger, or not of
+    /// [`LEDGER_VERSION`]. Nothing was created or written.
+    #[error("NotReadable: {} {}", .path.display(), .rule.describe(.kind))]
+    NotReadable {
+        /// The file.
+        path: PathBuf,
+        /// `"an execution ledger"`.
+        kind: &'static str,
+        /// The rule the file breaks.
+        rule: Refusal,
+    },
+}
+
+impl From<OpenError> for LedgerOpenError {
+    fn from(e: OpenError) -> Self {
+        match e {
+            OpenError::NotReadable { path, kind, rule } => {
+                LedgerOpenError::NotReadable { path, kind, rule }
+            }
+            OpenError::UnopenablePath { path, reason } => {
+                LedgerOpenError::UnopenablePath { path, reason }
+            }
+            OpenError::PragmaDeclined {
+                pragma,
+                wanted,
+                got,
+            } => LedgerOpenError::PragmaDeclined {
+                pragma,
+                wanted,
+                got,
+            },
+            OpenError::Sqlite { op, message } => LedgerOpenError::Sqlite { op, message },
+            other => LedgerOpenError::Sqlite {
+                op: "open-read-only",
+                message: other.to_string(),
+            },
+        }
+    }
 }
 
 fn db_open(op: &'static str) -> impl FnOnce(rusqlite::Error) -> LedgerOpenError {
@@ -194,8 +269,16 @@ fn malformed(detail: impl Into<String>) -> LedgerError {
 /// by a mutex (a node-level actor owns it in production).
 #[derive(Debug)]
 pub struct SqliteLedger {
-    conn: Mutex<Option<Connection>>,
+    conn: Mutex<Option<Conn>>,
     path: PathBuf,
+}
+
+/// The handle's connection: a migrated, recovered read-write one, or a
+/// read-only one.
+#[derive(Debug)]
+enum Conn {
+    Write(Connection),
+    Read(ReadOnly),
 }
 
 impl SqliteLedger {
@@ -229,7 +312,7 @@ impl SqliteLedger {
             });
         }
         let ledger = SqliteLedger {
-            conn: Mutex::new(Some(conn)),
+            conn: Mutex::new(Some(Conn::Write(conn))),
             path,
         };
         ledger.recover().map_err(LedgerOpenError::Recovery)?;
@@ -237,12 +320,32 @@ impl SqliteLedger {
         Ok(ledger)
     }
 
+    /// Opens the existing ledger at `path` for reading only, with the
+    /// default busy timeout (see "Reading without writing" in the module
+    /// documentation): no creation, migration, recovery or write.
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Self, LedgerOpenError> {
+        Self::open_read_only_with(path, DEFAULT_BUSY_TIMEOUT)
+    }
+
+    /// [`SqliteLedger::open_read_only`] with a busy timeout.
+    pub fn open_read_only_with(
+        path: impl AsRef<Path>,
+        busy: Duration,
+    ) -> Result<Self, LedgerOpenError> {
+        let path = path.as_ref().to_path_buf();
+        let ro = ReadOnly::open(&path, Some(EXPECT), busy)?;
+        Ok(SqliteLedger {
+            conn: Mutex::new(Some(Conn::Read(ro))),
+            path,
+        })
+    }
+
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    fn lock(&self) -> Result<MutexGuard<'_, Option<Connection>>, LedgerError> {
+    fn lock(&self) -> Result<MutexGuard<'_, Option<Conn>>, LedgerError> {
         self.conn.lock().map_err(|_| LedgerError::BackendFault {
             reason: "sqlite-ledger-poisoned".to_owned(),
         })
@@ -412,6 +515,64 @@ struct RawCall {
     bytes: i64,
 }
 
+/// A stored text of at most `max` bytes, checked before it is copied;
+/// `MalformedRow` names the table, the row and the column.
+fn bounded(
+    r: &Row<'_>,
+    col: usize,
+    name: &str,
+    max: usize,
+    row: &dyn std::fmt::Display,
+) -> Result<Option<String>, LedgerError> {
+    text_ref(r, col, max)
+        .map(|t| t.map(str::to_owned))
+        .map_err(|e| malformed(format!("{row}: column {name}: {e}")))
+}
+
+/// [`bounded`] for a `NOT NULL` column.
+fn bounded_req(
+    r: &Row<'_>,
+    col: usize,
+    name: &str,
+    max: usize,
+    row: &dyn std::fmt::Display,
+) -> Result<String, LedgerError> {
+    bounded(r, col, name, max, row)?
+        .ok_or_else(|| malformed(format!("{row}: column {name} is null")))
+}
+
+/// A stored blob of at most `max` bytes, checked before it is copied.
+fn bounded_blob(
+    r: &Row<'_>,
+    col: usize,
+    name: &str,
+    max: usize,
+    row: &dyn std::fmt::Display,
+) -> Result<Option<Vec<u8>>, LedgerError> {
+    blob_ref(r, col, max)
+        .map(|b| b.map(<[u8]>::to_vec))
+        .map_err(|e| malformed(format!("{row}: column {name}: {e}")))
+}
+
+/// The call columns `tool, state, outcome, outcome_digest, outcome_bytes`
+/// starting at column `base`, bounded.
+fn raw_call(
+    r: &Row<'_>,
+    base: usize,
+    row: &dyn std::fmt::Display,
+) -> rusqlite::Result<Result<RawCall, LedgerError>> {
+    let bytes: i64 = r.get(base + 4)?;
+    Ok((|| {
+        Ok(RawCall {
+            tool: bounded_req(r, base, "tool", MAX_NAME_LEN, row)?,
+            state: bounded_req(r, base + 1, "state", MAX_WORD_LEN, row)?,
+            outcome: bounded_blob(r, base + 2, "outcome", MAX_STORED_OUTCOME_BYTES, row)?,
+            digest: bounded_blob(r, base + 3, "outcome_digest", 32, row)?,
+            bytes,
+        })
+    })())
+}
+
 fn decode_call(raw: RawCall) -> Result<CallRow, LedgerError> {
     let tool = name(Tool::new(raw.tool), "call.tool")?;
     let bytes = from_sql(raw.bytes);
@@ -444,20 +605,27 @@ const CALL_COLS: &str =
 
 type KeyedCall = (String, i64, i64, i64, RawCall);
 
-fn read_keyed_call(r: &rusqlite::Row<'_>) -> rusqlite::Result<KeyedCall> {
-    Ok((
-        r.get(0)?,
-        r.get(1)?,
-        r.get(2)?,
-        r.get(3)?,
-        RawCall {
-            tool: r.get(4)?,
-            state: r.get(5)?,
-            outcome: r.get(6)?,
-            digest: r.get(7)?,
-            bytes: r.get(8)?,
-        },
-    ))
+/// [`CALL_COLS`] from column `base` (a session column may precede them).
+fn read_keyed_call(
+    r: &rusqlite::Row<'_>,
+    base: usize,
+    session: &str,
+) -> rusqlite::Result<Result<KeyedCall, LedgerError>> {
+    let step: i64 = r.get(base + 1)?;
+    let si: i64 = r.get(base + 2)?;
+    let inc: i64 = r.get(base + 3)?;
+    let op = match bounded_req(
+        r,
+        base,
+        "op",
+        MAX_NAME_LEN,
+        &format_args!("call row of {session}"),
+    ) {
+        Ok(op) => op,
+        Err(e) => return Ok(Err(e)),
+    };
+    let at = format!("call row ({session}, {op}, {step}, {si}, {inc})");
+    Ok(raw_call(r, base + 4, &at)?.map(|raw| (op, step, si, inc, raw)))
 }
 
 fn make_key(
@@ -490,22 +658,28 @@ fn load(tx: &Transaction<'_>, req: &Request) -> Result<View, LedgerError> {
     let fp = req.footprint();
     let mut v = View::default();
     if let Some(session) = &fp.scope {
+        let at = format!("scope row {}", session.as_str());
         let row = tx
             .prepare_cached(
                 "SELECT workspace, incarnation, state, close_outcome, attach_token FROM scope WHERE session = ?1",
             )
             .map_err(db("prepare"))?
             .query_row([session.as_str()], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, Option<i64>>(3)?,
-                    r.get::<_, String>(4)?,
-                ))
+                let inc = r.get::<_, i64>(1)?;
+                let outcome = r.get::<_, Option<i64>>(3)?;
+                Ok((|| {
+                    Ok((
+                        bounded_req(r, 0, "workspace", MAX_NAME_LEN, &at)?,
+                        inc,
+                        bounded_req(r, 2, "state", MAX_WORD_LEN, &at)?,
+                        outcome,
+                        bounded_req(r, 4, "attach_token", MAX_NAME_LEN, &at)?,
+                    ))
+                })())
             })
             .optional()
-            .map_err(db("load-scope"))?;
+            .map_err(db("load-scope"))?
+            .transpose()?;
         if let Some((ws, inc, state, outcome, token)) = row {
             v.scope = Some(Scope {
                 session: session.clone(),
@@ -518,23 +692,17 @@ fn load(tx: &Transaction<'_>, req: &Request) -> Result<View, LedgerError> {
     }
     if let Some(k) = &fp.key {
         let p = key_params(k);
+        let at = format!("call row ({}, {}, {}, {}, {})", p.0, p.1, p.2, p.3, p.4);
         let raw = tx
             .prepare_cached(
                 "SELECT tool, state, outcome, outcome_digest, outcome_bytes FROM call
                  WHERE session = ?1 AND op = ?2 AND step = ?3 AND source_index = ?4 AND incarnation = ?5",
             )
             .map_err(db("prepare"))?
-            .query_row(params![p.0, p.1, p.2, p.3, p.4], |r| {
-                Ok(RawCall {
-                    tool: r.get(0)?,
-                    state: r.get(1)?,
-                    outcome: r.get(2)?,
-                    digest: r.get(3)?,
-                    bytes: r.get(4)?,
-                })
-            })
+            .query_row(params![p.0, p.1, p.2, p.3, p.4], |r| raw_call(r, 0, &at))
             .optional()
-            .map_err(db("load-call"))?;
+            .map_err(db("load-call"))?
+            .transpose()?;
         v.call = raw.map(decode_call).transpose()?;
         v.acked = tx
             .prepare_cached(
@@ -550,10 +718,12 @@ fn load(tx: &Transaction<'_>, req: &Request) -> Result<View, LedgerError> {
             .prepare_cached(&format!("SELECT {CALL_COLS} FROM call WHERE session = ?1"))
             .map_err(db("prepare"))?;
         let rows = stmt
-            .query_map([session.as_str()], read_keyed_call)
+            .query_map([session.as_str()], |r| {
+                read_keyed_call(r, 0, session.as_str())
+            })
             .map_err(db("load-session-calls"))?;
         for row in rows {
-            let (op, step, si, inc, raw) = row.map_err(db("load-session-calls"))?;
+            let (op, step, si, inc, raw) = row.map_err(db("load-session-calls"))??;
             v.session_calls
                 .push((make_key(session, op, step, si, inc)?, decode_call(raw)?));
         }
@@ -567,25 +737,15 @@ fn load(tx: &Transaction<'_>, req: &Request) -> Result<View, LedgerError> {
             .map_err(db("prepare"))?;
         let rows = stmt
             .query_map([], |r| {
-                let session: String = r.get(0)?;
-                Ok((
-                    session,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, i64>(2)?,
-                    r.get::<_, i64>(3)?,
-                    r.get::<_, i64>(4)?,
-                    RawCall {
-                        tool: r.get(5)?,
-                        state: r.get(6)?,
-                        outcome: r.get(7)?,
-                        digest: r.get(8)?,
-                        bytes: r.get(9)?,
-                    },
-                ))
+                let session = match bounded_req(r, 0, "session", MAX_NAME_LEN, &"call row") {
+                    Ok(s) => s,
+                    Err(e) => return Ok(Err(e)),
+                };
+                Ok(read_keyed_call(r, 1, &session)?.map(|call| (session, call)))
             })
             .map_err(db("load-admitted"))?;
         for row in rows {
-            let (session, op, step, si, inc, raw) = row.map_err(db("load-admitted"))?;
+            let (session, (op, step, si, inc, raw)) = row.map_err(db("load-admitted"))??;
             let session = name(SessionId::new(session), "call.session")?;
             v.admitted
                 .push((make_key(&session, op, step, si, inc)?, decode_call(raw)?));
@@ -613,22 +773,27 @@ fn load(tx: &Transaction<'_>, req: &Request) -> Result<View, LedgerError> {
     if fp.releases {
         let mut stmt = tx
             .prepare_cached(
-                "SELECT session, workspace, incarnation, was, released_at_ms FROM scope_release ORDER BY id",
+                "SELECT session, workspace, incarnation, was, released_at_ms, id FROM scope_release ORDER BY id",
             )
             .map_err(db("prepare"))?;
         let rows = stmt
             .query_map([], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, i64>(2)?,
-                    r.get::<_, String>(3)?,
-                    r.get::<_, i64>(4)?,
-                ))
+                let inc = r.get::<_, i64>(2)?;
+                let released = r.get::<_, i64>(4)?;
+                let at = format!("scope_release row {}", r.get::<_, i64>(5)?);
+                Ok((|| {
+                    Ok((
+                        bounded_req(r, 0, "session", MAX_NAME_LEN, &at)?,
+                        bounded_req(r, 1, "workspace", MAX_NAME_LEN, &at)?,
+                        inc,
+                        bounded_req(r, 3, "was", MAX_WORD_LEN, &at)?,
+                        released,
+                    ))
+                })())
             })
             .map_err(db("load-releases"))?;
         for row in rows {
-            let (session, ws, inc, was, at) = row.map_err(db("load-releases"))?;
+            let (session, ws, inc, was, at) = row.map_err(db("load-releases"))??;
             v.releases.push(Release {
                 session: name(SessionId::new(session), "scope_release.session")?,
                 workspace: name(WorkspaceId::new(ws), "scope_release.workspace")?,
@@ -739,7 +904,36 @@ fn write(tx: &Transaction<'_>, effects: &[Effect]) -> Result<(), LedgerError> {
 impl Ledger for SqliteLedger {
     fn execute(&self, limits: &Limits, req: &Request) -> Result<Answer, LedgerError> {
         let mut g = self.lock()?;
-        let conn = g.as_mut().ok_or(LedgerError::HandleClosed)?;
+        let handle = g.as_mut().ok_or(LedgerError::HandleClosed)?;
+        let conn = match handle {
+            Conn::Write(conn) => conn,
+            Conn::Read(ro) => {
+                if req.writes() {
+                    return Err(LedgerError::BackendFault {
+                        reason: format!(
+                            "read-only: {} was opened with open_read_only; nothing was written",
+                            ro.path().display()
+                        ),
+                    });
+                }
+                return ro
+                    .read(|tx| {
+                        let view = load(tx, req)?;
+                        // A read decides no effects; one that did is refused.
+                        let d = ledger::decide(&view, limits, req)?;
+                        if d.effects.is_empty() {
+                            Ok(d.answer)
+                        } else {
+                            Err(LedgerError::BackendFault {
+                                reason: "read-only: a read request decided a write".to_owned(),
+                            })
+                        }
+                    })
+                    .map_err(|e| LedgerError::BackendFault {
+                        reason: e.to_string(),
+                    })?;
+            }
+        };
         let behavior = if req.writes() {
             TransactionBehavior::Immediate
         } else {
@@ -760,8 +954,10 @@ impl Ledger for SqliteLedger {
 
     fn close(&self) -> Result<(), LedgerError> {
         let mut g = self.lock()?;
-        if let Some(conn) = g.take() {
-            conn.close().map_err(|(_, e)| db("close")(e))?;
+        match g.take() {
+            Some(Conn::Write(conn)) => conn.close().map_err(|(_, e)| db("close")(e))?,
+            Some(Conn::Read(ro)) => drop(ro),
+            None => {}
         }
         Ok(())
     }

@@ -26,11 +26,12 @@ mod fault;
 mod lease_rows;
 pub mod ledger;
 pub mod offline;
+pub mod readonly;
 pub mod schema;
 mod store;
 
 pub use config::{
-    system_clock, Clock, Config, OpenError, DEFAULT_BUSY_TIMEOUT, DEFAULT_LEASE_TTL_MS,
+    system_clock, Clock, Config, OpenError, Refusal, DEFAULT_BUSY_TIMEOUT, DEFAULT_LEASE_TTL_MS,
 };
 pub use offline::{
     export_closed, generation, identity, release_export, rewrite_into, Identity, Offline,

@@ -35,6 +35,10 @@
 //!
 //! Every failure before the rename deletes the copy and releases the claim;
 //! the original's content is untouched.
+//!
+//! [`generation`] and [`identity`] only read: they open read-only
+//! ([`crate::readonly`]), so they create and write nothing, not even
+//! beside the file.
 
 use std::fs::{self, File};
 use std::io::Read;
@@ -45,18 +49,20 @@ use custos_core::lease::{self, Fence, Lease, LeaseError, Owner};
 use custos_core::storage::rewrite::{
     check_details_rewrite, check_entry_rewrite, check_register_rewrite, RewriteViolation,
 };
+use custos_core::storage::types::{MAX_ID_LEN, MAX_KEY_LEN, MAX_NAMESPACE_LEN};
 use custos_core::storage::{Entry, Payload};
 use custos_core::Millis;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
-use crate::codec::{self, seq_to_sql, u64_from_sql, u64_to_sql};
+use crate::codec::{self, seq_to_sql, u64_from_sql, u64_to_sql, MAX_TEXT_LEN};
 use crate::config::{
     self, system_clock, Clock, OpenError, DEFAULT_BUSY_TIMEOUT, DEFAULT_LEASE_TTL_MS,
 };
 use crate::fault::Fault;
 use crate::lease_rows;
+use crate::readonly::ReadOnly;
 use crate::schema::{self, STORAGE_VERSION};
 use crate::store::{check_identity, release, Held};
 
@@ -489,8 +495,8 @@ fn transform_copy(
         while let Some(row) = rows.next().map_err(Fault::db("transform-registers"))? {
             let t = "registers";
             v.push((
-                codec::text(row, 0, t)?.to_owned(),
-                codec::text(row, 1, t)?.to_owned(),
+                codec::text(row, 0, t, MAX_NAMESPACE_LEN)?.to_owned(),
+                codec::text(row, 1, t, MAX_KEY_LEN)?.to_owned(),
                 codec::payload(row, 2, t)?,
             ));
         }
@@ -520,7 +526,7 @@ fn transform_copy(
             let t = "usage_ledger";
             v.push((
                 codec::int(row, 0, t)?,
-                codec::text(row, 1, t)?.to_owned(),
+                codec::text(row, 1, t, MAX_ID_LEN)?.to_owned(),
                 codec::payload(row, 2, t)?,
             ));
         }
@@ -732,23 +738,29 @@ fn sha256_hex(path: &Path) -> Result<String, RewriteError> {
     Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
+/// Reads the `session` row of a closed or live file without taking the
+/// lease and without writing: a read-only open ([`crate::readonly`]) that
+/// creates nothing (a missing file is [`RewriteError::Missing`]), then the
+/// version check of [`require_current`] and `sql`, in one read transaction.
 fn read_session<T>(
     path: &Path,
     sql: &str,
-    f: impl FnOnce(&rusqlite::Row<'_>) -> Result<T, Fault>,
+    f: impl Fn(&rusqlite::Row<'_>) -> Result<T, Fault>,
 ) -> Result<T, RewriteError> {
-    let conn = open_existing(path, DEFAULT_BUSY_TIMEOUT)?;
-    conn.execute_batch("PRAGMA query_only = ON")
-        .map_err(Fault::db("query-only"))?;
-    require_current(&conn)?;
-    let out = conn
-        .query_row(sql, [], |row| Ok(f(row)))
-        .optional()
-        .map_err(Fault::db("read-session"))?
-        .ok_or_else(|| RewriteError::Corrupt {
-            detail: "the session row is missing".to_owned(),
-        })??;
-    Ok(out)
+    if !path.is_file() {
+        return Err(RewriteError::Missing(path.to_path_buf()));
+    }
+    let mut ro = ReadOnly::open(path, None, DEFAULT_BUSY_TIMEOUT)?;
+    ro.read(|tx| {
+        require_current(tx)?;
+        tx.query_row(sql, [], |row| Ok(f(row)))
+            .optional()
+            .map_err(Fault::db("read-session"))?
+            .ok_or_else(|| RewriteError::Corrupt {
+                detail: "the session row is missing".to_owned(),
+            })?
+            .map_err(RewriteError::from)
+    })?
 }
 
 /// The rewrite generation of a session file, read without taking the lease.
@@ -768,8 +780,9 @@ pub fn identity(path: &Path) -> Result<Identity, RewriteError> {
         "SELECT session_id, parent_session_id FROM session WHERE singleton = 1",
         |row| {
             Ok(Identity {
-                session_id: codec::opt_text(row, 0, "session")?.map(str::to_owned),
-                parent_session_id: codec::opt_text(row, 1, "session")?.map(str::to_owned),
+                session_id: codec::opt_text(row, 0, "session", MAX_TEXT_LEN)?.map(str::to_owned),
+                parent_session_id: codec::opt_text(row, 1, "session", MAX_TEXT_LEN)?
+                    .map(str::to_owned),
             })
         },
     )

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
 use custos_core::lease::{self, Fence, Lease, LeaseError, LeaseState, Owner};
-use custos_core::storage::types::MAX_GET_ENTRIES;
+use custos_core::storage::types::{MAX_GET_ENTRIES, MAX_KEY_LEN};
 use custos_core::storage::{
     self as core_storage, BoundError, BranchScan, Commit, CommitContext, CommitError, CommitPlan,
     CommitReceipt, Entry, EntryHead, EntryScan, Footprint, KeyPrefix, Kind, Namespace, RecordId,
@@ -25,6 +25,9 @@ use crate::schema::{self, APPLICATION_ID, STORAGE_VERSION};
 
 /// The `Faulted` / `BackendFault` reason a poisoned handle answers.
 pub const REASON_POISONED: &str = "sqlite-handle-poisoned";
+
+/// The bound on a schema object's name read from `sqlite_master`.
+const MAX_SCHEMA_NAME_LEN: usize = 4096;
 
 /// How many branch-index rows one page of a branch scan reads.
 const BRANCH_PAGE: i64 = 64;
@@ -359,11 +362,25 @@ pub(crate) fn check_identity(conn: &Connection) -> Result<i64, OpenError> {
         let mut st = conn
             .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
             .map_err(Fault::db("read-schema"))?;
+        // Schema names are bounded too: a foreign file's are not ours to copy.
         let rows = st
-            .query_map([], |r| r.get::<_, String>(0))
+            .query_map([], |r| {
+                Ok(codec::text_ref(r, 0, MAX_SCHEMA_NAME_LEN).map(|n| n.map(str::to_owned)))
+            })
             .map_err(Fault::db("read-schema"))?;
-        rows.collect::<Result<Vec<String>, _>>()
-            .map_err(Fault::db("read-schema"))?
+        let mut names = Vec::new();
+        for row in rows {
+            match row.map_err(Fault::db("read-schema"))? {
+                Ok(Some(name)) => names.push(name),
+                Ok(None) => {}
+                Err(e) => {
+                    return Err(OpenError::ForeignDatabase {
+                        detail: format!("sqlite_master: a table name: {e}"),
+                    })
+                }
+            }
+        }
+        names
     };
     if version == 0 {
         if app != 0 {
@@ -851,31 +868,39 @@ const ENTRY_COLS: &str = "seq, id, parent, kind, payload, ts";
 
 fn decode_entry(row: &rusqlite::Row<'_>) -> Result<Entry, Fault> {
     let t = "entries";
-    Ok(Entry {
-        seq: codec::seq(row, 0, t)?,
-        id: codec::record_id(row, 1, t)?,
-        parent: codec::opt_record_id(row, 2, t)?,
-        kind: codec::kind(row, 3, t)?,
-        payload: codec::payload(row, 4, t)?,
-        ts: codec::u64c(row, 5, t)?,
-    })
+    let seq = codec::seq(row, 0, t)?;
+    (|| {
+        Ok(Entry {
+            seq,
+            id: codec::record_id(row, 1, t)?,
+            parent: codec::opt_record_id(row, 2, t)?,
+            kind: codec::kind(row, 3, t)?,
+            payload: codec::payload(row, 4, t)?,
+            ts: codec::u64c(row, 5, t)?,
+        })
+    })()
+    .map_err(codec::at_row(format_args!("entries row seq {seq}")))
 }
 
 fn decode_usage(row: &rusqlite::Row<'_>) -> Result<UsageRow, Fault> {
     let t = "usage_ledger";
-    Ok(UsageRow {
-        seq: codec::seq(row, 0, t)?,
-        id: codec::record_id(row, 1, t)?,
-        ts: codec::u64c(row, 2, t)?,
-        figures: UsageFigures {
-            input_tokens: codec::u64c(row, 3, t)?,
-            output_tokens: codec::u64c(row, 4, t)?,
-            cache_read_tokens: codec::u64c(row, 5, t)?,
-            cache_write_tokens: codec::u64c(row, 6, t)?,
-            cost_micros: codec::u64c(row, 7, t)?,
-        },
-        details: codec::payload(row, 8, t)?,
-    })
+    let seq = codec::seq(row, 0, t)?;
+    (|| {
+        Ok(UsageRow {
+            seq,
+            id: codec::record_id(row, 1, t)?,
+            ts: codec::u64c(row, 2, t)?,
+            figures: UsageFigures {
+                input_tokens: codec::u64c(row, 3, t)?,
+                output_tokens: codec::u64c(row, 4, t)?,
+                cache_read_tokens: codec::u64c(row, 5, t)?,
+                cache_write_tokens: codec::u64c(row, 6, t)?,
+                cost_micros: codec::u64c(row, 7, t)?,
+            },
+            details: codec::payload(row, 8, t)?,
+        })
+    })()
+    .map_err(codec::at_row(format_args!("usage_ledger row seq {seq}")))
 }
 
 /// Collects `query_map`-style rows whose closure answers `Result<T, Fault>`.
@@ -1169,7 +1194,7 @@ impl Storage for SqliteStorage {
                 .map_err(Fault::db("list-registers"))?;
             let mut out = Vec::new();
             while let Some(row) = rows.next().map_err(Fault::db("list-registers"))? {
-                let key = RegisterKey::try_from(codec::text(row, 0, "registers")?)
+                let key = RegisterKey::try_from(codec::text(row, 0, "registers", MAX_KEY_LEN)?)
                     .map_err(|e| Fault::Corrupt(format!("registers key: {e}")))?;
                 if !prefix.matches(&key) {
                     break;
@@ -1279,7 +1304,7 @@ impl Storage for SqliteStorage {
                     .query(rusqlite::params_from_iter(nulls))
                     .map_err(Fault::db("explain"))?;
                 while let Some(row) = rows.next().map_err(Fault::db("explain"))? {
-                    out.push(codec::text(row, 3, "explain")?.to_owned());
+                    out.push(codec::text(row, 3, "explain", codec::MAX_TEXT_LEN)?.to_owned());
                 }
             }
             Ok(Some(out))
