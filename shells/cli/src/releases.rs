@@ -10,17 +10,32 @@
 //! extracted, so the declared contract is taken as given).
 //!
 //! Opening a catalog is its full verification: every completed release is
-//! read back and checked (digests, completion record, manifest, contract)
-//! and `.tmp/` debris is cleared, so `verify` is an open that reports what
-//! it found. The read commands refuse a directory that is not a catalog
-//! (no `releases/`) rather than create one.
+//! read back and checked (digests, completion record, manifest, contract).
+//! The read commands (`list`, `show`, `verify`) open it **read-only**: they
+//! need an initialized catalog (its `INITIALIZED` marker), share the lock
+//! with other readers, and create, clean, sync or recover nothing. The
+//! writing commands (`publish`, `revoke`, `retire`) take the exclusive lock;
+//! `publish` initializes a nonexistent or empty directory, and no command
+//! adopts a non-empty directory that is not a catalog — it is refused and
+//! left byte-untouched. `upgrade` adopts a catalog written before the
+//! marker existed, after verifying it.
+//!
+//! Every input file is read through a limit on the bytes actually read
+//! (the limit plus one), never on the size the file reports: a pipe or a
+//! device (`/dev/zero`) is refused at the limit.
+//!
+//! Names from stored manifests are printed escaped (control characters as
+//! `\n`, `\u{1b}`), so a release cannot forge table rows or terminal
+//! sequences.
 //!
 //! Exit codes: 0 success; 1 a damaged catalog or a filesystem failure;
 //! 2 bad input (an unreadable file, an invalid manifest or contract, a
-//! bound); 3 not found; 4 a conflict or an ineligible release; 5 the
-//! catalog is unavailable (owned by a live process, or a pending
+//! limit, a directory that is not a catalog); 3 not found (no catalog, no
+//! such release); 4 a conflict or an ineligible release; 5 the catalog is
+//! unavailable (owned by a live process, a replaced lock file, a pending
 //! publication).
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -28,12 +43,15 @@ use std::sync::Arc;
 use clap::Subcommand;
 use custos_core::release::bounds::Bounds;
 use custos_core::release::contract::{ComponentInspector, Contract};
-use custos_core::release::lifecycle::Membership;
+use custos_core::release::lifecycle::{Membership, Outcome, OutcomeKind};
 use custos_core::release::metadata::Descriptor;
-use custos_core::release::protocol::Plan;
+use custos_core::release::protocol::{Plan, ProtocolError};
 use custos_core::release::Sha256;
-use custos_fs::release::{ReleaseError, ReleaseRepository, RELEASES_DIR};
-use custos_fs::RealFs;
+use custos_core::root::printable;
+use custos_fs::release::{CatalogPage, ReleaseError, ReleaseRepository};
+use custos_fs::{Access, FsError, OpenPlan, RealFs, LOCK_MISSING, LOCK_REPLACED, ROOT_LOCKED};
+
+use crate::out::Out;
 
 /// What `show` says of an argument that names no release.
 const NOT_A_RELEASE: &str = "neither a digest (sha256:<64 hex>) nor a reference (name@version)";
@@ -44,7 +62,7 @@ const MAX_INPUT_FILE: u64 = 4 * 1024 * 1024;
 /// `custos releases …`.
 #[derive(Subcommand, Debug)]
 pub enum ReleasesCommand {
-    /// Publish a release (created if the catalog root does not exist).
+    /// Publish a release (a nonexistent or empty directory becomes a new catalog).
     Publish {
         /// The catalog root.
         root: PathBuf,
@@ -52,7 +70,7 @@ pub enum ReleasesCommand {
         /// component_digest, exports).
         #[arg(long)]
         manifest: PathBuf,
-        /// The component bytes.
+        /// The component bytes (a file, or a pipe such as /dev/stdin).
         #[arg(long)]
         component: PathBuf,
         /// The contract metadata (JSON); by default the one the inspector
@@ -63,15 +81,17 @@ pub enum ReleasesCommand {
         #[arg(long)]
         json: bool,
     },
-    /// List a tenant's releases (narrowed to a service), historical ones included.
+    /// List a tenant's releases (narrowed to a service), historical ones
+    /// included; without --tenant, the trusted-local releases (published
+    /// without a tenant).
     List {
         /// The catalog root.
         root: PathBuf,
-        /// The tenant.
+        /// The tenant; omit it for the tenant-less trusted-local releases.
         #[arg(long)]
-        tenant: String,
-        /// The service.
-        #[arg(long)]
+        tenant: Option<String>,
+        /// The service (requires --tenant).
+        #[arg(long, requires = "tenant")]
         service: Option<String>,
         /// Print as JSON.
         #[arg(long)]
@@ -87,8 +107,39 @@ pub enum ReleasesCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Reopen the catalog (full verification) and print what it holds.
+    /// Verify the catalog in full (read-only) and print what it holds.
     Verify {
+        /// The catalog root.
+        root: PathBuf,
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a release: never served again, never undone by republication.
+    Revoke {
+        /// The catalog root.
+        root: PathBuf,
+        /// A digest or a reference.
+        release: String,
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Retire a release: no longer served (a revoked one stays revoked).
+    Retire {
+        /// The catalog root.
+        root: PathBuf,
+        /// A digest or a reference.
+        release: String,
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Adopt a catalog written before the INITIALIZED marker existed:
+    /// verify every release, add lifecycle state if it has none (every
+    /// release a member), then write the marker. Stop every process that
+    /// uses the catalog first.
+    Upgrade {
         /// The catalog root.
         root: PathBuf,
         /// Print as JSON.
@@ -97,8 +148,28 @@ pub enum ReleasesCommand {
     },
 }
 
-/// Runs a releases command.
+impl ReleasesCommand {
+    fn name(&self) -> &'static str {
+        match self {
+            ReleasesCommand::Publish { .. } => "publish",
+            ReleasesCommand::List { .. } => "list",
+            ReleasesCommand::Show { .. } => "show",
+            ReleasesCommand::Verify { .. } => "verify",
+            ReleasesCommand::Revoke { .. } => "revoke",
+            ReleasesCommand::Retire { .. } => "retire",
+            ReleasesCommand::Upgrade { .. } => "upgrade",
+        }
+    }
+}
+
+/// Runs a releases command: its report to stdout through [`Out`] (a closed
+/// pipe or a full device ends it without a panic), refusals to stderr.
 pub fn run(cmd: ReleasesCommand) -> ExitCode {
+    crate::out::run(|out| run_in(cmd, out))
+}
+
+fn run_in(cmd: ReleasesCommand, out: &mut Out) -> std::io::Result<ExitCode> {
+    let name = cmd.name();
     let result = match cmd {
         ReleasesCommand::Publish {
             root,
@@ -106,58 +177,134 @@ pub fn run(cmd: ReleasesCommand) -> ExitCode {
             component,
             contract,
             json,
-        } => publish(&root, &manifest, &component, contract.as_deref(), json),
+        } => publish(out, &root, &manifest, &component, contract.as_deref(), json),
         ReleasesCommand::List {
             root,
             tenant,
             service,
             json,
-        } => list(&root, &tenant, service.as_deref(), json),
+        } => list(out, &root, tenant.as_deref(), service.as_deref(), json),
         ReleasesCommand::Show {
             root,
             release,
             json,
-        } => show(&root, &release, json),
-        ReleasesCommand::Verify { root, json } => verify(&root, json),
+        } => show(out, &root, &release, json),
+        ReleasesCommand::Verify { root, json } => verify(out, &root, json),
+        ReleasesCommand::Revoke {
+            root,
+            release,
+            json,
+        } => change(out, &root, &release, Change::Revoke, json),
+        ReleasesCommand::Retire {
+            root,
+            release,
+            json,
+        } => change(out, &root, &release, Change::Retire, json),
+        ReleasesCommand::Upgrade { root, json } => upgrade(out, &root, json),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err((code, msg)) => {
-            eprintln!("custos releases: {msg}");
-            ExitCode::from(code)
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(Failure::Output(e)) => Err(e),
+        Err(Failure::Refused(code, msg)) => {
+            crate::out::err(format_args!("custos releases {name}: {msg}"));
+            Ok(ExitCode::from(code))
         }
     }
 }
 
-type Failure = (u8, String);
+/// Why a command stopped: a refusal (exit code and message), or a failed
+/// write of its own output.
+enum Failure {
+    Refused(u8, String),
+    Output(std::io::Error),
+}
 
-/// The exit code and message of a repository error.
-fn failed(what: &str, e: &ReleaseError) -> Failure {
-    let class = e.root_cause().class();
-    let code = match class {
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Self {
+        Failure::Output(e)
+    }
+}
+
+fn refused(code: u8, msg: impl Into<String>) -> Failure {
+    Failure::Refused(code, msg.into())
+}
+
+/// The exit code of an error class.
+fn code_of(class: &str) -> u8 {
+    match class {
         "InvalidArgument" | "ResourceExhausted" => 2,
         "NotFound" => 3,
         "AlreadyExists" | "FailedPrecondition" => 4,
         "Unavailable" => 5,
         _ => 1,
-    };
-    (code, format!("{what}: {class}: {e}"))
+    }
 }
 
+/// What a person can do about an error, when its message does not say.
+fn remedy(e: &ReleaseError) -> Option<&'static str> {
+    let unavailable = |reason: &str| {
+        match reason {
+        ROOT_LOCKED => Some("another process has the catalog open; wait for it to finish or stop it, then run the command again"),
+        LOCK_REPLACED | LOCK_MISSING => Some("never delete .catalog.lock while a process uses the catalog"),
+        _ => Some("make the path durable (check the disk and its permissions), then run the command again"),
+    }
+    };
+    match e.root_cause() {
+        ReleaseError::Fs(FsError::Unavailable { reason, .. }) => unavailable(reason),
+        ReleaseError::Fs(FsError::SyncFailed { .. } | FsError::Poisoned) => {
+            Some("the disk reported a failed fsync; check it, then run the command again (opening re-verifies everything)")
+        }
+        ReleaseError::Fs(FsError::Io { source, .. })
+            if matches!(source.kind(), std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded) =>
+        {
+            Some("the disk or a quota is full: free space, then retry the same command (a publication cut off mid-way is reconciled by its exact retry)")
+        }
+        ReleaseError::Fs(FsError::Io { .. }) => Some("check the path and its permissions"),
+        ReleaseError::Protocol(ProtocolError::Unavailable { .. }) => {
+            Some("a publication is pending: retry exactly the same publication to reconcile it")
+        }
+        ReleaseError::Protocol(_) => Some("a release's digest and reference are immutable: publish a new version"),
+        ReleaseError::NotFound(_) => Some("`custos releases list` shows what the catalog holds"),
+        e if e.class() == "CorruptArtifact" => Some(
+            "the catalog is damaged: preserve the directory, stop every process using it, and restore the named entry from a backup or trusted source",
+        ),
+        _ => None,
+    }
+}
+
+/// The exit code and message of a repository error: what was being done,
+/// the error (which names its class, object and rule) and, where the
+/// message does not say it, what to do.
+fn failed(what: &str, e: &ReleaseError) -> Failure {
+    let code = code_of(e.root_cause().class());
+    let msg = match remedy(e) {
+        Some(r) => format!("{what}: {e}\n  what to do: {r}"),
+        None => format!("{what}: {e}"),
+    };
+    refused(code, msg)
+}
+
+/// Reads an input file through a limit on the bytes actually read (the
+/// limit plus one), so a pipe or a device that reports no size is bounded
+/// too; the buffer never grows past the limit plus one byte.
 fn read_input(path: &Path, limit: u64, what: &str) -> Result<Vec<u8>, Failure> {
-    let len = std::fs::metadata(path)
-        .map_err(|e| (2, format!("cannot read the {what} {}: {e}", path.display())))?
-        .len();
-    if len > limit {
-        return Err((
+    let cannot =
+        |e: std::io::Error| refused(2, format!("cannot read the {what} {}: {e}", path.display()));
+    let file = std::fs::File::open(path).map_err(cannot)?;
+    let mut buf = Vec::new();
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut buf)
+        .map_err(cannot)?;
+    if u64::try_from(buf.len()).unwrap_or(u64::MAX) > limit {
+        return Err(refused(
             2,
             format!(
-                "the {what} {} is {len} bytes, over the {limit}-byte limit",
+                "ResourceExhausted: the {what} {} is over the {limit}-byte limit (reading stopped there)",
                 path.display()
             ),
         ));
     }
-    std::fs::read(path).map_err(|e| (2, format!("cannot read the {what} {}: {e}", path.display())))
+    Ok(buf)
 }
 
 /// The component inspector this build wires in.
@@ -169,30 +316,19 @@ fn inspector() -> Arc<dyn ComponentInspector> {
     inspector
 }
 
-fn open(root: &Path) -> Result<ReleaseRepository<RealFs>, Failure> {
-    ReleaseRepository::open(RealFs, root, Bounds::default(), inspector()).map_err(|e| {
+fn open(root: &Path, access: Access) -> Result<ReleaseRepository<RealFs>, Failure> {
+    ReleaseRepository::open_as(access, RealFs, root, Bounds::default(), inspector()).map_err(|e| {
         failed(
-            &format!("cannot open the catalog at {}", root.display()),
+            &format!("cannot open the release catalog at {}", root.display()),
             &e,
         )
     })
 }
 
-/// Opens an existing catalog; a directory without `releases/` is not one.
-fn open_existing(root: &Path) -> Result<ReleaseRepository<RealFs>, Failure> {
-    if !root.join(RELEASES_DIR).is_dir() {
-        return Err((
-            3,
-            format!("NotFound: no release catalog at {}", root.display()),
-        ));
-    }
-    open(root)
-}
-
-fn print_json(v: &serde_json::Value) -> Result<(), Failure> {
+fn print_json(out: &mut Out, v: &serde_json::Value) -> Result<(), Failure> {
     let s = serde_json::to_string_pretty(v)
-        .map_err(|e| (1, format!("cannot encode the report: {e}")))?;
-    println!("{s}");
+        .map_err(|e| refused(1, format!("cannot encode the report: {e}")))?;
+    out.line(s)?;
     Ok(())
 }
 
@@ -205,6 +341,7 @@ fn plan_str(p: Plan) -> &'static str {
 }
 
 fn publish(
+    out: &mut Out,
     root: &Path,
     manifest: &Path,
     component: &Path,
@@ -218,7 +355,7 @@ fn publish(
         Some(path) => {
             let bytes = read_input(path, MAX_INPUT_FILE, "contract")?;
             serde_json::from_slice::<Contract>(&bytes).map_err(|e| {
-                (
+                refused(
                     2,
                     format!("InvalidContract: {} is not a contract: {e}", path.display()),
                 )
@@ -227,41 +364,57 @@ fn publish(
         // None declared: the inspector's extraction, if it extracts.
         None => inspector()
             .inspect(&component_bytes)
-            .map_err(|e| (2, format!("the component was refused: {e}")))?
+            .map_err(|e| {
+                refused(
+                    2,
+                    format!("the component {} was refused: {e}", component.display()),
+                )
+            })?
             .unwrap_or_default(),
     };
-    let repo = open(root)?;
+    let repo = open(root, Access::Write)?;
     let p = repo
         .publish(&manifest_bytes, component_bytes, contract)
         .map_err(|e| failed("publication refused", &e))?;
     let membership = repo.membership(&p.digest);
     if json {
-        return print_json(&serde_json::json!({
-            "root": repo.root().display().to_string(),
-            "digest": p.digest,
-            "plan": plan_str(p.plan),
-            "membership": membership,
-            "outcome_seq": p.outcome.map(|o| o.seq),
-        }));
+        return print_json(
+            out,
+            &serde_json::json!({
+                "root": repo.root().display().to_string(),
+                "digest": p.digest,
+                "plan": plan_str(p.plan),
+                "membership": membership,
+                "outcome_seq": p.outcome.map(|o| o.seq),
+            }),
+        );
     }
-    println!("{} {}", plan_str(p.plan), p.digest);
+    out.line(format!("{} {}", plan_str(p.plan), p.digest))?;
     if let Some(m) = membership {
-        println!("membership {}", m.as_str());
+        out.line(format!("membership {}", m.as_str()))?;
     }
     if let Some(o) = p.outcome {
-        println!("outcome seq {}", o.seq);
+        out.line(format!("outcome seq {}", o.seq))?;
     }
     Ok(())
 }
 
-fn list(root: &Path, tenant: &str, service: Option<&str>, json: bool) -> Result<(), Failure> {
-    let repo = open_existing(root)?;
+fn list(
+    out: &mut Out,
+    root: &Path,
+    tenant: Option<&str>,
+    service: Option<&str>,
+    json: bool,
+) -> Result<(), Failure> {
+    let repo = open(root, Access::Read)?;
     let mut rows = Vec::new();
     let mut token: Option<String> = None;
     loop {
-        let page = repo
-            .list_catalog_entries(tenant, service, token.as_deref())
-            .map_err(|e| failed("listing failed", &e))?;
+        let page: CatalogPage = match tenant {
+            Some(t) => repo.list_catalog_entries(t, service, token.as_deref()),
+            None => repo.list_local_entries(token.as_deref()),
+        }
+        .map_err(|e| failed("listing failed", &e))?;
         rows.extend(page.entries);
         match page.next_page_token {
             Some(t) => token = Some(t),
@@ -273,109 +426,147 @@ fn list(root: &Path, tenant: &str, service: Option<&str>, json: bool) -> Result<
             .iter()
             .map(|r| serde_json::json!({"descriptor": r.descriptor, "membership": r.membership}))
             .collect();
+        let scope = if tenant.is_some() {
+            "tenant"
+        } else {
+            "trusted-local"
+        };
         return print_json(
-            &serde_json::json!({ "tenant": tenant, "service": service, "releases": rows }),
+            out,
+            &serde_json::json!({ "scope": scope, "tenant": tenant, "service": service, "releases": rows }),
         );
     }
-    println!(
+    if tenant.is_none() {
+        out.line(
+            "trusted-local releases (published without a tenant; no tenant's listing shows them)",
+        )?;
+    }
+    out.line(format!(
         "{:<71}  {:<8}  {:<16}  {:>10}  reference",
         "digest", "state", "service", "bytes"
-    );
+    ))?;
     for r in &rows {
         let d = &r.descriptor;
-        println!(
+        out.line(format!(
             "{:<71}  {:<8}  {:<16}  {:>10}  {}",
             d.component_digest.to_string(),
             r.membership.as_str(),
-            d.service.as_deref().unwrap_or("-"),
+            printable(d.service.as_deref().unwrap_or("-")),
             d.component_size_bytes,
-            d.reference()
-        );
+            printable(&d.reference())
+        ))?;
     }
-    println!("{} release(s)", rows.len());
+    match tenant {
+        Some(_) => out.line(format!("{} release(s)", rows.len()))?,
+        None => out.line(format!(
+            "{} trusted-local release(s) (no tenant)",
+            rows.len()
+        ))?,
+    }
     Ok(())
 }
 
-fn show(root: &Path, target: &str, json: bool) -> Result<(), Failure> {
-    let repo = open_existing(root)?;
-    let digest = match Sha256::parse(target) {
-        Some(d) => d,
+/// The digest `target` names: a digest as given, or a reference resolved
+/// (an ineligible release's too).
+fn digest_of(repo: &ReleaseRepository<RealFs>, target: &str) -> Result<Sha256, Failure> {
+    match Sha256::parse(target) {
+        Some(d) => Ok(d),
         None if target.contains('@') => match repo.resolve(target) {
-            Ok(d) => d.component_digest,
-            Err(ReleaseError::NotEligible { digest, .. }) => digest,
-            Err(e) => return Err(failed(&format!("cannot resolve {target}"), &e)),
+            Ok(d) => Ok(d.component_digest),
+            Err(ReleaseError::NotEligible { digest, .. }) => Ok(digest),
+            Err(e) => Err(failed(&format!("cannot resolve {}", printable(target)), &e)),
         },
-        None => return Err((2, format!("{target:?} is {NOT_A_RELEASE}"))),
-    };
+        None => Err(refused(
+            2,
+            format!("{:?} is {NOT_A_RELEASE}", printable(target)),
+        )),
+    }
+}
+
+fn show(out: &mut Out, root: &Path, target: &str, json: bool) -> Result<(), Failure> {
+    let repo = open(root, Access::Read)?;
+    let digest = digest_of(&repo, target)?;
     let release = match repo.fetch(&digest) {
         Ok(r) => r,
         Err(ReleaseError::NotEligible { membership, .. }) => {
-            return ineligible(&digest, membership, json);
+            return ineligible(out, &digest, membership, json);
         }
         Err(e) => return Err(failed(&format!("cannot fetch {digest}"), &e)),
     };
     let membership = repo.membership(&digest).unwrap_or(Membership::Member);
     if json {
-        return print_json(&serde_json::json!({
-            "descriptor": release.descriptor,
-            "membership": membership,
-            "manifest": release.manifest,
-            "contract": release.contract,
-            "verified_component_bytes": release.component.len(),
-        }));
+        return print_json(
+            out,
+            &serde_json::json!({
+                "descriptor": release.descriptor,
+                "membership": membership,
+                "manifest": release.manifest,
+                "contract": release.contract,
+                "verified_component_bytes": release.component.len(),
+            }),
+        );
     }
-    print_descriptor(&release.descriptor, membership);
-    println!(
+    print_descriptor(out, &release.descriptor, membership)?;
+    out.line(format!(
         "verified        {} component bytes",
         release.component.len()
-    );
+    ))?;
     for i in &release.contract.interfaces {
-        println!("interface       {}", i.name);
+        out.line(format!("interface       {}", printable(&i.name)))?;
         for f in &i.functions {
             let params: Vec<String> = f
                 .params
                 .iter()
-                .map(|p| format!("{}: {:?}", p.name, p.ty))
+                .map(|p| format!("{}: {:?}", printable(&p.name), p.ty))
                 .collect();
-            println!(
+            out.line(format!(
                 "  func {}({}) -> {:?}",
-                f.name,
+                printable(&f.name),
                 params.join(", "),
                 f.results
-            );
+            ))?;
         }
     }
     Ok(())
 }
 
 /// A revoked or retired release: its standing, not its content.
-fn ineligible(digest: &Sha256, m: Membership, json: bool) -> Result<(), Failure> {
+fn ineligible(out: &mut Out, digest: &Sha256, m: Membership, json: bool) -> Result<(), Failure> {
     if json {
         return print_json(
+            out,
             &serde_json::json!({ "digest": digest, "membership": m, "eligible": false }),
         );
     }
-    println!("digest          {digest}");
-    println!(
+    out.line(format!("digest          {digest}"))?;
+    out.line(format!(
         "membership      {} (not served by resolve or fetch)",
         m.as_str()
-    );
+    ))?;
     Ok(())
 }
 
-fn print_descriptor(d: &Descriptor, m: Membership) {
-    println!("digest          {}", d.component_digest);
-    println!("reference       {}", d.reference());
-    println!("membership      {}", m.as_str());
-    println!("tenant          {}", d.tenant.as_deref().unwrap_or("-"));
-    println!("service         {}", d.service.as_deref().unwrap_or("-"));
-    println!("size            {} bytes", d.component_size_bytes);
-    println!("manifest_digest {}", d.manifest_digest);
-    println!("exports         {}", d.exports.join(", "));
+fn print_descriptor(out: &mut Out, d: &Descriptor, m: Membership) -> Result<(), Failure> {
+    out.line(format!("digest          {}", d.component_digest))?;
+    out.line(format!("reference       {}", printable(&d.reference())))?;
+    out.line(format!("membership      {}", m.as_str()))?;
+    out.line(format!(
+        "tenant          {}",
+        printable(d.tenant.as_deref().unwrap_or("-"))
+    ))?;
+    out.line(format!(
+        "service         {}",
+        printable(d.service.as_deref().unwrap_or("-"))
+    ))?;
+    out.line(format!("size            {} bytes", d.component_size_bytes))?;
+    out.line(format!("manifest_digest {}", d.manifest_digest))?;
+    let exports: Vec<String> = d.exports.iter().map(|e| printable(e)).collect();
+    out.line(format!("exports         {}", exports.join(", ")))?;
+    Ok(())
 }
 
-fn verify(root: &Path, json: bool) -> Result<(), Failure> {
-    let repo = open_existing(root)?;
+fn verify(out: &mut Out, root: &Path, json: bool) -> Result<(), Failure> {
+    let repo = open(root, Access::Read)?;
     let usage = repo.usage();
     let counters = repo.verification_snapshot();
     let orphans = repo.orphans();
@@ -383,32 +574,112 @@ fn verify(root: &Path, json: bool) -> Result<(), Failure> {
     // every other directory under releases/ is incomplete debris.
     let debris = usage.recovery_directories.saturating_sub(usage.entries);
     if json {
-        return print_json(&serde_json::json!({
-            "root": repo.root().display().to_string(),
-            "releases": repo.len(),
-            "orphans": orphans,
-            "recovery_directories": usage.recovery_directories,
-            "incomplete_directories": debris,
-            "index_bytes": usage.index_bytes,
-            "components_verified": counters.component_verification_attempts,
-            "component_bytes_hashed": counters.component_bytes_hashed,
-            "metadata_fingerprints_checked": counters.metadata_fingerprint_attempts,
-        }));
+        return print_json(
+            out,
+            &serde_json::json!({
+                "root": repo.root().display().to_string(),
+                "releases": repo.len(),
+                "orphans": orphans,
+                "recovery_directories": usage.recovery_directories,
+                "incomplete_directories": debris,
+                "index_bytes": usage.index_bytes,
+                "components_verified": counters.component_verification_attempts,
+                "component_bytes_hashed": counters.component_bytes_hashed,
+                "metadata_fingerprints_checked": counters.metadata_fingerprint_attempts,
+            }),
+        );
     }
-    println!("catalog {} verified", repo.root().display());
-    println!("releases                {}", repo.len());
-    println!("orphans                 {}", orphans.len());
+    out.line(format!(
+        "catalog {} verified (read-only)",
+        repo.root().display()
+    ))?;
+    out.line(format!("releases                {}", repo.len()))?;
+    out.line(format!("orphans                 {}", orphans.len()))?;
     for o in &orphans {
-        println!("  orphan {o} (completed, no lifecycle record: invisible)");
+        out.line(format!(
+            "  orphan {o} (completed, no lifecycle record: invisible)"
+        ))?;
     }
-    println!("incomplete directories  {debris}");
-    println!("recovery directories    {}", usage.recovery_directories);
-    println!("accounted index bytes   {}", usage.index_bytes);
-    println!(
+    out.line(format!("incomplete directories  {debris}"))?;
+    out.line(format!(
+        "recovery directories    {}",
+        usage.recovery_directories
+    ))?;
+    out.line(format!("accounted index bytes   {}", usage.index_bytes))?;
+    out.line(format!(
         "components verified     {} ({} bytes hashed, {} metadata fingerprints)",
         counters.component_verification_attempts,
         counters.component_bytes_hashed,
         counters.metadata_fingerprint_attempts
-    );
+    ))?;
+    Ok(())
+}
+
+#[derive(Clone, Copy)]
+enum Change {
+    Revoke,
+    Retire,
+}
+
+fn change(
+    out: &mut Out,
+    root: &Path,
+    target: &str,
+    what: Change,
+    json: bool,
+) -> Result<(), Failure> {
+    let repo = open(root, Access::Write)?;
+    let digest = digest_of(&repo, target)?;
+    let (verb, result): (&str, Result<Outcome, ReleaseError>) = match what {
+        Change::Revoke => ("revoked", repo.revoke(&digest)),
+        Change::Retire => ("retired", repo.retire(&digest)),
+    };
+    let o = result.map_err(|e| failed(&format!("cannot change {digest}"), &e))?;
+    if json {
+        return print_json(
+            out,
+            &serde_json::json!({
+                "digest": digest,
+                "changed": o.kind == OutcomeKind::Applied,
+                "membership": o.after,
+                "outcome_seq": o.seq,
+            }),
+        );
+    }
+    match o.kind {
+        OutcomeKind::Applied => out.line(format!("{verb} {digest}"))?,
+        OutcomeKind::Unchanged => out.line(format!("unchanged {digest} (already so)"))?,
+    }
+    out.line(format!("membership {}", o.after.as_str()))?;
+    out.line(format!("outcome seq {}", o.seq))?;
+    Ok(())
+}
+
+fn upgrade(out: &mut Out, root: &Path, json: bool) -> Result<(), Failure> {
+    let repo = open(root, Access::Upgrade)?;
+    let plan = repo.open_plan();
+    if json {
+        return print_json(
+            out,
+            &serde_json::json!({
+                "root": repo.root().display().to_string(),
+                "upgraded": plan == OpenPlan::Upgrade,
+                "releases": repo.len(),
+            }),
+        );
+    }
+    if plan == OpenPlan::Open {
+        out.line(format!(
+            "catalog {} is already initialized; nothing to upgrade ({} releases)",
+            repo.root().display(),
+            repo.len()
+        ))?;
+    } else {
+        out.line(format!(
+            "catalog {} upgraded: {} releases verified, INITIALIZED written",
+            repo.root().display(),
+            repo.len()
+        ))?;
+    }
     Ok(())
 }

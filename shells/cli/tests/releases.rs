@@ -184,7 +184,8 @@ fn publish_then_list_show_and_verify() {
     let text = stdout(&out);
     assert!(text.contains("releases                2"), "{text}");
     assert!(text.contains("incomplete directories  0"), "{text}");
-    // Debris under releases/ is counted, never fatal; .tmp is cleared.
+    // Debris under releases/ is counted, never fatal; a read cleans
+    // nothing (the next writing open clears .tmp).
     std::fs::create_dir(root.join("releases").join("half-upload")).unwrap();
     std::fs::create_dir(root.join(".tmp").join("abandoned")).unwrap();
     let out = custos(&["releases", "verify", r, "--json"]);
@@ -197,6 +198,12 @@ fn publish_then_list_show_and_verify() {
         v["component_bytes_hashed"],
         component(1).len() + component(2).len()
     );
+    assert!(
+        root.join(".tmp").join("abandoned").exists(),
+        "verify only reads"
+    );
+    let out = publish(&root, &a, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
     assert!(!root.join(".tmp").join("abandoned").exists());
 }
 
@@ -330,5 +337,359 @@ impl Files {
             contract: self.contract.clone(),
             digest: self.digest,
         }
+    }
+}
+
+/// Every directory and file under `dir` with its bytes: what
+/// "byte-untouched" is checked against.
+fn tree(dir: &Path) -> custos_fs::crash::Image {
+    custos_fs::crash::image_of(dir).unwrap()
+}
+
+/// A catalog at `dir/catalog` with releases `greeter` (1) and `welcome`
+/// (2) published.
+fn catalog(dir: &Path) -> (PathBuf, Files, Files) {
+    let root = dir.join("catalog");
+    let a = files(dir, "greeter", 1);
+    let b = files(dir, "welcome", 2);
+    for f in [&a, &b] {
+        let out = publish(&root, f, &[]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    (root, a, b)
+}
+
+/// The issue's example: a user's directory holding `releases/` and
+/// `.tmp/cache/important.txt`. Every command — reads and publish — is
+/// refused with a message naming the rule, and the directory is
+/// byte-identical afterwards (before the fix, `list` answered "0
+/// release(s)", deleted important.txt and created lifecycle/ and
+/// .catalog.lock).
+#[test]
+fn a_user_directory_is_never_adopted_by_any_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let user = dir.path().join("x");
+    std::fs::create_dir_all(user.join("releases")).unwrap();
+    std::fs::create_dir_all(user.join(".tmp/cache")).unwrap();
+    std::fs::write(user.join(".tmp/cache/important.txt"), b"keep me").unwrap();
+    let a = files(dir.path(), "greeter", 1);
+    let u = user.to_str().unwrap();
+    let before = tree(&user);
+    let runs: [Vec<&str>; 5] = [
+        vec!["releases", "list", u, "--tenant", "acme"],
+        vec!["releases", "list", u],
+        vec!["releases", "show", u, "greeter@1.2.1"],
+        vec!["releases", "verify", u],
+        vec!["releases", "upgrade", u],
+    ];
+    for args in &runs {
+        let out = custos(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("NotACatalog"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+        assert_eq!(tree(&user), before, "{args:?} changed the directory");
+    }
+    let out = publish(&user, &a, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("left it untouched"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(tree(&user), before, "publish changed the directory");
+}
+
+/// Read commands on a real catalog leave every byte (and the set of
+/// files) as it was, debris included.
+#[test]
+fn read_commands_leave_the_catalog_byte_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, a, _) = catalog(dir.path());
+    let r = root.to_str().unwrap();
+    std::fs::create_dir(root.join(".tmp/abandoned")).unwrap();
+    std::fs::create_dir(root.join("releases/half-upload")).unwrap();
+    let before = tree(&root);
+    let digest = a.digest.to_string();
+    for args in [
+        vec!["releases", "list", r, "--tenant", "acme"],
+        vec!["releases", "list", r, "--json"],
+        vec!["releases", "show", r, &digest],
+        vec!["releases", "show", r, "welcome@1.2.2", "--json"],
+        vec!["releases", "verify", r],
+    ] {
+        let out = custos(&args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        assert_eq!(tree(&root), before, "{args:?} wrote");
+    }
+}
+
+/// Deleting lifecycle/ from an initialized catalog used to bootstrap every
+/// completed release as a member, bringing a revoked one back. Now every
+/// command fails with the corruption named, and nothing is re-created.
+#[test]
+fn a_deleted_lifecycle_directory_is_corruption_not_a_new_catalog() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, a, b) = catalog(dir.path());
+    let r = root.to_str().unwrap();
+    let out = custos(&["releases", "revoke", r, "greeter@1.2.1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains(&format!("revoked {}", a.digest)));
+    std::fs::remove_dir_all(root.join("lifecycle")).unwrap();
+    let before = tree(&root);
+    for args in [
+        vec!["releases", "list", r, "--tenant", "acme"],
+        vec!["releases", "show", r, "greeter@1.2.1"],
+        vec!["releases", "retire", r, "welcome@1.2.2"],
+    ] {
+        let out = custos(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("CorruptArtifact") && err.contains("lifecycle/"),
+            "{err}"
+        );
+        assert!(err.contains("what to do"), "{err}");
+        assert_eq!(tree(&root), before);
+    }
+    let out = publish(&root, &b, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(!root.join("lifecycle").exists());
+}
+
+/// `publish --component /dev/zero` used to read until the OOM killer
+/// stopped it; every input is now read through its limit on bytes read.
+/// A pipe is an ordinary input.
+#[test]
+fn inputs_are_bounded_by_bytes_read_and_pipes_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("catalog");
+    let a = files(dir.path(), "greeter", 1);
+    let mut zero = a.clone_with_manifest(&a.manifest);
+    zero.component = PathBuf::from("/dev/zero");
+    let out = publish(&root, &zero, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("ResourceExhausted") && err.contains("limit"),
+        "{err}"
+    );
+    let mut manifest_zero = a.clone_with_manifest(Path::new("/dev/zero"));
+    manifest_zero.contract = a.contract.clone();
+    let out = publish(&root, &manifest_zero, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(!root.exists(), "refused before the catalog is touched");
+    // The component from a pipe.
+    let child = Command::new(env!("CARGO_BIN_EXE_custos"))
+        .args([
+            "releases",
+            "publish",
+            root.to_str().unwrap(),
+            "--manifest",
+            a.manifest.to_str().unwrap(),
+            "--component",
+            "/dev/stdin",
+            "--contract",
+            a.contract.to_str().unwrap(),
+        ])
+        .stdin(std::fs::File::open(&a.component).unwrap())
+        .output()
+        .unwrap();
+    assert!(child.status.success(), "{}", stderr(&child));
+    assert!(stdout(&child).contains(&format!("new {}", a.digest)));
+}
+
+/// Messages a person can act on: one class word, the object named, no
+/// "Internal" for a mistake.
+#[test]
+fn errors_name_the_object_and_the_rule_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, a, _) = catalog(dir.path());
+    let r = root.to_str().unwrap();
+    // A root that is a file.
+    let file = dir.path().join("plain-file");
+    std::fs::write(&file, b"x").unwrap();
+    let out = custos(&["releases", "list", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("not a directory"), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("Internal"), "{}", stderr(&out));
+    // Unknown release: the class word once.
+    let out = custos(&["releases", "show", r, "nobody@1"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(
+        stderr(&out).matches("NotFound").count(),
+        1,
+        "{}",
+        stderr(&out)
+    );
+    // A truncated COMPLETE names the release.
+    let complete = root.join("releases").join(a.digest.hex()).join("COMPLETE");
+    let bytes = std::fs::read(&complete).unwrap();
+    std::fs::write(&complete, &bytes[..bytes.len() / 2]).unwrap();
+    let out = custos(&["releases", "verify", r]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&a.digest.hex()) || err.contains(&a.digest.to_string()),
+        "{err}"
+    );
+    assert_eq!(err.matches("CorruptArtifact").count(), 1, "{err}");
+    std::fs::write(&complete, &bytes).unwrap();
+    // .tmp that is a file: corruption of a named directory, not Internal.
+    std::fs::remove_dir_all(root.join(".tmp")).unwrap();
+    std::fs::write(root.join(".tmp"), b"").unwrap();
+    let out = custos(&["releases", "verify", r]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains(".tmp/"), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("Internal"), "{}", stderr(&out));
+}
+
+/// revoke, retire, and the trusted-local listing.
+#[test]
+fn operators_revoke_retire_and_list_tenantless_releases() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, a, b) = catalog(dir.path());
+    let r = root.to_str().unwrap();
+    let out = custos(&["releases", "revoke", r, "greeter@1.2.1", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["membership"], "revoked");
+    assert_eq!(v["changed"], true);
+    let out = custos(&["releases", "revoke", r, &a.digest.to_string()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("unchanged"), "{}", stdout(&out));
+    let out = custos(&["releases", "retire", r, &b.digest.to_string()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains(&format!("retired {}", b.digest)));
+    let out = custos(&["releases", "list", r, "--tenant", "acme"]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("revoked") && text.contains("retired"),
+        "{text}"
+    );
+    let out = custos(&["releases", "show", r, "greeter@1.2.1"]);
+    assert!(out.status.success());
+    assert!(stdout(&out).contains("not served"), "{}", stdout(&out));
+    let out = custos(&["releases", "revoke", r, "nobody@1"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+
+    // A release published without a tenant: only the trusted-local listing.
+    let c = component(7);
+    let digest = Sha256::of(&c);
+    let comp = dir.path().join("local.wasm");
+    std::fs::write(&comp, &c).unwrap();
+    let man = dir.path().join("local.json");
+    std::fs::write(
+        &man,
+        format!(r#"{{"name":"local","version":"1.0.0","component_digest":"{digest}","exports":["add"]}}"#),
+    )
+    .unwrap();
+    let out = custos(&[
+        "releases",
+        "publish",
+        r,
+        "--manifest",
+        man.to_str().unwrap(),
+        "--component",
+        comp.to_str().unwrap(),
+        "--contract",
+        a.contract.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = custos(&["releases", "list", r]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("local@1.0.0") && text.contains("1 trusted-local release(s) (no tenant)"),
+        "{text}"
+    );
+    assert!(!text.contains("greeter"), "{text}");
+    let out = custos(&["releases", "list", r, "--tenant", "acme"]);
+    assert!(!stdout(&out).contains("local@1.0.0"));
+}
+
+/// A catalog written before the marker existed is refused until an
+/// explicit upgrade adopts it.
+#[test]
+fn an_unmarked_catalog_needs_an_explicit_upgrade() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, _, _) = catalog(dir.path());
+    let r = root.to_str().unwrap();
+    std::fs::remove_file(root.join("INITIALIZED")).unwrap();
+    std::fs::remove_dir_all(root.join("lifecycle")).unwrap();
+    let out = custos(&["releases", "list", r, "--tenant", "acme"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("upgrade"), "{}", stderr(&out));
+    let out = custos(&["releases", "upgrade", r]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("2 releases verified"),
+        "{}",
+        stdout(&out)
+    );
+    let out = custos(&["releases", "upgrade", r]);
+    assert!(
+        stdout(&out).contains("already initialized"),
+        "{}",
+        stdout(&out)
+    );
+    let out = custos(&["releases", "list", r, "--tenant", "acme"]);
+    assert!(stdout(&out).contains("2 release(s)"), "{}", stdout(&out));
+}
+
+/// Output into a closed pipe ends quietly (status 141, no panic); into a
+/// full device, one line on stderr and status 1.
+#[test]
+fn every_releases_command_survives_a_closed_pipe_and_a_full_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, a, _) = catalog(dir.path());
+    let r = root.to_str().unwrap();
+    let d = a.digest.to_string();
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["releases", "list", r, "--tenant", "acme"],
+        vec!["releases", "list", r, "--tenant", "acme", "--json"],
+        vec!["releases", "show", r, &d],
+        vec!["releases", "verify", r],
+        vec!["releases", "verify", r, "--json"],
+        vec!["releases", "upgrade", r],
+    ];
+    for args in &cases {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_custos"))
+            .args(args)
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(141), "{args:?}: {}", stderr(&out));
+        assert!(
+            !stderr(&out).contains("panicked"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_custos"))
+            .args(args)
+            .stdout(full)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        assert!(
+            !stderr(&out).contains("panicked"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+        assert_eq!(
+            stderr(&out).lines().count(),
+            1,
+            "{args:?}: {}",
+            stderr(&out)
+        );
     }
 }
