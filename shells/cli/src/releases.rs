@@ -250,6 +250,8 @@ fn remedy(e: &ReleaseError) -> Option<&'static str> {
     }
     };
     match e.root_cause() {
+        // A refused root says what to do in its own message.
+        ReleaseError::Fs(FsError::Refused { .. }) => None,
         ReleaseError::Fs(FsError::Unavailable { reason, .. }) => unavailable(reason),
         ReleaseError::Fs(FsError::SyncFailed { .. } | FsError::Poisoned) => {
             Some("the disk reported a failed fsync; check it, then run the command again (opening re-verifies everything)")

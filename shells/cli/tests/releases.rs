@@ -451,7 +451,8 @@ fn a_deleted_lifecycle_directory_is_corruption_not_a_new_catalog() {
             err.contains("CorruptArtifact") && err.contains("lifecycle/"),
             "{err}"
         );
-        assert!(err.contains("what to do"), "{err}");
+        assert!(err.contains("restore it from a backup"), "{err}");
+        assert_eq!(err.matches("preserve the directory").count(), 1, "{err}");
         assert_eq!(tree(&root), before);
     }
     let out = publish(&root, &b, &[]);
