@@ -28,6 +28,15 @@
 //! hand fence 1 out again, and a paused process that still holds `(a, 1)` would
 //! be admitted again the moment a new process with the same owner name
 //! acquired the free slot.
+//!
+//! ## Releasing without the fence
+//!
+//! [`Request::Release`] deletes only the caller's exact `(owner, fence)`.
+//! [`Request::ReleaseByOwner`] deletes the owner's lease under whichever
+//! fence: for an owner name that names one operation and a caller that
+//! lost the fence (an export's claim, released by the operation after a
+//! restart). Both keep the high-water mark, so neither lets a fence be
+//! issued twice, and neither touches another owner's lease.
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -156,6 +165,23 @@ pub enum Request {
         /// The fence the caller holds.
         fence: Fence,
     },
+    /// Give the slot up if `owner` holds it, under **whichever fence** (any
+    /// incarnation of the owner, its lease expired or not); another owner's
+    /// lease, expired or not, is left alone.
+    ///
+    /// For a caller that no longer knows its fence: an owner name that
+    /// names one operation (an export's `move:<op>`), whose every
+    /// incarnation is the same claimant, released after a restart. It is
+    /// [`Request::Release`] without the fence check, so it also deletes
+    /// the lease of the owner's *newest* incarnation — never use it for an
+    /// owner name that independent processes share (the model's
+    /// `release-by-owner-regardless-of-fence` mutant shows what that costs
+    /// a fenced release; `release-by-owner-of-any-holder` shows why the
+    /// owner check stays).
+    ReleaseByOwner {
+        /// The owner whose lease is released.
+        owner: Owner,
+    },
 }
 
 /// What a successful request did.
@@ -179,11 +205,12 @@ pub enum Outcome {
         /// The renewed lease.
         lease: Lease,
     },
-    /// The caller's own pair was deleted.
+    /// The caller's own lease was deleted (its pair for
+    /// [`Request::Release`], its owner's for [`Request::ReleaseByOwner`]).
     Released,
-    /// The caller's pair no longer holds the slot; nothing was deleted.
-    /// Release is idempotent, and a stale owner cannot release its
-    /// replacement.
+    /// The caller's pair (or, for [`Request::ReleaseByOwner`], its owner)
+    /// no longer holds the slot; nothing was deleted. Release is
+    /// idempotent, and a stale owner cannot release its replacement.
     NotHeld {
         /// Who holds the slot now, if anyone.
         held_by: Option<Owner>,
@@ -323,20 +350,28 @@ pub fn decide(state: &LeaseState, req: &Request) -> Result<Decision, LeaseError>
             };
             Ok(Decision { outcome, next })
         }
-        Request::Release { owner, fence } => match &state.holder {
-            Some(h) if h.is_pair(owner, *fence) => Ok(Decision {
-                outcome: Outcome::Released,
-                next: LeaseState {
-                    holder: None,
-                    fence_high_water: state.fence_high_water.max(h.fence),
-                },
-            }),
-            other => Ok(Decision {
-                outcome: Outcome::NotHeld {
-                    held_by: other.as_ref().map(|h| h.owner.clone()),
-                },
-                next: state.clone(),
-            }),
+        Request::Release { owner, fence } => Ok(release_if(state, |h| h.is_pair(owner, *fence))),
+        Request::ReleaseByOwner { owner } => Ok(release_if(state, |h| h.owner == *owner)),
+    }
+}
+
+/// A release: deletes the holder if `own` says it is the caller's (keeping
+/// the fence high-water mark), else answers who holds the slot and changes
+/// nothing.
+fn release_if(state: &LeaseState, own: impl FnOnce(&Lease) -> bool) -> Decision {
+    match &state.holder {
+        Some(h) if own(h) => Decision {
+            outcome: Outcome::Released,
+            next: LeaseState {
+                holder: None,
+                fence_high_water: state.fence_high_water.max(h.fence),
+            },
+        },
+        other => Decision {
+            outcome: Outcome::NotHeld {
+                held_by: other.as_ref().map(|h| h.owner.clone()),
+            },
+            next: state.clone(),
         },
     }
 }
@@ -582,6 +617,91 @@ mod tests {
         );
         let bad: Result<Owner, _> = serde_json::from_str("\"\"");
         assert!(bad.is_err());
+    }
+
+    fn by_owner(s: &LeaseState, who: &str) -> Decision {
+        decide(s, &Request::ReleaseByOwner { owner: o(who) }).unwrap()
+    }
+
+    #[test]
+    fn release_by_owner_deletes_the_owners_lease_under_any_fence() {
+        // The owner's second incarnation holds fence 2; a caller that knows
+        // only the owner name releases it (the request carries no clock:
+        // expired or not is the same decision).
+        let s = acquire(&LeaseState::default(), "a", 0).unwrap().next;
+        let s = acquire(&s, "a", 3).unwrap().next;
+        assert_eq!(s.holder.as_ref().map(|h| h.fence), Some(2));
+        let d = by_owner(&s, "a");
+        assert_eq!(d.outcome, Outcome::Released);
+        assert_eq!(d.next.holder, None);
+        assert_eq!(d.next.fence_high_water, 2);
+        // The next acquisition still issues a fresh fence, and the released
+        // pair is lost.
+        let free = by_owner(&s, "a").next;
+        assert_eq!(
+            acquire(&free, "b", 4).unwrap().next.holder.unwrap().fence,
+            3
+        );
+        assert_eq!(
+            decide(
+                &free,
+                &Request::Commit {
+                    owner: o("a"),
+                    fence: 2,
+                    now: 4,
+                    ttl: 10
+                }
+            ),
+            Err(LeaseError::LeaseLost { held_by: None })
+        );
+    }
+
+    #[test]
+    fn release_by_owner_leaves_another_owner_alone() {
+        let s = acquire(&LeaseState::default(), "a", 0).unwrap().next;
+        // Another owner's lease stays, whichever incarnation holds it.
+        for at in [s.clone(), acquire(&s, "a", 50).unwrap().next] {
+            let d = by_owner(&at, "b");
+            assert_eq!(
+                d.outcome,
+                Outcome::NotHeld {
+                    held_by: Some(o("a"))
+                }
+            );
+            assert_eq!(d.next, at);
+        }
+        // On a free slot it is idempotent and names no holder.
+        let free = by_owner(&s, "a").next;
+        let d = by_owner(&free, "a");
+        assert_eq!(d.outcome, Outcome::NotHeld { held_by: None });
+        assert_eq!(d.next, free);
+    }
+
+    #[test]
+    fn release_by_owner_is_release_with_the_stored_fence() {
+        // What a shell did by hand (read the row, release its pair) is the
+        // same decision, for every holder and every asking owner.
+        let a1 = acquire(&LeaseState::default(), "a", 0).unwrap().next;
+        let b2 = acquire(&a1, "b", 10).unwrap().next;
+        let free = by_owner(&b2, "b").next;
+        for s in [LeaseState::default(), a1, b2, free] {
+            for who in ["a", "b"] {
+                let fence = s
+                    .holder
+                    .as_ref()
+                    .filter(|h| h.owner == o(who))
+                    .map_or(0, |h| h.fence);
+                let by_pair = decide(
+                    &s,
+                    &Request::Release {
+                        owner: o(who),
+                        fence,
+                    },
+                )
+                .unwrap();
+                assert_eq!(by_owner(&s, who), by_pair, "{who} over {s:?}");
+            }
+        }
     }
 
     #[test]
