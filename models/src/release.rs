@@ -813,7 +813,8 @@ impl ReleaseModel {
     /// (or was refused).
     fn end_failed(&self, s: &mut SysState, p: &Pub, step: Step) {
         let d = self.digest_of(p.req);
-        if p.plan.is_some_and(|plan| plan != Plan::Noop) && step.past_rename() {
+        // The shell's rule, from core: which failure leaves the digest pending.
+        if p.plan.is_some_and(|plan| plan.failure_leaves_pending(step)) {
             self.on_failure_after_rename(&mut s.gate, &self.digests[d]);
             s.unreconciled = Some(d as u8);
         }

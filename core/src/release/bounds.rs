@@ -9,7 +9,7 @@
 //! [`admit_publication`] before it creates a staging directory, and stores the
 //! returned usage once the rename has happened (a post-rename error keeps the
 //! slot charged). Reads check a file's length with [`check_file_len`] before
-//! allocating; pages are filled with [`page_admits`].
+//! allocating; pages are filled with [`PageFill`] (over [`page_admits`]).
 
 use thiserror::Error;
 
@@ -419,6 +419,39 @@ pub fn page_admits(bounds: &Bounds, rows: u64, bytes: u64, descriptor_bytes: u64
     rows < bounds.max_page_rows && bytes.saturating_add(descriptor_bytes) <= bounds.max_page_bytes
 }
 
+/// The running size of one list page, filled row by row before anything
+/// is cloned: the whole paging rule in one place.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PageFill {
+    /// Rows taken.
+    pub rows: u64,
+    /// Materialized descriptor bytes taken.
+    pub bytes: u64,
+}
+
+impl PageFill {
+    /// Offers the next row of `descriptor_bytes`: `Ok(true)` it fits and is
+    /// counted; `Ok(false)` the page is full (this row starts the next
+    /// page); an error when it is the page's first row and too large alone
+    /// — no page could ever hold it, so the listing cannot progress and is
+    /// refused rather than answered empty with a token that repeats.
+    pub fn offer(&mut self, bounds: &Bounds, descriptor_bytes: u64) -> Result<bool, BoundError> {
+        if page_admits(bounds, self.rows, self.bytes, descriptor_bytes) {
+            self.rows += 1;
+            self.bytes = self.bytes.saturating_add(descriptor_bytes);
+            return Ok(true);
+        }
+        if self.rows == 0 {
+            return Err(BoundError::ResourceExhausted {
+                bound: Bound::PageBytes,
+                limit: bounds.max_page_bytes,
+                requested: descriptor_bytes,
+            });
+        }
+        Ok(false)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -623,5 +656,34 @@ mod tests {
         assert!(page_admits(&bounds, 1, 50, 50));
         assert!(!page_admits(&bounds, 1, 60, 50));
         assert!(!page_admits(&bounds, 2, 0, 1));
+    }
+
+    #[test]
+    fn a_page_fills_until_full_and_refuses_a_first_row_too_large_alone() {
+        let bounds = Bounds {
+            max_page_rows: 2,
+            max_page_bytes: 100,
+            ..Bounds::default()
+        };
+        let mut page = PageFill::default();
+        assert_eq!(page.offer(&bounds, 60), Ok(true));
+        assert_eq!(page.offer(&bounds, 50), Ok(false), "bytes full");
+        assert_eq!(page.offer(&bounds, 40), Ok(true));
+        assert_eq!(page.offer(&bounds, 1), Ok(false), "rows full");
+        assert_eq!(
+            page,
+            PageFill {
+                rows: 2,
+                bytes: 100
+            }
+        );
+        assert!(matches!(
+            PageFill::default().offer(&bounds, 101),
+            Err(BoundError::ResourceExhausted {
+                bound: Bound::PageBytes,
+                requested: 101,
+                ..
+            })
+        ));
     }
 }

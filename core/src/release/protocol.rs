@@ -44,6 +44,7 @@
 
 use thiserror::Error;
 
+use super::bounds::Placement;
 use super::complete::{CompleteError, CompleteRecord};
 use super::lifecycle::{LifecycleState, Membership};
 use super::Sha256;
@@ -348,6 +349,32 @@ pub enum Plan {
     Reconcile,
 }
 
+impl Plan {
+    /// How this plan is charged against the catalog's bounds: a new release
+    /// takes a new slot; an identical republication or a reconciliation
+    /// reuses the slot its directory already holds.
+    pub fn placement(self) -> Placement {
+        match self {
+            Plan::New => Placement::New,
+            Plan::Noop | Plan::Reconcile => Placement::Existing,
+        }
+    }
+
+    /// Whether a failure at `step` of a publication with this plan leaves
+    /// the digest pending (the gate's `on_failure_after_rename`): its
+    /// destination may exist. For a new release, from the first step past
+    /// the rename on ([`Step::past_rename`]); for a reconciliation, at any
+    /// step (its directory already exists); for a no-op, never (it changes
+    /// nothing).
+    pub fn failure_leaves_pending(self, step: Step) -> bool {
+        match self {
+            Plan::New => step.past_rename(),
+            Plan::Reconcile => true,
+            Plan::Noop => false,
+        }
+    }
+}
+
 /// Plans a publication. The gate is asked first: while a digest is pending
 /// every other digest is [`ProtocolError::Unavailable`], whatever else is
 /// true. Then different content under an existing digest, or a reference
@@ -609,8 +636,11 @@ mod tests {
             name,
             CompleteProbe::Decoded(Err(CompleteError::LegacyMarker)),
         ));
+        // The spec's stable message, then the release it concerns.
         assert!(matches!(&legacy, Recovered::Corrupt(e)
-            if e.to_string() == "CorruptArtifact: legacy catalog completion marker is unsupported"));
+        if e.to_string() == format!(
+            "CorruptArtifact: legacy catalog completion marker is unsupported (release {digest})"
+        )));
         assert_eq!(
             classify_entry(&probe("stage-7", CompleteProbe::Missing)),
             Recovered::Debris

@@ -45,7 +45,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use custos_core::release::bounds::{
-    check_file_len, page_admits, Bound, BoundError, Bounds, Candidate, CatalogUsage, FileKind,
+    check_file_len, Bounds, Candidate, CatalogUsage, FileKind, PageFill,
 };
 use custos_core::release::complete::{self, CompleteRecord, StoredRelease, COMPLETE_FILE};
 use custos_core::release::contract::{ComponentInspector, Contract};
@@ -762,12 +762,7 @@ impl<F: Fs> ReleaseRepository<F> {
                 // pending: past the rename of a new release, or anywhere in
                 // a reconciliation (its directory already exists). A no-op
                 // changes nothing.
-                let indeterminate = match admitted.plan {
-                    Plan::New => step.past_rename(),
-                    Plan::Reconcile => true,
-                    Plan::Noop => false,
-                };
-                if indeterminate {
+                if admitted.plan.failure_leaves_pending(step) {
                     w.gate.on_failure_after_rename(&digest);
                     if w.pending.is_none() {
                         w.pending = Some(entry.clone());
@@ -896,23 +891,13 @@ impl<F: Fs> ReleaseRepository<F> {
                 .map(|t| PageToken::check(t, scope, self.epoch, ix.generation()))
                 .transpose()?;
             let mut entries = Vec::new();
-            let (mut n, mut bytes) = (0u64, 0u64);
+            let mut fill = PageFill::default();
             let mut more = false;
             for e in rows(ix, after) {
-                let size = e.descriptor.materialized_bytes();
-                if !page_admits(&self.bounds, n, bytes, size) {
-                    if n == 0 {
-                        return Err(ReleaseError::Bound(BoundError::ResourceExhausted {
-                            bound: Bound::PageBytes,
-                            limit: self.bounds.max_page_bytes,
-                            requested: size,
-                        }));
-                    }
+                if !fill.offer(&self.bounds, e.descriptor.materialized_bytes())? {
                     more = true;
                     break;
                 }
-                n += 1;
-                bytes = bytes.saturating_add(size);
                 entries.push(CatalogEntry {
                     descriptor: e.descriptor.clone(),
                     membership: e.membership,

@@ -19,7 +19,7 @@ use loom::sync::{Mutex, MutexGuard, RwLock};
 use std::sync::{Mutex, MutexGuard, RwLock};
 
 use custos_core::release::bounds::{
-    admit_publication, BoundError, Bounds, Candidate, CatalogUsage, Placement,
+    admit_publication, BoundError, Bounds, Candidate, CatalogUsage,
 };
 use custos_core::release::lifecycle::{LifecycleState, Membership};
 use custos_core::release::metadata::Descriptor;
@@ -304,12 +304,8 @@ impl Shared {
     ) -> Result<Admitted, Refusal> {
         let facts = self.facts(w, descriptor, metadata_digest);
         let plan = plan_publication(&w.gate, &facts).map_err(Refusal::Protocol)?;
-        let placement = match plan {
-            Plan::New => Placement::New,
-            Plan::Noop | Plan::Reconcile => Placement::Existing,
-        };
-        let usage =
-            admit_publication(bounds, &w.usage, candidate, placement).map_err(Refusal::Bound)?;
+        let usage = admit_publication(bounds, &w.usage, candidate, plan.placement())
+            .map_err(Refusal::Bound)?;
         Ok(Admitted { plan, usage })
     }
 
