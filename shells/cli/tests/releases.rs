@@ -648,7 +648,28 @@ fn every_releases_command_survives_a_closed_pipe_and_a_full_disk() {
     let (root, a, _) = catalog(dir.path());
     let r = root.to_str().unwrap();
     let d = a.digest.to_string();
+    let (m, c, k) = (
+        a.manifest.to_str().unwrap(),
+        a.component.to_str().unwrap(),
+        a.contract.to_str().unwrap(),
+    );
+    // Writing commands too: an identical republication and a repeated
+    // revocation write a report each time they run.
     let cases: Vec<Vec<&str>> = vec![
+        vec![
+            "releases",
+            "publish",
+            r,
+            "--manifest",
+            m,
+            "--component",
+            c,
+            "--contract",
+            k,
+        ],
+        vec!["releases", "revoke", r, "welcome@1.2.2"],
+        vec!["releases", "retire", r, "welcome@1.2.2", "--json"],
+        vec!["releases", "list", r],
         vec!["releases", "list", r, "--tenant", "acme"],
         vec!["releases", "list", r, "--tenant", "acme", "--json"],
         vec!["releases", "show", r, &d],
