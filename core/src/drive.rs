@@ -107,35 +107,73 @@ pub type LeaseDecide =
 /// [`lease_stream`] over any decision function with the lease machine's
 /// signature — how the tests show the driver catches a broken machine.
 pub fn lease_stream_with(decide: LeaseDecide, ops: &[LeaseOp]) -> Result<(), Violation> {
-    let mut state = LeaseState::default();
-    let mut now: Millis = 0;
-    let mut believed: [Option<Fence>; 3] = [None; 3];
-    let mut dead: BTreeSet<(Owner, Fence)> = BTreeSet::new();
-    let mut max_issued: Fence = 0;
     let owners = OWNER_NAMES
         .iter()
         .map(|n| Owner::new(*n))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| violation("owner-names-valid", 0, e.to_string()))?;
-    let owner = |i: u8| owners[usize::from(i) % owners.len()].clone();
-
+    let mut watch = LeaseWatch {
+        owners,
+        state: LeaseState::default(),
+        now: 0,
+        believed: [None; 3],
+        dead: BTreeSet::new(),
+        max_issued: 0,
+    };
     for (step, op) in ops.iter().enumerate() {
-        let fence_of = |i: u8, c: FenceChoice| match c {
-            FenceChoice::Believed => believed[usize::from(i) % 3].unwrap_or(0),
-            FenceChoice::Raw(f) => Fence::from(f),
+        let Some(req) = watch.request(*op) else {
+            continue; // the clock advanced
         };
-        let req = match *op {
+        let before = watch.state.clone();
+        let Ok(decision) = decide(&before, &req) else {
+            continue; // a refusal persists nothing
+        };
+        watch.check(step, &req, &before, &decision)?;
+        watch.state = decision.next;
+    }
+    Ok(())
+}
+
+/// What the lease stream has seen so far, stated without the machine: the
+/// clock, the fence each owner believes it holds, every pair that was
+/// displaced or lapsed, and the highest fence issued.
+struct LeaseWatch {
+    owners: Vec<Owner>,
+    state: LeaseState,
+    now: Millis,
+    believed: [Option<Fence>; 3],
+    dead: BTreeSet<(Owner, Fence)>,
+    max_issued: Fence,
+}
+
+impl LeaseWatch {
+    fn owner(&self, i: u8) -> Owner {
+        self.owners[usize::from(i) % self.owners.len()].clone()
+    }
+
+    fn fence_of(&self, i: u8, c: FenceChoice) -> Fence {
+        match c {
+            FenceChoice::Believed => self.believed[usize::from(i) % 3].unwrap_or(0),
+            FenceChoice::Raw(f) => Fence::from(f),
+        }
+    }
+
+    /// The request `op` stands for; `None` for a clock advance, which
+    /// marks a lapsed holder dead.
+    fn request(&mut self, op: LeaseOp) -> Option<lease::Request> {
+        let now = self.now;
+        Some(match op {
             LeaseOp::Advance(d) => {
-                now += Millis::from(d);
-                if let Some(h) = &state.holder {
-                    if !h.is_live(now) {
-                        dead.insert((h.owner.clone(), h.fence));
+                self.now += Millis::from(d);
+                if let Some(h) = &self.state.holder {
+                    if !h.is_live(self.now) {
+                        self.dead.insert((h.owner.clone(), h.fence));
                     }
                 }
-                continue;
+                return None;
             }
             LeaseOp::Acquire { owner: i, ttl } => lease::Request::Acquire {
-                owner: owner(i),
+                owner: self.owner(i),
                 now,
                 ttl: Millis::from(ttl),
             },
@@ -144,8 +182,8 @@ pub fn lease_stream_with(decide: LeaseDecide, ops: &[LeaseOp]) -> Result<(), Vio
                 fence,
                 ttl,
             } => lease::Request::Renew {
-                owner: owner(i),
-                fence: fence_of(i, fence),
+                owner: self.owner(i),
+                fence: self.fence_of(i, fence),
                 now,
                 ttl: Millis::from(ttl),
             },
@@ -154,20 +192,26 @@ pub fn lease_stream_with(decide: LeaseDecide, ops: &[LeaseOp]) -> Result<(), Vio
                 fence,
                 ttl,
             } => lease::Request::Commit {
-                owner: owner(i),
-                fence: fence_of(i, fence),
+                owner: self.owner(i),
+                fence: self.fence_of(i, fence),
                 now,
                 ttl: Millis::from(ttl),
             },
             LeaseOp::Release { owner: i, fence } => lease::Request::Release {
-                owner: owner(i),
-                fence: fence_of(i, fence),
+                owner: self.owner(i),
+                fence: self.fence_of(i, fence),
             },
-        };
-        let before = state.clone();
-        let Ok(decision) = decide(&before, &req) else {
-            continue; // a refusal persists nothing
-        };
+        })
+    }
+
+    /// Checks one accepted decision against every rule of [`lease_stream`].
+    fn check(
+        &mut self,
+        step: usize,
+        req: &lease::Request,
+        before: &LeaseState,
+        decision: &lease::Decision,
+    ) -> Result<(), Violation> {
         if decision.next.fence_high_water < before.fence_high_water {
             return Err(violation(
                 "fence-high-water-monotonic",
@@ -178,29 +222,9 @@ pub fn lease_stream_with(decide: LeaseDecide, ops: &[LeaseOp]) -> Result<(), Vio
                 ),
             ));
         }
-        match (&req, &decision.outcome) {
+        match (req, &decision.outcome) {
             (lease::Request::Acquire { owner: o, .. }, Outcome::Acquired { lease, replaced }) => {
-                if lease.fence <= max_issued {
-                    return Err(violation(
-                        "fences-strictly-increase",
-                        step,
-                        format!("issued {} after {}", lease.fence, max_issued),
-                    ));
-                }
-                max_issued = lease.fence;
-                if let Some(r) = replaced {
-                    if r.is_live(now) && r.owner != *o {
-                        return Err(violation(
-                            "live-lease-never-displaced",
-                            step,
-                            format!("{o} displaced live {r:?}"),
-                        ));
-                    }
-                    dead.insert((r.owner.clone(), r.fence));
-                }
-                if let Some(i) = OWNER_NAMES.iter().position(|n| *n == o.as_str()) {
-                    believed[i] = Some(lease.fence);
-                }
+                self.check_acquired(step, o, lease.fence, replaced.as_ref())
             }
             (
                 lease::Request::Renew {
@@ -214,42 +238,90 @@ pub fn lease_stream_with(decide: LeaseDecide, ops: &[LeaseOp]) -> Result<(), Vio
                 let held = before
                     .holder
                     .as_ref()
-                    .is_some_and(|h| h.is_pair(o, *f) && h.is_live(now));
-                if !held || dead.contains(&(o.clone(), *f)) {
+                    .is_some_and(|h| h.is_pair(o, *f) && h.is_live(self.now));
+                if !held || self.dead.contains(&(o.clone(), *f)) {
                     return Err(violation(
                         "admitted-only-for-the-live-exact-pair",
                         step,
-                        format!("({o}, {f}) admitted over {:?} at {now}", before.holder),
+                        format!(
+                            "({o}, {f}) admitted over {:?} at {}",
+                            before.holder, self.now
+                        ),
                     ));
                 }
+                Ok(())
             }
             (lease::Request::Release { owner: o, fence: f }, outcome) => {
-                let removed = before.holder.is_some() && decision.next.holder.is_none();
-                let own = before.holder.as_ref().is_some_and(|h| h.is_pair(o, *f));
-                if removed && !own {
-                    return Err(violation(
-                        "release-deletes-only-its-own-pair",
-                        step,
-                        format!("({o}, {f}) released {:?}", before.holder),
-                    ));
-                }
-                if matches!(outcome, Outcome::NotHeld { .. }) && decision.next != before {
-                    return Err(violation(
-                        "not-held-release-changes-nothing",
-                        step,
-                        format!("{before:?} -> {:?}", decision.next),
-                    ));
-                }
+                check_release(step, o, *f, before, outcome, &decision.next)
             }
-            (req, outcome) => {
-                return Err(violation(
-                    "outcome-matches-request",
-                    step,
-                    format!("{req:?} answered {outcome:?}"),
-                ))
-            }
+            (req, outcome) => Err(violation(
+                "outcome-matches-request",
+                step,
+                format!("{req:?} answered {outcome:?}"),
+            )),
         }
-        state = decision.next;
+    }
+
+    /// An acquisition: its fence is above every fence issued before, it
+    /// displaced no live lease of another owner, and the displaced pair is
+    /// dead from now on.
+    fn check_acquired(
+        &mut self,
+        step: usize,
+        o: &Owner,
+        fence: Fence,
+        replaced: Option<&lease::Lease>,
+    ) -> Result<(), Violation> {
+        if fence <= self.max_issued {
+            return Err(violation(
+                "fences-strictly-increase",
+                step,
+                format!("issued {} after {}", fence, self.max_issued),
+            ));
+        }
+        self.max_issued = fence;
+        if let Some(r) = replaced {
+            if r.is_live(self.now) && r.owner != *o {
+                return Err(violation(
+                    "live-lease-never-displaced",
+                    step,
+                    format!("{o} displaced live {r:?}"),
+                ));
+            }
+            self.dead.insert((r.owner.clone(), r.fence));
+        }
+        if let Some(i) = OWNER_NAMES.iter().position(|n| *n == o.as_str()) {
+            self.believed[i] = Some(fence);
+        }
+        Ok(())
+    }
+}
+
+/// A release deletes only the releaser's own pair, and a `NotHeld` release
+/// changes nothing.
+fn check_release(
+    step: usize,
+    o: &Owner,
+    f: Fence,
+    before: &LeaseState,
+    outcome: &Outcome,
+    next: &LeaseState,
+) -> Result<(), Violation> {
+    let removed = before.holder.is_some() && next.holder.is_none();
+    let own = before.holder.as_ref().is_some_and(|h| h.is_pair(o, f));
+    if removed && !own {
+        return Err(violation(
+            "release-deletes-only-its-own-pair",
+            step,
+            format!("({o}, {f}) released {:?}", before.holder),
+        ));
+    }
+    if matches!(outcome, Outcome::NotHeld { .. }) && next != before {
+        return Err(violation(
+            "not-held-release-changes-nothing",
+            step,
+            format!("{before:?} -> {next:?}"),
+        ));
     }
     Ok(())
 }

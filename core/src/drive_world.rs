@@ -165,20 +165,7 @@ fn check_step(
     let d = match decide(prev, req) {
         Ok(d) => d,
         Err(e) => {
-            if let (Request::Register { record }, Some(r)) = (req, &prev.record) {
-                if r.status == WorldStatus::Active && r.same_identity(record) {
-                    return Err(v(
-                        "identical re-registration is a no-op",
-                        step,
-                        e.to_string(),
-                    ));
-                }
-            }
-            if let (Request::Retire { record }, Some(r)) = (req, &prev.record) {
-                if r.same_identity(record) {
-                    return Err(v("an exact retirement succeeds", step, e.to_string()));
-                }
-            }
+            check_refusal(step, prev, req, &e)?;
             return Ok(prev.clone());
         }
     };
@@ -190,7 +177,57 @@ fn check_step(
             format!("changed={} for {req:?}", d.changed),
         ));
     }
-    match (&prev.record, &next.record) {
+    check_record(step, req, prev.record.as_ref(), next.record.as_ref())?;
+    check_signatures(step, prev, next)?;
+    match decide(next, req) {
+        Ok(again) if !again.changed => {}
+        other => {
+            return Err(v(
+                "a repeat right after a success is unchanged",
+                step,
+                format!("{req:?}: {other:?}"),
+            ))
+        }
+    }
+    Ok(d.next)
+}
+
+/// A refusal is never the answer to an identical re-registration of an
+/// active world, nor to an exact retirement.
+fn check_refusal(
+    step: usize,
+    prev: &WorldSlot,
+    req: &Request,
+    e: &WorldError,
+) -> Result<(), Violation> {
+    if let (Request::Register { record }, Some(r)) = (req, &prev.record) {
+        if r.status == WorldStatus::Active && r.same_identity(record) {
+            return Err(v(
+                "identical re-registration is a no-op",
+                step,
+                e.to_string(),
+            ));
+        }
+    }
+    if let (Request::Retire { record }, Some(r)) = (req, &prev.record) {
+        if r.same_identity(record) {
+            return Err(v("an exact retirement succeeds", step, e.to_string()));
+        }
+    }
+    Ok(())
+}
+
+/// The row's rules: identity immutable, destroyed monotonic and never
+/// re-registered, the tick head never backwards, rows never removed, and a
+/// row appears only as an active registration or a destroyed tombstone
+/// carrying the request's identity.
+fn check_record(
+    step: usize,
+    req: &Request,
+    prev: Option<&WorldRecord>,
+    next: Option<&WorldRecord>,
+) -> Result<(), Violation> {
+    match (prev, next) {
         (Some(a), Some(b)) => {
             if !a.same_identity(b) {
                 return Err(v("identity is immutable", step, format!("{a:?} -> {b:?}")));
@@ -230,6 +267,12 @@ fn check_step(
         }
         (None, None) => {}
     }
+    Ok(())
+}
+
+/// Signatures stay sorted, distinct by table and valid, and a recorded one
+/// never changes.
+fn check_signatures(step: usize, prev: &WorldSlot, next: &WorldSlot) -> Result<(), Violation> {
     if next
         .signatures
         .windows(2)
@@ -257,17 +300,7 @@ fn check_step(
             ));
         }
     }
-    match decide(next, req) {
-        Ok(again) if !again.changed => {}
-        other => {
-            return Err(v(
-                "a repeat right after a success is unchanged",
-                step,
-                format!("{req:?}: {other:?}"),
-            ))
-        }
-    }
-    Ok(d.next)
+    Ok(())
 }
 
 /// Runs `ops` against two worlds, checking every rule after every step.

@@ -889,14 +889,20 @@ fn scope_of<'v>(view: &'v View, session: &SessionId) -> Result<&'v Scope, Ledger
         })
 }
 
-fn at_incarnation(scope: &Scope, requested: Incarnation) -> Result<(), LedgerError> {
+/// The session's scope, at exactly the requested incarnation.
+fn scope_at<'v>(
+    view: &'v View,
+    session: &SessionId,
+    requested: Incarnation,
+) -> Result<&'v Scope, LedgerError> {
+    let scope = scope_of(view, session)?;
     if scope.incarnation != requested {
         return Err(LedgerError::StaleIncarnation {
             stored: scope.incarnation,
             requested,
         });
     }
-    Ok(())
+    Ok(scope)
 }
 
 fn unacked(view: &View) -> Result<Unacked, LedgerError> {
@@ -925,372 +931,437 @@ fn done(answer: Answer, effects: Vec<Effect>) -> Result<Decision, LedgerError> {
 
 /// Decides one request over the facts its [`Footprint`] names. Total and
 /// deterministic; a refusal is a typed value and writes nothing.
+///
+/// One function per request below; this is only the dispatch.
 pub fn decide(view: &View, limits: &Limits, req: &Request) -> Result<Decision, LedgerError> {
     match req {
-        Request::Open => {
-            let effects: Vec<Effect> = view
-                .admitted
-                .iter()
-                .filter(|(_, r)| matches!(r.state, RowState::Admitted { .. }))
-                .map(|(k, r)| {
-                    Effect::PutCall(
-                        k.clone(),
-                        CallRow {
-                            tool: r.tool.clone(),
-                            state: RowState::Unknown,
-                        },
-                    )
-                })
-                .collect();
-            done(Answer::Recovered(effects.len() as u64), effects)
-        }
+        Request::Open => open(view),
         Request::Attach {
             session,
             workspace,
             incarnation,
             token,
-        } => {
-            let fresh = |effects: Vec<Effect>, scope: Scope, unacked: Unacked| {
-                let mut effects = effects;
-                effects.insert(0, Effect::PutScope(scope.clone()));
-                done(Answer::Attached(Attached { scope, unacked }), effects)
-            };
-            let open = Scope {
-                session: session.clone(),
-                workspace: workspace.clone(),
-                incarnation: *incarnation,
-                state: ScopeState::Open,
-                attach_token: token.clone(),
-            };
-            let capacity = || {
-                if view.unclean_scopes >= limits.max_unclean_scopes {
-                    Err(LedgerError::CapacityExhausted {
-                        max: limits.max_unclean_scopes,
-                    })
-                } else {
-                    Ok(())
-                }
-            };
-            let Some(s) = &view.scope else {
-                capacity()?;
-                return fresh(Vec::new(), open, unacked(view)?);
-            };
-            if s.workspace != *workspace {
-                return Err(LedgerError::WorkspaceMismatch {
-                    stored: s.workspace.clone(),
-                    requested: workspace.clone(),
-                });
-            }
-            if *incarnation < s.incarnation {
-                return Err(LedgerError::StaleIncarnation {
-                    stored: s.incarnation,
-                    requested: *incarnation,
-                });
-            }
-            if *incarnation == s.incarnation {
-                return match s.state {
-                    ScopeState::Open => fresh(Vec::new(), open, unacked(view)?),
-                    ScopeState::Closing => Err(LedgerError::ScopeClosing),
-                    ScopeState::Closed(_) => Err(LedgerError::ScopeNotOpen { state: s.state }),
-                };
-            }
-            match s.state {
-                ScopeState::Closed(CloseOutcome::AllRetired)
-                    if s.incarnation.checked_add(1) == Some(*incarnation) =>
-                {
-                    capacity()?;
-                    fresh(
-                        vec![Effect::ForgetAcks(session.clone())],
-                        open,
-                        unacked(view)?,
-                    )
-                }
-                ScopeState::Closed(CloseOutcome::UnknownCleanup(n))
-                    if s.incarnation.checked_add(1) == Some(*incarnation) =>
-                {
-                    Err(LedgerError::UncleanClose { unretired: n })
-                }
-                state => Err(LedgerError::NotReopenable {
-                    stored: s.incarnation,
-                    requested: *incarnation,
-                    state,
-                }),
-            }
-        }
-        Request::Admit { key, tool, token } => {
-            let s = scope_of(view, &key.session)?;
-            at_incarnation(s, key.incarnation)?;
-            match s.state {
-                ScopeState::Open => {}
-                ScopeState::Closing => return Err(LedgerError::ScopeClosing),
-                ScopeState::Closed(_) => return Err(LedgerError::ScopeNotOpen { state: s.state }),
-            }
-            if s.attach_token != *token {
-                return Err(LedgerError::StaleToken);
-            }
-            if let Some(state) = current(view, key)? {
-                return done(Answer::Admission(Admission::Existing(state)), Vec::new());
-            }
-            let requested = limits.reservation_bytes;
-            if view
-                .ledger_bytes
-                .checked_add(requested)
-                .is_none_or(|total| total > limits.max_ledger_bytes)
-            {
-                return Err(LedgerError::BudgetExhausted {
-                    used: view.ledger_bytes,
-                    requested,
-                    max: limits.max_ledger_bytes,
-                });
-            }
-            done(
-                Answer::Admission(Admission::Fresh),
-                vec![Effect::PutCall(
-                    key.clone(),
-                    CallRow {
-                        tool: tool.clone(),
-                        state: RowState::Admitted {
-                            reserved: requested,
-                        },
-                    },
-                )],
-            )
-        }
-        Request::Finish { key, outcome } => match (&view.call, view.acked) {
-            (
-                Some(CallRow {
-                    tool,
-                    state: RowState::Admitted { reserved },
-                }),
-                _,
-            ) => {
-                let bytes = outcome.len() as u64;
-                if bytes > *reserved {
-                    return Err(LedgerError::OutcomeTooLarge {
-                        bytes,
-                        max: *reserved,
-                    });
-                }
-                done(
-                    Answer::Finished,
-                    vec![Effect::PutCall(
-                        key.clone(),
-                        CallRow::terminal(tool.clone(), outcome.clone()),
-                    )],
-                )
-            }
-            (Some(row), _) => Err(LedgerError::NotAdmitted {
-                state: row.read(key)?.kind(),
-            }),
-            (None, true) => Err(LedgerError::NotAdmitted {
-                state: CallKind::Acked,
-            }),
-            (None, false) => Err(LedgerError::UnknownCall { key: key.clone() }),
-        },
-        Request::MarkUnknown { key } => match (&view.call, view.acked) {
-            (
-                Some(CallRow {
-                    tool,
-                    state: RowState::Admitted { .. },
-                }),
-                _,
-            ) => done(
-                Answer::MarkedUnknown,
-                vec![Effect::PutCall(
-                    key.clone(),
-                    CallRow {
-                        tool: tool.clone(),
-                        state: RowState::Unknown,
-                    },
-                )],
-            ),
-            (
-                Some(CallRow {
-                    state: RowState::Unknown,
-                    ..
-                }),
-                _,
-            ) => done(Answer::MarkedUnknown, Vec::new()),
-            (Some(row), _) => Err(LedgerError::NotAdmitted {
-                state: row.read(key)?.kind(),
-            }),
-            (None, true) => Err(LedgerError::NotAdmitted {
-                state: CallKind::Acked,
-            }),
-            (None, false) => Err(LedgerError::UnknownCall { key: key.clone() }),
-        },
-        Request::Query { key } => done(
-            Answer::Lookup(match current(view, key)? {
-                Some(state) => Lookup::Found(state),
-                None => Lookup::Missing,
-            }),
-            Vec::new(),
-        ),
-        Request::QueryOrFence { key, outcome } => {
-            let s = scope_of(view, &key.session)?;
-            at_incarnation(s, key.incarnation)?;
-            if let Some(state) = current(view, key)? {
-                return done(Answer::Fencing(Fencing::Standing(state)), Vec::new());
-            }
-            let bytes = outcome.len() as u64;
-            if bytes > limits.reservation_bytes {
-                return Err(LedgerError::OutcomeTooLarge {
-                    bytes,
-                    max: limits.reservation_bytes,
-                });
-            }
-            done(
-                Answer::Fencing(Fencing::Fenced),
-                vec![Effect::PutCall(
-                    key.clone(),
-                    CallRow::terminal(Tool::fence(), outcome.clone()),
-                )],
-            )
-        }
-        Request::StopOrFence { key, tool } => {
-            let s = scope_of(view, &key.session)?;
-            at_incarnation(s, key.incarnation)?;
-            match (&view.call, view.acked) {
-                (_, true) => done(
-                    Answer::Stopping(Stopping::Untouched(CallState::Acked)),
-                    Vec::new(),
-                ),
-                (
-                    Some(CallRow {
-                        tool: t,
-                        state: RowState::Admitted { .. },
-                    }),
-                    false,
-                ) if t == tool => done(
-                    Answer::Stopping(Stopping::Stopped),
-                    vec![Effect::PutCall(
-                        key.clone(),
-                        CallRow {
-                            tool: tool.clone(),
-                            state: RowState::Unknown,
-                        },
-                    )],
-                ),
-                (Some(row), false) => done(
-                    Answer::Stopping(Stopping::Untouched(row.read(key)?)),
-                    Vec::new(),
-                ),
-                (None, false) => done(
-                    Answer::Stopping(Stopping::Barred),
-                    vec![Effect::PutCall(
-                        key.clone(),
-                        CallRow {
-                            tool: tool.clone(),
-                            state: RowState::Unknown,
-                        },
-                    )],
-                ),
-            }
-        }
-        Request::Admitted { tool, .. } => done(
-            Answer::Admitted(
-                view.session_calls
-                    .iter()
-                    .filter(|(_, r)| {
-                        r.tool == *tool && matches!(r.state, RowState::Admitted { .. })
-                    })
-                    .map(|(k, _)| k.clone())
-                    .collect(),
-            ),
-            Vec::new(),
-        ),
-        Request::Ack { key } => match (&view.call, view.acked) {
-            (None, true) => done(Answer::Acked { already: true }, Vec::new()),
-            (None, false) => Err(LedgerError::UnknownCall { key: key.clone() }),
-            (Some(row), _) => match row.read(key)? {
-                CallState::Admitted => Err(LedgerError::CallRunning),
-                _ => done(
-                    Answer::Acked { already: false },
-                    vec![Effect::DeleteCall(key.clone()), Effect::PutAck(key.clone())],
-                ),
-            },
-        },
+        } => attach(view, limits, session, workspace, *incarnation, token),
+        Request::Admit { key, tool, token } => admit(view, limits, key, tool, token),
+        Request::Finish { key, outcome } => finish(view, key, outcome),
+        Request::MarkUnknown { key } => mark_unknown(view, key),
+        Request::Query { key } => query(view, key),
+        Request::QueryOrFence { key, outcome } => query_or_fence(view, limits, key, outcome),
+        Request::StopOrFence { key, tool } => stop_or_fence(view, key, tool),
+        Request::Admitted { tool, .. } => admitted(view, tool),
+        Request::Ack { key } => ack(view, key),
         Request::BeginClose {
             session,
             incarnation,
-        } => {
-            let s = scope_of(view, session)?;
-            at_incarnation(s, *incarnation)?;
-            match s.state {
-                ScopeState::Open => {
-                    let next = Scope {
-                        state: ScopeState::Closing,
-                        ..s.clone()
-                    };
-                    done(Answer::Closing(next.clone()), vec![Effect::PutScope(next)])
-                }
-                ScopeState::Closing => done(Answer::Closing(s.clone()), Vec::new()),
-                ScopeState::Closed(_) => Err(LedgerError::ScopeNotOpen { state: s.state }),
-            }
-        }
+        } => begin_close(view, session, *incarnation),
         Request::FinishClose {
             session,
             incarnation,
-        } => {
-            let s = scope_of(view, session)?;
-            at_incarnation(s, *incarnation)?;
-            match s.state {
-                ScopeState::Open => Err(LedgerError::NotClosing { state: s.state }),
-                ScopeState::Closed(outcome) => done(Answer::Closed(outcome), Vec::new()),
-                ScopeState::Closing => {
-                    let unretired = view
-                        .session_calls
-                        .iter()
-                        .filter(|(k, r)| {
-                            k.incarnation == s.incarnation
-                                && matches!(r.state, RowState::Terminal { .. } | RowState::Unknown)
-                        })
-                        .count() as u64;
-                    let outcome = if unretired == 0 {
-                        CloseOutcome::AllRetired
-                    } else {
-                        CloseOutcome::UnknownCleanup(unretired)
-                    };
-                    let mut effects = vec![Effect::PutScope(Scope {
-                        state: ScopeState::Closed(outcome),
-                        ..s.clone()
-                    })];
-                    if outcome == CloseOutcome::AllRetired {
-                        effects.push(Effect::ForgetAcks(session.clone()));
-                    }
-                    done(Answer::Closed(outcome), effects)
-                }
-            }
-        }
-        Request::Release { session, now } => {
-            let s = scope_of(view, session)?;
-            match s.state {
-                ScopeState::Closing | ScopeState::Closed(CloseOutcome::UnknownCleanup(_)) => {
-                    let record = Release {
-                        session: session.clone(),
-                        workspace: s.workspace.clone(),
-                        incarnation: s.incarnation,
-                        was: s.state,
-                        released_at_ms: *now,
-                    };
-                    done(
-                        Answer::Released(record.clone()),
-                        vec![
-                            Effect::PutScope(Scope {
-                                state: ScopeState::Closed(CloseOutcome::AllRetired),
-                                ..s.clone()
-                            }),
-                            Effect::PutRelease(record),
-                            Effect::ForgetAcks(session.clone()),
-                        ],
-                    )
-                }
-                state => Err(LedgerError::NotReleasable { state }),
-            }
-        }
+        } => finish_close(view, session, *incarnation),
+        Request::Release { session, now } => release(view, session, *now),
         Request::Releases => done(Answer::Releases(view.releases.clone()), Vec::new()),
         Request::Scope { .. } => done(Answer::Scope(view.scope.clone()), Vec::new()),
         Request::Unacked { .. } => done(Answer::Unacked(unacked(view)?), Vec::new()),
+    }
+}
+
+/// `open`: restart recovery. Every `admitted` row of the view becomes
+/// `unknown`; the answer counts them.
+fn open(view: &View) -> Result<Decision, LedgerError> {
+    let effects: Vec<Effect> = view
+        .admitted
+        .iter()
+        .filter(|(_, r)| matches!(r.state, RowState::Admitted { .. }))
+        .map(|(k, r)| Effect::PutCall(k.clone(), unknown_row(&r.tool)))
+        .collect();
+    done(Answer::Recovered(effects.len() as u64), effects)
+}
+
+/// `attach`: creates the scope (when a slot is free), takes over an `Open`
+/// scope at its own incarnation (the new token replaces the old), or
+/// reopens a `Closed(AllRetired)` scope at exactly `incarnation + 1`
+/// (dropping its tombstones). Every success answers the session's
+/// unacknowledged keys.
+fn attach(
+    view: &View,
+    limits: &Limits,
+    session: &SessionId,
+    workspace: &WorkspaceId,
+    incarnation: Incarnation,
+    token: &AttachToken,
+) -> Result<Decision, LedgerError> {
+    let open = Scope {
+        session: session.clone(),
+        workspace: workspace.clone(),
+        incarnation,
+        state: ScopeState::Open,
+        attach_token: token.clone(),
+    };
+    let Some(s) = &view.scope else {
+        free_slot(view, limits)?;
+        return attached(Vec::new(), open, unacked(view)?);
+    };
+    if s.workspace != *workspace {
+        return Err(LedgerError::WorkspaceMismatch {
+            stored: s.workspace.clone(),
+            requested: workspace.clone(),
+        });
+    }
+    if incarnation < s.incarnation {
+        return Err(LedgerError::StaleIncarnation {
+            stored: s.incarnation,
+            requested: incarnation,
+        });
+    }
+    if incarnation == s.incarnation {
+        return match s.state {
+            ScopeState::Open => attached(Vec::new(), open, unacked(view)?),
+            ScopeState::Closing => Err(LedgerError::ScopeClosing),
+            ScopeState::Closed(_) => Err(LedgerError::ScopeNotOpen { state: s.state }),
+        };
+    }
+    let next_incarnation = s.incarnation.checked_add(1) == Some(incarnation);
+    match s.state {
+        ScopeState::Closed(CloseOutcome::AllRetired) if next_incarnation => {
+            free_slot(view, limits)?;
+            attached(
+                vec![Effect::ForgetAcks(session.clone())],
+                open,
+                unacked(view)?,
+            )
+        }
+        ScopeState::Closed(CloseOutcome::UnknownCleanup(n)) if next_incarnation => {
+            Err(LedgerError::UncleanClose { unretired: n })
+        }
+        state => Err(LedgerError::NotReopenable {
+            stored: s.incarnation,
+            requested: incarnation,
+            state,
+        }),
+    }
+}
+
+/// An attach's decision: `scope` is written first, then `effects`.
+fn attached(
+    mut effects: Vec<Effect>,
+    scope: Scope,
+    unacked: Unacked,
+) -> Result<Decision, LedgerError> {
+    effects.insert(0, Effect::PutScope(scope.clone()));
+    done(Answer::Attached(Attached { scope, unacked }), effects)
+}
+
+/// Refuses a new unclean scope when [`Limits::max_unclean_scopes`] are taken.
+fn free_slot(view: &View, limits: &Limits) -> Result<(), LedgerError> {
+    if view.unclean_scopes >= limits.max_unclean_scopes {
+        return Err(LedgerError::CapacityExhausted {
+            max: limits.max_unclean_scopes,
+        });
+    }
+    Ok(())
+}
+
+/// `admit`: on an `Open` scope, with the scope's incarnation and attach
+/// token (compared by value), inserts the key `admitted` with one
+/// reservation — unless the key already has a row or tombstone, which is
+/// answered instead, or the reservation would exceed the byte budget.
+fn admit(
+    view: &View,
+    limits: &Limits,
+    key: &Key,
+    tool: &Tool,
+    token: &AttachToken,
+) -> Result<Decision, LedgerError> {
+    let s = scope_at(view, &key.session, key.incarnation)?;
+    match s.state {
+        ScopeState::Open => {}
+        ScopeState::Closing => return Err(LedgerError::ScopeClosing),
+        ScopeState::Closed(_) => return Err(LedgerError::ScopeNotOpen { state: s.state }),
+    }
+    if s.attach_token != *token {
+        return Err(LedgerError::StaleToken);
+    }
+    if let Some(state) = current(view, key)? {
+        return done(Answer::Admission(Admission::Existing(state)), Vec::new());
+    }
+    let requested = limits.reservation_bytes;
+    if view
+        .ledger_bytes
+        .checked_add(requested)
+        .is_none_or(|total| total > limits.max_ledger_bytes)
+    {
+        return Err(LedgerError::BudgetExhausted {
+            used: view.ledger_bytes,
+            requested,
+            max: limits.max_ledger_bytes,
+        });
+    }
+    let row = CallRow {
+        tool: tool.clone(),
+        state: RowState::Admitted {
+            reserved: requested,
+        },
+    };
+    done(
+        Answer::Admission(Admission::Fresh),
+        vec![Effect::PutCall(key.clone(), row)],
+    )
+}
+
+/// `finish`: an `admitted` row becomes `terminal` with the outcome, which
+/// may not exceed the row's reservation (so the held bytes never grow).
+fn finish(view: &View, key: &Key, outcome: &[u8]) -> Result<Decision, LedgerError> {
+    let Some(CallRow {
+        tool,
+        state: RowState::Admitted { reserved },
+    }) = &view.call
+    else {
+        return Err(not_admitted(view, key)?);
+    };
+    let bytes = outcome.len() as u64;
+    if bytes > *reserved {
+        return Err(LedgerError::OutcomeTooLarge {
+            bytes,
+            max: *reserved,
+        });
+    }
+    done(
+        Answer::Finished,
+        vec![Effect::PutCall(
+            key.clone(),
+            CallRow::terminal(tool.clone(), outcome.to_vec()),
+        )],
+    )
+}
+
+/// `mark_unknown`: an `admitted` row becomes `unknown` (releasing its
+/// bytes); an `unknown` row answers the same and writes nothing.
+fn mark_unknown(view: &View, key: &Key) -> Result<Decision, LedgerError> {
+    match &view.call {
+        Some(CallRow {
+            tool,
+            state: RowState::Admitted { .. },
+        }) => done(
+            Answer::MarkedUnknown,
+            vec![Effect::PutCall(key.clone(), unknown_row(tool))],
+        ),
+        Some(CallRow {
+            state: RowState::Unknown,
+            ..
+        }) => done(Answer::MarkedUnknown, Vec::new()),
+        _ => Err(not_admitted(view, key)?),
+    }
+}
+
+/// Why `finish` or `mark_unknown` of a key that is not `admitted` is
+/// refused: its state, `Acked` for a tombstone, `UnknownCall` for nothing.
+/// (Reading a `terminal` row checks its digest first.)
+fn not_admitted(view: &View, key: &Key) -> Result<LedgerError, LedgerError> {
+    Ok(match (&view.call, view.acked) {
+        (Some(row), _) => LedgerError::NotAdmitted {
+            state: row.read(key)?.kind(),
+        },
+        (None, true) => LedgerError::NotAdmitted {
+            state: CallKind::Acked,
+        },
+        (None, false) => LedgerError::UnknownCall { key: key.clone() },
+    })
+}
+
+/// `query`: the key's state, or `Missing`. Writes nothing.
+fn query(view: &View, key: &Key) -> Result<Decision, LedgerError> {
+    let lookup = match current(view, key)? {
+        Some(state) => Lookup::Found(state),
+        None => Lookup::Missing,
+    };
+    done(Answer::Lookup(lookup), Vec::new())
+}
+
+/// `query_or_fence`: at the scope's incarnation (the token is not
+/// checked), answers a standing row or tombstone, or settles a missing key
+/// as `terminal` with the caller's did-not-start outcome under
+/// [`Tool::fence`]. Fences skip the byte budget but not the size limit.
+fn query_or_fence(
+    view: &View,
+    limits: &Limits,
+    key: &Key,
+    outcome: &[u8],
+) -> Result<Decision, LedgerError> {
+    scope_at(view, &key.session, key.incarnation)?;
+    if let Some(state) = current(view, key)? {
+        return done(Answer::Fencing(Fencing::Standing(state)), Vec::new());
+    }
+    let bytes = outcome.len() as u64;
+    if bytes > limits.reservation_bytes {
+        return Err(LedgerError::OutcomeTooLarge {
+            bytes,
+            max: limits.reservation_bytes,
+        });
+    }
+    done(
+        Answer::Fencing(Fencing::Fenced),
+        vec![Effect::PutCall(
+            key.clone(),
+            CallRow::terminal(Tool::fence(), outcome.to_vec()),
+        )],
+    )
+}
+
+/// `stop_or_fence`: at the scope's incarnation, an `admitted` row of the
+/// same tool becomes `unknown` (`Stopped`), a missing key is inserted
+/// `unknown` so it never starts (`Barred`), anything else is `Untouched`.
+fn stop_or_fence(view: &View, key: &Key, tool: &Tool) -> Result<Decision, LedgerError> {
+    scope_at(view, &key.session, key.incarnation)?;
+    match (&view.call, view.acked) {
+        (_, true) => done(
+            Answer::Stopping(Stopping::Untouched(CallState::Acked)),
+            Vec::new(),
+        ),
+        (
+            Some(CallRow {
+                tool: t,
+                state: RowState::Admitted { .. },
+            }),
+            false,
+        ) if t == tool => done(
+            Answer::Stopping(Stopping::Stopped),
+            vec![Effect::PutCall(key.clone(), unknown_row(tool))],
+        ),
+        (Some(row), false) => done(
+            Answer::Stopping(Stopping::Untouched(row.read(key)?)),
+            Vec::new(),
+        ),
+        (None, false) => done(
+            Answer::Stopping(Stopping::Barred),
+            vec![Effect::PutCall(key.clone(), unknown_row(tool))],
+        ),
+    }
+}
+
+/// `admitted`: the keys of the session's `admitted` rows of `tool`,
+/// ascending. Writes nothing.
+fn admitted(view: &View, tool: &Tool) -> Result<Decision, LedgerError> {
+    let keys = view
+        .session_calls
+        .iter()
+        .filter(|(_, r)| r.tool == *tool && matches!(r.state, RowState::Admitted { .. }))
+        .map(|(k, _)| k.clone())
+        .collect();
+    done(Answer::Admitted(keys), Vec::new())
+}
+
+/// `ack`: a `terminal` or `unknown` row is deleted and a tombstone written;
+/// a key already acknowledged answers `already`; an `admitted` row is a
+/// live run and is refused.
+fn ack(view: &View, key: &Key) -> Result<Decision, LedgerError> {
+    match (&view.call, view.acked) {
+        (None, true) => done(Answer::Acked { already: true }, Vec::new()),
+        (None, false) => Err(LedgerError::UnknownCall { key: key.clone() }),
+        (Some(row), _) => match row.read(key)? {
+            CallState::Admitted => Err(LedgerError::CallRunning),
+            _ => done(
+                Answer::Acked { already: false },
+                vec![Effect::DeleteCall(key.clone()), Effect::PutAck(key.clone())],
+            ),
+        },
+    }
+}
+
+/// `begin_close`: `Open → Closing` at the scope's incarnation; a `Closing`
+/// scope answers itself unchanged.
+fn begin_close(
+    view: &View,
+    session: &SessionId,
+    incarnation: Incarnation,
+) -> Result<Decision, LedgerError> {
+    let s = scope_at(view, session, incarnation)?;
+    match s.state {
+        ScopeState::Open => {
+            let next = Scope {
+                state: ScopeState::Closing,
+                ..s.clone()
+            };
+            done(Answer::Closing(next.clone()), vec![Effect::PutScope(next)])
+        }
+        ScopeState::Closing => done(Answer::Closing(s.clone()), Vec::new()),
+        ScopeState::Closed(_) => Err(LedgerError::ScopeNotOpen { state: s.state }),
+    }
+}
+
+/// `finish_close`: `Closing → Closed(AllRetired)` (dropping the session's
+/// tombstones) when no `terminal` or `unknown` row of the scope's
+/// incarnation is left, else `Closed(UnknownCleanup(n))`; a closed scope
+/// answers its outcome unchanged.
+fn finish_close(
+    view: &View,
+    session: &SessionId,
+    incarnation: Incarnation,
+) -> Result<Decision, LedgerError> {
+    let s = scope_at(view, session, incarnation)?;
+    match s.state {
+        ScopeState::Open => Err(LedgerError::NotClosing { state: s.state }),
+        ScopeState::Closed(outcome) => done(Answer::Closed(outcome), Vec::new()),
+        ScopeState::Closing => {
+            let unretired = view
+                .session_calls
+                .iter()
+                .filter(|(k, r)| {
+                    k.incarnation == s.incarnation
+                        && matches!(r.state, RowState::Terminal { .. } | RowState::Unknown)
+                })
+                .count() as u64;
+            let outcome = if unretired == 0 {
+                CloseOutcome::AllRetired
+            } else {
+                CloseOutcome::UnknownCleanup(unretired)
+            };
+            let mut effects = vec![Effect::PutScope(Scope {
+                state: ScopeState::Closed(outcome),
+                ..s.clone()
+            })];
+            if outcome == CloseOutcome::AllRetired {
+                effects.push(Effect::ForgetAcks(session.clone()));
+            }
+            done(Answer::Closed(outcome), effects)
+        }
+    }
+}
+
+/// `release`: an operator moves a `Closing` or `Closed(UnknownCleanup)`
+/// scope to `Closed(AllRetired)`, records a [`Release`] row and drops the
+/// session's tombstones.
+fn release(view: &View, session: &SessionId, now: Millis) -> Result<Decision, LedgerError> {
+    let s = scope_of(view, session)?;
+    match s.state {
+        ScopeState::Closing | ScopeState::Closed(CloseOutcome::UnknownCleanup(_)) => {
+            let record = Release {
+                session: session.clone(),
+                workspace: s.workspace.clone(),
+                incarnation: s.incarnation,
+                was: s.state,
+                released_at_ms: now,
+            };
+            done(
+                Answer::Released(record.clone()),
+                vec![
+                    Effect::PutScope(Scope {
+                        state: ScopeState::Closed(CloseOutcome::AllRetired),
+                        ..s.clone()
+                    }),
+                    Effect::PutRelease(record),
+                    Effect::ForgetAcks(session.clone()),
+                ],
+            )
+        }
+        state => Err(LedgerError::NotReleasable { state }),
+    }
+}
+
+/// An `unknown` row of `tool`.
+fn unknown_row(tool: &Tool) -> CallRow {
+    CallRow {
+        tool: tool.clone(),
+        state: RowState::Unknown,
     }
 }
 

@@ -442,7 +442,9 @@ fn done(outcome: Outcome, next: WorldSlot, changed: bool) -> Result<Decision, Wo
     })
 }
 
-/// Decides one request against one world's stored state.
+/// Decides one request against one world's stored state. A slot loaded for
+/// another world is `Invalid`. One function per request below; this is only
+/// the dispatch.
 pub fn decide(state: &WorldSlot, req: &Request) -> Result<Decision, WorldError> {
     let world_id = req.world_id();
     if let Some(r) = &state.record {
@@ -454,123 +456,148 @@ pub fn decide(state: &WorldSlot, req: &Request) -> Result<Decision, WorldError> 
         }
     }
     match req {
-        Request::Register { record } => {
-            record.identity.validate()?;
-            if record.status != WorldStatus::Active {
-                return Err(WorldError::Invalid {
-                    what: "status",
-                    detail: "a registration is active".into(),
-                });
-            }
-            match &state.record {
-                None => {
-                    let mut next = state.clone();
-                    next.record = Some(record.clone());
-                    done(Outcome::Registered { created: true }, next, true)
-                }
-                Some(stored) if !stored.same_identity(record) => {
-                    Err(conflict(world_id, stored, record))
-                }
-                Some(stored) if stored.status == WorldStatus::Destroyed => {
-                    Err(WorldError::Destroyed {
-                        world_id: world_id.to_owned(),
-                    })
-                }
-                Some(_) => done(Outcome::Registered { created: false }, state.clone(), false),
-            }
-        }
-        Request::Retire { record } => {
-            record.identity.validate()?;
-            if record.status != WorldStatus::Destroyed {
-                return Err(WorldError::Invalid {
-                    what: "status",
-                    detail: "a retirement carries status destroyed".into(),
-                });
-            }
-            match &state.record {
-                None => {
-                    let mut next = state.clone();
-                    next.record = Some(record.clone());
-                    done(Outcome::Retired(Retirement::Tombstoned), next, true)
-                }
-                Some(stored) if !stored.same_identity(record) => {
-                    Err(conflict(world_id, stored, record))
-                }
-                Some(stored) if stored.status == WorldStatus::Destroyed => done(
-                    Outcome::Retired(Retirement::AlreadyDestroyed),
-                    state.clone(),
-                    false,
-                ),
-                Some(stored) => {
-                    let mut next = state.clone();
-                    next.record = Some(WorldRecord {
-                        status: WorldStatus::Destroyed,
-                        tick_head: stored.tick_head.max(record.tick_head),
-                        ..stored.clone()
-                    });
-                    done(Outcome::Retired(Retirement::Destroyed), next, true)
-                }
-            }
-        }
-        Request::AdvanceTick { tick, .. } => match &state.record {
-            None => Err(WorldError::NotFound {
-                world_id: world_id.to_owned(),
-            }),
-            Some(r) if r.status == WorldStatus::Destroyed => Err(WorldError::Destroyed {
-                world_id: world_id.to_owned(),
-            }),
-            Some(r) if *tick <= r.tick_head => done(
-                Outcome::TickAdvanced { head: r.tick_head },
-                state.clone(),
-                false,
-            ),
-            Some(r) => {
-                let mut next = state.clone();
-                next.record = Some(WorldRecord {
-                    tick_head: *tick,
-                    ..r.clone()
-                });
-                done(Outcome::TickAdvanced { head: *tick }, next, true)
-            }
-        },
+        Request::Register { record } => register(state, record),
+        Request::Retire { record } => retire(state, record),
+        Request::AdvanceTick { tick, .. } => advance_tick(state, world_id, *tick),
         Request::RegisterSignature { signature, .. } => {
-            signature.validate()?;
-            match &state.record {
-                None => {
-                    return Err(WorldError::NotFound {
-                        world_id: world_id.to_owned(),
-                    })
-                }
-                Some(r) if r.status == WorldStatus::Destroyed => {
-                    return Err(WorldError::Destroyed {
-                        world_id: world_id.to_owned(),
-                    })
-                }
-                Some(_) => {}
-            }
-            match state
-                .signatures
-                .binary_search_by(|s| s.table_id.cmp(&signature.table_id))
-            {
-                Ok(i) if state.signatures.get(i) == Some(signature) => done(
-                    Outcome::SignatureRegistered { created: false },
-                    state.clone(),
-                    false,
-                ),
-                Ok(_) => Err(WorldError::Conflict {
-                    world_id: world_id.to_owned(),
-                    detail: format!(
-                        "table {} is recorded with another descriptor",
-                        signature.table_id
-                    ),
-                }),
-                Err(i) => {
-                    let mut next = state.clone();
-                    next.signatures.insert(i, signature.clone());
-                    done(Outcome::SignatureRegistered { created: true }, next, true)
-                }
-            }
+            register_signature(state, world_id, signature)
         }
+    }
+}
+
+/// `Register`: an active record registers an absent world; an identical
+/// repeat is unchanged; a differing identity or writer mode is
+/// `CatalogConflict`, and so is a destroyed world (never resurrected).
+fn register(state: &WorldSlot, record: &WorldRecord) -> Result<Decision, WorldError> {
+    check_request(record, WorldStatus::Active, "a registration is active")?;
+    let world_id = &record.identity.world_id;
+    match &state.record {
+        None => {
+            let mut next = state.clone();
+            next.record = Some(record.clone());
+            done(Outcome::Registered { created: true }, next, true)
+        }
+        Some(stored) if !stored.same_identity(record) => Err(conflict(world_id, stored, record)),
+        Some(stored) if stored.status == WorldStatus::Destroyed => Err(WorldError::Destroyed {
+            world_id: world_id.clone(),
+        }),
+        Some(_) => done(Outcome::Registered { created: false }, state.clone(), false),
+    }
+}
+
+/// `Retire`, exactly: an absent world gets a destroyed tombstone carrying
+/// the request's identity; the exact active row becomes destroyed, keeping
+/// the higher tick head; an exact destroyed row is unchanged; a differing
+/// identity or writer mode is `CatalogConflict`.
+fn retire(state: &WorldSlot, record: &WorldRecord) -> Result<Decision, WorldError> {
+    check_request(
+        record,
+        WorldStatus::Destroyed,
+        "a retirement carries status destroyed",
+    )?;
+    match &state.record {
+        None => {
+            let mut next = state.clone();
+            next.record = Some(record.clone());
+            done(Outcome::Retired(Retirement::Tombstoned), next, true)
+        }
+        Some(stored) if !stored.same_identity(record) => {
+            Err(conflict(&record.identity.world_id, stored, record))
+        }
+        Some(stored) if stored.status == WorldStatus::Destroyed => done(
+            Outcome::Retired(Retirement::AlreadyDestroyed),
+            state.clone(),
+            false,
+        ),
+        Some(stored) => {
+            let mut next = state.clone();
+            next.record = Some(WorldRecord {
+                status: WorldStatus::Destroyed,
+                tick_head: stored.tick_head.max(record.tick_head),
+                ..stored.clone()
+            });
+            done(Outcome::Retired(Retirement::Destroyed), next, true)
+        }
+    }
+}
+
+/// `AdvanceTick`: the head of an active world moves forward only; a tick at
+/// or below it answers the standing head unchanged.
+fn advance_tick(state: &WorldSlot, world_id: &str, tick: u64) -> Result<Decision, WorldError> {
+    let r = active(state, world_id)?;
+    if tick <= r.tick_head {
+        return done(
+            Outcome::TickAdvanced { head: r.tick_head },
+            state.clone(),
+            false,
+        );
+    }
+    let mut next = state.clone();
+    next.record = Some(WorldRecord {
+        tick_head: tick,
+        ..r.clone()
+    });
+    done(Outcome::TickAdvanced { head: tick }, next, true)
+}
+
+/// `RegisterSignature`: a valid signature of an active world is recorded
+/// in table order; an identical repeat is unchanged; another descriptor
+/// for a recorded table is `CatalogConflict`.
+fn register_signature(
+    state: &WorldSlot,
+    world_id: &str,
+    signature: &Signature,
+) -> Result<Decision, WorldError> {
+    signature.validate()?;
+    active(state, world_id)?;
+    match state
+        .signatures
+        .binary_search_by(|s| s.table_id.cmp(&signature.table_id))
+    {
+        Ok(i) if state.signatures.get(i) == Some(signature) => done(
+            Outcome::SignatureRegistered { created: false },
+            state.clone(),
+            false,
+        ),
+        Ok(_) => Err(WorldError::Conflict {
+            world_id: world_id.to_owned(),
+            detail: format!(
+                "table {} is recorded with another descriptor",
+                signature.table_id
+            ),
+        }),
+        Err(i) => {
+            let mut next = state.clone();
+            next.signatures.insert(i, signature.clone());
+            done(Outcome::SignatureRegistered { created: true }, next, true)
+        }
+    }
+}
+
+/// A request's record: a valid identity, and the status the request
+/// carries (`rule` says which).
+fn check_request(record: &WorldRecord, status: WorldStatus, rule: &str) -> Result<(), WorldError> {
+    record.identity.validate()?;
+    if record.status != status {
+        return Err(WorldError::Invalid {
+            what: "status",
+            detail: rule.into(),
+        });
+    }
+    Ok(())
+}
+
+/// The slot's record when the world is recorded and active: `NotFound`
+/// without a row, `CatalogConflict` (destroyed) for a destroyed one.
+fn active<'s>(state: &'s WorldSlot, world_id: &str) -> Result<&'s WorldRecord, WorldError> {
+    match &state.record {
+        None => Err(WorldError::NotFound {
+            world_id: world_id.to_owned(),
+        }),
+        Some(r) if r.status == WorldStatus::Destroyed => Err(WorldError::Destroyed {
+            world_id: world_id.to_owned(),
+        }),
+        Some(r) => Ok(r),
     }
 }
 

@@ -671,309 +671,394 @@ fn done(s: &mut CatalogueState, changed: bool) -> Outcome {
     Outcome::Done { changed }
 }
 
+/// Applies one request to `s` (a copy [`decide`] discards on a refusal).
+/// One function per request below; this is only the dispatch.
 fn apply(s: &mut CatalogueState, req: &Request) -> Result<Outcome, CatalogueError> {
     match req {
         Request::Reserve {
             session_id,
             creation,
             now,
-        } => {
-            check_session_id(session_id)?;
-            creation.validate()?;
-            if let Some((id, row)) = s.by_key(&creation.creation_key) {
-                if !row.creation.repeats(creation) {
-                    return Err(conflict(format!(
-                        "creation key {:?} is registered as {id} with another request",
-                        creation.creation_key
-                    )));
-                }
-                return Ok(Outcome::Reserved {
-                    registration: creation_view(id, row),
-                    created: false,
-                });
-            }
-            if s.sessions.contains_key(session_id) {
-                return Err(conflict(format!("session id {session_id} is taken")));
-            }
-            let row = SessionRow {
-                creation: creation.clone(),
-                created_at_ms: *now,
-                state: InitState::Reserved,
-                name_override: None,
-                visibility: Visibility::Active,
-                subtitle: None,
-                custody: Custody::Resident,
-                deleting: false,
-            };
-            let registration = creation_view(session_id, &row);
-            s.sessions.insert(session_id.clone(), row);
-            s.revision += 1;
-            Ok(Outcome::Reserved {
-                registration,
-                created: true,
-            })
-        }
-        Request::Confirm { session_id } => {
-            let row = row_mut(s, session_id)?;
-            let changed = row.state == InitState::Reserved;
-            row.state = InitState::Saved;
-            Ok(done(s, changed))
-        }
-        Request::Rename { session_id, name } => {
-            display_name(name)?;
-            let row = row_mut(s, session_id)?;
-            let changed = row.name_override.as_deref() != Some(name.as_str());
-            row.name_override = Some(name.clone());
-            Ok(done(s, changed))
-        }
+        } => reserve(s, session_id, creation, *now),
+        Request::Confirm { session_id } => confirm(s, session_id),
+        Request::Rename { session_id, name } => rename(s, session_id, name),
         Request::SetVisibility {
             session_id,
             visibility,
-        } => {
-            let row = row_mut(s, session_id)?;
-            let changed = row.visibility != *visibility;
-            row.visibility = *visibility;
-            if *visibility == Visibility::Archived {
-                // An archived session is no workspace's default.
-                s.workspace_defaults.retain(|_, v| v != session_id);
-            }
-            Ok(done(s, changed))
-        }
+        } => set_visibility(s, session_id, *visibility),
         Request::SetProfile {
             session_id,
             profile,
-        } => {
-            check_opt(profile, "profile", is_profile_name)?;
-            let row = row_mut(s, session_id)?;
-            let changed = row.creation.profile != *profile;
-            row.creation.profile = profile.clone();
-            Ok(done(s, changed))
-        }
+        } => set_profile(s, session_id, profile),
         Request::SeedExecutor {
             session_id,
             executor,
-        } => {
-            if !is_executor_name(executor) {
-                return Err(invalid("executor name", executor));
-            }
-            let row = row_mut(s, session_id)?;
-            if row.creation.pool.is_none() {
-                return Err(conflict("only a pooled session's executor is seeded"));
-            }
-            match &row.creation.executor {
-                Some(e) if e == executor => Ok(done(s, false)),
-                Some(e) => Err(conflict(format!("the executor is already {e}"))),
-                None => {
-                    row.creation.executor = Some(executor.clone());
-                    Ok(done(s, true))
-                }
-            }
-        }
-        Request::SeedSubtitle { session_id, prompt } => {
-            let row = row_mut(s, session_id)?;
-            if row.subtitle.is_some() {
-                return Ok(Outcome::Subtitle {
-                    subtitle: row.subtitle.clone(),
-                    changed: false,
-                });
-            }
-            let subtitle = subtitle_from_prompt(prompt);
-            let changed = subtitle.is_some();
-            row.subtitle = subtitle.clone();
-            if changed {
-                s.revision += 1;
-            }
-            Ok(Outcome::Subtitle { subtitle, changed })
-        }
+        } => seed_executor(s, session_id, executor),
+        Request::SeedSubtitle { session_id, prompt } => seed_subtitle(s, session_id, prompt),
         Request::SetWorkspaceDefault {
             workspace,
             session_id,
-        } => {
-            let row = row_mut(s, session_id)?;
-            if row.creation.is_registered() {
-                return Err(conflict(
-                    "a registered workspace has no default: two executors may register the same name",
-                ));
-            }
-            if row.creation.workspace != *workspace {
-                return Err(conflict(format!(
-                    "session {session_id} is not in workspace {workspace:?}"
-                )));
-            }
-            if row.visibility == Visibility::Archived {
-                return Err(conflict(format!("session {session_id} is archived")));
-            }
-            let changed = s.workspace_defaults.get(workspace) != Some(session_id);
-            s.workspace_defaults
-                .insert(workspace.clone(), session_id.clone());
-            Ok(done(s, changed))
-        }
-        Request::RememberFolder { path } => {
-            if !is_local_workspace(path) {
-                return Err(invalid("folder", path));
-            }
-            let seq = s
-                .recent_seq
-                .checked_add(1)
-                .ok_or_else(|| CatalogueError::Conflict {
-                    detail: "the recent-folder sequence is exhausted".into(),
-                })?;
-            s.recent.retain(|r| r.path != *path);
-            let recent = Recent {
-                id: seq,
-                path: path.clone(),
-            };
-            s.recent.insert(recent.clone());
-            s.recent_seq = seq;
-            while s.recent.len() > RECENT_FOLDER_LIMIT {
-                s.recent.pop_first();
-            }
-            Ok(Outcome::Remembered(recent))
-        }
-        Request::ForgetFolder { id } => {
-            let before = s.recent.len();
-            s.recent.retain(|r| r.id != *id);
-            Ok(Outcome::Done {
-                changed: s.recent.len() != before,
-            })
-        }
-        Request::BeginMove { session_id, op, to } => transition(
-            s,
-            session_id,
-            &custody::Request::BeginMove {
+        } => set_workspace_default(s, workspace, session_id),
+        Request::RememberFolder { path } => remember_folder(s, path),
+        Request::ForgetFolder { id } => Ok(forget_folder(s, *id)),
+        Request::BeginMove { session_id, op, to } => {
+            let req = custody::Request::BeginMove {
                 op: op.clone(),
                 to: to.clone(),
-            },
-        ),
-        Request::FinishMove { session_id, op } => transition(
-            s,
-            session_id,
-            &custody::Request::FinishMove { op: op.clone() },
-        ),
-        Request::AbortMove { session_id, op } => transition(
-            s,
-            session_id,
-            &custody::Request::AbortMove { op: op.clone() },
-        ),
+            };
+            transition(s, session_id, &req)
+        }
+        Request::FinishMove { session_id, op } => {
+            let req = custody::Request::FinishMove { op: op.clone() };
+            transition(s, session_id, &req)
+        }
+        Request::AbortMove { session_id, op } => {
+            let req = custody::Request::AbortMove { op: op.clone() };
+            transition(s, session_id, &req)
+        }
         Request::ImportSession {
             session_id,
             creation,
             op,
             from,
             now,
-        } => {
-            check_session_id(session_id)?;
-            let req = custody::Request::ImportSession {
-                op: op.clone(),
-                from: from.clone(),
-            };
-            if s.sessions.contains_key(session_id) {
-                return transition(s, session_id, &req);
-            }
-            creation.validate()?;
-            if let Some((id, _)) = s.by_key(&creation.creation_key) {
-                return Err(conflict(format!(
-                    "creation key {:?} is registered here as {id}",
-                    creation.creation_key
-                )));
-            }
-            let d = custody::decide(None, &req)
-                .map_err(|e| CatalogueError::from_custody(e, session_id))?;
-            s.sessions.insert(
-                session_id.clone(),
-                SessionRow {
-                    creation: creation.clone(),
-                    created_at_ms: *now,
-                    state: InitState::Saved,
-                    name_override: None,
-                    visibility: Visibility::Active,
-                    subtitle: None,
-                    custody: d.custody.clone(),
-                    deleting: false,
-                },
-            );
-            s.revision += 1;
-            Ok(Outcome::Custody {
-                custody: d.custody,
-                changed: true,
-            })
-        }
-        Request::MarkDeleting { session_id } => {
-            let row = row_mut(s, session_id)?;
-            let changed = !row.deleting;
-            row.deleting = true;
-            Ok(Outcome::Done { changed })
-        }
-        Request::UnmarkDeleting { session_id } => {
-            let row = row_mut(s, session_id)?;
-            let changed = row.deleting;
-            row.deleting = false;
-            Ok(Outcome::Done { changed })
-        }
+        } => import_session(s, session_id, creation, op, from, *now),
+        Request::MarkDeleting { session_id } => mark_deleting(s, session_id, true),
+        Request::UnmarkDeleting { session_id } => mark_deleting(s, session_id, false),
         Request::ClaimDelegate {
             spawner,
             parent_session,
             session_id,
             now,
             limit,
-        } => {
-            check_pair(spawner, parent_session)?;
-            check_session_id(session_id)?;
-            if !s.sessions.contains_key(session_id) {
-                return Err(not_found(session_id));
-            }
-            let key = (spawner.clone(), parent_session.clone());
-            if let Some(row) = s.delegates.get_mut(&key) {
-                if row.session_id != *session_id {
-                    return Err(conflict(format!(
-                        "({spawner}, {parent_session}) is bound to session {}",
-                        row.session_id
-                    )));
-                }
-                row.last_contact_ms = *now;
-                return Ok(Outcome::Delegate(Claim::Existing(Delegate {
-                    spawner: spawner.clone(),
-                    parent_session: parent_session.clone(),
-                    session_id: session_id.clone(),
-                    last_contact_ms: *now,
-                })));
-            }
-            if let Some(d) = s.delegate_of(session_id) {
-                return Err(conflict(format!(
-                    "session {session_id} is the delegate of ({}, {})",
-                    d.spawner, d.parent_session
-                )));
-            }
-            let held = s.delegates_held(spawner);
-            if held >= *limit {
-                return Ok(Outcome::Delegate(Claim::AtLimit { held }));
-            }
-            s.delegates.insert(
-                key,
-                DelegateRow {
-                    session_id: session_id.clone(),
-                    last_contact_ms: *now,
-                },
-            );
-            Ok(Outcome::Delegate(Claim::Claimed(Delegate {
-                spawner: spawner.clone(),
-                parent_session: parent_session.clone(),
-                session_id: session_id.clone(),
-                last_contact_ms: *now,
-            })))
+        } => claim_delegate(s, spawner, parent_session, session_id, *now, *limit),
+        Request::Delete { session_id } => delete(s, session_id),
+    }
+}
+
+/// `Reserve`: a new creation key registers the session `Reserved`,
+/// `Active`, `Resident`; a known key answers its original registration when
+/// the retry repeats it, else `Conflict`; a taken session id is `Conflict`.
+fn reserve(
+    s: &mut CatalogueState,
+    session_id: &str,
+    creation: &Creation,
+    now: Millis,
+) -> Result<Outcome, CatalogueError> {
+    check_session_id(session_id)?;
+    creation.validate()?;
+    if let Some((id, row)) = s.by_key(&creation.creation_key) {
+        if !row.creation.repeats(creation) {
+            return Err(conflict(format!(
+                "creation key {:?} is registered as {id} with another request",
+                creation.creation_key
+            )));
         }
-        Request::Delete { session_id } => {
-            let row = row_mut(s, session_id)?;
-            custody::decide(Some(&row.custody), &custody::Request::Delete)
-                .map_err(|e| CatalogueError::from_custody(e, session_id))?;
-            // The delegate row goes first, which frees the slot.
-            s.delegates.retain(|_, d| d.session_id != *session_id);
-            s.workspace_defaults.retain(|_, v| v != session_id);
-            s.sessions.remove(session_id);
-            s.revision += 1;
-            Ok(Outcome::Done { changed: true })
+        return Ok(Outcome::Reserved {
+            registration: creation_view(id, row),
+            created: false,
+        });
+    }
+    if s.sessions.contains_key(session_id) {
+        return Err(conflict(format!("session id {session_id} is taken")));
+    }
+    let row = new_row(creation, now, InitState::Reserved, Custody::Resident);
+    let registration = creation_view(session_id, &row);
+    s.sessions.insert(session_id.to_owned(), row);
+    s.revision += 1;
+    Ok(Outcome::Reserved {
+        registration,
+        created: true,
+    })
+}
+
+/// A new session row: active, no override, no subtitle, no deletion mark.
+fn new_row(creation: &Creation, now: Millis, state: InitState, custody: Custody) -> SessionRow {
+    SessionRow {
+        creation: creation.clone(),
+        created_at_ms: now,
+        state,
+        name_override: None,
+        visibility: Visibility::Active,
+        subtitle: None,
+        custody,
+        deleting: false,
+    }
+}
+
+/// `Confirm`: `Reserved → Saved` (a `Saved` row is unchanged).
+fn confirm(s: &mut CatalogueState, session_id: &str) -> Result<Outcome, CatalogueError> {
+    let row = row_mut(s, session_id)?;
+    let changed = row.state == InitState::Reserved;
+    row.state = InitState::Saved;
+    Ok(done(s, changed))
+}
+
+/// `Rename`: writes the display-name override.
+fn rename(s: &mut CatalogueState, session_id: &str, name: &str) -> Result<Outcome, CatalogueError> {
+    display_name(name)?;
+    let row = row_mut(s, session_id)?;
+    let changed = row.name_override.as_deref() != Some(name);
+    row.name_override = Some(name.to_owned());
+    Ok(done(s, changed))
+}
+
+/// `SetVisibility`: an archived session is also no workspace's default.
+fn set_visibility(
+    s: &mut CatalogueState,
+    session_id: &str,
+    visibility: Visibility,
+) -> Result<Outcome, CatalogueError> {
+    let row = row_mut(s, session_id)?;
+    let changed = row.visibility != visibility;
+    row.visibility = visibility;
+    if visibility == Visibility::Archived {
+        // An archived session is no workspace's default.
+        s.workspace_defaults.retain(|_, v| v != session_id);
+    }
+    Ok(done(s, changed))
+}
+
+/// `SetProfile`: replaces the profile.
+fn set_profile(
+    s: &mut CatalogueState,
+    session_id: &str,
+    profile: &Option<String>,
+) -> Result<Outcome, CatalogueError> {
+    check_opt(profile, "profile", is_profile_name)?;
+    let row = row_mut(s, session_id)?;
+    let changed = row.creation.profile != *profile;
+    row.creation.profile = profile.clone();
+    Ok(done(s, changed))
+}
+
+/// `SeedExecutor`: sets a pooled session's executor once; the same
+/// executor again is unchanged, another one is `Conflict`.
+fn seed_executor(
+    s: &mut CatalogueState,
+    session_id: &str,
+    executor: &str,
+) -> Result<Outcome, CatalogueError> {
+    if !is_executor_name(executor) {
+        return Err(invalid("executor name", executor));
+    }
+    let row = row_mut(s, session_id)?;
+    if row.creation.pool.is_none() {
+        return Err(conflict("only a pooled session's executor is seeded"));
+    }
+    match &row.creation.executor {
+        Some(e) if e == executor => Ok(done(s, false)),
+        Some(e) => Err(conflict(format!("the executor is already {e}"))),
+        None => {
+            row.creation.executor = Some(executor.to_owned());
+            Ok(done(s, true))
         }
     }
+}
+
+/// `SeedSubtitle`: writes the subtitle reduced from `prompt` once; a
+/// standing subtitle is answered unchanged.
+fn seed_subtitle(
+    s: &mut CatalogueState,
+    session_id: &str,
+    prompt: &str,
+) -> Result<Outcome, CatalogueError> {
+    let row = row_mut(s, session_id)?;
+    if row.subtitle.is_some() {
+        return Ok(Outcome::Subtitle {
+            subtitle: row.subtitle.clone(),
+            changed: false,
+        });
+    }
+    let subtitle = subtitle_from_prompt(prompt);
+    let changed = subtitle.is_some();
+    row.subtitle = subtitle.clone();
+    if changed {
+        s.revision += 1;
+    }
+    Ok(Outcome::Subtitle { subtitle, changed })
+}
+
+/// `SetWorkspaceDefault`: only a local, unarchived session of that
+/// workspace may be its default (a registered workspace has none).
+fn set_workspace_default(
+    s: &mut CatalogueState,
+    workspace: &str,
+    session_id: &str,
+) -> Result<Outcome, CatalogueError> {
+    let row = row_mut(s, session_id)?;
+    if row.creation.is_registered() {
+        return Err(conflict(
+            "a registered workspace has no default: two executors may register the same name",
+        ));
+    }
+    if row.creation.workspace != workspace {
+        return Err(conflict(format!(
+            "session {session_id} is not in workspace {workspace:?}"
+        )));
+    }
+    if row.visibility == Visibility::Archived {
+        return Err(conflict(format!("session {session_id} is archived")));
+    }
+    let changed = s.workspace_defaults.get(workspace).map(String::as_str) != Some(session_id);
+    s.workspace_defaults
+        .insert(workspace.to_owned(), session_id.to_owned());
+    Ok(done(s, changed))
+}
+
+/// `RememberFolder`: the folder becomes the newest under a fresh sequence
+/// number (an older row of the same path is retired); at most
+/// [`RECENT_FOLDER_LIMIT`] rows stay. Does not move the revision.
+fn remember_folder(s: &mut CatalogueState, path: &str) -> Result<Outcome, CatalogueError> {
+    if !is_local_workspace(path) {
+        return Err(invalid("folder", path));
+    }
+    let seq = s
+        .recent_seq
+        .checked_add(1)
+        .ok_or_else(|| CatalogueError::Conflict {
+            detail: "the recent-folder sequence is exhausted".into(),
+        })?;
+    s.recent.retain(|r| r.path != path);
+    let recent = Recent {
+        id: seq,
+        path: path.to_owned(),
+    };
+    s.recent.insert(recent.clone());
+    s.recent_seq = seq;
+    while s.recent.len() > RECENT_FOLDER_LIMIT {
+        s.recent.pop_first();
+    }
+    Ok(Outcome::Remembered(recent))
+}
+
+/// `ForgetFolder`: removes the row with that id, if any. Does not move the
+/// revision.
+fn forget_folder(s: &mut CatalogueState, id: u64) -> Outcome {
+    let before = s.recent.len();
+    s.recent.retain(|r| r.id != id);
+    Outcome::Done {
+        changed: s.recent.len() != before,
+    }
+}
+
+/// `ImportSession`: a known session takes the custody transition alone; a
+/// never-seen one is registered `Saved` with the custody
+/// [`custody::decide`] gives an absent row (`Imported`), unless its
+/// creation key is registered here under another id.
+fn import_session(
+    s: &mut CatalogueState,
+    session_id: &str,
+    creation: &Creation,
+    op: &MoveOp,
+    from: &Peer,
+    now: Millis,
+) -> Result<Outcome, CatalogueError> {
+    check_session_id(session_id)?;
+    let req = custody::Request::ImportSession {
+        op: op.clone(),
+        from: from.clone(),
+    };
+    if s.sessions.contains_key(session_id) {
+        return transition(s, session_id, &req);
+    }
+    creation.validate()?;
+    if let Some((id, _)) = s.by_key(&creation.creation_key) {
+        return Err(conflict(format!(
+            "creation key {:?} is registered here as {id}",
+            creation.creation_key
+        )));
+    }
+    let d = custody::decide(None, &req).map_err(|e| CatalogueError::from_custody(e, session_id))?;
+    let row = new_row(creation, now, InitState::Saved, d.custody.clone());
+    s.sessions.insert(session_id.to_owned(), row);
+    s.revision += 1;
+    Ok(Outcome::Custody {
+        custody: d.custody,
+        changed: true,
+    })
+}
+
+/// `MarkDeleting` (`deleting = true`) and `UnmarkDeleting` (`false`): sets
+/// the deletion mark. Does not move the revision.
+fn mark_deleting(
+    s: &mut CatalogueState,
+    session_id: &str,
+    deleting: bool,
+) -> Result<Outcome, CatalogueError> {
+    let row = row_mut(s, session_id)?;
+    let changed = row.deleting != deleting;
+    row.deleting = deleting;
+    Ok(Outcome::Done { changed })
+}
+
+/// `ClaimDelegate`: a recorded pair naming this session moves its contact
+/// time (`Existing`); a pair bound to another session, or a session that is
+/// already another pair's delegate, is `Conflict`; a new pair is recorded
+/// (`Claimed`) unless the spawner already holds `limit` rows (`AtLimit`,
+/// nothing written). Does not move the revision.
+fn claim_delegate(
+    s: &mut CatalogueState,
+    spawner: &str,
+    parent_session: &str,
+    session_id: &str,
+    now: Millis,
+    limit: u32,
+) -> Result<Outcome, CatalogueError> {
+    check_pair(spawner, parent_session)?;
+    check_session_id(session_id)?;
+    if !s.sessions.contains_key(session_id) {
+        return Err(not_found(session_id));
+    }
+    let delegate = Delegate {
+        spawner: spawner.to_owned(),
+        parent_session: parent_session.to_owned(),
+        session_id: session_id.to_owned(),
+        last_contact_ms: now,
+    };
+    let key = (spawner.to_owned(), parent_session.to_owned());
+    if let Some(row) = s.delegates.get_mut(&key) {
+        if row.session_id != session_id {
+            return Err(conflict(format!(
+                "({spawner}, {parent_session}) is bound to session {}",
+                row.session_id
+            )));
+        }
+        row.last_contact_ms = now;
+        return Ok(Outcome::Delegate(Claim::Existing(delegate)));
+    }
+    if let Some(d) = s.delegate_of(session_id) {
+        return Err(conflict(format!(
+            "session {session_id} is the delegate of ({}, {})",
+            d.spawner, d.parent_session
+        )));
+    }
+    let held = s.delegates_held(spawner);
+    if held >= limit {
+        return Ok(Outcome::Delegate(Claim::AtLimit { held }));
+    }
+    s.delegates.insert(
+        key,
+        DelegateRow {
+            session_id: session_id.to_owned(),
+            last_contact_ms: now,
+        },
+    );
+    Ok(Outcome::Delegate(Claim::Claimed(delegate)))
+}
+
+/// `Delete`: removes the session with its delegate row and workspace
+/// defaults, when custody allows it (not `Moving` or `Moved`).
+fn delete(s: &mut CatalogueState, session_id: &str) -> Result<Outcome, CatalogueError> {
+    let row = row_mut(s, session_id)?;
+    custody::decide(Some(&row.custody), &custody::Request::Delete)
+        .map_err(|e| CatalogueError::from_custody(e, session_id))?;
+    // The delegate row goes first, which frees the slot.
+    s.delegates.retain(|_, d| d.session_id != session_id);
+    s.workspace_defaults.retain(|_, v| v != session_id);
+    s.sessions.remove(session_id);
+    s.revision += 1;
+    Ok(Outcome::Done { changed: true })
 }
 
 /// Whether `(spawner, parent_session)` is a well-formed delegate pair: an

@@ -356,97 +356,128 @@ pub fn ledger_stream_with(decide: Decide, ops: &[LedgerOp]) -> Result<(), Violat
                 format!("{req:?} changed the ledger"),
             ));
         }
-        match (&req, &answer) {
-            (Request::Admit { key, token, .. }, Answer::Admission(Admission::Fresh)) => {
-                if ever.contains(key) {
-                    return Err(violation(
-                        "a-key-is-admitted-at-most-once",
-                        step,
-                        format!("{key:?} admitted Fresh again"),
-                    ));
-                }
-                let ok = before.scopes.get(&key.session).is_some_and(|s| {
-                    s.state == ScopeState::Open
-                        && s.incarnation == key.incarnation
-                        && s.attach_token == *token
-                });
-                if !ok {
-                    return Err(violation(
-                        "fresh-only-for-the-current-token-and-incarnation",
-                        step,
-                        format!(
-                            "{key:?} with {token} over {:?}",
-                            before.scopes.get(&key.session)
-                        ),
-                    ));
-                }
-            }
-            (Request::Open, _)
-                if next
-                    .calls
-                    .values()
-                    .any(|r| matches!(r.state, RowState::Admitted { .. })) =>
-            {
-                return Err(violation(
-                    "open-leaves-nothing-admitted",
-                    step,
-                    String::new(),
-                ));
-            }
-            _ => {}
-        }
-        if matches!(
-            answer,
-            Answer::Admission(Admission::Fresh) | Answer::Finished
-        ) && next.ledger_bytes() > limits.max_ledger_bytes
-            && next.ledger_bytes() > before.ledger_bytes()
-        {
-            return Err(violation(
-                "budget-never-exceeded-by-admit-or-finish",
-                step,
-                format!("{} > {}", next.ledger_bytes(), limits.max_ledger_bytes),
-            ));
-        }
-        if matches!(answer, Answer::Attached(_))
-            && next.unclean_scopes() > limits.max_unclean_scopes
-        {
-            return Err(violation(
-                "unclean-scopes-bounded",
-                step,
-                format!("{} unclean", next.unclean_scopes()),
-            ));
-        }
-        for (session, s) in &next.scopes {
-            if let Some(old) = before.scopes.get(session) {
-                if s.incarnation != old.incarnation
-                    && (old.state != ScopeState::Closed(CloseOutcome::AllRetired)
-                        || old.incarnation.checked_add(1) != Some(s.incarnation))
-                {
-                    return Err(violation(
-                        "reopen-only-from-all-retired-at-plus-one",
-                        step,
-                        format!("{old:?} -> {s:?}"),
-                    ));
-                }
-            }
-        }
-        if let Some(k) = next.acks.iter().find(|k| next.calls.contains_key(*k)) {
-            return Err(violation(
-                "rows-and-tombstones-disjoint",
-                step,
-                format!("{k:?}"),
-            ));
-        }
-        if let Some((k, _)) = next.calls.iter().find(|(k, r)| r.read(k).is_err()) {
-            return Err(violation(
-                "terminal-outcomes-match-their-digest",
-                step,
-                format!("{k:?}"),
-            ));
-        }
+        check_answer(step, &req, &answer, &before, &next, &ever)?;
+        check_bounds(step, &limits, &answer, &before, &next)?;
+        check_rows(step, &before, &next)?;
         ever.extend(next.calls.keys().cloned());
         ever.extend(next.acks.iter().cloned());
         state = next;
+    }
+    Ok(())
+}
+
+/// **once** and **by value** for a `Fresh` admission; **recovery** for
+/// `open`.
+fn check_answer(
+    step: usize,
+    req: &Request,
+    answer: &Answer,
+    before: &LedgerState,
+    next: &LedgerState,
+    ever: &BTreeSet<Key>,
+) -> Result<(), Violation> {
+    match (req, answer) {
+        (Request::Admit { key, token, .. }, Answer::Admission(Admission::Fresh)) => {
+            if ever.contains(key) {
+                return Err(violation(
+                    "a-key-is-admitted-at-most-once",
+                    step,
+                    format!("{key:?} admitted Fresh again"),
+                ));
+            }
+            let ok = before.scopes.get(&key.session).is_some_and(|s| {
+                s.state == ScopeState::Open
+                    && s.incarnation == key.incarnation
+                    && s.attach_token == *token
+            });
+            if !ok {
+                return Err(violation(
+                    "fresh-only-for-the-current-token-and-incarnation",
+                    step,
+                    format!(
+                        "{key:?} with {token} over {:?}",
+                        before.scopes.get(&key.session)
+                    ),
+                ));
+            }
+        }
+        (Request::Open, _)
+            if next
+                .calls
+                .values()
+                .any(|r| matches!(r.state, RowState::Admitted { .. })) =>
+        {
+            return Err(violation(
+                "open-leaves-nothing-admitted",
+                step,
+                String::new(),
+            ));
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// **budget** after a `Fresh` or a `finish`; **slots** after an `attach`.
+fn check_bounds(
+    step: usize,
+    limits: &Limits,
+    answer: &Answer,
+    before: &LedgerState,
+    next: &LedgerState,
+) -> Result<(), Violation> {
+    if matches!(
+        answer,
+        Answer::Admission(Admission::Fresh) | Answer::Finished
+    ) && next.ledger_bytes() > limits.max_ledger_bytes
+        && next.ledger_bytes() > before.ledger_bytes()
+    {
+        return Err(violation(
+            "budget-never-exceeded-by-admit-or-finish",
+            step,
+            format!("{} > {}", next.ledger_bytes(), limits.max_ledger_bytes),
+        ));
+    }
+    if matches!(answer, Answer::Attached(_)) && next.unclean_scopes() > limits.max_unclean_scopes {
+        return Err(violation(
+            "unclean-scopes-bounded",
+            step,
+            format!("{} unclean", next.unclean_scopes()),
+        ));
+    }
+    Ok(())
+}
+
+/// **reopen**, and the rows' integrity: rows and tombstones disjoint, every
+/// terminal outcome matching its digest and size.
+fn check_rows(step: usize, before: &LedgerState, next: &LedgerState) -> Result<(), Violation> {
+    for (session, s) in &next.scopes {
+        if let Some(old) = before.scopes.get(session) {
+            if s.incarnation != old.incarnation
+                && (old.state != ScopeState::Closed(CloseOutcome::AllRetired)
+                    || old.incarnation.checked_add(1) != Some(s.incarnation))
+            {
+                return Err(violation(
+                    "reopen-only-from-all-retired-at-plus-one",
+                    step,
+                    format!("{old:?} -> {s:?}"),
+                ));
+            }
+        }
+    }
+    if let Some(k) = next.acks.iter().find(|k| next.calls.contains_key(*k)) {
+        return Err(violation(
+            "rows-and-tombstones-disjoint",
+            step,
+            format!("{k:?}"),
+        ));
+    }
+    if let Some((k, _)) = next.calls.iter().find(|(k, r)| r.read(k).is_err()) {
+        return Err(violation(
+            "terminal-outcomes-match-their-digest",
+            step,
+            format!("{k:?}"),
+        ));
     }
     Ok(())
 }

@@ -333,6 +333,14 @@ fn digest_mismatch_is_reported_on_every_read() {
 #[test]
 fn scope_rules_close_reopen_release() {
     let mut t = T::new();
+    first_incarnation_closes_clean(&mut t);
+    second_incarnation_closes_unclean_and_is_released(&mut t);
+}
+
+/// Incarnation 1 of `s`: one workspace, no reopen while open, `finish_close`
+/// only after `begin_close`, a clean close drops the tombstones, and only
+/// `incarnation + 1` reopens; a clean scope is not releasable.
+fn first_incarnation_closes_clean(t: &mut T) {
     t.attach("s", 1, "a").unwrap();
     assert!(matches!(
         t.run(Request::Attach {
@@ -390,6 +398,13 @@ fn scope_rules_close_reopen_release() {
             state: ScopeState::Closed(CloseOutcome::AllRetired)
         })
     );
+}
+
+/// Incarnation 2 of `s` (after [`first_incarnation_closes_clean`]): a
+/// closing scope admits nothing, an unclean close keeps its tombstones and
+/// never reopens by itself, `release` is its exit (recorded, tombstones
+/// dropped), and an open scope is not releasable.
+fn second_incarnation_closes_unclean_and_is_released(t: &mut T) {
     t.attach("s", 2, "b").unwrap();
     let k2 = key("s", "o", 2);
     assert_eq!(t.admit(&k2, "b"), Ok(fresh()));

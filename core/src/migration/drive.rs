@@ -331,6 +331,17 @@ pub enum Driver {
     Finished,
 }
 
+/// One driver step under way: who takes it, from which run, under which
+/// fault, and whether the step was forced (a confused driver).
+struct Turn<'a> {
+    fx: &'a Fixture,
+    m: &'a Machine,
+    d: usize,
+    run: Run,
+    fault: Fault,
+    forced: bool,
+}
+
 /// Bits of [`Sim::broken`]: rules the monitor saw broken.
 pub mod rule {
     /// A World became discoverable before every table, object and control
@@ -760,31 +771,30 @@ impl Sim {
         self.drivers[d] = Driver::Finished;
     }
 
-    /// Sends `req` for driver `d`; persists the destination; returns the
-    /// outcome and the run the reply would carry. A refusal ends a real
-    /// driver's run (the caller sees the error) but not a forced one.
-    fn send(
-        &mut self,
-        m: &Machine,
-        d: usize,
-        run: &Run,
-        req: Request,
-        forced: bool,
-    ) -> Option<(Outcome, Run)> {
-        match (m.decide)(&self.state(run), &req) {
+    /// Sends `req` for the turn's driver from `run`; persists the
+    /// destination; returns the outcome and the run the reply would carry.
+    /// A refusal ends a real driver's run (the caller sees the error) but
+    /// not a forced one.
+    fn send(&mut self, t: &Turn, run: &Run, req: Request) -> Option<(Outcome, Run)> {
+        match (t.m.decide)(&self.state(run), &req) {
             Ok(dec) => {
                 self.dest = dec.next.destination;
                 Some((dec.outcome, dec.next.run))
             }
             Err(e) => {
-                if !forced {
-                    self.finish(d, &e);
+                if !t.forced {
+                    self.finish(t.d, &e);
                 }
                 None
             }
         }
     }
 
+    /// Driver `d` takes one step: the one its machine names, or `forced`.
+    /// Each step kind is its own function below, answering the run the
+    /// driver holds afterwards (`None`: the turn ended early — a crash, a
+    /// refusal, a step that cannot run); then the fault decides whether the
+    /// driver crashes, loses the reply, or keeps that run.
     fn step(&mut self, fx: &Fixture, m: &Machine, d: usize, fault: Fault, forced: Option<Forced>) {
         let Driver::Running(run) = self.drivers[d].clone() else {
             return;
@@ -804,331 +814,35 @@ impl Sim {
         if forced.is_none() && step.reads_source() {
             self.source_read(fx);
         }
-        let is_forced = forced.is_some();
-        let mut run_after: Run;
-        match next {
-            Next::Validate => {
-                let report = self.preflight(fx);
-                let Some((_, r)) = self.send(m, d, &run, Request::Validate { report }, is_forced)
-                else {
-                    return;
-                };
-                run_after = r;
-            }
-            Next::Plan => {
-                let (generation, epoch) = match (run.plan, self.caller_plan) {
-                    (Some(_), Some(held)) => held,
-                    (Some(_), None) => return,
-                    (None, _) => {
-                        let Ok(dec) = fence::decide(
-                            &self.source_fence,
-                            &fence::Request::Acquire {
-                                holder: fx.migration_holder.clone(),
-                            },
-                        ) else {
-                            return;
-                        };
-                        self.source_fence = dec.next;
-                        (self.source_gen, self.source_fence.issued)
-                    }
-                };
-                if fault == Fault::CrashBeforeRecord {
-                    self.crash(m, d);
-                    return;
-                }
-                let plan = fx.plan(generation, epoch, 0);
-                let Some((_, r)) = self.send(m, d, &run, Request::Freeze { plan }, is_forced)
-                else {
-                    return;
-                };
-                if !matches!(fault, Fault::LoseReply | Fault::CrashAfterRecord) {
-                    self.caller_plan = Some((generation, epoch));
-                }
-                run_after = r;
-            }
-            Next::Reserve => {
-                let Some((generation, epoch)) = self.caller_plan else {
-                    return;
-                };
-                let req = Request::Reserve {
-                    plan: fx.plan(generation, epoch, 0),
-                    now: u64::from(self.clock),
-                };
-                let Some((_, r)) = self.send(m, d, &run, req, is_forced) else {
-                    return;
-                };
-                if d == 1 {
-                    self.seen |= seen::SECOND_RESUMED;
-                }
-                run_after = r;
-            }
-            Next::CopyObject { index } => {
-                if index >= OBJECTS {
-                    return;
-                }
-                let facts = fx.object(index);
-                let present = self.dest_objects & (1 << index) != 0;
-                let found = present.then_some(facts);
-                let Some((out, r)) = self.send(
-                    m,
-                    d,
-                    &run,
-                    Request::Object {
-                        sha256: facts.sha256,
-                        found,
-                    },
-                    is_forced,
-                ) else {
-                    return;
-                };
-                run_after = r;
-                if present && out == Outcome::Recorded {
-                    self.seen |= seen::OBJECT_REUSED;
-                }
-                if out == Outcome::CopyObject {
-                    self.source_read(fx);
-                    self.dest_objects |= 1 << index;
-                    if fault == Fault::CrashBeforeRecord {
-                        self.crash(m, d);
-                        return;
-                    }
-                    let req = Request::Object {
-                        sha256: facts.sha256,
-                        found: Some(facts),
-                    };
-                    let Some((_, r)) = self.send(m, d, &run_after, req, is_forced) else {
-                        return;
-                    };
-                    run_after = r;
-                }
-            }
-            Next::CopyTable { index } => {
-                let i = index % TABLES;
-                let generation = self.plan_gen_epoch(fx).map_or(0, |(g, _)| g);
-                let was_in_doubt = self
-                    .dest
-                    .reservation
-                    .as_ref()
-                    .and_then(|r| r.tables.get(i).copied())
-                    == Some(TableState::InDoubt);
-                let found = (self.dest_tables[i] > 0)
-                    .then(|| fx.destination_table(i, self.dest_tables[i], generation));
-                let req = Request::Table {
-                    name: fx.tables[i].clone(),
-                    found,
-                };
-                let Some((mut out, r)) = self.send(m, d, &run, req, is_forced) else {
-                    return;
-                };
-                run_after = r;
-                if was_in_doubt && found.is_some() && out == Outcome::Recorded {
-                    self.seen |= seen::AMBIGUOUS_CONVERGED;
-                }
-                if was_in_doubt && found.is_none() && out == Outcome::Append {
-                    self.seen |= seen::AMBIGUOUS_RETRIED;
-                }
-                let mut appends = 0;
-                while out == Outcome::Append && appends < 3 {
-                    appends += 1;
-                    self.source_read(fx);
-                    if i == 0 && self.dest_objects.count_ones() as usize != OBJECTS {
-                        self.broken |= rule::FILES_BEFORE_OBJECTS;
-                    }
-                    let first = appends == 1;
-                    let landed = !(first && fault == Fault::AmbiguousLost);
-                    if landed {
-                        self.dest_tables[i] = self.dest_tables[i].saturating_add(1);
-                        if self.dest_tables[i] > 1 {
-                            self.broken |= rule::DOUBLE_APPEND;
-                        }
-                    }
-                    if first && fault == Fault::CrashBeforeRecord {
-                        self.crash(m, d);
-                        return;
-                    }
-                    let reply = if first
-                        && matches!(fault, Fault::AmbiguousLanded | Fault::AmbiguousLost)
-                    {
-                        CommitReply::Ambiguous
-                    } else {
-                        CommitReply::Committed(fx.destination_table(
-                            i,
-                            self.dest_tables[i],
-                            generation,
-                        ))
-                    };
-                    let req = Request::TableCommitted {
-                        name: fx.tables[i].clone(),
-                        reply,
-                    };
-                    let Some((o, r)) = self.send(m, d, &run_after, req, is_forced) else {
-                        return;
-                    };
-                    out = o;
-                    run_after = r;
-                }
-            }
-            Next::VerifyTable { index } => {
-                let i = index % TABLES;
-                let generation = self.plan_gen_epoch(fx).map_or(0, |(g, _)| g);
-                let req = Request::VerifyTable {
-                    name: fx.tables[i].clone(),
-                    read_back: fx.destination_table(i, self.dest_tables[i], generation),
-                };
-                let Some((_, r)) = self.send(m, d, &run, req, is_forced) else {
-                    return;
-                };
-                run_after = r;
-            }
-            Next::Recheck => {
-                let observed = SourceObservation {
-                    control_digest: fx.control_digest(self.source_gen),
-                    tables: (0..TABLES)
-                        .map(|i| {
-                            (
-                                fx.tables[i].clone(),
-                                fx.source_table(i, self.source_gen).snapshot,
-                            )
-                        })
-                        .collect(),
-                    inventory_digest: fx.plan(0, 1, 0).artifacts.inventory_digest(),
-                    world_epochs: vec![(fx.world.clone(), self.source_fence.issued)],
-                };
-                let Some((out, r)) =
-                    self.send(m, d, &run, Request::Recheck { observed }, is_forced)
-                else {
-                    return;
-                };
-                if out == Outcome::Invalidated {
-                    self.seen |= seen::DRIFT_ABORTED;
-                }
-                run_after = r;
-            }
-            Next::StageControl => {
-                let generation = self.plan_gen_epoch(fx).map_or(0, |(g, _)| g);
-                let req = Request::StageControl {
-                    snapshot_digest: fx.control_digest(generation),
-                };
-                let Some((out, r)) = self.send(m, d, &run, req, is_forced) else {
-                    return;
-                };
-                run_after = r;
-                if let Outcome::Staged { floors } = out {
-                    self.dest_control = true;
-                    let required = self.required_floor(fx);
-                    for f in floors {
-                        if f.floor < required {
-                            self.broken |= rule::FLOOR_LOW;
-                        }
-                        if let Ok(dec) = fence::decide(
-                            &self.dest_fence,
-                            &fence::Request::ImportFloor { floor: f.floor },
-                        ) {
-                            self.dest_fence = dec.next;
-                        }
-                    }
-                }
-            }
-            Next::Activate => {
-                let Some((out, r)) = self.send(m, d, &run, Request::Activate, is_forced) else {
-                    return;
-                };
-                run_after = r;
-                if out == Outcome::Activated {
-                    self.dest_discoverable = true;
-                    let verified = self.ours(fx).is_some_and(|r| {
-                        r.tables
-                            .iter()
-                            .all(|t| matches!(t, TableState::Verified(_)))
-                            && r.objects.iter().all(|v| *v)
-                    });
-                    let stable = self.plan_gen_epoch(fx)
-                        == Some((self.source_gen, self.source_fence.issued));
-                    if !(verified && stable && self.identity_complete(fx)) {
-                        self.broken |= rule::EARLY_DISCOVERY;
-                    }
-                }
-            }
-            Next::ColdVerify => {
-                // A driver the machine guides never runs the verifier after
-                // completion; a confused (forced) driver may, and the machine
-                // refuses its evidence.
-                if !is_forced && self.ours(fx).is_some_and(|r| r.status == Status::Completed) {
-                    self.broken |= rule::COLD_AFTER_COMPLETE;
-                }
-                let generation = self.plan_gen_epoch(fx).map_or(0, |(g, _)| g);
-                // The verifier can resume only a World it discovers.
-                let resume = if self.dest_discoverable {
-                    let Ok(dec) = fence::decide(
-                        &self.dest_fence,
-                        &fence::Request::Acquire {
-                            holder: fx.resume_holder.clone(),
-                        },
-                    ) else {
-                        return;
-                    };
-                    self.dest_fence = dec.next;
-                    let epoch = self.dest_fence.issued;
-                    if epoch <= self.required_floor(fx) {
-                        self.broken |= rule::FLOOR_LOW;
-                    }
-                    Resume::Resumed {
-                        world: fx.world.clone(),
-                        epoch,
-                        tick: 1,
-                    }
-                } else {
-                    Resume::NotApplicable
-                };
-                if fault == Fault::CrashBeforeRecord {
-                    self.crash(m, d);
-                    return;
-                }
-                let evidence = ColdEvidence {
-                    plan_digest: self.ours(fx).map(|r| r.plan_digest).unwrap_or_default(),
-                    worlds_discovered: u64::from(self.dest_discoverable),
-                    tables: (0..TABLES)
-                        .map(|i| {
-                            (
-                                fx.tables[i].clone(),
-                                fx.destination_table(i, self.dest_tables[i], generation),
-                            )
-                        })
-                        .collect(),
-                    objects_verified: u64::from(self.dest_objects.count_ones()),
-                    resume,
-                };
-                let Some((_, r)) =
-                    self.send(m, d, &run, Request::ColdVerify { evidence }, is_forced)
-                else {
-                    return;
-                };
-                run_after = r;
-            }
-            Next::Complete => {
-                let now = u64::from(self.clock);
-                self.clock = self.clock.saturating_add(1);
-                let req = Request::Complete {
-                    version: fx.version.clone(),
-                    now,
-                };
-                let Some((out, r)) = self.send(m, d, &run, req, is_forced) else {
-                    return;
-                };
-                run_after = r;
-                if let Outcome::Completed { receipt, repeated } = out {
-                    self.completed(fx, receipt.digest, repeated);
-                    if !matches!(fault, Fault::LoseReply | Fault::CrashAfterRecord) {
-                        self.drivers[d] = Driver::Finished;
-                    }
-                }
-            }
+        let t = Turn {
+            fx,
+            m,
+            d,
+            run,
+            fault,
+            forced: forced.is_some(),
+        };
+        let run_after = match next {
+            Next::Validate => self.validate(&t),
+            Next::Plan => self.plan(&t),
+            Next::Reserve => self.reserve(&t),
+            Next::CopyObject { index } => self.copy_object(&t, index),
+            Next::CopyTable { index } => self.copy_table(&t, index % TABLES),
+            Next::VerifyTable { index } => self.verify_table(&t, index % TABLES),
+            Next::Recheck => self.recheck(&t),
+            Next::StageControl => self.stage_control(&t),
+            Next::Activate => self.activate(&t),
+            Next::ColdVerify => self.cold_verify(&t),
+            Next::Complete => self.complete(&t),
             Next::Done(receipt) => {
                 self.completed(fx, receipt.digest, true);
                 self.drivers[d] = Driver::Finished;
-                return;
+                None
             }
-        }
+        };
+        let Some(run_after) = run_after else {
+            return;
+        };
         match fault {
             Fault::CrashAfterRecord => self.crash(m, d),
             Fault::LoseReply => {}
@@ -1140,6 +854,314 @@ impl Sim {
         }
     }
 
+    /// `Validate`: the preflight report of the simulated endpoints.
+    fn validate(&mut self, t: &Turn) -> Option<Run> {
+        let report = self.preflight(t.fx);
+        let (_, r) = self.send(t, &t.run, Request::Validate { report })?;
+        Some(r)
+    }
+
+    /// `Plan`: a fresh run acquires the migration's source fence and
+    /// freezes the plan at the source's generation; a run resuming the
+    /// caller's plan freezes that one. The caller holds the plan only when
+    /// the reply arrives.
+    fn plan(&mut self, t: &Turn) -> Option<Run> {
+        let (generation, epoch) = match (t.run.plan, self.caller_plan) {
+            (Some(_), Some(held)) => held,
+            (Some(_), None) => return None,
+            (None, _) => {
+                let dec = fence::decide(
+                    &self.source_fence,
+                    &fence::Request::Acquire {
+                        holder: t.fx.migration_holder.clone(),
+                    },
+                )
+                .ok()?;
+                self.source_fence = dec.next;
+                (self.source_gen, self.source_fence.issued)
+            }
+        };
+        if t.fault == Fault::CrashBeforeRecord {
+            self.crash(t.m, t.d);
+            return None;
+        }
+        let plan = t.fx.plan(generation, epoch, 0);
+        let (_, r) = self.send(t, &t.run, Request::Freeze { plan })?;
+        if !matches!(t.fault, Fault::LoseReply | Fault::CrashAfterRecord) {
+            self.caller_plan = Some((generation, epoch));
+        }
+        Some(r)
+    }
+
+    /// `Reserve` the caller's plan (driver 1 doing it is the second driver
+    /// resuming).
+    fn reserve(&mut self, t: &Turn) -> Option<Run> {
+        let (generation, epoch) = self.caller_plan?;
+        let req = Request::Reserve {
+            plan: t.fx.plan(generation, epoch, 0),
+            now: u64::from(self.clock),
+        };
+        let (_, r) = self.send(t, &t.run, req)?;
+        if t.d == 1 {
+            self.seen |= seen::SECOND_RESUMED;
+        }
+        Some(r)
+    }
+
+    /// `CopyObject`: report what the destination holds; copy (reading the
+    /// source) only when the machine asks to, then record the copy.
+    fn copy_object(&mut self, t: &Turn, index: usize) -> Option<Run> {
+        if index >= OBJECTS {
+            return None;
+        }
+        let facts = t.fx.object(index);
+        let present = self.dest_objects & (1 << index) != 0;
+        let found = present.then_some(facts);
+        let req = Request::Object {
+            sha256: facts.sha256,
+            found,
+        };
+        let (out, mut run_after) = self.send(t, &t.run, req)?;
+        if present && out == Outcome::Recorded {
+            self.seen |= seen::OBJECT_REUSED;
+        }
+        if out == Outcome::CopyObject {
+            self.source_read(t.fx);
+            self.dest_objects |= 1 << index;
+            if t.fault == Fault::CrashBeforeRecord {
+                self.crash(t.m, t.d);
+                return None;
+            }
+            let req = Request::Object {
+                sha256: facts.sha256,
+                found: Some(facts),
+            };
+            let (_, r) = self.send(t, &run_after, req)?;
+            run_after = r;
+        }
+        Some(run_after)
+    }
+
+    /// `CopyTable` `i`: report what a fresh read of the destination finds;
+    /// append (reading the source) only while the machine answers
+    /// `Append`, under the turn's fault (an ambiguous reply that landed or
+    /// not, a crash before the record). The monitor counts appends.
+    fn copy_table(&mut self, t: &Turn, i: usize) -> Option<Run> {
+        let generation = self.plan_gen_epoch(t.fx).map_or(0, |(g, _)| g);
+        let was_in_doubt = self
+            .dest
+            .reservation
+            .as_ref()
+            .and_then(|r| r.tables.get(i).copied())
+            == Some(TableState::InDoubt);
+        let found = (self.dest_tables[i] > 0)
+            .then(|| t.fx.destination_table(i, self.dest_tables[i], generation));
+        let req = Request::Table {
+            name: t.fx.tables[i].clone(),
+            found,
+        };
+        let (mut out, mut run_after) = self.send(t, &t.run, req)?;
+        if was_in_doubt && found.is_some() && out == Outcome::Recorded {
+            self.seen |= seen::AMBIGUOUS_CONVERGED;
+        }
+        if was_in_doubt && found.is_none() && out == Outcome::Append {
+            self.seen |= seen::AMBIGUOUS_RETRIED;
+        }
+        let mut appends = 0;
+        while out == Outcome::Append && appends < 3 {
+            appends += 1;
+            self.source_read(t.fx);
+            if i == 0 && self.dest_objects.count_ones() as usize != OBJECTS {
+                self.broken |= rule::FILES_BEFORE_OBJECTS;
+            }
+            let first = appends == 1;
+            let landed = !(first && t.fault == Fault::AmbiguousLost);
+            if landed {
+                self.dest_tables[i] = self.dest_tables[i].saturating_add(1);
+                if self.dest_tables[i] > 1 {
+                    self.broken |= rule::DOUBLE_APPEND;
+                }
+            }
+            if first && t.fault == Fault::CrashBeforeRecord {
+                self.crash(t.m, t.d);
+                return None;
+            }
+            let reply = if first && matches!(t.fault, Fault::AmbiguousLanded | Fault::AmbiguousLost)
+            {
+                CommitReply::Ambiguous
+            } else {
+                CommitReply::Committed(t.fx.destination_table(i, self.dest_tables[i], generation))
+            };
+            let req = Request::TableCommitted {
+                name: t.fx.tables[i].clone(),
+                reply,
+            };
+            (out, run_after) = self.send(t, &run_after, req)?;
+        }
+        Some(run_after)
+    }
+
+    /// `VerifyTable` `i`: the read-back of the destination table.
+    fn verify_table(&mut self, t: &Turn, i: usize) -> Option<Run> {
+        let generation = self.plan_gen_epoch(t.fx).map_or(0, |(g, _)| g);
+        let req = Request::VerifyTable {
+            name: t.fx.tables[i].clone(),
+            read_back: t.fx.destination_table(i, self.dest_tables[i], generation),
+        };
+        let (_, r) = self.send(t, &t.run, req)?;
+        Some(r)
+    }
+
+    /// `Recheck`: the source as it stands now (its generation and fence).
+    fn recheck(&mut self, t: &Turn) -> Option<Run> {
+        let fx = t.fx;
+        let observed = SourceObservation {
+            control_digest: fx.control_digest(self.source_gen),
+            tables: (0..TABLES)
+                .map(|i| {
+                    (
+                        fx.tables[i].clone(),
+                        fx.source_table(i, self.source_gen).snapshot,
+                    )
+                })
+                .collect(),
+            inventory_digest: fx.plan(0, 1, 0).artifacts.inventory_digest(),
+            world_epochs: vec![(fx.world.clone(), self.source_fence.issued)],
+        };
+        let (out, r) = self.send(t, &t.run, Request::Recheck { observed })?;
+        if out == Outcome::Invalidated {
+            self.seen |= seen::DRIFT_ABORTED;
+        }
+        Some(r)
+    }
+
+    /// `StageControl`: stage the plan's control snapshot and import the
+    /// floors the machine names into the destination fence (the monitor
+    /// checks each against the floor it requires).
+    fn stage_control(&mut self, t: &Turn) -> Option<Run> {
+        let generation = self.plan_gen_epoch(t.fx).map_or(0, |(g, _)| g);
+        let req = Request::StageControl {
+            snapshot_digest: t.fx.control_digest(generation),
+        };
+        let (out, r) = self.send(t, &t.run, req)?;
+        if let Outcome::Staged { floors } = out {
+            self.dest_control = true;
+            let required = self.required_floor(t.fx);
+            for f in floors {
+                if f.floor < required {
+                    self.broken |= rule::FLOOR_LOW;
+                }
+                if let Ok(dec) = fence::decide(
+                    &self.dest_fence,
+                    &fence::Request::ImportFloor { floor: f.floor },
+                ) {
+                    self.dest_fence = dec.next;
+                }
+            }
+        }
+        Some(r)
+    }
+
+    /// `Activate`: the World becomes discoverable; the monitor checks that
+    /// every table and object was verified, the source is still the plan's
+    /// and the identity is complete.
+    fn activate(&mut self, t: &Turn) -> Option<Run> {
+        let (out, r) = self.send(t, &t.run, Request::Activate)?;
+        if out == Outcome::Activated {
+            self.dest_discoverable = true;
+            let verified = self.ours(t.fx).is_some_and(|r| {
+                r.tables
+                    .iter()
+                    .all(|t| matches!(t, TableState::Verified(_)))
+                    && r.objects.iter().all(|v| *v)
+            });
+            let stable =
+                self.plan_gen_epoch(t.fx) == Some((self.source_gen, self.source_fence.issued));
+            if !(verified && stable && self.identity_complete(t.fx)) {
+                self.broken |= rule::EARLY_DISCOVERY;
+            }
+        }
+        Some(r)
+    }
+
+    /// `ColdVerify`: the cold verifier discovers the World, resumes it
+    /// under a fresh destination fence (which must clear the required
+    /// floor), and reports what it read.
+    fn cold_verify(&mut self, t: &Turn) -> Option<Run> {
+        let fx = t.fx;
+        // A driver the machine guides never runs the verifier after
+        // completion; a confused (forced) driver may, and the machine
+        // refuses its evidence.
+        if !t.forced && self.ours(fx).is_some_and(|r| r.status == Status::Completed) {
+            self.broken |= rule::COLD_AFTER_COMPLETE;
+        }
+        let generation = self.plan_gen_epoch(fx).map_or(0, |(g, _)| g);
+        // The verifier can resume only a World it discovers.
+        let resume = if self.dest_discoverable {
+            let dec = fence::decide(
+                &self.dest_fence,
+                &fence::Request::Acquire {
+                    holder: fx.resume_holder.clone(),
+                },
+            )
+            .ok()?;
+            self.dest_fence = dec.next;
+            let epoch = self.dest_fence.issued;
+            if epoch <= self.required_floor(fx) {
+                self.broken |= rule::FLOOR_LOW;
+            }
+            Resume::Resumed {
+                world: fx.world.clone(),
+                epoch,
+                tick: 1,
+            }
+        } else {
+            Resume::NotApplicable
+        };
+        if t.fault == Fault::CrashBeforeRecord {
+            self.crash(t.m, t.d);
+            return None;
+        }
+        let evidence = ColdEvidence {
+            plan_digest: self.ours(fx).map(|r| r.plan_digest).unwrap_or_default(),
+            worlds_discovered: u64::from(self.dest_discoverable),
+            tables: (0..TABLES)
+                .map(|i| {
+                    (
+                        fx.tables[i].clone(),
+                        fx.destination_table(i, self.dest_tables[i], generation),
+                    )
+                })
+                .collect(),
+            objects_verified: u64::from(self.dest_objects.count_ones()),
+            resume,
+        };
+        let (_, r) = self.send(t, &t.run, Request::ColdVerify { evidence })?;
+        Some(r)
+    }
+
+    /// `Complete` at the caller's clock (which advances); a receipt ends
+    /// the driver unless its reply is lost or it crashes after the record.
+    fn complete(&mut self, t: &Turn) -> Option<Run> {
+        let now = u64::from(self.clock);
+        self.clock = self.clock.saturating_add(1);
+        let req = Request::Complete {
+            version: t.fx.version.clone(),
+            now,
+        };
+        let (out, r) = self.send(t, &t.run, req)?;
+        if let Outcome::Completed { receipt, repeated } = out {
+            self.completed(t.fx, receipt.digest, repeated);
+            if !matches!(t.fault, Fault::LoseReply | Fault::CrashAfterRecord) {
+                self.drivers[t.d] = Driver::Finished;
+            }
+        }
+        Some(r)
+    }
+
+    /// A receipt reached a driver: the monitor checks it is the first one
+    /// (or equal to it), that it came after discovery and cold verification,
+    /// and that the identity is complete.
     fn completed(&mut self, fx: &Fixture, digest: Digest, repeated: bool) {
         match self.receipt {
             Some(first) if first != digest => self.broken |= rule::RECEIPT_CHANGED,

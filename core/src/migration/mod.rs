@@ -959,6 +959,10 @@ fn repeat(state: &State) -> Decision {
     }
 }
 
+/// A request of a destination step, against the caller's own reservation.
+/// Items of an earlier step are idempotent repeats (checked against the
+/// recorded evidence); a later step is out of order. One function per
+/// request below; this is only the dispatch.
 fn destination_step(
     state: &State,
     r: &Reservation,
@@ -972,232 +976,343 @@ fn destination_step(
     } else {
         Step::Complete
     };
-    // Items of an earlier step are idempotent repeats (checked against the
-    // recorded evidence); a later step is out of order.
     if step > expected {
         return Err(out_of_order(expected, step));
     }
+    let at = At { expected, step };
     match req {
-        Request::Object { sha256, found } => {
-            let i = r
-                .plan
-                .artifacts
-                .objects
-                .iter()
-                .position(|o| o.sha256 == *sha256)
-                .ok_or_else(|| MigrationError::UnknownItem(sha256.to_string()))?;
-            let planned = r.plan.artifacts.objects.get(i).copied();
-            match found {
-                Some(f) if Some(*f) == planned => {
-                    if r.objects.get(i) == Some(&true) {
-                        Ok(repeat(state))
-                    } else {
-                        Ok(with_reservation(state, Outcome::Recorded, |r| {
-                            if let Some(v) = r.objects.get_mut(i) {
-                                *v = true;
-                            }
-                        }))
-                    }
-                }
-                Some(_) => Err(MigrationError::ObjectConflict(*sha256)),
-                None if r.objects.get(i) == Some(&true) => {
-                    Err(MigrationError::ObjectConflict(*sha256))
-                }
-                None => Ok(Decision {
-                    outcome: Outcome::CopyObject,
-                    next: state.clone(),
-                }),
-            }
-        }
-        Request::Table { name, found } => {
-            let (i, t) = table(r, name)?;
-            if step == Step::CopyArtifactFiles && !r.objects_done() {
-                return Err(out_of_order(Step::CopyArtifacts, step));
-            }
-            let current = r.tables.get(i).copied().unwrap_or(TableState::Pending);
-            match (found, current) {
-                (Some(f), TableState::Committed(c) | TableState::Verified(c)) => {
-                    if t.destination_matches(f) && f.snapshot == c.snapshot {
-                        Ok(repeat(state))
-                    } else {
-                        Err(MigrationError::TableConflict(name.clone()))
-                    }
-                }
-                (None, TableState::Committed(_) | TableState::Verified(_)) => {
-                    Err(MigrationError::TableConflict(name.clone()))
-                }
-                (Some(f), TableState::Pending | TableState::InDoubt) => {
-                    if t.destination_matches(f) {
-                        // Matching content converges (after a crash or an
-                        // ambiguous commit).
-                        let f = *f;
-                        Ok(with_reservation(state, Outcome::Recorded, |r| {
-                            if let Some(s) = r.tables.get_mut(i) {
-                                *s = TableState::Committed(f);
-                            }
-                        }))
-                    } else {
-                        Err(MigrationError::TableConflict(name.clone()))
-                    }
-                }
-                (None, TableState::Pending | TableState::InDoubt) => {
-                    // Absent: authorize one append, durably in doubt first.
-                    Ok(with_reservation(state, Outcome::Append, |r| {
-                        if let Some(s) = r.tables.get_mut(i) {
-                            *s = TableState::InDoubt;
-                        }
-                    }))
-                }
-            }
-        }
-        Request::TableCommitted { name, reply } => {
-            let (i, t) = table(r, name)?;
-            let current = r.tables.get(i).copied().unwrap_or(TableState::Pending);
-            match (reply, current) {
-                (CommitReply::Committed(f), TableState::InDoubt) => {
-                    if !t.destination_matches(f) {
-                        return Err(MigrationError::TableConflict(name.clone()));
-                    }
-                    let f = *f;
-                    Ok(with_reservation(state, Outcome::Recorded, |r| {
-                        if let Some(s) = r.tables.get_mut(i) {
-                            *s = TableState::Committed(f);
-                        }
-                    }))
-                }
-                (CommitReply::Ambiguous, TableState::InDoubt) => Ok(Decision {
-                    outcome: Outcome::InspectFirst,
-                    next: state.clone(),
-                }),
-                (CommitReply::Committed(f), TableState::Committed(c) | TableState::Verified(c))
-                    if *f == c =>
-                {
-                    Ok(repeat(state))
-                }
-                _ => Err(MigrationError::UnexpectedCommit(name.clone())),
-            }
-        }
-        Request::VerifyTable { name, read_back } => {
-            let (i, t) = table(r, name)?;
-            if step < expected {
-                if let Some(TableState::Verified(v)) = r.tables.get(i) {
-                    return if v == read_back {
-                        Ok(repeat(state))
-                    } else {
-                        Err(MigrationError::TableConflict(name.clone()))
-                    };
-                }
-            }
-            match r.tables.get(i) {
-                Some(TableState::Verified(v)) if v == read_back => Ok(repeat(state)),
-                Some(TableState::Committed(c) | TableState::Verified(c))
-                    if c == read_back && t.destination_matches(read_back) =>
-                {
-                    let f = *read_back;
-                    Ok(with_reservation(state, Outcome::Recorded, |r| {
-                        if let Some(s) = r.tables.get_mut(i) {
-                            *s = TableState::Verified(f);
-                        }
-                    }))
-                }
-                _ => Err(MigrationError::TableConflict(name.clone())),
-            }
-        }
-        Request::Recheck { observed } => {
-            let digest = evidence_digest(observed);
-            if let Some(d) = r.source_stability {
-                return if d == digest {
-                    Ok(repeat(state))
-                } else {
-                    Err(MigrationError::PlanInvalidated)
-                };
-            }
-            if step < expected {
-                return Err(out_of_order(expected, step));
-            }
-            if drifted(&r.plan, observed) {
-                return Ok(with_reservation(state, Outcome::Invalidated, |r| {
-                    r.status = Status::Invalidated;
-                }));
-            }
-            Ok(with_reservation(state, Outcome::Recorded, |r| {
-                r.source_stability = Some(digest);
-            }))
-        }
-        Request::StageControl { snapshot_digest } => {
-            if *snapshot_digest != r.plan.control.snapshot_digest {
-                return Err(MigrationError::ControlConflict);
-            }
-            let floors = import_floors(&r.plan);
-            if let Some(c) = &r.control {
-                return if c.snapshot_digest == *snapshot_digest && c.floors == floors {
-                    Ok(Decision {
-                        outcome: Outcome::Staged { floors },
-                        next: state.clone(),
-                    })
-                } else {
-                    Err(MigrationError::ControlConflict)
-                };
-            }
-            let staged = StagedControl {
-                snapshot_digest: *snapshot_digest,
-                floors: floors.clone(),
-            };
-            Ok(with_reservation(state, Outcome::Staged { floors }, |r| {
-                r.control = Some(staged)
-            }))
-        }
-        Request::Activate => {
-            if r.status == Status::Activated {
-                return Ok(repeat(state));
-            }
-            Ok(with_reservation(state, Outcome::Activated, |r| {
-                r.status = Status::Activated;
-            }))
-        }
-        Request::ColdVerify { evidence } => {
-            if r.status != Status::Activated {
-                return Err(out_of_order(expected, step));
-            }
-            check_cold(r, evidence)?;
-            let digest = evidence_digest(evidence);
-            if r.cold.is_some() {
-                // A re-run after a lost reply may carry a still-higher resume
-                // epoch: the first recorded evidence stands.
-                return Ok(repeat(state));
-            }
-            let e = evidence.clone();
-            Ok(with_reservation(
-                state,
-                Outcome::ColdVerified {
-                    evidence_digest: digest,
-                },
-                |r| r.cold = Some((e, digest)),
-            ))
-        }
-        Request::Complete { version, now } => {
-            if r.status != Status::Activated {
-                return Err(out_of_order(expected, step));
-            }
-            let receipt = build_receipt(r, version, *now)?;
-            let stored = StoredReceipt::seal(receipt);
-            let s = stored.clone();
-            Ok(with_reservation(
-                state,
-                Outcome::Completed {
-                    receipt: Box::new(stored),
-                    repeated: false,
-                },
-                |r| {
-                    r.status = Status::Completed;
-                    r.receipt = Some(s);
-                },
-            ))
-        }
+        Request::Object { sha256, found } => object_found(state, r, sha256, found.as_ref()),
+        Request::Table { name, found } => table_found(state, r, at, name, found.as_ref()),
+        Request::TableCommitted { name, reply } => table_committed(state, r, name, reply),
+        Request::VerifyTable { name, read_back } => verify_table(state, r, at, name, read_back),
+        Request::Recheck { observed } => recheck(state, r, at, observed),
+        Request::StageControl { snapshot_digest } => stage_control(state, r, snapshot_digest),
+        Request::Activate => activate(state, r),
+        Request::ColdVerify { evidence } => cold_verify(state, r, at, evidence),
+        Request::Complete { version, now } => complete(state, r, at, version, *now),
         Request::Validate { .. } | Request::Freeze { .. } | Request::Reserve { .. } => {
             Err(out_of_order(expected, step))
         }
     }
+}
+
+/// Where a destination request stands: the step the reservation expects
+/// and the request's own (never later than `expected`).
+#[derive(Clone, Copy)]
+struct At {
+    expected: Step,
+    step: Step,
+}
+
+impl At {
+    /// Whether the request repeats an earlier step.
+    fn is_repeat(self) -> bool {
+        self.step < self.expected
+    }
+
+    /// The refusal of a request that comes too early.
+    fn out_of_order(self) -> MigrationError {
+        out_of_order(self.expected, self.step)
+    }
+}
+
+/// `Object`: what the destination holds at the object's content address.
+/// The planned object present is recorded (or repeats its record); absent,
+/// the caller is told to copy it; anything else, or an absent object
+/// already recorded, is `ObjectConflict`.
+fn object_found(
+    state: &State,
+    r: &Reservation,
+    sha256: &Digest,
+    found: Option<&ObjectFacts>,
+) -> Result<Decision, MigrationError> {
+    let i = r
+        .plan
+        .artifacts
+        .objects
+        .iter()
+        .position(|o| o.sha256 == *sha256)
+        .ok_or_else(|| MigrationError::UnknownItem(sha256.to_string()))?;
+    let planned = r.plan.artifacts.objects.get(i);
+    let recorded = r.objects.get(i) == Some(&true);
+    match found {
+        Some(f) if Some(f) == planned => {
+            if recorded {
+                Ok(repeat(state))
+            } else {
+                Ok(with_reservation(state, Outcome::Recorded, |r| {
+                    if let Some(v) = r.objects.get_mut(i) {
+                        *v = true;
+                    }
+                }))
+            }
+        }
+        Some(_) => Err(MigrationError::ObjectConflict(*sha256)),
+        None if recorded => Err(MigrationError::ObjectConflict(*sha256)),
+        None => Ok(Decision {
+            outcome: Outcome::CopyObject,
+            next: state.clone(),
+        }),
+    }
+}
+
+/// `Table`: what a fresh read of the destination table finds. Matching
+/// content is recorded `Committed` (convergence after a crash or an
+/// ambiguous commit) or repeats its record; an absent table authorizes one
+/// append, durably `InDoubt` first; anything else is `TableConflict`. The
+/// `artifact_files` table waits for every object.
+fn table_found(
+    state: &State,
+    r: &Reservation,
+    at: At,
+    name: &Name,
+    found: Option<&TableFacts>,
+) -> Result<Decision, MigrationError> {
+    let (i, t) = table(r, name)?;
+    if at.step == Step::CopyArtifactFiles && !r.objects_done() {
+        return Err(out_of_order(Step::CopyArtifacts, at.step));
+    }
+    let current = r.tables.get(i).copied().unwrap_or(TableState::Pending);
+    match (found, current) {
+        (Some(f), TableState::Committed(c) | TableState::Verified(c)) => {
+            if t.destination_matches(f) && f.snapshot == c.snapshot {
+                Ok(repeat(state))
+            } else {
+                Err(MigrationError::TableConflict(name.clone()))
+            }
+        }
+        (None, TableState::Committed(_) | TableState::Verified(_)) => {
+            Err(MigrationError::TableConflict(name.clone()))
+        }
+        (Some(f), TableState::Pending | TableState::InDoubt) => {
+            if t.destination_matches(f) {
+                // Matching content converges (after a crash or an
+                // ambiguous commit).
+                Ok(set_table(
+                    state,
+                    i,
+                    Outcome::Recorded,
+                    TableState::Committed(*f),
+                ))
+            } else {
+                Err(MigrationError::TableConflict(name.clone()))
+            }
+        }
+        (None, TableState::Pending | TableState::InDoubt) => {
+            // Absent: authorize one append, durably in doubt first.
+            Ok(set_table(state, i, Outcome::Append, TableState::InDoubt))
+        }
+    }
+}
+
+/// `TableCommitted`: the append's reply. A committed reply of matching
+/// content records the table; an ambiguous one asks for an inspection
+/// first; a repeat of the recorded commit is a repeat; anything else is
+/// `UnexpectedCommit`.
+fn table_committed(
+    state: &State,
+    r: &Reservation,
+    name: &Name,
+    reply: &CommitReply,
+) -> Result<Decision, MigrationError> {
+    let (i, t) = table(r, name)?;
+    let current = r.tables.get(i).copied().unwrap_or(TableState::Pending);
+    match (reply, current) {
+        (CommitReply::Committed(f), TableState::InDoubt) => {
+            if !t.destination_matches(f) {
+                return Err(MigrationError::TableConflict(name.clone()));
+            }
+            Ok(set_table(
+                state,
+                i,
+                Outcome::Recorded,
+                TableState::Committed(*f),
+            ))
+        }
+        (CommitReply::Ambiguous, TableState::InDoubt) => Ok(Decision {
+            outcome: Outcome::InspectFirst,
+            next: state.clone(),
+        }),
+        (CommitReply::Committed(f), TableState::Committed(c) | TableState::Verified(c))
+            if *f == c =>
+        {
+            Ok(repeat(state))
+        }
+        _ => Err(MigrationError::UnexpectedCommit(name.clone())),
+    }
+}
+
+/// `VerifyTable`: a read-back equal to the committed facts (and matching
+/// the plan) records the table `Verified`; a repeat must equal the verified
+/// facts; anything else is `TableConflict`.
+fn verify_table(
+    state: &State,
+    r: &Reservation,
+    at: At,
+    name: &Name,
+    read_back: &TableFacts,
+) -> Result<Decision, MigrationError> {
+    let (i, t) = table(r, name)?;
+    if at.is_repeat() {
+        if let Some(TableState::Verified(v)) = r.tables.get(i) {
+            return if v == read_back {
+                Ok(repeat(state))
+            } else {
+                Err(MigrationError::TableConflict(name.clone()))
+            };
+        }
+    }
+    match r.tables.get(i) {
+        Some(TableState::Verified(v)) if v == read_back => Ok(repeat(state)),
+        Some(TableState::Committed(c) | TableState::Verified(c))
+            if c == read_back && t.destination_matches(read_back) =>
+        {
+            Ok(set_table(
+                state,
+                i,
+                Outcome::Recorded,
+                TableState::Verified(*read_back),
+            ))
+        }
+        _ => Err(MigrationError::TableConflict(name.clone())),
+    }
+}
+
+/// `Recheck`: the recaptured source. Once recorded, only the same evidence
+/// repeats (other evidence means the plan no longer stands); a drifted
+/// source invalidates the plan; a stable one records its digest.
+fn recheck(
+    state: &State,
+    r: &Reservation,
+    at: At,
+    observed: &SourceObservation,
+) -> Result<Decision, MigrationError> {
+    let digest = evidence_digest(observed);
+    if let Some(d) = r.source_stability {
+        return if d == digest {
+            Ok(repeat(state))
+        } else {
+            Err(MigrationError::PlanInvalidated)
+        };
+    }
+    if at.is_repeat() {
+        return Err(at.out_of_order());
+    }
+    if drifted(&r.plan, observed) {
+        return Ok(with_reservation(state, Outcome::Invalidated, |r| {
+            r.status = Status::Invalidated;
+        }));
+    }
+    Ok(with_reservation(state, Outcome::Recorded, |r| {
+        r.source_stability = Some(digest);
+    }))
+}
+
+/// `StageControl`: the plan's control snapshot is staged with the
+/// [`import_floors`] the answer names; a repeat of the same staging answers
+/// the same floors; another snapshot is `ControlConflict`.
+fn stage_control(
+    state: &State,
+    r: &Reservation,
+    snapshot_digest: &Digest,
+) -> Result<Decision, MigrationError> {
+    if *snapshot_digest != r.plan.control.snapshot_digest {
+        return Err(MigrationError::ControlConflict);
+    }
+    let floors = import_floors(&r.plan);
+    if let Some(c) = &r.control {
+        return if c.snapshot_digest == *snapshot_digest && c.floors == floors {
+            Ok(Decision {
+                outcome: Outcome::Staged { floors },
+                next: state.clone(),
+            })
+        } else {
+            Err(MigrationError::ControlConflict)
+        };
+    }
+    let staged = StagedControl {
+        snapshot_digest: *snapshot_digest,
+        floors: floors.clone(),
+    };
+    Ok(with_reservation(state, Outcome::Staged { floors }, |r| {
+        r.control = Some(staged)
+    }))
+}
+
+/// `Activate`: the World becomes discoverable at the destination.
+fn activate(state: &State, r: &Reservation) -> Result<Decision, MigrationError> {
+    if r.status == Status::Activated {
+        return Ok(repeat(state));
+    }
+    Ok(with_reservation(state, Outcome::Activated, |r| {
+        r.status = Status::Activated;
+    }))
+}
+
+/// `ColdVerify`, after activation: checked evidence is recorded with its
+/// digest; the first recorded evidence stands (a re-run after a lost reply
+/// may carry a still-higher resume epoch).
+fn cold_verify(
+    state: &State,
+    r: &Reservation,
+    at: At,
+    evidence: &ColdEvidence,
+) -> Result<Decision, MigrationError> {
+    if r.status != Status::Activated {
+        return Err(at.out_of_order());
+    }
+    check_cold(r, evidence)?;
+    let digest = evidence_digest(evidence);
+    if r.cold.is_some() {
+        // A re-run after a lost reply may carry a still-higher resume
+        // epoch: the first recorded evidence stands.
+        return Ok(repeat(state));
+    }
+    let e = evidence.clone();
+    Ok(with_reservation(
+        state,
+        Outcome::ColdVerified {
+            evidence_digest: digest,
+        },
+        |r| r.cold = Some((e, digest)),
+    ))
+}
+
+/// `Complete`, after activation: the receipt is built, sealed and stored;
+/// the migration is `Completed`.
+fn complete(
+    state: &State,
+    r: &Reservation,
+    at: At,
+    version: &Name,
+    now: Millis,
+) -> Result<Decision, MigrationError> {
+    if r.status != Status::Activated {
+        return Err(at.out_of_order());
+    }
+    let receipt = build_receipt(r, version, now)?;
+    let stored = StoredReceipt::seal(receipt);
+    let s = stored.clone();
+    Ok(with_reservation(
+        state,
+        Outcome::Completed {
+            receipt: Box::new(stored),
+            repeated: false,
+        },
+        |r| {
+            r.status = Status::Completed;
+            r.receipt = Some(s);
+        },
+    ))
+}
+
+/// Records table `i` as `to`, answering `outcome`.
+fn set_table(state: &State, i: usize, outcome: Outcome, to: TableState) -> Decision {
+    with_reservation(state, outcome, |r| {
+        if let Some(s) = r.tables.get_mut(i) {
+            *s = to;
+        }
+    })
 }
 
 fn table<'a>(r: &'a Reservation, name: &Name) -> Result<(usize, &'a TablePlan), MigrationError> {

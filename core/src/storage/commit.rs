@@ -340,6 +340,39 @@ pub const REASON_HANDLE_CLOSED: &str = "handle-closed";
 /// deterministic: every expectation is evaluated first, then the writes are
 /// validated in list order; only a fully valid commit yields a plan.
 pub fn decide(ctx: &CommitContext, commit: &Commit) -> Result<CommitPlan, CommitError> {
+    check_counts(commit)?;
+    check_expectations(ctx, commit)?;
+    let mut plan = CommitPlan {
+        stats: ctx.stats,
+        next_seq: ctx.next_seq,
+        ..CommitPlan::default()
+    };
+    if commit.writes.is_empty() {
+        plan.receipt.next_seq = ctx.next_seq;
+        return Ok(plan);
+    }
+    let mut planner = Planner {
+        ctx,
+        ts: commit.ts,
+        inserted: BTreeMap::new(),
+        plan,
+    };
+    let mut seq = ctx.next_seq.max(commit.seq_floor.unwrap_or(0)).max(1);
+    for (i, w) in commit.writes.iter().enumerate() {
+        if i > 0 {
+            seq = seq.checked_add(1).ok_or(CommitError::SeqExhausted)?;
+        }
+        planner.write(w, seq)?;
+        planner.plan.receipt.seqs.push(seq);
+    }
+    let mut plan = planner.plan;
+    plan.next_seq = seq.checked_add(1).ok_or(CommitError::SeqExhausted)?;
+    plan.receipt.next_seq = plan.next_seq;
+    Ok(plan)
+}
+
+/// Refuses a commit with more writes or expectations than one commit takes.
+fn check_counts(commit: &Commit) -> Result<(), CommitError> {
     if commit.writes.len() > MAX_WRITES_PER_COMMIT {
         return Err(BoundError::TooManyWrites {
             count: commit.writes.len(),
@@ -352,6 +385,11 @@ pub fn decide(ctx: &CommitContext, commit: &Commit) -> Result<CommitPlan, Commit
         }
         .into());
     }
+    Ok(())
+}
+
+/// Every expectation against the pre-commit registers, before any write.
+fn check_expectations(ctx: &CommitContext, commit: &Commit) -> Result<(), CommitError> {
     for e in &commit.expectations {
         let found = ctx.register_seq(&e.namespace, &e.key);
         if found != e.expected {
@@ -363,30 +401,42 @@ pub fn decide(ctx: &CommitContext, commit: &Commit) -> Result<CommitPlan, Commit
             });
         }
     }
+    Ok(())
+}
 
-    let mut plan = CommitPlan {
-        stats: ctx.stats,
-        next_seq: ctx.next_seq,
-        ..CommitPlan::default()
-    };
-    if commit.writes.is_empty() {
-        plan.receipt.next_seq = ctx.next_seq;
-        return Ok(plan);
-    }
+/// The plan of a commit under way: the writes validated so far, and the
+/// ids they inserted (which later writes of the same commit see).
+struct Planner<'c> {
+    ctx: &'c CommitContext,
+    ts: Millis,
+    inserted: BTreeMap<&'c RecordId, RecordKind>,
+    plan: CommitPlan,
+}
 
-    let start = ctx.next_seq.max(commit.seq_floor.unwrap_or(0)).max(1);
-    let mut inserted: BTreeMap<&RecordId, RecordKind> = BTreeMap::new();
-    let kind_of = |inserted: &BTreeMap<&RecordId, RecordKind>, id: &RecordId| {
-        ctx.ids
+impl<'c> Planner<'c> {
+    /// What `id` names: a stored record, or one inserted earlier in the
+    /// same commit.
+    fn kind_of(&self, id: &RecordId) -> Option<RecordKind> {
+        self.ctx
+            .ids
             .get(id)
             .copied()
-            .or_else(|| inserted.get(id).copied())
-    };
-    let mut seq = start;
-    for (i, w) in commit.writes.iter().enumerate() {
-        if i > 0 {
-            seq = seq.checked_add(1).ok_or(CommitError::SeqExhausted)?;
+            .or_else(|| self.inserted.get(id).copied())
+    }
+
+    /// Refuses an id already in use by any entry or usage row.
+    fn check_unused(&self, id: &RecordId) -> Result<(), CommitError> {
+        match self.kind_of(id) {
+            Some(existing) => Err(CommitError::DuplicateId {
+                id: id.clone(),
+                existing,
+            }),
+            None => Ok(()),
         }
+    }
+
+    /// Validates one write at `seq` and adds it to the plan.
+    fn write(&mut self, w: &'c Write, seq: Seq) -> Result<(), CommitError> {
         match w {
             Write::InsertEntry {
                 id,
@@ -394,28 +444,23 @@ pub fn decide(ctx: &CommitContext, commit: &Commit) -> Result<CommitPlan, Commit
                 kind,
                 payload,
             } => {
-                if let Some(existing) = kind_of(&inserted, id) {
-                    return Err(CommitError::DuplicateId {
-                        id: id.clone(),
-                        existing,
-                    });
-                }
+                self.check_unused(id)?;
                 if let Some(p) = parent {
-                    if kind_of(&inserted, p) != Some(RecordKind::Entry) {
+                    if self.kind_of(p) != Some(RecordKind::Entry) {
                         return Err(CommitError::ParentMissing {
                             id: id.clone(),
                             parent: p.clone(),
                         });
                     }
                 }
-                inserted.insert(id, RecordKind::Entry);
-                plan.entries.push(Entry {
+                self.inserted.insert(id, RecordKind::Entry);
+                self.plan.entries.push(Entry {
                     id: id.clone(),
                     parent: parent.clone(),
                     kind: kind.clone(),
                     payload: payload.clone(),
                     seq,
-                    ts: commit.ts,
+                    ts: self.ts,
                 });
             }
             Write::InsertUsage {
@@ -423,21 +468,17 @@ pub fn decide(ctx: &CommitContext, commit: &Commit) -> Result<CommitPlan, Commit
                 figures,
                 details,
             } => {
-                if let Some(existing) = kind_of(&inserted, id) {
-                    return Err(CommitError::DuplicateId {
-                        id: id.clone(),
-                        existing,
-                    });
-                }
-                inserted.insert(id, RecordKind::Usage);
-                plan.stats = plan
+                self.check_unused(id)?;
+                self.inserted.insert(id, RecordKind::Usage);
+                self.plan.stats = self
+                    .plan
                     .stats
                     .checked_add(figures)
                     .ok_or(CommitError::StatsOverflow)?;
-                plan.usage.push(UsageRow {
+                self.plan.usage.push(UsageRow {
                     id: id.clone(),
                     seq,
-                    ts: commit.ts,
+                    ts: self.ts,
                     figures: *figures,
                     details: details.clone(),
                 });
@@ -450,7 +491,7 @@ pub fn decide(ctx: &CommitContext, commit: &Commit) -> Result<CommitPlan, Commit
                 if value.len() > MAX_REGISTER_VALUE_LEN {
                     return Err(BoundError::RegisterValueTooLarge { len: value.len() }.into());
                 }
-                plan.registers.push(RegisterChange::Set(Register {
+                self.plan.registers.push(RegisterChange::Set(Register {
                     namespace: namespace.clone(),
                     key: key.clone(),
                     value: value.clone(),
@@ -458,16 +499,13 @@ pub fn decide(ctx: &CommitContext, commit: &Commit) -> Result<CommitPlan, Commit
                 }));
             }
             Write::DeleteRegister { namespace, key } => {
-                plan.registers.push(RegisterChange::Delete {
+                self.plan.registers.push(RegisterChange::Delete {
                     namespace: namespace.clone(),
                     key: key.clone(),
                     seq,
                 });
             }
         }
-        plan.receipt.seqs.push(seq);
+        Ok(())
     }
-    plan.next_seq = seq.checked_add(1).ok_or(CommitError::SeqExhausted)?;
-    plan.receipt.next_seq = plan.next_seq;
-    Ok(plan)
 }
