@@ -372,10 +372,26 @@ pub(crate) fn temp_db_path(kind: &str) -> PathBuf {
     ))
 }
 
+/// `path` with `suffix` appended to its file name.
+pub(crate) fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// The SQLite siblings of a database file: `-wal`, `-shm`, `-journal`.
+pub fn siblings(path: &Path) -> [PathBuf; 3] {
+    [
+        with_suffix(path, "-wal"),
+        with_suffix(path, "-shm"),
+        with_suffix(path, "-journal"),
+    ]
+}
+
 /// Removes a temp database and its `-wal`, `-shm` and `-journal`
 /// siblings, ignoring what is already gone (a `Drop` cleanup; best effort).
 pub(crate) fn remove_temp_db(path: &Path) {
-    for p in std::iter::once(path.to_path_buf()).chain(crate::offline::siblings(path)) {
+    for p in std::iter::once(path.to_path_buf()).chain(siblings(path)) {
         let _ = std::fs::remove_file(p);
     }
 }

@@ -31,13 +31,18 @@
 //! read), an `unknown` row holds nothing. `u64`s are stored bit-for-bit as
 //! `i64`. `scope_release.was` is `closing` or `closed:<n>`.
 //!
-//! Open is migrate-on-open in refuse-before-write order: connection policy
-//! that writes nothing (busy timeout, `synchronous=FULL`, read back), then
-//! one `BEGIN IMMEDIATE` transaction that reads the version and application
+//! Open is migrate-on-open in refuse-before-write order, the same steps as
+//! the catalogue's and the control catalog's (`config::open_migrated` with
+//! `config::migrate_identified`): connection policy that writes nothing
+//! (busy timeout, `synchronous=FULL`, read back), then one
+//! `BEGIN IMMEDIATE` transaction that reads the version and application
 //! id, refuses a newer or foreign file by rolling back (the file is
 //! byte-untouched), and otherwise applies the missing steps 1 → 2 → 3 and
-//! the identity pragmas; only then the WAL switch (read back), then
-//! recovery.
+//! the identity pragmas; only then WAL, `synchronous=FULL` and foreign keys
+//! (each read back), then recovery. A version-0 file is adopted only when
+//! it is empty: no application id and no schema object. Those steps fail
+//! with the shell's one [`OpenError`]; [`LedgerOpenError`] is its ledger
+//! face (`From<OpenError>`), plus [`LedgerOpenError::Recovery`].
 //!
 //! ## Reading without writing
 //!
@@ -66,13 +71,12 @@ use custos_core::ledger::{
     Limits, OpId, Release, Request, RowState, Scope, ScopeState, SessionId, Tool, View,
     WorkspaceId, DEFAULT_MAX_LEDGER_BYTES, MAX_NAME_LEN,
 };
-use rusqlite::{
-    params, Connection, OpenFlags, OptionalExtension, Row, Transaction, TransactionBehavior,
-};
+use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
 use thiserror::Error;
 
-use crate::codec::{blob_ref, text_ref};
-use crate::config::{OpenError, Refusal, DEFAULT_BUSY_TIMEOUT};
+use crate::codec::{blob_ref, text_ref, u64_from_sql, u64_to_sql};
+use crate::config::{self, OpenError, Refusal, DEFAULT_BUSY_TIMEOUT};
+use crate::fault::Fault;
 use crate::readonly::{Expect, ReadOnly};
 
 /// The bound on a stored state word (`admitted`, `closed:<n>`, …).
@@ -220,8 +224,14 @@ pub enum LedgerOpenError {
 }
 
 impl From<OpenError> for LedgerOpenError {
+    /// The ledger face of the shell's one open error: the open, migrate and
+    /// read-only steps are the shared `config` and `readonly` ones.
     fn from(e: OpenError) -> Self {
         match e {
+            OpenError::UnsupportedVersion { found, supported } => {
+                LedgerOpenError::Unsupported { found, supported }
+            }
+            OpenError::ForeignDatabase { detail } => LedgerOpenError::ForeignDatabase { detail },
             OpenError::NotReadable { path, kind, rule } => {
                 LedgerOpenError::NotReadable { path, kind, rule }
             }
@@ -238,24 +248,25 @@ impl From<OpenError> for LedgerOpenError {
                 got,
             },
             OpenError::Sqlite { op, message } => LedgerOpenError::Sqlite { op, message },
-            other => LedgerOpenError::Sqlite {
-                op: "open-read-only",
+            busy @ OpenError::Busy { op } => LedgerOpenError::Sqlite {
+                op,
+                message: busy.to_string(),
+            },
+            // No ledger open step takes a lease or decodes a row; kept
+            // whole in case one ever does.
+            other @ (OpenError::LeaseHeld { .. }
+            | OpenError::Lease(_)
+            | OpenError::Corrupt { .. }) => LedgerOpenError::Sqlite {
+                op: "open",
                 message: other.to_string(),
             },
         }
     }
 }
 
-fn db_open(op: &'static str) -> impl FnOnce(rusqlite::Error) -> LedgerOpenError {
-    move |e| LedgerOpenError::Sqlite {
-        op,
-        message: e.to_string(),
-    }
-}
-
 fn db(op: &'static str) -> impl FnOnce(rusqlite::Error) -> LedgerError {
     move |e| LedgerError::BackendFault {
-        reason: format!("sqlite-{op}: {e}"),
+        reason: Fault::Db(op, e).reason(),
     }
 }
 
@@ -281,6 +292,11 @@ enum Conn {
     Read(ReadOnly),
 }
 
+/// [`config::migrate_identified`] with the ledger's identity and steps.
+fn migrate(conn: &mut Connection) -> Result<(), OpenError> {
+    config::migrate_identified(conn, LEDGER_APPLICATION_ID, &LEDGER_STEPS)
+}
+
 impl SqliteLedger {
     /// Opens (creating when missing) the ledger at `path`, migrates it to
     /// [`LEDGER_VERSION`] and runs restart recovery.
@@ -291,26 +307,7 @@ impl SqliteLedger {
     /// [`SqliteLedger::open`] with a busy timeout.
     pub fn open_with(path: impl AsRef<Path>, busy: Duration) -> Result<Self, LedgerOpenError> {
         let path = path.as_ref().to_path_buf();
-        refuse_unopenable(&path)?;
-        let mut conn = Connection::open_with_flags(
-            &path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE
-                | OpenFlags::SQLITE_OPEN_CREATE
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(db_open("open"))?;
-        configure(&conn, busy)?;
-        migrate(&mut conn)?;
-        let mode: String = conn
-            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-            .map_err(db_open("journal-mode"))?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            return Err(LedgerOpenError::PragmaDeclined {
-                pragma: "journal_mode",
-                wanted: "wal".to_owned(),
-                got: mode,
-            });
-        }
+        let conn = config::open_migrated(&path, busy, migrate)?;
         let ledger = SqliteLedger {
             conn: Mutex::new(Some(Conn::Write(conn))),
             path,
@@ -352,115 +349,12 @@ impl SqliteLedger {
     }
 }
 
-fn refuse_unopenable(path: &Path) -> Result<(), LedgerOpenError> {
-    let bad = |reason: &str| LedgerOpenError::UnopenablePath {
-        path: path.to_path_buf(),
-        reason: reason.to_owned(),
-    };
-    if path.is_dir() {
-        return Err(bad("is a directory"));
-    }
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    if !parent.is_dir() {
-        return Err(bad("the parent directory does not exist"));
-    }
-    Ok(())
-}
-
-/// Busy timeout and `synchronous=FULL`, each read back. Writes nothing.
-fn configure(conn: &Connection, busy: Duration) -> Result<(), LedgerOpenError> {
-    conn.busy_timeout(busy).map_err(db_open("busy-timeout"))?;
-    let got: i64 = conn
-        .query_row("PRAGMA busy_timeout", [], |r| r.get(0))
-        .map_err(db_open("busy-timeout"))?;
-    let wanted = i64::try_from(busy.as_millis())
-        .unwrap_or(i64::MAX)
-        .min(i64::from(i32::MAX));
-    if got != wanted {
-        return Err(LedgerOpenError::PragmaDeclined {
-            pragma: "busy_timeout",
-            wanted: wanted.to_string(),
-            got: got.to_string(),
-        });
-    }
-    conn.execute_batch("PRAGMA synchronous = FULL")
-        .map_err(db_open("synchronous"))?;
-    let sync: i64 = conn
-        .query_row("PRAGMA synchronous", [], |r| r.get(0))
-        .map_err(db_open("synchronous"))?;
-    if sync != 2 {
-        return Err(LedgerOpenError::PragmaDeclined {
-            pragma: "synchronous",
-            wanted: "2 (FULL)".to_owned(),
-            got: sync.to_string(),
-        });
-    }
-    conn.set_prepared_statement_cache_capacity(32);
-    Ok(())
-}
-
-/// Reads the version and kind inside `BEGIN IMMEDIATE`; refuses (rolling
-/// back, so nothing is written) or applies the missing steps and commits.
-fn migrate(conn: &mut Connection) -> Result<(), LedgerOpenError> {
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(db_open("begin"))?;
-    let version: i64 = tx
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .map_err(db_open("user-version"))?;
-    let app: i64 = tx
-        .query_row("PRAGMA application_id", [], |r| r.get(0))
-        .map_err(db_open("application-id"))?;
-    if !(0..=LEDGER_VERSION).contains(&version) {
-        return Err(LedgerOpenError::Unsupported {
-            found: version,
-            supported: LEDGER_VERSION,
-        });
-    }
-    if app != LEDGER_APPLICATION_ID {
-        let tables: i64 = tx
-            .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
-            .map_err(db_open("schema-probe"))?;
-        if app != 0 || version != 0 || tables != 0 {
-            return Err(LedgerOpenError::ForeignDatabase {
-                detail: format!(
-                    "application_id {app:#x}, user_version {version}, {tables} schema objects"
-                ),
-            });
-        }
-    }
-    if version == LEDGER_VERSION {
-        return Ok(()); // nothing to write; the transaction rolls back
-    }
-    let from = usize::try_from(version).unwrap_or(0);
-    for step in LEDGER_STEPS.iter().skip(from) {
-        tx.execute_batch(step).map_err(db_open("migrate"))?;
-    }
-    tx.execute_batch(&format!(
-        "PRAGMA application_id = {LEDGER_APPLICATION_ID}; PRAGMA user_version = {LEDGER_VERSION};"
-    ))
-    .map_err(db_open("identity"))?;
-    tx.commit().map_err(db_open("commit"))?;
-    Ok(())
-}
-
-fn to_sql(v: u64) -> i64 {
-    i64::from_ne_bytes(v.to_ne_bytes())
-}
-
-fn from_sql(v: i64) -> u64 {
-    u64::from_ne_bytes(v.to_ne_bytes())
-}
-
 fn encode_scope_state(s: ScopeState) -> (&'static str, Option<i64>) {
     match s {
         ScopeState::Open => ("open", None),
         ScopeState::Closing => ("closing", None),
         ScopeState::Closed(CloseOutcome::AllRetired) => ("closed", Some(0)),
-        ScopeState::Closed(CloseOutcome::UnknownCleanup(n)) => ("closed", Some(to_sql(n))),
+        ScopeState::Closed(CloseOutcome::UnknownCleanup(n)) => ("closed", Some(u64_to_sql(n))),
     }
 }
 
@@ -470,7 +364,7 @@ fn decode_scope_state(state: &str, outcome: Option<i64>) -> Result<ScopeState, L
         ("closing", None) => Ok(ScopeState::Closing),
         ("closed", Some(0)) => Ok(ScopeState::Closed(CloseOutcome::AllRetired)),
         ("closed", Some(n)) if n > 0 => Ok(ScopeState::Closed(CloseOutcome::UnknownCleanup(
-            from_sql(n),
+            u64_from_sql(n),
         ))),
         (s, o) => Err(malformed(format!(
             "scope state {s:?} with close_outcome {o:?}"
@@ -575,7 +469,7 @@ fn raw_call(
 
 fn decode_call(raw: RawCall) -> Result<CallRow, LedgerError> {
     let tool = name(Tool::new(raw.tool), "call.tool")?;
-    let bytes = from_sql(raw.bytes);
+    let bytes = u64_from_sql(raw.bytes);
     let state = match (raw.state.as_str(), raw.outcome, raw.digest) {
         ("admitted", None, None) => RowState::Admitted { reserved: bytes },
         ("unknown", None, None) if bytes == 0 => RowState::Unknown,
@@ -640,7 +534,7 @@ fn make_key(
         op: name(OpId::new(op), "call.op")?,
         step: u32_col(step, "call.step")?,
         source_index: u32_col(source_index, "call.source_index")?,
-        incarnation: from_sql(incarnation),
+        incarnation: u64_from_sql(incarnation),
     })
 }
 
@@ -650,7 +544,7 @@ fn key_params(k: &Key) -> (String, String, i64, i64, i64) {
         k.op.as_str().to_owned(),
         i64::from(k.step),
         i64::from(k.source_index),
-        to_sql(k.incarnation),
+        u64_to_sql(k.incarnation),
     )
 }
 
@@ -684,7 +578,7 @@ fn load(tx: &Transaction<'_>, req: &Request) -> Result<View, LedgerError> {
             v.scope = Some(Scope {
                 session: session.clone(),
                 workspace: name(WorkspaceId::new(ws), "scope.workspace")?,
-                incarnation: from_sql(inc),
+                incarnation: u64_from_sql(inc),
                 state: decode_scope_state(&state, outcome)?,
                 attach_token: name(AttachToken::new(token), "scope.attach_token")?,
             });
@@ -760,7 +654,7 @@ fn load(tx: &Transaction<'_>, req: &Request) -> Result<View, LedgerError> {
             .map_err(db("prepare"))?
             .query_row([], |r| r.get(0))
             .map_err(db("load-bytes"))?;
-        v.ledger_bytes = from_sql(bytes);
+        v.ledger_bytes = u64_from_sql(bytes);
         let unclean: i64 = tx
             .prepare_cached(
                 "SELECT count(*) FROM scope WHERE NOT (state = 'closed' AND close_outcome = 0)",
@@ -768,7 +662,7 @@ fn load(tx: &Transaction<'_>, req: &Request) -> Result<View, LedgerError> {
             .map_err(db("prepare"))?
             .query_row([], |r| r.get(0))
             .map_err(db("load-unclean"))?;
-        v.unclean_scopes = from_sql(unclean);
+        v.unclean_scopes = u64_from_sql(unclean);
     }
     if fp.releases {
         let mut stmt = tx
@@ -797,9 +691,9 @@ fn load(tx: &Transaction<'_>, req: &Request) -> Result<View, LedgerError> {
             v.releases.push(Release {
                 session: name(SessionId::new(session), "scope_release.session")?,
                 workspace: name(WorkspaceId::new(ws), "scope_release.workspace")?,
-                incarnation: from_sql(inc),
+                incarnation: u64_from_sql(inc),
                 was: decode_was(&was)?,
-                released_at_ms: from_sql(at),
+                released_at_ms: u64_from_sql(at),
             });
         }
     }
@@ -819,7 +713,7 @@ fn write(tx: &Transaction<'_>, effects: &[Effect]) -> Result<(), LedgerError> {
                 .execute(params![
                     s.session.as_str(),
                     s.workspace.as_str(),
-                    to_sql(s.incarnation),
+                    u64_to_sql(s.incarnation),
                     state,
                     outcome,
                     s.attach_token.as_str()
@@ -851,7 +745,7 @@ fn write(tx: &Transaction<'_>, effects: &[Effect]) -> Result<(), LedgerError> {
                     state,
                     outcome,
                     digest,
-                    to_sql(row.outcome_bytes())
+                    u64_to_sql(row.outcome_bytes())
                 ])
                 .map_err(db("put-call"))?;
             }
@@ -890,9 +784,9 @@ fn write(tx: &Transaction<'_>, effects: &[Effect]) -> Result<(), LedgerError> {
                 .execute(params![
                     r.session.as_str(),
                     r.workspace.as_str(),
-                    to_sql(r.incarnation),
+                    u64_to_sql(r.incarnation),
                     encode_was(r.was),
-                    to_sql(r.released_at_ms)
+                    u64_to_sql(r.released_at_ms)
                 ])
                 .map_err(db("put-release"))?;
             }

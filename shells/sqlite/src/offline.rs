@@ -10,7 +10,7 @@
 //!
 //! 1. **Claim.** One `BEGIN IMMEDIATE` transaction checks the file's version
 //!    and claims the writer lease as owner [`REWRITE_OWNER`] through
-//!    `lease::decide`; an unexpired lease of anyone else is
+//!    `lease::decide` (the open's admission step, shared with the store); an unexpired lease of anyone else is
 //!    [`RewriteError::RewriteLeaseHeld`]. The claim is held for the whole
 //!    rewrite, so a concurrent open is refused `LeaseHeld` rather than
 //!    committing into a file the swap would discard.
@@ -27,8 +27,9 @@
 //!    The generation counter is bumped; the copy is vacuumed again so
 //!    replaced bytes survive in no free page.
 //! 4. **Re-verify** the claim in the original (a renew of the exact pair)
-//!    immediately before the swap; a stolen claim aborts. The renewed claim
-//!    is written into the copy too, so the new file stays ours until step 6.
+//!    immediately before the swap; a stolen claim aborts. The same renewal
+//!    is then decided over the copy's rows (the original's as of the cut),
+//!    so the new file holds the renewed claim until step 6.
 //! 5. **Swap**: fsync the copy, atomic rename over the original, fsync the
 //!    directory, unlink the original's `-wal` / `-shm` (errors propagated).
 //! 6. **Release** the claim in the new file.
@@ -45,7 +46,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use custos_core::lease::{self, Fence, Lease, LeaseError, Owner};
+use custos_core::lease::{self, Fence, LeaseError, Owner};
 use custos_core::storage::rewrite::{
     check_details_rewrite, check_entry_rewrite, check_register_rewrite, RewriteViolation,
 };
@@ -58,13 +59,14 @@ use thiserror::Error;
 
 use crate::codec::{self, seq_to_sql, u64_from_sql, u64_to_sql, MAX_TEXT_LEN};
 use crate::config::{
-    self, system_clock, Clock, OpenError, DEFAULT_BUSY_TIMEOUT, DEFAULT_LEASE_TTL_MS,
+    self, system_clock, with_suffix, Clock, OpenError, DEFAULT_BUSY_TIMEOUT, DEFAULT_LEASE_TTL_MS,
 };
 use crate::fault::Fault;
-use crate::lease_rows;
+use crate::lease_rows::{self, Held, LeaseFailure};
 use crate::readonly::ReadOnly;
-use crate::schema::{self, STORAGE_VERSION};
-use crate::store::{check_identity, release, Held};
+use crate::schema::{self, check_identity, STORAGE_VERSION};
+
+pub use crate::config::siblings;
 
 /// The reserved lease owner of a precise rewrite.
 pub const REWRITE_OWNER: &str = "rewrite";
@@ -199,9 +201,34 @@ impl From<Fault> for RewriteError {
     }
 }
 
+impl From<LeaseFailure> for RewriteError {
+    fn from(e: LeaseFailure) -> Self {
+        match e {
+            LeaseFailure::Fault(f) => f.into(),
+            // The re-verification's refusal: the claim was stolen.
+            LeaseFailure::Refused(LeaseError::LeaseLost { held_by }) => {
+                RewriteError::LeaseLost { held_by }
+            }
+            refused => OpenError::from(refused).into(),
+        }
+    }
+}
+
 impl From<OpenError> for RewriteError {
     fn from(e: OpenError) -> Self {
-        RewriteError::Open(e)
+        match e {
+            // The claim's refusal: the file is not closed.
+            OpenError::LeaseHeld {
+                holder,
+                fence,
+                expires_at,
+            } => RewriteError::RewriteLeaseHeld {
+                holder,
+                fence,
+                expires_at,
+            },
+            other => RewriteError::Open(other),
+        }
     }
 }
 
@@ -211,22 +238,6 @@ fn io<'p>(op: &'static str, path: &'p Path) -> impl FnOnce(std::io::Error) -> Re
         path: path.to_path_buf(),
         message: e.to_string(),
     }
-}
-
-/// `path` with `suffix` appended to its file name.
-fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
-    let mut s = path.as_os_str().to_owned();
-    s.push(suffix);
-    PathBuf::from(s)
-}
-
-/// The SQLite siblings of a database file: `-wal`, `-shm`, `-journal`.
-pub fn siblings(path: &Path) -> [PathBuf; 3] {
-    [
-        with_suffix(path, "-wal"),
-        with_suffix(path, "-shm"),
-        with_suffix(path, "-journal"),
-    ]
 }
 
 /// Removes a file; a missing file is fine, any other error propagates.
@@ -288,74 +299,6 @@ fn require_current(conn: &Connection) -> Result<(), RewriteError> {
         .into());
     }
     Ok(())
-}
-
-/// Claims the lease as `owner` (refusing another owner's unexpired lease).
-fn claim(conn: &mut Connection, owner: &Owner, offline: &Offline) -> Result<Held, RewriteError> {
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(Fault::db("claim-begin"))?;
-    require_current(&tx)?;
-    let prev = lease_rows::load(&tx)?;
-    let req = lease::Request::Acquire {
-        owner: owner.clone(),
-        now: (offline.now)(),
-        ttl: offline.lease_ttl_ms,
-    };
-    let d = match lease::decide(&prev, &req) {
-        Ok(d) => d,
-        Err(LeaseError::LeaseHeld {
-            holder,
-            fence,
-            expires_at,
-        }) => {
-            return Err(RewriteError::RewriteLeaseHeld {
-                holder,
-                fence,
-                expires_at,
-            })
-        }
-        Err(e) => return Err(OpenError::Lease(e).into()),
-    };
-    lease_rows::store(&tx, &prev, &d.next)?;
-    tx.commit().map_err(Fault::db("claim-commit"))?;
-    let fence = d
-        .next
-        .holder
-        .map(|l| l.fence)
-        .ok_or_else(|| RewriteError::Corrupt {
-            detail: "an acquired lease has no holder".into(),
-        })?;
-    Ok(Held {
-        owner: owner.clone(),
-        fence,
-        ttl: offline.lease_ttl_ms,
-        clock: offline.now.clone(),
-    })
-}
-
-/// Renews the exact claim: the re-verification before a swap.
-fn reverify(conn: &mut Connection, held: &Held) -> Result<Lease, RewriteError> {
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(Fault::db("reverify-begin"))?;
-    let prev = lease_rows::load(&tx)?;
-    let req = lease::Request::Renew {
-        owner: held.owner.clone(),
-        fence: held.fence,
-        now: (held.clock)(),
-        ttl: held.ttl,
-    };
-    let d = match lease::decide(&prev, &req) {
-        Ok(d) => d,
-        Err(LeaseError::LeaseLost { held_by }) => return Err(RewriteError::LeaseLost { held_by }),
-        Err(e) => return Err(OpenError::Lease(e).into()),
-    };
-    lease_rows::store(&tx, &prev, &d.next)?;
-    tx.commit().map_err(Fault::db("reverify-commit"))?;
-    d.next.holder.ok_or_else(|| RewriteError::Corrupt {
-        detail: "a renewed claim has no holder".to_owned(),
-    })
 }
 
 /// Retires the WAL (verified) and takes the `VACUUM INTO` copy at `to`.
@@ -573,14 +516,42 @@ fn transform_copy(
     Ok(report)
 }
 
-/// Writes `lease` as the copy's holder (the claim moves with the swap).
-fn hold_in_copy(c: &Connection, lease: &Lease) -> Result<(), RewriteError> {
-    let prev = lease_rows::load(c)?;
-    let next = lease::LeaseState {
-        holder: Some(lease.clone()),
-        fence_high_water: prev.fence_high_water.max(lease.fence),
-    };
-    lease_rows::store(c, &prev, &next)?;
+/// Claims the lease as `owner` after checking the file's version
+/// (refusing another owner's unexpired lease): [`lease_rows::admit`].
+fn claim(conn: &mut Connection, owner: &Owner, offline: &Offline) -> Result<Held, RewriteError> {
+    let ((), held) = lease_rows::admit(
+        conn,
+        owner,
+        offline.lease_ttl_ms,
+        &offline.now,
+        require_current,
+    )?;
+    Ok(held)
+}
+
+/// The re-verification before a swap: one renewal of the exact claim,
+/// decided in the original (a stolen claim is [`RewriteError::LeaseLost`])
+/// and then, the same request, in the copy. The copy's rows are the
+/// original's as of the cut, which the live claim kept unchanged, so the
+/// two decisions are the same and the new file holds the renewed claim
+/// until step 6 — the modelled renewal, not a lease written by hand.
+fn reverify_into_copy(
+    conn: &mut Connection,
+    copy: &Connection,
+    held: &Held,
+) -> Result<(), RewriteError> {
+    let req = held.renew_request();
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(Fault::db("reverify-begin"))?;
+    let lease = lease_rows::renew(&tx, &req)?;
+    tx.commit().map_err(Fault::db("reverify-commit"))?;
+    let in_copy = lease_rows::renew(copy, &req)?;
+    if in_copy != lease {
+        return Err(RewriteError::Corrupt {
+            detail: format!("the copy's claim {in_copy:?} differs from the original's {lease:?}"),
+        });
+    }
     Ok(())
 }
 
@@ -611,8 +582,7 @@ where
         cut_closed(&conn, path, &tmp)?;
         let mut copy = open_copy(&tmp, offline.busy_timeout)?;
         let report = transform_copy(&mut copy, &mut entry, &mut value)?;
-        let lease = reverify(&mut conn, &held)?;
-        hold_in_copy(&copy, &lease)?;
+        reverify_into_copy(&mut conn, &copy, &held)?;
         seal_copy(copy)?;
         fsync_file(&tmp)?;
         Ok(report)
@@ -632,7 +602,7 @@ where
         let err = io("rename", path)(e);
         let _ = fs::remove_file(&tmp);
         if let Ok(mut c) = open_existing(path, offline.busy_timeout) {
-            let _ = release(&mut c, &held);
+            let _ = lease_rows::release(&mut c, &held);
         }
         return Err(err);
     }
@@ -640,7 +610,7 @@ where
     unlink(&with_suffix(path, "-wal"))?;
     unlink(&with_suffix(path, "-shm"))?;
     let mut fresh = open_existing(path, offline.busy_timeout)?;
-    release(&mut fresh, &held)?;
+    lease_rows::release(&mut fresh, &held)?;
     fresh
         .close()
         .map_err(|(_, e)| RewriteError::from(Fault::Db("close", e)))?;
@@ -654,7 +624,7 @@ fn abandon(tmp: &Path, mut conn: Connection, held: &Held) {
     for s in siblings(tmp) {
         let _ = fs::remove_file(s);
     }
-    if let Err(e) = release(&mut conn, held) {
+    if let Err(e) = lease_rows::release(&mut conn, held) {
         tracing::warn!(error = %e.reason(), "releasing the rewrite claim failed");
     }
 }
@@ -662,8 +632,15 @@ fn abandon(tmp: &Path, mut conn: Connection, held: &Held) {
 /// The rewrite's first half with no transform: claims the lease under
 /// `owner` (the same owner may re-cut over its own unexpired claim), retires
 /// the WAL, takes the `VACUUM INTO` copy at `to` (which must not exist),
-/// clears the copy's `writer_lease` rows and answers the copy's SHA-256 as
+/// releases the claim in the copy and answers the copy's SHA-256 as
 /// lowercase hex. The claim stays held in the original; see [`release_export`].
+///
+/// The copy's release is the modelled fenced release of the claim's exact
+/// pair (`lease::Request::Release`), decided over the copy's rows, which
+/// are the original's as of the cut: the copy keeps its fence high-water
+/// mark and no holder. A claim found displaced in the copy (another
+/// incarnation of `owner` claimed between this claim and the cut) is
+/// [`RewriteError::LeaseLost`], and the copy is removed.
 pub fn export_closed(
     path: &Path,
     to: &Path,
@@ -675,8 +652,15 @@ pub fn export_closed(
     let done = (|| {
         cut_closed(&conn, path, to)?;
         let copy = open_copy(to, offline.busy_timeout)?;
-        copy.execute("DELETE FROM writer_lease", [])
-            .map_err(Fault::db("export-clear-lease"))?;
+        match lease_rows::release_in(&copy, &held)? {
+            lease::Outcome::Released => {}
+            lease::Outcome::NotHeld { held_by } => return Err(RewriteError::LeaseLost { held_by }),
+            other => {
+                return Err(RewriteError::Corrupt {
+                    detail: format!("a release answered {other:?}"),
+                })
+            }
+        }
         seal_copy(copy)?;
         fsync_file(to)?;
         fsync_parent(to)?;
@@ -690,7 +674,7 @@ pub fn export_closed(
         }
         Err(e) => {
             let _ = fs::remove_file(to);
-            if let Err(re) = release(&mut conn, &held) {
+            if let Err(re) = lease_rows::release(&mut conn, &held) {
                 tracing::warn!(error = %re.reason(), "releasing the export claim failed");
             }
             Err(e)
@@ -698,30 +682,17 @@ pub fn export_closed(
     }
 }
 
-/// Deletes `owner`'s claim from the original (another owner's claim is left
-/// alone). Answers whether a claim was deleted.
+/// Deletes `owner`'s claim from the original, under whichever fence it
+/// holds (another owner's claim is left alone): the lease machine's
+/// `Request::ReleaseByOwner`, for an owner name that names one operation
+/// (`move:<op>`), whose caller may have restarted and lost the fence.
+/// Answers whether a claim was deleted.
 pub fn release_export(path: &Path, owner: &Owner, offline: &Offline) -> Result<bool, RewriteError> {
     let mut conn = open_existing(path, offline.busy_timeout)?;
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(Fault::db("release-begin"))?;
-    let prev = lease_rows::load(&tx)?;
-    let Some(h) = prev.holder.clone().filter(|h| h.owner == *owner) else {
-        return Ok(false);
-    };
-    let d = lease::decide(
-        &prev,
-        &lease::Request::Release {
-            owner: h.owner,
-            fence: h.fence,
-        },
-    )
-    .map_err(|e| RewriteError::Open(OpenError::Lease(e)))?;
-    lease_rows::store(&tx, &prev, &d.next)?;
-    tx.commit().map_err(Fault::db("release-commit"))?;
+    let released = lease_rows::release_by_owner(&mut conn, owner)?;
     conn.close()
         .map_err(|(_, e)| RewriteError::from(Fault::Db("close", e)))?;
-    Ok(matches!(d.outcome, lease::Outcome::Released))
+    Ok(released)
 }
 
 fn sha256_hex(path: &Path) -> Result<String, RewriteError> {

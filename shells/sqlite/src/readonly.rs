@@ -74,7 +74,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, OpenFlags, Transaction, TransactionBehavior};
 
-use crate::config::{OpenError, Refusal};
+use crate::config::{with_suffix, OpenError, Refusal};
 use crate::fault::Fault;
 
 /// What a read path reads: the kind's name (with its article, for
@@ -179,13 +179,6 @@ fn exists(path: &Path) -> Result<bool, OpenError> {
             reason: e.to_string(),
         }),
     }
-}
-
-/// `path` with `suffix` appended to its file name.
-fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
-    let mut s = path.as_os_str().to_owned();
-    s.push(suffix);
-    PathBuf::from(s)
 }
 
 /// `path` as an SQLite `file:` URI with `query` (every byte outside the

@@ -58,6 +58,12 @@
 //! stored bit-for-bit as `i64`. Both maps are bijections, so decoding is
 //! total.
 
+use rusqlite::Connection;
+
+use crate::codec;
+use crate::config::OpenError;
+use crate::fault::Fault;
+
 /// The storage version this build writes and reads.
 pub const STORAGE_VERSION: i64 = 2;
 
@@ -186,4 +192,75 @@ pub fn supports(version: i64) -> bool {
     version == 0
         || version == STORAGE_VERSION
         || MIGRATIONS.iter().any(|m| m.from_version == version)
+}
+
+/// The bound on a schema object's name read from `sqlite_master`.
+const MAX_SCHEMA_NAME_LEN: usize = 4096;
+
+/// Reads `PRAGMA user_version` and `application_id` and refuses what this
+/// build cannot read. Writes nothing.
+pub(crate) fn check_identity(conn: &Connection) -> Result<i64, OpenError> {
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(Fault::db("read-version"))?;
+    if !supports(version) {
+        return Err(OpenError::UnsupportedVersion {
+            found: version,
+            supported: STORAGE_VERSION,
+        });
+    }
+    let app: i64 = conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .map_err(Fault::db("read-application-id"))?;
+    let tables = {
+        let mut st = conn
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+            .map_err(Fault::db("read-schema"))?;
+        // Schema names are bounded too: a foreign file's are not ours to copy.
+        let rows = st
+            .query_map([], |r| {
+                Ok(codec::text_ref(r, 0, MAX_SCHEMA_NAME_LEN).map(|n| n.map(str::to_owned)))
+            })
+            .map_err(Fault::db("read-schema"))?;
+        let mut names = Vec::new();
+        for row in rows {
+            match row.map_err(Fault::db("read-schema"))? {
+                Ok(Some(name)) => names.push(name),
+                Ok(None) => {}
+                Err(e) => {
+                    return Err(OpenError::ForeignDatabase {
+                        detail: format!("sqlite_master: a table name: {e}"),
+                    })
+                }
+            }
+        }
+        names
+    };
+    if version == 0 {
+        if app != 0 {
+            return Err(OpenError::ForeignDatabase {
+                detail: format!("version 0 with application_id {app:#x}"),
+            });
+        }
+        if let Some(t) = tables
+            .iter()
+            .find(|t| !ADMISSION_TABLES.contains(&t.as_str()))
+        {
+            return Err(OpenError::ForeignDatabase {
+                detail: format!("a version-0 file holds table {t}"),
+            });
+        }
+    } else if app != APPLICATION_ID {
+        return Err(OpenError::ForeignDatabase {
+            detail: format!("application_id {app:#x}, expected {APPLICATION_ID:#x}"),
+        });
+    } else if !ADMISSION_TABLES
+        .iter()
+        .all(|t| tables.iter().any(|x| x == t))
+    {
+        return Err(OpenError::Corrupt {
+            detail: "a versioned session file without its lease tables".to_owned(),
+        });
+    }
+    Ok(version)
 }

@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
-use custos_core::lease::{self, Fence, Lease, LeaseError, LeaseState, Owner};
+use custos_core::lease::{Fence, Lease, LeaseError, LeaseState, Owner};
 use custos_core::storage::types::{MAX_GET_ENTRIES, MAX_KEY_LEN};
 use custos_core::storage::{
     self as core_storage, BoundError, BranchScan, Commit, CommitContext, CommitError, CommitPlan,
@@ -12,22 +12,18 @@ use custos_core::storage::{
     RecordKind, Register, RegisterChange, RegisterKey, Seq, Stats, Storage, StorageError,
     UsageFigures, UsageRow, UsageScan, REASON_HANDLE_CLOSED,
 };
-use custos_core::Millis;
 use rusqlite::{
     params, Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior,
 };
 
 use crate::codec::{self, seq_to_sql, u64_to_sql};
-use crate::config::{self, Clock, Config, OpenError};
+use crate::config::{self, Config, OpenError};
 use crate::fault::Fault;
-use crate::lease_rows;
+use crate::lease_rows::{self, Held, LeaseFailure};
 use crate::schema::{self, APPLICATION_ID, STORAGE_VERSION};
 
 /// The `Faulted` / `BackendFault` reason a poisoned handle answers.
 pub const REASON_POISONED: &str = "sqlite-handle-poisoned";
-
-/// The bound on a schema object's name read from `sqlite_master`.
-const MAX_SCHEMA_NAME_LEN: usize = 4096;
 
 /// How many branch-index rows one page of a branch scan reads.
 const BRANCH_PAGE: i64 = 64;
@@ -46,27 +42,12 @@ struct Inner {
     held: Held,
 }
 
-/// The lease this handle holds.
-#[derive(Clone)]
-pub(crate) struct Held {
-    pub(crate) owner: Owner,
-    pub(crate) fence: Fence,
-    pub(crate) ttl: Millis,
-    pub(crate) clock: Clock,
-}
-
 impl std::fmt::Debug for SqliteStorage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SqliteStorage")
             .field("path", &self.path)
             .finish_non_exhaustive()
     }
-}
-
-/// The result of the admission transaction.
-struct Admitted {
-    version: i64,
-    lease: Lease,
 }
 
 impl SqliteStorage {
@@ -80,7 +61,7 @@ impl SqliteStorage {
     ///    ([`OpenError::UnsupportedVersion`]), a foreign file or a held lease
     ///    ([`OpenError::LeaseHeld`]) by rolling back — the file is
     ///    byte-untouched — and otherwise claims the lease through
-    ///    [`lease::decide`];
+    ///    [`custos_core::lease::decide`];
     /// 3. under the lease: schema DDL and the migration chain (each step and
     ///    its version bump in one transaction), then the WAL switch, read
     ///    back and verified.
@@ -96,16 +77,16 @@ impl SqliteStorage {
         )
         .map_err(Fault::db("open"))?;
         config::configure(&conn, config.busy_timeout)?;
-        let admitted = admit(&mut conn, &config.owner, config.lease_ttl_ms, &config.now)?;
-        let held = Held {
-            owner: config.owner.clone(),
-            fence: admitted.lease.fence,
-            ttl: config.lease_ttl_ms,
-            clock: config.now.clone(),
-        };
-        if let Err(e) = finish_open(&mut conn, &held, admitted.version) {
+        let (version, held) = lease_rows::admit(
+            &mut conn,
+            &config.owner,
+            config.lease_ttl_ms,
+            &config.now,
+            schema::check_identity,
+        )?;
+        if let Err(e) = finish_open(&mut conn, &held, version) {
             // Give the claim back at once rather than after the TTL.
-            if let Err(re) = release(&mut conn, &held) {
+            if let Err(re) = lease_rows::release(&mut conn, &held) {
                 tracing::warn!(error = %re.reason(), "releasing the lease after a failed open failed");
             }
             return Err(e);
@@ -190,14 +171,7 @@ impl SqliteStorage {
     /// Renews the writer lease without committing. `LeaseLost` means the
     /// handle must be reopened.
     pub fn renew_lease(&self) -> Result<Lease, CommitError> {
-        self.write(|tx, held| {
-            let prev = lease_rows::load(tx)?;
-            let d = lease::decide(&prev, &renew_req(held)).map_err(WriteErr::Lease)?;
-            lease_rows::store(tx, &prev, &d.next)?;
-            d.next.holder.ok_or_else(|| {
-                WriteErr::Fault(Fault::Corrupt("renewed lease has no holder".into()))
-            })
-        })
+        self.write(|tx, held| Ok(lease_rows::renew(tx, &held.renew_request())?))
     }
 
     /// Records the session's identity projection (`session_id`,
@@ -209,7 +183,7 @@ impl SqliteStorage {
     ) -> Result<(), CommitError> {
         self.write(|tx, held| {
             let prev = lease_rows::load(tx)?;
-            admit_commit(tx, held, &prev)?;
+            lease_rows::admit_commit(tx, held, &prev)?;
             tx.prepare_cached(
                 "UPDATE session SET session_id = ?1, parent_session_id = ?2 WHERE singleton = 1",
             )
@@ -284,10 +258,7 @@ impl Drop for SqliteStorage {
             tracing::warn!(error = %e, "closing a dropped SqliteStorage failed");
         }
         if self.temp {
-            for p in crate::offline::siblings(&self.path) {
-                let _ = std::fs::remove_file(p);
-            }
-            let _ = std::fs::remove_file(&self.path);
+            config::remove_temp_db(&self.path);
         }
     }
 }
@@ -302,6 +273,15 @@ pub(crate) enum WriteErr {
 impl From<Fault> for WriteErr {
     fn from(f: Fault) -> Self {
         WriteErr::Fault(f)
+    }
+}
+
+impl From<LeaseFailure> for WriteErr {
+    fn from(e: LeaseFailure) -> Self {
+        match e {
+            LeaseFailure::Fault(f) => WriteErr::Fault(f),
+            LeaseFailure::Refused(e) => WriteErr::Lease(e),
+        }
     }
 }
 
@@ -320,167 +300,17 @@ impl From<WriteErr> for CommitError {
     }
 }
 
-fn renew_req(held: &Held) -> lease::Request {
-    lease::Request::Renew {
-        owner: held.owner.clone(),
-        fence: held.fence,
-        now: (held.clock)(),
-        ttl: held.ttl,
-    }
-}
-
-/// Checks and renews `(owner, fence)` for a commit inside its transaction,
-/// deciding from `prev` (the lease state this transaction read).
-fn admit_commit(tx: &Connection, held: &Held, prev: &LeaseState) -> Result<(), WriteErr> {
-    let req = lease::Request::Commit {
-        owner: held.owner.clone(),
-        fence: held.fence,
-        now: (held.clock)(),
-        ttl: held.ttl,
-    };
-    let d = lease::decide(prev, &req).map_err(WriteErr::Lease)?;
-    lease_rows::store(tx, prev, &d.next)?;
-    Ok(())
-}
-
-/// Reads `PRAGMA user_version` and `application_id` and refuses what this
-/// build cannot read. Writes nothing.
-pub(crate) fn check_identity(conn: &Connection) -> Result<i64, OpenError> {
-    let version: i64 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .map_err(Fault::db("read-version"))?;
-    if !schema::supports(version) {
-        return Err(OpenError::UnsupportedVersion {
-            found: version,
-            supported: STORAGE_VERSION,
-        });
-    }
-    let app: i64 = conn
-        .query_row("PRAGMA application_id", [], |r| r.get(0))
-        .map_err(Fault::db("read-application-id"))?;
-    let tables = {
-        let mut st = conn
-            .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
-            .map_err(Fault::db("read-schema"))?;
-        // Schema names are bounded too: a foreign file's are not ours to copy.
-        let rows = st
-            .query_map([], |r| {
-                Ok(codec::text_ref(r, 0, MAX_SCHEMA_NAME_LEN).map(|n| n.map(str::to_owned)))
-            })
-            .map_err(Fault::db("read-schema"))?;
-        let mut names = Vec::new();
-        for row in rows {
-            match row.map_err(Fault::db("read-schema"))? {
-                Ok(Some(name)) => names.push(name),
-                Ok(None) => {}
-                Err(e) => {
-                    return Err(OpenError::ForeignDatabase {
-                        detail: format!("sqlite_master: a table name: {e}"),
-                    })
-                }
-            }
-        }
-        names
-    };
-    if version == 0 {
-        if app != 0 {
-            return Err(OpenError::ForeignDatabase {
-                detail: format!("version 0 with application_id {app:#x}"),
-            });
-        }
-        if let Some(t) = tables
-            .iter()
-            .find(|t| !schema::ADMISSION_TABLES.contains(&t.as_str()))
-        {
-            return Err(OpenError::ForeignDatabase {
-                detail: format!("a version-0 file holds table {t}"),
-            });
-        }
-    } else if app != APPLICATION_ID {
-        return Err(OpenError::ForeignDatabase {
-            detail: format!("application_id {app:#x}, expected {APPLICATION_ID:#x}"),
-        });
-    } else if !schema::ADMISSION_TABLES
-        .iter()
-        .all(|t| tables.iter().any(|x| x == t))
-    {
-        return Err(OpenError::Corrupt {
-            detail: "a versioned session file without its lease tables".to_owned(),
-        });
-    }
-    Ok(version)
-}
-
-/// The admission transaction: refuse (rolling back, nothing written) or
-/// claim the lease.
-fn admit(
-    conn: &mut Connection,
-    owner: &Owner,
-    ttl: Millis,
-    clock: &Clock,
-) -> Result<Admitted, OpenError> {
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(Fault::db("admission-begin"))?;
-    let version = check_identity(&tx)?;
-    let has_lease_tables: bool = tx
-        .query_row(
-            "SELECT count(*) = 2 FROM sqlite_master WHERE type = 'table' AND name IN ('writer_lease', 'lease_fence')",
-            [],
-            |r| r.get(0),
-        )
-        .map_err(Fault::db("admission-schema"))?;
-    let prev = if has_lease_tables {
-        lease_rows::load(&tx)?
-    } else {
-        LeaseState::default()
-    };
-    let req = lease::Request::Acquire {
-        owner: owner.clone(),
-        now: clock(),
-        ttl,
-    };
-    let d = match lease::decide(&prev, &req) {
-        Ok(d) => d,
-        Err(LeaseError::LeaseHeld {
-            holder,
-            fence,
-            expires_at,
-        }) => {
-            return Err(OpenError::LeaseHeld {
-                holder,
-                fence,
-                expires_at,
-            })
-        }
-        Err(e) => return Err(OpenError::Lease(e)),
-    };
-    // Past every refusal: the first write of this open.
-    if !has_lease_tables {
-        tx.execute_batch(schema::LEASE_DDL)
-            .map_err(Fault::db("admission-ddl"))?;
-    }
-    lease_rows::store(&tx, &prev, &d.next)?;
-    tx.commit().map_err(Fault::db("admission-commit"))?;
-    let lease = d.next.holder.ok_or_else(|| OpenError::Corrupt {
-        detail: "an acquired lease has no holder".to_owned(),
-    })?;
-    Ok(Admitted { version, lease })
-}
-
 /// Under the lease: DDL, migration chain, WAL switch, head check.
 fn finish_open(conn: &mut Connection, held: &Held, mut version: i64) -> Result<(), OpenError> {
-    let map = |e: WriteErr| match e {
-        WriteErr::Fault(f) => OpenError::from(f),
-        WriteErr::Lease(LeaseError::LeaseLost { .. })
-        | WriteErr::Lease(_)
-        | WriteErr::Commit(_) => OpenError::Lease(LeaseError::LeaseLost { held_by: None }),
+    let map = |e: LeaseFailure| match e {
+        LeaseFailure::Fault(f) => OpenError::from(f),
+        LeaseFailure::Refused(_) => OpenError::Lease(LeaseError::LeaseLost { held_by: None }),
     };
     if version == 0 {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(Fault::db("ddl-begin"))?;
-        renew(&tx, held).map_err(map)?;
+        lease_rows::renew(&tx, &held.renew_request()).map_err(map)?;
         tx.execute_batch(schema::SCHEMA_V1)
             .map_err(Fault::db("ddl"))?;
         tx.execute_batch(schema::WRITE_ONCE_TRIGGERS)
@@ -506,7 +336,7 @@ fn finish_open(conn: &mut Connection, held: &Held, mut version: i64) -> Result<(
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(Fault::db("migrate-begin"))?;
-        renew(&tx, held).map_err(map)?;
+        lease_rows::renew(&tx, &held.renew_request()).map_err(map)?;
         tx.execute_batch(step.statements)
             .map_err(Fault::db("migrate"))?;
         version = step.from_version + 1;
@@ -533,31 +363,6 @@ fn finish_open(conn: &mut Connection, held: &Held, mut version: i64) -> Result<(
             detail: format!("session.storage_version {stored} differs from user_version {version}"),
         });
     }
-    Ok(())
-}
-
-fn renew(tx: &Connection, held: &Held) -> Result<(), WriteErr> {
-    let prev = lease_rows::load(tx)?;
-    let d = lease::decide(&prev, &renew_req(held)).map_err(WriteErr::Lease)?;
-    lease_rows::store(tx, &prev, &d.next)?;
-    Ok(())
-}
-
-/// Deletes this handle's own `(owner, fence)` pair, if it still holds the slot.
-pub(crate) fn release(conn: &mut Connection, held: &Held) -> Result<(), Fault> {
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(Fault::db("release-begin"))?;
-    let prev = lease_rows::load(&tx)?;
-    let req = lease::Request::Release {
-        owner: held.owner.clone(),
-        fence: held.fence,
-    };
-    match lease::decide(&prev, &req) {
-        Ok(d) => lease_rows::store(&tx, &prev, &d.next)?,
-        Err(e) => return Err(Fault::Corrupt(format!("release refused: {e}"))),
-    }
-    tx.commit().map_err(Fault::db("release-commit"))?;
     Ok(())
 }
 
@@ -1122,7 +927,7 @@ impl Storage for SqliteStorage {
     fn commit(&self, commit: &Commit) -> Result<CommitReceipt, CommitError> {
         self.write(|tx, held| {
             let (lease, head) = load_lease_and_head(tx)?;
-            admit_commit(tx, held, &lease)?;
+            lease_rows::admit_commit(tx, held, &lease)?;
             let ctx = load_context(tx, head, &commit.footprint())?;
             let plan = core_storage::decide(&ctx, commit).map_err(WriteErr::Commit)?;
             apply_plan(tx, &ctx, &plan)?;
@@ -1279,7 +1084,7 @@ impl Storage for SqliteStorage {
         let result = match g.conn.take() {
             None => Ok(()),
             Some(mut conn) => {
-                let released = release(&mut conn, &g.held).map_err(StorageError::from);
+                let released = lease_rows::release(&mut conn, &g.held).map_err(StorageError::from);
                 let closed = conn.close().map_err(|(_, e)| StorageError::BackendFault {
                     reason: format!("sqlite-close: {e}"),
                 });

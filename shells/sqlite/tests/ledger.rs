@@ -149,20 +149,35 @@ fn a_newer_file_is_refused_byte_untouched() {
     assert!(!PathBuf::from(format!("{}-wal", path.display())).exists());
 }
 
+/// Another application's file, and a version-0 file that claims the
+/// ledger's application id without a version (custos writes both in one
+/// transaction): the ledger opens through the shell's shared migrate step,
+/// which adopts a version-0 file only when it is empty, as the catalogs do.
 #[test]
 fn a_foreign_file_is_refused_byte_untouched() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("l.db");
-    Connection::open(&path)
-        .unwrap()
-        .execute_batch("CREATE TABLE other (x); PRAGMA application_id = 7;")
-        .unwrap();
-    let before = sha(&path);
-    assert!(matches!(
-        SqliteLedger::open(&path),
-        Err(LedgerOpenError::ForeignDatabase { .. })
-    ));
-    assert_eq!(sha(&path), before);
+    for (name, setup) in [
+        (
+            "l.db",
+            "CREATE TABLE other (x); PRAGMA application_id = 7;".to_owned(),
+        ),
+        (
+            "v0.db",
+            format!("PRAGMA application_id = {LEDGER_APPLICATION_ID};"),
+        ),
+    ] {
+        let path = dir.path().join(name);
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch(&setup)
+            .unwrap();
+        let before = sha(&path);
+        assert!(matches!(
+            SqliteLedger::open(&path),
+            Err(LedgerOpenError::ForeignDatabase { .. })
+        ));
+        assert_eq!(sha(&path), before);
+    }
     assert!(matches!(
         SqliteLedger::open(dir.path()),
         Err(LedgerOpenError::UnopenablePath { .. })

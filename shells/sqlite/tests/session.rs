@@ -506,6 +506,38 @@ fn export_returns_the_copy_digest_and_keeps_the_claim_until_released() {
     assert_eq!(id.parent_session_id.as_deref(), Some("sess-0"));
 }
 
+/// The export's lease edges are lease decisions: the copy's release keeps
+/// its fence high-water mark (a writer of the copy gets a fence above the
+/// claim's), and the release by owner frees whichever incarnation of the
+/// operation holds the original, expired or not, and then answers false.
+#[test]
+fn export_copy_keeps_its_fences_and_release_by_owner_frees_any_incarnation() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    let (t, c) = clock();
+    secret_store(&path, &c); // "a" held fence 1 and released it
+    let offline = Offline {
+        lease_ttl_ms: 1_000,
+        now: c.clone(),
+        ..Offline::default()
+    };
+    let mover = owner("move:op1");
+    export_closed(&path, &dir.path().join("e1.db"), &mover, &offline).unwrap(); // fence 2
+                                                                                // The operation restarts and cuts again: its new incarnation claims fence 3.
+    let to = dir.path().join("e2.db");
+    export_closed(&path, &to, &mover, &offline).unwrap();
+    let copy = SqliteStorage::open(cfg(&to, "x", &c)).unwrap();
+    assert_eq!(copy.lease_pair().unwrap().1, 4);
+    copy.close().unwrap();
+    // The claim has expired; the release by owner still frees it, once.
+    t.fetch_add(5_000, Ordering::SeqCst);
+    assert!(release_export(&path, &mover, &offline).unwrap());
+    assert!(!release_export(&path, &mover, &offline).unwrap());
+    let s = SqliteStorage::open(cfg(&path, "b", &c)).unwrap();
+    assert_eq!(s.lease_pair().unwrap().1, 4);
+    s.close().unwrap();
+}
+
 fn raw_floor(path: &Path) -> i64 {
     let raw = rusqlite::Connection::open(path).unwrap();
     raw.query_row("SELECT next_seq FROM session", [], |r| r.get(0))
