@@ -793,24 +793,7 @@ pub fn delete_frees_the_delegate_slot_and_side_rows<C: Catalogue, F: Fn() -> C>(
 #[macro_export]
 macro_rules! catalogue_suite {
     ($name:ident, $factory:expr $(,)?) => {
-        #[allow(unused_imports)]
-        mod $name {
-            use super::*;
-            $crate::__with_catalogue_cases!(__emit_catalogue_tests!($factory));
-        }
-    };
-}
-
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __emit_catalogue_tests {
-    (($factory:expr) $($case:ident),* $(,)?) => {
-        $(
-            #[test]
-            fn $case() {
-                $crate::catalogue::$case($factory);
-            }
-        )*
+        $crate::__suite!(__with_catalogue_cases, catalogue, $name, $factory);
     };
 }
 
@@ -845,11 +828,5 @@ macro_rules! __with_catalogue_cases {
     };
 }
 
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __emit_catalogue_names {
-    (() $($case:ident),* $(,)?) => { [$(stringify!($case)),*] };
-}
-
 /// Every catalogue case, by name, in suite order.
-pub const CATALOGUE_CASES: &[&str] = &crate::__with_catalogue_cases!(__emit_catalogue_names!());
+pub const CATALOGUE_CASES: &[&str] = &crate::__with_catalogue_cases!(__emit_names!());

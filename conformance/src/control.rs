@@ -423,8 +423,7 @@ pub fn writer_modes_round_trip_and_resume_fails_closed<C: ControlCatalog, F: Fn(
 }
 
 /// Every control-catalog case, by name, in suite order.
-pub const CONTROL_CATALOG_CASES: &[&str] =
-    &crate::__with_control_catalog_cases!(__emit_catalogue_names!());
+pub const CONTROL_CATALOG_CASES: &[&str] = &crate::__with_control_catalog_cases!(__emit_names!());
 
 /// Emits `mod $name { #[test] fn <case>() … }`: one test per control-catalog
 /// conformance case, each calling the case with `$factory` (evaluated once
@@ -432,24 +431,7 @@ pub const CONTROL_CATALOG_CASES: &[&str] =
 #[macro_export]
 macro_rules! control_catalog_suite {
     ($name:ident, $factory:expr $(,)?) => {
-        #[allow(unused_imports)]
-        mod $name {
-            use super::*;
-            $crate::__with_control_catalog_cases!(__emit_control_catalog_tests!($factory));
-        }
-    };
-}
-
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __emit_control_catalog_tests {
-    (($factory:expr) $($case:ident),* $(,)?) => {
-        $(
-            #[test]
-            fn $case() {
-                $crate::control::$case($factory);
-            }
-        )*
+        $crate::__suite!(__with_control_catalog_cases, control, $name, $factory);
     };
 }
 

@@ -286,7 +286,7 @@ pub fn round_trip_between_two_catalogues<C: Catalogue, F: Fn() -> C>(factory: F)
 }
 
 /// Every custody case, by name, in suite order.
-pub const CUSTODY_CASES: &[&str] = &crate::__with_custody_cases!(__emit_catalogue_names!());
+pub const CUSTODY_CASES: &[&str] = &crate::__with_custody_cases!(__emit_names!());
 
 /// Emits `mod $name { #[test] fn <case>() … }`: one test per custody
 /// conformance case, each calling the case with `$factory` (evaluated once
@@ -294,24 +294,7 @@ pub const CUSTODY_CASES: &[&str] = &crate::__with_custody_cases!(__emit_catalogu
 #[macro_export]
 macro_rules! custody_suite {
     ($name:ident, $factory:expr $(,)?) => {
-        #[allow(unused_imports)]
-        mod $name {
-            use super::*;
-            $crate::__with_custody_cases!(__emit_custody_tests!($factory));
-        }
-    };
-}
-
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __emit_custody_tests {
-    (($factory:expr) $($case:ident),* $(,)?) => {
-        $(
-            #[test]
-            fn $case() {
-                $crate::custody::$case($factory);
-            }
-        )*
+        $crate::__suite!(__with_custody_cases, custody, $name, $factory);
     };
 }
 

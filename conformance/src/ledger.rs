@@ -432,30 +432,15 @@ pub fn a_closed_handle_refuses<L: Ledger>(f: impl Fn() -> L) {
 }
 
 /// Every case name, in the order the macro emits them.
-pub const LEDGER_CASES: &[&str] = &crate::__with_ledger_cases!(__emit_ledger_names!());
-
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __emit_ledger_names {
-    (() $($case:ident),* $(,)?) => { [$(stringify!($case)),*] };
-}
-
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __emit_ledger_table {
-    (($l:ty) $($case:ident),* $(,)?) => {
-        vec![$(
-            (stringify!($case), (|f: &dyn Fn() -> $l| $crate::ledger::$case(f)) as fn(&dyn Fn() -> $l))
-        ),*]
-    };
-}
+pub const LEDGER_CASES: &[&str] = &crate::__with_ledger_cases!(__emit_names!());
 
 /// One case as a runtime value.
 pub type LedgerCase<L> = fn(&dyn Fn() -> L);
 
-/// Every case as `(name, case)`, for `custos conformance`.
+/// Every case as `(name, case)`, for a harness that runs a subset or reports
+/// per case.
 pub fn ledger_cases<L: Ledger>() -> Vec<(&'static str, LedgerCase<L>)> {
-    crate::__with_ledger_cases!(__emit_ledger_table!(L))
+    crate::__with_ledger_cases!(__emit_table!(ledger, L))
 }
 
 /// Invokes `$crate::$callback! { ($args) case, … }` with every ledger case.
@@ -494,23 +479,6 @@ macro_rules! __with_ledger_cases {
 #[macro_export]
 macro_rules! ledger_suite {
     ($name:ident, $factory:expr $(,)?) => {
-        #[allow(unused_imports)]
-        mod $name {
-            use super::*;
-            $crate::__with_ledger_cases!(__emit_ledger_tests!($factory));
-        }
-    };
-}
-
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __emit_ledger_tests {
-    (($factory:expr) $($case:ident),* $(,)?) => {
-        $(
-            #[test]
-            fn $case() {
-                $crate::ledger::$case($factory);
-            }
-        )*
+        $crate::__suite!(__with_ledger_cases, ledger, $name, $factory);
     };
 }

@@ -9,15 +9,66 @@
 //! custos_conformance::storage_suite!(memory, || custos_core::storage::MemoryStorage::new());
 //! ```
 //!
-//! A behaviour without a case here is not guaranteed. [`storage::STORAGE_CASES`]
-//! names every case and [`storage::storage_cases`] returns them as a runtime
-//! table (for `custos conformance`, which prints pass/fail per case).
+//! A behaviour without a case here is not guaranteed. Each suite lists its
+//! cases once (a hidden `__with_<suite>_cases!` macro); from that one list
+//! come the suite macro's tests, the names (e.g. [`storage::STORAGE_CASES`])
+//! and, for storage and the ledger, a runtime table of `(name, case)`
+//! ([`storage::storage_cases`], [`ledger::ledger_cases`]) for a harness of
+//! your own that runs a subset or reports per case. The emitters below are
+//! shared by every suite.
 
 pub mod catalogue;
 pub mod control;
 pub mod custody;
 pub mod ledger;
 pub mod storage;
+
+/// The body of every `<suite>_suite!` macro: `mod $name { #[test] fn
+/// <case>() … }` over the cases `$cases` lists, each calling
+/// `$crate::$module::<case>($factory)`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __suite {
+    ($cases:ident, $module:ident, $name:ident, $factory:expr) => {
+        #[allow(unused_imports)]
+        mod $name {
+            use super::*;
+            $crate::$cases!(__emit_tests!($module, $factory));
+        }
+    };
+}
+
+/// One `#[test]` per case.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __emit_tests {
+    (($module:ident, $factory:expr) $($case:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $case() {
+                $crate::$module::$case($factory);
+            }
+        )*
+    };
+}
+
+/// The case names, as an array.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __emit_names {
+    (() $($case:ident),* $(,)?) => { [$(stringify!($case)),*] };
+}
+
+/// The cases as a runtime table of `(name, case)`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __emit_table {
+    (($module:ident, $t:ty) $($case:ident),* $(,)?) => {
+        vec![$(
+            (stringify!($case), (|f: &dyn Fn() -> $t| $crate::$module::$case(f)) as fn(&dyn Fn() -> $t))
+        ),*]
+    };
+}
 
 /// Emits `mod $name { #[test] fn <case>() … }`: one test per storage
 /// conformance case, each calling the case with `$factory` (an expression of
@@ -26,24 +77,7 @@ pub mod storage;
 #[macro_export]
 macro_rules! storage_suite {
     ($name:ident, $factory:expr $(,)?) => {
-        #[allow(unused_imports)]
-        mod $name {
-            use super::*;
-            $crate::__with_storage_cases!(__emit_storage_tests!($factory));
-        }
-    };
-}
-
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __emit_storage_tests {
-    (($factory:expr) $($case:ident),* $(,)?) => {
-        $(
-            #[test]
-            fn $case() {
-                $crate::storage::$case($factory);
-            }
-        )*
+        $crate::__suite!(__with_storage_cases, storage, $name, $factory);
     };
 }
 

@@ -1455,23 +1455,7 @@ pub fn branch_scan_query_plan_uses_no_table_scan<S: Storage, F: Fn() -> S>(facto
 // ------------------------------------------------------------- the table
 
 /// Every storage case, by name, in suite order.
-pub const STORAGE_CASES: &[&str] = &crate::__with_storage_cases!(__emit_storage_names!());
-
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __emit_storage_names {
-    (() $($case:ident),* $(,)?) => { [$(stringify!($case)),*] };
-}
-
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __emit_storage_table {
-    (($s:ty) $($case:ident),* $(,)?) => {
-        vec![$(
-            (stringify!($case), (|f: &dyn Fn() -> $s| $crate::storage::$case(f)) as fn(&dyn Fn() -> $s))
-        ),*]
-    };
-}
+pub const STORAGE_CASES: &[&str] = &crate::__with_storage_cases!(__emit_names!());
 
 /// A storage case runnable at run time, for a backend type `S`.
 pub type StorageCase<S> = (&'static str, fn(&dyn Fn() -> S));
@@ -1479,5 +1463,5 @@ pub type StorageCase<S> = (&'static str, fn(&dyn Fn() -> S));
 /// Every case as `(name, function)`, for runners that print pass/fail per
 /// case (run each under `std::panic::catch_unwind`).
 pub fn storage_cases<S: Storage>() -> Vec<StorageCase<S>> {
-    crate::__with_storage_cases!(__emit_storage_table!(S))
+    crate::__with_storage_cases!(__emit_table!(storage, S))
 }
