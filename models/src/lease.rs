@@ -10,7 +10,10 @@
 //!   it expires, and the restarted process may acquire again);
 //! - put a commit, renewal or release on the wire (`Send`) and deliver it any
 //!   time later (`Deliver`), after steals, restarts and expiry, with the
-//!   reply lost (one message in flight at a time keeps the space small).
+//!   reply lost (one message in flight at a time keeps the space small);
+//! - release by an owner's name alone (`ReleaseByOwner`, the SQLite shell's
+//!   `release_export`) at any moment, whatever that owner's processes
+//!   believe — after its crash, or while a newer incarnation holds the slot.
 //!
 //! Every request goes through [`custos_core::lease::decide`]; a mutant wraps
 //! that call. A monitor records what the store admitted, and the properties
@@ -32,22 +35,27 @@ pub enum Mutant {
     CommitComparesOnlyOwner,
     /// Stealing an expired lease keeps the old fence instead of bumping it.
     StealKeepsFence,
-    /// Release deletes the lease of the owner regardless of the fence.
+    /// Release deletes the lease of the owner regardless of the fence: the
+    /// fenced release decided as [`lease::Request::ReleaseByOwner`].
     ReleaseByOwnerOnly,
     /// Renew extends a lease that has already expired.
     RenewExpired,
     /// Release forgets the fence high-water mark, so a free slot restarts at 1.
     ReleaseForgetsHighWater,
+    /// A release by owner deletes whichever lease holds the slot (the
+    /// owner check left out, as an unconditional `DELETE` of the row).
+    ReleaseByOwnerAnyHolder,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 5] = [
+    pub const ALL: [Mutant; 6] = [
         Mutant::CommitComparesOnlyOwner,
         Mutant::StealKeepsFence,
         Mutant::ReleaseByOwnerOnly,
         Mutant::RenewExpired,
         Mutant::ReleaseForgetsHighWater,
+        Mutant::ReleaseByOwnerAnyHolder,
     ];
 
     /// The mutant's stable name.
@@ -58,6 +66,7 @@ impl Mutant {
             Mutant::ReleaseByOwnerOnly => "release-by-owner-regardless-of-fence",
             Mutant::RenewExpired => "renew-of-expired-lease",
             Mutant::ReleaseForgetsHighWater => "release-forgets-fence-high-water",
+            Mutant::ReleaseByOwnerAnyHolder => "release-by-owner-of-any-holder",
         }
     }
 }
@@ -106,6 +115,10 @@ pub enum Action {
     Tick,
     /// Process `p` crashes and restarts with no belief.
     Crash(u8),
+    /// Someone releases by `p`'s owner name alone ([`lease::Request::ReleaseByOwner`]),
+    /// whatever `p` believes; `p`'s belief is untouched (if it still
+    /// believes, its next call is refused).
+    ReleaseByOwner(u8),
 }
 
 /// Bits of [`SysState::broken`]: which rule the store was seen to break.
@@ -116,6 +129,7 @@ mod rule {
     pub const COMMIT_ORDER: u8 = 1 << 3;
     pub const STALE_RENEW: u8 = 1 << 4;
     pub const RELEASE_OTHER: u8 = 1 << 5;
+    pub const RELEASE_OWNER_OTHER: u8 = 1 << 6;
 }
 
 /// Bits of [`SysState::seen`]: outcomes reached.
@@ -125,6 +139,7 @@ mod seen {
     pub const STALE_COMMIT_REFUSED: u8 = 1 << 2;
     pub const COMMIT_AFTER_RESTART: u8 = 1 << 3;
     pub const STALE_RELEASE_IGNORED: u8 = 1 << 4;
+    pub const RELEASED_WITHOUT_FENCE: u8 = 1 << 5;
 }
 
 /// The global state: the store, the clock, the processes and the monitor.
@@ -237,11 +252,12 @@ impl LeaseModel {
                     },
                 )
             }
-            (Some(Mutant::ReleaseByOwnerOnly), lease::Request::Release { owner, fence }) => {
-                let fence = holder
-                    .filter(|h| h.owner == owner)
-                    .map_or(fence, |h| h.fence);
-                lease::decide(state, &lease::Request::Release { owner, fence })
+            (Some(Mutant::ReleaseByOwnerOnly), lease::Request::Release { owner, .. }) => {
+                lease::decide(state, &lease::Request::ReleaseByOwner { owner })
+            }
+            (Some(Mutant::ReleaseByOwnerAnyHolder), lease::Request::ReleaseByOwner { owner }) => {
+                let owner = holder.map_or(owner, |h| h.owner);
+                lease::decide(state, &lease::Request::ReleaseByOwner { owner })
             }
             (
                 Some(Mutant::RenewExpired),
@@ -372,6 +388,18 @@ impl LeaseModel {
                     s.seen |= seen::STALE_RELEASE_IGNORED;
                 }
             }
+            (lease::Request::ReleaseByOwner { owner }, _) => {
+                let own = before.holder.as_ref().filter(|h| h.owner == *owner);
+                if before.holder.is_some() && d.next.holder.is_none() {
+                    match own {
+                        None => s.broken |= rule::RELEASE_OWNER_OTHER,
+                        Some(h) if s.believed[usize::from(p)] != Some(h.fence) => {
+                            s.seen |= seen::RELEASED_WITHOUT_FENCE;
+                        }
+                        Some(_) => {}
+                    }
+                }
+            }
             _ => {}
         }
         s.store = d.next;
@@ -445,6 +473,7 @@ impl Model for LeaseModel {
             if s.wire.is_some_and(|(q, _, _)| q == pi) {
                 actions.push(Action::Deliver(pi));
             }
+            actions.push(Action::ReleaseByOwner(pi));
         }
     }
 
@@ -496,6 +525,10 @@ impl Model for LeaseModel {
                 s.believed[usize::from(p)] = None;
                 s.crashes += 1;
             }
+            Action::ReleaseByOwner(p) => {
+                let owner = self.owners[usize::from(p)].clone();
+                self.run(&mut s, p, lease::Request::ReleaseByOwner { owner });
+            }
         }
         Some(s)
     }
@@ -527,6 +560,10 @@ impl Model for LeaseModel {
             Property::<Self>::always("a release deletes only its own pair", |_, s| {
                 s.broken & rule::RELEASE_OTHER == 0
             }),
+            Property::<Self>::always(
+                "a release by owner deletes only that owner's lease",
+                |_, s| s.broken & rule::RELEASE_OWNER_OTHER == 0,
+            ),
             Property::<Self>::sometimes("an expired lease is stolen", |_, s| {
                 s.seen & seen::STEAL != 0
             }),
@@ -540,6 +577,10 @@ impl Model for LeaseModel {
             Property::<Self>::sometimes("a stale release leaves the new holder alone", |_, s| {
                 s.seen & seen::STALE_RELEASE_IGNORED != 0
             }),
+            Property::<Self>::sometimes(
+                "a lease is released by owner once its process lost the fence",
+                |_, s| s.seen & seen::RELEASED_WITHOUT_FENCE != 0,
+            ),
         ]
     }
 }
