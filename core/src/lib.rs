@@ -19,7 +19,8 @@
 //!   commit decision, the query shapes and the `Storage` port.
 //! - [`migration`] — the whole-identity migration workflow (spec 001): plan
 //!   and receipt as canonical digest-bound data, the ordered steps, retry
-//!   convergence; `migration::drive` simulates it for models and fuzzing.
+//!   convergence; [`migration::simulate`] runs it in a simulated
+//!   environment for the model, the fuzz target and the tests.
 //! - [`release`] — the release catalog's rules (spec 002): the COMPLETE record
 //!   and the catalog bounds with their index accounting.
 //! - [`root`] — which directory a catalog may adopt: the durable mode
@@ -30,15 +31,12 @@
 //!   status, tick head, signatures, retirement, the `ControlCatalog` port.
 //! - [`schema`] — logical table schemas and their fingerprint.
 //!
-//! [`drive`] holds request-stream drivers that check each machine's
-//! invariants; the fuzz targets, the property tests and the corpus replay all
-//! run them.
+//! [`streams`] holds one stream checker per machine: a stream of requests
+//! through the machine's decision, its invariants checked after every step;
+//! the fuzz targets, the property tests and the corpus replay all run them.
 
 pub mod catalogue;
 pub mod custody;
-pub mod drive;
-pub mod drive_custody;
-pub mod drive_world;
 pub mod fence;
 pub mod identity;
 pub mod lease;
@@ -48,6 +46,7 @@ pub mod release;
 pub mod root;
 pub mod schema;
 pub mod storage;
+pub mod streams;
 pub mod world;
 
 /// Milliseconds on the caller's clock. The machines never read a clock; every

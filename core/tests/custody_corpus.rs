@@ -1,12 +1,12 @@
 //! Replays the checked-in custody fuzz corpus (`fuzz/corpus/custody/`)
-//! through the driver the fuzz target runs, so CI covers it where libFuzzer
+//! through the checker the fuzz target runs, so CI covers it where libFuzzer
 //! cannot run; and runs random streams through it as a property test.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
 
-use custos_core::drive_custody::{custody_bytes, custody_stream, CustodyOp};
+use custos_core::streams::custody::{check_custody_bytes, check_custody_stream, CustodyOp};
 use proptest::prelude::*;
 
 #[test]
@@ -16,7 +16,7 @@ fn custody_corpus_replays_clean() {
     for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
         let path = entry.unwrap().path();
         let data = std::fs::read(&path).unwrap();
-        if let Err(v) = custody_bytes(&data) {
+        if let Err(v) = check_custody_bytes(&data) {
             panic!("{}: {v}", path.display());
         }
         files += 1;
@@ -38,7 +38,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
     #[test]
     fn random_custody_streams_hold_every_rule(ops in proptest::collection::vec(op(), 0..64)) {
-        if let Err(v) = custody_stream(&ops) {
+        if let Err(v) = check_custody_stream(&ops) {
             panic!("{v}");
         }
     }

@@ -1,11 +1,11 @@
-//! Replays the checked-in fuzz corpus through the same drivers the fuzz
+//! Replays the checked-in fuzz corpus through the same checkers the fuzz
 //! targets run, so CI covers them where libFuzzer cannot run.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
 
-fn replay(target: &str, run: fn(&[u8]) -> Result<(), custos_core::drive::Violation>) {
+fn replay(target: &str, run: fn(&[u8]) -> Result<(), custos_core::streams::Violation>) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../fuzz/corpus")
         .join(target);
@@ -23,10 +23,10 @@ fn replay(target: &str, run: fn(&[u8]) -> Result<(), custos_core::drive::Violati
 
 #[test]
 fn lease_corpus_replays_clean() {
-    replay("lease", custos_core::drive::lease_bytes);
+    replay("lease", custos_core::streams::lease::check_lease_bytes);
 }
 
 #[test]
 fn fence_corpus_replays_clean() {
-    replay("fence", custos_core::drive::fence_bytes);
+    replay("fence", custos_core::streams::fence::check_fence_bytes);
 }

@@ -1,4 +1,4 @@
-//! Replays the checked-in ledger fuzz corpus through the driver the fuzz
+//! Replays the checked-in ledger fuzz corpus through the checker the fuzz
 //! target runs, so CI covers it where libFuzzer cannot run.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -12,7 +12,7 @@ fn ledger_corpus_replays_clean() {
     for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
         let path = entry.unwrap().path();
         let data = std::fs::read(&path).unwrap();
-        if let Err(v) = custos_core::ledger::drive::ledger_bytes(&data) {
+        if let Err(v) = custos_core::streams::ledger::check_ledger_bytes(&data) {
             panic!("{}: {v}", path.display());
         }
         files += 1;

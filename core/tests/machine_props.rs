@@ -1,11 +1,12 @@
 //! Property tests: random request streams through the lease and fence
-//! machines never break the invariants `custos_core::drive` checks — and the
-//! drivers catch a broken machine, so they are not vacuous.
+//! machines never break the invariants `custos_core::streams` checks — and
+//! the checkers catch a broken machine, so they are not vacuous.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use custos_core::drive::{
-    fence_stream, fence_stream_with, lease_stream, lease_stream_with, FenceChoice, FenceOp, LeaseOp,
+use custos_core::streams::fence::{check_fence_stream, check_fence_stream_with, FenceOp};
+use custos_core::streams::lease::{
+    check_lease_stream, check_lease_stream_with, FenceChoice, LeaseOp,
 };
 use custos_core::{fence, lease};
 use proptest::prelude::*;
@@ -46,12 +47,12 @@ proptest! {
 
     #[test]
     fn lease_invariants_hold(ops in proptest::collection::vec(lease_op(), 0..64)) {
-        prop_assert_eq!(lease_stream(&ops), Ok(()));
+        prop_assert_eq!(check_lease_stream(&ops), Ok(()));
     }
 
     #[test]
     fn fence_invariants_hold(ops in proptest::collection::vec(fence_op(), 0..64)) {
-        prop_assert_eq!(fence_stream(&ops), Ok(()));
+        prop_assert_eq!(check_fence_stream(&ops), Ok(()));
     }
 }
 
@@ -119,7 +120,7 @@ fn overwriting_floor(
 }
 
 #[test]
-fn the_lease_driver_catches_an_owner_only_commit_check() {
+fn the_lease_checker_catches_an_owner_only_commit_check() {
     // a acquires (fence 1), restarts and acquires again (fence 2); its old
     // incarnation's commit under fence 1 must be refused.
     let ops = [
@@ -131,14 +132,14 @@ fn the_lease_driver_catches_an_owner_only_commit_check() {
             ttl: 5,
         },
     ];
-    assert_eq!(lease_stream(&ops), Ok(()));
-    let v = lease_stream_with(owner_only_commit, &ops).unwrap_err();
+    assert_eq!(check_lease_stream(&ops), Ok(()));
+    let v = check_lease_stream_with(owner_only_commit, &ops).unwrap_err();
     assert_eq!(v.invariant, "admitted-only-for-the-live-exact-pair");
     assert_eq!(v.step, 2);
 }
 
 #[test]
-fn the_lease_driver_catches_renewal_of_an_expired_lease() {
+fn the_lease_checker_catches_renewal_of_an_expired_lease() {
     let ops = [
         LeaseOp::Acquire { owner: 1, ttl: 2 },
         LeaseOp::Advance(3),
@@ -148,13 +149,13 @@ fn the_lease_driver_catches_renewal_of_an_expired_lease() {
             ttl: 2,
         },
     ];
-    assert_eq!(lease_stream(&ops), Ok(()));
-    let v = lease_stream_with(renews_expired, &ops).unwrap_err();
+    assert_eq!(check_lease_stream(&ops), Ok(()));
+    let v = check_lease_stream_with(renews_expired, &ops).unwrap_err();
     assert_eq!(v.invariant, "admitted-only-for-the-live-exact-pair");
 }
 
 #[test]
-fn the_fence_driver_catches_a_lowering_floor_import() {
+fn the_fence_checker_catches_a_lowering_floor_import() {
     let ops = [
         FenceOp::ImportFloor { world: 0, floor: 5 },
         FenceOp::ImportFloor { world: 0, floor: 2 },
@@ -163,8 +164,8 @@ fn the_fence_driver_catches_a_lowering_floor_import() {
             writer: 0,
         },
     ];
-    assert_eq!(fence_stream(&ops), Ok(()));
-    let v = fence_stream_with(overwriting_floor, &ops).unwrap_err();
+    assert_eq!(check_fence_stream(&ops), Ok(()));
+    let v = check_fence_stream_with(overwriting_floor, &ops).unwrap_err();
     assert_eq!(v.invariant, "fence-state-monotonic");
     assert_eq!(v.step, 1);
 }

@@ -7,10 +7,9 @@
 use std::path::{Path, PathBuf};
 
 use arbitrary::{Arbitrary, Unstructured};
-use custos_core::migration::drive::{
-    migration_bytes, seen, Fixture, Machine, Sim, SimOp, STREAM_BUDGET,
-};
+use custos_core::migration::simulate::{seen, Fixture, Machine, Sim, SimOp};
 use custos_core::migration::Status;
+use custos_core::streams::migration::{check_migration_bytes, STREAM_BUDGET};
 
 fn corpus() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/migration")
@@ -22,7 +21,7 @@ fn migration_corpus_replays_clean() {
     for entry in std::fs::read_dir(corpus()).unwrap() {
         let path = entry.unwrap().path();
         let data = std::fs::read(&path).unwrap();
-        if let Err(v) = migration_bytes(&data) {
+        if let Err(v) = check_migration_bytes(&data) {
             panic!("{}: {v}", path.display());
         }
         files += 1;
@@ -30,7 +29,8 @@ fn migration_corpus_replays_clean() {
     assert!(files >= 8, "corpus migration has only {files} inputs");
 }
 
-/// Runs a seed the way `migration_stream` does and returns the final world.
+/// Runs a seed the way `check_migration_stream` does and returns the final
+/// world.
 fn replay(name: &str) -> Sim {
     let data = std::fs::read(corpus().join(name)).unwrap();
     let mut u = Unstructured::new(&data);

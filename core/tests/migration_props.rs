@@ -1,21 +1,22 @@
 //! Property tests of the migration plan and receipt (canonical round trips,
 //! digest sensitivity to every field) and of random migration environments
-//! through the real machine — plus a check that the stream driver catches a
+//! through the real machine — plus a check that the stream checker catches a
 //! broken machine, so it is not vacuous.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test helpers outside #[test] fns
 
-use custos_core::migration::drive::{
-    self, migration_stream, migration_stream_with, Fault, Forced, Machine, SimOp,
-};
+use custos_core::migration::simulate::{self, Fault, Forced, Machine, SimOp};
 use custos_core::migration::{
     self, CommitReply, Decision, Digest, MigrationError, Name, NormalizedUri, Outcome, Plan,
     Request, State, StoredReceipt,
 };
+use custos_core::streams::migration::{
+    check_clean_run, check_migration_stream, check_migration_stream_with,
+};
 use proptest::prelude::*;
 
-fn fixture() -> drive::Fixture {
-    drive::Fixture::new().unwrap()
+fn fixture() -> simulate::Fixture {
+    simulate::Fixture::new().unwrap()
 }
 
 fn digest() -> impl Strategy<Value = Digest> {
@@ -81,7 +82,7 @@ fn perturb_plan(p: &mut Plan, k: u8) {
 }
 
 fn receipt() -> StoredReceipt {
-    let sim = drive::run_clean().unwrap();
+    let sim = check_clean_run().unwrap();
     sim.dest.reservation.unwrap().receipt.unwrap()
 }
 
@@ -197,7 +198,7 @@ proptest! {
     fn random_migration_environments_keep_every_rule(
         ops in proptest::collection::vec(sim_op(), 0..160)
     ) {
-        prop_assert_eq!(migration_stream(&ops), Ok(()));
+        prop_assert_eq!(check_migration_stream(&ops), Ok(()));
     }
 }
 
@@ -221,16 +222,16 @@ fn blind(s: &State, r: &Request) -> Result<Decision, MigrationError> {
 }
 
 #[test]
-fn the_stream_driver_catches_a_blind_reappend() {
+fn the_stream_checker_catches_a_blind_reappend() {
     let ops: Vec<SimOp> = (0..4)
         .map(|_| SimOp::Step(0, Fault::None))
         .chain([SimOp::Step(0, Fault::AmbiguousLanded)])
         .collect();
-    assert_eq!(migration_stream(&ops), Ok(()));
+    assert_eq!(check_migration_stream(&ops), Ok(()));
     let m = Machine {
         decide: blind,
         next: migration::next_step,
     };
-    let v = migration_stream_with(m, &ops).unwrap_err();
+    let v = check_migration_stream_with(m, &ops).unwrap_err();
     assert_eq!(v.invariant, "table-appended-twice");
 }

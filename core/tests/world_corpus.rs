@@ -1,12 +1,14 @@
 //! Replays the checked-in control-catalog fuzz corpus (`fuzz/corpus/world/`)
-//! through the driver the fuzz target runs, so CI covers it where libFuzzer
+//! through the checker the fuzz target runs, so CI covers it where libFuzzer
 //! cannot run; and runs random streams through it as a property test.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
 
-use custos_core::drive_world::{world_bytes, world_stream, world_stream_with, WorldOp};
+use custos_core::streams::world::{
+    check_world_bytes, check_world_stream, check_world_stream_with, WorldOp,
+};
 use custos_core::world::{decide, Decision, Outcome, Request, WorldError, WorldSlot, WorldStatus};
 use proptest::prelude::*;
 
@@ -17,7 +19,7 @@ fn world_corpus_replays_clean() {
     for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
         let path = entry.unwrap().path();
         let data = std::fs::read(&path).unwrap();
-        if let Err(v) = world_bytes(&data) {
+        if let Err(v) = check_world_bytes(&data) {
             panic!("{}: {v}", path.display());
         }
         files += 1;
@@ -56,7 +58,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
     #[test]
     fn random_world_streams_hold_every_rule(ops in proptest::collection::vec(op(), 0..64)) {
-        if let Err(v) = world_stream(&ops) {
+        if let Err(v) = check_world_stream(&ops) {
             panic!("{v}");
         }
     }
@@ -101,7 +103,7 @@ fn overwriting(state: &WorldSlot, req: &Request) -> Result<Decision, WorldError>
 }
 
 #[test]
-fn the_driver_catches_broken_deciders() {
+fn the_checker_catches_broken_deciders() {
     // The tombstone must win over a delayed registration.
     let resurrect = [
         WorldOp::Register {
@@ -121,8 +123,8 @@ fn the_driver_catches_broken_deciders() {
             mode: 1,
         },
     ];
-    world_stream(&resurrect).unwrap();
-    let v = world_stream_with(resurrecting, &resurrect).unwrap_err();
+    check_world_stream(&resurrect).unwrap();
+    let v = check_world_stream_with(resurrecting, &resurrect).unwrap_err();
     assert_eq!(v.step, 2);
     assert_eq!(v.invariant, "destroyed is monotonic");
     // A recorded descriptor never changes.
@@ -145,8 +147,8 @@ fn the_driver_catches_broken_deciders() {
             forge: 1,
         },
     ];
-    world_stream(&overwrite).unwrap();
-    let v = world_stream_with(overwriting, &overwrite).unwrap_err();
+    check_world_stream(&overwrite).unwrap();
+    let v = check_world_stream_with(overwriting, &overwrite).unwrap_err();
     assert_eq!(v.step, 2);
     assert_eq!(v.invariant, "a recorded signature never changes");
 }

@@ -616,8 +616,8 @@ fn memory_ledger_port_and_close() {
 }
 
 mod props {
-    use super::super::drive::{ledger_stream, ledger_stream_with, LedgerOp};
     use super::super::*;
+    use crate::streams::ledger::{check_ledger_stream, check_ledger_stream_with, LedgerOp};
     use proptest::prelude::*;
 
     fn op() -> impl Strategy<Value = LedgerOp> {
@@ -652,7 +652,7 @@ mod props {
 
         #[test]
         fn streams_keep_every_invariant(ops in proptest::collection::vec(op(), 0..80)) {
-            prop_assert_eq!(ledger_stream(&ops), Ok(()));
+            prop_assert_eq!(check_ledger_stream(&ops), Ok(()));
         }
 
         #[test]
@@ -660,7 +660,7 @@ mod props {
             // The port over the pure state answers what `step` answers.
             let m = MemoryLedger::new();
             let mut s = LedgerState::default();
-            for req in super::super::drive::requests(&ops).unwrap() {
+            for req in crate::streams::ledger::requests(&ops).unwrap() {
                 let a = step(&s, &super::L, &req);
                 let b = m.execute(&super::L, &req);
                 prop_assert_eq!(a.as_ref().map(|x| &x.0), b.as_ref());
@@ -671,7 +671,7 @@ mod props {
     }
 
     #[test]
-    fn the_driver_catches_an_ack_without_tombstone() {
+    fn the_checker_catches_an_ack_without_tombstone() {
         let ops = [
             LedgerOp::Attach {
                 session: 0,
@@ -705,8 +705,8 @@ mod props {
                 tool: 0,
             },
         ];
-        assert_eq!(ledger_stream(&ops), Ok(()));
-        let v = ledger_stream_with(ack_without_tombstone, &ops).unwrap_err();
+        assert_eq!(check_ledger_stream(&ops), Ok(()));
+        let v = check_ledger_stream_with(ack_without_tombstone, &ops).unwrap_err();
         assert_eq!(v.invariant, "a-key-is-admitted-at-most-once");
     }
 }

@@ -1,5 +1,6 @@
-use super::drive::{self, Fault, Fixture, Machine, Sim, SimOp};
+use super::simulate::{self, Fault, Fixture, Machine, Sim, SimOp};
 use super::*;
+use crate::streams::migration::check_clean_run;
 
 fn fx() -> Fixture {
     Fixture::new().unwrap()
@@ -112,7 +113,7 @@ fn the_clean_workflow_visits_every_step_in_order() {
     let mut sim = Sim::new(&fx);
     let mut steps = Vec::new();
     for _ in 0..64 {
-        let drive::Driver::Running(run) = &sim.drivers[0] else {
+        let simulate::Driver::Running(run) = &sim.drivers[0] else {
             break;
         };
         let st = State {
@@ -259,7 +260,7 @@ fn out_of_order_requests_are_refused_and_change_nothing() {
 #[test]
 fn a_changed_plan_or_other_migration_is_refused() {
     let fx = fx();
-    let sim = drive::run_clean().unwrap();
+    let sim = check_clean_run().unwrap();
     let mut other = run(&fx, Some(fx.plan(0, 9, 0).digest()));
     other.destination = sim.dest.clone();
     assert!(matches!(
@@ -285,7 +286,7 @@ fn an_ambiguous_commit_requires_inspection_before_any_append() {
     // Drive until the first table copy.
     while !matches!(
         sim.drivers[0].clone(),
-        drive::Driver::Running(r) if matches!(
+        simulate::Driver::Running(r) if matches!(
             next_step(&State { run: r.clone(), destination: sim.dest.clone() }),
             Ok(Next::CopyTable { .. })
         )
@@ -299,7 +300,7 @@ fn an_ambiguous_commit_requires_inspection_before_any_append() {
         .iter()
         .position(|t| *t == TableState::InDoubt)
         .unwrap();
-    let drive::Driver::Running(run) = sim.drivers[0].clone() else {
+    let simulate::Driver::Running(run) = sim.drivers[0].clone() else {
         panic!("driver stopped")
     };
     let st = State {
@@ -330,7 +331,7 @@ fn drift_before_the_recheck_invalidates_the_plan() {
     let fx = fx();
     let mut sim = Sim::new(&fx);
     for _ in 0..64 {
-        let drive::Driver::Running(r) = sim.drivers[0].clone() else {
+        let simulate::Driver::Running(r) = sim.drivers[0].clone() else {
             break;
         };
         let st = State {
@@ -353,17 +354,17 @@ fn drift_before_the_recheck_invalidates_the_plan() {
 #[test]
 fn floors_cover_manifest_epochs_and_resume_goes_above() {
     let fx = fx();
-    let sim = drive::run_clean().unwrap();
+    let sim = check_clean_run().unwrap();
     let r = sim.dest.reservation.as_ref().unwrap();
     let floor = r.control.as_ref().unwrap().floors[0].floor;
-    assert_eq!(floor, drive::MANIFEST_EPOCH);
+    assert_eq!(floor, simulate::MANIFEST_EPOCH);
     assert!(sim.dest_fence.issued > floor);
     assert_eq!(import_floors(&fx.plan(0, 9, 0))[0].floor, 9);
 }
 
 #[test]
 fn receipt_decoder_refuses_missing_noncanonical_and_digest_invalid() {
-    let sim = drive::run_clean().unwrap();
+    let sim = check_clean_run().unwrap();
     let stored = sim.dest.reservation.unwrap().receipt.unwrap();
     let bytes = stored.encode();
     assert_eq!(StoredReceipt::decode(&bytes).unwrap(), stored);
@@ -396,7 +397,7 @@ fn receipt_decoder_refuses_missing_noncanonical_and_digest_invalid() {
 #[test]
 fn a_stored_receipt_that_does_not_verify_fails_closed() {
     let fx = fx();
-    let mut sim = drive::run_clean().unwrap();
+    let mut sim = check_clean_run().unwrap();
     let r = sim.dest.reservation.as_mut().unwrap();
     if let Some(s) = r.receipt.as_mut() {
         s.receipt.completed_at += 1;

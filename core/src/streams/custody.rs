@@ -1,11 +1,12 @@
-//! The custody request-stream driver, shared by the fuzz target
+//! The custody stream checker, shared by the fuzz target
 //! (`fuzz/fuzz_targets/custody.rs`), the property tests and the corpus
 //! replay (`core/tests/custody_corpus.rs`).
 //!
 //! Three catalogues each hold one session's registration (or none). A stream
 //! of small operations becomes real [`catalogue::Request`]s decided by
-//! [`catalogue::decide`] (which calls [`custody::decide`]); after every step
-//! the driver checks rules stated independently of how the machine decides:
+//! [`catalogue::decide`] (which calls [`crate::custody::decide`]); after
+//! every step the checker checks rules stated independently of how the
+//! machine decides:
 //!
 //! - a refusal persists nothing;
 //! - a transition is one the spec lists (`Resident → Moving`,
@@ -18,9 +19,9 @@
 //! - a `Moved` row never becomes `Resident` or `Moving`, and no delete
 //!   removes a `Moving` or `Moved` session.
 
+use super::{violation, Violation};
 use crate::catalogue::{self, CatalogueState, Creation, Outcome};
 use crate::custody::{Custody, MoveOp, Peer};
-use crate::drive::Violation;
 
 /// One step of a custody stream. Catalogue and peer indices are taken mod 3,
 /// ops mod 4.
@@ -75,28 +76,20 @@ fn creation() -> Creation {
     Creation::local("key-1", "session", "/work")
 }
 
-/// The decision function of the catalogue, as the driver takes it.
+/// The decision function of the catalogue, as the checker takes it.
 pub type CatalogueDecide = fn(
     &CatalogueState,
     &catalogue::Request,
 ) -> Result<catalogue::Decision, catalogue::CatalogueError>;
 
-fn v(invariant: &'static str, step: usize, detail: String) -> Violation {
-    Violation {
-        invariant,
-        step,
-        detail,
-    }
-}
-
 /// Runs a custody stream through [`catalogue::decide`] and checks the
 /// module's rules after every step.
-pub fn custody_stream(ops: &[CustodyOp]) -> Result<(), Violation> {
-    custody_stream_with(catalogue::decide, ops)
+pub fn check_custody_stream(ops: &[CustodyOp]) -> Result<(), Violation> {
+    check_custody_stream_with(catalogue::decide, ops)
 }
 
 fn request(op: &CustodyOp) -> Result<(usize, catalogue::Request), Violation> {
-    let bad = |e: crate::custody::CustodyError| v("literals-valid", 0, e.to_string());
+    let bad = |e: crate::custody::CustodyError| violation("literals-valid", 0, e.to_string());
     let mop = |i: u8| MoveOp::new(OPS[usize::from(i) % OPS.len()]).map_err(bad);
     let peer = |i: u8| Peer::new(PEERS[usize::from(i) % PEERS.len()]).map_err(bad);
     let id = SESSION.to_owned();
@@ -154,9 +147,12 @@ fn allowed(before: Option<&Custody>, after: Option<&Custody>, req: &catalogue::R
     }
 }
 
-/// [`custody_stream`] over any decision function with the catalogue's
-/// signature — how the tests show the driver catches a broken machine.
-pub fn custody_stream_with(decide: CatalogueDecide, ops: &[CustodyOp]) -> Result<(), Violation> {
+/// [`check_custody_stream`] over any decision function with the catalogue's
+/// signature — how the tests show the checker catches a broken machine.
+pub fn check_custody_stream_with(
+    decide: CatalogueDecide,
+    ops: &[CustodyOp],
+) -> Result<(), Violation> {
     let mut cats: [CatalogueState; 3] = Default::default();
     // The first catalogue registers the session.
     let first = decide(
@@ -167,7 +163,7 @@ pub fn custody_stream_with(decide: CatalogueDecide, ops: &[CustodyOp]) -> Result
             now: 0,
         },
     )
-    .map_err(|e| v("reserve-succeeds", 0, e.to_string()))?;
+    .map_err(|e| violation("reserve-succeeds", 0, e.to_string()))?;
     cats[0] = first.next;
     for (step, op) in ops.iter().enumerate() {
         let (c, req) = request(op)?;
@@ -180,7 +176,7 @@ pub fn custody_stream_with(decide: CatalogueDecide, ops: &[CustodyOp]) -> Result
         let changed = match &d.outcome {
             Outcome::Custody { changed, .. } | Outcome::Done { changed } => *changed,
             other => {
-                return Err(v(
+                return Err(violation(
                     "outcome-matches-request",
                     step,
                     format!("{req:?} answered {other:?}"),
@@ -189,7 +185,7 @@ pub fn custody_stream_with(decide: CatalogueDecide, ops: &[CustodyOp]) -> Result
         };
         if !changed {
             if d.next != before {
-                return Err(v(
+                return Err(violation(
                     "unchanged-writes-nothing",
                     step,
                     format!("{req:?}: {before:?} -> {:?}", d.next),
@@ -197,14 +193,14 @@ pub fn custody_stream_with(decide: CatalogueDecide, ops: &[CustodyOp]) -> Result
             }
         } else {
             if d.next.revision != before.revision + 1 {
-                return Err(v(
+                return Err(violation(
                     "a-change-moves-the-revision-once",
                     step,
                     format!("{} -> {}", before.revision, d.next.revision),
                 ));
             }
             if !allowed(was, now, &req) {
-                return Err(v(
+                return Err(violation(
                     "transition-is-listed",
                     step,
                     format!("{req:?}: {was:?} -> {now:?}"),
@@ -213,7 +209,7 @@ pub fn custody_stream_with(decide: CatalogueDecide, ops: &[CustodyOp]) -> Result
         }
         if let Outcome::Custody { custody, .. } = &d.outcome {
             if Some(custody) != now {
-                return Err(v(
+                return Err(violation(
                     "answer-is-the-stored-custody",
                     step,
                     format!("answered {custody:?}, stored {now:?}"),
@@ -223,7 +219,7 @@ pub fn custody_stream_with(decide: CatalogueDecide, ops: &[CustodyOp]) -> Result
         if matches!(was, Some(Custody::Moved { .. }))
             && matches!(now, Some(Custody::Resident | Custody::Moving { .. }) | None)
         {
-            return Err(v(
+            return Err(violation(
                 "moved-is-undone-only-by-a-new-import",
                 step,
                 format!("{req:?}: {was:?} -> {now:?}"),
@@ -233,7 +229,7 @@ pub fn custody_stream_with(decide: CatalogueDecide, ops: &[CustodyOp]) -> Result
             match decide(&d.next, &req) {
                 Ok(again) if again.next == d.next => {}
                 other => {
-                    return Err(v(
+                    return Err(violation(
                         "a-repeat-is-idempotent",
                         step,
                         format!("{req:?} repeated: {other:?}"),
@@ -247,20 +243,12 @@ pub fn custody_stream_with(decide: CatalogueDecide, ops: &[CustodyOp]) -> Result
 }
 
 /// Decodes `data` as an operation stream (with `arbitrary`) and runs
-/// [`custody_stream`]. Undecodable tails are ignored.
+/// [`check_custody_stream`]. Undecodable tails are ignored.
 #[cfg(feature = "arbitrary")]
-pub fn custody_bytes(data: &[u8]) -> Result<(), Violation> {
+pub fn check_custody_bytes(data: &[u8]) -> Result<(), Violation> {
     /// Streams longer than this are truncated: bounded work per input.
     const MAX_OPS: usize = 2048;
-    let mut u = arbitrary::Unstructured::new(data);
-    let mut ops = Vec::new();
-    while !u.is_empty() && ops.len() < MAX_OPS {
-        match <CustodyOp as arbitrary::Arbitrary>::arbitrary(&mut u) {
-            Ok(op) => ops.push(op),
-            Err(_) => break,
-        }
-    }
-    custody_stream(&ops)
+    check_custody_stream(&super::decode_ops::<CustodyOp>(data, MAX_OPS))
 }
 
 #[cfg(test)]
@@ -304,11 +292,11 @@ mod tests {
 
     #[test]
     fn a_round_trip_holds_every_rule() {
-        custody_stream(&round_trip()).unwrap();
+        check_custody_stream(&round_trip()).unwrap();
     }
 
     #[test]
-    fn the_driver_catches_an_abort_accepted_after_moved() {
+    fn the_checker_catches_an_abort_accepted_after_moved() {
         fn broken(
             s: &CatalogueState,
             r: &catalogue::Request,
@@ -333,7 +321,7 @@ mod tests {
             }
             catalogue::decide(s, r)
         }
-        let e = custody_stream_with(broken, &round_trip()).unwrap_err();
+        let e = check_custody_stream_with(broken, &round_trip()).unwrap_err();
         assert_eq!(e.invariant, "transition-is-listed");
         assert_eq!(e.step, 3);
     }

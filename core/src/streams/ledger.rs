@@ -1,17 +1,17 @@
-//! The ledger's request-stream driver: small closed operations (derivable
+//! The ledger's stream checker: small closed operations (derivable
 //! with `arbitrary` behind the `arbitrary` feature) turned into real
-//! requests, run through [`super::step`], with invariants checked after
+//! requests, run through [`crate::ledger::step`], with invariants checked after
 //! every step that are stated independently of how the ledger decides. The
 //! fuzz target (`fuzz/fuzz_targets/ledger.rs`), the property tests and the
-//! corpus replay all run [`ledger_stream`].
+//! corpus replay all run [`check_ledger_stream`].
 
 use std::collections::BTreeSet;
 
-use super::{
-    decide, step_with, Admission, Answer, AttachToken, CloseOutcome, Decide, Key, LedgerState,
-    Limits, OpId, Request, RowState, ScopeState, SessionId, Tool, WorkspaceId,
+use super::{violation, Violation};
+use crate::ledger::{
+    decide, step_with, Admission, Answer, AttachToken, CloseOutcome, Decide, Key, LedgerError,
+    LedgerState, Limits, OpId, Request, RowState, ScopeState, SessionId, Tool, WorkspaceId,
 };
-use crate::drive::Violation;
 
 /// One step of a ledger request stream. Indices are reduced modulo small
 /// pools (3 sessions, 3 ops, 3 tokens, 2 workspaces, 2 tools, incarnations
@@ -136,20 +136,12 @@ pub enum LedgerOp {
     },
 }
 
-/// The limits the driver runs under: small, so the bounds are reached.
-pub const DRIVER_LIMITS: Limits = Limits {
+/// The limits the checker runs under: small, so the bounds are reached.
+pub const STREAM_LIMITS: Limits = Limits {
     max_unclean_scopes: 2,
     max_ledger_bytes: 40,
     reservation_bytes: 16,
 };
-
-fn violation(invariant: &'static str, step: usize, detail: String) -> Violation {
-    Violation {
-        invariant,
-        step,
-        detail,
-    }
-}
 
 struct Names {
     sessions: Vec<SessionId>,
@@ -160,7 +152,7 @@ struct Names {
 }
 
 impl Names {
-    fn new() -> Result<Self, super::LedgerError> {
+    fn new() -> Result<Self, LedgerError> {
         Ok(Names {
             sessions: ["s0", "s1", "s2"]
                 .iter()
@@ -305,7 +297,7 @@ impl Names {
 }
 
 /// The real requests a stream stands for (the `n`th request carries
-/// `now = n`): for differential tests of a backend against [`super::step`].
+/// `now = n`): for differential tests of a backend against [`crate::ledger::step`].
 pub fn requests(ops: &[LedgerOp]) -> Result<Vec<Request>, Violation> {
     let names = Names::new().map_err(|e| violation("names-valid", 0, e.to_string()))?;
     Ok(ops
@@ -315,7 +307,7 @@ pub fn requests(ops: &[LedgerOp]) -> Result<Vec<Request>, Violation> {
         .collect())
 }
 
-/// Runs a ledger request stream under [`DRIVER_LIMITS`] and checks, after
+/// Runs a ledger request stream under [`STREAM_LIMITS`] and checks, after
 /// every step:
 ///
 /// - **once**: a key that ever had a row or tombstone is never `Fresh`
@@ -332,15 +324,15 @@ pub fn requests(ops: &[LedgerOp]) -> Result<Vec<Request>, Violation> {
 /// - **recovery**: after `open` no row is `admitted`;
 /// - reads and refusals write nothing; rows and tombstones are disjoint;
 ///   every stored terminal outcome matches its digest and size.
-pub fn ledger_stream(ops: &[LedgerOp]) -> Result<(), Violation> {
-    ledger_stream_with(decide, ops)
+pub fn check_ledger_stream(ops: &[LedgerOp]) -> Result<(), Violation> {
+    check_ledger_stream_with(decide, ops)
 }
 
-/// [`ledger_stream`] over any decision function with [`decide`]'s
-/// signature — how the tests show the driver catches a broken ledger.
-pub fn ledger_stream_with(decide: Decide, ops: &[LedgerOp]) -> Result<(), Violation> {
+/// [`check_ledger_stream`] over any decision function with [`decide`]'s
+/// signature — how the tests show the checker catches a broken ledger.
+pub fn check_ledger_stream_with(decide: Decide, ops: &[LedgerOp]) -> Result<(), Violation> {
     let names = Names::new().map_err(|e| violation("names-valid", 0, e.to_string()))?;
-    let limits = DRIVER_LIMITS;
+    let limits = STREAM_LIMITS;
     let mut state = LedgerState::default();
     let mut ever: BTreeSet<Key> = BTreeSet::new();
     for (step, op) in ops.iter().enumerate() {
@@ -483,18 +475,11 @@ fn check_rows(step: usize, before: &LedgerState, next: &LedgerState) -> Result<(
 }
 
 /// Decodes `data` as an operation stream (with `arbitrary`) and runs
-/// [`ledger_stream`]. Undecodable tails are ignored: every input is a stream.
+/// [`check_ledger_stream`]. Undecodable tails are ignored: every input is a
+/// stream.
 #[cfg(feature = "arbitrary")]
-pub fn ledger_bytes(data: &[u8]) -> Result<(), Violation> {
+pub fn check_ledger_bytes(data: &[u8]) -> Result<(), Violation> {
     /// Streams longer than this are truncated: bounded work per input.
     const MAX_OPS: usize = 2048;
-    let mut u = arbitrary::Unstructured::new(data);
-    let mut ops = Vec::new();
-    while !u.is_empty() && ops.len() < MAX_OPS {
-        match <LedgerOp as arbitrary::Arbitrary>::arbitrary(&mut u) {
-            Ok(op) => ops.push(op),
-            Err(_) => break,
-        }
-    }
-    ledger_stream(&ops)
+    check_ledger_stream(&super::decode_ops::<LedgerOp>(data, MAX_OPS))
 }

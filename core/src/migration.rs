@@ -42,7 +42,7 @@
 //! exact stored receipt and never runs cold verification again.
 
 mod data;
-pub mod drive;
+pub mod simulate;
 #[cfg(test)]
 mod tests;
 

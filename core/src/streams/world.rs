@@ -1,4 +1,4 @@
-//! The control-catalog request-stream driver ([`crate::world::decide`]),
+//! The control-catalog stream checker ([`crate::world::decide`]),
 //! shared by the fuzz target (`fuzz/fuzz_targets/world.rs`), the property
 //! test and the corpus replay (`core/tests/world_corpus.rs`).
 //!
@@ -6,7 +6,7 @@
 //! (one of them unknown to this build), two tables and two schemas (plus a
 //! forged fingerprint). A stream of small operations becomes real
 //! [`Request`]s decided against the world's stored [`WorldSlot`]; after
-//! every step the driver checks rules stated independently of how
+//! every step the checker checks rules stated independently of how
 //! `decide` works:
 //!
 //! - `changed` is exactly "the next slot differs from the stored one";
@@ -21,19 +21,19 @@
 //! - the same request decided again right after a success is an
 //!   unchanged repeat.
 
-use crate::drive::Violation;
+use super::{violation, Violation};
 use crate::schema::{Field, LogicalType, Schema};
 use crate::world::{
     decide, Decision, Request, Signature, WorldError, WorldIdentity, WorldRecord, WorldSlot,
     WorldStatus, WriterMode,
 };
 
-/// The decision function of the control catalog, as the driver takes it
-/// (a mutant can be passed to show the driver catches it).
+/// The decision function of the control catalog, as the checker takes it
+/// (a mutant can be passed to show the checker catches it).
 pub type WorldDecide = fn(&WorldSlot, &Request) -> Result<Decision, WorldError>;
 
 /// One step of a control-catalog stream. Indices are taken modulo the
-/// sizes of the driver's small universes.
+/// sizes of the checker's small universes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub enum WorldOp {
@@ -148,14 +148,6 @@ pub fn request(op: &WorldOp) -> Request {
     }
 }
 
-fn v(invariant: &'static str, step: usize, detail: String) -> Violation {
-    Violation {
-        invariant,
-        step,
-        detail,
-    }
-}
-
 fn check_step(
     decide: WorldDecide,
     step: usize,
@@ -171,7 +163,7 @@ fn check_step(
     };
     let next = &d.next;
     if d.changed != (next != prev) {
-        return Err(v(
+        return Err(violation(
             "changed means the slot changed",
             step,
             format!("changed={} for {req:?}", d.changed),
@@ -182,7 +174,7 @@ fn check_step(
     match decide(next, req) {
         Ok(again) if !again.changed => {}
         other => {
-            return Err(v(
+            return Err(violation(
                 "a repeat right after a success is unchanged",
                 step,
                 format!("{req:?}: {other:?}"),
@@ -202,7 +194,7 @@ fn check_refusal(
 ) -> Result<(), Violation> {
     if let (Request::Register { record }, Some(r)) = (req, &prev.record) {
         if r.status == WorldStatus::Active && r.same_identity(record) {
-            return Err(v(
+            return Err(violation(
                 "identical re-registration is a no-op",
                 step,
                 e.to_string(),
@@ -211,7 +203,11 @@ fn check_refusal(
     }
     if let (Request::Retire { record }, Some(r)) = (req, &prev.record) {
         if r.same_identity(record) {
-            return Err(v("an exact retirement succeeds", step, e.to_string()));
+            return Err(violation(
+                "an exact retirement succeeds",
+                step,
+                e.to_string(),
+            ));
         }
     }
     Ok(())
@@ -230,27 +226,41 @@ fn check_record(
     match (prev, next) {
         (Some(a), Some(b)) => {
             if !a.same_identity(b) {
-                return Err(v("identity is immutable", step, format!("{a:?} -> {b:?}")));
+                return Err(violation(
+                    "identity is immutable",
+                    step,
+                    format!("{a:?} -> {b:?}"),
+                ));
             }
             if a.status == WorldStatus::Destroyed && b.status != WorldStatus::Destroyed {
-                return Err(v("destroyed is monotonic", step, format!("{req:?}")));
+                return Err(violation(
+                    "destroyed is monotonic",
+                    step,
+                    format!("{req:?}"),
+                ));
             }
             if a.status == WorldStatus::Destroyed && matches!(req, Request::Register { .. }) {
-                return Err(v(
+                return Err(violation(
                     "a destroyed world is never re-registered",
                     step,
                     format!("{req:?}"),
                 ));
             }
             if b.tick_head < a.tick_head {
-                return Err(v(
+                return Err(violation(
                     "the tick head never moves backwards",
                     step,
                     format!("{} -> {}", a.tick_head, b.tick_head),
                 ));
             }
         }
-        (Some(_), None) => return Err(v("rows are never removed", step, format!("{req:?}"))),
+        (Some(_), None) => {
+            return Err(violation(
+                "rows are never removed",
+                step,
+                format!("{req:?}"),
+            ))
+        }
         (None, Some(b)) => {
             let ok = match req {
                 Request::Register { record } => b == record && b.status == WorldStatus::Active,
@@ -258,7 +268,7 @@ fn check_record(
                 _ => false,
             };
             if !ok {
-                return Err(v(
+                return Err(violation(
                     "a row appears only by registration or tombstone",
                     step,
                     format!("{req:?} made {b:?}"),
@@ -278,14 +288,14 @@ fn check_signatures(step: usize, prev: &WorldSlot, next: &WorldSlot) -> Result<(
         .windows(2)
         .any(|w| w[0].table_id >= w[1].table_id)
     {
-        return Err(v(
+        return Err(violation(
             "signatures sorted and distinct",
             step,
             format!("{:?}", next.signatures),
         ));
     }
     if let Some(bad) = next.signatures.iter().find(|s| s.validate().is_err()) {
-        return Err(v(
+        return Err(violation(
             "only valid signatures are recorded",
             step,
             format!("{bad:?}"),
@@ -293,7 +303,7 @@ fn check_signatures(step: usize, prev: &WorldSlot, next: &WorldSlot) -> Result<(
     }
     for old in &prev.signatures {
         if !next.signatures.contains(old) {
-            return Err(v(
+            return Err(violation(
                 "a recorded signature never changes",
                 step,
                 format!("{} lost or changed", old.table_id),
@@ -304,12 +314,12 @@ fn check_signatures(step: usize, prev: &WorldSlot, next: &WorldSlot) -> Result<(
 }
 
 /// Runs `ops` against two worlds, checking every rule after every step.
-pub fn world_stream(ops: &[WorldOp]) -> Result<(), Violation> {
-    world_stream_with(decide, ops)
+pub fn check_world_stream(ops: &[WorldOp]) -> Result<(), Violation> {
+    check_world_stream_with(decide, ops)
 }
 
-/// [`world_stream`] with another decision function.
-pub fn world_stream_with(decide: WorldDecide, ops: &[WorldOp]) -> Result<(), Violation> {
+/// [`check_world_stream`] with another decision function.
+pub fn check_world_stream_with(decide: WorldDecide, ops: &[WorldOp]) -> Result<(), Violation> {
     let mut slots = [WorldSlot::default(), WorldSlot::default()];
     for (step, op) in ops.iter().enumerate() {
         let req = request(op);
@@ -320,18 +330,10 @@ pub fn world_stream_with(decide: WorldDecide, ops: &[WorldOp]) -> Result<(), Vio
 }
 
 /// Decodes `data` as an operation stream (with `arbitrary`) and runs
-/// [`world_stream`].
+/// [`check_world_stream`]. Undecodable tails are ignored.
 #[cfg(feature = "arbitrary")]
-pub fn world_bytes(data: &[u8]) -> Result<(), Violation> {
+pub fn check_world_bytes(data: &[u8]) -> Result<(), Violation> {
     /// Streams longer than this are truncated: bounded work per input.
     const MAX_OPS: usize = 2048;
-    let mut u = arbitrary::Unstructured::new(data);
-    let mut ops = Vec::new();
-    while !u.is_empty() && ops.len() < MAX_OPS {
-        match <WorldOp as arbitrary::Arbitrary>::arbitrary(&mut u) {
-            Ok(op) => ops.push(op),
-            Err(_) => break,
-        }
-    }
-    world_stream(&ops)
+    check_world_stream(&super::decode_ops::<WorldOp>(data, MAX_OPS))
 }

@@ -1,37 +1,12 @@
-//! Request-stream drivers that check each machine's invariants.
-//!
-//! Each driver takes a sequence of small, closed operations (derivable with
-//! `arbitrary` behind the `arbitrary` feature), turns them into real requests,
-//! runs them through the machine's decision function, and checks invariants
-//! that are stated independently of how the machine decides. The fuzz targets
-//! (`fuzz/`), the property tests and the checked-in corpus replay all call the
-//! same drivers, so a failure found by one is reproducible by all.
+//! The lease stream checker: three owners acquiring, renewing, committing
+//! and releasing under a monotonic clock, each carrying the fence it
+//! believes it holds or a raw one, through [`crate::lease::decide`].
 
 use std::collections::BTreeSet;
 
-use crate::fence::{self, Epoch, Holder, WorldFence};
+use super::{violation, Violation};
 use crate::lease::{self, Fence, LeaseState, Outcome, Owner};
 use crate::Millis;
-
-/// An invariant a driver found broken, with the step at which it broke.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("invariant `{invariant}` broken at step {step}: {detail}")]
-pub struct Violation {
-    /// The invariant's name.
-    pub invariant: &'static str,
-    /// The index of the operation that broke it.
-    pub step: usize,
-    /// What was observed.
-    pub detail: String,
-}
-
-fn violation(invariant: &'static str, step: usize, detail: String) -> Violation {
-    Violation {
-        invariant,
-        step,
-        detail,
-    }
-}
 
 /// Which fence a lease operation carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,17 +71,17 @@ const OWNER_NAMES: [&str; 3] = ["owner-a", "owner-b", "owner-c"];
 ///   renewal admitted again (the clock is monotonic here);
 /// - a release deletes only the releaser's own pair;
 /// - an unexpired lease of another owner is never displaced.
-pub fn lease_stream(ops: &[LeaseOp]) -> Result<(), Violation> {
-    lease_stream_with(lease::decide, ops)
+pub fn check_lease_stream(ops: &[LeaseOp]) -> Result<(), Violation> {
+    check_lease_stream_with(lease::decide, ops)
 }
 
-/// The decision function of the lease machine, as a driver takes it.
+/// The decision function of the lease machine, as the checker takes it.
 pub type LeaseDecide =
     fn(&LeaseState, &lease::Request) -> Result<lease::Decision, lease::LeaseError>;
 
-/// [`lease_stream`] over any decision function with the lease machine's
-/// signature — how the tests show the driver catches a broken machine.
-pub fn lease_stream_with(decide: LeaseDecide, ops: &[LeaseOp]) -> Result<(), Violation> {
+/// [`check_lease_stream`] over any decision function with the lease machine's
+/// signature — how the tests show the checker catches a broken machine.
+pub fn check_lease_stream_with(decide: LeaseDecide, ops: &[LeaseOp]) -> Result<(), Violation> {
     let owners = OWNER_NAMES
         .iter()
         .map(|n| Owner::new(*n))
@@ -204,7 +179,7 @@ impl LeaseWatch {
         })
     }
 
-    /// Checks one accepted decision against every rule of [`lease_stream`].
+    /// Checks one accepted decision against every rule of [`check_lease_stream`].
     fn check(
         &mut self,
         step: usize,
@@ -326,185 +301,12 @@ fn check_release(
     Ok(())
 }
 
-/// One step of a fence request stream over two worlds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
-pub enum FenceOp {
-    /// Writer `writer` (mod 3) acquires a fence on `world` (mod 2).
-    Acquire {
-        /// World index.
-        world: u8,
-        /// Writer index.
-        writer: u8,
-    },
-    /// Writer `writer` writes to `world` with the epoch it last acquired there.
-    Write {
-        /// World index.
-        world: u8,
-        /// Writer index.
-        writer: u8,
-    },
-    /// A write carrying an arbitrary epoch.
-    RawWrite {
-        /// World index.
-        world: u8,
-        /// The epoch carried.
-        epoch: u8,
-    },
-    /// Import a floor into `world`.
-    ImportFloor {
-        /// World index.
-        world: u8,
-        /// The floor.
-        floor: u8,
-    },
-}
-
-/// Runs a fence request stream and checks, after every step:
-///
-/// - epochs strictly increase per world, above every floor ever imported;
-/// - the floor never decreases;
-/// - a write is admitted only at the most recently issued epoch of its world,
-///   never at an epoch a later acquisition staled, never at or below a floor.
-pub fn fence_stream(ops: &[FenceOp]) -> Result<(), Violation> {
-    fence_stream_with(fence::decide, ops)
-}
-
-/// The decision function of the fence machine, as a driver takes it.
-pub type FenceDecide =
-    fn(&WorldFence, &fence::Request) -> Result<fence::Decision, fence::FenceError>;
-
-/// [`fence_stream`] over any decision function with the fence machine's
-/// signature.
-pub fn fence_stream_with(decide: FenceDecide, ops: &[FenceOp]) -> Result<(), Violation> {
-    let mut worlds = [WorldFence::default(), WorldFence::default()];
-    let mut believed = [[0 as Epoch; 3]; 2];
-    let mut max_issued = [0 as Epoch; 2];
-    let mut max_floor = [0 as Epoch; 2];
-    for (step, op) in ops.iter().enumerate() {
-        let (w, req, writer) = match *op {
-            FenceOp::Acquire { world, writer } => {
-                let holder = Holder::new(format!("writer-{}", writer % 3))
-                    .map_err(|e| violation("holder-valid", step, e.to_string()))?;
-                (
-                    usize::from(world % 2),
-                    fence::Request::Acquire { holder },
-                    Some(usize::from(writer % 3)),
-                )
-            }
-            FenceOp::Write { world, writer } => {
-                let w = usize::from(world % 2);
-                let epoch = believed[w][usize::from(writer % 3)];
-                (w, fence::Request::AdmitWrite { epoch }, None)
-            }
-            FenceOp::RawWrite { world, epoch } => (
-                usize::from(world % 2),
-                fence::Request::AdmitWrite {
-                    epoch: Epoch::from(epoch),
-                },
-                None,
-            ),
-            FenceOp::ImportFloor { world, floor } => (
-                usize::from(world % 2),
-                fence::Request::ImportFloor {
-                    floor: Epoch::from(floor),
-                },
-                None,
-            ),
-        };
-        let before = worlds[w].clone();
-        let Ok(decision) = decide(&before, &req) else {
-            continue;
-        };
-        if decision.next.floor < before.floor || decision.next.issued < before.issued {
-            return Err(violation(
-                "fence-state-monotonic",
-                step,
-                format!("{before:?} -> {:?}", decision.next),
-            ));
-        }
-        match (&req, &decision.outcome) {
-            (fence::Request::Acquire { .. }, fence::Outcome::Acquired { epoch, .. }) => {
-                if *epoch <= max_issued[w] || *epoch <= max_floor[w] {
-                    return Err(violation(
-                        "epochs-strictly-increase-above-floors",
-                        step,
-                        format!(
-                            "issued {epoch}, earlier max {}, floor {}",
-                            max_issued[w], max_floor[w]
-                        ),
-                    ));
-                }
-                max_issued[w] = *epoch;
-                if let Some(i) = writer {
-                    believed[w][i] = *epoch;
-                }
-            }
-            (fence::Request::AdmitWrite { epoch }, fence::Outcome::Admitted) => {
-                if *epoch != max_issued[w] || *epoch <= max_floor[w] {
-                    return Err(violation(
-                        "write-only-at-current-epoch",
-                        step,
-                        format!(
-                            "epoch {epoch} admitted; latest {}, floor {}",
-                            max_issued[w], max_floor[w]
-                        ),
-                    ));
-                }
-            }
-            (fence::Request::ImportFloor { floor }, fence::Outcome::FloorImported { .. }) => {
-                max_floor[w] = max_floor[w].max(*floor);
-                if decision.next.floor != max_floor[w] {
-                    return Err(violation(
-                        "floor-is-max-of-imports",
-                        step,
-                        format!(
-                            "floor {} after imports up to {}",
-                            decision.next.floor, max_floor[w]
-                        ),
-                    ));
-                }
-            }
-            (req, outcome) => {
-                return Err(violation(
-                    "outcome-matches-request",
-                    step,
-                    format!("{req:?} answered {outcome:?}"),
-                ))
-            }
-        }
-        worlds[w] = decision.next;
-    }
-    Ok(())
-}
-
 /// Decodes `data` as an operation stream (with `arbitrary`) and runs
-/// [`lease_stream`]. Undecodable tails are ignored: every input is a stream.
+/// [`check_lease_stream`]. Undecodable tails are ignored: every input is a
+/// stream.
 #[cfg(feature = "arbitrary")]
-pub fn lease_bytes(data: &[u8]) -> Result<(), Violation> {
-    let ops = decode_ops::<LeaseOp>(data);
-    lease_stream(&ops)
-}
-
-/// Decodes `data` as an operation stream (with `arbitrary`) and runs
-/// [`fence_stream`].
-#[cfg(feature = "arbitrary")]
-pub fn fence_bytes(data: &[u8]) -> Result<(), Violation> {
-    let ops = decode_ops::<FenceOp>(data);
-    fence_stream(&ops)
-}
-
-#[cfg(feature = "arbitrary")]
-fn decode_ops<T: for<'a> arbitrary::Arbitrary<'a>>(data: &[u8]) -> Vec<T> {
+pub fn check_lease_bytes(data: &[u8]) -> Result<(), Violation> {
     /// Streams longer than this are truncated: bounded work per input.
     const MAX_OPS: usize = 4096;
-    let mut u = arbitrary::Unstructured::new(data);
-    let mut ops = Vec::new();
-    while !u.is_empty() && ops.len() < MAX_OPS {
-        match T::arbitrary(&mut u) {
-            Ok(op) => ops.push(op),
-            Err(_) => break,
-        }
-    }
-    ops
+    check_lease_stream(&super::decode_ops::<LeaseOp>(data, MAX_OPS))
 }
