@@ -33,6 +33,7 @@ lint:
 fmt:
 	$(CARGO) fmt --all
 
+## The API docs a user reads (`target/doc`), warnings as errors.
 doc:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --locked --workspace --no-deps
 
@@ -60,5 +61,6 @@ MODEL ?= lease
 explore:
 	$(CARGO) run --release --locked -p custos --no-default-features -- explore $(MODEL)
 
-## What CI runs: lint, the README's test command, then loom.
-ci: lint test loom
+## What CI runs: lint, the README's test command, the API docs with
+## warnings as errors (a broken intra-doc link fails), then loom.
+ci: lint test doc loom
