@@ -78,17 +78,10 @@ pub enum CatalogueError {
     },
 }
 
-impl CatalogueError {
+crate::reasons! {
     /// The stable reason string: `Invalid`, `Conflict`, `NotFound` or
     /// `BackendFault`.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            CatalogueError::Invalid { .. } => "Invalid",
-            CatalogueError::Conflict { .. } => "Conflict",
-            CatalogueError::NotFound { .. } => "NotFound",
-            CatalogueError::BackendFault { .. } => "BackendFault",
-        }
-    }
+    CatalogueError { Invalid, Conflict, NotFound, BackendFault }
 }
 
 impl CatalogueError {

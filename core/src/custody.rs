@@ -297,15 +297,9 @@ pub enum CustodyError {
     },
 }
 
-impl CustodyError {
+crate::reasons! {
     /// The stable reason string: `Conflict`, `NotFound` or `Invalid`.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            CustodyError::Conflict { .. } => "Conflict",
-            CustodyError::NotFound => "NotFound",
-            CustodyError::Invalid { .. } => "Invalid",
-        }
-    }
+    CustodyError { Conflict, NotFound, Invalid }
 }
 
 fn conflict(req: &Request, stored: &Custody) -> CustodyError {

@@ -42,6 +42,7 @@ pub mod identity;
 pub mod lease;
 pub mod ledger;
 pub mod migration;
+mod reason;
 pub mod release;
 pub mod root;
 pub mod schema;

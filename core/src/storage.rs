@@ -92,16 +92,14 @@ pub enum StorageError {
     },
 }
 
-impl StorageError {
+crate::reasons! {
     /// The stable reason string (the variant name).
-    pub fn reason(&self) -> &'static str {
-        match self {
-            StorageError::HandleClosed => "HandleClosed",
-            StorageError::UnknownEntry { .. } => "UnknownEntry",
-            StorageError::OutOfBounds(_) => "OutOfBounds",
-            StorageError::Corrupt { .. } => "Corrupt",
-            StorageError::BackendFault { .. } => "BackendFault",
-        }
+    StorageError {
+        HandleClosed,
+        UnknownEntry,
+        OutOfBounds,
+        Corrupt,
+        BackendFault,
     }
 }
 

@@ -402,16 +402,17 @@ pub enum WorldError {
     },
 }
 
-impl WorldError {
-    /// The stable reason string.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            WorldError::Conflict { .. } | WorldError::Destroyed { .. } => "CatalogConflict",
-            WorldError::NotFound { .. } => "NotFound",
-            WorldError::ResumeRefused { .. } => "ResumeRefused",
-            WorldError::Invalid { .. } => "Invalid",
-            WorldError::BackendFault { .. } => "BackendFault",
-        }
+crate::reasons! {
+    /// The stable reason string: the variant name, except that both
+    /// conflicts (a differing identity, a destroyed world) are
+    /// `CatalogConflict`.
+    WorldError {
+        Conflict => "CatalogConflict",
+        Destroyed => "CatalogConflict",
+        NotFound,
+        ResumeRefused,
+        Invalid,
+        BackendFault,
     }
 }
 

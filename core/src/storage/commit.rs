@@ -34,7 +34,7 @@ use super::types::{
     UsageFigures, UsageRow, MAX_EXPECTATIONS_PER_COMMIT, MAX_REGISTER_VALUE_LEN,
     MAX_WRITES_PER_COMMIT,
 };
-use crate::lease::Owner;
+use crate::lease::{LeaseError, Owner};
 use crate::Millis;
 
 /// A register compare-and-set condition: the register's seq the committer
@@ -295,9 +295,12 @@ pub enum CommitError {
     /// The stats projection would overflow.
     #[error("StatsOverflow: the usage-ledger sum would overflow")]
     StatsOverflow,
-    /// The committer's writer lease is gone; the remedy is to reopen, never
-    /// to retry. `held_by` names the current holder when one is recorded.
-    #[error("LeaseLost: the writer lease is lost{}", match .held_by { Some(o) => format!(" to {o}"), None => String::new() })]
+    /// The committer's writer lease is gone: the lease machine's
+    /// [`LeaseError::LeaseLost`], whose message (defined once, in
+    /// [`crate::lease`]) this shows; see [`CommitError::lease_error`]. The
+    /// remedy is to reopen, never to retry. `held_by` names the current
+    /// holder when one is recorded.
+    #[error("{}", lease_lost(.held_by))]
     LeaseLost {
         /// Who holds the lease now, if anyone.
         held_by: Option<Owner>,
@@ -311,19 +314,48 @@ pub enum CommitError {
     },
 }
 
-impl CommitError {
+crate::reasons! {
     /// The stable reason string (the variant name).
-    pub fn reason(&self) -> &'static str {
+    CommitError {
+        StaleExpectation,
+        ParentMissing,
+        DuplicateId,
+        OutOfBounds,
+        SeqExhausted,
+        StatsOverflow,
+        LeaseLost,
+        Faulted,
+    }
+}
+
+impl CommitError {
+    /// The lease machine's refusal a commit refusal stands for:
+    /// [`LeaseError::LeaseLost`] for [`CommitError::LeaseLost`], `None` for
+    /// every other refusal.
+    pub fn lease_error(&self) -> Option<LeaseError> {
         match self {
-            CommitError::StaleExpectation { .. } => "StaleExpectation",
-            CommitError::ParentMissing { .. } => "ParentMissing",
-            CommitError::DuplicateId { .. } => "DuplicateId",
-            CommitError::OutOfBounds(_) => "OutOfBounds",
-            CommitError::SeqExhausted => "SeqExhausted",
-            CommitError::StatsOverflow => "StatsOverflow",
-            CommitError::LeaseLost { .. } => "LeaseLost",
-            CommitError::Faulted { .. } => "Faulted",
+            CommitError::LeaseLost { held_by } => Some(lease_lost(held_by)),
+            _ => None,
         }
+    }
+
+    /// The commit refusal of a lease refusal: [`LeaseError::LeaseLost`] is
+    /// [`CommitError::LeaseLost`]; any other lease error is no commit
+    /// refusal (`None`: the shell decides what it means there).
+    pub fn from_lease(e: &LeaseError) -> Option<CommitError> {
+        match e {
+            LeaseError::LeaseLost { held_by } => Some(CommitError::LeaseLost {
+                held_by: held_by.clone(),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// The lease refusal a lost lease is.
+fn lease_lost(held_by: &Option<Owner>) -> LeaseError {
+    LeaseError::LeaseLost {
+        held_by: held_by.clone(),
     }
 }
 

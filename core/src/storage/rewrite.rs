@@ -33,14 +33,9 @@ pub enum RewriteViolation {
     OutOfBounds(BoundError),
 }
 
-impl RewriteViolation {
+crate::reasons! {
     /// The stable reason string (the variant name).
-    pub fn reason(&self) -> &'static str {
-        match self {
-            RewriteViolation::EntryMoved { .. } => "EntryMoved",
-            RewriteViolation::OutOfBounds(_) => "OutOfBounds",
-        }
-    }
+    RewriteViolation { EntryMoved, OutOfBounds }
 }
 
 /// Accepts `after` as the rewrite of `before` when only the payload differs.

@@ -102,17 +102,15 @@ pub enum StateError {
     IndexMismatch(String),
 }
 
-impl StateError {
+crate::reasons! {
     /// The stable reason string (the variant name).
-    pub fn reason(&self) -> &'static str {
-        match self {
-            StateError::DuplicateId(_) => "DuplicateId",
-            StateError::DuplicateSeq(_) => "DuplicateSeq",
-            StateError::SeqOutOfRange { .. } => "SeqOutOfRange",
-            StateError::BrokenParent { .. } => "BrokenParent",
-            StateError::StatsMismatch { .. } => "StatsMismatch",
-            StateError::IndexMismatch(_) => "IndexMismatch",
-        }
+    StateError {
+        DuplicateId,
+        DuplicateSeq,
+        SeqOutOfRange,
+        BrokenParent,
+        StatsMismatch,
+        IndexMismatch,
     }
 }
 

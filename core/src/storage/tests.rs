@@ -732,3 +732,29 @@ proptest! {
         prop_assert_eq!(ul, u);
     }
 }
+
+#[test]
+fn a_lost_lease_is_the_lease_machines_refusal_with_its_reason() {
+    use crate::lease::{LeaseError, Owner};
+    for held_by in [None, Some(Owner::new("owner-b").unwrap())] {
+        let lease = LeaseError::LeaseLost {
+            held_by: held_by.clone(),
+        };
+        let commit = CommitError::LeaseLost {
+            held_by: held_by.clone(),
+        };
+        assert_eq!(commit.to_string(), lease.to_string());
+        assert_eq!(commit.reason(), "LeaseLost");
+        assert_eq!(commit.lease_error(), Some(lease.clone()));
+        assert_eq!(CommitError::from_lease(&lease), Some(commit));
+    }
+    assert_eq!(
+        CommitError::LeaseLost {
+            held_by: Some(Owner::new("owner-b").unwrap())
+        }
+        .to_string(),
+        "LeaseLost: the writer lease is lost to owner-b"
+    );
+    assert_eq!(CommitError::from_lease(&LeaseError::InvalidTtl), None);
+    assert_eq!(CommitError::SeqExhausted.lease_error(), None);
+}

@@ -103,21 +103,19 @@ pub enum BoundError {
     },
 }
 
-impl BoundError {
+crate::reasons! {
     /// The stable reason string (the variant name).
-    pub fn reason(&self) -> &'static str {
-        match self {
-            BoundError::InvalidId { .. } => "InvalidId",
-            BoundError::InvalidKind { .. } => "InvalidKind",
-            BoundError::InvalidNamespace { .. } => "InvalidNamespace",
-            BoundError::InvalidKey { .. } => "InvalidKey",
-            BoundError::InvalidPrefix { .. } => "InvalidPrefix",
-            BoundError::PayloadTooLarge { .. } => "PayloadTooLarge",
-            BoundError::RegisterValueTooLarge { .. } => "RegisterValueTooLarge",
-            BoundError::TooManyWrites { .. } => "TooManyWrites",
-            BoundError::TooManyExpectations { .. } => "TooManyExpectations",
-            BoundError::TooManyIds { .. } => "TooManyIds",
-        }
+    BoundError {
+        InvalidId,
+        InvalidKind,
+        InvalidNamespace,
+        InvalidKey,
+        InvalidPrefix,
+        PayloadTooLarge,
+        RegisterValueTooLarge,
+        TooManyWrites,
+        TooManyExpectations,
+        TooManyIds,
     }
 }
 
