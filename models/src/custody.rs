@@ -33,35 +33,18 @@ use crate::Bound;
 /// Room for this many catalogues; a bound uses [`CustodyModel::cats`].
 pub const CATS: usize = 3;
 
-/// A defect the model can be made to exhibit, each a wrapped decision.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Mutant {
-    /// `abort_move` on a `Moved` row puts the session back (`Resident`): the
-    /// handler checks that a move row exists, not that it is `Moving(op)`.
-    AbortAfterMoved,
-    /// `import_session` ignores the op: an `Imported` row always answers
-    /// `Conflict` (a retried import is not recognized as a repeat) and a
-    /// `Moved` row is always replaced.
-    ImportIgnoresOp,
-    /// `begin_move` accepts a `Moved` session like a resident one.
-    BeginOnMoved,
-}
-
-impl Mutant {
-    /// Every mutant.
-    pub const ALL: [Mutant; 3] = [
-        Mutant::AbortAfterMoved,
-        Mutant::ImportIgnoresOp,
-        Mutant::BeginOnMoved,
-    ];
-
-    /// The mutant's stable name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Mutant::AbortAfterMoved => "abort-accepted-after-moved",
-            Mutant::ImportIgnoresOp => "import-ignores-the-op",
-            Mutant::BeginOnMoved => "begin-move-on-moved",
-        }
+crate::mutants! {
+    /// A defect the model can be made to exhibit, each a wrapped decision.
+    pub enum Mutant {
+        /// `abort_move` on a `Moved` row puts the session back (`Resident`): the
+        /// handler checks that a move row exists, not that it is `Moving(op)`.
+        AbortAfterMoved => "abort-accepted-after-moved",
+        /// `import_session` ignores the op: an `Imported` row always answers
+        /// `Conflict` (a retried import is not recognized as a repeat) and a
+        /// `Moved` row is always replaced.
+        ImportIgnoresOp => "import-ignores-the-op",
+        /// `begin_move` accepts a `Moved` session like a resident one.
+        BeginOnMoved => "begin-move-on-moved",
     }
 }
 
@@ -228,42 +211,6 @@ pub struct CustodyModel {
 }
 
 impl CustodyModel {
-    /// The model at a bound.
-    pub fn at(bound: Bound) -> Self {
-        let (cats, max_ops, net_cap, max_crashes) = match bound {
-            Bound::Ci => (3, 3, 2, 1),
-            Bound::Deep => (3, 5, 3, 2),
-        };
-        CustodyModel {
-            cats,
-            max_ops,
-            net_cap,
-            max_crashes,
-            peers: ["cat-a", "cat-b", "cat-c"]
-                .iter()
-                .filter_map(|p| Peer::new(*p).ok())
-                .collect(),
-            op_names: (0..8)
-                .filter_map(|i| MoveOp::new(format!("op-{i}")).ok())
-                .collect(),
-            mutant: None,
-        }
-    }
-
-    /// The same model exhibiting `mutant`.
-    pub fn with(mut self, mutant: Mutant) -> Self {
-        self.mutant = Some(mutant);
-        self
-    }
-
-    /// A one-line description of the bound.
-    pub fn bound_detail(&self) -> String {
-        format!(
-            "{} catalogues, {} moves, {} requests in flight, {} orchestrator crash(es), lost requests and replies, late duplicate copies",
-            self.cats, self.max_ops, self.net_cap, self.max_crashes
-        )
-    }
-
     fn op_index(&self, op: &MoveOp) -> Option<u8> {
         self.op_names
             .iter()
@@ -598,23 +545,36 @@ impl crate::family::MutantModel for CustodyModel {
     const NAME: &'static str = "custody";
     const SUMMARY: &'static str = "session custody across catalogues: at most one serves it, it is never lost, through lost replies, retries, late copies and orchestrator crashes";
 
-    fn at(bound: Bound) -> Self {
-        CustodyModel::at(bound)
+    fn at(bound: Bound) -> Result<Self, String> {
+        let (cats, max_ops, net_cap, max_crashes) = match bound {
+            Bound::Ci => (3, 3, 2, 1),
+            Bound::Deep => (3, 5, 3, 2),
+        };
+        Ok(CustodyModel {
+            cats,
+            max_ops,
+            net_cap,
+            max_crashes,
+            peers: ["cat-a", "cat-b", "cat-c"]
+                .iter()
+                .filter_map(|p| Peer::new(*p).ok())
+                .collect(),
+            op_names: (0..8)
+                .filter_map(|i| MoveOp::new(format!("op-{i}")).ok())
+                .collect(),
+            mutant: None,
+        })
     }
 
-    fn mutants() -> &'static [Mutant] {
-        &Mutant::ALL
-    }
-
-    fn mutant_name(mutant: Mutant) -> &'static str {
-        mutant.name()
-    }
-
-    fn with_mutant(self, mutant: Mutant) -> Self {
-        self.with(mutant)
+    fn with_mutant(mut self, mutant: Mutant) -> Self {
+        self.mutant = Some(mutant);
+        self
     }
 
     fn describe_bound(&self) -> String {
-        self.bound_detail()
+        format!(
+            "{} catalogues, {} moves, {} requests in flight, {} orchestrator crash(es), lost requests and replies, late duplicate copies",
+            self.cats, self.max_ops, self.net_cap, self.max_crashes
+        )
     }
 }

@@ -21,32 +21,15 @@ pub const HOLDERS: usize = 3;
 /// Index of the migration holder.
 pub const MIGRATION: u8 = 2;
 
-/// A defect the model can be made to exhibit, each a wrapped decision.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Mutant {
-    /// Importing a floor overwrites it, so a lower import lowers it.
-    FloorImportLowers,
-    /// Acquisition bumps the last issued epoch and ignores the floor.
-    AcquireIgnoresFloor,
-    /// A write is admitted at any epoch up to the current one.
-    AdmitsOlderEpochs,
-}
-
-impl Mutant {
-    /// Every mutant.
-    pub const ALL: [Mutant; 3] = [
-        Mutant::FloorImportLowers,
-        Mutant::AcquireIgnoresFloor,
-        Mutant::AdmitsOlderEpochs,
-    ];
-
-    /// The mutant's stable name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Mutant::FloorImportLowers => "floor-import-lowers-epoch",
-            Mutant::AcquireIgnoresFloor => "acquire-ignores-floor",
-            Mutant::AdmitsOlderEpochs => "write-admitted-at-older-epoch",
-        }
+crate::mutants! {
+    /// A defect the model can be made to exhibit, each a wrapped decision.
+    pub enum Mutant {
+        /// Importing a floor overwrites it, so a lower import lowers it.
+        FloorImportLowers => "floor-import-lowers-epoch",
+        /// Acquisition bumps the last issued epoch and ignores the floor.
+        AcquireIgnoresFloor => "acquire-ignores-floor",
+        /// A write is admitted at any epoch up to the current one.
+        AdmitsOlderEpochs => "write-admitted-at-older-epoch",
     }
 }
 
@@ -136,46 +119,6 @@ pub struct SysState {
 }
 
 impl FenceModel {
-    /// The model at a bound.
-    pub fn at(bound: Bound) -> Self {
-        let holders = ["writer-1", "writer-2", "migration"]
-            .iter()
-            .filter_map(|n| Holder::new(*n).ok())
-            .collect();
-        match bound {
-            Bound::Ci => FenceModel {
-                worlds: 1,
-                holders,
-                floors: vec![1, 3],
-                max_epoch: 4,
-                max_imports: 2,
-                mutant: None,
-            },
-            Bound::Deep => FenceModel {
-                worlds: 1,
-                holders,
-                floors: vec![1, 2, 4],
-                max_epoch: 7,
-                max_imports: 3,
-                mutant: None,
-            },
-        }
-    }
-
-    /// The same model exhibiting `mutant`.
-    pub fn with(mut self, mutant: Mutant) -> Self {
-        self.mutant = Some(mutant);
-        self
-    }
-
-    /// A one-line description of the bound.
-    pub fn bound_detail(&self) -> String {
-        format!(
-            "{} world(s), {HOLDERS} holders (one migration), floors {:?}, epoch <= {}, imports <= {} per world",
-            self.worlds, self.floors, self.max_epoch, self.max_imports
-        )
-    }
-
     fn decide(
         &self,
         state: &WorldFence,
@@ -360,23 +303,40 @@ impl crate::family::MutantModel for FenceModel {
     const NAME: &'static str = "fence";
     const SUMMARY: &'static str = "writer-fence epochs per world: strictly increasing, floors never lowered, stale writers refused";
 
-    fn at(bound: Bound) -> Self {
-        FenceModel::at(bound)
+    fn at(bound: Bound) -> Result<Self, String> {
+        let holders = ["writer-1", "writer-2", "migration"]
+            .iter()
+            .filter_map(|n| Holder::new(*n).ok())
+            .collect();
+        Ok(match bound {
+            Bound::Ci => FenceModel {
+                worlds: 1,
+                holders,
+                floors: vec![1, 3],
+                max_epoch: 4,
+                max_imports: 2,
+                mutant: None,
+            },
+            Bound::Deep => FenceModel {
+                worlds: 1,
+                holders,
+                floors: vec![1, 2, 4],
+                max_epoch: 7,
+                max_imports: 3,
+                mutant: None,
+            },
+        })
     }
 
-    fn mutants() -> &'static [Mutant] {
-        &Mutant::ALL
-    }
-
-    fn mutant_name(mutant: Mutant) -> &'static str {
-        mutant.name()
-    }
-
-    fn with_mutant(self, mutant: Mutant) -> Self {
-        self.with(mutant)
+    fn with_mutant(mut self, mutant: Mutant) -> Self {
+        self.mutant = Some(mutant);
+        self
     }
 
     fn describe_bound(&self) -> String {
-        self.bound_detail()
+        format!(
+            "{} world(s), {HOLDERS} holders (one migration), floors {:?}, epoch <= {}, imports <= {} per world",
+            self.worlds, self.floors, self.max_epoch, self.max_imports
+        )
     }
 }

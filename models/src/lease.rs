@@ -28,46 +28,23 @@ use crate::Bound;
 /// Number of owner processes.
 pub const OWNERS: usize = 3;
 
-/// A defect the model can be made to exhibit, each a wrapped decision.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Mutant {
-    /// The commit check compares only the owner, not the fence.
-    CommitComparesOnlyOwner,
-    /// Stealing an expired lease keeps the old fence instead of bumping it.
-    StealKeepsFence,
-    /// Release deletes the lease of the owner regardless of the fence: the
-    /// fenced release decided as [`lease::Request::ReleaseByOwner`].
-    ReleaseByOwnerOnly,
-    /// Renew extends a lease that has already expired.
-    RenewExpired,
-    /// Release forgets the fence high-water mark, so a free slot restarts at 1.
-    ReleaseForgetsHighWater,
-    /// A release by owner deletes whichever lease holds the slot (the
-    /// owner check left out, as an unconditional `DELETE` of the row).
-    ReleaseByOwnerAnyHolder,
-}
-
-impl Mutant {
-    /// Every mutant.
-    pub const ALL: [Mutant; 6] = [
-        Mutant::CommitComparesOnlyOwner,
-        Mutant::StealKeepsFence,
-        Mutant::ReleaseByOwnerOnly,
-        Mutant::RenewExpired,
-        Mutant::ReleaseForgetsHighWater,
-        Mutant::ReleaseByOwnerAnyHolder,
-    ];
-
-    /// The mutant's stable name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Mutant::CommitComparesOnlyOwner => "commit-compares-only-owner",
-            Mutant::StealKeepsFence => "steal-keeps-fence",
-            Mutant::ReleaseByOwnerOnly => "release-by-owner-regardless-of-fence",
-            Mutant::RenewExpired => "renew-of-expired-lease",
-            Mutant::ReleaseForgetsHighWater => "release-forgets-fence-high-water",
-            Mutant::ReleaseByOwnerAnyHolder => "release-by-owner-of-any-holder",
-        }
+crate::mutants! {
+    /// A defect the model can be made to exhibit, each a wrapped decision.
+    pub enum Mutant {
+        /// The commit check compares only the owner, not the fence.
+        CommitComparesOnlyOwner => "commit-compares-only-owner",
+        /// Stealing an expired lease keeps the old fence instead of bumping it.
+        StealKeepsFence => "steal-keeps-fence",
+        /// Release deletes the lease of the owner regardless of the fence: the
+        /// fenced release decided as [`lease::Request::ReleaseByOwner`].
+        ReleaseByOwnerOnly => "release-by-owner-regardless-of-fence",
+        /// Renew extends a lease that has already expired.
+        RenewExpired => "renew-of-expired-lease",
+        /// Release forgets the fence high-water mark, so a free slot restarts at 1.
+        ReleaseForgetsHighWater => "release-forgets-fence-high-water",
+        /// A release by owner deletes whichever lease holds the slot (the
+        /// owner check left out, as an unconditional `DELETE` of the row).
+        ReleaseByOwnerAnyHolder => "release-by-owner-of-any-holder",
     }
 }
 
@@ -170,50 +147,6 @@ pub struct SysState {
 }
 
 impl LeaseModel {
-    /// The model at a bound.
-    pub fn at(bound: Bound) -> Self {
-        let owners = ["a", "b", "c"]
-            .iter()
-            .filter_map(|n| Owner::new(*n).ok())
-            .collect();
-        match bound {
-            Bound::Ci => LeaseModel {
-                owners,
-                ttl: 2,
-                max_time: 4,
-                max_fence: 3,
-                max_crashes: 1,
-                mutant: None,
-            },
-            Bound::Deep => LeaseModel {
-                owners,
-                ttl: 2,
-                max_time: 5,
-                max_fence: 4,
-                max_crashes: 1,
-                mutant: None,
-            },
-        }
-    }
-
-    /// The same model exhibiting `mutant`.
-    pub fn with(mut self, mutant: Mutant) -> Self {
-        self.mutant = Some(mutant);
-        self
-    }
-
-    /// A one-line description of the bound.
-    pub fn bound_detail(&self) -> String {
-        format!(
-            "{} owners, ttl {}, clock <= {}, fence <= {}, crashes <= {}",
-            self.owners.len(),
-            self.ttl,
-            self.max_time,
-            self.max_fence,
-            self.max_crashes
-        )
-    }
-
     fn index_of(&self, owner: &Owner) -> u8 {
         self.owners
             .iter()
@@ -590,23 +523,44 @@ impl crate::family::MutantModel for LeaseModel {
     const NAME: &'static str = "lease";
     const SUMMARY: &'static str = "expiring fenced writer lease: single writer under steals, pauses, crashes and late messages";
 
-    fn at(bound: Bound) -> Self {
-        LeaseModel::at(bound)
+    fn at(bound: Bound) -> Result<Self, String> {
+        let owners = ["a", "b", "c"]
+            .iter()
+            .filter_map(|n| Owner::new(*n).ok())
+            .collect();
+        Ok(match bound {
+            Bound::Ci => LeaseModel {
+                owners,
+                ttl: 2,
+                max_time: 4,
+                max_fence: 3,
+                max_crashes: 1,
+                mutant: None,
+            },
+            Bound::Deep => LeaseModel {
+                owners,
+                ttl: 2,
+                max_time: 5,
+                max_fence: 4,
+                max_crashes: 1,
+                mutant: None,
+            },
+        })
     }
 
-    fn mutants() -> &'static [Mutant] {
-        &Mutant::ALL
-    }
-
-    fn mutant_name(mutant: Mutant) -> &'static str {
-        mutant.name()
-    }
-
-    fn with_mutant(self, mutant: Mutant) -> Self {
-        self.with(mutant)
+    fn with_mutant(mut self, mutant: Mutant) -> Self {
+        self.mutant = Some(mutant);
+        self
     }
 
     fn describe_bound(&self) -> String {
-        self.bound_detail()
+        format!(
+            "{} owners, ttl {}, clock <= {}, fence <= {}, crashes <= {}",
+            self.owners.len(),
+            self.ttl,
+            self.max_time,
+            self.max_fence,
+            self.max_crashes
+        )
     }
 }

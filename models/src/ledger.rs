@@ -53,43 +53,24 @@ pub const MODEL_LIMITS: Limits = Limits {
     reservation_bytes: 4,
 };
 
-/// A defect the spec records, each a wrapped decision.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Mutant {
-    /// `ack` deletes the row and writes no tombstone (`tcDefectLateRun`).
-    AckWithoutTombstone,
-    /// `stop_or_fence` inserts nothing for a missing key
-    /// (`M8-stop-does-not-fence`).
-    StopDoesNotFence,
-    /// `query_or_fence` answers `Fenced` but does not settle the missing row.
-    FenceDoesNotSettle,
-    /// `admit` skips the attach-token comparison.
-    AdmitSkipsToken,
-    /// `open` leaves `admitted` rows `admitted`.
-    OpenLeavesAdmitted,
+crate::mutants! {
+    /// A defect the spec records, each a wrapped decision.
+    pub enum Mutant {
+        /// `ack` deletes the row and writes no tombstone (`tcDefectLateRun`).
+        AckWithoutTombstone => "ack-deletes-row-without-tombstone",
+        /// `stop_or_fence` inserts nothing for a missing key
+        /// (`M8-stop-does-not-fence`).
+        StopDoesNotFence => "stop-or-fence-inserts-nothing-for-missing-key",
+        /// `query_or_fence` answers `Fenced` but does not settle the missing row.
+        FenceDoesNotSettle => "query-or-fence-does-not-settle-missing-row",
+        /// `admit` skips the attach-token comparison.
+        AdmitSkipsToken => "admit-skips-attach-token-comparison",
+        /// `open` leaves `admitted` rows `admitted`.
+        OpenLeavesAdmitted => "open-leaves-admitted-rows-admitted",
+    }
 }
 
 impl Mutant {
-    /// Every mutant.
-    pub const ALL: [Mutant; 5] = [
-        Mutant::AckWithoutTombstone,
-        Mutant::StopDoesNotFence,
-        Mutant::FenceDoesNotSettle,
-        Mutant::AdmitSkipsToken,
-        Mutant::OpenLeavesAdmitted,
-    ];
-
-    /// The mutant's stable name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Mutant::AckWithoutTombstone => "ack-deletes-row-without-tombstone",
-            Mutant::StopDoesNotFence => "stop-or-fence-inserts-nothing-for-missing-key",
-            Mutant::FenceDoesNotSettle => "query-or-fence-does-not-settle-missing-row",
-            Mutant::AdmitSkipsToken => "admit-skips-attach-token-comparison",
-            Mutant::OpenLeavesAdmitted => "open-leaves-admitted-rows-admitted",
-        }
-    }
-
     fn decide(self) -> ledger::Decide {
         match self {
             Mutant::AckWithoutTombstone => ack_without_tombstone,
@@ -259,48 +240,6 @@ fn bit(key: u8) -> u8 {
 }
 
 impl LedgerModel {
-    /// The model at a bound.
-    pub fn at(bound: Bound) -> Self {
-        let (max_process_restarts, max_runtime_restarts) = match bound {
-            Bound::Ci => (1, 1),
-            Bound::Deep => (2, 1),
-        };
-        let names = Names {
-            session: valid(SessionId::new("s")),
-            workspace: valid(WorkspaceId::new("w")),
-            tool: valid(Tool::new("program")),
-            ops: (0..OPS)
-                .filter_map(|i| OpId::new(format!("o{i}")).ok())
-                .collect(),
-            tokens: (0..=max_process_restarts)
-                .filter_map(|i| AttachToken::new(format!("p{i}")).ok())
-                .collect(),
-        };
-        LedgerModel {
-            max_process_restarts,
-            max_runtime_restarts,
-            mutant: None,
-            names,
-        }
-    }
-
-    /// The same model exhibiting `mutant`.
-    pub fn with(mut self, mutant: Mutant) -> Self {
-        self.mutant = Some(mutant);
-        self
-    }
-
-    /// A one-line description of the bound.
-    pub fn bound_detail(&self) -> String {
-        format!(
-            "1 session, {OPS} call(s) x incarnations 1..={MAX_INCARNATION}, process restarts <= {}, runtime restarts <= {}, budget {} / reservation {}",
-            self.max_process_restarts,
-            self.max_runtime_restarts,
-            MODEL_LIMITS.max_ledger_bytes,
-            MODEL_LIMITS.reservation_bytes
-        )
-    }
-
     fn key(&self, k: u8) -> Key {
         Key {
             session: self.names.session.clone(),
@@ -748,23 +687,42 @@ impl crate::family::MutantModel for LedgerModel {
     const NAME: &'static str = "ledger";
     const SUMMARY: &'static str = "execution ledger: no key runs twice under late, duplicated and reordered Run/Stop/Ack/fence, restarts and reopen";
 
-    fn at(bound: Bound) -> Self {
-        LedgerModel::at(bound)
+    fn at(bound: Bound) -> Result<Self, String> {
+        let (max_process_restarts, max_runtime_restarts) = match bound {
+            Bound::Ci => (1, 1),
+            Bound::Deep => (2, 1),
+        };
+        let names = Names {
+            session: valid(SessionId::new("s")),
+            workspace: valid(WorkspaceId::new("w")),
+            tool: valid(Tool::new("program")),
+            ops: (0..OPS)
+                .filter_map(|i| OpId::new(format!("o{i}")).ok())
+                .collect(),
+            tokens: (0..=max_process_restarts)
+                .filter_map(|i| AttachToken::new(format!("p{i}")).ok())
+                .collect(),
+        };
+        Ok(LedgerModel {
+            max_process_restarts,
+            max_runtime_restarts,
+            mutant: None,
+            names,
+        })
     }
 
-    fn mutants() -> &'static [Mutant] {
-        &Mutant::ALL
-    }
-
-    fn mutant_name(mutant: Mutant) -> &'static str {
-        mutant.name()
-    }
-
-    fn with_mutant(self, mutant: Mutant) -> Self {
-        self.with(mutant)
+    fn with_mutant(mut self, mutant: Mutant) -> Self {
+        self.mutant = Some(mutant);
+        self
     }
 
     fn describe_bound(&self) -> String {
-        self.bound_detail()
+        format!(
+            "1 session, {OPS} call(s) x incarnations 1..={MAX_INCARNATION}, process restarts <= {}, runtime restarts <= {}, budget {} / reservation {}",
+            self.max_process_restarts,
+            self.max_runtime_restarts,
+            MODEL_LIMITS.max_ledger_bytes,
+            MODEL_LIMITS.reservation_bytes
+        )
     }
 }

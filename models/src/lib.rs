@@ -148,7 +148,7 @@ pub fn registry() -> Vec<Box<dyn Registered>> {
         Box::new(family::family::<fence::FenceModel>()),
         Box::new(family::family::<custody::CustodyModel>()),
         Box::new(family::family::<ledger::LedgerModel>()),
-        Box::new(migration::Registration),
+        Box::new(family::family::<migration::MigrationModel>()),
         Box::new(family::family::<world::WorldModel>()),
         Box::new(family::family::<release::ReleaseModel>()),
     ]

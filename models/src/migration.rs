@@ -23,8 +23,6 @@
 //!
 //! A mutant wraps `next_step` and/or `decide` (see [`Mutant`]).
 
-use std::net::SocketAddr;
-
 use custos_core::migration::simulate::{rule, seen, Budget, Fixture, Machine, Sim, SimOp};
 use custos_core::migration::{
     self, import_floors, CommitReply, Decision, MigrationError, Next, Outcome, Request,
@@ -32,50 +30,30 @@ use custos_core::migration::{
 };
 use stateright::{Model, Property};
 
-use crate::{Bound, ModelReport, Registered};
+use crate::family::MutantModel;
+use crate::Bound;
 
-/// A defect the model can be made to exhibit, each a wrapped decision.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Mutant {
-    /// World discovery is activated before control is staged.
-    ActivateBeforeStaging,
-    /// `artifact_files` is copied before its objects are verified.
-    ArtifactFilesBeforeObjects,
-    /// The source recheck is skipped.
-    RecheckSkipped,
-    /// A retry after completion recomputes the receipt.
-    ReceiptRecomputed,
-    /// Fence floors are the source's current epoch only, ignoring manifest
-    /// writer epochs.
-    FloorFromSourceOnly,
-    /// After an ambiguous table commit the table is appended again without
-    /// inspecting the destination.
-    BlindReappend,
+crate::mutants! {
+    /// A defect the model can be made to exhibit, each a wrapped decision.
+    pub enum Mutant {
+        /// World discovery is activated before control is staged.
+        ActivateBeforeStaging => "activation-before-control-staging",
+        /// `artifact_files` is copied before its objects are verified.
+        ArtifactFilesBeforeObjects => "artifact-files-before-objects-verify",
+        /// The source recheck is skipped.
+        RecheckSkipped => "source-recheck-skipped",
+        /// A retry after completion recomputes the receipt.
+        ReceiptRecomputed => "receipt-recomputed-after-completion",
+        /// Fence floors are the source's current epoch only, ignoring manifest
+        /// writer epochs.
+        FloorFromSourceOnly => "fence-floor-from-source-epoch-only",
+        /// After an ambiguous table commit the table is appended again without
+        /// inspecting the destination.
+        BlindReappend => "blind-reappend-after-ambiguous-commit",
+    }
 }
 
 impl Mutant {
-    /// Every mutant.
-    pub const ALL: [Mutant; 6] = [
-        Mutant::ActivateBeforeStaging,
-        Mutant::ArtifactFilesBeforeObjects,
-        Mutant::RecheckSkipped,
-        Mutant::ReceiptRecomputed,
-        Mutant::FloorFromSourceOnly,
-        Mutant::BlindReappend,
-    ];
-
-    /// The mutant's stable name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Mutant::ActivateBeforeStaging => "activation-before-control-staging",
-            Mutant::ArtifactFilesBeforeObjects => "artifact-files-before-objects-verify",
-            Mutant::RecheckSkipped => "source-recheck-skipped",
-            Mutant::ReceiptRecomputed => "receipt-recomputed-after-completion",
-            Mutant::FloorFromSourceOnly => "fence-floor-from-source-epoch-only",
-            Mutant::BlindReappend => "blind-reappend-after-ambiguous-commit",
-        }
-    }
-
     /// The machine a driver consults under this mutant.
     pub fn machine(self) -> Machine {
         match self {
@@ -292,54 +270,9 @@ pub struct MigrationModel {
 }
 
 impl MigrationModel {
-    /// The model at a bound.
-    pub fn at(bound: Bound) -> Result<Self, String> {
-        let fixture = Fixture::new().map_err(|e| e.to_string())?;
-        let budget = match bound {
-            Bound::Ci => Budget {
-                crashes: 1,
-                faults: 1,
-                drifts: 1,
-                second_driver: true,
-                intruder: true,
-                lose_everywhere: false,
-            },
-            Bound::Deep => Budget {
-                crashes: 2,
-                faults: 1,
-                drifts: 1,
-                second_driver: true,
-                intruder: true,
-                lose_everywhere: true,
-            },
-        };
-        Ok(MigrationModel {
-            fixture,
-            budget,
-            mutant: None,
-        })
-    }
-
-    /// The same model exhibiting `mutant`.
-    pub fn with(mut self, mutant: Mutant) -> Self {
-        self.mutant = Some(mutant);
-        self
-    }
-
+    /// The machine a driver consults: the real one, or the mutant's.
     fn machine(&self) -> Machine {
         self.mutant.map_or(Machine::REAL, Mutant::machine)
-    }
-
-    /// A one-line description of the bound.
-    pub fn bound_detail(&self) -> String {
-        let b = &self.budget;
-        format!(
-            "1 object, 2 tables, 1 world, 2 drivers + intruder; crashes <= {}, lost replies/ambiguous commits <= {}, drifts <= {}, lost replies {}",
-            b.crashes,
-            b.faults,
-            b.drifts,
-            if b.lose_everywhere { "at every step" } else { "at plan/reserve/complete" }
-        )
     }
 }
 
@@ -461,62 +394,51 @@ fn completes_after<const I: usize>(_: &MigrationModel, s: &Sim) -> bool {
     s.completed_after_crash_at(STEPS[I])
 }
 
-/// The migration model's entry in the registry.
-pub struct Registration;
+impl MutantModel for MigrationModel {
+    type Mutant = Mutant;
+    const NAME: &'static str = "migration";
+    const SUMMARY: &'static str = "whole-identity migration: ordered steps, retry convergence, fence floors and receipts under crashes at every step, lost and ambiguous replies, a second driver, another plan and source drift";
 
-impl Registered for Registration {
-    fn name(&self) -> &'static str {
-        "migration"
-    }
-
-    fn summary(&self) -> &'static str {
-        "whole-identity migration: ordered steps, retry convergence, fence floors and receipts under crashes at every step, lost and ambiguous replies, a second driver, another plan and source drift"
-    }
-
-    fn check(&self, bound: Bound, threads: usize) -> ModelReport {
-        match MigrationModel::at(bound) {
-            Ok(real) => {
-                let mutants = Mutant::ALL
-                    .iter()
-                    .map(|m| (m.name(), real.clone().with(*m)))
-                    .collect();
-                crate::check(
-                    "migration",
-                    bound,
-                    real.bound_detail(),
-                    threads,
-                    real,
-                    mutants,
-                )
-            }
-            Err(e) => ModelReport {
-                model: "migration".into(),
-                bound,
-                bound_detail: format!("fixture invalid: {e}"),
-                states: 0,
-                unique_states: 0,
-                max_depth: 0,
-                seconds: 0.0,
-                exhaustive: false,
-                properties: Vec::new(),
-                mutants: Vec::new(),
+    fn at(bound: Bound) -> Result<Self, String> {
+        let fixture = Fixture::new().map_err(|e| format!("fixture invalid: {e}"))?;
+        let budget = match bound {
+            Bound::Ci => Budget {
+                crashes: 1,
+                faults: 1,
+                drifts: 1,
+                second_driver: true,
+                intruder: true,
+                lose_everywhere: false,
             },
-        }
+            Bound::Deep => Budget {
+                crashes: 2,
+                faults: 1,
+                drifts: 1,
+                second_driver: true,
+                intruder: true,
+                lose_everywhere: true,
+            },
+        };
+        Ok(MigrationModel {
+            fixture,
+            budget,
+            mutant: None,
+        })
     }
 
-    fn mutant_names(&self) -> Vec<&'static str> {
-        Mutant::ALL.iter().map(|m| m.name()).collect()
+    fn with_mutant(mut self, mutant: Mutant) -> Self {
+        self.mutant = Some(mutant);
+        self
     }
 
-    fn explore(&self, bound: Bound, mutant: Option<&str>, addr: SocketAddr) -> Result<(), String> {
-        let mut model = MigrationModel::at(bound)?;
-        if let Some(name) = mutant {
-            let m = Mutant::ALL
-                .iter()
-                .find(|m| m.name() == name)
-                .ok_or_else(|| format!("unknown mutant {name:?}"))?;
-            model = model.with(*m);
-        }
-        crate::serve(model, addr)
+    fn describe_bound(&self) -> String {
+        let b = &self.budget;
+        format!(
+            "1 object, 2 tables, 1 world, 2 drivers + intruder; crashes <= {}, lost replies/ambiguous commits <= {}, drifts <= {}, lost replies {}",
+            b.crashes,
+            b.faults,
+            b.drifts,
+            if b.lose_everywhere { "at every step" } else { "at plan/reserve/complete" }
+        )
     }
 }

@@ -73,64 +73,35 @@ const COMPLETE_FILE: usize = 3;
 /// under `releases/`.
 pub const DEBRIS_NAME: &str = "incomplete-0";
 
-/// A defect the model can be made to exhibit, each a variation around the
-/// real protocol functions.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Mutant {
-    /// The step order is permuted: the rename happens after the staging
-    /// fsync but before the COMPLETE record is written (into the renamed
-    /// directory, whose entries are never fsynced again).
-    RenameBeforeComplete,
-    /// The fsync of `releases/` is left out of every step sequence.
-    NoParentSync,
-    /// The gate clears on a failure after the rename instead of keeping the
-    /// digest pending.
-    GateClearsOnFailure,
-    /// Recovery adopts an orphan completed directory as a member.
-    RecoveryAdoptsOrphan,
-    /// The recovery-directory slot is charged at adoption, not at the rename.
-    SlotChargedAtAdoption,
-    /// An exact pending retry adopts without committing lifecycle
-    /// membership (the reconciliation sequence leaves the commit out).
-    RetrySkipsLifecycle,
-    /// The publication facts forget orphan directories found at recovery:
-    /// an orphan no longer reserves its reference.
-    OrphanReservesNothing,
-    /// `component.wasm` is written but not fsynced before the COMPLETE
-    /// record (a shell step left out).
-    PayloadFsyncSkipped,
-    /// The staging directory is not fsynced before the rename: the file
-    /// entries inside it are not durable.
-    StageSyncSkipped,
-}
-
-impl Mutant {
-    /// Every mutant.
-    pub const ALL: [Mutant; 9] = [
-        Mutant::RenameBeforeComplete,
-        Mutant::NoParentSync,
-        Mutant::GateClearsOnFailure,
-        Mutant::RecoveryAdoptsOrphan,
-        Mutant::SlotChargedAtAdoption,
-        Mutant::RetrySkipsLifecycle,
-        Mutant::OrphanReservesNothing,
-        Mutant::PayloadFsyncSkipped,
-        Mutant::StageSyncSkipped,
-    ];
-
-    /// The mutant's stable name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Mutant::RenameBeforeComplete => "rename-before-complete",
-            Mutant::NoParentSync => "parent-fsync-skipped",
-            Mutant::GateClearsOnFailure => "gate-clears-on-failure",
-            Mutant::RecoveryAdoptsOrphan => "recovery-adopts-orphan",
-            Mutant::SlotChargedAtAdoption => "slot-charged-at-adoption",
-            Mutant::RetrySkipsLifecycle => "retry-skips-lifecycle-commit",
-            Mutant::OrphanReservesNothing => "orphan-reserves-no-reference",
-            Mutant::PayloadFsyncSkipped => "payload-fsync-skipped",
-            Mutant::StageSyncSkipped => "staging-fsync-skipped",
-        }
+crate::mutants! {
+    /// A defect the model can be made to exhibit, each a variation around the
+    /// real protocol functions.
+    pub enum Mutant {
+        /// The step order is permuted: the rename happens after the staging
+        /// fsync but before the COMPLETE record is written (into the renamed
+        /// directory, whose entries are never fsynced again).
+        RenameBeforeComplete => "rename-before-complete",
+        /// The fsync of `releases/` is left out of every step sequence.
+        NoParentSync => "parent-fsync-skipped",
+        /// The gate clears on a failure after the rename instead of keeping the
+        /// digest pending.
+        GateClearsOnFailure => "gate-clears-on-failure",
+        /// Recovery adopts an orphan completed directory as a member.
+        RecoveryAdoptsOrphan => "recovery-adopts-orphan",
+        /// The recovery-directory slot is charged at adoption, not at the rename.
+        SlotChargedAtAdoption => "slot-charged-at-adoption",
+        /// An exact pending retry adopts without committing lifecycle
+        /// membership (the reconciliation sequence leaves the commit out).
+        RetrySkipsLifecycle => "retry-skips-lifecycle-commit",
+        /// The publication facts forget orphan directories found at recovery:
+        /// an orphan no longer reserves its reference.
+        OrphanReservesNothing => "orphan-reserves-no-reference",
+        /// `component.wasm` is written but not fsynced before the COMPLETE
+        /// record (a shell step left out).
+        PayloadFsyncSkipped => "payload-fsync-skipped",
+        /// The staging directory is not fsynced before the rename: the file
+        /// entries inside it are not durable.
+        StageSyncSkipped => "staging-fsync-skipped",
     }
 }
 
@@ -382,75 +353,6 @@ fn product<T: Copy>(options: &[Vec<T>]) -> Vec<Vec<T>> {
 }
 
 impl ReleaseModel {
-    /// The model at a bound.
-    pub fn at(bound: Bound) -> Self {
-        // r0: digest A under ref-0; r1: digest B under ref-1; r2: digest B
-        // under ref-0 (the reference of A, and other bytes than r1 under
-        // B's digest); r3: digest A under ref-0 with changed metadata (a
-        // changed retry under the same digest).
-        let (menu, max_starts, max_fails, max_crashes): (&[(u8, u8, u8)], u8, u8, u8) = match bound
-        {
-            Bound::Ci => (&[(0, 0, 0), (1, 1, 0), (1, 0, 1), (0, 0, 1)], 4, 2, 2),
-            Bound::Deep => (&[(0, 0, 0), (1, 1, 0), (1, 0, 1), (0, 0, 1)], 5, 3, 3),
-        };
-        let requests: Vec<Request> = menu.iter().map(|(d, r, v)| request(*d, *r, *v)).collect();
-        let component = |d: u8| request(d, 0, 0).component;
-        let digests = [Sha256::of(&component(0)), Sha256::of(&component(1))];
-        let names = [digests[0].hex(), digests[1].hex()];
-        ReleaseModel {
-            requests,
-            digests,
-            names,
-            max_starts,
-            max_fails,
-            max_crashes,
-            capacity: 2,
-            with_debris: true,
-            new_steps: protocol::steps_of(Plan::New).to_vec(),
-            reconcile_steps: protocol::steps_of(Plan::Reconcile).to_vec(),
-            mutant: None,
-        }
-    }
-
-    /// The same model exhibiting `mutant`.
-    pub fn with(mut self, mutant: Mutant) -> Self {
-        self.mutant = Some(mutant);
-        match mutant {
-            Mutant::RenameBeforeComplete => {
-                self.new_steps.retain(|s| *s != Step::WriteComplete);
-                if let Some(i) = self.new_steps.iter().position(|s| *s == Step::Rename) {
-                    self.new_steps.insert(i + 1, Step::WriteComplete);
-                }
-            }
-            Mutant::NoParentSync => {
-                self.new_steps.retain(|s| *s != Step::SyncReleases);
-                self.reconcile_steps.retain(|s| *s != Step::SyncReleases);
-            }
-            Mutant::StageSyncSkipped => {
-                self.new_steps.retain(|s| *s != Step::SyncStage);
-            }
-            Mutant::RetrySkipsLifecycle => {
-                self.reconcile_steps.retain(|s| *s != Step::CommitLifecycle);
-            }
-            _ => {}
-        }
-        self
-    }
-
-    /// A one-line description of the bound.
-    pub fn bound_detail(&self) -> String {
-        format!(
-            "{} digests, {} requests ({} references), {} publications incl. retries, {} injected failure(s), {} crash(es), capacity {} with and without an incomplete directory",
-            DIGESTS,
-            self.requests.len(),
-            1 + self.requests.iter().map(|r| r.reference).max().unwrap_or(0),
-            self.max_starts,
-            self.max_fails,
-            self.max_crashes,
-            self.capacity
-        )
-    }
-
     fn req(&self, r: u8) -> Option<&Request> {
         self.requests.get(usize::from(r))
     }
@@ -1216,23 +1118,69 @@ impl crate::family::MutantModel for ReleaseModel {
     const NAME: &'static str = "release";
     const SUMMARY: &'static str = "release publication through crashes and failures: acknowledged releases survive byte-identical, nothing uncommitted is visible, recovery tolerates debris, the pending gate holds";
 
-    fn at(bound: Bound) -> Self {
-        ReleaseModel::at(bound)
+    fn at(bound: Bound) -> Result<Self, String> {
+        // r0: digest A under ref-0; r1: digest B under ref-1; r2: digest B
+        // under ref-0 (the reference of A, and other bytes than r1 under
+        // B's digest); r3: digest A under ref-0 with changed metadata (a
+        // changed retry under the same digest).
+        let (menu, max_starts, max_fails, max_crashes): (&[(u8, u8, u8)], u8, u8, u8) = match bound
+        {
+            Bound::Ci => (&[(0, 0, 0), (1, 1, 0), (1, 0, 1), (0, 0, 1)], 4, 2, 2),
+            Bound::Deep => (&[(0, 0, 0), (1, 1, 0), (1, 0, 1), (0, 0, 1)], 5, 3, 3),
+        };
+        let requests: Vec<Request> = menu.iter().map(|(d, r, v)| request(*d, *r, *v)).collect();
+        let component = |d: u8| request(d, 0, 0).component;
+        let digests = [Sha256::of(&component(0)), Sha256::of(&component(1))];
+        let names = [digests[0].hex(), digests[1].hex()];
+        Ok(ReleaseModel {
+            requests,
+            digests,
+            names,
+            max_starts,
+            max_fails,
+            max_crashes,
+            capacity: 2,
+            with_debris: true,
+            new_steps: protocol::steps_of(Plan::New).to_vec(),
+            reconcile_steps: protocol::steps_of(Plan::Reconcile).to_vec(),
+            mutant: None,
+        })
     }
 
-    fn mutants() -> &'static [Mutant] {
-        &Mutant::ALL
-    }
-
-    fn mutant_name(mutant: Mutant) -> &'static str {
-        mutant.name()
-    }
-
-    fn with_mutant(self, mutant: Mutant) -> Self {
-        self.with(mutant)
+    fn with_mutant(mut self, mutant: Mutant) -> Self {
+        self.mutant = Some(mutant);
+        match mutant {
+            Mutant::RenameBeforeComplete => {
+                self.new_steps.retain(|s| *s != Step::WriteComplete);
+                if let Some(i) = self.new_steps.iter().position(|s| *s == Step::Rename) {
+                    self.new_steps.insert(i + 1, Step::WriteComplete);
+                }
+            }
+            Mutant::NoParentSync => {
+                self.new_steps.retain(|s| *s != Step::SyncReleases);
+                self.reconcile_steps.retain(|s| *s != Step::SyncReleases);
+            }
+            Mutant::StageSyncSkipped => {
+                self.new_steps.retain(|s| *s != Step::SyncStage);
+            }
+            Mutant::RetrySkipsLifecycle => {
+                self.reconcile_steps.retain(|s| *s != Step::CommitLifecycle);
+            }
+            _ => {}
+        }
+        self
     }
 
     fn describe_bound(&self) -> String {
-        self.bound_detail()
+        format!(
+            "{} digests, {} requests ({} references), {} publications incl. retries, {} injected failure(s), {} crash(es), capacity {} with and without an incomplete directory",
+            DIGESTS,
+            self.requests.len(),
+            1 + self.requests.iter().map(|r| r.reference).max().unwrap_or(0),
+            self.max_starts,
+            self.max_fails,
+            self.max_crashes,
+            self.capacity
+        )
     }
 }

@@ -30,37 +30,18 @@ use stateright::{Model, Property};
 
 use crate::Bound;
 
-/// A defect the model can be made to exhibit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Mutant {
-    /// Retiring an absent row answers success but writes no tombstone.
-    NoTombstone,
-    /// The client propagates the original error without reconciling.
-    NoReconcile,
-    /// A destroyed row accepts a registration (becomes active again).
-    DestroyedAcceptsRegistration,
-    /// The Worker answers once the Directory confirmed, before the per-world
-    /// authority did (the mirror still runs, later).
-    DirectoryOnly,
-}
-
-impl Mutant {
-    /// Every mutant.
-    pub const ALL: [Mutant; 4] = [
-        Mutant::NoTombstone,
-        Mutant::NoReconcile,
-        Mutant::DestroyedAcceptsRegistration,
-        Mutant::DirectoryOnly,
-    ];
-
-    /// The mutant's stable name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Mutant::NoTombstone => "retire-absent-writes-no-tombstone",
-            Mutant::NoReconcile => "client-propagates-without-reconciling",
-            Mutant::DestroyedAcceptsRegistration => "destroyed-row-accepts-registration",
-            Mutant::DirectoryOnly => "worker-returns-after-directory-only",
-        }
+crate::mutants! {
+    /// A defect the model can be made to exhibit.
+    pub enum Mutant {
+        /// Retiring an absent row answers success but writes no tombstone.
+        NoTombstone => "retire-absent-writes-no-tombstone",
+        /// The client propagates the original error without reconciling.
+        NoReconcile => "client-propagates-without-reconciling",
+        /// A destroyed row accepts a registration (becomes active again).
+        DestroyedAcceptsRegistration => "destroyed-row-accepts-registration",
+        /// The Worker answers once the Directory confirmed, before the per-world
+        /// authority did (the mirror still runs, later).
+        DirectoryOnly => "worker-returns-after-directory-only",
     }
 }
 
@@ -175,37 +156,6 @@ fn status(r: &Option<WorldRecord>) -> Option<WorldStatus> {
 }
 
 impl WorldModel {
-    /// The model at a bound.
-    pub fn at(bound: Bound) -> Self {
-        let (max_retires, max_dups, net_cap) = match bound {
-            Bound::Ci => (2, 2, 4),
-            Bound::Deep => (3, 3, 5),
-        };
-        let mut identity = WorldIdentity::new("w-1", "cleanup");
-        identity.run_id = Some("run-1".into());
-        WorldModel {
-            max_retires,
-            max_dups,
-            net_cap,
-            record: WorldRecord::active(identity, WriterMode::CleanupOnly),
-            mutant: None,
-        }
-    }
-
-    /// The same model exhibiting `mutant`.
-    pub fn with(mut self, mutant: Mutant) -> Self {
-        self.mutant = Some(mutant);
-        self
-    }
-
-    /// A one-line description of the bound.
-    pub fn bound_detail(&self) -> String {
-        format!(
-            "1 cleanup-only registration, {} exact retirements, {} duplications, {} messages in flight, any delivery order, lost and garbled answers, cancellation",
-            self.max_retires, self.max_dups, self.net_cap
-        )
-    }
-
     fn request(&self, kind: Kind) -> Request {
         match kind {
             Kind::Register => Request::Register {
@@ -442,23 +392,31 @@ impl crate::family::MutantModel for WorldModel {
     const NAME: &'static str = "world";
     const SUMMARY: &'static str = "cleanup-only registration under uncertain outcomes: exact retirement with tombstones; destroyed is monotonic; outcomes only after both authorities confirm";
 
-    fn at(bound: Bound) -> Self {
-        WorldModel::at(bound)
+    fn at(bound: Bound) -> Result<Self, String> {
+        let (max_retires, max_dups, net_cap) = match bound {
+            Bound::Ci => (2, 2, 4),
+            Bound::Deep => (3, 3, 5),
+        };
+        let mut identity = WorldIdentity::new("w-1", "cleanup");
+        identity.run_id = Some("run-1".into());
+        Ok(WorldModel {
+            max_retires,
+            max_dups,
+            net_cap,
+            record: WorldRecord::active(identity, WriterMode::CleanupOnly),
+            mutant: None,
+        })
     }
 
-    fn mutants() -> &'static [Mutant] {
-        &Mutant::ALL
-    }
-
-    fn mutant_name(mutant: Mutant) -> &'static str {
-        mutant.name()
-    }
-
-    fn with_mutant(self, mutant: Mutant) -> Self {
-        self.with(mutant)
+    fn with_mutant(mut self, mutant: Mutant) -> Self {
+        self.mutant = Some(mutant);
+        self
     }
 
     fn describe_bound(&self) -> String {
-        self.bound_detail()
+        format!(
+            "1 cleanup-only registration, {} exact retirements, {} duplications, {} messages in flight, any delivery order, lost and garbled answers, cancellation",
+            self.max_retires, self.max_dups, self.net_cap
+        )
     }
 }

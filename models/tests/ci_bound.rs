@@ -1,11 +1,14 @@
 //! The real models hold every property exhaustively to their CI bound, and
-//! every mutant yields a counterexample.
+//! every mutant yields a counterexample. Each model's unique-state count at
+//! the CI bound is pinned, so an accidental change of a state space (an
+//! action lost, a field added to the state, a bound changed) fails here: a
+//! deliberate change updates the figure here and in `docs/proofs/`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use custos_models::{registry, Bound};
 
-fn check(name: &str) {
+fn check(name: &str, unique_states: usize) {
     let model = registry()
         .into_iter()
         .find(|m| m.name() == name)
@@ -16,6 +19,10 @@ fn check(name: &str) {
         "{name}: search did not run to exhaustion"
     );
     assert!(report.unique_states > 1, "{name}: explored nothing");
+    assert_eq!(
+        report.unique_states, unique_states,
+        "{name}: the state space at the CI bound changed"
+    );
     for p in &report.properties {
         assert!(
             p.held,
@@ -43,17 +50,17 @@ fn check(name: &str) {
 
 #[test]
 fn lease_model_holds_and_kills_every_mutant() {
-    check("lease");
+    check("lease", 6_842_471);
 }
 
 #[test]
 fn fence_model_holds_and_kills_every_mutant() {
-    check("fence");
+    check("fence", 6_937);
 }
 
 #[test]
 fn ledger_model_holds_and_kills_every_mutant() {
-    check("ledger");
+    check("ledger", 48_300);
 }
 
 #[test]
@@ -67,20 +74,20 @@ fn registry_names_are_unique() {
 
 #[test]
 fn migration_model_holds_and_kills_every_mutant() {
-    check("migration");
+    check("migration", 52_041);
 }
 
 #[test]
 fn custody_model_holds_and_kills_every_mutant() {
-    check("custody");
+    check("custody", 54_065);
 }
 
 #[test]
 fn world_model_holds_and_kills_every_mutant() {
-    check("world");
+    check("world", 4_328);
 }
 
 #[test]
 fn release_model_holds_and_kills_every_mutant() {
-    check("release");
+    check("release", 124_917);
 }
