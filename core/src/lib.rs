@@ -21,6 +21,9 @@
 //!   and receipt as canonical digest-bound data, the ordered steps, retry
 //!   convergence; [`migration::simulate`] runs it in a simulated
 //!   environment for the model, the fuzz target and the tests.
+//! - [`deployment`] — the deployment catalog's rules (spec 004): manifests,
+//!   revision ids, route compilation and weighted selection, versioned
+//!   desired state, bounded pages.
 //! - [`release`] — the release catalog's rules (spec 002): the COMPLETE record
 //!   and the catalog bounds with their index accounting.
 //! - [`root`] — which directory a catalog may adopt: the durable mode
@@ -37,6 +40,7 @@
 
 pub mod catalogue;
 pub mod custody;
+pub mod deployment;
 pub mod fence;
 pub mod identity;
 pub mod lease;

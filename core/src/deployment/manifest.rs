@@ -1,0 +1,517 @@
+//! The deployment manifest (spec 004 "Deployment and route identity"): what
+//! an operator declares about one deployment, its validation, its bounded
+//! JSON decoder, its canonical form and its logical revision id
+//! ("Deterministic logical revisions").
+//!
+//! The canonical form is RFC 8785 (the JSON Canonicalization Scheme) of the
+//! manifest's JSON, produced by the maintained `serde_json_canonicalizer`
+//! crate, so any JCS implementation reproduces it byte for byte. Every
+//! integer in a manifest is at most 2^53 − 1, so JCS's IEEE-754 number
+//! rule represents it exactly. Optional scalars are omitted when absent;
+//! collections are always present (empty when none), sets are sorted.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::de::{self, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
+
+use super::DeploymentError;
+use crate::release::Sha256;
+
+/// The longest identifier (deployment id, tenant, namespace, service,
+/// route, contract, function, grant, label key, zone, pool), in bytes.
+pub const MAX_IDENTIFIER_BYTES: usize = 1024;
+/// The longest manifest document the decoder reads, in bytes (checked
+/// before parsing).
+pub const MAX_MANIFEST_BYTES: usize = 64 * 1024;
+/// The most grants, labels, annotations or zones in one manifest (each
+/// collection checked as it is read, before its next element is kept).
+pub const MAX_COLLECTION: usize = 64;
+/// The longest label value, in bytes.
+pub const MAX_LABEL_VALUE_BYTES: usize = 1024;
+/// The longest annotation value, in bytes.
+pub const MAX_ANNOTATION_VALUE_BYTES: usize = 4096;
+/// The smallest route weight.
+pub const MIN_WEIGHT: u32 = 1;
+/// The largest route weight.
+pub const MAX_WEIGHT: u32 = 10_000;
+/// The most instances an availability block may ask for.
+pub const MAX_INSTANCES: u32 = 10_000;
+/// The largest integer a manifest may carry: 2^53 − 1, exactly
+/// representable under RFC 8785's number rule.
+pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+/// The id reserved for a service's default route.
+pub const RESERVED_ID: &str = "default";
+
+/// The domain tag hashed before a deployment's canonical bytes.
+pub const REVISION_DOMAIN: &[u8] = b"custos-deployment-revision-v1\0";
+/// The text before a revision id's hex digest.
+pub const REVISION_PREFIX: &str = "revision-v1:sha256:";
+
+/// Resource budgets of one deployment. An absent budget is unlimited by the
+/// manifest (the node's own limit applies).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceBudgets {
+    /// Linear-memory ceiling, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+    /// CPU time per invocation, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_millis: Option<u64>,
+    /// Concurrent invocations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<u64>,
+    /// Wall-clock timeout per invocation, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_millis: Option<u64>,
+}
+
+/// Where a deployment may be placed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Placement {
+    /// The node pool, if pinned to one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    /// Allowed zones: a set, stored sorted; empty means any.
+    #[serde(default, deserialize_with = "bounded_seq")]
+    pub zones: Vec<String>,
+}
+
+/// How many instances the deployment keeps available.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Availability {
+    /// Instances kept warm (0 = dormant until invoked).
+    #[serde(default)]
+    pub min_instances: u32,
+    /// The most instances (at least 1, at least `min_instances`).
+    #[serde(default = "one")]
+    pub max_instances: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl Default for Availability {
+    fn default() -> Self {
+        Availability {
+            min_instances: 0,
+            max_instances: 1,
+        }
+    }
+}
+
+/// One deployment's declarative manifest.
+///
+/// Construct one directly or decode it with [`DeploymentManifest::decode`];
+/// either way [`DeploymentManifest::validate`] is what the catalog accepts
+/// (it normalizes sets to sorted order).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeploymentManifest {
+    /// The deployment id: globally unique in one catalog; also the name of
+    /// its named route. `default` is reserved.
+    pub id: String,
+    /// The owning tenant.
+    pub tenant: String,
+    /// The namespace, if any (one per tenant and service).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// The service the deployment serves.
+    pub service: String,
+    /// The release: its component digest. The decoder accepts the hex in
+    /// either case; it is stored lowercase.
+    #[serde(deserialize_with = "any_case_digest")]
+    pub release: Sha256,
+    /// The weight in the service's default route, 1..=10,000. Not part of
+    /// the revision id.
+    pub route_weight: u32,
+    /// Capabilities granted: a set, stored sorted.
+    #[serde(default, deserialize_with = "bounded_seq")]
+    pub grants: Vec<String>,
+    /// Resource budgets.
+    #[serde(default)]
+    pub budgets: ResourceBudgets,
+    /// Placement constraints.
+    #[serde(default)]
+    pub placement: Placement,
+    /// Availability.
+    #[serde(default)]
+    pub availability: Availability,
+    /// Labels: identifier keys, values up to 1 KiB.
+    #[serde(default, deserialize_with = "bounded_map")]
+    pub labels: BTreeMap<String, String>,
+    /// Annotations: identifier keys, values up to 4 KiB.
+    #[serde(default, deserialize_with = "bounded_map")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// A deployment's logical revision: `revision-v1:sha256:<hex>`. Ordered by
+/// its digest bytes, which is the order of its text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RevisionId(pub [u8; 32]);
+
+impl fmt::Display for RevisionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{REVISION_PREFIX}{}", Sha256(self.0).hex())
+    }
+}
+
+impl Serialize for RevisionId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl RevisionId {
+    /// Parses exactly the text [`Display`](fmt::Display) writes.
+    pub fn parse(text: &str) -> Option<Self> {
+        let hex = text.strip_prefix(REVISION_PREFIX)?;
+        Sha256::parse_hex(hex).map(|d| RevisionId(d.0))
+    }
+}
+
+/// Checks one identifier against the one grammar: 1..=1,024 bytes, an ASCII
+/// letter or digit, then ASCII letters, digits, `-`, `_`, `.` or `:`.
+/// Case is significant.
+pub fn check_identifier(field: &'static str, value: &str) -> Result<(), DeploymentError> {
+    let bytes = value.as_bytes();
+    let rule = if bytes.is_empty() {
+        "is empty"
+    } else if bytes.len() > MAX_IDENTIFIER_BYTES {
+        "is longer than 1024 bytes"
+    } else if !bytes.first().is_some_and(u8::is_ascii_alphanumeric) {
+        "must start with an ASCII letter or digit"
+    } else if !bytes
+        .iter()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
+    {
+        "may hold only ASCII letters, digits, '-', '_', '.' and ':'"
+    } else {
+        return Ok(());
+    };
+    Err(DeploymentError::InvalidManifest { field, rule })
+}
+
+fn invalid(field: &'static str, rule: &'static str) -> DeploymentError {
+    DeploymentError::InvalidManifest { field, rule }
+}
+
+fn check_set(field: &'static str, set: &mut [String]) -> Result<(), DeploymentError> {
+    if set.len() > MAX_COLLECTION {
+        return Err(invalid(field, "has more than 64 entries"));
+    }
+    for v in set.iter() {
+        check_identifier(field, v)?;
+    }
+    set.sort_unstable();
+    if set.windows(2).any(|w| w.first() == w.get(1)) {
+        return Err(invalid(field, "names an entry twice"));
+    }
+    Ok(())
+}
+
+fn check_map(
+    field: &'static str,
+    map: &BTreeMap<String, String>,
+    max_value: usize,
+    rule: &'static str,
+) -> Result<(), DeploymentError> {
+    if map.len() > MAX_COLLECTION {
+        return Err(invalid(field, "has more than 64 entries"));
+    }
+    for (k, v) in map {
+        check_identifier(field, k)?;
+        if v.len() > max_value {
+            return Err(invalid(field, rule));
+        }
+    }
+    Ok(())
+}
+
+impl DeploymentManifest {
+    /// Validates every field and returns the normalized manifest (sets
+    /// sorted). The catalog accepts only what this returns.
+    pub fn validate(mut self) -> Result<Self, DeploymentError> {
+        check_identifier("id", &self.id)?;
+        if self.id == RESERVED_ID {
+            return Err(DeploymentError::ReservedId);
+        }
+        check_identifier("tenant", &self.tenant)?;
+        if let Some(ns) = &self.namespace {
+            check_identifier("namespace", ns)?;
+        }
+        check_identifier("service", &self.service)?;
+        if !(MIN_WEIGHT..=MAX_WEIGHT).contains(&self.route_weight) {
+            return Err(DeploymentError::InvalidWeight(self.route_weight));
+        }
+        check_set("grants", &mut self.grants)?;
+        let b = &self.budgets;
+        for v in [b.memory_bytes, b.cpu_millis, b.max_concurrency, b.timeout_millis]
+            .into_iter()
+            .flatten()
+        {
+            if v == 0 || v > MAX_SAFE_INTEGER {
+                return Err(invalid("budgets", "must be in 1..=2^53-1"));
+            }
+        }
+        if let Some(pool) = &self.placement.pool {
+            check_identifier("placement.pool", pool)?;
+        }
+        check_set("placement.zones", &mut self.placement.zones)?;
+        let a = &self.availability;
+        if a.max_instances == 0 || a.max_instances > MAX_INSTANCES || a.min_instances > a.max_instances
+        {
+            return Err(invalid(
+                "availability",
+                "needs 0 <= min_instances <= max_instances, 1 <= max_instances <= 10000",
+            ));
+        }
+        check_map("labels", &self.labels, MAX_LABEL_VALUE_BYTES, "value is longer than 1024 bytes")?;
+        check_map(
+            "annotations",
+            &self.annotations,
+            MAX_ANNOTATION_VALUE_BYTES,
+            "value is longer than 4096 bytes",
+        )?;
+        Ok(self)
+    }
+
+    /// Decodes and validates a manifest from any JSON spelling (key order,
+    /// whitespace, digest hex case). The document bound is checked on the
+    /// slice's length before parsing; each collection's bound as it is read.
+    /// Total: every input is a manifest or a typed error.
+    pub fn decode(bytes: &[u8]) -> Result<Self, DeploymentError> {
+        if bytes.len() > MAX_MANIFEST_BYTES {
+            return Err(DeploymentError::ManifestTooLarge {
+                len: bytes.len() as u64,
+                limit: MAX_MANIFEST_BYTES as u64,
+            });
+        }
+        let m: DeploymentManifest = serde_json::from_slice(bytes)
+            .map_err(|e| DeploymentError::MalformedManifest(e.to_string()))?;
+        m.validate()
+    }
+
+    /// The canonical bytes: RFC 8785 of this manifest's JSON.
+    pub fn canonical(&self) -> Vec<u8> {
+        // Serializing this struct cannot fail (string keys, integers within
+        // 2^53); an impossible failure yields an empty encoding, which no
+        // decoder accepts.
+        serde_json_canonicalizer::to_vec(self).unwrap_or_default()
+    }
+
+    /// The identity-only copy: the same manifest with `route_weight` = 1.
+    pub fn identity(&self) -> Self {
+        DeploymentManifest {
+            route_weight: 1,
+            ..self.clone()
+        }
+    }
+
+    /// The bytes the revision hash covers: the domain tag, the canonical
+    /// identity-only encoding's length as a big-endian `u64`, then that
+    /// encoding.
+    pub fn revision_preimage(&self) -> Vec<u8> {
+        let encoded = self.identity().canonical();
+        let mut pre = Vec::with_capacity(REVISION_DOMAIN.len() + 8 + encoded.len());
+        pre.extend_from_slice(REVISION_DOMAIN);
+        pre.extend_from_slice(&(encoded.len() as u64).to_be_bytes());
+        pre.extend_from_slice(&encoded);
+        pre
+    }
+
+    /// The deployment's logical revision. Depends on every field but the
+    /// route weight; no clock, randomness, generation or iteration order.
+    pub fn revision_id(&self) -> RevisionId {
+        RevisionId(Sha256::of(&self.revision_preimage()).0)
+    }
+}
+
+fn any_case_digest<'de, D: Deserializer<'de>>(d: D) -> Result<Sha256, D::Error> {
+    let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+    let bad = || de::Error::custom("release must be sha256: and 64 hex digits");
+    let hex = text.strip_prefix(crate::release::SHA256_PREFIX).ok_or_else(bad)?;
+    if hex.len() != 64 {
+        return Err(bad());
+    }
+    Sha256::parse_hex(&hex.to_ascii_lowercase()).ok_or_else(bad)
+}
+
+struct SeqVisitor;
+
+impl<'de> Visitor<'de> for SeqVisitor {
+    type Value = Vec<String>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "an array of at most {MAX_COLLECTION} strings")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(v) = seq.next_element::<String>()? {
+            if out.len() == MAX_COLLECTION {
+                return Err(de::Error::custom("more than 64 entries"));
+            }
+            out.push(v);
+        }
+        Ok(out)
+    }
+}
+
+fn bounded_seq<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    d.deserialize_seq(SeqVisitor)
+}
+
+struct MapVisitor;
+
+impl<'de> Visitor<'de> for MapVisitor {
+    type Value = BTreeMap<String, String>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "an object of at most {MAX_COLLECTION} string values")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut out = BTreeMap::new();
+        while let Some((k, v)) = map.next_entry::<String, String>()? {
+            if out.len() == MAX_COLLECTION {
+                return Err(de::Error::custom("more than 64 entries"));
+            }
+            if out.insert(k, v).is_some() {
+                return Err(de::Error::custom("a key appears twice"));
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn bounded_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+    d.deserialize_map(MapVisitor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn sample(id: &str) -> DeploymentManifest {
+        DeploymentManifest {
+            id: id.into(),
+            tenant: "acme".into(),
+            namespace: None,
+            service: "api".into(),
+            release: Sha256::of(b"component"),
+            route_weight: 1,
+            grants: vec![],
+            budgets: ResourceBudgets::default(),
+            placement: Placement::default(),
+            availability: Availability::default(),
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn decode_normalizes_case_and_sets_and_is_order_free() {
+        let hex = Sha256::of(b"component").hex().to_uppercase();
+        let a = format!(
+            r#"{{"id":"blue","tenant":"acme","service":"api","release":"sha256:{hex}","route_weight":5,"grants":["kv:write","kv:read"]}}"#
+        );
+        let b = format!(
+            r#"{{ "grants":["kv:read","kv:write"], "route_weight":5, "release":"SHA256:{hex}", "service":"api","tenant":"acme","id":"blue" }}"#
+        );
+        let ma = DeploymentManifest::decode(a.as_bytes()).unwrap();
+        let mb = DeploymentManifest::decode(b.as_bytes());
+        assert!(mb.is_err(), "the prefix is not hex: it stays lowercase");
+        let b = b.replace("SHA256", "sha256");
+        let mb = DeploymentManifest::decode(b.as_bytes()).unwrap();
+        assert_eq!(ma, mb);
+        assert_eq!(ma.grants, vec!["kv:read", "kv:write"]);
+        assert_eq!(ma.canonical(), mb.canonical());
+        assert_eq!(ma.release, Sha256::of(b"component"));
+    }
+
+    #[test]
+    fn weight_is_not_identity_but_every_other_field_is() {
+        let m = sample("blue");
+        let mut heavy = m.clone();
+        heavy.route_weight = 10_000;
+        assert_eq!(m.revision_id(), heavy.revision_id());
+        let mut budget = m.clone();
+        budget.budgets.memory_bytes = Some(1 << 20);
+        assert_ne!(m.revision_id(), budget.revision_id());
+        let mut grant = m.clone();
+        grant.grants = vec!["kv:read".into()];
+        assert_ne!(m.revision_id(), grant.revision_id());
+        let mut ns = m.clone();
+        ns.namespace = Some("prod".into());
+        assert_ne!(m.revision_id(), ns.revision_id());
+        let text = m.revision_id().to_string();
+        assert!(text.starts_with(REVISION_PREFIX));
+        assert_eq!(RevisionId::parse(&text), Some(m.revision_id()));
+    }
+
+    #[test]
+    fn revision_preimage_is_the_documented_construction() {
+        let m = sample("blue");
+        let pre = m.revision_preimage();
+        let canon = m.canonical();
+        assert_eq!(&pre[..REVISION_DOMAIN.len()], REVISION_DOMAIN);
+        let len = u64::from_be_bytes(pre[REVISION_DOMAIN.len()..REVISION_DOMAIN.len() + 8].try_into().unwrap());
+        assert_eq!(len as usize, canon.len());
+        assert_eq!(&pre[REVISION_DOMAIN.len() + 8..], &canon[..]);
+        let expected = format!(
+            r#"{{"annotations":{{}},"availability":{{"max_instances":1,"min_instances":0}},"budgets":{{}},"grants":[],"id":"blue","labels":{{}},"placement":{{"zones":[]}},"release":"{}","route_weight":1,"service":"api","tenant":"acme"}}"#,
+            Sha256::of(b"component")
+        );
+        assert_eq!(String::from_utf8(canon).unwrap(), expected);
+    }
+
+    #[test]
+    fn bad_manifests_get_typed_errors() {
+        let mut m = sample("default");
+        assert_eq!(m.clone().validate(), Err(DeploymentError::ReservedId));
+        m.id = "blue".into();
+        m.route_weight = 0;
+        assert_eq!(m.clone().validate(), Err(DeploymentError::InvalidWeight(0)));
+        m.route_weight = 10_001;
+        assert_eq!(m.clone().validate(), Err(DeploymentError::InvalidWeight(10_001)));
+        m.route_weight = 1;
+        m.tenant = "a".repeat(1025);
+        assert!(matches!(m.clone().validate(), Err(DeploymentError::InvalidManifest { field: "tenant", .. })));
+        m.tenant = "a".repeat(1024);
+        assert!(m.clone().validate().is_ok());
+        m.tenant = "-x".into();
+        assert!(m.clone().validate().is_err());
+        m.tenant = "acme".into();
+        m.grants = vec!["a".into(), "a".into()];
+        assert!(m.clone().validate().is_err());
+        m.grants = vec![];
+        m.budgets.memory_bytes = Some(MAX_SAFE_INTEGER + 1);
+        assert!(m.clone().validate().is_err());
+        m.budgets.memory_bytes = Some(MAX_SAFE_INTEGER);
+        assert!(m.clone().validate().is_ok());
+        let big = vec![b' '; MAX_MANIFEST_BYTES + 1];
+        assert!(matches!(DeploymentManifest::decode(&big), Err(DeploymentError::ManifestTooLarge { .. })));
+        let many: Vec<String> = (0..65).map(|i| format!("\"g{i}\"")).collect();
+        let doc = format!(
+            r#"{{"id":"b","tenant":"t","service":"s","release":"{}","route_weight":1,"grants":[{}]}}"#,
+            Sha256::of(b"c"),
+            many.join(",")
+        );
+        assert!(matches!(DeploymentManifest::decode(doc.as_bytes()), Err(DeploymentError::MalformedManifest(_))));
+        let dup = format!(
+            r#"{{"id":"b","tenant":"t","service":"s","release":"{}","route_weight":1,"labels":{{"a":"1","a":"2"}}}}"#,
+            Sha256::of(b"c")
+        );
+        assert!(DeploymentManifest::decode(dup.as_bytes()).is_err());
+        let unknown = format!(
+            r#"{{"id":"b","tenant":"t","service":"s","release":"{}","route_weight":1,"extra":1}}"#,
+            Sha256::of(b"c")
+        );
+        assert!(DeploymentManifest::decode(unknown.as_bytes()).is_err());
+        for junk in [&b""[..], b"[]", b"null", b"{", b"\xff"] {
+            assert!(DeploymentManifest::decode(junk).is_err());
+        }
+    }
+}

@@ -1,0 +1,479 @@
+//! Route compilation, resolution and deterministic weighted selection
+//! (spec 004 "Deployment and route identity", "Deterministic weighted
+//! selection", "Complete publication and reader behavior").
+//!
+//! [`compile`] turns the desired state plus each release's verified
+//! contract metadata (fetched through the [`ReleaseSource`] port, once per
+//! distinct release, in (release digest, deployment id) order) into an
+//! immutable [`Snapshot`]. Every deployment contributes to its service's
+//! `default` route and to a named route equal to its id. A [`Snapshot`]
+//! answers [`Snapshot::resolve`] with an owned [`ResolvedRevision`]: no
+//! fetch, no I/O, no compilation. [`PinnedRoutes`] keeps one whole
+//! generation alive for several lookups.
+//!
+//! Selection: candidates sorted by ascending [`RevisionId`], checked `u64`
+//! cumulative weights, bucket = the first eight bytes of
+//! SHA-256(`custos-route-selection-v1\0` ‖ for each of tenant, service,
+//! route, contract, function, routing key: its length as a big-endian
+//! `u64` ‖ its UTF-8 bytes) read big-endian, modulo the total weight; the
+//! first cumulative weight strictly greater than the bucket wins.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use serde::Serialize;
+use sha2::{Digest as _, Sha256 as Hasher};
+
+use super::manifest::{RevisionId, MAX_IDENTIFIER_BYTES, RESERVED_ID};
+use super::state::Catalog;
+use super::DeploymentError;
+use crate::release::contract::{Contract, Interface};
+use crate::release::Sha256;
+
+/// The domain tag of the selection hash.
+pub const SELECTION_DOMAIN: &[u8] = b"custos-route-selection-v1\0";
+/// The most weighted endpoint index entries one snapshot holds.
+pub const MAX_ENDPOINT_ENTRIES: u64 = 1_000_000;
+/// The longest routing key, in bytes.
+pub const MAX_ROUTING_KEY_BYTES: usize = 4096;
+/// The attribute holding a resolved revision's canonical deployment.
+pub const ATTR_DEPLOYMENT: &str = "custos.deployment";
+/// The attribute holding a resolved revision's exported endpoints.
+pub const ATTR_EXPORTS: &str = "custos.exports";
+
+/// The port a release catalog implements for compilation: a release's
+/// verified contract metadata. Called at most once per distinct release
+/// per compilation.
+pub trait ReleaseSource {
+    /// The verified contract of the release whose component digest is
+    /// `release`, or why it cannot be supplied.
+    fn contract(&self, release: &Sha256) -> Result<Contract, String>;
+}
+
+impl<F> ReleaseSource for F
+where
+    F: Fn(&Sha256) -> Result<Contract, String>,
+{
+    fn contract(&self, release: &Sha256) -> Result<Contract, String> {
+        self(release)
+    }
+}
+
+/// One exported contract of a compiled deployment.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct Export {
+    /// The contract (interface) id.
+    pub contract: String,
+    /// SHA-256 of the contract's full canonical metadata.
+    pub fingerprint: Sha256,
+    /// Its function ids, sorted.
+    pub functions: Vec<String>,
+}
+
+/// One compiled deployment.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Record {
+    /// The deployment id.
+    pub id: String,
+    /// Its tenant.
+    pub tenant: String,
+    /// Its service.
+    pub service: String,
+    /// Its logical revision.
+    pub revision: RevisionId,
+    /// Its release.
+    pub release: Sha256,
+    /// Its object generation.
+    pub generation: u64,
+    /// Its default-route weight.
+    pub weight: u32,
+    /// The canonical deployment (RFC 8785).
+    pub deployment: String,
+    /// The exports, as canonical JSON.
+    pub exports: String,
+}
+
+/// (tenant, service, route, contract, function).
+type EndpointKey = (String, String, String, String, String);
+
+/// An immutable compiled generation of routes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Snapshot {
+    /// The catalog generation compiled.
+    pub generation: u64,
+    /// Compiled deployments, by id order.
+    pub records: Vec<Record>,
+    /// Route keys (tenant, service, route) that exist.
+    routes: BTreeSet<(String, String, String)>,
+    /// Endpoint candidates: (record index, cumulative weight), ascending
+    /// revision.
+    endpoints: BTreeMap<EndpointKey, Vec<(usize, u64)>>,
+}
+
+/// What an invocation asks for.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct Target {
+    /// The tenant.
+    pub tenant: String,
+    /// The service.
+    pub service: String,
+    /// The route; `None` is `default`.
+    pub route: Option<String>,
+    /// The contract.
+    pub contract: String,
+    /// The function.
+    pub function: String,
+}
+
+/// An owned resolution: nothing later done to the catalog changes it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct ResolvedRevision {
+    /// The deployment id.
+    pub deployment_id: String,
+    /// Its logical revision.
+    pub revision: RevisionId,
+    /// Its release.
+    pub release: Sha256,
+    /// Its object generation.
+    pub generation: u64,
+    /// The catalog generation resolved against.
+    pub catalog_generation: u64,
+    /// [`ATTR_DEPLOYMENT`] and [`ATTR_EXPORTS`].
+    pub attributes: BTreeMap<String, String>,
+}
+
+/// Validates a release's contract: every contract has functions, no
+/// contract or function id twice. Returns each contract's export.
+fn exports_of(release: &Sha256, contract: &Contract) -> Result<Vec<Export>, DeploymentError> {
+    let mut out: Vec<Export> = Vec::with_capacity(contract.interfaces.len());
+    let mut seen = BTreeSet::new();
+    for i in &contract.interfaces {
+        if !seen.insert(i.name.as_str()) {
+            return Err(DeploymentError::DuplicateContract {
+                release: *release,
+                contract: i.name.clone(),
+            });
+        }
+        if i.functions.is_empty() {
+            return Err(DeploymentError::IncompleteContract {
+                release: *release,
+                contract: i.name.clone(),
+            });
+        }
+        let mut functions: Vec<String> = i.functions.iter().map(|f| f.name.clone()).collect();
+        functions.sort_unstable();
+        if let Some(w) = functions.windows(2).find(|w| w.first() == w.get(1)) {
+            return Err(DeploymentError::DuplicateFunction {
+                release: *release,
+                contract: i.name.clone(),
+                function: w.first().cloned().unwrap_or_default(),
+            });
+        }
+        out.push(Export {
+            contract: i.name.clone(),
+            fingerprint: fingerprint(i),
+            functions,
+        });
+    }
+    out.sort_by(|a, b| a.contract.cmp(&b.contract));
+    Ok(out)
+}
+
+/// SHA-256 of a contract's full canonical metadata (RFC 8785 of its JSON):
+/// never the claimed digest.
+pub fn fingerprint(interface: &Interface) -> Sha256 {
+    Sha256::of(&serde_json_canonicalizer::to_vec(interface).unwrap_or_default())
+}
+
+/// Compiles `catalog`'s desired state into the snapshot of its generation.
+/// Refuses the namespace and schema-consistency rules, malformed contract
+/// metadata, an unreadable release, and the endpoint bound (charged before
+/// each insertion).
+pub fn compile(catalog: &Catalog, source: &dyn ReleaseSource) -> Result<Snapshot, DeploymentError> {
+    check_namespaces(catalog)?;
+    let mut order: Vec<_> = catalog.objects.values().collect();
+    order.sort_by(|a, b| (a.manifest.release, &a.manifest.id).cmp(&(b.manifest.release, &b.manifest.id)));
+    let mut schemas: BTreeMap<(String, String, String), Sha256> = BTreeMap::new();
+    let mut compiled: BTreeMap<String, (Record, Vec<Export>)> = BTreeMap::new();
+    let mut current: Option<(Sha256, Vec<Export>)> = None;
+    for d in order {
+        let m = &d.manifest;
+        let exports = match &current {
+            Some((r, e)) if *r == m.release => e.clone(),
+            _ => {
+                let contract = source
+                    .contract(&m.release)
+                    .map_err(|detail| DeploymentError::ReleaseUnavailable {
+                        release: m.release,
+                        detail,
+                    })?;
+                let e = exports_of(&m.release, &contract)?;
+                current = Some((m.release, e.clone()));
+                e
+            }
+        };
+        for e in &exports {
+            let key = (m.tenant.clone(), m.service.clone(), e.contract.clone());
+            match schemas.get(&key) {
+                Some(f) if *f != e.fingerprint => {
+                    return Err(DeploymentError::SchemaConflict {
+                        tenant: m.tenant.clone(),
+                        service: m.service.clone(),
+                        contract: e.contract.clone(),
+                    })
+                }
+                Some(_) => {}
+                None => {
+                    schemas.insert(key, e.fingerprint);
+                }
+            }
+        }
+        let record = Record {
+            id: m.id.clone(),
+            tenant: m.tenant.clone(),
+            service: m.service.clone(),
+            revision: m.revision_id(),
+            release: m.release,
+            generation: d.generation,
+            weight: m.route_weight,
+            deployment: String::from_utf8(m.canonical()).unwrap_or_default(),
+            exports: serde_json_canonicalizer::to_string(&exports).unwrap_or_default(),
+        };
+        compiled.insert(m.id.clone(), (record, exports));
+    }
+    index(catalog.generation, compiled)
+}
+
+/// All deployments of one (tenant, service) share one namespace (or all
+/// have none).
+fn check_namespaces(catalog: &Catalog) -> Result<(), DeploymentError> {
+    let mut seen: BTreeMap<(&str, &str), &Option<String>> = BTreeMap::new();
+    for d in catalog.objects.values() {
+        let m = &d.manifest;
+        let ns = seen.entry((&m.tenant, &m.service)).or_insert(&m.namespace);
+        if **ns != m.namespace {
+            return Err(DeploymentError::AmbiguousNamespace {
+                tenant: m.tenant.clone(),
+                service: m.service.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn index(
+    generation: u64,
+    compiled: BTreeMap<String, (Record, Vec<Export>)>,
+) -> Result<Snapshot, DeploymentError> {
+    let mut records = Vec::with_capacity(compiled.len());
+    let mut routes = BTreeSet::new();
+    // (endpoint key) -> [(revision, record index, weight)]
+    let mut candidates: BTreeMap<EndpointKey, Vec<(RevisionId, usize, u32)>> = BTreeMap::new();
+    let mut entries: u64 = 0;
+    for (idx, (_, (record, exports))) in compiled.into_iter().enumerate() {
+        let (tenant, service) = (record.tenant.clone(), record.service.clone());
+        for route in [RESERVED_ID.to_owned(), record.id.clone()] {
+            routes.insert((tenant.clone(), service.clone(), route.clone()));
+            for e in &exports {
+                for f in &e.functions {
+                    entries += 1;
+                    if entries > MAX_ENDPOINT_ENTRIES {
+                        return Err(DeploymentError::CompileLimit {
+                            what: "weighted endpoint entries",
+                            limit: MAX_ENDPOINT_ENTRIES,
+                        });
+                    }
+                    candidates
+                        .entry((tenant.clone(), service.clone(), route.clone(), e.contract.clone(), f.clone()))
+                        .or_default()
+                        .push((record.revision, idx, record.weight));
+                }
+            }
+        }
+        records.push(record);
+    }
+    let mut endpoints = BTreeMap::new();
+    for (key, mut list) in candidates {
+        list.sort_by_key(|(rev, _, _)| *rev);
+        let mut total: u64 = 0;
+        let mut packed = Vec::with_capacity(list.len());
+        for (_, idx, w) in list {
+            total = total.checked_add(u64::from(w)).ok_or(DeploymentError::CompileLimit {
+                what: "cumulative weight",
+                limit: u64::MAX,
+            })?;
+            packed.push((idx, total));
+        }
+        endpoints.insert(key, packed);
+    }
+    Ok(Snapshot {
+        generation,
+        records,
+        routes,
+        endpoints,
+    })
+}
+
+/// The selection bucket hash's first eight bytes, big-endian.
+pub fn selection_hash(parts: [&str; 6]) -> u64 {
+    let mut h = Hasher::new();
+    h.update(SELECTION_DOMAIN);
+    for p in parts {
+        h.update((p.len() as u64).to_be_bytes());
+        h.update(p.as_bytes());
+    }
+    let d = h.finalize();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(d.get(..8).unwrap_or(&[0; 8]));
+    u64::from_be_bytes(first)
+}
+
+/// The index of the first cumulative weight strictly greater than
+/// `hash % total`; `None` for no candidates.
+pub fn pick(cumulative: &[u64], hash: u64) -> Option<usize> {
+    let total = *cumulative.last()?;
+    if total == 0 {
+        return None;
+    }
+    let bucket = hash % total;
+    let i = cumulative.partition_point(|c| *c <= bucket);
+    (i < cumulative.len()).then_some(i)
+}
+
+/// Weighted selection over candidates in any order: sorted by ascending
+/// revision, checked cumulative weights, then [`pick`]. `None` for no
+/// candidates or a cumulative weight past `u64::MAX`.
+pub fn select(candidates: &[(RevisionId, u32)], parts: [&str; 6]) -> Option<RevisionId> {
+    let mut sorted = candidates.to_vec();
+    sorted.sort_unstable();
+    let mut total: u64 = 0;
+    let mut cumulative = Vec::with_capacity(sorted.len());
+    for (_, w) in &sorted {
+        total = total.checked_add(u64::from(*w))?;
+        cumulative.push(total);
+    }
+    let i = pick(&cumulative, selection_hash(parts))?;
+    sorted.get(i).map(|(r, _)| *r)
+}
+
+fn check_target(target: &Target, routing_key: Option<&str>) -> Result<(), DeploymentError> {
+    let fields = [
+        ("tenant", Some(&target.tenant)),
+        ("service", Some(&target.service)),
+        ("route", target.route.as_ref()),
+        ("contract", Some(&target.contract)),
+        ("function", Some(&target.function)),
+    ];
+    for (field, value) in fields {
+        if let Some(v) = value {
+            if v.is_empty() || v.len() > MAX_IDENTIFIER_BYTES {
+                return Err(DeploymentError::InvalidTarget {
+                    field,
+                    rule: "must be 1..=1024 bytes",
+                });
+            }
+        }
+    }
+    if routing_key.is_some_and(|k| k.len() > MAX_ROUTING_KEY_BYTES) {
+        return Err(DeploymentError::InvalidTarget {
+            field: "routing key",
+            rule: "is longer than 4096 bytes",
+        });
+    }
+    Ok(())
+}
+
+impl Snapshot {
+    /// The snapshot of an empty catalog at `generation`.
+    pub fn empty(generation: u64) -> Self {
+        Snapshot {
+            generation,
+            records: Vec::new(),
+            routes: BTreeSet::new(),
+            endpoints: BTreeMap::new(),
+        }
+    }
+
+    /// Weighted endpoint index entries held.
+    pub fn endpoint_entries(&self) -> usize {
+        self.endpoints.values().map(Vec::len).sum()
+    }
+
+    /// Resolves `target` with an optional routing key. A missing route is
+    /// `RouteUnavailable`; an existing route without the endpoint is
+    /// `IncompatibleContract`; never a fallback to another route or tenant.
+    pub fn resolve(
+        &self,
+        target: &Target,
+        routing_key: Option<&str>,
+    ) -> Result<ResolvedRevision, DeploymentError> {
+        check_target(target, routing_key)?;
+        let route = target.route.as_deref().unwrap_or(RESERVED_ID);
+        let route_key = (target.tenant.clone(), target.service.clone(), route.to_owned());
+        if !self.routes.contains(&route_key) {
+            return Err(DeploymentError::RouteUnavailable {
+                tenant: target.tenant.clone(),
+                service: target.service.clone(),
+                route: route.to_owned(),
+            });
+        }
+        let (tenant, service, route) = route_key;
+        let key = (tenant, service, route, target.contract.clone(), target.function.clone());
+        let incompatible = || DeploymentError::IncompatibleContract {
+            route: key.2.clone(),
+            contract: target.contract.clone(),
+            function: target.function.clone(),
+        };
+        let list = self.endpoints.get(&key).ok_or_else(incompatible)?;
+        let cumulative: Vec<u64> = list.iter().map(|(_, c)| *c).collect();
+        let hash = selection_hash([
+            &key.0,
+            &key.1,
+            &key.2,
+            &key.3,
+            &key.4,
+            routing_key.unwrap_or(""),
+        ]);
+        let idx = pick(&cumulative, hash)
+            .and_then(|i| list.get(i))
+            .and_then(|(r, _)| self.records.get(*r))
+            .ok_or_else(incompatible)?;
+        let mut attributes = BTreeMap::new();
+        attributes.insert(ATTR_DEPLOYMENT.to_owned(), idx.deployment.clone());
+        attributes.insert(ATTR_EXPORTS.to_owned(), idx.exports.clone());
+        Ok(ResolvedRevision {
+            deployment_id: idx.id.clone(),
+            revision: idx.revision,
+            release: idx.release,
+            generation: idx.generation,
+            catalog_generation: self.generation,
+            attributes,
+        })
+    }
+}
+
+/// One whole immutable generation kept for several lookups, including
+/// after its deployments are deleted or replaced.
+#[derive(Clone, Debug)]
+pub struct PinnedRoutes(Arc<Snapshot>);
+
+impl PinnedRoutes {
+    /// Pins `snapshot`.
+    pub fn pin(snapshot: &Arc<Snapshot>) -> Self {
+        PinnedRoutes(Arc::clone(snapshot))
+    }
+
+    /// The pinned generation.
+    pub fn generation(&self) -> u64 {
+        self.0.generation
+    }
+
+    /// [`Snapshot::resolve`] on the pinned generation.
+    pub fn resolve(
+        &self,
+        target: &Target,
+        routing_key: Option<&str>,
+    ) -> Result<ResolvedRevision, DeploymentError> {
+        self.0.resolve(target, routing_key)
+    }
+}
