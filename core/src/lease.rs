@@ -270,6 +270,19 @@ pub enum LeaseError {
     },
 }
 
+crate::reasons! {
+    /// The stable reason string (the variant name), which the message also
+    /// starts with.
+    LeaseError {
+        LeaseHeld,
+        LeaseLost,
+        InvalidTtl,
+        ClockOverflow,
+        FenceExhausted,
+        InvalidOwner,
+    }
+}
+
 fn expiry(now: Millis, ttl: Millis) -> Result<Millis, LeaseError> {
     if ttl == 0 {
         return Err(LeaseError::InvalidTtl);

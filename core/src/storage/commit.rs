@@ -34,7 +34,7 @@ use super::types::{
     UsageFigures, UsageRow, MAX_EXPECTATIONS_PER_COMMIT, MAX_REGISTER_VALUE_LEN,
     MAX_WRITES_PER_COMMIT,
 };
-use crate::lease::{LeaseError, Owner};
+use crate::lease::LeaseError;
 use crate::Millis;
 
 /// A register compare-and-set condition: the register's seq the committer
@@ -295,16 +295,13 @@ pub enum CommitError {
     /// The stats projection would overflow.
     #[error("StatsOverflow: the usage-ledger sum would overflow")]
     StatsOverflow,
-    /// The committer's writer lease is gone: the lease machine's
-    /// [`LeaseError::LeaseLost`], whose message (defined once, in
-    /// [`crate::lease`]) this shows; see [`CommitError::lease_error`]. The
-    /// remedy is to reopen, never to retry. `held_by` names the current
-    /// holder when one is recorded.
-    #[error("{}", lease_lost(.held_by))]
-    LeaseLost {
-        /// Who holds the lease now, if anyone.
-        held_by: Option<Owner>,
-    },
+    /// The lease machine refused the committer's lease check, shown as it
+    /// is (message and reason are the [`LeaseError`]'s, defined once in
+    /// [`crate::lease`]). In practice [`LeaseError::LeaseLost`]: the
+    /// committer's writer lease is gone (`held_by` names the current holder
+    /// when one is recorded), and the remedy is to reopen, never to retry.
+    #[error(transparent)]
+    Lease(#[from] LeaseError),
     /// The backend cannot commit: the handle is closed, poisoned, or its
     /// storage failed. The reason is a stable, backend-chosen string.
     #[error("Faulted: {reason}")]
@@ -323,39 +320,8 @@ crate::reasons! {
         OutOfBounds,
         SeqExhausted,
         StatsOverflow,
-        LeaseLost,
+        Lease(e) => e.reason(),
         Faulted,
-    }
-}
-
-impl CommitError {
-    /// The lease machine's refusal a commit refusal stands for:
-    /// [`LeaseError::LeaseLost`] for [`CommitError::LeaseLost`], `None` for
-    /// every other refusal.
-    pub fn lease_error(&self) -> Option<LeaseError> {
-        match self {
-            CommitError::LeaseLost { held_by } => Some(lease_lost(held_by)),
-            _ => None,
-        }
-    }
-
-    /// The commit refusal of a lease refusal: [`LeaseError::LeaseLost`] is
-    /// [`CommitError::LeaseLost`]; any other lease error is no commit
-    /// refusal (`None`: the shell decides what it means there).
-    pub fn from_lease(e: &LeaseError) -> Option<CommitError> {
-        match e {
-            LeaseError::LeaseLost { held_by } => Some(CommitError::LeaseLost {
-                held_by: held_by.clone(),
-            }),
-            _ => None,
-        }
-    }
-}
-
-/// The lease refusal a lost lease is.
-fn lease_lost(held_by: &Option<Owner>) -> LeaseError {
-    LeaseError::LeaseLost {
-        held_by: held_by.clone(),
     }
 }
 

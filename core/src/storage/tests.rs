@@ -740,21 +740,44 @@ fn a_lost_lease_is_the_lease_machines_refusal_with_its_reason() {
         let lease = LeaseError::LeaseLost {
             held_by: held_by.clone(),
         };
-        let commit = CommitError::LeaseLost {
-            held_by: held_by.clone(),
-        };
+        let commit = CommitError::from(lease.clone());
         assert_eq!(commit.to_string(), lease.to_string());
         assert_eq!(commit.reason(), "LeaseLost");
-        assert_eq!(commit.lease_error(), Some(lease.clone()));
-        assert_eq!(CommitError::from_lease(&lease), Some(commit));
+        assert_eq!(lease.reason(), "LeaseLost");
+        assert_eq!(commit, CommitError::Lease(lease));
     }
     assert_eq!(
-        CommitError::LeaseLost {
+        CommitError::from(LeaseError::LeaseLost {
             held_by: Some(Owner::new("owner-b").unwrap())
-        }
+        })
         .to_string(),
         "LeaseLost: the writer lease is lost to owner-b"
     );
-    assert_eq!(CommitError::from_lease(&LeaseError::InvalidTtl), None);
-    assert_eq!(CommitError::SeqExhausted.lease_error(), None);
+    assert_eq!(
+        CommitError::from(LeaseError::LeaseLost { held_by: None }).to_string(),
+        "LeaseLost: the writer lease is lost"
+    );
+}
+
+#[test]
+fn every_lease_refusal_message_starts_with_its_reason() {
+    use crate::lease::{LeaseError, Owner};
+    let all = [
+        LeaseError::LeaseHeld {
+            holder: Owner::new("a").unwrap(),
+            fence: 2,
+            expires_at: 9,
+        },
+        LeaseError::LeaseLost { held_by: None },
+        LeaseError::InvalidTtl,
+        LeaseError::ClockOverflow { now: 1, ttl: 2 },
+        LeaseError::FenceExhausted(7),
+        LeaseError::InvalidOwner { len: 0 },
+    ];
+    for e in all {
+        assert!(
+            e.to_string().starts_with(&format!("{}: ", e.reason())),
+            "{e}"
+        );
+    }
 }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use custos_core::lease::{Fence, LeaseError, Owner};
+use custos_core::lease::{LeaseError, Owner};
 use custos_core::Millis;
 use rusqlite::Connection;
 use thiserror::Error;
@@ -107,21 +107,12 @@ pub enum OpenError {
         /// What gave it away.
         detail: String,
     },
-    /// Another owner holds an unexpired writer lease.
-    #[error(
-        "LeaseHeld: the writer lease is held by {holder} (fence {fence}) until {expires_at} ms"
-    )]
-    LeaseHeld {
-        /// The holder.
-        holder: Owner,
-        /// Its fence.
-        fence: Fence,
-        /// When its lease expires.
-        expires_at: Millis,
-    },
-    /// The lease machine refused for another reason (ttl, clock, fence).
-    #[error("Lease: {0}")]
-    Lease(LeaseError),
+    /// The lease machine refused the open's admission. Another owner
+    /// holding an unexpired lease ([`LeaseError::LeaseHeld`]) shows as the
+    /// lease machine's message; any other refusal (ttl, clock, fence,
+    /// owner name) under `Lease: `.
+    #[error("{}", open_lease_message(.0))]
+    Lease(#[from] LeaseError),
     /// The path cannot hold a database (a directory, a missing parent).
     #[error("UnopenablePath: {path}: {reason}")]
     UnopenablePath {
@@ -172,6 +163,15 @@ pub enum OpenError {
         /// The rule the file breaks.
         rule: Refusal,
     },
+}
+
+/// How an open shows a lease refusal: `LeaseHeld` as the lease machine
+/// says it, any other under the `Lease` reason.
+fn open_lease_message(e: &LeaseError) -> String {
+    match e {
+        LeaseError::LeaseHeld { .. } => e.to_string(),
+        other => format!("Lease: {other}"),
+    }
 }
 
 /// Why a read-only open refused a file ([`OpenError::NotReadable`]).

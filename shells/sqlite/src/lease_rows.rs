@@ -70,15 +70,6 @@ impl From<LeaseFailure> for OpenError {
     fn from(e: LeaseFailure) -> Self {
         match e {
             LeaseFailure::Fault(f) => f.into(),
-            LeaseFailure::Refused(LeaseError::LeaseHeld {
-                holder,
-                fence,
-                expires_at,
-            }) => OpenError::LeaseHeld {
-                holder,
-                fence,
-                expires_at,
-            },
             LeaseFailure::Refused(e) => OpenError::Lease(e),
         }
     }

@@ -254,9 +254,7 @@ impl From<OpenError> for LedgerOpenError {
             },
             // No ledger open step takes a lease or decodes a row; kept
             // whole in case one ever does.
-            other @ (OpenError::LeaseHeld { .. }
-            | OpenError::Lease(_)
-            | OpenError::Corrupt { .. }) => LedgerOpenError::Sqlite {
+            other @ (OpenError::Lease(_) | OpenError::Corrupt { .. }) => LedgerOpenError::Sqlite {
                 op: "open",
                 message: other.to_string(),
             },

@@ -46,7 +46,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use custos_core::lease::{self, Fence, LeaseError, Owner};
+use custos_core::lease::{self, LeaseError, Owner};
 use custos_core::storage::rewrite::{
     check_details_rewrite, check_entry_rewrite, check_register_rewrite, RewriteViolation,
 };
@@ -127,22 +127,18 @@ pub enum RewriteError {
     /// The file does not exist (offline operations never create one).
     #[error("Missing: {0} is not a file")]
     Missing(PathBuf),
-    /// Another owner holds an unexpired writer lease: the file is not closed.
-    #[error("RewriteLeaseHeld: the writer lease is held by {holder} (fence {fence}) until {expires_at} ms")]
-    RewriteLeaseHeld {
-        /// The holder.
-        holder: Owner,
-        /// Its fence.
-        fence: Fence,
-        /// When it expires.
-        expires_at: Millis,
-    },
-    /// The claim was stolen before the swap; nothing was swapped.
-    #[error("LeaseLost: the rewrite's claim was lost{}", match .held_by { Some(o) => format!(" to {o}"), None => String::new() })]
-    LeaseLost {
-        /// The current holder, if any.
-        held_by: Option<Owner>,
-    },
+    /// The claim was refused because another owner holds an unexpired
+    /// writer lease: the file is not closed. The lease machine's
+    /// [`LeaseError::LeaseHeld`], under the offline reason
+    /// `RewriteLeaseHeld` (its message is `Rewrite` + the lease machine's,
+    /// which starts `LeaseHeld: `).
+    #[error("Rewrite{0}")]
+    RewriteLeaseHeld(LeaseError),
+    /// The claim was lost after it was taken (stolen before the swap, or
+    /// found displaced in the export's copy): the lease machine's
+    /// [`LeaseError::LeaseLost`], shown as it is. Nothing was swapped.
+    #[error(transparent)]
+    Lease(LeaseError),
     /// A transform result breaks the rewrite rule; nothing was swapped.
     #[error("Violation: {0}")]
     Violation(RewriteViolation),
@@ -206,9 +202,7 @@ impl From<LeaseFailure> for RewriteError {
         match e {
             LeaseFailure::Fault(f) => f.into(),
             // The re-verification's refusal: the claim was stolen.
-            LeaseFailure::Refused(LeaseError::LeaseLost { held_by }) => {
-                RewriteError::LeaseLost { held_by }
-            }
+            LeaseFailure::Refused(lost @ LeaseError::LeaseLost { .. }) => RewriteError::Lease(lost),
             refused => OpenError::from(refused).into(),
         }
     }
@@ -218,15 +212,9 @@ impl From<OpenError> for RewriteError {
     fn from(e: OpenError) -> Self {
         match e {
             // The claim's refusal: the file is not closed.
-            OpenError::LeaseHeld {
-                holder,
-                fence,
-                expires_at,
-            } => RewriteError::RewriteLeaseHeld {
-                holder,
-                fence,
-                expires_at,
-            },
+            OpenError::Lease(held @ LeaseError::LeaseHeld { .. }) => {
+                RewriteError::RewriteLeaseHeld(held)
+            }
             other => RewriteError::Open(other),
         }
     }
@@ -530,7 +518,7 @@ fn claim(conn: &mut Connection, owner: &Owner, offline: &Offline) -> Result<Held
 }
 
 /// The re-verification before a swap: one renewal of the exact claim,
-/// decided in the original (a stolen claim is [`RewriteError::LeaseLost`])
+/// decided in the original (a stolen claim is [`RewriteError::Lease`])
 /// and then, the same request, in the copy. The copy's rows are the
 /// original's as of the cut, which the live claim kept unchanged, so the
 /// two decisions are the same and the new file holds the renewed claim
@@ -640,7 +628,7 @@ fn abandon(tmp: &Path, mut conn: Connection, held: &Held) {
 /// are the original's as of the cut: the copy keeps its fence high-water
 /// mark and no holder. A claim found displaced in the copy (another
 /// incarnation of `owner` claimed between this claim and the cut) is
-/// [`RewriteError::LeaseLost`], and the copy is removed.
+/// [`RewriteError::Lease`], and the copy is removed.
 pub fn export_closed(
     path: &Path,
     to: &Path,
@@ -654,7 +642,9 @@ pub fn export_closed(
         let copy = open_copy(to, offline.busy_timeout)?;
         match lease_rows::release_in(&copy, &held)? {
             lease::Outcome::Released => {}
-            lease::Outcome::NotHeld { held_by } => return Err(RewriteError::LeaseLost { held_by }),
+            lease::Outcome::NotHeld { held_by } => {
+                return Err(RewriteError::Lease(LeaseError::LeaseLost { held_by }))
+            }
             other => {
                 return Err(RewriteError::Corrupt {
                     detail: format!("a release answered {other:?}"),

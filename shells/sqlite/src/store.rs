@@ -59,7 +59,7 @@ impl SqliteStorage {
     /// 2. one `BEGIN IMMEDIATE` **admission** transaction reads the stored
     ///    version and application id and refuses a newer or unknown version
     ///    ([`OpenError::UnsupportedVersion`]), a foreign file or a held lease
-    ///    ([`OpenError::LeaseHeld`]) by rolling back — the file is
+    ///    ([`LeaseError::LeaseHeld`] as [`OpenError::Lease`]) by rolling back — the file is
     ///    byte-untouched — and otherwise claims the lease through
     ///    [`custos_core::lease::decide`];
     /// 3. under the lease: schema DDL and the migration chain (each step and
@@ -289,9 +289,7 @@ impl From<WriteErr> for CommitError {
     fn from(e: WriteErr) -> Self {
         match e {
             WriteErr::Fault(f) => f.into(),
-            WriteErr::Lease(LeaseError::LeaseLost { held_by }) => {
-                CommitError::LeaseLost { held_by }
-            }
+            WriteErr::Lease(lost @ LeaseError::LeaseLost { .. }) => CommitError::Lease(lost),
             WriteErr::Lease(other) => CommitError::Faulted {
                 reason: format!("lease: {other}"),
             },

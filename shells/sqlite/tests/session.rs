@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 
-use custos_core::lease::Owner;
+use custos_core::lease::{LeaseError, Owner};
 use custos_core::storage::{
     branch_scan, Commit, CommitError, EntryScan, Kind, Namespace, Payload, RecordId, RegisterKey,
     Storage, StorageError, UsageFigures, UsageScan, Write,
@@ -136,8 +136,15 @@ fn held_lease_is_refused_with_the_file_byte_untouched() {
     let before = hash(&db(&dir));
     let wal_before = std::fs::read(dir.path().join("session.db-wal")).unwrap();
     t.fetch_add(999, Ordering::SeqCst); // still inside a's lease
-    match SqliteStorage::open(cfg(&db(&dir), "b", &c)).unwrap_err() {
-        OpenError::LeaseHeld { holder, fence, .. } => {
+    let refused = SqliteStorage::open(cfg(&db(&dir), "b", &c)).unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .starts_with("LeaseHeld: the writer lease is held by a (fence 1) until "),
+        "{refused}"
+    );
+    match refused {
+        OpenError::Lease(LeaseError::LeaseHeld { holder, fence, .. }) => {
             assert_eq!(holder, owner("a"));
             assert_eq!(fence, 1);
         }
@@ -168,10 +175,12 @@ fn expired_lease_is_stolen_and_the_old_writer_gets_lease_lost() {
         .unwrap_err();
     assert_eq!(
         err,
-        CommitError::LeaseLost {
+        CommitError::Lease(LeaseError::LeaseLost {
             held_by: Some(owner("b"))
-        }
+        })
     );
+    assert_eq!(err.reason(), "LeaseLost");
+    assert_eq!(err.to_string(), "LeaseLost: the writer lease is lost to b");
     // Nothing applied.
     assert_eq!(
         b.get_entries(&[RecordId::new("lost").unwrap()]).unwrap(),
@@ -200,9 +209,9 @@ fn a_lease_left_to_expire_refuses_commits_until_reopen() {
     assert_eq!(
         a.commit(&Commit::at(1).write(entry("r", None, b"x")))
             .unwrap_err(),
-        CommitError::LeaseLost {
+        CommitError::Lease(LeaseError::LeaseLost {
             held_by: Some(owner("a"))
-        }
+        })
     );
 }
 
@@ -229,7 +238,7 @@ fn concurrent_opens_of_a_fresh_path_write_one_session_row() {
         for r in &results {
             if let Err(e) = r {
                 assert!(
-                    matches!(e, OpenError::LeaseHeld { .. }),
+                    matches!(e, OpenError::Lease(LeaseError::LeaseHeld { .. })),
                     "round {round}: {e}"
                 );
             }
@@ -424,7 +433,15 @@ fn rewrite_is_refused_under_a_live_lease_and_aborts_on_a_moved_entry() {
     let s = SqliteStorage::open(cfg(&path, "a", &c)).unwrap();
     let err = rewrite_into(&path, &offline, Ok, Ok).unwrap_err();
     assert!(
-        matches!(err, RewriteError::RewriteLeaseHeld { .. }),
+        matches!(
+            err,
+            RewriteError::RewriteLeaseHeld(LeaseError::LeaseHeld { .. })
+        ),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .starts_with("RewriteLeaseHeld: the writer lease is held by a (fence 2) until "),
         "{err}"
     );
     s.close().unwrap();
@@ -479,7 +496,7 @@ fn export_returns_the_copy_digest_and_keeps_the_claim_until_released() {
     copy.close().unwrap();
     let err = SqliteStorage::open(cfg(&path, "b", &c)).unwrap_err();
     assert!(
-        matches!(err, OpenError::LeaseHeld { ref holder, .. } if *holder == mover),
+        matches!(err, OpenError::Lease(LeaseError::LeaseHeld { ref holder, .. }) if *holder == mover),
         "{err}"
     );
     // The same owner may re-cut; another owner may not; release frees the file.
@@ -493,7 +510,10 @@ fn export_returns_the_copy_digest_and_keeps_the_claim_until_released() {
     )
     .unwrap_err();
     assert!(
-        matches!(err, RewriteError::RewriteLeaseHeld { .. }),
+        matches!(
+            err,
+            RewriteError::RewriteLeaseHeld(LeaseError::LeaseHeld { .. })
+        ),
         "{err}"
     );
     assert!(!release_export(&path, &owner("move:op2"), &offline).unwrap());
