@@ -302,6 +302,82 @@ impl CustodyModel {
                 _ => None,
             })
     }
+    /// A call copy lands at its catalogue: the (possibly mutated) decision,
+    /// the monitor's notes, and — when the reply reaches the orchestrator
+    /// and answers the current call — the orchestrator's next phase.
+    fn land(&self, s: &mut SysState, i: u8, reply: bool) -> Option<()> {
+        let (cat, call) = s.net.remove(usize::from(i));
+        let c = usize::from(cat);
+        let req = self.request(call)?;
+        let result = self.decide(s.cats[c].as_ref(), &req);
+        let current = Self::phase_op(s.phase) == Some(call.op());
+        if !current {
+            s.seen |= seen::LATE_COPY;
+        }
+        if let Ok(d) = &result {
+            if !d.changed {
+                s.seen |= seen::REPEAT_ANSWERED;
+            }
+            if d.changed {
+                s.seen |= Self::transition_seen(c, s.cats[c].as_ref(), &d.custody);
+                s.cats[c] = Some(d.custody.clone());
+            }
+        }
+        if reply && current {
+            s.phase = Self::answered(s.phase, call, &result);
+        }
+        Some(())
+    }
+
+    /// The `seen` bits of catalogue `c`'s row changing from `before` to
+    /// `after`.
+    fn transition_seen(c: usize, before: Option<&Custody>, after: &Custody) -> u8 {
+        let mut bits = 0;
+        if matches!(before, Some(Custody::Moving { .. })) && *after == Custody::Resident {
+            bits |= seen::EARLY_ABORT;
+        }
+        if matches!(before, Some(Custody::Imported { .. }))
+            && matches!(after, Custody::Moving { .. })
+        {
+            bits |= seen::ONWARD;
+        }
+        if c == 0 && matches!(after, Custody::Imported { .. }) {
+            bits |= seen::ROUND_TRIP;
+        }
+        bits
+    }
+
+    /// The orchestrator's phase after the reply to its current `call`.
+    fn answered(
+        phase: Phase,
+        call: Call,
+        result: &Result<custody::Decision, CustodyError>,
+    ) -> Phase {
+        match (phase, call, result) {
+            (Phase::Begin { op, src, dst }, Call::Begin { .. }, Ok(d))
+                if matches!(d.custody, Custody::Moving { .. }) =>
+            {
+                Phase::Import {
+                    op,
+                    src,
+                    dst,
+                    sent: false,
+                }
+            }
+            (Phase::Begin { .. }, Call::Begin { .. }, _) => Phase::Idle,
+            (Phase::Import { op, src, .. }, Call::Import { .. }, Ok(d))
+                if matches!(d.custody, Custody::Imported { .. }) =>
+            {
+                Phase::Finish { op, src }
+            }
+            (Phase::Import { op, src, .. }, Call::Import { .. }, Err(_)) => {
+                Phase::Abort { op, src }
+            }
+            (Phase::Finish { .. }, Call::Finish { .. }, _)
+            | (Phase::Abort { .. }, Call::Abort { .. }, _) => Phase::Idle,
+            (phase, _, _) => phase,
+        }
+    }
 
     fn current_call(phase: Phase) -> Option<(u8, Call)> {
         match phase {
@@ -429,63 +505,7 @@ impl Model for CustodyModel {
             Action::Drop { i } => {
                 s.net.remove(usize::from(i));
             }
-            Action::Land { i, reply } => {
-                let (cat, call) = s.net.remove(usize::from(i));
-                let c = usize::from(cat);
-                let req = self.request(call)?;
-                let result = self.decide(s.cats[c].as_ref(), &req);
-                let current = Self::phase_op(s.phase) == Some(call.op());
-                if !current {
-                    s.seen |= seen::LATE_COPY;
-                }
-                if let Ok(d) = &result {
-                    if !d.changed {
-                        s.seen |= seen::REPEAT_ANSWERED;
-                    }
-                    if d.changed {
-                        if matches!(s.cats[c], Some(Custody::Moving { .. }))
-                            && d.custody == Custody::Resident
-                        {
-                            s.seen |= seen::EARLY_ABORT;
-                        }
-                        if matches!(s.cats[c], Some(Custody::Imported { .. }))
-                            && matches!(d.custody, Custody::Moving { .. })
-                        {
-                            s.seen |= seen::ONWARD;
-                        }
-                        if c == 0 && matches!(d.custody, Custody::Imported { .. }) {
-                            s.seen |= seen::ROUND_TRIP;
-                        }
-                        s.cats[c] = Some(d.custody.clone());
-                    }
-                }
-                if reply && current {
-                    s.phase = match (s.phase, call, &result) {
-                        (Phase::Begin { op, src, dst }, Call::Begin { .. }, Ok(d))
-                            if matches!(d.custody, Custody::Moving { .. }) =>
-                        {
-                            Phase::Import {
-                                op,
-                                src,
-                                dst,
-                                sent: false,
-                            }
-                        }
-                        (Phase::Begin { .. }, Call::Begin { .. }, _) => Phase::Idle,
-                        (Phase::Import { op, src, .. }, Call::Import { .. }, Ok(d))
-                            if matches!(d.custody, Custody::Imported { .. }) =>
-                        {
-                            Phase::Finish { op, src }
-                        }
-                        (Phase::Import { op, src, .. }, Call::Import { .. }, Err(_)) => {
-                            Phase::Abort { op, src }
-                        }
-                        (Phase::Finish { .. }, Call::Finish { .. }, _)
-                        | (Phase::Abort { .. }, Call::Abort { .. }, _) => Phase::Idle,
-                        (phase, _, _) => phase,
-                    };
-                }
-            }
+            Action::Land { i, reply } => self.land(&mut s, i, reply)?,
             Action::Crash => {
                 s.crashes += 1;
                 s.phase = Phase::Recover;

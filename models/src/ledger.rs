@@ -566,120 +566,138 @@ impl Model for LedgerModel {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        vec![
-            Property::<Self>::always(
-                "a key admitted once in an incarnation never starts again in it",
-                |_, s| s.broken & rule::ONCE == 0,
-            ),
-            Property::<Self>::always("a stale runtime's Run is refused", |_, s| {
-                s.broken & rule::STALE == 0
-            }),
-            Property::<Self>::always(
-                "nothing runs after a stop or fence barred its key",
-                |_, s| s.broken & rule::BARRED == 0,
-            ),
-            Property::<Self>::always(
-                "an admit or finish never takes the ledger past its byte budget",
-                |_, s| s.broken & rule::BUDGET == 0,
-            ),
-            Property::<Self>::always(
-                "reopen only from Closed(AllRetired) at incarnation + 1",
-                |_, s| s.broken & rule::REOPEN == 0,
-            ),
-            Property::<Self>::always(
-                "after restart recovery no call of a dead process is admitted",
-                |_, s| s.broken & rule::RECOVERY == 0,
-            ),
-            // Answers are reached by asking the real decision, on a
-            // reachable state, what a request the model could send next would
-            // answer: the transition exists, and keeping a record of past
-            // answers in the state would multiply the state space.
-            Property::<Self>::sometimes("admit answers Fresh", |m, s| {
-                m.would_admit(s, s.epoch) == Ok(Admission::Fresh)
-            }),
-            Property::<Self>::sometimes("admit answers Existing(Acked)", |m, s| {
-                m.would_admit(s, s.epoch) == Ok(Admission::Existing(CallState::Acked))
-            }),
-            Property::<Self>::sometimes("a stale runtime's Run is refused StaleToken", |m, s| {
+        let mut properties = rules();
+        properties.extend(answers());
+        properties
+    }
+}
+
+/// The ledger's rules (`always`), in report order.
+fn rules() -> Vec<Property<LedgerModel>> {
+    vec![
+        Property::<LedgerModel>::always(
+            "a key admitted once in an incarnation never starts again in it",
+            |_, s| s.broken & rule::ONCE == 0,
+        ),
+        Property::<LedgerModel>::always("a stale runtime's Run is refused", |_, s| {
+            s.broken & rule::STALE == 0
+        }),
+        Property::<LedgerModel>::always(
+            "nothing runs after a stop or fence barred its key",
+            |_, s| s.broken & rule::BARRED == 0,
+        ),
+        Property::<LedgerModel>::always(
+            "an admit or finish never takes the ledger past its byte budget",
+            |_, s| s.broken & rule::BUDGET == 0,
+        ),
+        Property::<LedgerModel>::always(
+            "reopen only from Closed(AllRetired) at incarnation + 1",
+            |_, s| s.broken & rule::REOPEN == 0,
+        ),
+        Property::<LedgerModel>::always(
+            "after restart recovery no call of a dead process is admitted",
+            |_, s| s.broken & rule::RECOVERY == 0,
+        ),
+    ]
+}
+
+/// The answers the model must reach (`sometimes`), in report order.
+fn answers() -> Vec<Property<LedgerModel>> {
+    vec![
+        // Answers are reached by asking the real decision, on a
+        // reachable state, what a request the model could send next would
+        // answer: the transition exists, and keeping a record of past
+        // answers in the state would multiply the state space.
+        Property::<LedgerModel>::sometimes("admit answers Fresh", |m, s| {
+            m.would_admit(s, s.epoch) == Ok(Admission::Fresh)
+        }),
+        Property::<LedgerModel>::sometimes("admit answers Existing(Acked)", |m, s| {
+            m.would_admit(s, s.epoch) == Ok(Admission::Existing(CallState::Acked))
+        }),
+        Property::<LedgerModel>::sometimes(
+            "a stale runtime's Run is refused StaleToken",
+            |m, s| {
                 s.epoch > 0
                     && s.wire.contains(&Msg::Run {
                         key: m.first_key(s),
                         epoch: 0,
                     })
                     && m.would_admit(s, 0) == Err(LedgerError::StaleToken)
-            }),
-            Property::<Self>::sometimes("admit is refused BudgetExhausted", |m, s| {
-                matches!(
-                    m.would_admit(s, s.epoch),
-                    Err(LedgerError::BudgetExhausted { .. })
-                )
-            }),
-            Property::<Self>::sometimes("stop_or_fence answers Stopped", |m, s| {
-                m.would(s, &m.stop(s)) == Ok(Answer::Stopping(Stopping::Stopped))
-            }),
-            Property::<Self>::sometimes("stop_or_fence answers Barred", |m, s| {
-                m.would(s, &m.stop(s)) == Ok(Answer::Stopping(Stopping::Barred))
-            }),
-            Property::<Self>::sometimes("stop_or_fence answers Untouched", |m, s| {
-                matches!(
-                    m.would(s, &m.stop(s)),
-                    Ok(Answer::Stopping(Stopping::Untouched(_)))
-                )
-            }),
-            Property::<Self>::sometimes("query_or_fence answers Fenced", |m, s| {
-                m.would(s, &m.fence(s)) == Ok(Answer::Fencing(Fencing::Fenced))
-            }),
-            Property::<Self>::sometimes("query_or_fence answers Standing", |m, s| {
-                matches!(
-                    m.would(s, &m.fence(s)),
-                    Ok(Answer::Fencing(Fencing::Standing(_)))
-                )
-            }),
-            Property::<Self>::sometimes("query answers Missing", |m, s| {
+            },
+        ),
+        Property::<LedgerModel>::sometimes("admit is refused BudgetExhausted", |m, s| {
+            matches!(
+                m.would_admit(s, s.epoch),
+                Err(LedgerError::BudgetExhausted { .. })
+            )
+        }),
+        Property::<LedgerModel>::sometimes("stop_or_fence answers Stopped", |m, s| {
+            m.would(s, &m.stop(s)) == Ok(Answer::Stopping(Stopping::Stopped))
+        }),
+        Property::<LedgerModel>::sometimes("stop_or_fence answers Barred", |m, s| {
+            m.would(s, &m.stop(s)) == Ok(Answer::Stopping(Stopping::Barred))
+        }),
+        Property::<LedgerModel>::sometimes("stop_or_fence answers Untouched", |m, s| {
+            matches!(
+                m.would(s, &m.stop(s)),
+                Ok(Answer::Stopping(Stopping::Untouched(_)))
+            )
+        }),
+        Property::<LedgerModel>::sometimes("query_or_fence answers Fenced", |m, s| {
+            m.would(s, &m.fence(s)) == Ok(Answer::Fencing(Fencing::Fenced))
+        }),
+        Property::<LedgerModel>::sometimes("query_or_fence answers Standing", |m, s| {
+            matches!(
+                m.would(s, &m.fence(s)),
+                Ok(Answer::Fencing(Fencing::Standing(_)))
+            )
+        }),
+        Property::<LedgerModel>::sometimes("query answers Missing", |m, s| {
+            m.would(
+                s,
+                &Request::Query {
+                    key: m.key(m.first_key(s)),
+                },
+            ) == Ok(Answer::Lookup(Lookup::Missing))
+        }),
+        Property::<LedgerModel>::sometimes("query answers Found(Terminal)", |m, s| {
+            matches!(
                 m.would(
                     s,
                     &Request::Query {
-                        key: m.key(m.first_key(s)),
-                    },
-                ) == Ok(Answer::Lookup(Lookup::Missing))
-            }),
-            Property::<Self>::sometimes("query answers Found(Terminal)", |m, s| {
-                matches!(
-                    m.would(
-                        s,
-                        &Request::Query {
-                            key: m.key(m.first_key(s))
-                        }
-                    ),
-                    Ok(Answer::Lookup(Lookup::Found(CallState::Terminal(_))))
-                )
-            }),
-            Property::<Self>::sometimes("unacked lists a key", |m, s| {
-                matches!(
-                    m.would(s, &Request::Unacked { session: m.names.session.clone() }),
-                    Ok(Answer::Unacked(u)) if !u.terminal.is_empty() || !u.unknown.is_empty()
-                )
-            }),
-            Property::<Self>::sometimes("ack left a tombstone", |_, s| !s.ledger.acks.is_empty()),
-            Property::<Self>::sometimes("finish_close recorded AllRetired", |m, s| {
-                m.scope_state(s) == Some(ScopeState::Closed(CloseOutcome::AllRetired))
-            }),
-            Property::<Self>::sometimes("finish_close recorded UnknownCleanup", |m, s| {
-                matches!(
-                    m.scope_state(s),
-                    Some(ScopeState::Closed(CloseOutcome::UnknownCleanup(_)))
-                )
-            }),
-            Property::<Self>::sometimes("an operator released the scope", |_, s| {
-                !s.ledger.releases.is_empty()
-            }),
-            Property::<Self>::sometimes("the scope reopened", |_, s| s.incarnation == 2),
-            Property::<Self>::sometimes("open would recover an admitted call", |m, s| {
-                s.epoch < m.max_process_restarts
-                    && matches!(m.would(s, &Request::Open), Ok(Answer::Recovered(n)) if n > 0)
-            }),
-        ]
-    }
+                        key: m.key(m.first_key(s))
+                    }
+                ),
+                Ok(Answer::Lookup(Lookup::Found(CallState::Terminal(_))))
+            )
+        }),
+        Property::<LedgerModel>::sometimes("unacked lists a key", |m, s| {
+            matches!(
+                m.would(s, &Request::Unacked { session: m.names.session.clone() }),
+                Ok(Answer::Unacked(u)) if !u.terminal.is_empty() || !u.unknown.is_empty()
+            )
+        }),
+        Property::<LedgerModel>::sometimes("ack left a tombstone", |_, s| {
+            !s.ledger.acks.is_empty()
+        }),
+        Property::<LedgerModel>::sometimes("finish_close recorded AllRetired", |m, s| {
+            m.scope_state(s) == Some(ScopeState::Closed(CloseOutcome::AllRetired))
+        }),
+        Property::<LedgerModel>::sometimes("finish_close recorded UnknownCleanup", |m, s| {
+            matches!(
+                m.scope_state(s),
+                Some(ScopeState::Closed(CloseOutcome::UnknownCleanup(_)))
+            )
+        }),
+        Property::<LedgerModel>::sometimes("an operator released the scope", |_, s| {
+            !s.ledger.releases.is_empty()
+        }),
+        Property::<LedgerModel>::sometimes("the scope reopened", |_, s| s.incarnation == 2),
+        Property::<LedgerModel>::sometimes("open would recover an admitted call", |m, s| {
+            s.epoch < m.max_process_restarts
+                && matches!(m.would(s, &Request::Open), Ok(Answer::Recovered(n)) if n > 0)
+        }),
+    ]
 }
 
 impl crate::family::MutantModel for LedgerModel {

@@ -742,34 +742,8 @@ impl ReleaseModel {
         match step {
             Step::Validate => {}
             Step::Admit => {
-                let admission = s.gate.admit(&digest);
-                match protocol::plan_publication(&s.gate, &self.facts(s, p.req)) {
-                    Err(e) => {
-                        match e {
-                            ProtocolError::Unavailable { .. } => s.seen |= seen::UNAVAILABLE,
-                            ProtocolError::DigestConflict { .. } => s.seen |= seen::DIGEST_CONFLICT,
-                            ProtocolError::ReferenceConflict { owner } => {
-                                if s.orphans
-                                    .iter()
-                                    .enumerate()
-                                    .any(|(e, o)| o.is_some() && self.digests[e] == owner)
-                                {
-                                    s.seen |= seen::ORPHAN_RESERVES;
-                                }
-                            }
-                        }
-                        s.active = None;
-                        return Some(());
-                    }
-                    Ok(Plan::New) if s.used_slots >= self.capacity => {
-                        s.seen |= seen::CAPACITY;
-                        s.active = None;
-                        return Some(());
-                    }
-                    Ok(plan) => {
-                        p.plan = Some(plan);
-                        p.retry = admission == Ok(Admission::Retry);
-                    }
+                if !self.admit(s, &mut p, &digest) {
+                    return Some(());
                 }
             }
             Step::CreateStage => {
@@ -845,6 +819,50 @@ impl ReleaseModel {
                 }
             }
         }
+        self.step_done(s, p, step, d);
+        Some(())
+    }
+
+    /// The admission step: plans the publication through the real gate and
+    /// protocol. False when the publication ends here (refused, or no slot
+    /// left for a new release), with what the monitor saw.
+    fn admit(&self, s: &mut SysState, p: &mut Pub, digest: &Sha256) -> bool {
+        let admission = s.gate.admit(digest);
+        match protocol::plan_publication(&s.gate, &self.facts(s, p.req)) {
+            Err(e) => {
+                match e {
+                    ProtocolError::Unavailable { .. } => s.seen |= seen::UNAVAILABLE,
+                    ProtocolError::DigestConflict { .. } => s.seen |= seen::DIGEST_CONFLICT,
+                    ProtocolError::ReferenceConflict { owner } => {
+                        if s.orphans
+                            .iter()
+                            .enumerate()
+                            .any(|(e, o)| o.is_some() && self.digests[e] == owner)
+                        {
+                            s.seen |= seen::ORPHAN_RESERVES;
+                        }
+                    }
+                }
+                s.active = None;
+                false
+            }
+            Ok(Plan::New) if s.used_slots >= self.capacity => {
+                s.seen |= seen::CAPACITY;
+                s.active = None;
+                false
+            }
+            Ok(plan) => {
+                p.plan = Some(plan);
+                p.retry = admission == Ok(Admission::Retry);
+                true
+            }
+        }
+    }
+
+    /// Records `step` of `p` (release `d`) as done: charges the slot when
+    /// the step is the one that charges it, and acknowledges the
+    /// publication after its last step.
+    fn step_done(&self, s: &mut SysState, mut p: Pub, step: Step, d: usize) {
         p.done = Some(step);
         if p.plan == Some(Plan::New) && !p.charged && self.slot_charged(p.done) {
             p.charged = true;
@@ -862,7 +880,6 @@ impl ReleaseModel {
         } else {
             s.active = Some(p);
         }
-        Some(())
     }
 }
 
@@ -997,120 +1014,133 @@ impl Model for ReleaseModel {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        vec![
-            Property::<Self>::always(
-                "an acknowledged publication is durable: present, complete and byte-identical in every image a crash can leave",
-                |m, s| {
-                    (0..DIGESTS).all(|d| {
-                        s.acked[d].is_none_or(|r| {
-                            m.durable_release(s, d, r)
-                                && s.lifecycle.membership(&m.digests[d]) == Some(Membership::Member)
-                        })
-                    })
-                },
-            ),
-            Property::<Self>::always(
-                "every acknowledged publication resolves to its exact bytes, after any crash and recovery",
-                |m, s| {
-                    s.handle != Handle::Open
-                        || (0..DIGESTS).all(|d| {
-                            s.acked[d].is_none_or(|r| {
-                                m.resolve(s, d).is_some_and(|q| m.identical(q, r))
-                            })
-                        })
-                },
-            ),
-            Property::<Self>::always(
-                "nothing is visible whose membership is not committed or whose directory is not durable",
-                |m, s| {
-                    (0..DIGESTS).all(|d| {
-                        m.resolve(s, d).is_none_or(|r| {
-                            s.lifecycle.membership(&m.digests[d]) == Some(Membership::Member)
-                                && m.durable_release(s, d, r)
-                        })
-                    })
-                },
-            ),
-            Property::<Self>::always(
-                "recovery never fails: crashes leave only debris it tolerates",
-                |_, s| s.handle != Handle::Failed,
-            ),
-            Property::<Self>::always(
-                "while a digest is pending after a post-rename failure, no other digest is admitted",
-                |m, s| match (s.unreconciled, s.active) {
-                    (Some(pending), Some(p)) => {
-                        p.plan.is_none() || m.digest_of(p.req) == usize::from(pending)
-                    }
-                    _ => true,
-                },
-            ),
-            Property::<Self>::always(
-                "never two different contents under one reference",
-                |m, s| {
-                    let complete: Vec<u8> = s
-                        .releases
-                        .iter()
-                        .flatten()
-                        .filter(|dir| dir.files[COMPLETE_FILE] != File::Absent)
-                        .map(|dir| dir.req)
-                        .collect();
-                    complete.iter().enumerate().all(|(i, a)| {
-                        complete
-                            .iter()
-                            .skip(i + 1)
-                            .all(|b| m.reference_of(*a) != m.reference_of(*b) || m.identical(*a, *b))
-                    })
-                },
-            ),
-            Property::<Self>::always(
-                "the recovery-directory count equals the directories under releases/, within capacity",
-                |m, s| {
-                    let n = Self::entries(s);
-                    n <= usize::from(m.capacity)
-                        && (s.handle != Handle::Open || usize::from(s.used_slots) == n)
-                },
-            ),
-            Property::<Self>::sometimes("a publication is acknowledged", |_, s| {
-                s.seen & seen::ACKED != 0
-            }),
-            Property::<Self>::sometimes(
-                "a post-rename failure is reconciled by an exact retry",
-                |_, s| s.seen & seen::RECONCILED != 0,
-            ),
-            Property::<Self>::sometimes(
-                "staging debris a crash or failure left mid-publication is cleared by recovery",
-                |_, s| s.seen & seen::TMP_DEBRIS_CLEARED != 0,
-            ),
-            Property::<Self>::sometimes(
-                "a crash leaves an orphan completed directory that recovery accounts for",
-                |_, s| s.seen & seen::ORPHAN_RECOVERED != 0,
-            ),
-            Property::<Self>::sometimes(
-                "an orphan reserves its reference: another digest under it is refused",
-                |_, s| s.seen & seen::ORPHAN_RESERVES != 0,
-            ),
-            Property::<Self>::sometimes(
-                "another digest is refused as unavailable while one is pending",
-                |_, s| s.seen & seen::UNAVAILABLE != 0,
-            ),
-            Property::<Self>::sometimes(
-                "a publication whose acknowledgment failed after its commit is visible after recovery",
-                |_, s| s.seen & seen::UNACKED_RECOVERED != 0,
-            ),
-            Property::<Self>::sometimes(
-                "different bytes under an existing digest are refused",
-                |_, s| s.seen & seen::DIGEST_CONFLICT != 0,
-            ),
-            Property::<Self>::sometimes(
-                "a publication is refused at recovery-directory capacity",
-                |_, s| s.seen & seen::CAPACITY != 0,
-            ),
-            Property::<Self>::sometimes(
-                "a reader resolves an acknowledged release after a crash and recovery",
-                |_, s| s.seen & seen::READ_AFTER_CRASH != 0,
-            ),
-        ]
+        let mut properties = safety();
+        properties.extend(outcomes());
+        properties
     }
+}
+
+/// The safety rules (`always`), in report order.
+fn safety() -> Vec<Property<ReleaseModel>> {
+    vec![
+        Property::<ReleaseModel>::always(
+            "an acknowledged publication is durable: present, complete and byte-identical in every image a crash can leave",
+            |m, s| {
+                (0..DIGESTS).all(|d| {
+                    s.acked[d].is_none_or(|r| {
+                        m.durable_release(s, d, r)
+                            && s.lifecycle.membership(&m.digests[d]) == Some(Membership::Member)
+                    })
+                })
+            },
+        ),
+        Property::<ReleaseModel>::always(
+            "every acknowledged publication resolves to its exact bytes, after any crash and recovery",
+            |m, s| {
+                s.handle != Handle::Open
+                    || (0..DIGESTS).all(|d| {
+                        s.acked[d].is_none_or(|r| {
+                            m.resolve(s, d).is_some_and(|q| m.identical(q, r))
+                        })
+                    })
+            },
+        ),
+        Property::<ReleaseModel>::always(
+            "nothing is visible whose membership is not committed or whose directory is not durable",
+            |m, s| {
+                (0..DIGESTS).all(|d| {
+                    m.resolve(s, d).is_none_or(|r| {
+                        s.lifecycle.membership(&m.digests[d]) == Some(Membership::Member)
+                            && m.durable_release(s, d, r)
+                    })
+                })
+            },
+        ),
+        Property::<ReleaseModel>::always(
+            "recovery never fails: crashes leave only debris it tolerates",
+            |_, s| s.handle != Handle::Failed,
+        ),
+        Property::<ReleaseModel>::always(
+            "while a digest is pending after a post-rename failure, no other digest is admitted",
+            |m, s| match (s.unreconciled, s.active) {
+                (Some(pending), Some(p)) => {
+                    p.plan.is_none() || m.digest_of(p.req) == usize::from(pending)
+                }
+                _ => true,
+            },
+        ),
+        Property::<ReleaseModel>::always(
+            "never two different contents under one reference",
+            |m, s| {
+                let complete: Vec<u8> = s
+                    .releases
+                    .iter()
+                    .flatten()
+                    .filter(|dir| dir.files[COMPLETE_FILE] != File::Absent)
+                    .map(|dir| dir.req)
+                    .collect();
+                complete.iter().enumerate().all(|(i, a)| {
+                    complete
+                        .iter()
+                        .skip(i + 1)
+                        .all(|b| m.reference_of(*a) != m.reference_of(*b) || m.identical(*a, *b))
+                })
+            },
+        ),
+        Property::<ReleaseModel>::always(
+            "the recovery-directory count equals the directories under releases/, within capacity",
+            |m, s| {
+                let n = ReleaseModel::entries(s);
+                n <= usize::from(m.capacity)
+                    && (s.handle != Handle::Open || usize::from(s.used_slots) == n)
+            },
+        ),
+    ]
+}
+
+/// The outcomes the model must reach (`sometimes`), in report order.
+fn outcomes() -> Vec<Property<ReleaseModel>> {
+    vec![
+        Property::<ReleaseModel>::sometimes("a publication is acknowledged", |_, s| {
+            s.seen & seen::ACKED != 0
+        }),
+        Property::<ReleaseModel>::sometimes(
+            "a post-rename failure is reconciled by an exact retry",
+            |_, s| s.seen & seen::RECONCILED != 0,
+        ),
+        Property::<ReleaseModel>::sometimes(
+            "staging debris a crash or failure left mid-publication is cleared by recovery",
+            |_, s| s.seen & seen::TMP_DEBRIS_CLEARED != 0,
+        ),
+        Property::<ReleaseModel>::sometimes(
+            "a crash leaves an orphan completed directory that recovery accounts for",
+            |_, s| s.seen & seen::ORPHAN_RECOVERED != 0,
+        ),
+        Property::<ReleaseModel>::sometimes(
+            "an orphan reserves its reference: another digest under it is refused",
+            |_, s| s.seen & seen::ORPHAN_RESERVES != 0,
+        ),
+        Property::<ReleaseModel>::sometimes(
+            "another digest is refused as unavailable while one is pending",
+            |_, s| s.seen & seen::UNAVAILABLE != 0,
+        ),
+        Property::<ReleaseModel>::sometimes(
+            "a publication whose acknowledgment failed after its commit is visible after recovery",
+            |_, s| s.seen & seen::UNACKED_RECOVERED != 0,
+        ),
+        Property::<ReleaseModel>::sometimes(
+            "different bytes under an existing digest are refused",
+            |_, s| s.seen & seen::DIGEST_CONFLICT != 0,
+        ),
+        Property::<ReleaseModel>::sometimes(
+            "a publication is refused at recovery-directory capacity",
+            |_, s| s.seen & seen::CAPACITY != 0,
+        ),
+        Property::<ReleaseModel>::sometimes(
+            "a reader resolves an acknowledged release after a crash and recovery",
+            |_, s| s.seen & seen::READ_AFTER_CRASH != 0,
+        ),
+    ]
 }
 
 impl crate::family::MutantModel for ReleaseModel {

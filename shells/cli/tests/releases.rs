@@ -207,6 +207,12 @@ fn publish_then_list_show_and_verify() {
     assert!(!root.join(".tmp").join("abandoned").exists());
 }
 
+/// `out` is a refused input: exit status 2 and `needle` in the message.
+fn refused(out: &Output, needle: &str) {
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(out));
+    assert!(stderr(out).contains(needle), "{}", stderr(out));
+}
+
 #[test]
 fn bad_input_exits_nonzero_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();
@@ -217,30 +223,16 @@ fn bad_input_exits_nonzero_with_a_clear_message() {
     // A manifest whose digest is not the component's.
     let other = files(dir.path(), "other", 9);
     let mut bad = a.clone_with_manifest(&other.manifest);
-    let out = publish(&root, &bad, &[]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("component_digest"),
-        "{}",
-        stderr(&out)
-    );
+    refused(&publish(&root, &bad, &[]), "component_digest");
 
     // A contract that does not parse.
     std::fs::write(&a.contract, b"{\"interfaces\": 7}").unwrap();
-    let out = publish(&root, &a, &[]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("is not a contract"),
-        "{}",
-        stderr(&out)
-    );
+    refused(&publish(&root, &a, &[]), "is not a contract");
     std::fs::write(&a.contract, CONTRACT).unwrap();
 
     // A contract whose exports are not the manifest's.
     std::fs::write(&a.contract, br#"{"interfaces":[]}"#).unwrap();
-    let out = publish(&root, &a, &[]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("InvalidContract"), "{}", stderr(&out));
+    refused(&publish(&root, &a, &[]), "InvalidContract");
     std::fs::write(&a.contract, CONTRACT).unwrap();
 
     // A component that is not Wasm.
@@ -266,13 +258,7 @@ fn bad_input_exits_nonzero_with_a_clear_message() {
     assert!(stderr(&out).contains("magic"), "{}", stderr(&out));
 
     // A missing input file.
-    let out = publish(&root, &bad, &[]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("cannot read the contract"),
-        "{}",
-        stderr(&out)
-    );
+    refused(&publish(&root, &bad, &[]), "cannot read the contract");
 
     // No contract declared: the Wasm inspector's extraction is used; the
     // trusted-local inspector extracts none, which is not the manifest's.
@@ -288,8 +274,7 @@ fn bad_input_exits_nonzero_with_a_clear_message() {
     let extracted = cfg!(feature = "wasm");
     assert_eq!(out.status.success(), extracted, "{}", stderr(&out));
     if !extracted {
-        assert_eq!(out.status.code(), Some(2));
-        assert!(stderr(&out).contains("InvalidContract"), "{}", stderr(&out));
+        refused(&out, "InvalidContract");
     }
 
     // Nothing else was published by any of the above.

@@ -728,22 +728,9 @@ impl<F: Fs> ReleaseRepository<F> {
                     .root
                     .sync_dir(&self.releases())
                     .map_err(ReleaseError::from),
-                Step::CommitLifecycle => w
-                    .lifecycle
-                    .decide(LifecycleOp::Publish, &digest)
-                    .map_err(ReleaseError::from)
-                    .and_then(|o| {
-                        if let Err(e) = self.write_record(&o) {
-                            w.lifecycle.reserve(&o);
-                            return Err(ReleaseError::LifecycleUncertain {
-                                seq: o.seq,
-                                source: Box::new(e),
-                            });
-                        }
-                        w.lifecycle.record(o);
-                        outcome = Some(o);
-                        Ok(())
-                    }),
+                Step::CommitLifecycle => self.commit_publish(&mut w, &digest).map(|o| {
+                    outcome = Some(o);
+                }),
                 Step::Adopt => {
                     let membership = w
                         .lifecycle
@@ -776,6 +763,23 @@ impl<F: Fs> ReleaseRepository<F> {
             plan: admitted.plan,
             outcome,
         })
+    }
+
+    /// The publication's lifecycle commit: the `Publish` decision, its
+    /// record written durably, then recorded. A record that may or may not
+    /// have been written reserves its seq and is
+    /// [`ReleaseError::LifecycleUncertain`].
+    fn commit_publish(&self, w: &mut Writer, digest: &Sha256) -> Result<Outcome, ReleaseError> {
+        let o = w.lifecycle.decide(LifecycleOp::Publish, digest)?;
+        if let Err(e) = self.write_record(&o) {
+            w.lifecycle.reserve(&o);
+            return Err(ReleaseError::LifecycleUncertain {
+                seq: o.seq,
+                source: Box::new(e),
+            });
+        }
+        w.lifecycle.record(o);
+        Ok(o)
     }
 
     fn write(&self, stage: &Path, name: &str, data: &[u8]) -> Result<(), ReleaseError> {

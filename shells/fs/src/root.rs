@@ -111,6 +111,19 @@ pub fn plain_name(name: &str) -> Result<&Path, FsError> {
 }
 
 /// Whether an I/O error says the entry is not there.
+/// Syncs `root` and every ancestor, so the path to the root is durable:
+/// a failure is [`PATH_DURABILITY_UNCERTAIN`].
+fn sync_ancestors<F: Fs>(fs: &F, root: &Path) -> Result<(), FsError> {
+    for dir in root.ancestors() {
+        fs.sync_dir(dir).map_err(|e| FsError::Unavailable {
+            reason: PATH_DURABILITY_UNCERTAIN,
+            path: dir.to_path_buf(),
+            detail: e.to_string(),
+        })?;
+    }
+    Ok(())
+}
+
 fn not_found(e: &std::io::Error) -> bool {
     e.kind() == std::io::ErrorKind::NotFound
 }
@@ -178,13 +191,7 @@ impl<F: Fs> DurableRoot<F> {
             ));
         }
         if access.writes() {
-            for dir in root.ancestors() {
-                fs.sync_dir(dir).map_err(|e| FsError::Unavailable {
-                    reason: PATH_DURABILITY_UNCERTAIN,
-                    path: dir.to_path_buf(),
-                    detail: e.to_string(),
-                })?;
-            }
+            sync_ancestors(&fs, &root)?;
         }
         // Decide before the lock: taking it creates the lock file, which a
         // refused directory must not get.
@@ -236,24 +243,33 @@ impl<F: Fs> DurableRoot<F> {
         } else {
             plan
         };
+        handle.carry_out(layout, plan)?;
+        Ok((handle, plan))
+    }
+
+    /// Carries out the open's final `plan` under the lock: an open checks
+    /// the marker (a writing one clears staging), an initialization writes
+    /// the state directories and then the marker, an upgrade ensures only
+    /// the staging directory.
+    fn carry_out(&self, layout: &Layout, plan: OpenPlan) -> Result<(), FsError> {
         match plan {
             OpenPlan::Open => {
-                handle.check_marked(layout)?;
-                if access.writes() {
-                    handle.reset_dir(layout.staging)?;
+                self.check_marked(layout)?;
+                if self.access.writes() {
+                    self.reset_dir(layout.staging)?;
                 }
             }
             OpenPlan::Initialize => {
                 for dir in layout.dirs {
-                    handle.ensure_dir(dir)?;
+                    self.ensure_dir(dir)?;
                 }
-                handle.write_marker(layout)?;
+                self.write_marker(layout)?;
             }
             OpenPlan::Upgrade => {
-                handle.ensure_dir(layout.staging)?;
+                self.ensure_dir(layout.staging)?;
             }
         }
-        Ok((handle, plan))
+        Ok(())
     }
 
     /// Checks the marker's bytes and that every state directory is there.

@@ -328,6 +328,10 @@ fn check_visible<F: Fs>(
 }
 
 #[test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one history of one catalog, in numbered steps: each step is traced from the disk the previous step left, so the steps read in order in one place; split up, every helper would take and return the repository, the recording fs and the expected memberships"
+)]
 fn every_crash_state_of_every_release_operation_recovers() {
     let tmp = tempfile::tempdir().unwrap();
     let base = tmp.path().canonicalize().unwrap();

@@ -196,90 +196,8 @@ fn scale_child() {
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
     match mode.as_str() {
-        "publish" => {
-            let base = report("publish", "baseline");
-            let t = Instant::now();
-            let repo =
-                ReleaseRepository::open(RealFs, &root, bounds(), Arc::new(MagicOnly)).unwrap();
-            let opened = report("publish", "after open");
-            let c = contract();
-            let started = Instant::now();
-            let mut window = Instant::now();
-            for n in 0..count {
-                let comp = component(n);
-                let digest = Sha256::of(&comp);
-                let p = repo
-                    .publish(&manifest(n, &digest), comp, c.clone())
-                    .unwrap();
-                assert_eq!(p.digest, digest);
-                if (n + 1) % CHECKPOINT == 0 {
-                    let (t, f) = resources();
-                    say(&format!(
-                        "publish: published {} elapsed {:.1}s ({:.0}/s over the last {CHECKPOINT}; threads {t}, fds {f})",
-                        n + 1,
-                        started.elapsed().as_secs_f64(),
-                        CHECKPOINT as f64 / window.elapsed().as_secs_f64()
-                    ));
-                    assert_eq!((t, f), opened, "publish: resources grew during publication");
-                    window = Instant::now();
-                }
-            }
-            let secs = started.elapsed().as_secs_f64();
-            say(&format!(
-                "RESULT publish: {count} publications in {secs:.1}s = {:.1} publications/s",
-                count as f64 / secs
-            ));
-            let published = report("publish", "after publication");
-            assert_eq!(repo.len() as u64, count);
-            let v = Instant::now();
-            verify_all(&repo, count, "publish", v, opened);
-            say(&format!(
-                "RESULT publish-verify: {count} listed+resolved+fetched in {:.1}s = {:.1}/s",
-                v.elapsed().as_secs_f64(),
-                count as f64 / v.elapsed().as_secs_f64()
-            ));
-            let verified = report("publish", "after verification");
-            let usage = repo.usage();
-            say(&format!(
-                "publish: usage: {} entries, {} accounted index bytes, {} directories",
-                usage.entries, usage.index_bytes, usage.recovery_directories
-            ));
-            drop(repo);
-            let closed = report("publish", "after close");
-            say(&format!("publish: total {:.1}s", t.elapsed().as_secs_f64()));
-            assert_eq!(opened.0, base.0, "open started a thread");
-            assert_eq!(opened.1, base.1 + 1, "open holds more than the lock fd");
-            assert_eq!((published, verified), (opened, opened), "resources grew");
-            assert_eq!(closed, base, "close leaked a thread or fd");
-        }
-        "reopen" => {
-            let base = report("reopen", "baseline");
-            let t = Instant::now();
-            let repo =
-                ReleaseRepository::open(RealFs, &root, bounds(), Arc::new(MagicOnly)).unwrap();
-            let secs = t.elapsed().as_secs_f64();
-            say(&format!(
-                "RESULT reopen: rebuilt {} releases in {secs:.1}s = {:.1} releases/s",
-                repo.len(),
-                repo.len() as f64 / secs
-            ));
-            let opened = report("reopen", "after open");
-            assert_eq!(repo.len() as u64, count);
-            let v = Instant::now();
-            verify_all(&repo, count, "reopen", v, opened);
-            say(&format!(
-                "RESULT reopen-verify: {count} listed+resolved+fetched in {:.1}s = {:.1}/s",
-                v.elapsed().as_secs_f64(),
-                count as f64 / v.elapsed().as_secs_f64()
-            ));
-            let verified = report("reopen", "after verification");
-            drop(repo);
-            let closed = report("reopen", "after close");
-            assert_eq!(opened.0, base.0, "open started a thread");
-            assert_eq!(opened.1, base.1 + 1, "open holds more than the lock fd");
-            assert_eq!(verified, opened, "resources grew");
-            assert_eq!(closed, base, "close leaked a thread or fd");
-        }
+        "publish" => child_publish(&root, count),
+        "reopen" => child_reopen(&root, count),
         "silent" => std::thread::sleep(Duration::from_secs(60)),
         "chatty" => {
             for i in 0..6 {
@@ -289,6 +207,94 @@ fn scale_child() {
         }
         other => panic!("unknown child mode {other}"),
     }
+}
+
+/// Child mode `publish`: publishes `count` releases into a new root at
+/// `root`, reporting the rate and checking that no thread or fd leaks.
+fn child_publish(root: &Path, count: u64) {
+    let base = report("publish", "baseline");
+    let t = Instant::now();
+    let repo = ReleaseRepository::open(RealFs, root, bounds(), Arc::new(MagicOnly)).unwrap();
+    let opened = report("publish", "after open");
+    let c = contract();
+    let started = Instant::now();
+    let mut window = Instant::now();
+    for n in 0..count {
+        let comp = component(n);
+        let digest = Sha256::of(&comp);
+        let p = repo
+            .publish(&manifest(n, &digest), comp, c.clone())
+            .unwrap();
+        assert_eq!(p.digest, digest);
+        if (n + 1) % CHECKPOINT == 0 {
+            let (t, f) = resources();
+            say(&format!(
+                "publish: published {} elapsed {:.1}s ({:.0}/s over the last {CHECKPOINT}; threads {t}, fds {f})",
+                n + 1,
+                started.elapsed().as_secs_f64(),
+                CHECKPOINT as f64 / window.elapsed().as_secs_f64()
+            ));
+            assert_eq!((t, f), opened, "publish: resources grew during publication");
+            window = Instant::now();
+        }
+    }
+    let secs = started.elapsed().as_secs_f64();
+    say(&format!(
+        "RESULT publish: {count} publications in {secs:.1}s = {:.1} publications/s",
+        count as f64 / secs
+    ));
+    let published = report("publish", "after publication");
+    assert_eq!(repo.len() as u64, count);
+    let v = Instant::now();
+    verify_all(&repo, count, "publish", v, opened);
+    say(&format!(
+        "RESULT publish-verify: {count} listed+resolved+fetched in {:.1}s = {:.1}/s",
+        v.elapsed().as_secs_f64(),
+        count as f64 / v.elapsed().as_secs_f64()
+    ));
+    let verified = report("publish", "after verification");
+    let usage = repo.usage();
+    say(&format!(
+        "publish: usage: {} entries, {} accounted index bytes, {} directories",
+        usage.entries, usage.index_bytes, usage.recovery_directories
+    ));
+    drop(repo);
+    let closed = report("publish", "after close");
+    say(&format!("publish: total {:.1}s", t.elapsed().as_secs_f64()));
+    assert_eq!(opened.0, base.0, "open started a thread");
+    assert_eq!(opened.1, base.1 + 1, "open holds more than the lock fd");
+    assert_eq!((published, verified), (opened, opened), "resources grew");
+    assert_eq!(closed, base, "close leaked a thread or fd");
+}
+
+/// Child mode `reopen`: reopens the root `child_publish` left, rebuilding
+/// and verifying its `count` releases, with the same resource checks.
+fn child_reopen(root: &Path, count: u64) {
+    let base = report("reopen", "baseline");
+    let t = Instant::now();
+    let repo = ReleaseRepository::open(RealFs, root, bounds(), Arc::new(MagicOnly)).unwrap();
+    let secs = t.elapsed().as_secs_f64();
+    say(&format!(
+        "RESULT reopen: rebuilt {} releases in {secs:.1}s = {:.1} releases/s",
+        repo.len(),
+        repo.len() as f64 / secs
+    ));
+    let opened = report("reopen", "after open");
+    assert_eq!(repo.len() as u64, count);
+    let v = Instant::now();
+    verify_all(&repo, count, "reopen", v, opened);
+    say(&format!(
+        "RESULT reopen-verify: {count} listed+resolved+fetched in {:.1}s = {:.1}/s",
+        v.elapsed().as_secs_f64(),
+        count as f64 / v.elapsed().as_secs_f64()
+    ));
+    let verified = report("reopen", "after verification");
+    drop(repo);
+    let closed = report("reopen", "after close");
+    assert_eq!(opened.0, base.0, "open started a thread");
+    assert_eq!(opened.1, base.1 + 1, "open holds more than the lock fd");
+    assert_eq!(verified, opened, "resources grew");
+    assert_eq!(closed, base, "close leaked a thread or fd");
 }
 
 /// Why a supervised child did not succeed.

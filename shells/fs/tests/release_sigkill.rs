@@ -145,6 +145,95 @@ fn run_child(root: &Path, tag: u64, delay: Duration) -> Vec<String> {
     reader.join().unwrap()
 }
 
+/// Every acknowledged release is present after the kill with the
+/// membership `expected` records: a member resolves and fetches its exact
+/// bytes, a revoked or retired one is refused `FailedPrecondition`.
+fn check_acknowledged(
+    repo: &ReleaseRepository<RealFs>,
+    tag: u64,
+    acked: &[(u64, u64, Sha256)],
+    expected: &BTreeMap<Sha256, Membership>,
+) {
+    for (t, n, d) in acked {
+        let (manifest, component, contract) = release(*t, *n);
+        let reference = format!("k{t}-r{n}@0.{t}.{n}");
+        let want = expected.get(d).copied().unwrap();
+        assert_eq!(
+            repo.membership(d),
+            Some(want),
+            "iteration {tag}: {d} membership"
+        );
+        if want != Membership::Member {
+            assert_eq!(
+                repo.fetch(d).map(|_| ()).map_err(|e| e.class()),
+                Err("FailedPrecondition")
+            );
+            assert_eq!(
+                repo.resolve(&reference).map(|_| ()).map_err(|e| e.class()),
+                Err("FailedPrecondition")
+            );
+            continue;
+        }
+        assert_eq!(
+            repo.resolve(&reference)
+                .unwrap_or_else(|e| panic!("iteration {tag}: resolve {reference}: {e}"))
+                .component_digest,
+            *d
+        );
+        let got = repo
+            .fetch(d)
+            .unwrap_or_else(|e| panic!("iteration {tag}: fetch {d}: {e}"));
+        assert_eq!(got.component, component, "iteration {tag}: {d} component");
+        assert_eq!(got.contract, contract, "iteration {tag}: {d} contract");
+        let canonical =
+            custos_core::release::manifest::Manifest::parse(&manifest, 1 << 20).unwrap();
+        assert_eq!(got.manifest, canonical, "iteration {tag}: {d} manifest");
+    }
+}
+
+/// Everything visible after kill `tag` is some child's release, listed in
+/// its child's scope, and at most one per kill was not acknowledged (of
+/// `acked`): the number of unacknowledged releases visible.
+fn check_visible(repo: &ReleaseRepository<RealFs>, tag: u64, acked: usize) -> usize {
+    // Everything visible is some child's release; at most one per kill
+    // was not acknowledged.
+    let visible = repo.len();
+    assert!(
+        visible >= acked,
+        "iteration {tag}: fewer releases than acks"
+    );
+    let extra = visible - acked;
+    assert!(
+        extra as u64 <= tag + 1,
+        "iteration {tag}: {extra} unacknowledged releases visible after {} kills",
+        tag + 1
+    );
+    let mut listed = 0;
+    for t in 0..=tag {
+        let page = repo
+            .list_catalog_entries("crash", Some(&format!("child-{t}")), None)
+            .unwrap();
+        for e in &page.entries {
+            let n: u64 = e
+                .descriptor
+                .version
+                .rsplit('.')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            let (_, component, _) = release(t, n);
+            assert_eq!(Sha256::of(&component), e.descriptor.component_digest);
+        }
+        listed += page.entries.len();
+    }
+    assert_eq!(
+        listed, visible,
+        "iteration {tag}: a release outside the children's scopes"
+    );
+    extra
+}
+
 #[test]
 fn sigkilled_publisher_loses_no_acknowledged_release() {
     if std::env::var(ROOT_ENV).is_ok() {
@@ -232,77 +321,8 @@ fn sigkilled_publisher_loses_no_acknowledged_release() {
             expected.insert(d, seen);
             in_doubt += 1;
         }
-        for (t, n, d) in &acked {
-            let (manifest, component, contract) = release(*t, *n);
-            let reference = format!("k{t}-r{n}@0.{t}.{n}");
-            let want = expected.get(d).copied().unwrap();
-            assert_eq!(
-                repo.membership(d),
-                Some(want),
-                "iteration {tag}: {d} membership"
-            );
-            if want != Membership::Member {
-                assert_eq!(
-                    repo.fetch(d).map(|_| ()).map_err(|e| e.class()),
-                    Err("FailedPrecondition")
-                );
-                assert_eq!(
-                    repo.resolve(&reference).map(|_| ()).map_err(|e| e.class()),
-                    Err("FailedPrecondition")
-                );
-                continue;
-            }
-            assert_eq!(
-                repo.resolve(&reference)
-                    .unwrap_or_else(|e| panic!("iteration {tag}: resolve {reference}: {e}"))
-                    .component_digest,
-                *d
-            );
-            let got = repo
-                .fetch(d)
-                .unwrap_or_else(|e| panic!("iteration {tag}: fetch {d}: {e}"));
-            assert_eq!(got.component, component, "iteration {tag}: {d} component");
-            assert_eq!(got.contract, contract, "iteration {tag}: {d} contract");
-            let canonical =
-                custos_core::release::manifest::Manifest::parse(&manifest, 1 << 20).unwrap();
-            assert_eq!(got.manifest, canonical, "iteration {tag}: {d} manifest");
-        }
-        // Everything visible is some child's release; at most one per kill
-        // was not acknowledged.
-        let visible = repo.len();
-        assert!(
-            visible >= acked.len(),
-            "iteration {tag}: fewer releases than acks"
-        );
-        let extra = visible - acked.len();
-        assert!(
-            extra as u64 <= tag + 1,
-            "iteration {tag}: {extra} unacknowledged releases visible after {} kills",
-            tag + 1
-        );
-        let mut listed = 0;
-        for t in 0..=tag {
-            let page = repo
-                .list_catalog_entries("crash", Some(&format!("child-{t}")), None)
-                .unwrap();
-            for e in &page.entries {
-                let n: u64 = e
-                    .descriptor
-                    .version
-                    .rsplit('.')
-                    .next()
-                    .unwrap()
-                    .parse()
-                    .unwrap();
-                let (_, component, _) = release(t, n);
-                assert_eq!(Sha256::of(&component), e.descriptor.component_digest);
-            }
-            listed += page.entries.len();
-        }
-        assert_eq!(
-            listed, visible,
-            "iteration {tag}: a release outside the children's scopes"
-        );
+        check_acknowledged(&repo, tag, &acked, &expected);
+        let extra = check_visible(&repo, tag, acked.len());
         assert!(repo.pending().is_none());
         unacknowledged_visible = extra;
         drop(repo);

@@ -546,156 +546,196 @@ fn key_params(k: &Key) -> (String, String, i64, i64, i64) {
     )
 }
 
+/// Loads the rows `req`'s footprint names, each part by its own query.
 fn load(tx: &Transaction<'_>, req: &Request) -> Result<View, LedgerError> {
     let fp = req.footprint();
     let mut v = View::default();
     if let Some(session) = &fp.scope {
-        let at = format!("scope row {}", session.as_str());
-        let row = tx
-            .prepare_cached(
-                "SELECT workspace, incarnation, state, close_outcome, attach_token FROM scope WHERE session = ?1",
-            )
-            .map_err(db("prepare"))?
-            .query_row([session.as_str()], |r| {
-                let inc = r.get::<_, i64>(1)?;
-                let outcome = r.get::<_, Option<i64>>(3)?;
-                Ok((|| {
-                    Ok((
-                        bounded_req(r, 0, "workspace", MAX_NAME_LEN, &at)?,
-                        inc,
-                        bounded_req(r, 2, "state", MAX_WORD_LEN, &at)?,
-                        outcome,
-                        bounded_req(r, 4, "attach_token", MAX_NAME_LEN, &at)?,
-                    ))
-                })())
-            })
-            .optional()
-            .map_err(db("load-scope"))?
-            .transpose()?;
-        if let Some((ws, inc, state, outcome, token)) = row {
-            v.scope = Some(Scope {
-                session: session.clone(),
-                workspace: name(WorkspaceId::new(ws), "scope.workspace")?,
-                incarnation: u64_from_sql(inc),
-                state: decode_scope_state(&state, outcome)?,
-                attach_token: name(AttachToken::new(token), "scope.attach_token")?,
-            });
-        }
+        v.scope = load_scope(tx, session)?;
     }
     if let Some(k) = &fp.key {
-        let p = key_params(k);
-        let at = format!("call row ({}, {}, {}, {}, {})", p.0, p.1, p.2, p.3, p.4);
-        let raw = tx
-            .prepare_cached(
-                "SELECT tool, state, outcome, outcome_digest, outcome_bytes FROM call
-                 WHERE session = ?1 AND op = ?2 AND step = ?3 AND source_index = ?4 AND incarnation = ?5",
-            )
-            .map_err(db("prepare"))?
-            .query_row(params![p.0, p.1, p.2, p.3, p.4], |r| raw_call(r, 0, &at))
-            .optional()
-            .map_err(db("load-call"))?
-            .transpose()?;
-        v.call = raw.map(decode_call).transpose()?;
-        v.acked = tx
-            .prepare_cached(
-                "SELECT 1 FROM call_ack
-                 WHERE session = ?1 AND op = ?2 AND step = ?3 AND source_index = ?4 AND incarnation = ?5",
-            )
-            .map_err(db("prepare"))?
-            .exists(params![p.0, p.1, p.2, p.3, p.4])
-            .map_err(db("load-ack"))?;
+        (v.call, v.acked) = load_call(tx, k)?;
     }
     if let Some(session) = &fp.session_calls {
-        let mut stmt = tx
-            .prepare_cached(&format!("SELECT {CALL_COLS} FROM call WHERE session = ?1"))
-            .map_err(db("prepare"))?;
-        let rows = stmt
-            .query_map([session.as_str()], |r| {
-                read_keyed_call(r, 0, session.as_str())
-            })
-            .map_err(db("load-session-calls"))?;
-        for row in rows {
-            let (op, step, si, inc, raw) = row.map_err(db("load-session-calls"))??;
-            v.session_calls
-                .push((make_key(session, op, step, si, inc)?, decode_call(raw)?));
-        }
-        v.session_calls.sort();
+        v.session_calls = load_session_calls(tx, session)?;
     }
     if fp.all_admitted {
-        let mut stmt = tx
-            .prepare_cached(&format!(
-                "SELECT session, {CALL_COLS} FROM call WHERE state = 'admitted'"
-            ))
-            .map_err(db("prepare"))?;
-        let rows = stmt
-            .query_map([], |r| {
-                let session = match bounded_req(r, 0, "session", MAX_NAME_LEN, &"call row") {
-                    Ok(s) => s,
-                    Err(e) => return Ok(Err(e)),
-                };
-                Ok(read_keyed_call(r, 1, &session)?.map(|call| (session, call)))
-            })
-            .map_err(db("load-admitted"))?;
-        for row in rows {
-            let (session, (op, step, si, inc, raw)) = row.map_err(db("load-admitted"))??;
-            let session = name(SessionId::new(session), "call.session")?;
-            v.admitted
-                .push((make_key(&session, op, step, si, inc)?, decode_call(raw)?));
-        }
-        v.admitted.sort();
+        v.admitted = load_admitted(tx)?;
     }
     if fp.totals {
-        let bytes: i64 = tx
-            .prepare_cached(
-                "SELECT COALESCE(SUM(outcome_bytes), 0) FROM call WHERE state IN ('admitted', 'terminal')",
-            )
-            .map_err(db("prepare"))?
-            .query_row([], |r| r.get(0))
-            .map_err(db("load-bytes"))?;
-        v.ledger_bytes = u64_from_sql(bytes);
-        let unclean: i64 = tx
-            .prepare_cached(
-                "SELECT count(*) FROM scope WHERE NOT (state = 'closed' AND close_outcome = 0)",
-            )
-            .map_err(db("prepare"))?
-            .query_row([], |r| r.get(0))
-            .map_err(db("load-unclean"))?;
-        v.unclean_scopes = u64_from_sql(unclean);
+        (v.ledger_bytes, v.unclean_scopes) = load_totals(tx)?;
     }
     if fp.releases {
-        let mut stmt = tx
-            .prepare_cached(
-                "SELECT session, workspace, incarnation, was, released_at_ms, id FROM scope_release ORDER BY id",
-            )
-            .map_err(db("prepare"))?;
-        let rows = stmt
-            .query_map([], |r| {
-                let inc = r.get::<_, i64>(2)?;
-                let released = r.get::<_, i64>(4)?;
-                let at = format!("scope_release row {}", r.get::<_, i64>(5)?);
-                Ok((|| {
-                    Ok((
-                        bounded_req(r, 0, "session", MAX_NAME_LEN, &at)?,
-                        bounded_req(r, 1, "workspace", MAX_NAME_LEN, &at)?,
-                        inc,
-                        bounded_req(r, 3, "was", MAX_WORD_LEN, &at)?,
-                        released,
-                    ))
-                })())
-            })
-            .map_err(db("load-releases"))?;
-        for row in rows {
-            let (session, ws, inc, was, at) = row.map_err(db("load-releases"))??;
-            v.releases.push(Release {
-                session: name(SessionId::new(session), "scope_release.session")?,
-                workspace: name(WorkspaceId::new(ws), "scope_release.workspace")?,
-                incarnation: u64_from_sql(inc),
-                was: decode_was(&was)?,
-                released_at_ms: u64_from_sql(at),
-            });
-        }
+        v.releases = load_releases(tx)?;
     }
     Ok(v)
+}
+
+/// The scope row of `session`, if any.
+fn load_scope(tx: &Transaction<'_>, session: &SessionId) -> Result<Option<Scope>, LedgerError> {
+    let at = format!("scope row {}", session.as_str());
+    let row = tx
+        .prepare_cached(
+            "SELECT workspace, incarnation, state, close_outcome, attach_token FROM scope WHERE session = ?1",
+        )
+        .map_err(db("prepare"))?
+        .query_row([session.as_str()], |r| {
+            let inc = r.get::<_, i64>(1)?;
+            let outcome = r.get::<_, Option<i64>>(3)?;
+            Ok((|| {
+                Ok((
+                    bounded_req(r, 0, "workspace", MAX_NAME_LEN, &at)?,
+                    inc,
+                    bounded_req(r, 2, "state", MAX_WORD_LEN, &at)?,
+                    outcome,
+                    bounded_req(r, 4, "attach_token", MAX_NAME_LEN, &at)?,
+                ))
+            })())
+        })
+        .optional()
+        .map_err(db("load-scope"))?
+        .transpose()?;
+    row.map(|(ws, inc, state, outcome, token)| {
+        Ok(Scope {
+            session: session.clone(),
+            workspace: name(WorkspaceId::new(ws), "scope.workspace")?,
+            incarnation: u64_from_sql(inc),
+            state: decode_scope_state(&state, outcome)?,
+            attach_token: name(AttachToken::new(token), "scope.attach_token")?,
+        })
+    })
+    .transpose()
+}
+
+/// The call row of `k`, if any, and whether `k` has a tombstone.
+fn load_call(tx: &Transaction<'_>, k: &Key) -> Result<(Option<CallRow>, bool), LedgerError> {
+    let p = key_params(k);
+    let at = format!("call row ({}, {}, {}, {}, {})", p.0, p.1, p.2, p.3, p.4);
+    let raw = tx
+        .prepare_cached(
+            "SELECT tool, state, outcome, outcome_digest, outcome_bytes FROM call
+             WHERE session = ?1 AND op = ?2 AND step = ?3 AND source_index = ?4 AND incarnation = ?5",
+        )
+        .map_err(db("prepare"))?
+        .query_row(params![p.0, p.1, p.2, p.3, p.4], |r| raw_call(r, 0, &at))
+        .optional()
+        .map_err(db("load-call"))?
+        .transpose()?;
+    let call = raw.map(decode_call).transpose()?;
+    let acked = tx
+        .prepare_cached(
+            "SELECT 1 FROM call_ack
+             WHERE session = ?1 AND op = ?2 AND step = ?3 AND source_index = ?4 AND incarnation = ?5",
+        )
+        .map_err(db("prepare"))?
+        .exists(params![p.0, p.1, p.2, p.3, p.4])
+        .map_err(db("load-ack"))?;
+    Ok((call, acked))
+}
+
+/// The call rows of `session`, ascending by key.
+fn load_session_calls(
+    tx: &Transaction<'_>,
+    session: &SessionId,
+) -> Result<Vec<(Key, CallRow)>, LedgerError> {
+    let mut stmt = tx
+        .prepare_cached(&format!("SELECT {CALL_COLS} FROM call WHERE session = ?1"))
+        .map_err(db("prepare"))?;
+    let rows = stmt
+        .query_map([session.as_str()], |r| {
+            read_keyed_call(r, 0, session.as_str())
+        })
+        .map_err(db("load-session-calls"))?;
+    let mut calls = Vec::new();
+    for row in rows {
+        let (op, step, si, inc, raw) = row.map_err(db("load-session-calls"))??;
+        calls.push((make_key(session, op, step, si, inc)?, decode_call(raw)?));
+    }
+    calls.sort();
+    Ok(calls)
+}
+
+/// Every `admitted` call row, ascending by key.
+fn load_admitted(tx: &Transaction<'_>) -> Result<Vec<(Key, CallRow)>, LedgerError> {
+    let mut stmt = tx
+        .prepare_cached(&format!(
+            "SELECT session, {CALL_COLS} FROM call WHERE state = 'admitted'"
+        ))
+        .map_err(db("prepare"))?;
+    let rows = stmt
+        .query_map([], |r| {
+            let session = match bounded_req(r, 0, "session", MAX_NAME_LEN, &"call row") {
+                Ok(s) => s,
+                Err(e) => return Ok(Err(e)),
+            };
+            Ok(read_keyed_call(r, 1, &session)?.map(|call| (session, call)))
+        })
+        .map_err(db("load-admitted"))?;
+    let mut admitted = Vec::new();
+    for row in rows {
+        let (session, (op, step, si, inc, raw)) = row.map_err(db("load-admitted"))??;
+        let session = name(SessionId::new(session), "call.session")?;
+        admitted.push((make_key(&session, op, step, si, inc)?, decode_call(raw)?));
+    }
+    admitted.sort();
+    Ok(admitted)
+}
+
+/// `sum(outcome_bytes)` over `admitted` and `terminal` rows, and the number
+/// of scopes that are anything but `Closed(AllRetired)`.
+fn load_totals(tx: &Transaction<'_>) -> Result<(u64, u64), LedgerError> {
+    let bytes: i64 = tx
+        .prepare_cached(
+            "SELECT COALESCE(SUM(outcome_bytes), 0) FROM call WHERE state IN ('admitted', 'terminal')",
+        )
+        .map_err(db("prepare"))?
+        .query_row([], |r| r.get(0))
+        .map_err(db("load-bytes"))?;
+    let unclean: i64 = tx
+        .prepare_cached(
+            "SELECT count(*) FROM scope WHERE NOT (state = 'closed' AND close_outcome = 0)",
+        )
+        .map_err(db("prepare"))?
+        .query_row([], |r| r.get(0))
+        .map_err(db("load-unclean"))?;
+    Ok((u64_from_sql(bytes), u64_from_sql(unclean)))
+}
+
+/// The release log, in insertion order.
+fn load_releases(tx: &Transaction<'_>) -> Result<Vec<Release>, LedgerError> {
+    let mut stmt = tx
+        .prepare_cached(
+            "SELECT session, workspace, incarnation, was, released_at_ms, id FROM scope_release ORDER BY id",
+        )
+        .map_err(db("prepare"))?;
+    let rows = stmt
+        .query_map([], |r| {
+            let inc = r.get::<_, i64>(2)?;
+            let released = r.get::<_, i64>(4)?;
+            let at = format!("scope_release row {}", r.get::<_, i64>(5)?);
+            Ok((|| {
+                Ok((
+                    bounded_req(r, 0, "session", MAX_NAME_LEN, &at)?,
+                    bounded_req(r, 1, "workspace", MAX_NAME_LEN, &at)?,
+                    inc,
+                    bounded_req(r, 3, "was", MAX_WORD_LEN, &at)?,
+                    released,
+                ))
+            })())
+        })
+        .map_err(db("load-releases"))?;
+    let mut releases = Vec::new();
+    for row in rows {
+        let (session, ws, inc, was, at) = row.map_err(db("load-releases"))??;
+        releases.push(Release {
+            session: name(SessionId::new(session), "scope_release.session")?,
+            workspace: name(WorkspaceId::new(ws), "scope_release.workspace")?,
+            incarnation: u64_from_sql(inc),
+            was: decode_was(&was)?,
+            released_at_ms: u64_from_sql(at),
+        });
+    }
+    Ok(releases)
 }
 
 fn write(tx: &Transaction<'_>, effects: &[Effect]) -> Result<(), LedgerError> {

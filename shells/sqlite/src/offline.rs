@@ -53,7 +53,9 @@ use custos_core::storage::rewrite::{
 use custos_core::storage::types::{MAX_ID_LEN, MAX_KEY_LEN, MAX_NAMESPACE_LEN};
 use custos_core::storage::{Entry, Payload};
 use custos_core::Millis;
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+use rusqlite::{
+    params, Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior,
+};
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
@@ -354,6 +356,10 @@ fn seal_copy(c: Connection) -> Result<(), RewriteError> {
 
 const PAGE: i64 = 256;
 
+/// Transforms the copy in one transaction (the write-once triggers dropped
+/// for it and restored): every entry, register value and usage detail
+/// through the caller's transforms, each change checked by the rewrite
+/// rule; then the generation bump and a `VACUUM`.
 fn transform_copy(
     c: &mut Connection,
     entry_fn: &mut dyn FnMut(Entry) -> Result<Entry, String>,
@@ -364,12 +370,28 @@ fn transform_copy(
         .map_err(Fault::db("transform-begin"))?;
     tx.execute_batch(schema::DROP_WRITE_ONCE_TRIGGERS)
         .map_err(Fault::db("transform"))?;
-    let mut report = RewriteReport {
-        generation: 0,
-        entries_rewritten: 0,
-        values_rewritten: 0,
-    };
-    // Entries, a page at a time in seq order.
+    let entries_rewritten = transform_entries(&tx, entry_fn)?;
+    let values_rewritten = transform_registers(&tx, value_fn)? + transform_usage(&tx, value_fn)?;
+    let generation = bump_generation(&tx)?;
+    tx.execute_batch(schema::WRITE_ONCE_TRIGGERS)
+        .map_err(Fault::db("transform"))?;
+    tx.commit().map_err(Fault::db("transform-commit"))?;
+    // No replaced byte survives in a free page.
+    c.execute_batch("VACUUM")
+        .map_err(Fault::db("transform-vacuum"))?;
+    Ok(RewriteReport {
+        generation,
+        entries_rewritten,
+        values_rewritten,
+    })
+}
+
+/// Entries, a page at a time in seq order: how many changed.
+fn transform_entries(
+    tx: &Transaction<'_>,
+    entry_fn: &mut dyn FnMut(Entry) -> Result<Entry, String>,
+) -> Result<u64, RewriteError> {
+    let mut rewritten_count = 0;
     let mut after = i64::MIN;
     let mut first = true;
     loop {
@@ -412,11 +434,19 @@ fn transform_copy(
                         seq_to_sql(before.seq)
                     ])
                     .map_err(Fault::db("transform-entries"))?;
-                report.entries_rewritten += 1;
+                rewritten_count += 1;
             }
         }
     }
-    // Register values.
+    Ok(rewritten_count)
+}
+
+/// Register values: how many changed.
+fn transform_registers(
+    tx: &Transaction<'_>,
+    value_fn: &mut dyn FnMut(Payload) -> Result<Payload, String>,
+) -> Result<u64, RewriteError> {
+    let mut rewritten_count = 0;
     let cells: Vec<(String, String, Payload)> = {
         let mut st = tx
             .prepare("SELECT namespace, key, value FROM registers ORDER BY namespace, key")
@@ -443,10 +473,18 @@ fn transform_copy(
                 params![rewritten.as_bytes(), ns, key],
             )
             .map_err(Fault::db("transform-registers"))?;
-            report.values_rewritten += 1;
+            rewritten_count += 1;
         }
     }
-    // Usage details.
+    Ok(rewritten_count)
+}
+
+/// Usage details: how many changed.
+fn transform_usage(
+    tx: &Transaction<'_>,
+    value_fn: &mut dyn FnMut(Payload) -> Result<Payload, String>,
+) -> Result<u64, RewriteError> {
+    let mut rewritten_count = 0;
     let usage: Vec<(i64, String, Payload)> = {
         let mut st = tx
             .prepare("SELECT seq, id, details FROM usage_ledger ORDER BY seq")
@@ -473,10 +511,14 @@ fn transform_copy(
                 params![rewritten.as_bytes(), seq],
             )
             .map_err(Fault::db("transform-usage"))?;
-            report.values_rewritten += 1;
+            rewritten_count += 1;
         }
     }
-    // The generation counter.
+    Ok(rewritten_count)
+}
+
+/// Bumps the generation counter: the new generation.
+fn bump_generation(tx: &Transaction<'_>) -> Result<u64, RewriteError> {
     let generation: i64 = tx
         .query_row(
             "SELECT generation FROM session WHERE singleton = 1",
@@ -494,14 +536,7 @@ fn transform_copy(
         [u64_to_sql(next)],
     )
     .map_err(Fault::db("transform-generation"))?;
-    report.generation = next;
-    tx.execute_batch(schema::WRITE_ONCE_TRIGGERS)
-        .map_err(Fault::db("transform"))?;
-    tx.commit().map_err(Fault::db("transform-commit"))?;
-    // No replaced byte survives in a free page.
-    c.execute_batch("VACUUM")
-        .map_err(Fault::db("transform-vacuum"))?;
-    Ok(report)
+    Ok(next)
 }
 
 /// Claims the lease as `owner` after checking the file's version

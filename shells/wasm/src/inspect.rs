@@ -143,78 +143,10 @@ pub fn inspect(bytes: &[u8]) -> Result<Contract, InspectError> {
         resources: &resources,
     };
 
-    // Pass 1: measure everything, refusing before anything recursive is built.
-    let mut meter = Meter::default();
-    for (name, item) in &exports {
-        match &item.ty {
-            ComponentEntityType::Func(id) => {
-                let f = cx.func(*id)?;
-                cx.measure_func(name, f, &mut meter)?;
-            }
-            ComponentEntityType::Instance(id) => {
-                let inst = cx
-                    .types
-                    .get(*id)
-                    .ok_or(InspectError::Inconsistent { what: "instance" })?;
-                for (inner, item) in &inst.exports {
-                    match &item.ty {
-                        ComponentEntityType::Func(fid) => {
-                            let f = cx.func(*fid)?;
-                            cx.measure_func(&format!("{name}#{inner}"), f, &mut meter)?;
-                        }
-                        ComponentEntityType::Type { .. } => {}
-                        other => {
-                            return Err(InspectError::UnsupportedExport {
-                                name: format!("{name}#{inner}"),
-                                kind: kind_of(other),
-                            })
-                        }
-                    }
-                }
-            }
-            ComponentEntityType::Type { .. } => {}
-            other => {
-                return Err(InspectError::UnsupportedExport {
-                    name: name.clone(),
-                    kind: kind_of(other),
-                })
-            }
-        }
-    }
-
-    // Pass 2: build (bounded by pass 1). A top-level function becomes an
-    // interface named after it (core's convention).
-    let mut contract = Contract {
-        interfaces: Vec::with_capacity(exports.len()),
-    };
-    for (name, item) in &exports {
-        match &item.ty {
-            ComponentEntityType::Func(id) => {
-                let function = cx.build_func(name, cx.func(*id)?)?;
-                contract.interfaces.push(Interface {
-                    name: name.clone(),
-                    functions: vec![function],
-                });
-            }
-            ComponentEntityType::Instance(id) => {
-                let inst = cx
-                    .types
-                    .get(*id)
-                    .ok_or(InspectError::Inconsistent { what: "instance" })?;
-                let mut iface = Interface {
-                    name: name.clone(),
-                    functions: Vec::new(),
-                };
-                for (inner, item) in &inst.exports {
-                    if let ComponentEntityType::Func(fid) = &item.ty {
-                        iface.functions.push(cx.build_func(inner, cx.func(*fid)?)?);
-                    }
-                }
-                contract.interfaces.push(iface);
-            }
-            _ => {}
-        }
-    }
+    // Pass 1: measure everything, refusing before anything recursive is
+    // built; pass 2: build (bounded by pass 1).
+    let meter = cx.measure_exports(&exports)?;
+    let contract = cx.build_exports(&exports)?;
     // The walk above and core's explicit-stack measure must agree.
     let shape = contract.shape();
     if (shape.depth, shape.nodes) != (meter.max_depth, meter.nodes) {
@@ -405,6 +337,91 @@ struct Cx<'a> {
 }
 
 impl<'a> Cx<'a> {
+    /// Pass 1 of [`inspect`]: measures every export's functions (refusing
+    /// an unsupported export kind) before anything recursive is built.
+    fn measure_exports(&self, exports: &[(String, &ComponentItem)]) -> Result<Meter, InspectError> {
+        let mut meter = Meter::default();
+        for (name, item) in exports {
+            match &item.ty {
+                ComponentEntityType::Func(id) => {
+                    let f = self.func(*id)?;
+                    self.measure_func(name, f, &mut meter)?;
+                }
+                ComponentEntityType::Instance(id) => {
+                    let inst = self
+                        .types
+                        .get(*id)
+                        .ok_or(InspectError::Inconsistent { what: "instance" })?;
+                    for (inner, item) in &inst.exports {
+                        match &item.ty {
+                            ComponentEntityType::Func(fid) => {
+                                let f = self.func(*fid)?;
+                                self.measure_func(&format!("{name}#{inner}"), f, &mut meter)?;
+                            }
+                            ComponentEntityType::Type { .. } => {}
+                            other => {
+                                return Err(InspectError::UnsupportedExport {
+                                    name: format!("{name}#{inner}"),
+                                    kind: kind_of(other),
+                                })
+                            }
+                        }
+                    }
+                }
+                ComponentEntityType::Type { .. } => {}
+                other => {
+                    return Err(InspectError::UnsupportedExport {
+                        name: name.clone(),
+                        kind: kind_of(other),
+                    })
+                }
+            }
+        }
+        Ok(meter)
+    }
+
+    /// Pass 2 of [`inspect`], bounded by pass 1: the contract. A top-level
+    /// function becomes an interface named after it (core's convention).
+    fn build_exports(
+        &self,
+        exports: &[(String, &ComponentItem)],
+    ) -> Result<Contract, InspectError> {
+        let mut contract = Contract {
+            interfaces: Vec::with_capacity(exports.len()),
+        };
+        for (name, item) in exports {
+            match &item.ty {
+                ComponentEntityType::Func(id) => {
+                    let function = self.build_func(name, self.func(*id)?)?;
+                    contract.interfaces.push(Interface {
+                        name: name.clone(),
+                        functions: vec![function],
+                    });
+                }
+                ComponentEntityType::Instance(id) => {
+                    let inst = self
+                        .types
+                        .get(*id)
+                        .ok_or(InspectError::Inconsistent { what: "instance" })?;
+                    let mut iface = Interface {
+                        name: name.clone(),
+                        functions: Vec::new(),
+                    };
+                    for (inner, item) in &inst.exports {
+                        if let ComponentEntityType::Func(fid) = &item.ty {
+                            iface
+                                .functions
+                                .push(self.build_func(inner, self.func(*fid)?)?);
+                        }
+                    }
+                    contract.interfaces.push(iface);
+                }
+                _ => {}
+            }
+        }
+        Ok(contract)
+    }
+
     fn func(
         &self,
         id: wasmparser::component_types::ComponentFuncTypeId,
