@@ -24,6 +24,7 @@ use serde::Serialize;
 use stateright::{Checker, Expectation, HasDiscoveries, Model};
 
 pub mod custody;
+pub mod deployment;
 pub mod family;
 pub mod fence;
 pub mod lease;
@@ -151,6 +152,7 @@ pub fn registry() -> Vec<Box<dyn Registered>> {
         Box::new(family::family::<migration::MigrationModel>()),
         Box::new(family::family::<world::WorldModel>()),
         Box::new(family::family::<release::ReleaseModel>()),
+        Box::new(family::family::<deployment::DeploymentModel>()),
     ]
 }
 

@@ -91,3 +91,8 @@ fn world_model_holds_and_kills_every_mutant() {
 fn release_model_holds_and_kills_every_mutant() {
     check("release", 124_917);
 }
+
+#[test]
+fn deployment_model_holds_and_kills_every_mutant() {
+    check("deployment", 230_032);
+}

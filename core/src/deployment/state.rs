@@ -275,6 +275,17 @@ impl Catalog {
 /// exact managed replay, then the route generation, then the request's own
 /// validation and precondition, then the next stamp.
 pub fn decide(catalog: &Catalog, req: &Request) -> Result<Decision, DeploymentError> {
+    decide_with_ring(catalog, req, RECEIPT_RING)
+}
+
+/// [`decide`] with a receipt ring of `capacity` entries (at least 1): the
+/// repository uses [`RECEIPT_RING`]; the model uses a tiny ring so that
+/// eviction is reachable.
+pub fn decide_with_ring(
+    catalog: &Catalog,
+    req: &Request,
+    capacity: usize,
+) -> Result<Decision, DeploymentError> {
     if let Some(op) = &req.operation {
         if let Some(replay) = replay(catalog, req, op)? {
             return Ok(replay);
@@ -293,7 +304,7 @@ pub fn decide(catalog: &Catalog, req: &Request) -> Result<Decision, DeploymentEr
         Mutation::Delete { id, expected } => delete(catalog, tenant, id, *expected)?,
         Mutation::PublishSnapshot => publish(catalog)?,
     };
-    Ok(retain(decided, req))
+    Ok(retain(decided, req, capacity.max(1)))
 }
 
 /// The exact replay of a retained operation, a refusal for a reused or
@@ -345,7 +356,7 @@ fn normalized(m: &Mutation) -> Mutation {
 }
 
 /// Records a managed operation's receipt in the next catalog's ring.
-fn retain(mut decided: Decision, req: &Request) -> Decision {
+fn retain(mut decided: Decision, req: &Request, capacity: usize) -> Decision {
     let (Some(op), Some(next)) = (&req.operation, decided.next.as_mut()) else {
         return decided;
     };
@@ -357,7 +368,7 @@ fn retain(mut decided: Decision, req: &Request) -> Decision {
         mutation: normalized(&req.mutation),
         receipt: decided.receipt.clone(),
     });
-    while ring.entries.len() > RECEIPT_RING {
+    while ring.entries.len() > capacity {
         let evicted = ring.entries.remove(0);
         ring.floor = ring.floor.max(evicted.receipt.catalog_generation());
     }
