@@ -514,4 +514,45 @@ mod tests {
             assert!(DeploymentManifest::decode(junk).is_err());
         }
     }
+
+    /// Three revision ids computed by an independent implementation
+    /// (Python: `json.dumps(sort_keys=True, separators=(',', ':'))`, which
+    /// is RFC 8785 for ASCII strings and integers, then SHA-256 of the
+    /// domain tag, the big-endian length and the bytes). The inputs are
+    /// spelled in another key order, with whitespace and a route weight
+    /// other than 1.
+    #[test]
+    fn revision_ids_match_an_independent_implementation() {
+        let rel = Sha256::of(b"component");
+        let cases = [
+            (
+                format!(r#"{{"tenant":"acme", "service":"api", "route_weight":7, "release":"{rel}", "id":"blue"}}"#),
+                "c17148ba35e1b98a48aa81710c28d3ad5c57e7c1a25e5127a38f2624300da9b9",
+                278,
+            ),
+            (
+                format!(
+                    r#"{{"id":"green","tenant":"acme","namespace":"prod","service":"api","release":"{rel}","route_weight":9000,
+                    "grants":["kv:write","kv:read"],"budgets":{{"timeout_millis":30000,"memory_bytes":67108864}}}}"#
+                ),
+                "c4bb01395cbdc61930bcae19da057d3c982bfa15d6d4f732398b89ae0f59ec26",
+                364,
+            ),
+            (
+                format!(
+                    r#"{{"id":"canary","tenant":"acme","service":"api","release":"{rel}","route_weight":1,
+                    "labels":{{"team":"edge","stage":"canary"}},"annotations":{{"note":"dormant until invoked"}},
+                    "availability":{{"min_instances":1,"max_instances":4}},
+                    "placement":{{"zones":["eu-west-1b","eu-west-1a"],"pool":"edge"}}}}"#
+                ),
+                "0898e79962fdf5b07f3bb7d6e25036175017c185b0d7c733dc1e45e54c242747",
+                379,
+            ),
+        ];
+        for (json, hex, len) in cases {
+            let m = DeploymentManifest::decode(json.as_bytes()).unwrap();
+            assert_eq!(m.identity().canonical().len(), len, "{json}");
+            assert_eq!(m.revision_id().to_string(), format!("{REVISION_PREFIX}{hex}"));
+        }
+    }
 }
