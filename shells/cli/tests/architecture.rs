@@ -146,6 +146,25 @@ fn core_reaches_no_io_crate() {
             "expected {allowed} in core's closure: {closure:?}"
         );
     }
+    // Core's direct dependencies are exactly these: the design's four, the
+    // RFC 8785 canonicalizer the deployment manifest's canonical form is
+    // defined by, and `arbitrary` (optional, for fuzzing).
+    let allowed: BTreeSet<String> = [
+        "serde",
+        "serde_json",
+        "serde_json_canonicalizer",
+        "sha2",
+        "thiserror",
+        "arbitrary",
+        "proptest",
+        "custos-core",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let direct = g.direct("custos-core");
+    let extra: Vec<_> = direct.difference(&allowed).collect();
+    assert!(extra.is_empty(), "custos-core gained direct dependencies: {extra:?}");
 }
 
 #[test]
