@@ -97,15 +97,6 @@ mod tests;
 
 pub use memory::{MemoryLedger, REASON_POISONED};
 
-/// The ledger's stream checker lives in [`crate::streams::ledger`]; this old
-/// path is kept only for the names the SQLite shell's differential test
-/// (`shells/sqlite/tests/ledger.rs`) still imports from it. Remove it once
-/// that test imports `custos_core::streams::ledger`.
-#[doc(hidden)]
-pub mod drive {
-    pub use crate::streams::ledger::{requests, LedgerOp, STREAM_LIMITS as DRIVER_LIMITS};
-}
-
 /// A scope's incarnation: bumped by exactly one on each reopen.
 pub type Incarnation = u64;
 

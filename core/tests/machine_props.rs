@@ -29,6 +29,7 @@ fn lease_op() -> impl Strategy<Value = LeaseOp> {
             ttl
         }),
         (0u8..3, fence_choice()).prop_map(|(owner, fence)| LeaseOp::Release { owner, fence }),
+        (0u8..3).prop_map(|owner| LeaseOp::ReleaseByOwner { owner }),
         (0u8..4).prop_map(LeaseOp::Advance),
     ]
 }
@@ -107,6 +108,23 @@ fn renews_expired(
     }
 }
 
+/// A lease machine whose release by owner deletes whichever lease holds the
+/// slot (the model's `release-by-owner-of-any-holder`).
+fn releases_any_holder(
+    s: &lease::LeaseState,
+    r: &lease::Request,
+) -> Result<lease::Decision, lease::LeaseError> {
+    match (r, &s.holder) {
+        (lease::Request::ReleaseByOwner { .. }, Some(h)) => lease::decide(
+            s,
+            &lease::Request::ReleaseByOwner {
+                owner: h.owner.clone(),
+            },
+        ),
+        _ => lease::decide(s, r),
+    }
+}
+
 /// A fence machine whose floor import overwrites.
 fn overwriting_floor(
     s: &fence::WorldFence,
@@ -152,6 +170,24 @@ fn the_lease_checker_catches_renewal_of_an_expired_lease() {
     assert_eq!(check_lease_stream(&ops), Ok(()));
     let v = check_lease_stream_with(renews_expired, &ops).unwrap_err();
     assert_eq!(v.invariant, "admitted-only-for-the-live-exact-pair");
+}
+
+#[test]
+fn the_lease_checker_catches_a_release_by_owner_of_another_owners_lease() {
+    // b holds the slot; a's release by owner must leave b's lease alone, and
+    // b's own release by owner frees it under whichever fence.
+    let ops = [
+        LeaseOp::Acquire { owner: 1, ttl: 5 },
+        LeaseOp::ReleaseByOwner { owner: 0 },
+        LeaseOp::ReleaseByOwner { owner: 1 },
+    ];
+    assert_eq!(check_lease_stream(&ops), Ok(()));
+    let v = check_lease_stream_with(releases_any_holder, &ops).unwrap_err();
+    assert_eq!(
+        v.invariant,
+        "release-by-owner-deletes-only-that-owners-lease"
+    );
+    assert_eq!(v.step, 1);
 }
 
 #[test]

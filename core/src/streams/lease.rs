@@ -1,6 +1,7 @@
-//! The lease stream checker: three owners acquiring, renewing, committing
-//! and releasing under a monotonic clock, each carrying the fence it
-//! believes it holds or a raw one, through [`crate::lease::decide`].
+//! The lease stream checker: three owners acquiring, renewing, committing,
+//! releasing and releasing by owner under a monotonic clock, each carrying
+//! the fence it believes it holds or a raw one, through
+//! [`crate::lease::decide`].
 
 use std::collections::BTreeSet;
 
@@ -54,6 +55,12 @@ pub enum LeaseOp {
         /// Which fence to carry.
         fence: FenceChoice,
     },
+    /// Release by owner, under whichever fence (what the SQLite shell's
+    /// `release_export` sends).
+    ReleaseByOwner {
+        /// Owner index (mod 3).
+        owner: u8,
+    },
     /// Advance the (monotonic) clock.
     Advance(u8),
 }
@@ -69,7 +76,9 @@ const OWNER_NAMES: [&str; 3] = ["owner-a", "owner-b", "owner-c"];
 ///   and was unexpired at `now`;
 /// - a pair that was displaced, or whose lease lapsed, never has a commit or
 ///   renewal admitted again (the clock is monotonic here);
-/// - a release deletes only the releaser's own pair;
+/// - a release deletes only the releaser's own pair, a release by owner
+///   only that owner's lease (under any fence), and a `NotHeld` release of
+///   either kind changes nothing;
 /// - an unexpired lease of another owner is never displaced.
 pub fn check_lease_stream(ops: &[LeaseOp]) -> Result<(), Violation> {
     check_lease_stream_with(lease::decide, ops)
@@ -176,6 +185,9 @@ impl LeaseWatch {
                 owner: self.owner(i),
                 fence: self.fence_of(i, fence),
             },
+            LeaseOp::ReleaseByOwner { owner: i } => lease::Request::ReleaseByOwner {
+                owner: self.owner(i),
+            },
         })
     }
 
@@ -227,7 +239,26 @@ impl LeaseWatch {
                 Ok(())
             }
             (lease::Request::Release { owner: o, fence: f }, outcome) => {
-                check_release(step, o, *f, before, outcome, &decision.next)
+                let own = before.holder.as_ref().is_some_and(|h| h.is_pair(o, *f));
+                check_release(
+                    step,
+                    Released::Pair(o, *f),
+                    own,
+                    before,
+                    outcome,
+                    &decision.next,
+                )
+            }
+            (lease::Request::ReleaseByOwner { owner: o }, outcome) => {
+                let own = before.holder.as_ref().is_some_and(|h| h.owner == *o);
+                check_release(
+                    step,
+                    Released::Owner(o),
+                    own,
+                    before,
+                    outcome,
+                    &decision.next,
+                )
             }
             (req, outcome) => Err(violation(
                 "outcome-matches-request",
@@ -272,23 +303,38 @@ impl LeaseWatch {
     }
 }
 
-/// A release deletes only the releaser's own pair, and a `NotHeld` release
-/// changes nothing.
+/// What a release names: an exact pair, or (by owner) an owner's lease
+/// under any fence.
+#[derive(Clone, Copy)]
+enum Released<'a> {
+    Pair(&'a Owner, Fence),
+    Owner(&'a Owner),
+}
+
+/// A release deletes only what it names (`own`: the holder before is the
+/// releaser's pair, or for a release by owner the owner's lease), and a
+/// `NotHeld` release changes nothing.
 fn check_release(
     step: usize,
-    o: &Owner,
-    f: Fence,
+    released: Released<'_>,
+    own: bool,
     before: &LeaseState,
     outcome: &Outcome,
     next: &LeaseState,
 ) -> Result<(), Violation> {
     let removed = before.holder.is_some() && next.holder.is_none();
-    let own = before.holder.as_ref().is_some_and(|h| h.is_pair(o, f));
     if removed && !own {
+        let (rule, who) = match released {
+            Released::Pair(o, f) => ("release-deletes-only-its-own-pair", format!("({o}, {f})")),
+            Released::Owner(o) => (
+                "release-by-owner-deletes-only-that-owners-lease",
+                format!("{o} by owner"),
+            ),
+        };
         return Err(violation(
-            "release-deletes-only-its-own-pair",
+            rule,
             step,
-            format!("({o}, {f}) released {:?}", before.holder),
+            format!("{who} released {:?}", before.holder),
         ));
     }
     if matches!(outcome, Outcome::NotHeld { .. }) && next != before {

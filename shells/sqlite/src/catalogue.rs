@@ -67,7 +67,7 @@ use rusqlite::{params, Connection, Row, Transaction, TransactionBehavior};
 use crate::codec::text_ref;
 use crate::config::{self, OpenError, DEFAULT_BUSY_TIMEOUT};
 use crate::fault::Fault;
-use crate::readonly::{Expect, ReadOnly};
+use crate::readonly::{Conn, Expect, ReadOnly};
 
 /// The bound on a stored state word (`reserved`, `moving`, …).
 pub const MAX_WORD_LEN: usize = 64;
@@ -165,13 +165,6 @@ pub struct SqliteCatalogue {
     temp: bool,
 }
 
-/// The handle's connection: a migrated read-write one, or a read-only one.
-#[derive(Debug)]
-enum Conn {
-    Write(Connection),
-    Read(ReadOnly),
-}
-
 type Res<T> = Result<T, CatalogueError>;
 
 fn fault(f: Fault) -> CatalogueError {
@@ -247,34 +240,14 @@ impl SqliteCatalogue {
     fn with<T>(
         &self,
         behavior: TransactionBehavior,
-        mut f: impl FnMut(&Transaction<'_>) -> Res<T>,
+        f: impl FnMut(&Transaction<'_>) -> Res<T>,
     ) -> Res<T> {
         let mut g = self.conn.lock().map_err(|_| CatalogueError::BackendFault {
             reason: "catalogue connection mutex poisoned".into(),
         })?;
-        match &mut *g {
-            Conn::Write(conn) => {
-                let tx = conn
-                    .transaction_with_behavior(behavior)
-                    .map_err(db("begin"))?;
-                let out = f(&tx)?;
-                tx.commit().map_err(db("commit"))?;
-                Ok(out)
-            }
-            Conn::Read(ro) => {
-                if !matches!(behavior, TransactionBehavior::Deferred) {
-                    return Err(CatalogueError::BackendFault {
-                        reason: format!(
-                            "read-only: {} was opened with open_read_only; nothing was written",
-                            ro.path().display()
-                        ),
-                    });
-                }
-                ro.read(f).map_err(|e| CatalogueError::BackendFault {
-                    reason: e.to_string(),
-                })?
-            }
-        }
+        g.transact(behavior, f, |reason| CatalogueError::BackendFault {
+            reason,
+        })
     }
 
     fn read<T>(&self, f: impl FnMut(&Transaction<'_>) -> Res<T>) -> Res<T> {

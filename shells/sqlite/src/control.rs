@@ -62,7 +62,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, Transact
 use crate::codec::text_ref;
 use crate::config::{self, OpenError, DEFAULT_BUSY_TIMEOUT};
 use crate::fault::Fault;
-use crate::readonly::{Expect, ReadOnly};
+use crate::readonly::{Conn, Expect, ReadOnly};
 
 /// The control-catalog version this build writes and reads.
 pub const CONTROL_VERSION: i64 = 1;
@@ -156,13 +156,6 @@ pub struct SqliteControlCatalog {
     temp: bool,
 }
 
-/// The handle's connection: a migrated read-write one, or a read-only one.
-#[derive(Debug)]
-enum Conn {
-    Write(Connection),
-    Read(ReadOnly),
-}
-
 type Res<T> = Result<T, WorldError>;
 
 fn db(op: &'static str) -> impl FnOnce(rusqlite::Error) -> WorldError {
@@ -249,34 +242,12 @@ impl SqliteControlCatalog {
     fn with<T>(
         &self,
         behavior: TransactionBehavior,
-        mut f: impl FnMut(&Transaction<'_>) -> Res<T>,
+        f: impl FnMut(&Transaction<'_>) -> Res<T>,
     ) -> Res<T> {
         let mut g = self.conn.lock().map_err(|_| WorldError::BackendFault {
             reason: "control catalog connection mutex poisoned".into(),
         })?;
-        match &mut *g {
-            Conn::Write(conn) => {
-                let tx = conn
-                    .transaction_with_behavior(behavior)
-                    .map_err(db("begin"))?;
-                let out = f(&tx)?;
-                tx.commit().map_err(db("commit"))?;
-                Ok(out)
-            }
-            Conn::Read(ro) => {
-                if !matches!(behavior, TransactionBehavior::Deferred) {
-                    return Err(WorldError::BackendFault {
-                        reason: format!(
-                            "read-only: {} was opened with open_read_only; nothing was written",
-                            ro.path().display()
-                        ),
-                    });
-                }
-                ro.read(f).map_err(|e| WorldError::BackendFault {
-                    reason: e.to_string(),
-                })?
-            }
-        }
+        g.transact(behavior, f, |reason| WorldError::BackendFault { reason })
     }
 }
 

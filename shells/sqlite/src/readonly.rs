@@ -212,6 +212,51 @@ enum Mode {
     Live,
 }
 
+/// A catalog handle's connection: a migrated read-write one, or a
+/// read-only one. The control catalog and the catalogue share it.
+#[derive(Debug)]
+pub(crate) enum Conn {
+    /// Opened by `open`: reads and writes.
+    Write(Connection),
+    /// Opened by `open_read_only`: reads only.
+    Read(ReadOnly),
+}
+
+impl Conn {
+    /// Runs `f` in one transaction of `behavior` and commits it. A
+    /// read-only connection runs only deferred (read) transactions: any
+    /// other is refused before anything runs, and nothing is written.
+    /// Every failure outside `f` (begin, commit, a read-only file no longer
+    /// readable) is `fault` of its reason; `f`'s own error is passed on.
+    pub(crate) fn transact<T, E>(
+        &mut self,
+        behavior: TransactionBehavior,
+        mut f: impl FnMut(&Transaction<'_>) -> Result<T, E>,
+        fault: impl Fn(String) -> E,
+    ) -> Result<T, E> {
+        match self {
+            Conn::Write(conn) => {
+                let tx = conn
+                    .transaction_with_behavior(behavior)
+                    .map_err(|e| fault(Fault::Db("begin", e).reason()))?;
+                let out = f(&tx)?;
+                tx.commit()
+                    .map_err(|e| fault(Fault::Db("commit", e).reason()))?;
+                Ok(out)
+            }
+            Conn::Read(ro) => {
+                if !matches!(behavior, TransactionBehavior::Deferred) {
+                    return Err(fault(format!(
+                        "read-only: {} was opened with open_read_only; nothing was written",
+                        ro.path().display()
+                    )));
+                }
+                ro.read(f).map_err(|e| fault(e.to_string()))?
+            }
+        }
+    }
+}
+
 /// A read-only connection (see the module documentation).
 pub(crate) struct ReadOnly {
     conn: Connection,

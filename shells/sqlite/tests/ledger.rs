@@ -230,8 +230,8 @@ fn a_tampered_outcome_is_a_digest_mismatch_and_a_bad_state_is_malformed() {
     ));
 }
 
-fn ops() -> impl Strategy<Value = Vec<custos_core::ledger::drive::LedgerOp>> {
-    use custos_core::ledger::drive::LedgerOp as O;
+fn ops() -> impl Strategy<Value = Vec<custos_core::streams::ledger::LedgerOp>> {
+    use custos_core::streams::ledger::LedgerOp as O;
     let op = prop_oneof![
         Just(O::Open),
         (0u8..2, 0u8..2, 1u8..3, 0u8..2).prop_map(|(session, workspace, incarnation, token)| {
@@ -307,8 +307,8 @@ proptest! {
         let t = fresh();
         let memory = MemoryLedger::new();
         let mut state = LedgerState::default();
-        let limits = custos_core::ledger::drive::DRIVER_LIMITS;
-        for req in custos_core::ledger::drive::requests(&ops).unwrap() {
+        let limits = custos_core::streams::ledger::STREAM_LIMITS;
+        for req in custos_core::streams::ledger::requests(&ops).unwrap() {
             let want = step(&state, &limits, &req);
             prop_assert_eq!(t.execute(&limits, &req), want.clone().map(|(a, _)| a));
             prop_assert_eq!(memory.execute(&limits, &req), want.clone().map(|(a, _)| a));
