@@ -48,9 +48,21 @@ pub struct Layout {
     /// The state directories initialization creates, directly under the
     /// root. Empty in an interrupted initialization.
     pub dirs: &'static [&'static str],
-    /// The scratch directory among [`Layout::dirs`], which a writing open of
-    /// an initialized root clears (its content is abandoned stages).
-    pub staging: &'static str,
+    /// The scratch directory among [`Layout::dirs`], if any, which a
+    /// writing open of an initialized root clears (its content is abandoned
+    /// stages).
+    pub staging: Option<&'static str>,
+    /// State files directly under the root that the **caller** writes
+    /// durably after an [`OpenPlan::Initialize`] and before the marker
+    /// (the deployment catalog's `catalog.json`). A marked root lacks one
+    /// only through corruption. An unmarked root holding them next to the
+    /// lock file is an interrupted initialization ([`Standing::Interrupted`]);
+    /// without the lock file, they may be anyone's ([`Standing::Unmarked`]).
+    pub files: &'static [&'static str],
+    /// Scratch files directly under the root (a pending record being
+    /// staged): a writing open removes them under the lock. Tolerated only
+    /// beside the lock file, which custos creates before any of them.
+    pub scratch: &'static [&'static str],
 }
 
 /// What a directory entry directly under a root is, as the shell saw it
@@ -109,6 +121,11 @@ pub enum Standing {
     Marked,
     /// Empty, or only what an interrupted initialization leaves.
     Fresh,
+    /// Unmarked, holding the lock file and this layout's state files (and
+    /// nothing foreign): an initialization interrupted after its state was
+    /// written and before the marker. A writing open verifies the state
+    /// and completes the marker ([`OpenPlan::Upgrade`]).
+    Interrupted,
     /// Unmarked, holding only this layout's names, some not in their
     /// initial state: a catalog predating the marker, or a damaged one.
     Unmarked {
@@ -125,7 +142,9 @@ pub enum Standing {
 pub enum OpenPlan {
     /// Open the initialized root.
     Open,
-    /// Initialize the fresh root (state directories, then the marker).
+    /// Initialize the fresh root (state directories, then the marker; for
+    /// a layout with [`Layout::files`], the caller writes them and then
+    /// the marker).
     Initialize,
     /// Verify the unmarked root in full, bootstrap its state, then write
     /// the marker.
@@ -195,7 +214,7 @@ pub enum RootRefusal {
         /// The layout's kind.
         kind: &'static str,
         /// The staging directory.
-        staging: &'static str,
+        staging: String,
     },
     /// The marker is not a regular file, or its bytes are another kind's.
     #[error("CorruptArtifact: the {marker} marker of this {kind} is {why}; preserve the directory and restore it from a backup")]
@@ -207,16 +226,16 @@ pub enum RootRefusal {
         /// What is wrong with it.
         why: String,
     },
-    /// A marked root lacks one of its state directories.
-    #[error("CorruptArtifact: this {kind} is initialized ({marker} is present) but its {dir}/ is {why}; custos does not re-create lost state: preserve the directory and restore it from a backup")]
+    /// A marked root lacks one of its state directories or files.
+    #[error("CorruptArtifact: this {kind} is initialized ({marker} is present) but its {dir} {why}; custos does not re-create lost state: preserve the directory and restore it from a backup")]
     MissingState {
         /// The layout's kind.
         kind: &'static str,
         /// [`MARKER_FILE`].
         marker: &'static str,
-        /// The missing directory.
-        dir: &'static str,
-        /// Missing, or not a directory.
+        /// The missing entry, as shown (a directory with a trailing `/`).
+        dir: String,
+        /// What is wrong: missing, or of the wrong kind.
         why: &'static str,
     },
 }
@@ -255,8 +274,12 @@ pub fn classify(layout: &Layout, entries: &[Listed<'_>]) -> Standing {
     if entries.iter().any(|e| e.name == MARKER_FILE) {
         return Standing::Marked;
     }
+    let locked = entries
+        .iter()
+        .any(|e| e.name == LOCK_FILE && e.seen == Seen::File { len: 0 });
     let mut fresh = true;
     let mut staging_empty = true;
+    let mut state_files = false;
     for e in entries {
         let owned_dir = layout.dirs.contains(&e.name);
         match (e.name, e.seen) {
@@ -270,9 +293,21 @@ pub fn classify(layout: &Layout, entries: &[Listed<'_>]) -> Standing {
             (LOCK_FILE | MARKER_PENDING, _) => {
                 return foreign(layout, e.name, "not a regular file")
             }
+            (name, Seen::File { .. }) if layout.scratch.contains(&name) => {
+                if !locked {
+                    return foreign(layout, e.name, "a scratch file without the lock file");
+                }
+            }
+            (name, Seen::File { .. }) if layout.files.contains(&name) => {
+                fresh = false;
+                state_files = true;
+            }
+            (name, _) if layout.scratch.contains(&name) || layout.files.contains(&name) => {
+                return foreign(layout, e.name, "not a regular file")
+            }
             (_, Seen::Dir { empty }) if owned_dir => {
                 fresh &= empty;
-                if e.name == layout.staging {
+                if Some(e.name) == layout.staging {
                     staging_empty = empty;
                 }
             }
@@ -282,6 +317,8 @@ pub fn classify(layout: &Layout, entries: &[Listed<'_>]) -> Standing {
     }
     if fresh {
         Standing::Fresh
+    } else if state_files && locked {
+        Standing::Interrupted
     } else {
         Standing::Unmarked { staging_empty }
     }
@@ -300,6 +337,11 @@ pub fn decide(
         (Standing::Foreign(r), _) => Err(r.clone()),
         (Standing::Marked, _) => Ok(OpenPlan::Open),
         (Standing::Fresh, Access::Write | Access::Upgrade) => Ok(OpenPlan::Initialize),
+        (Standing::Interrupted, Access::Write | Access::Upgrade) => Ok(OpenPlan::Upgrade),
+        (Standing::Interrupted, Access::Read) => Err(RootRefusal::NotInitialized {
+            kind: layout.kind,
+            marker: MARKER_FILE,
+        }),
         (
             Standing::Unmarked {
                 staging_empty: true,
@@ -313,7 +355,7 @@ pub fn decide(
             Access::Upgrade,
         ) => Err(RootRefusal::StagingNotEmpty {
             kind: layout.kind,
-            staging: layout.staging,
+            staging: layout.staging.unwrap_or_default().to_owned(),
         }),
         (Standing::Fresh, Access::Read) => Err(RootRefusal::NotInitialized {
             kind: layout.kind,
@@ -359,27 +401,36 @@ pub fn check_marker(layout: &Layout, seen: Seen, bytes: &[u8]) -> Result<(), Roo
     )))
 }
 
-/// Checks that every state directory of a marked root is present.
-/// `seen(dir)` is what the shell found at that name (`None`: nothing). The
-/// staging directory may be missing (it is scratch; a writing open
-/// re-creates it).
+/// Checks that every state directory and state file of a marked root is
+/// present. `seen(name)` is what the shell found at that name (`None`:
+/// nothing). The staging directory may be missing (it is scratch; a
+/// writing open re-creates it).
 pub fn check_state(
     layout: &Layout,
     seen: impl Fn(&str) -> Option<Seen>,
 ) -> Result<(), RootRefusal> {
+    let missing = |dir: String, why| RootRefusal::MissingState {
+        kind: layout.kind,
+        marker: MARKER_FILE,
+        dir,
+        why,
+    };
     for &dir in layout.dirs {
         let why = match seen(dir) {
             Some(Seen::Dir { .. }) => continue,
-            None if dir == layout.staging => continue,
-            None => "missing",
-            Some(_) => "not a directory",
+            None if Some(dir) == layout.staging => continue,
+            None => "is missing",
+            Some(_) => "is not a directory",
         };
-        return Err(RootRefusal::MissingState {
-            kind: layout.kind,
-            marker: MARKER_FILE,
-            dir,
-            why,
-        });
+        return Err(missing(format!("{dir}/"), why));
+    }
+    for &file in layout.files {
+        let why = match seen(file) {
+            Some(Seen::File { .. }) => continue,
+            None => "is missing",
+            Some(_) => "is not a regular file",
+        };
+        return Err(missing(file.to_owned(), why));
     }
     Ok(())
 }
@@ -392,7 +443,9 @@ mod tests {
         kind: "test catalog",
         marker: b"custos test catalog 1\n",
         dirs: &[".tmp", "releases", "lifecycle"],
-        staging: ".tmp",
+        staging: Some(".tmp"),
+        files: &[],
+        scratch: &[],
     };
 
     fn f(name: &str, len: u64) -> Listed<'_> {
@@ -474,10 +527,7 @@ mod tests {
         });
         assert!(matches!(
             lost,
-            Err(RootRefusal::MissingState {
-                dir: "lifecycle",
-                ..
-            })
+            Err(RootRefusal::MissingState { dir, .. }) if dir == "lifecycle/"
         ));
         let ok = check_state(&L, |n| (n != ".tmp").then_some(Seen::Dir { empty: true }));
         assert_eq!(ok, Ok(()));
@@ -503,5 +553,40 @@ mod tests {
     #[test]
     fn printed_names_cannot_forge_lines() {
         assert_eq!(printable("a\nb\u{1b}[2J"), "a\\nb\\u{1b}[2J");
+    }
+
+    const D: Layout = Layout {
+        kind: "file catalog",
+        marker: b"custos file catalog 1\n",
+        dirs: &[],
+        staging: None,
+        files: &["catalog.json"],
+        scratch: &[".catalog.pending"],
+    };
+
+    #[test]
+    fn state_files_scratch_and_the_interrupted_initialization() {
+        assert_eq!(classify(&D, &[]), Standing::Fresh);
+        // The first record being staged beside the lock: still fresh.
+        let staging = [f(LOCK_FILE, 0), f(".catalog.pending", 900)];
+        assert_eq!(classify(&D, &staging), Standing::Fresh);
+        // Scratch without the lock could be anyone's.
+        assert!(matches!(classify(&D, &[f(".catalog.pending", 1)]), Standing::Foreign(_)));
+        // State written, marker not yet: a writing open completes it.
+        let interrupted = [f(LOCK_FILE, 0), f("catalog.json", 900), f(MARKER_PENDING, 2)];
+        assert_eq!(classify(&D, &interrupted), Standing::Interrupted);
+        assert_eq!(decide(&D, &Standing::Interrupted, Access::Write), Ok(OpenPlan::Upgrade));
+        assert!(decide(&D, &Standing::Interrupted, Access::Read).is_err());
+        // A user's catalog.json without our lock file is not adopted.
+        let user = [f("catalog.json", 10)];
+        assert_eq!(classify(&D, &user), Standing::Unmarked { staging_empty: true });
+        assert!(decide(&D, &classify(&D, &user), Access::Write).is_err());
+        assert!(matches!(classify(&D, &[d("catalog.json", true)]), Standing::Foreign(_)));
+        // A marked root without its state file is corruption.
+        assert!(matches!(
+            check_state(&D, |_| None),
+            Err(RootRefusal::MissingState { dir, .. }) if dir == "catalog.json"
+        ));
+        assert_eq!(check_state(&D, |_| Some(Seen::File { len: 1 })), Ok(()));
     }
 }

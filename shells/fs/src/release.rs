@@ -77,7 +77,9 @@ pub const LAYOUT: Layout = Layout {
     kind: "release catalog",
     marker: b"custos release catalog 1\n",
     dirs: &[STAGING_DIR, RELEASES_DIR, LIFECYCLE_DIR],
-    staging: STAGING_DIR,
+    staging: Some(STAGING_DIR),
+    files: &[],
+    scratch: &[],
 };
 
 /// The staging directory directly under the root.

@@ -252,22 +252,48 @@ impl<F: Fs> DurableRoot<F> {
     /// the state directories and then the marker, an upgrade ensures only
     /// the staging directory.
     fn carry_out(&self, layout: &Layout, plan: OpenPlan) -> Result<(), FsError> {
+        if self.access.writes() {
+            self.remove_scratch(layout)?;
+        }
         match plan {
             OpenPlan::Open => {
                 self.check_marked(layout)?;
-                if self.access.writes() {
-                    self.reset_dir(layout.staging)?;
+                if let (true, Some(staging)) = (self.access.writes(), layout.staging) {
+                    self.reset_dir(staging)?;
                 }
             }
             OpenPlan::Initialize => {
                 for dir in layout.dirs {
                     self.ensure_dir(dir)?;
                 }
-                self.write_marker(layout)?;
+                // A layout with state files has them written by its caller,
+                // which then writes the marker.
+                if layout.files.is_empty() {
+                    self.write_marker(layout)?;
+                }
             }
             OpenPlan::Upgrade => {
-                self.ensure_dir(layout.staging)?;
+                if let Some(staging) = layout.staging {
+                    self.ensure_dir(staging)?;
+                }
             }
+        }
+        Ok(())
+    }
+
+    /// Removes the layout's scratch files (abandoned pending records) and
+    /// makes the removal durable. Under the exclusive lock only.
+    fn remove_scratch(&self, layout: &Layout) -> Result<(), FsError> {
+        let mut removed = false;
+        for name in layout.scratch {
+            let path = self.root.join(plain_name(name)?);
+            if self.fs.metadata(&path).map_err(io_err("metadata", &path))?.is_some() {
+                self.fs.remove_file(&path).map_err(io_err("remove_file", &path))?;
+                removed = true;
+            }
+        }
+        if removed {
+            self.sync(&self.root, true)?;
         }
         Ok(())
     }
@@ -302,7 +328,7 @@ impl<F: Fs> DurableRoot<F> {
         };
         check_marker(layout, seen, &bytes).map_err(refused)?;
         let mut found = Vec::new();
-        for dir in layout.dirs {
+        for dir in layout.dirs.iter().chain(layout.files) {
             let p = self.root.join(dir);
             let m = self.fs.metadata(&p).map_err(io_err("metadata", &p))?;
             found.push((

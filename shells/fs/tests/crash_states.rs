@@ -13,7 +13,9 @@ const LAYOUT: Layout = Layout {
     kind: "test catalog",
     marker: b"custos test catalog 1\n",
     dirs: &[".tmp", "releases"],
-    staging: ".tmp",
+    staging: Some(".tmp"),
+    files: &[],
+    scratch: &[],
 };
 
 #[test]

@@ -20,7 +20,9 @@ const LAYOUT: Layout = Layout {
     kind: "test catalog",
     marker: b"custos test catalog 1\n",
     dirs: &[".tmp", "releases"],
-    staging: ".tmp",
+    staging: Some(".tmp"),
+    files: &[],
+    scratch: &[],
 };
 
 fn open<F: Fs>(fs: F, path: &Path) -> Result<DurableRoot<F>, FsError> {
@@ -404,7 +406,7 @@ fn a_marked_root_missing_its_state_is_corrupt() {
     for access in [Access::Write, Access::Read] {
         let err = DurableRoot::open(RealFs, tmp.path(), &LAYOUT, access).unwrap_err();
         assert_eq!(err.class(), "CorruptArtifact", "{err}");
-        assert!(err.to_string().contains("releases/"), "{err}");
+        assert!(err.to_string().contains("its releases/ is missing"), "{err}");
     }
     assert!(
         !tmp.path().join("releases").exists(),
