@@ -25,6 +25,7 @@
 
 pub mod manifest;
 pub mod page;
+pub mod record;
 pub mod route;
 pub mod state;
 

@@ -167,6 +167,14 @@ impl Serialize for RevisionId {
     }
 }
 
+impl<'de> Deserialize<'de> for RevisionId {
+    /// Accepts exactly the form [`RevisionId::parse`] accepts.
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        RevisionId::parse(&text).ok_or_else(|| de::Error::custom("not a revision-v1:sha256: id"))
+    }
+}
+
 impl RevisionId {
     /// Parses exactly the text [`Display`](fmt::Display) writes.
     pub fn parse(text: &str) -> Option<Self> {

@@ -24,7 +24,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::manifest::DeploymentManifest;
 use super::DeploymentError;
@@ -36,7 +36,7 @@ pub const RECEIPT_RING: usize = 256;
 
 /// A deployment with its object version: the catalog stamp of its last
 /// accepted apply.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct VersionedDeployment {
     /// The normalized manifest.
     pub manifest: DeploymentManifest,
@@ -45,7 +45,7 @@ pub struct VersionedDeployment {
 }
 
 /// What a decision returns to its caller: exactly what it installed.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Receipt {
     /// One or more deployments installed by an apply (a batch: one stamp
@@ -126,7 +126,7 @@ pub struct MutationDetail {
 }
 
 /// A change to the desired state.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Mutation {
     /// Apply (upsert) one deployment under an optional precondition.
@@ -155,7 +155,7 @@ pub enum Mutation {
 
 /// A managed operation's identity: replayed, not re-run, while its receipt
 /// is retained.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Operation {
     /// The authenticated actor.
     pub actor: String,
@@ -181,7 +181,7 @@ pub struct Request {
 }
 
 /// A retained managed-operation receipt.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Retained {
     /// The actor.
     pub actor: String,
@@ -197,7 +197,7 @@ pub struct Retained {
 
 /// The bounded ring of managed-operation receipts, committed with the
 /// catalog.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ReceiptRing {
     /// Retained receipts, oldest first.
     pub entries: Vec<Retained>,
