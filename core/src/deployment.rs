@@ -28,6 +28,8 @@ pub mod page;
 pub mod record;
 pub mod route;
 pub mod state;
+#[cfg(test)]
+mod tests;
 
 use thiserror::Error;
 

@@ -1,0 +1,1454 @@
+//! Unit tests of the deployment catalog's rules: the versioned desired
+//! state ([`state::decide`]), route compilation and resolution
+//! ([`route::compile`], [`route::Snapshot::resolve`]) and pages
+//! ([`page::page`]).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::manifest::{Availability, DeploymentManifest, Placement, ResourceBudgets};
+use super::page::{self, PageIndex, PageRequest, PageToken, MAX_PAGE_BYTES};
+use super::route::{self, PinnedRoutes, ReleaseSource, Snapshot, Target};
+use super::state::{
+    decide, Catalog, Decision, Mutation, Operation, Receipt, Request, VersionedDeployment,
+    RECEIPT_RING,
+};
+use super::DeploymentError;
+use crate::release::contract::{Contract, Function, Interface, Param, ValType};
+use crate::release::Sha256;
+
+// ---------------------------------------------------------------- fixtures
+
+fn release(n: u8) -> Sha256 {
+    Sha256::of(&[b'r', n])
+}
+
+fn manifest(id: &str, tenant: &str, service: &str) -> DeploymentManifest {
+    DeploymentManifest {
+        id: id.into(),
+        tenant: tenant.into(),
+        namespace: None,
+        service: service.into(),
+        release: release(1),
+        route_weight: 1,
+        grants: vec![],
+        budgets: ResourceBudgets::default(),
+        placement: Placement::default(),
+        availability: Availability::default(),
+        labels: BTreeMap::new(),
+        annotations: BTreeMap::new(),
+    }
+}
+
+fn m(id: &str) -> DeploymentManifest {
+    manifest(id, "acme", "api")
+}
+
+fn request(tenant: Option<&str>, mutation: Mutation, compiled_at: u64) -> Request {
+    Request {
+        tenant: tenant.map(str::to_owned),
+        mutation,
+        compiled_at,
+        operation: None,
+    }
+}
+
+fn apply(
+    c: &Catalog,
+    tenant: Option<&str>,
+    d: DeploymentManifest,
+    expected: Option<u64>,
+) -> Result<Decision, DeploymentError> {
+    decide(
+        c,
+        &request(
+            tenant,
+            Mutation::Apply {
+                manifest: Box::new(d),
+                expected,
+            },
+            c.generation,
+        ),
+    )
+}
+
+fn delete(
+    c: &Catalog,
+    tenant: Option<&str>,
+    id: &str,
+    expected: Option<u64>,
+) -> Result<Decision, DeploymentError> {
+    decide(
+        c,
+        &request(
+            tenant,
+            Mutation::Delete {
+                id: id.into(),
+                expected,
+            },
+            c.generation,
+        ),
+    )
+}
+
+fn batch(
+    c: &Catalog,
+    tenant: Option<&str>,
+    manifests: Vec<DeploymentManifest>,
+) -> Result<Decision, DeploymentError> {
+    decide(
+        c,
+        &request(tenant, Mutation::ApplyMany { manifests }, c.generation),
+    )
+}
+
+fn publish(c: &Catalog) -> Catalog {
+    next(decide(
+        c,
+        &request(None, Mutation::PublishSnapshot, c.generation),
+    ))
+}
+
+/// The next catalog of a published decision, after checking it and its
+/// receipt against it.
+fn next(d: Result<Decision, DeploymentError>) -> Catalog {
+    let d = d.unwrap();
+    let next = d.next.clone().expect("a published decision");
+    next.check().unwrap();
+    receipt_matches(&d.receipt, &next);
+    next
+}
+
+/// A receipt holds exactly what the catalog it produced holds.
+fn receipt_matches(receipt: &Receipt, next: &Catalog) {
+    assert_eq!(receipt.catalog_generation(), next.generation);
+    match receipt {
+        Receipt::Applied { deployments, .. } => {
+            for d in deployments {
+                assert_eq!(next.objects.get(&d.manifest.id), Some(d));
+                assert_eq!(d.generation, next.generation);
+            }
+        }
+        Receipt::Deleted { deployment, .. } => {
+            assert!(!next.objects.contains_key(&deployment.manifest.id));
+        }
+        Receipt::Published { .. } | Receipt::Unchanged { .. } => {}
+    }
+}
+
+/// acme/blue at 1, acme/green at 2, beta/red at 3.
+fn three() -> Catalog {
+    let c = next(apply(&Catalog::default(), Some("acme"), m("blue"), None));
+    let c = next(apply(&c, Some("acme"), m("green"), None));
+    next(apply(
+        &c,
+        Some("beta"),
+        manifest("red", "beta", "api"),
+        None,
+    ))
+}
+
+fn gen_of(c: &Catalog, id: &str) -> u64 {
+    c.objects[id].generation
+}
+
+// ------------------------------------------------- expected-generation table
+
+#[test]
+fn apply_expected_generation_table() {
+    let c = three();
+    assert_eq!(c.generation, 3);
+    // None: unconditional upsert, existing or absent.
+    let up = next(apply(&c, Some("acme"), m("blue"), None));
+    assert_eq!(gen_of(&up, "blue"), 4);
+    let created = next(apply(&c, Some("acme"), m("white"), None));
+    assert_eq!(gen_of(&created, "white"), 4);
+    // Some(0): require absence.
+    let created = next(apply(&c, Some("acme"), m("white"), Some(0)));
+    assert_eq!(gen_of(&created, "white"), 4);
+    assert_eq!(
+        apply(&c, Some("acme"), m("blue"), Some(0)).unwrap_err(),
+        DeploymentError::GenerationConflict {
+            id: "blue".into(),
+            expected: 0,
+            live: Some(1)
+        }
+    );
+    // Some(g): exactly g.
+    assert_eq!(
+        gen_of(&next(apply(&c, Some("acme"), m("green"), Some(2))), "green"),
+        4
+    );
+    let e = apply(&c, Some("acme"), m("green"), Some(1)).unwrap_err();
+    assert_eq!(e.reason(), "deployment-generation-conflict");
+    assert!(e.retryable());
+    assert_eq!(
+        apply(&c, Some("acme"), m("white"), Some(2)).unwrap_err(),
+        DeploymentError::GenerationConflict {
+            id: "white".into(),
+            expected: 2,
+            live: None
+        }
+    );
+}
+
+#[test]
+fn delete_expected_generation_table() {
+    let c = three();
+    // None: delete an existing object; absence is NotFound.
+    let gone = next(delete(&c, Some("acme"), "blue", None));
+    assert!(!gone.objects.contains_key("blue"));
+    assert_eq!(gone.generation, 4);
+    let e = delete(&c, Some("acme"), "white", None).unwrap_err();
+    assert_eq!(e, DeploymentError::NotFound("white".into()));
+    assert_eq!(e.reason(), "deployment-not-found");
+    // Some(0): an existing object conflicts; absence is NotFound.
+    assert_eq!(
+        delete(&c, Some("acme"), "blue", Some(0)).unwrap_err(),
+        DeploymentError::GenerationConflict {
+            id: "blue".into(),
+            expected: 0,
+            live: Some(1)
+        }
+    );
+    assert_eq!(
+        delete(&c, Some("acme"), "white", Some(0)).unwrap_err(),
+        DeploymentError::NotFound("white".into())
+    );
+    // Some(g): exactly g.
+    let gone = next(delete(&c, Some("acme"), "green", Some(2)));
+    assert!(!gone.objects.contains_key("green"));
+    assert!(matches!(
+        delete(&c, Some("acme"), "green", Some(1)),
+        Err(DeploymentError::GenerationConflict {
+            expected: 1,
+            live: Some(2),
+            ..
+        })
+    ));
+    assert_eq!(
+        delete(&c, Some("acme"), "white", Some(7)).unwrap_err(),
+        DeploymentError::NotFound("white".into())
+    );
+}
+
+// ------------------------------------------------------------ tenant scope
+
+#[test]
+fn tenant_scoping() {
+    let c = three();
+    assert!(c.get(Some("acme"), "red").is_none());
+    assert!(c.get(Some("beta"), "red").is_some());
+    assert!(c.get(None, "red").is_some());
+    // An apply of another tenant's id, in the caller's own tenant.
+    let e = apply(&c, Some("acme"), m("red"), None).unwrap_err();
+    assert!(matches!(e, DeploymentError::TenantMismatch { ref id, .. } if id == "red"));
+    assert_eq!(e.reason(), "deployment-tenant-mismatch");
+    // A manifest naming another tenant than the caller's.
+    let e = apply(&c, Some("beta"), m("white"), None).unwrap_err();
+    assert_eq!(
+        e,
+        DeploymentError::TenantMismatch {
+            id: "white".into(),
+            tenant: "beta".into()
+        }
+    );
+    // Unscoped, the tenant of an existing id still cannot change.
+    assert!(matches!(
+        apply(&c, None, m("red"), None),
+        Err(DeploymentError::TenantMismatch { .. })
+    ));
+    // Delete of another tenant's id: not found in the caller's scope.
+    assert_eq!(
+        delete(&c, Some("acme"), "red", None).unwrap_err(),
+        DeploymentError::NotFound("red".into())
+    );
+    assert_eq!(
+        delete(&c, Some("acme"), "red", Some(3)).unwrap_err(),
+        DeploymentError::NotFound("red".into())
+    );
+    // A batch with one foreign manifest is refused whole.
+    assert!(batch(&c, Some("acme"), vec![m("white"), m("red")]).is_err());
+}
+
+#[test]
+fn scope_change_is_refused() {
+    let c = three();
+    let mut moved = m("blue");
+    moved.service = "web".into();
+    let e = apply(&c, Some("acme"), moved.clone(), None).unwrap_err();
+    assert_eq!(
+        e,
+        DeploymentError::ScopeChange {
+            id: "blue".into(),
+            field: "service"
+        }
+    );
+    assert_eq!(e.reason(), "deployment-scope-immutable");
+    let mut ns = m("blue");
+    ns.namespace = Some("prod".into());
+    assert_eq!(
+        apply(&c, None, ns.clone(), None).unwrap_err(),
+        DeploymentError::ScopeChange {
+            id: "blue".into(),
+            field: "namespace"
+        }
+    );
+    assert!(matches!(
+        batch(&c, Some("acme"), vec![m("white"), moved]),
+        Err(DeploymentError::ScopeChange { .. })
+    ));
+}
+
+// ------------------------------------------------------------------ batches
+
+#[test]
+fn batch_rules() {
+    let c = three();
+    let e = batch(&c, Some("acme"), vec![m("white"), m("blue"), m("white")]).unwrap_err();
+    assert_eq!(e, DeploymentError::DuplicateId("white".into()));
+    assert_eq!(e.reason(), "duplicate-deployment-id");
+    // Empty: a no-op.
+    let d = batch(&c, Some("acme"), vec![]).unwrap();
+    assert_eq!(d.next, None);
+    assert_eq!(
+        d.receipt,
+        Receipt::Unchanged {
+            catalog_generation: 3
+        }
+    );
+    // One stamp for the batch; untouched objects keep theirs.
+    let d = batch(&c, Some("acme"), vec![m("white"), m("blue")]).unwrap();
+    let n = d.next.clone().unwrap();
+    n.check().unwrap();
+    assert_eq!(n.generation, 4);
+    assert_eq!(gen_of(&n, "blue"), 4);
+    assert_eq!(gen_of(&n, "white"), 4);
+    assert_eq!(gen_of(&n, "green"), 2);
+    assert_eq!(gen_of(&n, "red"), 3);
+    let Receipt::Applied {
+        deployments,
+        catalog_generation,
+    } = &d.receipt
+    else {
+        panic!("{:?}", d.receipt)
+    };
+    assert_eq!(*catalog_generation, 4);
+    let ids: Vec<&str> = deployments.iter().map(|d| d.manifest.id.as_str()).collect();
+    assert_eq!(ids, ["blue", "white"], "receipt in id order");
+    receipt_matches(&d.receipt, &n);
+}
+
+#[test]
+fn unchanged_apply_advances_and_recreate_is_newer() {
+    let c = three();
+    let again = next(apply(&c, Some("acme"), m("blue"), Some(1)));
+    assert_eq!(again.objects["blue"].manifest, c.objects["blue"].manifest);
+    assert_eq!(gen_of(&again, "blue"), 4);
+    assert_eq!(again.generation, 4);
+    // A conditional retry with the old version conflicts after the update.
+    assert!(apply(&again, Some("acme"), m("blue"), Some(1)).is_err());
+    // Snapshot-only publications and unrelated writes leave stamps alone.
+    let p = publish(&again);
+    assert_eq!(p.generation, 5);
+    assert_eq!(gen_of(&p, "blue"), 4);
+    // Delete, then recreate: a newer stamp, no tombstone.
+    let gone = next(delete(&p, Some("acme"), "blue", Some(4)));
+    assert_eq!(gone.generation, 6);
+    let back = next(apply(&gone, Some("acme"), m("blue"), Some(0)));
+    assert_eq!(gen_of(&back, "blue"), 7);
+    assert!(gen_of(&back, "blue") > gen_of(&p, "blue"));
+}
+
+#[test]
+fn delete_receipt_is_the_old_record() {
+    let c = three();
+    let d = delete(&c, Some("acme"), "green", Some(2)).unwrap();
+    let n = d.next.clone().unwrap();
+    assert_eq!(
+        d.receipt,
+        Receipt::Deleted {
+            deployment: Box::new(c.objects["green"].clone()),
+            catalog_generation: 4
+        }
+    );
+    let detail = d.receipt.mutation_detail().unwrap();
+    assert_eq!(
+        (
+            detail.deployment_id.as_str(),
+            detail.object_generation,
+            detail.catalog_generation,
+            detail.operation,
+            detail.committed
+        ),
+        ("green", 2, 4, "delete", true)
+    );
+    receipt_matches(&d.receipt, &n);
+}
+
+// ------------------------------------------------------- route generation
+
+#[test]
+fn stale_route_generation_then_recompile() {
+    let c = three();
+    // The caller read blue at 1 and compiled at 3; an unrelated write moves on.
+    let moved = next(apply(&c, Some("acme"), m("green"), None));
+    assert_eq!(moved.generation, 4);
+    let stale = request(
+        Some("acme"),
+        Mutation::Apply {
+            manifest: Box::new(m("blue")),
+            expected: Some(1),
+        },
+        3,
+    );
+    let e = decide(&moved, &stale).unwrap_err();
+    assert_eq!(
+        e,
+        DeploymentError::StaleRouteGeneration {
+            compiled: 3,
+            live: 4
+        }
+    );
+    assert_eq!(e.reason(), "stale-route-generation");
+    assert!(e.retryable());
+    // Recompiled at the live generation with the original precondition.
+    let fresh = Request {
+        compiled_at: moved.generation,
+        ..stale.clone()
+    };
+    let n = next(decide(&moved, &fresh));
+    assert_eq!(gen_of(&n, "blue"), 5);
+    // A future compiled_at is stale too.
+    let future = Request {
+        compiled_at: 9,
+        ..stale
+    };
+    assert!(matches!(
+        decide(&moved, &future),
+        Err(DeploymentError::StaleRouteGeneration {
+            compiled: 9,
+            live: 4
+        })
+    ));
+}
+
+#[test]
+fn generation_exhaustion() {
+    let mut c = three();
+    c.generation = u64::MAX;
+    c.check().unwrap();
+    let e = apply(&c, Some("acme"), m("white"), None).unwrap_err();
+    assert_eq!(e, DeploymentError::GenerationExhausted);
+    assert_eq!(e.reason(), "deployment-generation-exhausted");
+    assert_eq!(
+        delete(&c, Some("acme"), "blue", None).unwrap_err(),
+        DeploymentError::GenerationExhausted
+    );
+    assert_eq!(
+        batch(&c, None, vec![m("white")]).unwrap_err(),
+        DeploymentError::GenerationExhausted
+    );
+    assert_eq!(
+        decide(&c, &request(None, Mutation::PublishSnapshot, u64::MAX)).unwrap_err(),
+        DeploymentError::GenerationExhausted
+    );
+    // One below: the last publication is u64::MAX, never a wrap.
+    c.generation = u64::MAX - 1;
+    let n = next(apply(&c, Some("acme"), m("white"), None));
+    assert_eq!(n.generation, u64::MAX);
+}
+
+// -------------------------------------------------------- managed operations
+
+fn managed(c: &Catalog, op: &str, observed: u64, mutation: Mutation) -> Request {
+    Request {
+        tenant: Some("acme".into()),
+        mutation,
+        compiled_at: c.generation,
+        operation: Some(Operation {
+            actor: "alice".into(),
+            id: op.into(),
+            observed,
+        }),
+    }
+}
+
+fn create(id: &str) -> Mutation {
+    Mutation::Apply {
+        manifest: Box::new(m(id)),
+        expected: Some(0),
+    }
+}
+
+#[test]
+fn managed_replay_and_conflict() {
+    let c = three();
+    let req = managed(&c, "op-1", 3, create("white"));
+    let first = decide(&c, &req).unwrap();
+    assert!(!first.replayed);
+    let n = first.next.clone().unwrap();
+    n.check().unwrap();
+    receipt_matches(&first.receipt, &n);
+    // A later unrelated write; the replay returns the stored receipt.
+    let later = next(apply(&n, Some("acme"), m("green"), None));
+    let again = Request {
+        compiled_at: later.generation,
+        ..req.clone()
+    };
+    let replay = decide(&later, &again).unwrap();
+    assert!(replay.replayed);
+    assert_eq!(replay.next, None);
+    assert_eq!(replay.receipt, first.receipt);
+    // Even at a stale compiled generation: replay precedes the CAS.
+    let replay = decide(&later, &req).unwrap();
+    assert_eq!(
+        (replay.replayed, replay.receipt),
+        (true, first.receipt.clone())
+    );
+    // The same id for another request.
+    let other = managed(&later, "op-1", 3, create("black"));
+    let e = decide(&later, &other).unwrap_err();
+    assert_eq!(e, DeploymentError::OperationConflict("op-1".into()));
+    assert_eq!(e.reason(), "deployment-operation-conflict");
+    // Another actor may use the same op id.
+    let mut bob = managed(&later, "op-1", later.generation, create("black"));
+    bob.operation.as_mut().unwrap().actor = "bob".into();
+    assert!(!decide(&later, &bob).unwrap().replayed);
+    // The normalized request is what is compared: grant order is spelling.
+    let mut g = m("grants");
+    g.grants = vec!["kv:write".into(), "kv:read".into()];
+    let spelled = managed(
+        &later,
+        "op-2",
+        later.generation,
+        Mutation::Apply {
+            manifest: Box::new(g.clone()),
+            expected: None,
+        },
+    );
+    let n2 = next(decide(&later, &spelled));
+    g.grants.reverse();
+    let respelled = managed(
+        &n2,
+        "op-2",
+        later.generation,
+        Mutation::Apply {
+            manifest: Box::new(g),
+            expected: None,
+        },
+    );
+    assert!(decide(&n2, &respelled).unwrap().replayed);
+}
+
+#[test]
+fn evicted_create_after_delete_never_runs_again() {
+    let c = three();
+    let req = managed(&c, "create-white", 3, create("white"));
+    let created = next(decide(&c, &req));
+    // A later delete, then enough managed operations to evict the create.
+    let mut cur = next(delete(&created, Some("acme"), "white", None));
+    for i in 0..RECEIPT_RING {
+        let r = managed(
+            &cur,
+            &format!("fill-{i}"),
+            cur.generation,
+            Mutation::PublishSnapshot,
+        );
+        cur = next(decide(&cur, &r));
+    }
+    assert_eq!(cur.receipts.entries.len(), RECEIPT_RING);
+    assert!(cur.receipts.entries.iter().all(|r| r.id != "create-white"));
+    assert!(cur.receipts.floor >= 4);
+    let retry = Request {
+        compiled_at: cur.generation,
+        ..req
+    };
+    let e = decide(&cur, &retry).unwrap_err();
+    assert_eq!(e, DeploymentError::OperationExpired("create-white".into()));
+    assert_eq!(e.reason(), "deployment-operation-expired");
+    assert!(!cur.objects.contains_key("white"));
+    // A fresh operation observed at the live generation still runs.
+    let fresh = managed(&cur, "create-white-2", cur.generation, create("white"));
+    assert!(next(decide(&cur, &fresh)).objects.contains_key("white"));
+    // An observed generation in the future is refused too.
+    let future = managed(&cur, "future", cur.generation + 1, create("black"));
+    assert!(matches!(
+        decide(&cur, &future),
+        Err(DeploymentError::OperationExpired(_))
+    ));
+}
+
+#[test]
+#[ignore = "bug: the receipt ring does not bind the expected combined state version (Operation::observed)"]
+fn a_replay_with_another_observed_version_is_a_conflict() {
+    // Spec 004 "Persistence and recovery": managed operations bind the
+    // actor, operation id, normalized request, expected object generation
+    // *and expected combined state version*. Retained keeps no `observed`,
+    // so the same op id with another observed version replays.
+    let c = three();
+    let req = managed(&c, "op-1", 3, create("white"));
+    let n = next(decide(&c, &req));
+    let mut other = req.clone();
+    other.operation.as_mut().unwrap().observed = 1;
+    assert_eq!(
+        decide(&n, &other).unwrap_err(),
+        DeploymentError::OperationConflict("op-1".into())
+    );
+}
+
+#[test]
+fn every_decided_state_checks() {
+    let mut c = Catalog::default();
+    let ids = ["blue", "green", "red"];
+    for round in 0u64..30 {
+        let id = ids[(round % 3) as usize];
+        let d = match round % 5 {
+            0 | 1 => apply(&c, Some("acme"), m(id), None),
+            2 => delete(&c, Some("acme"), id, None),
+            3 => batch(&c, None, vec![m("blue"), m("green")]),
+            _ => decide(&c, &request(None, Mutation::PublishSnapshot, c.generation)),
+        };
+        if let Ok(d) = d {
+            if let Some(n) = d.next {
+                n.check().unwrap();
+                receipt_matches(&d.receipt, &n);
+                assert_eq!(n.generation, c.generation + 1);
+                c = n;
+            }
+        }
+    }
+    assert!(c.generation >= 20);
+}
+
+// ----------------------------------------------------------------- routes
+
+fn function(name: &str, ty: ValType) -> Function {
+    Function {
+        name: name.into(),
+        params: vec![Param {
+            name: "key".into(),
+            ty,
+        }],
+        results: vec![ValType::U64],
+    }
+}
+
+fn interface(name: &str, functions: &[&str]) -> Interface {
+    Interface {
+        name: name.into(),
+        functions: functions
+            .iter()
+            .map(|f| function(f, ValType::String))
+            .collect(),
+    }
+}
+
+fn contract(interfaces: Vec<Interface>) -> Contract {
+    Contract { interfaces }
+}
+
+/// Releases 1..=3 export `kv` {get, put}; release 4 exports `kv` with
+/// another schema for `get`; release 5 exports `blob`.
+fn source() -> BTreeMap<Sha256, Contract> {
+    let kv = || interface("kv", &["get", "put"]);
+    let mut map = BTreeMap::new();
+    for n in 1..=3 {
+        map.insert(release(n), contract(vec![kv()]));
+    }
+    map.insert(
+        release(4),
+        contract(vec![Interface {
+            name: "kv".into(),
+            functions: vec![
+                function("get", ValType::U32),
+                function("put", ValType::String),
+            ],
+        }]),
+    );
+    map.insert(release(5), contract(vec![interface("blob", &["read"])]));
+    map
+}
+
+fn compile_with(
+    c: &Catalog,
+    map: &BTreeMap<Sha256, Contract>,
+) -> Result<Snapshot, DeploymentError> {
+    let src = |r: &Sha256| {
+        map.get(r)
+            .cloned()
+            .ok_or_else(|| "no such release".to_owned())
+    };
+    route::compile(c, &src)
+}
+
+fn target(tenant: &str, route: Option<&str>, contract: &str, function: &str) -> Target {
+    Target {
+        tenant: tenant.into(),
+        service: "api".into(),
+        route: route.map(str::to_owned),
+        contract: contract.into(),
+        function: function.into(),
+    }
+}
+
+fn with_release(mut d: DeploymentManifest, n: u8, weight: u32) -> DeploymentManifest {
+    d.release = release(n);
+    d.route_weight = weight;
+    d
+}
+
+#[test]
+fn default_and_named_routes() {
+    let c = Catalog::default();
+    let c = next(batch(
+        &c,
+        None,
+        vec![
+            with_release(m("blue"), 1, 3),
+            with_release(m("green"), 2, 7),
+        ],
+    ));
+    let snap = compile_with(&c, &source()).unwrap();
+    assert_eq!(snap.generation, c.generation);
+    assert_eq!(snap.records.len(), 2);
+    let named = snap
+        .resolve(&target("acme", Some("green"), "kv", "get"), None)
+        .unwrap();
+    assert_eq!(named.deployment_id, "green");
+    assert_eq!(named.revision, c.objects["green"].manifest.revision_id());
+    assert_eq!(named.release, release(2));
+    assert_eq!(named.generation, 1);
+    assert_eq!(named.catalog_generation, 1);
+    assert_eq!(
+        named.attributes[route::ATTR_DEPLOYMENT],
+        String::from_utf8(c.objects["green"].manifest.canonical()).unwrap()
+    );
+    assert!(named.attributes[route::ATTR_EXPORTS].contains("\"kv\""));
+    // The default route picks by the spec's selection over both.
+    let candidates: Vec<_> = c
+        .objects
+        .values()
+        .map(|d| (d.manifest.revision_id(), d.manifest.route_weight))
+        .collect();
+    let mut seen = std::collections::BTreeSet::new();
+    for key in 0..64 {
+        let key = format!("user-{key}");
+        let got = snap
+            .resolve(&target("acme", None, "kv", "put"), Some(&key))
+            .unwrap();
+        let want =
+            route::select(&candidates, ["acme", "api", "default", "kv", "put", &key]).unwrap();
+        assert_eq!(got.revision, want);
+        seen.insert(got.deployment_id);
+    }
+    assert_eq!(seen.len(), 2, "both weights are reachable over 64 keys");
+    // An explicit "default" is the default route.
+    let a = snap
+        .resolve(&target("acme", None, "kv", "get"), Some("k"))
+        .unwrap();
+    let b = snap
+        .resolve(&target("acme", Some("default"), "kv", "get"), Some("k"))
+        .unwrap();
+    assert_eq!(a, b);
+}
+
+#[test]
+fn unknown_routes_and_endpoints() {
+    let c = next(batch(
+        &Catalog::default(),
+        None,
+        vec![
+            with_release(m("blue"), 1, 1),
+            with_release(manifest("red", "beta", "web"), 5, 1),
+        ],
+    ));
+    let snap = compile_with(&c, &source()).unwrap();
+    let e = snap
+        .resolve(&target("acme", Some("nope"), "kv", "get"), None)
+        .unwrap_err();
+    assert_eq!(
+        e,
+        DeploymentError::RouteUnavailable {
+            tenant: "acme".into(),
+            service: "api".into(),
+            route: "nope".into()
+        }
+    );
+    assert_eq!(e.reason(), "route-unavailable");
+    // Another tenant's route name, or another tenant entirely.
+    assert!(matches!(
+        snap.resolve(&target("acme", Some("red"), "blob", "read"), None),
+        Err(DeploymentError::RouteUnavailable { .. })
+    ));
+    assert!(matches!(
+        snap.resolve(&target("beta", None, "kv", "get"), None),
+        Err(DeploymentError::RouteUnavailable { .. })
+    ));
+    // An existing route without the endpoint.
+    let e = snap
+        .resolve(&target("acme", None, "kv", "delete"), None)
+        .unwrap_err();
+    assert_eq!(
+        e,
+        DeploymentError::IncompatibleContract {
+            route: "default".into(),
+            contract: "kv".into(),
+            function: "delete".into()
+        }
+    );
+    assert_eq!(e.reason(), "incompatible-contract");
+    assert!(matches!(
+        snap.resolve(&target("acme", Some("blue"), "blob", "read"), None),
+        Err(DeploymentError::IncompatibleContract { .. })
+    ));
+    // Bounds on the target.
+    assert!(matches!(
+        snap.resolve(&target("acme", Some(""), "kv", "get"), None),
+        Err(DeploymentError::InvalidTarget { .. })
+    ));
+    let long = "k".repeat(route::MAX_ROUTING_KEY_BYTES + 1);
+    assert!(matches!(
+        snap.resolve(&target("acme", None, "kv", "get"), Some(&long)),
+        Err(DeploymentError::InvalidTarget { .. })
+    ));
+}
+
+#[test]
+fn ambiguous_namespace() {
+    let mut prod = with_release(m("green"), 1, 1);
+    prod.namespace = Some("prod".into());
+    let c = next(batch(
+        &Catalog::default(),
+        None,
+        vec![with_release(m("blue"), 1, 1), prod.clone()],
+    ));
+    let e = compile_with(&c, &source()).unwrap_err();
+    assert_eq!(
+        e,
+        DeploymentError::AmbiguousNamespace {
+            tenant: "acme".into(),
+            service: "api".into()
+        }
+    );
+    assert_eq!(e.reason(), "ambiguous-deployment-namespace");
+    // Another tenant may use another namespace for the same service.
+    let mut other = with_release(manifest("red", "beta", "api"), 1, 1);
+    other.namespace = Some("prod".into());
+    let c = next(batch(
+        &Catalog::default(),
+        None,
+        vec![with_release(m("blue"), 1, 1), other],
+    ));
+    compile_with(&c, &source()).unwrap();
+}
+
+#[test]
+fn schema_conflict_within_a_scope_only() {
+    let c = next(batch(
+        &Catalog::default(),
+        None,
+        vec![
+            with_release(m("blue"), 1, 1),
+            with_release(m("green"), 4, 1),
+        ],
+    ));
+    let e = compile_with(&c, &source()).unwrap_err();
+    assert_eq!(
+        e,
+        DeploymentError::SchemaConflict {
+            tenant: "acme".into(),
+            service: "api".into(),
+            contract: "kv".into()
+        }
+    );
+    assert_eq!(e.reason(), "contract-schema-conflict");
+    // Across tenants, or across services, the same contract id may differ.
+    let c = next(batch(
+        &Catalog::default(),
+        None,
+        vec![
+            with_release(m("blue"), 1, 1),
+            with_release(manifest("red", "beta", "api"), 4, 1),
+            with_release(manifest("white", "acme", "web"), 4, 1),
+        ],
+    ));
+    compile_with(&c, &source()).unwrap();
+    // Equal metadata from two releases is no conflict.
+    let c = next(batch(
+        &Catalog::default(),
+        None,
+        vec![
+            with_release(m("blue"), 1, 1),
+            with_release(m("green"), 2, 1),
+        ],
+    ));
+    compile_with(&c, &source()).unwrap();
+}
+
+#[test]
+fn malformed_contracts_and_unreadable_releases() {
+    let c = next(apply(
+        &Catalog::default(),
+        None,
+        with_release(m("blue"), 9, 1),
+        None,
+    ));
+    let mut map = source();
+    map.insert(
+        release(9),
+        contract(vec![interface("kv", &["get"]), interface("kv", &["put"])]),
+    );
+    let e = compile_with(&c, &map).unwrap_err();
+    assert_eq!(
+        e,
+        DeploymentError::DuplicateContract {
+            release: release(9),
+            contract: "kv".into()
+        }
+    );
+    assert_eq!(e.reason(), "duplicate-contract-id");
+    map.insert(
+        release(9),
+        contract(vec![interface("kv", &["get", "put", "get"])]),
+    );
+    let e = compile_with(&c, &map).unwrap_err();
+    assert_eq!(
+        e,
+        DeploymentError::DuplicateFunction {
+            release: release(9),
+            contract: "kv".into(),
+            function: "get".into()
+        }
+    );
+    assert_eq!(e.reason(), "duplicate-function-id");
+    map.insert(
+        release(9),
+        contract(vec![interface("kv", &["get"]), interface("empty", &[])]),
+    );
+    let e = compile_with(&c, &map).unwrap_err();
+    assert_eq!(
+        e,
+        DeploymentError::IncompleteContract {
+            release: release(9),
+            contract: "empty".into()
+        }
+    );
+    assert_eq!(e.reason(), "incomplete-contract-metadata");
+    map.remove(&release(9));
+    let e = compile_with(&c, &map).unwrap_err();
+    assert_eq!(
+        e,
+        DeploymentError::ReleaseUnavailable {
+            release: release(9),
+            detail: "no such release".into()
+        }
+    );
+    assert_eq!(e.reason(), "release-unavailable");
+    assert!(e.retryable());
+}
+
+#[test]
+fn each_release_is_fetched_once_per_compile() {
+    // Interleaved ids: a and c on release 1, b and d on release 2.
+    let c = next(batch(
+        &Catalog::default(),
+        None,
+        vec![
+            with_release(m("a"), 1, 1),
+            with_release(m("b"), 2, 1),
+            with_release(m("c"), 1, 1),
+            with_release(m("d"), 2, 1),
+            with_release(manifest("e", "beta", "api"), 1, 1),
+        ],
+    ));
+    let map = source();
+    let calls = RefCell::new(Vec::new());
+    let src = |r: &Sha256| {
+        calls.borrow_mut().push(*r);
+        map.get(r).cloned().ok_or_else(|| "absent".to_owned())
+    };
+    let snap = route::compile(&c, &src).unwrap();
+    let mut want = vec![release(1), release(2)];
+    want.sort();
+    assert_eq!(
+        *calls.borrow(),
+        want,
+        "one fetch per release, in digest order"
+    );
+    // Again after an unchanged apply: again once each.
+    let c = next(apply(&c, None, with_release(m("a"), 1, 1), None));
+    calls.borrow_mut().clear();
+    route::compile(&c, &src as &dyn ReleaseSource).unwrap();
+    assert_eq!(*calls.borrow(), want);
+    assert_eq!(
+        snap.records
+            .iter()
+            .map(|r| r.id.as_str())
+            .collect::<Vec<_>>(),
+        ["a", "b", "c", "d", "e"]
+    );
+}
+
+#[test]
+fn pinned_routes_survive_later_generations() {
+    let c = next(batch(
+        &Catalog::default(),
+        None,
+        vec![
+            with_release(m("blue"), 1, 1),
+            with_release(m("green"), 2, 1),
+        ],
+    ));
+    let snap = Arc::new(compile_with(&c, &source()).unwrap());
+    let pin = PinnedRoutes::pin(&snap);
+    drop(snap);
+    let before = pin
+        .resolve(&target("acme", Some("blue"), "kv", "get"), None)
+        .unwrap();
+    let c2 = next(delete(&c, None, "blue", None));
+    let c3 = next(apply(&c2, None, with_release(m("green"), 3, 9), None));
+    let now = compile_with(&c3, &source()).unwrap();
+    assert!(matches!(
+        now.resolve(&target("acme", Some("blue"), "kv", "get"), None),
+        Err(DeploymentError::RouteUnavailable { .. })
+    ));
+    assert_eq!(
+        now.resolve(&target("acme", Some("green"), "kv", "get"), None)
+            .unwrap()
+            .release,
+        release(3)
+    );
+    assert_eq!(pin.generation(), 1);
+    let after = pin
+        .resolve(&target("acme", Some("blue"), "kv", "get"), None)
+        .unwrap();
+    assert_eq!(before, after);
+    assert_eq!(
+        pin.resolve(&target("acme", Some("green"), "kv", "get"), None)
+            .unwrap()
+            .release,
+        release(2)
+    );
+}
+
+#[test]
+fn empty_catalog_compiles_to_no_routes() {
+    let snap = compile_with(&Catalog::default(), &source()).unwrap();
+    assert_eq!(snap, Snapshot::empty(0));
+    assert_eq!(snap.endpoint_entries(), 0);
+    assert!(matches!(
+        snap.resolve(&target("acme", None, "kv", "get"), None),
+        Err(DeploymentError::RouteUnavailable { .. })
+    ));
+}
+
+// ------------------------------------------------------------------ pages
+
+const INSTANCE: u64 = 0x00c0_ffee;
+
+/// acme: a, b, c, d, e on api (b, d on web); beta: x.
+fn paged() -> Catalog {
+    let mut list = Vec::new();
+    for id in ["e", "b", "a", "d", "c"] {
+        let service = if matches!(id, "b" | "d") {
+            "web"
+        } else {
+            "api"
+        };
+        list.push(manifest(id, "acme", service));
+    }
+    list.push(manifest("x", "beta", "api"));
+    next(batch(&Catalog::default(), None, list))
+}
+
+fn preq(tenant: &str, service: Option<&str>, size: u32, token: Option<String>) -> PageRequest {
+    PageRequest {
+        tenant: tenant.into(),
+        service: service.map(str::to_owned),
+        page_size: size,
+        page_token: token,
+    }
+}
+
+fn ids(p: &page::Page) -> Vec<&str> {
+    p.deployments
+        .iter()
+        .map(|d| d.manifest.id.as_str())
+        .collect()
+}
+
+fn list_all(c: &Catalog, tenant: &str, service: Option<&str>, size: u32) -> Vec<String> {
+    let idx = PageIndex::build(c);
+    let mut out = Vec::new();
+    let mut token = None;
+    loop {
+        let p = page::page(
+            c,
+            &idx,
+            &preq(tenant, service, size, token),
+            INSTANCE,
+            MAX_PAGE_BYTES,
+        )
+        .unwrap();
+        assert_eq!(p.catalog_generation, c.generation);
+        out.extend(ids(&p).into_iter().map(str::to_owned));
+        match p.next_page_token {
+            Some(t) => {
+                assert_eq!(t.len(), page::TOKEN_LEN);
+                token = Some(t);
+            }
+            None => return out,
+        }
+    }
+}
+
+#[test]
+fn pages_are_ascending_with_continuation() {
+    let c = paged();
+    for size in [1, 2, 3, 5, 1000] {
+        assert_eq!(list_all(&c, "acme", None, size), ["a", "b", "c", "d", "e"]);
+        assert_eq!(list_all(&c, "acme", Some("api"), size), ["a", "c", "e"]);
+        assert_eq!(list_all(&c, "acme", Some("web"), size), ["b", "d"]);
+        assert_eq!(list_all(&c, "beta", None, size), ["x"]);
+        assert!(list_all(&c, "gamma", None, size).is_empty());
+        assert!(list_all(&c, "beta", Some("web"), size).is_empty());
+    }
+    // Page size may change between continuations.
+    let idx = PageIndex::build(&c);
+    let p = page::page(
+        &c,
+        &idx,
+        &preq("acme", None, 2, None),
+        INSTANCE,
+        MAX_PAGE_BYTES,
+    )
+    .unwrap();
+    assert_eq!(ids(&p), ["a", "b"]);
+    let p = page::page(
+        &c,
+        &idx,
+        &preq("acme", None, 3, p.next_page_token),
+        INSTANCE,
+        MAX_PAGE_BYTES,
+    )
+    .unwrap();
+    assert_eq!(ids(&p), ["c", "d", "e"]);
+    assert_eq!(p.next_page_token, None);
+    // The records are the catalog's own.
+    assert_eq!(p.deployments[0], c.objects["c"]);
+}
+
+#[test]
+fn page_size_and_scope_are_checked() {
+    let c = paged();
+    let idx = PageIndex::build(&c);
+    for size in [0, 1001] {
+        let e = page::page(
+            &c,
+            &idx,
+            &preq("acme", None, size, None),
+            INSTANCE,
+            MAX_PAGE_BYTES,
+        )
+        .unwrap_err();
+        assert_eq!(e, DeploymentError::PageSize(size));
+        assert_eq!(e.reason(), "invalid-deployment-page-size");
+        assert_eq!(e.code(), super::Code::InvalidArgument);
+    }
+    assert!(page::page(
+        &c,
+        &idx,
+        &preq("acme", None, 1000, None),
+        INSTANCE,
+        MAX_PAGE_BYTES
+    )
+    .is_ok());
+    for (tenant, service) in [
+        ("", None),
+        ("-acme", None),
+        ("acme", Some("")),
+        ("acme", Some("a b")),
+    ] {
+        let e = page::page(
+            &c,
+            &idx,
+            &preq(tenant, service, 10, None),
+            INSTANCE,
+            MAX_PAGE_BYTES,
+        )
+        .unwrap_err();
+        assert_eq!(e, DeploymentError::PageScope);
+        assert_eq!(e.reason(), "invalid-deployment-page-scope");
+    }
+    // An index of another generation is refused.
+    let later = publish(&c);
+    assert_eq!(
+        page::page(
+            &later,
+            &idx,
+            &preq("acme", None, 1, None),
+            INSTANCE,
+            MAX_PAGE_BYTES
+        )
+        .unwrap_err(),
+        DeploymentError::StaleSnapshot
+    );
+}
+
+fn first_token(c: &Catalog, service: Option<&str>) -> String {
+    let idx = PageIndex::build(c);
+    page::page(
+        c,
+        &idx,
+        &preq("acme", service, 1, None),
+        INSTANCE,
+        MAX_PAGE_BYTES,
+    )
+    .unwrap()
+    .next_page_token
+    .unwrap()
+}
+
+#[test]
+fn bad_tokens_are_invalid() {
+    let c = paged();
+    let idx = PageIndex::build(&c);
+    let token = first_token(&c, None);
+    let try_token = |tenant: &str, service: Option<&str>, t: String, instance: u64| {
+        page::page(
+            &c,
+            &idx,
+            &preq(tenant, service, 1, Some(t)),
+            instance,
+            MAX_PAGE_BYTES,
+        )
+    };
+    assert!(try_token("acme", None, token.clone(), INSTANCE).is_ok());
+    let invalid = |r: Result<page::Page, DeploymentError>| {
+        let e = r.unwrap_err();
+        assert_eq!(e, DeploymentError::PageToken);
+        assert_eq!(e.reason(), "invalid-deployment-page-token");
+    };
+    // Other scope (tenant, or service), other instance.
+    invalid(try_token("beta", None, token.clone(), INSTANCE));
+    invalid(try_token("acme", Some("api"), token.clone(), INSTANCE));
+    invalid(try_token(
+        "acme",
+        None,
+        first_token(&c, Some("api")),
+        INSTANCE,
+    ));
+    invalid(try_token("acme", None, token.clone(), INSTANCE + 1));
+    // Damaged: truncated, extended, uppercase, a non-hex digit, the wrong
+    // version, a position moved, the last-id tag altered.
+    invalid(try_token(
+        "acme",
+        None,
+        token[..token.len() - 2].to_owned(),
+        INSTANCE,
+    ));
+    invalid(try_token("acme", None, format!("{token}00"), INSTANCE));
+    invalid(try_token("acme", None, token.to_uppercase(), INSTANCE));
+    invalid(try_token(
+        "acme",
+        None,
+        format!("{}g", &token[..token.len() - 1]),
+        INSTANCE,
+    ));
+    invalid(try_token(
+        "acme",
+        None,
+        format!("02{}", &token[2..]),
+        INSTANCE,
+    ));
+    invalid(try_token("acme", None, String::new(), INSTANCE));
+    let mut t = PageToken::decode(&token).unwrap();
+    assert_eq!(t.position, 1);
+    t.position = 2;
+    invalid(try_token("acme", None, t.encode(), INSTANCE));
+    t.position = 0;
+    invalid(try_token("acme", None, t.encode(), INSTANCE));
+    t.position = u64::MAX;
+    invalid(try_token("acme", None, t.encode(), INSTANCE));
+    let mut t = PageToken::decode(&token).unwrap();
+    t.last[0] ^= 1;
+    invalid(try_token("acme", None, t.encode(), INSTANCE));
+    // A future generation of this instance.
+    let mut t = PageToken::decode(&token).unwrap();
+    t.generation += 1;
+    invalid(try_token("acme", None, t.encode(), INSTANCE));
+    // The raw bound is checked before parsing.
+    invalid(try_token("acme", None, "0".repeat(7000), INSTANCE));
+    invalid(try_token(
+        "acme",
+        None,
+        "z".repeat(page::MAX_TOKEN_BYTES + 1),
+        INSTANCE,
+    ));
+    assert_eq!(
+        PageToken::decode(&"0".repeat(7000)),
+        Err(DeploymentError::PageToken)
+    );
+    // Round trip.
+    assert_eq!(PageToken::decode(&token).unwrap().encode(), token);
+}
+
+#[test]
+fn older_tokens_expire_on_any_publication() {
+    let c = paged();
+    let token = first_token(&c, None);
+    let expired = |later: &Catalog| {
+        let idx = PageIndex::build(later);
+        let e = page::page(
+            later,
+            &idx,
+            &preq("acme", None, 1, Some(token.clone())),
+            INSTANCE,
+            MAX_PAGE_BYTES,
+        )
+        .unwrap_err();
+        assert_eq!(e, DeploymentError::PageTokenExpired);
+        assert_eq!(e.reason(), "expired-deployment-page-token");
+        assert!(e.retryable());
+    };
+    // A snapshot-only publication.
+    expired(&publish(&c));
+    // An unrelated write (another tenant).
+    expired(&next(apply(
+        &c,
+        Some("beta"),
+        manifest("y", "beta", "api"),
+        None,
+    )));
+    // Two publications later, still expired (not invalid).
+    expired(&publish(&publish(&c)));
+    // A foreign instance's old token is invalid, not expired.
+    let later = publish(&c);
+    let idx = PageIndex::build(&later);
+    assert_eq!(
+        page::page(
+            &later,
+            &idx,
+            &preq("acme", None, 1, Some(token.clone())),
+            INSTANCE + 1,
+            MAX_PAGE_BYTES
+        )
+        .unwrap_err(),
+        DeploymentError::PageToken
+    );
+}
+
+fn record_len(d: &VersionedDeployment) -> u64 {
+    let canonical = String::from_utf8(d.manifest.canonical()).unwrap();
+    format!(
+        r#"{{"manifest":{canonical},"generation":{}}}"#,
+        d.generation
+    )
+    .len() as u64
+}
+
+#[test]
+fn the_byte_budget() {
+    let c = paged();
+    let idx = PageIndex::build(&c);
+    let sizes: Vec<u64> = ["a", "b", "c", "d", "e"]
+        .iter()
+        .map(|id| record_len(&c.objects[*id]))
+        .collect();
+    for (id, size) in ["a", "b", "c", "d", "e"].iter().zip(&sizes) {
+        assert_eq!(page::record_size(&c.objects[*id]), *size);
+    }
+    let get = |budget: u64, token: Option<String>| {
+        page::page(&c, &idx, &preq("acme", None, 1000, token), INSTANCE, budget)
+    };
+    // Exact fit of two records: two, then a continuation after the second.
+    let two = sizes[0] + sizes[1];
+    let p = get(two, None).unwrap();
+    assert_eq!(ids(&p), ["a", "b"]);
+    let rest = get(MAX_PAGE_BYTES, p.next_page_token.clone()).unwrap();
+    assert_eq!(ids(&rest), ["c", "d", "e"]);
+    // One byte short of two: one record.
+    let p = get(two - 1, None).unwrap();
+    assert_eq!(ids(&p), ["a"]);
+    let p = get(sizes[1] + sizes[2], p.next_page_token).unwrap();
+    assert_eq!(ids(&p), ["b", "c"]);
+    // Everything fits exactly: no continuation.
+    let all: u64 = sizes.iter().sum();
+    let p = get(all, None).unwrap();
+    assert_eq!(p.deployments.len(), 5);
+    assert_eq!(p.next_page_token, None);
+    // The first record alone is too large.
+    let e = get(sizes[0] - 1, None).unwrap_err();
+    assert_eq!(
+        e,
+        DeploymentError::PageByteLimit {
+            len: sizes[0],
+            limit: sizes[0] - 1
+        }
+    );
+    assert_eq!(e.reason(), "deployment-page-byte-limit");
+    // ... also when it is the first of a continuation.
+    let p = get(sizes[0], None).unwrap();
+    assert!(matches!(
+        get(sizes[1] - 1, p.next_page_token),
+        Err(DeploymentError::PageByteLimit { .. })
+    ));
+}
+
+#[test]
+fn record_size_counts_stamp_digits() {
+    let c = paged();
+    let mut d = c.objects["a"].clone();
+    let base = page::record_size(&d);
+    d.generation = 1_000_000;
+    assert_eq!(page::record_size(&d), base + 6);
+    assert_eq!(page::record_size(&d), record_len(&d));
+}
+
+// ------------------------------------------------------------ the codec
+
+/// A document just under the decoder's bound that omits every defaulted
+/// collection: its canonical form adds them back.
+fn near_bound_document() -> String {
+    let head = format!(
+        r#"{{"id":"blue","tenant":"acme","service":"api","release":"{}","route_weight":1,"annotations":{{"#,
+        release(1)
+    );
+    let mut doc = head;
+    let mut i = 0;
+    loop {
+        let entry = format!(r#""k{i}":"{}""#, "v".repeat(4000));
+        if doc.len() + entry.len() + 3 > super::manifest::MAX_MANIFEST_BYTES {
+            break;
+        }
+        if i > 0 {
+            doc.push(',');
+        }
+        doc.push_str(&entry);
+        i += 1;
+    }
+    let remaining = super::manifest::MAX_MANIFEST_BYTES - doc.len() - 2;
+    let pad = remaining.saturating_sub(r#","p":"""#.len()).min(4096);
+    doc.push_str(&format!(r#","p":"{}""#, "v".repeat(pad)));
+    doc.push_str("}}");
+    doc
+}
+
+#[test]
+#[ignore = "bug: an accepted manifest near the 64 KiB bound has canonical bytes over it"]
+fn an_accepted_manifest_redecodes_from_its_canonical_bytes() {
+    let doc = near_bound_document();
+    assert!(doc.len() <= super::manifest::MAX_MANIFEST_BYTES);
+    let m = DeploymentManifest::decode(doc.as_bytes()).unwrap();
+    let canonical = m.canonical();
+    assert_eq!(
+        DeploymentManifest::decode(&canonical),
+        Ok(m),
+        "canonical is {} bytes",
+        canonical.len()
+    );
+}
