@@ -24,6 +24,7 @@
 //!   [`crate::migration::simulate`].
 
 pub mod custody;
+pub mod deployment;
 pub mod fence;
 pub mod lease;
 pub mod ledger;
