@@ -571,17 +571,35 @@ mod tests {
         let staging = [f(LOCK_FILE, 0), f(".catalog.pending", 900)];
         assert_eq!(classify(&D, &staging), Standing::Fresh);
         // Scratch without the lock could be anyone's.
-        assert!(matches!(classify(&D, &[f(".catalog.pending", 1)]), Standing::Foreign(_)));
+        assert!(matches!(
+            classify(&D, &[f(".catalog.pending", 1)]),
+            Standing::Foreign(_)
+        ));
         // State written, marker not yet: a writing open completes it.
-        let interrupted = [f(LOCK_FILE, 0), f("catalog.json", 900), f(MARKER_PENDING, 2)];
+        let interrupted = [
+            f(LOCK_FILE, 0),
+            f("catalog.json", 900),
+            f(MARKER_PENDING, 2),
+        ];
         assert_eq!(classify(&D, &interrupted), Standing::Interrupted);
-        assert_eq!(decide(&D, &Standing::Interrupted, Access::Write), Ok(OpenPlan::Upgrade));
+        assert_eq!(
+            decide(&D, &Standing::Interrupted, Access::Write),
+            Ok(OpenPlan::Upgrade)
+        );
         assert!(decide(&D, &Standing::Interrupted, Access::Read).is_err());
         // A user's catalog.json without our lock file is not adopted.
         let user = [f("catalog.json", 10)];
-        assert_eq!(classify(&D, &user), Standing::Unmarked { staging_empty: true });
+        assert_eq!(
+            classify(&D, &user),
+            Standing::Unmarked {
+                staging_empty: true
+            }
+        );
         assert!(decide(&D, &classify(&D, &user), Access::Write).is_err());
-        assert!(matches!(classify(&D, &[d("catalog.json", true)]), Standing::Foreign(_)));
+        assert!(matches!(
+            classify(&D, &[d("catalog.json", true)]),
+            Standing::Foreign(_)
+        ));
         // A marked root without its state file is corruption.
         assert!(matches!(
             check_state(&D, |_| None),

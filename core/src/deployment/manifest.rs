@@ -243,7 +243,8 @@ fn check_map(
 
 impl DeploymentManifest {
     /// Validates every field and returns the normalized manifest (sets
-    /// sorted). The catalog accepts only what this returns.
+    /// sorted). The catalog accepts only what this returns; its canonical
+    /// form is at most [`MAX_MANIFEST_BYTES`], so it always decodes again.
     pub fn validate(mut self) -> Result<Self, DeploymentError> {
         check_identifier("id", &self.id)?;
         if self.id == RESERVED_ID {
@@ -259,9 +260,14 @@ impl DeploymentManifest {
         }
         check_set("grants", &mut self.grants)?;
         let b = &self.budgets;
-        for v in [b.memory_bytes, b.cpu_millis, b.max_concurrency, b.timeout_millis]
-            .into_iter()
-            .flatten()
+        for v in [
+            b.memory_bytes,
+            b.cpu_millis,
+            b.max_concurrency,
+            b.timeout_millis,
+        ]
+        .into_iter()
+        .flatten()
         {
             if v == 0 || v > MAX_SAFE_INTEGER {
                 return Err(invalid("budgets", "must be in 1..=2^53-1"));
@@ -272,20 +278,34 @@ impl DeploymentManifest {
         }
         check_set("placement.zones", &mut self.placement.zones)?;
         let a = &self.availability;
-        if a.max_instances == 0 || a.max_instances > MAX_INSTANCES || a.min_instances > a.max_instances
+        if a.max_instances == 0
+            || a.max_instances > MAX_INSTANCES
+            || a.min_instances > a.max_instances
         {
             return Err(invalid(
                 "availability",
                 "needs 0 <= min_instances <= max_instances, 1 <= max_instances <= 10000",
             ));
         }
-        check_map("labels", &self.labels, MAX_LABEL_VALUE_BYTES, "value is longer than 1024 bytes")?;
+        check_map(
+            "labels",
+            &self.labels,
+            MAX_LABEL_VALUE_BYTES,
+            "value is longer than 1024 bytes",
+        )?;
         check_map(
             "annotations",
             &self.annotations,
             MAX_ANNOTATION_VALUE_BYTES,
             "value is longer than 4096 bytes",
         )?;
+        let len = self.canonical().len();
+        if len > MAX_MANIFEST_BYTES {
+            return Err(DeploymentError::ManifestTooLarge {
+                len: len as u64,
+                limit: MAX_MANIFEST_BYTES as u64,
+            });
+        }
         Ok(self)
     }
 
@@ -343,7 +363,9 @@ impl DeploymentManifest {
 fn any_case_digest<'de, D: Deserializer<'de>>(d: D) -> Result<Sha256, D::Error> {
     let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
     let bad = || de::Error::custom("release must be sha256: and 64 hex digits");
-    let hex = text.strip_prefix(crate::release::SHA256_PREFIX).ok_or_else(bad)?;
+    let hex = text
+        .strip_prefix(crate::release::SHA256_PREFIX)
+        .ok_or_else(bad)?;
     if hex.len() != 64 {
         return Err(bad());
     }
@@ -465,7 +487,11 @@ mod tests {
         let pre = m.revision_preimage();
         let canon = m.canonical();
         assert_eq!(&pre[..REVISION_DOMAIN.len()], REVISION_DOMAIN);
-        let len = u64::from_be_bytes(pre[REVISION_DOMAIN.len()..REVISION_DOMAIN.len() + 8].try_into().unwrap());
+        let len = u64::from_be_bytes(
+            pre[REVISION_DOMAIN.len()..REVISION_DOMAIN.len() + 8]
+                .try_into()
+                .unwrap(),
+        );
         assert_eq!(len as usize, canon.len());
         assert_eq!(&pre[REVISION_DOMAIN.len() + 8..], &canon[..]);
         let expected = format!(
@@ -483,10 +509,19 @@ mod tests {
         m.route_weight = 0;
         assert_eq!(m.clone().validate(), Err(DeploymentError::InvalidWeight(0)));
         m.route_weight = 10_001;
-        assert_eq!(m.clone().validate(), Err(DeploymentError::InvalidWeight(10_001)));
+        assert_eq!(
+            m.clone().validate(),
+            Err(DeploymentError::InvalidWeight(10_001))
+        );
         m.route_weight = 1;
         m.tenant = "a".repeat(1025);
-        assert!(matches!(m.clone().validate(), Err(DeploymentError::InvalidManifest { field: "tenant", .. })));
+        assert!(matches!(
+            m.clone().validate(),
+            Err(DeploymentError::InvalidManifest {
+                field: "tenant",
+                ..
+            })
+        ));
         m.tenant = "a".repeat(1024);
         assert!(m.clone().validate().is_ok());
         m.tenant = "-x".into();
@@ -500,14 +535,20 @@ mod tests {
         m.budgets.memory_bytes = Some(MAX_SAFE_INTEGER);
         assert!(m.clone().validate().is_ok());
         let big = vec![b' '; MAX_MANIFEST_BYTES + 1];
-        assert!(matches!(DeploymentManifest::decode(&big), Err(DeploymentError::ManifestTooLarge { .. })));
+        assert!(matches!(
+            DeploymentManifest::decode(&big),
+            Err(DeploymentError::ManifestTooLarge { .. })
+        ));
         let many: Vec<String> = (0..65).map(|i| format!("\"g{i}\"")).collect();
         let doc = format!(
             r#"{{"id":"b","tenant":"t","service":"s","release":"{}","route_weight":1,"grants":[{}]}}"#,
             Sha256::of(b"c"),
             many.join(",")
         );
-        assert!(matches!(DeploymentManifest::decode(doc.as_bytes()), Err(DeploymentError::MalformedManifest(_))));
+        assert!(matches!(
+            DeploymentManifest::decode(doc.as_bytes()),
+            Err(DeploymentError::MalformedManifest(_))
+        ));
         let dup = format!(
             r#"{{"id":"b","tenant":"t","service":"s","release":"{}","route_weight":1,"labels":{{"a":"1","a":"2"}}}}"#,
             Sha256::of(b"c")
@@ -534,7 +575,9 @@ mod tests {
         let rel = Sha256::of(b"component");
         let cases = [
             (
-                format!(r#"{{"tenant":"acme", "service":"api", "route_weight":7, "release":"{rel}", "id":"blue"}}"#),
+                format!(
+                    r#"{{"tenant":"acme", "service":"api", "route_weight":7, "release":"{rel}", "id":"blue"}}"#
+                ),
                 "c17148ba35e1b98a48aa81710c28d3ad5c57e7c1a25e5127a38f2624300da9b9",
                 278,
             ),
@@ -560,7 +603,10 @@ mod tests {
         for (json, hex, len) in cases {
             let m = DeploymentManifest::decode(json.as_bytes()).unwrap();
             assert_eq!(m.identity().canonical().len(), len, "{json}");
-            assert_eq!(m.revision_id().to_string(), format!("{REVISION_PREFIX}{hex}"));
+            assert_eq!(
+                m.revision_id().to_string(),
+                format!("{REVISION_PREFIX}{hex}")
+            );
         }
     }
 }

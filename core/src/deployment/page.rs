@@ -99,7 +99,8 @@ impl PageIndex {
             })
             .collect();
         let mut by_service = by_tenant.clone();
-        by_service.sort_by(|a, b| (&a.tenant, &a.service, &a.id).cmp(&(&b.tenant, &b.service, &b.id)));
+        by_service
+            .sort_by(|a, b| (&a.tenant, &a.service, &a.id).cmp(&(&b.tenant, &b.service, &b.id)));
         for e in &mut by_tenant {
             e.service = None;
         }
@@ -285,7 +286,10 @@ pub fn page(
             }
             break;
         }
-        let d = catalog.objects.get(&e.id).ok_or(DeploymentError::StaleSnapshot)?;
+        let d = catalog
+            .objects
+            .get(&e.id)
+            .ok_or(DeploymentError::StaleSnapshot)?;
         used += e.size;
         out.push(d.clone());
         pos += 1;

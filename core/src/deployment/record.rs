@@ -125,7 +125,11 @@ pub fn encode(catalog: &Catalog, snapshot: &Snapshot, limit: u64) -> Result<Vec<
     let too_large = RecordError::TooLarge { limit };
     let payload = Payload {
         generation: catalog.generation,
-        deployments: catalog.objects.values().map(|d| d.manifest.clone()).collect(),
+        deployments: catalog
+            .objects
+            .values()
+            .map(|d| d.manifest.clone())
+            .collect(),
         object_generations: catalog
             .objects
             .values()
@@ -143,7 +147,8 @@ pub fn encode(catalog: &Catalog, snapshot: &Snapshot, limit: u64) -> Result<Vec<
     };
     out.write_all(HEAD).map_err(|_| too_large.clone())?;
     let hex_at = out.buf.len();
-    out.write_all(&[b'0'; HEX_LEN]).map_err(|_| too_large.clone())?;
+    out.write_all(&[b'0'; HEX_LEN])
+        .map_err(|_| too_large.clone())?;
     out.write_all(MIDDLE).map_err(|_| too_large.clone())?;
     let payload_at = out.buf.len();
     serde_json_canonicalizer::to_writer(&payload, &mut out).map_err(|_| too_large.clone())?;
@@ -171,7 +176,9 @@ pub fn decode(bytes: &[u8], limit: u64) -> Result<Decoded, RecordError> {
         return Err(RecordError::TooLarge { limit });
     }
     let corrupt = RecordError::Corrupt;
-    let rest = bytes.strip_prefix(HEAD).ok_or(corrupt("not a catalog record of format 1"))?;
+    let rest = bytes
+        .strip_prefix(HEAD)
+        .ok_or(corrupt("not a catalog record of format 1"))?;
     let hex = rest.get(..HEX_LEN).ok_or(corrupt("truncated"))?;
     let rest = rest
         .get(HEX_LEN..)
@@ -210,7 +217,9 @@ pub fn decode(bytes: &[u8], limit: u64) -> Result<Decoded, RecordError> {
             },
         );
     }
-    catalog.check().map_err(|_| corrupt("inconsistent (catalog invariants)"))?;
+    catalog
+        .check()
+        .map_err(|_| corrupt("inconsistent (catalog invariants)"))?;
     Ok(Decoded {
         catalog,
         snapshot: p.snapshot,
@@ -273,7 +282,10 @@ mod tests {
         for i in 0..bytes.len() {
             let mut bad = bytes.clone();
             bad[i] ^= 0x01;
-            assert!(decode(&bad, MAX_STATE_BYTES).is_err(), "flip at {i} accepted");
+            assert!(
+                decode(&bad, MAX_STATE_BYTES).is_err(),
+                "flip at {i} accepted"
+            );
         }
         for n in 0..bytes.len() {
             assert!(decode(&bytes[..n], MAX_STATE_BYTES).is_err());

@@ -192,7 +192,9 @@ pub fn fingerprint(interface: &Interface) -> Sha256 {
 pub fn compile(catalog: &Catalog, source: &dyn ReleaseSource) -> Result<Snapshot, DeploymentError> {
     check_namespaces(catalog)?;
     let mut order: Vec<_> = catalog.objects.values().collect();
-    order.sort_by(|a, b| (a.manifest.release, &a.manifest.id).cmp(&(b.manifest.release, &b.manifest.id)));
+    order.sort_by(|a, b| {
+        (a.manifest.release, &a.manifest.id).cmp(&(b.manifest.release, &b.manifest.id))
+    });
     let mut schemas: BTreeMap<(String, String, String), Sha256> = BTreeMap::new();
     let mut compiled: BTreeMap<String, (Record, Vec<Export>)> = BTreeMap::new();
     let mut current: Option<(Sha256, Vec<Export>)> = None;
@@ -201,12 +203,12 @@ pub fn compile(catalog: &Catalog, source: &dyn ReleaseSource) -> Result<Snapshot
         let exports = match &current {
             Some((r, e)) if *r == m.release => e.clone(),
             _ => {
-                let contract = source
-                    .contract(&m.release)
-                    .map_err(|detail| DeploymentError::ReleaseUnavailable {
+                let contract = source.contract(&m.release).map_err(|detail| {
+                    DeploymentError::ReleaseUnavailable {
                         release: m.release,
                         detail,
-                    })?;
+                    }
+                })?;
                 let e = exports_of(&m.release, &contract)?;
                 current = Some((m.release, e.clone()));
                 e
@@ -284,7 +286,13 @@ fn index(
                         });
                     }
                     candidates
-                        .entry((tenant.clone(), service.clone(), route.clone(), e.contract.clone(), f.clone()))
+                        .entry((
+                            tenant.clone(),
+                            service.clone(),
+                            route.clone(),
+                            e.contract.clone(),
+                            f.clone(),
+                        ))
                         .or_default()
                         .push((record.revision, idx, record.weight));
                 }
@@ -298,10 +306,12 @@ fn index(
         let mut total: u64 = 0;
         let mut packed = Vec::with_capacity(list.len());
         for (_, idx, w) in list {
-            total = total.checked_add(u64::from(w)).ok_or(DeploymentError::CompileLimit {
-                what: "cumulative weight",
-                limit: u64::MAX,
-            })?;
+            total = total
+                .checked_add(u64::from(w))
+                .ok_or(DeploymentError::CompileLimit {
+                    what: "cumulative weight",
+                    limit: u64::MAX,
+                })?;
             packed.push((idx, total));
         }
         endpoints.insert(key, packed);
@@ -409,7 +419,11 @@ impl Snapshot {
     ) -> Result<ResolvedRevision, DeploymentError> {
         check_target(target, routing_key)?;
         let route = target.route.as_deref().unwrap_or(RESERVED_ID);
-        let route_key = (target.tenant.clone(), target.service.clone(), route.to_owned());
+        let route_key = (
+            target.tenant.clone(),
+            target.service.clone(),
+            route.to_owned(),
+        );
         if !self.routes.contains(&route_key) {
             return Err(DeploymentError::RouteUnavailable {
                 tenant: target.tenant.clone(),
@@ -418,7 +432,13 @@ impl Snapshot {
             });
         }
         let (tenant, service, route) = route_key;
-        let key = (tenant, service, route, target.contract.clone(), target.function.clone());
+        let key = (
+            tenant,
+            service,
+            route,
+            target.contract.clone(),
+            target.function.clone(),
+        );
         let incompatible = || DeploymentError::IncompatibleContract {
             route: key.2.clone(),
             contract: target.contract.clone(),

@@ -79,8 +79,12 @@ impl Receipt {
     /// The catalog generation this receipt's decision produced.
     pub fn catalog_generation(&self) -> u64 {
         match self {
-            Receipt::Applied { catalog_generation, .. }
-            | Receipt::Deleted { catalog_generation, .. }
+            Receipt::Applied {
+                catalog_generation, ..
+            }
+            | Receipt::Deleted {
+                catalog_generation, ..
+            }
             | Receipt::Published { catalog_generation }
             | Receipt::Unchanged { catalog_generation } => *catalog_generation,
         }
@@ -92,12 +96,14 @@ impl Receipt {
     /// for a receipt that is not one deployment's apply or delete.
     pub fn mutation_detail(&self) -> Option<MutationDetail> {
         let (d, operation, catalog_generation) = match self {
-            Receipt::Applied { deployments, catalog_generation } if deployments.len() == 1 => {
-                (deployments.first()?, "apply", *catalog_generation)
-            }
-            Receipt::Deleted { deployment, catalog_generation } => {
-                (deployment.as_ref(), "delete", *catalog_generation)
-            }
+            Receipt::Applied {
+                deployments,
+                catalog_generation,
+            } if deployments.len() == 1 => (deployments.first()?, "apply", *catalog_generation),
+            Receipt::Deleted {
+                deployment,
+                catalog_generation,
+            } => (deployment.as_ref(), "delete", *catalog_generation),
             _ => return None,
         };
         Some(MutationDetail {
@@ -187,6 +193,8 @@ pub struct Retained {
     pub actor: String,
     /// The operation id.
     pub id: String,
+    /// The catalog generation the operation was formed against.
+    pub observed: u64,
     /// The normalized request it ran (tenant and mutation).
     pub tenant: Option<String>,
     /// The mutation as normalized.
@@ -315,8 +323,15 @@ fn replay(
     op: &Operation,
 ) -> Result<Option<Decision>, DeploymentError> {
     let ring = &catalog.receipts;
-    if let Some(r) = ring.entries.iter().find(|r| r.actor == op.actor && r.id == op.id) {
-        if r.tenant != req.tenant || r.mutation != normalized(&req.mutation) {
+    if let Some(r) = ring
+        .entries
+        .iter()
+        .find(|r| r.actor == op.actor && r.id == op.id)
+    {
+        if r.observed != op.observed
+            || r.tenant != req.tenant
+            || r.mutation != normalized(&req.mutation)
+        {
             return Err(DeploymentError::OperationConflict(op.id.clone()));
         }
         return Ok(Some(Decision {
@@ -364,6 +379,7 @@ fn retain(mut decided: Decision, req: &Request, capacity: usize) -> Decision {
     ring.entries.push(Retained {
         actor: op.actor.clone(),
         id: op.id.clone(),
+        observed: op.observed,
         tenant: req.tenant.clone(),
         mutation: normalized(&req.mutation),
         receipt: decided.receipt.clone(),
@@ -477,7 +493,10 @@ fn apply_many(
 }
 
 /// Installs `manifests` (valid, distinct ids) under one new stamp.
-fn install(catalog: &Catalog, manifests: Vec<DeploymentManifest>) -> Result<Decision, DeploymentError> {
+fn install(
+    catalog: &Catalog,
+    manifests: Vec<DeploymentManifest>,
+) -> Result<Decision, DeploymentError> {
     let stamp = next_generation(catalog)?;
     let mut next = catalog.clone();
     next.generation = stamp;
@@ -487,7 +506,8 @@ fn install(catalog: &Catalog, manifests: Vec<DeploymentManifest>) -> Result<Deci
             manifest,
             generation: stamp,
         };
-        next.objects.insert(record.manifest.id.clone(), record.clone());
+        next.objects
+            .insert(record.manifest.id.clone(), record.clone());
         installed.push(record);
     }
     if next.objects.len() > MAX_DEPLOYMENTS {

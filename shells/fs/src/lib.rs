@@ -10,10 +10,13 @@
 //!   leaf → root, then lock) and the one durable-publication routine.
 //! - [`release`] — the local release repository (spec 002), following
 //!   `custos_core::release::protocol`.
+//! - [`deployment`] — the local deployment repository (spec 004) over a
+//!   release catalog, following `custos_core::deployment`.
 //! - [`crash`] — crash states enumerated from a recorded trace.
 //! - [`error`] — [`FsError`] with its stable reasons.
 
 pub mod crash;
+pub mod deployment;
 pub mod error;
 pub mod fs;
 pub mod release;

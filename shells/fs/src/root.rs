@@ -287,8 +287,15 @@ impl<F: Fs> DurableRoot<F> {
         let mut removed = false;
         for name in layout.scratch {
             let path = self.root.join(plain_name(name)?);
-            if self.fs.metadata(&path).map_err(io_err("metadata", &path))?.is_some() {
-                self.fs.remove_file(&path).map_err(io_err("remove_file", &path))?;
+            if self
+                .fs
+                .metadata(&path)
+                .map_err(io_err("metadata", &path))?
+                .is_some()
+            {
+                self.fs
+                    .remove_file(&path)
+                    .map_err(io_err("remove_file", &path))?;
                 removed = true;
             }
         }

@@ -406,7 +406,10 @@ fn a_marked_root_missing_its_state_is_corrupt() {
     for access in [Access::Write, Access::Read] {
         let err = DurableRoot::open(RealFs, tmp.path(), &LAYOUT, access).unwrap_err();
         assert_eq!(err.class(), "CorruptArtifact", "{err}");
-        assert!(err.to_string().contains("its releases/ is missing"), "{err}");
+        assert!(
+            err.to_string().contains("its releases/ is missing"),
+            "{err}"
+        );
     }
     assert!(
         !tmp.path().join("releases").exists(),
