@@ -112,7 +112,7 @@ pub enum DeploymentError {
     #[error("NotFound: no deployment {0:?}")]
     NotFound(String),
     /// The caller's expected object generation is not the live one.
-    #[error("StateConflict: deployment {id:?} expected generation {expected}, live {live:?}")]
+    #[error("StateConflict: deployment {id:?} expected generation {expected}, live generation {}", live_text(*.live))]
     GenerationConflict {
         /// The deployment.
         id: String,
@@ -294,6 +294,10 @@ crate::reasons! {
         OperationExpired => "deployment-operation-expired",
         StaleSnapshot => "stale-route-snapshot",
     }
+}
+
+fn live_text(live: Option<u64>) -> String {
+    live.map_or_else(|| "none (absent)".to_owned(), |g| g.to_string())
 }
 
 impl DeploymentError {

@@ -7,6 +7,8 @@
 //! - `custos explore <model> [--port P] [--mutant NAME]` serves stateright's
 //!   Explorer for a model on 127.0.0.1.
 //! - `custos models` lists the registered models and their mutants.
+//! - `custos deployments apply|delete|get|list|resolve|revision …` manages
+//!   a local deployment catalog over a release catalog (feature `fs`).
 //! - `custos releases publish|list|show|verify <root> …` publishes to, lists,
 //!   shows and verifies a local release catalog (feature `fs`).
 //! - `custos catalog discover <uri> [--namespace N] [--backend B] [--json]`
@@ -36,6 +38,8 @@ use out::Out;
 /// The most checker threads `custos check` starts.
 const MAX_THREADS: u64 = 256;
 
+#[cfg(feature = "fs")]
+mod deployments;
 #[cfg(feature = "fs")]
 mod releases;
 
@@ -100,6 +104,12 @@ enum Command {
         #[command(subcommand)]
         command: catalog::CatalogCommand,
     },
+    /// Apply, delete, list and resolve deployments over a release catalog.
+    #[cfg(feature = "fs")]
+    Deployments {
+        #[command(subcommand)]
+        command: deployments::DeploymentsCommand,
+    },
     /// Publish to, list, show and verify a local release catalog.
     #[cfg(feature = "fs")]
     Releases {
@@ -126,6 +136,8 @@ fn main() -> ExitCode {
         Command::Models { json } => out::run(|out| models(out, json)),
         #[cfg(feature = "fs")]
         Command::Releases { command } => releases::run(command),
+        #[cfg(feature = "fs")]
+        Command::Deployments { command } => deployments::run(command),
         #[cfg(feature = "sqlite")]
         Command::Catalog { command } => catalog::run(command),
     }

@@ -214,7 +214,7 @@ fn run_in(cmd: ReleasesCommand, out: &mut Out) -> std::io::Result<ExitCode> {
 
 /// Why a command stopped: a refusal (exit code and message), or a failed
 /// write of its own output.
-enum Failure {
+pub(crate) enum Failure {
     Refused(u8, String),
     Output(std::io::Error),
 }
@@ -225,12 +225,12 @@ impl From<std::io::Error> for Failure {
     }
 }
 
-fn refused(code: u8, msg: impl Into<String>) -> Failure {
+pub(crate) fn refused(code: u8, msg: impl Into<String>) -> Failure {
     Failure::Refused(code, msg.into())
 }
 
 /// The exit code of an error class.
-fn code_of(class: &str) -> u8 {
+pub(crate) fn code_of(class: &str) -> u8 {
     match class {
         "InvalidArgument" | "ResourceExhausted" => 2,
         "NotFound" => 3,
@@ -289,7 +289,7 @@ fn failed(what: &str, e: &ReleaseError) -> Failure {
 /// Reads an input file through a limit on the bytes actually read (the
 /// limit plus one), so a pipe or a device that reports no size is bounded
 /// too; the buffer never grows past the limit plus one byte.
-fn read_input(path: &Path, limit: u64, what: &str) -> Result<Vec<u8>, Failure> {
+pub(crate) fn read_input(path: &Path, limit: u64, what: &str) -> Result<Vec<u8>, Failure> {
     let cannot =
         |e: std::io::Error| refused(2, format!("cannot read the {what} {}: {e}", path.display()));
     let file = std::fs::File::open(path).map_err(cannot)?;
@@ -310,7 +310,7 @@ fn read_input(path: &Path, limit: u64, what: &str) -> Result<Vec<u8>, Failure> {
 }
 
 /// The component inspector this build wires in.
-fn inspector() -> Arc<dyn ComponentInspector> {
+pub(crate) fn inspector() -> Arc<dyn ComponentInspector> {
     #[cfg(feature = "wasm")]
     let inspector = Arc::new(custos_wasm::WasmInspector);
     #[cfg(not(feature = "wasm"))]
@@ -327,7 +327,7 @@ fn open(root: &Path, access: Access) -> Result<ReleaseRepository<RealFs>, Failur
     })
 }
 
-fn print_json(out: &mut Out, v: &serde_json::Value) -> Result<(), Failure> {
+pub(crate) fn print_json(out: &mut Out, v: &serde_json::Value) -> Result<(), Failure> {
     let s = serde_json::to_string_pretty(v)
         .map_err(|e| refused(1, format!("cannot encode the report: {e}")))?;
     out.line(s)?;

@@ -1,0 +1,441 @@
+//! `custos deployments …`: the local deployment catalog over a release
+//! catalog.
+//!
+//! - `apply <root> --releases <release-root> --tenant T --manifest F
+//!   [--expected-generation G]` applies (creates or updates) one deployment;
+//!   `--expected-generation 0` requires it to be absent, `G > 0` requires
+//!   exactly that object version. Prints the receipt: the installed record
+//!   and the catalog generation that published it.
+//! - `delete <root> --releases R --tenant T <id> [--expected-generation G]`.
+//! - `get <root> --releases R --tenant T <id>` and `list <root> --releases
+//!   R --tenant T [--service S] [--page-size N] [--page-token TOKEN]` read
+//!   only (shared locks; nothing is created or synced).
+//! - `resolve <root> --releases R --tenant T --service S [--route NAME]
+//!   --contract C --function F [--routing-key K]` prints the selected
+//!   revision and release.
+//! - `revision --manifest F` prints a manifest's revision id and the
+//!   canonical bytes it hashes (no catalog needed).
+//!
+//! Every command takes `--json`. Exit codes: 0 success; 1 a damaged
+//! catalog or a filesystem failure; 2 bad input (an invalid manifest, a
+//! limit, a bad page size, scope or token, a directory that is not a
+//! catalog); 3 not found (no catalog, no such deployment, no such route or
+//! endpoint, an unknown release); 4 a conflict (a stale expected
+//! generation, an expired page token, another tenant's deployment); 5
+//! unavailable (a live owner, an uncertain commit: committed, durability
+//! unknown).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Subcommand;
+use custos_core::deployment::manifest::{DeploymentManifest, MAX_MANIFEST_BYTES};
+use custos_core::deployment::page::PageRequest;
+use custos_core::deployment::route::{ReleaseSource, Target};
+use custos_core::deployment::state::{Mutation, Receipt, Request};
+use custos_core::release::bounds::Bounds;
+use custos_fs::deployment::{DeploymentRepoError, DeploymentRepository, ReleaseCatalog};
+use custos_fs::release::ReleaseRepository;
+use custos_fs::{Access, RealFs};
+use serde_json::json;
+
+use crate::out::Out;
+use crate::releases::{code_of, inspector, print_json, read_input, refused, Failure};
+
+/// `custos deployments …`.
+#[derive(Subcommand, Debug)]
+pub enum DeploymentsCommand {
+    /// Apply one deployment (a nonexistent or empty directory becomes a new catalog).
+    Apply {
+        /// The deployment catalog root.
+        root: PathBuf,
+        /// The release catalog root.
+        #[arg(long)]
+        releases: PathBuf,
+        /// The authenticated tenant (the manifest's tenant must match).
+        #[arg(long)]
+        tenant: String,
+        /// The manifest (JSON).
+        #[arg(long)]
+        manifest: PathBuf,
+        /// 0: create only; G > 0: require exactly object version G.
+        #[arg(long)]
+        expected_generation: Option<u64>,
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete one deployment.
+    Delete {
+        /// The deployment catalog root.
+        root: PathBuf,
+        /// The release catalog root.
+        #[arg(long)]
+        releases: PathBuf,
+        /// The authenticated tenant.
+        #[arg(long)]
+        tenant: String,
+        /// The deployment id.
+        id: String,
+        /// G > 0: require exactly object version G.
+        #[arg(long)]
+        expected_generation: Option<u64>,
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one deployment of a tenant (read-only).
+    Get {
+        /// The deployment catalog root.
+        root: PathBuf,
+        /// The release catalog root.
+        #[arg(long)]
+        releases: PathBuf,
+        /// The authenticated tenant.
+        #[arg(long)]
+        tenant: String,
+        /// The deployment id.
+        id: String,
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List a tenant's deployments, one page (read-only).
+    List {
+        /// The deployment catalog root.
+        root: PathBuf,
+        /// The release catalog root.
+        #[arg(long)]
+        releases: PathBuf,
+        /// The authenticated tenant.
+        #[arg(long)]
+        tenant: String,
+        /// Only this service.
+        #[arg(long)]
+        service: Option<String>,
+        /// Records per page, 1..=1000.
+        #[arg(long, default_value_t = 100)]
+        page_size: u32,
+        /// The previous page's continuation token.
+        #[arg(long)]
+        page_token: Option<String>,
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Resolve an invocation target to a revision (read-only).
+    Resolve {
+        /// The deployment catalog root.
+        root: PathBuf,
+        /// The release catalog root.
+        #[arg(long)]
+        releases: PathBuf,
+        /// The tenant.
+        #[arg(long)]
+        tenant: String,
+        /// The service.
+        #[arg(long)]
+        service: String,
+        /// The route (a deployment id); the default route when absent.
+        #[arg(long)]
+        route: Option<String>,
+        /// The contract (interface).
+        #[arg(long)]
+        contract: String,
+        /// The function.
+        #[arg(long)]
+        function: String,
+        /// The routing key.
+        #[arg(long)]
+        routing_key: Option<String>,
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a manifest's revision id and the canonical bytes it hashes.
+    Revision {
+        /// The manifest (JSON).
+        #[arg(long)]
+        manifest: PathBuf,
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+impl DeploymentsCommand {
+    fn name(&self) -> &'static str {
+        match self {
+            DeploymentsCommand::Apply { .. } => "apply",
+            DeploymentsCommand::Delete { .. } => "delete",
+            DeploymentsCommand::Get { .. } => "get",
+            DeploymentsCommand::List { .. } => "list",
+            DeploymentsCommand::Resolve { .. } => "resolve",
+            DeploymentsCommand::Revision { .. } => "revision",
+        }
+    }
+}
+
+/// Runs a deployments command (report to stdout, refusals to stderr).
+pub fn run(cmd: DeploymentsCommand) -> ExitCode {
+    crate::out::run(|out| run_in(cmd, out))
+}
+
+fn run_in(cmd: DeploymentsCommand, out: &mut Out) -> std::io::Result<ExitCode> {
+    let name = cmd.name();
+    let result = dispatch(cmd, out);
+    match result {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(Failure::Output(e)) => Err(e),
+        Err(Failure::Refused(code, msg)) => {
+            crate::out::err(format_args!("custos deployments {name}: {msg}"));
+            Ok(ExitCode::from(code))
+        }
+    }
+}
+
+fn dispatch(cmd: DeploymentsCommand, out: &mut Out) -> Result<(), Failure> {
+    use DeploymentsCommand as C;
+    match cmd {
+        C::Apply {
+            root,
+            releases,
+            tenant,
+            manifest,
+            expected_generation,
+            json,
+        } => {
+            let m = read_manifest(&manifest)?;
+            let req = request(
+                &tenant,
+                Mutation::Apply {
+                    manifest: Box::new(m),
+                    expected: expected_generation,
+                },
+            );
+            mutate(out, &root, &releases, req, json)
+        }
+        C::Delete {
+            root,
+            releases,
+            tenant,
+            id,
+            expected_generation,
+            json,
+        } => {
+            let req = request(
+                &tenant,
+                Mutation::Delete {
+                    id,
+                    expected: expected_generation,
+                },
+            );
+            mutate(out, &root, &releases, req, json)
+        }
+        C::Get {
+            root,
+            releases,
+            tenant,
+            id,
+            json,
+        } => {
+            let repo = open(&root, &releases, Access::Read)?;
+            let d = repo.get(&tenant, &id).map_err(|e| failed("get", &e))?;
+            let Some(d) = d else {
+                return Err(refused(3, format!("NotFound: deployment-not-found: no deployment {id:?} for tenant {tenant:?}")));
+            };
+            if json {
+                return print_json(out, &json!(d));
+            }
+            out.line(format!(
+                "{} generation {} release {} weight {}",
+                d.manifest.id, d.generation, d.manifest.release, d.manifest.route_weight
+            ))?;
+            out.line(format!("revision {}", d.manifest.revision_id()))?;
+            Ok(())
+        }
+        C::List {
+            root,
+            releases,
+            tenant,
+            service,
+            page_size,
+            page_token,
+            json,
+        } => {
+            let repo = open(&root, &releases, Access::Read)?;
+            let page = repo
+                .page(&PageRequest {
+                    tenant,
+                    service,
+                    page_size,
+                    page_token,
+                })
+                .map_err(|e| failed("list", &e))?;
+            if json {
+                return print_json(out, &json!(page));
+            }
+            for d in &page.deployments {
+                out.line(format!(
+                    "{}\tgeneration {}\t{}\tweight {}",
+                    d.manifest.id, d.generation, d.manifest.service, d.manifest.route_weight
+                ))?;
+            }
+            out.line(format!(
+                "{} deployment(s) at catalog generation {}",
+                page.deployments.len(),
+                page.catalog_generation
+            ))?;
+            if let Some(t) = page.next_page_token {
+                out.line(format!("next page: --page-token {t}"))?;
+            }
+            Ok(())
+        }
+        C::Resolve {
+            root,
+            releases,
+            tenant,
+            service,
+            route,
+            contract,
+            function,
+            routing_key,
+            json,
+        } => {
+            let repo = open(&root, &releases, Access::Read)?;
+            let target = Target {
+                tenant,
+                service,
+                route,
+                contract,
+                function,
+            };
+            let r = repo
+                .resolve(&target, routing_key.as_deref())
+                .map_err(|e| failed("resolve", &e))?;
+            if json {
+                return print_json(out, &json!(r));
+            }
+            out.line(format!(
+                "{} release {} (deployment {}, generation {}, catalog generation {})",
+                r.revision, r.release, r.deployment_id, r.generation, r.catalog_generation
+            ))?;
+            Ok(())
+        }
+        C::Revision { manifest, json } => {
+            let m = read_manifest(&manifest)?;
+            let canonical = String::from_utf8(m.identity().canonical())
+                .map_err(|_| refused(1, "the canonical form is not UTF-8"))?;
+            if json {
+                return print_json(
+                    out,
+                    &json!({ "revision": m.revision_id().to_string(), "canonical": canonical }),
+                );
+            }
+            out.line(m.revision_id())?;
+            out.line(canonical)?;
+            Ok(())
+        }
+    }
+}
+
+fn request(tenant: &str, mutation: Mutation) -> Request {
+    Request {
+        tenant: Some(tenant.to_owned()),
+        mutation,
+        compiled_at: 0,
+        operation: None,
+    }
+}
+
+fn read_manifest(path: &Path) -> Result<DeploymentManifest, Failure> {
+    let bytes = read_input(path, MAX_MANIFEST_BYTES as u64, "manifest")?;
+    DeploymentManifest::decode(&bytes)
+        .map_err(|e| refused(2, format!("{e} ({}: {})", path.display(), e.reason())))
+}
+
+fn exit_code(e: &DeploymentRepoError) -> u8 {
+    match e.class() {
+        "StateConflict" | "PermissionDenied" => 4,
+        "RouteUnavailable" | "IncompatibleContract" => 3,
+        other => code_of(other),
+    }
+}
+
+fn failed(what: &str, e: &DeploymentRepoError) -> Failure {
+    let hint = match e {
+        DeploymentRepoError::Uncertain(_) => "\n  what to do: the change IS committed and visible; check the disk, then read the deployment before deciding anything else",
+        DeploymentRepoError::Rule(r) if r.reason() == "deployment-generation-conflict" => "\n  what to do: `custos deployments get` shows the current object generation; decide again from it",
+        DeploymentRepoError::Rule(r) if r.reason() == "expired-deployment-page-token" => "\n  what to do: a publication expired the token: list again from the first page",
+        _ => "",
+    };
+    refused(exit_code(e), format!("{what}: {e} [{}]{hint}", e.reason()))
+}
+
+fn open(
+    root: &Path,
+    releases: &Path,
+    access: Access,
+) -> Result<DeploymentRepository<RealFs>, Failure> {
+    let rel = ReleaseRepository::open_as(
+        Access::Read,
+        RealFs,
+        releases,
+        Bounds::default(),
+        inspector(),
+    )
+    .map_err(|e| {
+        refused(
+            code_of(e.root_cause().class()),
+            format!(
+                "cannot open the release catalog at {}: {e}",
+                releases.display()
+            ),
+        )
+    })?;
+    let source: Arc<dyn ReleaseSource + Send + Sync> = Arc::new(ReleaseCatalog(Arc::new(rel)));
+    DeploymentRepository::open(RealFs, root, source, access).map_err(|e| {
+        failed(
+            &format!("cannot open the deployment catalog at {}", root.display()),
+            &e,
+        )
+    })
+}
+
+fn mutate(
+    out: &mut Out,
+    root: &Path,
+    releases: &Path,
+    req: Request,
+    json: bool,
+) -> Result<(), Failure> {
+    let repo = open(root, releases, Access::Write)?;
+    let receipt = repo
+        .mutate(req)
+        .map_err(|e| failed("the change was refused", &e))?;
+    if json {
+        return print_json(out, &json!(receipt));
+    }
+    match &receipt {
+        Receipt::Applied {
+            deployments,
+            catalog_generation,
+        } => {
+            for d in deployments {
+                out.line(format!("applied {} generation {} revision {} (catalog generation {catalog_generation})", d.manifest.id, d.generation, d.manifest.revision_id()))?;
+            }
+        }
+        Receipt::Deleted {
+            deployment,
+            catalog_generation,
+        } => {
+            out.line(format!(
+                "deleted {} (was generation {}; catalog generation {catalog_generation})",
+                deployment.manifest.id, deployment.generation
+            ))?;
+        }
+        other => out.line(format!("catalog generation {}", other.catalog_generation()))?,
+    }
+    Ok(())
+}

@@ -1,0 +1,417 @@
+//! `custos deployments …` end to end through the binary, over a release
+//! catalog published by `custos releases publish`: apply, resolve, get,
+//! list, delete, revision; every bad input refused with the deployment
+//! catalog byte-untouched.
+
+#![cfg(feature = "fs")]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use custos_core::release::Sha256;
+use custos_fs::crash::image_of;
+
+fn custos(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_custos"))
+        .args(args)
+        .output()
+        .expect("custos runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+const CONTRACT: &str = r#"{"interfaces":[{"name":"add","functions":[{"name":"add","params":[{"name":"a","ty":"u32"},{"name":"b","ty":"u32"}],"results":["u32"]}]}]}"#;
+
+fn component() -> Vec<u8> {
+    #[cfg(feature = "wasm")]
+    let bytes = wat::parse_str(
+        r#"(component
+  (core module $m
+    (func (export "add") (param i32 i32) (result i32)
+      local.get 0 local.get 1 i32.add))
+  (core instance $i (instantiate $m))
+  (func $add (param "a" u32) (param "b" u32) (result u32)
+    (canon lift (core func $i "add")))
+  (export "add" (func $add)))"#,
+    )
+    .unwrap();
+    #[cfg(not(feature = "wasm"))]
+    let bytes = {
+        let mut c = b"\0asm\x0d\0\x01\0".to_vec();
+        c.extend(std::iter::repeat_n(7u8, 100));
+        c
+    };
+    bytes
+}
+
+/// Publishes one release into `dir/releases`; returns its digest.
+fn release(dir: &Path) -> Sha256 {
+    let comp = component();
+    let digest = Sha256::of(&comp);
+    let manifest = format!(
+        r#"{{"name":"adder","version":"1.0.0","tenant":"acme","service":"calc","component_digest":"{digest}","exports":["add"]}}"#
+    );
+    std::fs::write(dir.join("m.json"), manifest).unwrap();
+    std::fs::write(dir.join("c.wasm"), comp).unwrap();
+    std::fs::write(dir.join("contract.json"), CONTRACT).unwrap();
+    let out = custos(&[
+        "releases",
+        "publish",
+        dir.join("releases").to_str().unwrap(),
+        "--manifest",
+        dir.join("m.json").to_str().unwrap(),
+        "--component",
+        dir.join("c.wasm").to_str().unwrap(),
+        "--contract",
+        dir.join("contract.json").to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    digest
+}
+
+fn deployment(dir: &Path, name: &str, id: &str, release: &str, weight: u32) -> String {
+    let path = dir.join(name);
+    std::fs::write(
+        &path,
+        format!(
+            r#"{{"id":"{id}","tenant":"acme","service":"calc","release":"{release}","route_weight":{weight}}}"#
+        ),
+    )
+    .unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+#[test]
+fn apply_resolve_get_list_delete_and_revision() {
+    let tmp = tempfile::tempdir().unwrap();
+    let digest = release(tmp.path());
+    let root = tmp.path().join("deployments");
+    let (r, rel) = (root.to_str().unwrap(), tmp.path().join("releases"));
+    let rel = rel.to_str().unwrap();
+    let blue = deployment(tmp.path(), "blue.json", "blue", &digest.to_string(), 3);
+    let out = custos(&[
+        "deployments",
+        "apply",
+        r,
+        "--releases",
+        rel,
+        "--tenant",
+        "acme",
+        "--manifest",
+        &blue,
+        "--expected-generation",
+        "0",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("applied blue generation 1"),
+        "{}",
+        stdout(&out)
+    );
+
+    let out = custos(&[
+        "deployments",
+        "resolve",
+        r,
+        "--releases",
+        rel,
+        "--tenant",
+        "acme",
+        "--service",
+        "calc",
+        "--contract",
+        "add",
+        "--function",
+        "add",
+        "--routing-key",
+        "k",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["deployment_id"], "blue");
+    assert_eq!(v["release"], digest.to_string());
+
+    let out = custos(&["deployments", "revision", "--manifest", &blue, "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rev: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(rev["revision"], v["revision"]);
+    assert!(rev["canonical"]
+        .as_str()
+        .unwrap()
+        .contains(r#""route_weight":1"#));
+
+    let out = custos(&[
+        "deployments",
+        "get",
+        r,
+        "--releases",
+        rel,
+        "--tenant",
+        "acme",
+        "blue",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = custos(&[
+        "deployments",
+        "get",
+        r,
+        "--releases",
+        rel,
+        "--tenant",
+        "other",
+        "blue",
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+
+    let green = deployment(tmp.path(), "green.json", "green", &digest.to_string(), 1);
+    assert!(custos(&[
+        "deployments",
+        "apply",
+        r,
+        "--releases",
+        rel,
+        "--tenant",
+        "acme",
+        "--manifest",
+        &green
+    ])
+    .status
+    .success());
+    let out = custos(&[
+        "deployments",
+        "list",
+        r,
+        "--releases",
+        rel,
+        "--tenant",
+        "acme",
+        "--page-size",
+        "1",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(page["deployments"][0]["manifest"]["id"], "blue");
+    assert!(page["next_page_token"].is_string());
+
+    let out = custos(&[
+        "deployments",
+        "delete",
+        r,
+        "--releases",
+        rel,
+        "--tenant",
+        "acme",
+        "green",
+        "--expected-generation",
+        "2",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("deleted green (was generation 2; catalog generation 3)"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn every_bad_input_is_refused_with_the_catalog_byte_untouched() {
+    let tmp = tempfile::tempdir().unwrap();
+    let digest = release(tmp.path());
+    let root = tmp.path().join("deployments");
+    let (r, rel) = (root.to_str().unwrap(), tmp.path().join("releases"));
+    let rel = rel.to_str().unwrap();
+    let blue = deployment(tmp.path(), "blue.json", "blue", &digest.to_string(), 3);
+    assert!(custos(&[
+        "deployments",
+        "apply",
+        r,
+        "--releases",
+        rel,
+        "--tenant",
+        "acme",
+        "--manifest",
+        &blue
+    ])
+    .status
+    .success());
+    let before = image_of(&root).unwrap();
+
+    let bad = tmp.path().join("bad.json");
+    std::fs::write(&bad, r#"{"id":"default","tenant":"acme"}"#).unwrap();
+    let unknown = deployment(
+        tmp.path(),
+        "unknown.json",
+        "red",
+        &Sha256::of(b"nothing").to_string(),
+        1,
+    );
+    let weight = deployment(tmp.path(), "weight.json", "red", &digest.to_string(), 0);
+    let other_tenant = deployment(tmp.path(), "blue2.json", "blue", &digest.to_string(), 1);
+    let cases: Vec<(Vec<&str>, i32, &str)> = vec![
+        (
+            vec![
+                "apply",
+                r,
+                "--releases",
+                rel,
+                "--tenant",
+                "acme",
+                "--manifest",
+                bad.to_str().unwrap(),
+            ],
+            2,
+            "invalid-deployment",
+        ),
+        (
+            vec![
+                "apply",
+                r,
+                "--releases",
+                rel,
+                "--tenant",
+                "acme",
+                "--manifest",
+                &weight,
+            ],
+            2,
+            "route weight 0",
+        ),
+        (
+            vec![
+                "apply",
+                r,
+                "--releases",
+                rel,
+                "--tenant",
+                "acme",
+                "--manifest",
+                &unknown,
+            ],
+            5,
+            "release-unavailable",
+        ),
+        (
+            vec![
+                "apply",
+                r,
+                "--releases",
+                rel,
+                "--tenant",
+                "acme",
+                "--manifest",
+                &blue,
+                "--expected-generation",
+                "7",
+            ],
+            4,
+            "deployment-generation-conflict",
+        ),
+        (
+            vec![
+                "apply",
+                r,
+                "--releases",
+                rel,
+                "--tenant",
+                "beta",
+                "--manifest",
+                &other_tenant,
+            ],
+            4,
+            "deployment-tenant-mismatch",
+        ),
+        (
+            vec!["delete", r, "--releases", rel, "--tenant", "acme", "nope"],
+            3,
+            "deployment-not-found",
+        ),
+        (
+            vec![
+                "list",
+                r,
+                "--releases",
+                rel,
+                "--tenant",
+                "acme",
+                "--page-token",
+                "zz",
+            ],
+            2,
+            "invalid-deployment-page-token",
+        ),
+        (
+            vec![
+                "list",
+                r,
+                "--releases",
+                rel,
+                "--tenant",
+                "acme",
+                "--page-size",
+                "0",
+            ],
+            2,
+            "invalid-deployment-page-size",
+        ),
+        (
+            vec![
+                "resolve",
+                r,
+                "--releases",
+                rel,
+                "--tenant",
+                "acme",
+                "--service",
+                "calc",
+                "--route",
+                "nope",
+                "--contract",
+                "add",
+                "--function",
+                "add",
+            ],
+            3,
+            "route-unavailable",
+        ),
+        (
+            vec![
+                "resolve",
+                r,
+                "--releases",
+                rel,
+                "--tenant",
+                "acme",
+                "--service",
+                "calc",
+                "--contract",
+                "add",
+                "--function",
+                "sub",
+            ],
+            3,
+            "incompatible-contract",
+        ),
+    ];
+    for (args, code, needle) in cases {
+        let mut full = vec!["deployments"];
+        full.extend(args.iter().copied());
+        let out = custos(&full);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
+        assert_eq!(
+            image_of(&root).unwrap(),
+            before,
+            "{args:?} changed the catalog"
+        );
+    }
+}
