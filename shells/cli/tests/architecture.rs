@@ -164,7 +164,10 @@ fn core_reaches_no_io_crate() {
     .collect();
     let direct = g.direct("custos-core");
     let extra: Vec<_> = direct.difference(&allowed).collect();
-    assert!(extra.is_empty(), "custos-core gained direct dependencies: {extra:?}");
+    assert!(
+        extra.is_empty(),
+        "custos-core gained direct dependencies: {extra:?}"
+    );
 }
 
 #[test]
