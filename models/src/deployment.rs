@@ -40,10 +40,26 @@ pub const IDS: [&str; 2] = ["a", "b"];
 /// (a reweight), an unconditional apply of `a`, a conditional apply of `b`
 /// (an unrelated object), a conditional delete of `a`, and a batch of both.
 pub const INTENTS: [Intent; 6] = [
-    Intent::Apply { id: 0, weight: 1, conditional: true },
-    Intent::Apply { id: 0, weight: 2, conditional: true },
-    Intent::Apply { id: 0, weight: 1, conditional: false },
-    Intent::Apply { id: 1, weight: 1, conditional: true },
+    Intent::Apply {
+        id: 0,
+        weight: 1,
+        conditional: true,
+    },
+    Intent::Apply {
+        id: 0,
+        weight: 2,
+        conditional: true,
+    },
+    Intent::Apply {
+        id: 0,
+        weight: 1,
+        conditional: false,
+    },
+    Intent::Apply {
+        id: 1,
+        weight: 1,
+        conditional: true,
+    },
     Intent::Delete { id: 0 },
     Intent::Batch,
 ];
@@ -289,9 +305,17 @@ impl DeploymentModel {
 
     /// The request writer `w` forms for `intent` after reading `live`.
     fn request(&self, w: u8, seq: u8, intent: Intent, live: &Catalog) -> Request {
-        let observed = |id: u8| live.objects.get(IDS[usize::from(id)]).map_or(0, |d| d.generation);
+        let observed = |id: u8| {
+            live.objects
+                .get(IDS[usize::from(id)])
+                .map_or(0, |d| d.generation)
+        };
         let mutation = match intent {
-            Intent::Apply { id, weight, conditional } => Mutation::Apply {
+            Intent::Apply {
+                id,
+                weight,
+                conditional,
+            } => Mutation::Apply {
                 manifest: Box::new(manifest(id, weight)),
                 expected: conditional.then(|| observed(id)),
             },
@@ -346,11 +370,15 @@ impl DeploymentModel {
 
 /// The mutant's per-object version counter.
 fn restamp_per_object(live: &Catalog, d: &mut Decision) {
-    let (Some(next), Receipt::Applied { deployments, .. }) = (d.next.as_mut(), &mut d.receipt) else {
+    let (Some(next), Receipt::Applied { deployments, .. }) = (d.next.as_mut(), &mut d.receipt)
+    else {
         return;
     };
     for r in deployments.iter_mut() {
-        let g = live.objects.get(&r.manifest.id).map_or(1, |o| o.generation + 1);
+        let g = live
+            .objects
+            .get(&r.manifest.id)
+            .map_or(1, |o| o.generation + 1);
         r.generation = g;
         if let Some(o) = next.objects.get_mut(&r.manifest.id) {
             o.generation = g;
@@ -454,8 +482,16 @@ impl DeploymentModel {
                 s.seen |= seen::RECOMPILED;
                 let mut again = req.clone();
                 again.compiled_at = live;
-                let early = self.decide(&s.memory, &again).ok().and_then(|d| d.next).map(Box::new);
-                s.writers[w].phase = Phase::Prepared { req: again, early, retry };
+                let early = self
+                    .decide(&s.memory, &again)
+                    .ok()
+                    .and_then(|d| d.next)
+                    .map(Box::new);
+                s.writers[w].phase = Phase::Prepared {
+                    req: again,
+                    early,
+                    retry,
+                };
             }
             Err(e) => {
                 if matches!(e, DeploymentError::GenerationConflict { .. }) {
@@ -702,18 +738,21 @@ impl Model for DeploymentModel {
             Property::<Self>::always("a stale precondition never commits", |_, s| {
                 s.broken & rule::STALE_COMMIT == 0
             }),
-            Property::<Self>::always("a receipt is exactly the state its decision produced", |_, s| {
-                s.broken & rule::RECEIPT == 0
-            }),
-            Property::<Self>::always("readers see a complete old or complete new catalog", |_, s| {
-                s.broken & rule::TORN_READ == 0
-            }),
+            Property::<Self>::always(
+                "a receipt is exactly the state its decision produced",
+                |_, s| s.broken & rule::RECEIPT == 0,
+            ),
+            Property::<Self>::always(
+                "readers see a complete old or complete new catalog",
+                |_, s| s.broken & rule::TORN_READ == 0,
+            ),
             Property::<Self>::always("object and catalog stamps only grow", |_, s| {
                 s.broken & rule::STAMP == 0
             }),
-            Property::<Self>::always("a token from an older generation never yields a page", |_, s| {
-                s.broken & rule::OLD_TOKEN == 0
-            }),
+            Property::<Self>::always(
+                "a token from an older generation never yields a page",
+                |_, s| s.broken & rule::OLD_TOKEN == 0,
+            ),
             Property::<Self>::always("a managed operation commits at most once", |_, s| {
                 s.broken & rule::TWICE == 0
             }),
@@ -726,9 +765,10 @@ impl Model for DeploymentModel {
             Property::<Self>::sometimes("a stale precondition is refused", |_, s| {
                 s.seen & seen::STALE_REFUSED != 0
             }),
-            Property::<Self>::sometimes("a receipt is returned after another writer committed", |_, s| {
-                s.seen & seen::RECEIPT_AFTER_OTHER != 0
-            }),
+            Property::<Self>::sometimes(
+                "a receipt is returned after another writer committed",
+                |_, s| s.seen & seen::RECEIPT_AFTER_OTHER != 0,
+            ),
             Property::<Self>::sometimes("a reader resolves a deployment", |_, s| {
                 s.seen & seen::RESOLVED != 0
             }),
@@ -741,18 +781,20 @@ impl Model for DeploymentModel {
             Property::<Self>::sometimes("a retried operation is replayed from the ring", |_, s| {
                 s.seen & seen::REPLAYED != 0
             }),
-            Property::<Self>::sometimes("a retried operation is refused once its receipt expired", |_, s| {
-                s.seen & seen::EXPIRED_OP != 0
-            }),
+            Property::<Self>::sometimes(
+                "a retried operation is refused once its receipt expired",
+                |_, s| s.seen & seen::EXPIRED_OP != 0,
+            ),
             Property::<Self>::sometimes("a deployment is reweighted", |_, s| {
                 s.seen & seen::REWEIGHTED != 0
             }),
             Property::<Self>::sometimes("a directory sync fails after the rename", |_, s| {
                 s.seen & seen::UNCERTAIN != 0
             }),
-            Property::<Self>::sometimes("a stale route generation sends a writer to recompile", |_, s| {
-                s.seen & seen::RECOMPILED != 0
-            }),
+            Property::<Self>::sometimes(
+                "a stale route generation sends a writer to recompile",
+                |_, s| s.seen & seen::RECOMPILED != 0,
+            ),
         ]
     }
 }
