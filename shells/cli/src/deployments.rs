@@ -239,22 +239,7 @@ fn dispatch(cmd: DeploymentsCommand, out: &mut Out) -> Result<(), Failure> {
             tenant,
             id,
             json,
-        } => {
-            let repo = open(&root, &releases, Access::Read)?;
-            let d = repo.get(&tenant, &id).map_err(|e| failed("get", &e))?;
-            let Some(d) = d else {
-                return Err(refused(3, format!("NotFound: deployment-not-found: no deployment {id:?} for tenant {tenant:?}")));
-            };
-            if json {
-                return print_json(out, &json!(d));
-            }
-            out.line(format!(
-                "{} generation {} release {} weight {}",
-                d.manifest.id, d.generation, d.manifest.release, d.manifest.route_weight
-            ))?;
-            out.line(format!("revision {}", d.manifest.revision_id()))?;
-            Ok(())
-        }
+        } => get(out, &root, &releases, &tenant, &id, json),
         C::List {
             root,
             releases,
@@ -265,32 +250,13 @@ fn dispatch(cmd: DeploymentsCommand, out: &mut Out) -> Result<(), Failure> {
             json,
         } => {
             let repo = open(&root, &releases, Access::Read)?;
-            let page = repo
-                .page(&PageRequest {
-                    tenant,
-                    service,
-                    page_size,
-                    page_token,
-                })
-                .map_err(|e| failed("list", &e))?;
-            if json {
-                return print_json(out, &json!(page));
-            }
-            for d in &page.deployments {
-                out.line(format!(
-                    "{}\tgeneration {}\t{}\tweight {}",
-                    d.manifest.id, d.generation, d.manifest.service, d.manifest.route_weight
-                ))?;
-            }
-            out.line(format!(
-                "{} deployment(s) at catalog generation {}",
-                page.deployments.len(),
-                page.catalog_generation
-            ))?;
-            if let Some(t) = page.next_page_token {
-                out.line(format!("next page: --page-token {t}"))?;
-            }
-            Ok(())
+            let req = PageRequest {
+                tenant,
+                service,
+                page_size,
+                page_token,
+            };
+            list(out, &repo, &req, json)
         }
         C::Resolve {
             root,
@@ -303,7 +269,6 @@ fn dispatch(cmd: DeploymentsCommand, out: &mut Out) -> Result<(), Failure> {
             routing_key,
             json,
         } => {
-            let repo = open(&root, &releases, Access::Read)?;
             let target = Target {
                 tenant,
                 service,
@@ -311,33 +276,101 @@ fn dispatch(cmd: DeploymentsCommand, out: &mut Out) -> Result<(), Failure> {
                 contract,
                 function,
             };
-            let r = repo
-                .resolve(&target, routing_key.as_deref())
-                .map_err(|e| failed("resolve", &e))?;
-            if json {
-                return print_json(out, &json!(r));
-            }
-            out.line(format!(
-                "{} release {} (deployment {}, generation {}, catalog generation {})",
-                r.revision, r.release, r.deployment_id, r.generation, r.catalog_generation
-            ))?;
-            Ok(())
+            resolve(out, &root, &releases, &target, routing_key.as_deref(), json)
         }
-        C::Revision { manifest, json } => {
-            let m = read_manifest(&manifest)?;
-            let canonical = String::from_utf8(m.identity().canonical())
-                .map_err(|_| refused(1, "the canonical form is not UTF-8"))?;
-            if json {
-                return print_json(
-                    out,
-                    &json!({ "revision": m.revision_id().to_string(), "canonical": canonical }),
-                );
-            }
-            out.line(m.revision_id())?;
-            out.line(canonical)?;
-            Ok(())
-        }
+        C::Revision { manifest, json } => revision(out, &manifest, json),
     }
+}
+
+fn get(
+    out: &mut Out,
+    root: &Path,
+    releases: &Path,
+    tenant: &str,
+    id: &str,
+    json: bool,
+) -> Result<(), Failure> {
+    let repo = open(root, releases, Access::Read)?;
+    let d = repo.get(tenant, id).map_err(|e| failed("get", &e))?;
+    let Some(d) = d else {
+        return Err(refused(
+            3,
+            format!("NotFound: deployment-not-found: no deployment {id:?} for tenant {tenant:?}"),
+        ));
+    };
+    if json {
+        return print_json(out, &json!(d));
+    }
+    out.line(format!(
+        "{} generation {} release {} weight {}",
+        d.manifest.id, d.generation, d.manifest.release, d.manifest.route_weight
+    ))?;
+    out.line(format!("revision {}", d.manifest.revision_id()))?;
+    Ok(())
+}
+
+fn list(
+    out: &mut Out,
+    repo: &DeploymentRepository<RealFs>,
+    req: &PageRequest,
+    json: bool,
+) -> Result<(), Failure> {
+    let page = repo.page(req).map_err(|e| failed("list", &e))?;
+    if json {
+        return print_json(out, &json!(page));
+    }
+    for d in &page.deployments {
+        out.line(format!(
+            "{}\tgeneration {}\t{}\tweight {}",
+            d.manifest.id, d.generation, d.manifest.service, d.manifest.route_weight
+        ))?;
+    }
+    out.line(format!(
+        "{} deployment(s) at catalog generation {}",
+        page.deployments.len(),
+        page.catalog_generation
+    ))?;
+    if let Some(t) = page.next_page_token {
+        out.line(format!("next page: --page-token {t}"))?;
+    }
+    Ok(())
+}
+
+fn resolve(
+    out: &mut Out,
+    root: &Path,
+    releases: &Path,
+    target: &Target,
+    key: Option<&str>,
+    json: bool,
+) -> Result<(), Failure> {
+    let repo = open(root, releases, Access::Read)?;
+    let r = repo
+        .resolve(target, key)
+        .map_err(|e| failed("resolve", &e))?;
+    if json {
+        return print_json(out, &json!(r));
+    }
+    out.line(format!(
+        "{} release {} (deployment {}, generation {}, catalog generation {})",
+        r.revision, r.release, r.deployment_id, r.generation, r.catalog_generation
+    ))?;
+    Ok(())
+}
+
+fn revision(out: &mut Out, manifest: &Path, json: bool) -> Result<(), Failure> {
+    let m = read_manifest(manifest)?;
+    let canonical = String::from_utf8(m.identity().canonical())
+        .map_err(|_| refused(1, "the canonical form is not UTF-8"))?;
+    if json {
+        return print_json(
+            out,
+            &json!({ "revision": m.revision_id().to_string(), "canonical": canonical }),
+        );
+    }
+    out.line(m.revision_id())?;
+    out.line(canonical)?;
+    Ok(())
 }
 
 fn request(tenant: &str, mutation: Mutation) -> Request {

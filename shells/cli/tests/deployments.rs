@@ -88,27 +88,33 @@ fn deployment(dir: &Path, name: &str, id: &str, release: &str, weight: u32) -> S
     path.to_str().unwrap().to_owned()
 }
 
+/// Runs `custos deployments <line>`, the line split at whitespace (the
+/// temporary paths hold none).
+fn dep(line: &str) -> Output {
+    let mut args = vec!["deployments"];
+    args.extend(line.split_whitespace());
+    custos(&args)
+}
+
+fn json_of(o: &Output) -> serde_json::Value {
+    assert!(o.status.success(), "{}", stderr(o));
+    serde_json::from_str(&stdout(o)).unwrap()
+}
+
 #[test]
 fn apply_resolve_get_list_delete_and_revision() {
     let tmp = tempfile::tempdir().unwrap();
     let digest = release(tmp.path());
-    let root = tmp.path().join("deployments");
-    let (r, rel) = (root.to_str().unwrap(), tmp.path().join("releases"));
-    let rel = rel.to_str().unwrap();
+    let at = format!(
+        "{} --releases {} --tenant acme",
+        tmp.path().join("deployments").display(),
+        tmp.path().join("releases").display()
+    );
+    assert!(!at.contains("  "));
     let blue = deployment(tmp.path(), "blue.json", "blue", &digest.to_string(), 3);
-    let out = custos(&[
-        "deployments",
-        "apply",
-        r,
-        "--releases",
-        rel,
-        "--tenant",
-        "acme",
-        "--manifest",
-        &blue,
-        "--expected-generation",
-        "0",
-    ]);
+    let out = dep(&format!(
+        "apply {at} --manifest {blue} --expected-generation 0"
+    ));
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
         stdout(&out).contains("applied blue generation 1"),
@@ -116,105 +122,32 @@ fn apply_resolve_get_list_delete_and_revision() {
         stdout(&out)
     );
 
-    let out = custos(&[
-        "deployments",
-        "resolve",
-        r,
-        "--releases",
-        rel,
-        "--tenant",
-        "acme",
-        "--service",
-        "calc",
-        "--contract",
-        "add",
-        "--function",
-        "add",
-        "--routing-key",
-        "k",
-        "--json",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let v = json_of(&dep(&format!(
+        "resolve {at} --service calc --contract add --function add --routing-key k --json"
+    )));
     assert_eq!(v["deployment_id"], "blue");
     assert_eq!(v["release"], digest.to_string());
 
-    let out = custos(&["deployments", "revision", "--manifest", &blue, "--json"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let rev: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let rev = json_of(&dep(&format!("revision --manifest {blue} --json")));
     assert_eq!(rev["revision"], v["revision"]);
     assert!(rev["canonical"]
         .as_str()
         .unwrap()
         .contains(r#""route_weight":1"#));
 
-    let out = custos(&[
-        "deployments",
-        "get",
-        r,
-        "--releases",
-        rel,
-        "--tenant",
-        "acme",
-        "blue",
-        "--json",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let out = custos(&[
-        "deployments",
-        "get",
-        r,
-        "--releases",
-        rel,
-        "--tenant",
-        "other",
-        "blue",
-    ]);
-    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    json_of(&dep(&format!("get {at} blue --json")));
+    let other = at.replace("--tenant acme", "--tenant other");
+    assert_eq!(dep(&format!("get {other} blue")).status.code(), Some(3));
 
     let green = deployment(tmp.path(), "green.json", "green", &digest.to_string(), 1);
-    assert!(custos(&[
-        "deployments",
-        "apply",
-        r,
-        "--releases",
-        rel,
-        "--tenant",
-        "acme",
-        "--manifest",
-        &green
-    ])
-    .status
-    .success());
-    let out = custos(&[
-        "deployments",
-        "list",
-        r,
-        "--releases",
-        rel,
-        "--tenant",
-        "acme",
-        "--page-size",
-        "1",
-        "--json",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let page: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert!(dep(&format!("apply {at} --manifest {green}"))
+        .status
+        .success());
+    let page = json_of(&dep(&format!("list {at} --page-size 1 --json")));
     assert_eq!(page["deployments"][0]["manifest"]["id"], "blue");
     assert!(page["next_page_token"].is_string());
 
-    let out = custos(&[
-        "deployments",
-        "delete",
-        r,
-        "--releases",
-        rel,
-        "--tenant",
-        "acme",
-        "green",
-        "--expected-generation",
-        "2",
-    ]);
+    let out = dep(&format!("delete {at} green --expected-generation 2"));
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
         stdout(&out).contains("deleted green (was generation 2; catalog generation 3)"),
@@ -228,190 +161,80 @@ fn every_bad_input_is_refused_with_the_catalog_byte_untouched() {
     let tmp = tempfile::tempdir().unwrap();
     let digest = release(tmp.path());
     let root = tmp.path().join("deployments");
-    let (r, rel) = (root.to_str().unwrap(), tmp.path().join("releases"));
-    let rel = rel.to_str().unwrap();
+    let at = format!(
+        "{} --releases {} --tenant acme",
+        root.display(),
+        tmp.path().join("releases").display()
+    );
     let blue = deployment(tmp.path(), "blue.json", "blue", &digest.to_string(), 3);
-    assert!(custos(&[
-        "deployments",
-        "apply",
-        r,
-        "--releases",
-        rel,
-        "--tenant",
-        "acme",
-        "--manifest",
-        &blue
-    ])
-    .status
-    .success());
+    assert!(dep(&format!("apply {at} --manifest {blue}"))
+        .status
+        .success());
     let before = image_of(&root).unwrap();
 
     let bad = tmp.path().join("bad.json");
     std::fs::write(&bad, r#"{"id":"default","tenant":"acme"}"#).unwrap();
-    let unknown = deployment(
-        tmp.path(),
-        "unknown.json",
-        "red",
-        &Sha256::of(b"nothing").to_string(),
-        1,
-    );
+    let bad = bad.display();
+    let nothing = Sha256::of(b"nothing").to_string();
+    let unknown = deployment(tmp.path(), "unknown.json", "red", &nothing, 1);
     let weight = deployment(tmp.path(), "weight.json", "red", &digest.to_string(), 0);
-    let other_tenant = deployment(tmp.path(), "blue2.json", "blue", &digest.to_string(), 1);
-    let cases: Vec<(Vec<&str>, i32, &str)> = vec![
+    let beta = at.replace("--tenant acme", "--tenant beta");
+    let cases = [
         (
-            vec![
-                "apply",
-                r,
-                "--releases",
-                rel,
-                "--tenant",
-                "acme",
-                "--manifest",
-                bad.to_str().unwrap(),
-            ],
+            format!("apply {at} --manifest {bad}"),
             2,
             "invalid-deployment",
         ),
         (
-            vec![
-                "apply",
-                r,
-                "--releases",
-                rel,
-                "--tenant",
-                "acme",
-                "--manifest",
-                &weight,
-            ],
+            format!("apply {at} --manifest {weight}"),
             2,
             "route weight 0",
         ),
         (
-            vec![
-                "apply",
-                r,
-                "--releases",
-                rel,
-                "--tenant",
-                "acme",
-                "--manifest",
-                &unknown,
-            ],
+            format!("apply {at} --manifest {unknown}"),
             5,
             "release-unavailable",
         ),
         (
-            vec![
-                "apply",
-                r,
-                "--releases",
-                rel,
-                "--tenant",
-                "acme",
-                "--manifest",
-                &blue,
-                "--expected-generation",
-                "7",
-            ],
+            format!("apply {at} --manifest {blue} --expected-generation 7"),
             4,
             "deployment-generation-conflict",
         ),
         (
-            vec![
-                "apply",
-                r,
-                "--releases",
-                rel,
-                "--tenant",
-                "beta",
-                "--manifest",
-                &other_tenant,
-            ],
+            format!("apply {beta} --manifest {blue}"),
             4,
             "deployment-tenant-mismatch",
         ),
+        (format!("delete {at} nope"), 3, "deployment-not-found"),
         (
-            vec!["delete", r, "--releases", rel, "--tenant", "acme", "nope"],
-            3,
-            "deployment-not-found",
-        ),
-        (
-            vec![
-                "list",
-                r,
-                "--releases",
-                rel,
-                "--tenant",
-                "acme",
-                "--page-token",
-                "zz",
-            ],
+            format!("list {at} --page-token zz"),
             2,
             "invalid-deployment-page-token",
         ),
         (
-            vec![
-                "list",
-                r,
-                "--releases",
-                rel,
-                "--tenant",
-                "acme",
-                "--page-size",
-                "0",
-            ],
+            format!("list {at} --page-size 0"),
             2,
             "invalid-deployment-page-size",
         ),
         (
-            vec![
-                "resolve",
-                r,
-                "--releases",
-                rel,
-                "--tenant",
-                "acme",
-                "--service",
-                "calc",
-                "--route",
-                "nope",
-                "--contract",
-                "add",
-                "--function",
-                "add",
-            ],
+            format!("resolve {at} --service calc --route nope --contract add --function add"),
             3,
             "route-unavailable",
         ),
         (
-            vec![
-                "resolve",
-                r,
-                "--releases",
-                rel,
-                "--tenant",
-                "acme",
-                "--service",
-                "calc",
-                "--contract",
-                "add",
-                "--function",
-                "sub",
-            ],
+            format!("resolve {at} --service calc --contract add --function sub"),
             3,
             "incompatible-contract",
         ),
     ];
-    for (args, code, needle) in cases {
-        let mut full = vec!["deployments"];
-        full.extend(args.iter().copied());
-        let out = custos(&full);
-        assert_eq!(out.status.code(), Some(code), "{args:?}: {}", stderr(&out));
-        assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
+    for (line, code, needle) in cases {
+        let out = dep(&line);
+        assert_eq!(out.status.code(), Some(code), "{line}: {}", stderr(&out));
+        assert!(stderr(&out).contains(needle), "{line}: {}", stderr(&out));
         assert_eq!(
             image_of(&root).unwrap(),
             before,
-            "{args:?} changed the catalog"
+            "{line} changed the catalog"
         );
     }
 }
