@@ -96,18 +96,55 @@ pub struct Record {
 /// (tenant, service, route, contract, function).
 type EndpointKey = (String, String, String, String, String);
 
+/// One endpoint's candidates in ascending revision order: record indexes
+/// and their checked cumulative weights.
+#[derive(Clone, Debug, Default)]
+struct Candidates {
+    records: Vec<usize>,
+    cumulative: Vec<u64>,
+}
+
 /// An immutable compiled generation of routes.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+///
+/// Its indexes are ordered maps (no hasher seed: core draws no randomness) keyed by the length-prefixed bytes of
+/// (tenant, service, route) and (…, contract, function), so one lookup
+/// builds one key buffer; they are a function of the
+/// records, so equality and hashing look at the generation and the records
+/// only.
+#[derive(Clone, Debug)]
 pub struct Snapshot {
     /// The catalog generation compiled.
     pub generation: u64,
     /// Compiled deployments, by id order.
     pub records: Vec<Record>,
     /// Route keys (tenant, service, route) that exist.
-    routes: BTreeSet<(String, String, String)>,
-    /// Endpoint candidates: (record index, cumulative weight), ascending
-    /// revision.
-    endpoints: BTreeMap<EndpointKey, Vec<(usize, u64)>>,
+    routes: BTreeSet<Vec<u8>>,
+    /// Endpoint candidates by endpoint key.
+    endpoints: BTreeMap<Vec<u8>, Candidates>,
+}
+
+impl PartialEq for Snapshot {
+    fn eq(&self, other: &Self) -> bool {
+        self.generation == other.generation && self.records == other.records
+    }
+}
+
+impl Eq for Snapshot {}
+
+impl std::hash::Hash for Snapshot {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.generation.hash(state);
+        self.records.hash(state);
+    }
+}
+
+/// Appends each part, prefixed by its length as a big-endian `u32`, to
+/// `buf`: an unambiguous packed key.
+fn pack(buf: &mut Vec<u8>, parts: &[&str]) {
+    for p in parts {
+        buf.extend_from_slice(&u32::try_from(p.len()).unwrap_or(u32::MAX).to_be_bytes());
+        buf.extend_from_slice(p.as_bytes());
+    }
 }
 
 /// What an invocation asks for.
@@ -275,7 +312,9 @@ fn index(
     for (idx, (_, (record, exports))) in compiled.into_iter().enumerate() {
         let (tenant, service) = (record.tenant.clone(), record.service.clone());
         for route in [RESERVED_ID.to_owned(), record.id.clone()] {
-            routes.insert((tenant.clone(), service.clone(), route.clone()));
+            let mut key = Vec::new();
+            pack(&mut key, &[&tenant, &service, &route]);
+            routes.insert(key);
             for e in &exports {
                 for f in &e.functions {
                     entries += 1;
@@ -301,10 +340,10 @@ fn index(
         records.push(record);
     }
     let mut endpoints = BTreeMap::new();
-    for (key, mut list) in candidates {
+    for ((tenant, service, route, contract, function), mut list) in candidates {
         list.sort_by_key(|(rev, _, _)| *rev);
         let mut total: u64 = 0;
-        let mut packed = Vec::with_capacity(list.len());
+        let mut packed = Candidates::default();
         for (_, idx, w) in list {
             total = total
                 .checked_add(u64::from(w))
@@ -312,8 +351,11 @@ fn index(
                     what: "cumulative weight",
                     limit: u64::MAX,
                 })?;
-            packed.push((idx, total));
+            packed.records.push(idx);
+            packed.cumulative.push(total);
         }
+        let mut key = Vec::new();
+        pack(&mut key, &[&tenant, &service, &route, &contract, &function]);
         endpoints.insert(key, packed);
     }
     Ok(Snapshot {
@@ -406,7 +448,7 @@ impl Snapshot {
 
     /// Weighted endpoint index entries held.
     pub fn endpoint_entries(&self) -> usize {
-        self.endpoints.values().map(Vec::len).sum()
+        self.endpoints.values().map(|c| c.records.len()).sum()
     }
 
     /// Resolves `target` with an optional routing key. A missing route is
@@ -419,44 +461,39 @@ impl Snapshot {
     ) -> Result<ResolvedRevision, DeploymentError> {
         check_target(target, routing_key)?;
         let route = target.route.as_deref().unwrap_or(RESERVED_ID);
-        let route_key = (
-            target.tenant.clone(),
-            target.service.clone(),
-            route.to_owned(),
+        let mut key = Vec::with_capacity(
+            20 + target.tenant.len()
+                + target.service.len()
+                + route.len()
+                + target.contract.len()
+                + target.function.len(),
         );
-        if !self.routes.contains(&route_key) {
+        pack(&mut key, &[&target.tenant, &target.service, route]);
+        if !self.routes.contains(&key) {
             return Err(DeploymentError::RouteUnavailable {
                 tenant: target.tenant.clone(),
                 service: target.service.clone(),
                 route: route.to_owned(),
             });
         }
-        let (tenant, service, route) = route_key;
-        let key = (
-            tenant,
-            service,
-            route,
-            target.contract.clone(),
-            target.function.clone(),
-        );
+        pack(&mut key, &[&target.contract, &target.function]);
         let incompatible = || DeploymentError::IncompatibleContract {
-            route: key.2.clone(),
+            route: route.to_owned(),
             contract: target.contract.clone(),
             function: target.function.clone(),
         };
         let list = self.endpoints.get(&key).ok_or_else(incompatible)?;
-        let cumulative: Vec<u64> = list.iter().map(|(_, c)| *c).collect();
         let hash = selection_hash([
-            &key.0,
-            &key.1,
-            &key.2,
-            &key.3,
-            &key.4,
+            &target.tenant,
+            &target.service,
+            route,
+            &target.contract,
+            &target.function,
             routing_key.unwrap_or(""),
         ]);
-        let idx = pick(&cumulative, hash)
-            .and_then(|i| list.get(i))
-            .and_then(|(r, _)| self.records.get(*r))
+        let idx = pick(&list.cumulative, hash)
+            .and_then(|i| list.records.get(i))
+            .and_then(|r| self.records.get(*r))
             .ok_or_else(incompatible)?;
         let mut attributes = BTreeMap::new();
         attributes.insert(ATTR_DEPLOYMENT.to_owned(), idx.deployment.clone());
