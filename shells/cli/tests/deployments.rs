@@ -238,3 +238,64 @@ fn every_bad_input_is_refused_with_the_catalog_byte_untouched() {
         );
     }
 }
+
+/// Runs `custos deployments <line>` with stdout into `stdout`.
+fn dep_into(line: &str, stdout: impl Into<std::process::Stdio>) -> Output {
+    let mut args = vec!["deployments"];
+    args.extend(line.split_whitespace());
+    Command::new(env!("CARGO_BIN_EXE_custos"))
+        .args(&args)
+        .stdout(stdout)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap()
+}
+
+/// Every command, writing ones included (an unconditional apply reports
+/// each time), ends quietly on a closed pipe (141) and with one line on a
+/// full device (1): never a panic.
+#[test]
+fn every_deployments_command_survives_a_closed_pipe_and_a_full_disk() {
+    let tmp = tempfile::tempdir().unwrap();
+    let digest = release(tmp.path());
+    let at = format!(
+        "{} --releases {} --tenant acme",
+        tmp.path().join("deployments").display(),
+        tmp.path().join("releases").display()
+    );
+    let blue = deployment(tmp.path(), "blue.json", "blue", &digest.to_string(), 3);
+    assert!(dep(&format!("apply {at} --manifest {blue}"))
+        .status
+        .success());
+    let lines = [
+        format!("apply {at} --manifest {blue}"),
+        format!("apply {at} --manifest {blue} --json"),
+        format!("get {at} blue"),
+        format!("list {at} --json"),
+        format!("resolve {at} --service calc --contract add --function add"),
+        format!("revision --manifest {blue}"),
+    ];
+    for line in &lines {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = dep_into(line, writer);
+        assert_eq!(out.status.code(), Some(141), "{line}: {}", stderr(&out));
+        assert!(
+            !stderr(&out).contains("panicked"),
+            "{line}: {}",
+            stderr(&out)
+        );
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let out = dep_into(line, full);
+        assert_eq!(out.status.code(), Some(1), "{line}: {}", stderr(&out));
+        assert!(
+            !stderr(&out).contains("panicked"),
+            "{line}: {}",
+            stderr(&out)
+        );
+        assert_eq!(stderr(&out).lines().count(), 1, "{line}: {}", stderr(&out));
+    }
+}
