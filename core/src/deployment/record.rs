@@ -226,6 +226,35 @@ pub fn decode(bytes: &[u8], limit: u64) -> Result<Decoded, RecordError> {
     })
 }
 
+/// The reopening rule: the snapshot rebuilt from the stored desired state
+/// and the releases as they are now must equal the persisted one, record by
+/// record — a valid checksum never bypasses it. One difference is allowed:
+/// a release revoked or retired since contributes no endpoints now
+/// (`exports` rebuilt as `[]`), and its row stays as a non-authorizing one.
+/// Returns the first difference.
+pub fn check_rebuilt(rebuilt: &[StoredRecord], stored: &[StoredRecord]) -> Result<(), String> {
+    if rebuilt.len() != stored.len() {
+        return Err(format!(
+            "{} records rebuilt, {} stored",
+            rebuilt.len(),
+            stored.len()
+        ));
+    }
+    for (r, s) in rebuilt.iter().zip(stored) {
+        let revoked_since = r.exports == "[]" && s.exports != "[]";
+        let same = r.id == s.id
+            && r.revision == s.revision
+            && r.release == s.release
+            && r.generation == s.generation
+            && r.weight == s.weight
+            && (r.exports == s.exports || revoked_since);
+        if !same {
+            return Err(format!("deployment {:?} (release {})", s.id, s.release));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,5 +324,22 @@ mod tests {
             Err(RecordError::TooLarge { limit: 100 })
         );
         assert!(decode(&bytes, 100).is_err());
+    }
+
+    #[test]
+    fn a_rebuilt_snapshot_must_equal_the_stored_one_but_for_a_revocation() {
+        let (_, s) = sample();
+        let stored = stored_records(&s);
+        assert_eq!(check_rebuilt(&stored, &stored), Ok(()));
+        let mut changed = stored.clone();
+        changed[0].exports = r#"[{"contract":"api","fingerprint":"x","functions":[]}]"#.into();
+        assert!(check_rebuilt(&changed, &stored).is_err());
+        let mut revoked = stored.clone();
+        revoked[0].exports = "[]".into();
+        assert_eq!(check_rebuilt(&revoked, &stored), Ok(()));
+        let mut weight = stored.clone();
+        weight[0].weight += 1;
+        assert!(check_rebuilt(&weight, &stored).is_err());
+        assert!(check_rebuilt(&[], &stored).is_err());
     }
 }

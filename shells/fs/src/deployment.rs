@@ -37,7 +37,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 
 use custos_core::deployment::page::{self, Page, PageIndex, PageRequest, MAX_PAGE_BYTES};
-use custos_core::deployment::record::{self, RecordError, StoredRecord, MAX_STATE_BYTES};
+use custos_core::deployment::record::{self, RecordError, MAX_STATE_BYTES};
 use custos_core::deployment::route::{
     self, PinnedRoutes, ReleaseSource, ResolvedRevision, Snapshot, Target,
 };
@@ -103,7 +103,7 @@ pub enum DeploymentRepoError {
     /// Unavailable: the directory sync after the rename failed. The
     /// mutation **is** committed and installed; its durability is
     /// uncertain. Do not retry it blindly: read the object first.
-    #[error("Unavailable: commit-durability-uncertain: {}; committed: {:?}", .0.source, .0.detail)]
+    #[error("Unavailable: commit-durability-uncertain: {}; committed: {:?}", .0.source, .0.detail())]
     Uncertain(Box<UncertainCommit>),
     /// A reader met the writer replacing the catalog pointer: retry.
     #[error("Unavailable: {READER_CONTENDED}: a publication is being installed; retry")]
@@ -158,13 +158,19 @@ impl DeploymentRepoError {
 /// What a commit whose directory sync failed after the rename did.
 #[derive(Debug)]
 pub struct UncertainCommit {
-    /// The mutation's structured detail (none for a batch or a
-    /// snapshot-only publication).
-    pub detail: Option<MutationDetail>,
     /// The receipt of the committed decision.
     pub receipt: Receipt,
     /// The sync failure.
     pub source: FsError,
+}
+
+impl UncertainCommit {
+    /// The mutation's structured `deployment-mutation` detail, from the
+    /// committed decision's receipt (none for a batch or a snapshot-only
+    /// publication).
+    pub fn detail(&self) -> Option<MutationDetail> {
+        self.receipt.mutation_detail()
+    }
 }
 
 /// A release catalog as the compiler's release source: an eligible
@@ -283,7 +289,8 @@ impl<F: Fs> DeploymentRepository<F> {
         };
         let decoded = record::decode(&bytes, self.max_state_bytes).map_err(|e| self.corrupt(e))?;
         let routes = route::compile(&decoded.catalog, self.source.as_ref())?;
-        compare(&record::stored_records(&routes), &decoded.snapshot)?;
+        record::check_rebuilt(&record::stored_records(&routes), &decoded.snapshot)
+            .map_err(|detail| DeploymentRepoError::SnapshotMismatch { detail })?;
         let index = PageIndex::build(&decoded.catalog);
         Ok(Installed {
             catalog: decoded.catalog,
@@ -387,7 +394,6 @@ impl<F: Fs> DeploymentRepository<F> {
         match synced {
             Ok(()) => Ok(decision.receipt),
             Err(source) => Err(DeploymentRepoError::Uncertain(Box::new(UncertainCommit {
-                detail: decision.receipt.mutation_detail(),
                 receipt: decision.receipt,
                 source,
             }))),
@@ -445,30 +451,4 @@ impl<F: Fs> DeploymentRepository<F> {
     pub fn root(&self) -> &Path {
         self.root.root()
     }
-}
-
-/// Compares rebuilt and persisted snapshot records.
-fn compare(rebuilt: &[StoredRecord], stored: &[StoredRecord]) -> Result<(), DeploymentRepoError> {
-    if rebuilt.len() != stored.len() {
-        return Err(DeploymentRepoError::SnapshotMismatch {
-            detail: format!("{} records rebuilt, {} stored", rebuilt.len(), stored.len()),
-        });
-    }
-    for (r, s) in rebuilt.iter().zip(stored) {
-        // A release revoked or retired since contributes no exports now:
-        // it stays as a non-authorizing row.
-        let revoked_since = r.exports == "[]" && s.exports != "[]";
-        let same = r.id == s.id
-            && r.revision == s.revision
-            && r.release == s.release
-            && r.generation == s.generation
-            && r.weight == s.weight
-            && (r.exports == s.exports || revoked_since);
-        if !same {
-            return Err(DeploymentRepoError::SnapshotMismatch {
-                detail: format!("deployment {:?} (release {})", s.id, s.release),
-            });
-        }
-    }
-    Ok(())
 }

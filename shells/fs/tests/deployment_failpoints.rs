@@ -255,8 +255,8 @@ fn fail_each_operation(label: &str, req: &Request) -> usize {
                 panic!("{what}: {result:?}");
             };
             assert_eq!(u.receipt, r.receipt, "{what}: the committed receipt");
-            assert_eq!(u.detail, r.receipt.mutation_detail());
-            assert!(u.detail.as_ref().is_some_and(|d| d.committed));
+            assert_eq!(u.detail(), r.receipt.mutation_detail());
+            assert!(u.detail().is_some_and(|d| d.committed));
             assert!(matches!(u.source, FsError::SyncFailed { .. }), "{what}");
             let e = result.as_ref().unwrap_err();
             assert_eq!(e.reason(), "commit-durability-uncertain");

@@ -333,7 +333,7 @@ fn a_failed_directory_sync_after_the_rename_is_uncertain_but_installed() {
     let DeploymentRepoError::Uncertain(u) = &err else {
         panic!("{err}");
     };
-    let detail = u.detail.clone().unwrap();
+    let detail = u.detail().unwrap();
     assert_eq!(detail.deployment_id, "blue");
     assert_eq!(detail.object_generation, 2);
     assert_eq!(detail.catalog_generation, 2);
