@@ -75,8 +75,10 @@ fn metadata(params: Vec<ValType>, results: Vec<ValType>) -> ReleaseMetadata {
         descriptor: Descriptor::for_release(&manifest, 1),
         contract: Contract {
             interfaces: vec![Interface {
+                docs: None,
                 name: "api".into(),
                 functions: vec![Function {
+                    docs: None,
                     name: "f".into(),
                     params: params
                         .into_iter()

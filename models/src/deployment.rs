@@ -267,8 +267,10 @@ fn release() -> Sha256 {
 fn contract(_: &Sha256) -> Result<Contract, String> {
     Ok(Contract {
         interfaces: vec![Interface {
+            docs: None,
             name: "api".into(),
             functions: vec![Function {
+                docs: None,
                 name: "run".into(),
                 params: vec![],
                 results: vec![],

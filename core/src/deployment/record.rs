@@ -265,8 +265,10 @@ mod tests {
     fn source(_: &Sha256) -> Result<Contract, String> {
         Ok(Contract {
             interfaces: vec![Interface {
+                docs: None,
                 name: "api".into(),
                 functions: vec![Function {
+                    docs: None,
                     name: "run".into(),
                     params: vec![],
                     results: vec![],

@@ -627,6 +627,7 @@ fn every_decided_state_checks() {
 
 fn function(name: &str, ty: ValType) -> Function {
     Function {
+        docs: None,
         name: name.into(),
         params: vec![Param {
             name: "key".into(),
@@ -638,6 +639,7 @@ fn function(name: &str, ty: ValType) -> Function {
 
 fn interface(name: &str, functions: &[&str]) -> Interface {
     Interface {
+        docs: None,
         name: name.into(),
         functions: functions
             .iter()
@@ -661,6 +663,7 @@ fn source() -> BTreeMap<Sha256, Contract> {
     map.insert(
         release(4),
         contract(vec![Interface {
+            docs: None,
             name: "kv".into(),
             functions: vec![
                 function("get", ValType::U32),
@@ -886,6 +889,46 @@ fn schema_conflict_within_a_scope_only() {
         ],
     ));
     compile_with(&c, &source()).unwrap();
+}
+
+/// Compatibility compares the full canonical metadata: documentation alone
+/// differing (equal types, equal names) is a schema conflict in one scope,
+/// at the interface or at a function.
+#[test]
+fn documentation_is_part_of_the_schema_fingerprint() {
+    let c = next(batch(
+        &Catalog::default(),
+        None,
+        vec![
+            with_release(m("blue"), 1, 1),
+            with_release(m("green"), 2, 1),
+        ],
+    ));
+    let documented = |interface_docs: Option<&str>, function_docs: Option<&str>| {
+        let mut map = source();
+        let mut kv = interface("kv", &["get", "put"]);
+        kv.docs = interface_docs.map(str::to_owned);
+        kv.functions[0].docs = function_docs.map(str::to_owned);
+        map.insert(release(2), contract(vec![kv]));
+        map
+    };
+    for (i, f) in [(Some("A store."), None), (None, Some("Reads."))] {
+        let e = compile_with(&c, &documented(i, f)).unwrap_err();
+        assert_eq!(e.reason(), "contract-schema-conflict", "{i:?} {f:?}");
+    }
+    // Empty documentation is documentation: not the same as none.
+    let e = compile_with(&c, &documented(Some(""), None)).unwrap_err();
+    assert_eq!(e.reason(), "contract-schema-conflict");
+    compile_with(&c, &documented(None, None)).unwrap();
+    assert!(
+        contract(vec![interface("kv", &["get"])]).same_types(&contract(vec![{
+            let mut kv = interface("kv", &["get"]);
+            kv.docs = Some("A store.".into());
+            kv
+        }]))
+    );
+    assert!(!contract(vec![interface("kv", &["get"])])
+        .same_types(&contract(vec![interface("kv", &["put"])])));
 }
 
 #[test]

@@ -115,6 +115,11 @@ pub struct Param {
 pub struct Function {
     /// The function name.
     pub name: String,
+    /// Its documentation, if the publisher supplied any. Part of the
+    /// contract's canonical metadata (and so of its compatibility
+    /// fingerprint); absent is encoded as no field at all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub docs: Option<String>,
     /// Its parameters, in order.
     pub params: Vec<Param>,
     /// Its results, in order.
@@ -128,6 +133,11 @@ pub struct Function {
 pub struct Interface {
     /// The export name.
     pub name: String,
+    /// Its documentation, if the publisher supplied any. Part of the
+    /// contract's canonical metadata (and so of its compatibility
+    /// fingerprint); absent is encoded as no field at all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub docs: Option<String>,
     /// Its functions.
     pub functions: Vec<Function>,
 }
@@ -201,6 +211,33 @@ impl Contract {
             );
         }
         shape
+    }
+
+    /// Whether `self` and `other` export the same interfaces, functions and
+    /// types in the same order, documentation aside: what a component
+    /// inspector can check against a declared contract (a component's
+    /// extracted contract carries no documentation).
+    pub fn same_types(&self, other: &Contract) -> bool {
+        self.interfaces.len() == other.interfaces.len()
+            && self.interfaces.iter().zip(&other.interfaces).all(|(a, b)| {
+                a.name == b.name
+                    && a.functions.len() == b.functions.len()
+                    && a.functions.iter().zip(&b.functions).all(|(f, g)| {
+                        f.name == g.name && f.params == g.params && f.results == g.results
+                    })
+            })
+    }
+
+    /// Bytes of documentation across every interface and function.
+    pub fn docs_bytes(&self) -> u64 {
+        let len = |d: &Option<String>| {
+            d.as_ref()
+                .map_or(0, |d| u64::try_from(d.len()).unwrap_or(u64::MAX))
+        };
+        self.interfaces
+            .iter()
+            .map(|i| len(&i.docs) + i.functions.iter().map(|f| len(&f.docs)).sum::<u64>())
+            .sum()
     }
 
     /// The export names, sorted and deduplicated.
@@ -362,8 +399,10 @@ mod tests {
     fn contract(ty: ValType) -> Contract {
         Contract {
             interfaces: vec![Interface {
+                docs: None,
                 name: "api".into(),
                 functions: vec![Function {
+                    docs: None,
                     name: "f".into(),
                     params: vec![Param {
                         name: "x".into(),

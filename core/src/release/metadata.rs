@@ -241,8 +241,10 @@ mod tests {
     fn contract(ty: ValType) -> Contract {
         Contract {
             interfaces: vec![Interface {
+                docs: None,
                 name: "api".into(),
                 functions: vec![Function {
+                    docs: None,
                     name: "f".into(),
                     params: vec![Param {
                         name: "x".into(),

@@ -167,6 +167,7 @@ pub fn release(i: u8) -> Sha256 {
 
 fn function(name: &str, ty: ValType) -> Function {
     Function {
+        docs: None,
         name: name.to_owned(),
         params: vec![Param {
             name: "key".to_owned(),
@@ -179,6 +180,7 @@ fn function(name: &str, ty: ValType) -> Function {
 fn kv(get: ValType, put: &str) -> Contract {
     Contract {
         interfaces: vec![Interface {
+            docs: None,
             name: "kv".to_owned(),
             functions: vec![function("get", get), function(put, ValType::String)],
         }],
@@ -194,6 +196,7 @@ pub fn contract_of(i: u8) -> Result<Contract, String> {
         2 => Ok(kv(ValType::U32, "put")),
         3 => Ok(Contract {
             interfaces: vec![Interface {
+                docs: None,
                 name: "blob".to_owned(),
                 functions: vec![function("read", ValType::String)],
             }],

@@ -33,8 +33,10 @@ use custos_fs::{Access, Op, RealFs, RecordingFs};
 fn contract(_: &Sha256) -> Result<Contract, String> {
     Ok(Contract {
         interfaces: vec![Interface {
+            docs: None,
             name: "api".into(),
             functions: vec![Function {
+                docs: None,
                 name: "run".into(),
                 params: vec![],
                 results: vec![],

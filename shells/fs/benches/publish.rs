@@ -30,8 +30,10 @@ const BLOCK: u64 = 25;
 fn contract() -> Contract {
     Contract {
         interfaces: vec![Interface {
+            docs: None,
             name: "api:bench/run".into(),
             functions: vec![Function {
+                docs: None,
                 name: "run".into(),
                 params: vec![Param {
                     name: "n".into(),

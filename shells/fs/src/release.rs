@@ -616,7 +616,7 @@ impl<F: Fs> ReleaseRepository<F> {
         }
         contract.shape().check()?;
         if let Some(extracted) = self.inspector.inspect(component)? {
-            if extracted != contract {
+            if !extracted.same_types(&contract) {
                 return Err(ReleaseError::ContractMismatch(
                     "the declared contract is not the component's",
                 ));

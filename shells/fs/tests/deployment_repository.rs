@@ -31,8 +31,10 @@ fn component(n: u32) -> Vec<u8> {
 fn contract(result: ValType) -> Contract {
     Contract {
         interfaces: vec![Interface {
+            docs: None,
             name: "api".into(),
             functions: vec![Function {
+                docs: None,
                 name: "run".into(),
                 params: vec![Param {
                     name: "x".into(),

@@ -57,8 +57,10 @@ fn publish(repo: &ReleaseRepository<RealFs>, n: u32) -> Sha256 {
     });
     let contract = Contract {
         interfaces: vec![Interface {
+            docs: None,
             name: "api".into(),
             functions: vec![Function {
+                docs: None,
                 name: "run".into(),
                 params: vec![],
                 results: vec![],

@@ -108,8 +108,10 @@ fn input(n: u32) -> Input {
     let digest = Sha256::of(&component);
     let contract = Contract {
         interfaces: vec![Interface {
+            docs: None,
             name: "api:demo/run".into(),
             functions: vec![Function {
+                docs: None,
                 name: "run".into(),
                 params: vec![Param {
                     name: "x".into(),

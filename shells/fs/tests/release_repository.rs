@@ -32,8 +32,10 @@ fn component(n: u32) -> Vec<u8> {
 fn contract() -> Contract {
     Contract {
         interfaces: vec![Interface {
+            docs: None,
             name: "api".into(),
             functions: vec![Function {
+                docs: None,
                 name: "run".into(),
                 params: vec![Param {
                     name: "x".into(),
@@ -167,6 +169,38 @@ fn publish_resolve_fetch_and_reopen() {
         again.resolve("r9@1.0.0"),
         Err(ReleaseError::NotFound(_))
     ));
+}
+
+/// Interface and function documentation is stored with the contract and
+/// comes back byte-equal after a reopen; an inspector (which extracts types,
+/// never documentation) binds the declared contract by its types alone.
+#[test]
+fn documented_contracts_round_trip_and_the_inspector_binds_types() {
+    let documented = || {
+        let mut c = contract();
+        c.interfaces[0].docs = Some("An API.\n\u{1F600} any text at all".into());
+        c.interfaces[0].functions[0].docs = Some(String::new());
+        c
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let extracts = |_: &[u8]| -> Result<Option<Contract>, _> { Ok(Some(contract())) };
+    let repo =
+        ReleaseRepository::open(RealFs, tmp.path(), Bounds::default(), Arc::new(extracts)).unwrap();
+    let c = component(1);
+    repo.publish(&manifest("r1", None, None, &c), c, documented())
+        .unwrap();
+    let mut other = documented();
+    other.interfaces[0].functions[0].results.clear();
+    let c = component(2);
+    assert!(matches!(
+        repo.publish(&manifest("r2", None, None, &c), c, other),
+        Err(ReleaseError::ContractMismatch(_))
+    ));
+    assert_eq!(repo.fetch(&digest(1)).unwrap().contract, documented());
+    drop(repo);
+    let again = open(tmp.path(), Bounds::default());
+    assert_eq!(again.fetch(&digest(1)).unwrap().contract, documented());
+    assert!(again.fetch(&digest(2)).is_err());
 }
 
 /// The durable mode marker, not the presence of `lifecycle/`, says the

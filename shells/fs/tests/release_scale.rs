@@ -57,8 +57,10 @@ fn bounds() -> Bounds {
 fn contract() -> Contract {
     Contract {
         interfaces: vec![Interface {
+            docs: None,
             name: "api:scale/run".into(),
             functions: vec![Function {
+                docs: None,
                 name: "run".into(),
                 params: vec![Param {
                     name: "n".into(),

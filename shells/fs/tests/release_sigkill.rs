@@ -53,8 +53,10 @@ fn release(tag: u64, n: u64) -> (Vec<u8>, Vec<u8>, Contract) {
     .into_bytes();
     let contract = Contract {
         interfaces: vec![Interface {
+            docs: None,
             name: "api:kill/run".into(),
             functions: vec![Function {
+                docs: None,
                 name: "run".into(),
                 params: vec![Param {
                     name: "n".into(),

@@ -394,6 +394,7 @@ impl<'a> Cx<'a> {
                 ComponentEntityType::Func(id) => {
                     let function = self.build_func(name, self.func(*id)?)?;
                     contract.interfaces.push(Interface {
+                        docs: None,
                         name: name.clone(),
                         functions: vec![function],
                     });
@@ -404,6 +405,7 @@ impl<'a> Cx<'a> {
                         .get(*id)
                         .ok_or(InspectError::Inconsistent { what: "instance" })?;
                     let mut iface = Interface {
+                        docs: None,
                         name: name.clone(),
                         functions: Vec::new(),
                     };
@@ -539,6 +541,7 @@ impl<'a> Cx<'a> {
             None => Vec::new(),
         };
         Ok(Function {
+            docs: None,
             name: name.to_string(),
             params,
             results,
