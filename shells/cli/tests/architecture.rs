@@ -148,13 +148,18 @@ fn core_reaches_no_io_crate() {
     }
     // Core's direct dependencies are exactly these: the design's four, the
     // RFC 8785 canonicalizer the deployment manifest's canonical form is
-    // defined by, and `arbitrary` (optional, for fuzzing).
+    // defined by, `twox-hash` (XXH3-64 of Artifact objects, spec 001 §5;
+    // no default features), `blake3` (the migration content digest's row
+    // lanes, custos_core::migration::content), and `arbitrary` (optional,
+    // for fuzzing).
     let allowed: BTreeSet<String> = [
+        "blake3",
         "serde",
         "serde_json",
         "serde_json_canonicalizer",
         "sha2",
         "thiserror",
+        "twox-hash",
         "arbitrary",
         "proptest",
         "custos-core",
