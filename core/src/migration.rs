@@ -41,6 +41,7 @@
 //! source read and [`decide`] refuses one. A completed reservation returns the
 //! exact stored receipt and never runs cold verification again.
 
+pub mod artifacts;
 pub mod content;
 mod data;
 pub mod simulate;
