@@ -87,6 +87,42 @@ pub enum IcebergError {
         #[source]
         source: arrow::error::ArrowError,
     },
+    /// A migration destination table holds content other than the plan's:
+    /// nothing is appended to it.
+    #[error("DestinationConflict: table {table}: {detail}")]
+    DestinationConflict {
+        /// The table.
+        table: String,
+        /// What differs.
+        detail: String,
+    },
+    /// The reply of a destination commit was lost (or the commit failed in
+    /// a way that does not say whether it landed): the table is in doubt
+    /// until an inspection of the destination decides.
+    #[error("CommitInDoubt: table {table}: {detail}")]
+    CommitInDoubt {
+        /// The table.
+        table: String,
+        /// The failure.
+        detail: String,
+    },
+    /// The source's pinned snapshot no longer reads as the plan's evidence.
+    #[error("SourceDrift: table {table}: {detail}")]
+    SourceDrift {
+        /// The table.
+        table: String,
+        /// What differs.
+        detail: String,
+    },
+    /// A fresh read of the committed destination does not reproduce the
+    /// plan's evidence.
+    #[error("VerifyMismatch: table {table}: {detail}")]
+    VerifyMismatch {
+        /// The table.
+        table: String,
+        /// What differs.
+        detail: String,
+    },
     /// A filesystem or runtime operation failed.
     #[error("Io: {op}: {source}")]
     Io {
@@ -111,6 +147,10 @@ impl IcebergError {
             IcebergError::AsyncContext => "AsyncContext",
             IcebergError::Iceberg { .. } => "Iceberg",
             IcebergError::Arrow { .. } => "Arrow",
+            IcebergError::DestinationConflict { .. } => "DestinationConflict",
+            IcebergError::CommitInDoubt { .. } => "CommitInDoubt",
+            IcebergError::SourceDrift { .. } => "SourceDrift",
+            IcebergError::VerifyMismatch { .. } => "VerifyMismatch",
             IcebergError::Io { .. } => "Io",
         }
     }

@@ -11,7 +11,10 @@
 //! - [`store`] is the blocking facade over Iceberg 0.10 with a SQLite SQL
 //!   catalog: open-never-create reads that fail closed with
 //!   [`IcebergError::CatalogSchemaMismatch`], and the writer's
-//!   create/append.
+//!   create/append;
+//! - [`evidence`] and [`transfer`] are migration's table plane: evidence
+//!   (logical schema, fingerprint, rows, content digest) of a pinned
+//!   snapshot, and a copy in one commit that lands only in an empty table.
 //!
 //! The control catalog reaches this crate only as
 //! `&dyn custos_core::world::ControlCatalog`: shells do not depend on each
@@ -20,12 +23,16 @@
 
 pub mod discovery;
 pub mod error;
+pub mod evidence;
 pub mod logical;
 pub mod store;
+pub mod transfer;
 
 pub use discovery::{query_components, table_identity, PlannedTable, QueryPlan, Source};
 pub use error::IcebergError;
+pub use evidence::TableEvidence;
 pub use store::{ColdRead, IcebergStore};
+pub use transfer::{CopyOutcome, Fault, Inspection};
 
 /// The Arrow crate this shell's batches are made of (re-exported so
 /// callers build batches with the same version).

@@ -141,7 +141,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, IcebergError> {
         })
 }
 
-fn unique_prefix() -> String {
+pub(crate) fn unique_prefix() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -238,6 +238,16 @@ impl IcebergStore {
         &self.identity
     }
 
+    /// Whether the store was opened for writing.
+    pub fn is_writable(&self) -> bool {
+        self.writable
+    }
+
+    /// The namespace the store serves.
+    pub(crate) fn namespace_ident(&self) -> &NamespaceIdent {
+        &self.namespace
+    }
+
     /// The Iceberg catalog file.
     pub fn catalog_path(&self) -> &Path {
         &self.catalog_path
@@ -259,12 +269,12 @@ impl IcebergStore {
         self.runtime.block_on(fut)
     }
 
-    fn ident(&self, table_id: &str) -> TableIdent {
+    pub(crate) fn ident(&self, table_id: &str) -> TableIdent {
         TableIdent::new(self.namespace.clone(), table_id.to_owned())
     }
 
     /// Loads a table that must already exist; a miss creates nothing.
-    async fn load_existing(&self, table_id: &str) -> Result<Table, IcebergError> {
+    pub(crate) async fn load_existing(&self, table_id: &str) -> Result<Table, IcebergError> {
         let ident = self.ident(table_id);
         let exists = self
             .catalog

@@ -1,0 +1,245 @@
+//! Table evidence for migration (spec 001 §4): a table's logical schema and
+//! its fingerprint, row count and content digest, read from one pinned
+//! snapshot, batch by batch (memory is one batch plus core's fixed
+//! accumulator, whatever the row count).
+//!
+//! The digest itself is core's ([`custos_core::migration::content`]); this
+//! module only walks Arrow arrays and feeds every cell, in schema column
+//! order, through the typed [`RowWriter`] calls. Width variants the
+//! schema fingerprint treats alike are fed alike (`Utf8`/`LargeUtf8`/
+//! `Utf8View`, `Binary`/`LargeBinary`/`BinaryView`, `List`/`LargeList`;
+//! `Date64` as whole days, as `Date32` is); dictionary- and run-end-encoded
+//! columns are decoded to their values first.
+
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use arrow::datatypes::{
+    DataType, Date32Type, Date64Type, Decimal128Type, Float16Type, Float32Type, Float64Type,
+    Int16Type, Int32Type, Int64Type, Int8Type, Time32MillisecondType, Time32SecondType,
+    Time64MicrosecondType, Time64NanosecondType, TimeUnit, TimestampMicrosecondType,
+    TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType, UInt16Type, UInt32Type,
+    UInt64Type, UInt8Type,
+};
+use custos_core::migration::content::{self, Content, RowWriter, TableDigest, Unit};
+use custos_core::migration::Digest;
+use custos_core::schema::Schema;
+
+use crate::error::IcebergError;
+
+/// One table's evidence, as a plan binds it and a fresh read of the
+/// destination must reproduce (the snapshot excepted: it is physical).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableEvidence {
+    /// The table's name in its namespace.
+    pub name: String,
+    /// The snapshot read; `None` for a table with no snapshot (empty).
+    pub snapshot: Option<i64>,
+    /// The logical schema (order, names, normalized types, nullability).
+    pub schema: Schema,
+    /// [`content::schema_fingerprint`] of `schema`.
+    pub schema_fingerprint: Digest,
+    /// Rows and content digest.
+    pub content: Content,
+}
+
+impl TableEvidence {
+    /// Same logical table: schema (with nullability), rows and digest.
+    pub fn same_content(&self, other: &TableEvidence) -> bool {
+        self.schema == other.schema
+            && self.schema_fingerprint == other.schema_fingerprint
+            && self.content == other.content
+    }
+}
+
+fn unsupported(path: &str, ty: &DataType) -> IcebergError {
+    IcebergError::UnsupportedType {
+        path: path.to_owned(),
+        ty: ty.to_string(),
+    }
+}
+
+fn unit(u: &TimeUnit) -> Unit {
+    match u {
+        TimeUnit::Second => Unit::Second,
+        TimeUnit::Millisecond => Unit::Millisecond,
+        TimeUnit::Microsecond => Unit::Microsecond,
+        TimeUnit::Nanosecond => Unit::Nanosecond,
+    }
+}
+
+const MILLIS_PER_DAY: i64 = 86_400_000;
+
+/// Writes scalar cell `i` of `a`; `Ok(false)` when `a` is not a scalar.
+fn scalar(w: &mut RowWriter, a: &dyn Array, i: usize) -> Result<bool, IcebergError> {
+    match a.data_type() {
+        DataType::Boolean => w.bool(a.as_boolean().value(i)),
+        DataType::Int8 => w.int(a.as_primitive::<Int8Type>().value(i).into()),
+        DataType::Int16 => w.int(a.as_primitive::<Int16Type>().value(i).into()),
+        DataType::Int32 => w.int(a.as_primitive::<Int32Type>().value(i).into()),
+        DataType::Int64 => w.int(a.as_primitive::<Int64Type>().value(i).into()),
+        DataType::UInt8 => w.int(a.as_primitive::<UInt8Type>().value(i).into()),
+        DataType::UInt16 => w.int(a.as_primitive::<UInt16Type>().value(i).into()),
+        DataType::UInt32 => w.int(a.as_primitive::<UInt32Type>().value(i).into()),
+        DataType::UInt64 => w.int(a.as_primitive::<UInt64Type>().value(i).into()),
+        DataType::Float16 => w.float(a.as_primitive::<Float16Type>().value(i).to_f64()),
+        DataType::Float32 => w.float(a.as_primitive::<Float32Type>().value(i).into()),
+        DataType::Float64 => w.float(a.as_primitive::<Float64Type>().value(i)),
+        DataType::Decimal128(_, s) => w.decimal(a.as_primitive::<Decimal128Type>().value(i), *s),
+        DataType::Date32 => w.date(a.as_primitive::<Date32Type>().value(i).into()),
+        DataType::Date64 => w.date(
+            a.as_primitive::<Date64Type>()
+                .value(i)
+                .div_euclid(MILLIS_PER_DAY),
+        ),
+        DataType::Time32(TimeUnit::Second) => w.time(
+            Unit::Second,
+            a.as_primitive::<Time32SecondType>().value(i).into(),
+        ),
+        DataType::Time32(TimeUnit::Millisecond) => w.time(
+            Unit::Millisecond,
+            a.as_primitive::<Time32MillisecondType>().value(i).into(),
+        ),
+        DataType::Time64(TimeUnit::Microsecond) => w.time(
+            Unit::Microsecond,
+            a.as_primitive::<Time64MicrosecondType>().value(i),
+        ),
+        DataType::Time64(TimeUnit::Nanosecond) => w.time(
+            Unit::Nanosecond,
+            a.as_primitive::<Time64NanosecondType>().value(i),
+        ),
+        DataType::Timestamp(u, _) => {
+            let v = match u {
+                TimeUnit::Second => a.as_primitive::<TimestampSecondType>().value(i),
+                TimeUnit::Millisecond => a.as_primitive::<TimestampMillisecondType>().value(i),
+                TimeUnit::Microsecond => a.as_primitive::<TimestampMicrosecondType>().value(i),
+                TimeUnit::Nanosecond => a.as_primitive::<TimestampNanosecondType>().value(i),
+            };
+            w.timestamp(unit(u), v);
+        }
+        DataType::Utf8 => w.utf8(a.as_string::<i32>().value(i)),
+        DataType::LargeUtf8 => w.utf8(a.as_string::<i64>().value(i)),
+        DataType::Utf8View => w.utf8(a.as_string_view().value(i)),
+        DataType::Binary => w.binary(a.as_binary::<i32>().value(i)),
+        DataType::LargeBinary => w.binary(a.as_binary::<i64>().value(i)),
+        DataType::BinaryView => w.binary(a.as_binary_view().value(i)),
+        DataType::FixedSizeBinary(_) => w.fixed(a.as_fixed_size_binary().value(i)),
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// Writes cell `i` of `a` (at column path `path`).
+fn cell(w: &mut RowWriter, a: &dyn Array, i: usize, path: &str) -> Result<(), IcebergError> {
+    if a.is_null(i) {
+        w.null();
+        return Ok(());
+    }
+    if scalar(w, a, i)? {
+        return Ok(());
+    }
+    match a.data_type() {
+        DataType::List(_) => {
+            let l = a.as_list::<i32>();
+            elements(w, &l.value(i), path)
+        }
+        DataType::LargeList(_) => {
+            let l = a.as_list::<i64>();
+            elements(w, &l.value(i), path)
+        }
+        DataType::Struct(fields) => {
+            let s = a.as_struct();
+            w.begin_struct(s.num_columns() as u64);
+            for (f, c) in fields.iter().zip(s.columns()) {
+                cell(w, c.as_ref(), i, &format!("{path}.{}", f.name()))?;
+            }
+            w.end_struct();
+            Ok(())
+        }
+        DataType::Map(_, _) => {
+            let m = a.as_map();
+            let offsets = m.value_offsets();
+            let (start, end) = match (offsets.get(i), offsets.get(i + 1)) {
+                (Some(s), Some(e)) => (*s as usize, *e as usize),
+                _ => return Err(unsupported(path, a.data_type())),
+            };
+            w.begin_map((end - start) as u64);
+            for j in start..end {
+                cell(w, m.keys().as_ref(), j, &format!("{path}.key"))?;
+                cell(w, m.values().as_ref(), j, &format!("{path}.value"))?;
+            }
+            w.end_map();
+            Ok(())
+        }
+        other => Err(unsupported(path, other)),
+    }
+}
+
+fn elements(w: &mut RowWriter, values: &ArrayRef, path: &str) -> Result<(), IcebergError> {
+    w.begin_list(values.len() as u64);
+    let item = format!("{path}[]");
+    for j in 0..values.len() {
+        cell(w, values.as_ref(), j, &item)?;
+    }
+    w.end_list();
+    Ok(())
+}
+
+/// Decodes a dictionary- or run-end-encoded column to its values (the
+/// logical schema already maps it to the value type).
+fn decoded(column: &ArrayRef) -> Result<ArrayRef, IcebergError> {
+    match column.data_type() {
+        DataType::Dictionary(_, value) => arrow::compute::cast(column, value),
+        DataType::RunEndEncoded(_, values) => arrow::compute::cast(column, values.data_type()),
+        _ => return Ok(column.clone()),
+    }
+    .map_err(|e| IcebergError::UnsupportedType {
+        path: String::new(),
+        ty: format!("{}: {e}", column.data_type()),
+    })
+}
+
+/// Adds every row of `batch` to `digest`.
+pub fn add_batch(
+    digest: &mut TableDigest,
+    w: &mut RowWriter,
+    batch: &RecordBatch,
+) -> Result<(), IcebergError> {
+    let schema = batch.schema();
+    let columns: Vec<ArrayRef> = batch
+        .columns()
+        .iter()
+        .map(decoded)
+        .collect::<Result<_, _>>()?;
+    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    for i in 0..batch.num_rows() {
+        w.begin_row(columns.len() as u64);
+        for (c, name) in columns.iter().zip(&names) {
+            cell(w, c.as_ref(), i, name)?;
+        }
+        digest
+            .add_row(w)
+            .map_err(|e| IcebergError::UnsupportedType {
+                path: String::new(),
+                ty: e.to_string(),
+            })?;
+    }
+    Ok(())
+}
+
+/// The content of `batches` under `schema_fingerprint` (a whole table's
+/// batches, in any order and any chunking).
+pub fn content_of(
+    schema_fingerprint: Digest,
+    batches: &[RecordBatch],
+) -> Result<Content, IcebergError> {
+    let mut d = TableDigest::new(schema_fingerprint);
+    let mut w = RowWriter::new();
+    for b in batches {
+        add_batch(&mut d, &mut w, b)?;
+    }
+    Ok(d.finish())
+}
+
+/// The migration fingerprint of a logical schema.
+pub fn fingerprint(schema: &Schema) -> Digest {
+    content::schema_fingerprint(schema)
+}

@@ -1,0 +1,513 @@
+//! Table evidence and transfer for migration (spec 001 §4).
+//!
+//! **Inventory.** [`IcebergStore::namespace_evidence`] enumerates the
+//! namespace through the Iceberg catalog (never a hard-coded list, never the
+//! warehouse directory) and reads each table's evidence at its current
+//! snapshot; [`IcebergStore::table_evidence`] reads one table at a pinned
+//! snapshot.
+//!
+//! **One commit, only into an empty table.** [`IcebergStore::copy_table`]
+//! creates the destination table with the source's exact Iceberg schema
+//! (field ids included), streams the pinned source snapshot into data files
+//! while digesting what it writes (a source that no longer reads as the
+//! plan's evidence is [`IcebergError::SourceDrift`], nothing committed), and
+//! commits one fast append. Iceberg's `Transaction::commit` re-bases a
+//! conflicting commit onto the refreshed table and tries again, which would
+//! turn a lost race into a second, blind append; so the commit goes through
+//! [`EmptyOnly`], a catalog whose `update_table` refuses (not retryably)
+//! unless the table has no snapshot, and then lets the SQL catalog check
+//! the transaction's own requirement (main has no snapshot) against its
+//! compare-and-swap of the metadata location. The commit therefore
+//! succeeds only if the destination is still empty when it lands.
+//!
+//! **Ambiguity.** A commit whose reply is lost is
+//! [`IcebergError::CommitInDoubt`]; [`IcebergStore::inspect_destination`]
+//! decides it from a fresh read: matching evidence converges, no snapshot
+//! may retry, anything else conflicts. Nothing is ever appended to a table
+//! that has a snapshot.
+//!
+//! **Verification.** A copy is accepted only after a fresh read of the
+//! destination reproduces the logical schema (order, names, normalized
+//! types, nullability), row count and content digest.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use arrow::array::RecordBatch;
+use async_trait::async_trait;
+use custos_core::migration::content::{RowWriter, TableDigest};
+use futures::TryStreamExt;
+use iceberg::spec::DataFileFormat;
+use iceberg::table::Table;
+use iceberg::transaction::{ApplyTransactionAction, Transaction};
+use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
+use iceberg::writer::file_writer::location_generator::{
+    DefaultFileNameGenerator, DefaultLocationGenerator,
+};
+use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
+use iceberg::writer::file_writer::ParquetWriterBuilder;
+use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
+use iceberg::{
+    Catalog, ErrorKind, Namespace, NamespaceIdent, TableCommit, TableCreation, TableIdent,
+};
+use parquet::file::properties::WriterProperties;
+
+use crate::error::{ice, IcebergError};
+use crate::evidence::{add_batch, fingerprint, TableEvidence};
+use crate::logical::iceberg_schema_to_logical;
+use crate::store::{unique_prefix, IcebergStore};
+
+/// The rows a transfer or evidence scan asks Iceberg for per batch.
+const BATCH_ROWS: usize = 8192;
+
+/// A fault injected into one destination commit (tests and drills).
+#[derive(Debug, Default)]
+pub enum Fault {
+    /// No fault.
+    #[default]
+    None,
+    /// The commit fails before it reaches the catalog: nothing lands.
+    FailBeforeCommit,
+    /// The commit lands, and its reply is lost.
+    LoseReply,
+    /// Another writer appends these rows to the destination just before
+    /// the commit (a lost race): the commit must not land.
+    ConcurrentAppend(Vec<RecordBatch>),
+}
+
+/// What a copy did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CopyOutcome {
+    /// Written in one commit and verified by a fresh read.
+    Copied(TableEvidence),
+    /// The destination already held matching content (a retry): nothing
+    /// was written.
+    Converged(TableEvidence),
+}
+
+/// What an inspection of a destination table found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Inspection {
+    /// No table, or a table with no snapshot: a copy may (re)try.
+    Absent,
+    /// The plan's content: converged.
+    Matching(TableEvidence),
+    /// Other content: the migration must fail.
+    Conflicting(TableEvidence),
+}
+
+/// A catalog that lets a table update through only while the table has no
+/// snapshot (module docs). Faults are injected here.
+#[derive(Debug)]
+pub struct EmptyOnly<'a> {
+    inner: &'a dyn Catalog,
+    fault: Mutex<Fault>,
+}
+
+impl<'a> EmptyOnly<'a> {
+    fn new(inner: &'a dyn Catalog, fault: Fault) -> Self {
+        EmptyOnly {
+            inner,
+            fault: Mutex::new(fault),
+        }
+    }
+
+    fn take_fault(&self) -> Fault {
+        self.fault
+            .lock()
+            .map(|mut f| std::mem::take(&mut *f))
+            .unwrap_or_default()
+    }
+}
+
+fn refused(msg: String) -> iceberg::Error {
+    iceberg::Error::new(ErrorKind::DataInvalid, msg).with_retryable(false)
+}
+
+#[async_trait]
+impl Catalog for EmptyOnly<'_> {
+    async fn list_namespaces(
+        &self,
+        parent: Option<&NamespaceIdent>,
+    ) -> iceberg::Result<Vec<NamespaceIdent>> {
+        self.inner.list_namespaces(parent).await
+    }
+    async fn create_namespace(
+        &self,
+        namespace: &NamespaceIdent,
+        properties: HashMap<String, String>,
+    ) -> iceberg::Result<Namespace> {
+        self.inner.create_namespace(namespace, properties).await
+    }
+    async fn get_namespace(&self, namespace: &NamespaceIdent) -> iceberg::Result<Namespace> {
+        self.inner.get_namespace(namespace).await
+    }
+    async fn namespace_exists(&self, namespace: &NamespaceIdent) -> iceberg::Result<bool> {
+        self.inner.namespace_exists(namespace).await
+    }
+    async fn update_namespace(
+        &self,
+        namespace: &NamespaceIdent,
+        properties: HashMap<String, String>,
+    ) -> iceberg::Result<()> {
+        self.inner.update_namespace(namespace, properties).await
+    }
+    async fn drop_namespace(&self, namespace: &NamespaceIdent) -> iceberg::Result<()> {
+        self.inner.drop_namespace(namespace).await
+    }
+    async fn list_tables(&self, namespace: &NamespaceIdent) -> iceberg::Result<Vec<TableIdent>> {
+        self.inner.list_tables(namespace).await
+    }
+    async fn create_table(
+        &self,
+        namespace: &NamespaceIdent,
+        creation: TableCreation,
+    ) -> iceberg::Result<Table> {
+        self.inner.create_table(namespace, creation).await
+    }
+    async fn load_table(&self, table: &TableIdent) -> iceberg::Result<Table> {
+        self.inner.load_table(table).await
+    }
+    async fn drop_table(&self, table: &TableIdent) -> iceberg::Result<()> {
+        self.inner.drop_table(table).await
+    }
+    async fn purge_table(&self, table: &TableIdent) -> iceberg::Result<()> {
+        self.inner.purge_table(table).await
+    }
+    async fn table_exists(&self, table: &TableIdent) -> iceberg::Result<bool> {
+        self.inner.table_exists(table).await
+    }
+    async fn rename_table(&self, src: &TableIdent, dest: &TableIdent) -> iceberg::Result<()> {
+        self.inner.rename_table(src, dest).await
+    }
+    async fn register_table(
+        &self,
+        table: &TableIdent,
+        metadata_location: String,
+    ) -> iceberg::Result<Table> {
+        self.inner.register_table(table, metadata_location).await
+    }
+    async fn update_table(&self, commit: TableCommit) -> iceberg::Result<Table> {
+        let ident = commit.identifier().clone();
+        match self.take_fault() {
+            Fault::None => {}
+            Fault::FailBeforeCommit => {
+                return Err(refused(format!("injected: commit to {ident} failed")))
+            }
+            Fault::LoseReply => {
+                self.inner.update_table(commit).await?;
+                return Err(iceberg::Error::new(
+                    ErrorKind::Unexpected,
+                    format!("injected: the reply of the commit to {ident} was lost"),
+                )
+                .with_retryable(false));
+            }
+            Fault::ConcurrentAppend(batches) => {
+                let current = self.inner.load_table(&ident).await?;
+                append_files(self.inner, &current, &batches).await?;
+            }
+        }
+        let current = self.inner.load_table(&ident).await?;
+        if let Some(s) = current.metadata().current_snapshot_id() {
+            return Err(refused(format!(
+                "{ident} has snapshot {s}: a migration commit lands only in an empty table"
+            )));
+        }
+        self.inner.update_table(commit).await
+    }
+}
+
+/// Writes `batches` into new data files of `table` and commits them as one
+/// fast append through `catalog` (used for injected racing writers).
+async fn append_files(
+    catalog: &dyn Catalog,
+    table: &Table,
+    batches: &[RecordBatch],
+) -> iceberg::Result<Table> {
+    let mut writer = data_writer(table).await?;
+    for b in batches {
+        writer.write(b.clone()).await?;
+    }
+    let files = writer.close().await?;
+    let tx = Transaction::new(table);
+    let tx = tx.fast_append().add_data_files(files).apply(tx)?;
+    tx.commit(catalog).await
+}
+
+async fn data_writer(table: &Table) -> iceberg::Result<impl IcebergWriter> {
+    let parquet = ParquetWriterBuilder::new(
+        WriterProperties::default(),
+        table.metadata().current_schema().clone(),
+    );
+    let rolling = RollingFileWriterBuilder::new_with_default_file_size(
+        parquet,
+        table.file_io().clone(),
+        DefaultLocationGenerator::new(table.metadata())?,
+        DefaultFileNameGenerator::new(unique_prefix(), None, DataFileFormat::Parquet),
+    );
+    DataFileWriterBuilder::new(rolling).build(None).await
+}
+
+fn drift(table: &str, what: &str, expected: &TableEvidence, got: &TableEvidence) -> String {
+    format!(
+        "{what}: expected {} rows, digest {}, schema {}; read {} rows, digest {}, schema {} ({table})",
+        expected.content.rows,
+        expected.content.digest,
+        expected.schema_fingerprint,
+        got.content.rows,
+        got.content.digest,
+        got.schema_fingerprint,
+    )
+}
+
+impl IcebergStore {
+    /// Evidence of `name` at `snapshot` (or the current snapshot), read in
+    /// full, batch by batch.
+    pub fn table_evidence(
+        &self,
+        name: &str,
+        snapshot: Option<i64>,
+    ) -> Result<TableEvidence, IcebergError> {
+        self.run(async {
+            let table = self.load_existing(name).await?;
+            evidence_of(&table, name, snapshot).await
+        })
+    }
+
+    /// Evidence of every table of the namespace, by name, each at its
+    /// current snapshot. The catalog is the inventory.
+    pub fn namespace_evidence(&self) -> Result<Vec<TableEvidence>, IcebergError> {
+        let names = self.list_tables()?;
+        names.iter().map(|n| self.table_evidence(n, None)).collect()
+    }
+
+    /// Inspects the destination table `expected.name` against the plan's
+    /// evidence: absent (no table or no snapshot), matching or conflicting.
+    pub fn inspect_destination(
+        &self,
+        expected: &TableEvidence,
+    ) -> Result<Inspection, IcebergError> {
+        self.run(async {
+            let ident = self.ident(&expected.name);
+            if !self
+                .iceberg_catalog()
+                .table_exists(&ident)
+                .await
+                .map_err(ice("check the table"))?
+            {
+                return Ok(Inspection::Absent);
+            }
+            let table = self.load_existing(&expected.name).await?;
+            let found = evidence_of(&table, &expected.name, None).await?;
+            Ok(if found.same_content(expected) {
+                Inspection::Matching(found)
+            } else if table.metadata().current_snapshot_id().is_none()
+                && found.schema == expected.schema
+            {
+                Inspection::Absent
+            } else {
+                Inspection::Conflicting(found)
+            })
+        })
+    }
+
+    /// Copies `expected.name` from `source` at `expected.snapshot` into
+    /// this (destination) store in one commit that lands only in an empty
+    /// table, then verifies it by a fresh read (module docs). `fault` is
+    /// injected into the commit.
+    pub fn copy_table(
+        &self,
+        source: &IcebergStore,
+        expected: &TableEvidence,
+        fault: Fault,
+    ) -> Result<CopyOutcome, IcebergError> {
+        if !self.is_writable() {
+            return Err(IcebergError::ReadOnly { op: "copy_table" });
+        }
+        match self.inspect_destination(expected)? {
+            Inspection::Matching(e) => return Ok(CopyOutcome::Converged(e)),
+            Inspection::Conflicting(e) => {
+                return Err(IcebergError::DestinationConflict {
+                    table: expected.name.clone(),
+                    detail: drift(
+                        &expected.name,
+                        "destination holds other content",
+                        expected,
+                        &e,
+                    ),
+                })
+            }
+            Inspection::Absent => {}
+        }
+        let src = source.run(source.load_existing(&expected.name))?;
+        let table = self.run(self.destination_table(&src, &expected.name))?;
+        let files = self.write_snapshot(source, &src, &table, expected)?;
+        if let Some(files) = files {
+            self.run(async {
+                let guard = EmptyOnly::new(self.iceberg_catalog(), fault);
+                let tx = Transaction::new(&table);
+                let tx = tx
+                    .fast_append()
+                    .add_data_files(files)
+                    .apply(tx)
+                    .map_err(ice("stage the copy"))?;
+                tx.commit(&guard)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| IcebergError::CommitInDoubt {
+                        table: expected.name.clone(),
+                        detail: e.to_string(),
+                    })
+            })?;
+        }
+        let found = self.table_evidence(&expected.name, None)?;
+        if !found.same_content(expected) {
+            return Err(IcebergError::VerifyMismatch {
+                table: expected.name.clone(),
+                detail: drift(&expected.name, "fresh read of the copy", expected, &found),
+            });
+        }
+        Ok(CopyOutcome::Copied(found))
+    }
+
+    /// The destination table: created with the source's exact schema, or
+    /// the existing empty one when its logical schema is the source's.
+    async fn destination_table(&self, src: &Table, name: &str) -> Result<Table, IcebergError> {
+        let ident = self.ident(name);
+        let catalog = self.iceberg_catalog();
+        let schema = src.metadata().current_schema().as_ref().clone();
+        if catalog
+            .table_exists(&ident)
+            .await
+            .map_err(ice("check the table"))?
+        {
+            let t = catalog
+                .load_table(&ident)
+                .await
+                .map_err(ice("load the table"))?;
+            let want = iceberg_schema_to_logical(&schema)?;
+            let have = iceberg_schema_to_logical(t.metadata().current_schema())?;
+            if want != have || t.metadata().current_snapshot_id().is_some() {
+                return Err(IcebergError::DestinationConflict {
+                    table: name.to_owned(),
+                    detail:
+                        "an existing destination table is not an empty table of the source's schema"
+                            .into(),
+                });
+            }
+            return Ok(t);
+        }
+        let creation = TableCreation::builder()
+            .name(name.to_owned())
+            .schema(schema)
+            .build();
+        catalog
+            .create_table(self.namespace_ident(), creation)
+            .await
+            .map_err(ice("create the destination table"))
+    }
+
+    /// Streams `expected.snapshot` of `src` into new data files of `dst`,
+    /// digesting every row written; `None` when the snapshot is empty (no
+    /// commit needed). Refuses with [`IcebergError::SourceDrift`] when what
+    /// was read is not the plan's evidence.
+    fn write_snapshot(
+        &self,
+        source: &IcebergStore,
+        src: &Table,
+        dst: &Table,
+        expected: &TableEvidence,
+    ) -> Result<Option<Vec<iceberg::spec::DataFile>>, IcebergError> {
+        let Some(snapshot) = expected.snapshot else {
+            return Ok(None);
+        };
+        let mut digest = TableDigest::new(expected.schema_fingerprint);
+        let mut w = RowWriter::new();
+        let _ = source;
+        let files = self.run(async {
+            let mut writer = data_writer(dst)
+                .await
+                .map_err(ice("start the data file writer"))?;
+            let mut stream = src
+                .scan()
+                .snapshot_id(snapshot)
+                .select_all()
+                .with_batch_size(Some(BATCH_ROWS))
+                .build()
+                .map_err(ice("plan the source scan"))?
+                .to_arrow()
+                .await
+                .map_err(ice("start the source scan"))?;
+            while let Some(batch) = stream
+                .try_next()
+                .await
+                .map_err(ice("read a source batch"))?
+            {
+                add_batch(&mut digest, &mut w, &batch)?;
+                writer
+                    .write(batch)
+                    .await
+                    .map_err(ice("write a destination batch"))?;
+            }
+            writer.close().await.map_err(ice("close the data files"))
+        })?;
+        let read = TableEvidence {
+            content: digest.finish(),
+            ..expected.clone()
+        };
+        if read.content != expected.content {
+            return Err(IcebergError::SourceDrift {
+                table: expected.name.clone(),
+                detail: drift(&expected.name, "pinned source snapshot", expected, &read),
+            });
+        }
+        Ok(Some(files))
+    }
+}
+
+/// Reads `table` at `snapshot` (or its current one) in full.
+async fn evidence_of(
+    table: &Table,
+    name: &str,
+    snapshot: Option<i64>,
+) -> Result<TableEvidence, IcebergError> {
+    let snapshot = snapshot.or(table.metadata().current_snapshot_id());
+    let schema_ref = match snapshot {
+        Some(id) => table
+            .metadata()
+            .snapshot_by_id(id)
+            .ok_or_else(|| IcebergError::SourceDrift {
+                table: name.to_owned(),
+                detail: format!("snapshot {id} does not exist"),
+            })?
+            .schema(table.metadata())
+            .map_err(ice("read the snapshot's schema"))?,
+        None => table.metadata().current_schema().clone(),
+    };
+    let schema = iceberg_schema_to_logical(&schema_ref)?;
+    let schema_fingerprint = fingerprint(&schema);
+    let mut digest = TableDigest::new(schema_fingerprint);
+    let mut w = RowWriter::new();
+    if let Some(id) = snapshot {
+        let mut stream = table
+            .scan()
+            .snapshot_id(id)
+            .select_all()
+            .with_batch_size(Some(BATCH_ROWS))
+            .build()
+            .map_err(ice("plan the scan"))?
+            .to_arrow()
+            .await
+            .map_err(ice("start the scan"))?;
+        while let Some(batch) = stream.try_next().await.map_err(ice("read a batch"))? {
+            add_batch(&mut digest, &mut w, &batch)?;
+        }
+    }
+    Ok(TableEvidence {
+        name: name.to_owned(),
+        snapshot,
+        schema,
+        schema_fingerprint,
+        content: digest.finish(),
+    })
+}
