@@ -44,10 +44,11 @@
 //! are the input rows with only `object_uri` replaced.
 
 // A refusal names its object in full (artifact id, URI, digest, what was
-// found) and is returned once per relocation: its size is not on a hot path.
+// found): the public functions box it; the private steps pass it unboxed,
+// once per relocation, off any hot path.
 #![allow(
     clippy::result_large_err,
-    reason = "refusals name the object in full and are returned once per relocation"
+    reason = "private steps pass the full refusal once; the public API boxes it"
 )]
 
 #[cfg(test)]
@@ -463,7 +464,8 @@ fn size_text(found: &Option<u64>) -> String {
     }
 }
 
-/// Why relocation refused. Every variant names the object (the first
+/// Why relocation refused (boxed by the public functions: it names the
+/// object in full). Every variant names the object (the first
 /// occurrence's `artifact_id` and the URI and digest concerned) and the
 /// rule; [`RelocationError::reason`] is the stable kebab-case reason.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
@@ -881,6 +883,15 @@ pub fn verify_source(
     source: &dyn ObjectStore,
     source_root: &NormalizedUri,
     destination_root: &NormalizedUri,
+) -> Result<SourceInventory, Box<RelocationError>> {
+    verify_source_inner(occurrences, source, source_root, destination_root).map_err(Box::new)
+}
+
+fn verify_source_inner(
+    occurrences: &[Occurrence],
+    source: &dyn ObjectStore,
+    source_root: &NormalizedUri,
+    destination_root: &NormalizedUri,
 ) -> Result<SourceInventory, RelocationError> {
     check_roots(source_root, destination_root)?;
     let first = check_addresses(occurrences, source_root)?;
@@ -962,6 +973,14 @@ fn inspect_one(
 /// Phase 2, writing nothing: what each destination content address holds,
 /// per object of `inventory` in order.
 pub fn inspect_destination(
+    inventory: &SourceInventory,
+    destination: &dyn ObjectStore,
+    destination_root: &NormalizedUri,
+) -> Result<Vec<Disposition>, Box<RelocationError>> {
+    inspect_destination_inner(inventory, destination, destination_root).map_err(Box::new)
+}
+
+fn inspect_destination_inner(
     inventory: &SourceInventory,
     destination: &dyn ObjectStore,
     destination_root: &NormalizedUri,
@@ -1092,9 +1111,26 @@ pub fn relocate(
     source_root: &NormalizedUri,
     destination: &dyn ObjectStore,
     destination_root: &NormalizedUri,
+) -> Result<Relocation, Box<RelocationError>> {
+    relocate_inner(
+        occurrences,
+        source,
+        source_root,
+        destination,
+        destination_root,
+    )
+    .map_err(Box::new)
+}
+
+fn relocate_inner(
+    occurrences: &[Occurrence],
+    source: &dyn ObjectStore,
+    source_root: &NormalizedUri,
+    destination: &dyn ObjectStore,
+    destination_root: &NormalizedUri,
 ) -> Result<Relocation, RelocationError> {
-    let inventory = verify_source(occurrences, source, source_root, destination_root)?;
-    let plan = inspect_destination(&inventory, destination, destination_root)?;
+    let inventory = verify_source_inner(occurrences, source, source_root, destination_root)?;
+    let plan = inspect_destination_inner(&inventory, destination, destination_root)?;
     let (mut copied, mut reused, mut verified_bytes) = (0u64, 0u64, 0u64);
     for (object, disposition) in inventory.objects.iter().zip(&plan) {
         let uri = destination_address(destination_root, object)?;

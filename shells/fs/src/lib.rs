@@ -15,6 +15,7 @@
 //! - [`crash`] — crash states enumerated from a recorded trace.
 //! - [`error`] — [`FsError`] with its stable reasons.
 
+pub mod artifacts;
 pub mod crash;
 pub mod deployment;
 pub mod error;

@@ -148,7 +148,7 @@ fn fixture(store: &Mem) -> Vec<Occurrence> {
     ]
 }
 
-fn run(rows: &[Occurrence], src: &Mem, dst: &Mem) -> Result<Relocation, RelocationError> {
+fn run(rows: &[Occurrence], src: &Mem, dst: &Mem) -> Result<Relocation, Box<RelocationError>> {
     relocate(rows, src, &src_root(), dst, &dst_root())
 }
 
@@ -156,7 +156,7 @@ fn run(rows: &[Occurrence], src: &Mem, dst: &Mem) -> Result<Relocation, Relocati
 /// written: the destination is unchanged and no put happened.
 fn refused_untouched(rows: &[Occurrence], src: &Mem, dst: &Mem, reason: &str) -> RelocationError {
     let before = dst.snapshot();
-    let err = run(rows, src, dst).unwrap_err();
+    let err = *run(rows, src, dst).unwrap_err();
     assert_eq!(err.reason(), reason, "{err}");
     assert!(err.to_string().starts_with(reason), "{err}");
     assert_eq!(dst.snapshot(), before, "destination changed by a refusal");
@@ -309,7 +309,7 @@ fn overlapping_roots_are_refused_first() {
         (uri("file:///"), dst_root()),
     ] {
         let before = dst.snapshot();
-        let err = relocate(&rows, &src, &s, &dst, &d).unwrap_err();
+        let err = *relocate(&rows, &src, &s, &dst, &d).unwrap_err();
         assert_eq!(err.reason(), "artifact-roots-overlap", "{s} {d}");
         assert_eq!(
             err,
@@ -625,7 +625,7 @@ fn a_store_whose_writes_do_not_read_back_is_a_readback_mismatch() {
         ..Mem::default()
     };
     let rows = fixture(&src);
-    let err = run(&rows, &src, &dst).unwrap_err();
+    let err = *run(&rows, &src, &dst).unwrap_err();
     assert_eq!(err.reason(), "artifact-readback-mismatch", "{err}");
     assert!(matches!(
         err,
@@ -644,7 +644,7 @@ fn a_failed_put_is_an_io_refusal_naming_the_object() {
         ..Mem::default()
     };
     let rows = fixture(&src);
-    let err = run(&rows, &src, &dst).unwrap_err();
+    let err = *run(&rows, &src, &dst).unwrap_err();
     assert_eq!(err.reason(), "artifact-io");
     let RelocationError::Io {
         side, uri, detail, ..
