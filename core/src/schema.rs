@@ -79,6 +79,31 @@ pub enum LogicalType {
     },
     /// A struct of named fields, in order.
     Struct(Vec<Field>),
+    /// A decimal of `precision` digits, `scale` of them after the point.
+    Decimal {
+        /// Total digits.
+        precision: u8,
+        /// Digits after the point (negative: powers of ten before it).
+        scale: i8,
+    },
+    /// A time of day with a unit.
+    Time {
+        /// The unit.
+        unit: TimeUnit,
+    },
+    /// Bytes of one fixed width (an Iceberg `uuid` is 16, a `fixed[L]` is L).
+    FixedBinary {
+        /// The width in bytes.
+        len: i32,
+    },
+    /// A map: every entry a key field and a value field (their names are
+    /// part of the shape, their nullability is not).
+    Map {
+        /// The key field.
+        key: Box<Field>,
+        /// The value field.
+        value: Box<Field>,
+    },
 }
 
 /// A named, typed field.
@@ -141,13 +166,7 @@ fn put_type(out: &mut Vec<u8>, ty: &LogicalType) {
         LogicalType::Binary { .. } => out.push(5),
         LogicalType::Date => out.push(6),
         LogicalType::Timestamp { unit, tz } => {
-            let u = match unit {
-                TimeUnit::Second => 0,
-                TimeUnit::Millisecond => 1,
-                TimeUnit::Microsecond => 2,
-                TimeUnit::Nanosecond => 3,
-            };
-            out.extend_from_slice(&[7, u]);
+            out.extend_from_slice(&[7, unit_byte(unit)]);
             match tz {
                 None => out.push(0),
                 Some(z) => {
@@ -164,6 +183,28 @@ fn put_type(out: &mut Vec<u8>, ty: &LogicalType) {
             out.push(9);
             put_fields(out, fields);
         }
+        LogicalType::Decimal { precision, scale } => {
+            out.extend_from_slice(&[10, *precision, scale.to_be_bytes()[0]]);
+        }
+        LogicalType::Time { unit } => out.extend_from_slice(&[11, unit_byte(unit)]),
+        LogicalType::FixedBinary { len } => {
+            out.push(12);
+            out.extend_from_slice(&len.to_be_bytes());
+        }
+        LogicalType::Map { key, value } => {
+            out.push(13);
+            put_field(out, key);
+            put_field(out, value);
+        }
+    }
+}
+
+fn unit_byte(unit: &TimeUnit) -> u8 {
+    match unit {
+        TimeUnit::Second => 0,
+        TimeUnit::Millisecond => 1,
+        TimeUnit::Microsecond => 2,
+        TimeUnit::Nanosecond => 3,
     }
 }
 
@@ -211,6 +252,11 @@ mod tests {
                 prop::option::of("[A-Z][a-z]{1,5}")
             )
                 .prop_map(|(unit, tz)| LogicalType::Timestamp { unit, tz }),
+            (1u8..38, -2i8..10)
+                .prop_map(|(precision, scale)| LogicalType::Decimal { precision, scale }),
+            prop::sample::select(vec![TimeUnit::Second, TimeUnit::Microsecond])
+                .prop_map(|unit| LogicalType::Time { unit }),
+            (1i32..40).prop_map(|len| LogicalType::FixedBinary { len }),
         ]
     }
 
@@ -223,6 +269,12 @@ mod tests {
                         item: Box::new(Field::new(name, t, n)),
                     }
                 ),
+                (inner.clone(), inner.clone(), any::<bool>()).prop_map(|(k, v, n)| {
+                    LogicalType::Map {
+                        key: Box::new(Field::new("key", k, false)),
+                        value: Box::new(Field::new("value", v, n)),
+                    }
+                }),
                 prop::collection::vec(("[a-z]{1,4}", inner, any::<bool>()), 1..4).prop_map(|fs| {
                     LogicalType::Struct(
                         fs.into_iter()
@@ -263,6 +315,10 @@ mod tests {
             LogicalType::List { item, .. } => {
                 map_types(&mut item.ty, f);
             }
+            LogicalType::Map { key, value } => {
+                map_types(&mut key.ty, f);
+                map_types(&mut value.ty, f);
+            }
             LogicalType::Struct(fs) => {
                 for fl in fs {
                     map_types(&mut fl.ty, f);
@@ -277,6 +333,12 @@ mod tests {
             LogicalType::List { item, .. } => {
                 item.nullable = !item.nullable;
                 flip_nested_nulls(&mut item.ty);
+            }
+            LogicalType::Map { key, value } => {
+                for f in [key, value] {
+                    f.nullable = !f.nullable;
+                    flip_nested_nulls(&mut f.ty);
+                }
             }
             LogicalType::Struct(fs) => {
                 for f in fs {

@@ -475,7 +475,7 @@ impl RowWriter {
 /// canonical bytes ([`schema::canonical_bytes`]: column order, names,
 /// normalized types, width variants alike) followed by every field's
 /// nullability in pre-order (a struct's fields and a list's item after the
-/// field itself), one byte each, under [`SCHEMA_DOMAIN`]. Unlike the
+/// field itself; a map's key then value), one byte each, under [`SCHEMA_DOMAIN`]. Unlike the
 /// cold-read fingerprint it binds nullability: a destination column that
 /// admits nulls the source did not is a different table.
 pub fn schema_fingerprint(schema: &Schema) -> Digest {
@@ -485,6 +485,10 @@ pub fn schema_fingerprint(schema: &Schema) -> Digest {
             match &f.ty {
                 LogicalType::Struct(fs) => nulls(out, fs),
                 LogicalType::List { item, .. } => nulls(out, std::slice::from_ref(item)),
+                LogicalType::Map { key, value } => {
+                    nulls(out, std::slice::from_ref(key));
+                    nulls(out, std::slice::from_ref(value));
+                }
                 _ => {}
             }
         }

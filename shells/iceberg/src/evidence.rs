@@ -50,10 +50,38 @@ impl TableEvidence {
     }
 }
 
-fn unsupported(path: &str, ty: &DataType) -> IcebergError {
+fn unsupported(path: &At<'_>, ty: &DataType) -> IcebergError {
     IcebergError::UnsupportedType {
-        path: path.to_owned(),
+        path: path.to_string(),
         ty: ty.to_string(),
+    }
+}
+
+/// A cell's column path, built without allocating (rendered only for an
+/// error): `a.b` for a struct field, `a[]` for a list item.
+struct At<'a> {
+    parent: Option<&'a At<'a>>,
+    name: &'a str,
+}
+
+impl std::fmt::Display for At<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(p) = self.parent {
+            write!(f, "{p}")?;
+            if self.name != "[]" {
+                f.write_str(".")?;
+            }
+        }
+        f.write_str(self.name)
+    }
+}
+
+impl<'a> At<'a> {
+    fn child(&'a self, name: &'a str) -> At<'a> {
+        At {
+            parent: Some(self),
+            name,
+        }
     }
 }
 
@@ -128,7 +156,7 @@ fn scalar(w: &mut RowWriter, a: &dyn Array, i: usize) -> Result<bool, IcebergErr
 }
 
 /// Writes cell `i` of `a` (at column path `path`).
-fn cell(w: &mut RowWriter, a: &dyn Array, i: usize, path: &str) -> Result<(), IcebergError> {
+fn cell(w: &mut RowWriter, a: &dyn Array, i: usize, path: &At<'_>) -> Result<(), IcebergError> {
     if a.is_null(i) {
         w.null();
         return Ok(());
@@ -149,7 +177,7 @@ fn cell(w: &mut RowWriter, a: &dyn Array, i: usize, path: &str) -> Result<(), Ic
             let s = a.as_struct();
             w.begin_struct(s.num_columns() as u64);
             for (f, c) in fields.iter().zip(s.columns()) {
-                cell(w, c.as_ref(), i, &format!("{path}.{}", f.name()))?;
+                cell(w, c.as_ref(), i, &path.child(f.name()))?;
             }
             w.end_struct();
             Ok(())
@@ -163,8 +191,8 @@ fn cell(w: &mut RowWriter, a: &dyn Array, i: usize, path: &str) -> Result<(), Ic
             };
             w.begin_map((end - start) as u64);
             for j in start..end {
-                cell(w, m.keys().as_ref(), j, &format!("{path}.key"))?;
-                cell(w, m.values().as_ref(), j, &format!("{path}.value"))?;
+                cell(w, m.keys().as_ref(), j, &path.child("key"))?;
+                cell(w, m.values().as_ref(), j, &path.child("value"))?;
             }
             w.end_map();
             Ok(())
@@ -173,9 +201,9 @@ fn cell(w: &mut RowWriter, a: &dyn Array, i: usize, path: &str) -> Result<(), Ic
     }
 }
 
-fn elements(w: &mut RowWriter, values: &ArrayRef, path: &str) -> Result<(), IcebergError> {
+fn elements(w: &mut RowWriter, values: &ArrayRef, path: &At<'_>) -> Result<(), IcebergError> {
     w.begin_list(values.len() as u64);
-    let item = format!("{path}[]");
+    let item = path.child("[]");
     for j in 0..values.len() {
         cell(w, values.as_ref(), j, &item)?;
     }
@@ -213,7 +241,7 @@ pub fn add_batch(
     for i in 0..batch.num_rows() {
         w.begin_row(columns.len() as u64);
         for (c, name) in columns.iter().zip(&names) {
-            cell(w, c.as_ref(), i, name)?;
+            cell(w, c.as_ref(), i, &At { parent: None, name })?;
         }
         digest
             .add_row(w)

@@ -14,9 +14,13 @@
 //!   its fields' names and order, a list keeps its item field's name;
 //! - **nullability is carried, not judged**: it is copied into
 //!   [`Field::nullable`] and the fingerprint ignores it;
-//! - everything else (decimals, times of day, durations, intervals, maps,
-//!   unions, fixed-size binaries and lists, the null type) is
-//!   [`IcebergError::UnsupportedType`] naming the column path, never a guess.
+//! - **every type an Iceberg table can hold maps**, so migration can copy
+//!   an unknown application table: 128-bit decimals (precision and scale),
+//!   times of day (unit), fixed-size binaries (width; Iceberg's `uuid` is
+//!   16) and maps (key and value fields) included;
+//! - everything else (256-bit decimals, durations, intervals, unions,
+//!   fixed-size lists, the null type) is [`IcebergError::UnsupportedType`]
+//!   naming the column path, never a guess.
 //!
 //! The opposite direction, [`schema_to_iceberg`], is what a writer uses to
 //! create a table for a descriptor. Iceberg has fewer physical types than
@@ -81,6 +85,20 @@ fn list(path: &str, large: bool, item: &ArrowField) -> Result<LogicalType, Icebe
     })
 }
 
+/// A map's entries field is a struct of exactly a key and a value field.
+fn map(path: &str, entries: &ArrowField) -> Result<LogicalType, IcebergError> {
+    let DataType::Struct(kv) = entries.data_type() else {
+        return Err(unsupported(path, entries.data_type()));
+    };
+    let [k, v] = kv.iter().collect::<Vec<_>>()[..] else {
+        return Err(unsupported(path, entries.data_type()));
+    };
+    Ok(LogicalType::Map {
+        key: Box::new(field_at(path, k)?),
+        value: Box::new(field_at(path, v)?),
+    })
+}
+
 fn type_at(path: &str, ty: &DataType) -> Result<LogicalType, IcebergError> {
     Ok(match ty {
         DataType::Boolean => LogicalType::Bool,
@@ -136,6 +154,13 @@ fn type_at(path: &str, ty: &DataType) -> Result<LogicalType, IcebergError> {
                 .map(|f| field_at(path, f))
                 .collect::<Result<_, _>>()?,
         ),
+        DataType::Decimal128(precision, scale) => LogicalType::Decimal {
+            precision: *precision,
+            scale: *scale,
+        },
+        DataType::Time32(u) | DataType::Time64(u) => LogicalType::Time { unit: unit(u) },
+        DataType::FixedSizeBinary(len) => LogicalType::FixedBinary { len: *len },
+        DataType::Map(entries, _) => map(path, entries)?,
         DataType::Dictionary(_, value) => type_at(path, value)?,
         DataType::RunEndEncoded(_, values) => type_at(path, values.data_type())?,
         other => return Err(unsupported(path, other)),
@@ -244,6 +269,17 @@ fn to_iceberg_type(path: &str, ty: &LogicalType, ids: &mut Ids) -> Result<Type, 
                 .map(|f| to_nested(&format!("{path}.{}", f.name), f, ids))
                 .collect::<Result<_, _>>()?,
         )),
+        LogicalType::Decimal { .. }
+        | LogicalType::Time { .. }
+        | LogicalType::FixedBinary { .. }
+        | LogicalType::Map { .. } => {
+            return Err(refuse(
+                path,
+                ty,
+                "a descriptor's table is created with the types the cold-read writer supports; \
+                 migration copies such tables with their source schema instead",
+            ))
+        }
     })
 }
 
@@ -413,11 +449,9 @@ mod tests {
     fn unsupported_types_are_a_typed_error_naming_the_path() {
         let cases = [
             DataType::Null,
-            DataType::Decimal128(10, 2),
-            DataType::Time64(ArrowUnit::Microsecond),
+            DataType::Decimal256(10, 2),
             DataType::Duration(ArrowUnit::Second),
             DataType::Interval(IntervalUnit::DayTime),
-            DataType::FixedSizeBinary(16),
             DataType::FixedSizeList(Arc::new(AF::new("element", DataType::Int32, true)), 3),
         ];
         for ty in cases {
@@ -430,7 +464,7 @@ mod tests {
             "inner",
             DataType::List(Arc::new(AF::new(
                 "element",
-                DataType::Decimal128(5, 1),
+                DataType::Decimal256(5, 1),
                 true,
             ))),
             true,
@@ -439,7 +473,7 @@ mod tests {
         match arrow_schema_to_logical(&schema) {
             Err(IcebergError::UnsupportedType { path, ty }) => {
                 assert_eq!(path, "outer.inner[]");
-                assert!(ty.contains("Decimal128"), "{ty}");
+                assert!(ty.contains("Decimal256"), "{ty}");
             }
             other => panic!("{other:?}"),
         }

@@ -310,8 +310,8 @@ fn null_is_distinct_from_absent() {
     ];
     for (a, b) in pairs {
         assert_ne!(
-            row_bytes(&[a.clone()]),
-            row_bytes(&[b.clone()]),
+            row_bytes(std::slice::from_ref(&a)),
+            row_bytes(std::slice::from_ref(&b)),
             "{a:?} vs {b:?}"
         );
         assert_ne!(
