@@ -21,6 +21,7 @@
 //! other, so the SQLite control catalog is wired in by the caller (the
 //! `custos` CLI and its end-to-end tests).
 
+pub mod artifacts;
 pub mod discovery;
 pub mod error;
 pub mod evidence;

@@ -340,26 +340,78 @@ impl IcebergStore {
             Inspection::Absent => {}
         }
         let src = source.run(source.load_existing(&expected.name))?;
-        let table = self.run(self.destination_table(&src, &expected.name))?;
-        let files = self.write_snapshot(source, &src, &table, expected)?;
+        let schema = src.metadata().current_schema().as_ref().clone();
+        let table = self.run(self.destination_table(&schema, &expected.name))?;
+        let files = self.write_snapshot(&src, &table, expected)?;
         if let Some(files) = files {
-            self.run(async {
-                let guard = EmptyOnly::new(self.iceberg_catalog(), fault);
-                let tx = Transaction::new(&table);
-                let tx = tx
-                    .fast_append()
-                    .add_data_files(files)
-                    .apply(tx)
-                    .map_err(ice("stage the copy"))?;
-                tx.commit(&guard)
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| IcebergError::CommitInDoubt {
-                        table: expected.name.clone(),
-                        detail: e.to_string(),
-                    })
-            })?;
+            self.commit_files(&table, files, &expected.name, fault)?;
         }
+        self.verify(expected)
+    }
+
+    /// Writes `batches` (the complete expected content) into the
+    /// destination table `expected.name`, created with `schema`, in one
+    /// guarded commit, and verifies it by a fresh read.
+    pub(crate) fn commit_batches(
+        &self,
+        schema: &iceberg::spec::Schema,
+        expected: &TableEvidence,
+        batches: &[RecordBatch],
+        fault: Fault,
+    ) -> Result<CopyOutcome, IcebergError> {
+        if !self.is_writable() {
+            return Err(IcebergError::ReadOnly {
+                op: "commit_batches",
+            });
+        }
+        let table = self.run(self.destination_table(schema, &expected.name))?;
+        if batches.iter().any(|b| b.num_rows() > 0) {
+            let files = self.run(async {
+                let mut writer = data_writer(&table)
+                    .await
+                    .map_err(ice("start the data file writer"))?;
+                for b in batches {
+                    writer
+                        .write(b.clone())
+                        .await
+                        .map_err(ice("write a destination batch"))?;
+                }
+                writer.close().await.map_err(ice("close the data files"))
+            })?;
+            self.commit_files(&table, files, &expected.name, fault)?;
+        }
+        self.verify(expected)
+    }
+
+    /// One fast append of `files` onto `table` through [`EmptyOnly`]; any
+    /// failure leaves the table in doubt.
+    fn commit_files(
+        &self,
+        table: &Table,
+        files: Vec<iceberg::spec::DataFile>,
+        name: &str,
+        fault: Fault,
+    ) -> Result<(), IcebergError> {
+        self.run(async {
+            let guard = EmptyOnly::new(self.iceberg_catalog(), fault);
+            let tx = Transaction::new(table);
+            let tx = tx
+                .fast_append()
+                .add_data_files(files)
+                .apply(tx)
+                .map_err(ice("stage the copy"))?;
+            tx.commit(&guard)
+                .await
+                .map(|_| ())
+                .map_err(|e| IcebergError::CommitInDoubt {
+                    table: name.to_owned(),
+                    detail: e.to_string(),
+                })
+        })
+    }
+
+    /// A fresh read of the destination must reproduce `expected`.
+    fn verify(&self, expected: &TableEvidence) -> Result<CopyOutcome, IcebergError> {
         let found = self.table_evidence(&expected.name, None)?;
         if !found.same_content(expected) {
             return Err(IcebergError::VerifyMismatch {
@@ -372,10 +424,14 @@ impl IcebergStore {
 
     /// The destination table: created with the source's exact schema, or
     /// the existing empty one when its logical schema is the source's.
-    async fn destination_table(&self, src: &Table, name: &str) -> Result<Table, IcebergError> {
+    async fn destination_table(
+        &self,
+        schema: &iceberg::spec::Schema,
+        name: &str,
+    ) -> Result<Table, IcebergError> {
         let ident = self.ident(name);
         let catalog = self.iceberg_catalog();
-        let schema = src.metadata().current_schema().as_ref().clone();
+        let schema = schema.clone();
         if catalog
             .table_exists(&ident)
             .await
@@ -413,7 +469,6 @@ impl IcebergStore {
     /// was read is not the plan's evidence.
     fn write_snapshot(
         &self,
-        source: &IcebergStore,
         src: &Table,
         dst: &Table,
         expected: &TableEvidence,
@@ -423,7 +478,6 @@ impl IcebergStore {
         };
         let mut digest = TableDigest::new(expected.schema_fingerprint);
         let mut w = RowWriter::new();
-        let _ = source;
         let files = self.run(async {
             let mut writer = data_writer(dst)
                 .await
