@@ -35,7 +35,7 @@ use crate::error::{ice, IcebergError};
 use crate::evidence::{content_of, fingerprint, TableEvidence};
 use crate::logical::iceberg_schema_to_logical;
 use crate::store::IcebergStore;
-use crate::transfer::{CopyOutcome, Fault, Inspection};
+use crate::transfer::{scan, CopyOutcome, Fault, Inspection};
 
 /// The occurrence table's name.
 pub const ARTIFACT_FILES: &str = "artifact_files";
@@ -263,15 +263,7 @@ impl IcebergStore {
             let Some(id) = snapshot.or(table.metadata().current_snapshot_id()) else {
                 return Ok(Vec::new());
             };
-            let mut stream = table
-                .scan()
-                .snapshot_id(id)
-                .select_all()
-                .build()
-                .map_err(ice("plan the artifact_files scan"))?
-                .to_arrow()
-                .await
-                .map_err(ice("start the artifact_files scan"))?;
+            let mut stream = scan(&table, id).await?;
             let mut out = Vec::new();
             while let Some(b) = stream
                 .try_next()

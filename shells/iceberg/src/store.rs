@@ -56,22 +56,14 @@ use custos_core::schema::Schema;
 use custos_core::world::Signature;
 use futures::TryStreamExt;
 use iceberg::io::LocalFsStorageFactory;
-use iceberg::spec::DataFileFormat;
 use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
-use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
-use iceberg::writer::file_writer::location_generator::{
-    DefaultFileNameGenerator, DefaultLocationGenerator,
-};
-use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
-use iceberg::writer::file_writer::ParquetWriterBuilder;
-use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
+use iceberg::writer::IcebergWriter;
 use iceberg::{Catalog, CatalogBuilder, NamespaceIdent, TableCreation, TableIdent};
 use iceberg_catalog_sql::{
     SqlBindStyle, SqlCatalog, SqlCatalogBuilder, SQL_CATALOG_PROP_BIND_STYLE, SQL_CATALOG_PROP_URI,
     SQL_CATALOG_PROP_WAREHOUSE,
 };
-use parquet::file::properties::WriterProperties;
 
 use crate::discovery::{projection, table_identity};
 use crate::error::{ice, IcebergError};
@@ -476,19 +468,7 @@ impl IcebergStore {
         }
         self.run(async {
             let table = self.load_existing(table_id).await?;
-            let parquet = ParquetWriterBuilder::new(
-                WriterProperties::default(),
-                table.metadata().current_schema().clone(),
-            );
-            let rolling = RollingFileWriterBuilder::new_with_default_file_size(
-                parquet,
-                table.file_io().clone(),
-                DefaultLocationGenerator::new(table.metadata())
-                    .map_err(ice("place the data files"))?,
-                DefaultFileNameGenerator::new(unique_prefix(), None, DataFileFormat::Parquet),
-            );
-            let mut writer = DataFileWriterBuilder::new(rolling)
-                .build(None)
+            let mut writer = crate::transfer::data_writer(&table)
                 .await
                 .map_err(ice("start the data file writer"))?;
             let mut rows = 0u64;

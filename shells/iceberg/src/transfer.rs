@@ -234,7 +234,7 @@ async fn append_files(
     tx.commit(catalog).await
 }
 
-async fn data_writer(table: &Table) -> iceberg::Result<impl IcebergWriter> {
+pub(crate) async fn data_writer(table: &Table) -> iceberg::Result<impl IcebergWriter> {
     let parquet = ParquetWriterBuilder::new(
         WriterProperties::default(),
         table.metadata().current_schema().clone(),
@@ -482,16 +482,7 @@ impl IcebergStore {
             let mut writer = data_writer(dst)
                 .await
                 .map_err(ice("start the data file writer"))?;
-            let mut stream = src
-                .scan()
-                .snapshot_id(snapshot)
-                .select_all()
-                .with_batch_size(Some(BATCH_ROWS))
-                .build()
-                .map_err(ice("plan the source scan"))?
-                .to_arrow()
-                .await
-                .map_err(ice("start the source scan"))?;
+            let mut stream = scan(src, snapshot).await?;
             while let Some(batch) = stream
                 .try_next()
                 .await
@@ -519,6 +510,24 @@ impl IcebergStore {
     }
 }
 
+/// A stream of every row of `table` at `snapshot`, in batches of
+/// [`BATCH_ROWS`].
+pub(crate) async fn scan(
+    table: &Table,
+    snapshot: i64,
+) -> Result<iceberg::scan::ArrowRecordBatchStream, IcebergError> {
+    table
+        .scan()
+        .snapshot_id(snapshot)
+        .select_all()
+        .with_batch_size(Some(BATCH_ROWS))
+        .build()
+        .map_err(ice("plan the scan"))?
+        .to_arrow()
+        .await
+        .map_err(ice("start the scan"))
+}
+
 /// Reads `table` at `snapshot` (or its current one) in full.
 async fn evidence_of(
     table: &Table,
@@ -543,16 +552,7 @@ async fn evidence_of(
     let mut digest = TableDigest::new(schema_fingerprint);
     let mut w = RowWriter::new();
     if let Some(id) = snapshot {
-        let mut stream = table
-            .scan()
-            .snapshot_id(id)
-            .select_all()
-            .with_batch_size(Some(BATCH_ROWS))
-            .build()
-            .map_err(ice("plan the scan"))?
-            .to_arrow()
-            .await
-            .map_err(ice("start the scan"))?;
+        let mut stream = scan(table, id).await?;
         while let Some(batch) = stream.try_next().await.map_err(ice("read a batch"))? {
             add_batch(&mut digest, &mut w, &batch)?;
         }
