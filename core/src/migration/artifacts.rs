@@ -131,6 +131,21 @@ pub struct OccurrenceMeta {
 }
 
 impl Occurrence {
+    /// This occurrence at another content address: relocation changes
+    /// `object_uri` and nothing else (spec 001 §5).
+    pub fn relocated(&self, object_uri: NormalizedUri) -> Occurrence {
+        Occurrence {
+            object_uri,
+            ..self.clone()
+        }
+    }
+
+    /// Whether `self` is `source` with at most `object_uri` changed: the
+    /// one check a table writer makes of relocated rows.
+    pub fn is_relocation_of(&self, source: &Occurrence) -> bool {
+        source.relocated(self.object_uri.clone()) == *self
+    }
+
     /// The row of `meta` for an object with `facts` stored at `object_uri`.
     pub fn new(meta: OccurrenceMeta, facts: ObjectFacts, object_uri: NormalizedUri) -> Self {
         Occurrence {
@@ -1154,10 +1169,7 @@ fn relocate_inner(
                 problem,
             }
         })?;
-        rows.push(Occurrence {
-            object_uri,
-            ..o.clone()
-        });
+        rows.push(o.relocated(object_uri));
     }
     Ok(Relocation {
         occurrences: rows,

@@ -214,13 +214,6 @@ pub fn from_batch(batch: &RecordBatch) -> Result<Vec<Occurrence>, IcebergError> 
     Ok(out)
 }
 
-/// Whether `relocated` is `source` with only `object_uri` changed.
-fn only_uri_changed(source: &Occurrence, relocated: &Occurrence) -> bool {
-    let mut s = source.clone();
-    s.object_uri = relocated.object_uri.clone();
-    s == *relocated
-}
-
 impl IcebergStore {
     /// Creates `artifact_files` when missing (ingestion's first step).
     pub fn create_artifact_files(&self) -> Result<(), IcebergError> {
@@ -309,7 +302,7 @@ impl IcebergStore {
         if let Some((s, _)) = rows
             .iter()
             .zip(relocated)
-            .find(|(s, r)| !only_uri_changed(s, r))
+            .find(|(s, r)| !r.is_relocation_of(s))
         {
             return Err(drift(format!(
                 "relocated row of artifact {} changes more than object_uri",

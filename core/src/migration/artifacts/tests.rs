@@ -253,6 +253,13 @@ fn relocation_copies_each_distinct_object_once_and_changes_only_object_uri() {
         assert_eq!(dst.puts(), 2);
         assert_eq!(r.occurrences.len(), rows.len());
         for (before, after) in rows.iter().zip(&r.occurrences) {
+            assert!(after.is_relocation_of(before));
+            let mut other = after.clone();
+            other.media_type.push('x');
+            assert!(
+                !other.is_relocation_of(before),
+                "a changed field is no relocation"
+            );
             let expected = content_address(&dst_root(), &before.sha256).unwrap();
             assert_eq!(after.object_uri, expected);
             assert_eq!(
