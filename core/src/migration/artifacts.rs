@@ -33,14 +33,17 @@
 //!    read-only: absent (to copy), a regular file whose complete bytes
 //!    verify (reused), anything else a refusal (conflicting bytes are never
 //!    overwritten; a symbolic link, directory or other entry fails closed);
-//! 3. the copy — each object still to copy is read again (and verified
-//!    again) from the source, written with `put_new` once per distinct
-//!    SHA-256, then read back from the destination and verified in full.
+//! 3. the copy — each object still to copy is streamed again from the
+//!    source into `put_new` once per distinct SHA-256, which stores it only
+//!    if the streamed bytes verify against the rows (a [`Verifying`]
+//!    reader), then read back from the destination and verified in full.
 //!
-//! So every refusal of phases 1 and 2 leaves the destination untouched.
-//! Memory is bounded by one object (the copy holds one object's bytes;
-//! verification holds one [`CHUNK`]) plus the distinct-digest set and the
-//! rows themselves. Relocation never mints an occurrence: the output rows
+//! So every refusal of phases 1 and 2 leaves the destination untouched,
+//! and a source that changes between phase 1 and the copy stores nothing.
+//! Memory is bounded independently of object size (a streaming store's
+//! buffers and one [`CHUNK`]; a store that answers [`ObjectRead::Bytes`]
+//! holds that object) plus the distinct-digest set and the rows
+//! themselves. Relocation never mints an occurrence: the output rows
 //! are the input rows with only `object_uri` replaced.
 
 // A refusal names its object in full (artifact id, URI, digest, what was
@@ -302,8 +305,8 @@ impl fmt::Display for Entry {
 
 /// The bytes of an object, as [`ObjectStore::read`] hands them over.
 pub enum ObjectRead {
-    /// The whole object (a store that reads whole files, bounded by the
-    /// limit it was given).
+    /// The whole object (a store that holds objects in memory, bounded by
+    /// the limit it was given).
     Bytes(Vec<u8>),
     /// A reader over the object; the caller reads at most `limit + 1`
     /// bytes from it.
@@ -337,6 +340,14 @@ pub enum ObjectError {
     /// `put_new` found something at the address; it was left as it was.
     #[error("the address already holds {0}")]
     Exists(Entry),
+    /// `put_new` read bytes that are not the expected object (found: what
+    /// they measured); nothing was stored.
+    #[error("the bytes given are not the expected object (found {0:?})")]
+    Mismatch(Measured),
+    /// `put_new` could not read the bytes it was given (the source's I/O);
+    /// nothing was stored.
+    #[error("reading the object's bytes: {0}")]
+    Source(String),
     /// The URI is not an address this store serves (outside its root, or
     /// not a content address).
     #[error("not an address this store serves")]
@@ -360,10 +371,110 @@ pub trait ObjectStore: Send + Sync {
     /// bytes. Never writes.
     fn read(&self, uri: &NormalizedUri, limit: u64) -> Result<ObjectRead, ObjectError>;
 
-    /// Durably stores `bytes` at `uri`, which must hold nothing: anything
-    /// there is [`ObjectError::Exists`] and is left as it was. After an
-    /// error, `uri` holds nothing or exactly `bytes` — never a part.
-    fn put_new(&self, uri: &NormalizedUri, bytes: &[u8]) -> Result<(), ObjectError>;
+    /// Durably stores the object `bytes` streams at `uri`, which must hold
+    /// nothing: anything there is [`ObjectError::Exists`] and is left as it
+    /// was. Stored only if the bytes are exactly `expect` (size, SHA-256,
+    /// XXH3-64): read through a [`Verifying`] reader, which stops at
+    /// `expect.size + 1` bytes; other bytes are [`ObjectError::Mismatch`], a
+    /// failure to read them [`ObjectError::Source`], and either leaves
+    /// `uri` holding nothing. Memory is bounded by the store's buffers, not
+    /// by the object. After any error `uri` holds nothing or exactly the
+    /// expected object — never a part, never other bytes.
+    fn put_new(
+        &self,
+        uri: &NormalizedUri,
+        bytes: &mut dyn Read,
+        expect: &ObjectFacts,
+    ) -> Result<(), ObjectError>;
+}
+
+/// [`ObjectStore::put_new`] of bytes in memory (fixtures, ingestion).
+pub fn put_bytes(
+    store: &dyn ObjectStore,
+    uri: &NormalizedUri,
+    bytes: &[u8],
+) -> Result<(), ObjectError> {
+    store.put_new(uri, &mut { bytes }, &facts_of(bytes))
+}
+
+/// A reader that passes an object's bytes through, hashing them on the
+/// way, and ends after `limit + 1` bytes (so a longer object is known
+/// longer without being read whole); a store's `put_new` writes what it
+/// reads from one and stores it only if [`Verifying::measured`] is the
+/// expected object. A failure of the inner reader is kept
+/// ([`Verifying::source_failure`]) so that a store can tell it from its
+/// own write failure.
+pub struct Verifying<'a> {
+    inner: &'a mut dyn Read,
+    hasher: ObjectHasher,
+    limit: u64,
+    failed: Option<String>,
+}
+
+impl fmt::Debug for Verifying<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Verifying")
+            .field("read", &self.hasher.size())
+            .field("limit", &self.limit)
+            .field("failed", &self.failed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> Verifying<'a> {
+    /// Reads `inner`, expecting at most `limit` bytes.
+    pub fn new(inner: &'a mut dyn Read, limit: u64) -> Self {
+        Verifying {
+            inner,
+            hasher: ObjectHasher::new(),
+            limit,
+            failed: None,
+        }
+    }
+
+    /// Why the inner reader failed, if it did.
+    pub fn source_failure(&self) -> Option<&str> {
+        self.failed.as_deref()
+    }
+
+    /// What the bytes read so far measure: [`Measured::Longer`] past the
+    /// limit.
+    pub fn measured(self) -> Measured {
+        if self.hasher.size() > self.limit {
+            Measured::Longer
+        } else {
+            Measured::Facts(self.hasher.finish())
+        }
+    }
+}
+
+impl Read for Verifying<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let room = self
+            .limit
+            .saturating_add(1)
+            .saturating_sub(self.hasher.size());
+        let max = buf.len().min(usize::try_from(room).unwrap_or(usize::MAX));
+        let Some(window) = buf.get_mut(..max) else {
+            return Ok(0);
+        };
+        if window.is_empty() {
+            return Ok(0);
+        }
+        let n = loop {
+            match self.inner.read(window) {
+                Ok(n) => break n.min(window.len()),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    let detail = e.to_string();
+                    self.failed = Some(detail.clone());
+                    return Err(std::io::Error::other(detail));
+                }
+            }
+        };
+        self.hasher.update(window.get(..n).unwrap_or_default());
+        Ok(n)
+    }
 }
 
 /// What reading an object through [`measure`] found.
@@ -1021,10 +1132,10 @@ fn destination_address(
     })
 }
 
-/// Copies one object: re-reads and re-verifies the source bytes, puts them
-/// at the destination (an identical object that appeared meanwhile is
-/// reused, different bytes are a conflict), reads them back and verifies
-/// them in full. Answers whether it wrote.
+/// Copies one object: streams the source bytes into `put_new`, which
+/// stores them only if they verify (an identical object that appeared
+/// meanwhile is reused, different bytes are a conflict), reads them back
+/// and verifies them in full. Answers whether it wrote.
 fn copy_one(
     object: &InventoryObject,
     source: &dyn ObjectStore,
@@ -1047,15 +1158,19 @@ fn copy_one(
     let read = source
         .read(&source_uri, object.facts.size)
         .map_err(|x| from.source_refusal(x))?;
-    let Some(bytes) =
-        read_bounded(read, object.facts.size).map_err(|x| from.io(Side::Source, x))?
-    else {
-        return Err(from.size_mismatch(None));
+    let mut bytes: Box<dyn Read + Send> = match read {
+        ObjectRead::Bytes(b) => Box::new(std::io::Cursor::new(b)),
+        ObjectRead::Stream(r) => r,
     };
-    from.check(Measured::Facts(facts_of(&bytes)))?;
     let to = Expect { uri, ..from };
-    let wrote = match destination.put_new(uri, &bytes) {
+    let wrote = match destination.put_new(uri, &mut bytes, &object.facts) {
         Ok(()) => true,
+        // The source no longer reads as its rows: nothing was stored.
+        Err(ObjectError::Mismatch(found)) => {
+            from.check(found)?;
+            return Err(to.io(Side::Destination, "put_new refused bytes that verify"));
+        }
+        Err(ObjectError::Source(x)) => return Err(from.io(Side::Source, x)),
         Err(ObjectError::Exists(_)) => match inspect_one(destination, uri, object)? {
             Disposition::Reuse => false,
             Disposition::Copy => {

@@ -149,10 +149,11 @@ fn core_reaches_no_io_crate() {
     // Core's direct dependencies are exactly these: the design's four, the
     // RFC 8785 canonicalizer the deployment manifest's canonical form is
     // defined by, `twox-hash` (XXH3-64 of Artifact objects, spec 001 §5;
-    // no default features), `blake3` (the migration content digest's row
-    // lanes, custos_core::migration::content), and `arbitrary` (optional,
-    // for fuzzing).
+    // no default features), `blake3` and `aes` (the migration content
+    // digest's row key and lanes, custos_core::migration::content),
+    // and `arbitrary` (optional, for fuzzing).
     let allowed: BTreeSet<String> = [
+        "aes",
         "blake3",
         "serde",
         "serde_json",

@@ -18,17 +18,22 @@
 //! directory, the object), so a symbolic link at the address *or on the way
 //! to it* is [`Entry::Symlink`]. `read` probes first, refuses an object
 //! longer than its limit by its length without reading it
-//! ([`ObjectError::TooLong`]), and reads with [`Fs::read_bounded`], which
-//! also refuses a file that grows past the limit. Between the `lstat` and
-//! the open the entry is trusted not to change: the source is offline
-//! (spec 001 §3) and the destination is owned by this handle.
+//! ([`ObjectError::TooLong`]), and answers a stream ([`Fs::open_read`]);
+//! the caller reads at most `limit + 1` bytes ([`measure`]), so a file that
+//! grows past the limit is refused too. Between the `lstat` and the open
+//! the entry is trusted not to change: the source is offline (spec 001 §3)
+//! and the destination is owned by this handle.
 //!
 //! **Publication** ([`ObjectStore::put_new`], under the writer mutex):
 //! the fan-out directory is created if missing and its parent `sha256/`
 //! fsynced (once per directory per handle, whether or not this handle
 //! created it, so an earlier interrupted creation is made durable too);
-//! the bytes are written to a fresh staged file in `.tmp/` and fsynced
-//! ([`DurableRoot::write_synced`]); the content address is checked to hold
+//! the bytes are streamed into a fresh staged file in `.tmp/`
+//! ([`DurableRoot::write_new_from`]) through core's [`Verifying`] reader
+//! (so memory is one write buffer whatever the object's size), and the
+//! staged file is fsynced only if they are the expected object — other
+//! bytes are [`ObjectError::Mismatch`] and the staged file is removed; the
+//! content address is checked to hold
 //! nothing; the staged file is renamed there ([`DurableRoot::rename`],
 //! which checks the lock first) and the fan-out directory fsynced. The
 //! [`Fs`] trait has no rename-if-absent, so "never replace" rests on the
@@ -46,13 +51,14 @@
 //! never calls it.
 
 use std::collections::BTreeSet;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use custos_core::migration::artifacts::{
-    addressed_digest, content_address, facts_of, measure, Entry, Measured, ObjectError, ObjectRead,
-    ObjectStore, Occurrence, OccurrenceMeta, CONTENT_DIR,
+    addressed_digest, content_address, facts_of, measure, put_bytes, Entry, Measured, ObjectError,
+    ObjectRead, ObjectStore, Occurrence, OccurrenceMeta, Verifying, CONTENT_DIR,
 };
 use custos_core::migration::{DataError, Digest, NormalizedUri, ObjectFacts};
 use custos_core::root::{Access, Layout};
@@ -288,7 +294,7 @@ impl<F: Fs> ArtifactStore<F> {
             uri: uri.to_string(),
             error,
         };
-        match self.put_new(&uri, bytes) {
+        match put_bytes(self, &uri, bytes) {
             Ok(()) => {}
             Err(ObjectError::Exists(Entry::RegularFile { .. })) => {
                 self.check_existing(&uri, facts).map_err(|e| match e {
@@ -324,6 +330,28 @@ impl<F: Fs> ArtifactStore<F> {
     }
 }
 
+impl<F: Fs> ArtifactStore<F> {
+    /// Streams `bytes` into the new file `stage` through a [`Verifying`]
+    /// reader, then fsyncs it only if they are the expected object.
+    fn stage(
+        &self,
+        stage: &Path,
+        bytes: &mut dyn Read,
+        expect: &ObjectFacts,
+    ) -> Result<(), ObjectError> {
+        let mut v = Verifying::new(bytes, expect.size);
+        let wrote = self.root.write_new_from(stage, &mut v);
+        if let Some(e) = v.source_failure() {
+            return Err(ObjectError::Source(e.to_string()));
+        }
+        wrote.map_err(fs_err)?;
+        match v.measured() {
+            Measured::Facts(f) if f == *expect => self.root.sync_file(stage).map_err(fs_err),
+            found => Err(ObjectError::Mismatch(found)),
+        }
+    }
+}
+
 fn fs_err(e: FsError) -> ObjectError {
     ObjectError::Io(e.to_string())
 }
@@ -342,19 +370,19 @@ impl<F: Fs> ObjectStore for ArtifactStore<F> {
             Entry::Missing => return Err(ObjectError::Missing),
             other => return Err(ObjectError::NotRegularFile(other)),
         }
-        match self.root.fs().read_bounded(&path, limit) {
-            Ok(bytes) => Ok(ObjectRead::Bytes(bytes)),
+        match self.root.fs().open_read(&path) {
+            Ok(reader) => Ok(ObjectRead::Stream(reader)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(ObjectError::Missing),
-            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => match self.probe(uri)? {
-                // It grew past the limit while being read.
-                Entry::RegularFile { len } if len > limit => Err(ObjectError::TooLong { len }),
-                _ => Err(ObjectError::Io(format!("read {}: {e}", path.display()))),
-            },
             Err(e) => Err(ObjectError::Io(format!("read {}: {e}", path.display()))),
         }
     }
 
-    fn put_new(&self, uri: &NormalizedUri, bytes: &[u8]) -> Result<(), ObjectError> {
+    fn put_new(
+        &self,
+        uri: &NormalizedUri,
+        bytes: &mut dyn Read,
+        expect: &ObjectFacts,
+    ) -> Result<(), ObjectError> {
         let digest = addressed_digest(&self.uri, uri).ok_or(ObjectError::NotServed)?;
         let mut synced = self.writer();
         self.root.check_live().map_err(fs_err)?;
@@ -366,9 +394,9 @@ impl<F: Fs> ObjectStore for ArtifactStore<F> {
         }
         self.ensure_fan(&mut synced, &fan)?;
         let stage = self.stage_path(&digest);
-        if let Err(e) = self.root.write_synced(&stage, bytes) {
+        if let Err(e) = self.stage(&stage, bytes, expect) {
             self.discard(&stage);
-            return Err(fs_err(e));
+            return Err(e);
         }
         // Single writer: nothing appears at `dest` between this check and
         // the rename (see the module documentation).

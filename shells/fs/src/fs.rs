@@ -118,7 +118,17 @@ pub trait Fs: Send + Sync {
     /// than `limit` bytes: the length is checked before allocating, and a
     /// file that grows past `limit` while being read is refused too.
     fn read_bounded(&self, path: &Path, limit: u64) -> io::Result<Vec<u8>>;
+    /// Opens the file at `path` for reading, as a stream (the caller bounds
+    /// how much it reads).
+    fn open_read(&self, path: &Path) -> io::Result<Box<dyn io::Read + Send>>;
+    /// Creates a new file (it must not exist) and writes everything `src`
+    /// yields, a buffer at a time; answers the bytes written. Memory is the
+    /// buffer, whatever the length (a recording instrument may keep more).
+    fn write_new_from(&self, path: &Path, src: &mut dyn io::Read) -> io::Result<u64>;
 }
+
+/// The write buffer of [`RealFs::write_new_from`].
+const COPY_BUFFER: usize = 256 << 10;
 
 /// The real filesystem.
 #[derive(Clone, Copy, Debug, Default)]
@@ -166,6 +176,16 @@ impl Fs for RealFs {
     fn write_new(&self, path: &Path, data: &[u8]) -> io::Result<()> {
         let mut f = OpenOptions::new().write(true).create_new(true).open(path)?;
         f.write_all(data)
+    }
+    fn open_read(&self, path: &Path) -> io::Result<Box<dyn io::Read + Send>> {
+        Ok(Box::new(File::open(path)?))
+    }
+    fn write_new_from(&self, path: &Path, src: &mut dyn io::Read) -> io::Result<u64> {
+        let f = OpenOptions::new().write(true).create_new(true).open(path)?;
+        let mut w = io::BufWriter::with_capacity(COPY_BUFFER, f);
+        let n = io::copy(src, &mut w)?;
+        w.flush()?;
+        Ok(n)
     }
     fn sync_file(&self, path: &Path) -> io::Result<()> {
         OpenOptions::new().write(true).open(path)?.sync_all()
@@ -281,7 +301,7 @@ pub enum Op {
     Metadata(PathBuf),
     /// [`Fs::read_dir`].
     ReadDir(PathBuf),
-    /// [`Fs::read_bounded`].
+    /// [`Fs::read_bounded`] or [`Fs::open_read`].
     Read(PathBuf),
 }
 
@@ -399,6 +419,18 @@ impl<F: Fs> Fs for RecordingFs<F> {
         self.run(Op::WriteNew(path.into(), data.to_vec()), |fs| {
             fs.write_new(path, data)
         })
+    }
+    /// Recorded as the [`Op::WriteNew`] of everything `src` yields (the
+    /// recorder keeps the bytes to replay crash states; read first, so a
+    /// failing `src` records nothing).
+    fn write_new_from(&self, path: &Path, src: &mut dyn io::Read) -> io::Result<u64> {
+        let mut data = Vec::new();
+        src.read_to_end(&mut data)?;
+        let n = data.len() as u64;
+        self.write_new(path, &data).map(|()| n)
+    }
+    fn open_read(&self, path: &Path) -> io::Result<Box<dyn io::Read + Send>> {
+        self.run(Op::Read(path.into()), |fs| fs.open_read(path))
     }
     fn sync_file(&self, path: &Path) -> io::Result<()> {
         self.run(Op::SyncFile(path.into()), |fs| fs.sync_file(path))

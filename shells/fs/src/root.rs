@@ -472,6 +472,22 @@ impl<F: Fs> DurableRoot<F> {
         self.sync(path, false)
     }
 
+    /// Creates the file `path` (it must not exist) and writes everything
+    /// `src` yields, streaming; not fsynced (see [`DurableRoot::sync_file`])
+    /// so that a caller can check what it wrote first.
+    pub fn write_new_from(&self, path: &Path, src: &mut dyn std::io::Read) -> Result<u64, FsError> {
+        self.live()?;
+        self.fs
+            .write_new_from(path, src)
+            .map_err(io_err("write", path))
+    }
+
+    /// fsyncs the file `path`; a failure poisons the handle.
+    pub fn sync_file(&self, path: &Path) -> Result<(), FsError> {
+        self.live()?;
+        self.sync(path, false)
+    }
+
     /// Renames `from` to `to` (same filesystem): a commit point, so the
     /// lock is checked first ([`DurableRoot::check_lock`]). Not durable
     /// until the destination's parent is fsynced.

@@ -13,8 +13,8 @@ use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 
 use custos_core::migration::artifacts::{
-    content_address, relocate, Entry, ObjectError, ObjectStore, Occurrence, OccurrenceMeta,
-    Relocation, RelocationError, Side,
+    content_address, put_bytes, relocate, Entry, ObjectError, ObjectStore, Occurrence,
+    OccurrenceMeta, Relocation, RelocationError, Side,
 };
 use custos_core::migration::{Name, NormalizedUri};
 use custos_fs::artifacts::{ArtifactStore, ArtifactStoreError, STAGING_DIR};
@@ -241,15 +241,15 @@ fn the_store_serves_only_content_addresses_beneath_its_root() {
     let before = snapshot(&env.src);
     let missing = content_address(&root, &custos_core::migration::Digest::of(b"new")).unwrap();
     assert!(matches!(
-        s.put_new(&missing, b"new"),
+        put_bytes(&s, &missing, b"new"),
         Err(ObjectError::Io(_))
     ));
     assert_eq!(snapshot(&env.src), before);
     // put_new never overwrites.
     let dst_uri = content_address(d.root_uri(), &env.rows[2].sha256).unwrap();
-    d.put_new(&dst_uri, b"").unwrap();
+    put_bytes(&d, &dst_uri, b"").unwrap();
     assert_eq!(
-        d.put_new(&dst_uri, b""),
+        put_bytes(&d, &dst_uri, b""),
         Err(ObjectError::Exists(Entry::RegularFile { len: 0 }))
     );
 }
@@ -656,4 +656,34 @@ fn every_destination_operation_of_a_put_failed_leaves_no_partial_object() {
         assert_eq!(std::fs::read(&target).unwrap(), bytes);
         assert!(snapshot(&dst.join(STAGING_DIR)).is_empty());
     }
+}
+
+/// `put_new` streams and stores only the expected object: other bytes, a
+/// short stream and an endless one are `Mismatch` (the endless one read to
+/// size + 1 only), each leaving the address empty and no staged file.
+#[test]
+fn put_new_stores_only_bytes_that_verify_and_leaves_no_staged_file() {
+    let env = Env::new();
+    let d = env.destination();
+    let good = custos_core::migration::artifacts::facts_of(b"the object");
+    let at = content_address(d.root_uri(), &good.sha256).unwrap();
+    let mut endless = std::io::repeat(b'x');
+    let attempts: [&mut dyn std::io::Read; 3] =
+        [&mut &b"the objecT"[..], &mut &b"the"[..], &mut endless];
+    for bytes in attempts {
+        let err = d.put_new(&at, bytes, &good).unwrap_err();
+        assert!(matches!(err, ObjectError::Mismatch(_)), "{err}");
+        assert_eq!(d.probe(&at), Ok(Entry::Missing));
+        assert_eq!(
+            std::fs::read_dir(env.dst.join(STAGING_DIR))
+                .unwrap()
+                .count(),
+            0
+        );
+    }
+    d.put_new(&at, &mut &b"the object"[..], &good).unwrap();
+    assert_eq!(
+        std::fs::read(d.path_of(&at).unwrap()).unwrap(),
+        b"the object"
+    );
 }

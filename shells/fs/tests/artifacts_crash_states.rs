@@ -10,7 +10,7 @@
 
 use std::path::Path;
 
-use custos_core::migration::artifacts::{read_bounded, Entry, ObjectStore};
+use custos_core::migration::artifacts::{put_bytes, read_bounded, Entry, ObjectStore};
 use custos_core::migration::Digest;
 use custos_fs::artifacts::ArtifactStore;
 use custos_fs::crash::{crash_states, image_of, materialize, Image};
@@ -50,9 +50,7 @@ fn check(image: &Image, root: &Path, acked: &[Vec<u8>], in_flight: &[u8]) -> boo
     }
     let present = whole(in_flight);
     if !present {
-        store
-            .put_new(&store.address(&Digest::of(in_flight)), in_flight)
-            .unwrap();
+        put_bytes(&store, &store.address(&Digest::of(in_flight)), in_flight).unwrap();
         assert!(whole(in_flight));
     }
     present
@@ -72,9 +70,7 @@ fn every_crash_state_of_every_put_recovers() {
         let bytes = object(n);
         let before = image_of(&root).unwrap();
         fs.clear_trace();
-        store
-            .put_new(&store.address(&Digest::of(&bytes)), &bytes)
-            .unwrap();
+        put_bytes(&store, &store.address(&Digest::of(&bytes)), &bytes).unwrap();
         for (_, image) in crash_states(&before, &fs.trace()) {
             states += 1;
             if check(&image, &root, &acked, &bytes) {

@@ -83,6 +83,12 @@ impl Fs for Cwd {
     fn read_bounded(&self, p: &Path, limit: u64) -> io::Result<Vec<u8>> {
         RealFs.read_bounded(p, limit)
     }
+    fn open_read(&self, p: &Path) -> io::Result<Box<dyn io::Read + Send>> {
+        RealFs.open_read(p)
+    }
+    fn write_new_from(&self, p: &Path, src: &mut dyn io::Read) -> io::Result<u64> {
+        RealFs.write_new_from(p, src)
+    }
 }
 
 fn ops(fs: &RecordingFs<Cwd>) -> Vec<Op> {

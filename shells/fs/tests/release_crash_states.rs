@@ -89,6 +89,12 @@ impl Fs for NoSync {
     fn read_bounded(&self, p: &Path, limit: u64) -> io::Result<Vec<u8>> {
         RealFs.read_bounded(p, limit)
     }
+    fn open_read(&self, p: &Path) -> io::Result<Box<dyn io::Read + Send>> {
+        RealFs.open_read(p)
+    }
+    fn write_new_from(&self, p: &Path, src: &mut dyn io::Read) -> io::Result<u64> {
+        RealFs.write_new_from(p, src)
+    }
 }
 
 const TENANT: &str = "acme";

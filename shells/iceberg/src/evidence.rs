@@ -225,7 +225,17 @@ fn decoded(column: &ArrayRef) -> Result<ArrayRef, IcebergError> {
     })
 }
 
+/// Rows one digest worker takes at least: below twice this a batch is
+/// digested on the calling thread (a thread costs ~20 µs; a row ~0.5 µs).
+const ROWS_PER_WORKER: usize = 1024;
+
 /// Adds every row of `batch` to `digest`.
+///
+/// A large batch is split into contiguous row ranges digested on up to
+/// [`std::thread::available_parallelism`] threads, each into its own
+/// partial digest, merged afterwards ([`TableDigest::merge`]; the digest is
+/// a multiset sum, so the split cannot change it). Memory grows by one
+/// 2 KiB accumulator and one row buffer per thread.
 pub fn add_batch(
     digest: &mut TableDigest,
     w: &mut RowWriter,
@@ -238,9 +248,52 @@ pub fn add_batch(
         .map(decoded)
         .collect::<Result<_, _>>()?;
     let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-    for i in 0..batch.num_rows() {
+    let rows = batch.num_rows();
+    let workers = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(rows / ROWS_PER_WORKER)
+        .max(1);
+    if workers == 1 {
+        return add_rows(digest, w, &columns, &names, 0..rows);
+    }
+    let per = rows.div_ceil(workers);
+    let parts = std::thread::scope(|scope| {
+        let handles: Vec<_> = (1..workers)
+            .map(|k| {
+                let range = k * per..((k + 1) * per).min(rows);
+                let (columns, names) = (&columns, &names);
+                let mut part = digest.part();
+                scope.spawn(move || {
+                    add_rows(&mut part, &mut RowWriter::new(), columns, names, range)?;
+                    Ok::<_, IcebergError>(part)
+                })
+            })
+            .collect();
+        let mine = add_rows(digest, w, &columns, &names, 0..per.min(rows));
+        let parts: Vec<_> = handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect();
+        mine.map(|()| parts)
+    })?;
+    for part in parts {
+        // Same schema by construction (`part`), so the merge cannot refuse.
+        let _ = digest.merge(&part?);
+    }
+    Ok(())
+}
+
+/// Adds the rows `range` of decoded `columns` to `digest`.
+fn add_rows(
+    digest: &mut TableDigest,
+    w: &mut RowWriter,
+    columns: &[ArrayRef],
+    names: &[&str],
+    range: std::ops::Range<usize>,
+) -> Result<(), IcebergError> {
+    for i in range {
         w.begin_row(columns.len() as u64);
-        for (c, name) in columns.iter().zip(&names) {
+        for (c, name) in columns.iter().zip(names) {
             cell(w, c.as_ref(), i, &At { parent: None, name })?;
         }
         digest

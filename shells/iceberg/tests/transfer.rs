@@ -578,3 +578,30 @@ fn an_application_table_of_every_other_iceberg_type_is_copied() {
     };
     assert!(found.same_content(&plan));
 }
+
+/// A batch large enough to be digested on several threads (5,000 rows;
+/// `ROWS_PER_WORKER` is 1,024) digests as the same rows fed one row per
+/// batch, which never splits; one row changed in the last thread's range
+/// changes the digest.
+#[test]
+fn a_batch_split_across_threads_digests_as_its_rows_one_by_one() {
+    let schema = Arc::new(ArrowSchema::new(vec![ArrowField::new(
+        "s",
+        DataType::Utf8,
+        true,
+    )]));
+    let fp = schema_fingerprint(&arrow_schema_to_logical(&schema).unwrap());
+    let batch_of = |last: &str| {
+        let mut v: Vec<Option<String>> = (0..5000)
+            .map(|i| (i % 7 != 0).then(|| format!("row {i}")))
+            .collect();
+        v[4999] = Some(last.to_string());
+        RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(v))]).unwrap()
+    };
+    let whole = batch_of("last");
+    let one_by_one: Vec<RecordBatch> = (0..whole.num_rows()).map(|i| whole.slice(i, 1)).collect();
+    let split = content_of(fp, std::slice::from_ref(&whole)).unwrap();
+    assert_eq!(split.rows, 5000);
+    assert_eq!(split, content_of(fp, &one_by_one).unwrap());
+    assert_ne!(split, content_of(fp, &[batch_of("other")]).unwrap());
+}

@@ -85,20 +85,35 @@ impl ObjectStore for Mem {
             Some(other) => Err(ObjectError::NotRegularFile(entry_of(Some(&other)))),
         }
     }
-    fn put_new(&self, uri: &NormalizedUri, bytes: &[u8]) -> Result<(), ObjectError> {
+    fn put_new(
+        &self,
+        uri: &NormalizedUri,
+        bytes: &mut dyn std::io::Read,
+        expect: &ObjectFacts,
+    ) -> Result<(), ObjectError> {
         if self.fail_puts {
             return Err(ObjectError::Io("injected put failure".into()));
         }
-        let mut objects = self.objects.lock().unwrap();
-        if let Some(o) = objects.get(uri.as_str()) {
+        if let Some(o) = self.objects.lock().unwrap().get(uri.as_str()) {
             return Err(ObjectError::Exists(entry_of(Some(o))));
         }
-        let mut b = bytes.to_vec();
+        let mut v = Verifying::new(bytes, expect.size);
+        let mut b = Vec::new();
+        let read = std::io::Read::read_to_end(&mut v, &mut b);
+        if let Some(e) = v.source_failure() {
+            return Err(ObjectError::Source(e.to_string()));
+        }
+        read.map_err(|e| ObjectError::Io(e.to_string()))?;
+        let measured = v.measured();
+        if measured != Measured::Facts(*expect) {
+            return Err(ObjectError::Mismatch(measured));
+        }
         if self.corrupt_puts {
             if let Some(x) = b.first_mut() {
                 *x ^= 1;
             }
         }
+        let mut objects = self.objects.lock().unwrap();
         objects.insert(uri.as_str().to_string(), Obj::Bytes(b));
         *self.puts.lock().unwrap() += 1;
         Ok(())
@@ -663,6 +678,117 @@ fn a_failed_put_is_an_io_refusal_naming_the_object() {
     assert!(dst_root().contains(uri));
     assert!(detail.contains("injected"));
     assert!(dst.snapshot().is_empty());
+}
+
+/// A source store that answers its first `honest` reads truthfully and
+/// then changes: each later read's bytes have the first byte flipped
+/// (`flip`), or fail after 3 bytes (`fail`).
+struct Changing {
+    inner: Mem,
+    honest: u64,
+    reads: Mutex<u64>,
+    fail: bool,
+}
+
+/// Fails after the bytes it holds.
+struct FailingAfter(Cursor<Vec<u8>>);
+
+impl std::io::Read for FailingAfter {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self.0.read(buf)? {
+            0 => Err(std::io::Error::other("injected source read failure")),
+            n => Ok(n),
+        }
+    }
+}
+
+impl ObjectStore for Changing {
+    fn probe(&self, uri: &NormalizedUri) -> Result<Entry, ObjectError> {
+        self.inner.probe(uri)
+    }
+    fn read(&self, uri: &NormalizedUri, limit: u64) -> Result<ObjectRead, ObjectError> {
+        let mut reads = self.reads.lock().unwrap();
+        *reads += 1;
+        if *reads <= self.honest {
+            return self.inner.read(uri, limit);
+        }
+        let Some(Obj::Bytes(mut b)) = self.inner.get(uri) else {
+            return self.inner.read(uri, limit);
+        };
+        if self.fail {
+            b.truncate(3);
+            return Ok(ObjectRead::Stream(Box::new(FailingAfter(Cursor::new(b)))));
+        }
+        b[0] ^= 1;
+        Ok(ObjectRead::Stream(Box::new(Cursor::new(b))))
+    }
+    fn put_new(
+        &self,
+        uri: &NormalizedUri,
+        bytes: &mut dyn std::io::Read,
+        expect: &ObjectFacts,
+    ) -> Result<(), ObjectError> {
+        self.inner.put_new(uri, bytes, expect)
+    }
+}
+
+/// The source verifies in phase 1 (two distinct objects, two reads) and
+/// then changes before the copy reads it again: the streamed bytes do not
+/// verify, so `put_new` stores nothing and the refusal is the source's
+/// SHA-256 mismatch; a source whose read fails mid-copy is an I/O refusal
+/// on the source side. Either way the destination holds nothing.
+#[test]
+fn a_source_that_changes_after_verification_stores_nothing() {
+    for fail in [false, true] {
+        let src = Changing {
+            inner: Mem::default(),
+            honest: 2,
+            reads: Mutex::new(0),
+            fail,
+        };
+        let rows = fixture(&src.inner);
+        let dst = Mem::default();
+        let err = *relocate(&rows, &src, &src_root(), &dst, &dst_root()).unwrap_err();
+        if fail {
+            assert_eq!(err.reason(), "artifact-io", "{err}");
+            let RelocationError::Io { side, detail, .. } = &err else {
+                panic!("{err}")
+            };
+            assert_eq!(*side, Side::Source);
+            assert!(detail.contains("injected source read failure"), "{detail}");
+        } else {
+            assert_eq!(err.reason(), "artifact-sha256-mismatch", "{err}");
+        }
+        assert!(dst.snapshot().is_empty(), "{:?}", dst.snapshot().keys());
+        assert_eq!(dst.puts(), 0);
+    }
+}
+
+/// `put_new` stores only the expected object: other bytes, fewer bytes or
+/// more bytes are a mismatch (the longer read stops at size + 1) and the
+/// address stays empty.
+#[test]
+fn put_new_stores_only_the_expected_object() {
+    let dst = Mem::default();
+    let good = facts_of(b"object");
+    let at = content_address(&dst_root(), &good.sha256).unwrap();
+    for (bytes, longer) in [
+        (&b"objecT"[..], false),
+        (b"objec", false),
+        (b"object!", true),
+    ] {
+        let err = dst.put_new(&at, &mut { bytes }, &good).unwrap_err();
+        let ObjectError::Mismatch(found) = err else {
+            panic!("{err}")
+        };
+        assert_eq!(found == Measured::Longer, longer);
+        assert!(dst.snapshot().is_empty());
+    }
+    let mut endless = std::io::repeat(1);
+    let err = dst.put_new(&at, &mut endless, &good).unwrap_err();
+    assert_eq!(err, ObjectError::Mismatch(Measured::Longer));
+    put_bytes(&dst, &at, b"object").unwrap();
+    assert_eq!(dst.puts(), 1);
 }
 
 #[test]
