@@ -1,16 +1,19 @@
 //! The control-catalog conformance suite (spec 000): registration,
 //! the four retirement cases, monotonic destruction, discovery of every
-//! world ever registered, read-only descriptors, the advisory tick head and
-//! archetype signatures, through the [`ControlCatalog`] port.
+//! world ever registered, read-only descriptors, the advisory tick head,
+//! archetype signatures and writer fences (spec 001 §3: resume acquires a
+//! strictly higher epoch, non-resumable worlds fail closed unfenced, a
+//! stale writer commits nothing), through the [`ControlCatalog`] port.
 //!
 //! Cases panic (via `assert!`) on a violation: they are test bodies.
 
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
 
+use custos_core::fence::{Holder, WorldFence};
 use custos_core::schema::{Field, LogicalType, Schema, TimeUnit};
 use custos_core::world::{
-    check_mutable_resume, ControlCatalog, Outcome, Request, Retirement, Signature, WorldIdentity,
-    WorldRecord, WorldStatus, WriterMode,
+    check_mutable_resume, ControlCatalog, FencePurpose, Outcome, Request, Retirement, Signature,
+    WorldIdentity, WorldRecord, WorldStatus, WriterMode,
 };
 
 /// A cleanup-only record for `world_id`, with a run and a parent.
@@ -422,6 +425,134 @@ pub fn writer_modes_round_trip_and_resume_fails_closed<C: ControlCatalog, F: Fn(
     assert_eq!(c.discover_worlds().unwrap().len(), 3);
 }
 
+fn holder(name: &str) -> Holder {
+    Holder::new(name).unwrap()
+}
+
+fn fence_of<C: ControlCatalog>(c: &C, world_id: &str) -> WorldFence {
+    c.open_world_readonly(world_id).unwrap().fence
+}
+
+fn head_of<C: ControlCatalog>(c: &C, world_id: &str) -> u64 {
+    c.open_world_readonly(world_id).unwrap().record.tick_head
+}
+
+/// A resume acquires an epoch strictly above every earlier one and stales
+/// the previous writer; the fence (issued epoch, holder) is stored; a tick
+/// commits only at the current epoch.
+pub fn resume_acquires_strictly_higher_epochs<C: ControlCatalog, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    c.register(&record("w-1", WriterMode::Resumable)).unwrap();
+    assert_eq!(fence_of(&c, "w-1"), WorldFence::default());
+    let first = c
+        .acquire_fence("w-1", &holder("writer-a"), FencePurpose::Resume)
+        .unwrap();
+    assert_eq!(first, (1, None));
+    let second = c
+        .acquire_fence("w-1", &holder("writer-b"), FencePurpose::Resume)
+        .unwrap();
+    assert_eq!(second, (2, Some(1)));
+    assert_eq!(
+        fence_of(&c, "w-1"),
+        WorldFence {
+            issued: 2,
+            floor: 0,
+            holder: Some(holder("writer-b")),
+        }
+    );
+    assert_eq!(reason(c.commit_tick("w-1", 1, 3)), "StaleFence");
+    assert_eq!(head_of(&c, "w-1"), 0);
+    assert_eq!(c.commit_tick("w-1", 2, 3).unwrap(), 3);
+    assert_eq!(head_of(&c, "w-1"), 3);
+}
+
+/// A resume of a cleanup-only, unknown-mode or destroyed world fails
+/// closed and fences nothing; a migration fences the active cleanup-only
+/// world but not a destroyed one; an unrecorded world is `NotFound`.
+pub fn resume_of_a_non_resumable_world_fences_nothing<C: ControlCatalog, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    c.register(&record("w-cleanup", WriterMode::CleanupOnly))
+        .unwrap();
+    c.register(&record("w-future", WriterMode::Unknown("writer-v9".into())))
+        .unwrap();
+    let gone = record("w-gone", WriterMode::Resumable);
+    c.register(&gone).unwrap();
+    c.retire(&gone).unwrap();
+    for (id, why) in [
+        ("w-cleanup", "ResumeRefused"),
+        ("w-future", "ResumeRefused"),
+        ("w-gone", "CatalogConflict"),
+    ] {
+        let r = c.acquire_fence(id, &holder("writer"), FencePurpose::Resume);
+        assert_eq!(reason(r), why, "{id}");
+        assert_eq!(fence_of(&c, id), WorldFence::default(), "{id} was fenced");
+    }
+    assert_eq!(
+        c.acquire_fence("w-cleanup", &holder("migration"), FencePurpose::Migration)
+            .unwrap(),
+        (1, None)
+    );
+    let r = c.acquire_fence("w-gone", &holder("migration"), FencePurpose::Migration);
+    assert_eq!(reason(r), "CatalogConflict");
+    assert_eq!(fence_of(&c, "w-gone"), WorldFence::default());
+    let r = c.acquire_fence("w-none", &holder("writer"), FencePurpose::Resume);
+    assert_eq!(reason(r), "NotFound");
+    assert!(c.open_world_readonly("w-none").is_err());
+}
+
+/// A writer staled by a later fence (a migration planning) cannot commit a
+/// tick, nor move the head unfenced, nor commit at epoch 0: each is
+/// `StaleFence` and changes neither the head nor the fence.
+pub fn a_stale_writer_commits_nothing<C: ControlCatalog, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    c.register(&record("w-1", WriterMode::Resumable)).unwrap();
+    let (writer, _) = c
+        .acquire_fence("w-1", &holder("writer"), FencePurpose::Resume)
+        .unwrap();
+    assert_eq!(c.commit_tick("w-1", writer, 5).unwrap(), 5);
+    let (migration, staled) = c
+        .acquire_fence("w-1", &holder("migration"), FencePurpose::Migration)
+        .unwrap();
+    assert_eq!(staled, Some(writer));
+    assert!(migration > writer);
+    let fence = fence_of(&c, "w-1");
+    assert_eq!(reason(c.commit_tick("w-1", writer, 6)), "StaleFence");
+    assert_eq!(reason(c.apply(&tick("w-1", 7))), "StaleFence");
+    assert_eq!(reason(c.commit_tick("w-1", 0, 8)), "StaleFence");
+    assert_eq!(reason(c.commit_tick("w-1", migration + 1, 9)), "StaleFence");
+    assert_eq!(head_of(&c, "w-1"), 5);
+    assert_eq!(fence_of(&c, "w-1"), fence);
+    // The current holder's tick commits; a lower tick leaves the head.
+    assert_eq!(c.commit_tick("w-1", migration, 6).unwrap(), 6);
+    assert_eq!(c.commit_tick("w-1", migration, 2).unwrap(), 6);
+}
+
+/// Fences are per world: each world's epochs start at 1, and one world's
+/// epoch admits nothing on another.
+pub fn fences_are_per_world<C: ControlCatalog, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    for id in ["w-a", "w-b"] {
+        c.register(&record(id, WriterMode::Resumable)).unwrap();
+    }
+    for _ in 0..3 {
+        c.acquire_fence("w-a", &holder("writer"), FencePurpose::Resume)
+            .unwrap();
+    }
+    assert_eq!(fence_of(&c, "w-b"), WorldFence::default());
+    assert_eq!(reason(c.commit_tick("w-b", 3, 1)), "StaleFence");
+    assert_eq!(
+        c.acquire_fence("w-b", &holder("writer"), FencePurpose::Resume)
+            .unwrap(),
+        (1, None)
+    );
+    assert_eq!(reason(c.commit_tick("w-b", 3, 1)), "StaleFence");
+    assert_eq!(c.commit_tick("w-a", 3, 1).unwrap(), 1);
+    // An unfenced world still takes the unfenced advisory tick.
+    c.register(&record("w-c", WriterMode::Resumable)).unwrap();
+    c.apply(&tick("w-c", 4)).unwrap();
+    assert_eq!(head_of(&c, "w-c"), 4);
+}
+
 /// Every control-catalog case, by name, in suite order.
 pub const CONTROL_CATALOG_CASES: &[&str] = &crate::__with_control_catalog_cases!(__emit_names!());
 
@@ -459,6 +590,10 @@ macro_rules! __with_control_catalog_cases {
             signatures_are_immutable,
             signature_preconditions,
             writer_modes_round_trip_and_resume_fails_closed,
+            resume_acquires_strictly_higher_epochs,
+            resume_of_a_non_resumable_world_fences_nothing,
+            a_stale_writer_commits_nothing,
+            fences_are_per_world,
         }
     };
 }

@@ -19,6 +19,7 @@
 
 pub mod catalogue;
 pub mod control;
+pub mod control_admin;
 pub mod custody;
 pub mod ledger;
 pub mod storage;

@@ -6,6 +6,7 @@
 use custos_core::world::MemoryControlCatalog;
 
 custos_conformance::control_catalog_suite!(memory_control, MemoryControlCatalog::new);
+custos_conformance::control_admin_suite!(memory_admin, MemoryControlCatalog::new);
 
 #[test]
 fn control_case_table_names_every_case() {

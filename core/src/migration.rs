@@ -43,6 +43,7 @@
 
 pub mod artifacts;
 pub mod content;
+pub mod control;
 mod data;
 pub mod simulate;
 #[cfg(test)]

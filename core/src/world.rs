@@ -20,6 +20,14 @@
 //! - **Signatures**: immutable per `(world, table_id)`; the fingerprint must
 //!   be the schema's ([`crate::schema::fingerprint`]).
 //!
+//! - **Writer fences** ([`crate::fence`], stored in the slot): an
+//!   `AcquireFence` issues an epoch strictly above every one issued and the
+//!   imported floor, staling every earlier writer; for a resume the world
+//!   must be active and `resumable` (checked first, nothing fenced
+//!   otherwise), for a migration merely active. A `CommitTick` is admitted
+//!   only at the current epoch; once a world is fenced an unfenced
+//!   `AdvanceTick` is `StaleFence` at epoch 0.
+//!
 //! [`check_mutable_resume`] fails closed for `cleanup_only` and unknown
 //! writer modes (and for destroyed worlds): a caller runs it before it opens
 //! storage or fences a writer.
@@ -35,6 +43,7 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::fence::{self, Epoch, FenceError, Holder, WorldFence};
 use crate::schema::{self, Schema};
 
 /// The longest id or name accepted, in bytes.
@@ -257,14 +266,32 @@ impl Signature {
     }
 }
 
-/// The stored state of one world: its row (if any) and its signatures,
-/// sorted by `table_id`.
+/// The stored state of one world: its row (if any), its signatures,
+/// sorted by `table_id`, and its writer fence.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct WorldSlot {
     /// The catalog row.
     pub record: Option<WorldRecord>,
     /// Signatures, sorted by table id.
     pub signatures: Vec<Signature>,
+    /// The writer fence (all zero before the first acquire or import).
+    #[serde(default)]
+    pub fence: WorldFence,
+}
+
+/// Why a fence is acquired; it decides what the world's writer mode must
+/// allow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FencePurpose {
+    /// A mutable resume: the world must be active and `resumable`
+    /// ([`check_mutable_resume`]); cleanup-only and unknown modes fail
+    /// closed before anything is fenced.
+    Resume,
+    /// A migration planning its move (spec 001 §3): every active world is
+    /// fenced, whatever its writer mode, so that no earlier writer can
+    /// commit after the plan is frozen. A destroyed world is not fenced.
+    Migration,
 }
 
 /// A request to the control catalog about one world.
@@ -294,6 +321,27 @@ pub enum Request {
         /// The signature.
         signature: Signature,
     },
+    /// Issue a new writer-fence epoch to `holder`, staling every earlier
+    /// writer ([`custos_core::fence`](crate::fence)).
+    AcquireFence {
+        /// The world.
+        world_id: String,
+        /// Who takes the fence (never exported or imported).
+        holder: Holder,
+        /// What the fence is for.
+        purpose: FencePurpose,
+    },
+    /// Commit a tick under a writer epoch: admitted only at the world's
+    /// current epoch, then the tick head advances as [`Request::AdvanceTick`]
+    /// does.
+    CommitTick {
+        /// The world.
+        world_id: String,
+        /// The writer's epoch.
+        epoch: Epoch,
+        /// The tick committed.
+        tick: u64,
+    },
 }
 
 impl Request {
@@ -301,9 +349,10 @@ impl Request {
     pub fn world_id(&self) -> &str {
         match self {
             Request::Register { record } | Request::Retire { record } => &record.identity.world_id,
-            Request::AdvanceTick { world_id, .. } | Request::RegisterSignature { world_id, .. } => {
-                world_id
-            }
+            Request::AdvanceTick { world_id, .. }
+            | Request::RegisterSignature { world_id, .. }
+            | Request::AcquireFence { world_id, .. }
+            | Request::CommitTick { world_id, .. } => world_id,
         }
     }
 }
@@ -338,6 +387,13 @@ pub enum Outcome {
     SignatureRegistered {
         /// Whether a row was written.
         created: bool,
+    },
+    /// A new writer epoch was issued.
+    FenceAcquired {
+        /// The new current epoch.
+        epoch: Epoch,
+        /// The writer epoch it staled, if one was current.
+        staled: Option<Epoch>,
     },
 }
 
@@ -386,6 +442,28 @@ pub enum WorldError {
         /// The stored mode.
         mode: String,
     },
+    /// A write under an epoch that is not the world's current writer epoch
+    /// (staled by a later acquire, at or below an imported floor, or an
+    /// unfenced tick on a fenced world: epoch 0). Nothing changed.
+    #[error("StaleFence: world {world_id}: epoch {epoch} is not the current writer epoch (current {current:?}, floor {floor})")]
+    StaleFence {
+        /// The world.
+        world_id: String,
+        /// The epoch the writer carried (0: none).
+        epoch: Epoch,
+        /// The current epoch, if any.
+        current: Option<Epoch>,
+        /// The imported floor.
+        floor: Epoch,
+    },
+    /// Every epoch value of the world has been issued.
+    #[error("FenceExhausted: world {world_id}: no epoch above {issued} can be issued")]
+    FenceExhausted {
+        /// The world.
+        world_id: String,
+        /// The highest epoch issued or imported.
+        issued: Epoch,
+    },
     /// A malformed request or stored value.
     #[error("Invalid: {what}: {detail}")]
     Invalid {
@@ -411,8 +489,33 @@ crate::reasons! {
         Destroyed => "CatalogConflict",
         NotFound,
         ResumeRefused,
+        StaleFence,
+        FenceExhausted,
         Invalid,
         BackendFault,
+    }
+}
+
+fn fence_error(world_id: &str, e: FenceError) -> WorldError {
+    match e {
+        FenceError::StaleFence {
+            epoch,
+            current,
+            floor,
+        } => WorldError::StaleFence {
+            world_id: world_id.to_owned(),
+            epoch,
+            current,
+            floor,
+        },
+        FenceError::FenceExhausted(issued) => WorldError::FenceExhausted {
+            world_id: world_id.to_owned(),
+            issued,
+        },
+        FenceError::InvalidHolder { len } => WorldError::Invalid {
+            what: "holder",
+            detail: format!("{len} bytes"),
+        },
     }
 }
 
@@ -463,7 +566,59 @@ pub fn decide(state: &WorldSlot, req: &Request) -> Result<Decision, WorldError> 
         Request::RegisterSignature { signature, .. } => {
             register_signature(state, world_id, signature)
         }
+        Request::AcquireFence {
+            holder, purpose, ..
+        } => acquire_fence(state, world_id, holder, *purpose),
+        Request::CommitTick { epoch, tick, .. } => commit_tick(state, world_id, *epoch, *tick),
     }
+}
+
+/// `AcquireFence`: the world must be recorded and active; a resume also
+/// needs a `resumable` writer mode ([`check_mutable_resume`]), checked
+/// before anything is fenced. The epoch is [`fence::decide`]'s: strictly
+/// above every epoch issued here and the imported floor.
+fn acquire_fence(
+    state: &WorldSlot,
+    world_id: &str,
+    holder: &Holder,
+    purpose: FencePurpose,
+) -> Result<Decision, WorldError> {
+    let r = active(state, world_id)?;
+    if purpose == FencePurpose::Resume {
+        check_mutable_resume(r)?;
+    }
+    let d = fence::decide(
+        &state.fence,
+        &fence::Request::Acquire {
+            holder: holder.clone(),
+        },
+    )
+    .map_err(|e| fence_error(world_id, e))?;
+    let fence::Outcome::Acquired { epoch, staled } = d.outcome else {
+        return Err(WorldError::Invalid {
+            what: "fence",
+            detail: "an acquire decided something else".into(),
+        });
+    };
+    let mut next = state.clone();
+    next.fence = d.next;
+    done(Outcome::FenceAcquired { epoch, staled }, next, true)
+}
+
+/// `CommitTick`: admitted only at the current writer epoch
+/// ([`fence::decide`]'s `AdmitWrite`); then the head advances as
+/// [`advance_head`] does (a tick at or below the head is answered
+/// unchanged).
+fn commit_tick(
+    state: &WorldSlot,
+    world_id: &str,
+    epoch: Epoch,
+    tick: u64,
+) -> Result<Decision, WorldError> {
+    let r = active(state, world_id)?;
+    fence::decide(&state.fence, &fence::Request::AdmitWrite { epoch })
+        .map_err(|e| fence_error(world_id, e))?;
+    advance_head(state, r, tick)
 }
 
 /// `Register`: an active record registers an absent world; an identical
@@ -522,10 +677,30 @@ fn retire(state: &WorldSlot, record: &WorldRecord) -> Result<Decision, WorldErro
     }
 }
 
-/// `AdvanceTick`: the head of an active world moves forward only; a tick at
-/// or below it answers the standing head unchanged.
+/// `AdvanceTick`, the unfenced advisory update: the head of an active world
+/// moves forward only; a tick at or below it answers the standing head
+/// unchanged. Once the world has a fence (an epoch issued or a floor
+/// imported) its ticks are [`Request::CommitTick`]s and an unfenced one is
+/// `StaleFence` at epoch 0: a writer from before the fence cannot move the
+/// head.
 fn advance_tick(state: &WorldSlot, world_id: &str, tick: u64) -> Result<Decision, WorldError> {
     let r = active(state, world_id)?;
+    if state.fence != WorldFence::default() {
+        return Err(fence_error(
+            world_id,
+            FenceError::StaleFence {
+                epoch: 0,
+                current: state.fence.current(),
+                floor: state.fence.floor,
+            },
+        ));
+    }
+    advance_head(state, r, tick)
+}
+
+/// Moves the head of the active record `r` forward to `tick`, or answers
+/// the standing head.
+fn advance_head(state: &WorldSlot, r: &WorldRecord, tick: u64) -> Result<Decision, WorldError> {
     if tick <= r.tick_head {
         return done(
             Outcome::TickAdvanced { head: r.tick_head },
@@ -626,6 +801,9 @@ pub struct WorldInfo {
     pub record: WorldRecord,
     /// The world's signatures, sorted by table id.
     pub signatures: Vec<Signature>,
+    /// The world's writer fence.
+    #[serde(default)]
+    pub fence: WorldFence,
 }
 
 /// A signature with the world it was registered under.
@@ -665,6 +843,41 @@ pub trait ControlCatalog {
             record: record.destroyed(),
         })
     }
+
+    /// Acquires a writer fence on `world_id` for `purpose`: the new epoch
+    /// and the one it staled.
+    fn acquire_fence(
+        &self,
+        world_id: &str,
+        holder: &Holder,
+        purpose: FencePurpose,
+    ) -> Result<(Epoch, Option<Epoch>), WorldError> {
+        match self.apply(&Request::AcquireFence {
+            world_id: world_id.to_owned(),
+            holder: holder.clone(),
+            purpose,
+        })? {
+            Outcome::FenceAcquired { epoch, staled } => Ok((epoch, staled)),
+            other => Err(WorldError::BackendFault {
+                reason: format!("an acquire answered {other:?}"),
+            }),
+        }
+    }
+
+    /// Commits `tick` on `world_id` under the writer epoch `epoch`: the
+    /// head after the commit.
+    fn commit_tick(&self, world_id: &str, epoch: Epoch, tick: u64) -> Result<u64, WorldError> {
+        match self.apply(&Request::CommitTick {
+            world_id: world_id.to_owned(),
+            epoch,
+            tick,
+        })? {
+            Outcome::TickAdvanced { head } => Ok(head),
+            other => Err(WorldError::BackendFault {
+                reason: format!("a tick commit answered {other:?}"),
+            }),
+        }
+    }
 }
 
 /// Text encodings a shell stores a signature's columns in (JSON), so that
@@ -700,10 +913,13 @@ pub mod codec {
     }
 }
 
-/// The control catalog over the pure state, behind a mutex.
+/// The control catalog over the pure state, behind a mutex; its migration
+/// administration ([`crate::migration::control::ControlAdmin`]) behind
+/// another (locked after the first, always in that order).
 #[derive(Debug, Default)]
 pub struct MemoryControlCatalog {
     worlds: Mutex<BTreeMap<String, WorldSlot>>,
+    pub(crate) admin: Mutex<crate::migration::control::MemoryAdmin>,
 }
 
 impl MemoryControlCatalog {
@@ -712,7 +928,9 @@ impl MemoryControlCatalog {
         Self::default()
     }
 
-    fn lock(&self) -> Result<std::sync::MutexGuard<'_, BTreeMap<String, WorldSlot>>, WorldError> {
+    pub(crate) fn lock(
+        &self,
+    ) -> Result<std::sync::MutexGuard<'_, BTreeMap<String, WorldSlot>>, WorldError> {
         self.worlds.lock().map_err(|_| WorldError::BackendFault {
             reason: "memory control catalog mutex poisoned".into(),
         })
@@ -744,9 +962,11 @@ impl ControlCatalog for MemoryControlCatalog {
             Some(WorldSlot {
                 record: Some(record),
                 signatures,
+                fence,
             }) => Ok(WorldInfo {
                 record: record.clone(),
                 signatures: signatures.clone(),
+                fence: fence.clone(),
             }),
             _ => Err(WorldError::NotFound {
                 world_id: world_id.to_owned(),
@@ -781,6 +1001,7 @@ mod tests {
         WorldSlot {
             record: r,
             signatures: vec![],
+            fence: WorldFence::default(),
         }
     }
 
@@ -893,6 +1114,110 @@ mod tests {
         assert!(check_mutable_resume(&rec(WriterMode::Resumable).destroyed()).is_err());
         assert_eq!(WriterMode::parse(None), WriterMode::Resumable);
         assert_eq!(WriterMode::parse(Some("v9-future")).as_str(), "v9-future");
+    }
+
+    fn acquire(s: &WorldSlot, purpose: FencePurpose) -> Result<Decision, WorldError> {
+        decide(
+            s,
+            &Request::AcquireFence {
+                world_id: "w1".into(),
+                holder: Holder::new("writer").unwrap(),
+                purpose,
+            },
+        )
+    }
+
+    fn commit(s: &WorldSlot, epoch: Epoch, tick: u64) -> Result<Decision, WorldError> {
+        decide(
+            s,
+            &Request::CommitTick {
+                world_id: "w1".into(),
+                epoch,
+                tick,
+            },
+        )
+    }
+
+    #[test]
+    fn a_resume_acquires_a_higher_epoch_and_stales_the_previous_writer() {
+        let s = slot(Some(rec(WriterMode::Resumable)));
+        let first = acquire(&s, FencePurpose::Resume).unwrap();
+        assert_eq!(
+            first.outcome,
+            Outcome::FenceAcquired {
+                epoch: 1,
+                staled: None
+            }
+        );
+        let s = commit(&first.next, 1, 5).unwrap().next;
+        assert_eq!(s.record.as_ref().unwrap().tick_head, 5);
+        let second = acquire(&s, FencePurpose::Migration).unwrap();
+        assert_eq!(
+            second.outcome,
+            Outcome::FenceAcquired {
+                epoch: 2,
+                staled: Some(1)
+            }
+        );
+        let e = commit(&second.next, 1, 6).unwrap_err();
+        assert_eq!(e.reason(), "StaleFence");
+        assert!(e.to_string().contains("world w1"), "{e}");
+        // An unfenced tick on a fenced world is stale too.
+        let e = decide(
+            &second.next,
+            &Request::AdvanceTick {
+                world_id: "w1".into(),
+                tick: 9,
+            },
+        )
+        .unwrap_err();
+        assert_eq!(e.reason(), "StaleFence");
+        assert_eq!(
+            commit(&second.next, 2, 6).unwrap().outcome,
+            Outcome::TickAdvanced { head: 6 }
+        );
+    }
+
+    #[test]
+    fn a_resume_of_a_cleanup_only_unknown_or_destroyed_world_fences_nothing() {
+        for r in [
+            rec(WriterMode::CleanupOnly),
+            rec(WriterMode::parse(Some("v9-future"))),
+            rec(WriterMode::Resumable).destroyed(),
+        ] {
+            let s = slot(Some(r));
+            let e = acquire(&s, FencePurpose::Resume).unwrap_err();
+            assert!(
+                matches!(e.reason(), "ResumeRefused" | "CatalogConflict"),
+                "{e}"
+            );
+        }
+        // A migration fences an active cleanup-only world, not a destroyed one.
+        assert!(acquire(
+            &slot(Some(rec(WriterMode::CleanupOnly))),
+            FencePurpose::Migration
+        )
+        .is_ok());
+        assert!(acquire(
+            &slot(Some(rec(WriterMode::CleanupOnly).destroyed())),
+            FencePurpose::Migration
+        )
+        .is_err());
+        assert_eq!(
+            acquire(&slot(None), FencePurpose::Migration)
+                .unwrap_err()
+                .reason(),
+            "NotFound"
+        );
+    }
+
+    #[test]
+    fn fence_exhaustion_is_typed_and_names_the_world() {
+        let mut s = slot(Some(rec(WriterMode::Resumable)));
+        s.fence.issued = u64::MAX;
+        let e = acquire(&s, FencePurpose::Resume).unwrap_err();
+        assert_eq!(e.reason(), "FenceExhausted");
+        assert!(e.to_string().contains("world w1"));
     }
 
     #[test]

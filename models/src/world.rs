@@ -171,7 +171,7 @@ impl WorldModel {
     fn decide(&self, stored: &Option<WorldRecord>, req: &Request) -> Result<Decision, WorldError> {
         let slot = WorldSlot {
             record: stored.clone(),
-            signatures: Vec::new(),
+            ..WorldSlot::default()
         };
         match (self.mutant, req, stored) {
             (Some(Mutant::NoTombstone), Request::Retire { .. }, None) => Ok(Decision {
@@ -186,7 +186,7 @@ impl WorldModel {
                     outcome: Outcome::Registered { created: true },
                     next: WorldSlot {
                         record: Some(record.clone()),
-                        signatures: Vec::new(),
+                        ..WorldSlot::default()
                     },
                     changed: true,
                 })

@@ -184,7 +184,7 @@ impl Digest {
     }
 
     /// SHA-256 of a domain prefix followed by `bytes`.
-    fn domain(domain: &[u8], bytes: &[u8]) -> Self {
+    pub(crate) fn domain(domain: &[u8], bytes: &[u8]) -> Self {
         let mut h = Sha256::new();
         h.update(domain);
         h.update(bytes);
@@ -666,7 +666,7 @@ pub(crate) fn canonical_bytes<T: Serialize>(value: &T) -> Vec<u8> {
     serde_json::to_vec(value).unwrap_or_default()
 }
 
-fn decode_canonical<T: Serialize + for<'de> Deserialize<'de>>(
+pub(crate) fn decode_canonical<T: Serialize + for<'de> Deserialize<'de>>(
     bytes: &[u8],
 ) -> Result<T, DataError> {
     if bytes.len() > MAX_ENCODED_LEN {

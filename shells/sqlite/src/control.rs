@@ -40,6 +40,17 @@
 //! is created beside a quiescent catalog), and what a read-only filesystem
 //! allows: [`crate::readonly`].
 //!
+//! ## Writer fences
+//!
+//! Version 2 adds `control_fences`: one row per fenced world (highest
+//! issued epoch, highest imported floor, holder), loaded into the slot with
+//! the world and written back in the same `BEGIN IMMEDIATE` transaction as
+//! the decision that changed it — an acquire, or a tick commit's admission
+//! (which changes nothing in the fence) — so two racing acquirers get
+//! distinct epochs and a stale writer's tick is refused against the state
+//! it would overwrite. A version-1 file is migrated by the first writing
+//! open; a read-only handle reads it as version 1, every world unfenced.
+//!
 //! ## Bounded rows
 //!
 //! Every stored text is checked against a bound before it is copied or
@@ -52,6 +63,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use custos_core::fence::{Epoch, Holder, WorldFence, MAX_HOLDER_LEN};
 use custos_core::identity::{catalog_location, StorageIdentity};
 use custos_core::world::{
     self, codec, ControlCatalog, Outcome, Request, Signature, SignatureRecord, WorldError,
@@ -59,13 +71,19 @@ use custos_core::world::{
 };
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
 
+mod admin;
+
 use crate::codec::text_ref;
 use crate::config::{self, OpenError, DEFAULT_BUSY_TIMEOUT};
 use crate::fault::Fault;
 use crate::readonly::{Conn, Expect, ReadOnly};
 
-/// The control-catalog version this build writes and reads.
-pub const CONTROL_VERSION: i64 = 1;
+/// The control-catalog version this build writes (and the newest it reads).
+pub const CONTROL_VERSION: i64 = 2;
+
+/// The oldest control-catalog version a read-only open reads (version 1 has
+/// no fences: every world reads as never fenced).
+pub const CONTROL_OLDEST_READABLE: i64 = 1;
 
 /// `PRAGMA application_id` of a custos control catalog (`"CuCt"` in ASCII).
 pub const CONTROL_APPLICATION_ID: i64 = 0x4375_4374;
@@ -91,6 +109,32 @@ CREATE TABLE control_signatures (
 ) STRICT;
 ";
 
+/// Version 2: one writer-fence row per fenced world (spec 001 §3, the
+/// fence machine's `WorldFence`): the highest epoch issued here, the
+/// highest imported floor, and who acquired the issued epoch; and the
+/// migration administration (spec 001 §6, [`admin`]): at most one
+/// reservation (its canonical bytes, and the canonical receipt with its
+/// digest once completed) and the control bundle staged for it.
+pub const SCHEMA_V2: &str = "
+CREATE TABLE control_fences (
+    world_id TEXT PRIMARY KEY REFERENCES control_worlds (world_id),
+    issued INTEGER NOT NULL CHECK (issued >= 0),
+    floor INTEGER NOT NULL CHECK (floor >= 0),
+    holder TEXT
+) STRICT;
+CREATE TABLE control_migrations (
+    migration_id TEXT PRIMARY KEY,
+    plan_digest TEXT NOT NULL,
+    reservation BLOB NOT NULL,
+    receipt BLOB,
+    receipt_digest TEXT
+) STRICT;
+CREATE TABLE control_staged (
+    migration_id TEXT PRIMARY KEY REFERENCES control_migrations (migration_id),
+    bundle BLOB NOT NULL
+) STRICT;
+";
+
 /// The bound on a stored status or writer-mode word.
 pub const MAX_WORD_LEN: usize = 64;
 
@@ -101,7 +145,7 @@ pub const MAX_SIGNATURE_JSON_LEN: usize = 4 * 1024 * 1024;
 const EXPECT: Expect = Expect {
     kind: "a control catalog",
     application_id: CONTROL_APPLICATION_ID,
-    oldest: CONTROL_VERSION,
+    oldest: CONTROL_OLDEST_READABLE,
     newest: CONTROL_VERSION,
 };
 
@@ -261,7 +305,7 @@ impl Drop for SqliteControlCatalog {
 
 /// The migration steps; their count is [`CONTROL_VERSION`] (checked by the
 /// array type).
-const CONTROL_STEPS: [&str; CONTROL_VERSION as usize] = [SCHEMA_V1];
+const CONTROL_STEPS: [&str; CONTROL_VERSION as usize] = [SCHEMA_V1, SCHEMA_V2];
 
 /// [`config::migrate_identified`] with this catalog's identity and steps.
 fn migrate(conn: &mut Connection) -> Result<(), OpenError> {
@@ -401,6 +445,84 @@ fn decode_sig(raw: RawSig) -> Res<SignatureRecord> {
     })
 }
 
+/// Whether the file has the fence table (a version-1 file read through a
+/// read-only handle does not: it was never migrated).
+fn has_fences(tx: &Transaction<'_>) -> Res<bool> {
+    tx.prepare_cached(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'control_fences'",
+    )
+    .map_err(db("load-fence"))?
+    .query_row([], |r| r.get::<_, i64>(0))
+    .map(|n| n > 0)
+    .map_err(db("load-fence"))
+}
+
+/// One stored epoch column: a non-negative integer.
+fn epoch(r: &Row<'_>, col: usize, name: &'static str, world_id: &str) -> Res<Epoch> {
+    let v: i64 = r.get(col).map_err(|e| WorldError::Invalid {
+        what: name,
+        detail: format!("control_fences row {world_id}: {e}"),
+    })?;
+    u64::try_from(v).map_err(|_| WorldError::Invalid {
+        what: name,
+        detail: format!("control_fences row {world_id}: {v}"),
+    })
+}
+
+/// The world's fence row, decoded totally (default when there is none).
+fn load_fence(tx: &Transaction<'_>, world_id: &str) -> Res<WorldFence> {
+    if !has_fences(tx)? {
+        return Ok(WorldFence::default());
+    }
+    let t = "control_fences";
+    tx.prepare_cached("SELECT issued, floor, holder FROM control_fences WHERE world_id = ?1")
+        .map_err(db("load-fence"))?
+        .query_row([world_id], |r| {
+            Ok((|| {
+                let issued = epoch(r, 0, "issued", world_id)?;
+                let floor = epoch(r, 1, "floor", world_id)?;
+                let holder = bounded(r, 2, "holder", MAX_HOLDER_LEN, t, world_id)?
+                    .map(Holder::new)
+                    .transpose()
+                    .map_err(|e| WorldError::Invalid {
+                        what: "holder",
+                        detail: format!("{t} row {world_id}: {e}"),
+                    })?;
+                Ok(WorldFence {
+                    issued,
+                    floor,
+                    holder,
+                })
+            })())
+        })
+        .optional()
+        .map_err(db("load-fence"))?
+        .transpose()
+        .map(Option::unwrap_or_default)
+}
+
+fn write_fence(tx: &Transaction<'_>, world_id: &str, f: &WorldFence) -> Res<()> {
+    let int = |what: &'static str, v: Epoch| {
+        i64::try_from(v).map_err(|_| WorldError::Invalid {
+            what,
+            detail: format!("world {world_id}: epoch {v} exceeds what SQLite stores"),
+        })
+    };
+    tx.prepare_cached(
+        "INSERT INTO control_fences (world_id, issued, floor, holder) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (world_id) DO UPDATE SET issued = excluded.issued, floor = excluded.floor, holder = excluded.holder",
+    )
+    .map_err(db("write-fence"))?
+    .execute(params![
+        world_id,
+        int("issued", f.issued)?,
+        int("floor", f.floor)?,
+        f.holder.as_ref().map(Holder::as_str)
+    ])
+    .map_err(db("write-fence"))?;
+    Ok(())
+}
+
 fn load_slot(tx: &Transaction<'_>, world_id: &str) -> Res<WorldSlot> {
     let record = tx
         .prepare_cached(&format!("{WORLD_SELECT} WHERE world_id = ?1"))
@@ -425,7 +547,12 @@ fn load_slot(tx: &Transaction<'_>, world_id: &str) -> Res<WorldSlot> {
         .into_iter()
         .map(|r| decode_sig(r?).map(|s| s.signature))
         .collect::<Res<Vec<_>>>()?;
-    Ok(WorldSlot { record, signatures })
+    let fence = load_fence(tx, world_id)?;
+    Ok(WorldSlot {
+        record,
+        signatures,
+        fence,
+    })
 }
 
 fn write_back(tx: &Transaction<'_>, before: &WorldSlot, next: &WorldSlot) -> Res<()> {
@@ -451,6 +578,11 @@ fn write_back(tx: &Transaction<'_>, before: &WorldSlot, next: &WorldSlot) -> Res
                 tick
             ])
             .map_err(db("write-world"))?;
+        }
+    }
+    if before.fence != next.fence {
+        if let Some(r) = &next.record {
+            write_fence(tx, &r.identity.world_id, &next.fence)?;
         }
     }
     for s in &next.signatures {
@@ -517,6 +649,7 @@ impl ControlCatalog for SqliteControlCatalog {
                 Some(record) => Ok(WorldInfo {
                     record,
                     signatures: slot.signatures,
+                    fence: slot.fence,
                 }),
                 None => Err(WorldError::NotFound {
                     world_id: world_id.to_owned(),

@@ -10,12 +10,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use custos_core::fence::{Holder, WorldFence};
 use custos_core::identity::StorageIdentity;
 use custos_core::world::{
-    ControlCatalog, Outcome, WorldIdentity, WorldRecord, WorldStatus, WriterMode,
+    ControlCatalog, FencePurpose, Outcome, WorldIdentity, WorldRecord, WorldStatus, WriterMode,
 };
 use custos_sqlite::control::{
     catalog_path, record_tick_head, SqliteControlCatalog, CONTROL_APPLICATION_ID, CONTROL_VERSION,
+    SCHEMA_V1,
 };
 use custos_sqlite::OpenError;
 use rusqlite::Connection;
@@ -192,6 +194,15 @@ fn control_race_child() {
         std::thread::sleep(Duration::from_millis(1));
     }
     let r = record(&name);
+    if op == "acquire" {
+        let holder = Holder::new(format!("migration-{name}")).unwrap();
+        let word = match c.acquire_fence("w-race", &holder, FencePurpose::Migration) {
+            Ok((epoch, _)) => format!("ACQUIRED {epoch}"),
+            Err(e) => format!("ERR {}", e.reason()),
+        };
+        println!("RESULT {word}");
+        return;
+    }
     let out = if op == "retire" {
         c.retire(&r)
     } else {
@@ -210,11 +221,18 @@ fn control_race_child() {
 /// Runs one child per job `(name, op)` against a fresh catalog, released
 /// together. Returns the catalog's directory and path and each answer.
 fn race(jobs: &[(String, &str)]) -> (tempfile::TempDir, PathBuf, Vec<String>) {
-    let exe = std::env::current_exe().unwrap();
     let d = tempfile::tempdir().unwrap();
     let path = d.path().join("race.db");
-    let start = d.path().join("start");
     drop(SqliteControlCatalog::open(&path).unwrap());
+    let answers = race_on(&path, d.path(), jobs);
+    (d, path, answers)
+}
+
+/// Runs one child per job against the catalog at `path`, released together
+/// by a start file in `dir`; answers each child's result.
+fn race_on(path: &Path, dir: &Path, jobs: &[(String, &str)]) -> Vec<String> {
+    let exe = std::env::current_exe().unwrap();
+    let start = dir.join("start");
     let children: Vec<_> = jobs
         .iter()
         .map(|(name, op)| {
@@ -237,7 +255,7 @@ fn race(jobs: &[(String, &str)]) -> (tempfile::TempDir, PathBuf, Vec<String>) {
         .collect();
     std::thread::sleep(Duration::from_millis(300));
     std::fs::write(&start, b"go").unwrap();
-    let answers = children
+    children
         .into_iter()
         .map(|child| {
             let out = child.wait_with_output().unwrap();
@@ -252,8 +270,7 @@ fn race(jobs: &[(String, &str)]) -> (tempfile::TempDir, PathBuf, Vec<String>) {
                 .find_map(|l| l.find("RESULT ").map(|i| l[i + 7..].to_owned()))
                 .unwrap_or_else(|| panic!("no result: {stdout}"))
         })
-        .collect();
-    (d, path, answers)
+        .collect()
 }
 
 const CHILDREN: usize = 8;
@@ -341,4 +358,228 @@ fn retirement_racing_delayed_registrations_always_ends_destroyed() {
         "retire race: {ROUNDS} rounds x {CHILDREN} processes (half retire, half register): always destroyed; {refused_after_tombstone} registrations refused by a tombstone ({:.1} s)",
         started.elapsed().as_secs_f64()
     );
+}
+
+/// Processes racing to fence one world (each its own connection, released
+/// together) get distinct epochs, exactly 1..=8: the acquire is decided in
+/// the writing transaction, never from a stale read.
+#[test]
+fn concurrent_acquires_across_processes_issue_distinct_epochs() {
+    let started = Instant::now();
+    for round in 0..ROUNDS {
+        let exe_jobs: Vec<_> = (0..CHILDREN).map(|i| (format!("{i}"), "acquire")).collect();
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("race.db");
+        SqliteControlCatalog::open(&path)
+            .unwrap()
+            .register(&record("fenced"))
+            .unwrap();
+        let answers = race_on(&path, d.path(), &exe_jobs);
+        let mut epochs: Vec<u64> = answers
+            .iter()
+            .map(|a| {
+                a.strip_prefix("ACQUIRED ")
+                    .and_then(|e| e.parse().ok())
+                    .unwrap_or_else(|| panic!("round {round}: {answers:?}"))
+            })
+            .collect();
+        epochs.sort_unstable();
+        assert_eq!(
+            epochs,
+            (1..=CHILDREN as u64).collect::<Vec<_>>(),
+            "round {round}"
+        );
+        let c = SqliteControlCatalog::open(&path).unwrap();
+        assert_eq!(
+            c.open_world_readonly("w-race").unwrap().fence.issued,
+            CHILDREN as u64
+        );
+    }
+    println!(
+        "fence race: {ROUNDS} rounds x {CHILDREN} processes, epochs 1..={CHILDREN} each round ({:.1} s)",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// A fence survives a reopen (it is a row, not a handle's state), and a
+/// writer's epoch from before the reopen is still current or stale exactly
+/// as stored.
+#[test]
+fn fences_survive_a_reopen() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("c.db");
+    let mut r = record("persisted");
+    r.writer_mode = WriterMode::Resumable;
+    {
+        let c = SqliteControlCatalog::open(&p).unwrap();
+        c.register(&r).unwrap();
+        let h = Holder::new("writer").unwrap();
+        assert_eq!(
+            c.acquire_fence("w-race", &h, FencePurpose::Resume).unwrap(),
+            (1, None)
+        );
+        assert_eq!(
+            c.acquire_fence("w-race", &h, FencePurpose::Resume).unwrap(),
+            (2, Some(1))
+        );
+    }
+    let c = SqliteControlCatalog::open(&p).unwrap();
+    assert_eq!(
+        c.open_world_readonly("w-race").unwrap().fence,
+        WorldFence {
+            issued: 2,
+            floor: 0,
+            holder: Some(Holder::new("writer").unwrap()),
+        }
+    );
+    assert_eq!(
+        c.commit_tick("w-race", 1, 4).unwrap_err().reason(),
+        "StaleFence"
+    );
+    assert_eq!(c.commit_tick("w-race", 2, 4).unwrap(), 4);
+    let ro = SqliteControlCatalog::open_read_only(&p).unwrap();
+    assert_eq!(ro.open_world_readonly("w-race").unwrap().fence.issued, 2);
+}
+
+/// A version-1 catalog (no fence table) is read by a read-only handle with
+/// every world unfenced and the file byte-untouched, and migrated to
+/// version 2 by the first writing open with every row kept.
+#[test]
+fn a_version_1_catalog_reads_unfenced_and_migrates_keeping_its_rows() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("v1.db");
+    {
+        let conn = Connection::open(&p).unwrap();
+        conn.execute_batch(SCHEMA_V1).unwrap();
+        conn.execute_batch(&format!(
+            "INSERT INTO control_worlds VALUES ('w-old', 'old', NULL, NULL, NULL, 'active', 7);
+             PRAGMA application_id = {CONTROL_APPLICATION_ID}; PRAGMA user_version = 1;"
+        ))
+        .unwrap();
+    }
+    let before = sha(&p);
+    let ro = SqliteControlCatalog::open_read_only(&p).unwrap();
+    let info = ro.open_world_readonly("w-old").unwrap();
+    assert_eq!(
+        (info.record.tick_head, info.fence),
+        (7, WorldFence::default())
+    );
+    drop(ro);
+    assert_eq!(
+        sha(&p),
+        before,
+        "a read-only open wrote to a version-1 file"
+    );
+    let c = SqliteControlCatalog::open(&p).unwrap();
+    let v: i64 = Connection::open(&p)
+        .unwrap()
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(v, CONTROL_VERSION);
+    let info = c.open_world_readonly("w-old").unwrap();
+    assert_eq!(info.record.tick_head, 7);
+    assert_eq!(info.record.writer_mode, WriterMode::Resumable);
+    let h = Holder::new("writer").unwrap();
+    assert_eq!(
+        c.acquire_fence("w-old", &h, FencePurpose::Resume).unwrap(),
+        (1, None)
+    );
+}
+
+/// A stored fence row that breaks its grammar fails the read naming the
+/// world and column: a holder with a control character, an over-long one.
+#[test]
+fn a_malformed_fence_row_fails_the_read() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("c.db");
+    let c = SqliteControlCatalog::open(&p).unwrap();
+    c.register(&record("bad")).unwrap();
+    for holder in ["bad\u{7}holder".to_owned(), "h".repeat(129)] {
+        Connection::open(&p)
+            .unwrap()
+            .execute(
+                "INSERT OR REPLACE INTO control_fences VALUES ('w-race', 3, 0, ?1)",
+                [&holder],
+            )
+            .unwrap();
+        let e = c.open_world_readonly("w-race").unwrap_err();
+        assert_eq!(e.reason(), "Invalid", "{e}");
+        assert!(e.to_string().contains("w-race"), "{e}");
+        let e = c
+            .acquire_fence(
+                "w-race",
+                &Holder::new("m").unwrap(),
+                FencePurpose::Migration,
+            )
+            .unwrap_err();
+        assert_eq!(e.reason(), "Invalid", "{e}");
+    }
+}
+
+custos_conformance::control_admin_suite!(sqlite_admin, fresh);
+
+/// Stored administration that was tampered with fails closed on every
+/// read and every commit: a reservation that is not canonical or whose
+/// plan digest lies, a receipt whose bytes, digest column or presence
+/// disagree with the reservation, a second reservation row.
+#[test]
+fn tampered_administration_fails_closed() {
+    use custos_conformance::control_admin::completed;
+    use custos_core::migration::control::{AdminEffect, ControlAdmin};
+    use custos_core::migration::Destination;
+    type Tamper = (&'static str, &'static str);
+    let cases: [Tamper; 6] = [
+        ("non-canonical reservation", "UPDATE control_migrations SET reservation = CAST(' ' || CAST(reservation AS TEXT) AS BLOB)"),
+        ("lying plan digest", "UPDATE control_migrations SET plan_digest = '00'"),
+        ("receipt bytes changed", "UPDATE control_migrations SET receipt = CAST(replace(CAST(receipt AS TEXT), 'custos-0.1.0', 'custos-0.1.1') AS BLOB)"),
+        ("receipt digest column changed", "UPDATE control_migrations SET receipt_digest = 'ff'"),
+        ("receipt missing", "UPDATE control_migrations SET receipt = NULL"),
+        ("second reservation", "INSERT INTO control_migrations SELECT 'm9', plan_digest, reservation, receipt, receipt_digest FROM control_migrations"),
+    ];
+    for (what, sql) in cases {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("c.db");
+        let c = SqliteControlCatalog::open(&p).unwrap();
+        let done = completed();
+        c.commit_destination(&Destination::default(), &done, AdminEffect::None)
+            .unwrap();
+        assert!(c.stored_receipt().unwrap().is_some());
+        Connection::open(&p).unwrap().execute_batch(sql).unwrap();
+        let e = c.load_destination().unwrap_err();
+        assert_eq!(e.reason(), "StoredEvidenceInvalid", "{what}: {e}");
+        assert_eq!(
+            c.stored_receipt().unwrap_err().reason(),
+            "StoredEvidenceInvalid",
+            "{what}"
+        );
+        let e = c
+            .commit_destination(&done, &done, AdminEffect::None)
+            .unwrap_err();
+        assert_eq!(e.reason(), "StoredEvidenceInvalid", "{what}: {e}");
+    }
+}
+
+/// A read-only handle exports and loads the administration but refuses a
+/// commit with the file byte-untouched.
+#[test]
+fn a_read_only_handle_never_commits_administration() {
+    use custos_conformance::control_admin::completed;
+    use custos_core::migration::control::{AdminEffect, ControlAdmin};
+    use custos_core::migration::Destination;
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("c.db");
+    {
+        let c = SqliteControlCatalog::open(&p).unwrap();
+        custos_conformance::control_admin::populate(&c);
+    }
+    let before = sha(&p);
+    let ro = SqliteControlCatalog::open_read_only(&p).unwrap();
+    assert_eq!(ro.export_snapshot().unwrap().worlds.len(), 3);
+    assert_eq!(ro.load_destination().unwrap(), Destination::default());
+    let e = ro
+        .commit_destination(&Destination::default(), &completed(), AdminEffect::None)
+        .unwrap_err();
+    assert_eq!(e.reason(), "BackendFault", "{e}");
+    drop(ro);
+    assert_eq!(sha(&p), before);
 }

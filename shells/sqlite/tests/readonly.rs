@@ -126,7 +126,7 @@ fn not_a_control_catalog_is_refused_by_rule_and_left_untouched() {
             },
             Refusal::Version {
                 found: CONTROL_VERSION + 1,
-                oldest: CONTROL_VERSION,
+                oldest: custos_sqlite::control::CONTROL_OLDEST_READABLE,
                 newest: CONTROL_VERSION,
             },
         ),

@@ -1,0 +1,408 @@
+//! The administrative control contract's conformance suite (spec 001 §6),
+//! through [`ControlAdmin`] beside [`ControlCatalog`]: an exact export that
+//! never includes migration administration, compare-and-swap storage of
+//! the destination's reservation, staging invisible to discovery and
+//! idempotent, activation that imports exact records and fence floors (never
+//! a holder) only into an empty destination, and a completed receipt read
+//! back byte-identical.
+//!
+//! Cases panic (via `assert!`) on a violation: they are test bodies. A
+//! case that needs a source and a destination calls the factory twice.
+
+#![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
+
+use custos_core::fence::{Holder, WorldFence};
+use custos_core::migration::control::{AdminEffect, AdminError, ControlAdmin, ControlSnapshot};
+use custos_core::migration::simulate::{Driver, Fault, Fixture, Machine, Sim, SimOp};
+use custos_core::migration::{
+    import_floors, Destination, Name, Reservation, StagedControl, Status, TableState, WorldPlan,
+};
+use custos_core::world::{ControlCatalog, FencePurpose, WorldRecord, WriterMode};
+
+use crate::control::{record, signature};
+
+fn reason<T: std::fmt::Debug>(r: Result<T, AdminError>) -> &'static str {
+    r.expect_err("expected a refusal").reason()
+}
+
+fn holder(name: &str) -> Holder {
+    Holder::new(name).unwrap()
+}
+
+/// Fills a source catalog: an active resumable world fenced by a migration
+/// (epoch 2 after a writer's 1) with two signatures and a tick head, an
+/// active cleanup-only world, and a destroyed world.
+pub fn populate<C: ControlCatalog>(c: &C) {
+    c.register(&record("w-live", WriterMode::Resumable))
+        .unwrap();
+    c.acquire_fence("w-live", &holder("writer"), FencePurpose::Resume)
+        .unwrap();
+    c.commit_tick("w-live", 1, 12).unwrap();
+    c.acquire_fence("w-live", &holder("migration"), FencePurpose::Migration)
+        .unwrap();
+    for (table, comps) in [("t-pos", &["Pos"][..]), ("t-vel", &["Pos", "Vel"][..])] {
+        c.apply(&custos_core::world::Request::RegisterSignature {
+            world_id: "w-live".into(),
+            signature: signature(table, comps),
+        })
+        .unwrap();
+    }
+    c.register(&record("w-cleanup", WriterMode::CleanupOnly))
+        .unwrap();
+    let gone = record("w-gone", WriterMode::Resumable);
+    c.register(&gone).unwrap();
+    c.retire(&gone).unwrap();
+}
+
+/// A reservation of the shared fixture's plan rebound to `snapshot`: its
+/// worlds (each at its exported epoch, resumable when it is), its digest,
+/// and, when `staged`, the staged control the machine would record.
+pub fn reservation_for(snapshot: &ControlSnapshot, status: Status, staged: bool) -> Destination {
+    let fx = Fixture::new().unwrap();
+    let mut plan = fx.plan(0, 1, 0);
+    plan.control.snapshot_digest = snapshot.digest();
+    plan.control.records = snapshot.records();
+    plan.worlds = snapshot
+        .worlds
+        .iter()
+        .map(|w| WorldPlan {
+            world: Name::new(w.identity.world_id.as_str()).unwrap(),
+            source_epoch: snapshot
+                .fences
+                .iter()
+                .find(|f| f.world_id == w.identity.world_id)
+                .map_or(0, |f| f.issued),
+            manifest_writer_epochs: Vec::new(),
+            resumable: w.writer_mode == WriterMode::Resumable,
+        })
+        .collect();
+    let control = staged.then(|| StagedControl {
+        snapshot_digest: snapshot.digest(),
+        floors: import_floors(&plan),
+    });
+    Destination {
+        reservation: Some(Reservation {
+            plan_digest: plan.digest(),
+            reserved_at: 1,
+            status,
+            objects: vec![true; plan.artifacts.objects.len()],
+            tables: vec![TableState::Pending; plan.tables.len()],
+            source_stability: None,
+            control,
+            cold: None,
+            receipt: None,
+            plan,
+        }),
+    }
+}
+
+/// The fixture migration driven to completion by the core machine: a
+/// destination holding a sealed receipt.
+pub fn completed() -> Destination {
+    let fx = Fixture::new().unwrap();
+    let mut sim = Sim::new(&fx);
+    for _ in 0..64 {
+        if !matches!(sim.drivers[0], Driver::Running(_)) {
+            break;
+        }
+        sim.apply(&fx, &Machine::REAL, SimOp::Step(0, Fault::None));
+    }
+    assert!(
+        sim.dest
+            .reservation
+            .as_ref()
+            .is_some_and(|r| r.receipt.is_some()),
+        "the fixture run did not complete"
+    );
+    sim.dest
+}
+
+fn staged_floors(d: &Destination) -> Vec<custos_core::migration::WorldFloor> {
+    d.reservation
+        .as_ref()
+        .and_then(|r| r.control.clone())
+        .map(|c| c.floors)
+        .unwrap_or_default()
+}
+
+/// Reserves and stages `snapshot` at `c` through the port: the reserved
+/// and the staged administration.
+fn reserve_and_stage<C: ControlAdmin>(
+    c: &C,
+    snapshot: &ControlSnapshot,
+) -> (Destination, Destination) {
+    let reserved = reservation_for(snapshot, Status::Reserved, false);
+    c.commit_destination(&Destination::default(), &reserved, AdminEffect::None)
+        .unwrap();
+    let staged = reservation_for(snapshot, Status::Reserved, true);
+    let floors = staged_floors(&staged);
+    c.commit_destination(
+        &reserved,
+        &staged,
+        AdminEffect::Stage {
+            snapshot,
+            floors: &floors,
+        },
+    )
+    .unwrap();
+    (reserved, staged)
+}
+
+/// Reserves, stages and activates `snapshot` at `c` through the port.
+fn stage_and_activate<C: ControlAdmin>(c: &C, snapshot: &ControlSnapshot) -> Destination {
+    let (_, staged) = reserve_and_stage(c, snapshot);
+    let active = reservation_for(snapshot, Status::Activated, true);
+    c.commit_destination(&staged, &active, AdminEffect::Activate)
+        .unwrap();
+    active
+}
+
+// ------------------------------------------------------------------ cases
+
+/// The export holds every record exactly — destroyed worlds, tick heads,
+/// signatures, fence epochs — and no holder; a reservation and a staged
+/// bundle stored beside it never appear in a later export.
+pub fn export_is_exact_and_excludes_administration<
+    C: ControlCatalog + ControlAdmin,
+    F: Fn() -> C,
+>(
+    factory: F,
+) {
+    let c = factory();
+    assert_eq!(c.export_snapshot().unwrap().records(), 0);
+    populate(&c);
+    let s = c.export_snapshot().unwrap();
+    assert_eq!(s.worlds, c.discover_worlds().unwrap());
+    assert_eq!(s.signatures, c.list_signatures().unwrap());
+    assert_eq!(s.fences.len(), 1);
+    assert_eq!(
+        (s.fences[0].world_id.as_str(), s.fences[0].issued),
+        ("w-live", 2)
+    );
+    assert!(!String::from_utf8(s.canonical())
+        .unwrap()
+        .contains("\"migration\""));
+    assert_eq!(ControlSnapshot::decode(&s.canonical()).unwrap(), s);
+    reserve_and_stage(&c, &s);
+    assert_eq!(
+        c.export_snapshot().unwrap(),
+        s,
+        "administration leaked into the export"
+    );
+    assert_eq!(c.export_snapshot().unwrap().digest(), s.digest());
+}
+
+/// The stored administration changes only from the state a decision was
+/// made on: a commit from any other expected state is `AdminMoved` and
+/// stores nothing.
+pub fn commits_are_compare_and_swap<C: ControlAdmin, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    assert_eq!(c.load_destination().unwrap(), Destination::default());
+    let s = ControlSnapshot::from_slots(std::iter::empty());
+    let reserved = reservation_for(&s, Status::Reserved, false);
+    c.commit_destination(&Destination::default(), &reserved, AdminEffect::None)
+        .unwrap();
+    assert_eq!(c.load_destination().unwrap(), reserved);
+    let other = reservation_for(&s, Status::Activated, false);
+    let r = c.commit_destination(&Destination::default(), &other, AdminEffect::None);
+    assert_eq!(reason(r), "AdminMoved");
+    assert_eq!(c.load_destination().unwrap(), reserved);
+    assert_eq!(c.stored_receipt().unwrap(), None);
+}
+
+/// A staged bundle is invisible to discovery and to every read of the live
+/// catalog; staging it again is a no-op; another bundle is
+/// `StagingConflict` and changes nothing.
+pub fn staging_is_invisible_idempotent_and_exclusive<
+    C: ControlCatalog + ControlAdmin,
+    F: Fn() -> C,
+>(
+    factory: F,
+) {
+    let source = factory();
+    populate(&source);
+    let s = source.export_snapshot().unwrap();
+    let c = factory();
+    let (_, staged) = reserve_and_stage(&c, &s);
+    let floors = staged_floors(&staged);
+    let stage = AdminEffect::Stage {
+        snapshot: &s,
+        floors: &floors,
+    };
+    assert!(
+        c.discover_worlds().unwrap().is_empty(),
+        "staged worlds are discoverable"
+    );
+    assert!(c.list_signatures().unwrap().is_empty());
+    assert_eq!(
+        c.open_world_readonly("w-live").unwrap_err().reason(),
+        "NotFound"
+    );
+    c.commit_destination(&staged, &staged, stage).unwrap();
+    // Another bundle for the same migration conflicts.
+    let mut other = s.clone();
+    other.worlds[0].tick_head += 1;
+    let other_res = reservation_for(&other, Status::Reserved, true);
+    let other_floors = staged_floors(&other_res);
+    let r = c.commit_destination(
+        &staged,
+        &other_res,
+        AdminEffect::Stage {
+            snapshot: &other,
+            floors: &other_floors,
+        },
+    );
+    assert_eq!(reason(r), "StagingConflict");
+    assert_eq!(c.load_destination().unwrap(), staged);
+}
+
+/// Activation imports the exact records (a destroyed world stays
+/// destroyed, tick heads as they stood), the signatures, and a fence with
+/// nothing issued, no holder and a floor at least the source's epoch; the
+/// first resume acquires strictly above it; a cleanup-only world still
+/// refuses to resume.
+pub fn activation_imports_exact_records_and_floors<
+    C: ControlCatalog + ControlAdmin,
+    F: Fn() -> C,
+>(
+    factory: F,
+) {
+    let source = factory();
+    populate(&source);
+    let s = source.export_snapshot().unwrap();
+    let c = factory();
+    let active = stage_and_activate(&c, &s);
+    assert_eq!(c.load_destination().unwrap(), active);
+    assert_eq!(
+        c.discover_worlds().unwrap(),
+        source.discover_worlds().unwrap()
+    );
+    assert_eq!(
+        c.list_signatures().unwrap(),
+        source.list_signatures().unwrap()
+    );
+    let gone: Vec<WorldRecord> = c
+        .discover_worlds()
+        .unwrap()
+        .into_iter()
+        .filter(|w| w.identity.world_id == "w-gone")
+        .collect();
+    assert_eq!(gone.len(), 1);
+    assert_eq!(gone[0].status, custos_core::world::WorldStatus::Destroyed);
+    let fence = c.open_world_readonly("w-live").unwrap().fence;
+    assert_eq!(
+        fence,
+        WorldFence {
+            issued: 0,
+            floor: 2,
+            holder: None
+        },
+        "the import must carry the floor and never the holder"
+    );
+    assert_eq!(
+        c.open_world_readonly("w-live").unwrap().record.tick_head,
+        12
+    );
+    // The source's writer and migration epochs are stale here.
+    for stale in [1, 2] {
+        assert_eq!(
+            c.commit_tick("w-live", stale, 13).unwrap_err().reason(),
+            "StaleFence"
+        );
+    }
+    let (epoch, staled) = c
+        .acquire_fence("w-live", &holder("cold-verifier"), FencePurpose::Resume)
+        .unwrap();
+    assert_eq!((epoch, staled), (3, None));
+    assert_eq!(c.commit_tick("w-live", 3, 13).unwrap(), 13);
+    let r = c.acquire_fence("w-cleanup", &holder("writer"), FencePurpose::Resume);
+    assert_eq!(r.unwrap_err().reason(), "ResumeRefused");
+    // A later export of the destination has the records and the floors.
+    let again = c.export_snapshot().unwrap();
+    assert_eq!(again.worlds.len(), s.worlds.len());
+    assert_eq!(again.signatures, s.signatures);
+}
+
+/// Activation into a destination with live control records is
+/// `DestinationPopulated` and changes neither the live catalog nor the
+/// stored administration; activation with nothing staged is `NotStaged`.
+pub fn activation_refuses_a_populated_destination<
+    C: ControlCatalog + ControlAdmin,
+    F: Fn() -> C,
+>(
+    factory: F,
+) {
+    let source = factory();
+    populate(&source);
+    let s = source.export_snapshot().unwrap();
+    let c = factory();
+    let reserved = reservation_for(&s, Status::Reserved, false);
+    c.commit_destination(&Destination::default(), &reserved, AdminEffect::None)
+        .unwrap();
+    let active = reservation_for(&s, Status::Activated, true);
+    let r = c.commit_destination(&reserved, &active, AdminEffect::Activate);
+    assert_eq!(reason(r), "NotStaged");
+    let staged = reservation_for(&s, Status::Reserved, true);
+    let floors = staged_floors(&staged);
+    let stage = AdminEffect::Stage {
+        snapshot: &s,
+        floors: &floors,
+    };
+    c.commit_destination(&reserved, &staged, stage).unwrap();
+    c.register(&record("w-intruder", WriterMode::Resumable))
+        .unwrap();
+    let before = c.discover_worlds().unwrap();
+    let r = c.commit_destination(&staged, &active, AdminEffect::Activate);
+    assert_eq!(reason(r), "DestinationPopulated");
+    assert_eq!(c.discover_worlds().unwrap(), before);
+    assert_eq!(c.load_destination().unwrap(), staged);
+}
+
+/// Completion stores the sealed receipt with the reservation: it is read
+/// back byte-identical (the canonical encoding) on every later load, and a
+/// commit from the pre-completion state is `AdminMoved`.
+pub fn a_completed_receipt_reads_back_byte_identical<C: ControlAdmin, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    let done = completed();
+    let stored = done
+        .reservation
+        .as_ref()
+        .and_then(|r| r.receipt.clone())
+        .unwrap();
+    c.commit_destination(&Destination::default(), &done, AdminEffect::None)
+        .unwrap();
+    let bytes = c.stored_receipt().unwrap().expect("a stored receipt");
+    assert_eq!(bytes, stored.encode());
+    assert_eq!(c.stored_receipt().unwrap(), Some(bytes));
+    assert_eq!(c.load_destination().unwrap(), done);
+    let r = c.commit_destination(&Destination::default(), &done, AdminEffect::None);
+    assert_eq!(reason(r), "AdminMoved");
+}
+
+/// Every administrative case, by name, in suite order.
+pub const CONTROL_ADMIN_CASES: &[&str] = &crate::__with_control_admin_cases!(__emit_names!());
+
+/// Emits `mod $name { #[test] fn <case>() … }`: one test per administrative
+/// case, each calling the case with `$factory` (every call a fresh, empty
+/// catalog implementing both `ControlCatalog` and `ControlAdmin`).
+#[macro_export]
+macro_rules! control_admin_suite {
+    ($name:ident, $factory:expr $(,)?) => {
+        $crate::__suite!(__with_control_admin_cases, control_admin, $name, $factory);
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_control_admin_cases {
+    ($callback:ident ! ($($args:tt)*)) => {
+        $crate::$callback! { ($($args)*)
+            export_is_exact_and_excludes_administration,
+            commits_are_compare_and_swap,
+            staging_is_invisible_idempotent_and_exclusive,
+            activation_imports_exact_records_and_floors,
+            activation_refuses_a_populated_destination,
+            a_completed_receipt_reads_back_byte_identical,
+        }
+    };
+}
