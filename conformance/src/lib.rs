@@ -22,6 +22,7 @@ pub mod control;
 pub mod control_admin;
 pub mod custody;
 pub mod ledger;
+pub mod objects;
 pub mod storage;
 
 /// The body of every `<suite>_suite!` macro: `mod $name { #[test] fn

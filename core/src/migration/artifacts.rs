@@ -11,8 +11,9 @@
 //!
 //! **The port** ([`ObjectStore`]): `probe` (never following a symbolic
 //! link), a bounded `read`, and `put_new`, which never overwrites. A shell
-//! implements it (custos-fs's `ArtifactStore` over its `Fs` trait); the
-//! tests here implement it in memory.
+//! implements it (custos-fs's `ArtifactStore` over its `Fs` trait);
+//! [`MemoryObjectStore`] is the memory implementation, and the conformance
+//! suite (`custos_conformance::objects`) runs the same cases on both.
 //!
 //! **Hashing** ([`ObjectHasher`]): SHA-256 (`sha2`) and XXH3-64
 //! (`twox-hash`, seed 0, the default secret) over the same bytes, in one
@@ -54,8 +55,11 @@
     reason = "private steps pass the full refusal once; the public API boxes it"
 )]
 
+mod memory;
 #[cfg(test)]
 mod tests;
+
+pub use memory::{MemoryEntry, MemoryObjectStore};
 
 use std::collections::BTreeMap;
 use std::fmt;
