@@ -73,6 +73,30 @@ pub fn fresh_ledger_is_empty<L: Ledger>(f: impl Fn() -> L) {
     assert_eq!(l.unacked(&LIMITS, &sid("s")), Ok(Unacked::default()));
 }
 
+/// Every stored row counts as an Activity record, settled history
+/// included: a fresh ledger has none; a scope, an admitted call, its
+/// terminal outcome, a closed scope and its release all leave rows that
+/// count, and nothing ever makes the count fall back to zero.
+pub fn every_row_is_an_activity_record<L: Ledger>(f: impl Fn() -> L) {
+    let l = f();
+    assert_eq!(l.records(), Ok(0));
+    attach(&l, "s", 1, "a").unwrap();
+    assert_eq!(l.records(), Ok(1), "a scope is a record");
+    let k = key("s", "o", 1);
+    admit(&l, &k, "a").unwrap();
+    assert_eq!(l.records(), Ok(2), "an admitted call is a record");
+    l.finish(&LIMITS, &k, b"ok").unwrap();
+    assert_eq!(l.records(), Ok(2), "a settled call is still a record");
+    close(&l, "s", 1).unwrap();
+    let after_close = l.records().unwrap();
+    assert!(
+        after_close >= 2,
+        "closing a scope erased history: {after_close}"
+    );
+    l.close().unwrap();
+    assert_eq!(l.records(), Err(LedgerError::HandleClosed));
+}
+
 /// The first attach creates an open scope with the caller's token.
 pub fn attach_creates_an_open_scope<L: Ledger>(f: impl Fn() -> L) {
     let l = f();
@@ -450,6 +474,7 @@ macro_rules! __with_ledger_cases {
     ($callback:ident ! ($($args:tt)*)) => {
         $crate::$callback! { ($($args)*)
             fresh_ledger_is_empty,
+            every_row_is_an_activity_record,
             attach_creates_an_open_scope,
             attach_refuses_a_second_workspace,
             admit_is_fresh_exactly_once,

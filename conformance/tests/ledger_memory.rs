@@ -21,3 +21,37 @@ fn every_ledger_case_passes_through_the_table() {
         table.len()
     );
 }
+
+/// A ledger that counts only unsettled history as Activity (scopes and
+/// admitted calls, not terminal ones): `every_row_is_an_activity_record`
+/// catches it, an unrelated case does not.
+#[test]
+fn a_ledger_that_forgets_settled_history_is_caught() {
+    use custos_core::ledger::{Answer, Ledger, LedgerError, Limits, Request, RowState};
+    struct ForgetsSettled(MemoryLedger);
+    impl Ledger for ForgetsSettled {
+        fn execute(&self, limits: &Limits, req: &Request) -> Result<Answer, LedgerError> {
+            self.0.execute(limits, req)
+        }
+        fn close(&self) -> Result<(), LedgerError> {
+            self.0.close()
+        }
+        fn records(&self) -> Result<u64, LedgerError> {
+            self.0.records()?;
+            let s = self.0.snapshot()?;
+            let live = s
+                .calls
+                .values()
+                .filter(|c| matches!(c.state, RowState::Admitted { .. }))
+                .count();
+            Ok((s.scopes.len() + live) as u64)
+        }
+    }
+    let mutant = || ForgetsSettled(MemoryLedger::new());
+    let caught = std::panic::catch_unwind(|| {
+        custos_conformance::ledger::every_row_is_an_activity_record(mutant)
+    })
+    .is_err();
+    assert!(caught, "a ledger forgetting settled history passed");
+    custos_conformance::ledger::fresh_ledger_is_empty(mutant);
+}

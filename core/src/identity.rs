@@ -229,9 +229,51 @@ pub fn catalog_location(id: &StorageIdentity, remote_dir: &str) -> String {
     }
 }
 
+/// Where the Activity catalog (the execution ledger) of `id` lives, by the
+/// same rule as [`catalog_location`]: beside the data for a local identity
+/// (`<uri>/<namespace>/.custos-activity-<backend>.db`), in `remote_dir` by
+/// fingerprint (`<fingerprint>.activity.db`) for a remote one. A migration
+/// reads it to refuse an identity with Activity history (spec 001 §3).
+pub fn activity_location(id: &StorageIdentity, remote_dir: &str) -> String {
+    if id.is_local() {
+        let base = if id.uri() == "/" { "" } else { id.uri() };
+        format!(
+            "{base}/{}/.custos-activity-{}.db",
+            id.namespace(),
+            id.backend()
+        )
+    } else {
+        let dir = remote_dir.trim_end_matches('/');
+        format!("{dir}/{}.activity.db", id.fingerprint())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_activity_catalog_lives_beside_the_control_catalog() {
+        let local = StorageIdentity::new("/srv/data", "ns", "iceberg").unwrap();
+        assert_eq!(
+            activity_location(&local, "/c"),
+            "/srv/data/ns/.custos-activity-iceberg.db"
+        );
+        let control = catalog_location(&local, "/c");
+        assert_eq!(
+            std::path::Path::new(&control).parent(),
+            std::path::Path::new(&activity_location(&local, "/c")).parent()
+        );
+        let remote = StorageIdentity::new("s3://bucket/x", "ns", "iceberg").unwrap();
+        assert_eq!(
+            activity_location(&remote, "/c/"),
+            format!("/c/{}.activity.db", remote.fingerprint())
+        );
+        assert_ne!(
+            activity_location(&remote, "/c"),
+            catalog_location(&remote, "/c")
+        );
+    }
 
     fn id(u: &str, n: &str, b: &str) -> StorageIdentity {
         StorageIdentity::new(u, n, b).unwrap()

@@ -1379,6 +1379,12 @@ pub struct LedgerState {
 }
 
 impl LedgerState {
+    /// Every row: scopes, call rows, tombstones and releases.
+    pub fn records(&self) -> u64 {
+        let n = self.scopes.len() + self.calls.len() + self.acks.len() + self.releases.len();
+        u64::try_from(n).unwrap_or(u64::MAX)
+    }
+
     /// `sum(outcome_bytes)` over `admitted` and `terminal` rows.
     pub fn ledger_bytes(&self) -> u64 {
         self.calls
@@ -1508,6 +1514,12 @@ pub trait Ledger {
 
     /// Closes the handle; later calls answer [`LedgerError::HandleClosed`].
     fn close(&self) -> Result<(), LedgerError>;
+
+    /// Every stored row — scopes, calls, tombstones, releases — of any
+    /// state, settled history included ([`LedgerState::records`]). A
+    /// migration refuses an identity whose Activity catalog has any
+    /// (spec 001 §3).
+    fn records(&self) -> Result<u64, LedgerError>;
 
     /// Attaches a session (see the module docs).
     fn attach(

@@ -68,4 +68,12 @@ impl Ledger for MemoryLedger {
         self.lock()?.closed = true;
         Ok(())
     }
+
+    fn records(&self) -> Result<u64, LedgerError> {
+        let g = self.lock()?;
+        if g.closed {
+            return Err(LedgerError::HandleClosed);
+        }
+        Ok(g.state.records())
+    }
 }

@@ -161,6 +161,65 @@ pub const LEDGER_STEPS: [&str; 3] = [
     EXEC_LEDGER_ACKS_SCHEMA,
 ];
 
+/// The Activity catalog (execution ledger) file of `id`
+/// ([`custos_core::identity::activity_location`], the remote directory as
+/// for the control catalog); `None` when a remote identity needs a catalog
+/// directory and none can be resolved.
+pub fn activity_path(id: &custos_core::identity::StorageIdentity) -> Option<PathBuf> {
+    let dir = if id.is_local() {
+        String::new()
+    } else {
+        crate::control::default_catalog_dir()?
+            .to_string_lossy()
+            .into_owned()
+    };
+    Some(PathBuf::from(custos_core::identity::activity_location(
+        id, &dir,
+    )))
+}
+
+/// Why the Activity records of an identity could not be counted.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum ActivityError {
+    /// A remote identity and no catalog directory.
+    #[error("NoCatalogDir: no directory for a remote identity's Activity catalog: set CUSTOS_CATALOG_DIR or HOME")]
+    NoCatalogDir,
+    /// The file is there but is not a readable execution ledger.
+    #[error("ActivityUnreadable: {path}: {source}")]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: LedgerOpenError,
+    },
+    /// Reading it failed.
+    #[error("ActivityUnreadable: {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: LedgerError,
+    },
+}
+
+/// The Activity records of `id` ([`Ledger::records`]), read through a
+/// read-only handle that never creates or writes: 0 when the identity has
+/// no Activity catalog file; a file that is not a readable ledger fails
+/// closed.
+pub fn activity_records(id: &custos_core::identity::StorageIdentity) -> Result<u64, ActivityError> {
+    let path = activity_path(id).ok_or(ActivityError::NoCatalogDir)?;
+    if !path.exists() {
+        return Ok(0);
+    }
+    let ledger = SqliteLedger::open_read_only(&path).map_err(|source| ActivityError::Open {
+        path: path.clone(),
+        source,
+    })?;
+    ledger
+        .records()
+        .map_err(|source| ActivityError::Read { path, source })
+}
+
 /// Why a ledger file could not be opened. A refusal of the file's version
 /// or kind leaves it byte-untouched.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
@@ -892,5 +951,33 @@ impl Ledger for SqliteLedger {
             None => {}
         }
         Ok(())
+    }
+
+    fn records(&self) -> Result<u64, LedgerError> {
+        let count = |tx: &rusqlite::Transaction<'_>| -> Result<u64, LedgerError> {
+            let n: i64 = tx
+                .query_row(
+                    "SELECT (SELECT count(*) FROM scope) + (SELECT count(*) FROM call)
+                          + (SELECT count(*) FROM call_ack) + (SELECT count(*) FROM scope_release)",
+                    [],
+                    |r| r.get(0),
+                )
+                .map_err(db("count-records"))?;
+            Ok(u64::try_from(n).unwrap_or(0))
+        };
+        let mut g = self.lock()?;
+        match g.as_mut().ok_or(LedgerError::HandleClosed)? {
+            Conn::Write(conn) => {
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Deferred)
+                    .map_err(db("begin"))?;
+                count(&tx)
+            }
+            Conn::Read(ro) => ro
+                .read(|tx| count(tx))
+                .map_err(|e| LedgerError::BackendFault {
+                    reason: e.to_string(),
+                })?,
+        }
     }
 }

@@ -39,6 +39,9 @@ impl Ledger for Temp {
     fn close(&self) -> Result<(), LedgerError> {
         self.ledger.close()
     }
+    fn records(&self) -> Result<u64, LedgerError> {
+        self.ledger.records()
+    }
 }
 
 fn fresh() -> Temp {
@@ -410,4 +413,37 @@ fn race_processes_admitting_one_key_get_exactly_one_fresh() {
     }
     println!("race: {N} processes, {fresh} Fresh, {existing} Existing");
     assert_eq!((fresh, existing), (1, N - 1));
+}
+
+/// The Activity records of a storage identity are counted from the ledger
+/// file at its derived location, read-only: none when there is no file
+/// (and none is created), every row once there is one, and a file that is
+/// not a ledger fails closed.
+#[test]
+fn activity_records_are_read_at_the_identity_location_without_writing() {
+    use custos_core::identity::StorageIdentity;
+    use custos_sqlite::ledger::{activity_path, activity_records};
+    let dir = tempfile::tempdir().unwrap();
+    let id = StorageIdentity::new(dir.path().to_str().unwrap(), "ns", "iceberg").unwrap();
+    let path = activity_path(&id).unwrap();
+    assert_eq!(activity_records(&id), Ok(0));
+    assert!(!path.exists(), "counting created the Activity catalog");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    {
+        let l = SqliteLedger::open(&path).unwrap();
+        l.attach(
+            &ledger::Limits::default(),
+            &ledger::SessionId::new("s").unwrap(),
+            &ledger::WorkspaceId::new("w").unwrap(),
+            1,
+            &ledger::AttachToken::new("t").unwrap(),
+        )
+        .unwrap();
+    }
+    let before = std::fs::read(&path).unwrap();
+    assert_eq!(activity_records(&id), Ok(1));
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    std::fs::write(&path, b"not a ledger").unwrap();
+    let e = activity_records(&id).unwrap_err();
+    assert!(e.to_string().starts_with("ActivityUnreadable"), "{e}");
 }
