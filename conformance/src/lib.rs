@@ -24,6 +24,7 @@ pub mod custody;
 pub mod ledger;
 pub mod objects;
 pub mod storage;
+pub mod tables;
 
 /// The body of every `<suite>_suite!` macro: `mod $name { #[test] fn
 /// <case>() … }` over the cases `$cases` lists, each calling

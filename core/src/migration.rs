@@ -46,6 +46,7 @@ pub mod content;
 pub mod control;
 mod data;
 pub mod simulate;
+pub mod tables;
 #[cfg(test)]
 mod tests;
 

@@ -269,6 +269,40 @@ impl IcebergStore {
         })
     }
 
+    /// The evidence `artifact_files` of this store would have holding
+    /// `relocated` (its schema kept): what a relocated destination must
+    /// reproduce.
+    pub fn relocated_evidence(
+        &self,
+        relocated: &[Occurrence],
+    ) -> Result<TableEvidence, IcebergError> {
+        Ok(self.relocated_parts(relocated)?.2)
+    }
+
+    /// This store's `artifact_files` schema, `relocated` as one batch of
+    /// it, and that batch's evidence.
+    fn relocated_parts(
+        &self,
+        relocated: &[Occurrence],
+    ) -> Result<(iceberg::spec::Schema, RecordBatch, TableEvidence), IcebergError> {
+        let arrow = self.table_arrow_schema(ARTIFACT_FILES)?;
+        let batch = to_batch(arrow, relocated)?;
+        let schema = self.run(async {
+            let t = self.load_existing(ARTIFACT_FILES).await?;
+            Ok(t.metadata().current_schema().as_ref().clone())
+        })?;
+        let logical = iceberg_schema_to_logical(&schema)?;
+        let schema_fingerprint = fingerprint(&logical);
+        let expected = TableEvidence {
+            name: ARTIFACT_FILES.to_owned(),
+            snapshot: None,
+            content: content_of(schema_fingerprint, std::slice::from_ref(&batch))?,
+            schema: logical,
+            schema_fingerprint,
+        };
+        Ok((schema, batch, expected))
+    }
+
     /// Writes this (destination) store's `artifact_files` from `relocated`,
     /// the source's rows at `source_evidence.snapshot` with only
     /// `object_uri` relocated (refused otherwise, before anything is
@@ -309,21 +343,7 @@ impl IcebergStore {
                 s.artifact_id.as_str()
             )));
         }
-        let arrow = source.table_arrow_schema(ARTIFACT_FILES)?;
-        let batch = to_batch(arrow, relocated)?;
-        let schema = source.run(async {
-            let t = source.load_existing(ARTIFACT_FILES).await?;
-            Ok(t.metadata().current_schema().as_ref().clone())
-        })?;
-        let logical = iceberg_schema_to_logical(&schema)?;
-        let schema_fingerprint = fingerprint(&logical);
-        let expected = TableEvidence {
-            name: ARTIFACT_FILES.to_owned(),
-            snapshot: None,
-            content: content_of(schema_fingerprint, std::slice::from_ref(&batch))?,
-            schema: logical,
-            schema_fingerprint,
-        };
+        let (schema, batch, expected) = source.relocated_parts(relocated)?;
         match self.inspect_destination(&expected)? {
             Inspection::Matching(e) => return Ok((CopyOutcome::Converged(e), expected)),
             Inspection::Conflicting(e) => {

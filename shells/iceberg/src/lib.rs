@@ -27,6 +27,7 @@ pub mod error;
 pub mod evidence;
 pub mod logical;
 pub mod store;
+pub mod tables;
 pub mod transfer;
 
 pub use discovery::{query_components, table_identity, PlannedTable, QueryPlan, Source};
