@@ -49,6 +49,7 @@ pub mod simulate;
 pub mod tables;
 #[cfg(test)]
 mod tests;
+pub mod workflow;
 
 pub use data::*;
 

@@ -206,9 +206,10 @@ impl ControlSnapshot {
 /// The live slots a staged snapshot imports as, one per world in `world_id`
 /// order (see the module documentation): exact records and signatures; a
 /// fence with nothing issued, no holder, and the floor
-/// `max(staged floor, snapshot issued, snapshot floor)`. Every world of the
-/// snapshot needs a staged floor and every floor a world
-/// ([`AdminError::Invalid`] otherwise).
+/// `max(staged floor, snapshot issued, snapshot floor)`. Every active world
+/// of the snapshot needs a staged floor (a destroyed one, never fenced by a
+/// plan, may have none) and every floor a world ([`AdminError::Invalid`]
+/// otherwise).
 pub fn import_slots(
     snapshot: &ControlSnapshot,
     floors: &[WorldFloor],
@@ -229,10 +230,18 @@ pub fn import_slots(
     let mut slots: BTreeMap<&str, WorldSlot> = BTreeMap::new();
     for w in &snapshot.worlds {
         let id = w.identity.world_id.as_str();
-        let floor = staged.remove(id).ok_or_else(|| AdminError::Invalid {
-            what: "floors",
-            detail: format!("no staged floor for world {id}"),
-        })?;
+        // A destroyed world is never fenced (nor resumed): the plan has no
+        // floor for it, and it imports its snapshot fence alone.
+        let floor = match staged.remove(id) {
+            Some(f) => f,
+            None if w.status == crate::world::WorldStatus::Destroyed => 0,
+            None => {
+                return Err(AdminError::Invalid {
+                    what: "floors",
+                    detail: format!("no staged floor for active world {id}"),
+                })
+            }
+        };
         slots.insert(
             id,
             WorldSlot {

@@ -112,7 +112,7 @@ CREATE TABLE control_signatures (
 /// Version 2: one writer-fence row per fenced world (spec 001 §3, the
 /// fence machine's `WorldFence`): the highest epoch issued here, the
 /// highest imported floor, and who acquired the issued epoch; and the
-/// migration administration (spec 001 §6, [`admin`]): at most one
+/// migration administration (spec 001 §6, the `admin` module): at most one
 /// reservation (its canonical bytes, and the canonical receipt with its
 /// digest once completed) and the control bundle staged for it.
 pub const SCHEMA_V2: &str = "

@@ -1,0 +1,621 @@
+//! The whole-identity migration workflow over ports (spec 001 §7, §9):
+//! [`Migration::plan`], [`Migration::migrate`] and [`Migration::verify`],
+//! generic over the control catalog ([`ControlCatalog`] +
+//! [`ControlAdmin`]), the table store ([`TableStore`]), the Artifact object
+//! store ([`ObjectStore`]) and a host-injected [`ColdVerifier`]. The cli
+//! wires concrete shells; an embedder wires its own.
+//!
+//! The driver never encodes the order: it asks [`super::next_step`],
+//! gathers the evidence the step needs through the ports, and sends it to
+//! [`super::decide`]. Every decision that changes the destination's
+//! administration is stored by [`ControlAdmin::commit_destination`] — with
+//! its effect (staging, activation) in the same transaction — before the
+//! next step, so a run that stops anywhere leaves a destination the next
+//! run resumes from. Once the reservation is activated the source is never
+//! read again: `next_step` names no source step and `decide` refuses one.
+//!
+//! What the ports cannot know is fixed here: every table other than
+//! `artifact_files` is copied uninterpreted ([`Classification::Application`]);
+//! custos has no manifests, so a World's import floor is its source fence
+//! epoch; it has no commands or evaluations, so quiescence is the Activity
+//! catalog's emptiness, counted by the shell and passed in
+//! ([`Endpoint::activity_records`]).
+
+use thiserror::Error;
+
+use super::artifacts::{
+    content_address, measure, relocate, verify_source, Measured, ObjectError, ObjectStore,
+    Occurrence, RelocationError,
+};
+use super::control::{AdminEffect, AdminError, ControlAdmin, ControlSnapshot};
+use super::tables::{TableError, TableStore};
+use super::{
+    decide, next_step, Classification, ColdEvidence, ControlPlan, EndpointFacts, Locality,
+    MigrationError, Name, Next, NormalizedUri, Outcome, Plan, Preflight, Request, Run,
+    SourceObservation, State, StorageIdentity, StoredReceipt, TablePlan, WorldPlan, PLAN_FORMAT,
+};
+use crate::fence::Holder;
+use crate::world::{ControlCatalog, FencePurpose, WorldError, WorldStatus, WriterMode};
+use crate::Millis;
+
+/// The name of the occurrence inventory table.
+pub const ARTIFACT_FILES: &str = "artifact_files";
+
+/// The most steps one run takes before it stops as [`WorkflowError::Stuck`]
+/// (a bound on a driver bug, never reached by a correct machine).
+const MAX_STEPS: usize = 1 << 20;
+
+/// One endpoint of a migration: its identity and its ports.
+pub struct Endpoint<'a, C, T, O> {
+    /// The storage identity.
+    pub identity: StorageIdentity,
+    /// The explicitly bound audit identity (`None`: unbound, refused).
+    pub audit: Option<StorageIdentity>,
+    /// The control catalog.
+    pub control: &'a C,
+    /// The table store.
+    pub tables: &'a T,
+    /// The Artifact object store.
+    pub objects: &'a O,
+    /// The Artifact root the object store serves.
+    pub artifact_root: NormalizedUri,
+    /// Where the catalog, control catalog and objects live.
+    pub locality: Locality,
+    /// Activity records of the endpoint (its execution ledger's rows).
+    pub activity_records: u64,
+}
+
+/// The host-injected, destination-only cold verifier (spec 001 §8): given
+/// the plan, it proves discovery, table evidence, artifact hashes and —
+/// when a resumable World exists — a resume above the imported floor and a
+/// later tick, from fresh destination resources.
+pub trait ColdVerifier {
+    /// Verifies the destination against `plan`; a failure is a message.
+    fn verify(&self, plan: &Plan) -> Result<ColdEvidence, String>;
+}
+
+/// Why a migration run stopped.
+#[derive(Debug, Error)]
+pub enum WorkflowError {
+    /// The machine refused the step.
+    #[error("{0}")]
+    Refused(MigrationError),
+    /// The control catalog refused or failed.
+    #[error("control: {0}")]
+    Control(WorldError),
+    /// The migration administration refused or failed.
+    #[error("administration: {0}")]
+    Admin(AdminError),
+    /// The table store refused or failed.
+    #[error("tables: {0}")]
+    Tables(TableError),
+    /// Artifact relocation refused.
+    #[error("artifacts: {0}")]
+    Artifacts(Box<RelocationError>),
+    /// An object store failed.
+    #[error("objects: {0}")]
+    Objects(ObjectError),
+    /// The cold verifier failed.
+    #[error("ColdVerificationFailed: {0}")]
+    Cold(String),
+    /// The plan could not be built (a name, an identity, an empty namespace).
+    #[error("PlanInvalid: {0}")]
+    Plan(String),
+    /// The driver took more steps than any run needs.
+    #[error("Stuck: no completion after {0} steps")]
+    Stuck(usize),
+}
+
+impl WorkflowError {
+    /// The stable reason: the refusal's own, or the family's.
+    pub fn reason(&self) -> String {
+        match self {
+            // A refusal's message starts with its stable kebab-case reason.
+            WorkflowError::Refused(e) => {
+                let m = e.to_string();
+                m.split(':').next().unwrap_or_default().to_owned()
+            }
+            WorkflowError::Control(e) => e.reason().to_string(),
+            WorkflowError::Admin(e) => e.reason().to_string(),
+            WorkflowError::Tables(e) => e.reason().to_string(),
+            WorkflowError::Artifacts(e) => e.reason().to_string(),
+            WorkflowError::Objects(_) => "artifact-io".into(),
+            WorkflowError::Cold(_) => "ColdVerificationFailed".into(),
+            WorkflowError::Plan(_) => "PlanInvalid".into(),
+            WorkflowError::Stuck(_) => "Stuck".into(),
+        }
+    }
+}
+
+type Res<T> = Result<T, WorkflowError>;
+
+/// A migration between two endpoints.
+pub struct Migration<'a, C, T, O, V> {
+    /// The source.
+    pub source: Endpoint<'a, C, T, O>,
+    /// The destination.
+    pub destination: Endpoint<'a, C, T, O>,
+    /// The migration id.
+    pub migration_id: Name,
+    /// The fence holder planning takes at the source.
+    pub holder: Holder,
+    /// The cold verifier.
+    pub cold: &'a V,
+    /// The software version the receipt names.
+    pub version: Name,
+    /// The caller's clock.
+    pub clock: &'a dyn Fn() -> Millis,
+}
+
+fn name(s: &str) -> Res<Name> {
+    Name::new(s).map_err(|e| WorkflowError::Plan(format!("{s:?}: {e}")))
+}
+
+impl<C, T, O, V> Migration<'_, C, T, O, V>
+where
+    C: ControlCatalog + ControlAdmin,
+    T: TableStore,
+    O: ObjectStore,
+    V: ColdVerifier,
+{
+    /// The source's `artifact_files` rows at `snapshot`.
+    fn occurrences(&self, snapshot: u64) -> Res<Vec<Occurrence>> {
+        self.source
+            .tables
+            .occurrences(&name(ARTIFACT_FILES)?, snapshot)
+            .map_err(WorkflowError::Tables)
+    }
+
+    /// Fences every active source World under the migration holder, then
+    /// freezes the plan: the control snapshot (taken after the fences), the
+    /// Worlds with their fence epochs, every table through the catalog at
+    /// its current snapshot, and the verified Artifact inventory.
+    pub fn plan(&self) -> Res<Plan> {
+        let c = self.source.control;
+        for w in c.discover_worlds().map_err(WorkflowError::Control)? {
+            if w.status == WorldStatus::Active {
+                c.acquire_fence(&w.identity.world_id, &self.holder, FencePurpose::Migration)
+                    .map_err(WorkflowError::Control)?;
+            }
+        }
+        let snapshot = c.export_snapshot().map_err(WorkflowError::Admin)?;
+        let worlds = plan_worlds(&snapshot)?;
+        let tables = self
+            .source
+            .tables
+            .namespace()
+            .map_err(WorkflowError::Tables)?;
+        let files = tables
+            .iter()
+            .find(|(n, _)| n.as_str() == ARTIFACT_FILES)
+            .map(|(_, f)| *f)
+            .ok_or_else(|| WorkflowError::Plan("the namespace has no artifact_files".into()))?;
+        let occurrences = self.occurrences(files.snapshot)?;
+        let inventory = verify_source(
+            &occurrences,
+            self.source.objects,
+            &self.source.artifact_root,
+            &self.destination.artifact_root,
+        )
+        .map_err(WorkflowError::Artifacts)?;
+        let relocated = self.relocated(&occurrences)?;
+        let mut plans = Vec::new();
+        for (n, facts) in tables {
+            let (classification, digest) = if n.as_str() == ARTIFACT_FILES {
+                let d = self
+                    .source
+                    .tables
+                    .relocated_digest(&n, facts.snapshot, &relocated)
+                    .map_err(WorkflowError::Tables)?;
+                (Classification::ArtifactFiles, d)
+            } else {
+                (Classification::Application, facts.content_digest)
+            };
+            plans.push(TablePlan {
+                name: n,
+                classification,
+                source: facts,
+                destination_content_digest: digest,
+            });
+        }
+        let plan = Plan {
+            format: PLAN_FORMAT,
+            migration_id: self.migration_id.clone(),
+            source: self.source.identity.clone(),
+            destination: self.destination.identity.clone(),
+            source_artifact_root: self.source.artifact_root.clone(),
+            destination_artifact_root: self.destination.artifact_root.clone(),
+            control: ControlPlan {
+                snapshot_digest: snapshot.digest(),
+                records: snapshot.records(),
+            },
+            worlds,
+            tables: plans,
+            artifacts: inventory.artifact_plan(),
+        };
+        plan.check()
+            .map_err(|e| WorkflowError::Plan(e.to_string()))?;
+        Ok(plan)
+    }
+
+    /// The occurrences with `object_uri` moved to the destination root.
+    fn relocated(&self, occurrences: &[Occurrence]) -> Res<Vec<Occurrence>> {
+        occurrences
+            .iter()
+            .map(|o| {
+                content_address(&self.destination.artifact_root, &o.sha256)
+                    .map(|uri| o.relocated(uri))
+                    .map_err(|p| WorkflowError::Plan(format!("destination root: {p:?}")))
+            })
+            .collect()
+    }
+
+    /// What preflight observes (spec 001 §3).
+    fn preflight(&self) -> Res<Preflight> {
+        let facts = |e: &Endpoint<'_, C, T, O>| EndpointFacts {
+            identity: e.identity.clone(),
+            catalog: e.locality,
+            control: e.locality,
+            objects: e.locality,
+            audit: e.audit.clone(),
+            activity_records: e.activity_records,
+        };
+        let d = &self.destination;
+        let destination_tables = d.tables.namespace().map_err(WorkflowError::Tables)?.len();
+        let destination_control_records = d
+            .control
+            .export_snapshot()
+            .map_err(WorkflowError::Admin)?
+            .records();
+        Ok(Preflight {
+            source: facts(&self.source),
+            destination: facts(d),
+            unsettled_commands: 0,
+            running_evaluations: 0,
+            unreadable_objects: 0,
+            destination_tables: destination_tables as u64,
+            destination_control_records,
+            conflicting_destination_objects: 0,
+        })
+    }
+
+    /// What the source holds now, for the recheck before activation.
+    fn observe(&self, plan: &Plan) -> Res<SourceObservation> {
+        let c = self.source.control;
+        let snapshot = c.export_snapshot().map_err(WorkflowError::Admin)?;
+        let tables = self
+            .source
+            .tables
+            .namespace()
+            .map_err(WorkflowError::Tables)?
+            .into_iter()
+            .map(|(n, f)| (n, f.snapshot))
+            .collect();
+        let files = plan
+            .tables
+            .iter()
+            .find(|t| t.classification == Classification::ArtifactFiles)
+            .map_or(0, |t| t.source.snapshot);
+        let occurrences = self.occurrences(files)?;
+        let inventory = verify_source(
+            &occurrences,
+            self.source.objects,
+            &self.source.artifact_root,
+            &self.destination.artifact_root,
+        )
+        .map_err(WorkflowError::Artifacts)?;
+        let world_epochs = plan_worlds(&snapshot)?
+            .into_iter()
+            .map(|w| (w.world, w.source_epoch))
+            .collect();
+        Ok(SourceObservation {
+            control_digest: snapshot.digest(),
+            tables,
+            inventory_digest: inventory.artifact_plan().inventory_digest(),
+            world_epochs,
+        })
+    }
+
+    /// Sends `req`, stores the destination's next administration (with
+    /// `effect`) when it changed, and answers the outcome.
+    fn send(&self, state: &mut State, req: &Request, effect: AdminEffect<'_>) -> Res<Outcome> {
+        let d = decide(state, req).map_err(WorkflowError::Refused)?;
+        if d.next.destination != state.destination {
+            self.destination
+                .control
+                .commit_destination(&state.destination, &d.next.destination, effect)
+                .map_err(WorkflowError::Admin)?;
+        }
+        *state = d.next;
+        Ok(d.outcome)
+    }
+
+    /// Runs the migration to its receipt: plans afresh (fencing the
+    /// source) unless `held` is the plan of an earlier run, copies,
+    /// verifies, rechecks, stages, activates, cold-verifies and completes.
+    /// A completed migration answers its stored receipt, running nothing.
+    pub fn migrate(&self, held: Option<&Plan>) -> Res<StoredReceipt> {
+        let stored = self
+            .destination
+            .control
+            .load_destination()
+            .map_err(WorkflowError::Admin)?;
+        let held_digest = held.map(Plan::digest).or_else(|| {
+            stored
+                .reservation
+                .as_ref()
+                .filter(|r| r.plan.migration_id == self.migration_id)
+                .map(|r| r.plan_digest)
+        });
+        let mut state = State {
+            run: Run::new(self.migration_id.clone(), held_digest),
+            destination: stored,
+        };
+        let mut plan: Option<Plan> = held.cloned();
+        let mut occurrences: Option<Vec<Occurrence>> = None;
+        for _ in 0..MAX_STEPS {
+            let next = next_step(&state).map_err(WorkflowError::Refused)?;
+            if let Next::Done(receipt) = next {
+                return Ok(*receipt);
+            }
+            self.step(&mut state, next, &mut plan, &mut occurrences)?;
+        }
+        Err(WorkflowError::Stuck(MAX_STEPS))
+    }
+
+    /// The reserved plan, or the one this run froze.
+    fn current_plan(state: &State, plan: &Option<Plan>) -> Res<Plan> {
+        state
+            .destination
+            .reservation
+            .as_ref()
+            .map(|r| r.plan.clone())
+            .or_else(|| plan.clone())
+            .ok_or_else(|| WorkflowError::Plan("no plan at this step".into()))
+    }
+
+    fn step(
+        &self,
+        state: &mut State,
+        next: Next,
+        plan: &mut Option<Plan>,
+        occurrences: &mut Option<Vec<Occurrence>>,
+    ) -> Res<()> {
+        let none = AdminEffect::None;
+        match next {
+            Next::Validate => {
+                let report = self.preflight()?;
+                self.send(state, &Request::Validate { report }, none)?;
+            }
+            Next::Plan => {
+                let p = match plan.take() {
+                    Some(p) => p,
+                    None => match state.destination.reservation.as_ref() {
+                        Some(r) if r.plan.migration_id == self.migration_id => r.plan.clone(),
+                        _ => self.plan()?,
+                    },
+                };
+                self.send(state, &Request::Freeze { plan: p.clone() }, none)?;
+                *plan = Some(p);
+            }
+            Next::Reserve => {
+                let p = Self::current_plan(state, plan)?;
+                let now = (self.clock)();
+                self.send(state, &Request::Reserve { plan: p, now }, none)?;
+            }
+            Next::CopyObject { .. } => self.copy_objects(state, occurrences)?,
+            Next::CopyTable { index } => self.copy_table(state, index, occurrences)?,
+            Next::VerifyTable { index } => {
+                let p = Self::current_plan(state, plan)?;
+                let t = p
+                    .tables
+                    .get(index)
+                    .ok_or_else(|| WorkflowError::Plan("table index".into()))?;
+                let read_back = match self.destination.tables.inspect(&t.name) {
+                    Ok(Some(f)) => f,
+                    Ok(None) => self
+                        .destination
+                        .tables
+                        .evidence_at(&t.name, 0)
+                        .map_err(WorkflowError::Tables)?,
+                    Err(e) => return Err(WorkflowError::Tables(e)),
+                };
+                let req = Request::VerifyTable {
+                    name: t.name.clone(),
+                    read_back,
+                };
+                self.send(state, &req, none)?;
+            }
+            Next::Recheck => {
+                let p = Self::current_plan(state, plan)?;
+                let observed = self.observe(&p)?;
+                self.send(state, &Request::Recheck { observed }, none)?;
+            }
+            Next::StageControl => {
+                let snapshot = self
+                    .source
+                    .control
+                    .export_snapshot()
+                    .map_err(WorkflowError::Admin)?;
+                self.stage(state, &snapshot)?;
+            }
+            Next::Activate => {
+                self.send(state, &Request::Activate, AdminEffect::Activate)?;
+            }
+            Next::ColdVerify => {
+                let p = Self::current_plan(state, plan)?;
+                let evidence = self.cold.verify(&p).map_err(WorkflowError::Cold)?;
+                self.send(state, &Request::ColdVerify { evidence }, none)?;
+            }
+            Next::Complete => {
+                let req = Request::Complete {
+                    version: self.version.clone(),
+                    now: (self.clock)(),
+                };
+                self.send(state, &req, none)?;
+            }
+            Next::Done(_) => {}
+        }
+        Ok(())
+    }
+
+    /// Stages the control snapshot: the machine answers the floors, stored
+    /// with the bundle in one transaction.
+    fn stage(&self, state: &mut State, snapshot: &ControlSnapshot) -> Res<()> {
+        let req = Request::StageControl {
+            snapshot_digest: snapshot.digest(),
+        };
+        let d = decide(state, &req).map_err(WorkflowError::Refused)?;
+        let Outcome::Staged { floors } = &d.outcome else {
+            return Err(WorkflowError::Plan("staging answered no floors".into()));
+        };
+        let effect = AdminEffect::Stage { snapshot, floors };
+        self.destination
+            .control
+            .commit_destination(&state.destination, &d.next.destination, effect)
+            .map_err(WorkflowError::Admin)?;
+        *state = d.next;
+        Ok(())
+    }
+
+    /// The plan's occurrences (read once per run from the pinned source).
+    fn plan_occurrences<'o>(
+        &self,
+        state: &State,
+        cache: &'o mut Option<Vec<Occurrence>>,
+    ) -> Res<&'o [Occurrence]> {
+        if cache.is_none() {
+            let p = Self::current_plan(state, &None)?;
+            let snapshot = p
+                .tables
+                .iter()
+                .find(|t| t.classification == Classification::ArtifactFiles)
+                .map_or(0, |t| t.source.snapshot);
+            *cache = Some(self.occurrences(snapshot)?);
+        }
+        Ok(cache.as_deref().unwrap_or_default())
+    }
+
+    /// Relocates every object (each copied once, read back and verified,
+    /// verified ones reused), then reports each object's read-back.
+    fn copy_objects(&self, state: &mut State, cache: &mut Option<Vec<Occurrence>>) -> Res<()> {
+        let rows = self.plan_occurrences(state, cache)?.to_vec();
+        relocate(
+            &rows,
+            self.source.objects,
+            &self.source.artifact_root,
+            self.destination.objects,
+            &self.destination.artifact_root,
+        )
+        .map_err(WorkflowError::Artifacts)?;
+        let p = Self::current_plan(state, &None)?;
+        for o in &p.artifacts.objects {
+            let uri = content_address(&self.destination.artifact_root, &o.sha256)
+                .map_err(|e| WorkflowError::Plan(format!("destination root: {e:?}")))?;
+            let read = self
+                .destination
+                .objects
+                .read(&uri, o.size)
+                .map_err(WorkflowError::Objects)?;
+            let found = match measure(read, o.size) {
+                Ok(Measured::Facts(f)) => Some(f),
+                Ok(Measured::Longer) => None,
+                Err(e) => return Err(WorkflowError::Objects(ObjectError::Io(e.to_string()))),
+            };
+            let req = Request::Object {
+                sha256: o.sha256,
+                found,
+            };
+            self.send(state, &req, AdminEffect::None)?;
+        }
+        Ok(())
+    }
+
+    /// Inspects destination table `index`, appends when the machine says
+    /// so, and reports the reply; an ambiguous reply is inspected next.
+    fn copy_table(
+        &self,
+        state: &mut State,
+        index: usize,
+        cache: &mut Option<Vec<Occurrence>>,
+    ) -> Res<()> {
+        let p = Self::current_plan(state, &None)?;
+        let t = p
+            .tables
+            .get(index)
+            .ok_or_else(|| WorkflowError::Plan("table index".into()))?
+            .clone();
+        let found = self
+            .destination
+            .tables
+            .inspect(&t.name)
+            .map_err(WorkflowError::Tables)?;
+        let req = Request::Table {
+            name: t.name.clone(),
+            found,
+        };
+        if self.send(state, &req, AdminEffect::None)? != Outcome::Append {
+            return Ok(());
+        }
+        let relocated = if t.classification == Classification::ArtifactFiles {
+            let rows = self.plan_occurrences(state, cache)?.to_vec();
+            Some(self.relocated(&rows)?)
+        } else {
+            None
+        };
+        let reply = self
+            .destination
+            .tables
+            .copy_from(self.source.tables, &t, relocated.as_deref())
+            .map_err(WorkflowError::Tables)?;
+        let req = Request::TableCommitted {
+            name: t.name.clone(),
+            reply,
+        };
+        self.send(state, &req, AdminEffect::None)?;
+        Ok(())
+    }
+
+    /// Re-verifies a completed migration's receipt against the destination
+    /// (later, optional): the stored receipt must be the one given, and the
+    /// cold verifier must reproduce evidence for its plan.
+    pub fn verify(&self, receipt: &StoredReceipt) -> Res<ColdEvidence> {
+        let stored = self
+            .destination
+            .control
+            .load_destination()
+            .map_err(WorkflowError::Admin)?;
+        let r = stored
+            .reservation
+            .filter(|r| r.receipt.as_ref() == Some(receipt))
+            .ok_or_else(|| WorkflowError::Plan("the destination holds another receipt".into()))?;
+        self.cold.verify(&r.plan).map_err(WorkflowError::Cold)
+    }
+}
+
+/// The plan's Worlds: every active World of the snapshot, with its fence
+/// epoch (the migration's, after planning) and whether it is resumable.
+fn plan_worlds(snapshot: &ControlSnapshot) -> Res<Vec<WorldPlan>> {
+    let mut out = Vec::new();
+    for w in &snapshot.worlds {
+        if w.status != WorldStatus::Active {
+            continue;
+        }
+        let epoch = snapshot
+            .fences
+            .iter()
+            .find(|f| f.world_id == w.identity.world_id)
+            .map_or(0, |f| f.issued);
+        out.push(WorldPlan {
+            world: name(&w.identity.world_id)?,
+            source_epoch: epoch,
+            manifest_writer_epochs: Vec::new(),
+            resumable: w.writer_mode == WriterMode::Resumable,
+        });
+    }
+    out.sort_by(|a, b| a.world.cmp(&b.world));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,326 @@
+use super::*;
+use crate::fence::Holder;
+use crate::migration::artifacts::{facts_of, put_bytes, MemoryObjectStore, OccurrenceMeta};
+use crate::migration::control::ControlAdmin;
+use crate::migration::tables::{MemoryRows, MemoryTableStore};
+use crate::migration::{Digest, Resume, Status};
+use crate::world::{
+    ControlCatalog, MemoryControlCatalog, Request as WorldRequest, Signature, WorldIdentity,
+    WorldRecord,
+};
+
+fn n(s: &str) -> Name {
+    Name::new(s).unwrap()
+}
+
+fn uri(s: &str) -> NormalizedUri {
+    NormalizedUri::parse(s).unwrap()
+}
+
+fn identity(path: &str) -> StorageIdentity {
+    StorageIdentity {
+        uri: uri(path),
+        namespace: n("app"),
+        backend: n("iceberg-sql"),
+    }
+}
+
+/// One identity's ports.
+#[derive(Default)]
+struct Side {
+    control: MemoryControlCatalog,
+    tables: MemoryTableStore,
+    objects: Option<MemoryObjectStore>,
+}
+
+impl Side {
+    fn new(root: &str) -> Self {
+        Side {
+            objects: Some(MemoryObjectStore::new(uri(root))),
+            ..Side::default()
+        }
+    }
+    fn objects(&self) -> &MemoryObjectStore {
+        self.objects.as_ref().unwrap()
+    }
+}
+
+/// A source with two worlds (one resumable at tick 7 written by a writer,
+/// one destroyed), an application table, an empty table, and artifact_files
+/// over two objects (three occurrences).
+fn source() -> Side {
+    let s = Side::new("file:///src/artifacts");
+    let live = WorldRecord::active(WorldIdentity::new("w-live", "live"), WriterMode::Resumable);
+    s.control.register(&live).unwrap();
+    let writer = Holder::new("writer").unwrap();
+    let (epoch, _) = s
+        .control
+        .acquire_fence("w-live", &writer, FencePurpose::Resume)
+        .unwrap();
+    s.control.commit_tick("w-live", epoch, 7).unwrap();
+    let schema = crate::schema::Schema::new(vec![crate::schema::Field::new(
+        "x",
+        crate::schema::LogicalType::Bool,
+        true,
+    )]);
+    s.control
+        .apply(&WorldRequest::RegisterSignature {
+            world_id: "w-live".into(),
+            signature: Signature::new(vec!["Pos".into()], schema, "t-pos"),
+        })
+        .unwrap();
+    let gone = WorldRecord::active(WorldIdentity::new("w-gone", "gone"), WriterMode::Resumable);
+    s.control.register(&gone).unwrap();
+    s.control.retire(&gone).unwrap();
+    s.tables
+        .create(&n("events"), Digest::of(b"events"))
+        .unwrap();
+    let rows = (0..20).map(|i| format!("e{i}").into_bytes()).collect();
+    s.tables
+        .append(&n("events"), MemoryRows::Canonical(rows))
+        .unwrap();
+    s.tables.create(&n("empty"), Digest::of(b"empty")).unwrap();
+    let mut occ = Vec::new();
+    for (i, bytes) in [&b"frame one"[..], b"frame two", b"frame one"]
+        .iter()
+        .enumerate()
+    {
+        let facts = facts_of(bytes);
+        let at = content_address(s.objects().root(), &facts.sha256).unwrap();
+        if s.objects().probe(&at).unwrap() == crate::migration::artifacts::Entry::Missing {
+            put_bytes(s.objects(), &at, bytes).unwrap();
+        }
+        let meta = OccurrenceMeta {
+            artifact_id: n(&format!("a{i}")),
+            ingested_at: 1_700_000_000_000_000 + i as i64,
+            source_uri: format!("camera://{i}"),
+            logical_path: format!("frames/{i}.raw"),
+            world: n("w-live"),
+            run: None,
+            tick: Some(i as u64),
+            media_type: "application/octet-stream".into(),
+        };
+        occ.push(Occurrence::new(meta, facts, at));
+    }
+    s.tables
+        .create(&n(ARTIFACT_FILES), Digest::of(b"artifact_files"))
+        .unwrap();
+    s.tables
+        .append(&n(ARTIFACT_FILES), MemoryRows::Occurrences(occ))
+        .unwrap();
+    s
+}
+
+/// A cold verifier reading only the destination's ports.
+struct Cold<'a>(&'a Side);
+
+impl ColdVerifier for Cold<'_> {
+    fn verify(&self, plan: &Plan) -> Result<ColdEvidence, String> {
+        let d = self.0;
+        let worlds = plan
+            .worlds
+            .iter()
+            .filter(|w| d.control.open_world_readonly(w.world.as_str()).is_ok())
+            .count() as u64;
+        let mut tables = Vec::new();
+        for t in &plan.tables {
+            let f = match d.tables.inspect(&t.name).map_err(|e| e.to_string())? {
+                Some(f) => f,
+                None => d
+                    .tables
+                    .evidence_at(&t.name, 0)
+                    .map_err(|e| e.to_string())?,
+            };
+            tables.push((t.name.clone(), f));
+        }
+        let mut verified = 0;
+        for o in &plan.artifacts.objects {
+            let at =
+                content_address(d.objects().root(), &o.sha256).map_err(|e| format!("{e:?}"))?;
+            let read = d.objects().read(&at, o.size).map_err(|e| e.to_string())?;
+            if measure(read, o.size).map_err(|e| e.to_string())? == Measured::Facts(*o) {
+                verified += 1;
+            }
+        }
+        let resume = match plan.worlds.iter().find(|w| w.resumable) {
+            None => Resume::NotApplicable,
+            Some(w) => {
+                let id = w.world.as_str();
+                let holder = Holder::new("cold-verifier").unwrap();
+                let (epoch, _) = d
+                    .control
+                    .acquire_fence(id, &holder, FencePurpose::Resume)
+                    .map_err(|e| e.to_string())?;
+                let head = d
+                    .control
+                    .open_world_readonly(id)
+                    .map_err(|e| e.to_string())?;
+                let tick = head.record.tick_head + 1;
+                d.control
+                    .commit_tick(id, epoch, tick)
+                    .map_err(|e| e.to_string())?;
+                Resume::Resumed {
+                    world: w.world.clone(),
+                    epoch,
+                    tick,
+                }
+            }
+        };
+        Ok(ColdEvidence {
+            plan_digest: plan.digest(),
+            worlds_discovered: worlds,
+            tables,
+            objects_verified: verified,
+            resume,
+        })
+    }
+}
+
+fn endpoint<'a>(
+    side: &'a Side,
+    path: &str,
+) -> Endpoint<'a, MemoryControlCatalog, MemoryTableStore, MemoryObjectStore> {
+    Endpoint {
+        identity: identity(path),
+        audit: Some(identity(path)),
+        control: &side.control,
+        tables: &side.tables,
+        objects: side.objects(),
+        artifact_root: side.objects().root().clone(),
+        locality: Locality::Local,
+        activity_records: 0,
+    }
+}
+
+fn clock() -> Millis {
+    1_764_600_000_000
+}
+
+fn migration<'a>(
+    src: &'a Side,
+    dst: &'a Side,
+    cold: &'a Cold<'a>,
+) -> Migration<'a, MemoryControlCatalog, MemoryTableStore, MemoryObjectStore, Cold<'a>> {
+    Migration {
+        source: endpoint(src, "file:///src/warehouse"),
+        destination: endpoint(dst, "file:///dst/warehouse"),
+        migration_id: n("m1"),
+        holder: Holder::new("migration").unwrap(),
+        cold,
+        version: n("custos-test"),
+        clock: &clock,
+    }
+}
+
+#[test]
+fn a_whole_identity_migrates_over_memory_ports_and_a_retry_returns_the_receipt() {
+    let src = source();
+    let dst = Side::new("file:///dst/artifacts");
+    let cold = Cold(&dst);
+    let m = migration(&src, &dst, &cold);
+    let receipt = m.migrate(None).unwrap();
+    assert_eq!(receipt.receipt.migration_id, n("m1"));
+    assert_eq!(receipt.receipt.tables.len(), 3);
+    assert!(matches!(
+        receipt.receipt.cold_verification.resume,
+        Resume::Resumed { .. }
+    ));
+    // The destination: worlds discoverable (destroyed one included),
+    // objects relocated, artifact_files relocated, tables equal.
+    let worlds = dst.control.discover_worlds().unwrap();
+    assert_eq!(
+        worlds,
+        src.control
+            .discover_worlds()
+            .unwrap()
+            .into_iter()
+            .map(|mut w| {
+                if w.identity.world_id == "w-live" {
+                    w.tick_head = 8; // the cold verifier's later tick
+                }
+                w
+            })
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        dst.control.list_signatures().unwrap(),
+        src.control.list_signatures().unwrap()
+    );
+    let fence = dst.control.open_world_readonly("w-live").unwrap().fence;
+    // Source: writer 1, migration 2; imported floor 2; cold verifier 3.
+    assert_eq!((fence.floor, fence.issued), (2, 3));
+    let rows = dst
+        .tables
+        .occurrences(
+            &n(ARTIFACT_FILES),
+            dst.tables
+                .inspect(&n(ARTIFACT_FILES))
+                .unwrap()
+                .unwrap()
+                .snapshot,
+        )
+        .unwrap();
+    assert!(rows
+        .iter()
+        .all(|o| dst.objects().root().contains(&o.object_uri)));
+    assert_eq!(dst.tables.inspect(&n("events")).unwrap().unwrap().rows, 20);
+    // The source's writer is stale there; its records are unchanged apart
+    // from the fence.
+    assert_eq!(
+        src.control
+            .commit_tick("w-live", 1, 9)
+            .unwrap_err()
+            .reason(),
+        "StaleFence"
+    );
+    // A retry of the completed migration returns the exact stored receipt
+    // and runs nothing (no further tick, no further epoch).
+    let again = migration(&src, &dst, &cold).migrate(None).unwrap();
+    assert_eq!(again.encode(), receipt.encode());
+    assert_eq!(
+        dst.control.stored_receipt().unwrap(),
+        Some(receipt.encode())
+    );
+    assert_eq!(
+        dst.control
+            .open_world_readonly("w-live")
+            .unwrap()
+            .fence
+            .issued,
+        3
+    );
+    assert_eq!(
+        dst.control
+            .load_destination()
+            .unwrap()
+            .reservation
+            .unwrap()
+            .status,
+        Status::Completed
+    );
+    // Re-verification later reproduces cold evidence for the receipt's plan.
+    let evidence = migration(&src, &dst, &cold).verify(&receipt).unwrap();
+    assert_eq!(evidence.objects_verified, 2);
+}
+
+#[test]
+fn a_populated_destination_is_refused_before_anything_is_written() {
+    let src = source();
+    let dst = Side::new("file:///dst/artifacts");
+    dst.control
+        .register(&WorldRecord::active(
+            WorldIdentity::new("w-x", "x"),
+            WriterMode::Resumable,
+        ))
+        .unwrap();
+    let cold = Cold(&dst);
+    let e = migration(&src, &dst, &cold).migrate(None).unwrap_err();
+    assert_eq!(e.reason(), "destination-not-empty", "{e}");
+    assert!(dst
+        .control
+        .load_destination()
+        .unwrap()
+        .reservation
+        .is_none());
+    assert!(dst.tables.namespace().unwrap().is_empty());
+}
