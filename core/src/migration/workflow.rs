@@ -24,8 +24,8 @@
 use thiserror::Error;
 
 use super::artifacts::{
-    content_address, measure, relocate, verify_source, Measured, ObjectError, ObjectStore,
-    Occurrence, RelocationError,
+    content_address, inspect_destination, measure, relocate, verify_source, Measured, ObjectError,
+    ObjectStore, Occurrence, RelocationError,
 };
 use super::control::{AdminEffect, AdminError, ControlAdmin, ControlSnapshot};
 use super::tables::{TableError, TableStore};
@@ -250,8 +250,39 @@ where
             .collect()
     }
 
+    /// Verifies the source's Artifact objects against every row and
+    /// inspects their destination addresses, writing nothing: an
+    /// unreadable, corrupt or missing indexed object, or conflicting bytes
+    /// at a destination address, refuse here, before anything is reserved.
+    fn preflight_objects(&self) -> Res<()> {
+        let tables = self
+            .source
+            .tables
+            .namespace()
+            .map_err(WorkflowError::Tables)?;
+        let Some((_, files)) = tables.iter().find(|(n, _)| n.as_str() == ARTIFACT_FILES) else {
+            return Ok(()); // planning refuses an identity without one
+        };
+        let occurrences = self.occurrences(files.snapshot)?;
+        let inventory = verify_source(
+            &occurrences,
+            self.source.objects,
+            &self.source.artifact_root,
+            &self.destination.artifact_root,
+        )
+        .map_err(WorkflowError::Artifacts)?;
+        inspect_destination(
+            &inventory,
+            self.destination.objects,
+            &self.destination.artifact_root,
+        )
+        .map_err(WorkflowError::Artifacts)?;
+        Ok(())
+    }
+
     /// What preflight observes (spec 001 §3).
     fn preflight(&self) -> Res<Preflight> {
+        self.preflight_objects()?;
         let facts = |e: &Endpoint<'_, C, T, O>| EndpointFacts {
             identity: e.identity.clone(),
             catalog: e.locality,

@@ -324,3 +324,57 @@ fn a_populated_destination_is_refused_before_anything_is_written() {
         .is_none());
     assert!(dst.tables.namespace().unwrap().is_empty());
 }
+
+/// A corrupt indexed source object, or conflicting bytes at a destination
+/// content address, refuse at preflight — typed, naming the object —
+/// with nothing reserved and nothing written at the destination.
+#[test]
+fn preflight_refuses_corrupt_sources_and_conflicting_destinations_before_writing() {
+    use crate::migration::artifacts::MemoryEntry;
+    let sha = facts_of(b"frame two").sha256;
+    // A corrupt source object (same length, other bytes).
+    let src = source();
+    let at = content_address(src.objects().root(), &sha).unwrap();
+    src.objects()
+        .plant(&at, MemoryEntry::Bytes(b"frame TWO".to_vec()))
+        .unwrap();
+    let dst = Side::new("file:///dst/artifacts");
+    let cold = Cold(&dst);
+    let e = migration(&src, &dst, &cold).migrate(None).unwrap_err();
+    assert_eq!(e.reason(), "artifact-sha256-mismatch", "{e}");
+    assert!(
+        e.to_string().contains("a1"),
+        "the refusal names the artifact: {e}"
+    );
+    assert!(dst
+        .control
+        .load_destination()
+        .unwrap()
+        .reservation
+        .is_none());
+    assert!(dst.tables.namespace().unwrap().is_empty());
+    // Conflicting bytes already at the destination's content address.
+    let src = source();
+    let dst = Side::new("file:///dst/artifacts");
+    let there = content_address(dst.objects().root(), &sha).unwrap();
+    dst.objects()
+        .plant(&there, MemoryEntry::Bytes(b"not frame two".to_vec()))
+        .unwrap();
+    let cold = Cold(&dst);
+    let e = migration(&src, &dst, &cold).migrate(None).unwrap_err();
+    assert_eq!(e.reason(), "artifact-destination-conflict", "{e}");
+    assert!(dst
+        .control
+        .load_destination()
+        .unwrap()
+        .reservation
+        .is_none());
+    assert_eq!(
+        dst.objects().read(&there, 100).map(|r| match r {
+            crate::migration::artifacts::ObjectRead::Bytes(b) => b,
+            crate::migration::artifacts::ObjectRead::Stream(_) => Vec::new(),
+        }),
+        Ok(b"not frame two".to_vec()),
+        "conflicting bytes were touched"
+    );
+}
