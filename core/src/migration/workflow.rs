@@ -86,6 +86,15 @@ pub enum WorkflowError {
     /// The migration administration refused or failed.
     #[error("administration: {0}")]
     Admin(AdminError),
+    /// Preflight refused over an Artifact object: the machine's refusal
+    /// and the object it is about.
+    #[error("{refusal} ({object})")]
+    Preflight {
+        /// The machine's refusal.
+        refusal: MigrationError,
+        /// The object refusal that produced the report's count.
+        object: Box<RelocationError>,
+    },
     /// The table store refused or failed.
     #[error("tables: {0}")]
     Tables(TableError),
@@ -111,7 +120,7 @@ impl WorkflowError {
     pub fn reason(&self) -> String {
         match self {
             // A refusal's message starts with its stable kebab-case reason.
-            WorkflowError::Refused(e) => {
+            WorkflowError::Refused(e) | WorkflowError::Preflight { refusal: e, .. } => {
                 let m = e.to_string();
                 m.split(':').next().unwrap_or_default().to_owned()
             }
@@ -251,38 +260,46 @@ where
     }
 
     /// Verifies the source's Artifact objects against every row and
-    /// inspects their destination addresses, writing nothing: an
-    /// unreadable, corrupt or missing indexed object, or conflicting bytes
-    /// at a destination address, refuse here, before anything is reserved.
-    fn preflight_objects(&self) -> Res<()> {
+    /// inspects their destination addresses, writing nothing. The machine
+    /// decides what a problem means ([`Request::Validate`]): this answers
+    /// the counts its report carries — `(unreadable source objects,
+    /// conflicting destination objects)`, each 0 or 1 because verification
+    /// stops at the first refusal — and that refusal, which names the
+    /// object and the rule.
+    fn preflight_objects(&self) -> Res<(u64, u64, Option<Box<RelocationError>>)> {
         let tables = self
             .source
             .tables
             .namespace()
             .map_err(WorkflowError::Tables)?;
         let Some((_, files)) = tables.iter().find(|(n, _)| n.as_str() == ARTIFACT_FILES) else {
-            return Ok(()); // planning refuses an identity without one
+            return Ok((0, 0, None)); // planning refuses an identity without one
         };
         let occurrences = self.occurrences(files.snapshot)?;
-        let inventory = verify_source(
+        let inventory = match verify_source(
             &occurrences,
             self.source.objects,
             &self.source.artifact_root,
             &self.destination.artifact_root,
-        )
-        .map_err(WorkflowError::Artifacts)?;
-        inspect_destination(
+        ) {
+            Ok(i) => i,
+            Err(e) => return Ok((1, 0, Some(e))),
+        };
+        match inspect_destination(
             &inventory,
             self.destination.objects,
             &self.destination.artifact_root,
-        )
-        .map_err(WorkflowError::Artifacts)?;
-        Ok(())
+        ) {
+            Ok(_) => Ok((0, 0, None)),
+            Err(e) => Ok((0, 1, Some(e))),
+        }
     }
 
-    /// What preflight observes (spec 001 §3).
-    fn preflight(&self) -> Res<Preflight> {
-        self.preflight_objects()?;
+    /// What preflight observes (spec 001 §3), and the object refusal
+    /// behind a non-zero object count.
+    fn preflight(&self) -> Res<(Preflight, Option<Box<RelocationError>>)> {
+        let (unreadable_objects, conflicting_destination_objects, problem) =
+            self.preflight_objects()?;
         let facts = |e: &Endpoint<'_, C, T, O>| EndpointFacts {
             identity: e.identity.clone(),
             catalog: e.locality,
@@ -298,16 +315,17 @@ where
             .export_snapshot()
             .map_err(WorkflowError::Admin)?
             .records();
-        Ok(Preflight {
+        let report = Preflight {
             source: facts(&self.source),
             destination: facts(d),
             unsettled_commands: 0,
             running_evaluations: 0,
-            unreadable_objects: 0,
+            unreadable_objects,
             destination_tables: destination_tables as u64,
             destination_control_records,
-            conflicting_destination_objects: 0,
-        })
+            conflicting_destination_objects,
+        };
+        Ok((report, problem))
     }
 
     /// What the source holds now, for the recheck before activation.
@@ -415,8 +433,21 @@ where
         let none = AdminEffect::None;
         match next {
             Next::Validate => {
-                let report = self.preflight()?;
-                self.send(state, &Request::Validate { report }, none)?;
+                let (report, problem) = self.preflight()?;
+                let refusal = |e| match (e, problem) {
+                    (WorkflowError::Refused(refusal), Some(object))
+                        if matches!(
+                            refusal,
+                            MigrationError::ArtifactUnreadable(_)
+                                | MigrationError::DestinationNotEmpty
+                        ) =>
+                    {
+                        WorkflowError::Preflight { refusal, object }
+                    }
+                    (e, _) => e,
+                };
+                self.send(state, &Request::Validate { report }, none)
+                    .map_err(refusal)?;
             }
             Next::Plan => {
                 let p = match plan.take() {

@@ -341,7 +341,10 @@ fn preflight_refuses_corrupt_sources_and_conflicting_destinations_before_writing
     let dst = Side::new("file:///dst/artifacts");
     let cold = Cold(&dst);
     let e = migration(&src, &dst, &cold).migrate(None).unwrap_err();
-    assert_eq!(e.reason(), "artifact-sha256-mismatch", "{e}");
+    // The machine decides (its report carries the count); the error also
+    // names the object and the rule that refused it.
+    assert_eq!(e.reason(), "artifact-unreadable", "{e}");
+    assert!(e.to_string().contains("artifact-sha256-mismatch"), "{e}");
     assert!(
         e.to_string().contains("a1"),
         "the refusal names the artifact: {e}"
@@ -362,7 +365,8 @@ fn preflight_refuses_corrupt_sources_and_conflicting_destinations_before_writing
         .unwrap();
     let cold = Cold(&dst);
     let e = migration(&src, &dst, &cold).migrate(None).unwrap_err();
-    assert_eq!(e.reason(), "artifact-destination-conflict", "{e}");
+    assert_eq!(e.reason(), "destination-not-empty", "{e}");
+    assert!(e.to_string().contains("artifact-destination-conflict"), "{e}");
     assert!(dst
         .control
         .load_destination()
@@ -377,4 +381,35 @@ fn preflight_refuses_corrupt_sources_and_conflicting_destinations_before_writing
         Ok(b"not frame two".to_vec()),
         "conflicting bytes were touched"
     );
+}
+
+/// The machine orders the refusals, not the driver: Activity at the
+/// source refuses before a corrupt object is reported (the object's count
+/// is in the report, the machine's order puts quiescence first).
+#[test]
+fn the_machine_orders_preflight_refusals_over_object_findings() {
+    use crate::migration::artifacts::MemoryEntry;
+    let sha = facts_of(b"frame two").sha256;
+    let src = source();
+    let at = content_address(src.objects().root(), &sha).unwrap();
+    src.objects()
+        .plant(&at, MemoryEntry::Bytes(b"frame TWO".to_vec()))
+        .unwrap();
+    let dst = Side::new("file:///dst/artifacts");
+    let cold = Cold(&dst);
+    let mut m = migration(&src, &dst, &cold);
+    m.source.activity_records = 1;
+    let e = m.migrate(None).unwrap_err();
+    assert_eq!(e.reason(), "activity-history-present", "{e}");
+    let mut m = migration(&src, &dst, &cold);
+    m.destination.identity = m.source.identity.clone();
+    m.destination.audit = m.source.audit.clone();
+    let e = m.migrate(None).unwrap_err();
+    assert_eq!(e.reason(), "identical-storage-identity", "{e}");
+    assert!(dst
+        .control
+        .load_destination()
+        .unwrap()
+        .reservation
+        .is_none());
 }
