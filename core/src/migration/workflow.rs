@@ -74,6 +74,26 @@ pub trait ColdVerifier {
     fn verify(&self, plan: &Plan) -> Result<ColdEvidence, String>;
 }
 
+/// What a run reports as it goes, for a progress display; every method
+/// has an empty default. Reporting never changes the run.
+pub trait Progress {
+    /// The step the run takes next.
+    fn step(&self, _next: &Next) {}
+    /// The plan the run follows (frozen now, or reserved earlier).
+    fn planned(&self, _plan: &Plan) {}
+    /// Every Artifact object is at the destination and verified:
+    /// `copied` written, `reused` found verified, `bytes` read back.
+    fn objects(&self, _copied: u64, _reused: u64, _bytes: u64) {}
+    /// Table `index` of the plan is at the destination with `rows` rows.
+    fn table(&self, _index: usize, _rows: u64) {}
+}
+
+/// Reports nothing.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Quiet;
+
+impl Progress for Quiet {}
+
 /// Why a migration run stopped.
 #[derive(Debug, Error)]
 pub enum WorkflowError {
@@ -154,6 +174,8 @@ pub struct Migration<'a, C, T, O, V> {
     pub version: Name,
     /// The caller's clock.
     pub clock: &'a dyn Fn() -> Millis,
+    /// Where progress is reported ([`Quiet`]: nowhere).
+    pub progress: &'a dyn Progress,
 }
 
 fn name(s: &str) -> Res<Name> {
@@ -175,11 +197,38 @@ where
             .map_err(WorkflowError::Tables)
     }
 
-    /// Fences every active source World under the migration holder, then
-    /// freezes the plan: the control snapshot (taken after the fences), the
-    /// Worlds with their fence epochs, every table through the catalog at
-    /// its current snapshot, and the verified Artifact inventory.
+    /// Preflight alone (spec 001 §3): observes both endpoints and lets the
+    /// machine decide, writing nothing anywhere. Answers the report the
+    /// machine admitted.
+    pub fn validate(&self) -> Res<Preflight> {
+        let destination = self
+            .destination
+            .control
+            .load_destination()
+            .map_err(WorkflowError::Admin)?;
+        let state = State {
+            run: Run::new(self.migration_id.clone(), None),
+            destination,
+        };
+        let (report, problem) = self.preflight()?;
+        decide(&state, &Request::Validate { report: report.clone() })
+            .map_err(|e| preflight_refusal(WorkflowError::Refused(e), problem))?;
+        Ok(report)
+    }
+
+    /// Preflight ([`Migration::validate`]), then fences every active
+    /// source World under the migration holder and freezes the plan: the
+    /// control snapshot (taken after the fences), the Worlds with their
+    /// fence epochs, every table through the catalog at its current
+    /// snapshot, and the verified Artifact inventory. A refusal of
+    /// preflight fences nothing.
     pub fn plan(&self) -> Res<Plan> {
+        self.validate()?;
+        self.freeze()
+    }
+
+    /// Fences and freezes (after the machine admitted preflight).
+    fn freeze(&self) -> Res<Plan> {
         let c = self.source.control;
         for w in c.discover_worlds().map_err(WorkflowError::Control)? {
             if w.status == WorldStatus::Active {
@@ -407,6 +456,7 @@ where
             if let Next::Done(receipt) = next {
                 return Ok(*receipt);
             }
+            self.progress.step(&next);
             self.step(&mut state, next, &mut plan, &mut occurrences)?;
         }
         Err(WorkflowError::Stuck(MAX_STEPS))
@@ -434,30 +484,19 @@ where
         match next {
             Next::Validate => {
                 let (report, problem) = self.preflight()?;
-                let refusal = |e| match (e, problem) {
-                    (WorkflowError::Refused(refusal), Some(object))
-                        if matches!(
-                            refusal,
-                            MigrationError::ArtifactUnreadable(_)
-                                | MigrationError::DestinationNotEmpty
-                        ) =>
-                    {
-                        WorkflowError::Preflight { refusal, object }
-                    }
-                    (e, _) => e,
-                };
                 self.send(state, &Request::Validate { report }, none)
-                    .map_err(refusal)?;
+                    .map_err(|e| preflight_refusal(e, problem))?;
             }
             Next::Plan => {
                 let p = match plan.take() {
                     Some(p) => p,
                     None => match state.destination.reservation.as_ref() {
                         Some(r) if r.plan.migration_id == self.migration_id => r.plan.clone(),
-                        _ => self.plan()?,
+                        _ => self.freeze()?,
                     },
                 };
                 self.send(state, &Request::Freeze { plan: p.clone() }, none)?;
+                self.progress.planned(&p);
                 *plan = Some(p);
             }
             Next::Reserve => {
@@ -562,7 +601,7 @@ where
     /// verified ones reused), then reports each object's read-back.
     fn copy_objects(&self, state: &mut State, cache: &mut Option<Vec<Occurrence>>) -> Res<()> {
         let rows = self.plan_occurrences(state, cache)?.to_vec();
-        relocate(
+        let done = relocate(
             &rows,
             self.source.objects,
             &self.source.artifact_root,
@@ -570,6 +609,8 @@ where
             &self.destination.artifact_root,
         )
         .map_err(WorkflowError::Artifacts)?;
+        self.progress
+            .objects(done.copied, done.reused, done.verified_bytes);
         let p = Self::current_plan(state, &None)?;
         for o in &p.artifacts.objects {
             let uri = content_address(&self.destination.artifact_root, &o.sha256)
@@ -617,6 +658,7 @@ where
             found,
         };
         if self.send(state, &req, AdminEffect::None)? != Outcome::Append {
+            self.progress.table(index, t.source.rows);
             return Ok(());
         }
         let relocated = if t.classification == Classification::ArtifactFiles {
@@ -635,6 +677,7 @@ where
             reply,
         };
         self.send(state, &req, AdminEffect::None)?;
+        self.progress.table(index, t.source.rows);
         Ok(())
     }
 
@@ -652,6 +695,21 @@ where
             .filter(|r| r.receipt.as_ref() == Some(receipt))
             .ok_or_else(|| WorkflowError::Plan("the destination holds another receipt".into()))?;
         self.cold.verify(&r.plan).map_err(WorkflowError::Cold)
+    }
+}
+
+/// A preflight refusal over an object carries the object's own refusal.
+fn preflight_refusal(e: WorkflowError, problem: Option<Box<RelocationError>>) -> WorkflowError {
+    match (e, problem) {
+        (WorkflowError::Refused(refusal), Some(object))
+            if matches!(
+                refusal,
+                MigrationError::ArtifactUnreadable(_) | MigrationError::DestinationNotEmpty
+            ) =>
+        {
+            WorkflowError::Preflight { refusal, object }
+        }
+        (e, _) => e,
     }
 }
 

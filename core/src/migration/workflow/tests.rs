@@ -209,6 +209,7 @@ fn migration<'a>(
         cold,
         version: n("custos-test"),
         clock: &clock,
+        progress: &Quiet,
     }
 }
 
@@ -412,4 +413,34 @@ fn the_machine_orders_preflight_refusals_over_object_findings() {
         .unwrap()
         .reservation
         .is_none());
+}
+
+/// Planning runs preflight first: a refused preflight fences nothing at
+/// the source.
+#[test]
+fn a_refused_plan_fences_nothing() {
+    let src = source();
+    let dst = Side::new("file:///dst/artifacts");
+    dst.control
+        .register(&WorldRecord::active(
+            WorldIdentity::new("w-x", "x"),
+            WriterMode::Resumable,
+        ))
+        .unwrap();
+    let cold = Cold(&dst);
+    let before = src.control.open_world_readonly("w-live").unwrap().fence;
+    let e = migration(&src, &dst, &cold).plan().unwrap_err();
+    assert_eq!(e.reason(), "destination-not-empty", "{e}");
+    assert_eq!(
+        src.control.open_world_readonly("w-live").unwrap().fence,
+        before
+    );
+    // An admitted preflight answers the report; planning then fences.
+    let dst = Side::new("file:///dst/artifacts");
+    let cold = Cold(&dst);
+    let m = migration(&src, &dst, &cold);
+    assert_eq!(m.validate().unwrap().unreadable_objects, 0);
+    let plan = m.plan().unwrap();
+    assert_eq!(plan.worlds.len(), 1);
+    assert!(src.control.open_world_readonly("w-live").unwrap().fence.issued > before.issued);
 }
