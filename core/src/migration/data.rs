@@ -604,8 +604,9 @@ impl Plan {
             .iter()
             .filter(|t| t.classification == Classification::ArtifactFiles)
             .count();
-        if files != 1 {
-            return inv("exactly one artifact_files table is required");
+        // An identity without an Artifact index has nothing to relocate.
+        if files > 1 || (files == 0 && self.artifacts.occurrences > 0) {
+            return inv("at most one artifact_files table, and none only without occurrences");
         }
         if self.tables.iter().any(|t| {
             t.classification != Classification::ArtifactFiles

@@ -211,8 +211,13 @@ where
             destination,
         };
         let (report, problem) = self.preflight()?;
-        decide(&state, &Request::Validate { report: report.clone() })
-            .map_err(|e| preflight_refusal(WorkflowError::Refused(e), problem))?;
+        decide(
+            &state,
+            &Request::Validate {
+                report: report.clone(),
+            },
+        )
+        .map_err(|e| preflight_refusal(WorkflowError::Refused(e), problem))?;
         Ok(report)
     }
 
@@ -243,12 +248,11 @@ where
             .tables
             .namespace()
             .map_err(WorkflowError::Tables)?;
-        let files = tables
-            .iter()
-            .find(|(n, _)| n.as_str() == ARTIFACT_FILES)
-            .map(|(_, f)| *f)
-            .ok_or_else(|| WorkflowError::Plan("the namespace has no artifact_files".into()))?;
-        let occurrences = self.occurrences(files.snapshot)?;
+        // An identity without an `artifact_files` table has no Artifacts.
+        let occurrences = match tables.iter().find(|(n, _)| n.as_str() == ARTIFACT_FILES) {
+            Some((_, files)) => self.occurrences(files.snapshot)?,
+            None => Vec::new(),
+        };
         let inventory = verify_source(
             &occurrences,
             self.source.objects,
@@ -322,7 +326,7 @@ where
             .namespace()
             .map_err(WorkflowError::Tables)?;
         let Some((_, files)) = tables.iter().find(|(n, _)| n.as_str() == ARTIFACT_FILES) else {
-            return Ok((0, 0, None)); // planning refuses an identity without one
+            return Ok((0, 0, None)); // an identity without Artifacts
         };
         let occurrences = self.occurrences(files.snapshot)?;
         let inventory = match verify_source(
@@ -389,12 +393,14 @@ where
             .into_iter()
             .map(|(n, f)| (n, f.snapshot))
             .collect();
-        let files = plan
+        let occurrences = match plan
             .tables
             .iter()
             .find(|t| t.classification == Classification::ArtifactFiles)
-            .map_or(0, |t| t.source.snapshot);
-        let occurrences = self.occurrences(files)?;
+        {
+            Some(t) => self.occurrences(t.source.snapshot)?,
+            None => Vec::new(),
+        };
         let inventory = verify_source(
             &occurrences,
             self.source.objects,
@@ -587,12 +593,15 @@ where
     ) -> Res<&'o [Occurrence]> {
         if cache.is_none() {
             let p = Self::current_plan(state, &None)?;
-            let snapshot = p
+            let rows = match p
                 .tables
                 .iter()
                 .find(|t| t.classification == Classification::ArtifactFiles)
-                .map_or(0, |t| t.source.snapshot);
-            *cache = Some(self.occurrences(snapshot)?);
+            {
+                Some(t) => self.occurrences(t.source.snapshot)?,
+                None => Vec::new(),
+            };
+            *cache = Some(rows);
         }
         Ok(cache.as_deref().unwrap_or_default())
     }

@@ -367,7 +367,10 @@ fn preflight_refuses_corrupt_sources_and_conflicting_destinations_before_writing
     let cold = Cold(&dst);
     let e = migration(&src, &dst, &cold).migrate(None).unwrap_err();
     assert_eq!(e.reason(), "destination-not-empty", "{e}");
-    assert!(e.to_string().contains("artifact-destination-conflict"), "{e}");
+    assert!(
+        e.to_string().contains("artifact-destination-conflict"),
+        "{e}"
+    );
     assert!(dst
         .control
         .load_destination()
@@ -442,5 +445,35 @@ fn a_refused_plan_fences_nothing() {
     assert_eq!(m.validate().unwrap().unreadable_objects, 0);
     let plan = m.plan().unwrap();
     assert_eq!(plan.worlds.len(), 1);
-    assert!(src.control.open_world_readonly("w-live").unwrap().fence.issued > before.issued);
+    assert!(
+        src.control
+            .open_world_readonly("w-live")
+            .unwrap()
+            .fence
+            .issued
+            > before.issued
+    );
+}
+
+/// An identity without an `artifact_files` table has no Artifacts: it
+/// migrates with an empty inventory.
+#[test]
+fn an_identity_without_artifact_files_migrates_with_no_artifacts() {
+    let src = Side::new("file:///src/artifacts");
+    src.tables
+        .create(&n("events"), Digest::of(b"events"))
+        .unwrap();
+    src.tables
+        .append(&n("events"), MemoryRows::Canonical(vec![b"e".to_vec()]))
+        .unwrap();
+    let dst = Side::new("file:///dst/artifacts");
+    let cold = Cold(&dst);
+    let receipt = migration(&src, &dst, &cold).migrate(None).unwrap();
+    assert_eq!(receipt.receipt.tables.len(), 1);
+    assert_eq!(receipt.receipt.artifacts.occurrences, 0);
+    assert_eq!(
+        receipt.receipt.cold_verification.resume,
+        Resume::NotApplicable
+    );
+    assert_eq!(dst.tables.inspect(&n("events")).unwrap().unwrap().rows, 1);
 }
