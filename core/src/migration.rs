@@ -1353,7 +1353,11 @@ pub fn drifted(plan: &Plan, o: &SourceObservation) -> bool {
         || !worlds.eq(o.world_epochs.iter().map(|(n, e)| (n, *e)))
 }
 
-fn check_cold(r: &Reservation, e: &ColdEvidence) -> Result<(), MigrationError> {
+/// Checks cold evidence against a reservation: the plan's digest, every
+/// planned World discovered, every object verified, every table equal to
+/// the plan's destination content, and a resume above the imported floor
+/// exactly when the plan has a resumable World.
+pub fn check_cold(r: &Reservation, e: &ColdEvidence) -> Result<(), MigrationError> {
     let fail = |s: &str| Err(MigrationError::ColdVerificationFailed(s.to_string()));
     if e.plan_digest != r.plan_digest {
         return fail("evidence is for another plan");

@@ -691,20 +691,35 @@ where
     }
 
     /// Re-verifies a completed migration's receipt against the destination
-    /// (later, optional): the stored receipt must be the one given, and the
-    /// cold verifier must reproduce evidence for its plan.
+    /// ([`verify_receipt`]); the source is not read.
     pub fn verify(&self, receipt: &StoredReceipt) -> Res<ColdEvidence> {
-        let stored = self
-            .destination
-            .control
-            .load_destination()
-            .map_err(WorkflowError::Admin)?;
-        let r = stored
-            .reservation
-            .filter(|r| r.receipt.as_ref() == Some(receipt))
-            .ok_or_else(|| WorkflowError::Plan("the destination holds another receipt".into()))?;
-        self.cold.verify(&r.plan).map_err(WorkflowError::Cold)
+        verify_receipt(self.destination.control, self.cold, receipt)
     }
+}
+
+/// Re-verifies a completed migration's receipt later, from the destination
+/// alone (spec 001 §9): the destination must hold exactly this receipt on
+/// a completed reservation, and fresh cold evidence for its plan must pass
+/// the machine's cold check ([`super::check_cold`]).
+pub fn verify_receipt<A: ControlAdmin, V: ColdVerifier>(
+    destination: &A,
+    cold: &V,
+    receipt: &StoredReceipt,
+) -> Res<ColdEvidence> {
+    let stored = destination
+        .load_destination()
+        .map_err(WorkflowError::Admin)?;
+    let r = stored
+        .reservation
+        .filter(|r| r.status == super::Status::Completed && r.receipt.as_ref() == Some(receipt))
+        .ok_or_else(|| {
+            WorkflowError::Plan(
+                "the destination holds no completed migration with this receipt".into(),
+            )
+        })?;
+    let evidence = cold.verify(&r.plan).map_err(WorkflowError::Cold)?;
+    super::check_cold(&r, &evidence).map_err(WorkflowError::Refused)?;
+    Ok(evidence)
 }
 
 /// A preflight refusal over an object carries the object's own refusal.

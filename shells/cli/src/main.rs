@@ -20,6 +20,12 @@
 //!   catalog (or whose catalog file is not one), or an unrecorded world,
 //!   exits with code 3.
 //!
+//! - `custos migrate plan|run|verify --source URI --dest URI
+//!   --migration-id ID …` migrates a whole storage identity — Iceberg
+//!   tables, Artifact objects, the control catalog with its writer-fence
+//!   floors — to an empty destination and answers a cold-verified receipt
+//!   (feature `migrate`; see `migrate`).
+//!
 //! Output never panics ([`out`]): a command whose stdout is a closed pipe
 //! ends quietly with 141 (128 + SIGPIPE); one whose stdout cannot be
 //! written otherwise (a full device) prints one line to stderr and exits 1.
@@ -45,6 +51,9 @@ mod releases;
 
 #[cfg(feature = "sqlite")]
 mod catalog;
+
+#[cfg(feature = "migrate")]
+mod migrate;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -104,6 +113,12 @@ enum Command {
         #[command(subcommand)]
         command: catalog::CatalogCommand,
     },
+    /// Migrate a whole storage identity to an empty destination (plan, run, verify).
+    #[cfg(feature = "migrate")]
+    Migrate {
+        #[command(subcommand)]
+        command: migrate::MigrateCommand,
+    },
     /// Apply, delete, list and resolve deployments over a release catalog.
     #[cfg(feature = "fs")]
     Deployments {
@@ -140,6 +155,8 @@ fn main() -> ExitCode {
         Command::Deployments { command } => deployments::run(command),
         #[cfg(feature = "sqlite")]
         Command::Catalog { command } => catalog::run(command),
+        #[cfg(feature = "migrate")]
+        Command::Migrate { command } => migrate::run(command),
     }
 }
 

@@ -1,0 +1,592 @@
+//! `custos migrate plan|run|verify`: whole-identity storage migration
+//! (spec 001) between two local storage identities, composed from the
+//! concrete shells — the SQLite control catalog and Activity catalog
+//! (custos-sqlite), the Iceberg tables (custos-iceberg) and the Artifact
+//! root (custos-fs) — and driven by
+//! [`custos_core::migration::workflow::Migration`], which walks the core
+//! machine's steps. No shell depends on another: they meet here.
+//!
+//! An endpoint is a storage identity (`--source` / `--dest`, with the
+//! shared `--namespace` and `--backend`): its Iceberg warehouse at the uri,
+//! its control and Activity catalogs where `custos_core::identity` derives
+//! them, and its Artifact root (`--source-artifacts` / `--dest-artifacts`,
+//! by default `<uri>/<namespace>/.custos-artifacts`). The audit identity is
+//! bound explicitly to the endpoint's own identity, which is what local v1
+//! requires. Every port opens lazily ([`ports`]): a refused preflight
+//! creates and writes nothing at either endpoint.
+//!
+//! - `plan` runs preflight, then fences every active source World under
+//!   the migration's holder and freezes the plan; it prints the plan (or
+//!   writes its canonical bytes with `--out`, never over an existing file).
+//!   The fences make the source's writers stale: planning is the start of
+//!   the migration, as spec 001 §7 orders it.
+//! - `run` migrates to a cold-verified receipt (planning afresh, following
+//!   `--plan FILE`, or resuming this migration's reservation) and prints
+//!   it; `--receipt FILE` also writes its canonical bytes. A retry of a
+//!   completed migration prints the stored receipt byte-identical and runs
+//!   nothing; once the destination is activated a retry never reads the
+//!   source.
+//! - `verify` re-verifies a receipt later against the destination alone
+//!   (the cold verifier commits one more verification tick when the
+//!   identity has a resumable World).
+//!
+//! Cold verification runs in a fresh child process of this binary
+//! (`custos migrate cold-verify`, hidden) given only the destination's
+//! paths and the plan on stdin; it answers its evidence as JSON on stdout.
+//!
+//! Progress goes to stderr: bars (tables, rows, objects, bytes) on a
+//! terminal, one plain line per step otherwise; `--json` prints the plan,
+//! receipt or evidence as JSON on stdout.
+//!
+//! Exit codes: 0 success; 2 usage or an invalid argument; 3 refused — the
+//! migration is not admissible as asked (a preflight refusal, another
+//! migration's reservation, source drift, an existing output file), with
+//! nothing written at the destination before its reservation; 4 a
+//! verification failed (a copy or read-back that does not reproduce the
+//! plan, stored evidence that does not verify, cold verification); 1 an
+//! I/O or backend fault (retry with the same migration id). Output
+//! failures end as everywhere in the binary (`crate::out`).
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+
+use clap::{Args, Subcommand};
+use custos_core::fence::Holder;
+use custos_core::identity::{self, StorageIdentity as Identity};
+use custos_core::migration::workflow::{
+    verify_receipt, ColdVerifier, Endpoint, Migration, Progress, WorkflowError,
+};
+use custos_core::migration::{
+    ColdEvidence, Locality, MigrationError, Name, NormalizedUri, Plan, StorageIdentity,
+    StoredReceipt,
+};
+
+use crate::out::{self, Out};
+
+mod cold;
+mod ports;
+mod show;
+
+use ports::{Control, Objects, Tables};
+
+/// The identity arguments of both endpoints.
+#[derive(Args, Debug, Clone)]
+pub struct Endpoints {
+    /// The source storage uri (a local path or `file://…`).
+    #[arg(long)]
+    source: String,
+    /// The destination storage uri.
+    #[arg(long)]
+    dest: String,
+    /// The namespace of both identities.
+    #[arg(long, default_value = "default")]
+    namespace: String,
+    /// The backend of both identities.
+    #[arg(long, default_value = "iceberg")]
+    backend: String,
+    /// The source Artifact root (default `<source>/<namespace>/.custos-artifacts`).
+    #[arg(long)]
+    source_artifacts: Option<PathBuf>,
+    /// The destination Artifact root (default `<dest>/<namespace>/.custos-artifacts`).
+    #[arg(long)]
+    dest_artifacts: Option<PathBuf>,
+}
+
+/// The destination arguments alone (`verify`, the cold verifier).
+#[derive(Args, Debug, Clone)]
+pub struct DestinationArgs {
+    /// The destination storage uri.
+    #[arg(long)]
+    dest: String,
+    /// The namespace.
+    #[arg(long, default_value = "default")]
+    namespace: String,
+    /// The backend.
+    #[arg(long, default_value = "iceberg")]
+    backend: String,
+    /// The destination Artifact root (default `<dest>/<namespace>/.custos-artifacts`).
+    #[arg(long)]
+    dest_artifacts: Option<PathBuf>,
+}
+
+/// `custos migrate …`.
+#[derive(Subcommand, Debug)]
+pub enum MigrateCommand {
+    /// Preflight, fence the source's active Worlds, and freeze the plan.
+    Plan {
+        #[command(flatten)]
+        ends: Endpoints,
+        /// The migration id.
+        #[arg(long)]
+        migration_id: String,
+        /// Write the canonical plan to this new file.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Print the plan as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Migrate to a cold-verified receipt (or print the stored one).
+    Run {
+        #[command(flatten)]
+        ends: Endpoints,
+        /// The migration id.
+        #[arg(long)]
+        migration_id: String,
+        /// Follow this plan (written by `custos migrate plan --out`).
+        #[arg(long)]
+        plan: Option<PathBuf>,
+        /// Write the canonical receipt to this new file.
+        #[arg(long)]
+        receipt: Option<PathBuf>,
+        /// Print the receipt as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Re-verify a receipt against the destination alone.
+    Verify {
+        #[command(flatten)]
+        dest: DestinationArgs,
+        /// The receipt file (`custos migrate run --receipt`).
+        #[arg(long)]
+        receipt: PathBuf,
+        /// Print the evidence as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The cold verifier (a child of `run` and `verify`): plan on stdin,
+    /// evidence as JSON on stdout.
+    #[command(hide = true)]
+    ColdVerify {
+        #[command(flatten)]
+        dest: DestinationArgs,
+    },
+}
+
+/// Runs a migrate command.
+pub fn run(cmd: MigrateCommand) -> ExitCode {
+    out::run(|out| match cmd {
+        MigrateCommand::Plan {
+            ends,
+            migration_id,
+            out: file,
+            json,
+        } => plan(out, &ends, &migration_id, file.as_deref(), json),
+        MigrateCommand::Run {
+            ends,
+            migration_id,
+            plan,
+            receipt,
+            json,
+        } => migrate(
+            out,
+            &ends,
+            &migration_id,
+            plan.as_deref(),
+            receipt.as_deref(),
+            json,
+        ),
+        MigrateCommand::Verify {
+            dest,
+            receipt,
+            json,
+        } => verify(out, &dest, &receipt, json),
+        MigrateCommand::ColdVerify { dest } => cold::child(out, &dest),
+    })
+}
+
+/// A refusal: the message on stderr and the exit code.
+pub struct Failure {
+    code: u8,
+    message: String,
+}
+
+impl Failure {
+    fn new(code: u8, message: impl std::fmt::Display) -> Self {
+        Failure {
+            code,
+            message: message.to_string(),
+        }
+    }
+
+    fn exit(self) -> ExitCode {
+        out::err(format_args!("custos migrate: {}", self.message));
+        ExitCode::from(self.code)
+    }
+}
+
+/// The exit code of a workflow error (module docs).
+fn class(e: &WorkflowError) -> u8 {
+    use custos_core::migration::control::AdminError;
+    use custos_core::migration::tables::TableError;
+    use custos_core::world::WorldError;
+    match e {
+        WorkflowError::Refused(MigrationError::ColdVerificationFailed(_)) => 4,
+        WorkflowError::Refused(_) | WorkflowError::Preflight { .. } | WorkflowError::Plan(_) => 3,
+        WorkflowError::Control(WorldError::BackendFault { .. }) => 1,
+        WorkflowError::Control(_) => 3,
+        WorkflowError::Admin(AdminError::Backend { .. }) => 1,
+        WorkflowError::Admin(AdminError::StoredEvidence { .. }) => 4,
+        WorkflowError::Admin(_) => 3,
+        WorkflowError::Tables(TableError::Backend { .. }) => 1,
+        WorkflowError::Tables(TableError::NotFound { .. } | TableError::Invalid { .. }) => 3,
+        WorkflowError::Tables(_) => 4,
+        WorkflowError::Artifacts(r) => match r.reason() {
+            "artifact-io" => 1,
+            "artifact-roots-overlap" | "artifact-root-invalid" | "artifact-too-many-objects" => 3,
+            _ => 4,
+        },
+        WorkflowError::Objects(_) | WorkflowError::Stuck(_) => 1,
+        WorkflowError::Cold(_) => 4,
+    }
+}
+
+fn workflow_failure(e: &WorkflowError) -> Failure {
+    Failure::new(class(e), format_args!("{} [{}]", e, e.reason()))
+}
+
+/// A relative local path is made absolute against the working directory.
+fn absolute(uri: &str) -> String {
+    if uri.contains("://") || Path::new(uri).is_absolute() {
+        return uri.to_owned();
+    }
+    match std::env::current_dir() {
+        Ok(cwd) => cwd.join(uri).to_string_lossy().into_owned(),
+        Err(_) => uri.to_owned(),
+    }
+}
+
+/// One endpoint, composed: its identities and its lazily opened ports.
+pub struct Local {
+    id: Identity,
+    identity: StorageIdentity,
+    locality: Locality,
+    control: Control,
+    tables: Tables,
+    objects: Objects,
+}
+
+impl Local {
+    /// Composes the endpoint of `uri` (nothing is opened yet).
+    fn compose(
+        uri: &str,
+        namespace: &str,
+        backend: &str,
+        artifacts: Option<&Path>,
+        side: &str,
+    ) -> Result<Local, Failure> {
+        // The uri itself is never echoed: it may carry a credential.
+        let bad = |e: &dyn std::fmt::Display| Failure::new(2, format_args!("{side}: {e}"));
+        let id = Identity::new(&absolute(uri), namespace, backend).map_err(|e| bad(&e))?;
+        let local = id.is_local();
+        let text = if local {
+            format!("file://{}", id.uri())
+        } else {
+            id.uri().to_owned()
+        };
+        let identity = StorageIdentity {
+            uri: NormalizedUri::parse(&text).map_err(|e| bad(&e))?,
+            namespace: Name::new(namespace).map_err(|e| bad(&e))?,
+            backend: Name::new(backend).map_err(|e| bad(&e))?,
+        };
+        let root = match artifacts {
+            Some(p) => PathBuf::from(absolute(&p.to_string_lossy())),
+            None => Path::new(id.uri())
+                .join(namespace)
+                .join(".custos-artifacts"),
+        };
+        let objects = Objects::new(root, local).map_err(|e| bad(&e))?;
+        let control =
+            Control::new(local.then(|| PathBuf::from(identity::catalog_location(&id, ""))));
+        let tables = Tables::new(local.then(|| id.clone()));
+        Ok(Local {
+            locality: if local {
+                Locality::Local
+            } else {
+                Locality::Remote
+            },
+            id,
+            identity,
+            control,
+            tables,
+            objects,
+        })
+    }
+
+    fn destination(d: &DestinationArgs) -> Result<Local, Failure> {
+        Local::compose(
+            &d.dest,
+            &d.namespace,
+            &d.backend,
+            d.dest_artifacts.as_deref(),
+            "--dest",
+        )
+    }
+
+    /// Activity records of the endpoint (0 for a remote one: the machine
+    /// refuses it before it matters).
+    fn activity(&self) -> Result<u64, Failure> {
+        if self.locality != Locality::Local {
+            return Ok(0);
+        }
+        custos_sqlite::ledger::activity_records(&self.id)
+            .map_err(|e| Failure::new(1, format_args!("{}: Activity catalog: {e}", self.id.uri())))
+    }
+
+    fn endpoint(&self) -> Result<Endpoint<'_, Control, Tables, Objects>, Failure> {
+        Ok(Endpoint {
+            identity: self.identity.clone(),
+            audit: Some(self.identity.clone()),
+            control: &self.control,
+            tables: &self.tables,
+            objects: &self.objects,
+            artifact_root: self.objects.uri().clone(),
+            locality: self.locality,
+            activity_records: self.activity()?,
+        })
+    }
+
+    /// The arguments that name this endpoint as a destination.
+    fn destination_args(&self) -> Vec<String> {
+        vec![
+            "--dest".into(),
+            self.id.uri().to_owned(),
+            "--namespace".into(),
+            self.id.namespace().to_owned(),
+            "--backend".into(),
+            self.id.backend().to_owned(),
+            "--dest-artifacts".into(),
+            self.objects.uri().path().to_owned(),
+        ]
+    }
+}
+
+fn now() -> custos_core::Millis {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Both endpoints and the migration's own values.
+struct Job {
+    source: Local,
+    destination: Local,
+    migration_id: Name,
+    holder: Holder,
+    version: Name,
+}
+
+impl Job {
+    fn new(ends: &Endpoints, migration_id: &str) -> Result<Job, Failure> {
+        let migration_id = Name::new(migration_id)
+            .map_err(|e| Failure::new(2, format_args!("--migration-id {migration_id:?}: {e}")))?;
+        let holder = Holder::new(format!("custos-migrate-{migration_id}"))
+            .map_err(|e| Failure::new(2, format_args!("--migration-id {migration_id}: {e}")))?;
+        let version = Name::new(format!("custos-{}", env!("CARGO_PKG_VERSION")))
+            .map_err(|e| Failure::new(1, e))?;
+        Ok(Job {
+            source: Local::compose(
+                &ends.source,
+                &ends.namespace,
+                &ends.backend,
+                ends.source_artifacts.as_deref(),
+                "--source",
+            )?,
+            destination: Local::compose(
+                &ends.dest,
+                &ends.namespace,
+                &ends.backend,
+                ends.dest_artifacts.as_deref(),
+                "--dest",
+            )?,
+            migration_id,
+            holder,
+            version,
+        })
+    }
+
+    fn with<R>(
+        &self,
+        progress: &dyn Progress,
+        f: impl FnOnce(&Migration<'_, Control, Tables, Objects, cold::Child<'_>>) -> R,
+    ) -> Result<R, Failure> {
+        let cold = cold::Child::new(&self.destination);
+        let m = Migration {
+            source: self.source.endpoint()?,
+            destination: self.destination.endpoint()?,
+            migration_id: self.migration_id.clone(),
+            holder: self.holder.clone(),
+            cold: &cold,
+            version: self.version.clone(),
+            clock: &now,
+            progress,
+        };
+        Ok(f(&m))
+    }
+}
+
+/// Writes `bytes` to a new file (refusing an existing one), synced.
+fn write_new(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|e| {
+            let code = if e.kind() == std::io::ErrorKind::AlreadyExists {
+                3
+            } else {
+                1
+            };
+            Failure::new(code, format_args!("{}: {e}", path.display()))
+        })?;
+    f.write_all(bytes)
+        .and_then(|()| f.sync_all())
+        .map_err(|e| Failure::new(1, format_args!("{}: {e}", path.display())))
+}
+
+/// Reads at most `limit` bytes from `r`: more is refused after
+/// `limit + 1` bytes, whatever `r` is (a pipe or a device included).
+fn read_bounded_from(r: &mut dyn Read, limit: u64) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    r.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("longer than {limit} bytes"),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Reads at most `limit` bytes of `path`.
+fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, Failure> {
+    let mut f = std::fs::File::open(path)
+        .map_err(|e| Failure::new(2, format_args!("{}: {e}", path.display())))?;
+    read_bounded_from(&mut f, limit)
+        .map_err(|e| Failure::new(2, format_args!("{}: {e}", path.display())))
+}
+
+/// The most bytes of a plan or receipt file read.
+const MAX_DOCUMENT: u64 = 64 << 20;
+
+fn plan(
+    out: &mut Out,
+    ends: &Endpoints,
+    migration_id: &str,
+    file: Option<&Path>,
+    json: bool,
+) -> std::io::Result<ExitCode> {
+    let job = match Job::new(ends, migration_id) {
+        Ok(j) => j,
+        Err(f) => return Ok(f.exit()),
+    };
+    // Refuse an existing output file before planning fences anything.
+    if let Some(path) = file.filter(|p| p.exists()) {
+        return Ok(Failure::new(3, format_args!("{}: already exists", path.display())).exit());
+    }
+    let progress = show::Bars::new(json);
+    let planned = match job.with(&progress, |m| m.plan()) {
+        Ok(Ok(p)) => p,
+        Ok(Err(e)) => return Ok(workflow_failure(&e).exit()),
+        Err(f) => return Ok(f.exit()),
+    };
+    if let Some(path) = file {
+        if let Err(f) = write_new(path, &planned.canonical()) {
+            return Ok(f.exit());
+        }
+    }
+    show::plan(out, &planned, json)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn migrate(
+    out: &mut Out,
+    ends: &Endpoints,
+    migration_id: &str,
+    plan_file: Option<&Path>,
+    receipt_file: Option<&Path>,
+    json: bool,
+) -> std::io::Result<ExitCode> {
+    let job = match Job::new(ends, migration_id) {
+        Ok(j) => j,
+        Err(f) => return Ok(f.exit()),
+    };
+    let held = match plan_file.map(|p| {
+        read_bounded(p, MAX_DOCUMENT).and_then(|b| {
+            Plan::decode(&b).map_err(|e| Failure::new(2, format_args!("{}: {e}", p.display())))
+        })
+    }) {
+        None => None,
+        Some(Ok(p)) => Some(p),
+        Some(Err(f)) => return Ok(f.exit()),
+    };
+    let progress = show::Bars::new(json);
+    let receipt = match job.with(&progress, |m| m.migrate(held.as_ref())) {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => return Ok(workflow_failure(&e).exit()),
+        Err(f) => return Ok(f.exit()),
+    };
+    progress.finish();
+    if let Some(path) = receipt_file {
+        if let Err(f) = write_new(path, &receipt.encode()) {
+            return Ok(f.exit());
+        }
+    }
+    show::receipt(out, &receipt, json)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn verify(
+    out: &mut Out,
+    dest: &DestinationArgs,
+    receipt: &Path,
+    json: bool,
+) -> std::io::Result<ExitCode> {
+    let stored = match read_bounded(receipt, MAX_DOCUMENT).and_then(|b| {
+        StoredReceipt::decode(&b)
+            .map_err(|e| Failure::new(4, format_args!("{}: {e}", receipt.display())))
+    }) {
+        Ok(r) => r,
+        Err(f) => return Ok(f.exit()),
+    };
+    let d = match Local::destination(dest) {
+        Ok(d) => d,
+        Err(f) => return Ok(f.exit()),
+    };
+    let cold = cold::Child::new(&d);
+    let evidence: ColdEvidence = match verify_receipt(&d.control, &cold, &stored) {
+        Ok(e) => e,
+        Err(e) => return Ok(workflow_failure(&e).exit()),
+    };
+    show::evidence(out, &stored, &evidence, json)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The cold verifier as the workflow sees it.
+impl ColdVerifier for cold::Child<'_> {
+    fn verify(&self, plan: &Plan) -> Result<ColdEvidence, String> {
+        self.run(plan)
+    }
+}
+
+/// Spawns this binary as `custos migrate cold-verify` (the child side is
+/// [`cold::child`]).
+fn spawn_cold(args: &[String]) -> std::io::Result<std::process::Child> {
+    let exe = std::env::current_exe()?;
+    Command::new(exe)
+        .arg("migrate")
+        .arg("cold-verify")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // A fresh process: no inherited working directory into the source.
+        .current_dir("/")
+        .spawn()
+}
+
+/// Whether stderr is a terminal (progress bars) or not (plain lines).
+fn terminal() -> bool {
+    std::io::stderr().is_terminal()
+}

@@ -1,0 +1,285 @@
+//! What `custos migrate` shows: progress on stderr (bars on a terminal,
+//! plain lines otherwise, nothing with `--json`) and the plan, receipt or
+//! evidence on stdout.
+
+use std::io::Write;
+use std::sync::Mutex;
+
+use custos_core::migration::workflow::Progress;
+use custos_core::migration::{ColdEvidence, Next, Plan, Resume, StoredReceipt};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::out::{self, Out};
+
+/// Progress display of one run.
+pub struct Bars {
+    mode: Mode,
+    plan: Mutex<Option<(u64, Vec<u64>)>>,
+}
+
+enum Mode {
+    /// `--json`: nothing on stderr but failures.
+    Silent,
+    /// Not a terminal: one line per step.
+    Lines,
+    /// A terminal: bars for objects (bytes) and tables (rows).
+    Bars {
+        _multi: MultiProgress,
+        objects: ProgressBar,
+        tables: ProgressBar,
+        step: ProgressBar,
+    },
+}
+
+fn bar(multi: &MultiProgress, template: &str) -> ProgressBar {
+    let b = multi.add(ProgressBar::new(0));
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        b.set_style(style.progress_chars("=> "));
+    }
+    b
+}
+
+impl Bars {
+    /// The display for this process's stderr.
+    pub fn new(json: bool) -> Self {
+        let mode = if json {
+            Mode::Silent
+        } else if super::terminal() {
+            let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
+            let objects = bar(&multi, "objects {pos:>3}/{len:3} [{bar:30}] {msg}");
+            let tables = bar(&multi, "tables  {pos:>3}/{len:3} [{bar:30}] {msg}");
+            let step = multi.add(ProgressBar::new_spinner());
+            Mode::Bars {
+                _multi: multi,
+                objects,
+                tables,
+                step,
+            }
+        } else {
+            Mode::Lines
+        };
+        Bars {
+            mode,
+            plan: Mutex::new(None),
+        }
+    }
+
+    /// Ends the bars (leaving them drawn).
+    pub fn finish(&self) {
+        if let Mode::Bars {
+            objects,
+            tables,
+            step,
+            ..
+        } = &self.mode
+        {
+            objects.finish();
+            tables.finish();
+            step.finish_and_clear();
+        }
+    }
+}
+
+/// A step as a person reads it.
+fn describe(next: &Next) -> String {
+    match next {
+        Next::Validate => "preflight".into(),
+        Next::Plan => "plan: fence the source's active Worlds and freeze".into(),
+        Next::Reserve => "reserve the destination".into(),
+        Next::CopyObject { .. } => "copy and verify Artifact objects".into(),
+        Next::CopyTable { index } => format!("copy table #{index}"),
+        Next::VerifyTable { index } => format!("verify table #{index}"),
+        Next::Recheck => "recheck the source against the plan".into(),
+        Next::StageControl => "stage the control snapshot".into(),
+        Next::Activate => "activate the destination".into(),
+        Next::ColdVerify => "cold verification (a fresh process)".into(),
+        Next::Complete => "complete: store the receipt".into(),
+        Next::Done(_) => "done".into(),
+    }
+}
+
+impl Progress for Bars {
+    fn step(&self, next: &Next) {
+        match &self.mode {
+            Mode::Silent => {}
+            Mode::Lines => out::err(format_args!("migrate: {}", describe(next))),
+            Mode::Bars { step, .. } => step.set_message(describe(next)),
+        }
+    }
+
+    fn planned(&self, plan: &Plan) {
+        let rows: Vec<u64> = plan.tables.iter().map(|t| t.source.rows).collect();
+        let total_rows: u64 = rows.iter().sum();
+        let bytes = plan.artifacts.total_bytes();
+        match &self.mode {
+            Mode::Silent => {}
+            Mode::Lines => out::err(format_args!(
+                "migrate: plan {}: {} tables, {total_rows} rows, {} objects, {bytes} bytes, {} worlds",
+                plan.digest(),
+                plan.tables.len(),
+                plan.artifacts.objects.len(),
+                plan.worlds.len()
+            )),
+            Mode::Bars {
+                objects, tables, ..
+            } => {
+                objects.set_length(plan.artifacts.objects.len() as u64);
+                objects.set_message(format!("0/{bytes} bytes"));
+                tables.set_length(plan.tables.len() as u64);
+                tables.set_message(format!("0/{total_rows} rows"));
+            }
+        }
+        if let Ok(mut p) = self.plan.lock() {
+            *p = Some((0, rows));
+        }
+    }
+
+    fn objects(&self, copied: u64, reused: u64, bytes: u64) {
+        match &self.mode {
+            Mode::Silent => {}
+            Mode::Lines => out::err(format_args!(
+                "migrate: objects: {copied} copied, {reused} reused, {bytes} bytes verified"
+            )),
+            Mode::Bars { objects, .. } => {
+                objects.set_position(copied + reused);
+                objects.set_message(format!("{bytes} bytes verified ({reused} reused)"));
+            }
+        }
+    }
+
+    fn table(&self, index: usize, rows: u64) {
+        let done = match self.plan.lock() {
+            Ok(mut p) => match p.as_mut() {
+                Some((done, _)) => {
+                    *done += rows;
+                    *done
+                }
+                None => rows,
+            },
+            Err(_) => rows,
+        };
+        match &self.mode {
+            Mode::Silent => {}
+            Mode::Lines => out::err(format_args!("migrate: table #{index}: {rows} rows")),
+            Mode::Bars { tables, .. } => {
+                tables.inc(1);
+                tables.set_message(format!("{done} rows"));
+            }
+        }
+    }
+}
+
+fn json_line(out: &mut Out, value: &impl serde::Serialize) -> std::io::Result<()> {
+    match serde_json::to_string_pretty(value) {
+        Ok(s) => out.line(s),
+        Err(e) => {
+            out::err(format_args!("custos migrate: cannot encode: {e}"));
+            Ok(())
+        }
+    }
+}
+
+/// Prints a frozen plan.
+pub fn plan(out: &mut Out, plan: &Plan, json: bool) -> std::io::Result<()> {
+    if json {
+        return json_line(out, plan);
+    }
+    writeln!(
+        out,
+        "plan {} for migration {}",
+        plan.digest(),
+        plan.migration_id
+    )?;
+    writeln!(out, "source      {}", plan.source.uri)?;
+    writeln!(out, "destination {}", plan.destination.uri)?;
+    for w in &plan.worlds {
+        writeln!(
+            out,
+            "world {:<24} fenced at epoch {}{}",
+            w.world,
+            w.source_epoch,
+            if w.resumable { " (resumable)" } else { "" }
+        )?;
+    }
+    for t in &plan.tables {
+        writeln!(
+            out,
+            "table {:<24} {:>10} rows  {:?}",
+            t.name, t.source.rows, t.classification
+        )?;
+    }
+    writeln!(
+        out,
+        "artifacts: {} occurrences, {} objects, {} bytes",
+        plan.artifacts.occurrences,
+        plan.artifacts.objects.len(),
+        plan.artifacts.total_bytes()
+    )?;
+    writeln!(out, "control: {} records", plan.control.records)
+}
+
+fn resume_text(r: &Resume) -> String {
+    match r {
+        Resume::NotApplicable => "not applicable (no active resumable World)".into(),
+        Resume::Resumed { world, epoch, tick } => {
+            format!("world {world} resumed at epoch {epoch}, tick {tick} committed")
+        }
+    }
+}
+
+/// Prints a receipt.
+pub fn receipt(out: &mut Out, stored: &StoredReceipt, json: bool) -> std::io::Result<()> {
+    if json {
+        return json_line(out, stored);
+    }
+    let r = &stored.receipt;
+    writeln!(out, "migration {} completed", r.migration_id)?;
+    writeln!(out, "receipt digest {}", stored.digest)?;
+    writeln!(out, "plan digest    {}", r.plan_digest)?;
+    for t in &r.tables {
+        writeln!(
+            out,
+            "table {:<24} {:>10} rows  snapshot {} -> {}",
+            t.name, t.rows, t.source_snapshot, t.destination_snapshot
+        )?;
+    }
+    writeln!(
+        out,
+        "artifacts: {} occurrences, {} objects, {} bytes verified",
+        r.artifacts.occurrences, r.artifacts.objects, r.artifacts.verified_bytes
+    )?;
+    writeln!(
+        out,
+        "control: {} records, {} worlds, {} fence floors, {:?}",
+        r.control.records, r.control.worlds, r.control.fence_floors, r.control.activation
+    )?;
+    writeln!(
+        out,
+        "cold verification: {}",
+        resume_text(&r.cold_verification.resume)
+    )
+}
+
+/// Prints re-verification evidence.
+pub fn evidence(
+    out: &mut Out,
+    stored: &StoredReceipt,
+    e: &ColdEvidence,
+    json: bool,
+) -> std::io::Result<()> {
+    if json {
+        return json_line(
+            out,
+            &serde_json::json!({"receipt_digest": stored.digest, "evidence": e}),
+        );
+    }
+    writeln!(out, "receipt {} verified", stored.digest)?;
+    writeln!(
+        out,
+        "{} worlds discovered, {} tables, {} objects verified",
+        e.worlds_discovered,
+        e.tables.len(),
+        e.objects_verified
+    )?;
+    writeln!(out, "resume: {}", resume_text(&e.resume))
+}

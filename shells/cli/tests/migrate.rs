@@ -1,0 +1,323 @@
+//! `custos migrate` end to end on real files (spec 001): a multi-plane
+//! identity migrated by the binary, the source then destroyed and the
+//! destination proven alone (§10's integration contract); every preflight
+//! refusal of a custos identity, each leaving the destination untouched;
+//! and SIGKILL anywhere in a run, retried to one receipt (`migrate_kill`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "support/fixture.rs"]
+#[allow(dead_code)]
+mod fixture;
+#[path = "support/migration.rs"]
+#[allow(dead_code)]
+mod migration;
+
+use std::path::Path;
+
+use custos_core::fence::Holder;
+use custos_core::identity::StorageIdentity;
+use custos_core::migration::artifacts::{facts_of, Occurrence};
+use custos_core::migration::{Resume, StoredReceipt};
+use custos_core::world::{ControlCatalog, FencePurpose, WorldStatus};
+use custos_iceberg::IcebergStore;
+use custos_sqlite::control::{catalog_path, SqliteControlCatalog};
+
+use fixture::{Size, GONE, LIVE, TICK};
+use migration::{custos, run, tree, Run};
+
+#[test]
+fn a_whole_identity_migrates_and_the_destination_stands_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let dst = dir.path().join("dst");
+    let f = fixture::build(&src, Size::SMALL);
+    let before = migration::source_state(&f);
+    let receipt_file = dir.path().join("receipt.json");
+    let out = run(
+        &src,
+        &dst,
+        "m1",
+        &["--receipt", receipt_file.to_str().unwrap(), "--json"],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let stored: StoredReceipt = serde_json::from_str(&out.stdout).unwrap();
+    let on_file = StoredReceipt::decode(&std::fs::read(&receipt_file).unwrap()).unwrap();
+    assert_eq!(on_file, stored);
+    let r = &stored.receipt;
+    assert_eq!(r.tables.len(), 5, "{r:?}");
+    assert_eq!(r.artifacts.occurrences, Size::SMALL.objects as u64 + 1);
+    assert_eq!(r.artifacts.objects, Size::SMALL.objects as u64);
+    // One active World (the destroyed one is a record, not activated), its
+    // fence floor, and every control record (both Worlds, the signature).
+    assert_eq!((r.control.worlds, r.control.fence_floors), (1, 1), "{r:?}");
+    assert!(r.control.records >= 3, "{r:?}");
+    let Resume::Resumed { world, epoch, tick } = &r.cold_verification.resume else {
+        panic!("the resumable World was resumed: {r:?}")
+    };
+    assert_eq!((world.as_str(), *tick), (LIVE, TICK + 1));
+    // The source is unchanged apart from its fence rows.
+    assert_eq!(migration::source_state(&f), before);
+    // Every source-side object is dropped: the destination stands alone.
+    std::fs::remove_dir_all(&src).unwrap();
+    let d = StorageIdentity::new(dst.to_str().unwrap(), "default", "iceberg").unwrap();
+    let control = SqliteControlCatalog::open(catalog_path(&d).unwrap()).unwrap();
+    let worlds = control.discover_worlds().unwrap();
+    let status = |id: &str| {
+        worlds
+            .iter()
+            .find(|w| w.identity.world_id == id)
+            .unwrap()
+            .status
+    };
+    assert_eq!(
+        (status(LIVE), status(GONE)),
+        (WorldStatus::Active, WorldStatus::Destroyed)
+    );
+    // A query from the destination alone.
+    let store = IcebergStore::open_readonly(&d).unwrap();
+    let sig = control.list_signatures().unwrap().remove(0).signature;
+    let read = store
+        .existing_table_batches(&sig, &sig.components, 1000)
+        .unwrap();
+    assert_eq!(read.rows as i64, Size::SMALL.rows);
+    // Artifact hashing: every relocated row's object hashes as the row says.
+    let rows: Vec<Occurrence> = store.read_occurrences(None).unwrap();
+    let dst_root = dst.join("default").join(".custos-artifacts");
+    for o in &rows {
+        let path = o.object_uri.path().to_owned();
+        assert!(path.starts_with(dst_root.to_str().unwrap()), "{path}");
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(facts_of(&bytes), o.facts());
+    }
+    // A higher-epoch resume and a later tick.
+    let info = control.open_world_readonly(LIVE).unwrap();
+    let (e2, _) = control
+        .acquire_fence(LIVE, &Holder::new("after").unwrap(), FencePurpose::Resume)
+        .unwrap();
+    assert!(e2 > *epoch && e2 > info.fence.issued.saturating_sub(1));
+    control
+        .commit_tick(LIVE, e2, info.record.tick_head + 1)
+        .unwrap();
+    // A retry with the source gone returns the stored receipt unchanged.
+    let again = run(&src, &dst, "m1", &["--json"]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert_eq!(again.stdout, out.stdout);
+    // Re-verification later, from the destination alone.
+    let v = custos(&[
+        "migrate",
+        "verify",
+        "--dest",
+        dst.to_str().unwrap(),
+        "--receipt",
+        receipt_file.to_str().unwrap(),
+    ]);
+    assert_eq!(v.code, 0, "{}", v.stderr);
+    assert!(v.stdout.contains("verified"), "{}", v.stdout);
+    println!("receipt of the fixture:\n{}", out.stdout);
+}
+
+/// Asserts `out` refused with exit code 3 and `reason`, and that the
+/// destination directory still does not exist (nothing written there).
+#[track_caller]
+fn refused(out: &Run, reason: &str, dst: &Path) {
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert!(out.stderr.contains(reason), "{reason}: {}", out.stderr);
+    assert!(!dst.exists(), "{} was created", dst.display());
+}
+
+#[test]
+fn identical_identities_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let f = fixture::build(&src, Size::SMALL);
+    let before = tree(&src);
+    let out = run(
+        &src,
+        &src,
+        "m1",
+        &[
+            "--dest-artifacts",
+            dir.path().join("other").to_str().unwrap(),
+        ],
+    );
+    refused(
+        &out,
+        "identical-storage-identity",
+        &dir.path().join("other"),
+    );
+    assert_eq!(tree(&src), before, "the source changed");
+    drop(f);
+}
+
+#[test]
+fn a_populated_destination_is_refused_byte_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let dst = dir.path().join("dst");
+    fixture::build(&src, Size::SMALL);
+    fixture::build(&dst, Size::SMALL);
+    let before = tree(&dst);
+    let fences = migration::fence_epochs(&src);
+    let out = run(&src, &dst, "m1", &[]);
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("destination-not-empty"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(tree(&dst), before, "the destination changed");
+    assert_eq!(
+        migration::fence_epochs(&src),
+        fences,
+        "a refused preflight fenced"
+    );
+}
+
+#[test]
+fn a_destination_object_that_does_not_verify_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let dst = dir.path().join("dst");
+    let f = fixture::build(&src, Size::SMALL);
+    // Other bytes at one object's destination content address.
+    let one = migration::object_files(&f.artifacts).remove(0);
+    let rel = one.strip_prefix(&f.artifacts).unwrap();
+    let root = dir.path().join("dst-artifacts");
+    // An initialized Artifact root holding other bytes at that address.
+    drop(custos_fs::artifacts::ArtifactStore::open(custos_fs::RealFs, &root).unwrap());
+    let there = root.join(rel);
+    std::fs::create_dir_all(there.parent().unwrap()).unwrap();
+    std::fs::write(&there, b"not the object").unwrap();
+    let before = tree(&root);
+    let out = run(
+        &src,
+        &dst,
+        "m1",
+        &["--dest-artifacts", root.to_str().unwrap()],
+    );
+    refused(&out, "artifact-destination-conflict", &dst);
+    assert!(
+        out.stderr.contains("destination-not-empty"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(tree(&root), before);
+}
+
+#[test]
+fn activity_history_at_the_source_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let dst = dir.path().join("dst");
+    let f = fixture::build(&src, Size::SMALL);
+    migration::settle_one_call(&f.id);
+    let out = run(&src, &dst, "m1", &[]);
+    refused(&out, "activity-history-present", &dst);
+}
+
+#[test]
+fn a_corrupt_indexed_artifact_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let dst = dir.path().join("dst");
+    let f = fixture::build(&src, Size::SMALL);
+    let one = migration::object_files(&f.artifacts).remove(0);
+    let mut bytes = std::fs::read(&one).unwrap();
+    bytes[0] ^= 1;
+    std::fs::write(&one, &bytes).unwrap();
+    let out = run(&src, &dst, "m1", &[]);
+    refused(&out, "artifact-unreadable", &dst);
+    assert!(
+        out.stderr.contains("artifact-sha256-mismatch"),
+        "{}",
+        out.stderr
+    );
+    // An object removed is refused the same way.
+    std::fs::remove_file(&one).unwrap();
+    let out = run(&src, &dst, "m1", &[]);
+    refused(&out, "artifact-object-missing", &dst);
+}
+
+#[test]
+fn an_endpoint_outside_local_v1_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    fixture::build(&src, Size::SMALL);
+    let out = custos(&[
+        "migrate",
+        "run",
+        "--source",
+        src.to_str().unwrap(),
+        "--dest",
+        "s3://bucket/warehouse",
+        "--dest-artifacts",
+        dir.path().join("a").to_str().unwrap(),
+        "--migration-id",
+        "m1",
+    ]);
+    refused(&out, "outside-local-v1", &dir.path().join("a"));
+    // A credential-bearing uri is refused as an argument (exit 2).
+    let out = custos(&[
+        "migrate",
+        "run",
+        "--source",
+        src.to_str().unwrap(),
+        "--dest",
+        "s3://user:secret@bucket/warehouse",
+        "--migration-id",
+        "m1",
+    ]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(!out.stderr.contains("secret"), "{}", out.stderr);
+}
+
+#[test]
+fn plan_fences_the_source_and_run_follows_the_written_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let dst = dir.path().join("dst");
+    fixture::build(&src, Size::SMALL);
+    let plan_file = dir.path().join("plan.json");
+    let before = migration::fence_epochs(&src);
+    let p = custos(&[
+        "migrate",
+        "plan",
+        "--source",
+        src.to_str().unwrap(),
+        "--dest",
+        dst.to_str().unwrap(),
+        "--migration-id",
+        "m2",
+        "--out",
+        plan_file.to_str().unwrap(),
+    ]);
+    assert_eq!(p.code, 0, "{}", p.stderr);
+    assert!(p.stdout.contains("fenced at epoch"), "{}", p.stdout);
+    assert!(migration::fence_epochs(&src)[LIVE] > before[LIVE]);
+    assert!(!dst.exists(), "planning wrote at the destination");
+    // An existing output file is never replaced.
+    let again = custos(&[
+        "migrate",
+        "plan",
+        "--source",
+        src.to_str().unwrap(),
+        "--dest",
+        dst.to_str().unwrap(),
+        "--migration-id",
+        "m2",
+        "--out",
+        plan_file.to_str().unwrap(),
+    ]);
+    assert_eq!(again.code, 3, "{}", again.stderr);
+    let out = run(&src, &dst, "m2", &["--plan", plan_file.to_str().unwrap()]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("migration m2 completed"),
+        "{}",
+        out.stdout
+    );
+    // Another migration id on the completed destination is refused.
+    let other = run(&src, &dst, "m3", &[]);
+    assert_eq!(other.code, 3, "{}", other.stderr);
+}
