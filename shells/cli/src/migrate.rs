@@ -322,6 +322,14 @@ impl Local {
             d.dest_artifacts.as_deref(),
             "--dest",
         )
+        .map(Local::as_destination)
+    }
+
+    /// This endpoint as a destination (its tables recover a commit a
+    /// killed run left behind).
+    fn as_destination(mut self) -> Local {
+        self.tables = self.tables.recovering();
+        self
     }
 
     /// Activity records of the endpoint (0 for a remote one: the machine
@@ -399,7 +407,8 @@ impl Job {
                 &ends.backend,
                 ends.dest_artifacts.as_deref(),
                 "--dest",
-            )?,
+            )?
+            .as_destination(),
             migration_id,
             holder,
             version,

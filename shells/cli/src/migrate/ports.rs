@@ -31,6 +31,7 @@ use custos_fs::RealFs;
 use custos_iceberg::store::iceberg_catalog_path;
 use custos_iceberg::IcebergStore;
 use custos_sqlite::control::SqliteControlCatalog;
+use custos_sqlite::{OpenError, Refusal};
 
 /// The control catalog and the administration, both.
 pub trait Admin: ControlCatalog + ControlAdmin {}
@@ -77,8 +78,19 @@ impl Control {
             return Ok(&self.empty);
         };
         if self.read.get().is_none() {
-            let c = SqliteControlCatalog::open_read_only(path).map_err(|e| e.to_string())?;
-            let _ = self.read.set(c);
+            match SqliteControlCatalog::open_read_only(path) {
+                Ok(c) => {
+                    let _ = self.read.set(c);
+                }
+                // A creation interrupted before its first commit (a kill
+                // while the catalog was being made) holds nothing: read as
+                // no catalog; the writable open initializes it.
+                Err(OpenError::NotReadable {
+                    rule: Refusal::ZeroLength | Refusal::Empty,
+                    ..
+                }) => return Ok(&self.empty),
+                Err(e) => return Err(e.to_string()),
+            }
         }
         match self.read.get() {
             Some(c) => Ok(c),
@@ -148,6 +160,7 @@ impl ControlAdmin for Control {
 /// The Iceberg tables of an endpoint (`None`: remote, never opened).
 pub struct Tables {
     id: Option<StorageIdentity>,
+    recover: bool,
     read: OnceLock<IcebergStore>,
     write: OnceLock<IcebergStore>,
     empty: MemoryTableStore,
@@ -164,10 +177,21 @@ impl Tables {
     pub fn new(id: Option<StorageIdentity>) -> Self {
         Tables {
             id,
+            recover: false,
             read: OnceLock::new(),
             write: OnceLock::new(),
             empty: MemoryTableStore::default(),
         }
+    }
+
+    /// A destination's tables: a catalog left with a hot rollback journal
+    /// (a run killed inside an Iceberg commit) is opened writable, so that
+    /// SQLite rolls the interrupted commit back — a read-only connection
+    /// cannot (`SQLITE_READONLY_ROLLBACK`). The rollback restores the last
+    /// committed state; nothing committed is changed.
+    pub fn recovering(mut self) -> Self {
+        self.recover = true;
+        self
     }
 
     /// The Iceberg store to read: the writable one once open, else a
@@ -177,8 +201,15 @@ impl Tables {
             return Ok(Some(w));
         }
         let Some(id) = &self.id else { return Ok(None) };
-        if !iceberg_catalog_path(id).map_err(table_fault)?.is_file() {
+        let path = iceberg_catalog_path(id).map_err(table_fault)?;
+        if !path.is_file() {
             return Ok(None);
+        }
+        let mut journal = path.clone().into_os_string();
+        journal.push("-journal");
+        let hot = std::fs::metadata(&journal).is_ok_and(|m| m.len() > 0);
+        if self.recover && hot {
+            return self.writer().map(Some);
         }
         if self.read.get().is_none() {
             let s = IcebergStore::open_readonly(id).map_err(table_fault)?;

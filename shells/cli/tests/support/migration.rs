@@ -142,7 +142,15 @@ pub fn destination(uri: &Path) -> (Option<Status>, bool, usize) {
     if !path.exists() {
         return (None, false, 0);
     }
-    let control = SqliteControlCatalog::open_read_only(&path).unwrap();
+    let control = match SqliteControlCatalog::open_read_only(&path) {
+        Ok(c) => c,
+        // A creation killed before its first commit: no catalog yet.
+        Err(custos_sqlite::OpenError::NotReadable {
+            rule: custos_sqlite::Refusal::ZeroLength | custos_sqlite::Refusal::Empty,
+            ..
+        }) => return (None, false, 0),
+        Err(e) => panic!("{e}"),
+    };
     let d = control.load_destination().unwrap();
     let receipt = control.stored_receipt().unwrap().is_some();
     let worlds = control.discover_worlds().unwrap().len();

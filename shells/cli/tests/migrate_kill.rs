@@ -1,0 +1,185 @@
+//! SIGKILL anywhere in `custos migrate run` (spec 001 §7): the run is
+//! killed at every step boundary (when it announces the step on stderr)
+//! and at random points (seeded delays over a calibrated run; set
+//! `CUSTOS_KILL_SEED` to replay), and retried with the same migration id.
+//! After every kill: a stored receipt only on a completed reservation, and
+//! no discoverable destination World before activation. After every
+//! retry: one receipt, byte-identical on a further retry; the source's
+//! tables, objects and control records unchanged apart from fence rows.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "support/fixture.rs"]
+#[allow(dead_code)]
+mod fixture;
+#[path = "support/migration.rs"]
+#[allow(dead_code)]
+mod migration;
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use custos_core::migration::Status;
+use fixture::Size;
+use migration::{bin, destination, run, run_args};
+
+/// How a run was stopped.
+enum Stop {
+    /// SIGKILL once `n` lines were on stderr.
+    AtLine(usize),
+    /// SIGKILL after this long.
+    After(Duration),
+}
+
+/// Runs `custos migrate run` and kills it as `stop` says; answers whether
+/// the SIGKILL ended it (false: it finished first) and the last stderr
+/// line seen.
+fn killed_run(src: &Path, dst: &Path, stop: Stop) -> (bool, String) {
+    let mut child = Command::new(bin())
+        .args(run_args(src, dst, "m-kill"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut last = String::new();
+    match stop {
+        Stop::AtLine(n) => {
+            let mut lines = BufReader::new(stderr).lines();
+            for _ in 0..n {
+                match lines.next() {
+                    Some(Ok(l)) => last = l,
+                    _ => break,
+                }
+            }
+            let _ = child.kill();
+            for l in lines.map_while(Result::ok) {
+                last = l; // drained; nothing after the kill
+            }
+        }
+        Stop::After(d) => {
+            std::thread::sleep(d);
+            let _ = child.kill();
+            let lines = BufReader::new(stderr).lines();
+            for l in lines.map_while(Result::ok) {
+                last = l;
+            }
+        }
+    }
+    let status = child.wait().unwrap();
+    (status.signal() == Some(9), last)
+}
+
+/// The destination's invariants after a kill.
+#[track_caller]
+fn check_after_kill(dst: &Path, what: &str) {
+    let (status, receipt, worlds) = destination(dst);
+    if receipt {
+        assert_eq!(
+            status,
+            Some(Status::Completed),
+            "{what}: a receipt before completion"
+        );
+    }
+    if matches!(status, None | Some(Status::Reserved)) {
+        assert_eq!(
+            worlds, 0,
+            "{what}: destination Worlds discoverable before activation"
+        );
+    }
+}
+
+/// Retries to completion; answers the receipt (stdout of `--json`) after
+/// checking a further retry answers it byte-identical.
+#[track_caller]
+fn converge(src: &Path, dst: &Path) -> String {
+    let done = run(src, dst, "m-kill", &["--json"]);
+    assert_eq!(done.code, 0, "the retry converges: {}", done.stderr);
+    let again = run(src, dst, "m-kill", &["--json"]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert_eq!(
+        again.stdout, done.stdout,
+        "a further retry answers the same receipt"
+    );
+    assert_eq!(destination(dst).0, Some(Status::Completed));
+    done.stdout
+}
+
+fn next(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
+
+#[test]
+fn sigkill_anywhere_in_a_run_converges_to_one_receipt() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let f = fixture::build(&src, Size::SMALL);
+    let before = migration::source_state(&f);
+    // Calibrate: the steps a whole run announces, and how long it takes.
+    let start = Instant::now();
+    let cal = run(&src, &dir.path().join("calibration"), "m-kill", &[]);
+    let took = start.elapsed();
+    assert_eq!(cal.code, 0, "{}", cal.stderr);
+    let lines = cal.stderr.lines().count();
+    assert!(lines >= 15, "a run announces its steps: {}", cal.stderr);
+    let mut kills = 0;
+    let mut round = 0;
+    // Every step boundary.
+    for n in 1..=lines {
+        round += 1;
+        let dst = dir.path().join(format!("step-{n}"));
+        let (k, last) = killed_run(&src, &dst, Stop::AtLine(n));
+        if k {
+            kills += 1;
+            check_after_kill(&dst, &format!("killed after {last:?}"));
+        }
+        converge(&src, &dst);
+        println!(
+            "round {round}: SIGKILL after stderr line {n} ({last}): killed={k}, retry converged"
+        );
+    }
+    // Random points, two kills per destination.
+    let seed = std::env::var("CUSTOS_KILL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64 | 1)
+        });
+    // The delays are drawn over the calibrated run's length; a replay sets
+    // both (the machine's speed decides where a given delay lands).
+    let span = std::env::var("CUSTOS_KILL_SPAN_US")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(took.as_micros().max(1) as u64);
+    println!("random kills: CUSTOS_KILL_SEED={seed} CUSTOS_KILL_SPAN_US={span}");
+    let mut x = seed;
+    for r in 0..12 {
+        let dst = dir.path().join(format!("random-{r}"));
+        for _ in 0..2 {
+            round += 1;
+            let at = Duration::from_micros(next(&mut x) % span);
+            let (k, last) = killed_run(&src, &dst, Stop::After(at));
+            if k {
+                kills += 1;
+                check_after_kill(&dst, &format!("killed at {at:?} after {last:?}"));
+            }
+            println!("round {round}: SIGKILL at {at:?} ({last}): killed={k}");
+        }
+        converge(&src, &dst);
+    }
+    println!("{kills} SIGKILLs landed over {round} rounds; every retry converged");
+    assert!(kills >= 30, "only {kills} kills landed");
+    assert_eq!(
+        migration::source_state(&f),
+        before,
+        "the source changed apart from its fences"
+    );
+}
