@@ -138,6 +138,30 @@ pub fn a_copy_lands_once_and_verifies<X: TableFixture>(fx: X) {
     assert_eq!(dst.namespace().unwrap().len(), 2);
 }
 
+/// `snapshots` answers every table with the snapshot `namespace` reads
+/// (an empty table: 0), and follows a later append.
+pub fn snapshots_agree_with_the_namespace<X: TableFixture>(fx: X) {
+    let src = fx.fresh();
+    fx.put_empty(&src);
+    fx.put_events(&src, 0, 10);
+    let of = |s: &X::Store| -> Vec<(Name, u64)> {
+        s.namespace()
+            .unwrap()
+            .into_iter()
+            .map(|(n, f)| (n, f.snapshot))
+            .collect()
+    };
+    assert_eq!(src.snapshots().unwrap(), of(&src));
+    let before = src.snapshots().unwrap();
+    fx.put_events(&src, 10, 1);
+    assert_eq!(src.snapshots().unwrap(), of(&src));
+    assert_ne!(
+        src.snapshots().unwrap(),
+        before,
+        "an append is a new snapshot"
+    );
+}
+
 /// The plan's pinned snapshot is copied whatever the source appended
 /// since: the destination holds the planned rows.
 pub fn the_pinned_snapshot_is_copied<X: TableFixture>(fx: X) {
@@ -236,6 +260,7 @@ macro_rules! __with_table_store_cases {
             a_drifted_source_is_refused_and_nothing_lands,
             other_content_at_the_destination_is_refused,
             artifact_files_are_copied_relocated,
+            snapshots_agree_with_the_namespace,
         }
     };
 }

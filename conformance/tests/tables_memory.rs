@@ -68,6 +68,9 @@ enum Defect {
     CopiesTheCurrentSnapshot,
     /// Copies whatever the pinned snapshot holds, plan or not.
     IgnoresDrift,
+    /// Lists only tables with a snapshot in `snapshots` (an empty table
+    /// vanishes from a recheck).
+    SnapshotsSkipEmptyTables,
 }
 
 struct Broken {
@@ -84,6 +87,13 @@ impl TableStore for Broken {
     }
     fn inspect(&self, t: &Name) -> Result<Option<TableFacts>, TableError> {
         self.inner.inspect(t)
+    }
+    fn snapshots(&self) -> Result<Vec<(Name, u64)>, TableError> {
+        let all = self.inner.snapshots()?;
+        Ok(match self.defect {
+            Defect::SnapshotsSkipEmptyTables => all.into_iter().filter(|(_, s)| *s != 0).collect(),
+            _ => all,
+        })
     }
     fn occurrences(&self, t: &Name, snapshot: u64) -> Result<Vec<Occurrence>, TableError> {
         self.inner.occurrences(t, snapshot)
@@ -156,7 +166,7 @@ type Case = fn(BrokenFixture);
 #[test]
 fn every_broken_table_store_is_caught_by_its_case_and_only_breaks_what_it_breaks() {
     let unrelated: Case = suite::the_namespace_lists_every_table_with_pinned_evidence;
-    let table: [(Defect, &str, Case); 3] = [
+    let table: [(Defect, &str, Case); 4] = [
         (
             Defect::AppendsOnRetry,
             "a_copy_lands_once_and_verifies",
@@ -171,6 +181,11 @@ fn every_broken_table_store_is_caught_by_its_case_and_only_breaks_what_it_breaks
             Defect::IgnoresDrift,
             "a_drifted_source_is_refused_and_nothing_lands",
             suite::a_drifted_source_is_refused_and_nothing_lands,
+        ),
+        (
+            Defect::SnapshotsSkipEmptyTables,
+            "snapshots_agree_with_the_namespace",
+            suite::snapshots_agree_with_the_namespace,
         ),
     ];
     let prev = std::panic::take_hook();
@@ -189,5 +204,5 @@ fn every_broken_table_store_is_caught_by_its_case_and_only_breaks_what_it_breaks
         assert!(killed, "{d:?} survived {n}");
         assert!(!broke, "{d:?} broke an unrelated case");
     }
-    assert_eq!(suite::TABLE_STORE_CASES.len(), 6);
+    assert_eq!(suite::TABLE_STORE_CASES.len(), 7);
 }

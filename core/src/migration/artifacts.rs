@@ -1053,6 +1053,45 @@ fn verify_source_inner(
     })
 }
 
+/// The inventory the rows declare, reading no object: the roots and every
+/// row's address checked as [`verify_source`] does, every row of one
+/// SHA-256 agreeing with the first on its facts. For a recheck of rows
+/// whose objects were verified and copied already (a changed row changes
+/// the inventory's digest; an object's bytes are not re-read).
+pub fn declared_inventory(
+    occurrences: &[Occurrence],
+    source_root: &NormalizedUri,
+    destination_root: &NormalizedUri,
+) -> Result<SourceInventory, Box<RelocationError>> {
+    declared_inner(occurrences, source_root, destination_root).map_err(Box::new)
+}
+
+fn declared_inner(
+    occurrences: &[Occurrence],
+    source_root: &NormalizedUri,
+    destination_root: &NormalizedUri,
+) -> Result<SourceInventory, RelocationError> {
+    check_roots(source_root, destination_root)?;
+    let first = check_addresses(occurrences, source_root)?;
+    for row in occurrences {
+        if let Some(f) = first.get(&row.sha256).and_then(|&i| occurrences.get(i)) {
+            row.expect().check(Measured::Facts(f.facts()))?;
+        }
+    }
+    let objects = first
+        .iter()
+        .filter_map(|(_, &i)| occurrences.get(i))
+        .map(|row| InventoryObject {
+            facts: row.facts(),
+            artifact_id: row.artifact_id.clone(),
+        })
+        .collect();
+    Ok(SourceInventory {
+        occurrences: u64::try_from(occurrences.len()).unwrap_or(u64::MAX),
+        objects,
+    })
+}
+
 /// Classifies the destination content address `uri` of `object`, writing
 /// nothing: absent ([`Disposition::Copy`]), a regular file whose complete
 /// bytes verify ([`Disposition::Reuse`]), or a refusal.

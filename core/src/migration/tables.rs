@@ -109,6 +109,18 @@ pub trait TableStore {
     /// snapshot.
     fn inspect(&self, table: &Name) -> Result<Option<TableFacts>, TableError>;
 
+    /// Every table of the namespace with its current snapshot id (0: no
+    /// snapshot), sorted by name — what a recheck compares. The default
+    /// reads [`TableStore::namespace`]; a store whose snapshots are
+    /// immutable answers from metadata without reading rows.
+    fn snapshots(&self) -> Result<Vec<(Name, u64)>, TableError> {
+        Ok(self
+            .namespace()?
+            .into_iter()
+            .map(|(n, f)| (n, f.snapshot))
+            .collect())
+    }
+
     /// The occurrence rows of the `artifact_files` table `table` at
     /// `snapshot`, decoded totally.
     fn occurrences(&self, table: &Name, snapshot: u64) -> Result<Vec<Occurrence>, TableError>;
@@ -301,7 +313,7 @@ impl MemoryTableStore {
     }
 
     /// Snapshots of `table` (how many appends landed).
-    pub fn snapshots(&self, table: &Name) -> Result<usize, TableError> {
+    pub fn snapshot_count(&self, table: &Name) -> Result<usize, TableError> {
         Ok(self.lock()?.get(table).map_or(0, |t| t.snapshots.len()))
     }
 

@@ -24,8 +24,8 @@
 use thiserror::Error;
 
 use super::artifacts::{
-    content_address, inspect_destination, measure, relocate, verify_source, Measured, ObjectError,
-    ObjectStore, Occurrence, RelocationError,
+    content_address, declared_inventory, inspect_destination, relocate, verify_source, ObjectError,
+    ObjectStore, Occurrence, RelocationError, SourceInventory,
 };
 use super::control::{AdminEffect, AdminError, ControlAdmin, ControlSnapshot};
 use super::tables::{TableError, TableStore};
@@ -158,6 +158,15 @@ impl WorkflowError {
 
 type Res<T> = Result<T, WorkflowError>;
 
+/// The source's Artifact rows and their verified inventory, as preflight
+/// found them at one `artifact_files` snapshot (0: none), kept for the
+/// plan of the same run so that the objects are read once.
+struct Checked {
+    snapshot: u64,
+    occurrences: Vec<Occurrence>,
+    inventory: SourceInventory,
+}
+
 /// A migration between two endpoints.
 pub struct Migration<'a, C, T, O, V> {
     /// The source.
@@ -210,7 +219,7 @@ where
             run: Run::new(self.migration_id.clone(), None),
             destination,
         };
-        let (report, problem) = self.preflight()?;
+        let (report, problem, _) = self.preflight()?;
         decide(
             &state,
             &Request::Validate {
@@ -229,11 +238,13 @@ where
     /// preflight fences nothing.
     pub fn plan(&self) -> Res<Plan> {
         self.validate()?;
-        self.freeze()
+        self.freeze(None)
     }
 
-    /// Fences and freezes (after the machine admitted preflight).
-    fn freeze(&self) -> Res<Plan> {
+    /// Fences and freezes (after the machine admitted preflight), reusing
+    /// preflight's verified inventory when `artifact_files` is still at
+    /// the snapshot preflight read.
+    fn freeze(&self, checked: Option<Checked>) -> Res<Plan> {
         let c = self.source.control;
         for w in c.discover_worlds().map_err(WorkflowError::Control)? {
             if w.status == WorldStatus::Active {
@@ -249,17 +260,18 @@ where
             .namespace()
             .map_err(WorkflowError::Tables)?;
         // An identity without an `artifact_files` table has no Artifacts.
-        let occurrences = match tables.iter().find(|(n, _)| n.as_str() == ARTIFACT_FILES) {
-            Some((_, files)) => self.occurrences(files.snapshot)?,
-            None => Vec::new(),
+        let files = tables
+            .iter()
+            .find(|(n, _)| n.as_str() == ARTIFACT_FILES)
+            .map_or(0, |(_, f)| f.snapshot);
+        let Checked {
+            occurrences,
+            inventory,
+            ..
+        } = match checked.filter(|c| c.snapshot == files) {
+            Some(c) => c,
+            None => self.check_source(files)?,
         };
-        let inventory = verify_source(
-            &occurrences,
-            self.source.objects,
-            &self.source.artifact_root,
-            &self.destination.artifact_root,
-        )
-        .map_err(WorkflowError::Artifacts)?;
         let relocated = self.relocated(&occurrences)?;
         let mut plans = Vec::new();
         for (n, facts) in tables {
@@ -312,46 +324,63 @@ where
             .collect()
     }
 
+    /// The source's rows at `artifact_files` snapshot `files` (0: none)
+    /// and their inventory, every object read in full against every row.
+    fn check_source(&self, files: u64) -> Res<Checked> {
+        let occurrences = if files == 0 {
+            Vec::new()
+        } else {
+            self.occurrences(files)?
+        };
+        let inventory = verify_source(
+            &occurrences,
+            self.source.objects,
+            &self.source.artifact_root,
+            &self.destination.artifact_root,
+        )
+        .map_err(WorkflowError::Artifacts)?;
+        Ok(Checked {
+            snapshot: files,
+            occurrences,
+            inventory,
+        })
+    }
+
     /// Verifies the source's Artifact objects against every row and
     /// inspects their destination addresses, writing nothing. The machine
     /// decides what a problem means ([`Request::Validate`]): this answers
     /// the counts its report carries — `(unreadable source objects,
     /// conflicting destination objects)`, each 0 or 1 because verification
-    /// stops at the first refusal — and that refusal, which names the
-    /// object and the rule.
-    fn preflight_objects(&self) -> Res<(u64, u64, Option<Box<RelocationError>>)> {
-        let tables = self
+    /// stops at the first refusal — that refusal, which names the object
+    /// and the rule, and the verified inventory for the plan.
+    fn preflight_objects(&self) -> Res<(u64, u64, Option<Box<RelocationError>>, Option<Checked>)> {
+        let name = name(ARTIFACT_FILES)?;
+        let files = self
             .source
             .tables
-            .namespace()
-            .map_err(WorkflowError::Tables)?;
-        let Some((_, files)) = tables.iter().find(|(n, _)| n.as_str() == ARTIFACT_FILES) else {
-            return Ok((0, 0, None)); // an identity without Artifacts
-        };
-        let occurrences = self.occurrences(files.snapshot)?;
-        let inventory = match verify_source(
-            &occurrences,
-            self.source.objects,
-            &self.source.artifact_root,
-            &self.destination.artifact_root,
-        ) {
-            Ok(i) => i,
-            Err(e) => return Ok((1, 0, Some(e))),
+            .inspect(&name)
+            .map_err(WorkflowError::Tables)?
+            .map_or(0, |f| f.snapshot);
+        let checked = match self.check_source(files) {
+            Ok(c) => c,
+            Err(WorkflowError::Artifacts(e)) => return Ok((1, 0, Some(e), None)),
+            Err(e) => return Err(e),
         };
         match inspect_destination(
-            &inventory,
+            &checked.inventory,
             self.destination.objects,
             &self.destination.artifact_root,
         ) {
-            Ok(_) => Ok((0, 0, None)),
-            Err(e) => Ok((0, 1, Some(e))),
+            Ok(_) => Ok((0, 0, None, Some(checked))),
+            Err(e) => Ok((0, 1, Some(e), None)),
         }
     }
 
-    /// What preflight observes (spec 001 §3), and the object refusal
-    /// behind a non-zero object count.
-    fn preflight(&self) -> Res<(Preflight, Option<Box<RelocationError>>)> {
-        let (unreadable_objects, conflicting_destination_objects, problem) =
+    /// What preflight observes (spec 001 §3), the object refusal behind a
+    /// non-zero object count, and the verified inventory.
+    #[allow(clippy::type_complexity)]
+    fn preflight(&self) -> Res<(Preflight, Option<Box<RelocationError>>, Option<Checked>)> {
+        let (unreadable_objects, conflicting_destination_objects, problem, checked) =
             self.preflight_objects()?;
         let facts = |e: &Endpoint<'_, C, T, O>| EndpointFacts {
             identity: e.identity.clone(),
@@ -378,21 +407,22 @@ where
             destination_control_records,
             conflicting_destination_objects,
         };
-        Ok((report, problem))
+        Ok((report, problem, checked))
     }
 
-    /// What the source holds now, for the recheck before activation.
+    /// What the source holds now, for the recheck before activation: the
+    /// control snapshot, every table's snapshot id, the inventory the
+    /// pinned `artifact_files` rows declare (their objects were verified at
+    /// planning and every copy read back; they are not re-read), and the
+    /// World epochs.
     fn observe(&self, plan: &Plan) -> Res<SourceObservation> {
         let c = self.source.control;
         let snapshot = c.export_snapshot().map_err(WorkflowError::Admin)?;
         let tables = self
             .source
             .tables
-            .namespace()
-            .map_err(WorkflowError::Tables)?
-            .into_iter()
-            .map(|(n, f)| (n, f.snapshot))
-            .collect();
+            .snapshots()
+            .map_err(WorkflowError::Tables)?;
         let occurrences = match plan
             .tables
             .iter()
@@ -401,9 +431,8 @@ where
             Some(t) => self.occurrences(t.source.snapshot)?,
             None => Vec::new(),
         };
-        let inventory = verify_source(
+        let inventory = declared_inventory(
             &occurrences,
-            self.source.objects,
             &self.source.artifact_root,
             &self.destination.artifact_root,
         )
@@ -457,13 +486,14 @@ where
         };
         let mut plan: Option<Plan> = held.cloned();
         let mut occurrences: Option<Vec<Occurrence>> = None;
+        let mut checked: Option<Checked> = None;
         for _ in 0..MAX_STEPS {
             let next = next_step(&state).map_err(WorkflowError::Refused)?;
             if let Next::Done(receipt) = next {
                 return Ok(*receipt);
             }
             self.progress.step(&next);
-            self.step(&mut state, next, &mut plan, &mut occurrences)?;
+            self.step(&mut state, next, &mut plan, &mut occurrences, &mut checked)?;
         }
         Err(WorkflowError::Stuck(MAX_STEPS))
     }
@@ -485,20 +515,22 @@ where
         next: Next,
         plan: &mut Option<Plan>,
         occurrences: &mut Option<Vec<Occurrence>>,
+        checked: &mut Option<Checked>,
     ) -> Res<()> {
         let none = AdminEffect::None;
         match next {
             Next::Validate => {
-                let (report, problem) = self.preflight()?;
+                let (report, problem, found) = self.preflight()?;
                 self.send(state, &Request::Validate { report }, none)
                     .map_err(|e| preflight_refusal(e, problem))?;
+                *checked = found;
             }
             Next::Plan => {
                 let p = match plan.take() {
                     Some(p) => p,
                     None => match state.destination.reservation.as_ref() {
                         Some(r) if r.plan.migration_id == self.migration_id => r.plan.clone(),
-                        _ => self.freeze()?,
+                        _ => self.freeze(checked.take())?,
                     },
                 };
                 self.send(state, &Request::Freeze { plan: p.clone() }, none)?;
@@ -620,20 +652,11 @@ where
         .map_err(WorkflowError::Artifacts)?;
         self.progress
             .objects(done.copied, done.reused, done.verified_bytes);
+        // Relocation read every copied object back and verified every reused
+        // one in full: its verified facts are each object's read-back.
         let p = Self::current_plan(state, &None)?;
         for o in &p.artifacts.objects {
-            let uri = content_address(&self.destination.artifact_root, &o.sha256)
-                .map_err(|e| WorkflowError::Plan(format!("destination root: {e:?}")))?;
-            let read = self
-                .destination
-                .objects
-                .read(&uri, o.size)
-                .map_err(WorkflowError::Objects)?;
-            let found = match measure(read, o.size) {
-                Ok(Measured::Facts(f)) => Some(f),
-                Ok(Measured::Longer) => None,
-                Err(e) => return Err(WorkflowError::Objects(ObjectError::Io(e.to_string()))),
-            };
+            let found = done.objects.iter().find(|f| f.sha256 == o.sha256).copied();
             let req = Request::Object {
                 sha256: o.sha256,
                 found,

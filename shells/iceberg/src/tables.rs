@@ -123,6 +123,24 @@ impl TableStore for IcebergStore {
         facts(&e).map(Some)
     }
 
+    fn snapshots(&self) -> Result<Vec<(Name, u64)>, TableError> {
+        let mut out = Vec::new();
+        for (n, id) in self.namespace_snapshots().map_err(table_err)? {
+            let name = Name::new(n.as_str()).map_err(|x| TableError::Backend {
+                reason: format!("table name {n:?}: {x}"),
+            })?;
+            let snapshot = match id {
+                None => 0,
+                Some(s) => u64::try_from(s).map_err(|_| TableError::Backend {
+                    reason: format!("table {n}: negative snapshot id {s}"),
+                })?,
+            };
+            out.push((name, snapshot));
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+
     fn occurrences(&self, table: &Name, snapshot: u64) -> Result<Vec<Occurrence>, TableError> {
         artifact_files(table)?;
         self.read_occurrences(snapshot_id(table, snapshot)?)

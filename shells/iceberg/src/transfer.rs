@@ -274,6 +274,22 @@ impl IcebergStore {
         })
     }
 
+    /// Every table of the namespace with its current snapshot id, from
+    /// metadata alone.
+    pub fn namespace_snapshots(&self) -> Result<Vec<(String, Option<i64>)>, IcebergError> {
+        let names = self.list_tables()?;
+        names
+            .into_iter()
+            .map(|n| {
+                let id = self.run(async {
+                    let table = self.load_existing(&n).await?;
+                    Ok(table.metadata().current_snapshot_id())
+                })?;
+                Ok((n, id))
+            })
+            .collect()
+    }
+
     /// Evidence of every table of the namespace, by name, each at its
     /// current snapshot. The catalog is the inventory.
     pub fn namespace_evidence(&self) -> Result<Vec<TableEvidence>, IcebergError> {
@@ -529,11 +545,20 @@ pub(crate) async fn scan(
 }
 
 /// Reads `table` at `snapshot` (or its current one) in full.
-async fn evidence_of(
+/// The snapshot to read (`snapshot`, or the current one), its logical
+/// schema and the schema's fingerprint — table metadata only, no row read.
+fn header_of(
     table: &Table,
     name: &str,
     snapshot: Option<i64>,
-) -> Result<TableEvidence, IcebergError> {
+) -> Result<
+    (
+        Option<i64>,
+        custos_core::schema::Schema,
+        custos_core::migration::Digest,
+    ),
+    IcebergError,
+> {
     let snapshot = snapshot.or(table.metadata().current_snapshot_id());
     let schema_ref = match snapshot {
         Some(id) => table
@@ -549,6 +574,15 @@ async fn evidence_of(
     };
     let schema = iceberg_schema_to_logical(&schema_ref)?;
     let schema_fingerprint = fingerprint(&schema);
+    Ok((snapshot, schema, schema_fingerprint))
+}
+
+async fn evidence_of(
+    table: &Table,
+    name: &str,
+    snapshot: Option<i64>,
+) -> Result<TableEvidence, IcebergError> {
+    let (snapshot, schema, schema_fingerprint) = header_of(table, name, snapshot)?;
     let mut digest = TableDigest::new(schema_fingerprint);
     let mut w = RowWriter::new();
     if let Some(id) = snapshot {

@@ -902,3 +902,27 @@ fn occurrence_rows_round_trip_through_serde() {
         assert_eq!(back, row);
     }
 }
+
+/// The declared inventory reads no object: it equals the verified one for
+/// sound rows, refuses rows of one SHA-256 that disagree, and a corrupt
+/// object (not re-read) does not change it.
+#[test]
+fn the_declared_inventory_reads_no_object_and_refuses_disagreeing_rows() {
+    let src = Mem::default();
+    let rows = fixture(&src);
+    let verified = verify_source(&rows, &src, &src_root(), &dst_root()).unwrap();
+    let declared = declared_inventory(&rows, &src_root(), &dst_root()).unwrap();
+    assert_eq!(declared, verified);
+    assert_eq!(
+        declared_inventory(&rows, &src_root(), &dst_root()).unwrap(),
+        declared
+    );
+    // Rows of one digest that disagree on a fact are refused.
+    let mut bad = rows.clone();
+    bad[2].size += 1;
+    let e = declared_inventory(&bad, &src_root(), &dst_root()).unwrap_err();
+    assert_eq!(e.reason(), "artifact-size-mismatch", "{e}");
+    // Overlapping roots are refused as by verify_source.
+    let e = declared_inventory(&rows, &src_root(), &src_root()).unwrap_err();
+    assert_eq!(e.reason(), "artifact-roots-overlap", "{e}");
+}

@@ -57,7 +57,7 @@ fn a_copy_lands_once_converges_and_refuses_other_content() {
         dst.copy_from(&src, &plan, None).unwrap(),
         CommitReply::Committed(f)
     );
-    assert_eq!(dst.snapshots(&t).unwrap(), 1, "a second append landed");
+    assert_eq!(dst.snapshot_count(&t).unwrap(), 1, "a second append landed");
     // Source drift: the plan's digest no longer matches.
     let mut drifted = plan.clone();
     drifted.source.rows += 1;
@@ -75,7 +75,7 @@ fn a_copy_lands_once_converges_and_refuses_other_content() {
         .unwrap();
     let e = populated.copy_from(&src, &plan, None).unwrap_err();
     assert_eq!(e.reason(), "DestinationConflict");
-    assert_eq!(populated.snapshots(&t).unwrap(), 1);
+    assert_eq!(populated.snapshot_count(&t).unwrap(), 1);
 }
 
 #[test]
@@ -97,7 +97,7 @@ fn a_lost_reply_is_ambiguous_and_the_commit_stands() {
         dst.copy_from(&src, &plan, None).unwrap(),
         CommitReply::Committed(_)
     ));
-    assert_eq!(dst.snapshots(&t).unwrap(), 1);
+    assert_eq!(dst.snapshot_count(&t).unwrap(), 1);
 }
 
 #[test]

@@ -1,6 +1,8 @@
 use super::*;
 use crate::fence::Holder;
-use crate::migration::artifacts::{facts_of, put_bytes, MemoryObjectStore, OccurrenceMeta};
+use crate::migration::artifacts::{
+    facts_of, measure, put_bytes, Measured, MemoryObjectStore, OccurrenceMeta,
+};
 use crate::migration::control::ControlAdmin;
 use crate::migration::tables::{MemoryRows, MemoryTableStore};
 use crate::migration::{Digest, Resume, Status};
