@@ -158,6 +158,17 @@ impl WorkflowError {
 
 type Res<T> = Result<T, WorkflowError>;
 
+/// What one run remembers between steps so that nothing is read twice.
+#[derive(Default)]
+struct Memo {
+    /// Preflight's verified inventory, for the plan.
+    checked: Option<Checked>,
+    /// Each table's facts as the copy's own fresh read of the destination
+    /// found them after its commit, for the verification step of the same
+    /// run (a retry reads the destination again).
+    read: std::collections::BTreeMap<usize, super::TableFacts>,
+}
+
 /// The source's Artifact rows and their verified inventory, as preflight
 /// found them at one `artifact_files` snapshot (0: none), kept for the
 /// plan of the same run so that the objects are read once.
@@ -486,14 +497,14 @@ where
         };
         let mut plan: Option<Plan> = held.cloned();
         let mut occurrences: Option<Vec<Occurrence>> = None;
-        let mut checked: Option<Checked> = None;
+        let mut memo = Memo::default();
         for _ in 0..MAX_STEPS {
             let next = next_step(&state).map_err(WorkflowError::Refused)?;
             if let Next::Done(receipt) = next {
                 return Ok(*receipt);
             }
             self.progress.step(&next);
-            self.step(&mut state, next, &mut plan, &mut occurrences, &mut checked)?;
+            self.step(&mut state, next, &mut plan, &mut occurrences, &mut memo)?;
         }
         Err(WorkflowError::Stuck(MAX_STEPS))
     }
@@ -515,7 +526,7 @@ where
         next: Next,
         plan: &mut Option<Plan>,
         occurrences: &mut Option<Vec<Occurrence>>,
-        checked: &mut Option<Checked>,
+        memo: &mut Memo,
     ) -> Res<()> {
         let none = AdminEffect::None;
         match next {
@@ -523,14 +534,14 @@ where
                 let (report, problem, found) = self.preflight()?;
                 self.send(state, &Request::Validate { report }, none)
                     .map_err(|e| preflight_refusal(e, problem))?;
-                *checked = found;
+                memo.checked = found;
             }
             Next::Plan => {
                 let p = match plan.take() {
                     Some(p) => p,
                     None => match state.destination.reservation.as_ref() {
                         Some(r) if r.plan.migration_id == self.migration_id => r.plan.clone(),
-                        _ => self.freeze(checked.take())?,
+                        _ => self.freeze(memo.checked.take())?,
                     },
                 };
                 self.send(state, &Request::Freeze { plan: p.clone() }, none)?;
@@ -543,21 +554,26 @@ where
                 self.send(state, &Request::Reserve { plan: p, now }, none)?;
             }
             Next::CopyObject { .. } => self.copy_objects(state, occurrences)?,
-            Next::CopyTable { index } => self.copy_table(state, index, occurrences)?,
+            Next::CopyTable { index } => {
+                self.copy_table(state, index, occurrences, &mut memo.read)?;
+            }
             Next::VerifyTable { index } => {
                 let p = Self::current_plan(state, plan)?;
                 let t = p
                     .tables
                     .get(index)
                     .ok_or_else(|| WorkflowError::Plan("table index".into()))?;
-                let read_back = match self.destination.tables.inspect(&t.name) {
-                    Ok(Some(f)) => f,
-                    Ok(None) => self
-                        .destination
-                        .tables
-                        .evidence_at(&t.name, 0)
-                        .map_err(WorkflowError::Tables)?,
-                    Err(e) => return Err(WorkflowError::Tables(e)),
+                let read_back = match memo.read.remove(&index) {
+                    Some(f) => f,
+                    None => match self.destination.tables.inspect(&t.name) {
+                        Ok(Some(f)) => f,
+                        Ok(None) => self
+                            .destination
+                            .tables
+                            .evidence_at(&t.name, 0)
+                            .map_err(WorkflowError::Tables)?,
+                        Err(e) => return Err(WorkflowError::Tables(e)),
+                    },
                 };
                 let req = Request::VerifyTable {
                     name: t.name.clone(),
@@ -673,6 +689,7 @@ where
         state: &mut State,
         index: usize,
         cache: &mut Option<Vec<Occurrence>>,
+        read: &mut std::collections::BTreeMap<usize, super::TableFacts>,
     ) -> Res<()> {
         let p = Self::current_plan(state, &None)?;
         let t = p
@@ -704,6 +721,9 @@ where
             .tables
             .copy_from(self.source.tables, &t, relocated.as_deref())
             .map_err(WorkflowError::Tables)?;
+        if let super::CommitReply::Committed(f) = &reply {
+            read.insert(index, *f);
+        }
         let req = Request::TableCommitted {
             name: t.name.clone(),
             reply,
