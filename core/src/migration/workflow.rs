@@ -158,6 +158,10 @@ impl WorkflowError {
 
 type Res<T> = Result<T, WorkflowError>;
 
+/// Preflight's object findings: unreadable source objects, conflicting
+/// destination objects, the refusal behind a count, the verified inventory.
+type Findings = (u64, u64, Option<Box<RelocationError>>, Option<Checked>);
+
 /// What one run remembers between steps so that nothing is read twice.
 #[derive(Default)]
 struct Memo {
@@ -364,7 +368,7 @@ where
     /// conflicting destination objects)`, each 0 or 1 because verification
     /// stops at the first refusal — that refusal, which names the object
     /// and the rule, and the verified inventory for the plan.
-    fn preflight_objects(&self) -> Res<(u64, u64, Option<Box<RelocationError>>, Option<Checked>)> {
+    fn preflight_objects(&self) -> Res<Findings> {
         let name = name(ARTIFACT_FILES)?;
         let files = self
             .source
@@ -389,7 +393,6 @@ where
 
     /// What preflight observes (spec 001 §3), the object refusal behind a
     /// non-zero object count, and the verified inventory.
-    #[allow(clippy::type_complexity)]
     fn preflight(&self) -> Res<(Preflight, Option<Box<RelocationError>>, Option<Checked>)> {
         let (unreadable_objects, conflicting_destination_objects, problem, checked) =
             self.preflight_objects()?;

@@ -63,16 +63,14 @@ fn migrate(src: &Path, dst: &Path) -> (Duration, BTreeMap<String, Duration>) {
         let line = line.unwrap();
         let now = Instant::now();
         *steps.entry(last.0.clone()).or_default() += now - last.1;
-        // Group per-table steps: "copy table #3" -> "copy table".
-        let key = line
-            .trim_start_matches("migrate: ")
-            .split(" #")
-            .next()
-            .unwrap_or_default()
-            .split(':')
-            .next()
-            .unwrap_or_default()
-            .to_string();
+        // Group per-table steps: "copy table t_…" -> "copy table".
+        let text = line.trim_start_matches("migrate: ");
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let key = match words.as_slice() {
+            ["copy" | "verify", "table", ..] => words[..2].join(" "),
+            ["table", ..] => "table copied (until the next step)".to_string(),
+            _ => text.split(':').next().unwrap_or_default().to_string(),
+        };
         last = (key, now);
     }
     let status = child.wait().unwrap();
@@ -141,7 +139,7 @@ fn main() {
     );
     println!("where the last migration's time went:");
     let mut by: Vec<_> = profile.into_iter().collect();
-    by.sort_by(|a, b| b.1.cmp(&a.1));
+    by.sort_by_key(|e| std::cmp::Reverse(e.1));
     for (step, d) in by {
         println!("  {:>8.3} s  {step}", d.as_secs_f64());
     }

@@ -322,12 +322,12 @@ impl Local {
             d.dest_artifacts.as_deref(),
             "--dest",
         )
-        .map(Local::as_destination)
+        .map(Local::into_destination)
     }
 
     /// This endpoint as a destination (its tables recover a commit a
     /// killed run left behind).
-    fn as_destination(mut self) -> Local {
+    fn into_destination(mut self) -> Local {
         self.tables = self.tables.recovering();
         self
     }
@@ -408,7 +408,7 @@ impl Job {
                 ends.dest_artifacts.as_deref(),
                 "--dest",
             )?
-            .as_destination(),
+            .into_destination(),
             migration_id,
             holder,
             version,

@@ -14,7 +14,8 @@ use crate::out::{self, Out};
 /// Progress display of one run.
 pub struct Bars {
     mode: Mode,
-    plan: Mutex<Option<(u64, Vec<u64>)>>,
+    /// Rows copied so far, and the plan's table names by index.
+    plan: Mutex<(u64, Vec<String>)>,
 }
 
 enum Mode {
@@ -60,7 +61,7 @@ impl Bars {
         };
         Bars {
             mode,
-            plan: Mutex::new(None),
+            plan: Mutex::new((0, Vec::new())),
         }
     }
 
@@ -80,15 +81,16 @@ impl Bars {
     }
 }
 
-/// A step as a person reads it.
-fn describe(next: &Next) -> String {
+/// A step as a person reads it (`names`: the plan's tables).
+fn describe(next: &Next, names: &[String]) -> String {
+    let table = |i: &usize| names.get(*i).cloned().unwrap_or_else(|| format!("#{i}"));
     match next {
         Next::Validate => "preflight".into(),
         Next::Plan => "plan: fence the source's active Worlds and freeze".into(),
         Next::Reserve => "reserve the destination".into(),
         Next::CopyObject { .. } => "copy and verify Artifact objects".into(),
-        Next::CopyTable { index } => format!("copy table #{index}"),
-        Next::VerifyTable { index } => format!("verify table #{index}"),
+        Next::CopyTable { index } => format!("copy table {}", table(index)),
+        Next::VerifyTable { index } => format!("verify table {}", table(index)),
         Next::Recheck => "recheck the source against the plan".into(),
         Next::StageControl => "stage the control snapshot".into(),
         Next::Activate => "activate the destination".into(),
@@ -100,16 +102,19 @@ fn describe(next: &Next) -> String {
 
 impl Progress for Bars {
     fn step(&self, next: &Next) {
+        let text = match self.plan.lock() {
+            Ok(p) => describe(next, &p.1),
+            Err(_) => describe(next, &[]),
+        };
         match &self.mode {
             Mode::Silent => {}
-            Mode::Lines => out::err(format_args!("migrate: {}", describe(next))),
-            Mode::Bars { step, .. } => step.set_message(describe(next)),
+            Mode::Lines => out::err(format_args!("migrate: {text}")),
+            Mode::Bars { step, .. } => step.set_message(text),
         }
     }
 
     fn planned(&self, plan: &Plan) {
-        let rows: Vec<u64> = plan.tables.iter().map(|t| t.source.rows).collect();
-        let total_rows: u64 = rows.iter().sum();
+        let total_rows: u64 = plan.tables.iter().map(|t| t.source.rows).sum();
         let bytes = plan.artifacts.total_bytes();
         match &self.mode {
             Mode::Silent => {}
@@ -130,7 +135,7 @@ impl Progress for Bars {
             }
         }
         if let Ok(mut p) = self.plan.lock() {
-            *p = Some((0, rows));
+            *p = (0, plan.tables.iter().map(|t| t.name.to_string()).collect());
         }
     }
 
@@ -148,19 +153,20 @@ impl Progress for Bars {
     }
 
     fn table(&self, index: usize, rows: u64) {
-        let done = match self.plan.lock() {
-            Ok(mut p) => match p.as_mut() {
-                Some((done, _)) => {
-                    *done += rows;
-                    *done
-                }
-                None => rows,
-            },
-            Err(_) => rows,
+        let (done, name) = match self.plan.lock() {
+            Ok(mut p) => {
+                p.0 += rows;
+                let name =
+                    p.1.get(index)
+                        .cloned()
+                        .unwrap_or_else(|| format!("#{index}"));
+                (p.0, name)
+            }
+            Err(_) => (rows, format!("#{index}")),
         };
         match &self.mode {
             Mode::Silent => {}
-            Mode::Lines => out::err(format_args!("migrate: table #{index}: {rows} rows")),
+            Mode::Lines => out::err(format_args!("migrate: table {name}: {rows} rows copied")),
             Mode::Bars { tables, .. } => {
                 tables.inc(1);
                 tables.set_message(format!("{done} rows"));
@@ -204,7 +210,7 @@ pub fn plan(out: &mut Out, plan: &Plan, json: bool) -> std::io::Result<()> {
     for t in &plan.tables {
         writeln!(
             out,
-            "table {:<24} {:>10} rows  {:?}",
+            "table {:<34} {:>10} rows  {:?}",
             t.name, t.source.rows, t.classification
         )?;
     }
@@ -239,7 +245,7 @@ pub fn receipt(out: &mut Out, stored: &StoredReceipt, json: bool) -> std::io::Re
     for t in &r.tables {
         writeln!(
             out,
-            "table {:<24} {:>10} rows  snapshot {} -> {}",
+            "table {:<34} {:>10} rows  snapshot {} -> {}",
             t.name, t.rows, t.source_snapshot, t.destination_snapshot
         )?;
     }
