@@ -183,3 +183,30 @@ fn sigkill_anywhere_in_a_run_converges_to_one_receipt() {
         "the source changed apart from its fences"
     );
 }
+
+/// Once the destination is activated a retry never reads the source: the
+/// run is killed during cold verification, the source directory is
+/// deleted, and the retry completes from the destination alone.
+#[test]
+fn after_activation_a_retry_needs_no_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let dst = dir.path().join("dst");
+    fixture::build(&src, Size::SMALL);
+    let cal = run(&src, &dir.path().join("calibration"), "m-kill", &[]);
+    assert_eq!(cal.code, 0, "{}", cal.stderr);
+    let at = cal
+        .stderr
+        .lines()
+        .position(|l| l.contains("cold verification"))
+        .expect("a run announces cold verification")
+        + 1;
+    let (killed, last) = killed_run(&src, &dst, Stop::AtLine(at));
+    assert!(killed, "killed after {last:?}");
+    assert_eq!(destination(&dst).0, Some(Status::Activated));
+    std::fs::remove_dir_all(&src).unwrap();
+    let done = run(&src, &dst, "m-kill", &["--json"]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert_eq!(destination(&dst).0, Some(Status::Completed));
+    assert!(!src.exists(), "the retry recreated the source");
+}

@@ -185,22 +185,33 @@ fn objects(d: &Local, plan: &Plan) -> Result<u64, String> {
 }
 
 /// Resumes the plan's resumable World: a strictly higher epoch, the tick
-/// after the durable head.
+/// after the durable head. Another verifier fencing the World in between
+/// (a verifier left running by a killed run) makes the commit stale; the
+/// resume then takes a still-higher epoch, a bounded number of times.
 fn resume(control: &SqliteControlCatalog, plan: &Plan) -> Result<Resume, String> {
     let Some(w) = plan.worlds.iter().find(|w| w.resumable) else {
         return Ok(Resume::NotApplicable);
     };
     let id = w.world.as_str();
     let holder = Holder::new("custos-cold-verifier").map_err(text)?;
-    let (epoch, _) = control
-        .acquire_fence(id, &holder, FencePurpose::Resume)
-        .map_err(text)?;
-    let head = control.open_world_readonly(id).map_err(text)?;
-    let tick = head.record.tick_head + 1;
-    control.commit_tick(id, epoch, tick).map_err(text)?;
-    Ok(Resume::Resumed {
-        world: w.world.clone(),
-        epoch,
-        tick,
-    })
+    let mut last = String::new();
+    for _ in 0..8 {
+        let (epoch, _) = control
+            .acquire_fence(id, &holder, FencePurpose::Resume)
+            .map_err(text)?;
+        let head = control.open_world_readonly(id).map_err(text)?;
+        let tick = head.record.tick_head + 1;
+        match control.commit_tick(id, epoch, tick) {
+            Ok(_) => {
+                return Ok(Resume::Resumed {
+                    world: w.world.clone(),
+                    epoch,
+                    tick,
+                })
+            }
+            Err(e) if e.reason() == "StaleFence" => last = e.to_string(),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Err(format!("the resume of {id} was fenced out 8 times: {last}"))
 }
