@@ -1039,6 +1039,12 @@ fn verify_source_inner(
             row.expect().check(*m)?;
         }
     }
+    Ok(inventory_of(&first, occurrences))
+}
+
+/// The inventory of `occurrences`: each distinct object with the facts
+/// and `artifact_id` of its first row (`first`: digest → row index).
+fn inventory_of(first: &BTreeMap<Digest, usize>, occurrences: &[Occurrence]) -> SourceInventory {
     let objects = first
         .iter()
         .filter_map(|(_, &i)| occurrences.get(i))
@@ -1047,10 +1053,10 @@ fn verify_source_inner(
             artifact_id: row.artifact_id.clone(),
         })
         .collect();
-    Ok(SourceInventory {
+    SourceInventory {
         occurrences: u64::try_from(occurrences.len()).unwrap_or(u64::MAX),
         objects,
-    })
+    }
 }
 
 /// The inventory the rows declare, reading no object: the roots and every
@@ -1078,18 +1084,7 @@ fn declared_inner(
             row.expect().check(Measured::Facts(f.facts()))?;
         }
     }
-    let objects = first
-        .iter()
-        .filter_map(|(_, &i)| occurrences.get(i))
-        .map(|row| InventoryObject {
-            facts: row.facts(),
-            artifact_id: row.artifact_id.clone(),
-        })
-        .collect();
-    Ok(SourceInventory {
-        occurrences: u64::try_from(occurrences.len()).unwrap_or(u64::MAX),
-        objects,
-    })
+    Ok(inventory_of(&first, occurrences))
 }
 
 /// Classifies the destination content address `uri` of `object`, writing

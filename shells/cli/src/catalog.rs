@@ -25,6 +25,7 @@ use custos_core::world::{ControlCatalog, WorldError, WorldInfo, WorldRecord};
 use custos_sqlite::control::{catalog_path, SqliteControlCatalog};
 use custos_sqlite::{OpenError, Refusal};
 
+use crate::absolute;
 use crate::out::{self, Out};
 
 /// The storage identity arguments shared by the catalog commands.
@@ -92,17 +93,6 @@ pub fn run(cmd: CatalogCommand) -> ExitCode {
 fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
     out::err(format_args!("custos catalog: {msg}"));
     ExitCode::from(code)
-}
-
-/// A relative local path is made absolute against the working directory.
-fn absolute(uri: &str) -> String {
-    if uri.contains("://") || Path::new(uri).is_absolute() {
-        return uri.to_owned();
-    }
-    match std::env::current_dir() {
-        Ok(cwd) => cwd.join(uri).to_string_lossy().into_owned(),
-        Err(_) => uri.to_owned(),
-    }
 }
 
 fn open(

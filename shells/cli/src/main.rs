@@ -55,6 +55,19 @@ mod catalog;
 #[cfg(feature = "migrate")]
 mod migrate;
 
+/// A relative local path is made absolute against the working directory
+/// (a uri with a scheme, or an absolute path, is kept as it is).
+#[cfg(feature = "sqlite")]
+fn absolute(uri: &str) -> String {
+    if uri.contains("://") || std::path::Path::new(uri).is_absolute() {
+        return uri.to_owned();
+    }
+    match std::env::current_dir() {
+        Ok(cwd) => cwd.join(uri).to_string_lossy().into_owned(),
+        Err(_) => uri.to_owned(),
+    }
+}
+
 #[derive(Parser, Debug)]
 #[command(
     name = "custos",

@@ -62,6 +62,7 @@ use custos_core::migration::{
     StoredReceipt,
 };
 
+use crate::absolute;
 use crate::out::{self, Out};
 
 mod cold;
@@ -244,17 +245,6 @@ fn class(e: &WorkflowError) -> u8 {
 
 fn workflow_failure(e: &WorkflowError) -> Failure {
     Failure::new(class(e), format_args!("{} [{}]", e, e.reason()))
-}
-
-/// A relative local path is made absolute against the working directory.
-fn absolute(uri: &str) -> String {
-    if uri.contains("://") || Path::new(uri).is_absolute() {
-        return uri.to_owned();
-    }
-    match std::env::current_dir() {
-        Ok(cwd) => cwd.join(uri).to_string_lossy().into_owned(),
-        Err(_) => uri.to_owned(),
-    }
 }
 
 /// One endpoint, composed: its identities and its lazily opened ports.
@@ -505,6 +495,7 @@ fn plan(
             return Ok(f.exit());
         }
     }
+    progress.finish();
     show::plan(out, &planned, json)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -521,6 +512,10 @@ fn migrate(
         Ok(j) => j,
         Err(f) => return Ok(f.exit()),
     };
+    // Refuse an existing receipt file before anything runs.
+    if let Some(path) = receipt_file.filter(|p| p.exists()) {
+        return Ok(Failure::new(3, format_args!("{}: already exists", path.display())).exit());
+    }
     let held = match plan_file.map(|p| {
         read_bounded(p, MAX_DOCUMENT).and_then(|b| {
             Plan::decode(&b).map_err(|e| Failure::new(2, format_args!("{}: {e}", p.display())))

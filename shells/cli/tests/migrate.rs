@@ -280,36 +280,40 @@ fn plan_fences_the_source_and_run_follows_the_written_plan() {
     fixture::build(&src, Size::SMALL);
     let plan_file = dir.path().join("plan.json");
     let before = migration::fence_epochs(&src);
-    let p = custos(&[
-        "migrate",
-        "plan",
-        "--source",
-        src.to_str().unwrap(),
-        "--dest",
-        dst.to_str().unwrap(),
-        "--migration-id",
-        "m2",
-        "--out",
-        plan_file.to_str().unwrap(),
-    ]);
+    let plan = || {
+        custos(&[
+            "migrate",
+            "plan",
+            "--source",
+            src.to_str().unwrap(),
+            "--dest",
+            dst.to_str().unwrap(),
+            "--migration-id",
+            "m2",
+            "--out",
+            plan_file.to_str().unwrap(),
+        ])
+    };
+    let p = plan();
     assert_eq!(p.code, 0, "{}", p.stderr);
     assert!(p.stdout.contains("fenced at epoch"), "{}", p.stdout);
-    assert!(migration::fence_epochs(&src)[LIVE] > before[LIVE]);
+    let fences_after_plan = migration::fence_epochs(&src)[LIVE];
+    assert!(fences_after_plan > before[LIVE]);
     assert!(!dst.exists(), "planning wrote at the destination");
     // An existing output file is never replaced.
-    let again = custos(&[
-        "migrate",
-        "plan",
-        "--source",
-        src.to_str().unwrap(),
-        "--dest",
-        dst.to_str().unwrap(),
-        "--migration-id",
-        "m2",
-        "--out",
-        plan_file.to_str().unwrap(),
-    ]);
+    let again = plan();
     assert_eq!(again.code, 3, "{}", again.stderr);
+    assert_eq!(
+        migration::fence_epochs(&src)[LIVE],
+        fences_after_plan,
+        "a refused plan fenced"
+    );
+    let receipt = dir.path().join("receipt.json");
+    std::fs::write(&receipt, b"taken").unwrap();
+    // An existing receipt file is refused before anything runs.
+    let taken = run(&src, &dst, "m2", &["--receipt", receipt.to_str().unwrap()]);
+    assert_eq!(taken.code, 3, "{}", taken.stderr);
+    assert!(!dst.exists(), "a refused run wrote at the destination");
     let out = run(&src, &dst, "m2", &["--plan", plan_file.to_str().unwrap()]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(
