@@ -366,6 +366,45 @@ fn now() -> custos_core::Millis {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// Holds the host-wide run locks of both endpoints for a run's lifetime:
+/// one exclusive lock file per storage fingerprint in the system's temp
+/// directory (neither endpoint is written for it). A second `plan` or
+/// `run` on either endpoint while one runs is refused at once — two
+/// drivers would fence the source under each other and invalidate the
+/// plan. Local v1 is one host, so a host lock excludes every driver.
+fn run_locks(job: &Job) -> Result<Vec<Box<dyn custos_fs::fs::LockGuard>>, Failure> {
+    use custos_fs::Fs;
+    let mut held = Vec::new();
+    // Identical identities share one lock (preflight then refuses them).
+    let same = job.source.identity == job.destination.identity;
+    let ends = if same {
+        vec![&job.source]
+    } else {
+        vec![&job.source, &job.destination]
+    };
+    for end in ends {
+        let path = std::env::temp_dir().join(format!(
+            "custos-migrate-{}.lock",
+            end.identity.fingerprint()
+        ));
+        match custos_fs::RealFs.try_lock_exclusive(&path) {
+            Ok(Some(g)) => held.push(g),
+            Ok(None) => {
+                return Err(Failure::new(
+                    3,
+                    format_args!(
+                        "migration-running: another custos migrate holds {} ({}); wait for it, then retry",
+                        end.identity.uri,
+                        path.display()
+                    ),
+                ))
+            }
+            Err(e) => return Err(Failure::new(1, format_args!("{}: {e}", path.display()))),
+        }
+    }
+    Ok(held)
+}
+
 /// Both endpoints and the migration's own values.
 struct Job {
     source: Local,
@@ -373,6 +412,62 @@ struct Job {
     migration_id: Name,
     holder: Holder,
     version: Name,
+}
+
+/// Refuses a destination directory that holds anything but this storage
+/// identity's own files — an ordinary directory given by mistake is never
+/// written into: at its top level only the Iceberg catalog file (and its
+/// SQLite siblings) and the namespace directory, the namespace directory
+/// only beside a catalog a run created, and an Artifact root only empty or
+/// initialized. Reads only.
+fn foreign_destination(d: &Local) -> Result<(), Failure> {
+    if d.locality != Locality::Local {
+        return Ok(());
+    }
+    let root = Path::new(d.id.uri());
+    let refuse = |what: String| {
+        Failure::new(
+            3,
+            format_args!("destination-not-empty: {what}; choose an empty or new directory"),
+        )
+    };
+    let own = |name: &str| {
+        name == d.id.namespace()
+            || name
+                .strip_prefix(custos_iceberg::store::ICEBERG_CATALOG_FILE)
+                .is_some_and(|rest| ["", "-journal", "-wal", "-shm"].contains(&rest))
+    };
+    if let Ok(entries) = std::fs::read_dir(root) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !own(&name) {
+                return Err(refuse(format!(
+                    "{} holds {name:?}, which is not this storage identity's",
+                    root.display()
+                )));
+            }
+        }
+    }
+    let ns = root.join(d.id.namespace());
+    let catalogs = root
+        .join(custos_iceberg::store::ICEBERG_CATALOG_FILE)
+        .exists()
+        || Path::new(&identity::catalog_location(&d.id, "")).exists();
+    if ns.exists() && !catalogs {
+        return Err(refuse(format!(
+            "{} exists without a catalog a migration created",
+            ns.display()
+        )));
+    }
+    let artifacts = d.objects.root();
+    let holds = std::fs::read_dir(artifacts).is_ok_and(|mut e| e.next().is_some());
+    if holds && !artifacts.join(custos_core::root::MARKER_FILE).exists() {
+        return Err(refuse(format!(
+            "the Artifact root {} holds files and is not an Artifact store",
+            artifacts.display()
+        )));
+    }
+    Ok(())
 }
 
 impl Job {
@@ -383,7 +478,7 @@ impl Job {
             .map_err(|e| Failure::new(2, format_args!("--migration-id {migration_id}: {e}")))?;
         let version = Name::new(format!("custos-{}", env!("CARGO_PKG_VERSION")))
             .map_err(|e| Failure::new(1, e))?;
-        Ok(Job {
+        let job = Job {
             source: Local::compose(
                 &ends.source,
                 &ends.namespace,
@@ -402,7 +497,9 @@ impl Job {
             migration_id,
             holder,
             version,
-        })
+        };
+        foreign_destination(&job.destination)?;
+        Ok(job)
     }
 
     fn with<R>(
@@ -480,6 +577,10 @@ fn plan(
         Ok(j) => j,
         Err(f) => return Ok(f.exit()),
     };
+    let _locks = match run_locks(&job) {
+        Ok(l) => l,
+        Err(f) => return Ok(f.exit()),
+    };
     // Refuse an existing output file before planning fences anything.
     if let Some(path) = file.filter(|p| p.exists()) {
         return Ok(Failure::new(3, format_args!("{}: already exists", path.display())).exit());
@@ -510,6 +611,10 @@ fn migrate(
 ) -> std::io::Result<ExitCode> {
     let job = match Job::new(ends, migration_id) {
         Ok(j) => j,
+        Err(f) => return Ok(f.exit()),
+    };
+    let _locks = match run_locks(&job) {
+        Ok(l) => l,
         Err(f) => return Ok(f.exit()),
     };
     // Refuse an existing receipt file before anything runs.

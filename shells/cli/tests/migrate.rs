@@ -325,3 +325,71 @@ fn plan_fences_the_source_and_run_follows_the_written_plan() {
     let other = run(&src, &dst, "m3", &[]);
     assert_eq!(other.code, 3, "{}", other.stderr);
 }
+
+/// An ordinary non-empty directory given as the destination by mistake is
+/// refused byte-untouched — at its top, as the namespace directory, or as
+/// the Artifact root — and the source is not fenced.
+#[test]
+fn an_ordinary_non_empty_directory_is_never_a_destination() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    fixture::build(&src, Size::SMALL);
+    let fences = migration::fence_epochs(&src);
+    let notes = dir.path().join("notes");
+    std::fs::create_dir_all(notes.join("default")).unwrap();
+    std::fs::write(notes.join("todo.txt"), b"my notes").unwrap();
+    let before = tree(&notes);
+    let out = run(&src, &notes, "m1", &[]);
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert!(out.stderr.contains("todo.txt"), "{}", out.stderr);
+    assert_eq!(tree(&notes), before);
+    // Only a namespace directory, no catalog: not this identity's either.
+    std::fs::remove_file(notes.join("todo.txt")).unwrap();
+    std::fs::write(notes.join("default").join("x"), b"x").unwrap();
+    let out = run(&src, &notes, "m1", &[]);
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    // A non-empty Artifact root that is not a store.
+    let stuff = dir.path().join("stuff");
+    std::fs::create_dir_all(&stuff).unwrap();
+    std::fs::write(stuff.join("photo.jpg"), b"jpg").unwrap();
+    let dst = dir.path().join("dst");
+    let out = run(
+        &src,
+        &dst,
+        "m1",
+        &["--dest-artifacts", stuff.to_str().unwrap()],
+    );
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert!(!dst.exists());
+    assert_eq!(std::fs::read(stuff.join("photo.jpg")).unwrap(), b"jpg");
+    assert_eq!(migration::fence_epochs(&src), fences, "a refusal fenced");
+}
+
+/// Two runs at once: the second is refused at once (`migration-running`)
+/// and the first completes; neither invalidates the other's plan.
+#[test]
+fn a_second_run_at_once_is_refused_and_the_first_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let dst = dir.path().join("dst");
+    fixture::build(&src, Size::SMALL);
+    let mut first = std::process::Command::new(migration::bin())
+        .args(migration::run_args(&src, &dst, "m1"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the first run has announced a step (it holds its locks).
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(first.stderr.take().unwrap()));
+    assert!(lines.next().is_some());
+    let second = run(&src, &dst, "m1", &[]);
+    for _ in lines.by_ref() {}
+    assert!(first.wait().unwrap().success());
+    assert_eq!(second.code, 3, "{}", second.stderr);
+    assert!(
+        second.stderr.contains("migration-running"),
+        "{}",
+        second.stderr
+    );
+    assert_eq!(run(&src, &dst, "m1", &[]).code, 0);
+}
