@@ -76,12 +76,21 @@ pub enum CatalogueError {
         /// What failed.
         reason: String,
     },
+    /// The backend could not be reached (a refused or dropped connection,
+    /// a server shutting down or restarting). A write in flight may or may
+    /// not have applied; the remedy is to reconnect and retry the same
+    /// request, which the port's rules make converge.
+    #[error("Unavailable: {reason}")]
+    Unavailable {
+        /// What failed (never a credential).
+        reason: String,
+    },
 }
 
 crate::reasons! {
     /// The stable reason string: `Invalid`, `Conflict`, `NotFound` or
     /// `BackendFault`.
-    CatalogueError { Invalid, Conflict, NotFound, BackendFault }
+    CatalogueError { Invalid, Conflict, NotFound, BackendFault, Unavailable }
 }
 
 impl CatalogueError {

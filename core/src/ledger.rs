@@ -878,6 +878,15 @@ pub enum LedgerError {
         /// Why.
         reason: String,
     },
+    /// The backend could not be reached (a refused or dropped connection,
+    /// a server shutting down or restarting). A write in flight may or may
+    /// not have applied; the remedy is to reconnect and retry the same
+    /// request, which the port's rules make converge.
+    #[error("Unavailable: {reason}")]
+    Unavailable {
+        /// What failed (never a credential).
+        reason: String,
+    },
 }
 
 fn scope_of<'v>(view: &'v View, session: &SessionId) -> Result<&'v Scope, LedgerError> {

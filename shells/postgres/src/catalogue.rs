@@ -1,0 +1,1 @@
+//! (placeholder: the catalogue port is being written)

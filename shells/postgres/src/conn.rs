@@ -1,0 +1,511 @@
+//! One connection per handle: connecting with a secret-bearing URL,
+//! classifying server errors, the two transaction shapes every port uses,
+//! the server's clock, and the versioned schema of one component.
+
+use std::fmt;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use custos_core::Millis;
+use postgres::error::SqlState;
+use postgres::{Client, Config as PgConfig, IsolationLevel, NoTls, Transaction};
+
+/// How many times a transaction that lost a serialization conflict or a
+/// deadlock is retried before it is reported as a fault.
+pub const MAX_RETRIES: u32 = 8;
+
+/// Where a component's tables live: a connection URL (a secret: it may
+/// carry a password, and is never displayed) and the PostgreSQL schema
+/// holding them.
+#[derive(Clone)]
+pub struct Target {
+    url: String,
+    schema: String,
+    connect_timeout: Duration,
+}
+
+impl fmt::Debug for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Target")
+            .field("url", &redact(&self.url))
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The longest schema name (PostgreSQL's identifier limit).
+pub const MAX_SCHEMA_LEN: usize = 63;
+
+/// Why a [`Target`] or a connection could not be made.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConnectError {
+    /// The URL does not parse. The URL itself is never echoed.
+    #[error("InvalidUrl: the PostgreSQL connection URL does not parse ({detail})")]
+    InvalidUrl {
+        /// What is wrong, without the URL's text.
+        detail: String,
+    },
+    /// The schema name is not `[a-z_][a-z0-9_]{0,62}`.
+    #[error("InvalidSchema: {schema:?} is not a schema name ([a-z_][a-z0-9_]{{0,62}})")]
+    InvalidSchema {
+        /// The name given.
+        schema: String,
+    },
+    /// The server could not be reached or refused the login.
+    #[error("Unavailable: {endpoint}: {reason}")]
+    Unavailable {
+        /// `host:port/database` — never the password.
+        endpoint: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl Target {
+    /// A target: `url` in libpq URL or key=value form, `schema` the
+    /// PostgreSQL schema holding the component's tables (created on first
+    /// use).
+    pub fn new(url: impl Into<String>, schema: impl Into<String>) -> Result<Self, ConnectError> {
+        let url = url.into();
+        let schema = schema.into();
+        url.parse::<PgConfig>()
+            .map_err(|e| ConnectError::InvalidUrl {
+                detail: scrub(&e.to_string(), &url),
+            })?;
+        let valid = !schema.is_empty()
+            && schema.len() <= MAX_SCHEMA_LEN
+            && schema
+                .bytes()
+                .next()
+                .is_some_and(|b| b.is_ascii_lowercase() || b == b'_')
+            && schema
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        if !valid {
+            return Err(ConnectError::InvalidSchema { schema });
+        }
+        Ok(Target {
+            url,
+            schema,
+            connect_timeout: Duration::from_secs(5),
+        })
+    }
+
+    /// The schema name.
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+
+    /// `host:port/database`, for messages (never the password).
+    pub fn endpoint(&self) -> String {
+        redact(&self.url)
+    }
+
+    /// Sets the connect timeout (default 5 s).
+    pub fn connect_timeout(mut self, t: Duration) -> Self {
+        self.connect_timeout = t;
+        self
+    }
+
+    /// Opens a new connection with `search_path` set to the schema.
+    pub fn connect(&self) -> Result<Client, ConnectError> {
+        let mut cfg: PgConfig =
+            self.url
+                .parse()
+                .map_err(|e: postgres::Error| ConnectError::InvalidUrl {
+                    detail: scrub(&e.to_string(), &self.url),
+                })?;
+        cfg.connect_timeout(self.connect_timeout);
+        cfg.application_name("custos");
+        cfg.options(&format!("-c search_path={}", self.schema));
+        cfg.connect(NoTls).map_err(|e| ConnectError::Unavailable {
+            endpoint: self.endpoint(),
+            reason: scrub(&e.to_string(), &self.url),
+        })
+    }
+}
+
+/// `host:port/database` of a URL (or key=value string), without user
+/// information or options.
+pub fn redact(url: &str) -> String {
+    match url.parse::<PgConfig>() {
+        Ok(cfg) => {
+            let host = cfg
+                .get_hosts()
+                .first()
+                .map(|h| match h {
+                    postgres::config::Host::Tcp(s) => s.clone(),
+                    postgres::config::Host::Unix(p) => p.display().to_string(),
+                })
+                .unwrap_or_else(|| "localhost".to_owned());
+            let port = cfg.get_ports().first().copied().unwrap_or(5432);
+            let db = cfg.get_dbname().unwrap_or("");
+            format!("{host}:{port}/{db}")
+        }
+        Err(_) => "<unparsable url>".to_owned(),
+    }
+}
+
+/// Removes the URL and its password from a message, should a library echo
+/// either.
+pub fn scrub(message: &str, url: &str) -> String {
+    let mut out = message.replace(url, "<url>");
+    if let Ok(cfg) = url.parse::<PgConfig>() {
+        if let Some(pw) = cfg.get_password() {
+            if let Ok(pw) = std::str::from_utf8(pw) {
+                if !pw.is_empty() {
+                    out = out.replace(pw, "<password>");
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A server error, classified.
+#[derive(Debug)]
+pub enum Failure {
+    /// The connection is gone or the server is shutting down / restarting:
+    /// the outcome of an in-flight write is unknown.
+    Unavailable(String),
+    /// A serialization failure or deadlock: the transaction rolled back and
+    /// may be retried.
+    Retry(String),
+    /// Any other server or client error.
+    Db(&'static str, String),
+    /// A stored row does not decode or breaks an invariant.
+    Corrupt(String),
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Unavailable(r) => write!(f, "unavailable: {r}"),
+            Failure::Retry(r) => write!(f, "conflict: {r}"),
+            Failure::Db(op, r) => write!(f, "postgres-{op}: {r}"),
+            Failure::Corrupt(d) => write!(f, "corrupt: {d}"),
+        }
+    }
+}
+
+/// Classifies a client error raised during `op`.
+pub fn classify(op: &'static str, e: &postgres::Error) -> Failure {
+    let text = e.to_string();
+    if e.is_closed() {
+        return Failure::Unavailable(format!("{op}: connection closed"));
+    }
+    match e.code() {
+        None => Failure::Unavailable(format!("{op}: {text}")),
+        Some(c)
+            if *c == SqlState::T_R_SERIALIZATION_FAILURE
+                || *c == SqlState::T_R_DEADLOCK_DETECTED =>
+        {
+            Failure::Retry(format!("{op}: {text}"))
+        }
+        Some(c)
+            if *c == SqlState::ADMIN_SHUTDOWN
+                || *c == SqlState::CRASH_SHUTDOWN
+                || *c == SqlState::CANNOT_CONNECT_NOW
+                || c.code().starts_with("08") =>
+        {
+            Failure::Unavailable(format!("{op}: {text}"))
+        }
+        Some(_) => Failure::Db(op, text),
+    }
+}
+
+/// A `map_err` adapter: classify a client error raised during `op`.
+pub fn db(op: &'static str) -> impl Fn(postgres::Error) -> Failure {
+    move |e| classify(op, &e)
+}
+
+/// One handle's connection: opened at the handle's open, reopened on the
+/// next use after the server dropped it (a restart, a terminated backend).
+pub struct Conn {
+    target: Target,
+    client: Mutex<Option<Client>>,
+}
+
+impl fmt::Debug for Conn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Conn")
+            .field("target", &self.target)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A failure of a transaction body: the server's, or the body's own.
+#[derive(Debug)]
+pub enum TxError<E> {
+    /// The server or connection failed.
+    Failure(Failure),
+    /// The body refused; the transaction was rolled back.
+    Refused(E),
+}
+
+impl<E> From<Failure> for TxError<E> {
+    fn from(f: Failure) -> Self {
+        TxError::Failure(f)
+    }
+}
+
+impl Conn {
+    /// Connects now (an unreachable server fails the open).
+    pub fn open(target: Target) -> Result<Conn, ConnectError> {
+        let client = target.connect()?;
+        Ok(Conn {
+            target,
+            client: Mutex::new(Some(client)),
+        })
+    }
+
+    /// The target.
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    fn client(&self) -> Result<MutexGuard<'_, Option<Client>>, Failure> {
+        let mut g = self
+            .client
+            .lock()
+            .map_err(|_| Failure::Db("lock", "the connection's lock is poisoned".to_owned()))?;
+        if g.as_ref().is_none_or(Client::is_closed) {
+            *g = None;
+            let c = self.target.connect().map_err(|e| match e {
+                ConnectError::Unavailable { reason, .. } => Failure::Unavailable(reason),
+                other => Failure::Db("connect", other.to_string()),
+            })?;
+            *g = Some(c);
+        }
+        Ok(g)
+    }
+
+    /// Runs `body` in one READ COMMITTED transaction and commits it. The
+    /// body takes its port's head-row lock first (`SELECT … FOR UPDATE`),
+    /// so writers of one scope are totally ordered and later statements
+    /// see every earlier writer's rows. A serialization failure or deadlock
+    /// (neither expected under that discipline) is retried up to
+    /// [`MAX_RETRIES`] times. A body refusal rolls back: nothing written.
+    /// A lost reply to COMMIT is `Unavailable`: the write may have applied.
+    pub fn write<T, E>(
+        &self,
+        mut body: impl FnMut(&mut Transaction<'_>) -> Result<T, TxError<E>>,
+    ) -> Result<T, TxError<E>> {
+        let mut attempt = 0;
+        loop {
+            let mut guard = self.client()?;
+            let client = guard
+                .as_mut()
+                .ok_or_else(|| Failure::Unavailable("no connection".to_owned()))?;
+            let result = (|| {
+                let mut tx = client
+                    .build_transaction()
+                    .isolation_level(IsolationLevel::ReadCommitted)
+                    .start()
+                    .map_err(db("begin"))?;
+                let v = body(&mut tx)?;
+                tx.commit().map_err(db("commit"))?;
+                Ok(v)
+            })();
+            match result {
+                Err(TxError::Failure(Failure::Retry(r))) if attempt < MAX_RETRIES => {
+                    attempt += 1;
+                    tracing::debug!("postgres transaction retried ({attempt}): {r}");
+                    drop(guard);
+                    std::thread::sleep(Duration::from_millis(u64::from(attempt) * 5));
+                }
+                Err(TxError::Failure(Failure::Unavailable(r))) => {
+                    // Drop the client so the next use reconnects.
+                    *guard = None;
+                    return Err(TxError::Failure(Failure::Unavailable(r)));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Runs `body` in one REPEATABLE READ, READ ONLY transaction: every
+    /// statement sees one snapshot; nothing can be written.
+    pub fn read<T, E>(
+        &self,
+        body: impl FnOnce(&mut Transaction<'_>) -> Result<T, TxError<E>>,
+    ) -> Result<T, TxError<E>> {
+        let mut guard = self.client()?;
+        let client = guard
+            .as_mut()
+            .ok_or_else(|| Failure::Unavailable("no connection".to_owned()))?;
+        let result = (|| {
+            let mut tx = client
+                .build_transaction()
+                .isolation_level(IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()
+                .map_err(db("begin"))?;
+            let v = body(&mut tx)?;
+            tx.commit().map_err(db("commit"))?;
+            Ok(v)
+        })();
+        if matches!(result, Err(TxError::Failure(Failure::Unavailable(_)))) {
+            *guard = None;
+        }
+        result
+    }
+
+    /// The backend's process id (tests terminate it with
+    /// `pg_terminate_backend`).
+    pub fn backend_pid(&self) -> Result<i32, Failure> {
+        let mut guard = self.client()?;
+        let client = guard
+            .as_mut()
+            .ok_or_else(|| Failure::Unavailable("no connection".to_owned()))?;
+        let row = client
+            .query_one("SELECT pg_backend_pid()", &[])
+            .map_err(db("backend-pid"))?;
+        row.try_get(0).map_err(db("backend-pid"))
+    }
+}
+
+/// The server's clock in milliseconds since the Unix epoch, read now
+/// (`clock_timestamp()`, not the transaction's start: a transaction that
+/// waited for a lock judges leases at the time it decides).
+pub fn server_now(tx: &mut Transaction<'_>) -> Result<Millis, Failure> {
+    let row = tx
+        .query_one(
+            "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint",
+            &[],
+        )
+        .map_err(db("clock"))?;
+    let ms: i64 = row.try_get(0).map_err(db("clock"))?;
+    u64::try_from(ms).map_err(|_| Failure::Corrupt(format!("server clock before 1970: {ms}")))
+}
+
+/// A stored `bigint` that must be a `u64`.
+pub fn to_u64(what: &str, v: i64) -> Result<u64, Failure> {
+    u64::try_from(v).map_err(|_| Failure::Corrupt(format!("{what}: negative value {v}")))
+}
+
+/// A `u64` as a stored `bigint` (values above `i64::MAX` are out of range).
+pub fn to_i64(what: &str, v: u64) -> Result<i64, Failure> {
+    i64::try_from(v).map_err(|_| Failure::Db("encode", format!("{what}: {v} exceeds bigint")))
+}
+
+/// Why a component's schema could not be prepared.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SchemaError {
+    /// The stored version is newer than (or unknown to) this build. Nothing
+    /// was written.
+    #[error("UnsupportedVersion: {component} in schema {schema} is at version {found}; this build supports {supported}")]
+    UnsupportedVersion {
+        /// The component.
+        component: &'static str,
+        /// The schema.
+        schema: String,
+        /// The stored version.
+        found: i64,
+        /// This build's.
+        supported: i64,
+    },
+    /// The server failed.
+    #[error("{0}")]
+    Server(String),
+    /// The server could not be reached.
+    #[error("Unavailable: {0}")]
+    Unavailable(String),
+}
+
+impl From<Failure> for SchemaError {
+    fn from(f: Failure) -> Self {
+        match f {
+            Failure::Unavailable(r) => SchemaError::Unavailable(r),
+            other => SchemaError::Server(other.to_string()),
+        }
+    }
+}
+
+/// A component's versioned schema: `steps[i]` takes version `i` to `i+1`
+/// (`steps[0]` creates the tables); the supported version is `steps.len()`.
+pub struct Component {
+    /// The name recorded in `custos_versions`.
+    pub name: &'static str,
+    /// The DDL of each step, in order.
+    pub steps: &'static [&'static str],
+}
+
+impl Component {
+    /// The version this build writes.
+    pub fn supported(&self) -> i64 {
+        i64::try_from(self.steps.len()).unwrap_or(i64::MAX)
+    }
+
+    /// Creates or migrates the component's tables in one transaction,
+    /// serialized against concurrent first uses by a transaction-scoped
+    /// advisory lock (released at commit; it guards DDL only, never
+    /// ownership). A newer stored version is refused before anything is
+    /// written — the schema is not even created.
+    pub fn prepare(&self, conn: &Conn) -> Result<(), SchemaError> {
+        let schema = conn.target().schema().to_owned();
+        let supported = self.supported();
+        let r = conn.write(|tx| {
+            tx.execute(
+                "SELECT pg_advisory_xact_lock(hashtext('custos-schema:' || $1))",
+                &[&schema],
+            )
+            .map_err(db("schema-lock"))?;
+            let exists: bool = tx
+                .query_one(
+                    "SELECT to_regclass(quote_ident($1) || '.custos_versions') IS NOT NULL",
+                    &[&schema],
+                )
+                .and_then(|r| r.try_get(0))
+                .map_err(db("schema-probe"))?;
+            let found: i64 = if exists {
+                tx.query_opt(
+                    "SELECT version FROM custos_versions WHERE component = $1",
+                    &[&self.name],
+                )
+                .map_err(db("schema-version"))?
+                .map(|r| r.try_get(0))
+                .transpose()
+                .map_err(db("schema-version"))?
+                .unwrap_or(0)
+            } else {
+                0
+            };
+            if found > supported || found < 0 {
+                return Err(TxError::Refused(SchemaError::UnsupportedVersion {
+                    component: self.name,
+                    schema: schema.clone(),
+                    found,
+                    supported,
+                }));
+            }
+            if found == supported {
+                return Ok(());
+            }
+            tx.batch_execute(&format!(
+                "CREATE SCHEMA IF NOT EXISTS {schema};
+                 CREATE TABLE IF NOT EXISTS {schema}.custos_versions (
+                     component text PRIMARY KEY,
+                     version bigint NOT NULL CHECK (version >= 0)
+                 );"
+            ))
+            .map_err(db("schema-create"))?;
+            let from = usize::try_from(found).unwrap_or(0);
+            for step in &self.steps[from..] {
+                tx.batch_execute(step).map_err(db("schema-step"))?;
+            }
+            tx.execute(
+                "INSERT INTO custos_versions (component, version) VALUES ($1, $2)
+                 ON CONFLICT (component) DO UPDATE SET version = EXCLUDED.version",
+                &[&self.name, &supported],
+            )
+            .map_err(db("schema-record"))?;
+            Ok(())
+        });
+        match r {
+            Ok(()) => Ok(()),
+            Err(TxError::Refused(e)) => Err(e),
+            Err(TxError::Failure(f)) => Err(f.into()),
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! (placeholder: the control port is being written)

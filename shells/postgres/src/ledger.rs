@@ -1,0 +1,1 @@
+//! (placeholder: the ledger port is being written)

@@ -1,0 +1,1 @@
+//! (placeholder: the storage port is being written)
