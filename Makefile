@@ -4,7 +4,7 @@ CARGO ?= cargo
 # Keep build artefacts outside the clone so repeat runs are incremental.
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/custos-target
 
-.PHONY: check check-deep test lint fmt fuzz-smoke bench explore ci doc loom
+.PHONY: check check-deep test lint fmt fuzz-smoke bench explore ci doc loom servers
 
 ## The main job: every model checked to its CI bound, every mutant killed.
 ## Built in release mode with no shell features, so it never compiles the
@@ -16,10 +16,16 @@ check:
 check-deep:
 	$(CARGO) run --release --locked -p custos --no-default-features -- check --deep
 
+## The real components the tests start themselves (PostgreSQL's server
+## binaries, libfaketime), installed from Debian's packages when missing.
+servers:
+	@bash .ci/servers
+
 ## Every test of the workspace: unit, property, conformance, model CI bound,
-## architecture, fuzz-corpus replay. (Benchmarks are compiled by `lint` and
-## run by `bench`, never here: no timing in tests.)
-test:
+## architecture, fuzz-corpus replay, PostgreSQL on a private cluster.
+## (Benchmarks are compiled by `lint` and run by `bench`, never here: no
+## timing in tests.)
+test: servers
 	$(CARGO) test --locked --workspace --lib --bins --tests
 	$(CARGO) test --locked --workspace --doc
 	$(CARGO) test --locked -p custos-wasm --features wasmtime --tests
@@ -53,7 +59,7 @@ loom:
 	  $(CARGO) test --locked -p custos-fs --release --test loom -- --nocapture
 
 ## Benchmarks report ratios against a physical baseline measured in the same run.
-bench:
+bench: servers
 	$(CARGO) bench --locked --workspace
 
 ## Serve the Explorer for one model: make explore MODEL=lease
