@@ -6,6 +6,16 @@
 //! writer's open transaction neither delays the read nor shows in it (the
 //! read answers the last committed state).
 //!
+//! With `--catalog-url <url>` (or `CUSTOS_CONTROL_CATALOG_URL`; feature
+//! `postgres`) the catalog is the identity's on a PostgreSQL server — the
+//! schema `custos_postgres::control_schema` derives from the identity, or
+//! `--catalog-schema` — opened with `PgControlCatalog::open_read_only`,
+//! which creates, migrates and writes nothing; each read is one REPEATABLE
+//! READ, READ ONLY transaction. The url is a secret: messages name only
+//! `host:port/database`. A missing schema is exit 3 (no control catalog);
+//! an unreachable server, a refused login or a catalog of another version
+//! is exit 1.
+//!
 //! Exit codes: 0 success; 2 a malformed identity or no catalog directory;
 //! 3 not found — no control catalog for the identity (no file, or a file
 //! that is not a control catalog: zero-length, empty, not SQLite, another
@@ -16,7 +26,6 @@
 //! write error.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
@@ -39,6 +48,32 @@ pub struct IdentityArgs {
     /// The backend.
     #[arg(long, default_value = "iceberg")]
     backend: String,
+    #[command(flatten)]
+    remote: RemoteArgs,
+}
+
+/// Where a control catalog on a server is (feature `postgres`).
+#[derive(Args, Debug, Default)]
+pub struct RemoteArgs {
+    /// A PostgreSQL connection url holding the control catalog (default:
+    /// `CUSTOS_CONTROL_CATALOG_URL`; neither: the local SQLite catalog).
+    #[arg(long, value_name = "URL")]
+    catalog_url: Option<String>,
+    /// The PostgreSQL schema of the catalog (default: derived from the
+    /// storage identity).
+    #[arg(long, value_name = "SCHEMA", requires = "catalog_url")]
+    catalog_schema: Option<String>,
+}
+
+impl RemoteArgs {
+    /// The url given, else `CUSTOS_CONTROL_CATALOG_URL` when set and non-empty.
+    fn url(&self) -> Option<String> {
+        self.catalog_url.clone().or_else(|| {
+            std::env::var("CUSTOS_CONTROL_CATALOG_URL")
+                .ok()
+                .filter(|v| !v.is_empty())
+        })
+    }
 }
 
 /// `custos catalog …`.
@@ -64,6 +99,8 @@ pub enum CatalogCommand {
         /// The backend.
         #[arg(long, default_value = "iceberg")]
         backend: String,
+        #[command(flatten)]
+        remote: RemoteArgs,
         /// Print as JSON.
         #[arg(long)]
         json: bool,
@@ -73,18 +110,25 @@ pub enum CatalogCommand {
 /// Runs a catalog command.
 pub fn run(cmd: CatalogCommand) -> ExitCode {
     out::run(|out| match cmd {
-        CatalogCommand::Discover { id, json } => match open(&id.uri, &id.namespace, &id.backend) {
-            Ok((identity, path, catalog)) => discover(out, &identity, &path, &catalog, json),
-            Err(code) => Ok(code),
-        },
+        CatalogCommand::Discover { id, json } => {
+            match open(&id.uri, &id.namespace, &id.backend, &id.remote) {
+                Ok((identity, place, catalog)) => {
+                    discover(out, &identity, &place, catalog.as_ref(), json)
+                }
+                Err(code) => Ok(code),
+            }
+        }
         CatalogCommand::Show {
             uri,
             world_id,
             namespace,
             backend,
+            remote,
             json,
-        } => match open(&uri, &namespace, &backend) {
-            Ok((identity, path, catalog)) => show(out, &identity, &path, &catalog, &world_id, json),
+        } => match open(&uri, &namespace, &backend, &remote) {
+            Ok((identity, place, catalog)) => {
+                show(out, &identity, &place, catalog.as_ref(), &world_id, json)
+            }
             Err(code) => Ok(code),
         },
     })
@@ -95,13 +139,44 @@ fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(code)
 }
 
-fn open(
-    uri: &str,
-    namespace: &str,
-    backend: &str,
-) -> Result<(StorageIdentity, PathBuf, SqliteControlCatalog), ExitCode> {
+/// An opened catalog and where it is, for the report.
+type Opened = (StorageIdentity, String, Box<dyn ControlCatalog>);
+
+fn open(uri: &str, namespace: &str, backend: &str, remote: &RemoteArgs) -> Result<Opened, ExitCode> {
     let identity =
         StorageIdentity::new(&absolute(uri), namespace, backend).map_err(|e| fail(2, e))?;
+    match remote.url() {
+        Some(url) => open_remote(identity, &url, remote.catalog_schema.as_deref()),
+        None => open_local(identity),
+    }
+}
+
+#[cfg(not(feature = "postgres"))]
+fn open_remote(_: StorageIdentity, _: &str, _: Option<&str>) -> Result<Opened, ExitCode> {
+    Err(fail(
+        2,
+        "--catalog-url needs the `postgres` feature, which this build of custos lacks",
+    ))
+}
+
+#[cfg(feature = "postgres")]
+fn open_remote(
+    identity: StorageIdentity,
+    url: &str,
+    schema: Option<&str>,
+) -> Result<Opened, ExitCode> {
+    use custos_postgres::control::PgControlCatalog;
+    let schema = schema.map_or_else(|| custos_postgres::control_schema(&identity), str::to_owned);
+    let target = custos_postgres::Target::new(url, schema.clone()).map_err(|e| fail(2, e))?;
+    let place = format!("postgresql://{} schema {schema}", target.endpoint());
+    let catalog = PgControlCatalog::open_read_only(target).map_err(|e| {
+        let code = crate::catalog::pg_exit_code(&e);
+        fail(code, format!("{place}: {e}"))
+    })?;
+    Ok((identity, place, Box::new(catalog)))
+}
+
+fn open_local(identity: StorageIdentity) -> Result<Opened, ExitCode> {
     let path = catalog_path(&identity).ok_or_else(|| {
         fail(
             2,
@@ -135,15 +210,15 @@ fn open(
         OpenError::UnopenablePath { .. } => not_found(),
         other => fail(1, format!("cannot open {}: {other}", path.display())),
     })?;
-    Ok((identity, path, catalog))
+    Ok((identity, path.display().to_string(), Box::new(catalog)))
 }
 
-fn identity_json(id: &StorageIdentity, path: &Path) -> serde_json::Value {
+fn identity_json(id: &StorageIdentity, place: &str) -> serde_json::Value {
     serde_json::json!({
         "uri": id.uri(),
         "namespace": id.namespace(),
         "backend": id.backend(),
-        "catalog": path.display().to_string(),
+        "catalog": place,
     })
 }
 
@@ -164,8 +239,8 @@ fn opt(s: &Option<String>) -> &str {
 fn discover(
     out: &mut Out,
     id: &StorageIdentity,
-    path: &Path,
-    c: &SqliteControlCatalog,
+    place: &str,
+    c: &dyn ControlCatalog,
     json: bool,
 ) -> std::io::Result<ExitCode> {
     let worlds: Vec<WorldRecord> = match c.discover_worlds() {
@@ -176,12 +251,12 @@ fn discover(
         return print_json(
             out,
             &serde_json::json!({
-                "storage": identity_json(id, path),
+                "storage": identity_json(id, place),
                 "worlds": worlds,
             }),
         );
     }
-    writeln!(out, "control catalog {}", path.display())?;
+    writeln!(out, "control catalog {place}")?;
     writeln!(
         out,
         "{:<24} {:<10} {:<13} {:>10}  {:<16} {:<16} name",
@@ -207,8 +282,8 @@ fn discover(
 fn show(
     out: &mut Out,
     id: &StorageIdentity,
-    path: &Path,
-    c: &SqliteControlCatalog,
+    place: &str,
+    c: &dyn ControlCatalog,
     world_id: &str,
     json: bool,
 ) -> std::io::Result<ExitCode> {
@@ -221,7 +296,7 @@ fn show(
         return print_json(
             out,
             &serde_json::json!({
-                "storage": identity_json(id, path),
+                "storage": identity_json(id, place),
                 "world": info,
             }),
         );

@@ -23,6 +23,8 @@ const FORBIDDEN_IN_CORE: &[&str] = &[
     "sqlx",
     "wasmtime",
     "wasmparser",
+    "postgres",
+    "tokio-postgres",
     "parquet",
     "rand",
     "stateright",
@@ -33,6 +35,7 @@ const SHELLS: &[&str] = &[
     "custos-fs",
     "custos-iceberg",
     "custos-wasm",
+    "custos-postgres",
 ];
 
 struct Graph {
@@ -229,6 +232,8 @@ fn heavy_crates_stay_in_their_shells() {
                     || n.starts_with("arrow")
                     || n.starts_with("wasmtime")
                     || n.as_str() == "parquet"
+                    || n.starts_with("postgres")
+                    || n.as_str() == "tokio-postgres"
             })
             .collect();
         assert!(heavy.is_empty(), "{krate} reaches heavy crates: {heavy:?}");

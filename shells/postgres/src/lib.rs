@@ -1,7 +1,84 @@
 //! custos-postgres — the PostgreSQL shell of custos: the same ports as the
-//! SQLite shell, on a server that several hosts share.
+//! SQLite shell, on one server that several hosts share.
 //!
-//! (Crate documentation is completed with the ports; see each module.)
+//! | port | type | scope of one head row |
+//! | --- | --- | --- |
+//! | `custos_core::storage::Storage` (with its writer lease) | [`storage::PgStorage`] | one session (many sessions per schema) |
+//! | `custos_core::ledger::Ledger` | [`ledger::PgLedger`] | the ledger (one per schema) |
+//! | `custos_core::catalogue::Catalogue` (custody, deletion marks, delegates) | [`catalogue::PgCatalogue`] | the catalogue (one per schema) |
+//! | `custos_core::world::ControlCatalog` (writer fences) | [`control::PgControlCatalog`] | the control catalog (one per schema) |
+//!
+//! ## No rule of its own
+//!
+//! Every writing call is one transaction that loads exactly the rows a
+//! `custos_core` decision needs, calls that decision, and writes its result
+//! back before committing — the same functions the memory and SQLite
+//! implementations call, so the models' proofs cover all three. The shell
+//! adds only the mapping of rows to core's values (total decoders: a stored
+//! value that breaks its grammar fails the read, typed, naming the table
+//! and column; it is never read as "absent").
+//!
+//! ## Concurrency: explicit row locks, not SERIALIZABLE
+//!
+//! Each writing transaction runs at READ COMMITTED and takes, **first**, a
+//! `SELECT … FOR UPDATE` lock on its scope's one head row. Writers of one
+//! scope are therefore totally ordered — the same order SQLite's
+//! `BEGIN IMMEDIATE` gives on one host — and, because READ COMMITTED takes
+//! a fresh snapshot per statement, every statement after the lock sees
+//! every earlier writer's commit: the decision is made on the state it will
+//! overwrite. With one lock taken first and no other lock order, two
+//! writers cannot deadlock, and no transaction is ever asked to retry.
+//! SERIALIZABLE would give the same outcome only through aborts and
+//! retries of whole decisions under contention (a race of eight admissions
+//! of one key is all conflict); the row lock is cheaper and never fails a
+//! call that would succeed. ([`conn::Conn::write`] still retries a
+//! serialization failure or deadlock a bounded number of times, should a
+//! server setting make one appear.) Multi-statement reads run in one
+//! REPEATABLE READ, READ ONLY transaction: one snapshot, nothing written.
+//!
+//! Ownership is never a session-level advisory lock: a backend terminated
+//! server-side loses such a lock silently while its client still believes
+//! it holds it. The writer lease of session storage is a row decided by
+//! `custos_core::lease` and checked **by value** (owner, fence, expiry)
+//! inside every writing transaction, so a writer whose lease was stolen
+//! commits nothing, whatever its connection believes; its fence follows the
+//! high-water rule the lease model proves. The one advisory lock used is
+//! transaction-scoped and guards schema creation only
+//! ([`conn::Component::prepare`]).
+//!
+//! ## Time across hosts
+//!
+//! Every `now` given to a core decision that judges time (the writer
+//! lease's expiry) is the server's `clock_timestamp()`, read inside the
+//! transaction that decides, after its head-row lock — never a host's
+//! clock, so hosts whose clocks disagree by minutes judge a lease alike
+//! (`tests/hosts.rs` runs clients ten minutes ahead of and behind the
+//! server). Timestamps that are data — a commit's `ts`, a catalogue
+//! request's `now` — are the caller's, stored as given, as in every other
+//! backend.
+//!
+//! ## Schema
+//!
+//! Each component's tables live in the PostgreSQL schema its [`Target`]
+//! names and are created on first use; `custos_versions` records each
+//! component's version. A stored version newer than this build's is
+//! refused before anything is written (the schema is not even created);
+//! an older one is migrated step by step in the same transaction that
+//! records the new version.
+//!
+//! ## Failures
+//!
+//! A refused or dropped connection, a server shutting down or restarting,
+//! a terminated backend: the port's `Unavailable` error. A write whose
+//! COMMIT reply was lost is in doubt and also `Unavailable`; each port's
+//! rules make a retry of the same request converge (a compare-and-set that
+//! finds its own write, a ledger key that stands, an idempotent
+//! registration). A handle reconnects on its next call. The connection URL
+//! is a secret: no error, Debug output or log line of this crate shows it
+//! or its password ([`redact`] gives `host:port/database`).
+//!
+//! TLS is not negotiated (`NoTls`): reach the server over loopback, a Unix
+//! socket, or a tunnel you trust.
 
 pub mod catalogue;
 pub mod cluster;
@@ -11,3 +88,15 @@ pub mod ledger;
 pub mod storage;
 
 pub use conn::{redact, ConnectError, SchemaError, Target};
+
+use custos_core::identity::StorageIdentity;
+
+/// The PostgreSQL schema holding the control catalog of `id` when the
+/// catalog lives on a server: `custos_ctl_` and the first 32 hex digits of
+/// the identity's fingerprint (128 bits; 43 characters, within
+/// PostgreSQL's 63). Every host that names the same storage identity finds
+/// the same catalog.
+pub fn control_schema(id: &StorageIdentity) -> String {
+    let fp = id.fingerprint();
+    format!("custos_ctl_{}", fp.get(..32).unwrap_or(&fp))
+}
