@@ -56,6 +56,13 @@
 //! signature's schema and component JSON against
 //! [`MAX_SIGNATURE_JSON_LEN`] — the same bounds as the SQLite shell.
 //!
+//! ## Migration administration
+//!
+//! The `admin` submodule implements
+//! `custos_core::migration::control::ControlAdmin` on the same handle (the
+//! `control_migrations` and `control_staged` tables), its commits under
+//! the same head-row lock.
+//!
 //! The advisory tick head needs nothing here: `custos_sqlite::control::
 //! record_tick_head` is generic over `ControlCatalog` and works on this
 //! port as is.
@@ -68,6 +75,8 @@ use custos_core::world::{
     WorldIdentity, WorldInfo, WorldRecord, WorldSlot, WorldStatus, WriterMode, MAX_ID_LEN,
 };
 use postgres::{Row, Transaction};
+
+mod admin;
 
 use crate::conn::{db, Component, ConnectError, Failure, SchemaError, TxError};
 use crate::{conn::Conn, Target};

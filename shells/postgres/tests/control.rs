@@ -50,6 +50,8 @@ fn dump(t: &Target) -> Vec<String> {
         "control_worlds",
         "control_signatures",
         "control_fences",
+        "control_migrations",
+        "control_staged",
     ] {
         for r in c
             .query(
@@ -491,4 +493,87 @@ fn racing_fence_acquires_get_distinct_epochs() {
         );
     }
     assert_eq!(holders.len(), rounds as usize);
+}
+
+// ------------------------------------------------------------ administration
+
+custos_conformance::control_admin_suite!(postgres_admin, fresh);
+
+/// Stored administration that was tampered with fails closed on every
+/// read and every commit: a reservation that is not canonical or whose
+/// plan digest lies, a receipt whose bytes, digest column or presence
+/// disagree with the reservation, a second reservation row.
+#[test]
+fn tampered_administration_fails_closed() {
+    use custos_conformance::control_admin::completed;
+    use custos_core::migration::control::{AdminEffect, ControlAdmin};
+    use custos_core::migration::Destination;
+    type Tamper = (&'static str, &'static str);
+    let cases: [Tamper; 6] = [
+        (
+            "non-canonical reservation",
+            "UPDATE control_migrations SET reservation = '\\x20'::bytea || reservation",
+        ),
+        (
+            "lying plan digest",
+            "UPDATE control_migrations SET plan_digest = '00'",
+        ),
+        (
+            "receipt bytes changed",
+            "UPDATE control_migrations SET receipt = convert_to(replace(convert_from(receipt, 'UTF8'), 'custos-0.1.0', 'custos-0.1.1'), 'UTF8')",
+        ),
+        (
+            "receipt digest column changed",
+            "UPDATE control_migrations SET receipt_digest = 'ff'",
+        ),
+        (
+            "receipt missing",
+            "UPDATE control_migrations SET receipt = NULL",
+        ),
+        (
+            "second reservation",
+            "INSERT INTO control_migrations SELECT 'm9', plan_digest, reservation, receipt, receipt_digest FROM control_migrations",
+        ),
+    ];
+    for (what, sql) in cases {
+        let t = target();
+        let c = PgControlCatalog::open(t.clone()).unwrap();
+        let done = completed();
+        c.commit_destination(&Destination::default(), &done, AdminEffect::None)
+            .unwrap();
+        assert!(c.stored_receipt().unwrap().is_some());
+        let before = dump(&t);
+        let n = raw(&t).execute(sql, &[]).unwrap();
+        assert_eq!(n, 1, "{what}: the tamper changed one row");
+        assert_ne!(dump(&t), before, "{what}: the tamper changed nothing");
+        let e = c.load_destination().unwrap_err();
+        assert_eq!(e.reason(), "StoredEvidenceInvalid", "{what}: {e}");
+        assert_eq!(
+            c.stored_receipt().unwrap_err().reason(),
+            "StoredEvidenceInvalid",
+            "{what}"
+        );
+        let e = c
+            .commit_destination(&done, &done, AdminEffect::None)
+            .unwrap_err();
+        assert_eq!(e.reason(), "StoredEvidenceInvalid", "{what}: {e}");
+    }
+}
+
+#[test]
+fn a_read_only_handle_refuses_administrative_commits() {
+    use custos_conformance::control_admin::completed;
+    use custos_core::migration::control::{AdminEffect, ControlAdmin};
+    use custos_core::migration::Destination;
+    let t = target();
+    drop(PgControlCatalog::open(t.clone()).unwrap());
+    let ro = PgControlCatalog::open_read_only(t.clone()).unwrap();
+    let before = dump(&t);
+    let e = ro
+        .commit_destination(&Destination::default(), &completed(), AdminEffect::None)
+        .unwrap_err();
+    assert_eq!(e.reason(), "BackendFault", "{e}");
+    assert!(e.to_string().contains("read-only"), "{e}");
+    assert_eq!(ro.load_destination().unwrap(), Destination::default());
+    assert_eq!(dump(&t), before);
 }
