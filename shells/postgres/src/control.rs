@@ -1,1 +1,764 @@
-//! (placeholder: the control port is being written)
+//! The control catalog of worlds (spec 000) with writer fences (spec 001
+//! §3), persisted in PostgreSQL.
+//!
+//! [`PgControlCatalog`] implements `custos_core::world::ControlCatalog` and
+//! mirrors the SQLite shell's control catalog (`custos_sqlite::control`):
+//! it holds no rule. Every write is one [`Conn::write`] transaction that
+//! loads the touched world's row, signatures and fence into a
+//! [`WorldSlot`], calls [`world::decide`], and writes back what changed in
+//! the same transaction. Every read is one [`Conn::read`] transaction (one
+//! REPEATABLE READ snapshot). Rows decode totally: an unknown status, a
+//! negative integer, a malformed descriptor, a stored fingerprint that is
+//! not its schema's, or a text beyond its bound fails the read with
+//! `Invalid` naming the table, the row and the column — never a panic,
+//! never read as absent. A missing writer mode (a legacy row) reads as
+//! `resumable`, an unknown one is kept exactly as read.
+//!
+//! ## One catalog per schema
+//!
+//! A catalog lives in the target's PostgreSQL schema, as the component
+//! [`CONTROL`] (`control_*` tables, its version in `custos_versions`),
+//! created or migrated by [`PgControlCatalog::open`] before the handle is
+//! returned; a newer stored version is refused with nothing written.
+//!
+//! ## Concurrency: explicit row locks
+//!
+//! Every writing transaction first takes `SELECT … FOR UPDATE` on the
+//! catalog's single head row (`control_head`, inserted when the schema is
+//! created), then loads the footprint, decides and writes. Explicit row
+//! locks, because: the lock totally orders every writer of the catalog (two
+//! racing registrations of one world, or two racing fence acquires, are
+//! decided one after the other: distinct epochs, one created row); READ
+//! COMMITTED takes a fresh snapshot per statement, so every statement after
+//! the lock sees each earlier writer's commit; it is a single lock always
+//! taken first, so writers cannot deadlock; and it is released by commit or
+//! rollback, or by the server when a connection dies — no session-level
+//! advisory lock decides anything. A lost reply to COMMIT is `Unavailable`:
+//! the request may have applied, and retrying it converges (registration,
+//! retirement and signatures are idempotent; a retried acquire issues a
+//! still-higher epoch, which stales the lost one).
+//!
+//! ## Reading without writing
+//!
+//! [`PgControlCatalog::open_read_only`] is the open of every read-only
+//! caller (`custos catalog discover|show`): it never creates the schema,
+//! migrates or writes. A missing schema, a schema without the component's
+//! tables, or a catalog of another version is refused with
+//! [`OpenError::NotReadable`] naming the schema and the rule
+//! ([`Refusal`]); the check is one read-only transaction. A read-only
+//! handle refuses [`ControlCatalog::apply`] before any statement is sent.
+//!
+//! ## Bounded rows
+//!
+//! Every stored text is checked against a bound before it is copied or
+//! decoded — identity columns against [`MAX_ID_LEN`], status and writer
+//! mode against [`MAX_WORD_LEN`], the holder against [`MAX_HOLDER_LEN`], the
+//! signature's schema and component JSON against
+//! [`MAX_SIGNATURE_JSON_LEN`] — the same bounds as the SQLite shell.
+//!
+//! ## Migration administration
+//!
+//! The `admin` submodule implements
+//! `custos_core::migration::control::ControlAdmin` on the same handle (the
+//! `control_migrations` and `control_staged` tables), its commits under
+//! the same head-row lock.
+//!
+//! The advisory tick head needs nothing here: `custos_sqlite::control::
+//! record_tick_head` is generic over `ControlCatalog` and works on this
+//! port as is.
+
+use std::fmt;
+
+use custos_core::fence::{Holder, WorldFence, MAX_HOLDER_LEN};
+use custos_core::world::{
+    self, codec, ControlCatalog, Outcome, Request, Signature, SignatureRecord, WorldError,
+    WorldIdentity, WorldInfo, WorldRecord, WorldSlot, WorldStatus, WriterMode, MAX_ID_LEN,
+};
+use postgres::{Row, Transaction};
+
+mod admin;
+
+use crate::conn::{db, Component, ConnectError, Failure, SchemaError, TxError};
+use crate::{conn::Conn, Target};
+
+/// The component's name in `custos_versions` (its tables are `control_*`).
+pub const COMPONENT_NAME: &str = "control";
+
+/// Version 1 (the first step): the catalog's head row (the lock every
+/// write takes first), worlds, signatures, one writer-fence row per fenced
+/// world, and the migration administration's tables (at most one
+/// reservation, and the control bundle staged for it). Identity columns
+/// are `COLLATE "C"`: their order is the byte order the port promises.
+pub const SCHEMA_V1: &str = r#"
+CREATE TABLE control_head (
+    id smallint PRIMARY KEY CHECK (id = 1)
+);
+INSERT INTO control_head (id) VALUES (1);
+CREATE TABLE control_worlds (
+    world_id text COLLATE "C" PRIMARY KEY,
+    name text NOT NULL,
+    run_id text,
+    parent_world_id text,
+    writer_mode text,
+    status text NOT NULL,
+    tick_head bigint NOT NULL
+);
+CREATE TABLE control_signatures (
+    world_id text COLLATE "C" NOT NULL REFERENCES control_worlds (world_id),
+    table_id text COLLATE "C" NOT NULL,
+    components text NOT NULL,
+    schema text NOT NULL,
+    fingerprint text NOT NULL,
+    PRIMARY KEY (world_id, table_id)
+);
+CREATE TABLE control_fences (
+    world_id text COLLATE "C" PRIMARY KEY REFERENCES control_worlds (world_id),
+    issued bigint NOT NULL CHECK (issued >= 0),
+    floor bigint NOT NULL CHECK (floor >= 0),
+    holder text
+);
+CREATE TABLE control_migrations (
+    migration_id text COLLATE "C" PRIMARY KEY,
+    plan_digest text NOT NULL,
+    reservation bytea NOT NULL,
+    receipt bytea,
+    receipt_digest text
+);
+CREATE TABLE control_staged (
+    migration_id text COLLATE "C" PRIMARY KEY REFERENCES control_migrations (migration_id),
+    bundle bytea NOT NULL
+);
+"#;
+
+/// The control catalog's versioned schema: `steps[0]` is version 1.
+pub const CONTROL: Component = Component {
+    name: COMPONENT_NAME,
+    steps: &[SCHEMA_V1],
+};
+
+/// The control-catalog version this build writes and reads.
+pub const CONTROL_VERSION: i64 = 1;
+
+/// The tables a catalog of [`CONTROL_VERSION`] holds (what a read-only
+/// open checks).
+pub const CONTROL_TABLES: &[&str] = &[
+    "control_head",
+    "control_worlds",
+    "control_signatures",
+    "control_fences",
+    "control_migrations",
+    "control_staged",
+];
+
+/// The bound on a stored status or writer-mode word (the SQLite shell's
+/// `MAX_WORD_LEN`, duplicated: it lives in that shell, not in core).
+pub const MAX_WORD_LEN: usize = 64;
+
+/// The bound on a stored signature's schema or component JSON, 4 MiB (the
+/// SQLite shell's `MAX_SIGNATURE_JSON_LEN`, duplicated likewise).
+pub const MAX_SIGNATURE_JSON_LEN: usize = 4 * 1024 * 1024;
+
+/// Why a read-only open refused a schema ([`OpenError::NotReadable`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// No schema of that name exists.
+    MissingSchema,
+    /// The schema has no `custos_versions` table, or it records no control
+    /// catalog.
+    NoCatalog,
+    /// The recorded version is not the one this build reads.
+    Version {
+        /// The stored version.
+        found: i64,
+        /// The version this build reads.
+        supported: i64,
+    },
+    /// The recorded version is readable but a table of it is missing.
+    MissingTable {
+        /// The table.
+        table: &'static str,
+    },
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::MissingSchema => write!(f, "does not exist (nothing was created)"),
+            Refusal::NoCatalog => write!(
+                f,
+                "holds no control catalog (no {COMPONENT_NAME:?} row in custos_versions)"
+            ),
+            Refusal::Version { found, supported } => write!(
+                f,
+                "holds a control catalog of version {found}; this build reads version {supported}"
+            ),
+            Refusal::MissingTable { table } => {
+                write!(f, "holds a control catalog without its table {table}")
+            }
+        }
+    }
+}
+
+/// Why a control catalog could not be opened. Never shows the connection
+/// URL or its password.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum OpenError {
+    /// The stored version is newer than (or unknown to) this build. Nothing
+    /// was written.
+    #[error("UnsupportedVersion: the control catalog in schema {schema} is at version {found}; this build supports {supported}")]
+    UnsupportedVersion {
+        /// The schema.
+        schema: String,
+        /// The stored version.
+        found: i64,
+        /// This build's.
+        supported: i64,
+    },
+    /// A read-only open refused the schema. Nothing was created or written.
+    #[error("NotReadable: schema {schema} {rule}")]
+    NotReadable {
+        /// The schema.
+        schema: String,
+        /// The rule it breaks.
+        rule: Refusal,
+    },
+    /// The server could not be reached (or the login was refused).
+    #[error("Unavailable: {reason}")]
+    Unavailable {
+        /// Why (the endpoint `host:port/database`, never a credential).
+        reason: String,
+    },
+    /// The server failed otherwise.
+    #[error("Fault: {reason}")]
+    Fault {
+        /// What failed.
+        reason: String,
+    },
+}
+
+impl From<ConnectError> for OpenError {
+    fn from(e: ConnectError) -> Self {
+        match e {
+            ConnectError::Unavailable { endpoint, reason } => OpenError::Unavailable {
+                reason: format!("{endpoint}: {reason}"),
+            },
+            other => OpenError::Fault {
+                reason: other.to_string(),
+            },
+        }
+    }
+}
+
+impl From<SchemaError> for OpenError {
+    fn from(e: SchemaError) -> Self {
+        match e {
+            SchemaError::UnsupportedVersion {
+                schema,
+                found,
+                supported,
+                ..
+            } => OpenError::UnsupportedVersion {
+                schema,
+                found,
+                supported,
+            },
+            SchemaError::Unavailable(reason) => OpenError::Unavailable { reason },
+            SchemaError::Server(reason) => OpenError::Fault { reason },
+        }
+    }
+}
+
+impl From<Failure> for OpenError {
+    fn from(f: Failure) -> Self {
+        match f {
+            Failure::Unavailable(reason) => OpenError::Unavailable { reason },
+            other => OpenError::Fault {
+                reason: other.to_string(),
+            },
+        }
+    }
+}
+
+/// A control catalog in one PostgreSQL schema (see the module
+/// documentation). `Debug` shows the endpoint and schema, never the URL.
+#[derive(Debug)]
+pub struct PgControlCatalog {
+    conn: Conn,
+    read_only: bool,
+}
+
+type Res<T> = Result<T, WorldError>;
+type TxRes<T> = Result<T, TxError<WorldError>>;
+
+impl From<WorldError> for TxError<WorldError> {
+    fn from(e: WorldError) -> Self {
+        TxError::Refused(e)
+    }
+}
+
+/// A server failure as the port's error: `Unavailable` stays unavailable
+/// (the outcome of a write in flight is unknown), a stored value that
+/// breaks an invariant is `Invalid`, anything else a `BackendFault`.
+fn world_failure(f: Failure) -> WorldError {
+    match f {
+        Failure::Unavailable(reason) => WorldError::Unavailable { reason },
+        Failure::Corrupt(detail) => WorldError::Invalid {
+            what: "stored row",
+            detail,
+        },
+        other => WorldError::BackendFault {
+            reason: other.to_string(),
+        },
+    }
+}
+
+fn settle<T>(r: TxRes<T>) -> Res<T> {
+    r.map_err(|e| match e {
+        TxError::Refused(e) => e,
+        TxError::Failure(f) => world_failure(f),
+    })
+}
+
+impl PgControlCatalog {
+    /// Opens the control catalog in `target`'s schema, creating the schema
+    /// and its tables when missing or migrating them; a newer stored
+    /// version is [`OpenError::UnsupportedVersion`] with nothing written.
+    pub fn open(target: Target) -> Result<Self, OpenError> {
+        let conn = Conn::open(target)?;
+        CONTROL.prepare(&conn)?;
+        Ok(PgControlCatalog {
+            conn,
+            read_only: false,
+        })
+    }
+
+    /// Opens the existing control catalog in `target`'s schema for reading
+    /// only: never creates the schema, migrates or writes. A missing
+    /// schema, a schema without a control catalog, a catalog of another
+    /// version or one missing a table is [`OpenError::NotReadable`].
+    pub fn open_read_only(target: Target) -> Result<Self, OpenError> {
+        let conn = Conn::open(target)?;
+        let schema = conn.target().schema().to_owned();
+        let refusal = conn
+            .read(|tx| readability(tx, &schema))
+            .map_err(|e| match e {
+                TxError::Failure(f) => OpenError::from(f),
+                TxError::Refused(never) => match never {},
+            })?;
+        if let Some(rule) = refusal {
+            return Err(OpenError::NotReadable { schema, rule });
+        }
+        Ok(PgControlCatalog {
+            conn,
+            read_only: true,
+        })
+    }
+
+    /// Whether this handle was opened read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// The PostgreSQL schema holding the catalog.
+    pub fn schema(&self) -> &str {
+        self.conn.target().schema()
+    }
+
+    /// The server's process id serving this handle's connection (tests
+    /// terminate it to exercise reconnection).
+    pub fn backend_pid(&self) -> Result<i32, WorldError> {
+        self.conn.backend_pid().map_err(world_failure)
+    }
+}
+
+/// Why the schema cannot be read as a control catalog, if it cannot.
+fn readability(
+    tx: &mut Transaction<'_>,
+    schema: &str,
+) -> Result<Option<Refusal>, TxError<std::convert::Infallible>> {
+    let exists: bool = tx
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)",
+            &[&schema],
+        )
+        .and_then(|r| r.try_get(0))
+        .map_err(db("probe-schema"))?;
+    if !exists {
+        return Ok(Some(Refusal::MissingSchema));
+    }
+    let table = |tx: &mut Transaction<'_>, name: &str| -> Result<bool, Failure> {
+        tx.query_one(
+            "SELECT to_regclass(quote_ident($1) || '.' || quote_ident($2)) IS NOT NULL",
+            &[&schema, &name],
+        )
+        .and_then(|r| r.try_get(0))
+        .map_err(db("probe-table"))
+    };
+    if !table(tx, "custos_versions")? {
+        return Ok(Some(Refusal::NoCatalog));
+    }
+    let found: Option<i64> = tx
+        .query_opt(
+            "SELECT version FROM custos_versions WHERE component = $1",
+            &[&COMPONENT_NAME],
+        )
+        .map_err(db("probe-version"))?
+        .map(|r| r.try_get(0))
+        .transpose()
+        .map_err(db("probe-version"))?;
+    let Some(found) = found else {
+        return Ok(Some(Refusal::NoCatalog));
+    };
+    if found != CONTROL_VERSION {
+        return Ok(Some(Refusal::Version {
+            found,
+            supported: CONTROL_VERSION,
+        }));
+    }
+    for t in CONTROL_TABLES {
+        if !table(tx, t)? {
+            return Ok(Some(Refusal::MissingTable { table: t }));
+        }
+    }
+    Ok(None)
+}
+
+// ------------------------------------------------------------------ rows
+
+const WORLD_SELECT: &str = "SELECT world_id, name, run_id, parent_world_id, writer_mode, status, tick_head FROM control_worlds";
+const SIG_SELECT: &str =
+    "SELECT world_id, table_id, components, schema, fingerprint FROM control_signatures";
+
+fn invalid(what: &'static str, detail: String) -> WorldError {
+    WorldError::Invalid { what, detail }
+}
+
+/// A stored text of at most `max` bytes, checked before it is copied.
+/// `row` names the row for the error (the world id once it is known).
+fn bounded(
+    r: &Row,
+    col: usize,
+    name: &'static str,
+    max: usize,
+    table: &str,
+    row: &str,
+) -> Res<Option<String>> {
+    let v: Option<&str> = r
+        .try_get(col)
+        .map_err(|e| invalid(name, format!("{table} row {row}: column {name}: {e}")))?;
+    match v {
+        Some(s) if s.len() > max => Err(invalid(
+            name,
+            format!(
+                "{table} row {row}: column {name}: {} bytes exceeds the bound {max}",
+                s.len()
+            ),
+        )),
+        other => Ok(other.map(str::to_owned)),
+    }
+}
+
+fn required(v: Option<String>, name: &'static str, table: &str, row: &str) -> Res<String> {
+    v.ok_or_else(|| invalid(name, format!("{table} row {row}: column {name} is null")))
+}
+
+/// A stored `bigint` that must be non-negative.
+fn unsigned(r: &Row, col: usize, name: &'static str, table: &str, row: &str) -> Res<u64> {
+    let v: i64 = r
+        .try_get(col)
+        .map_err(|e| invalid(name, format!("{table} row {row}: column {name}: {e}")))?;
+    u64::try_from(v).map_err(|_| {
+        invalid(
+            name,
+            format!("{table} row {row}: column {name}: negative value {v}"),
+        )
+    })
+}
+
+/// One `control_worlds` row, decoded totally.
+fn decode_world(r: &Row) -> Res<WorldRecord> {
+    let t = "control_worlds";
+    let id = required(
+        bounded(r, 0, "world_id", MAX_ID_LEN, t, "?")?,
+        "world_id",
+        t,
+        "?",
+    )?;
+    let text = |col, name, max| bounded(r, col, name, max, t, &id);
+    let name = required(text(1, "name", MAX_ID_LEN)?, "name", t, &id)?;
+    let run_id = text(2, "run_id", MAX_ID_LEN)?;
+    let parent = text(3, "parent_world_id", MAX_ID_LEN)?;
+    let mode = text(4, "writer_mode", MAX_WORD_LEN)?;
+    let status = required(text(5, "status", MAX_WORD_LEN)?, "status", t, &id)?;
+    let tick_head = unsigned(r, 6, "tick_head", t, &id)?;
+    let status = WorldStatus::parse(&status).ok_or_else(|| {
+        invalid(
+            "status",
+            format!("{t} row {id}: column status: unknown status {status:?}"),
+        )
+    })?;
+    Ok(WorldRecord {
+        identity: WorldIdentity {
+            world_id: id,
+            name,
+            run_id,
+            parent_world_id: parent,
+        },
+        writer_mode: WriterMode::parse(mode.as_deref()),
+        status,
+        tick_head,
+    })
+}
+
+/// One `control_signatures` row, decoded totally and validated (the
+/// fingerprint must be its schema's).
+fn decode_sig(r: &Row) -> Res<SignatureRecord> {
+    let t = "control_signatures";
+    let world_id = required(
+        bounded(r, 0, "world_id", MAX_ID_LEN, t, "?")?,
+        "world_id",
+        t,
+        "?",
+    )?;
+    let table_id = required(
+        bounded(r, 1, "table_id", MAX_ID_LEN, t, &world_id)?,
+        "table_id",
+        t,
+        &world_id,
+    )?;
+    let at = format!("({world_id}, {table_id})");
+    let text = |col, name, max| -> Res<String> {
+        required(bounded(r, col, name, max, t, &at)?, name, t, &at)
+    };
+    let components = text(2, "components", MAX_SIGNATURE_JSON_LEN)?;
+    let schema = text(3, "schema", MAX_SIGNATURE_JSON_LEN)?;
+    // A fingerprint is a SHA-256 in hex; the id bound is generous.
+    let fingerprint = text(4, "fingerprint", MAX_ID_LEN)?;
+    let signature = Signature {
+        components: codec::components_from_json(&components)?,
+        schema: codec::schema_from_json(&schema)?,
+        fingerprint,
+        table_id,
+    };
+    signature.validate()?;
+    Ok(SignatureRecord {
+        world_id,
+        signature,
+    })
+}
+
+/// The world's fence row, decoded totally (default when there is none).
+fn load_fence(tx: &mut Transaction<'_>, world_id: &str) -> TxRes<WorldFence> {
+    let t = "control_fences";
+    let Some(r) = tx
+        .query_opt(
+            "SELECT issued, floor, holder FROM control_fences WHERE world_id = $1",
+            &[&world_id],
+        )
+        .map_err(db("load-fence"))?
+    else {
+        return Ok(WorldFence::default());
+    };
+    let issued = unsigned(&r, 0, "issued", t, world_id)?;
+    let floor = unsigned(&r, 1, "floor", t, world_id)?;
+    let holder = bounded(&r, 2, "holder", MAX_HOLDER_LEN, t, world_id)?
+        .map(Holder::new)
+        .transpose()
+        .map_err(|e| invalid("holder", format!("{t} row {world_id}: column holder: {e}")))?;
+    Ok(WorldFence {
+        issued,
+        floor,
+        holder,
+    })
+}
+
+fn load_slot(tx: &mut Transaction<'_>, world_id: &str) -> TxRes<WorldSlot> {
+    let record = tx
+        .query_opt(&format!("{WORLD_SELECT} WHERE world_id = $1"), &[&world_id])
+        .map_err(db("load-world"))?
+        .map(|r| decode_world(&r))
+        .transpose()?;
+    let signatures = tx
+        .query(
+            &format!("{SIG_SELECT} WHERE world_id = $1 ORDER BY table_id COLLATE \"C\""),
+            &[&world_id],
+        )
+        .map_err(db("load-signatures"))?
+        .iter()
+        .map(|r| decode_sig(r).map(|s| s.signature))
+        .collect::<Res<Vec<_>>>()?;
+    let fence = load_fence(tx, world_id)?;
+    Ok(WorldSlot {
+        record,
+        signatures,
+        fence,
+    })
+}
+
+/// A `u64` as a stored `bigint`; beyond `i64::MAX` is `Invalid`.
+fn int(what: &'static str, world_id: &str, v: u64) -> Res<i64> {
+    i64::try_from(v).map_err(|_| {
+        invalid(
+            what,
+            format!("world {world_id}: {v} exceeds what a bigint stores"),
+        )
+    })
+}
+
+fn write_fence(tx: &mut Transaction<'_>, world_id: &str, f: &WorldFence) -> TxRes<()> {
+    let issued = int("issued", world_id, f.issued)?;
+    let floor = int("floor", world_id, f.floor)?;
+    let holder = f.holder.as_ref().map(Holder::as_str);
+    tx.execute(
+        "INSERT INTO control_fences (world_id, issued, floor, holder) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (world_id) DO UPDATE SET issued = EXCLUDED.issued, floor = EXCLUDED.floor, holder = EXCLUDED.holder",
+        &[&world_id, &issued, &floor, &holder],
+    )
+    .map_err(db("write-fence"))?;
+    Ok(())
+}
+
+fn write_world(tx: &mut Transaction<'_>, r: &WorldRecord) -> TxRes<()> {
+    let id = &r.identity;
+    let tick = int("tick_head", &id.world_id, r.tick_head)?;
+    tx.execute(
+        "INSERT INTO control_worlds (world_id, name, run_id, parent_world_id, writer_mode, status, tick_head)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)
+         ON CONFLICT (world_id) DO UPDATE SET status = EXCLUDED.status, tick_head = EXCLUDED.tick_head",
+        &[
+            &id.world_id,
+            &id.name,
+            &id.run_id,
+            &id.parent_world_id,
+            &r.writer_mode.as_str(),
+            &r.status.as_str(),
+            &tick,
+        ],
+    )
+    .map_err(db("write-world"))?;
+    Ok(())
+}
+
+fn write_back(tx: &mut Transaction<'_>, before: &WorldSlot, next: &WorldSlot) -> TxRes<()> {
+    if before.record != next.record {
+        if let Some(r) = &next.record {
+            write_world(tx, r)?;
+        }
+    }
+    if before.fence != next.fence {
+        if let Some(r) = &next.record {
+            write_fence(tx, &r.identity.world_id, &next.fence)?;
+        }
+    }
+    let world_id = next
+        .record
+        .as_ref()
+        .map(|r| r.identity.world_id.as_str())
+        .unwrap_or_default();
+    for s in &next.signatures {
+        // Signatures are kept sorted by table id, not by their derived order.
+        if before
+            .signatures
+            .binary_search_by(|x| x.table_id.cmp(&s.table_id))
+            .is_ok()
+        {
+            continue;
+        }
+        let components = codec::components_to_json(&s.components)?;
+        let schema = codec::schema_to_json(&s.schema)?;
+        tx.execute(
+            "INSERT INTO control_signatures (world_id, table_id, components, schema, fingerprint)
+             VALUES ($1, $2, $3, $4, $5)",
+            &[&world_id, &s.table_id, &components, &schema, &s.fingerprint],
+        )
+        .map_err(db("write-signature"))?;
+    }
+    Ok(())
+}
+
+/// Takes the catalog's head-row lock: the first statement of every write.
+fn lock_head(tx: &mut Transaction<'_>) -> TxRes<()> {
+    let locked = tx
+        .query_opt("SELECT id FROM control_head WHERE id = 1 FOR UPDATE", &[])
+        .map_err(db("lock-head"))?;
+    if locked.is_none() {
+        return Err(invalid(
+            "control_head",
+            "control_head row 1 is missing: the catalog's lock row was deleted".into(),
+        )
+        .into());
+    }
+    Ok(())
+}
+
+impl PgControlCatalog {
+    fn refuse_read_only(&self) -> Res<()> {
+        if self.read_only {
+            return Err(WorldError::BackendFault {
+                reason: format!(
+                    "read-only: the control catalog in schema {} was opened with open_read_only; nothing was written",
+                    self.schema()
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl ControlCatalog for PgControlCatalog {
+    fn apply(&self, req: &Request) -> Result<Outcome, WorldError> {
+        self.refuse_read_only()?;
+        settle(self.conn.write(|tx| {
+            lock_head(tx)?;
+            let slot = load_slot(tx, req.world_id())?;
+            let d = world::decide(&slot, req)?;
+            if d.changed {
+                write_back(tx, &slot, &d.next)?;
+            }
+            Ok(d.outcome)
+        }))
+    }
+
+    fn discover_worlds(&self) -> Result<Vec<WorldRecord>, WorldError> {
+        settle(self.conn.read(|tx| {
+            let rows = tx
+                .query(
+                    &format!("{WORLD_SELECT} ORDER BY world_id COLLATE \"C\""),
+                    &[],
+                )
+                .map_err(db("discover"))?;
+            Ok(rows.iter().map(decode_world).collect::<Res<Vec<_>>>()?)
+        }))
+    }
+
+    fn open_world_readonly(&self, world_id: &str) -> Result<WorldInfo, WorldError> {
+        settle(self.conn.read(|tx| {
+            let slot = load_slot(tx, world_id)?;
+            match slot.record {
+                Some(record) => Ok(WorldInfo {
+                    record,
+                    signatures: slot.signatures,
+                    fence: slot.fence,
+                }),
+                None => Err(WorldError::NotFound {
+                    world_id: world_id.to_owned(),
+                }
+                .into()),
+            }
+        }))
+    }
+
+    fn list_signatures(&self) -> Result<Vec<SignatureRecord>, WorldError> {
+        settle(self.conn.read(|tx| {
+            let rows = tx
+                .query(
+                    &format!(
+                        "{SIG_SELECT} ORDER BY world_id COLLATE \"C\", table_id COLLATE \"C\""
+                    ),
+                    &[],
+                )
+                .map_err(db("list-signatures"))?;
+            Ok(rows.iter().map(decode_sig).collect::<Res<Vec<_>>>()?)
+        }))
+    }
+}
