@@ -170,7 +170,7 @@ fn open_remote(
     let target = custos_postgres::Target::new(url, schema.clone()).map_err(|e| fail(2, e))?;
     let place = format!("postgresql://{} schema {schema}", target.endpoint());
     let catalog = PgControlCatalog::open_read_only(target).map_err(|e| {
-        let code = crate::catalog::pg_exit_code(&e);
+        let code = pg_exit_code(&e);
         fail(code, format!("{place}: {e}"))
     })?;
     Ok((identity, place, Box::new(catalog)))
@@ -325,4 +325,20 @@ fn show(
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The exit code of a refused PostgreSQL open: no such catalog (a missing
+/// schema, or one holding no control catalog) is 3, like a missing file;
+/// a catalog this build cannot read, an unreachable server or a refused
+/// login is 1.
+#[cfg(feature = "postgres")]
+fn pg_exit_code(e: &custos_postgres::control::OpenError) -> u8 {
+    use custos_postgres::control::{OpenError, Refusal};
+    match e {
+        OpenError::NotReadable {
+            rule: Refusal::MissingSchema | Refusal::NoCatalog,
+            ..
+        } => 3,
+        _ => 1,
+    }
 }
