@@ -49,6 +49,12 @@
 //! joins with [`PgLedger::join`], which prepares the schema exactly as
 //! `open` does and recovers nothing.
 //!
+//! ## Time
+//!
+//! No ledger decision reads a clock. The one time it stores,
+//! `ledger_releases.released_at_ms`, is the operator's `now` carried by
+//! [`Request::Release`] and recorded as given, as on SQLite and in memory.
+//!
 //! ## Schema (component `ledger`, version 1)
 //!
 //! | table | role |
@@ -334,6 +340,19 @@ impl PgLedger {
     /// crashed host still reads `admitted`); every request that writes is
     /// refused `BackendFault` without touching the server.
     pub fn open_read_only(target: Target) -> Result<PgLedger, LedgerOpenError> {
+        match PgLedger::open_existing(target)? {
+            Existing::Ledger(l) => Ok(*l),
+            Existing::None { schema } => Err(LedgerOpenError::NotReadable {
+                schema,
+                reason: "no execution ledger".to_owned(),
+            }),
+        }
+    }
+
+    /// A read-only handle when the schema holds a ledger of
+    /// [`LEDGER_VERSION`], [`Existing::None`] when it holds no ledger at
+    /// all, `NotReadable` for another version. Writes nothing.
+    fn open_existing(target: Target) -> Result<Existing, LedgerOpenError> {
         let schema = target.schema().to_owned();
         let conn = Conn::open(target)?;
         let found = conn
@@ -343,27 +362,17 @@ impl PgLedger {
                 TxError::Refused(never) => match never {},
             })?;
         match found {
-            Some(v) if v == LEDGER_VERSION => {}
-            Some(v) => {
-                return Err(LedgerOpenError::NotReadable {
-                    schema,
-                    reason: format!(
-                        "the ledger has version {v}; this build reads {LEDGER_VERSION}"
-                    ),
-                })
-            }
-            None => {
-                return Err(LedgerOpenError::NotReadable {
-                    schema,
-                    reason: "no execution ledger".to_owned(),
-                })
-            }
+            Some(v) if v == LEDGER_VERSION => Ok(Existing::Ledger(Box::new(PgLedger {
+                conn: Mutex::new(Some(conn)),
+                schema,
+                read_only: true,
+            }))),
+            Some(v) => Err(LedgerOpenError::NotReadable {
+                schema,
+                reason: format!("the ledger has version {v}; this build reads {LEDGER_VERSION}"),
+            }),
+            None => Ok(Existing::None { schema }),
         }
-        Ok(PgLedger {
-            conn: Mutex::new(Some(conn)),
-            schema,
-            read_only: true,
-        })
     }
 
     /// The PostgreSQL schema holding the ledger.
@@ -390,6 +399,50 @@ impl PgLedger {
         self.conn.lock().map_err(|_| LedgerError::BackendFault {
             reason: "postgres-ledger-poisoned".to_owned(),
         })
+    }
+}
+
+/// What [`PgLedger::open_existing`] found.
+enum Existing {
+    /// A read-only handle on a ledger of [`LEDGER_VERSION`].
+    Ledger(Box<PgLedger>),
+    /// No ledger in the schema (no schema, no version table or no `ledger`
+    /// version row).
+    None {
+        /// The PostgreSQL schema.
+        schema: String,
+    },
+}
+
+/// Why the Activity records of a target could not be counted.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum ActivityError {
+    /// The schema holds something that is not a readable ledger of
+    /// [`LEDGER_VERSION`], or the server failed.
+    #[error("ActivityUnreadable: {0}")]
+    Open(LedgerOpenError),
+    /// Counting failed.
+    #[error("ActivityUnreadable: schema {schema}: {source}")]
+    Read {
+        /// The PostgreSQL schema.
+        schema: String,
+        /// Why.
+        source: LedgerError,
+    },
+}
+
+/// The Activity records ([`Ledger::records`]) of the ledger in `target`'s
+/// schema, read through a read-only handle that never creates or writes:
+/// 0 when the schema holds no ledger (or does not exist); a ledger of
+/// another version fails closed. The PostgreSQL face of
+/// `custos_sqlite::ledger::activity_records`.
+pub fn activity_records(target: Target) -> Result<u64, ActivityError> {
+    match PgLedger::open_existing(target).map_err(ActivityError::Open)? {
+        Existing::None { .. } => Ok(0),
+        Existing::Ledger(l) => l.records().map_err(|source| ActivityError::Read {
+            schema: l.schema.clone(),
+            source,
+        }),
     }
 }
 

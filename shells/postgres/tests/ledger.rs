@@ -404,6 +404,60 @@ fn race_handles_admitting_one_key_get_exactly_one_fresh() {
     println!("race: {ROUNDS} rounds of {N} handles, exactly one Fresh each");
 }
 
+#[test]
+fn concurrent_first_opens_of_one_schema_all_succeed_with_one_head_row() {
+    const N: usize = 8;
+    let t = target("ledger_first");
+    let barrier = Arc::new(Barrier::new(N));
+    let handles: Vec<_> = (0..N)
+        .map(|_| {
+            let (t, barrier) = (t.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                PgLedger::open(t).map(|l| l.records())
+            })
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(h.join().unwrap(), Ok(Ok(0)));
+    }
+    let heads: i64 = raw(&t)
+        .query_one("SELECT count(*) FROM ledger_head", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(heads, 1);
+}
+
+/// The Activity records of a schema are counted read-only: 0 (and nothing
+/// created) without a ledger, every row once there is one, and another
+/// version fails closed.
+#[test]
+fn activity_records_count_without_creating_or_writing() {
+    use custos_postgres::ledger::{activity_records, ActivityError};
+    let t = target("ledger_activity");
+    let mut c = raw(&t);
+    assert_eq!(activity_records(t.clone()), Ok(0));
+    assert!(!schema_exists(&mut c, t.schema()));
+    let l = PgLedger::open(t.clone()).unwrap();
+    assert_eq!(activity_records(t.clone()), Ok(0));
+    l.attach(&LIMITS, &sid("s"), &ws("w"), 1, &tok("a"))
+        .unwrap();
+    let before = dump(&mut c);
+    assert_eq!(activity_records(t.clone()), Ok(1));
+    assert_eq!(dump(&mut c), before);
+    c.execute(
+        "UPDATE custos_versions SET version = 7 WHERE component = 'ledger'",
+        &[],
+    )
+    .unwrap();
+    let e = activity_records(t).unwrap_err();
+    assert!(
+        matches!(e, ActivityError::Open(LedgerOpenError::NotReadable { .. })),
+        "{e}"
+    );
+    assert!(e.to_string().starts_with("ActivityUnreadable"), "{e}");
+}
+
 fn ops() -> impl Strategy<Value = Vec<custos_core::streams::ledger::LedgerOp>> {
     use custos_core::streams::ledger::LedgerOp as O;
     let op = prop_oneof![
