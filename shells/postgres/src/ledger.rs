@@ -1,1 +1,1028 @@
-//! (placeholder: the ledger port is being written)
+//! [`PgLedger`]: the execution ledger (`custos_core::ledger`) in one
+//! PostgreSQL schema, shared by the hosts of one executor.
+//!
+//! The shell holds no rule: it mirrors `custos_sqlite::ledger`. Every
+//! request runs in one transaction that loads exactly the request's
+//! [`Request::footprint`] into a [`View`], calls [`ledger::decide`] and
+//! writes the decision's [`Effect`]s back before it commits. A refusal
+//! rolls back and writes nothing.
+//!
+//! ## Concurrency: explicit row locks
+//!
+//! One ledger per PostgreSQL schema (the [`Target`]'s). A request that
+//! [`Request::writes`] runs in [`Conn::write`] (READ COMMITTED) and takes,
+//! as its first statement, `SELECT … FROM ledger_head WHERE id = 1 FOR
+//! UPDATE` on the ledger's one head row (inserted with the schema). Explicit
+//! row locks, because:
+//!
+//! - the decisions read aggregates (`sum(outcome_bytes)`, the unclean-scope
+//!   count) and absent rows (`admit` of a missing key), which no per-row
+//!   lock or `INSERT … ON CONFLICT` could guard; one lock over the whole
+//!   footprint totally orders the ledger's writers, exactly as SQLite's
+//!   `BEGIN IMMEDIATE` does;
+//! - under READ COMMITTED every statement after the lock sees every earlier
+//!   writer's commit, so the view the decision reads is current and the
+//!   decision stays true until this transaction commits (two handles
+//!   racing one key produce exactly one `Fresh`);
+//! - one lock, always taken first, cannot deadlock, and no serialization
+//!   failure can arise (the bounded retry of [`Conn::write`] is a
+//!   safeguard only);
+//! - it is a row, not a session-level advisory lock: it ends with the
+//!   transaction, also when the connection dies.
+//!
+//! A request that only reads runs in [`Conn::read`] (REPEATABLE READ, READ
+//! ONLY): every query of its footprint sees one snapshot, and it never
+//! waits for a writer.
+//!
+//! ## Restart recovery with several hosts
+//!
+//! [`PgLedger::open`] is restart recovery ([`Request::Open`]), as opening
+//! the SQLite file is: every `admitted` row **of the whole ledger** becomes
+//! `unknown`. Recovery is a per-ledger operation, not a per-host one: it
+//! also fences calls another host admitted and may be running right now
+//! (their `finish` is then refused `NotAdmitted { Unknown }`; nothing ever
+//! starts twice, but their outcomes are lost). So when several hosts share
+//! one ledger, only the process that owns the executor's restart — the one
+//! that has just taken over the executor (e.g. under the executor's lease)
+//! after its previous owner is known to be gone — opens it with
+//! [`PgLedger::open`] (or calls [`Ledger::recover`]); every other handle
+//! joins with [`PgLedger::join`], which prepares the schema exactly as
+//! `open` does and recovers nothing.
+//!
+//! ## Time
+//!
+//! No ledger decision reads a clock. The one time it stores,
+//! `ledger_releases.released_at_ms`, is the operator's `now` carried by
+//! [`Request::Release`] and recorded as given, as on SQLite and in memory.
+//!
+//! ## Schema (component `ledger`, version 1)
+//!
+//! | table | role |
+//! |-------|------|
+//! | `ledger_head(id)` | the one row (`id = 1`) every writer locks first |
+//! | `ledger_scopes(session, workspace, incarnation, state, close_outcome, attach_token)` | one row per session |
+//! | `ledger_calls(session, op, step, source_index, incarnation, tool, state, outcome, outcome_digest, outcome_bytes)` | one row per call key |
+//! | `ledger_acks(session, op, step, source_index, incarnation)` | the acknowledgement tombstones |
+//! | `ledger_releases(id, session, workspace, incarnation, was, released_at_ms)` | the operator release log, in `id` order |
+//!
+//! The encodings are SQLite's: `ledger_scopes.state` is
+//! `open | closing | closed`, with `close_outcome` `NULL` for `open` and
+//! `closing`, `0` for `Closed(AllRetired)` and `n > 0` for
+//! `Closed(UnknownCleanup(n))`; `ledger_calls.state` is
+//! `admitted | terminal | unknown` (an `admitted` row's `outcome_bytes` is
+//! its reservation; a `terminal` row carries its outcome, SHA-256 and size,
+//! checked by core on every read; an `unknown` row holds nothing);
+//! `ledger_releases.was` is `closing` or `closed:<n>`.
+//!
+//! Unlike SQLite's bit-for-bit storage, every `u64` is stored as a
+//! non-negative `bigint`: a negative stored value is `MalformedRow`, and a
+//! value above `i64::MAX` (an incarnation, size or time no real ledger
+//! reaches) cannot be written — the request fails `BackendFault` and
+//! nothing is written. A lookup by a key whose incarnation is above
+//! `i64::MAX` finds nothing, since no such row can be stored.
+//!
+//! ## Decoding
+//!
+//! Stored rows decode totally: an unknown state word, a state whose columns
+//! disagree, a negative number, a `step` above `u32::MAX`, a name that is
+//! not a valid name, a text longer than [`MAX_NAME_LEN`] / [`MAX_WORD_LEN`],
+//! an outcome longer than [`MAX_STORED_OUTCOME_BYTES`] or a digest that is
+//! not 32 bytes is [`LedgerError::MalformedRow`] naming the table, the row
+//! and the column — never a panic, never read as absent.
+//!
+//! ## Errors
+//!
+//! A server that cannot be reached, a dropped connection or a server
+//! shutting down is [`LedgerError::Unavailable`] (the outcome of a write in
+//! flight is unknown; retrying the same request converges); any other
+//! server error is [`LedgerError::BackendFault`]. Neither, nor any
+//! [`LedgerOpenError`] or `Debug` output, contains the connection URL or
+//! its password.
+
+use std::fmt;
+use std::sync::{Mutex, MutexGuard};
+
+use custos_core::ledger::{
+    self, Answer, AttachToken, CallRow, CloseOutcome, Digest, Effect, Key, Ledger, LedgerError,
+    Limits, OpId, Release, Request, RowState, Scope, ScopeState, SessionId, Tool, View,
+    WorkspaceId, DEFAULT_MAX_LEDGER_BYTES, MAX_NAME_LEN,
+};
+use postgres::{Row, Transaction};
+use thiserror::Error;
+
+use crate::conn::{db, Component, Conn, ConnectError, Failure, SchemaError, Target, TxError};
+
+/// The bound on a stored state word (`admitted`, `closed:<n>`, …).
+pub const MAX_WORD_LEN: usize = 64;
+
+/// The bound on a stored outcome: the default ledger budget (512 MiB), the
+/// most a ledger under the default limits can hold at all.
+pub const MAX_STORED_OUTCOME_BYTES: usize = DEFAULT_MAX_LEDGER_BYTES as usize;
+
+/// Version 1 of the `ledger` component: every table, and the head row.
+pub const LEDGER_SCHEMA_V1: &str = "
+CREATE TABLE ledger_head (
+    id smallint PRIMARY KEY CHECK (id = 1)
+);
+INSERT INTO ledger_head (id) VALUES (1) ON CONFLICT DO NOTHING;
+CREATE TABLE ledger_scopes (
+    session text PRIMARY KEY,
+    workspace text NOT NULL,
+    incarnation bigint NOT NULL,
+    state text NOT NULL,
+    close_outcome bigint,
+    attach_token text NOT NULL
+);
+CREATE TABLE ledger_calls (
+    session text NOT NULL,
+    op text NOT NULL,
+    step bigint NOT NULL,
+    source_index bigint NOT NULL,
+    incarnation bigint NOT NULL,
+    tool text NOT NULL,
+    state text NOT NULL,
+    outcome bytea,
+    outcome_digest bytea,
+    outcome_bytes bigint NOT NULL,
+    PRIMARY KEY (session, op, step, source_index, incarnation)
+);
+CREATE INDEX ledger_calls_by_state ON ledger_calls (state, session);
+CREATE TABLE ledger_acks (
+    session text NOT NULL,
+    op text NOT NULL,
+    step bigint NOT NULL,
+    source_index bigint NOT NULL,
+    incarnation bigint NOT NULL,
+    PRIMARY KEY (session, op, step, source_index, incarnation)
+);
+CREATE TABLE ledger_releases (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session text NOT NULL,
+    workspace text NOT NULL,
+    incarnation bigint NOT NULL,
+    was text NOT NULL,
+    released_at_ms bigint NOT NULL
+);
+";
+
+/// The ledger's versioned schema: `steps[0]` creates version 1.
+pub const LEDGER_COMPONENT: Component = Component {
+    name: "ledger",
+    steps: &[LEDGER_SCHEMA_V1],
+};
+
+/// The ledger schema version this build writes and reads.
+pub const LEDGER_VERSION: i64 = 1;
+
+/// Why a ledger could not be opened. A refused version leaves the schema
+/// untouched; no variant displays the connection URL.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum LedgerOpenError {
+    /// The schema's ledger version is newer than (or unknown to) this
+    /// build. Nothing was written.
+    #[error("UnsupportedVersion: the ledger in schema {schema} has version {found}; this build supports {supported}")]
+    UnsupportedVersion {
+        /// The PostgreSQL schema.
+        schema: String,
+        /// The stored version.
+        found: i64,
+        /// [`LEDGER_VERSION`].
+        supported: i64,
+    },
+    /// A read-only open found no ledger of [`LEDGER_VERSION`] in the schema
+    /// (no schema, no ledger, or another version). Nothing was created or
+    /// written.
+    #[error("NotReadable: schema {schema}: {reason}")]
+    NotReadable {
+        /// The PostgreSQL schema.
+        schema: String,
+        /// What was found instead.
+        reason: String,
+    },
+    /// The server could not be reached or dropped the connection.
+    #[error("Unavailable: {reason}")]
+    Unavailable {
+        /// Why (never the URL or password).
+        reason: String,
+    },
+    /// The server failed otherwise.
+    #[error("Fault: {reason}")]
+    Fault {
+        /// Why (never the URL or password).
+        reason: String,
+    },
+    /// Restart recovery failed.
+    #[error("Recovery: {0}")]
+    Recovery(LedgerError),
+}
+
+impl From<ConnectError> for LedgerOpenError {
+    fn from(e: ConnectError) -> Self {
+        match e {
+            ConnectError::Unavailable { endpoint, reason } => LedgerOpenError::Unavailable {
+                reason: format!("{endpoint}: {reason}"),
+            },
+            other => LedgerOpenError::Fault {
+                reason: other.to_string(),
+            },
+        }
+    }
+}
+
+impl From<SchemaError> for LedgerOpenError {
+    fn from(e: SchemaError) -> Self {
+        match e {
+            SchemaError::UnsupportedVersion {
+                schema,
+                found,
+                supported,
+                ..
+            } => LedgerOpenError::UnsupportedVersion {
+                schema,
+                found,
+                supported,
+            },
+            SchemaError::Unavailable(reason) => LedgerOpenError::Unavailable { reason },
+            SchemaError::Server(reason) => LedgerOpenError::Fault { reason },
+        }
+    }
+}
+
+impl From<Failure> for LedgerOpenError {
+    fn from(f: Failure) -> Self {
+        match f {
+            Failure::Unavailable(reason) => LedgerOpenError::Unavailable { reason },
+            other => LedgerOpenError::Fault {
+                reason: other.to_string(),
+            },
+        }
+    }
+}
+
+/// A server failure as the ledger port's error.
+fn failure(f: Failure) -> LedgerError {
+    match f {
+        Failure::Unavailable(reason) => LedgerError::Unavailable { reason },
+        Failure::Corrupt(detail) => LedgerError::MalformedRow { detail },
+        other => LedgerError::BackendFault {
+            reason: other.to_string(),
+        },
+    }
+}
+
+fn tx_error(e: TxError<LedgerError>) -> LedgerError {
+    match e {
+        TxError::Failure(f) => failure(f),
+        TxError::Refused(e) => e,
+    }
+}
+
+/// A `map_err` adapter for a statement of the transaction body.
+fn sql(op: &'static str) -> impl Fn(postgres::Error) -> TxError<LedgerError> {
+    let f = db(op);
+    move |e| TxError::Failure(f(e))
+}
+
+fn malformed(detail: impl Into<String>) -> TxError<LedgerError> {
+    TxError::Refused(LedgerError::MalformedRow {
+        detail: detail.into(),
+    })
+}
+
+/// The execution ledger in one PostgreSQL schema. One connection per
+/// handle, serialized by a mutex; any number of handles (in any number of
+/// processes and hosts) may share the schema.
+pub struct PgLedger {
+    conn: Mutex<Option<Conn>>,
+    schema: String,
+    read_only: bool,
+}
+
+impl fmt::Debug for PgLedger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PgLedger")
+            .field("schema", &self.schema)
+            .field("read_only", &self.read_only)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PgLedger {
+    /// Connects, creates or migrates the ledger's schema ([`LEDGER_COMPONENT`];
+    /// a newer stored version is refused with nothing written) and runs
+    /// restart recovery over the whole ledger (see "Restart recovery with
+    /// several hosts" in the module documentation).
+    pub fn open(target: Target) -> Result<PgLedger, LedgerOpenError> {
+        let ledger = PgLedger::join(target)?;
+        ledger.recover().map_err(LedgerOpenError::Recovery)?;
+        tracing::debug!(schema = %ledger.schema, "execution ledger opened");
+        Ok(ledger)
+    }
+
+    /// [`PgLedger::open`] without restart recovery: for a handle joining a
+    /// ledger whose recovery belongs to another process (the executor's
+    /// owner). Creates or migrates the schema as `open` does.
+    pub fn join(target: Target) -> Result<PgLedger, LedgerOpenError> {
+        let schema = target.schema().to_owned();
+        let conn = Conn::open(target)?;
+        LEDGER_COMPONENT.prepare(&conn)?;
+        Ok(PgLedger {
+            conn: Mutex::new(Some(conn)),
+            schema,
+            read_only: false,
+        })
+    }
+
+    /// Opens an existing ledger for reading only: no schema creation,
+    /// migration, recovery or write. A schema without a ledger of
+    /// [`LEDGER_VERSION`] is [`LedgerOpenError::NotReadable`]. Read requests
+    /// answer over the rows as they stand (an `admitted` row left by a
+    /// crashed host still reads `admitted`); every request that writes is
+    /// refused `BackendFault` without touching the server.
+    pub fn open_read_only(target: Target) -> Result<PgLedger, LedgerOpenError> {
+        match PgLedger::open_existing(target)? {
+            Existing::Ledger(l) => Ok(*l),
+            Existing::None { schema } => Err(LedgerOpenError::NotReadable {
+                schema,
+                reason: "no execution ledger".to_owned(),
+            }),
+        }
+    }
+
+    /// A read-only handle when the schema holds a ledger of
+    /// [`LEDGER_VERSION`], [`Existing::None`] when it holds no ledger at
+    /// all, `NotReadable` for another version. Writes nothing.
+    fn open_existing(target: Target) -> Result<Existing, LedgerOpenError> {
+        let schema = target.schema().to_owned();
+        let conn = Conn::open(target)?;
+        let found = conn
+            .read(|tx| stored_version(tx, &schema))
+            .map_err(|e| match e {
+                TxError::Failure(f) => LedgerOpenError::from(f),
+                TxError::Refused(never) => match never {},
+            })?;
+        match found {
+            Some(v) if v == LEDGER_VERSION => Ok(Existing::Ledger(Box::new(PgLedger {
+                conn: Mutex::new(Some(conn)),
+                schema,
+                read_only: true,
+            }))),
+            Some(v) => Err(LedgerOpenError::NotReadable {
+                schema,
+                reason: format!("the ledger has version {v}; this build reads {LEDGER_VERSION}"),
+            }),
+            None => Ok(Existing::None { schema }),
+        }
+    }
+
+    /// The PostgreSQL schema holding the ledger.
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+
+    /// Whether the handle was opened with [`PgLedger::open_read_only`].
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// The server process id of the handle's connection (tests terminate
+    /// it with `pg_terminate_backend` to drop the connection).
+    pub fn backend_pid(&self) -> Result<i32, LedgerError> {
+        let g = self.lock()?;
+        g.as_ref()
+            .ok_or(LedgerError::HandleClosed)?
+            .backend_pid()
+            .map_err(failure)
+    }
+
+    fn lock(&self) -> Result<MutexGuard<'_, Option<Conn>>, LedgerError> {
+        self.conn.lock().map_err(|_| LedgerError::BackendFault {
+            reason: "postgres-ledger-poisoned".to_owned(),
+        })
+    }
+}
+
+/// What [`PgLedger::open_existing`] found.
+enum Existing {
+    /// A read-only handle on a ledger of [`LEDGER_VERSION`].
+    Ledger(Box<PgLedger>),
+    /// No ledger in the schema (no schema, no version table or no `ledger`
+    /// version row).
+    None {
+        /// The PostgreSQL schema.
+        schema: String,
+    },
+}
+
+/// Why the Activity records of a target could not be counted.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum ActivityError {
+    /// The schema holds something that is not a readable ledger of
+    /// [`LEDGER_VERSION`], or the server failed.
+    #[error("ActivityUnreadable: {0}")]
+    Open(LedgerOpenError),
+    /// Counting failed.
+    #[error("ActivityUnreadable: schema {schema}: {source}")]
+    Read {
+        /// The PostgreSQL schema.
+        schema: String,
+        /// Why.
+        source: LedgerError,
+    },
+}
+
+/// The Activity records ([`Ledger::records`]) of the ledger in `target`'s
+/// schema, read through a read-only handle that never creates or writes:
+/// 0 when the schema holds no ledger (or does not exist); a ledger of
+/// another version fails closed. The PostgreSQL face of
+/// `custos_sqlite::ledger::activity_records`.
+pub fn activity_records(target: Target) -> Result<u64, ActivityError> {
+    match PgLedger::open_existing(target).map_err(ActivityError::Open)? {
+        Existing::None { .. } => Ok(0),
+        Existing::Ledger(l) => l.records().map_err(|source| ActivityError::Read {
+            schema: l.schema.clone(),
+            source,
+        }),
+    }
+}
+
+/// The ledger version recorded in `schema`, `None` without one (no schema,
+/// no version table or no `ledger` row). Reads only.
+fn stored_version(
+    tx: &mut Transaction<'_>,
+    schema: &str,
+) -> Result<Option<i64>, TxError<std::convert::Infallible>> {
+    let exists: bool = tx
+        .query_one(
+            "SELECT to_regclass(quote_ident($1) || '.custos_versions') IS NOT NULL",
+            &[&schema],
+        )
+        .and_then(|r| r.try_get(0))
+        .map_err(db("ledger-probe"))?;
+    if !exists {
+        return Ok(None);
+    }
+    let row = tx
+        .query_opt(
+            "SELECT version FROM custos_versions WHERE component = $1",
+            &[&LEDGER_COMPONENT.name],
+        )
+        .map_err(db("ledger-version"))?;
+    Ok(row
+        .map(|r| r.try_get::<_, i64>(0))
+        .transpose()
+        .map_err(db("ledger-version"))?)
+}
+
+fn encode_scope_state(s: ScopeState) -> Result<(&'static str, Option<i64>), LedgerError> {
+    Ok(match s {
+        ScopeState::Open => ("open", None),
+        ScopeState::Closing => ("closing", None),
+        ScopeState::Closed(CloseOutcome::AllRetired) => ("closed", Some(0)),
+        ScopeState::Closed(CloseOutcome::UnknownCleanup(n)) => {
+            ("closed", Some(encode_u64("close_outcome", n)?))
+        }
+    })
+}
+
+fn decode_scope_state(
+    state: &str,
+    outcome: Option<i64>,
+    at: &str,
+) -> Result<ScopeState, TxError<LedgerError>> {
+    match (state, outcome) {
+        ("open", None) => Ok(ScopeState::Open),
+        ("closing", None) => Ok(ScopeState::Closing),
+        ("closed", Some(0)) => Ok(ScopeState::Closed(CloseOutcome::AllRetired)),
+        ("closed", Some(n)) if n > 0 => Ok(ScopeState::Closed(CloseOutcome::UnknownCleanup(
+            n.unsigned_abs(),
+        ))),
+        (s, o) => Err(malformed(format!(
+            "{at}: state {s:?} with close_outcome {o:?}"
+        ))),
+    }
+}
+
+fn encode_was(s: ScopeState) -> Result<String, LedgerError> {
+    Ok(match encode_scope_state(s)? {
+        (state, None) => state.to_owned(),
+        (state, Some(n)) => format!("{state}:{n}"),
+    })
+}
+
+fn decode_was(was: &str, at: &str) -> Result<ScopeState, TxError<LedgerError>> {
+    match was.split_once(':') {
+        None => decode_scope_state(was, None, at),
+        Some((state, n)) => {
+            let n: i64 = n
+                .parse()
+                .map_err(|_| malformed(format!("{at}: column was {was:?}")))?;
+            decode_scope_state(state, Some(n), at)
+        }
+    }
+}
+
+/// A `u64` as a stored `bigint`; above `i64::MAX` is not storable.
+fn encode_u64(what: &str, v: u64) -> Result<i64, LedgerError> {
+    i64::try_from(v).map_err(|_| LedgerError::BackendFault {
+        reason: format!("postgres-encode: {what} {v} exceeds bigint; nothing was written"),
+    })
+}
+
+/// A stored non-negative `bigint` column.
+fn u64_col(r: &Row, idx: usize, col: &str, at: &str) -> Result<u64, TxError<LedgerError>> {
+    let v: i64 = r
+        .try_get(idx)
+        .map_err(|e| malformed(format!("{at}: column {col}: {e}")))?;
+    u64::try_from(v).map_err(|_| malformed(format!("{at}: column {col}: negative value {v}")))
+}
+
+/// A stored `bigint` column that must fit a `u32`.
+fn u32_col(r: &Row, idx: usize, col: &str, at: &str) -> Result<u32, TxError<LedgerError>> {
+    let v: i64 = r
+        .try_get(idx)
+        .map_err(|e| malformed(format!("{at}: column {col}: {e}")))?;
+    u32::try_from(v).map_err(|_| malformed(format!("{at}: column {col}: {v} out of range")))
+}
+
+/// A stored text of at most `max` bytes, checked before it is copied.
+fn text(
+    r: &Row,
+    idx: usize,
+    col: &str,
+    max: usize,
+    at: &str,
+) -> Result<Option<String>, TxError<LedgerError>> {
+    let t: Option<&str> = r
+        .try_get(idx)
+        .map_err(|e| malformed(format!("{at}: column {col}: {e}")))?;
+    match t {
+        Some(t) if t.len() > max => Err(malformed(format!(
+            "{at}: column {col}: {} bytes exceed {max}",
+            t.len()
+        ))),
+        t => Ok(t.map(str::to_owned)),
+    }
+}
+
+/// [`text`] for a `NOT NULL` column.
+fn text_req(
+    r: &Row,
+    idx: usize,
+    col: &str,
+    max: usize,
+    at: &str,
+) -> Result<String, TxError<LedgerError>> {
+    text(r, idx, col, max, at)?.ok_or_else(|| malformed(format!("{at}: column {col} is null")))
+}
+
+/// A stored `bytea` of at most `max` bytes, checked before it is copied.
+fn blob(
+    r: &Row,
+    idx: usize,
+    col: &str,
+    max: usize,
+    at: &str,
+) -> Result<Option<Vec<u8>>, TxError<LedgerError>> {
+    let b: Option<&[u8]> = r
+        .try_get(idx)
+        .map_err(|e| malformed(format!("{at}: column {col}: {e}")))?;
+    match b {
+        Some(b) if b.len() > max => Err(malformed(format!(
+            "{at}: column {col}: {} bytes exceed {max}",
+            b.len()
+        ))),
+        b => Ok(b.map(<[u8]>::to_vec)),
+    }
+}
+
+/// A stored name, validated by its core type.
+fn name<T>(r: Result<T, LedgerError>, col: &str, at: &str) -> Result<T, TxError<LedgerError>> {
+    r.map_err(|e| malformed(format!("{at}: column {col}: {e}")))
+}
+
+/// The key of a call as bound parameters: `None` when it cannot be stored
+/// (an incarnation above `i64::MAX`), so no row of it exists.
+fn key_params(k: &Key) -> Option<(&str, &str, i64, i64, i64)> {
+    Some((
+        k.session.as_str(),
+        k.op.as_str(),
+        i64::from(k.step),
+        i64::from(k.source_index),
+        i64::try_from(k.incarnation).ok()?,
+    ))
+}
+
+fn key_params_for_write(k: &Key) -> Result<(&str, &str, i64, i64, i64), LedgerError> {
+    key_params(k).ok_or_else(|| LedgerError::BackendFault {
+        reason: format!(
+            "postgres-encode: incarnation {} exceeds bigint; nothing was written",
+            k.incarnation
+        ),
+    })
+}
+
+fn at_key(k: &Key) -> String {
+    format!(
+        "ledger_calls row ({}, {}, {}, {}, {})",
+        k.session, k.op, k.step, k.source_index, k.incarnation
+    )
+}
+
+/// Loads the rows `req`'s footprint names, each part by its own query.
+fn load(tx: &mut Transaction<'_>, req: &Request) -> Result<View, TxError<LedgerError>> {
+    let fp = req.footprint();
+    let mut v = View::default();
+    if let Some(session) = &fp.scope {
+        v.scope = load_scope(tx, session)?;
+    }
+    if let Some(k) = &fp.key {
+        (v.call, v.acked) = load_call(tx, k)?;
+    }
+    if let Some(session) = &fp.session_calls {
+        v.session_calls = load_calls(tx, Some(session))?;
+    }
+    if fp.all_admitted {
+        v.admitted = load_calls(tx, None)?;
+    }
+    if fp.totals {
+        (v.ledger_bytes, v.unclean_scopes) = load_totals(tx)?;
+    }
+    if fp.releases {
+        v.releases = load_releases(tx)?;
+    }
+    Ok(v)
+}
+
+/// The scope row of `session`, if any.
+fn load_scope(
+    tx: &mut Transaction<'_>,
+    session: &SessionId,
+) -> Result<Option<Scope>, TxError<LedgerError>> {
+    let Some(r) = tx
+        .query_opt(
+            "SELECT workspace, incarnation, state, close_outcome, attach_token
+             FROM ledger_scopes WHERE session = $1",
+            &[&session.as_str()],
+        )
+        .map_err(sql("load-scope"))?
+    else {
+        return Ok(None);
+    };
+    let at = format!("ledger_scopes row {session}");
+    let workspace = text_req(&r, 0, "workspace", MAX_NAME_LEN, &at)?;
+    let incarnation = u64_col(&r, 1, "incarnation", &at)?;
+    let state = text_req(&r, 2, "state", MAX_WORD_LEN, &at)?;
+    let outcome: Option<i64> = r
+        .try_get(3)
+        .map_err(|e| malformed(format!("{at}: column close_outcome: {e}")))?;
+    let token = text_req(&r, 4, "attach_token", MAX_NAME_LEN, &at)?;
+    Ok(Some(Scope {
+        session: session.clone(),
+        workspace: name(WorkspaceId::new(workspace), "workspace", &at)?,
+        incarnation,
+        state: decode_scope_state(&state, outcome, &at)?,
+        attach_token: name(AttachToken::new(token), "attach_token", &at)?,
+    }))
+}
+
+/// The call row of `k`, if any, and whether `k` has a tombstone.
+fn load_call(
+    tx: &mut Transaction<'_>,
+    k: &Key,
+) -> Result<(Option<CallRow>, bool), TxError<LedgerError>> {
+    let Some(p) = key_params(k) else {
+        return Ok((None, false));
+    };
+    let at = at_key(k);
+    let call = tx
+        .query_opt(
+            "SELECT tool, state, outcome, outcome_digest, outcome_bytes FROM ledger_calls
+             WHERE session = $1 AND op = $2 AND step = $3 AND source_index = $4 AND incarnation = $5",
+            &[&p.0, &p.1, &p.2, &p.3, &p.4],
+        )
+        .map_err(sql("load-call"))?
+        .map(|r| decode_call(&r, 0, &at))
+        .transpose()?;
+    let acked = tx
+        .query_opt(
+            "SELECT 1 FROM ledger_acks
+             WHERE session = $1 AND op = $2 AND step = $3 AND source_index = $4 AND incarnation = $5",
+            &[&p.0, &p.1, &p.2, &p.3, &p.4],
+        )
+        .map_err(sql("load-ack"))?
+        .is_some();
+    Ok((call, acked))
+}
+
+/// The call columns `tool, state, outcome, outcome_digest, outcome_bytes`
+/// from column `base`, decoded and bounded.
+fn decode_call(r: &Row, base: usize, at: &str) -> Result<CallRow, TxError<LedgerError>> {
+    let tool = text_req(r, base, "tool", MAX_NAME_LEN, at)?;
+    let state = text_req(r, base + 1, "state", MAX_WORD_LEN, at)?;
+    let outcome = blob(r, base + 2, "outcome", MAX_STORED_OUTCOME_BYTES, at)?;
+    let digest = blob(r, base + 3, "outcome_digest", 32, at)?;
+    let bytes = u64_col(r, base + 4, "outcome_bytes", at)?;
+    let tool = name(Tool::new(tool), "tool", at)?;
+    let state = match (state.as_str(), outcome, digest) {
+        ("admitted", None, None) => RowState::Admitted { reserved: bytes },
+        ("unknown", None, None) if bytes == 0 => RowState::Unknown,
+        ("terminal", Some(outcome), Some(digest)) => {
+            let digest: Digest = digest.try_into().map_err(|d: Vec<u8>| {
+                malformed(format!("{at}: column outcome_digest: {} bytes", d.len()))
+            })?;
+            RowState::Terminal {
+                outcome,
+                digest,
+                bytes,
+            }
+        }
+        (s, o, d) => {
+            return Err(malformed(format!(
+                "{at}: column state {s:?} with outcome {} and digest {} (outcome_bytes {bytes})",
+                if o.is_some() { "set" } else { "null" },
+                if d.is_some() { "set" } else { "null" }
+            )))
+        }
+    };
+    Ok(CallRow { tool, state })
+}
+
+/// The call rows of `session` (every incarnation), or every `admitted` row
+/// of the ledger when `session` is `None`; ascending by key.
+fn load_calls(
+    tx: &mut Transaction<'_>,
+    session: Option<&SessionId>,
+) -> Result<Vec<(Key, CallRow)>, TxError<LedgerError>> {
+    const COLS: &str = "session, op, step, source_index, incarnation, \
+                        tool, state, outcome, outcome_digest, outcome_bytes";
+    let rows = match session {
+        Some(s) => tx
+            .query(
+                &format!("SELECT {COLS} FROM ledger_calls WHERE session = $1"),
+                &[&s.as_str()],
+            )
+            .map_err(sql("load-session-calls"))?,
+        None => tx
+            .query(
+                &format!("SELECT {COLS} FROM ledger_calls WHERE state = 'admitted'"),
+                &[],
+            )
+            .map_err(sql("load-admitted"))?,
+    };
+    let mut calls = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let session = text_req(r, 0, "session", MAX_NAME_LEN, "ledger_calls row")?;
+        let op = text_req(
+            r,
+            1,
+            "op",
+            MAX_NAME_LEN,
+            &format!("ledger_calls row of {session}"),
+        )?;
+        let at = format!("ledger_calls row ({session}, {op}, …)");
+        let step = u32_col(r, 2, "step", &at)?;
+        let source_index = u32_col(r, 3, "source_index", &at)?;
+        let incarnation = u64_col(r, 4, "incarnation", &at)?;
+        let at =
+            format!("ledger_calls row ({session}, {op}, {step}, {source_index}, {incarnation})");
+        let key = Key {
+            session: name(SessionId::new(session), "session", &at)?,
+            op: name(OpId::new(op), "op", &at)?,
+            step,
+            source_index,
+            incarnation,
+        };
+        calls.push((key, decode_call(r, 5, &at)?));
+    }
+    calls.sort();
+    Ok(calls)
+}
+
+/// `sum(outcome_bytes)` over `admitted` and `terminal` rows, and the number
+/// of scopes that are anything but `Closed(AllRetired)` (a malformed closed
+/// scope counts as unclean).
+fn load_totals(tx: &mut Transaction<'_>) -> Result<(u64, u64), TxError<LedgerError>> {
+    let r = tx
+        .query_one(
+            "SELECT COALESCE(SUM(outcome_bytes), 0)::bigint,
+                    count(*) FILTER (WHERE outcome_bytes < 0)
+             FROM ledger_calls WHERE state IN ('admitted', 'terminal')",
+            &[],
+        )
+        .map_err(sql("load-bytes"))?;
+    let negative: i64 = r.try_get(1).map_err(sql("load-bytes"))?;
+    if negative != 0 {
+        return Err(malformed(format!(
+            "ledger_calls: column outcome_bytes: {negative} rows hold a negative value"
+        )));
+    }
+    let bytes = u64_col(&r, 0, "sum(outcome_bytes)", "ledger_calls")?;
+    let r = tx
+        .query_one(
+            "SELECT count(*) FROM ledger_scopes
+             WHERE NOT (state = 'closed' AND close_outcome IS NOT DISTINCT FROM 0)",
+            &[],
+        )
+        .map_err(sql("load-unclean"))?;
+    let unclean = u64_col(&r, 0, "count(unclean)", "ledger_scopes")?;
+    Ok((bytes, unclean))
+}
+
+/// The release log, in insertion order.
+fn load_releases(tx: &mut Transaction<'_>) -> Result<Vec<Release>, TxError<LedgerError>> {
+    let rows = tx
+        .query(
+            "SELECT id, session, workspace, incarnation, was, released_at_ms
+             FROM ledger_releases ORDER BY id",
+            &[],
+        )
+        .map_err(sql("load-releases"))?;
+    let mut releases = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let id: i64 = r.try_get(0).map_err(sql("load-releases"))?;
+        let at = format!("ledger_releases row {id}");
+        let session = text_req(r, 1, "session", MAX_NAME_LEN, &at)?;
+        let workspace = text_req(r, 2, "workspace", MAX_NAME_LEN, &at)?;
+        let incarnation = u64_col(r, 3, "incarnation", &at)?;
+        let was = text_req(r, 4, "was", MAX_WORD_LEN, &at)?;
+        let released_at_ms = u64_col(r, 5, "released_at_ms", &at)?;
+        releases.push(Release {
+            session: name(SessionId::new(session), "session", &at)?,
+            workspace: name(WorkspaceId::new(workspace), "workspace", &at)?,
+            incarnation,
+            was: decode_was(&was, &at)?,
+            released_at_ms,
+        });
+    }
+    Ok(releases)
+}
+
+/// Takes the ledger's one head-row lock: the first statement of every
+/// writing transaction.
+fn lock_head(tx: &mut Transaction<'_>) -> Result<(), TxError<LedgerError>> {
+    tx.query_opt("SELECT id FROM ledger_head WHERE id = 1 FOR UPDATE", &[])
+        .map_err(sql("lock-head"))?
+        .map(|_| ())
+        .ok_or_else(|| malformed("ledger_head: the head row (id = 1) is missing"))
+}
+
+fn write(tx: &mut Transaction<'_>, effects: &[Effect]) -> Result<(), TxError<LedgerError>> {
+    for e in effects {
+        match e {
+            Effect::PutScope(s) => {
+                let (state, outcome) = encode_scope_state(s.state).map_err(TxError::Refused)?;
+                let inc = encode_u64("incarnation", s.incarnation).map_err(TxError::Refused)?;
+                tx.execute(
+                    "INSERT INTO ledger_scopes (session, workspace, incarnation, state, close_outcome, attach_token)
+                     VALUES ($1, $2, $3, $4, $5, $6)
+                     ON CONFLICT (session) DO UPDATE SET workspace = EXCLUDED.workspace,
+                         incarnation = EXCLUDED.incarnation, state = EXCLUDED.state,
+                         close_outcome = EXCLUDED.close_outcome, attach_token = EXCLUDED.attach_token",
+                    &[
+                        &s.session.as_str(),
+                        &s.workspace.as_str(),
+                        &inc,
+                        &state,
+                        &outcome,
+                        &s.attach_token.as_str(),
+                    ],
+                )
+                .map_err(sql("put-scope"))?;
+            }
+            Effect::PutCall(k, row) => {
+                let p = key_params_for_write(k).map_err(TxError::Refused)?;
+                let (state, outcome, digest): (&str, Option<&[u8]>, Option<&[u8]>) =
+                    match &row.state {
+                        RowState::Admitted { .. } => ("admitted", None, None),
+                        RowState::Unknown => ("unknown", None, None),
+                        RowState::Terminal {
+                            outcome, digest, ..
+                        } => ("terminal", Some(outcome), Some(digest)),
+                    };
+                let bytes =
+                    encode_u64("outcome_bytes", row.outcome_bytes()).map_err(TxError::Refused)?;
+                tx.execute(
+                    "INSERT INTO ledger_calls (session, op, step, source_index, incarnation, tool, state, outcome, outcome_digest, outcome_bytes)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                     ON CONFLICT (session, op, step, source_index, incarnation) DO UPDATE SET
+                         tool = EXCLUDED.tool, state = EXCLUDED.state, outcome = EXCLUDED.outcome,
+                         outcome_digest = EXCLUDED.outcome_digest, outcome_bytes = EXCLUDED.outcome_bytes",
+                    &[
+                        &p.0,
+                        &p.1,
+                        &p.2,
+                        &p.3,
+                        &p.4,
+                        &row.tool.as_str(),
+                        &state,
+                        &outcome,
+                        &digest,
+                        &bytes,
+                    ],
+                )
+                .map_err(sql("put-call"))?;
+            }
+            Effect::DeleteCall(k) => {
+                let p = key_params_for_write(k).map_err(TxError::Refused)?;
+                tx.execute(
+                    "DELETE FROM ledger_calls
+                     WHERE session = $1 AND op = $2 AND step = $3 AND source_index = $4 AND incarnation = $5",
+                    &[&p.0, &p.1, &p.2, &p.3, &p.4],
+                )
+                .map_err(sql("delete-call"))?;
+            }
+            Effect::PutAck(k) => {
+                let p = key_params_for_write(k).map_err(TxError::Refused)?;
+                tx.execute(
+                    "INSERT INTO ledger_acks (session, op, step, source_index, incarnation)
+                     VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+                    &[&p.0, &p.1, &p.2, &p.3, &p.4],
+                )
+                .map_err(sql("put-ack"))?;
+            }
+            Effect::ForgetAcks(s) => {
+                tx.execute("DELETE FROM ledger_acks WHERE session = $1", &[&s.as_str()])
+                    .map_err(sql("forget-acks"))?;
+            }
+            Effect::PutRelease(r) => {
+                let inc = encode_u64("incarnation", r.incarnation).map_err(TxError::Refused)?;
+                let was = encode_was(r.was).map_err(TxError::Refused)?;
+                let at =
+                    encode_u64("released_at_ms", r.released_at_ms).map_err(TxError::Refused)?;
+                tx.execute(
+                    "INSERT INTO ledger_releases (session, workspace, incarnation, was, released_at_ms)
+                     VALUES ($1, $2, $3, $4, $5)",
+                    &[&r.session.as_str(), &r.workspace.as_str(), &inc, &was, &at],
+                )
+                .map_err(sql("put-release"))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Ledger for PgLedger {
+    fn execute(&self, limits: &Limits, req: &Request) -> Result<Answer, LedgerError> {
+        let g = self.lock()?;
+        let conn = g.as_ref().ok_or(LedgerError::HandleClosed)?;
+        if !req.writes() {
+            return conn
+                .read(|tx| {
+                    let view = load(tx, req)?;
+                    let d = ledger::decide(&view, limits, req).map_err(TxError::Refused)?;
+                    // A read decides no effects; one that did is refused.
+                    if d.effects.is_empty() {
+                        Ok(d.answer)
+                    } else {
+                        Err(TxError::Refused(LedgerError::BackendFault {
+                            reason: "a read request decided a write; nothing was written"
+                                .to_owned(),
+                        }))
+                    }
+                })
+                .map_err(tx_error);
+        }
+        if self.read_only {
+            return Err(LedgerError::BackendFault {
+                reason: format!(
+                    "read-only: the ledger in schema {} was opened with open_read_only; nothing was written",
+                    self.schema
+                ),
+            });
+        }
+        conn.write(|tx| {
+            lock_head(tx)?;
+            let view = load(tx, req)?;
+            // A refusal rolls the transaction back: nothing written.
+            let d = ledger::decide(&view, limits, req).map_err(TxError::Refused)?;
+            if !d.effects.is_empty() {
+                write(tx, &d.effects)?;
+            }
+            Ok(d.answer)
+        })
+        .map_err(tx_error)
+    }
+
+    fn close(&self) -> Result<(), LedgerError> {
+        // Dropping the client ends the session.
+        drop(self.lock()?.take());
+        Ok(())
+    }
+
+    fn records(&self) -> Result<u64, LedgerError> {
+        let g = self.lock()?;
+        let conn = g.as_ref().ok_or(LedgerError::HandleClosed)?;
+        conn.read(|tx| {
+            let r = tx
+                .query_one(
+                    "SELECT (SELECT count(*) FROM ledger_scopes) + (SELECT count(*) FROM ledger_calls)
+                          + (SELECT count(*) FROM ledger_acks) + (SELECT count(*) FROM ledger_releases)",
+                    &[],
+                )
+                .map_err(sql("count-records"))?;
+            u64_col(&r, 0, "count(*)", "ledger tables")
+        })
+        .map_err(tx_error)
+    }
+}

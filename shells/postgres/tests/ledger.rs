@@ -1,0 +1,553 @@
+//! The execution ledger on PostgreSQL: the conformance suite (a fresh
+//! schema per case), a newer version refused with nothing written, the
+//! read-only open, restart recovery versus joining, malformed stored rows
+//! failing typed, a dropped connection, the admission race across handles,
+//! and random request streams answered as the memory oracle, the memory
+//! ledger and SQLite answer.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::{Arc, Barrier};
+
+use ::postgres::Client;
+use custos_conformance::ledger::{key, sid, tok, tool, ws, LIMITS};
+use custos_core::ledger::{
+    step, Admission, CallState, Key, Ledger, LedgerError, LedgerState, Lookup, MemoryLedger,
+};
+use custos_postgres::cluster::{shared, unique_schema};
+use custos_postgres::ledger::{LedgerOpenError, PgLedger, LEDGER_VERSION};
+use custos_postgres::Target;
+use custos_sqlite::ledger::SqliteLedger;
+use proptest::prelude::*;
+
+fn target(prefix: &str) -> Target {
+    Target::new(shared().unwrap().url(), unique_schema(prefix)).unwrap()
+}
+
+fn fresh() -> PgLedger {
+    PgLedger::open(target("ledger")).unwrap()
+}
+
+custos_conformance::ledger_suite!(postgres, fresh);
+
+#[test]
+fn every_ledger_case_passes_through_the_table() {
+    let table = custos_conformance::ledger::ledger_cases::<PgLedger>();
+    assert_eq!(table.len(), custos_conformance::ledger::LEDGER_CASES.len());
+    let mut failed = Vec::new();
+    for (name, case) in &table {
+        if std::panic::catch_unwind(|| case(&fresh)).is_err() {
+            failed.push(*name);
+        }
+    }
+    assert!(failed.is_empty(), "failed: {failed:?}");
+    println!(
+        "postgres: {} of {} ledger conformance cases pass",
+        table.len(),
+        custos_conformance::ledger::LEDGER_CASES.len()
+    );
+}
+
+/// A raw client on the target's schema (`search_path` set).
+fn raw(t: &Target) -> Client {
+    t.connect().unwrap()
+}
+
+/// Every row of every ledger table, as text, in a stable order.
+fn dump(c: &mut Client) -> Vec<String> {
+    let mut out = Vec::new();
+    for table in [
+        "custos_versions",
+        "ledger_head",
+        "ledger_scopes",
+        "ledger_calls",
+        "ledger_acks",
+        "ledger_releases",
+    ] {
+        for r in c
+            .query(
+                &format!("SELECT t::text FROM {table} t ORDER BY t::text"),
+                &[],
+            )
+            .unwrap()
+        {
+            out.push(format!("{table}: {}", r.get::<_, String>(0)));
+        }
+    }
+    out
+}
+
+fn schema_exists(c: &mut Client, schema: &str) -> bool {
+    c.query_one(
+        "SELECT count(*) FROM pg_namespace WHERE nspname = $1",
+        &[&schema],
+    )
+    .unwrap()
+    .get::<_, i64>(0)
+        == 1
+}
+
+#[test]
+fn a_newer_stored_version_is_refused_with_nothing_written() {
+    let t = target("ledger_newer");
+    let l = PgLedger::open(t.clone()).unwrap();
+    l.attach(&LIMITS, &sid("s"), &ws("w"), 1, &tok("a"))
+        .unwrap();
+    let k = key("s", "o", 1);
+    l.admit(&LIMITS, &k, &tool("program"), &tok("a")).unwrap();
+    l.close().unwrap();
+    let mut c = raw(&t);
+    c.execute(
+        "UPDATE custos_versions SET version = $1 WHERE component = 'ledger'",
+        &[&(LEDGER_VERSION + 1)],
+    )
+    .unwrap();
+    let before = dump(&mut c);
+    let e = PgLedger::open(t.clone()).unwrap_err();
+    assert_eq!(
+        e,
+        LedgerOpenError::UnsupportedVersion {
+            schema: t.schema().to_owned(),
+            found: LEDGER_VERSION + 1,
+            supported: LEDGER_VERSION,
+        }
+    );
+    assert!(e.to_string().starts_with("UnsupportedVersion"), "{e}");
+    assert!(matches!(
+        PgLedger::join(t.clone()),
+        Err(LedgerOpenError::UnsupportedVersion { .. })
+    ));
+    assert!(matches!(
+        PgLedger::open_read_only(t.clone()),
+        Err(LedgerOpenError::NotReadable { .. })
+    ));
+    // Recovery did not run: the admitted row is still admitted.
+    assert_eq!(dump(&mut c), before);
+    assert!(before.iter().any(|r| r.contains("admitted")), "{before:?}");
+
+    // A schema holding only a newer version record gains no ledger table.
+    let t2 = target("ledger_newer");
+    c.batch_execute(&format!(
+        "CREATE SCHEMA {s};
+         CREATE TABLE {s}.custos_versions (component text PRIMARY KEY, version bigint NOT NULL);
+         INSERT INTO {s}.custos_versions VALUES ('ledger', 99);",
+        s = t2.schema()
+    ))
+    .unwrap();
+    assert!(matches!(
+        PgLedger::open(t2.clone()),
+        Err(LedgerOpenError::UnsupportedVersion { found: 99, .. })
+    ));
+    let tables: i64 = c
+        .query_one(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = $1",
+            &[&t2.schema()],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(tables, 1, "only custos_versions");
+}
+
+#[test]
+fn the_read_only_open_creates_nothing_and_writes_nothing() {
+    let t = target("ledger_ro");
+    let mut c = raw(&t);
+    // No schema at all: refused, and still no schema.
+    let e = PgLedger::open_read_only(t.clone()).unwrap_err();
+    assert!(matches!(e, LedgerOpenError::NotReadable { .. }), "{e}");
+    assert!(!schema_exists(&mut c, t.schema()));
+
+    // A ledger with an admitted row a crashed host left behind.
+    let l = PgLedger::open(t.clone()).unwrap();
+    l.attach(&LIMITS, &sid("s"), &ws("w"), 1, &tok("a"))
+        .unwrap();
+    let k = key("s", "o", 1);
+    l.admit(&LIMITS, &k, &tool("program"), &tok("a")).unwrap();
+    drop(l);
+    let before = dump(&mut c);
+    let r = PgLedger::open_read_only(t.clone()).unwrap();
+    assert!(r.is_read_only());
+    assert_eq!(r.query(&LIMITS, &k), Ok(Lookup::Found(CallState::Admitted)));
+    assert_eq!(r.records(), Ok(2));
+    let e = r.admit(&LIMITS, &key("s", "o2", 1), &tool("program"), &tok("a"));
+    assert!(matches!(e, Err(LedgerError::BackendFault { .. })), "{e:?}");
+    assert!(matches!(r.recover(), Err(LedgerError::BackendFault { .. })));
+    r.close().unwrap();
+    assert_eq!(r.query(&LIMITS, &k), Err(LedgerError::HandleClosed));
+    assert_eq!(dump(&mut c), before);
+}
+
+#[test]
+fn open_recovers_the_whole_ledger_and_join_recovers_nothing() {
+    let t = target("ledger_recover");
+    let a = PgLedger::open(t.clone()).unwrap();
+    a.attach(&LIMITS, &sid("s"), &ws("w"), 1, &tok("a"))
+        .unwrap();
+    let k = key("s", "o", 1);
+    assert_eq!(
+        a.admit(&LIMITS, &k, &tool("program"), &tok("a")),
+        Ok(Admission::Fresh)
+    );
+    // Another host joins: the call stays admitted and a can finish it.
+    let b = PgLedger::join(t.clone()).unwrap();
+    assert_eq!(b.query(&LIMITS, &k), Ok(Lookup::Found(CallState::Admitted)));
+    let k2 = key("s", "p", 1);
+    a.admit(&LIMITS, &k2, &tool("program"), &tok("a")).unwrap();
+    a.finish(&LIMITS, &k2, b"done").unwrap();
+    // A restart of the executor (open): every admitted row, whoever
+    // admitted it, becomes unknown; the terminal one is untouched.
+    drop(a);
+    let c = PgLedger::open(t.clone()).unwrap();
+    assert_eq!(b.query(&LIMITS, &k), Ok(Lookup::Found(CallState::Unknown)));
+    assert_eq!(
+        c.query(&LIMITS, &k2),
+        Ok(Lookup::Found(CallState::Terminal(b"done".to_vec())))
+    );
+    assert_eq!(
+        b.admit(&LIMITS, &k, &tool("program"), &tok("a")),
+        Ok(Admission::Existing(CallState::Unknown))
+    );
+    assert_eq!(c.recover(), Ok(0));
+}
+
+/// A ledger with one scope `s` and one terminal call `(s, o, 1)`, and a raw
+/// client on its schema.
+fn settled_ledger(prefix: &str) -> (PgLedger, Client, Key) {
+    let t = target(prefix);
+    let l = PgLedger::open(t.clone()).unwrap();
+    l.attach(&LIMITS, &sid("s"), &ws("w"), 1, &tok("a"))
+        .unwrap();
+    let k = key("s", "o", 1);
+    l.admit(&LIMITS, &k, &tool("program"), &tok("a")).unwrap();
+    l.finish(&LIMITS, &k, b"genuine").unwrap();
+    (l, raw(&t), k)
+}
+
+fn malformed<T: std::fmt::Debug>(r: Result<T, LedgerError>, needle: &str) {
+    match r {
+        Err(LedgerError::MalformedRow { detail }) => {
+            assert!(detail.contains(needle), "{detail} lacks {needle}");
+        }
+        other => panic!("expected MalformedRow naming {needle}, got {other:?}"),
+    }
+}
+
+#[test]
+fn malformed_call_rows_fail_typed_and_never_read_absent() {
+    let (l, mut c, k) = settled_ledger("ledger_bad_call");
+    c.execute("UPDATE ledger_calls SET outcome = '\\x00'", &[])
+        .unwrap();
+    assert_eq!(
+        l.query(&LIMITS, &k),
+        Err(LedgerError::DigestMismatch { key: k.clone() })
+    );
+    c.execute("UPDATE ledger_calls SET state = 'running'", &[])
+        .unwrap();
+    malformed(l.query(&LIMITS, &k), "ledger_calls");
+    malformed(l.admit(&LIMITS, &k, &tool("program"), &tok("a")), "state");
+    malformed(l.unacked(&LIMITS, &sid("s")), "running");
+    c.execute(
+        "UPDATE ledger_calls SET state = 'admitted', outcome = NULL, outcome_digest = NULL,
+                outcome_bytes = -5",
+        &[],
+    )
+    .unwrap();
+    malformed(l.query(&LIMITS, &k), "outcome_bytes");
+    // Recovery reads every admitted row: it fails typed, writes nothing.
+    malformed(l.recover(), "outcome_bytes");
+    // The budget's sum sees the negative row too.
+    malformed(
+        l.admit(&LIMITS, &key("s", "q", 1), &tool("program"), &tok("a")),
+        "outcome_bytes",
+    );
+    c.execute("UPDATE ledger_calls SET outcome_bytes = 16, step = -1", &[])
+        .unwrap();
+    malformed(l.admitted(&LIMITS, &sid("s"), &tool("program")), "step");
+    c.execute(
+        "UPDATE ledger_calls SET step = 1, tool = repeat('t', 300)",
+        &[],
+    )
+    .unwrap();
+    malformed(l.query(&LIMITS, &k), "tool");
+    c.execute(
+        "UPDATE ledger_calls SET tool = 'program', state = 'terminal',
+                outcome = '\\x00', outcome_digest = '\\x0011'",
+        &[],
+    )
+    .unwrap();
+    malformed(l.query(&LIMITS, &k), "outcome_digest");
+}
+
+#[test]
+fn malformed_scope_and_release_rows_fail_typed() {
+    let (l, mut c, _) = settled_ledger("ledger_bad_scope");
+    c.execute("UPDATE ledger_scopes SET state = 'paused'", &[])
+        .unwrap();
+    malformed(l.scope(&LIMITS, &sid("s")), "ledger_scopes row s");
+    c.execute(
+        "UPDATE ledger_scopes SET state = 'open', incarnation = -1",
+        &[],
+    )
+    .unwrap();
+    malformed(l.scope(&LIMITS, &sid("s")), "incarnation");
+    c.execute(
+        "UPDATE ledger_scopes SET incarnation = 1, close_outcome = 3",
+        &[],
+    )
+    .unwrap();
+    malformed(l.scope(&LIMITS, &sid("s")), "close_outcome");
+    c.execute(
+        "UPDATE ledger_scopes SET close_outcome = NULL, attach_token = repeat('a', 300)",
+        &[],
+    )
+    .unwrap();
+    malformed(l.scope(&LIMITS, &sid("s")), "attach_token");
+    c.execute("UPDATE ledger_scopes SET attach_token = E'a\\nb'", &[])
+        .unwrap();
+    malformed(l.scope(&LIMITS, &sid("s")), "attach_token");
+
+    c.execute(
+        "INSERT INTO ledger_releases (session, workspace, incarnation, was, released_at_ms)
+         VALUES ('s', 'w', 1, 'closed:x', 5)",
+        &[],
+    )
+    .unwrap();
+    malformed(l.releases(&LIMITS), "ledger_releases row");
+    c.execute(
+        "UPDATE ledger_releases SET was = 'closing', released_at_ms = -5",
+        &[],
+    )
+    .unwrap();
+    malformed(l.releases(&LIMITS), "released_at_ms");
+
+    // A missing head row: every write is refused typed.
+    c.execute("DELETE FROM ledger_head", &[]).unwrap();
+    malformed(l.recover(), "ledger_head");
+}
+
+#[test]
+fn secrets_never_show_and_a_dropped_connection_is_unavailable_then_converges() {
+    let cluster = shared().unwrap();
+    let t = target("ledger_conn");
+    let l = PgLedger::open(t.clone()).unwrap();
+    assert!(!format!("{l:?}").contains(cluster.password()));
+    let bad = Target::new(
+        cluster.url().replace(cluster.password(), "wrong-secret-x"),
+        unique_schema("ledger_conn"),
+    )
+    .unwrap();
+    let e = PgLedger::open(bad).unwrap_err();
+    assert!(matches!(e, LedgerOpenError::Unavailable { .. }), "{e}");
+    assert!(!e.to_string().contains("wrong-secret-x"), "{e}");
+    assert!(!format!("{e:?}").contains("wrong-secret-x"), "{e:?}");
+
+    l.attach(&LIMITS, &sid("s"), &ws("w"), 1, &tok("a"))
+        .unwrap();
+    let k = key("s", "o", 1);
+    let mut c = raw(&t);
+    let pid = l.backend_pid().unwrap();
+    c.execute("SELECT pg_terminate_backend($1)", &[&pid])
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let first = l.admit(&LIMITS, &k, &tool("program"), &tok("a"));
+    match &first {
+        Ok(Admission::Fresh) => {}
+        Err(LedgerError::Unavailable { reason }) => {
+            assert!(!reason.contains(cluster.password()), "{reason}");
+        }
+        other => panic!("after a dropped connection: {other:?}"),
+    }
+    // The retry reconnects and converges: the key is admitted exactly once.
+    let second = l.admit(&LIMITS, &k, &tool("program"), &tok("a")).unwrap();
+    match first {
+        Ok(_) => assert_eq!(second, Admission::Existing(CallState::Admitted)),
+        Err(_) => assert!(
+            second == Admission::Fresh || second == Admission::Existing(CallState::Admitted)
+        ),
+    }
+    assert_ne!(l.backend_pid().unwrap(), pid);
+}
+
+#[test]
+fn race_handles_admitting_one_key_get_exactly_one_fresh() {
+    const N: usize = 8;
+    const ROUNDS: usize = 5;
+    let t = target("ledger_race");
+    let setup = PgLedger::open(t.clone()).unwrap();
+    setup
+        .attach(&LIMITS, &sid("s"), &ws("w"), 1, &tok("a"))
+        .unwrap();
+    for round in 0..ROUNDS {
+        let barrier = Arc::new(Barrier::new(N));
+        let op = format!("race{round}");
+        let handles: Vec<_> = (0..N)
+            .map(|_| {
+                let (t, barrier, op) = (t.clone(), barrier.clone(), op.clone());
+                std::thread::spawn(move || {
+                    let l = PgLedger::join(t).unwrap();
+                    barrier.wait();
+                    l.admit(&LIMITS, &key("s", &op, 1), &tool("program"), &tok("a"))
+                        .unwrap()
+                })
+            })
+            .collect();
+        let answers: Vec<Admission> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let fresh = answers.iter().filter(|a| **a == Admission::Fresh).count();
+        assert_eq!(fresh, 1, "round {round}: {answers:?}");
+        assert!(answers
+            .iter()
+            .all(|a| *a == Admission::Fresh || *a == Admission::Existing(CallState::Admitted)));
+        // Settle it so the budget (40 bytes, 16 per call) admits the next.
+        setup.finish(&LIMITS, &key("s", &op, 1), b"").unwrap();
+        setup.ack(&LIMITS, &key("s", &op, 1)).unwrap();
+    }
+    println!("race: {ROUNDS} rounds of {N} handles, exactly one Fresh each");
+}
+
+#[test]
+fn concurrent_first_opens_of_one_schema_all_succeed_with_one_head_row() {
+    const N: usize = 8;
+    let t = target("ledger_first");
+    let barrier = Arc::new(Barrier::new(N));
+    let handles: Vec<_> = (0..N)
+        .map(|_| {
+            let (t, barrier) = (t.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                PgLedger::open(t).map(|l| l.records())
+            })
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(h.join().unwrap(), Ok(Ok(0)));
+    }
+    let heads: i64 = raw(&t)
+        .query_one("SELECT count(*) FROM ledger_head", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(heads, 1);
+}
+
+/// The Activity records of a schema are counted read-only: 0 (and nothing
+/// created) without a ledger, every row once there is one, and another
+/// version fails closed.
+#[test]
+fn activity_records_count_without_creating_or_writing() {
+    use custos_postgres::ledger::{activity_records, ActivityError};
+    let t = target("ledger_activity");
+    let mut c = raw(&t);
+    assert_eq!(activity_records(t.clone()), Ok(0));
+    assert!(!schema_exists(&mut c, t.schema()));
+    let l = PgLedger::open(t.clone()).unwrap();
+    assert_eq!(activity_records(t.clone()), Ok(0));
+    l.attach(&LIMITS, &sid("s"), &ws("w"), 1, &tok("a"))
+        .unwrap();
+    let before = dump(&mut c);
+    assert_eq!(activity_records(t.clone()), Ok(1));
+    assert_eq!(dump(&mut c), before);
+    c.execute(
+        "UPDATE custos_versions SET version = 7 WHERE component = 'ledger'",
+        &[],
+    )
+    .unwrap();
+    let e = activity_records(t).unwrap_err();
+    assert!(
+        matches!(e, ActivityError::Open(LedgerOpenError::NotReadable { .. })),
+        "{e}"
+    );
+    assert!(e.to_string().starts_with("ActivityUnreadable"), "{e}");
+}
+
+fn ops() -> impl Strategy<Value = Vec<custos_core::streams::ledger::LedgerOp>> {
+    use custos_core::streams::ledger::LedgerOp as O;
+    let op = prop_oneof![
+        Just(O::Open),
+        (0u8..2, 0u8..2, 1u8..3, 0u8..2).prop_map(|(session, workspace, incarnation, token)| {
+            O::Attach {
+                session,
+                workspace,
+                incarnation,
+                token,
+            }
+        }),
+        (0u8..2, 0u8..3, 1u8..3, 0u8..2, 0u8..2).prop_map(
+            |(session, op, incarnation, token, tool)| {
+                O::Admit {
+                    session,
+                    op,
+                    incarnation,
+                    token,
+                    tool,
+                }
+            }
+        ),
+        (0u8..2, 0u8..3, 1u8..3, 0u8..20).prop_map(|(session, op, incarnation, len)| O::Finish {
+            session,
+            op,
+            incarnation,
+            len
+        }),
+        (0u8..2, 0u8..3, 1u8..3).prop_map(|(session, op, incarnation)| O::MarkUnknown {
+            session,
+            op,
+            incarnation
+        }),
+        (0u8..2, 0u8..3, 1u8..3).prop_map(|(session, op, incarnation)| O::QueryOrFence {
+            session,
+            op,
+            incarnation
+        }),
+        (0u8..2, 0u8..3, 1u8..3, 0u8..2).prop_map(|(session, op, incarnation, tool)| {
+            O::StopOrFence {
+                session,
+                op,
+                incarnation,
+                tool,
+            }
+        }),
+        (0u8..2, 0u8..3, 1u8..3).prop_map(|(session, op, incarnation)| O::Ack {
+            session,
+            op,
+            incarnation
+        }),
+        (0u8..2, 1u8..3).prop_map(|(session, incarnation)| O::BeginClose {
+            session,
+            incarnation
+        }),
+        (0u8..2, 1u8..3).prop_map(|(session, incarnation)| O::FinishClose {
+            session,
+            incarnation
+        }),
+        (0u8..2).prop_map(|session| O::Release { session }),
+        (0u8..2).prop_map(|session| O::Unacked { session }),
+        (0u8..2, 0u8..2).prop_map(|(session, tool)| O::Admitted { session, tool }),
+    ];
+    proptest::collection::vec(op, 0..40)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// PostgreSQL answers every request exactly as the pure state does, and
+    /// as the memory ledger and SQLite do, answer by answer; the stored row
+    /// count agrees at the end.
+    #[test]
+    fn postgres_answers_what_memory_and_sqlite_answer(ops in ops()) {
+        let pg = fresh();
+        let dir = tempfile::tempdir().unwrap();
+        let sqlite = SqliteLedger::open(dir.path().join("ledger.db")).unwrap();
+        let memory = MemoryLedger::new();
+        let mut state = LedgerState::default();
+        let limits = custos_core::streams::ledger::STREAM_LIMITS;
+        for req in custos_core::streams::ledger::requests(&ops).unwrap() {
+            let want = step(&state, &limits, &req);
+            let answer = want.clone().map(|(a, _)| a);
+            prop_assert_eq!(memory.execute(&limits, &req), answer.clone(), "memory: {:?}", req);
+            prop_assert_eq!(sqlite.execute(&limits, &req), answer.clone(), "sqlite: {:?}", req);
+            prop_assert_eq!(pg.execute(&limits, &req), answer, "postgres: {:?}", req);
+            if let Ok((_, next)) = want { state = next; }
+        }
+        prop_assert_eq!(pg.records(), Ok(state.records()));
+        prop_assert_eq!(sqlite.records(), Ok(state.records()));
+    }
+}
