@@ -1,1 +1,1169 @@
-//! (placeholder: the catalogue port is being written)
+//! The catalogue on PostgreSQL: `custos_core::catalogue` (registrations,
+//! names, visibility, subtitles, workspace defaults, recent folders,
+//! custody, deletion marks and delegates) persisted in one PostgreSQL
+//! schema, shared by every host that opens the same [`Target`].
+//!
+//! [`PgCatalogue`] implements the [`Catalogue`] port and holds no rule of its
+//! own; it mirrors the SQLite shell (`custos_sqlite::catalogue`). Every
+//! [`Catalogue::apply`] is one [`Conn::write`] transaction that
+//!
+//! 1. locks the catalogue's one head row (`catalogue_head`, holding the
+//!    revision and the recent-folder sequence) with `SELECT … FOR UPDATE`,
+//! 2. loads the rows of the request's [`footprint`] into a partial
+//!    [`CatalogueState`],
+//! 3. calls [`catalogue::decide`], and
+//! 4. writes back exactly the rows that differ,
+//!
+//! and commits. A refusal rolls back: nothing is written. Every read is one
+//! [`Conn::read`] transaction (one REPEATABLE READ snapshot) that loads the
+//! rows it needs and calls the same pure read the memory backend calls.
+//!
+//! ## Concurrency: explicit row locks
+//!
+//! Writers take an explicit row lock on the head row, first, because it
+//! totally orders every writer of the catalogue: a writer that got the lock
+//! runs its later READ COMMITTED statements after every earlier writer
+//! committed, so the footprint it loads is current (the delegate limit, a
+//! creation key, a custody row cannot be decided on a stale read), and with
+//! one lock always taken first no two writers can deadlock. No
+//! session-level advisory lock is involved (the only advisory lock is the
+//! transaction-scoped one that guards schema creation in
+//! [`Component::prepare`]). The head row is created with the schema.
+//!
+//! ## Time
+//!
+//! The catalogue makes no decision on time. The `now` of a `Reserve`, an
+//! `ImportSession` or a `ClaimDelegate` is caller data — a recorded
+//! timestamp (`created_at_ms`, `last_contact_ms`), not an expiry — and is
+//! stored as given, exactly as the SQLite shell stores it; the server's
+//! clock is not read.
+//!
+//! ## Schema
+//!
+//! One [`Component`] named [`COMPONENT`], its version recorded in
+//! `custos_versions`, created by [`PgCatalogue::open`] (a newer stored
+//! version is refused before anything is written):
+//!
+//! | version | creates |
+//! |---|---|
+//! | 1 | `catalogue_head`, `catalogue_sessions`, `catalogue_workspace_defaults`, `catalogue_session_names`, `catalogue_session_archives`, `catalogue_session_subtitles`, `catalogue_recent_folders`, `catalogue_session_moves`, `catalogue_session_deletions`, `catalogue_delegate_sessions` |
+//!
+//! Version 1 holds what SQLite catalogue version 4 holds. Every text column
+//! is `COLLATE "C"`, so pages order and continue by bytes, as the core's
+//! maps do.
+//!
+//! ## Rows decode totally
+//!
+//! A stored value that breaks its grammar fails the read with
+//! [`CatalogueError::Invalid`] naming the table, row and column (a profile,
+//! an executor, a pool, a workspace, a state word, a move row, a delegate
+//! row, a negative `bigint`, a text longer than its grammar's byte bound, a
+//! missing head row) — never read as absent — except a subtitle, which
+//! reads as none, as in the SQLite shell. A write whose footprint holds
+//! such a row is refused the same way, writing nothing. A `u64` above
+//! `i64::MAX` (a timestamp, say) cannot be stored in a `bigint`: the write
+//! is refused with `Invalid`, nothing written.
+//!
+//! ## Reading without writing
+//!
+//! [`PgCatalogue::open_read_only`] never creates, migrates or writes: it
+//! refuses with [`OpenError::NotReadable`] a schema that holds no catalogue
+//! of [`CATALOGUE_VERSION`] (a missing schema included, which stays
+//! missing), its reads are READ ONLY transactions, and its
+//! [`Catalogue::apply`] is refused with `BackendFault` before the server is
+//! asked anything.
+//!
+//! ## Errors
+//!
+//! A lost or refused connection, or a server shutting down, is
+//! [`CatalogueError::Unavailable`] (a write in flight may have applied; the
+//! same request again converges); other server failures are
+//! `BackendFault`. No error and no `Debug` output shows the connection URL
+//! or its password.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use custos_core::catalogue::{
+    self, footprint, is_delegate_pair, is_subtitle, Catalogue, CatalogueError, CatalogueState,
+    Creation, Delegate, DelegateRow, Deletion, Footprint, InitState, Move, Outcome, Page, Recent,
+    Registration, Request, SessionRow, Visibility, LISTING_LIMIT,
+};
+use custos_core::catalogue::{
+    CREATION_KEY_LIMIT, DISPLAY_NAME_LIMIT, LOCAL_WORKSPACE_LIMIT, MODEL_KEY_LIMIT,
+    PROFILE_NAME_LIMIT, SESSION_ID_LIMIT, SUBTITLE_LIMIT,
+};
+use custos_core::custody::{Custody, MOVE_OP_LIMIT, ORCHESTRATOR_NAME_LIMIT};
+use postgres::types::ToSql;
+use postgres::{Row, Transaction};
+
+use crate::conn::Conn;
+use crate::conn::{db, Component, ConnectError, Failure, SchemaError, TxError};
+use crate::Target;
+
+/// The component name recorded in `custos_versions` (and every table's
+/// prefix).
+pub const COMPONENT: &str = "catalogue";
+
+/// The catalogue schema version this build writes and reads.
+pub const CATALOGUE_VERSION: i64 = 1;
+
+/// The bound on a stored state word (`reserved`, `moving`, …).
+pub const MAX_WORD_LEN: usize = 64;
+
+/// The longest a stored subtitle can be in bytes: [`SUBTITLE_LIMIT`]
+/// characters of at most four bytes each.
+const SUBTITLE_BYTES: usize = SUBTITLE_LIMIT * 4;
+
+/// The schema steps; step `i` takes version `i` to `i + 1`.
+pub const STEPS: &[&str] = &["
+CREATE TABLE catalogue_head (
+    singleton integer PRIMARY KEY CHECK (singleton = 1),
+    revision bigint NOT NULL,
+    recent_seq bigint NOT NULL
+);
+INSERT INTO catalogue_head (singleton, revision, recent_seq) VALUES (1, 0, 0);
+CREATE TABLE catalogue_sessions (
+    session_id text COLLATE \"C\" PRIMARY KEY,
+    creation_key text COLLATE \"C\" NOT NULL UNIQUE,
+    name text COLLATE \"C\" NOT NULL,
+    workspace text COLLATE \"C\" NOT NULL,
+    profile text COLLATE \"C\" NOT NULL DEFAULT '',
+    model text COLLATE \"C\" NOT NULL DEFAULT '',
+    executor text COLLATE \"C\" NOT NULL DEFAULT '',
+    pool text COLLATE \"C\" NOT NULL DEFAULT '',
+    created_at_ms bigint NOT NULL,
+    state text COLLATE \"C\" NOT NULL
+);
+CREATE TABLE catalogue_workspace_defaults (
+    workspace text COLLATE \"C\" PRIMARY KEY,
+    session_id text COLLATE \"C\" NOT NULL REFERENCES catalogue_sessions (session_id)
+);
+CREATE INDEX catalogue_workspace_defaults_session ON catalogue_workspace_defaults (session_id);
+CREATE TABLE catalogue_session_names (
+    session_id text COLLATE \"C\" PRIMARY KEY REFERENCES catalogue_sessions (session_id),
+    name text COLLATE \"C\" NOT NULL
+);
+CREATE TABLE catalogue_session_archives (
+    session_id text COLLATE \"C\" PRIMARY KEY REFERENCES catalogue_sessions (session_id)
+);
+CREATE TABLE catalogue_session_subtitles (
+    session_id text COLLATE \"C\" PRIMARY KEY REFERENCES catalogue_sessions (session_id),
+    subtitle text COLLATE \"C\" NOT NULL
+);
+CREATE TABLE catalogue_recent_folders (
+    id bigint PRIMARY KEY,
+    path text COLLATE \"C\" NOT NULL UNIQUE
+);
+CREATE TABLE catalogue_session_moves (
+    session_id text COLLATE \"C\" PRIMARY KEY REFERENCES catalogue_sessions (session_id),
+    op text COLLATE \"C\" NOT NULL,
+    peer text COLLATE \"C\" NOT NULL,
+    state text COLLATE \"C\" NOT NULL
+);
+CREATE INDEX catalogue_session_moves_state ON catalogue_session_moves (state);
+CREATE TABLE catalogue_session_deletions (
+    session_id text COLLATE \"C\" PRIMARY KEY REFERENCES catalogue_sessions (session_id)
+);
+CREATE TABLE catalogue_delegate_sessions (
+    spawner text COLLATE \"C\" NOT NULL,
+    parent_session text COLLATE \"C\" NOT NULL,
+    session_id text COLLATE \"C\" NOT NULL UNIQUE REFERENCES catalogue_sessions (session_id),
+    last_contact_ms bigint NOT NULL,
+    PRIMARY KEY (spawner, parent_session)
+);
+"];
+
+/// The catalogue's versioned schema.
+pub const SCHEMA: Component = Component {
+    name: COMPONENT,
+    steps: STEPS,
+};
+
+/// Why a catalogue could not be opened. No message shows the connection
+/// URL or its password.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum OpenError {
+    /// The stored catalogue version is newer than (or unknown to) this
+    /// build. Nothing was written.
+    #[error("UnsupportedVersion: the catalogue in schema {schema} is at version {found}; this build supports {supported}")]
+    UnsupportedVersion {
+        /// The PostgreSQL schema.
+        schema: String,
+        /// The stored version.
+        found: i64,
+        /// The version this build writes.
+        supported: i64,
+    },
+    /// A read-only open found no catalogue of [`CATALOGUE_VERSION`] in the
+    /// schema (none at all, or another version). Nothing was written.
+    #[error("NotReadable: schema {schema}: {reason}")]
+    NotReadable {
+        /// The PostgreSQL schema.
+        schema: String,
+        /// What was found instead.
+        reason: String,
+    },
+    /// The server could not be reached, or dropped the connection.
+    #[error("Unavailable: {reason}")]
+    Unavailable {
+        /// Why (`host:port/database` at most, never a credential).
+        reason: String,
+    },
+    /// Any other failure of the server or the client.
+    #[error("Fault: {reason}")]
+    Fault {
+        /// What failed.
+        reason: String,
+    },
+}
+
+impl From<ConnectError> for OpenError {
+    fn from(e: ConnectError) -> Self {
+        match e {
+            ConnectError::Unavailable { endpoint, reason } => OpenError::Unavailable {
+                reason: format!("{endpoint}: {reason}"),
+            },
+            other => OpenError::Fault {
+                reason: other.to_string(),
+            },
+        }
+    }
+}
+
+impl From<SchemaError> for OpenError {
+    fn from(e: SchemaError) -> Self {
+        match e {
+            SchemaError::UnsupportedVersion {
+                schema,
+                found,
+                supported,
+                ..
+            } => OpenError::UnsupportedVersion {
+                schema,
+                found,
+                supported,
+            },
+            SchemaError::Unavailable(reason) => OpenError::Unavailable { reason },
+            SchemaError::Server(reason) => OpenError::Fault { reason },
+        }
+    }
+}
+
+/// A catalogue in one PostgreSQL schema, through one reconnecting
+/// connection. `Send + Sync`; calls on one handle are serialized by its
+/// connection.
+pub struct PgCatalogue {
+    conn: Conn,
+    read_only: bool,
+}
+
+impl fmt::Debug for PgCatalogue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PgCatalogue")
+            .field("conn", &self.conn)
+            .field("read_only", &self.read_only)
+            .finish()
+    }
+}
+
+impl PgCatalogue {
+    /// Connects to `target` and creates (or migrates) the catalogue's
+    /// tables in its schema. A newer stored version is refused with
+    /// [`OpenError::UnsupportedVersion`] before anything is written.
+    pub fn open(target: Target) -> Result<PgCatalogue, OpenError> {
+        let conn = Conn::open(target)?;
+        SCHEMA.prepare(&conn)?;
+        Ok(PgCatalogue {
+            conn,
+            read_only: false,
+        })
+    }
+
+    /// Connects to `target` for reading only: never creates, migrates or
+    /// writes anything; a schema without a catalogue of
+    /// [`CATALOGUE_VERSION`] (a missing one included) is refused with
+    /// [`OpenError::NotReadable`]. The handle's [`Catalogue::apply`] is
+    /// refused with `BackendFault`, nothing touched.
+    pub fn open_read_only(target: Target) -> Result<PgCatalogue, OpenError> {
+        let conn = Conn::open(target)?;
+        let schema = conn.target().schema().to_owned();
+        let found =
+            conn.read(|tx| stored_version(tx, &schema))
+                .map_err(|e: TxError<()>| match e {
+                    TxError::Failure(Failure::Unavailable(reason)) => {
+                        OpenError::Unavailable { reason }
+                    }
+                    TxError::Failure(f) => OpenError::Fault {
+                        reason: f.to_string(),
+                    },
+                    TxError::Refused(()) => OpenError::Fault {
+                        reason: "version probe refused".to_owned(),
+                    },
+                })?;
+        match found {
+            Some(v) if v == CATALOGUE_VERSION => Ok(PgCatalogue {
+                conn,
+                read_only: true,
+            }),
+            Some(v) => Err(OpenError::NotReadable {
+                schema,
+                reason: format!(
+                    "the catalogue is at version {v}; this build reads {CATALOGUE_VERSION}"
+                ),
+            }),
+            None => Err(OpenError::NotReadable {
+                schema,
+                reason: "no catalogue is stored there".to_owned(),
+            }),
+        }
+    }
+
+    /// The PostgreSQL schema holding the catalogue.
+    pub fn schema(&self) -> &str {
+        self.conn.target().schema()
+    }
+
+    /// Whether this handle was opened read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// The backend's process id of the handle's connection (tests terminate
+    /// it to exercise reconnection).
+    pub fn backend_pid(&self) -> Result<i32, CatalogueError> {
+        self.conn.backend_pid().map_err(failure)
+    }
+
+    fn read<T>(&self, body: impl FnOnce(&mut Transaction<'_>) -> Tx<T>) -> Res<T> {
+        finish(self.conn.read(body))
+    }
+}
+
+/// The catalogue's stored version in `schema`, `None` when the schema holds
+/// no version table or no catalogue row. Reads only.
+fn stored_version(tx: &mut Transaction<'_>, schema: &str) -> Result<Option<i64>, TxError<()>> {
+    let exists: bool = tx
+        .query_one(
+            "SELECT to_regclass(quote_ident($1) || '.custos_versions') IS NOT NULL",
+            &[&schema],
+        )
+        .and_then(|r| r.try_get(0))
+        .map_err(db("catalogue-probe"))?;
+    if !exists {
+        return Ok(None);
+    }
+    let row = tx
+        .query_opt(
+            "SELECT version FROM custos_versions WHERE component = $1",
+            &[&COMPONENT],
+        )
+        .map_err(db("catalogue-version"))?;
+    match row {
+        None => Ok(None),
+        Some(r) => Ok(Some(r.try_get(0).map_err(db("catalogue-version"))?)),
+    }
+}
+
+// ------------------------------------------------------------------ errors
+
+type Res<T> = Result<T, CatalogueError>;
+type Tx<T> = Result<T, TxError<CatalogueError>>;
+type Param<'a> = &'a (dyn ToSql + Sync);
+
+/// A server failure as the port's error.
+fn failure(f: Failure) -> CatalogueError {
+    match f {
+        Failure::Unavailable(reason) => CatalogueError::Unavailable { reason },
+        Failure::Corrupt(detail) => CatalogueError::Invalid {
+            what: "stored row",
+            detail,
+        },
+        other => CatalogueError::BackendFault {
+            reason: other.to_string(),
+        },
+    }
+}
+
+fn finish<T>(r: Tx<T>) -> Res<T> {
+    match r {
+        Ok(v) => Ok(v),
+        Err(TxError::Refused(e)) => Err(e),
+        Err(TxError::Failure(f)) => Err(failure(f)),
+    }
+}
+
+fn refuse(e: CatalogueError) -> TxError<CatalogueError> {
+    TxError::Refused(e)
+}
+
+fn bad(what: &'static str, detail: impl Into<String>) -> TxError<CatalogueError> {
+    refuse(CatalogueError::Invalid {
+        what,
+        detail: detail.into(),
+    })
+}
+
+fn pg(op: &'static str) -> impl Fn(postgres::Error) -> TxError<CatalogueError> {
+    move |e| TxError::Failure(db(op)(e))
+}
+
+// ------------------------------------------------------------------ decode
+
+/// One stored row being decoded: every failure names the table, the row
+/// and the column.
+struct Cols<'r> {
+    r: &'r Row,
+    table: &'static str,
+    row: String,
+}
+
+impl Cols<'_> {
+    fn fail(&self, name: &str, why: impl fmt::Display) -> TxError<CatalogueError> {
+        bad(
+            "stored row",
+            format!("{} row {}: column {name}: {why}", self.table, self.row),
+        )
+    }
+
+    /// A nullable text column, at most `max` bytes.
+    fn opt_text(&self, col: usize, name: &str, max: usize) -> Tx<Option<String>> {
+        let v: Option<String> = self.r.try_get(col).map_err(|e| self.fail(name, e))?;
+        match v {
+            Some(s) if s.len() > max => Err(self.fail(
+                name,
+                format!("{} bytes, longer than its bound of {max}", s.len()),
+            )),
+            other => Ok(other),
+        }
+    }
+
+    /// A `NOT NULL` text column, at most `max` bytes.
+    fn text(&self, col: usize, name: &str, max: usize) -> Tx<String> {
+        self.opt_text(col, name, max)?
+            .ok_or_else(|| self.fail(name, "null"))
+    }
+
+    /// A `bigint` column that must be a `u64`.
+    fn int(&self, col: usize, name: &str) -> Tx<u64> {
+        let v: i64 = self.r.try_get(col).map_err(|e| self.fail(name, e))?;
+        u64::try_from(v).map_err(|_| self.fail(name, format!("negative value {v}")))
+    }
+
+    /// A boolean column.
+    fn flag(&self, col: usize, name: &str) -> Tx<bool> {
+        self.r.try_get(col).map_err(|e| self.fail(name, e))
+    }
+}
+
+/// A `u64` as a stored `bigint`; one above `i64::MAX` cannot be stored and
+/// refuses the write.
+fn big(what: &'static str, v: u64) -> Tx<i64> {
+    i64::try_from(v).map_err(|_| bad(what, format!("{v} exceeds a bigint; it cannot be stored")))
+}
+
+const SESSION_SELECT: &str = "
+SELECT s.session_id, s.creation_key, s.name, s.workspace, s.profile, s.model, s.executor, s.pool,
+       s.created_at_ms, s.state, n.name, a.session_id IS NOT NULL, t.subtitle,
+       m.state, m.op, m.peer, d.session_id IS NOT NULL
+FROM catalogue_sessions s
+LEFT JOIN catalogue_session_names n ON n.session_id = s.session_id
+LEFT JOIN catalogue_session_archives a ON a.session_id = s.session_id
+LEFT JOIN catalogue_session_subtitles t ON t.session_id = s.session_id
+LEFT JOIN catalogue_session_moves m ON m.session_id = s.session_id
+LEFT JOIN catalogue_session_deletions d ON d.session_id = s.session_id
+";
+
+struct RawSession {
+    id: String,
+    key: String,
+    name: String,
+    workspace: String,
+    profile: String,
+    model: String,
+    executor: String,
+    pool: String,
+    created_at: u64,
+    state: String,
+    name_override: Option<String>,
+    archived: bool,
+    subtitle: Option<String>,
+    move_row: Option<(String, String, String)>,
+    deleting: bool,
+}
+
+fn raw_session(r: &Row) -> Tx<RawSession> {
+    let mut c = Cols {
+        r,
+        table: "catalogue_sessions",
+        row: "?".to_owned(),
+    };
+    let id = c.text(0, "session_id", SESSION_ID_LIMIT)?;
+    c.row.clone_from(&id);
+    let move_row = match c.opt_text(13, "move state", MAX_WORD_LEN)? {
+        Some(s) => Some((
+            s,
+            c.text(14, "move op", MOVE_OP_LIMIT)?,
+            c.text(15, "move peer", ORCHESTRATOR_NAME_LIMIT)?,
+        )),
+        None => None,
+    };
+    // A stored subtitle that breaks its rule reads as none, one longer than
+    // any subtitle can be included.
+    let subtitle = r
+        .try_get::<_, Option<String>>(12)
+        .ok()
+        .flatten()
+        .filter(|s| s.len() <= SUBTITLE_BYTES);
+    Ok(RawSession {
+        key: c.text(1, "creation_key", CREATION_KEY_LIMIT)?,
+        name: c.text(2, "name", DISPLAY_NAME_LIMIT)?,
+        workspace: c.text(3, "workspace", LOCAL_WORKSPACE_LIMIT)?,
+        profile: c.text(4, "profile", PROFILE_NAME_LIMIT)?,
+        model: c.text(5, "model", MODEL_KEY_LIMIT)?,
+        executor: c.text(6, "executor", PROFILE_NAME_LIMIT)?,
+        pool: c.text(7, "pool", PROFILE_NAME_LIMIT)?,
+        created_at: c.int(8, "created_at_ms")?,
+        state: c.text(9, "state", MAX_WORD_LEN)?,
+        name_override: c.opt_text(10, "name override", DISPLAY_NAME_LIMIT)?,
+        archived: c.flag(11, "archived")?,
+        subtitle,
+        move_row,
+        deleting: c.flag(16, "deleting")?,
+        id,
+    })
+}
+
+fn opt(s: String) -> Option<String> {
+    (!s.is_empty()).then_some(s)
+}
+
+/// The session row of a raw row, every grammar checked (as the SQLite shell
+/// decodes it).
+fn decode(raw: RawSession) -> Tx<(String, SessionRow)> {
+    if !catalogue::is_session_id(&raw.id) {
+        return Err(bad("stored session id", format!("{:?}", raw.id)));
+    }
+    let creation = Creation {
+        creation_key: raw.key,
+        name: raw.name,
+        workspace: raw.workspace,
+        profile: opt(raw.profile),
+        model: opt(raw.model),
+        executor: opt(raw.executor),
+        pool: opt(raw.pool),
+    };
+    // A pooled row may carry its seeded executor; validate the creation shape.
+    let mut shape = creation.clone();
+    if shape.pool.is_some() {
+        if let Some(e) = shape.executor.take() {
+            if !catalogue::is_executor_name(&e) {
+                return Err(bad("stored executor", format!("{e:?} in {}", raw.id)));
+            }
+        }
+    }
+    shape.validate().map_err(|e| match e {
+        CatalogueError::Invalid { what, detail } => {
+            bad(what, format!("stored in {}: {detail}", raw.id))
+        }
+        other => refuse(other),
+    })?;
+    let state = match raw.state.as_str() {
+        "reserved" => InitState::Reserved,
+        "saved" => InitState::Saved,
+        other => return Err(bad("stored state", format!("{other:?} in {}", raw.id))),
+    };
+    if let Some(n) = &raw.name_override {
+        catalogue::display_name(n).map_err(|e| match e {
+            CatalogueError::Invalid { what, detail } => bad(
+                what,
+                format!("stored name override in {}: {detail}", raw.id),
+            ),
+            other => refuse(other),
+        })?;
+    }
+    let custody = match &raw.move_row {
+        None => Custody::Resident,
+        Some((state, op, peer)) => Custody::from_row(state, op, peer)
+            .map_err(|e| bad("stored move row", format!("{} in {}", e, raw.id)))?,
+    };
+    let row = SessionRow {
+        creation,
+        created_at_ms: raw.created_at,
+        state,
+        name_override: raw.name_override,
+        visibility: if raw.archived {
+            Visibility::Archived
+        } else {
+            Visibility::Active
+        },
+        // A stored subtitle that breaks the rule reads as none.
+        subtitle: raw.subtitle.filter(|s| is_subtitle(s)),
+        custody,
+        deleting: raw.deleting,
+    };
+    Ok((raw.id, row))
+}
+
+fn load_sessions(
+    tx: &mut Transaction<'_>,
+    state: &mut CatalogueState,
+    where_: &str,
+    args: &[Param<'_>],
+) -> Tx<()> {
+    let rows = tx
+        .query(&format!("{SESSION_SELECT} {where_}"), args)
+        .map_err(pg("load-sessions"))?;
+    for r in &rows {
+        let (id, row) = decode(raw_session(r)?)?;
+        state.sessions.insert(id, row);
+    }
+    Ok(())
+}
+
+/// Decodes the head row into `state` (revision and recent sequence); a
+/// missing head row is `Invalid`, never read as revision 0.
+fn head(state: &mut CatalogueState, row: Option<&Row>) -> Tx<()> {
+    let r = row.ok_or_else(|| bad("stored row", "catalogue_head: the head row is missing"))?;
+    let c = Cols {
+        r,
+        table: "catalogue_head",
+        row: "1".to_owned(),
+    };
+    state.revision = c.int(0, "revision")?;
+    state.recent_seq = c.int(1, "recent_seq")?;
+    Ok(())
+}
+
+/// Reads the head row (no lock: reads).
+fn load_meta(tx: &mut Transaction<'_>, state: &mut CatalogueState) -> Tx<()> {
+    let row = tx
+        .query_opt(
+            "SELECT revision, recent_seq FROM catalogue_head WHERE singleton = 1",
+            &[],
+        )
+        .map_err(pg("load-head"))?;
+    head(state, row.as_ref())
+}
+
+/// Locks the head row — the first statement of every write — and reads it.
+fn lock_head(tx: &mut Transaction<'_>, state: &mut CatalogueState) -> Tx<()> {
+    let row = tx
+        .query_opt(
+            "SELECT revision, recent_seq FROM catalogue_head WHERE singleton = 1 FOR UPDATE",
+            &[],
+        )
+        .map_err(pg("lock-head"))?;
+    head(state, row.as_ref())
+}
+
+fn load_delegates(
+    tx: &mut Transaction<'_>,
+    state: &mut CatalogueState,
+    where_: &str,
+    args: &[Param<'_>],
+) -> Tx<()> {
+    let rows = tx
+        .query(
+            &format!(
+                "SELECT spawner, parent_session, session_id, last_contact_ms
+                 FROM catalogue_delegate_sessions {where_}"
+            ),
+            args,
+        )
+        .map_err(pg("load-delegates"))?;
+    for r in &rows {
+        let mut c = Cols {
+            r,
+            table: "catalogue_delegate_sessions",
+            row: "?".to_owned(),
+        };
+        let spawner = c.text(0, "spawner", ORCHESTRATOR_NAME_LIMIT)?;
+        c.row.clone_from(&spawner);
+        let parent = c.text(1, "parent_session", SESSION_ID_LIMIT)?;
+        c.row = format!("({spawner}, {parent})");
+        let session_id = c.text(2, "session_id", SESSION_ID_LIMIT)?;
+        let at = c.int(3, "last_contact_ms")?;
+        if !is_delegate_pair(&spawner, &parent) || !catalogue::is_session_id(&session_id) {
+            return Err(bad(
+                "stored delegate row",
+                format!("({spawner:?}, {parent:?}) -> {session_id:?}"),
+            ));
+        }
+        let row = DelegateRow {
+            session_id,
+            last_contact_ms: at,
+        };
+        if let Some(prev) = state
+            .delegates
+            .insert((spawner.clone(), parent.clone()), row.clone())
+        {
+            if prev != row {
+                return Err(bad(
+                    "stored delegate row",
+                    format!("({spawner}, {parent}) is duplicated"),
+                ));
+            }
+        }
+    }
+    // A session is the delegate of one pair at most.
+    let mut seen = BTreeSet::new();
+    for d in state.delegates.values() {
+        if !seen.insert(d.session_id.clone()) {
+            return Err(bad(
+                "stored delegate row",
+                format!("{} is duplicated", d.session_id),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn load_defaults(
+    tx: &mut Transaction<'_>,
+    state: &mut CatalogueState,
+    where_: &str,
+    args: &[Param<'_>],
+) -> Tx<()> {
+    let rows = tx
+        .query(
+            &format!("SELECT workspace, session_id FROM catalogue_workspace_defaults {where_}"),
+            args,
+        )
+        .map_err(pg("load-defaults"))?;
+    for r in &rows {
+        let mut c = Cols {
+            r,
+            table: "catalogue_workspace_defaults",
+            row: "?".to_owned(),
+        };
+        let ws = c.text(0, "workspace", LOCAL_WORKSPACE_LIMIT)?;
+        c.row.clone_from(&ws);
+        let id = c.text(1, "session_id", SESSION_ID_LIMIT)?;
+        state.workspace_defaults.insert(ws, id);
+    }
+    Ok(())
+}
+
+fn load_recent(tx: &mut Transaction<'_>, state: &mut CatalogueState) -> Tx<()> {
+    let rows = tx
+        .query("SELECT id, path FROM catalogue_recent_folders", &[])
+        .map_err(pg("load-recent"))?;
+    for r in &rows {
+        let mut c = Cols {
+            r,
+            table: "catalogue_recent_folders",
+            row: "?".to_owned(),
+        };
+        let id = c.int(0, "id")?;
+        c.row = id.to_string();
+        let path = c.text(1, "path", LOCAL_WORKSPACE_LIMIT)?;
+        if !catalogue::is_local_workspace(&path) {
+            return Err(bad("stored recent folder", format!("{path:?}")));
+        }
+        state.recent.insert(Recent { id, path });
+    }
+    Ok(())
+}
+
+/// Loads the rows of `fp` into `s` (whose head row is already read).
+fn load(tx: &mut Transaction<'_>, s: &mut CatalogueState, fp: &Footprint) -> Tx<()> {
+    for id in &fp.sessions {
+        load_sessions(tx, s, "WHERE s.session_id = $1", &[id])?;
+    }
+    if let Some(k) = &fp.creation_key {
+        load_sessions(tx, s, "WHERE s.creation_key = $1", &[k])?;
+    }
+    for ws in &fp.defaults {
+        load_defaults(tx, s, "WHERE workspace = $1", &[ws])?;
+    }
+    if let Some(id) = &fp.defaults_naming {
+        load_defaults(tx, s, "WHERE session_id = $1", &[id])?;
+    }
+    if fp.recent {
+        load_recent(tx, s)?;
+    }
+    if let Some((sp, pa)) = &fp.delegate_pair {
+        load_delegates(
+            tx,
+            s,
+            "WHERE spawner = $1 AND parent_session = $2",
+            &[sp, pa],
+        )?;
+    }
+    if let Some(sp) = &fp.delegates_of_spawner {
+        load_delegates(tx, s, "WHERE spawner = $1", &[sp])?;
+    }
+    if let Some(id) = &fp.delegate_of {
+        load_delegates(tx, s, "WHERE session_id = $1", &[id])?;
+    }
+    Ok(())
+}
+
+// ------------------------------------------------------------------ write back
+
+fn exec(tx: &mut Transaction<'_>, sql: &str, args: &[Param<'_>]) -> Tx<()> {
+    tx.execute(sql, args).map_err(pg("write"))?;
+    Ok(())
+}
+
+const SIDE_TABLES: [&str; 5] = [
+    "catalogue_session_names",
+    "catalogue_session_archives",
+    "catalogue_session_subtitles",
+    "catalogue_session_moves",
+    "catalogue_session_deletions",
+];
+
+fn write_registration(tx: &mut Transaction<'_>, id: &str, r: &SessionRow) -> Tx<()> {
+    let c = &r.creation;
+    let s = |o: &Option<String>| o.clone().unwrap_or_default();
+    let state = match r.state {
+        InitState::Reserved => "reserved",
+        InitState::Saved => "saved",
+    };
+    exec(
+        tx,
+        "INSERT INTO catalogue_sessions (session_id, creation_key, name, workspace, created_at_ms,
+                                         state, profile, model, executor, pool)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+         ON CONFLICT (session_id) DO UPDATE SET creation_key = EXCLUDED.creation_key,
+             name = EXCLUDED.name, workspace = EXCLUDED.workspace,
+             created_at_ms = EXCLUDED.created_at_ms, state = EXCLUDED.state,
+             profile = EXCLUDED.profile, model = EXCLUDED.model,
+             executor = EXCLUDED.executor, pool = EXCLUDED.pool",
+        &[
+            &id,
+            &c.creation_key,
+            &c.name,
+            &c.workspace,
+            &big("created_at_ms", r.created_at_ms)?,
+            &state,
+            &s(&c.profile),
+            &s(&c.model),
+            &s(&c.executor),
+            &s(&c.pool),
+        ],
+    )
+}
+
+/// Sets (`Some`) or removes (`None`) a session's row in a side table with
+/// one value column.
+fn side_value(
+    tx: &mut Transaction<'_>,
+    table: &str,
+    column: &str,
+    id: &str,
+    v: Option<&str>,
+) -> Tx<()> {
+    match v {
+        Some(v) => exec(
+            tx,
+            &format!(
+                "INSERT INTO {table} (session_id, {column}) VALUES ($1, $2)
+                 ON CONFLICT (session_id) DO UPDATE SET {column} = EXCLUDED.{column}"
+            ),
+            &[&id, &v],
+        ),
+        None => exec(
+            tx,
+            &format!("DELETE FROM {table} WHERE session_id = $1"),
+            &[&id],
+        ),
+    }
+}
+
+/// Sets or removes a session's row in a marker table (no value column).
+fn side_mark(tx: &mut Transaction<'_>, table: &str, id: &str, on: bool) -> Tx<()> {
+    let sql = if on {
+        format!("INSERT INTO {table} (session_id) VALUES ($1) ON CONFLICT DO NOTHING")
+    } else {
+        format!("DELETE FROM {table} WHERE session_id = $1")
+    };
+    exec(tx, &sql, &[&id])
+}
+
+fn write_session(
+    tx: &mut Transaction<'_>,
+    id: &str,
+    before: Option<&SessionRow>,
+    r: &SessionRow,
+) -> Tx<()> {
+    if before.map(|b| (&b.creation, b.created_at_ms, b.state))
+        != Some((&r.creation, r.created_at_ms, r.state))
+    {
+        write_registration(tx, id, r)?;
+    }
+    if before.map(|b| &b.name_override) != Some(&r.name_override) {
+        let v = r.name_override.as_deref();
+        side_value(tx, "catalogue_session_names", "name", id, v)?;
+    }
+    if before.map(|b| b.visibility) != Some(r.visibility) {
+        let on = r.visibility == Visibility::Archived;
+        side_mark(tx, "catalogue_session_archives", id, on)?;
+    }
+    if before.map(|b| &b.subtitle) != Some(&r.subtitle) {
+        let v = r.subtitle.as_deref();
+        side_value(tx, "catalogue_session_subtitles", "subtitle", id, v)?;
+    }
+    if before.map(|b| &b.custody) != Some(&r.custody) {
+        match (r.custody.state_word(), r.custody.row()) {
+            (Some(word), Some((op, peer))) => exec(
+                tx,
+                "INSERT INTO catalogue_session_moves (session_id, op, peer, state)
+                 VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (session_id) DO UPDATE SET op = EXCLUDED.op,
+                     peer = EXCLUDED.peer, state = EXCLUDED.state",
+                &[&id, &op.as_str(), &peer.as_str(), &word],
+            )?,
+            _ => side_mark(tx, "catalogue_session_moves", id, false)?,
+        }
+    }
+    if before.map(|b| b.deleting) != Some(r.deleting) {
+        side_mark(tx, "catalogue_session_deletions", id, r.deleting)?;
+    }
+    Ok(())
+}
+
+/// Writes back the rows that differ between the loaded `before` and `next`.
+fn store(tx: &mut Transaction<'_>, before: &CatalogueState, next: &CatalogueState) -> Tx<()> {
+    if (before.revision, before.recent_seq) != (next.revision, next.recent_seq) {
+        exec(
+            tx,
+            "UPDATE catalogue_head SET revision = $1, recent_seq = $2 WHERE singleton = 1",
+            &[
+                &big("revision", next.revision)?,
+                &big("recent sequence", next.recent_seq)?,
+            ],
+        )?;
+    }
+    // Removals first (children before parents), then upserts (parents first).
+    for ws in before.workspace_defaults.keys() {
+        if !next.workspace_defaults.contains_key(ws) {
+            exec(
+                tx,
+                "DELETE FROM catalogue_workspace_defaults WHERE workspace = $1",
+                &[ws],
+            )?;
+        }
+    }
+    for (sp, pa) in before.delegates.keys() {
+        if !next.delegates.contains_key(&(sp.clone(), pa.clone())) {
+            exec(
+                tx,
+                "DELETE FROM catalogue_delegate_sessions WHERE spawner = $1 AND parent_session = $2",
+                &[sp, pa],
+            )?;
+        }
+    }
+    for id in before.sessions.keys() {
+        if !next.sessions.contains_key(id) {
+            for t in SIDE_TABLES {
+                exec(tx, &format!("DELETE FROM {t} WHERE session_id = $1"), &[id])?;
+            }
+            exec(
+                tx,
+                "DELETE FROM catalogue_sessions WHERE session_id = $1",
+                &[id],
+            )?;
+        }
+    }
+    for (id, row) in &next.sessions {
+        let prev = before.sessions.get(id);
+        if prev != Some(row) {
+            write_session(tx, id, prev, row)?;
+        }
+    }
+    for (ws, id) in &next.workspace_defaults {
+        if before.workspace_defaults.get(ws) != Some(id) {
+            exec(
+                tx,
+                "INSERT INTO catalogue_workspace_defaults (workspace, session_id) VALUES ($1, $2)
+                 ON CONFLICT (workspace) DO UPDATE SET session_id = EXCLUDED.session_id",
+                &[ws, id],
+            )?;
+        }
+    }
+    for ((sp, pa), d) in &next.delegates {
+        if before.delegates.get(&(sp.clone(), pa.clone())) != Some(d) {
+            exec(
+                tx,
+                "INSERT INTO catalogue_delegate_sessions
+                     (spawner, parent_session, session_id, last_contact_ms)
+                 VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (spawner, parent_session) DO UPDATE SET
+                     session_id = EXCLUDED.session_id, last_contact_ms = EXCLUDED.last_contact_ms",
+                &[
+                    sp,
+                    pa,
+                    &d.session_id,
+                    &big("last_contact_ms", d.last_contact_ms)?,
+                ],
+            )?;
+        }
+    }
+    for r in before.recent.difference(&next.recent) {
+        exec(
+            tx,
+            "DELETE FROM catalogue_recent_folders WHERE id = $1",
+            &[&big("recent id", r.id)?],
+        )?;
+    }
+    for r in next.recent.difference(&before.recent) {
+        exec(
+            tx,
+            "INSERT INTO catalogue_recent_folders (id, path) VALUES ($1, $2)",
+            &[&big("recent id", r.id)?, &r.path],
+        )?;
+    }
+    Ok(())
+}
+
+// ------------------------------------------------------------------ the port
+
+impl Catalogue for PgCatalogue {
+    fn apply(&self, req: &Request) -> Res<Outcome> {
+        if self.read_only {
+            return Err(CatalogueError::BackendFault {
+                reason: format!(
+                    "the catalogue in schema {} is open read-only: apply refused",
+                    self.schema()
+                ),
+            });
+        }
+        let fp = footprint(req);
+        finish(self.conn.write(|tx| {
+            // The head-row lock first: it orders every writer.
+            let mut before = CatalogueState::default();
+            lock_head(tx, &mut before)?;
+            load(tx, &mut before, &fp)?;
+            let d = catalogue::decide(&before, req).map_err(refuse)?;
+            store(tx, &before, &d.next)?;
+            Ok(d.outcome)
+        }))
+    }
+
+    fn get(&self, session_id: &str) -> Res<Option<Registration>> {
+        self.read(|tx| {
+            let mut s = CatalogueState::default();
+            load_sessions(tx, &mut s, "WHERE s.session_id = $1", &[&session_id])?;
+            Ok(s.get(session_id))
+        })
+    }
+
+    fn by_request_key(&self, key: &str) -> Res<Option<Registration>> {
+        self.read(|tx| {
+            let mut s = CatalogueState::default();
+            load_sessions(tx, &mut s, "WHERE s.creation_key = $1", &[&key])?;
+            Ok(s.by_request_key(key))
+        })
+    }
+
+    fn page(&self, visibility: Visibility, after: Option<&str>, limit: usize) -> Res<Page> {
+        self.read(|tx| {
+            let mut s = CatalogueState::default();
+            load_meta(tx, &mut s)?;
+            let fetch = i64::try_from(limit.min(LISTING_LIMIT) + 1).unwrap_or(i64::MAX);
+            let archived = matches!(visibility, Visibility::Archived);
+            load_sessions(
+                tx,
+                &mut s,
+                "WHERE (a.session_id IS NOT NULL) = $1
+                   AND ($2::text IS NULL OR s.session_id > $2::text)
+                 ORDER BY s.session_id LIMIT $3",
+                &[&archived, &after, &fetch],
+            )?;
+            Ok(s.page(visibility, after, limit))
+        })
+    }
+
+    fn workspace_default(&self, workspace: &str) -> Res<Option<String>> {
+        self.read(|tx| {
+            let mut s = CatalogueState::default();
+            load_defaults(tx, &mut s, "WHERE workspace = $1", &[&workspace])?;
+            if let Some(id) = s.workspace_defaults.get(workspace).cloned() {
+                load_sessions(tx, &mut s, "WHERE s.session_id = $1", &[&id])?;
+            }
+            s.workspace_default(workspace).map_err(refuse)
+        })
+    }
+
+    fn recent_folders(&self) -> Res<Vec<Recent>> {
+        self.read(|tx| {
+            let mut s = CatalogueState::default();
+            load_recent(tx, &mut s)?;
+            Ok(s.recent_folders())
+        })
+    }
+
+    fn custody(&self, session_id: &str) -> Res<Custody> {
+        self.read(|tx| {
+            let mut s = CatalogueState::default();
+            load_sessions(tx, &mut s, "WHERE s.session_id = $1", &[&session_id])?;
+            s.custody(session_id).map_err(refuse)
+        })
+    }
+
+    fn moving(&self) -> Res<Vec<Move>> {
+        self.read(|tx| {
+            let mut s = CatalogueState::default();
+            load_sessions(tx, &mut s, "WHERE m.state = 'moving'", &[])?;
+            Ok(s.moving())
+        })
+    }
+
+    fn deletion(&self, session_id: &str) -> Res<Deletion> {
+        self.read(|tx| {
+            let mut s = CatalogueState::default();
+            load_sessions(tx, &mut s, "WHERE s.session_id = $1", &[&session_id])?;
+            s.deletion(session_id).map_err(refuse)
+        })
+    }
+
+    fn deleting(&self) -> Res<Vec<String>> {
+        self.read(|tx| {
+            let mut s = CatalogueState::default();
+            load_sessions(tx, &mut s, "WHERE d.session_id IS NOT NULL", &[])?;
+            Ok(s.deleting())
+        })
+    }
+
+    fn delegate_for(&self, spawner: &str, parent_session: &str) -> Res<Option<Delegate>> {
+        // A malformed pair is refused before anything is read.
+        CatalogueState::default().delegate_for(spawner, parent_session)?;
+        self.read(|tx| {
+            let mut s = CatalogueState::default();
+            load_delegates(
+                tx,
+                &mut s,
+                "WHERE spawner = $1 AND parent_session = $2",
+                &[&spawner, &parent_session],
+            )?;
+            s.delegate_for(spawner, parent_session).map_err(refuse)
+        })
+    }
+
+    fn delegate_of(&self, session_id: &str) -> Res<Option<Delegate>> {
+        self.read(|tx| {
+            let mut s = CatalogueState::default();
+            load_delegates(tx, &mut s, "WHERE session_id = $1", &[&session_id])?;
+            Ok(s.delegate_of(session_id))
+        })
+    }
+
+    fn delegates_held(&self, spawner: &str) -> Res<u32> {
+        self.read(|tx| {
+            let mut s = CatalogueState::default();
+            load_delegates(tx, &mut s, "WHERE spawner = $1", &[&spawner])?;
+            Ok(s.delegates_held(spawner))
+        })
+    }
+
+    fn revision(&self) -> Res<u64> {
+        self.read(|tx| {
+            let mut s = CatalogueState::default();
+            load_meta(tx, &mut s)?;
+            Ok(s.revision)
+        })
+    }
+}
