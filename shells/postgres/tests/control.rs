@@ -371,14 +371,20 @@ fn a_dropped_connection_is_unavailable_then_reconnects() {
 }
 
 #[test]
-fn the_advisory_tick_head_never_fails_the_caller() {
+fn tick_heads_of_unknown_and_destroyed_worlds_are_refused_and_change_nothing() {
     let c = fresh();
-    custos_sqlite::control::record_tick_head(&c, "nobody", 3);
+    let tick = |w: &str, t: u64| {
+        c.apply(&custos_core::world::Request::AdvanceTick {
+            world_id: w.into(),
+            tick: t,
+        })
+    };
+    assert!(tick("nobody", 3).is_err());
     c.register(&record("n")).unwrap();
-    custos_sqlite::control::record_tick_head(&c, "w-race", 5);
+    tick("w-race", 5).unwrap();
     assert_eq!(c.open_world_readonly("w-race").unwrap().record.tick_head, 5);
     c.retire(&record("n")).unwrap();
-    custos_sqlite::control::record_tick_head(&c, "w-race", 9);
+    assert!(tick("w-race", 9).is_err());
     let r = c.open_world_readonly("w-race").unwrap().record;
     assert_eq!((r.tick_head, r.status), (5, WorldStatus::Destroyed));
 }

@@ -5,6 +5,7 @@
 //! registration, custody, deletion and delegate, each key, workspace
 //! default and spawner). `CATALOGUE_DIFF_CASES` sets the case count.
 
+#![cfg(feature = "postgres")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use custos_core::catalogue::{Catalogue, Creation, MemoryCatalogue, Request, Visibility};
