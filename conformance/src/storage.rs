@@ -1395,11 +1395,17 @@ pub fn closed_commit_answers_faulted<S: Storage, F: Fn() -> S>(factory: F) {
 
 // ------------------------------------------------------------- query plan
 
-/// Checks an `EXPLAIN QUERY PLAN` (one detail line per step) for the branch
-/// contract: no `USE TEMP B-TREE FOR ORDER BY`, and no full scan of
-/// `entries` (a `SCAN entries` step, with or without an index; `SEARCH` is
-/// fine). Backends must reference the table as `entries` (unaliased) in
-/// branch queries so that this check can see it.
+/// Checks a branch scan's query plan (one line per plan line) for the
+/// branch contract: no sort and no full scan of the entries table.
+///
+/// - SQLite (`EXPLAIN QUERY PLAN` detail lines): no `USE TEMP B-TREE FOR
+///   ORDER BY`, and no `SCAN entries` step (with or without an index;
+///   `SEARCH` is fine). Backends must reference the table as `entries`
+///   (unaliased) in branch queries so that this check can see it.
+/// - PostgreSQL (`EXPLAIN` text lines): no `Sort` or `Incremental Sort`
+///   node, and no `Seq Scan` (or `Parallel Seq Scan`) on `entries` or
+///   `storage_entries` (schema-qualified or not); index, index-only and
+///   bitmap scans are fine.
 pub fn check_branch_plan(lines: &[String]) -> Result<(), String> {
     if lines.is_empty() {
         return Err("the backend exposed an empty query plan".to_owned());
@@ -1413,6 +1419,19 @@ pub fn check_branch_plan(lines: &[String]) -> Result<(), String> {
         }
         let mut words = l.split_whitespace();
         if words.next() == Some("SCAN") && words.next() == Some("entries") {
+            return Err(format!("branch scan scans the entries table: {line}"));
+        }
+        // PostgreSQL: a plan node's line starts with its name.
+        let node = l.split("  (").next().unwrap_or(l);
+        if node == "Sort" || node == "Incremental Sort" {
+            return Err(format!("branch scan sorts: {line}"));
+        }
+        let scanned = l
+            .strip_prefix("Seq Scan on ")
+            .or_else(|| l.strip_prefix("Parallel Seq Scan on "))
+            .and_then(|rest| rest.split_whitespace().next())
+            .map(|table| table.rsplit('.').next().unwrap_or(table));
+        if matches!(scanned, Some("entries" | "storage_entries")) {
             return Err(format!("branch scan scans the entries table: {line}"));
         }
     }

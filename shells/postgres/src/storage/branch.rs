@@ -1,0 +1,319 @@
+//! The branch index: placing a new entry ([`link_branch`]) and the lazy,
+//! paged walk from a leaf to its root ([`BranchWalk`]), whose four
+//! statements are also what [`explain`] shows. See [`super::schema`],
+//! "The branch index".
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+
+use custos_core::storage::{Entry, Kind, RecordId, Seq, StorageError};
+use postgres::types::ToSql;
+use postgres::Transaction;
+
+use super::codec::{self, num, BRANCH_ENTRIES, BRANCH_META, ENTRIES};
+use crate::conn::{db, Failure};
+
+/// How many branch-index rows one page of a walk reads.
+pub(crate) const BRANCH_PAGE: i64 = 64;
+
+/// A transaction shared by a walk and the loader of the entries it keeps
+/// (they take turns; never both at once).
+pub(crate) type SharedTx<'x, 't> = RefCell<&'x mut Transaction<'t>>;
+
+fn borrow<'a, 'x, 't>(
+    tx: &'a SharedTx<'x, 't>,
+) -> Result<std::cell::RefMut<'a, &'x mut Transaction<'t>>, Failure> {
+    tx.try_borrow_mut()
+        .map_err(|_| Failure::Db("branch-walk", "the transaction is in use".to_owned()))
+}
+
+/// The entry columns, in [`decode_entry`] order.
+pub(crate) const ENTRY_COLS: &str = "seq::text, id, parent, kind, payload, ts::text";
+
+/// Decodes [`ENTRY_COLS`].
+pub(crate) fn decode_entry(row: &postgres::Row) -> Result<Entry, Failure> {
+    let t = ENTRIES;
+    let seq = codec::u64_text(row, 0, t, "seq")?;
+    (|| {
+        Ok(Entry {
+            seq,
+            id: codec::record_id(row, 1, t, "id")?,
+            parent: codec::opt_record_id(row, 2, t, "parent")?,
+            kind: codec::kind(row, 3, t, "kind")?,
+            payload: codec::payload(row, 4, t, "payload")?,
+            ts: codec::u64_text(row, 5, t, "ts")?,
+        })
+    })()
+    .map_err(codec::at_row(format_args!("{t} row seq {seq}")))
+}
+
+const LEAF_SQL: &str = "SELECT segment, pos FROM storage_entries WHERE session = $1 AND id = $2";
+const PAGE_SQL: &str = "SELECT pos, seq::text, kind FROM storage_branch_entries
+     WHERE session = $1 AND segment = $2 AND pos <= $3
+     ORDER BY pos DESC LIMIT $4";
+const HOP_SQL: &str = "SELECT parent_segment, parent_pos FROM storage_branch_meta
+     WHERE session = $1 AND segment = $2";
+const FETCH_SQL: &str = "SELECT seq::text, id, parent, kind, payload, ts::text
+     FROM storage_entries WHERE session = $1 AND seq = $2::text::numeric";
+
+/// Places a new entry in the branch index and answers its
+/// `(segment, pos)`: the parent's segment when the parent is its tail,
+/// else a new segment (a root's, or a fork's naming the parent's place).
+pub(crate) fn link_branch(
+    tx: &mut Transaction<'_>,
+    session: &str,
+    e: &Entry,
+) -> Result<(i64, i64), Failure> {
+    let place = match &e.parent {
+        None => None,
+        Some(p) => {
+            let row = tx
+                .query_opt(
+                    "SELECT e.segment, e.pos, EXISTS (
+                         SELECT 1 FROM storage_branch_entries b
+                         WHERE b.session = e.session AND b.segment = e.segment
+                           AND b.pos = e.pos + 1)
+                     FROM storage_entries e WHERE e.session = $1 AND e.id = $2",
+                    &[&session, &p.as_str()],
+                )
+                .map_err(db("branch-link"))?
+                .ok_or_else(|| {
+                    Failure::Corrupt(format!("{ENTRIES}: parent {p} is not an entry"))
+                })?;
+            Some((
+                codec::int(&row, 0, ENTRIES, "segment")?,
+                codec::int(&row, 1, ENTRIES, "pos")?,
+                codec::get::<bool>(&row, 2, BRANCH_ENTRIES, "pos")?,
+            ))
+        }
+    };
+    let (segment, pos) = match place {
+        Some((seg, pos, false)) => (
+            seg,
+            pos.checked_add(1).ok_or_else(|| {
+                Failure::Corrupt(format!(
+                    "{BRANCH_ENTRIES}: segment {seg}: position overflow"
+                ))
+            })?,
+        ),
+        parent => {
+            let (ps, pp) = match parent {
+                Some((s, p, _)) => (Some(s), Some(p)),
+                None => (None, None),
+            };
+            let row = tx
+                .query_one(
+                    "INSERT INTO storage_branch_meta (session, segment, parent_segment, parent_pos)
+                     SELECT $1::text, COALESCE(MAX(segment), 0) + 1, $2::bigint, $3::bigint
+                     FROM storage_branch_meta WHERE session = $1::text
+                     RETURNING segment",
+                    &[&session, &ps, &pp],
+                )
+                .map_err(db("branch-link"))?;
+            (codec::int(&row, 0, BRANCH_META, "segment")?, 0)
+        }
+    };
+    Ok((segment, pos))
+}
+
+/// One branch-index row.
+pub(crate) struct BranchHead {
+    /// The entry's seq.
+    pub(crate) seq: Seq,
+    /// The entry's kind.
+    pub(crate) kind: Kind,
+}
+
+/// The unfiltered walk from a leaf, as branch-index heads, a page at a
+/// time (nothing past what the caller pulls is read).
+pub(crate) struct BranchWalk<'w, 'x, 't> {
+    tx: &'w SharedTx<'x, 't>,
+    session: &'w str,
+    /// `(segment, highest pos still to read)`; `None` once past the root.
+    at: Option<(i64, i64)>,
+    buf: VecDeque<BranchHead>,
+    last_seq: Option<Seq>,
+    pending_err: Option<StorageError>,
+}
+
+impl<'w, 'x, 't> BranchWalk<'w, 'x, 't> {
+    /// Starts at `leaf` (an unknown leaf is the walk's first item, as
+    /// `UnknownEntry`).
+    pub(crate) fn start(tx: &'w SharedTx<'x, 't>, session: &'w str, leaf: &RecordId) -> Self {
+        let mut w = BranchWalk {
+            tx,
+            session,
+            at: None,
+            buf: VecDeque::new(),
+            last_seq: None,
+            pending_err: None,
+        };
+        match leaf_place(tx, session, leaf) {
+            Ok(Some(at)) => w.at = Some(at),
+            Ok(None) => w.pending_err = Some(StorageError::UnknownEntry { id: leaf.clone() }),
+            Err(f) => w.pending_err = Some(super::storage_error(f)),
+        }
+        w
+    }
+
+    fn fill(&mut self) -> Result<(), Failure> {
+        let Some((segment, upper)) = self.at else {
+            return Ok(());
+        };
+        let rows = borrow(self.tx)?
+            .query(PAGE_SQL, &[&self.session, &segment, &upper, &BRANCH_PAGE])
+            .map_err(db("branch-page"))?;
+        if rows.is_empty() {
+            return Err(Failure::Corrupt(format!(
+                "{BRANCH_ENTRIES}: segment {segment} has no position {upper}"
+            )));
+        }
+        let mut expect = upper;
+        for row in &rows {
+            let t = BRANCH_ENTRIES;
+            let pos = codec::int(row, 0, t, "pos")?;
+            let seq = codec::u64_text(row, 1, t, "seq")?;
+            let kind = codec::kind(row, 2, t, "kind")?;
+            if pos != expect {
+                return Err(Failure::Corrupt(format!(
+                    "{t}: segment {segment} has no position {expect}"
+                )));
+            }
+            if self.last_seq.is_some_and(|l| seq >= l) {
+                return Err(Failure::Corrupt(format!(
+                    "{t}: segment {segment} position {pos}: seq does not decrease"
+                )));
+            }
+            self.last_seq = Some(seq);
+            expect = expect.checked_sub(1).ok_or_else(|| {
+                Failure::Corrupt(format!("{t}: segment {segment}: position underflow"))
+            })?;
+            self.buf.push_back(BranchHead { seq, kind });
+        }
+        if expect >= 0 {
+            self.at = Some((segment, expect));
+            return Ok(());
+        }
+        // The segment is exhausted: hop to its parent segment.
+        let row = borrow(self.tx)?
+            .query_opt(HOP_SQL, &[&self.session, &segment])
+            .map_err(db("branch-hop"))?
+            .ok_or_else(|| {
+                Failure::Corrupt(format!("{BRANCH_META}: segment {segment} has no row"))
+            })?;
+        let hop: (Option<i64>, Option<i64>) = (
+            codec::get(&row, 0, BRANCH_META, "parent_segment")?,
+            codec::get(&row, 1, BRANCH_META, "parent_pos")?,
+        );
+        self.at = match hop {
+            (None, None) => None,
+            (Some(ps), Some(pp)) if ps < segment && pp >= 0 => Some((ps, pp)),
+            _ => {
+                return Err(Failure::Corrupt(format!(
+                    "{BRANCH_META}: segment {segment} has a malformed parent link"
+                )))
+            }
+        };
+        Ok(())
+    }
+}
+
+impl Iterator for BranchWalk<'_, '_, '_> {
+    type Item = Result<BranchHead, StorageError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(e) = self.pending_err.take() {
+            self.at = None;
+            self.buf.clear();
+            return Some(Err(e));
+        }
+        loop {
+            if let Some(h) = self.buf.pop_front() {
+                return Some(Ok(h));
+            }
+            self.at?;
+            if let Err(f) = self.fill() {
+                self.at = None;
+                return Some(Err(super::storage_error(f)));
+            }
+        }
+    }
+}
+
+/// The leaf's `(segment, pos)`, or `None` when no entry has that id.
+fn leaf_place(
+    tx: &SharedTx<'_, '_>,
+    session: &str,
+    leaf: &RecordId,
+) -> Result<Option<(i64, i64)>, Failure> {
+    let row = borrow(tx)?
+        .query_opt(LEAF_SQL, &[&session, &leaf.as_str()])
+        .map_err(db("branch-leaf"))?;
+    row.map(|row| {
+        Ok((
+            codec::int(&row, 0, ENTRIES, "segment")?,
+            codec::int(&row, 1, ENTRIES, "pos")?,
+        ))
+    })
+    .transpose()
+}
+
+/// Loads the entry a kept head names, checking it agrees with the index.
+pub(crate) fn fetch_entry(
+    tx: &SharedTx<'_, '_>,
+    session: &str,
+    h: BranchHead,
+) -> Result<Entry, StorageError> {
+    let fetch = || -> Result<Entry, Failure> {
+        let row = borrow(tx)?
+            .query_opt(FETCH_SQL, &[&session, &num(h.seq)])
+            .map_err(db("branch-fetch"))?
+            .ok_or_else(|| {
+                Failure::Corrupt(format!(
+                    "{BRANCH_ENTRIES}: names seq {} which is no entry",
+                    h.seq
+                ))
+            })?;
+        let e = decode_entry(&row)?;
+        if e.kind != h.kind {
+            return Err(Failure::Corrupt(format!(
+                "{BRANCH_ENTRIES}: entry {} disagrees with its branch-index kind",
+                e.id
+            )));
+        }
+        Ok(e)
+    };
+    fetch().map_err(super::storage_error)
+}
+
+/// `EXPLAIN (COSTS OFF)` of the four statements every branch walk from
+/// `leaf` runs, bound to the values the walk would bind (the leaf's own
+/// place when it exists), one line per plan line.
+pub(crate) fn explain(
+    tx: &mut Transaction<'_>,
+    session: &str,
+    leaf: &RecordId,
+) -> Result<Vec<String>, Failure> {
+    let (segment, pos) = {
+        let cell = RefCell::new(&mut *tx);
+        leaf_place(&cell, session, leaf)?.unwrap_or((1, 0))
+    };
+    let seq = num(1);
+    let leaf = leaf.as_str();
+    let statements: [(&str, Vec<&(dyn ToSql + Sync)>); 4] = [
+        (LEAF_SQL, vec![&session, &leaf]),
+        (PAGE_SQL, vec![&session, &segment, &pos, &BRANCH_PAGE]),
+        (HOP_SQL, vec![&session, &segment]),
+        (FETCH_SQL, vec![&session, &seq]),
+    ];
+    let mut out = Vec::new();
+    for (sql, params) in statements {
+        let rows = tx
+            .query(&format!("EXPLAIN (COSTS OFF) {sql}"), &params)
+            .map_err(db("explain"))?;
+        for row in &rows {
+            out.push(codec::text(row, 0, "explain", "QUERY PLAN", codec::MAX_TEXT_LEN)?.to_owned());
+        }
+    }
+    Ok(out)
+}

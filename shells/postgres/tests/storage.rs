@@ -1,0 +1,549 @@
+//! Session storage on PostgreSQL: the whole conformance suite (most cases
+//! share one schema, each in its own session — sessions are isolated; the
+//! runtime table runs every case again in a schema of its own), the plan
+//! check on a populated schema, version and corruption refusals, and the
+//! writer lease judged at the server's clock.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use custos_conformance::storage::{check_branch_plan, del, entry, id, key, ns, set, usage};
+use custos_core::lease::{LeaseError, Owner};
+use custos_core::storage::{
+    branch_scan, Commit, CommitError, EntryScan, KeyPrefix, Storage, StorageError, UsageScan,
+};
+use custos_postgres::cluster::{shared, unique_schema};
+use custos_postgres::storage::{OpenError, PgStorage, StorageConfig};
+use custos_postgres::Target;
+
+fn owner(s: &str) -> Owner {
+    Owner::new(s).unwrap()
+}
+
+fn new_target(prefix: &str) -> Target {
+    Target::new(shared().unwrap().url(), unique_schema(prefix)).unwrap()
+}
+
+/// The schema most conformance cases share.
+fn shared_target() -> Target {
+    static T: OnceLock<Target> = OnceLock::new();
+    T.get_or_init(|| new_target("storage_suite")).clone()
+}
+
+fn unique_session() -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!("session-{}", N.fetch_add(1, Ordering::Relaxed))
+}
+
+/// A new session in the shared schema.
+fn fresh() -> PgStorage {
+    PgStorage::open(StorageConfig::new(
+        shared_target(),
+        unique_session(),
+        owner("conformance"),
+    ))
+    .expect("open a fresh session")
+}
+
+/// A new session in a schema of its own.
+fn fresh_schema() -> PgStorage {
+    PgStorage::open(StorageConfig::new(
+        new_target("storage_case"),
+        "only",
+        owner("conformance"),
+    ))
+    .expect("open a session in a fresh schema")
+}
+
+fn client(t: &Target) -> ::postgres::Client {
+    t.connect().unwrap()
+}
+
+custos_conformance::storage_suite!(postgres, fresh);
+
+/// The runtime table names the same cases, and every one passes through
+/// it, each in a schema of its own.
+#[test]
+fn every_case_passes_through_the_table_in_its_own_schema() {
+    let table = custos_conformance::storage::storage_cases::<PgStorage>();
+    assert_eq!(
+        table.len(),
+        custos_conformance::storage::STORAGE_CASES.len()
+    );
+    let mut failed = Vec::new();
+    for (name, case) in &table {
+        if std::panic::catch_unwind(|| case(&fresh_schema)).is_err() {
+            failed.push(*name);
+        }
+    }
+    assert!(failed.is_empty(), "failed: {failed:?}");
+    println!(
+        "postgres: {} of {} conformance cases pass",
+        table.len(),
+        table.len()
+    );
+}
+
+// ------------------------------------------------------------- plans
+
+/// The plan check sees the PostgreSQL plan (it is not vacuous): every
+/// statement is an index path, and the entries table is reached by index.
+#[test]
+fn branch_plan_is_exposed_and_uses_indexes() {
+    let s = fresh();
+    custos_conformance::storage::branch_tree(&s);
+    let plan = s
+        .explain_branch_scan(&branch_scan(id("f")))
+        .unwrap()
+        .expect("postgres exposes a plan");
+    println!("{}", plan.join("\n"));
+    assert!(
+        plan.iter()
+            .any(|l| l.contains("Index") && l.contains("on storage_entries")),
+        "{plan:?}"
+    );
+    assert!(
+        plan.iter()
+            .any(|l| l.contains("Index") && l.contains("on storage_branch_entries")),
+        "{plan:?}"
+    );
+    check_branch_plan(&plan).unwrap();
+    // The check refuses what it must.
+    let mut bad = plan.clone();
+    bad.push("  ->  Seq Scan on storage_entries".to_owned());
+    assert!(check_branch_plan(&bad).is_err());
+    let mut bad = plan;
+    bad.push("  ->  Sort".to_owned());
+    assert!(check_branch_plan(&bad).is_err());
+}
+
+/// On a schema holding many sessions (200 of 100 entries each, vacuumed
+/// and analyzed),
+/// the planner's own choice with default settings reaches the entries and
+/// the branch index by index, without sorting — the plan the conformance
+/// case checks under a seq-scan penalty is the one a populated schema
+/// takes.
+#[test]
+fn branch_plan_as_planned_on_a_populated_schema_uses_indexes() {
+    let t = new_target("storage_plan");
+    drop(PgStorage::open(StorageConfig::new(t.clone(), "probe", owner("o"))).unwrap());
+    let mut c = client(&t);
+    c.batch_execute(
+        "INSERT INTO storage_sessions (session, next_seq)
+             SELECT 'bulk' || s, 101 FROM generate_series(0, 199) s;
+         INSERT INTO storage_branch_meta (session, segment, parent_segment, parent_pos)
+             SELECT 'bulk' || s, 1, NULL, NULL FROM generate_series(0, 199) s;
+         INSERT INTO storage_entries (session, seq, id, parent, kind, payload, ts, segment, pos)
+             SELECT 'bulk' || s, g, 'b' || g, CASE WHEN g = 1 THEN NULL ELSE 'b' || (g - 1) END,
+                    'm', '\\x00'::bytea, 0, 1, g - 1
+             FROM generate_series(0, 199) s, generate_series(1, 100) g;
+         INSERT INTO storage_branch_entries (session, segment, pos, seq, kind)
+             SELECT 'bulk' || s, 1, g - 1, g, 'm'
+             FROM generate_series(0, 199) s, generate_series(1, 100) g;",
+    )
+    .unwrap();
+    // What autovacuum does to write-once tables (PostgreSQL 13+ vacuums
+    // after inserts too): statistics and the visibility map.
+    c.batch_execute("VACUUM ANALYZE").unwrap();
+    let bulk = PgStorage::open(StorageConfig::new(t.clone(), "bulk7", owner("o"))).unwrap();
+    let got = bulk.scan_branch(&branch_scan(id("b100")).limit(3)).unwrap();
+    let names: Vec<&str> = got.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(names, ["b100", "b99", "b98"]);
+    assert_eq!(
+        bulk.scan_branch(&branch_scan(id("b100"))).unwrap().len(),
+        100
+    );
+    let probe = PgStorage::open(StorageConfig::new(t, "probe", owner("o"))).unwrap();
+    custos_conformance::storage::branch_tree(&probe);
+    for s in [&bulk, &probe] {
+        let leaf = if s.session() == "probe" { "f" } else { "b100" };
+        let plan = s
+            .explain_branch_scan_as_planned(&branch_scan(id(leaf)))
+            .unwrap();
+        println!("{}:\n{}", s.session(), plan.join("\n"));
+        check_branch_plan(&plan).unwrap();
+        // The two tables a walk reads per entry are reached by index
+        // (`storage_branch_meta`, one row per fork, may be scanned while
+        // it is a page or two).
+        for table in ["storage_entries", "storage_branch_entries"] {
+            assert!(
+                plan.iter()
+                    .any(|l| l.contains("Index") && l.contains(&format!("on {table}"))),
+                "{table}:\n{}",
+                plan.join("\n")
+            );
+            assert!(
+                !plan
+                    .iter()
+                    .any(|l| l.contains(&format!("Seq Scan on {table}"))),
+                "{table}:\n{}",
+                plan.join("\n")
+            );
+        }
+    }
+}
+
+// ------------------------------------------------------ sessions, versions
+
+/// Two sessions of one schema, each with its own owner and lease, share
+/// ids, keys and seqs without seeing each other.
+#[test]
+fn sessions_of_one_schema_are_isolated() {
+    let t = new_target("storage_iso");
+    let a = PgStorage::open(StorageConfig::new(t.clone(), "a", owner("x"))).unwrap();
+    let b = PgStorage::open(StorageConfig::new(t, "b", owner("y"))).unwrap();
+    let ra = a
+        .commit(
+            &Commit::at(1)
+                .write(entry("e", None, "m"))
+                .write(set("n", "k", b"a")),
+        )
+        .unwrap();
+    let rb = b
+        .commit(
+            &Commit::at(2)
+                .floor(10)
+                .write(entry("e", None, "tool"))
+                .write(usage("u", 5, 5)),
+        )
+        .unwrap();
+    assert_eq!((ra.seqs, rb.seqs), (vec![1, 2], vec![10, 11]));
+    assert_eq!(
+        a.get_entries(&[id("e")]).unwrap()[0]
+            .as_ref()
+            .unwrap()
+            .kind
+            .as_str(),
+        "m"
+    );
+    assert_eq!(
+        b.get_entries(&[id("e")]).unwrap()[0]
+            .as_ref()
+            .unwrap()
+            .kind
+            .as_str(),
+        "tool"
+    );
+    assert!(b.get_register(&ns("n"), &key("k")).unwrap().is_none());
+    assert_eq!(a.stats().unwrap().usage_rows, 0);
+    assert_eq!(b.scan_entries(&EntryScan::all()).unwrap().len(), 1);
+    assert_eq!(a.scan_usage(&UsageScan::all()).unwrap().len(), 0);
+    assert_eq!(a.lease_pair().unwrap().1, 1);
+    assert_eq!(b.lease_pair().unwrap().1, 1);
+}
+
+/// A session name outside the bounds is refused before anything connects.
+#[test]
+fn invalid_session_names_are_refused() {
+    let t = new_target("storage_names");
+    for bad in [String::new(), "x".repeat(129), "a\nb".to_owned()] {
+        let e =
+            PgStorage::open(StorageConfig::new(t.clone(), bad.clone(), owner("o"))).unwrap_err();
+        assert_eq!(e, OpenError::InvalidSession { len: bad.len() });
+    }
+    let mut c = client(&t);
+    let n: i64 = c
+        .query_one(
+            "SELECT count(*) FROM pg_namespace WHERE nspname = $1",
+            &[&t.schema()],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 0, "a refused name creates no schema");
+}
+
+/// A newer stored version is refused, and nothing is written: no head row,
+/// no lease, no table created in a schema that had none.
+#[test]
+fn a_newer_stored_version_is_refused_with_nothing_written() {
+    let t = new_target("storage_ver");
+    let s = PgStorage::open(StorageConfig::new(t.clone(), "s", owner("o"))).unwrap();
+    s.commit(&Commit::at(0).write(entry("a", None, "m")))
+        .unwrap();
+    s.close().unwrap();
+    let mut c = client(&t);
+    c.execute(
+        "UPDATE custos_versions SET version = 2 WHERE component = 'storage'",
+        &[],
+    )
+    .unwrap();
+    let before: (i64, Option<String>) = {
+        let r = c
+            .query_one(
+                "SELECT (SELECT count(*) FROM storage_sessions),
+                        (SELECT lease_owner FROM storage_sessions WHERE session = 's')",
+                &[],
+            )
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    for session in ["s", "new"] {
+        let e = PgStorage::open(StorageConfig::new(t.clone(), session, owner("p"))).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                OpenError::UnsupportedVersion {
+                    found: 2,
+                    supported: 1,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+    let after: (i64, Option<String>) = {
+        let r = c
+            .query_one(
+                "SELECT (SELECT count(*) FROM storage_sessions),
+                        (SELECT lease_owner FROM storage_sessions WHERE session = 's')",
+                &[],
+            )
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert_eq!(before, after);
+    assert_eq!(before, (1, None));
+
+    // A schema whose version row is newer but holds no tables gets none.
+    let t2 = new_target("storage_ver");
+    let mut c2 = client(&t2);
+    c2.batch_execute(&format!(
+        "CREATE SCHEMA {s};
+         CREATE TABLE {s}.custos_versions (component text PRIMARY KEY, version bigint NOT NULL);
+         INSERT INTO {s}.custos_versions VALUES ('storage', 7);",
+        s = t2.schema()
+    ))
+    .unwrap();
+    let e = PgStorage::open(StorageConfig::new(t2.clone(), "s", owner("o"))).unwrap_err();
+    assert!(
+        matches!(e, OpenError::UnsupportedVersion { found: 7, .. }),
+        "{e}"
+    );
+    let tables: i64 = c2
+        .query_one(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = $1",
+            &[&t2.schema()],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(tables, 1, "only custos_versions");
+}
+
+// ------------------------------------------------------------ corruption
+
+/// Corrupt stored rows fail reads typed, naming table and column — never a
+/// panic, never read as absent.
+#[test]
+fn corrupt_rows_fail_reads_typed() {
+    let t = new_target("storage_corrupt");
+    let s = PgStorage::open(StorageConfig::new(t.clone(), "s", owner("o"))).unwrap();
+    s.commit(
+        &Commit::at(0)
+            .write(entry("a", None, "m"))
+            .write(entry("b", Some("a"), "m"))
+            .write(usage("u", 1, 1))
+            .write(set("n", "k", b"v")),
+    )
+    .unwrap();
+    let mut c = client(&t);
+    // A negative seq (the range check and the write-once guard bypassed).
+    c.batch_execute(
+        "ALTER TABLE storage_entries DISABLE TRIGGER storage_entries_write_once;
+         ALTER TABLE storage_entries DROP CONSTRAINT storage_entries_seq_range;
+         UPDATE storage_entries SET seq = -1 WHERE session = 's' AND id = 'b';",
+    )
+    .unwrap();
+    let corrupt = |r: Result<(), StorageError>, what: &str| match r {
+        Err(StorageError::Corrupt { detail }) => {
+            assert!(detail.contains(what), "{detail}");
+        }
+        other => panic!("expected Corrupt naming {what}, got {other:?}"),
+    };
+    corrupt(
+        s.scan_entries(&EntryScan::all()).map(drop),
+        "storage_entries.seq",
+    );
+    corrupt(
+        s.scan_entry_heads(&EntryScan::all()).map(drop),
+        "storage_entries.seq",
+    );
+    corrupt(s.get_entries(&[id("b")]).map(drop), "storage_entries.seq");
+    // The branch index still names seq 2, which no entry holds now.
+    corrupt(
+        s.scan_branch(&branch_scan(id("b"))).map(drop),
+        "storage_branch_entries",
+    );
+    // Over-long text.
+    c.execute(
+        "UPDATE storage_entries SET kind = repeat('k', 100) WHERE session = 's' AND id = 'a'",
+        &[],
+    )
+    .unwrap();
+    corrupt(s.get_entries(&[id("a")]).map(drop), "storage_entries.kind");
+    // A negative usage figure.
+    c.batch_execute(
+        "ALTER TABLE storage_usage DISABLE TRIGGER storage_usage_write_once;
+         ALTER TABLE storage_usage DROP CONSTRAINT storage_usage_cost_micros_check;
+         UPDATE storage_usage SET cost_micros = -3 WHERE session = 's';",
+    )
+    .unwrap();
+    corrupt(
+        s.scan_usage(&UsageScan::all()).map(drop),
+        "storage_usage.cost_micros",
+    );
+    // A register value read as the wrong type is corrupt, not absent.
+    c.execute(
+        "ALTER TABLE storage_registers ALTER COLUMN value TYPE text USING encode(value, 'hex')",
+        &[],
+    )
+    .unwrap();
+    corrupt(
+        s.get_register(&ns("n"), &key("k")).map(drop),
+        "storage_registers.value",
+    );
+    corrupt(
+        s.list_registers(&ns("n"), &KeyPrefix::all()).map(drop),
+        "storage_registers.value",
+    );
+    // A negative lease fence in the head row: commits fault, opens refuse.
+    c.execute(
+        "UPDATE storage_sessions SET lease_fence = -5 WHERE session = 's'",
+        &[],
+    )
+    .unwrap();
+    let e = s.commit(&Commit::at(0).write(del("n", "zz"))).unwrap_err();
+    assert!(
+        matches!(&e, CommitError::Faulted { reason } if reason.contains("storage_sessions.lease_fence")),
+        "{e}"
+    );
+    let e = PgStorage::open(StorageConfig::new(t, "s", owner("p"))).unwrap_err();
+    assert!(
+        matches!(&e, OpenError::Corrupt { detail } if detail.contains("storage_sessions.lease_fence")),
+        "{e}"
+    );
+}
+
+// ----------------------------------------------------------------- lease
+
+/// A second owner is refused while the lease is live and steals it after
+/// expiry (server time, real sleeps) with the fence bumped; the old
+/// handle's commit is then refused and applies nothing.
+#[test]
+fn an_expired_lease_is_stolen_and_the_old_handle_is_fenced_out() {
+    let t = new_target("storage_lease");
+    let a = PgStorage::open(StorageConfig::new(t.clone(), "s", owner("a")).ttl(300)).unwrap();
+    assert_eq!(a.lease_pair().unwrap(), (owner("a"), 1));
+    a.commit(&Commit::at(0).write(entry("r", None, "m")))
+        .unwrap();
+    match PgStorage::open(StorageConfig::new(t.clone(), "s", owner("b")).ttl(300)) {
+        Err(OpenError::Lease(LeaseError::LeaseHeld { holder, fence, .. })) => {
+            assert_eq!((holder, fence), (owner("a"), 1));
+        }
+        other => panic!("expected LeaseHeld, got {other:?}"),
+    }
+    std::thread::sleep(Duration::from_millis(450));
+    let b = PgStorage::open(StorageConfig::new(t.clone(), "s", owner("b")).ttl(300)).unwrap();
+    assert_eq!(b.lease_pair().unwrap(), (owner("b"), 2));
+    let before = custos_conformance::storage::dump(&b);
+    let e = a
+        .commit(
+            &Commit::at(0)
+                .write(entry("x", Some("r"), "m"))
+                .write(usage("u", 9, 9)),
+        )
+        .unwrap_err();
+    assert_eq!(
+        e,
+        CommitError::Lease(LeaseError::LeaseLost {
+            held_by: Some(owner("b"))
+        })
+    );
+    assert_eq!(custos_conformance::storage::dump(&b), before);
+    assert!(matches!(
+        a.renew_lease(),
+        Err(CommitError::Lease(LeaseError::LeaseLost { .. }))
+    ));
+    // The old handle's close leaves the new holder alone.
+    a.close().unwrap();
+    b.commit(&Commit::at(0).write(entry("y", Some("r"), "m")))
+        .unwrap();
+    assert_eq!(b.renew_lease().unwrap().fence, 2);
+}
+
+/// Close releases the lease: a new owner opens at once, under a fence above
+/// every fence issued.
+#[test]
+fn close_releases_the_lease_so_a_new_owner_opens_at_once() {
+    let t = new_target("storage_lease");
+    let a = PgStorage::open(StorageConfig::new(t.clone(), "s", owner("a")).ttl(60_000)).unwrap();
+    assert!(matches!(
+        PgStorage::open(StorageConfig::new(t.clone(), "s", owner("b"))),
+        Err(OpenError::Lease(LeaseError::LeaseHeld { .. }))
+    ));
+    a.close().unwrap();
+    let b = PgStorage::open(StorageConfig::new(t.clone(), "s", owner("b"))).unwrap();
+    assert_eq!(b.lease_pair().unwrap(), (owner("b"), 2));
+    assert_eq!(
+        a.commit(&Commit::at(0).write(del("n", "k")))
+            .unwrap_err()
+            .reason(),
+        "Faulted"
+    );
+    // Dropping a handle releases too.
+    drop(b);
+    let c = PgStorage::open(StorageConfig::new(t, "s", owner("c"))).unwrap();
+    assert_eq!(c.lease_pair().unwrap().1, 3);
+}
+
+/// Renewal keeps a short lease live past its ttl; a restart of the same
+/// owner takes a new fence and fences its earlier incarnation out.
+#[test]
+fn renewal_keeps_the_lease_and_a_restart_fences_the_old_incarnation() {
+    let t = new_target("storage_lease");
+    let a = PgStorage::open(StorageConfig::new(t.clone(), "s", owner("a")).ttl(300)).unwrap();
+    for _ in 0..6 {
+        std::thread::sleep(Duration::from_millis(100));
+        let l = a.renew_lease().unwrap();
+        assert_eq!((l.owner.clone(), l.fence), (owner("a"), 1));
+    }
+    assert!(matches!(
+        PgStorage::open(StorageConfig::new(t.clone(), "s", owner("b")).ttl(300)),
+        Err(OpenError::Lease(LeaseError::LeaseHeld { .. }))
+    ));
+    let a2 = PgStorage::open(StorageConfig::new(t, "s", owner("a")).ttl(300)).unwrap();
+    assert_eq!(a2.lease_pair().unwrap().1, 2);
+    assert_eq!(
+        a.commit(&Commit::at(0).write(del("n", "k"))).unwrap_err(),
+        CommitError::Lease(LeaseError::LeaseLost {
+            held_by: Some(owner("a"))
+        })
+    );
+    a2.commit(&Commit::at(0).write(del("n", "k"))).unwrap();
+}
+
+/// Neither errors nor Debug output carry the URL's password.
+#[test]
+fn errors_and_debug_never_show_the_password() {
+    let c = shared().unwrap();
+    let t = new_target("storage_secret");
+    let s = PgStorage::open(StorageConfig::new(t.clone(), "s", owner("a"))).unwrap();
+    let held = PgStorage::open(StorageConfig::new(t.clone(), "s", owner("b"))).unwrap_err();
+    let bad = Target::new(c.url().replace(c.password(), "wrong-secret-x"), t.schema()).unwrap();
+    let unreachable = PgStorage::open(StorageConfig::new(bad, "s", owner("b"))).unwrap_err();
+    assert!(
+        matches!(unreachable, OpenError::Unavailable { .. }),
+        "{unreachable}"
+    );
+    for text in [
+        format!("{s:?}"),
+        format!("{held} {held:?}"),
+        format!("{unreachable} {unreachable:?}"),
+        format!("{:?}", StorageConfig::new(t, "s", owner("a"))),
+    ] {
+        assert!(!text.contains(c.password()), "{text}");
+        assert!(!text.contains("wrong-secret-x"), "{text}");
+    }
+}
