@@ -142,7 +142,12 @@ fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
 /// An opened catalog and where it is, for the report.
 type Opened = (StorageIdentity, String, Box<dyn ControlCatalog>);
 
-fn open(uri: &str, namespace: &str, backend: &str, remote: &RemoteArgs) -> Result<Opened, ExitCode> {
+fn open(
+    uri: &str,
+    namespace: &str,
+    backend: &str,
+    remote: &RemoteArgs,
+) -> Result<Opened, ExitCode> {
     let identity =
         StorageIdentity::new(&absolute(uri), namespace, backend).map_err(|e| fail(2, e))?;
     match remote.url() {

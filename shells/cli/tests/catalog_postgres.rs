@@ -13,7 +13,9 @@ use std::process::{Command, Output};
 
 use custos_core::identity::StorageIdentity;
 use custos_core::schema::{Field, LogicalType, Schema};
-use custos_core::world::{ControlCatalog, Request, Signature, WorldIdentity, WorldRecord, WriterMode};
+use custos_core::world::{
+    ControlCatalog, Request, Signature, WorldIdentity, WorldRecord, WriterMode,
+};
 use custos_postgres::cluster::shared;
 use custos_postgres::control::PgControlCatalog;
 use custos_postgres::{control_schema, Target};
@@ -55,7 +57,14 @@ fn seed(c: &dyn ControlCatalog) {
     c.register(&gone).unwrap();
     c.retire(&gone).unwrap();
     let schema = Schema::new(vec![
-        Field::new("entity", LogicalType::Int { bits: 64, signed: true }, false),
+        Field::new(
+            "entity",
+            LogicalType::Int {
+                bits: 64,
+                signed: true,
+            },
+            false,
+        ),
         Field::new("score", LogicalType::Float { bits: 64 }, true),
     ]);
     c.apply(&Request::RegisterSignature {
@@ -84,12 +93,26 @@ fn a_postgres_control_catalog_reads_as_the_sqlite_one() {
     let uri = uri.to_str().unwrap();
     let id = StorageIdentity::new(uri, "ns", "iceberg").unwrap();
     seed(&SqliteControlCatalog::open_for(&id).unwrap());
-    seed(&PgControlCatalog::open(Target::new(cluster.url(), control_schema(&id)).unwrap()).unwrap());
+    seed(
+        &PgControlCatalog::open(Target::new(cluster.url(), control_schema(&id)).unwrap()).unwrap(),
+    );
     let url = cluster.url();
 
-    let local = json(&custos(&["catalog", "discover", uri, "--namespace", "ns", "--json"], &[]));
+    let local = json(&custos(
+        &["catalog", "discover", uri, "--namespace", "ns", "--json"],
+        &[],
+    ));
     let remote = json(&custos(
-        &["catalog", "discover", uri, "--namespace", "ns", "--json", "--catalog-url", &url],
+        &[
+            "catalog",
+            "discover",
+            uri,
+            "--namespace",
+            "ns",
+            "--json",
+            "--catalog-url",
+            &url,
+        ],
         &[],
     ));
     assert_eq!(local["worlds"], remote["worlds"]);
@@ -105,24 +128,64 @@ fn a_postgres_control_catalog_reads_as_the_sqlite_one() {
     );
     assert!(o.status.success(), "{}", text(&o.stderr));
     let out = text(&o.stdout);
-    assert!(out.contains("w-live") && out.contains("w-gone") && out.contains("2 world(s)"), "{out}");
+    assert!(
+        out.contains("w-live") && out.contains("w-gone") && out.contains("2 world(s)"),
+        "{out}"
+    );
     assert!(out.contains("destroyed"), "{out}");
 
     for world in ["w-live", "w-gone"] {
-        let a = json(&custos(&["catalog", "show", uri, world, "--namespace", "ns", "--json"], &[]));
+        let a = json(&custos(
+            &["catalog", "show", uri, world, "--namespace", "ns", "--json"],
+            &[],
+        ));
         let b = json(&custos(
-            &["catalog", "show", uri, world, "--namespace", "ns", "--json", "--catalog-url", &url],
+            &[
+                "catalog",
+                "show",
+                uri,
+                world,
+                "--namespace",
+                "ns",
+                "--json",
+                "--catalog-url",
+                &url,
+            ],
             &[],
         ));
         assert_eq!(a["world"], b["world"], "{world}");
     }
-    let shown = custos(&["catalog", "show", uri, "w-live", "--namespace", "ns", "--catalog-url", &url], &[]);
+    let shown = custos(
+        &[
+            "catalog",
+            "show",
+            uri,
+            "w-live",
+            "--namespace",
+            "ns",
+            "--catalog-url",
+            &url,
+        ],
+        &[],
+    );
     let shown_text = text(&shown.stdout);
     assert!(shown_text.contains("tick_head       9"), "{shown_text}");
     assert!(shown_text.contains("table t-score"), "{shown_text}");
 
     // An unknown world: 3.
-    let o = custos(&["catalog", "show", uri, "w-none", "--namespace", "ns", "--catalog-url", &url], &[]);
+    let o = custos(
+        &[
+            "catalog",
+            "show",
+            uri,
+            "w-none",
+            "--namespace",
+            "ns",
+            "--catalog-url",
+            &url,
+        ],
+        &[],
+    );
     assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
 
     for o in [&shown, &o] {
@@ -136,12 +199,21 @@ fn no_catalog_on_the_server_exits_3_and_creates_nothing() {
     let cluster = shared().unwrap();
     let uri = "/srv/never-registered";
     let id = StorageIdentity::new(uri, "default", "iceberg").unwrap();
-    let o = custos(&["catalog", "discover", uri, "--catalog-url", &cluster.url()], &[]);
+    let o = custos(
+        &["catalog", "discover", uri, "--catalog-url", &cluster.url()],
+        &[],
+    );
     assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
     let err = text(&o.stderr);
-    assert!(err.contains("NotReadable") && err.contains(&control_schema(&id)), "{err}");
+    assert!(
+        err.contains("NotReadable") && err.contains(&control_schema(&id)),
+        "{err}"
+    );
     assert!(!err.contains(cluster.password()), "{err}");
-    let mut client = Target::new(cluster.url(), "public").unwrap().connect().unwrap();
+    let mut client = Target::new(cluster.url(), "public")
+        .unwrap()
+        .connect()
+        .unwrap();
     let n: i64 = client
         .query_one(
             "SELECT count(*) FROM pg_namespace WHERE nspname = $1",
@@ -155,12 +227,20 @@ fn no_catalog_on_the_server_exits_3_and_creates_nothing() {
 #[test]
 fn an_unreachable_server_or_a_refused_login_exits_1_without_the_password() {
     let cluster = shared().unwrap();
-    let wrong = cluster.url().replace(cluster.password(), "pw-that-must-not-show");
+    let wrong = cluster
+        .url()
+        .replace(cluster.password(), "pw-that-must-not-show");
     let dead = cluster
         .url()
         .replace(&format!(":{}/", cluster.port()), ":1/");
-    for (url, secret) in [(wrong.as_str(), "pw-that-must-not-show"), (dead.as_str(), cluster.password())] {
-        let o = custos(&["catalog", "discover", "/srv/x", "--catalog-url", url], &[]);
+    for (url, secret) in [
+        (wrong.as_str(), "pw-that-must-not-show"),
+        (dead.as_str(), cluster.password()),
+    ] {
+        let o = custos(
+            &["catalog", "discover", "/srv/x", "--catalog-url", url],
+            &[],
+        );
         assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
         let err = text(&o.stderr);
         assert!(err.contains("Unavailable"), "{err}");
@@ -168,7 +248,16 @@ fn an_unreachable_server_or_a_refused_login_exits_1_without_the_password() {
         assert!(o.stdout.is_empty());
     }
     // A url that does not parse is a usage error, not echoed.
-    let o = custos(&["catalog", "discover", "/srv/x", "--catalog-url", "postgresql://u:sek%ret@[bad"], &[]);
+    let o = custos(
+        &[
+            "catalog",
+            "discover",
+            "/srv/x",
+            "--catalog-url",
+            "postgresql://u:sek%ret@[bad",
+        ],
+        &[],
+    );
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
     assert!(!text(&o.stderr).contains("sek"), "{}", text(&o.stderr));
 }

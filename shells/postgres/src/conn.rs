@@ -190,7 +190,18 @@ impl fmt::Display for Failure {
 
 /// Classifies a client error raised during `op`.
 pub fn classify(op: &'static str, e: &postgres::Error) -> Failure {
-    let text = e.to_string();
+    // The server's own words (severity, SQLSTATE, message) where it spoke;
+    // the client's otherwise. Neither carries the connection string.
+    let text = match e.as_db_error() {
+        Some(db) => format!("{} {}: {}", db.severity(), db.code().code(), db.message()),
+        None => {
+            let mut t = e.to_string();
+            if let Some(src) = std::error::Error::source(e) {
+                t = format!("{t}: {src}");
+            }
+            t
+        }
+    };
     if e.is_closed() {
         return Failure::Unavailable(format!("{op}: connection closed"));
     }

@@ -11,9 +11,7 @@ use std::sync::{Arc, Barrier};
 
 use ::postgres::Client;
 use custos_conformance::ledger::{key, sid, tok, tool, ws, LIMITS};
-use custos_core::ledger::{
-    step, Admission, CallState, Key, Ledger, LedgerError, LedgerState, Lookup, MemoryLedger,
-};
+use custos_core::ledger::{Admission, CallState, Key, Ledger, LedgerError, Lookup};
 use custos_postgres::cluster::{shared, unique_schema};
 use custos_postgres::ledger::{LedgerOpenError, PgLedger, LEDGER_VERSION};
 use custos_postgres::Target;

@@ -10,6 +10,7 @@
 //! `2^63` and `u64::MAX - 2`: the whole `u64` seq range, `SeqExhausted`
 //! included, must answer like the oracle.
 
+#![cfg(feature = "postgres")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeSet;
