@@ -502,7 +502,7 @@ impl Component {
             ))
             .map_err(db("schema-create"))?;
             let from = usize::try_from(found).unwrap_or(0);
-            for step in &self.steps[from..] {
+            for step in self.steps.get(from..).unwrap_or(&[]) {
                 tx.batch_execute(step).map_err(db("schema-step"))?;
             }
             tx.execute(
