@@ -165,12 +165,25 @@ fn postmaster_kills(cluster: &Cluster, messages: &mut Vec<String>) {
             "loader {i} never saw Unavailable: {unavailable:?}"
         );
     }
+    let total = check_acknowledged(cluster, &schema, &acked);
+    println!(
+        "postmaster SIGKILL ×{kills} (after {acked_at_kill:?} acknowledged): {total} acknowledged commits checked, 0 lost, 0 half-applied; Unavailable seen per loader {unavailable:?}"
+    );
+}
+
+/// Every acknowledged commit is present and none half-applied (storage);
+/// every acknowledged admission stands (ledger). Returns the count checked.
+fn check_acknowledged(
+    cluster: &Cluster,
+    schema: &str,
+    acked: &BTreeMap<usize, BTreeSet<u64>>,
+) -> usize {
     // Storage: every acknowledged commit present, none half-applied.
     let mut checked = 0;
     for i in 0..STORAGE_LOADERS {
         let s = PgStorage::open(
             StorageConfig::new(
-                target(cluster, &schema),
+                target(cluster, schema),
                 format!("s{i}"),
                 Owner::new("checker").unwrap(),
             )
@@ -179,7 +192,7 @@ fn postmaster_kills(cluster: &Cluster, messages: &mut Vec<String>) {
         .or_else(|_| {
             std::thread::sleep(Duration::from_secs(31));
             PgStorage::open(StorageConfig::new(
-                target(cluster, &schema),
+                target(cluster, schema),
                 format!("s{i}"),
                 Owner::new("checker").unwrap(),
             ))
@@ -210,7 +223,7 @@ fn postmaster_kills(cluster: &Cluster, messages: &mut Vec<String>) {
         }
     }
     // Ledger: every acknowledged admission present, each key once.
-    let l = PgLedger::open(target(cluster, &schema)).unwrap();
+    let l = PgLedger::open(target(cluster, schema)).unwrap();
     for i in STORAGE_LOADERS..STORAGE_LOADERS + LEDGER_LOADERS {
         let s = format!("s{}", i - STORAGE_LOADERS);
         for n in acked.get(&i).into_iter().flatten() {
@@ -223,9 +236,7 @@ fn postmaster_kills(cluster: &Cluster, messages: &mut Vec<String>) {
     }
     let total: usize = acked.values().map(BTreeSet::len).sum();
     assert_eq!(checked, total);
-    println!(
-        "postmaster SIGKILL ×{kills} (after {acked_at_kill:?} acknowledged): {total} acknowledged commits checked, 0 lost, 0 half-applied; Unavailable seen per loader {unavailable:?}"
-    );
+    total
 }
 
 fn terminated_backend(cluster: &Cluster, messages: &mut Vec<String>) {
