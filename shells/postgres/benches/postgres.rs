@@ -40,12 +40,6 @@ fn target(c: &Cluster, schema: &str) -> Target {
 /// `n` transactions of one INSERT each, on one connection.
 fn raw_inserts(c: &Cluster, schema: &str, client_id: usize, n: usize) -> Duration {
     let mut client = target(c, "public").connect().unwrap();
-    client
-        .batch_execute(&format!(
-            "CREATE SCHEMA IF NOT EXISTS {schema};
-             CREATE TABLE IF NOT EXISTS {schema}.raw (c bigint, k bigint, v bytea, PRIMARY KEY (c, k))"
-        ))
-        .unwrap();
     let stmt = client
         .prepare(&format!(
             "INSERT INTO {schema}.raw (c, k, v) VALUES ($1, $2, $3)"
@@ -60,6 +54,18 @@ fn raw_inserts(c: &Cluster, schema: &str, client_id: usize, n: usize) -> Duratio
         tx.commit().unwrap();
     }
     start.elapsed()
+}
+
+/// The raw baseline's table, created before any client starts.
+fn raw_table(c: &Cluster, schema: &str) -> String {
+    let mut client = target(c, "public").connect().unwrap();
+    client
+        .batch_execute(&format!(
+            "CREATE SCHEMA {schema};
+             CREATE TABLE {schema}.raw (c bigint, k bigint, v bytea, PRIMARY KEY (c, k))"
+        ))
+        .unwrap();
+    schema.to_owned()
 }
 
 fn write(i: usize) -> Commit {
@@ -147,12 +153,12 @@ fn main() {
     let cluster = Arc::new(Cluster::start().unwrap());
     println!("custos-postgres bench: {n} operations per measurement, private cluster (fsync on, synchronous_commit on)");
     // Warm the server and the connections.
-    raw_inserts(&cluster, "warm", 0, 200);
-    let raw = raw_inserts(&cluster, &unique_schema("raw"), 0, n);
+    raw_inserts(&cluster, &raw_table(&cluster, "warm"), 0, 200);
+    let raw = raw_inserts(&cluster, &raw_table(&cluster, &unique_schema("raw")), 0, n);
     let storage = storage_commits(&cluster, &unique_schema("st"), 0, n);
     let admits = ledger_calls(&cluster, &unique_schema("la"), 0, n, true);
     let calls = ledger_calls(&cluster, &unique_schema("lc"), 0, n, false);
-    let raw2 = raw_inserts(&cluster, &unique_schema("raw"), 1, n);
+    let raw2 = raw_inserts(&cluster, &raw_table(&cluster, &unique_schema("raw")), 1, n);
     let raw_best = raw.min(raw2);
     println!(
         "raw single-row-insert transaction: {:.0}/s ({:.1} µs each; best of two runs {:.0}/s, {:.0}/s)",
@@ -184,7 +190,7 @@ fn main() {
     for clients in [1usize, 4, 16] {
         let per = (n / clients).max(50);
         let c = Arc::clone(&cluster);
-        let raw_schema = unique_schema("rawc");
+        let raw_schema = raw_table(&cluster, &unique_schema("rawc"));
         let raw_tp = concurrent(clients, per, move |i, k| raw_inserts(&c, &raw_schema, i, k));
         let c = Arc::clone(&cluster);
         let st_schema = unique_schema("stc");

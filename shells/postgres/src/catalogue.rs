@@ -95,7 +95,9 @@ use custos_core::catalogue::{
 };
 use custos_core::custody::{Custody, MOVE_OP_LIMIT, ORCHESTRATOR_NAME_LIMIT};
 use postgres::types::ToSql;
-use postgres::{Row, Transaction};
+use postgres::Row;
+
+use crate::conn::Tx as Transaction;
 
 use crate::conn::Conn;
 use crate::conn::{db, Component, ConnectError, Failure, SchemaError, TxError};

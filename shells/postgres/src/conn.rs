@@ -2,13 +2,15 @@
 //! classifying server errors, the two transaction shapes every port uses,
 //! the server's clock, and the versioned schema of one component.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use custos_core::Millis;
 use postgres::error::SqlState;
-use postgres::{Client, Config as PgConfig, IsolationLevel, NoTls, Transaction};
+use postgres::types::ToSql;
+use postgres::{Client, Config as PgConfig, IsolationLevel, NoTls, Row, Statement, Transaction};
 
 /// How many times a transaction that lost a serialization conflict or a
 /// deadlock is retried before it is reported as a fault.
@@ -234,7 +236,96 @@ pub fn db(op: &'static str) -> impl Fn(postgres::Error) -> Failure {
 /// next use after the server dropped it (a restart, a terminated backend).
 pub struct Conn {
     target: Target,
-    client: Mutex<Option<Client>>,
+    client: Mutex<Option<Session>>,
+}
+
+/// The most statements one connection keeps prepared; past it the cache
+/// starts again (every port's SQL is a fixed, small set of texts).
+pub const MAX_CACHED_STATEMENTS: usize = 256;
+
+/// A live connection and the statements prepared on it.
+struct Session {
+    client: Client,
+    cache: HashMap<String, Statement>,
+}
+
+/// A transaction whose statements are prepared once per connection: a
+/// statement costs one round trip (bind and execute), not two (parse, then
+/// bind and execute). Its methods are those of `postgres::Transaction`
+/// that the ports use, taking SQL text.
+pub struct Tx<'a> {
+    inner: Transaction<'a>,
+    cache: &'a mut HashMap<String, Statement>,
+}
+
+impl Tx<'_> {
+    fn statement(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
+        if let Some(s) = self.cache.get(sql) {
+            return Ok(s.clone());
+        }
+        let s = self.inner.prepare(sql)?;
+        if self.cache.len() >= MAX_CACHED_STATEMENTS {
+            self.cache.clear();
+        }
+        self.cache.insert(sql.to_owned(), s.clone());
+        Ok(s)
+    }
+
+    /// Runs a statement, returning its rows.
+    pub fn query(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, postgres::Error> {
+        let st = self.statement(sql)?;
+        self.inner.query(&st, params)
+    }
+
+    /// Runs a statement that returns exactly one row.
+    pub fn query_one(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Row, postgres::Error> {
+        let st = self.statement(sql)?;
+        self.inner.query_one(&st, params)
+    }
+
+    /// Runs a statement that returns at most one row.
+    pub fn query_opt(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, postgres::Error> {
+        let st = self.statement(sql)?;
+        self.inner.query_opt(&st, params)
+    }
+
+    /// Runs a statement, returning the rows it affected.
+    pub fn execute(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, postgres::Error> {
+        let st = self.statement(sql)?;
+        self.inner.execute(&st, params)
+    }
+
+    /// Runs statements without parameters over the simple protocol (DDL,
+    /// `SET LOCAL`, `EXPLAIN` of several statements); nothing is cached.
+    pub fn batch_execute(&mut self, sql: &str) -> Result<(), postgres::Error> {
+        self.inner.batch_execute(sql)
+    }
+
+    /// Runs a statement without caching it (statements whose text varies
+    /// without bound, such as `EXPLAIN` of a query).
+    pub fn query_uncached(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, postgres::Error> {
+        self.inner.query(sql, params)
+    }
 }
 
 impl fmt::Debug for Conn {
@@ -266,7 +357,10 @@ impl Conn {
         let client = target.connect()?;
         Ok(Conn {
             target,
-            client: Mutex::new(Some(client)),
+            client: Mutex::new(Some(Session {
+                client,
+                cache: HashMap::new(),
+            })),
         })
     }
 
@@ -275,18 +369,22 @@ impl Conn {
         &self.target
     }
 
-    fn client(&self) -> Result<MutexGuard<'_, Option<Client>>, Failure> {
+    fn client(&self) -> Result<MutexGuard<'_, Option<Session>>, Failure> {
         let mut g = self
             .client
             .lock()
             .map_err(|_| Failure::Db("lock", "the connection's lock is poisoned".to_owned()))?;
-        if g.as_ref().is_none_or(Client::is_closed) {
+        if g.as_ref().is_none_or(|s| s.client.is_closed()) {
+            // A new connection prepares its statements afresh.
             *g = None;
-            let c = self.target.connect().map_err(|e| match e {
+            let client = self.target.connect().map_err(|e| match e {
                 ConnectError::Unavailable { reason, .. } => Failure::Unavailable(reason),
                 other => Failure::Db("connect", other.to_string()),
             })?;
-            *g = Some(c);
+            *g = Some(Session {
+                client,
+                cache: HashMap::new(),
+            });
         }
         Ok(g)
     }
@@ -300,22 +398,24 @@ impl Conn {
     /// A lost reply to COMMIT is `Unavailable`: the write may have applied.
     pub fn write<T, E>(
         &self,
-        mut body: impl FnMut(&mut Transaction<'_>) -> Result<T, TxError<E>>,
+        mut body: impl FnMut(&mut Tx<'_>) -> Result<T, TxError<E>>,
     ) -> Result<T, TxError<E>> {
         let mut attempt = 0;
         loop {
             let mut guard = self.client()?;
-            let client = guard
+            let session = guard
                 .as_mut()
                 .ok_or_else(|| Failure::Unavailable("no connection".to_owned()))?;
             let result = (|| {
-                let mut tx = client
+                let Session { client, cache } = session;
+                let inner = client
                     .build_transaction()
                     .isolation_level(IsolationLevel::ReadCommitted)
                     .start()
                     .map_err(db("begin"))?;
+                let mut tx = Tx { inner, cache };
                 let v = body(&mut tx)?;
-                tx.commit().map_err(db("commit"))?;
+                tx.inner.commit().map_err(db("commit"))?;
                 Ok(v)
             })();
             match result {
@@ -339,21 +439,23 @@ impl Conn {
     /// statement sees one snapshot; nothing can be written.
     pub fn read<T, E>(
         &self,
-        body: impl FnOnce(&mut Transaction<'_>) -> Result<T, TxError<E>>,
+        body: impl FnOnce(&mut Tx<'_>) -> Result<T, TxError<E>>,
     ) -> Result<T, TxError<E>> {
         let mut guard = self.client()?;
-        let client = guard
+        let session = guard
             .as_mut()
             .ok_or_else(|| Failure::Unavailable("no connection".to_owned()))?;
         let result = (|| {
-            let mut tx = client
+            let Session { client, cache } = session;
+            let inner = client
                 .build_transaction()
                 .isolation_level(IsolationLevel::RepeatableRead)
                 .read_only(true)
                 .start()
                 .map_err(db("begin"))?;
+            let mut tx = Tx { inner, cache };
             let v = body(&mut tx)?;
-            tx.commit().map_err(db("commit"))?;
+            tx.inner.commit().map_err(db("commit"))?;
             Ok(v)
         })();
         if matches!(result, Err(TxError::Failure(Failure::Unavailable(_)))) {
@@ -366,10 +468,11 @@ impl Conn {
     /// `pg_terminate_backend`).
     pub fn backend_pid(&self) -> Result<i32, Failure> {
         let mut guard = self.client()?;
-        let client = guard
+        let session = guard
             .as_mut()
             .ok_or_else(|| Failure::Unavailable("no connection".to_owned()))?;
-        let row = client
+        let row = session
+            .client
             .query_one("SELECT pg_backend_pid()", &[])
             .map_err(db("backend-pid"))?;
         row.try_get(0).map_err(db("backend-pid"))
@@ -379,7 +482,7 @@ impl Conn {
 /// The server's clock in milliseconds since the Unix epoch, read now
 /// (`clock_timestamp()`, not the transaction's start: a transaction that
 /// waited for a lock judges leases at the time it decides).
-pub fn server_now(tx: &mut Transaction<'_>) -> Result<Millis, Failure> {
+pub fn server_now(tx: &mut Tx<'_>) -> Result<Millis, Failure> {
     let row = tx
         .query_one(
             "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint",

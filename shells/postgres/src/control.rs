@@ -74,7 +74,9 @@ use custos_core::world::{
     self, codec, ControlCatalog, Outcome, Request, Signature, SignatureRecord, WorldError,
     WorldIdentity, WorldInfo, WorldRecord, WorldSlot, WorldStatus, WriterMode, MAX_ID_LEN,
 };
-use postgres::{Row, Transaction};
+use postgres::Row;
+
+use crate::conn::Tx;
 
 mod admin;
 
@@ -373,7 +375,7 @@ impl PgControlCatalog {
 
 /// Why the schema cannot be read as a control catalog, if it cannot.
 fn readability(
-    tx: &mut Transaction<'_>,
+    tx: &mut Tx<'_>,
     schema: &str,
 ) -> Result<Option<Refusal>, TxError<std::convert::Infallible>> {
     let exists: bool = tx
@@ -386,7 +388,7 @@ fn readability(
     if !exists {
         return Ok(Some(Refusal::MissingSchema));
     }
-    let table = |tx: &mut Transaction<'_>, name: &str| -> Result<bool, Failure> {
+    let table = |tx: &mut Tx<'_>, name: &str| -> Result<bool, Failure> {
         tx.query_one(
             "SELECT to_regclass(quote_ident($1) || '.' || quote_ident($2)) IS NOT NULL",
             &[&schema, &name],
@@ -548,7 +550,7 @@ fn decode_sig(r: &Row) -> Res<SignatureRecord> {
 }
 
 /// The world's fence row, decoded totally (default when there is none).
-fn load_fence(tx: &mut Transaction<'_>, world_id: &str) -> TxRes<WorldFence> {
+fn load_fence(tx: &mut Tx<'_>, world_id: &str) -> TxRes<WorldFence> {
     let t = "control_fences";
     let Some(r) = tx
         .query_opt(
@@ -572,7 +574,7 @@ fn load_fence(tx: &mut Transaction<'_>, world_id: &str) -> TxRes<WorldFence> {
     })
 }
 
-fn load_slot(tx: &mut Transaction<'_>, world_id: &str) -> TxRes<WorldSlot> {
+fn load_slot(tx: &mut Tx<'_>, world_id: &str) -> TxRes<WorldSlot> {
     let record = tx
         .query_opt(&format!("{WORLD_SELECT} WHERE world_id = $1"), &[&world_id])
         .map_err(db("load-world"))?
@@ -605,7 +607,7 @@ fn int(what: &'static str, world_id: &str, v: u64) -> Res<i64> {
     })
 }
 
-fn write_fence(tx: &mut Transaction<'_>, world_id: &str, f: &WorldFence) -> TxRes<()> {
+fn write_fence(tx: &mut Tx<'_>, world_id: &str, f: &WorldFence) -> TxRes<()> {
     let issued = int("issued", world_id, f.issued)?;
     let floor = int("floor", world_id, f.floor)?;
     let holder = f.holder.as_ref().map(Holder::as_str);
@@ -618,7 +620,7 @@ fn write_fence(tx: &mut Transaction<'_>, world_id: &str, f: &WorldFence) -> TxRe
     Ok(())
 }
 
-fn write_world(tx: &mut Transaction<'_>, r: &WorldRecord) -> TxRes<()> {
+fn write_world(tx: &mut Tx<'_>, r: &WorldRecord) -> TxRes<()> {
     let id = &r.identity;
     let tick = int("tick_head", &id.world_id, r.tick_head)?;
     tx.execute(
@@ -639,7 +641,7 @@ fn write_world(tx: &mut Transaction<'_>, r: &WorldRecord) -> TxRes<()> {
     Ok(())
 }
 
-fn write_back(tx: &mut Transaction<'_>, before: &WorldSlot, next: &WorldSlot) -> TxRes<()> {
+fn write_back(tx: &mut Tx<'_>, before: &WorldSlot, next: &WorldSlot) -> TxRes<()> {
     if before.record != next.record {
         if let Some(r) = &next.record {
             write_world(tx, r)?;
@@ -677,7 +679,7 @@ fn write_back(tx: &mut Transaction<'_>, before: &WorldSlot, next: &WorldSlot) ->
 }
 
 /// Takes the catalog's head-row lock: the first statement of every write.
-fn lock_head(tx: &mut Transaction<'_>) -> TxRes<()> {
+fn lock_head(tx: &mut Tx<'_>) -> TxRes<()> {
     let locked = tx
         .query_opt("SELECT id FROM control_head WHERE id = 1 FOR UPDATE", &[])
         .map_err(db("lock-head"))?;

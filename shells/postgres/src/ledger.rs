@@ -107,7 +107,9 @@ use custos_core::ledger::{
     Limits, OpId, Release, Request, RowState, Scope, ScopeState, SessionId, Tool, View,
     WorkspaceId, DEFAULT_MAX_LEDGER_BYTES, MAX_NAME_LEN,
 };
-use postgres::{Row, Transaction};
+use postgres::Row;
+
+use crate::conn::Tx;
 use thiserror::Error;
 
 use crate::conn::{db, Component, Conn, ConnectError, Failure, SchemaError, Target, TxError};
@@ -449,7 +451,7 @@ pub fn activity_records(target: Target) -> Result<u64, ActivityError> {
 /// The ledger version recorded in `schema`, `None` without one (no schema,
 /// no version table or no `ledger` row). Reads only.
 fn stored_version(
-    tx: &mut Transaction<'_>,
+    tx: &mut Tx<'_>,
     schema: &str,
 ) -> Result<Option<i64>, TxError<std::convert::Infallible>> {
     let exists: bool = tx
@@ -630,7 +632,7 @@ fn at_key(k: &Key) -> String {
 }
 
 /// Loads the rows `req`'s footprint names, each part by its own query.
-fn load(tx: &mut Transaction<'_>, req: &Request) -> Result<View, TxError<LedgerError>> {
+fn load(tx: &mut Tx<'_>, req: &Request) -> Result<View, TxError<LedgerError>> {
     let fp = req.footprint();
     let mut v = View::default();
     if let Some(session) = &fp.scope {
@@ -655,10 +657,7 @@ fn load(tx: &mut Transaction<'_>, req: &Request) -> Result<View, TxError<LedgerE
 }
 
 /// The scope row of `session`, if any.
-fn load_scope(
-    tx: &mut Transaction<'_>,
-    session: &SessionId,
-) -> Result<Option<Scope>, TxError<LedgerError>> {
+fn load_scope(tx: &mut Tx<'_>, session: &SessionId) -> Result<Option<Scope>, TxError<LedgerError>> {
     let Some(r) = tx
         .query_opt(
             "SELECT workspace, incarnation, state, close_outcome, attach_token
@@ -687,10 +686,7 @@ fn load_scope(
 }
 
 /// The call row of `k`, if any, and whether `k` has a tombstone.
-fn load_call(
-    tx: &mut Transaction<'_>,
-    k: &Key,
-) -> Result<(Option<CallRow>, bool), TxError<LedgerError>> {
+fn load_call(tx: &mut Tx<'_>, k: &Key) -> Result<(Option<CallRow>, bool), TxError<LedgerError>> {
     let Some(p) = key_params(k) else {
         return Ok((None, false));
     };
@@ -751,7 +747,7 @@ fn decode_call(r: &Row, base: usize, at: &str) -> Result<CallRow, TxError<Ledger
 /// The call rows of `session` (every incarnation), or every `admitted` row
 /// of the ledger when `session` is `None`; ascending by key.
 fn load_calls(
-    tx: &mut Transaction<'_>,
+    tx: &mut Tx<'_>,
     session: Option<&SessionId>,
 ) -> Result<Vec<(Key, CallRow)>, TxError<LedgerError>> {
     const COLS: &str = "session, op, step, source_index, incarnation, \
@@ -802,7 +798,7 @@ fn load_calls(
 /// `sum(outcome_bytes)` over `admitted` and `terminal` rows, and the number
 /// of scopes that are anything but `Closed(AllRetired)` (a malformed closed
 /// scope counts as unclean).
-fn load_totals(tx: &mut Transaction<'_>) -> Result<(u64, u64), TxError<LedgerError>> {
+fn load_totals(tx: &mut Tx<'_>) -> Result<(u64, u64), TxError<LedgerError>> {
     let r = tx
         .query_one(
             "SELECT COALESCE(SUM(outcome_bytes), 0)::bigint,
@@ -830,7 +826,7 @@ fn load_totals(tx: &mut Transaction<'_>) -> Result<(u64, u64), TxError<LedgerErr
 }
 
 /// The release log, in insertion order.
-fn load_releases(tx: &mut Transaction<'_>) -> Result<Vec<Release>, TxError<LedgerError>> {
+fn load_releases(tx: &mut Tx<'_>) -> Result<Vec<Release>, TxError<LedgerError>> {
     let rows = tx
         .query(
             "SELECT id, session, workspace, incarnation, was, released_at_ms
@@ -860,14 +856,14 @@ fn load_releases(tx: &mut Transaction<'_>) -> Result<Vec<Release>, TxError<Ledge
 
 /// Takes the ledger's one head-row lock: the first statement of every
 /// writing transaction.
-fn lock_head(tx: &mut Transaction<'_>) -> Result<(), TxError<LedgerError>> {
+fn lock_head(tx: &mut Tx<'_>) -> Result<(), TxError<LedgerError>> {
     tx.query_opt("SELECT id FROM ledger_head WHERE id = 1 FOR UPDATE", &[])
         .map_err(sql("lock-head"))?
         .map(|_| ())
         .ok_or_else(|| malformed("ledger_head: the head row (id = 1) is missing"))
 }
 
-fn write(tx: &mut Transaction<'_>, effects: &[Effect]) -> Result<(), TxError<LedgerError>> {
+fn write(tx: &mut Tx<'_>, effects: &[Effect]) -> Result<(), TxError<LedgerError>> {
     for e in effects {
         match e {
             Effect::PutScope(s) => {

@@ -93,6 +93,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 
+use crate::conn::Tx;
 use custos_core::lease::{self, Fence, Lease, LeaseError, LeaseState, Owner, Request};
 use custos_core::storage::types::{MAX_GET_ENTRIES, MAX_KEY_LEN, MAX_NAMESPACE_LEN};
 use custos_core::storage::{
@@ -103,7 +104,6 @@ use custos_core::storage::{
 };
 use custos_core::Millis;
 use postgres::types::ToSql;
-use postgres::Transaction;
 
 use crate::conn::{
     db, server_now, to_i64, Conn, ConnectError, Failure, SchemaError, Target, TxError,
@@ -399,7 +399,7 @@ impl PgStorage {
     /// locks the head row first). A closed handle answers `Faulted`.
     fn write<T>(
         &self,
-        body: impl FnMut(&mut Transaction<'_>) -> Result<T, TxError<CommitError>>,
+        body: impl FnMut(&mut Tx<'_>) -> Result<T, TxError<CommitError>>,
     ) -> Result<T, CommitError> {
         let g = self.closed.lock().map_err(|_| CommitError::Faulted {
             reason: REASON_POISONED.to_owned(),
@@ -422,7 +422,7 @@ impl PgStorage {
     /// `HandleClosed`.
     fn read<T>(
         &self,
-        body: impl FnOnce(&mut Transaction<'_>) -> Result<T, TxError<StorageError>>,
+        body: impl FnOnce(&mut Tx<'_>) -> Result<T, TxError<StorageError>>,
     ) -> Result<T, StorageError> {
         let g = self.lock_read()?;
         if g.is_some() {
@@ -441,7 +441,7 @@ impl PgStorage {
     /// answers the renewed lease state to write back.
     fn admit_commit(
         &self,
-        tx: &mut Transaction<'_>,
+        tx: &mut Tx<'_>,
         prev: &LeaseState,
     ) -> Result<LeaseState, TxError<CommitError>> {
         let now = server_now(tx)?;
@@ -505,10 +505,7 @@ fn admit(conn: &Conn, session: &str, owner: &Owner, ttl: Millis) -> Result<Lease
 
 /// Locks the session's head row (`FOR UPDATE`, the first statement of every
 /// writing transaction after the open's insert) and decodes it.
-fn lock_head(
-    tx: &mut Transaction<'_>,
-    session: &str,
-) -> Result<(LeaseState, (Seq, Stats)), Failure> {
+fn lock_head(tx: &mut Tx<'_>, session: &str) -> Result<(LeaseState, (Seq, Stats)), Failure> {
     let row = tx
         .query_opt(
             &format!(
@@ -564,7 +561,7 @@ fn one_row(n: u64, session: &str) -> Result<(), Failure> {
 }
 
 /// Writes the lease state back to the (locked) head row.
-fn store_lease(tx: &mut Transaction<'_>, session: &str, next: &LeaseState) -> Result<(), Failure> {
+fn store_lease(tx: &mut Tx<'_>, session: &str, next: &LeaseState) -> Result<(), Failure> {
     let LeaseCols {
         owner,
         fence,
@@ -585,7 +582,7 @@ fn store_lease(tx: &mut Transaction<'_>, session: &str, next: &LeaseState) -> Re
 /// Writes the lease state, the next seq and the stats back to the (locked)
 /// head row: the last statement of an accepted commit.
 fn store_head(
-    tx: &mut Transaction<'_>,
+    tx: &mut Tx<'_>,
     session: &str,
     next: &LeaseState,
     plan: &CommitPlan,
@@ -630,7 +627,7 @@ fn store_head(
 /// Loads exactly the commit's footprint into a [`CommitContext`] over the
 /// head the commit locked.
 fn load_context(
-    tx: &mut Transaction<'_>,
+    tx: &mut Tx<'_>,
     session: &str,
     (next_seq, stats): (Seq, Stats),
     fp: &Footprint,
@@ -699,7 +696,7 @@ fn load_context(
 
 /// Writes an accepted plan's rows back, in the commit's transaction (the
 /// head row is written by [`store_head`]).
-fn apply_plan(tx: &mut Transaction<'_>, session: &str, plan: &CommitPlan) -> Result<(), Failure> {
+fn apply_plan(tx: &mut Tx<'_>, session: &str, plan: &CommitPlan) -> Result<(), Failure> {
     for e in &plan.entries {
         let (segment, pos) = branch::link_branch(tx, session, e)?;
         tx.execute(
@@ -803,7 +800,7 @@ fn decode_usage(row: &postgres::Row) -> Result<UsageRow, Failure> {
 /// meets a row whose stored seq is outside the `u64` range — and fails
 /// on it — instead of skipping it.
 fn seq_range(
-    tx: &mut Transaction<'_>,
+    tx: &mut Tx<'_>,
     session: &str,
     table: &str,
     cols: &str,

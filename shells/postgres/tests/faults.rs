@@ -36,7 +36,7 @@ use custos_postgres::storage::{PgStorage, StorageConfig};
 use custos_postgres::Target;
 
 /// Commits each loader makes.
-const OPS: u64 = 400;
+const OPS: u64 = 800;
 const STORAGE_LOADERS: usize = 2;
 const LEDGER_LOADERS: usize = 2;
 /// Room for every admission of the load.

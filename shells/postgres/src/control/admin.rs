@@ -23,7 +23,9 @@ use custos_core::migration::control::{
 };
 use custos_core::migration::{Destination, Reservation};
 use custos_core::world::{WorldError, WorldSlot};
-use postgres::{Row, Transaction};
+use postgres::Row;
+
+use crate::conn::Tx;
 
 use super::{load_slot, lock_head, write_back, PgControlCatalog};
 use crate::conn::{db, Failure, TxError};
@@ -112,7 +114,7 @@ fn short_text(r: &Row, col: usize, what: &'static str) -> Result<Option<String>,
 }
 
 /// The stored destination, every piece verified.
-fn load(tx: &mut Transaction<'_>) -> AdminTx<Destination> {
+fn load(tx: &mut Tx<'_>) -> AdminTx<Destination> {
     let rows = tx
         .query(
             "SELECT migration_id, plan_digest, reservation, receipt, receipt_digest FROM control_migrations",
@@ -171,7 +173,7 @@ fn load(tx: &mut Transaction<'_>) -> AdminTx<Destination> {
 }
 
 /// The staged bundle, if any (at most one: one reservation).
-fn load_staged(tx: &mut Transaction<'_>) -> AdminTx<Option<StagedBundle>> {
+fn load_staged(tx: &mut Tx<'_>) -> AdminTx<Option<StagedBundle>> {
     let rows = tx
         .query("SELECT bundle FROM control_staged", &[])
         .map_err(db("load-staged"))?;
@@ -191,7 +193,7 @@ fn load_staged(tx: &mut Transaction<'_>) -> AdminTx<Option<StagedBundle>> {
 }
 
 /// Live control records: world, signature and fence rows.
-fn live_records(tx: &mut Transaction<'_>) -> AdminTx<u64> {
+fn live_records(tx: &mut Tx<'_>) -> AdminTx<u64> {
     let n: i64 = tx
         .query_one(
             "SELECT (SELECT count(*) FROM control_worlds) + (SELECT count(*) FROM control_signatures) + (SELECT count(*) FROM control_fences)",
@@ -202,7 +204,7 @@ fn live_records(tx: &mut Transaction<'_>) -> AdminTx<u64> {
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
-fn store(tx: &mut Transaction<'_>, r: &Reservation) -> AdminTx<()> {
+fn store(tx: &mut Tx<'_>, r: &Reservation) -> AdminTx<()> {
     let receipt = r.receipt.as_ref();
     let bytes = encode_reservation(r);
     let receipt_bytes = receipt.map(|s| s.encode());
@@ -225,7 +227,7 @@ fn store(tx: &mut Transaction<'_>, r: &Reservation) -> AdminTx<()> {
     Ok(())
 }
 
-fn perform(tx: &mut Transaction<'_>, next: &Destination, effect: &AdminEffect<'_>) -> AdminTx<()> {
+fn perform(tx: &mut Tx<'_>, next: &Destination, effect: &AdminEffect<'_>) -> AdminTx<()> {
     match effect {
         AdminEffect::None => Ok(()),
         AdminEffect::Stage { snapshot, floors } => {

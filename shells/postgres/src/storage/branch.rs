@@ -6,9 +6,9 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 
+use crate::conn::Tx;
 use custos_core::storage::{Entry, Kind, RecordId, Seq, StorageError};
 use postgres::types::ToSql;
-use postgres::Transaction;
 
 use super::codec::{self, num, BRANCH_ENTRIES, BRANCH_META, ENTRIES};
 use crate::conn::{db, Failure};
@@ -18,11 +18,11 @@ pub(crate) const BRANCH_PAGE: i64 = 64;
 
 /// A transaction shared by a walk and the loader of the entries it keeps
 /// (they take turns; never both at once).
-pub(crate) type SharedTx<'x, 't> = RefCell<&'x mut Transaction<'t>>;
+pub(crate) type SharedTx<'x, 't> = RefCell<&'x mut Tx<'t>>;
 
 fn borrow<'a, 'x, 't>(
     tx: &'a SharedTx<'x, 't>,
-) -> Result<std::cell::RefMut<'a, &'x mut Transaction<'t>>, Failure> {
+) -> Result<std::cell::RefMut<'a, &'x mut Tx<'t>>, Failure> {
     tx.try_borrow_mut()
         .map_err(|_| Failure::Db("branch-walk", "the transaction is in use".to_owned()))
 }
@@ -60,7 +60,7 @@ const FETCH_SQL: &str = "SELECT seq::text, id, parent, kind, payload, ts::text
 /// `(segment, pos)`: the parent's segment when the parent is its tail,
 /// else a new segment (a root's, or a fork's naming the parent's place).
 pub(crate) fn link_branch(
-    tx: &mut Transaction<'_>,
+    tx: &mut Tx<'_>,
     session: &str,
     e: &Entry,
 ) -> Result<(i64, i64), Failure> {
@@ -290,7 +290,7 @@ pub(crate) fn fetch_entry(
 /// `leaf` runs, bound to the values the walk would bind (the leaf's own
 /// place when it exists), one line per plan line.
 pub(crate) fn explain(
-    tx: &mut Transaction<'_>,
+    tx: &mut Tx<'_>,
     session: &str,
     leaf: &RecordId,
 ) -> Result<Vec<String>, Failure> {
