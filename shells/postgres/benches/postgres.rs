@@ -145,47 +145,138 @@ fn concurrent(
     per_sec(clients * n, start.elapsed())
 }
 
+/// The single-client handles, measured in interleaved chunks so that the
+/// server's (and this machine's fsync's) drift falls on every figure alike.
+struct Single {
+    raw: postgres::Client,
+    insert: postgres::Statement,
+    select: postgres::Statement,
+    storage: PgStorage,
+    admits: PgLedger,
+    calls: PgLedger,
+    next: usize,
+}
+
+impl Single {
+    fn new(c: &Cluster) -> Single {
+        let schema = raw_table(c, &unique_schema("raw"));
+        let mut raw = target(c, "public").connect().unwrap();
+        let insert = raw
+            .prepare(&format!(
+                "INSERT INTO {schema}.raw (c, k, v) VALUES ($1, $2, $3)"
+            ))
+            .unwrap();
+        let select = raw.prepare("SELECT 1").unwrap();
+        let storage = PgStorage::open(StorageConfig::new(
+            target(c, &unique_schema("st")),
+            "bench",
+            Owner::new("bench").unwrap(),
+        ))
+        .unwrap();
+        let admits = PgLedger::open(target(c, &unique_schema("la"))).unwrap();
+        let calls = PgLedger::open(target(c, &unique_schema("lc"))).unwrap();
+        for l in [&admits, &calls] {
+            l.attach(&LIMITS, &sid("s"), &ws("w"), 1, &tok("t"))
+                .unwrap();
+        }
+        Single {
+            raw,
+            insert,
+            select,
+            storage,
+            admits,
+            calls,
+            next: 0,
+        }
+    }
+
+    /// Times `n` of operation `what` (0 raw insert transaction, 1 storage
+    /// commit, 2 ledger admission, 3 ledger call, 4 one round trip).
+    fn run(&mut self, what: usize, n: usize) -> Duration {
+        let start = Instant::now();
+        for _ in 0..n {
+            let i = self.next;
+            self.next += 1;
+            match what {
+                0 => {
+                    let mut tx = self.raw.transaction().unwrap();
+                    tx.execute(
+                        &self.insert,
+                        &[&0i64, &(i as i64), &b"value-of-sixteen".as_slice()],
+                    )
+                    .unwrap();
+                    tx.commit().unwrap();
+                }
+                1 => {
+                    self.storage.commit(&write(i)).unwrap();
+                }
+                2 => {
+                    let k = key("s", &format!("op{i}"), 1);
+                    self.admits
+                        .admit(&LIMITS, &k, &tool("program"), &tok("t"))
+                        .unwrap();
+                }
+                3 => {
+                    let k = key("s", &format!("op{i}"), 1);
+                    self.calls
+                        .admit(&LIMITS, &k, &tool("program"), &tok("t"))
+                        .unwrap();
+                    self.calls.finish(&LIMITS, &k, b"done").unwrap();
+                }
+                _ => {
+                    self.raw.query_one(&self.select, &[]).unwrap();
+                }
+            }
+        }
+        start.elapsed()
+    }
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
     let n = ops();
     let cluster = Arc::new(Cluster::start().unwrap());
-    println!("custos-postgres bench: {n} operations per measurement, private cluster (fsync on, synchronous_commit on)");
-    // Warm the server and the connections.
-    raw_inserts(&cluster, &raw_table(&cluster, "warm"), 0, 200);
-    let raw = raw_inserts(&cluster, &raw_table(&cluster, &unique_schema("raw")), 0, n);
-    let storage = storage_commits(&cluster, &unique_schema("st"), 0, n);
-    let admits = ledger_calls(&cluster, &unique_schema("la"), 0, n, true);
-    let calls = ledger_calls(&cluster, &unique_schema("lc"), 0, n, false);
-    let raw2 = raw_inserts(&cluster, &raw_table(&cluster, &unique_schema("raw")), 1, n);
-    let raw_best = raw.min(raw2);
+    println!("custos-postgres bench: {n} operations per figure, in 10 interleaved chunks; private cluster (fsync on, synchronous_commit on)");
+    let mut single = Single::new(&cluster);
+    for what in 0..5 {
+        single.run(what, 50); // warm statements and pages
+    }
+    let chunk = (n / 10).max(1);
+    let mut t = [Duration::ZERO; 5];
+    for _ in 0..10 {
+        for (what, total) in t.iter_mut().enumerate() {
+            *total += single.run(what, chunk);
+        }
+    }
+    let m = chunk * 10;
+    let us = |d: Duration| d.as_secs_f64() * 1e6 / m as f64;
+    let ratio = |d: Duration| t[0].as_secs_f64() / d.as_secs_f64();
     println!(
-        "raw single-row-insert transaction: {:.0}/s ({:.1} µs each; best of two runs {:.0}/s, {:.0}/s)",
-        per_sec(n, raw_best),
-        raw_best.as_secs_f64() * 1e6 / n as f64,
-        per_sec(n, raw),
-        per_sec(n, raw2)
+        "raw single-row-insert transaction: {:.0}/s ({:.1} µs; one round trip alone {:.1} µs)",
+        per_sec(m, t[0]),
+        us(t[0]),
+        us(t[4])
     );
-    let ratio = |d: Duration| raw_best.as_secs_f64() / d.as_secs_f64();
     println!(
         "storage commit (one register):     {:.0}/s ({:.1} µs) → ratio {:.2} (goal ≥ 0.8)",
-        per_sec(n, storage),
-        storage.as_secs_f64() * 1e6 / n as f64,
-        ratio(storage)
+        per_sec(m, t[1]),
+        us(t[1]),
+        ratio(t[1])
     );
     println!(
         "ledger admission:                  {:.0}/s ({:.1} µs) → ratio {:.2} (goal ≥ 0.8)",
-        per_sec(n, admits),
-        admits.as_secs_f64() * 1e6 / n as f64,
-        ratio(admits)
+        per_sec(m, t[2]),
+        us(t[2]),
+        ratio(t[2])
     );
     println!(
         "ledger call (admit + finish):      {:.0}/s ({:.1} µs) → ratio {:.2} (two transactions; per transaction {:.2})",
-        per_sec(n, calls),
-        calls.as_secs_f64() * 1e6 / n as f64,
-        ratio(calls),
-        2.0 * ratio(calls)
+        per_sec(m, t[3]),
+        us(t[3]),
+        ratio(t[3]),
+        2.0 * ratio(t[3])
     );
     for clients in [1usize, 4, 16] {
         let per = (n / clients).max(50);
