@@ -2,7 +2,7 @@
 //! `MemoryStorage` (the oracle), `SqliteStorage` and `PgStorage` must answer
 //! identically, commit by commit and query by query.
 //!
-//! Cases: `DIFF_CASES` (default 48), each up to 24 steps; every step is a
+//! Cases: `DIFF_CASES` (default 96), each up to 24 steps; every step is a
 //! commit followed by a batch of random queries, and the whole observable
 //! state is compared at the end of each case. Every PostgreSQL case is a
 //! new session in one shared schema (so the cases also run side by side
@@ -297,7 +297,7 @@ fn cases() -> u32 {
     std::env::var("DIFF_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(48)
+        .unwrap_or(96)
 }
 
 /// A new session in the schema every case shares.

@@ -9,15 +9,11 @@ use std::process::Command;
 use std::sync::{Arc, Barrier};
 
 use custos_conformance::ledger::{key, sid, tok, tool, ws, LIMITS};
-use custos_core::ledger::{
-    self, step, Admission, Answer, CallState, Ledger, LedgerError, LedgerState, Lookup,
-    MemoryLedger,
-};
+use custos_core::ledger::{self, Admission, Answer, CallState, Ledger, LedgerError, Lookup};
 use custos_sqlite::ledger::{
     LedgerOpenError, SqliteLedger, EXEC_LEDGER_RELEASES_SCHEMA, EXEC_LEDGER_SCHEMA,
     LEDGER_APPLICATION_ID, LEDGER_VERSION,
 };
-use proptest::prelude::*;
 use rusqlite::Connection;
 use sha2::{Digest, Sha256};
 use tempfile::TempDir;
@@ -231,93 +227,6 @@ fn a_tampered_outcome_is_a_digest_mismatch_and_a_bad_state_is_malformed() {
         l.scope(&LIMITS, &sid("s")),
         Err(LedgerError::MalformedRow { .. })
     ));
-}
-
-fn ops() -> impl Strategy<Value = Vec<custos_core::streams::ledger::LedgerOp>> {
-    use custos_core::streams::ledger::LedgerOp as O;
-    let op = prop_oneof![
-        Just(O::Open),
-        (0u8..2, 0u8..2, 1u8..3, 0u8..2).prop_map(|(session, workspace, incarnation, token)| {
-            O::Attach {
-                session,
-                workspace,
-                incarnation,
-                token,
-            }
-        }),
-        (0u8..2, 0u8..3, 1u8..3, 0u8..2, 0u8..2).prop_map(
-            |(session, op, incarnation, token, tool)| {
-                O::Admit {
-                    session,
-                    op,
-                    incarnation,
-                    token,
-                    tool,
-                }
-            }
-        ),
-        (0u8..2, 0u8..3, 1u8..3, 0u8..20).prop_map(|(session, op, incarnation, len)| O::Finish {
-            session,
-            op,
-            incarnation,
-            len
-        }),
-        (0u8..2, 0u8..3, 1u8..3).prop_map(|(session, op, incarnation)| O::MarkUnknown {
-            session,
-            op,
-            incarnation
-        }),
-        (0u8..2, 0u8..3, 1u8..3).prop_map(|(session, op, incarnation)| O::QueryOrFence {
-            session,
-            op,
-            incarnation
-        }),
-        (0u8..2, 0u8..3, 1u8..3, 0u8..2).prop_map(|(session, op, incarnation, tool)| {
-            O::StopOrFence {
-                session,
-                op,
-                incarnation,
-                tool,
-            }
-        }),
-        (0u8..2, 0u8..3, 1u8..3).prop_map(|(session, op, incarnation)| O::Ack {
-            session,
-            op,
-            incarnation
-        }),
-        (0u8..2, 1u8..3).prop_map(|(session, incarnation)| O::BeginClose {
-            session,
-            incarnation
-        }),
-        (0u8..2, 1u8..3).prop_map(|(session, incarnation)| O::FinishClose {
-            session,
-            incarnation
-        }),
-        (0u8..2).prop_map(|session| O::Release { session }),
-        (0u8..2).prop_map(|session| O::Unacked { session }),
-        (0u8..2, 0u8..2).prop_map(|(session, tool)| O::Admitted { session, tool }),
-    ];
-    proptest::collection::vec(op, 0..40)
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(24))]
-
-    /// SQLite answers every request exactly as the pure state does (the
-    /// memory backend is the oracle).
-    #[test]
-    fn sqlite_answers_what_the_memory_oracle_answers(ops in ops()) {
-        let t = fresh();
-        let memory = MemoryLedger::new();
-        let mut state = LedgerState::default();
-        let limits = custos_core::streams::ledger::STREAM_LIMITS;
-        for req in custos_core::streams::ledger::requests(&ops).unwrap() {
-            let want = step(&state, &limits, &req);
-            prop_assert_eq!(t.execute(&limits, &req), want.clone().map(|(a, _)| a));
-            prop_assert_eq!(memory.execute(&limits, &req), want.clone().map(|(a, _)| a));
-            if let Ok((_, next)) = want { state = next; }
-        }
-    }
 }
 
 const RACE_CHILD: &str = "CUSTOS_LEDGER_RACE_CHILD";
