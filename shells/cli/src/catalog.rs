@@ -60,8 +60,8 @@ pub struct RemoteArgs {
     #[arg(long, value_name = "URL")]
     catalog_url: Option<String>,
     /// The PostgreSQL schema of the catalog (default: derived from the
-    /// storage identity).
-    #[arg(long, value_name = "SCHEMA", requires = "catalog_url")]
+    /// storage identity); needs a url (`--catalog-url` or the environment).
+    #[arg(long, value_name = "SCHEMA")]
     catalog_schema: Option<String>,
 }
 
@@ -150,9 +150,13 @@ fn open(
 ) -> Result<Opened, ExitCode> {
     let identity =
         StorageIdentity::new(&absolute(uri), namespace, backend).map_err(|e| fail(2, e))?;
-    match remote.url() {
-        Some(url) => open_remote(identity, &url, remote.catalog_schema.as_deref()),
-        None => open_local(identity),
+    match (remote.url(), &remote.catalog_schema) {
+        (Some(url), schema) => open_remote(identity, &url, schema.as_deref()),
+        (None, Some(_)) => Err(fail(
+            2,
+            "--catalog-schema names a PostgreSQL schema: give --catalog-url or set CUSTOS_CONTROL_CATALOG_URL",
+        )),
+        (None, None) => open_local(identity),
     }
 }
 

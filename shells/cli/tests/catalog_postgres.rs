@@ -264,6 +264,35 @@ fn an_unreachable_server_or_a_refused_login_exits_1_without_the_password() {
         assert!(!err.contains(secret), "{err}");
         assert!(o.stdout.is_empty());
     }
+    // A schema without a url is a usage error; with the url from the
+    // environment it is honoured (here: a schema that holds no catalog).
+    let o = custos(
+        &[
+            "catalog",
+            "discover",
+            "/srv/x",
+            "--catalog-schema",
+            "custos_none",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    let o = custos(
+        &[
+            "catalog",
+            "discover",
+            "/srv/x",
+            "--catalog-schema",
+            "custos_none",
+        ],
+        &[("CUSTOS_CONTROL_CATALOG_URL", &cluster.url())],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("custos_none"),
+        "{}",
+        text(&o.stderr)
+    );
     // A url that does not parse is a usage error, not echoed.
     let o = custos(
         &[
