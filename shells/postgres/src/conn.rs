@@ -70,6 +70,11 @@ impl Target {
     pub fn new(url: impl Into<String>, schema: impl Into<String>) -> Result<Self, ConnectError> {
         let url = url.into();
         let schema = schema.into();
+        if url.trim().is_empty() {
+            return Err(ConnectError::InvalidUrl {
+                detail: "the url is empty".to_owned(),
+            });
+        }
         url.parse::<PgConfig>()
             .map_err(|e| ConnectError::InvalidUrl {
                 detail: scrub(&e.to_string(), &url),
@@ -122,7 +127,7 @@ impl Target {
         cfg.options(&format!("-c search_path={}", self.schema));
         cfg.connect(NoTls).map_err(|e| ConnectError::Unavailable {
             endpoint: self.endpoint(),
-            reason: scrub(&e.to_string(), &self.url),
+            reason: scrub(&with_source(&e), &self.url),
         })
     }
 }
@@ -148,10 +153,23 @@ pub fn redact(url: &str) -> String {
     }
 }
 
+/// An error's message followed by its source's (the client's "error
+/// connecting to server" says why only in its source).
+fn with_source(e: &postgres::Error) -> String {
+    match std::error::Error::source(e) {
+        Some(src) => format!("{e}: {src}"),
+        None => e.to_string(),
+    }
+}
+
 /// Removes the URL and its password from a message, should a library echo
 /// either.
 pub fn scrub(message: &str, url: &str) -> String {
-    let mut out = message.replace(url, "<url>");
+    let mut out = if url.is_empty() {
+        message.to_owned()
+    } else {
+        message.replace(url, "<url>")
+    };
     if let Ok(cfg) = url.parse::<PgConfig>() {
         if let Some(pw) = cfg.get_password() {
             if let Ok(pw) = std::str::from_utf8(pw) {
@@ -196,13 +214,7 @@ pub fn classify(op: &'static str, e: &postgres::Error) -> Failure {
     // the client's otherwise. Neither carries the connection string.
     let text = match e.as_db_error() {
         Some(db) => format!("{} {}: {}", db.severity(), db.code().code(), db.message()),
-        None => {
-            let mut t = e.to_string();
-            if let Some(src) = std::error::Error::source(e) {
-                t = format!("{t}: {src}");
-            }
-            t
-        }
+        None => with_source(e),
     };
     if e.is_closed() {
         return Failure::Unavailable(format!("{op}: connection closed"));

@@ -75,3 +75,17 @@ fn a_component_is_created_once_and_a_newer_version_is_refused() {
         .get(0);
     assert_eq!(n, 0);
 }
+
+#[test]
+fn an_empty_url_is_refused_and_a_refused_connection_says_why() {
+    let e = Target::new("", "public").unwrap_err();
+    assert!(
+        matches!(e, custos_postgres::ConnectError::InvalidUrl { .. }),
+        "{e}"
+    );
+    let t = Target::new("postgresql://u:pw-zz-secret@127.0.0.1:1/db", "public").unwrap();
+    let e = t.connect().err().unwrap().to_string();
+    assert!(e.contains("127.0.0.1:1/db") && e.contains("refused"), "{e}");
+    assert!(!e.contains("pw-zz-secret"), "{e}");
+    assert_eq!(custos_postgres::conn::scrub("a message", ""), "a message");
+}
