@@ -155,11 +155,22 @@ pub fn redact(url: &str) -> String {
 
 /// An error's message followed by its source's (the client's "error
 /// connecting to server" says why only in its source).
+/// One line: a server's DETAIL and HINT lines are joined with "; ".
 fn with_source(e: &postgres::Error) -> String {
-    match std::error::Error::source(e) {
+    let text = match std::error::Error::source(e) {
         Some(src) => format!("{e}: {src}"),
         None => e.to_string(),
-    }
+    };
+    one_line(&text)
+}
+
+/// `text` with its line breaks replaced by "; ".
+fn one_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// Removes the URL and its password from a message, should a library echo
@@ -213,7 +224,12 @@ pub fn classify(op: &'static str, e: &postgres::Error) -> Failure {
     // The server's own words (severity, SQLSTATE, message) where it spoke;
     // the client's otherwise. Neither carries the connection string.
     let text = match e.as_db_error() {
-        Some(db) => format!("{} {}: {}", db.severity(), db.code().code(), db.message()),
+        Some(db) => one_line(&format!(
+            "{} {}: {}",
+            db.severity(),
+            db.code().code(),
+            db.message()
+        )),
         None => with_source(e),
     };
     if e.is_closed() {

@@ -363,8 +363,9 @@ fn child(role: &str) {
     let index: usize = std::env::var("CUSTOS_PG_INDEX").unwrap().parse().unwrap();
     let target = Target::new(url, schema).unwrap();
     let mut out = std::io::stdout();
+    // One line per message, whatever a reason holds.
     let mut say = |l: String| {
-        writeln!(out, "{l}").unwrap();
+        writeln!(out, "{}", l.replace('\n', "\\n")).unwrap();
         out.flush().unwrap();
     };
     let backoff = || std::thread::sleep(Duration::from_millis(100));
