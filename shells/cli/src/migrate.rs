@@ -453,7 +453,15 @@ fn foreign_destination(d: &Local) -> Result<(), Failure> {
         .join(custos_iceberg::store::ICEBERG_CATALOG_FILE)
         .exists()
         || Path::new(&identity::catalog_location(&d.id, "")).exists();
-    if ns.exists() && !catalogs {
+    // A run killed before its first catalog leaves the namespace directory
+    // holding at most the Artifact root (checked below): a retry goes on.
+    let artifacts_name = d.objects.root().file_name().map(ToOwned::to_owned);
+    let only_ours = std::fs::read_dir(&ns).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .all(|e| Some(e.file_name()) == artifacts_name && e.path().parent() == Some(&ns))
+    });
+    if ns.exists() && !catalogs && !only_ours {
         return Err(refuse(format!(
             "{} exists without a catalog a migration created",
             ns.display()
