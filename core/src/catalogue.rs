@@ -30,6 +30,10 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::access::{
+    self, Access, AccessError, AccessOutcome, AccessRequest, AccessState, Authority, Authorization,
+    ClaimDigest, Digest, ListingPage, MembershipPage, SessionMemberPage, SigninPage,
+};
 use crate::custody::{self, Custody, CustodyError, MoveOp, Peer};
 use crate::Millis;
 
@@ -362,6 +366,9 @@ pub struct CatalogueState {
     pub recent_seq: u64,
     /// Delegates by `(spawner, parent_session)`.
     pub delegates: BTreeMap<(String, String), DelegateRow>,
+    /// The access plane (principals, credentials, claims, memberships).
+    #[serde(default)]
+    pub access: AccessState,
 }
 
 /// A write request. Every outside input is here, including `now`.
@@ -1058,6 +1065,7 @@ fn delete(s: &mut CatalogueState, session_id: &str) -> Result<Outcome, Catalogue
     // The delegate row goes first, which frees the slot.
     s.delegates.retain(|_, d| d.session_id != session_id);
     s.workspace_defaults.retain(|_, v| v != session_id);
+    crate::access::forget_session(&mut s.access, session_id);
     s.sessions.remove(session_id);
     s.revision += 1;
     Ok(Outcome::Done { changed: true })
@@ -1384,6 +1392,76 @@ impl Catalogue for MemoryCatalogue {
     }
     fn revision(&self) -> Result<u64, CatalogueError> {
         self.read(|s| s.revision)
+    }
+}
+
+impl MemoryCatalogue {
+    fn access_read<T>(&self, f: impl FnOnce(&CatalogueState) -> T) -> Result<T, AccessError> {
+        let g = self.state.lock().map_err(|_| AccessError::BackendFault {
+            reason: "memory catalogue mutex poisoned".into(),
+        })?;
+        Ok(f(&g))
+    }
+}
+
+impl Access for MemoryCatalogue {
+    fn apply_access(&self, req: &AccessRequest) -> Result<AccessOutcome, AccessError> {
+        let mut g = self.state.lock().map_err(|_| AccessError::BackendFault {
+            reason: "memory catalogue mutex poisoned".into(),
+        })?;
+        let d = access::decide(&g, req)?;
+        *g = d.next;
+        Ok(d.outcome)
+    }
+    fn owner(&self) -> Result<Option<(String, Option<String>)>, AccessError> {
+        self.access_read(|s| s.access.owner())
+    }
+    fn authenticate(&self, digest: &Digest, now_ms: u64) -> Result<Option<Authority>, AccessError> {
+        self.access_read(|s| s.access.authenticate(digest, now_ms))
+    }
+    fn authorization(
+        &self,
+        digest: &Digest,
+        session_id: &str,
+        now_ms: u64,
+    ) -> Result<Option<Authorization>, AccessError> {
+        self.access_read(|s| s.authorization(digest, session_id, now_ms))
+    }
+    fn claim_known(&self, claim: &ClaimDigest) -> Result<bool, AccessError> {
+        self.access_read(|s| s.access.claim_known(claim))
+    }
+    fn principals_page(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+        now_ms: u64,
+    ) -> Result<ListingPage, AccessError> {
+        self.access_read(|s| s.access.principals_page(after, limit, now_ms))
+    }
+    fn memberships_page(
+        &self,
+        principal: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<MembershipPage, AccessError> {
+        self.access_read(|s| s.memberships_page(principal, after, limit))?
+    }
+    fn session_members_page(
+        &self,
+        session_id: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<SessionMemberPage, AccessError> {
+        self.access_read(|s| s.session_members_page(session_id, after, limit))?
+    }
+    fn signins_page(
+        &self,
+        principal: &str,
+        after: Option<&str>,
+        limit: usize,
+        now_ms: u64,
+    ) -> Result<SigninPage, AccessError> {
+        self.access_read(|s| s.access.signins_page(principal, after, limit, now_ms))?
     }
 }
 

@@ -38,6 +38,7 @@
 //! through the machine's decision, its invariants checked after every step;
 //! the fuzz targets, the property tests and the corpus replay all run them.
 
+pub mod access;
 pub mod catalogue;
 pub mod custody;
 pub mod deployment;

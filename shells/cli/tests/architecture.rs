@@ -154,7 +154,8 @@ fn core_reaches_no_io_crate() {
     // defined by, `twox-hash` (XXH3-64 of Artifact objects, spec 001 §5;
     // no default features), `blake3` and `aes` (the migration content
     // digest's row key and lanes, custos_core::migration::content),
-    // and `arbitrary` (optional, for fuzzing).
+    // `subtle` (constant-time digest comparison, custos_core::access; already
+    // in sha2's closure) and `arbitrary` (optional, for fuzzing).
     let allowed: BTreeSet<String> = [
         "aes",
         "blake3",
@@ -162,6 +163,7 @@ fn core_reaches_no_io_crate() {
         "serde_json",
         "serde_json_canonicalizer",
         "sha2",
+        "subtle",
         "thiserror",
         "twox-hash",
         "arbitrary",

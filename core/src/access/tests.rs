@@ -1,0 +1,290 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::catalogue::{self, Creation};
+
+fn with_sessions(ids: &[&str]) -> CatalogueState {
+    let mut s = CatalogueState::default();
+    for (i, id) in ids.iter().enumerate() {
+        let req = catalogue::Request::Reserve {
+            session_id: (*id).into(),
+            creation: Creation::local(&format!("k{i}"), "name", "/w"),
+            now: 1,
+        };
+        s = catalogue::decide(&s, &req).unwrap().next;
+    }
+    s
+}
+
+fn run(s: &mut CatalogueState, req: AccessRequest) -> Result<AccessOutcome, AccessError> {
+    let d = decide(s, &req)?;
+    *s = d.next;
+    Ok(d.outcome)
+}
+
+fn bearer(t: &str) -> Digest {
+    credential_digest(t.as_bytes())
+}
+
+#[test]
+fn a_refused_claim_name_leaves_the_claim_open_and_a_replay_never_renames() {
+    let mut s = with_sessions(&["s1"]);
+    run(
+        &mut s,
+        AccessRequest::InviteMember {
+            principal: "m1".into(),
+            name: None,
+            session_id: "s1".into(),
+            role: Role::Observer,
+            enrollment: Enrollment::Claim {
+                claim: claim_digest(b"c1"),
+                expires_at_ms: 100,
+            },
+            now_ms: 1,
+        },
+    )
+    .unwrap();
+    let claim = |name: &str| AccessRequest::Claim {
+        claim: claim_digest(b"c1"),
+        digest: bearer("t1"),
+        name: Some(name.into()),
+        now_ms: 5,
+    };
+    let e = run(&mut s, claim("  \u{200B} ")).unwrap_err();
+    assert_eq!(e.reason(), "InvalidClaimName");
+    assert!(s.access.claim_known(&claim_digest(b"c1")));
+    let ok = run(&mut s, claim(" Ann ")).unwrap();
+    assert!(matches!(ok, AccessOutcome::Claimed { bound: true, .. }));
+    assert_eq!(s.access.principals["m1"].name.as_deref(), Some("Ann"));
+    let again = run(&mut s, claim("Bob")).unwrap();
+    assert!(matches!(again, AccessOutcome::Claimed { bound: false, .. }));
+    assert_eq!(s.access.principals["m1"].name.as_deref(), Some("Ann"));
+}
+
+#[test]
+fn digest_debug_shows_only_a_fingerprint() {
+    let d = bearer("secret-token");
+    let shown = format!("{d:?} {:?}", claim_digest(b"secret-token"));
+    assert!(!shown.contains(&d.sha().to_hex()));
+    assert!(shown.contains(&d.fingerprint()));
+    assert_eq!(Sha::from_hex(&d.sha().to_hex()), Some(*d.sha()));
+    assert_eq!(Sha::from_hex("zz"), None);
+    assert_eq!(Sha::from_hex(&"A".repeat(64)), None);
+}
+
+// ---- footprint: a partial state decides as the whole state does ----
+
+fn arb_digest() -> impl Strategy<Value = Digest> {
+    (0u8..6, any::<bool>()).prop_map(|(t, browser)| {
+        let tok = format!("tok{t}");
+        if browser {
+            browser_digest(tok.as_bytes())
+        } else {
+            bearer(&tok)
+        }
+    })
+}
+
+fn arb_claim() -> impl Strategy<Value = ClaimDigest> {
+    (0u8..4).prop_map(|c| claim_digest(format!("claim{c}").as_bytes()))
+}
+
+fn arb_enrollment() -> impl Strategy<Value = Enrollment> {
+    prop_oneof![
+        (arb_claim(), 0u64..40).prop_map(|(claim, expires_at_ms)| Enrollment::Claim {
+            claim,
+            expires_at_ms
+        }),
+        arb_digest().prop_map(Enrollment::Digest),
+    ]
+}
+
+fn arb_principal() -> impl Strategy<Value = String> {
+    (0u8..4).prop_map(|p| format!("p{p}"))
+}
+
+fn arb_session() -> impl Strategy<Value = String> {
+    (0u8..3).prop_map(|s| format!("s{s}"))
+}
+
+fn arb_role() -> impl Strategy<Value = Role> {
+    prop_oneof![Just(Role::Operator), Just(Role::Observer)]
+}
+
+/// Random access requests over a small universe, so collisions are common.
+pub(crate) fn arb_request() -> impl Strategy<Value = AccessRequest> {
+    let now = 0u64..40;
+    prop_oneof![
+        (arb_principal(), arb_digest(), now.clone()).prop_map(|(principal, digest, now_ms)| {
+            AccessRequest::BootstrapOwner {
+                principal,
+                name: None,
+                digest,
+                now_ms,
+            }
+        }),
+        (arb_principal(), arb_digest(), now.clone()).prop_map(|(principal, digest, now_ms)| {
+            AccessRequest::RotateCredential {
+                principal,
+                digest,
+                now_ms,
+            }
+        }),
+        (
+            arb_principal(),
+            arb_session(),
+            arb_role(),
+            arb_enrollment(),
+            now.clone()
+        )
+            .prop_map(|(principal, session_id, role, enrollment, now_ms)| {
+                AccessRequest::InviteMember {
+                    principal,
+                    name: Some("M".into()),
+                    session_id,
+                    role,
+                    enrollment,
+                    now_ms,
+                }
+            }),
+        (arb_principal(), arb_enrollment(), now.clone()).prop_map(
+            |(principal, enrollment, now_ms)| AccessRequest::RotateMember {
+                principal,
+                enrollment,
+                now_ms
+            }
+        ),
+        arb_principal().prop_map(|principal| AccessRequest::RevokeMember { principal }),
+        (arb_principal(), arb_session(), arb_role()).prop_map(|(principal, session_id, role)| {
+            AccessRequest::Grant {
+                principal,
+                session_id,
+                role,
+            }
+        }),
+        (arb_principal(), arb_session()).prop_map(|(principal, session_id)| {
+            AccessRequest::Ungrant {
+                principal,
+                session_id,
+            }
+        }),
+        (arb_claim(), arb_digest(), now.clone()).prop_map(|(claim, digest, now_ms)| {
+            AccessRequest::Claim {
+                claim,
+                digest,
+                name: None,
+                now_ms,
+            }
+        }),
+        (arb_claim(), arb_digest(), now.clone(), 0u64..60).prop_map(
+            |(claim, digest, now_ms, expires_at_ms)| AccessRequest::ClaimLogin {
+                claim,
+                digest,
+                name: Some("L".into()),
+                now_ms,
+                expires_at_ms,
+            }
+        ),
+        (arb_principal(), arb_digest(), now.clone(), 0u64..60).prop_map(
+            |(principal, digest, now_ms, expires_at_ms)| AccessRequest::IssueLogin {
+                principal,
+                digest,
+                now_ms,
+                expires_at_ms,
+                issued_by: None,
+            }
+        ),
+        (arb_principal(), arb_digest()).prop_map(|(principal, d)| AccessRequest::RevokeLogin {
+            principal,
+            fingerprint: d.fingerprint(),
+        }),
+        arb_principal().prop_map(|principal| AccessRequest::RevokeLogins { principal }),
+        Just(AccessRequest::RevokeAllLogins),
+        (arb_digest(), 0u64..200_000)
+            .prop_map(|(digest, now_ms)| AccessRequest::Resumed { digest, now_ms }),
+    ]
+}
+
+/// Writes back the rows that differ between `before` and `after` (a
+/// partial state) onto `full`, as a shell does.
+fn merge<K: Ord + Clone, V: Clone + PartialEq>(
+    full: &mut BTreeMap<K, V>,
+    before: &BTreeMap<K, V>,
+    after: &BTreeMap<K, V>,
+) {
+    for k in before.keys() {
+        if !after.contains_key(k) {
+            full.remove(k);
+        }
+    }
+    for (k, v) in after {
+        if before.get(k) != Some(v) {
+            full.insert(k.clone(), v.clone());
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn a_partial_state_decides_as_the_whole_state(reqs in proptest::collection::vec(arb_request(), 1..40)) {
+        let mut full = with_sessions(&["s0", "s1"]);
+        for req in &reqs {
+            let fp = footprint(req);
+            let part = fp.partial(&full);
+            let whole = decide(&full, req);
+            let partly = decide(&part, req);
+            match (&whole, &partly) {
+                (Ok(w), Ok(p)) => {
+                    prop_assert_eq!(&w.outcome, &p.outcome, "{:?}", req);
+                    let mut merged = full.clone();
+                    let (b, a) = (&part.access, &p.next.access);
+                    merge(&mut merged.access.principals, &b.principals, &a.principals);
+                    merge(&mut merged.access.credentials, &b.credentials, &a.credentials);
+                    merge(&mut merged.access.claims, &b.claims, &a.claims);
+                    merge(&mut merged.access.memberships, &b.memberships, &a.memberships);
+                    merged.revision = p.next.revision;
+                    prop_assert_eq!(&merged, &w.next, "{:?}", req);
+                    full = w.next.clone();
+                }
+                (Err(w), Err(p)) => prop_assert_eq!(w, p, "{:?}", req),
+                _ => prop_assert!(false, "{:?}: whole {:?} vs partial {:?}", req, whole, partly),
+            }
+            // The invariants hold after every request.
+            let owners = full.access.principals.values().filter(|p| p.kind == PrincipalKind::Owner).count();
+            prop_assert!(owners <= 1);
+            for p in full.access.principals.keys() {
+                let open = full.access.claims.values().filter(|c| c.principal == *p && c.state == ClaimState::Open).count();
+                prop_assert!(open <= 1, "{} open claims for {}", open, p);
+            }
+            for ((_, s), _) in &full.access.memberships {
+                prop_assert!(full.sessions.contains_key(s));
+            }
+        }
+    }
+
+    #[test]
+    fn a_tombstone_is_never_reactivated(reqs in proptest::collection::vec(arb_request(), 1..60)) {
+        let mut s = with_sessions(&["s0", "s1"]);
+        let mut revoked: BTreeSet<Sha> = BTreeSet::new();
+        for req in &reqs {
+            let _ = run(&mut s, req.clone());
+            for (sha, c) in &s.access.credentials {
+                if revoked.contains(sha) {
+                    prop_assert_eq!(c.state, CredentialState::Revoked);
+                }
+                if c.state == CredentialState::Revoked {
+                    revoked.insert(*sha);
+                }
+            }
+            for sha in &revoked {
+                prop_assert!(s.access.credentials.contains_key(sha), "tombstone removed");
+            }
+        }
+    }
+}
