@@ -932,15 +932,7 @@ fn apply(s: &mut CatalogueState, req: &AccessRequest) -> Result<AccessOutcome, A
             enrollment,
             now_ms,
         } => rotate_member(&mut s.access, principal, enrollment, *now_ms),
-        AccessRequest::RevokeMember { principal } => {
-            let a = &mut s.access;
-            member(a, principal)?;
-            let voided = void_open_claim(a, principal);
-            let count = revoke_where(a, |c| c.principal == *principal);
-            Ok(AccessOutcome::Revoked {
-                count: count + u32::from(voided),
-            })
-        }
+        AccessRequest::RevokeMember { principal } => revoke_member(&mut s.access, principal),
         AccessRequest::Grant {
             principal,
             session_id,
@@ -1000,6 +992,15 @@ fn apply(s: &mut CatalogueState, req: &AccessRequest) -> Result<AccessOutcome, A
         }),
         AccessRequest::Resumed { digest, now_ms } => resumed(&mut s.access, digest, *now_ms),
     }
+}
+
+fn revoke_member(a: &mut AccessState, principal: &str) -> Result<AccessOutcome, AccessError> {
+    member(a, principal)?;
+    let voided = void_open_claim(a, principal);
+    let count = revoke_where(a, |c| c.principal == principal);
+    Ok(AccessOutcome::Revoked {
+        count: count + u32::from(voided),
+    })
 }
 
 fn revoke_login(
