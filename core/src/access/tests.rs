@@ -262,7 +262,7 @@ proptest! {
                 let open = full.access.claims.values().filter(|c| c.principal == *p && c.state == ClaimState::Open).count();
                 prop_assert!(open <= 1, "{} open claims for {}", open, p);
             }
-            for ((_, s), _) in &full.access.memberships {
+            for (_, s) in full.access.memberships.keys() {
                 prop_assert!(full.sessions.contains_key(s));
             }
         }
