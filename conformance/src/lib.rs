@@ -17,6 +17,7 @@
 //! your own that runs a subset or reports per case. The emitters below are
 //! shared by every suite.
 
+pub mod access;
 pub mod catalogue;
 pub mod control;
 pub mod control_admin;

@@ -1,0 +1,328 @@
+//! The access suite has teeth: realistic broken backends (wrappers over the
+//! memory backend, each with one bug a backend author might write) must
+//! each fail at least one case, and the honest wrapper must pass them all.
+
+#![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)] // test-only mutant backends
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Mutex;
+
+use custos_core::access::{
+    self, Access, AccessError, AccessOutcome, AccessRequest, Authority, Authorization, ClaimDigest,
+    ClaimRefusal, Digest, Enrollment, ListingPage, MembershipPage, PrincipalKind,
+    SessionMemberPage, SigninPage,
+};
+use custos_core::catalogue::{
+    Catalogue, CatalogueError, Delegate, Deletion, MemoryCatalogue, Move, Outcome, Page, Recent,
+    Registration, Request, Visibility,
+};
+use custos_core::custody::Custody;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Defect {
+    None,
+    /// `authenticate` looks the hash up without the kind.
+    LookupIgnoresKind,
+    /// `authenticate` forgets a login's expiry.
+    ExpiredLoginsAuthenticate,
+    /// A page returns up to the caller's limit (two pages glued together).
+    LimitNotCapped,
+    /// An invitation writes the principal before checking the enrollment.
+    InvitationHalfApplies,
+    /// Revoking a member also drops its memberships ("cleanup").
+    RevokeDropsGrants,
+    /// The owner is authorized in any session id, held or not.
+    OwnerAuthorizedEverywhere,
+    /// A claim checks digest reuse before expiry.
+    ClaimChecksExpiryLast,
+    /// Rotation inserts the new credential and leaves the old one active.
+    RotationKeepsTheOld,
+    /// `claim_known` answers true for a void claim.
+    VoidClaimIsKnown,
+    /// A bootstrap retry with any token answers the owner.
+    BootstrapTrustsAnyRetry,
+}
+
+struct Broken {
+    defect: Defect,
+    inner: MemoryCatalogue,
+    owner_digests: Mutex<Vec<Digest>>,
+    claims_seen: Mutex<Vec<ClaimDigest>>,
+}
+
+impl Broken {
+    fn new(defect: Defect) -> Self {
+        Broken {
+            defect,
+            inner: MemoryCatalogue::new(),
+            owner_digests: Mutex::new(Vec::new()),
+            claims_seen: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn remember(&self, req: &AccessRequest) {
+        match req {
+            AccessRequest::BootstrapOwner { digest, .. }
+            | AccessRequest::RotateCredential { digest, .. } => {
+                self.owner_digests.lock().unwrap().push(*digest);
+            }
+            AccessRequest::InviteMember {
+                enrollment: Enrollment::Claim { claim, .. },
+                ..
+            }
+            | AccessRequest::RotateMember {
+                enrollment: Enrollment::Claim { claim, .. },
+                ..
+            } => self.claims_seen.lock().unwrap().push(*claim),
+            _ => {}
+        }
+    }
+}
+
+impl Access for Broken {
+    fn apply_access(&self, req: &AccessRequest) -> Result<AccessOutcome, AccessError> {
+        match (self.defect, req) {
+            (Defect::ClaimChecksExpiryLast, AccessRequest::Claim { digest, now_ms, .. })
+                if self.inner.authenticate(digest, *now_ms)?.is_some() =>
+            {
+                return Err(AccessError::Claim(ClaimRefusal::ConflictingClaim {
+                    rule: "digest-in-use",
+                }));
+            }
+            (Defect::BootstrapTrustsAnyRetry, AccessRequest::BootstrapOwner { .. }) => {
+                if let Some((owner, _)) = self.inner.owner()? {
+                    return Ok(AccessOutcome::Owner {
+                        principal: owner,
+                        created: false,
+                    });
+                }
+            }
+            (Defect::RevokeDropsGrants, AccessRequest::RevokeMember { principal }) => {
+                let page = self.inner.memberships_page(principal, None, 100);
+                let out = self.inner.apply_access(req)?;
+                for m in page.map(|p| p.rows).unwrap_or_default() {
+                    self.inner.apply_access(&AccessRequest::Ungrant {
+                        principal: principal.clone(),
+                        session_id: m.session_id,
+                    })?;
+                }
+                return Ok(out);
+            }
+            _ => {}
+        }
+        let out = self.inner.apply_access(req);
+        if out.is_ok() {
+            self.remember(req);
+        }
+        if let (
+            Defect::InvitationHalfApplies,
+            Err(_),
+            AccessRequest::InviteMember {
+                principal,
+                session_id,
+                role,
+                now_ms,
+                ..
+            },
+        ) = (self.defect, &out, req)
+        {
+            // The principal and membership rows were written first.
+            let _ = self.inner.apply_access(&AccessRequest::InviteMember {
+                principal: principal.clone(),
+                name: None,
+                session_id: session_id.clone(),
+                role: *role,
+                enrollment: Enrollment::Claim {
+                    claim: access::claim_digest(b"half-applied"),
+                    expires_at_ms: now_ms + 1_000,
+                },
+                now_ms: *now_ms,
+            });
+        }
+        out
+    }
+    fn owner(&self) -> Result<Option<(String, Option<String>)>, AccessError> {
+        self.inner.owner()
+    }
+    fn authenticate(&self, d: &Digest, now_ms: u64) -> Result<Option<Authority>, AccessError> {
+        match self.defect {
+            Defect::LookupIgnoresKind => {
+                let other = match d.kind() {
+                    access::CredentialKind::Bearer => Digest::browser_from_sha256(*d.sha().bytes()),
+                    access::CredentialKind::Browser => Digest::bearer_from_sha256(*d.sha().bytes()),
+                };
+                Ok(self
+                    .inner
+                    .authenticate(d, now_ms)?
+                    .or(self.inner.authenticate(&other, now_ms)?))
+            }
+            Defect::ExpiredLoginsAuthenticate => self.inner.authenticate(d, 0),
+            Defect::RotationKeepsTheOld => {
+                let found = self.inner.authenticate(d, now_ms)?;
+                if found.is_none() && self.owner_digests.lock().unwrap().contains(d) {
+                    if let Some((principal, _)) = self.inner.owner()? {
+                        return Ok(Some(Authority {
+                            principal,
+                            kind: PrincipalKind::Owner,
+                            credential: d.kind(),
+                        }));
+                    }
+                }
+                Ok(found)
+            }
+            _ => self.inner.authenticate(d, now_ms),
+        }
+    }
+    fn authorization(
+        &self,
+        d: &Digest,
+        session_id: &str,
+        now_ms: u64,
+    ) -> Result<Option<Authorization>, AccessError> {
+        if self.defect == Defect::OwnerAuthorizedEverywhere {
+            if let Some(a) = self.inner.authenticate(d, now_ms)? {
+                if a.kind == PrincipalKind::Owner {
+                    return Ok(Some(Authorization::Owner));
+                }
+            }
+        }
+        self.inner.authorization(d, session_id, now_ms)
+    }
+    fn claim_known(&self, claim: &ClaimDigest) -> Result<bool, AccessError> {
+        if self.defect == Defect::VoidClaimIsKnown
+            && self.claims_seen.lock().unwrap().contains(claim)
+        {
+            return Ok(true);
+        }
+        self.inner.claim_known(claim)
+    }
+    fn principals_page(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+        now_ms: u64,
+    ) -> Result<ListingPage, AccessError> {
+        let mut p = self.inner.principals_page(after, limit, now_ms)?;
+        if self.defect == Defect::LimitNotCapped && p.more && limit > p.rows.len() {
+            let last = p.rows.last().map(|r| r.principal.clone());
+            let q = self.inner.principals_page(last.as_deref(), limit, now_ms)?;
+            p.rows.extend(q.rows);
+            p.more = q.more;
+        }
+        Ok(p)
+    }
+    fn memberships_page(
+        &self,
+        principal: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<MembershipPage, AccessError> {
+        self.inner.memberships_page(principal, after, limit)
+    }
+    fn session_members_page(
+        &self,
+        session_id: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<SessionMemberPage, AccessError> {
+        self.inner.session_members_page(session_id, after, limit)
+    }
+    fn signins_page(
+        &self,
+        principal: &str,
+        after: Option<&str>,
+        limit: usize,
+        now_ms: u64,
+    ) -> Result<SigninPage, AccessError> {
+        self.inner.signins_page(principal, after, limit, now_ms)
+    }
+}
+
+impl Catalogue for Broken {
+    fn apply(&self, req: &Request) -> Result<Outcome, CatalogueError> {
+        self.inner.apply(req)
+    }
+    fn get(&self, id: &str) -> Result<Option<Registration>, CatalogueError> {
+        self.inner.get(id)
+    }
+    fn by_request_key(&self, key: &str) -> Result<Option<Registration>, CatalogueError> {
+        self.inner.by_request_key(key)
+    }
+    fn page(
+        &self,
+        visibility: Visibility,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Page, CatalogueError> {
+        self.inner.page(visibility, after, limit)
+    }
+    fn workspace_default(&self, workspace: &str) -> Result<Option<String>, CatalogueError> {
+        self.inner.workspace_default(workspace)
+    }
+    fn recent_folders(&self) -> Result<Vec<Recent>, CatalogueError> {
+        self.inner.recent_folders()
+    }
+    fn custody(&self, id: &str) -> Result<Custody, CatalogueError> {
+        self.inner.custody(id)
+    }
+    fn moving(&self) -> Result<Vec<Move>, CatalogueError> {
+        self.inner.moving()
+    }
+    fn deletion(&self, id: &str) -> Result<Deletion, CatalogueError> {
+        self.inner.deletion(id)
+    }
+    fn deleting(&self) -> Result<Vec<String>, CatalogueError> {
+        self.inner.deleting()
+    }
+    fn delegate_for(&self, s: &str, p: &str) -> Result<Option<Delegate>, CatalogueError> {
+        self.inner.delegate_for(s, p)
+    }
+    fn delegate_of(&self, id: &str) -> Result<Option<Delegate>, CatalogueError> {
+        self.inner.delegate_of(id)
+    }
+    fn delegates_held(&self, s: &str) -> Result<u32, CatalogueError> {
+        self.inner.delegates_held(s)
+    }
+    fn revision(&self) -> Result<u64, CatalogueError> {
+        self.inner.revision()
+    }
+}
+
+/// The cases `defect` fails.
+fn failures(defect: Defect) -> Vec<&'static str> {
+    let mut failed = Vec::new();
+    for (name, case) in custos_conformance::access::access_cases::<Broken>() {
+        let factory = move || Broken::new(defect);
+        if catch_unwind(AssertUnwindSafe(|| case(&factory))).is_err() {
+            failed.push(name);
+        }
+    }
+    failed
+}
+
+#[test]
+fn every_broken_access_backend_fails_a_case() {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let honest = failures(Defect::None);
+    let defects = [
+        Defect::LookupIgnoresKind,
+        Defect::ExpiredLoginsAuthenticate,
+        Defect::LimitNotCapped,
+        Defect::InvitationHalfApplies,
+        Defect::RevokeDropsGrants,
+        Defect::OwnerAuthorizedEverywhere,
+        Defect::ClaimChecksExpiryLast,
+        Defect::RotationKeepsTheOld,
+        Defect::VoidClaimIsKnown,
+        Defect::BootstrapTrustsAnyRetry,
+    ];
+    let caught: Vec<(Defect, Vec<&str>)> = defects.iter().map(|d| (*d, failures(*d))).collect();
+    std::panic::set_hook(hook);
+    assert!(honest.is_empty(), "the honest wrapper fails {honest:?}");
+    for (d, failed) in &caught {
+        println!("{d:?}: caught by {} case(s): {failed:?}", failed.len());
+    }
+    let survivors: Vec<_> = caught.iter().filter(|(_, f)| f.is_empty()).collect();
+    assert!(survivors.is_empty(), "survivors: {survivors:?}");
+}
