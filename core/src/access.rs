@@ -38,6 +38,55 @@
 //! replay, a lookup's final check) is constant-time through `subtle`; the
 //! lookups themselves are index probes keyed by the digest, which leak
 //! nothing a caller could use (the key is a hash of a random token).
+//!
+//! ```
+//! use custos_core::access::{
+//!     claim_digest, credential_digest, Access, AccessOutcome, AccessRequest, Authorization,
+//!     Enrollment, Role,
+//! };
+//! use custos_core::catalogue::{Catalogue, Creation, MemoryCatalogue, Request};
+//!
+//! let c = MemoryCatalogue::new();
+//! c.apply(&Request::Reserve {
+//!     session_id: "s1".into(),
+//!     creation: Creation::local("key-1", "Planning", "/work"),
+//!     now: 1,
+//! })?;
+//! // The owner, with the digest of a random token only the caller keeps.
+//! let root = credential_digest(b"3f9c...random owner token");
+//! c.apply_access(&AccessRequest::BootstrapOwner {
+//!     principal: "owner".into(),
+//!     name: Some("Olive".into()),
+//!     digest: root,
+//!     now_ms: 1_000,
+//! })?;
+//! // A member invited with a claim; the invitee redeems it with its own token.
+//! c.apply_access(&AccessRequest::InviteMember {
+//!     principal: "m-1".into(),
+//!     name: None,
+//!     session_id: "s1".into(),
+//!     role: Role::Observer,
+//!     enrollment: Enrollment::Claim {
+//!         claim: claim_digest(b"claim token sent by chat"),
+//!         expires_at_ms: 60_000,
+//!     },
+//!     now_ms: 1_000,
+//! })?;
+//! let mine = credential_digest(b"the invitee's own random token");
+//! let claimed = c.apply_access(&AccessRequest::Claim {
+//!     claim: claim_digest(b"claim token sent by chat"),
+//!     digest: mine,
+//!     name: Some("Max".into()),
+//!     now_ms: 2_000,
+//! })?;
+//! assert!(matches!(claimed, AccessOutcome::Claimed { bound: true, .. }));
+//! assert_eq!(
+//!     c.authorization(&mine, "s1", 3_000)?,
+//!     Some(Authorization::Member(Role::Observer))
+//! );
+//! assert_eq!(c.authorization(&mine, "s2", 3_000)?, None);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod read;
 
