@@ -28,6 +28,9 @@
 //!   claim refusal before any write, in the spec's order.
 //! - **There is one durable owner** ([`AccessRequest::BootstrapOwner`]); its
 //!   retry needs the owner's active credential.
+//! - **A member has either one open claim and no active credential, or no
+//!   open claim**: an invitation or rotation by claim enrolls no credential,
+//!   and a login is refused while a claim is open (`ClaimPending`).
 //! - **Membership is session-scoped** and explicit: a missing row grants
 //!   nothing, and a membership naming a session the catalogue lacks is
 //!   refused.
@@ -612,6 +615,13 @@ pub enum AccessError {
         /// Its fingerprint.
         fingerprint: String,
     },
+    /// The principal has an open claim: it holds no credential until the
+    /// claim is redeemed (or voided by a rotation or revocation).
+    #[error("ClaimPending: {principal:?} has an open claim")]
+    ClaimPending {
+        /// The principal.
+        principal: String,
+    },
     /// A claim refusal.
     #[error("{0}")]
     Claim(ClaimRefusal),
@@ -642,7 +652,7 @@ crate::reasons! {
     /// The stable reason string: the variant's name, or the claim refusal's.
     AccessError {
         Invalid, WrongKind, OwnerExists, NoOwner, OwnerRefused, PrincipalExists,
-        UnknownPrincipal, UnknownSession, DigestInUse, ClaimInUse,
+        UnknownPrincipal, UnknownSession, DigestInUse, ClaimInUse, ClaimPending,
         Claim(e) => e.reason(), Corrupt, BackendFault, Unavailable
     }
 }
@@ -1529,6 +1539,16 @@ fn issue_login(
 ) -> Result<AccessOutcome, AccessError> {
     want_kind("issue_login", CredentialKind::Browser, digest)?;
     known(a, principal)?;
+    // A member with an open claim holds no credential (the claim's rule 6
+    // stays as a second line).
+    if a.claims
+        .values()
+        .any(|c| c.principal == principal && c.state == ClaimState::Open)
+    {
+        return Err(AccessError::ClaimPending {
+            principal: principal.to_owned(),
+        });
+    }
     if expires_at_ms <= now_ms {
         return Err(AccessError::Invalid {
             what: "login expiry",
