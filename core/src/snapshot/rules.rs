@@ -1,7 +1,8 @@
 //! The snapshot rules as pure functions: key windows, plan validation,
-//! budget accounting, answer checks and the lineage walk. [`Reader`]
-//! (crate::snapshot::Reader) is these wired to a [`SnapshotSource`]
-//! (crate::snapshot::SnapshotSource); nothing here does I/O.
+//! budget accounting, answer checks and the lineage walk.
+//! [`Reader`](crate::snapshot::Reader) is these wired to a
+//! [`SnapshotSource`](crate::snapshot::SnapshotSource); nothing here does
+//! I/O.
 
 use std::cmp::Ordering;
 
