@@ -92,3 +92,41 @@ fn snapshot_plans_are_index_probes_and_ranges() {
         "{frag:?}"
     );
 }
+
+/// A parent link corrupted in the file itself (the write-once trigger
+/// dropped by hand, as an outside tool might) ends the lineage walk: a
+/// link to a descendant would loop, a link to a missing id dangles.
+#[test]
+fn lineage_ends_on_parent_links_corrupted_in_the_file() {
+    use custos_conformance::snapshot::chain;
+    use custos_core::snapshot::Reader;
+    use custos_core::storage::RecordId;
+    let s = fresh();
+    let hw = chain(&s);
+    let raw = rusqlite::Connection::open(s.path()).unwrap();
+    raw.execute_batch(
+        "DROP TRIGGER entries_write_once_update;
+         UPDATE entries SET parent = 'd' WHERE id = 'a';
+         UPDATE entries SET parent = 'ghost' WHERE id = 'x';",
+    )
+    .unwrap();
+    drop(raw);
+    let ids = |from: &str| -> Vec<String> {
+        Reader::new(&s)
+            .lineage(&RecordId::new(from).unwrap(), hw, 100)
+            .unwrap()
+            .into_iter()
+            .map(|d| d.id.as_str().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        ids("d"),
+        ["a", "b", "c", "d"],
+        "the loop back to d ends at a"
+    );
+    assert_eq!(
+        ids("y"),
+        ["x", "y"],
+        "the dangling parent of x ends the walk"
+    );
+}
