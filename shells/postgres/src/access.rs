@@ -68,14 +68,14 @@
 use std::collections::BTreeSet;
 
 use custos_core::access::read::page_window;
-use custos_core::access::{
-    self, Access, AccessError, AccessOutcome, AccessRequest, AccessState, Authority,
-    Authorization, ClaimDigest, ClaimRow, ClaimState, CredentialKind, CredentialRow,
-    CredentialState, Digest, ListingPage, MembershipPage, PrincipalKind, PrincipalRow, Role,
-    SessionMemberPage, Sha, SigninPage,
-};
 #[cfg(doc)]
 use custos_core::access::AccessFootprint;
+use custos_core::access::{
+    self, Access, AccessError, AccessOutcome, AccessRequest, AccessState, Authority, Authorization,
+    ClaimDigest, ClaimRow, ClaimState, CredentialKind, CredentialRow, CredentialState, Digest,
+    ListingPage, MembershipPage, PrincipalKind, PrincipalRow, Role, SessionMemberPage, Sha,
+    SigninPage,
+};
 use custos_core::catalogue::{self, CatalogueError, CatalogueState};
 use postgres::types::ToSql;
 use postgres::Row;
@@ -294,7 +294,8 @@ fn digest_of(kind: CredentialKind, sha: &Sha) -> Digest {
     }
 }
 
-const PRINCIPAL_SELECT: &str = "SELECT principal_id, kind, name, created_at_ms FROM access_principals";
+const PRINCIPAL_SELECT: &str =
+    "SELECT principal_id, kind, name, created_at_ms FROM access_principals";
 
 fn decode_principal(r: &Row) -> Tx<(String, PrincipalRow)> {
     let mut c = Cols::new(r, "access_principals");
@@ -594,7 +595,11 @@ fn store_removals(tx: &mut Transaction<'_>, b: &AccessState, n: &AccessState) ->
     for sha in b.credentials.keys() {
         if !n.credentials.contains_key(sha) {
             let hex = sha.to_hex();
-            exec(tx, "DELETE FROM access_credentials WHERE digest = $1", &[&hex])?;
+            exec(
+                tx,
+                "DELETE FROM access_credentials WHERE digest = $1",
+                &[&hex],
+            )?;
         }
     }
     for claim in b.claims.keys() {
@@ -809,7 +814,12 @@ impl Access for PgCatalogue {
                  ORDER BY session_id LIMIT $3",
                 &[&principal, &after, &window(limit)],
             )?;
-            let ids: Vec<String> = s.access.memberships.keys().map(|(_, s)| s.clone()).collect();
+            let ids: Vec<String> = s
+                .access
+                .memberships
+                .keys()
+                .map(|(_, s)| s.clone())
+                .collect();
             cat(load_sessions(
                 tx,
                 &mut s,
@@ -846,7 +856,12 @@ impl Access for PgCatalogue {
                  ORDER BY principal_id LIMIT $3",
                 &[&session_id, &after, &window(limit)],
             )?;
-            let ids: Vec<String> = s.access.memberships.keys().map(|(p, _)| p.clone()).collect();
+            let ids: Vec<String> = s
+                .access
+                .memberships
+                .keys()
+                .map(|(p, _)| p.clone())
+                .collect();
             load_principals(tx, &mut s.access, "WHERE principal_id = ANY($1)", &[&ids])?;
             s.session_members_page(session_id, after, limit)
                 .map_err(TxError::Refused)

@@ -119,7 +119,8 @@ pub const MAX_WORD_LEN: usize = 64;
 const SUBTITLE_BYTES: usize = SUBTITLE_LIMIT * 4;
 
 /// The schema steps; step `i` takes version `i` to `i + 1`.
-pub const STEPS: &[&str] = &["
+pub const STEPS: &[&str] = &[
+    "
 CREATE TABLE catalogue_head (
     singleton integer PRIMARY KEY CHECK (singleton = 1),
     revision bigint NOT NULL,
@@ -175,7 +176,9 @@ CREATE TABLE catalogue_delegate_sessions (
     last_contact_ms bigint NOT NULL,
     PRIMARY KEY (spawner, parent_session)
 );
-", crate::access::STEP_ACCESS];
+",
+    crate::access::STEP_ACCESS,
+];
 
 /// The catalogue's versioned schema.
 pub const SCHEMA: Component = Component {

@@ -13,9 +13,7 @@ use custos_core::access::{
 };
 use custos_core::catalogue::{Catalogue, Creation, MemoryCatalogue, Request};
 use custos_postgres::access::TABLES;
-use custos_postgres::catalogue::{
-    OpenError, PgCatalogue, CATALOGUE_VERSION, COMPONENT, STEPS,
-};
+use custos_postgres::catalogue::{OpenError, PgCatalogue, CATALOGUE_VERSION, COMPONENT, STEPS};
 use custos_postgres::cluster::{shared, unique_schema};
 use custos_postgres::conn::{Component, Conn};
 use custos_postgres::Target;
@@ -144,9 +142,8 @@ fn arb_request() -> impl Strategy<Value = AccessRequest> {
                 now_ms,
             }
         }),
-        (arb_principal(), prop::option::of("[A-Z][a-z]{0,3}")).prop_map(|(principal, name)| {
-            AccessRequest::Rename { principal, name }
-        }),
+        (arb_principal(), prop::option::of("[A-Z][a-z]{0,3}"))
+            .prop_map(|(principal, name)| { AccessRequest::Rename { principal, name } }),
         (
             arb_principal(),
             arb_session(),
@@ -410,7 +407,10 @@ fn eight_bootstraps_at_once_create_one_owner() {
     assert_eq!(refused, 7, "{results:?}");
     let c = PgCatalogue::open(t).unwrap();
     assert_eq!(c.owner().unwrap().map(|o| o.0), Some(created[0].clone()));
-    println!("eight bootstraps: one owner {}, {refused} OwnerExists", created[0]);
+    println!(
+        "eight bootstraps: one owner {}, {refused} OwnerExists",
+        created[0]
+    );
 }
 
 #[test]
@@ -472,7 +472,10 @@ fn eight_claims_of_one_claim_bind_once() {
         let who = c.authenticate(&bearer(&format!("claimer-{i}")), 6).unwrap();
         assert_eq!(who.is_some(), i == bound[0], "claimer {i}");
     }
-    println!("eight claims: claimer {} bound, {conflicts} ConflictingClaim", bound[0]);
+    println!(
+        "eight claims: claimer {} bound, {conflicts} ConflictingClaim",
+        bound[0]
+    );
 }
 
 // ------------------------------------------------------------- schema
@@ -565,7 +568,14 @@ fn a_version_one_catalogue_migrates_on_open() {
     let before = dump(&t);
     let e = PgCatalogue::open(t.clone()).unwrap_err();
     assert!(
-        matches!(e, OpenError::UnsupportedVersion { found: 3, supported: 2, .. }),
+        matches!(
+            e,
+            OpenError::UnsupportedVersion {
+                found: 3,
+                supported: 2,
+                ..
+            }
+        ),
         "{e}"
     );
     assert_eq!(dump(&t), before);
@@ -727,15 +737,20 @@ fn corrupt_stored_values_fail_the_read_never_absent() {
     assert_eq!(c.signins_page("m2", None, 10, 2).unwrap().rows.len(), 1);
     // A claimed claim without its bound digest.
     sql("UPDATE access_claims SET state = 'claimed'");
-    corrupt(c.claim_known(&claim("m1-claim")), "without its bound digest");
+    corrupt(
+        c.claim_known(&claim("m1-claim")),
+        "without its bound digest",
+    );
     sql("UPDATE access_claims SET state = 'halfway'");
     corrupt(c.claim_known(&claim("m1-claim")), "halfway");
     corrupt(c.principals_page(None, 10, 2), "halfway");
     sql("UPDATE access_claims SET state = 'open'");
     assert!(c.claim_known(&claim("m1-claim")).unwrap());
     // A role no grammar knows (past its CHECK): never "no role".
-    sql("ALTER TABLE access_memberships DROP CONSTRAINT access_memberships_role_check;
-         UPDATE access_memberships SET role = 'admin' WHERE principal_id = 'm2'");
+    sql(
+        "ALTER TABLE access_memberships DROP CONSTRAINT access_memberships_role_check;
+         UPDATE access_memberships SET role = 'admin' WHERE principal_id = 'm2'",
+    );
     corrupt(c.authorization(&bearer("m2-tok"), "s1", 2), "admin");
     corrupt(c.memberships_page("m2", None, 10), "admin");
     corrupt(c.session_members_page("s1", None, 10), "admin");
@@ -744,8 +759,10 @@ fn corrupt_stored_values_fail_the_read_never_absent() {
     corrupt(c.owner(), "access_principals row own: column created_at_ms");
     sql("UPDATE access_principals SET created_at_ms = 1, name = '  Olive ' WHERE principal_id = 'own'");
     corrupt(c.owner(), "column name");
-    sql("ALTER TABLE access_principals DROP CONSTRAINT access_principals_kind_check;
-         UPDATE access_principals SET kind = 'boss' WHERE principal_id = 'm1'");
+    sql(
+        "ALTER TABLE access_principals DROP CONSTRAINT access_principals_kind_check;
+         UPDATE access_principals SET kind = 'boss' WHERE principal_id = 'm1'",
+    );
     corrupt(c.principals_page(None, 10, 2), "boss");
     // A missing head row fails a write, never read as revision 0.
     sql("DELETE FROM catalogue_head");
@@ -780,11 +797,65 @@ fn no_plaintext_token_reaches_storage() {
     let t = target("plain");
     let c = PgCatalogue::open(t.clone()).unwrap();
     reserve(&c, "s1");
-    let tok = |n: &str| format!("PLAINTEXT-{n}-7f3a9c");
-    let b = |n: &str| bearer(&tok(n));
+    for r in plaintext_requests() {
+        ok(&c, r);
+    }
+    let tokens = [
+        "owner",
+        "owner2",
+        "claim1",
+        "m1bearer",
+        "m2bearer",
+        "claim2",
+        "m2login",
+        "ownlogin",
+        "m1bearer2",
+    ];
+    let mut raw = client(&t);
+    let mut text = Vec::new();
+    for table in TABLES {
+        for r in raw
+            .query(&format!("SELECT t::text FROM {table} t"), &[])
+            .unwrap()
+        {
+            text.push(r.get::<_, String>(0));
+        }
+    }
+    assert!(text.len() >= 12, "{text:?}");
+    for n in tokens {
+        let plain = tok(n);
+        assert!(
+            !text
+                .iter()
+                .any(|row| row.contains(&plain) || row.contains("PLAINTEXT")),
+            "{plain} is stored: {text:?}"
+        );
+    }
+    let hex = tb("owner").sha().to_hex();
+    assert!(text.iter().any(|row| row.contains(&hex)), "{hex} not found");
+    let claim_hex = tk("claim2").sha().to_hex();
+    assert!(text.iter().any(|row| row.contains(&claim_hex)));
+    println!("plaintext search: {} rows, no token found", text.len());
+}
+
+fn tok(n: &str) -> String {
+    format!("PLAINTEXT-{n}-7f3a9c")
+}
+
+fn tb(n: &str) -> Digest {
+    bearer(&tok(n))
+}
+
+fn tk(n: &str) -> ClaimDigest {
+    claim(&tok(n))
+}
+
+/// Known plaintext tokens through every access path that takes one.
+fn plaintext_requests() -> Vec<AccessRequest> {
+    let b = tb;
     let w = |n: &str| browser_digest(tok(n).as_bytes());
-    let k = |n: &str| claim(&tok(n));
-    let reqs = vec![
+    let k = tk;
+    vec![
         AccessRequest::BootstrapOwner {
             principal: "own".into(),
             name: None,
@@ -845,42 +916,12 @@ fn no_plaintext_token_reaches_storage() {
         },
         AccessRequest::Resumed {
             digest: w("ownlogin"),
-            now_ms: 70_000,
+            now_ms: 100,
         },
         AccessRequest::RotateMember {
             principal: "m1".into(),
             enrollment: Enrollment::Digest(b("m1bearer2")),
             now_ms: 9,
         },
-    ];
-    for r in reqs {
-        ok(&c, r);
-    }
-    let tokens = [
-        "owner", "owner2", "claim1", "m1bearer", "m2bearer", "claim2", "m2login", "ownlogin",
-        "m1bearer2",
-    ];
-    let mut raw = client(&t);
-    let mut text = Vec::new();
-    for table in TABLES {
-        for r in raw
-            .query(&format!("SELECT t::text FROM {table} t"), &[])
-            .unwrap()
-        {
-            text.push(r.get::<_, String>(0));
-        }
-    }
-    assert!(text.len() >= 12, "{text:?}");
-    for n in tokens {
-        let plain = tok(n);
-        assert!(
-            !text.iter().any(|row| row.contains(&plain) || row.contains("PLAINTEXT")),
-            "{plain} is stored: {text:?}"
-        );
-    }
-    let hex = b("owner").sha().to_hex();
-    assert!(text.iter().any(|row| row.contains(&hex)), "{hex} not found");
-    let claim_hex = k("claim2").sha().to_hex();
-    assert!(text.iter().any(|row| row.contains(&claim_hex)));
-    println!("plaintext search: {} rows, no token found", text.len());
+    ]
 }
