@@ -1,9 +1,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-//! The access plane on PostgreSQL: the conformance suite (one fresh schema
-//! per factory call), a differential against the memory backend over random
+//! The access plane on PostgreSQL (its conformance suite runs in
+//! `tests/catalogue.rs`): a differential against the memory backend over random
 //! streams of access and catalogue requests, races of eight handles, the
 //! migration from catalogue version 1, the cascade on a session's delete,
-//! corrupt stored values, and a search of every stored row for plaintext.
+//! corrupt stored values, a lost server, and a search of every stored row for plaintext.
 
 use std::sync::{Arc, Barrier};
 
@@ -14,7 +14,7 @@ use custos_core::access::{
 use custos_core::catalogue::{Catalogue, Creation, MemoryCatalogue, Request};
 use custos_postgres::access::TABLES;
 use custos_postgres::catalogue::{OpenError, PgCatalogue, CATALOGUE_VERSION, COMPONENT, STEPS};
-use custos_postgres::cluster::{shared, unique_schema};
+use custos_postgres::cluster::{shared, unique_schema, Cluster};
 use custos_postgres::conn::{Component, Conn};
 use custos_postgres::Target;
 use postgres::Client;
@@ -28,7 +28,8 @@ fn fresh() -> PgCatalogue {
     PgCatalogue::open(target("acc")).unwrap()
 }
 
-custos_conformance::access_suite!(postgres_access, fresh);
+// The access conformance suite runs in tests/catalogue.rs, beside the
+// catalogue's suites.
 
 fn client(t: &Target) -> Client {
     t.connect().unwrap()
@@ -788,6 +789,54 @@ fn a_timestamp_beyond_bigint_is_refused_writing_nothing() {
     assert_eq!(e.reason(), "Invalid", "{e}");
     assert!(e.to_string().contains("exceeds a bigint"), "{e}");
     assert_eq!(dump(&t), before);
+}
+
+// ------------------------------------------------------------- failures
+
+#[test]
+fn a_dropped_connection_reconnects_and_a_lost_server_is_unavailable() {
+    let (t, c) = seeded("reconnect");
+    let pid = c.backend_pid().unwrap();
+    client(&t)
+        .execute("SELECT pg_terminate_backend($1)", &[&pid])
+        .unwrap();
+    // The first use may see the dropped connection; the next reconnects.
+    if let Err(e) = c.owner() {
+        assert_eq!(e.reason(), "Unavailable", "{e}");
+    }
+    assert_eq!(c.owner().unwrap().map(|o| o.0).as_deref(), Some("own"));
+    ok(
+        &c,
+        AccessRequest::Rename {
+            principal: "m2".into(),
+            name: Some("Em".into()),
+        },
+    );
+    // A private server, stopped under an open handle: every call is
+    // Unavailable, and no message shows the password or the url.
+    let private = Cluster::start().unwrap();
+    let url = private.url();
+    let t = Target::new(url.clone(), unique_schema("lost")).unwrap();
+    let c = PgCatalogue::open(t).unwrap();
+    reserve(&c, "s1");
+    private.stop().unwrap();
+    let errors = [
+        c.apply_access(&AccessRequest::BootstrapOwner {
+            principal: "own".into(),
+            name: None,
+            digest: bearer("own-tok"),
+            now_ms: 1,
+        })
+        .unwrap_err(),
+        c.authenticate(&bearer("own-tok"), 1).unwrap_err(),
+        c.principals_page(None, 10, 1).unwrap_err(),
+    ];
+    for e in errors {
+        assert_eq!(e.reason(), "Unavailable", "{e}");
+        let shown = format!("{e} {e:?}");
+        assert!(!shown.contains(private.password()), "{shown}");
+        assert!(!shown.contains(&url), "{shown}");
+    }
 }
 
 // ------------------------------------------------------------- plaintext
