@@ -215,7 +215,21 @@ impl Cell<'_> {
 
 fn sha(r: &Row<'_>, col: usize, at: &Cell<'_>) -> Res<Sha> {
     let hex = text_req(r, col, 64, at)?;
-    Sha::from_hex(&hex).ok_or_else(|| at.bad(col, &hex))
+    Sha::from_hex(&hex).ok_or_else(|| bad_hex(col, &hex, at))
+}
+
+/// A stored digest that is not 64 lower-case hex: named by its length and
+/// its first [`FINGERPRINT_LEN`] characters only.
+fn bad_hex(col: usize, hex: &str, at: &Cell<'_>) -> AccessError {
+    let head: String = hex.chars().take(FINGERPRINT_LEN).collect();
+    corrupt(
+        at.what,
+        format!(
+            "{}: {} bytes starting {head:?}, not 64 lower-case hex digits",
+            at.place(col),
+            hex.len()
+        ),
+    )
 }
 
 fn principal_id(r: &Row<'_>, col: usize, at: &Cell<'_>) -> Res<String> {
@@ -328,7 +342,7 @@ fn decode_claim(r: &Row<'_>) -> Res<(ClaimDigest, ClaimRow)> {
         ("open", (None, None, None)) => ClaimState::Open,
         ("void", (None, None, None)) => ClaimState::Void,
         ("claimed", (Some(hex), Some(kind), Some(at_ms))) => {
-            let sha = Sha::from_hex(&hex).ok_or_else(|| at.bad(4, &hex))?;
+            let sha = Sha::from_hex(&hex).ok_or_else(|| bad_hex(4, &hex, &at))?;
             let digest = match CredentialKind::parse(&kind) {
                 Some(CredentialKind::Bearer) => Digest::bearer_from_sha256(*sha.bytes()),
                 Some(CredentialKind::Browser) => Digest::browser_from_sha256(*sha.bytes()),
@@ -337,18 +351,15 @@ fn decode_claim(r: &Row<'_>) -> Res<(ClaimDigest, ClaimRow)> {
             ClaimState::Claimed { digest, at_ms }
         }
         (w @ ("open" | "void" | "claimed"), _) => {
+            let how = if w == "claimed" {
+                "lacks its bound digest, kind or time"
+            } else {
+                "carries a bound digest, kind or time"
+            };
             return Err(corrupt(
                 at.what,
-                format!(
-                    "{}: a {w} claim with the bound digest, kind and time {}",
-                    at.place(3),
-                    if w == "claimed" {
-                        "incomplete"
-                    } else {
-                        "present"
-                    }
-                ),
-            ))
+                format!("{}: a claim in state {w} {how}", at.place(3)),
+            ));
         }
         (w, _) => return Err(at.bad(3, w)),
     };
