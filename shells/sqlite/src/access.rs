@@ -428,16 +428,12 @@ fn credentials(
     args: &[&dyn ToSql],
 ) -> Res<()> {
     let sql = format!("{CREDENTIAL_SELECT} {where_}");
-    a.credentials.extend(rows(tx, &sql, args, decode_credential)?);
+    a.credentials
+        .extend(rows(tx, &sql, args, decode_credential)?);
     Ok(())
 }
 
-fn claims(
-    tx: &Transaction<'_>,
-    a: &mut AccessState,
-    where_: &str,
-    args: &[&dyn ToSql],
-) -> Res<()> {
+fn claims(tx: &Transaction<'_>, a: &mut AccessState, where_: &str, args: &[&dyn ToSql]) -> Res<()> {
     let sql = format!("{CLAIM_SELECT} {where_}");
     a.claims.extend(rows(tx, &sql, args, decode_claim)?);
     Ok(())
@@ -637,14 +633,22 @@ fn store(tx: &Transaction<'_>, before: &CatalogueState, next: &CatalogueState) -
             params![k.sha().to_hex()],
         )?;
     }
-    for k in b.credentials.keys().filter(|k| !n.credentials.contains_key(*k)) {
+    for k in b
+        .credentials
+        .keys()
+        .filter(|k| !n.credentials.contains_key(*k))
+    {
         exec(
             tx,
             "DELETE FROM access_credentials WHERE digest = ?1",
             params![k.to_hex()],
         )?;
     }
-    for k in b.principals.keys().filter(|k| !n.principals.contains_key(*k)) {
+    for k in b
+        .principals
+        .keys()
+        .filter(|k| !n.principals.contains_key(*k))
+    {
         exec(
             tx,
             "DELETE FROM access_principals WHERE principal_id = ?1",

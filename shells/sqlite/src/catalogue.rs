@@ -55,6 +55,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use custos_core::access::AccessError;
 use custos_core::catalogue::{
     self, footprint, is_delegate_pair, is_subtitle, Catalogue, CatalogueError, CatalogueState,
     Creation, Delegate, DelegateRow, Deletion, Footprint, InitState, Move, Outcome, Page, Recent,
@@ -64,7 +65,6 @@ use custos_core::catalogue::{
     CREATION_KEY_LIMIT, DISPLAY_NAME_LIMIT, LOCAL_WORKSPACE_LIMIT, MODEL_KEY_LIMIT,
     PROFILE_NAME_LIMIT, SESSION_ID_LIMIT, SUBTITLE_LIMIT,
 };
-use custos_core::access::AccessError;
 use custos_core::custody::{Custody, MOVE_OP_LIMIT, ORCHESTRATOR_NAME_LIMIT};
 use rusqlite::{params, Connection, Row, Transaction, TransactionBehavior};
 

@@ -268,11 +268,7 @@ fn search(path: &Path, tokens: &[String], digest_hex: &str, when: &str) {
         present.len(),
         present
             .iter()
-            .map(|(p, b)| format!(
-                "{} {}",
-                p.file_name().unwrap().to_string_lossy(),
-                b.len()
-            ))
+            .map(|(p, b)| format!("{} {}", p.file_name().unwrap().to_string_lossy(), b.len()))
             .collect::<Vec<_>>()
             .join(", "),
         tokens.len()
@@ -293,10 +289,7 @@ fn no_plaintext_token_reaches_any_byte_of_the_catalogue() {
     let c = SqliteCatalogue::open(&p).unwrap();
     write_every_path(&c, &t);
     // Every path answered: the owner's login was stamped, then revoked.
-    assert_eq!(
-        c.owner().unwrap(),
-        Some(("owner".into(), Some("O".into())))
-    );
+    assert_eq!(c.owner().unwrap(), Some(("owner".into(), Some("O".into()))));
     search(&p, &tokens, &digest_hex, "open (WAL live)");
     drop(c);
     search(&p, &tokens, &digest_hex, "closed");
@@ -370,7 +363,11 @@ fn a_version_4_catalogue_migrates_on_open_with_its_sessions_intact() {
     let page = c.memberships_page("m1", None, 10).unwrap();
     assert_eq!(page.rows.len(), 1);
     assert_eq!(page.rows[0].name, "Renamed B");
-    assert_eq!(c.revision().unwrap(), 8, "the invitation moved the revision");
+    assert_eq!(
+        c.revision().unwrap(),
+        8,
+        "the invitation moved the revision"
+    );
     drop(c);
     let mut t = tables(&p);
     t.retain(|t| t.starts_with("access_"));
@@ -409,9 +406,7 @@ fn a_read_only_open_creates_and_migrates_nothing() {
             .map(|a| a.kind),
         Some(PrincipalKind::Owner)
     );
-    let e = r
-        .apply_access(&AccessRequest::RevokeAllLogins)
-        .unwrap_err();
+    let e = r.apply_access(&AccessRequest::RevokeAllLogins).unwrap_err();
     assert_eq!(e.reason(), "BackendFault", "{e}");
     assert!(r.principals_page(None, 10, 5).unwrap().rows.len() == 1);
     drop(r);
@@ -637,9 +632,7 @@ fn a_catalogue_delete_cascades_to_the_sessions_memberships() {
         ["s2"]
     );
     assert_eq!(
-        c.session_members_page("s1", None, 10)
-            .unwrap_err()
-            .reason(),
+        c.session_members_page("s1", None, 10).unwrap_err().reason(),
         "UnknownSession"
     );
     let left: i64 = raw(&p)

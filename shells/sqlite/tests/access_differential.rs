@@ -15,8 +15,8 @@
 use std::path::Path;
 
 use custos_core::access::{
-    browser_digest, claim_digest, credential_digest, footprint, Access, AccessRequest,
-    ClaimDigest, Digest, Enrollment, Role,
+    browser_digest, claim_digest, credential_digest, footprint, Access, AccessRequest, ClaimDigest,
+    Digest, Enrollment, Role,
 };
 use custos_core::catalogue::{Catalogue, Creation, MemoryCatalogue, Request};
 use custos_sqlite::catalogue::SqliteCatalogue;
@@ -254,7 +254,10 @@ fn observe<C: Access + Catalogue>(c: &C) -> Vec<(String, String)> {
     }
     for i in 0..4 {
         let k = claim_digest(format!("claim{i}").as_bytes());
-        put(format!("claim_known {k:?}"), format!("{:?}", c.claim_known(&k)));
+        put(
+            format!("claim_known {k:?}"),
+            format!("{:?}", c.claim_known(&k)),
+        );
     }
     for now in READ_TIMES {
         put(
@@ -263,20 +266,38 @@ fn observe<C: Access + Catalogue>(c: &C) -> Vec<(String, String)> {
         );
         walk(&mut put, &format!("principals @{now}"), |after| {
             c.principals_page(after, 1, now)
-                .map(|p| (p.rows.last().map(|r| r.principal.clone()), p.more, format!("{p:?}")))
+                .map(|p| {
+                    (
+                        p.rows.last().map(|r| r.principal.clone()),
+                        p.more,
+                        format!("{p:?}"),
+                    )
+                })
                 .map_err(|e| format!("{e:?}"))
         });
     }
     for p in PRINCIPALS {
         walk(&mut put, &format!("memberships {p}"), |after| {
             c.memberships_page(p, after, 1)
-                .map(|g| (g.rows.last().map(|r| r.session_id.clone()), g.more, format!("{g:?}")))
+                .map(|g| {
+                    (
+                        g.rows.last().map(|r| r.session_id.clone()),
+                        g.more,
+                        format!("{g:?}"),
+                    )
+                })
                 .map_err(|e| format!("{e:?}"))
         });
         for now in READ_TIMES {
             walk(&mut put, &format!("signins {p} @{now}"), |after| {
                 c.signins_page(p, after, 1, now)
-                    .map(|g| (g.rows.last().map(|r| r.fingerprint.clone()), g.more, format!("{g:?}")))
+                    .map(|g| {
+                        (
+                            g.rows.last().map(|r| r.fingerprint.clone()),
+                            g.more,
+                            format!("{g:?}"),
+                        )
+                    })
                     .map_err(|e| format!("{e:?}"))
             });
         }
@@ -284,7 +305,13 @@ fn observe<C: Access + Catalogue>(c: &C) -> Vec<(String, String)> {
     for s in SESSIONS {
         walk(&mut put, &format!("session members {s}"), |after| {
             c.session_members_page(s, after, 1)
-                .map(|g| (g.rows.last().map(|r| r.principal.clone()), g.more, format!("{g:?}")))
+                .map(|g| {
+                    (
+                        g.rows.last().map(|r| r.principal.clone()),
+                        g.more,
+                        format!("{g:?}"),
+                    )
+                })
                 .map_err(|e| format!("{e:?}"))
         });
     }
@@ -294,7 +321,11 @@ fn observe<C: Access + Catalogue>(c: &C) -> Vec<(String, String)> {
 type PageStep = Result<(Option<String>, bool, String), String>;
 
 /// Walks a paged listing from the start, recording each page.
-fn walk(put: &mut impl FnMut(String, String), label: &str, mut page: impl FnMut(Option<&str>) -> PageStep) {
+fn walk(
+    put: &mut impl FnMut(String, String),
+    label: &str,
+    mut page: impl FnMut(Option<&str>) -> PageStep,
+) {
     let mut after: Option<String> = None;
     for i in 0..12 {
         match page(after.as_deref()) {
@@ -314,9 +345,20 @@ fn walk(put: &mut impl FnMut(String, String), label: &str, mut page: impl FnMut(
     put(format!("{label}"), "more than 12 pages".into());
 }
 
-fn compare(step: usize, op: &Op, mem: &MemoryCatalogue, sq: &SqliteCatalogue) -> Result<(), TestCaseError> {
+fn compare(
+    step: usize,
+    op: &Op,
+    mem: &MemoryCatalogue,
+    sq: &SqliteCatalogue,
+) -> Result<(), TestCaseError> {
     let (m, s) = (observe(mem), observe(sq));
-    prop_assert_eq!(m.len(), s.len(), "step {} {:?}: observation counts", step, op);
+    prop_assert_eq!(
+        m.len(),
+        s.len(),
+        "step {} {:?}: observation counts",
+        step,
+        op
+    );
     for ((lm, vm), (ls, vs)) in m.iter().zip(&s) {
         prop_assert_eq!(lm, ls);
         prop_assert_eq!(vm, vs, "step {} after {:?}: {}", step, op, lm);
