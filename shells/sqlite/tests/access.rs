@@ -95,14 +95,11 @@ fn raw(path: &Path) -> Connection {
 
 // ------------------------------------------------------------------ plaintext
 
-/// Writes a distinctive plaintext token through every access path.
-fn write_every_path(c: &SqliteCatalogue, t: &dyn Fn(&str) -> String) {
-    reserve(c, "s1");
-    reserve(c, "s2");
+/// The owner, invitation and claim paths.
+fn enrolment_paths(t: &dyn Fn(&str) -> String) -> Vec<AccessRequest> {
     let b = |n: &str| credential_digest(t(n).as_bytes());
-    let w = |n: &str| browser_digest(t(n).as_bytes());
     let k = |n: &str| claim_digest(t(n).as_bytes());
-    let reqs = vec![
+    vec![
         AccessRequest::BootstrapOwner {
             principal: "owner".into(),
             name: Some("O".into()),
@@ -157,6 +154,15 @@ fn write_every_path(c: &SqliteCatalogue, t: &dyn Fn(&str) -> String) {
             },
             now_ms: 7,
         },
+    ]
+}
+
+/// The login, rotation and revocation paths.
+fn login_paths(t: &dyn Fn(&str) -> String) -> Vec<AccessRequest> {
+    let b = |n: &str| credential_digest(t(n).as_bytes());
+    let w = |n: &str| browser_digest(t(n).as_bytes());
+    let k = |n: &str| claim_digest(t(n).as_bytes());
+    vec![
         AccessRequest::ClaimLogin {
             claim: k("login-claim"),
             digest: w("claim-login"),
@@ -206,8 +212,15 @@ fn write_every_path(c: &SqliteCatalogue, t: &dyn Fn(&str) -> String) {
             principal: "owner".into(),
         },
         AccessRequest::RevokeAllLogins,
-    ];
-    for r in reqs {
+    ]
+}
+
+/// Writes a distinctive plaintext token through every access path.
+fn write_every_path(c: &SqliteCatalogue, t: &dyn Fn(&str) -> String) {
+    reserve(c, "s1");
+    reserve(c, "s2");
+    let b = |n: &str| credential_digest(t(n).as_bytes());
+    for r in enrolment_paths(t).into_iter().chain(login_paths(t)) {
         apply(c, r);
     }
     // Refused requests carrying tokens write nothing either.

@@ -342,7 +342,7 @@ fn walk(
             }
         }
     }
-    put(format!("{label}"), "more than 12 pages".into());
+    put(label.to_owned(), "more than 12 pages".into());
 }
 
 fn compare(
