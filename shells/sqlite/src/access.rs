@@ -33,7 +33,16 @@
 //! the read or write with [`AccessError::Corrupt`] naming the table and the
 //! row; it is never read as "no credential" or "no role". A credential probe
 //! names its kind and also loads a row whose kind is outside the grammar, so
-//! a corrupt kind is reported rather than absent.
+//! a corrupt kind is reported rather than absent. The liveness filters of
+//! the pages likewise pass any state but `revoked`, so a corrupt state is
+//! reported. One read is an index probe that cannot see a corrupt row: the
+//! owner lookup (`WHERE kind = 'owner'`, the one-owner index) misses an
+//! owner row whose kind was overwritten; every other read of that row
+//! (authentication, the listing, a write naming it) reports it.
+//!
+//! Every `CHECK` above holds on write too, so a corrupt value reaches the
+//! file only around SQLite's constraints (the tests write them with
+//! `PRAGMA ignore_check_constraints`).
 
 use std::collections::BTreeSet;
 
