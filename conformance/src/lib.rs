@@ -24,6 +24,7 @@ pub mod control_admin;
 pub mod custody;
 pub mod ledger;
 pub mod objects;
+pub mod snapshot;
 pub mod storage;
 pub mod tables;
 
@@ -148,6 +149,51 @@ macro_rules! __with_storage_cases {
             closed_reads_answer_handle_closed,
             closed_commit_answers_faulted,
             branch_scan_query_plan_uses_no_table_scan,
+        }
+    };
+}
+
+/// Emits `mod $name { #[test] fn <case>() … }`: one test per snapshot
+/// conformance case, each calling the case with `$factory` (an expression
+/// of a type implementing `Fn() -> S` with `S: Storage + SnapshotSource`).
+#[macro_export]
+macro_rules! snapshot_suite {
+    ($name:ident, $factory:expr $(,)?) => {
+        $crate::__suite!(__with_snapshot_cases, snapshot, $name, $factory);
+    };
+}
+
+/// Invokes `$crate::$callback! { ($args) case, case, … }` with every snapshot
+/// case name, so the macro and the runtime table cannot drift.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_snapshot_cases {
+    ($callback:ident ! ($($args:tt)*)) => {
+        $crate::$callback! { ($($args)*)
+            capture_copies_high_water_stats_and_selected_cells,
+            capture_namespace_selection_isolates_namespaces_and_dedups,
+            capture_prefix_is_a_literal_index_range,
+            capture_exact_keys_probe_the_index_and_omit_missing,
+            capture_follows_optional_prefixed_field,
+            capture_omits_missing_optional_metadata,
+            capture_refuses_malformed_references_and_invalid_plans,
+            capture_over_cell_budget_is_refused_before_values,
+            capture_over_byte_budget_is_refused_before_values,
+            capture_counts_referenced_cells,
+            key_page_bounds_limit_and_cursor,
+            key_page_removed_cursor_still_bounds,
+            key_page_accounts_only_its_window,
+            each_page_is_a_fresh_cut,
+            descriptor_pages_are_bounded_ascending_and_below_the_cut,
+            fragments_slice_within_bounds,
+            oversized_record_is_refused_before_its_payload,
+            lineage_walks_parents_ascending_within_limit,
+            lineage_before_seq_is_exclusive,
+            lineage_byte_bound_always_returns_the_first,
+            lineage_corrupt_parent_link_ends_the_walk,
+            lineage_missing_parent_ends_the_walk,
+            closed_handle_answers_handle_closed,
+            snapshot_query_plans_use_indexes,
         }
     };
 }

@@ -28,6 +28,9 @@
 //!   claim refusal before any write, in the spec's order.
 //! - **There is one durable owner** ([`AccessRequest::BootstrapOwner`]); its
 //!   retry needs the owner's active credential.
+//! - **A member has either one open claim and no active credential, or no
+//!   open claim**: an invitation or rotation by claim enrolls no credential,
+//!   and a login is refused while a claim is open (`ClaimPending`).
 //! - **Membership is session-scoped** and explicit: a missing row grants
 //!   nothing, and a membership naming a session the catalogue lacks is
 //!   refused.
@@ -38,6 +41,55 @@
 //! replay, a lookup's final check) is constant-time through `subtle`; the
 //! lookups themselves are index probes keyed by the digest, which leak
 //! nothing a caller could use (the key is a hash of a random token).
+//!
+//! ```
+//! use custos_core::access::{
+//!     claim_digest, credential_digest, Access, AccessOutcome, AccessRequest, Authorization,
+//!     Enrollment, Role,
+//! };
+//! use custos_core::catalogue::{Catalogue, Creation, MemoryCatalogue, Request};
+//!
+//! let c = MemoryCatalogue::new();
+//! c.apply(&Request::Reserve {
+//!     session_id: "s1".into(),
+//!     creation: Creation::local("key-1", "Planning", "/work"),
+//!     now: 1,
+//! })?;
+//! // The owner, with the digest of a random token only the caller keeps.
+//! let root = credential_digest(b"3f9c...random owner token");
+//! c.apply_access(&AccessRequest::BootstrapOwner {
+//!     principal: "owner".into(),
+//!     name: Some("Olive".into()),
+//!     digest: root,
+//!     now_ms: 1_000,
+//! })?;
+//! // A member invited with a claim; the invitee redeems it with its own token.
+//! c.apply_access(&AccessRequest::InviteMember {
+//!     principal: "m-1".into(),
+//!     name: None,
+//!     session_id: "s1".into(),
+//!     role: Role::Observer,
+//!     enrollment: Enrollment::Claim {
+//!         claim: claim_digest(b"claim token sent by chat"),
+//!         expires_at_ms: 60_000,
+//!     },
+//!     now_ms: 1_000,
+//! })?;
+//! let mine = credential_digest(b"the invitee's own random token");
+//! let claimed = c.apply_access(&AccessRequest::Claim {
+//!     claim: claim_digest(b"claim token sent by chat"),
+//!     digest: mine,
+//!     name: Some("Max".into()),
+//!     now_ms: 2_000,
+//! })?;
+//! assert!(matches!(claimed, AccessOutcome::Claimed { bound: true, .. }));
+//! assert_eq!(
+//!     c.authorization(&mine, "s1", 3_000)?,
+//!     Some(Authorization::Member(Role::Observer))
+//! );
+//! assert_eq!(c.authorization(&mine, "s2", 3_000)?, None);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod read;
 
@@ -563,6 +615,13 @@ pub enum AccessError {
         /// Its fingerprint.
         fingerprint: String,
     },
+    /// The principal has an open claim: it holds no credential until the
+    /// claim is redeemed (or voided by a rotation or revocation).
+    #[error("ClaimPending: {principal:?} has an open claim")]
+    ClaimPending {
+        /// The principal.
+        principal: String,
+    },
     /// A claim refusal.
     #[error("{0}")]
     Claim(ClaimRefusal),
@@ -593,7 +652,7 @@ crate::reasons! {
     /// The stable reason string: the variant's name, or the claim refusal's.
     AccessError {
         Invalid, WrongKind, OwnerExists, NoOwner, OwnerRefused, PrincipalExists,
-        UnknownPrincipal, UnknownSession, DigestInUse, ClaimInUse,
+        UnknownPrincipal, UnknownSession, DigestInUse, ClaimInUse, ClaimPending,
         Claim(e) => e.reason(), Corrupt, BackendFault, Unavailable
     }
 }
@@ -1480,6 +1539,16 @@ fn issue_login(
 ) -> Result<AccessOutcome, AccessError> {
     want_kind("issue_login", CredentialKind::Browser, digest)?;
     known(a, principal)?;
+    // A member with an open claim holds no credential (the claim's rule 6
+    // stays as a second line).
+    if a.claims
+        .values()
+        .any(|c| c.principal == principal && c.state == ClaimState::Open)
+    {
+        return Err(AccessError::ClaimPending {
+            principal: principal.to_owned(),
+        });
+    }
     if expires_at_ms <= now_ms {
         return Err(AccessError::Invalid {
             what: "login expiry",

@@ -51,6 +51,7 @@ mod reason;
 pub mod release;
 pub mod root;
 pub mod schema;
+pub mod snapshot;
 pub mod storage;
 pub mod streams;
 pub mod world;

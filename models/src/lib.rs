@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use stateright::{Checker, Expectation, HasDiscoveries, Model};
 
+pub mod access;
 pub mod custody;
 pub mod deployment;
 pub mod family;
@@ -153,6 +154,7 @@ pub fn registry() -> Vec<Box<dyn Registered>> {
         Box::new(family::family::<world::WorldModel>()),
         Box::new(family::family::<release::ReleaseModel>()),
         Box::new(family::family::<deployment::DeploymentModel>()),
+        Box::new(family::family::<access::AccessModel>()),
     ]
 }
 

@@ -96,3 +96,8 @@ fn release_model_holds_and_kills_every_mutant() {
 fn deployment_model_holds_and_kills_every_mutant() {
     check("deployment", 232_768);
 }
+
+#[test]
+fn access_model_holds_and_kills_every_mutant() {
+    check("access", 35_837);
+}

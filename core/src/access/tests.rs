@@ -66,6 +66,63 @@ fn a_refused_claim_name_leaves_the_claim_open_and_a_replay_never_renames() {
 }
 
 #[test]
+fn a_member_holding_a_credential_binds_no_claim() {
+    // Unreachable through requests (a login is `ClaimPending` while a claim
+    // is open), so the state is built by hand: the claim's rule 6 still
+    // refuses, before any write.
+    let mut s = with_sessions(&["s1"]);
+    run(
+        &mut s,
+        AccessRequest::InviteMember {
+            principal: "m1".into(),
+            name: None,
+            session_id: "s1".into(),
+            role: Role::Observer,
+            enrollment: Enrollment::Claim {
+                claim: claim_digest(b"c1"),
+                expires_at_ms: 100,
+            },
+            now_ms: 1,
+        },
+    )
+    .unwrap();
+    let e = run(
+        &mut s,
+        AccessRequest::IssueLogin {
+            principal: "m1".into(),
+            digest: browser_digest(b"w"),
+            now_ms: 2,
+            expires_at_ms: 50,
+            issued_by: None,
+        },
+    )
+    .unwrap_err();
+    assert_eq!(e.reason(), "ClaimPending");
+    s.access.credentials.insert(
+        *browser_digest(b"w").sha(),
+        new_credential("m1", CredentialKind::Browser, 2),
+    );
+    let before = s.clone();
+    let e = run(
+        &mut s,
+        AccessRequest::Claim {
+            claim: claim_digest(b"c1"),
+            digest: bearer("t1"),
+            name: None,
+            now_ms: 5,
+        },
+    )
+    .unwrap_err();
+    assert_eq!(
+        e,
+        AccessError::Claim(ClaimRefusal::ConflictingClaim {
+            rule: "member-holds-credential"
+        })
+    );
+    assert_eq!(s, before);
+}
+
+#[test]
 fn digest_debug_shows_only_a_fingerprint() {
     let d = bearer("secret-token");
     let shown = format!("{d:?} {:?}", claim_digest(b"secret-token"));
@@ -261,6 +318,8 @@ proptest! {
             for p in full.access.principals.keys() {
                 let open = full.access.claims.values().filter(|c| c.principal == *p && c.state == ClaimState::Open).count();
                 prop_assert!(open <= 1, "{} open claims for {}", open, p);
+                let active = full.access.credentials.values().any(|c| c.principal == *p && c.state == CredentialState::Active);
+                prop_assert!(open == 0 || !active, "{} has an open claim and a credential", p);
             }
             for (_, s) in full.access.memberships.keys() {
                 prop_assert!(full.sessions.contains_key(s));

@@ -53,6 +53,19 @@ impl MemoryStorage {
         })
     }
 
+    /// Runs `f` over the state under the lock (one coherent cut, for the
+    /// snapshot reader); a closed handle answers `HandleClosed`.
+    pub(crate) fn with_state<T, E: From<StorageError>>(
+        &self,
+        f: impl FnOnce(&StoreState) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let g = self.lock()?;
+        if g.closed {
+            return Err(StorageError::HandleClosed.into());
+        }
+        f(&g.state)
+    }
+
     fn read<T>(
         &self,
         f: impl FnOnce(&StoreState) -> Result<T, StorageError>,

@@ -249,6 +249,19 @@ impl StoreState {
         self.entries.insert(e.id.clone(), e);
     }
 
+    /// The cells of one namespace, by key (for the snapshot reader).
+    pub(crate) fn register_cells(
+        &self,
+        namespace: &Namespace,
+    ) -> Option<&BTreeMap<RegisterKey, Register>> {
+        self.registers.get(namespace)
+    }
+
+    /// The entry ids by seq (for the snapshot reader).
+    pub(crate) fn entry_seq_index(&self) -> &BTreeMap<Seq, RecordId> {
+        &self.entry_seqs
+    }
+
     /// The next seq the store may assign.
     pub fn next_seq(&self) -> Seq {
         self.next_seq

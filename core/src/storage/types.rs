@@ -250,6 +250,14 @@ bounded_name!(
     InvalidPrefix
 );
 
+// Keys order as their strings do, so a key map can be ranged by `&str`
+// bounds (a snapshot window's start may be empty, its end no valid key).
+impl std::borrow::Borrow<str> for RegisterKey {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
 impl KeyPrefix {
     /// The empty prefix, which every key has.
     pub fn all() -> Self {

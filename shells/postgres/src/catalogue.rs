@@ -47,6 +47,7 @@
 //! | version | creates |
 //! |---|---|
 //! | 1 | `catalogue_head`, `catalogue_sessions`, `catalogue_workspace_defaults`, `catalogue_session_names`, `catalogue_session_archives`, `catalogue_session_subtitles`, `catalogue_recent_folders`, `catalogue_session_moves`, `catalogue_session_deletions`, `catalogue_delegate_sessions` |
+//! | 2 | the access plane ([`crate::access`]): `access_principals`, `access_credentials`, `access_claims`, `access_memberships` |
 //!
 //! Version 1 holds what SQLite catalogue version 4 holds. Every text column
 //! is `COLLATE "C"`, so pages order and continue by bytes, as the core's
@@ -108,7 +109,7 @@ use crate::Target;
 pub const COMPONENT: &str = "catalogue";
 
 /// The catalogue schema version this build writes and reads.
-pub const CATALOGUE_VERSION: i64 = 1;
+pub const CATALOGUE_VERSION: i64 = 2;
 
 /// The bound on a stored state word (`reserved`, `moving`, …).
 pub const MAX_WORD_LEN: usize = 64;
@@ -118,7 +119,8 @@ pub const MAX_WORD_LEN: usize = 64;
 const SUBTITLE_BYTES: usize = SUBTITLE_LIMIT * 4;
 
 /// The schema steps; step `i` takes version `i` to `i + 1`.
-pub const STEPS: &[&str] = &["
+pub const STEPS: &[&str] = &[
+    "
 CREATE TABLE catalogue_head (
     singleton integer PRIMARY KEY CHECK (singleton = 1),
     revision bigint NOT NULL,
@@ -174,7 +176,9 @@ CREATE TABLE catalogue_delegate_sessions (
     last_contact_ms bigint NOT NULL,
     PRIMARY KEY (spawner, parent_session)
 );
-"];
+",
+    crate::access::STEP_ACCESS,
+];
 
 /// The catalogue's versioned schema.
 pub const SCHEMA: Component = Component {
@@ -256,8 +260,8 @@ impl From<SchemaError> for OpenError {
 /// connection. `Send + Sync`; calls on one handle are serialized by its
 /// connection.
 pub struct PgCatalogue {
-    conn: Conn,
-    read_only: bool,
+    pub(crate) conn: Conn,
+    pub(crate) read_only: bool,
 }
 
 impl fmt::Debug for PgCatalogue {
@@ -607,7 +611,7 @@ fn decode(raw: RawSession) -> Tx<(String, SessionRow)> {
     Ok((raw.id, row))
 }
 
-fn load_sessions(
+pub(crate) fn load_sessions(
     tx: &mut Transaction<'_>,
     state: &mut CatalogueState,
     where_: &str,
@@ -638,7 +642,7 @@ fn head(state: &mut CatalogueState, row: Option<&Row>) -> Tx<()> {
 }
 
 /// Reads the head row (no lock: reads).
-fn load_meta(tx: &mut Transaction<'_>, state: &mut CatalogueState) -> Tx<()> {
+pub(crate) fn load_meta(tx: &mut Transaction<'_>, state: &mut CatalogueState) -> Tx<()> {
     let row = tx
         .query_opt(
             "SELECT revision, recent_seq FROM catalogue_head WHERE singleton = 1",
@@ -649,7 +653,7 @@ fn load_meta(tx: &mut Transaction<'_>, state: &mut CatalogueState) -> Tx<()> {
 }
 
 /// Locks the head row — the first statement of every write — and reads it.
-fn lock_head(tx: &mut Transaction<'_>, state: &mut CatalogueState) -> Tx<()> {
+pub(crate) fn lock_head(tx: &mut Transaction<'_>, state: &mut CatalogueState) -> Tx<()> {
     let row = tx
         .query_opt(
             "SELECT revision, recent_seq FROM catalogue_head WHERE singleton = 1 FOR UPDATE",

@@ -88,6 +88,7 @@ pub mod schema;
 
 mod branch;
 mod codec;
+mod snapshot;
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;

@@ -1,5 +1,5 @@
-//! The catalogue on PostgreSQL: the catalogue and custody conformance
-//! suites (one fresh schema per factory call), a newer stored version
+//! The catalogue on PostgreSQL: the catalogue, custody and access
+//! conformance suites (one fresh schema per factory call), a newer stored version
 //! refused with nothing written, stored values that break a grammar failing
 //! the read, the read-only open, and the delegate limit raced by 8 threads
 //! with their own handles.
@@ -24,6 +24,7 @@ fn fresh() -> PgCatalogue {
 
 custos_conformance::catalogue_suite!(postgres_catalogue, fresh);
 custos_conformance::custody_suite!(postgres_custody, fresh);
+custos_conformance::access_suite!(postgres_access, fresh);
 
 fn client(t: &Target) -> Client {
     t.connect().unwrap()

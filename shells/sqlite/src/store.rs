@@ -22,6 +22,8 @@ use crate::fault::Fault;
 use crate::lease_rows::{self, Held, LeaseFailure};
 use crate::schema::{self, APPLICATION_ID, STORAGE_VERSION};
 
+mod snapshot;
+
 /// The `Faulted` / `BackendFault` reason a poisoned handle answers.
 pub const REASON_POISONED: &str = "sqlite-handle-poisoned";
 

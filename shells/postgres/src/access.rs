@@ -1,0 +1,898 @@
+//! The access plane on PostgreSQL: `custos_core::access` (principals,
+//! credentials, claims, browser logins and per-session memberships) stored
+//! beside the catalogue, in the same schema, and implemented on
+//! [`PgCatalogue`] as the [`Access`] port. No rule of its own: every write
+//! is decided by [`access::decide`], every read answered by the core's pure
+//! read of a partial state.
+//!
+//! ## Writes
+//!
+//! [`Access::apply_access`] is one [`Conn::write`](crate::conn::Conn::write)
+//! transaction that
+//!
+//! 1. locks the catalogue's head row (`catalogue_head … FOR UPDATE`) — the
+//!    lock every catalogue writer takes first, so access and catalogue
+//!    writers are one total order (a membership can never be written for a
+//!    session a concurrent `Delete` is removing, and two bootstraps of the
+//!    owner are decided one after the other);
+//! 2. loads the request's [`access::footprint`] exactly as
+//!    [`AccessFootprint::partial`] loads it from a whole state: the owner
+//!    row when asked; the named principals, each with all its credentials,
+//!    claims and memberships; the credential rows of the footprint's
+//!    hashes; the claim rows of its claims; then the principals those
+//!    credentials and claims name, with their rows; the catalogue session
+//!    rows of its sessions; every browser credential for `all_logins`; and
+//!    the catalogue revision;
+//! 3. calls [`access::decide`], and
+//! 4. writes back the rows that differ (and the revision, which a
+//!    membership change moves),
+//!
+//! and commits. A refusal rolls back: nothing written.
+//!
+//! ## Reads
+//!
+//! Each read is one REPEATABLE READ, READ ONLY transaction that loads only
+//! bounded rows: a primary-key probe (`authenticate` is
+//! `WHERE digest = $1 AND kind = $2`), or for a page at most
+//! [`page_window`] rows after the cursor (`ORDER BY … LIMIT`) and then the
+//! rows those name. A page of principals loads, of each listed principal,
+//! only its credentials not revoked and not expired and its claims neither
+//! claimed nor void — the rows the listing's summary reads; a row whose
+//! state or expiry breaks its grammar is loaded too, so it fails the read
+//! rather than vanishing.
+//!
+//! ## Stored form
+//!
+//! Digests and claim digests are 64 lower-case hex digits; kinds, states
+//! and roles their `as_str` spellings; timestamps `bigint` (a `u64` above
+//! `i64::MAX` refuses the write with `Invalid`, nothing written). Only the
+//! hashes core computed are stored — never a token. Every text column is
+//! `COLLATE "C"`, so pages order and continue by bytes, as core's maps do.
+//! Decoders are total: a stored value that breaks its grammar (an unknown
+//! kind, state or role, bad hex, a claimed claim without its bound digest,
+//! a negative `bigint`, a malformed principal or session id, an untrimmed
+//! name) fails the read with [`AccessError::Corrupt`] naming the table, row
+//! and column — never read as "no credential" or "no role".
+//!
+//! ## Schema (catalogue version 2)
+//!
+//! [`STEP_ACCESS`] is the catalogue component's second step:
+//!
+//! | table | key | constraints |
+//! |---|---|---|
+//! | `access_principals` | `principal_id` | `kind` is `owner` or `member`; one `owner` row at most (a partial unique index) |
+//! | `access_credentials` | `digest` | `kind` is `bearer` or `browser` (every lookup names it, so a kind must never be unreadable); `principal_id` references a principal; indexed by principal |
+//! | `access_claims` | `claim` | `principal_id` references a principal; one `open` claim per principal at most (a partial unique index) |
+//! | `access_memberships` | `(principal_id, session_id)` | `session_id` references `catalogue_sessions` `ON DELETE CASCADE` (a deleted session takes its memberships, as `access::forget_session` does); `role` is `operator` or `observer`; indexed by session |
+
+use std::collections::BTreeSet;
+
+use custos_core::access::read::page_window;
+#[cfg(doc)]
+use custos_core::access::AccessFootprint;
+use custos_core::access::{
+    self, Access, AccessError, AccessOutcome, AccessRequest, AccessState, Authority, Authorization,
+    ClaimDigest, ClaimRow, ClaimState, CredentialKind, CredentialRow, CredentialState, Digest,
+    ListingPage, MembershipPage, PrincipalKind, PrincipalRow, Role, SessionMemberPage, Sha,
+    SigninPage,
+};
+use custos_core::catalogue::{self, CatalogueError, CatalogueState};
+use postgres::types::ToSql;
+use postgres::Row;
+
+use crate::catalogue::{load_sessions, lock_head, PgCatalogue};
+use crate::conn::{db, Failure, Tx as Transaction, TxError};
+
+/// The catalogue schema step that creates the access tables (version 1 →
+/// 2). Applied by [`crate::catalogue::SCHEMA`] under its advisory lock, in
+/// the transaction that records the new version.
+pub const STEP_ACCESS: &str = "
+CREATE TABLE access_principals (
+    principal_id text COLLATE \"C\" PRIMARY KEY,
+    kind text COLLATE \"C\" NOT NULL CHECK (kind IN ('owner', 'member')),
+    name text COLLATE \"C\",
+    created_at_ms bigint NOT NULL
+);
+CREATE UNIQUE INDEX access_principals_one_owner ON access_principals ((kind)) WHERE kind = 'owner';
+CREATE TABLE access_credentials (
+    digest text COLLATE \"C\" PRIMARY KEY,
+    kind text COLLATE \"C\" NOT NULL CHECK (kind IN ('bearer', 'browser')),
+    principal_id text COLLATE \"C\" NOT NULL REFERENCES access_principals (principal_id),
+    state text COLLATE \"C\" NOT NULL,
+    issued_at_ms bigint NOT NULL,
+    claimed_at_ms bigint,
+    last_resumed_ms bigint,
+    expires_at_ms bigint,
+    issued_by text COLLATE \"C\"
+);
+CREATE INDEX access_credentials_principal ON access_credentials (principal_id);
+CREATE TABLE access_claims (
+    claim text COLLATE \"C\" PRIMARY KEY,
+    principal_id text COLLATE \"C\" NOT NULL REFERENCES access_principals (principal_id),
+    expires_at_ms bigint NOT NULL,
+    state text COLLATE \"C\" NOT NULL,
+    bound_digest text COLLATE \"C\",
+    bound_kind text COLLATE \"C\",
+    claimed_at_ms bigint
+);
+CREATE INDEX access_claims_principal ON access_claims (principal_id);
+CREATE UNIQUE INDEX access_claims_one_open ON access_claims (principal_id) WHERE state = 'open';
+CREATE TABLE access_memberships (
+    principal_id text COLLATE \"C\" NOT NULL REFERENCES access_principals (principal_id),
+    session_id text COLLATE \"C\" NOT NULL
+        REFERENCES catalogue_sessions (session_id) ON DELETE CASCADE,
+    role text COLLATE \"C\" NOT NULL CHECK (role IN ('operator', 'observer')),
+    PRIMARY KEY (principal_id, session_id)
+);
+CREATE INDEX access_memberships_session ON access_memberships (session_id, principal_id);
+";
+
+/// The access tables, in dependency order (parents first).
+pub const TABLES: [&str; 4] = [
+    "access_principals",
+    "access_credentials",
+    "access_claims",
+    "access_memberships",
+];
+
+// ------------------------------------------------------------------ errors
+
+type Res<T> = Result<T, AccessError>;
+type Tx<T> = Result<T, TxError<AccessError>>;
+type Param<'a> = &'a (dyn ToSql + Sync);
+
+fn failure(f: Failure) -> AccessError {
+    match f {
+        Failure::Unavailable(reason) => AccessError::Unavailable { reason },
+        Failure::Corrupt(detail) => AccessError::Corrupt {
+            what: "stored row",
+            detail,
+        },
+        other => AccessError::BackendFault {
+            reason: other.to_string(),
+        },
+    }
+}
+
+fn finish<T>(r: Tx<T>) -> Res<T> {
+    match r {
+        Ok(v) => Ok(v),
+        Err(TxError::Refused(e)) => Err(e),
+        Err(TxError::Failure(f)) => Err(failure(f)),
+    }
+}
+
+fn pg(op: &'static str) -> impl Fn(postgres::Error) -> TxError<AccessError> {
+    move |e| TxError::Failure(db(op)(e))
+}
+
+fn corrupt(detail: String) -> TxError<AccessError> {
+    TxError::Refused(AccessError::Corrupt {
+        what: "stored row",
+        detail,
+    })
+}
+
+/// A catalogue loader's result as an access one: a catalogue row that
+/// breaks its grammar is `Corrupt`.
+fn cat<T>(r: Result<T, TxError<CatalogueError>>) -> Tx<T> {
+    r.map_err(|e| match e {
+        TxError::Failure(f) => TxError::Failure(f),
+        TxError::Refused(CatalogueError::Invalid { what, detail }) => {
+            TxError::Refused(AccessError::Corrupt { what, detail })
+        }
+        TxError::Refused(CatalogueError::Unavailable { reason }) => {
+            TxError::Refused(AccessError::Unavailable { reason })
+        }
+        TxError::Refused(other) => TxError::Refused(AccessError::BackendFault {
+            reason: other.to_string(),
+        }),
+    })
+}
+
+/// A `u64` as a stored `bigint`; one above `i64::MAX` refuses the write.
+fn big(what: &'static str, v: u64) -> Tx<i64> {
+    i64::try_from(v).map_err(|_| {
+        TxError::Refused(AccessError::Invalid {
+            what,
+            detail: format!("{v} exceeds a bigint; it cannot be stored"),
+        })
+    })
+}
+
+fn opt_big(what: &'static str, v: Option<u64>) -> Tx<Option<i64>> {
+    v.map(|v| big(what, v)).transpose()
+}
+
+/// A read's `now` as a `bigint` bound: a `now` beyond `i64::MAX` is later
+/// than every storable expiry, as `i64::MAX` is.
+fn now_bound(now_ms: u64) -> i64 {
+    i64::try_from(now_ms).unwrap_or(i64::MAX)
+}
+
+fn window(limit: usize) -> i64 {
+    i64::try_from(page_window(limit)).unwrap_or(i64::MAX)
+}
+
+// ------------------------------------------------------------------ decode
+
+/// One stored row being decoded: every failure names the table, the row and
+/// the column (a digest row by its fingerprint only).
+struct Cols<'r> {
+    r: &'r Row,
+    table: &'static str,
+    row: String,
+}
+
+impl<'r> Cols<'r> {
+    fn new(r: &'r Row, table: &'static str) -> Self {
+        Cols {
+            r,
+            table,
+            row: "?".to_owned(),
+        }
+    }
+
+    fn fail(&self, name: &str, why: impl std::fmt::Display) -> TxError<AccessError> {
+        corrupt(format!(
+            "{} row {}: column {name}: {why}",
+            self.table, self.row
+        ))
+    }
+
+    fn opt_text(&self, col: usize, name: &str) -> Tx<Option<String>> {
+        self.r.try_get(col).map_err(|e| self.fail(name, e))
+    }
+
+    fn text(&self, col: usize, name: &str) -> Tx<String> {
+        self.opt_text(col, name)?
+            .ok_or_else(|| self.fail(name, "null"))
+    }
+
+    fn opt_int(&self, col: usize, name: &str) -> Tx<Option<u64>> {
+        let v: Option<i64> = self.r.try_get(col).map_err(|e| self.fail(name, e))?;
+        v.map(|v| u64::try_from(v).map_err(|_| self.fail(name, format!("negative value {v}"))))
+            .transpose()
+    }
+
+    fn int(&self, col: usize, name: &str) -> Tx<u64> {
+        self.opt_int(col, name)?
+            .ok_or_else(|| self.fail(name, "null"))
+    }
+
+    fn sha(&self, col: usize, name: &str) -> Tx<Sha> {
+        let s = self.text(col, name)?;
+        Sha::from_hex(&s).ok_or_else(|| self.fail(name, "not 64 lower-case hex digits"))
+    }
+
+    /// A hex key column, naming the row by the key's first 16 characters.
+    fn key_sha(&mut self, col: usize, name: &str) -> Tx<Sha> {
+        let s = self.text(col, name)?;
+        self.row = s.chars().take(access::FINGERPRINT_LEN).collect();
+        Sha::from_hex(&s).ok_or_else(|| self.fail(name, "not 64 lower-case hex digits"))
+    }
+
+    fn principal(&self, col: usize, name: &str) -> Tx<String> {
+        let id = self.text(col, name)?;
+        if access::is_principal_id(&id) {
+            Ok(id)
+        } else {
+            Err(self.fail(name, format!("{id:?} is not a principal id")))
+        }
+    }
+
+    fn word<T>(&self, col: usize, name: &str, parse: impl Fn(&str) -> Option<T>) -> Tx<T> {
+        let w = self.text(col, name)?;
+        parse(&w).ok_or_else(|| self.fail(name, format!("unknown value {w:?}")))
+    }
+}
+
+fn digest_of(kind: CredentialKind, sha: &Sha) -> Digest {
+    match kind {
+        CredentialKind::Bearer => Digest::bearer_from_sha256(*sha.bytes()),
+        CredentialKind::Browser => Digest::browser_from_sha256(*sha.bytes()),
+    }
+}
+
+const PRINCIPAL_SELECT: &str =
+    "SELECT principal_id, kind, name, created_at_ms FROM access_principals";
+
+fn decode_principal(r: &Row) -> Tx<(String, PrincipalRow)> {
+    let mut c = Cols::new(r, "access_principals");
+    let id = c.principal(0, "principal_id")?;
+    c.row.clone_from(&id);
+    let kind = c.word(1, "kind", PrincipalKind::parse)?;
+    let name = c.opt_text(2, "name")?;
+    if let Some(n) = &name {
+        if access::valid_name(n).ok().as_ref() != Some(n) {
+            return Err(c.fail("name", format!("{n:?} breaks the display-name rule")));
+        }
+    }
+    let created_at_ms = c.int(3, "created_at_ms")?;
+    Ok((
+        id,
+        PrincipalRow {
+            kind,
+            name,
+            created_at_ms,
+        },
+    ))
+}
+
+const CREDENTIAL_SELECT: &str = "SELECT digest, kind, principal_id, state, issued_at_ms,
+    claimed_at_ms, last_resumed_ms, expires_at_ms, issued_by FROM access_credentials";
+
+fn decode_credential(r: &Row) -> Tx<(Sha, CredentialRow)> {
+    let mut c = Cols::new(r, "access_credentials");
+    let sha = c.key_sha(0, "digest")?;
+    let issued_by = c.opt_text(8, "issued_by")?;
+    if let Some(f) = &issued_by {
+        if !access::is_fingerprint(f) {
+            return Err(c.fail("issued_by", format!("{f:?} is not a fingerprint")));
+        }
+    }
+    let row = CredentialRow {
+        kind: c.word(1, "kind", CredentialKind::parse)?,
+        principal: c.principal(2, "principal_id")?,
+        state: c.word(3, "state", CredentialState::parse)?,
+        issued_at_ms: c.int(4, "issued_at_ms")?,
+        claimed_at_ms: c.opt_int(5, "claimed_at_ms")?,
+        last_resumed_ms: c.opt_int(6, "last_resumed_ms")?,
+        expires_at_ms: c.opt_int(7, "expires_at_ms")?,
+        issued_by,
+    };
+    Ok((sha, row))
+}
+
+const CLAIM_SELECT: &str = "SELECT claim, principal_id, expires_at_ms, state, bound_digest,
+    bound_kind, claimed_at_ms FROM access_claims";
+
+fn decode_claim(r: &Row) -> Tx<(ClaimDigest, ClaimRow)> {
+    let mut c = Cols::new(r, "access_claims");
+    let sha = c.key_sha(0, "claim")?;
+    let principal = c.principal(1, "principal_id")?;
+    let expires_at_ms = c.int(2, "expires_at_ms")?;
+    let word = c.text(3, "state")?;
+    let bound = (
+        c.opt_text(4, "bound_digest")?,
+        c.opt_text(5, "bound_kind")?,
+        c.opt_int(6, "claimed_at_ms")?,
+    );
+    let state = match (word.as_str(), &bound) {
+        ("open", (None, None, None)) => ClaimState::Open,
+        ("void", (None, None, None)) => ClaimState::Void,
+        ("claimed", (Some(_), Some(_), Some(at_ms))) => {
+            let kind = c.word(5, "bound_kind", CredentialKind::parse)?;
+            let sha = c.sha(4, "bound_digest")?;
+            ClaimState::Claimed {
+                digest: digest_of(kind, &sha),
+                at_ms: *at_ms,
+            }
+        }
+        ("claimed", _) => {
+            return Err(c.fail(
+                "state",
+                "a claimed claim without its bound digest, kind and time",
+            ))
+        }
+        ("open" | "void", _) => {
+            return Err(c.fail("state", format!("a {word} claim with a bound digest")))
+        }
+        _ => return Err(c.fail("state", format!("unknown value {word:?}"))),
+    };
+    Ok((
+        ClaimDigest::from_sha256(*sha.bytes()),
+        ClaimRow {
+            principal,
+            expires_at_ms,
+            state,
+        },
+    ))
+}
+
+const MEMBERSHIP_SELECT: &str = "SELECT principal_id, session_id, role FROM access_memberships";
+
+fn decode_membership(r: &Row) -> Tx<((String, String), Role)> {
+    let mut c = Cols::new(r, "access_memberships");
+    let p = c.principal(0, "principal_id")?;
+    let s = c.text(1, "session_id")?;
+    c.row = format!("({p}, {s})");
+    if !catalogue::is_session_id(&s) {
+        return Err(c.fail("session_id", format!("{s:?} is not a session id")));
+    }
+    let role = c.word(2, "role", Role::parse)?;
+    Ok(((p, s), role))
+}
+
+fn rows(tx: &mut Transaction<'_>, select: &str, where_: &str, args: &[Param<'_>]) -> Tx<Vec<Row>> {
+    tx.query(&format!("{select} {where_}"), args)
+        .map_err(pg("access-load"))
+}
+
+fn load_principals(
+    tx: &mut Transaction<'_>,
+    a: &mut AccessState,
+    where_: &str,
+    args: &[Param<'_>],
+) -> Tx<()> {
+    for r in &rows(tx, PRINCIPAL_SELECT, where_, args)? {
+        let (id, p) = decode_principal(r)?;
+        a.principals.insert(id, p);
+    }
+    Ok(())
+}
+
+fn load_credentials(
+    tx: &mut Transaction<'_>,
+    a: &mut AccessState,
+    where_: &str,
+    args: &[Param<'_>],
+) -> Tx<()> {
+    for r in &rows(tx, CREDENTIAL_SELECT, where_, args)? {
+        let (sha, c) = decode_credential(r)?;
+        a.credentials.insert(sha, c);
+    }
+    Ok(())
+}
+
+fn load_claims(
+    tx: &mut Transaction<'_>,
+    a: &mut AccessState,
+    where_: &str,
+    args: &[Param<'_>],
+) -> Tx<()> {
+    for r in &rows(tx, CLAIM_SELECT, where_, args)? {
+        let (k, c) = decode_claim(r)?;
+        a.claims.insert(k, c);
+    }
+    Ok(())
+}
+
+fn load_memberships(
+    tx: &mut Transaction<'_>,
+    a: &mut AccessState,
+    where_: &str,
+    args: &[Param<'_>],
+) -> Tx<()> {
+    for r in &rows(tx, MEMBERSHIP_SELECT, where_, args)? {
+        let (k, role) = decode_membership(r)?;
+        a.memberships.insert(k, role);
+    }
+    Ok(())
+}
+
+/// A principal with all its credentials, claims and memberships (the
+/// reference loader's `load_principal`).
+fn load_principal(tx: &mut Transaction<'_>, a: &mut AccessState, id: &str) -> Tx<()> {
+    let by = "WHERE principal_id = $1";
+    load_principals(tx, a, by, &[&id])?;
+    load_credentials(tx, a, by, &[&id])?;
+    load_claims(tx, a, by, &[&id])?;
+    load_memberships(tx, a, by, &[&id])
+}
+
+/// Loads what `AccessFootprint::partial` loads of `req`'s footprint into
+/// `s`, whose head row (the revision) is already read.
+fn load_footprint(tx: &mut Transaction<'_>, s: &mut CatalogueState, req: &AccessRequest) -> Tx<()> {
+    let fp = access::footprint(req);
+    let mut principals: BTreeSet<String> = fp.principals.iter().cloned().collect();
+    let a = &mut s.access;
+    if fp.owner {
+        let mut owner = AccessState::default();
+        load_principals(tx, &mut owner, "WHERE kind = 'owner'", &[])?;
+        principals.extend(owner.principals.into_keys());
+    }
+    for sha in &fp.digests {
+        load_credentials(tx, a, "WHERE digest = $1", &[&sha.to_hex()])?;
+    }
+    for claim in &fp.claims {
+        load_claims(tx, a, "WHERE claim = $1", &[&claim.sha().to_hex()])?;
+    }
+    if fp.all_logins {
+        load_credentials(tx, a, "WHERE kind = 'browser'", &[])?;
+    }
+    principals.extend(access::named_principals(a));
+    for id in &principals {
+        load_principal(tx, a, id)?;
+    }
+    for id in &fp.sessions {
+        cat(load_sessions(tx, s, "WHERE s.session_id = $1", &[id]))?;
+    }
+    Ok(())
+}
+
+// ------------------------------------------------------------------ write back
+
+fn exec(tx: &mut Transaction<'_>, sql: &str, args: &[Param<'_>]) -> Tx<()> {
+    tx.execute(sql, args).map_err(pg("access-write"))?;
+    Ok(())
+}
+
+fn write_principal(tx: &mut Transaction<'_>, id: &str, p: &PrincipalRow) -> Tx<()> {
+    exec(
+        tx,
+        "INSERT INTO access_principals (principal_id, kind, name, created_at_ms)
+         VALUES ($1, $2, $3, $4)
+         ON CONFLICT (principal_id) DO UPDATE SET kind = EXCLUDED.kind, name = EXCLUDED.name,
+             created_at_ms = EXCLUDED.created_at_ms",
+        &[
+            &id,
+            &p.kind.as_str(),
+            &p.name,
+            &big("principal created_at_ms", p.created_at_ms)?,
+        ],
+    )
+}
+
+fn write_credential(tx: &mut Transaction<'_>, sha: &Sha, c: &CredentialRow) -> Tx<()> {
+    exec(
+        tx,
+        "INSERT INTO access_credentials (digest, kind, principal_id, state, issued_at_ms,
+             claimed_at_ms, last_resumed_ms, expires_at_ms, issued_by)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+         ON CONFLICT (digest) DO UPDATE SET kind = EXCLUDED.kind,
+             principal_id = EXCLUDED.principal_id, state = EXCLUDED.state,
+             issued_at_ms = EXCLUDED.issued_at_ms, claimed_at_ms = EXCLUDED.claimed_at_ms,
+             last_resumed_ms = EXCLUDED.last_resumed_ms, expires_at_ms = EXCLUDED.expires_at_ms,
+             issued_by = EXCLUDED.issued_by",
+        &[
+            &sha.to_hex(),
+            &c.kind.as_str(),
+            &c.principal,
+            &c.state.as_str(),
+            &big("credential issued_at_ms", c.issued_at_ms)?,
+            &opt_big("credential claimed_at_ms", c.claimed_at_ms)?,
+            &opt_big("credential last_resumed_ms", c.last_resumed_ms)?,
+            &opt_big("credential expires_at_ms", c.expires_at_ms)?,
+            &c.issued_by,
+        ],
+    )
+}
+
+fn write_claim(tx: &mut Transaction<'_>, claim: &ClaimDigest, c: &ClaimRow) -> Tx<()> {
+    let (word, bound_digest, bound_kind, at) = match &c.state {
+        ClaimState::Open => ("open", None, None, None),
+        ClaimState::Void => ("void", None, None, None),
+        ClaimState::Claimed { digest, at_ms } => (
+            "claimed",
+            Some(digest.sha().to_hex()),
+            Some(digest.kind().as_str()),
+            Some(*at_ms),
+        ),
+    };
+    exec(
+        tx,
+        "INSERT INTO access_claims (claim, principal_id, expires_at_ms, state, bound_digest,
+             bound_kind, claimed_at_ms)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)
+         ON CONFLICT (claim) DO UPDATE SET principal_id = EXCLUDED.principal_id,
+             expires_at_ms = EXCLUDED.expires_at_ms, state = EXCLUDED.state,
+             bound_digest = EXCLUDED.bound_digest, bound_kind = EXCLUDED.bound_kind,
+             claimed_at_ms = EXCLUDED.claimed_at_ms",
+        &[
+            &claim.sha().to_hex(),
+            &c.principal,
+            &big("claim expires_at_ms", c.expires_at_ms)?,
+            &word,
+            &bound_digest,
+            &bound_kind,
+            &opt_big("claim claimed_at_ms", at)?,
+        ],
+    )
+}
+
+/// Removes the rows `next` lost (children first).
+fn store_removals(tx: &mut Transaction<'_>, b: &AccessState, n: &AccessState) -> Tx<()> {
+    for (p, s) in b.memberships.keys() {
+        if !n.memberships.contains_key(&(p.clone(), s.clone())) {
+            exec(
+                tx,
+                "DELETE FROM access_memberships WHERE principal_id = $1 AND session_id = $2",
+                &[p, s],
+            )?;
+        }
+    }
+    for sha in b.credentials.keys() {
+        if !n.credentials.contains_key(sha) {
+            let hex = sha.to_hex();
+            exec(
+                tx,
+                "DELETE FROM access_credentials WHERE digest = $1",
+                &[&hex],
+            )?;
+        }
+    }
+    for claim in b.claims.keys() {
+        if !n.claims.contains_key(claim) {
+            let hex = claim.sha().to_hex();
+            exec(tx, "DELETE FROM access_claims WHERE claim = $1", &[&hex])?;
+        }
+    }
+    for id in b.principals.keys() {
+        if !n.principals.contains_key(id) {
+            exec(
+                tx,
+                "DELETE FROM access_principals WHERE principal_id = $1",
+                &[id],
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes back the rows that differ between the loaded `before` and `next`:
+/// removals, then principals (parents), then rows that existed before (a
+/// claim voided before its successor opens, for the one-open index), then
+/// new rows.
+fn store(tx: &mut Transaction<'_>, before: &CatalogueState, next: &CatalogueState) -> Tx<()> {
+    if before.revision != next.revision {
+        exec(
+            tx,
+            "UPDATE catalogue_head SET revision = $1 WHERE singleton = 1",
+            &[&big("revision", next.revision)?],
+        )?;
+    }
+    let (b, n) = (&before.access, &next.access);
+    store_removals(tx, b, n)?;
+    for (id, p) in &n.principals {
+        if b.principals.get(id) != Some(p) {
+            write_principal(tx, id, p)?;
+        }
+    }
+    for existed in [true, false] {
+        for (sha, c) in &n.credentials {
+            let prev = b.credentials.get(sha);
+            if prev.is_some() == existed && prev != Some(c) {
+                write_credential(tx, sha, c)?;
+            }
+        }
+        for (k, c) in &n.claims {
+            let prev = b.claims.get(k);
+            if prev.is_some() == existed && prev != Some(c) {
+                write_claim(tx, k, c)?;
+            }
+        }
+    }
+    for ((p, s), role) in &n.memberships {
+        if b.memberships.get(&(p.clone(), s.clone())) != Some(role) {
+            exec(
+                tx,
+                "INSERT INTO access_memberships (principal_id, session_id, role)
+                 VALUES ($1, $2, $3)
+                 ON CONFLICT (principal_id, session_id) DO UPDATE SET role = EXCLUDED.role",
+                &[p, s, &role.as_str()],
+            )?;
+        }
+    }
+    Ok(())
+}
+
+// ------------------------------------------------------------------ reads
+
+/// The credential row of `digest` (a primary-key probe naming the kind) and
+/// the principal it names.
+fn load_authority(tx: &mut Transaction<'_>, a: &mut AccessState, digest: &Digest) -> Tx<()> {
+    load_credentials(
+        tx,
+        a,
+        "WHERE digest = $1 AND kind = $2",
+        &[&digest.sha().to_hex(), &digest.kind().as_str()],
+    )?;
+    for id in access::named_principals(a) {
+        load_principals(tx, a, "WHERE principal_id = $1", &[&id])?;
+    }
+    Ok(())
+}
+
+/// Credentials neither revoked nor expired (a grammar-breaking state or
+/// expiry included, so it fails the decode): the rows a listing reads.
+const NOT_DEAD: &str = "state <> 'revoked'
+    AND (expires_at_ms IS NULL OR $2 < expires_at_ms OR expires_at_ms < 0)";
+
+impl PgCatalogue {
+    fn access_read<T>(&self, body: impl FnOnce(&mut Transaction<'_>) -> Tx<T>) -> Res<T> {
+        finish(self.conn.read(body))
+    }
+}
+
+impl Access for PgCatalogue {
+    fn apply_access(&self, req: &AccessRequest) -> Res<AccessOutcome> {
+        if self.read_only {
+            return Err(AccessError::BackendFault {
+                reason: format!(
+                    "the catalogue in schema {} is open read-only: apply_access refused",
+                    self.schema()
+                ),
+            });
+        }
+        finish(self.conn.write(|tx| {
+            // The head-row lock first: it orders every catalogue writer.
+            let mut before = CatalogueState::default();
+            cat(lock_head(tx, &mut before))?;
+            load_footprint(tx, &mut before, req)?;
+            let d = access::decide(&before, req).map_err(TxError::Refused)?;
+            store(tx, &before, &d.next)?;
+            Ok(d.outcome)
+        }))
+    }
+
+    fn owner(&self) -> Res<Option<(String, Option<String>)>> {
+        self.access_read(|tx| {
+            let mut a = AccessState::default();
+            load_principals(tx, &mut a, "WHERE kind = 'owner'", &[])?;
+            Ok(a.owner())
+        })
+    }
+
+    fn authenticate(&self, digest: &Digest, now_ms: u64) -> Res<Option<Authority>> {
+        self.access_read(|tx| {
+            let mut a = AccessState::default();
+            load_authority(tx, &mut a, digest)?;
+            Ok(a.authenticate(digest, now_ms))
+        })
+    }
+
+    fn authorization(
+        &self,
+        digest: &Digest,
+        session_id: &str,
+        now_ms: u64,
+    ) -> Res<Option<Authorization>> {
+        self.access_read(|tx| {
+            let mut s = CatalogueState::default();
+            load_authority(tx, &mut s.access, digest)?;
+            cat(load_sessions(
+                tx,
+                &mut s,
+                "WHERE s.session_id = $1",
+                &[&session_id],
+            ))?;
+            for id in access::named_principals(&s.access) {
+                load_memberships(
+                    tx,
+                    &mut s.access,
+                    "WHERE principal_id = $1 AND session_id = $2",
+                    &[&id, &session_id],
+                )?;
+            }
+            Ok(s.authorization(digest, session_id, now_ms))
+        })
+    }
+
+    fn claim_known(&self, claim: &ClaimDigest) -> Res<bool> {
+        self.access_read(|tx| {
+            let mut a = AccessState::default();
+            load_claims(tx, &mut a, "WHERE claim = $1", &[&claim.sha().to_hex()])?;
+            Ok(a.claim_known(claim))
+        })
+    }
+
+    fn principals_page(&self, after: Option<&str>, limit: usize, now_ms: u64) -> Res<ListingPage> {
+        self.access_read(|tx| {
+            let mut a = AccessState::default();
+            load_principals(
+                tx,
+                &mut a,
+                "WHERE ($1::text IS NULL OR principal_id > $1::text)
+                 ORDER BY principal_id LIMIT $2",
+                &[&after, &window(limit)],
+            )?;
+            let ids: Vec<String> = a.principals.keys().cloned().collect();
+            load_credentials(
+                tx,
+                &mut a,
+                &format!("WHERE principal_id = ANY($1) AND {NOT_DEAD}"),
+                &[&ids, &now_bound(now_ms)],
+            )?;
+            load_claims(
+                tx,
+                &mut a,
+                "WHERE principal_id = ANY($1) AND state NOT IN ('claimed', 'void')",
+                &[&ids],
+            )?;
+            Ok(a.principals_page(after, limit, now_ms))
+        })
+    }
+
+    fn memberships_page(
+        &self,
+        principal: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Res<MembershipPage> {
+        if !access::is_principal_id(principal) {
+            // Refused by the core's rule before anything is read.
+            return CatalogueState::default().memberships_page(principal, after, limit);
+        }
+        self.access_read(|tx| {
+            let mut s = CatalogueState::default();
+            load_principals(tx, &mut s.access, "WHERE principal_id = $1", &[&principal])?;
+            load_memberships(
+                tx,
+                &mut s.access,
+                "WHERE principal_id = $1 AND ($2::text IS NULL OR session_id > $2::text)
+                 ORDER BY session_id LIMIT $3",
+                &[&principal, &after, &window(limit)],
+            )?;
+            let ids: Vec<String> = s
+                .access
+                .memberships
+                .keys()
+                .map(|(_, s)| s.clone())
+                .collect();
+            cat(load_sessions(
+                tx,
+                &mut s,
+                "WHERE s.session_id = ANY($1)",
+                &[&ids],
+            ))?;
+            s.memberships_page(principal, after, limit)
+                .map_err(TxError::Refused)
+        })
+    }
+
+    fn session_members_page(
+        &self,
+        session_id: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Res<SessionMemberPage> {
+        if !catalogue::is_session_id(session_id) {
+            // No such session can be stored: the core's answer on nothing.
+            return CatalogueState::default().session_members_page(session_id, after, limit);
+        }
+        self.access_read(|tx| {
+            let mut s = CatalogueState::default();
+            cat(load_sessions(
+                tx,
+                &mut s,
+                "WHERE s.session_id = $1",
+                &[&session_id],
+            ))?;
+            load_memberships(
+                tx,
+                &mut s.access,
+                "WHERE session_id = $1 AND ($2::text IS NULL OR principal_id > $2::text)
+                 ORDER BY principal_id LIMIT $3",
+                &[&session_id, &after, &window(limit)],
+            )?;
+            let ids: Vec<String> = s
+                .access
+                .memberships
+                .keys()
+                .map(|(p, _)| p.clone())
+                .collect();
+            load_principals(tx, &mut s.access, "WHERE principal_id = ANY($1)", &[&ids])?;
+            s.session_members_page(session_id, after, limit)
+                .map_err(TxError::Refused)
+        })
+    }
+
+    fn signins_page(
+        &self,
+        principal: &str,
+        after: Option<&str>,
+        limit: usize,
+        now_ms: u64,
+    ) -> Res<SigninPage> {
+        if !access::is_principal_id(principal) {
+            return AccessState::default().signins_page(principal, after, limit, now_ms);
+        }
+        self.access_read(|tx| {
+            let mut a = AccessState::default();
+            load_principals(tx, &mut a, "WHERE principal_id = $1", &[&principal])?;
+            load_credentials(
+                tx,
+                &mut a,
+                &format!(
+                    "WHERE principal_id = $1 AND kind <> 'bearer' AND {NOT_DEAD}
+                       AND ($3::text IS NULL OR substr(digest, 1, 16) > $3::text)
+                     ORDER BY digest LIMIT $4"
+                ),
+                &[&principal, &now_bound(now_ms), &after, &window(limit)],
+            )?;
+            a.signins_page(principal, after, limit, now_ms)
+                .map_err(TxError::Refused)
+        })
+    }
+}

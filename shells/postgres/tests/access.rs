@@ -1,0 +1,1025 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! The access plane on PostgreSQL (its conformance suite runs in
+//! `tests/catalogue.rs`): a differential against the memory backend over random
+//! streams of access and catalogue requests, races of eight handles, the
+//! migration from catalogue version 1, the cascade on a session's delete,
+//! corrupt stored values, a lost server, and a search of every stored row for plaintext.
+
+use std::sync::{Arc, Barrier};
+
+use custos_core::access::{
+    browser_digest, claim_digest, credential_digest, Access, AccessError, AccessOutcome,
+    AccessRequest, ClaimDigest, ClaimRefusal, CredentialKind, Digest, Enrollment, Role,
+};
+use custos_core::catalogue::{Catalogue, Creation, MemoryCatalogue, Request};
+use custos_postgres::access::TABLES;
+use custos_postgres::catalogue::{OpenError, PgCatalogue, CATALOGUE_VERSION, COMPONENT, STEPS};
+use custos_postgres::cluster::{shared, unique_schema, Cluster};
+use custos_postgres::conn::{Component, Conn};
+use custos_postgres::Target;
+use postgres::Client;
+use proptest::prelude::*;
+
+fn target(prefix: &str) -> Target {
+    Target::new(shared().unwrap().url(), unique_schema(prefix)).unwrap()
+}
+
+fn fresh() -> PgCatalogue {
+    PgCatalogue::open(target("acc")).unwrap()
+}
+
+// The access conformance suite runs in tests/catalogue.rs, beside the
+// catalogue's suites.
+
+fn client(t: &Target) -> Client {
+    t.connect().unwrap()
+}
+
+fn reserve<C: Catalogue>(c: &C, id: &str) {
+    c.apply(&Request::Reserve {
+        session_id: id.into(),
+        creation: Creation::local(&format!("key-{id}"), &format!("name {id}"), "/w"),
+        now: 1,
+    })
+    .unwrap();
+}
+
+/// Every row of every table in the target's schema, as text, in order.
+fn dump(t: &Target) -> Vec<String> {
+    let mut c = client(t);
+    let tables: Vec<String> = c
+        .query(
+            "SELECT table_name::text FROM information_schema.tables
+             WHERE table_schema = $1 ORDER BY table_name",
+            &[&t.schema()],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let mut out = Vec::new();
+    for table in tables {
+        let rows = c
+            .query(
+                &format!("SELECT t::text FROM {table} t ORDER BY t::text COLLATE \"C\""),
+                &[],
+            )
+            .unwrap();
+        out.push(format!("table {table}"));
+        out.extend(rows.iter().map(|r| r.get::<_, String>(0)));
+    }
+    out
+}
+
+fn bearer(t: &str) -> Digest {
+    credential_digest(t.as_bytes())
+}
+
+fn claim(t: &str) -> ClaimDigest {
+    claim_digest(t.as_bytes())
+}
+
+fn ok<A: Access>(a: &A, req: AccessRequest) -> AccessOutcome {
+    a.apply_access(&req)
+        .unwrap_or_else(|e| panic!("{req:?}: {e}"))
+}
+
+// ------------------------------------------------------------- differential
+
+fn arb_digest() -> impl Strategy<Value = Digest> {
+    (0u8..6, any::<bool>()).prop_map(|(t, browser)| {
+        let tok = format!("tok{t}");
+        if browser {
+            browser_digest(tok.as_bytes())
+        } else {
+            bearer(&tok)
+        }
+    })
+}
+
+fn arb_claim() -> impl Strategy<Value = ClaimDigest> {
+    (0u8..4).prop_map(|c| claim(&format!("claim{c}")))
+}
+
+fn arb_enrollment() -> impl Strategy<Value = Enrollment> {
+    prop_oneof![
+        (arb_claim(), 0u64..40).prop_map(|(claim, expires_at_ms)| Enrollment::Claim {
+            claim,
+            expires_at_ms
+        }),
+        arb_digest().prop_map(Enrollment::Digest),
+    ]
+}
+
+fn arb_principal() -> impl Strategy<Value = String> {
+    (0u8..4).prop_map(|p| format!("p{p}"))
+}
+
+fn arb_session() -> impl Strategy<Value = String> {
+    (0u8..3).prop_map(|s| format!("s{s}"))
+}
+
+fn arb_role() -> impl Strategy<Value = Role> {
+    prop_oneof![Just(Role::Operator), Just(Role::Observer)]
+}
+
+/// The core tests' request generator (a small universe, so collisions are
+/// common).
+fn arb_request() -> impl Strategy<Value = AccessRequest> {
+    let now = 0u64..40;
+    prop_oneof![
+        (arb_principal(), arb_digest(), now.clone()).prop_map(|(principal, digest, now_ms)| {
+            AccessRequest::BootstrapOwner {
+                principal,
+                name: Some("Owner".into()),
+                digest,
+                now_ms,
+            }
+        }),
+        (arb_principal(), arb_digest(), now.clone()).prop_map(|(principal, digest, now_ms)| {
+            AccessRequest::RotateCredential {
+                principal,
+                digest,
+                now_ms,
+            }
+        }),
+        (arb_principal(), prop::option::of("[A-Z][a-z]{0,3}"))
+            .prop_map(|(principal, name)| { AccessRequest::Rename { principal, name } }),
+        (
+            arb_principal(),
+            arb_session(),
+            arb_role(),
+            arb_enrollment(),
+            now.clone()
+        )
+            .prop_map(|(principal, session_id, role, enrollment, now_ms)| {
+                AccessRequest::InviteMember {
+                    principal,
+                    name: Some("M".into()),
+                    session_id,
+                    role,
+                    enrollment,
+                    now_ms,
+                }
+            }),
+        (arb_principal(), arb_enrollment(), now.clone()).prop_map(
+            |(principal, enrollment, now_ms)| AccessRequest::RotateMember {
+                principal,
+                enrollment,
+                now_ms
+            }
+        ),
+        arb_principal().prop_map(|principal| AccessRequest::RevokeMember { principal }),
+        (arb_principal(), arb_session(), arb_role()).prop_map(|(principal, session_id, role)| {
+            AccessRequest::Grant {
+                principal,
+                session_id,
+                role,
+            }
+        }),
+        (arb_principal(), arb_session()).prop_map(|(principal, session_id)| {
+            AccessRequest::Ungrant {
+                principal,
+                session_id,
+            }
+        }),
+        (arb_claim(), arb_digest(), now.clone()).prop_map(|(claim, digest, now_ms)| {
+            AccessRequest::Claim {
+                claim,
+                digest,
+                name: None,
+                now_ms,
+            }
+        }),
+        (arb_claim(), arb_digest(), now.clone(), 0u64..60).prop_map(
+            |(claim, digest, now_ms, expires_at_ms)| AccessRequest::ClaimLogin {
+                claim,
+                digest,
+                name: Some("L".into()),
+                now_ms,
+                expires_at_ms,
+            }
+        ),
+        (arb_principal(), arb_digest(), now.clone(), 0u64..60).prop_map(
+            |(principal, digest, now_ms, expires_at_ms)| AccessRequest::IssueLogin {
+                principal,
+                digest,
+                now_ms,
+                expires_at_ms,
+                issued_by: None,
+            }
+        ),
+        (arb_principal(), arb_digest()).prop_map(|(principal, d)| AccessRequest::RevokeLogin {
+            principal,
+            fingerprint: d.fingerprint(),
+        }),
+        arb_principal().prop_map(|principal| AccessRequest::RevokeLogins { principal }),
+        Just(AccessRequest::RevokeAllLogins),
+        (arb_digest(), 0u64..200_000)
+            .prop_map(|(digest, now_ms)| AccessRequest::Resumed { digest, now_ms }),
+    ]
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Access(AccessRequest),
+    Reserve(String),
+    Delete(String),
+}
+
+/// Invitations by claim and claims that can succeed (the uniform generator
+/// rarely lines an open claim up with its redemption in 40 steps).
+fn arb_claim_path() -> impl Strategy<Value = AccessRequest> {
+    prop_oneof![
+        (arb_principal(), 0u8..2, arb_role(), arb_claim(), 0u64..10).prop_map(
+            |(principal, s, role, claim, now_ms)| AccessRequest::InviteMember {
+                principal,
+                name: None,
+                session_id: format!("s{s}"),
+                role,
+                enrollment: Enrollment::Claim {
+                    claim,
+                    expires_at_ms: 30,
+                },
+                now_ms,
+            }
+        ),
+        (
+            arb_claim(),
+            arb_digest(),
+            10u64..35,
+            prop::option::of("[A-Z][a-z]{0,3}")
+        )
+            .prop_map(|(claim, digest, now_ms, name)| {
+                if digest.kind() == CredentialKind::Browser {
+                    AccessRequest::ClaimLogin {
+                        claim,
+                        digest,
+                        name,
+                        now_ms,
+                        expires_at_ms: 50,
+                    }
+                } else {
+                    AccessRequest::Claim {
+                        claim,
+                        digest,
+                        name,
+                        now_ms,
+                    }
+                }
+            }),
+    ]
+}
+
+fn arb_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => arb_request().prop_map(Op::Access),
+        3 => arb_claim_path().prop_map(Op::Access),
+        1 => arb_session().prop_map(Op::Reserve),
+        1 => arb_session().prop_map(Op::Delete),
+    ]
+}
+
+/// Every digest the generator can make, and the claim digests as bearers
+/// (a claim authenticates nothing).
+fn every_digest() -> Vec<Digest> {
+    let mut out = Vec::new();
+    for t in 0..6 {
+        let tok = format!("tok{t}");
+        out.push(bearer(&tok));
+        out.push(browser_digest(tok.as_bytes()));
+    }
+    for c in 0..4 {
+        out.push(bearer(&format!("claim{c}")));
+    }
+    out
+}
+
+/// Walks every page of `page` from the start, `limit` rows at a time,
+/// answering each page (or the error that stopped the walk).
+fn walk<T: std::fmt::Debug, E: std::fmt::Debug>(
+    mut page: impl FnMut(Option<&str>) -> Result<(Vec<T>, bool), E>,
+    key: impl Fn(&T) -> String,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut after: Option<String> = None;
+    for _ in 0..20 {
+        match page(after.as_deref()) {
+            Ok((rows, more)) => {
+                out.push(format!("{rows:?} more={more}"));
+                match (more, rows.last()) {
+                    (true, Some(last)) => after = Some(key(last)),
+                    _ => break,
+                }
+            }
+            Err(e) => {
+                out.push(format!("error {e:?}"));
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// Everything a client can read, as text.
+fn observe<C: Access + Catalogue>(c: &C) -> Vec<String> {
+    let mut out = vec![
+        format!("owner {:?}", c.owner()),
+        format!("revision {:?}", c.revision()),
+    ];
+    let digests = every_digest();
+    for now in [10, 45] {
+        for d in &digests {
+            out.push(format!("auth {d:?} @{now} {:?}", c.authenticate(d, now)));
+        }
+    }
+    for d in &digests {
+        for s in ["s0", "s1", "s2"] {
+            out.push(format!("authz {d:?} {s} {:?}", c.authorization(d, s, 10)));
+        }
+    }
+    for k in 0..4 {
+        let cd = claim(&format!("claim{k}"));
+        out.push(format!("claim {k} {:?}", c.claim_known(&cd)));
+    }
+    for now in [5, 30] {
+        out.extend(walk(
+            |a| c.principals_page(a, 2, now).map(|p| (p.rows, p.more)),
+            |l| l.principal.clone(),
+        ));
+    }
+    let principals = ["p0", "p1", "p2", "p3"];
+    for p in principals {
+        out.extend(walk(
+            |a| c.memberships_page(p, a, 1).map(|p| (p.rows, p.more)),
+            |r| r.session_id.clone(),
+        ));
+        out.extend(walk(
+            |a| c.signins_page(p, a, 1, 20).map(|p| (p.rows, p.more)),
+            |r| r.fingerprint.clone(),
+        ));
+    }
+    for s in ["s0", "s1", "s2"] {
+        out.extend(walk(
+            |a| c.session_members_page(s, a, 1).map(|p| (p.rows, p.more)),
+            |r| r.principal.clone(),
+        ));
+    }
+    out
+}
+
+fn step<C: Access + Catalogue>(c: &C, op: &Op) -> String {
+    match op {
+        Op::Access(req) => format!("{:?}", c.apply_access(req)),
+        Op::Reserve(id) => format!(
+            "{:?}",
+            c.apply(&Request::Reserve {
+                session_id: id.clone(),
+                creation: Creation::local(&format!("key-{id}"), &format!("name {id}"), "/w"),
+                now: 1,
+            })
+        ),
+        Op::Delete(id) => format!(
+            "{:?}",
+            c.apply(&Request::Delete {
+                session_id: id.clone()
+            })
+        ),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, max_shrink_iters: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn postgres_answers_as_memory_does(ops in proptest::collection::vec(arb_op(), 1..40)) {
+        let mem = MemoryCatalogue::new();
+        let pg = fresh();
+        for id in ["s0", "s1"] {
+            reserve(&mem, id);
+            reserve(&pg, id);
+        }
+        prop_assert_eq!(observe(&mem), observe(&pg));
+        let (mut done, mut bound) = (0, 0);
+        for (i, op) in ops.iter().enumerate() {
+            let (m, p) = (step(&mem, op), step(&pg, op));
+            prop_assert_eq!(&m, &p, "step {} {:?}", i, op);
+            done += usize::from(m.starts_with("Ok("));
+            bound += usize::from(m.contains("bound: true"));
+            let (m, p) = (observe(&mem), observe(&pg));
+            for (a, b) in m.iter().zip(&p) {
+                prop_assert_eq!(a, b, "after step {} {:?}", i, op);
+            }
+            prop_assert_eq!(m.len(), p.len());
+        }
+        println!("differential case: {} ops, {done} accepted, {bound} claims bound, answers equal", ops.len());
+    }
+}
+
+// ------------------------------------------------------------- races
+
+#[test]
+fn eight_bootstraps_at_once_create_one_owner() {
+    let t = target("race_owner");
+    drop(PgCatalogue::open(t.clone()).unwrap());
+    let barrier = Arc::new(Barrier::new(8));
+    let handles: Vec<_> = (0..8)
+        .map(|i| {
+            let (t, barrier) = (t.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                let c = PgCatalogue::open(t).unwrap();
+                barrier.wait();
+                c.apply_access(&AccessRequest::BootstrapOwner {
+                    principal: format!("owner{i}"),
+                    name: None,
+                    digest: bearer(&format!("owner-token-{i}")),
+                    now_ms: 1,
+                })
+            })
+        })
+        .collect();
+    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let created: Vec<_> = results
+        .iter()
+        .filter_map(|r| match r {
+            Ok(AccessOutcome::Owner {
+                principal,
+                created: true,
+            }) => Some(principal.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(created.len(), 1, "{results:?}");
+    let refused = results
+        .iter()
+        .filter(|r| matches!(r, Err(AccessError::OwnerExists { owner }) if *owner == created[0]))
+        .count();
+    assert_eq!(refused, 7, "{results:?}");
+    let c = PgCatalogue::open(t).unwrap();
+    assert_eq!(c.owner().unwrap().map(|o| o.0), Some(created[0].clone()));
+    println!(
+        "eight bootstraps: one owner {}, {refused} OwnerExists",
+        created[0]
+    );
+}
+
+#[test]
+fn eight_claims_of_one_claim_bind_once() {
+    let t = target("race_claim");
+    let c = PgCatalogue::open(t.clone()).unwrap();
+    reserve(&c, "s1");
+    ok(
+        &c,
+        AccessRequest::InviteMember {
+            principal: "m1".into(),
+            name: None,
+            session_id: "s1".into(),
+            role: Role::Operator,
+            enrollment: Enrollment::Claim {
+                claim: claim("the-claim"),
+                expires_at_ms: 1_000,
+            },
+            now_ms: 1,
+        },
+    );
+    let barrier = Arc::new(Barrier::new(8));
+    let handles: Vec<_> = (0..8)
+        .map(|i| {
+            let (t, barrier) = (t.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                let c = PgCatalogue::open(t).unwrap();
+                barrier.wait();
+                let r = c.apply_access(&AccessRequest::Claim {
+                    claim: claim("the-claim"),
+                    digest: bearer(&format!("claimer-{i}")),
+                    name: None,
+                    now_ms: 5,
+                });
+                (i, r)
+            })
+        })
+        .collect();
+    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let bound: Vec<usize> = results
+        .iter()
+        .filter(|(_, r)| matches!(r, Ok(AccessOutcome::Claimed { bound: true, .. })))
+        .map(|(i, _)| *i)
+        .collect();
+    assert_eq!(bound.len(), 1, "{results:?}");
+    let conflicts = results
+        .iter()
+        .filter(|(_, r)| {
+            matches!(
+                r,
+                Err(AccessError::Claim(ClaimRefusal::ConflictingClaim {
+                    rule: "claimed-by-another"
+                }))
+            )
+        })
+        .count();
+    assert_eq!(conflicts, 7, "{results:?}");
+    for i in 0..8 {
+        let who = c.authenticate(&bearer(&format!("claimer-{i}")), 6).unwrap();
+        assert_eq!(who.is_some(), i == bound[0], "claimer {i}");
+    }
+    println!(
+        "eight claims: claimer {} bound, {conflicts} ConflictingClaim",
+        bound[0]
+    );
+}
+
+// ------------------------------------------------------------- schema
+
+fn tables_present(t: &Target) -> Vec<String> {
+    client(t)
+        .query(
+            "SELECT table_name::text FROM information_schema.tables
+             WHERE table_schema = $1 AND table_name LIKE 'access_%' ORDER BY table_name",
+            &[&t.schema()],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+#[test]
+fn a_version_one_catalogue_migrates_on_open() {
+    assert_eq!(CATALOGUE_VERSION, 2);
+    let t = target("migrate");
+    // Catalogue version 1, as the previous build created it, with a row.
+    let v1 = Component {
+        name: COMPONENT,
+        steps: &STEPS[..1],
+    };
+    v1.prepare(&Conn::open(t.clone()).unwrap()).unwrap();
+    client(&t)
+        .batch_execute(
+            "INSERT INTO catalogue_sessions (session_id, creation_key, name, workspace,
+                 created_at_ms, state) VALUES ('s1', 'k1', 'one', '/w', 1, 'reserved');
+             UPDATE catalogue_head SET revision = 1",
+        )
+        .unwrap();
+    // A read-only open neither migrates nor writes.
+    let before = dump(&t);
+    let e = PgCatalogue::open_read_only(t.clone()).unwrap_err();
+    assert!(matches!(e, OpenError::NotReadable { .. }), "{e}");
+    assert_eq!(dump(&t), before);
+    assert!(tables_present(&t).is_empty());
+    // A writing open migrates, keeping the rows.
+    let c = PgCatalogue::open(t.clone()).unwrap();
+    let mut want: Vec<String> = TABLES.iter().map(|s| (*s).to_owned()).collect();
+    want.sort();
+    assert_eq!(tables_present(&t), want);
+    let v: i64 = client(&t)
+        .query_one(
+            "SELECT version FROM custos_versions WHERE component = $1",
+            &[&COMPONENT],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(v, 2);
+    assert_eq!(c.get("s1").unwrap().unwrap().creation.name, "one");
+    assert_eq!(c.revision().unwrap(), 1);
+    ok(
+        &c,
+        AccessRequest::InviteMember {
+            principal: "m1".into(),
+            name: None,
+            session_id: "s1".into(),
+            role: Role::Observer,
+            enrollment: Enrollment::Digest(bearer("m1-token")),
+            now_ms: 2,
+        },
+    );
+    assert_eq!(c.revision().unwrap(), 2);
+    // Reopening (writing or not) finds version 2 and changes nothing.
+    let before = dump(&t);
+    drop(PgCatalogue::open(t.clone()).unwrap());
+    let ro = PgCatalogue::open_read_only(t.clone()).unwrap();
+    assert_eq!(
+        ro.memberships_page("m1", None, 10).unwrap().rows[0].role,
+        Role::Observer
+    );
+    let e = ro
+        .apply_access(&AccessRequest::RevokeMember {
+            principal: "m1".into(),
+        })
+        .unwrap_err();
+    assert_eq!(e.reason(), "BackendFault", "{e}");
+    assert_eq!(dump(&t), before);
+    // A newer version is refused before anything is written.
+    client(&t)
+        .execute(
+            "UPDATE custos_versions SET version = 3 WHERE component = $1",
+            &[&COMPONENT],
+        )
+        .unwrap();
+    let before = dump(&t);
+    let e = PgCatalogue::open(t.clone()).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            OpenError::UnsupportedVersion {
+                found: 3,
+                supported: 2,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(dump(&t), before);
+}
+
+#[test]
+fn deleting_a_session_cascades_to_its_memberships() {
+    let t = target("cascade");
+    let pg = PgCatalogue::open(t.clone()).unwrap();
+    let mem = MemoryCatalogue::new();
+    for id in ["s1", "s2"] {
+        reserve(&pg, id);
+        reserve(&mem, id);
+    }
+    let reqs = [
+        AccessRequest::InviteMember {
+            principal: "m1".into(),
+            name: Some("Em".into()),
+            session_id: "s1".into(),
+            role: Role::Operator,
+            enrollment: Enrollment::Digest(bearer("m1")),
+            now_ms: 1,
+        },
+        AccessRequest::Grant {
+            principal: "m1".into(),
+            session_id: "s2".into(),
+            role: Role::Observer,
+        },
+    ];
+    for r in reqs {
+        assert_eq!(ok(&pg, r.clone()), ok(&mem, r));
+    }
+    let del = Request::Delete {
+        session_id: "s1".into(),
+    };
+    assert_eq!(pg.apply(&del).unwrap(), mem.apply(&del).unwrap());
+    let rows = |c: &dyn Access| {
+        c.memberships_page("m1", None, 10)
+            .unwrap()
+            .rows
+            .into_iter()
+            .map(|r| r.session_id)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(rows(&pg), vec!["s2".to_owned()]);
+    assert_eq!(rows(&pg), rows(&mem));
+    assert_eq!(pg.revision().unwrap(), mem.revision().unwrap());
+    let left: i64 = client(&t)
+        .query_one(
+            "SELECT count(*) FROM access_memberships WHERE session_id = 's1'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0);
+    assert_eq!(pg.authorization(&bearer("m1"), "s1", 2).unwrap(), None);
+    assert!(pg.session_members_page("s1", None, 10).is_err());
+    // A grant on the deleted session is refused, as in memory.
+    let g = AccessRequest::Grant {
+        principal: "m1".into(),
+        session_id: "s1".into(),
+        role: Role::Operator,
+    };
+    assert_eq!(pg.apply_access(&g), mem.apply_access(&g));
+}
+
+// ------------------------------------------------------------- corruption
+
+fn corrupt<T: std::fmt::Debug>(r: Result<T, AccessError>, needle: &str) {
+    match r {
+        Err(AccessError::Corrupt { what, detail }) => {
+            let text = format!("{what}: {detail}");
+            assert!(text.contains(needle), "{text} lacks {needle:?}");
+        }
+        other => panic!("expected Corrupt naming {needle:?}, got {other:?}"),
+    }
+}
+
+fn seeded(prefix: &str) -> (Target, PgCatalogue) {
+    let t = target(prefix);
+    let c = PgCatalogue::open(t.clone()).unwrap();
+    reserve(&c, "s1");
+    for r in [
+        AccessRequest::BootstrapOwner {
+            principal: "own".into(),
+            name: Some("Olive".into()),
+            digest: bearer("own-tok"),
+            now_ms: 1,
+        },
+        AccessRequest::InviteMember {
+            principal: "m1".into(),
+            name: None,
+            session_id: "s1".into(),
+            role: Role::Operator,
+            enrollment: Enrollment::Claim {
+                claim: claim("m1-claim"),
+                expires_at_ms: 1_000,
+            },
+            now_ms: 1,
+        },
+        AccessRequest::InviteMember {
+            principal: "m2".into(),
+            name: None,
+            session_id: "s1".into(),
+            role: Role::Observer,
+            enrollment: Enrollment::Digest(bearer("m2-tok")),
+            now_ms: 1,
+        },
+        AccessRequest::IssueLogin {
+            principal: "m2".into(),
+            digest: browser_digest(b"m2-login"),
+            now_ms: 1,
+            expires_at_ms: 1_000,
+            issued_by: None,
+        },
+    ] {
+        ok(&c, r);
+    }
+    (t, c)
+}
+
+#[test]
+fn corrupt_stored_values_fail_the_read_never_absent() {
+    let (t, c) = seeded("corrupt");
+    let mut raw = client(&t);
+    let mut sql = |q: &str| raw.batch_execute(q).unwrap();
+    let own = bearer("own-tok").sha().to_hex();
+    // A credential state no grammar knows: the probe fails, not None.
+    sql(&format!(
+        "UPDATE access_credentials SET state = 'garbage' WHERE digest = '{own}'"
+    ));
+    corrupt(c.authenticate(&bearer("own-tok"), 2), "column state");
+    corrupt(c.authorization(&bearer("own-tok"), "s1", 2), "column state");
+    corrupt(c.principals_page(None, 10, 2), "access_credentials");
+    // A write whose footprint holds it is refused, writing nothing.
+    let before = dump(&t);
+    corrupt(
+        c.apply_access(&AccessRequest::RotateCredential {
+            principal: "own".into(),
+            digest: bearer("own-tok-2"),
+            now_ms: 2,
+        }),
+        "column state",
+    );
+    assert_eq!(dump(&t), before);
+    sql(&format!(
+        "UPDATE access_credentials SET state = 'active', issued_at_ms = -4 WHERE digest = '{own}'"
+    ));
+    corrupt(c.authenticate(&bearer("own-tok"), 2), "column issued_at_ms");
+    sql(&format!(
+        "UPDATE access_credentials SET issued_at_ms = 1 WHERE digest = '{own}'"
+    ));
+    assert!(c.authenticate(&bearer("own-tok"), 2).unwrap().is_some());
+    // Bad hex in a login's digest: its principal's listings fail.
+    sql("UPDATE access_credentials SET digest = upper(digest) WHERE kind = 'browser'");
+    corrupt(c.signins_page("m2", None, 10, 2), "not 64 lower-case hex");
+    corrupt(c.principals_page(None, 10, 2), "not 64 lower-case hex");
+    sql("UPDATE access_credentials SET digest = lower(digest) WHERE kind = 'browser'");
+    assert_eq!(c.signins_page("m2", None, 10, 2).unwrap().rows.len(), 1);
+    // A claimed claim without its bound digest.
+    sql("UPDATE access_claims SET state = 'claimed'");
+    corrupt(
+        c.claim_known(&claim("m1-claim")),
+        "without its bound digest",
+    );
+    sql("UPDATE access_claims SET state = 'halfway'");
+    corrupt(c.claim_known(&claim("m1-claim")), "halfway");
+    corrupt(c.principals_page(None, 10, 2), "halfway");
+    sql("UPDATE access_claims SET state = 'open'");
+    assert!(c.claim_known(&claim("m1-claim")).unwrap());
+    // A role no grammar knows (past its CHECK): never "no role".
+    sql(
+        "ALTER TABLE access_memberships DROP CONSTRAINT access_memberships_role_check;
+         UPDATE access_memberships SET role = 'admin' WHERE principal_id = 'm2'",
+    );
+    corrupt(c.authorization(&bearer("m2-tok"), "s1", 2), "admin");
+    corrupt(c.memberships_page("m2", None, 10), "admin");
+    corrupt(c.session_members_page("s1", None, 10), "admin");
+    // A principal's bad row: the owner is never read as absent.
+    sql("UPDATE access_principals SET created_at_ms = -1 WHERE principal_id = 'own'");
+    corrupt(c.owner(), "access_principals row own: column created_at_ms");
+    sql("UPDATE access_principals SET created_at_ms = 1, name = '  Olive ' WHERE principal_id = 'own'");
+    corrupt(c.owner(), "column name");
+    sql(
+        "ALTER TABLE access_principals DROP CONSTRAINT access_principals_kind_check;
+         UPDATE access_principals SET kind = 'boss' WHERE principal_id = 'm1'",
+    );
+    corrupt(c.principals_page(None, 10, 2), "boss");
+    // A missing head row fails a write, never read as revision 0.
+    sql("DELETE FROM catalogue_head");
+    corrupt(
+        c.apply_access(&AccessRequest::RevokeAllLogins),
+        "catalogue_head",
+    );
+}
+
+#[test]
+fn a_timestamp_beyond_bigint_is_refused_writing_nothing() {
+    let (t, c) = seeded("big");
+    let before = dump(&t);
+    let e = c
+        .apply_access(&AccessRequest::IssueLogin {
+            principal: "m2".into(),
+            digest: browser_digest(b"later"),
+            now_ms: 5,
+            expires_at_ms: u64::MAX,
+            issued_by: None,
+        })
+        .unwrap_err();
+    assert_eq!(e.reason(), "Invalid", "{e}");
+    assert!(e.to_string().contains("exceeds a bigint"), "{e}");
+    assert_eq!(dump(&t), before);
+}
+
+// ------------------------------------------------------------- failures
+
+#[test]
+fn a_dropped_connection_reconnects_and_a_lost_server_is_unavailable() {
+    let (t, c) = seeded("reconnect");
+    let pid = c.backend_pid().unwrap();
+    client(&t)
+        .execute("SELECT pg_terminate_backend($1)", &[&pid])
+        .unwrap();
+    // The first use may see the dropped connection; the next reconnects.
+    if let Err(e) = c.owner() {
+        assert_eq!(e.reason(), "Unavailable", "{e}");
+    }
+    assert_eq!(c.owner().unwrap().map(|o| o.0).as_deref(), Some("own"));
+    ok(
+        &c,
+        AccessRequest::Rename {
+            principal: "m2".into(),
+            name: Some("Em".into()),
+        },
+    );
+    // A private server, stopped under an open handle: every call is
+    // Unavailable, and no message shows the password or the url.
+    let private = Cluster::start().unwrap();
+    let url = private.url();
+    let t = Target::new(url.clone(), unique_schema("lost")).unwrap();
+    let c = PgCatalogue::open(t).unwrap();
+    reserve(&c, "s1");
+    private.stop().unwrap();
+    let errors = [
+        c.apply_access(&AccessRequest::BootstrapOwner {
+            principal: "own".into(),
+            name: None,
+            digest: bearer("own-tok"),
+            now_ms: 1,
+        })
+        .unwrap_err(),
+        c.authenticate(&bearer("own-tok"), 1).unwrap_err(),
+        c.principals_page(None, 10, 1).unwrap_err(),
+    ];
+    for e in errors {
+        assert_eq!(e.reason(), "Unavailable", "{e}");
+        let shown = format!("{e} {e:?}");
+        assert!(!shown.contains(private.password()), "{shown}");
+        assert!(!shown.contains(&url), "{shown}");
+    }
+}
+
+// ------------------------------------------------------------- plaintext
+
+#[test]
+fn no_plaintext_token_reaches_storage() {
+    let t = target("plain");
+    let c = PgCatalogue::open(t.clone()).unwrap();
+    reserve(&c, "s1");
+    for r in plaintext_requests() {
+        ok(&c, r);
+    }
+    let tokens = [
+        "owner",
+        "owner2",
+        "claim1",
+        "m1bearer",
+        "m2bearer",
+        "claim2",
+        "m2login",
+        "ownlogin",
+        "m1bearer2",
+    ];
+    let mut raw = client(&t);
+    let mut text = Vec::new();
+    for table in TABLES {
+        for r in raw
+            .query(&format!("SELECT t::text FROM {table} t"), &[])
+            .unwrap()
+        {
+            text.push(r.get::<_, String>(0));
+        }
+    }
+    assert!(text.len() >= 12, "{text:?}");
+    for n in tokens {
+        let plain = tok(n);
+        assert!(
+            !text
+                .iter()
+                .any(|row| row.contains(&plain) || row.contains("PLAINTEXT")),
+            "{plain} is stored: {text:?}"
+        );
+    }
+    let hex = tb("owner").sha().to_hex();
+    assert!(text.iter().any(|row| row.contains(&hex)), "{hex} not found");
+    let claim_hex = tk("claim2").sha().to_hex();
+    assert!(text.iter().any(|row| row.contains(&claim_hex)));
+    println!("plaintext search: {} rows, no token found", text.len());
+}
+
+fn tok(n: &str) -> String {
+    format!("PLAINTEXT-{n}-7f3a9c")
+}
+
+fn tb(n: &str) -> Digest {
+    bearer(&tok(n))
+}
+
+fn tk(n: &str) -> ClaimDigest {
+    claim(&tok(n))
+}
+
+/// Known plaintext tokens through every access path that takes one.
+fn plaintext_requests() -> Vec<AccessRequest> {
+    let b = tb;
+    let w = |n: &str| browser_digest(tok(n).as_bytes());
+    let k = tk;
+    vec![
+        AccessRequest::BootstrapOwner {
+            principal: "own".into(),
+            name: None,
+            digest: b("owner"),
+            now_ms: 1,
+        },
+        AccessRequest::RotateCredential {
+            principal: "own".into(),
+            digest: b("owner2"),
+            now_ms: 2,
+        },
+        AccessRequest::InviteMember {
+            principal: "m1".into(),
+            name: None,
+            session_id: "s1".into(),
+            role: Role::Operator,
+            enrollment: Enrollment::Claim {
+                claim: k("claim1"),
+                expires_at_ms: 1_000,
+            },
+            now_ms: 3,
+        },
+        AccessRequest::Claim {
+            claim: k("claim1"),
+            digest: b("m1bearer"),
+            name: None,
+            now_ms: 4,
+        },
+        AccessRequest::InviteMember {
+            principal: "m2".into(),
+            name: None,
+            session_id: "s1".into(),
+            role: Role::Observer,
+            enrollment: Enrollment::Digest(b("m2bearer")),
+            now_ms: 5,
+        },
+        AccessRequest::RotateMember {
+            principal: "m2".into(),
+            enrollment: Enrollment::Claim {
+                claim: k("claim2"),
+                expires_at_ms: 1_000,
+            },
+            now_ms: 6,
+        },
+        AccessRequest::ClaimLogin {
+            claim: k("claim2"),
+            digest: w("m2login"),
+            name: None,
+            now_ms: 7,
+            expires_at_ms: 900,
+        },
+        AccessRequest::IssueLogin {
+            principal: "own".into(),
+            digest: w("ownlogin"),
+            now_ms: 8,
+            expires_at_ms: 900,
+            issued_by: Some(b("owner2").fingerprint()),
+        },
+        AccessRequest::Resumed {
+            digest: w("ownlogin"),
+            now_ms: 100,
+        },
+        AccessRequest::RotateMember {
+            principal: "m1".into(),
+            enrollment: Enrollment::Digest(b("m1bearer2")),
+            now_ms: 9,
+        },
+    ]
+}
