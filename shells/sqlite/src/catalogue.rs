@@ -26,8 +26,11 @@
 //! | 3 | `profile`, `model`, `executor`, `pool` columns (`NOT NULL DEFAULT ''`: a v2 row reads back local, no profile) | 9–12 |
 //! | 4 | `catalogue_session_moves`, `catalogue_session_deletions`, `catalogue_delegate_sessions` | 13–15 |
 //!
-//! Access (principals, credentials, claims, logins, memberships — spec
-//! versions 4, 6, 7) is not built yet; it arrives as version 5 and later.
+//! | 5 | the access plane ([`crate::access`]): `access_principals` (one owner: a partial unique index), `access_credentials`, `access_claims` (one open claim per principal: a partial unique index), `access_memberships` (cascading on a catalogue session's delete) | 4, 6, 7 |
+//!
+//! The access plane arrives in one step: its three spec versions (4, 6, 7)
+//! land in one build, so no catalogue was ever written holding a part of
+//! it, and one step keeps every access table's constraints in one place.
 //!
 //! ## Reading without writing
 //!
@@ -52,6 +55,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use custos_core::access::AccessError;
 use custos_core::catalogue::{
     self, footprint, is_delegate_pair, is_subtitle, Catalogue, CatalogueError, CatalogueState,
     Creation, Delegate, DelegateRow, Deletion, Footprint, InitState, Move, Outcome, Page, Recent,
@@ -85,7 +89,7 @@ const EXPECT: Expect = Expect {
 };
 
 /// The catalogue version this build writes and reads.
-pub const CATALOGUE_VERSION: i64 = 4;
+pub const CATALOGUE_VERSION: i64 = 5;
 
 /// `PRAGMA application_id` of a custos catalogue (`"CuCa"` in ASCII).
 pub const CATALOGUE_APPLICATION_ID: i64 = 0x4375_4361;
@@ -155,6 +159,7 @@ CREATE TABLE catalogue_delegate_sessions (
     PRIMARY KEY (spawner, parent_session)
 ) STRICT;
 ",
+    crate::access::ACCESS_STEP,
 ];
 
 /// A catalogue database.
@@ -252,6 +257,19 @@ impl SqliteCatalogue {
 
     fn read<T>(&self, f: impl FnMut(&Transaction<'_>) -> Res<T>) -> Res<T> {
         self.with(TransactionBehavior::Deferred, f)
+    }
+
+    /// One transaction of `behavior` on the catalogue's connection, with
+    /// the access plane's error type.
+    pub(crate) fn access_tx<T>(
+        &self,
+        behavior: TransactionBehavior,
+        f: impl FnMut(&Transaction<'_>) -> Result<T, AccessError>,
+    ) -> Result<T, AccessError> {
+        let mut g = self.conn.lock().map_err(|_| AccessError::BackendFault {
+            reason: "catalogue connection mutex poisoned".into(),
+        })?;
+        g.transact(behavior, f, |reason| AccessError::BackendFault { reason })
     }
 }
 
@@ -446,7 +464,7 @@ fn decode(raw: RawSession) -> Res<(String, SessionRow)> {
     Ok((raw.id, row))
 }
 
-fn load_sessions(
+pub(crate) fn load_sessions(
     tx: &Transaction<'_>,
     state: &mut CatalogueState,
     where_: &str,

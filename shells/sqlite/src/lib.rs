@@ -18,6 +18,7 @@
 //! rewrite ([`rewrite_into`]), `export_closed` / `release_export`, and the
 //! lease-free `generation` / `identity` projections.
 
+pub mod access;
 pub mod catalogue;
 mod codec;
 mod config;

@@ -1,4 +1,4 @@
-//! The catalogue and custody conformance suites against SQLite, one fresh
+//! The catalogue, custody and access conformance suites against SQLite, one fresh
 //! catalogue file per factory call.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -11,3 +11,13 @@ fn fresh() -> SqliteCatalogue {
 
 custos_conformance::catalogue_suite!(sqlite_catalogue, fresh);
 custos_conformance::custody_suite!(sqlite_custody, fresh);
+custos_conformance::access_suite!(sqlite_access, fresh);
+
+#[test]
+fn the_access_table_names_every_case() {
+    println!(
+        "sqlite: {} access cases",
+        custos_conformance::access::ACCESS_CASES.len()
+    );
+    assert!(custos_conformance::access::ACCESS_CASES.len() >= 28);
+}

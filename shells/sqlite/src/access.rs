@@ -1,0 +1,892 @@
+//! The catalogue's access plane on SQLite: [`Access`] for
+//! [`SqliteCatalogue`].
+//!
+//! It holds no rule. A write is one `BEGIN IMMEDIATE` transaction that loads
+//! the rows of the request's [`access::footprint`] — exactly what
+//! [`AccessFootprint::partial`] loads — into a partial [`CatalogueState`],
+//! calls [`access::decide`], writes back the rows that differ (principals,
+//! credentials, claims, memberships, the catalogue revision) and commits; a
+//! refusal rolls back with nothing written. A read is one deferred
+//! transaction that loads the bounded rows it needs (a page: at most
+//! [`page_window`] rows after the cursor, by `ORDER BY … LIMIT` in SQL, then
+//! the rows those name) and calls the core's pure read.
+//!
+//! ## Tables (catalogue version 5)
+//!
+//! | table | key | holds |
+//! |---|---|---|
+//! | `access_principals` | `principal_id` | kind (`owner`/`member`; a partial unique index makes one owner row), name, creation time |
+//! | `access_credentials` | `digest` (64 lower-case hex) | kind, principal, state (`active`/`revoked`), issue, claim, resume and expiry times, issuer fingerprint |
+//! | `access_claims` | `claim` (64 lower-case hex) | principal, expiry, state (`open`/`claimed`/`void`) and, when claimed, the bound digest, its kind and when (a partial unique index makes one open claim per principal) |
+//! | `access_memberships` | `(principal_id, session_id)` | role (`operator`/`observer`); the session is a foreign key to `catalogue_sessions` `ON DELETE CASCADE`, so a catalogue `Delete` takes the session's memberships ([`access::forget_session`]) |
+//!
+//! Only digests reach the file: a plaintext token never does (the core
+//! hashes it before a request exists). Times are stored bit for bit as
+//! `i64`; the liveness filters compare them as `u64` with the row value
+//! `(t < 0, t)`, whose order is the `u64` order.
+//!
+//! ## Decoding
+//!
+//! Decoders are total: a stored value that breaks its grammar (an unknown
+//! kind, state or role, a digest that is not 64 lower-case hex, a claimed
+//! claim without its bound digest, a text longer than its bound, …) fails
+//! the read or write with [`AccessError::Corrupt`] naming the table and the
+//! row; it is never read as "no credential" or "no role". A credential probe
+//! names its kind and also loads a row whose kind is outside the grammar, so
+//! a corrupt kind is reported rather than absent. The liveness filters of
+//! the pages likewise pass any state but `revoked`, so a corrupt state is
+//! reported. One read is an index probe that cannot see a corrupt row: the
+//! owner lookup (`WHERE kind = 'owner'`, the one-owner index) misses an
+//! owner row whose kind was overwritten; every other read of that row
+//! (authentication, the listing, a write naming it) reports it.
+//!
+//! Every `CHECK` above holds on write too, so a corrupt value reaches the
+//! file only around SQLite's constraints (the tests write them with
+//! `PRAGMA ignore_check_constraints`).
+
+use std::collections::BTreeSet;
+
+use custos_core::access::read::page_window;
+use custos_core::access::{
+    self, is_fingerprint, is_principal_id, valid_name, Access, AccessError, AccessFootprint,
+    AccessOutcome, AccessRequest, AccessState, Authority, Authorization, ClaimDigest, ClaimRow,
+    ClaimState, CredentialKind, CredentialRow, CredentialState, Digest, ListingPage,
+    MembershipPage, PrincipalKind, PrincipalRow, Role, SessionMemberPage, Sha, SigninPage,
+    FINGERPRINT_LEN, PRINCIPAL_ID_LIMIT,
+};
+use custos_core::catalogue::{
+    is_session_id, CatalogueError, CatalogueState, DISPLAY_NAME_LIMIT, SESSION_ID_LIMIT,
+};
+use rusqlite::types::ValueRef;
+use rusqlite::{params, Row, ToSql, Transaction, TransactionBehavior};
+
+use crate::catalogue::{load_sessions, SqliteCatalogue, MAX_WORD_LEN};
+use crate::codec::{text_ref, u64_from_sql, u64_to_sql};
+use crate::fault::Fault;
+
+/// The catalogue's migration step from version 4 to 5: the access tables.
+pub(crate) const ACCESS_STEP: &str = "
+CREATE TABLE access_principals (
+    principal_id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL CHECK (kind IN ('owner', 'member')),
+    name TEXT,
+    created_at_ms INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE UNIQUE INDEX access_one_owner ON access_principals (kind) WHERE kind = 'owner';
+CREATE TABLE access_credentials (
+    digest TEXT PRIMARY KEY CHECK (length(digest) = 64 AND digest NOT GLOB '*[^0-9a-f]*'),
+    kind TEXT NOT NULL CHECK (kind IN ('bearer', 'browser')),
+    principal_id TEXT NOT NULL REFERENCES access_principals (principal_id),
+    state TEXT NOT NULL CHECK (state IN ('active', 'revoked')),
+    issued_at_ms INTEGER NOT NULL,
+    claimed_at_ms INTEGER,
+    last_resumed_ms INTEGER,
+    expires_at_ms INTEGER,
+    issued_by TEXT
+) STRICT, WITHOUT ROWID;
+CREATE INDEX access_credentials_principal ON access_credentials (principal_id);
+CREATE TABLE access_claims (
+    claim TEXT PRIMARY KEY CHECK (length(claim) = 64 AND claim NOT GLOB '*[^0-9a-f]*'),
+    principal_id TEXT NOT NULL REFERENCES access_principals (principal_id),
+    expires_at_ms INTEGER NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('open', 'claimed', 'void')),
+    bound_digest TEXT,
+    bound_kind TEXT,
+    claimed_at_ms INTEGER,
+    CHECK ((state = 'claimed') = (bound_digest IS NOT NULL AND bound_kind IS NOT NULL
+                                  AND claimed_at_ms IS NOT NULL))
+) STRICT, WITHOUT ROWID;
+CREATE INDEX access_claims_principal ON access_claims (principal_id);
+CREATE UNIQUE INDEX access_claims_one_open ON access_claims (principal_id) WHERE state = 'open';
+CREATE TABLE access_memberships (
+    principal_id TEXT NOT NULL REFERENCES access_principals (principal_id),
+    session_id TEXT NOT NULL REFERENCES catalogue_sessions (session_id) ON DELETE CASCADE,
+    role TEXT NOT NULL CHECK (role IN ('operator', 'observer')),
+    PRIMARY KEY (principal_id, session_id)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX access_memberships_session ON access_memberships (session_id, principal_id);
+";
+
+/// The authentication probe: the primary key, naming the kind. A row whose
+/// stored kind is outside the grammar is loaded too, so it decodes as
+/// `Corrupt` instead of reading as absent.
+pub const AUTHENTICATE_SQL: &str = "SELECT digest, kind, principal_id, state, issued_at_ms, \
+     claimed_at_ms, last_resumed_ms, expires_at_ms, issued_by FROM access_credentials \
+     WHERE digest = ?1 AND (kind = ?2 OR kind NOT IN ('bearer', 'browser'))";
+
+const CREDENTIAL_SELECT: &str = "SELECT digest, kind, principal_id, state, issued_at_ms, \
+     claimed_at_ms, last_resumed_ms, expires_at_ms, issued_by FROM access_credentials";
+const PRINCIPAL_SELECT: &str =
+    "SELECT principal_id, kind, name, created_at_ms FROM access_principals";
+const CLAIM_SELECT: &str = "SELECT claim, principal_id, expires_at_ms, state, bound_digest, \
+     bound_kind, claimed_at_ms FROM access_claims";
+const MEMBERSHIP_SELECT: &str = "SELECT principal_id, session_id, role FROM access_memberships";
+
+/// A credential not revoked and, when it expires, unexpired at `?2` (the
+/// `u64` order of bit-cast times: see the module documentation). A state
+/// outside the grammar passes, so it decodes as `Corrupt`.
+const LIVE: &str = "state <> 'revoked' \
+     AND (expires_at_ms IS NULL OR (?2 < 0, ?2) < (expires_at_ms < 0, expires_at_ms))";
+
+type Res<T> = Result<T, AccessError>;
+
+fn db(op: &'static str) -> impl FnOnce(rusqlite::Error) -> AccessError {
+    move |e| AccessError::BackendFault {
+        reason: Fault::Db(op, e).reason(),
+    }
+}
+
+fn corrupt(what: &'static str, detail: impl Into<String>) -> AccessError {
+    AccessError::Corrupt {
+        what,
+        detail: detail.into(),
+    }
+}
+
+/// A catalogue failure met while loading the session rows access reads: a
+/// stored session row that breaks its grammar is `Corrupt`.
+fn from_catalogue(e: CatalogueError) -> AccessError {
+    match e {
+        CatalogueError::Invalid { what, detail } => corrupt(what, detail),
+        other => AccessError::BackendFault {
+            reason: other.to_string(),
+        },
+    }
+}
+
+fn window(limit: usize) -> i64 {
+    i64::try_from(page_window(limit)).unwrap_or(i64::MAX)
+}
+
+// ------------------------------------------------------------------ decode
+
+/// A text column of at most `max` bytes (checked before it is copied).
+fn text(r: &Row<'_>, col: usize, max: usize, at: &Cell<'_>) -> Res<Option<String>> {
+    text_ref(r, col, max)
+        .map(|t| t.map(str::to_owned))
+        .map_err(|e| corrupt(at.what, format!("{}: {e}", at.place(col))))
+}
+
+fn text_req(r: &Row<'_>, col: usize, max: usize, at: &Cell<'_>) -> Res<String> {
+    text(r, col, max, at)?.ok_or_else(|| corrupt(at.what, format!("{} is null", at.place(col))))
+}
+
+fn int(r: &Row<'_>, col: usize, at: &Cell<'_>) -> Res<Option<u64>> {
+    match r.get_ref(col).map_err(db("decode"))? {
+        ValueRef::Null => Ok(None),
+        ValueRef::Integer(i) => Ok(Some(u64_from_sql(i))),
+        other => Err(corrupt(
+            at.what,
+            format!(
+                "{}: expected an integer, found {:?}",
+                at.place(col),
+                other.data_type()
+            ),
+        )),
+    }
+}
+
+fn int_req(r: &Row<'_>, col: usize, at: &Cell<'_>) -> Res<u64> {
+    int(r, col, at)?.ok_or_else(|| corrupt(at.what, format!("{} is null", at.place(col))))
+}
+
+/// Where a decoded value sits: the error's `what`, the table, its columns
+/// and the row's key once known.
+struct Cell<'a> {
+    what: &'static str,
+    table: &'static str,
+    cols: &'static [&'static str],
+    row: &'a str,
+}
+
+impl Cell<'_> {
+    fn place(&self, col: usize) -> String {
+        let name = self.cols.get(col).copied().unwrap_or("?");
+        format!("{} row {} column {name}", self.table, self.row)
+    }
+
+    fn at<'b>(&self, row: &'b str) -> Cell<'b> {
+        Cell {
+            what: self.what,
+            table: self.table,
+            cols: self.cols,
+            row,
+        }
+    }
+
+    fn bad(&self, col: usize, value: &str) -> AccessError {
+        corrupt(
+            self.what,
+            format!("{}: {value:?} breaks its grammar", self.place(col)),
+        )
+    }
+}
+
+fn sha(r: &Row<'_>, col: usize, at: &Cell<'_>) -> Res<Sha> {
+    let hex = text_req(r, col, 64, at)?;
+    Sha::from_hex(&hex).ok_or_else(|| bad_hex(col, &hex, at))
+}
+
+/// A stored digest that is not 64 lower-case hex: named by its length and
+/// its first [`FINGERPRINT_LEN`] characters only.
+fn bad_hex(col: usize, hex: &str, at: &Cell<'_>) -> AccessError {
+    let head: String = hex.chars().take(FINGERPRINT_LEN).collect();
+    corrupt(
+        at.what,
+        format!(
+            "{}: {} bytes starting {head:?}, not 64 lower-case hex digits",
+            at.place(col),
+            hex.len()
+        ),
+    )
+}
+
+fn principal_id(r: &Row<'_>, col: usize, at: &Cell<'_>) -> Res<String> {
+    let id = text_req(r, col, PRINCIPAL_ID_LIMIT, at)?;
+    if is_principal_id(&id) {
+        Ok(id)
+    } else {
+        Err(at.bad(col, &id))
+    }
+}
+
+fn word<T>(r: &Row<'_>, col: usize, at: &Cell<'_>, parse: fn(&str) -> Option<T>) -> Res<T> {
+    let w = text_req(r, col, MAX_WORD_LEN, at)?;
+    parse(&w).ok_or_else(|| at.bad(col, &w))
+}
+
+fn decode_principal(r: &Row<'_>) -> Res<(String, PrincipalRow)> {
+    let at = Cell {
+        what: "stored principal",
+        table: "access_principals",
+        cols: &["principal_id", "kind", "name", "created_at_ms"],
+        row: "?",
+    };
+    let id = principal_id(r, 0, &at)?;
+    let at = at.at(&id);
+    let kind = word(r, 1, &at, PrincipalKind::parse)?;
+    let name = text(r, 2, DISPLAY_NAME_LIMIT, &at)?;
+    if let Some(n) = &name {
+        if valid_name(n).ok().as_deref() != Some(n.as_str()) {
+            return Err(at.bad(2, n));
+        }
+    }
+    let created_at_ms = int_req(r, 3, &at)?;
+    Ok((
+        id,
+        PrincipalRow {
+            kind,
+            name,
+            created_at_ms,
+        },
+    ))
+}
+
+fn decode_credential(r: &Row<'_>) -> Res<(Sha, CredentialRow)> {
+    let at = Cell {
+        what: "stored credential",
+        table: "access_credentials",
+        cols: &[
+            "digest",
+            "kind",
+            "principal_id",
+            "state",
+            "issued_at_ms",
+            "claimed_at_ms",
+            "last_resumed_ms",
+            "expires_at_ms",
+            "issued_by",
+        ],
+        row: "?",
+    };
+    let digest = sha(r, 0, &at)?;
+    let fp = digest.fingerprint();
+    let at = at.at(&fp);
+    let issued_by = text(r, 8, FINGERPRINT_LEN, &at)?;
+    if let Some(f) = &issued_by {
+        if !is_fingerprint(f) {
+            return Err(at.bad(8, f));
+        }
+    }
+    let row = CredentialRow {
+        kind: word(r, 1, &at, CredentialKind::parse)?,
+        principal: principal_id(r, 2, &at)?,
+        state: word(r, 3, &at, CredentialState::parse)?,
+        issued_at_ms: int_req(r, 4, &at)?,
+        claimed_at_ms: int(r, 5, &at)?,
+        last_resumed_ms: int(r, 6, &at)?,
+        expires_at_ms: int(r, 7, &at)?,
+        issued_by,
+    };
+    Ok((digest, row))
+}
+
+fn decode_claim(r: &Row<'_>) -> Res<(ClaimDigest, ClaimRow)> {
+    let at = Cell {
+        what: "stored claim",
+        table: "access_claims",
+        cols: &[
+            "claim",
+            "principal_id",
+            "expires_at_ms",
+            "state",
+            "bound_digest",
+            "bound_kind",
+            "claimed_at_ms",
+        ],
+        row: "?",
+    };
+    let claim = sha(r, 0, &at)?;
+    let fp = claim.fingerprint();
+    let at = at.at(&fp);
+    let principal = principal_id(r, 1, &at)?;
+    let expires_at_ms = int_req(r, 2, &at)?;
+    let state_word = text_req(r, 3, MAX_WORD_LEN, &at)?;
+    let bound = (
+        text(r, 4, 64, &at)?,
+        text(r, 5, MAX_WORD_LEN, &at)?,
+        int(r, 6, &at)?,
+    );
+    let state = match (state_word.as_str(), bound) {
+        ("open", (None, None, None)) => ClaimState::Open,
+        ("void", (None, None, None)) => ClaimState::Void,
+        ("claimed", (Some(hex), Some(kind), Some(at_ms))) => {
+            let sha = Sha::from_hex(&hex).ok_or_else(|| bad_hex(4, &hex, &at))?;
+            let digest = match CredentialKind::parse(&kind) {
+                Some(CredentialKind::Bearer) => Digest::bearer_from_sha256(*sha.bytes()),
+                Some(CredentialKind::Browser) => Digest::browser_from_sha256(*sha.bytes()),
+                None => return Err(at.bad(5, &kind)),
+            };
+            ClaimState::Claimed { digest, at_ms }
+        }
+        (w @ ("open" | "void" | "claimed"), _) => {
+            let how = if w == "claimed" {
+                "lacks its bound digest, kind or time"
+            } else {
+                "carries a bound digest, kind or time"
+            };
+            return Err(corrupt(
+                at.what,
+                format!("{}: a claim in state {w} {how}", at.place(3)),
+            ));
+        }
+        (w, _) => return Err(at.bad(3, w)),
+    };
+    Ok((
+        ClaimDigest::from_sha256(*claim.bytes()),
+        ClaimRow {
+            principal,
+            expires_at_ms,
+            state,
+        },
+    ))
+}
+
+fn decode_membership(r: &Row<'_>) -> Res<((String, String), Role)> {
+    let at = Cell {
+        what: "stored membership",
+        table: "access_memberships",
+        cols: &["principal_id", "session_id", "role"],
+        row: "?",
+    };
+    let principal = principal_id(r, 0, &at)?;
+    let session = text_req(r, 1, SESSION_ID_LIMIT, &at)?;
+    if !is_session_id(&session) {
+        return Err(at.bad(1, &session));
+    }
+    let key = format!("({principal}, {session})");
+    let role = word(r, 2, &at.at(&key), Role::parse)?;
+    Ok(((principal, session), role))
+}
+
+// ------------------------------------------------------------------ load
+
+/// Runs `sql` and decodes every row.
+fn rows<T>(
+    tx: &Transaction<'_>,
+    sql: &str,
+    args: &[&dyn ToSql],
+    decode: fn(&Row<'_>) -> Res<T>,
+) -> Res<Vec<T>> {
+    let mut st = tx.prepare_cached(sql).map_err(db("access-load"))?;
+    let mut q = st.query(args).map_err(db("access-load"))?;
+    let mut out = Vec::new();
+    while let Some(r) = q.next().map_err(db("access-load"))? {
+        out.push(decode(r)?);
+    }
+    Ok(out)
+}
+
+fn principals(
+    tx: &Transaction<'_>,
+    a: &mut AccessState,
+    where_: &str,
+    args: &[&dyn ToSql],
+) -> Res<Vec<String>> {
+    let sql = format!("{PRINCIPAL_SELECT} {where_}");
+    let got = rows(tx, &sql, args, decode_principal)?;
+    let ids = got.iter().map(|(id, _)| id.clone()).collect();
+    a.principals.extend(got);
+    Ok(ids)
+}
+
+fn credentials(
+    tx: &Transaction<'_>,
+    a: &mut AccessState,
+    where_: &str,
+    args: &[&dyn ToSql],
+) -> Res<()> {
+    let sql = format!("{CREDENTIAL_SELECT} {where_}");
+    a.credentials
+        .extend(rows(tx, &sql, args, decode_credential)?);
+    Ok(())
+}
+
+fn claims(tx: &Transaction<'_>, a: &mut AccessState, where_: &str, args: &[&dyn ToSql]) -> Res<()> {
+    let sql = format!("{CLAIM_SELECT} {where_}");
+    a.claims.extend(rows(tx, &sql, args, decode_claim)?);
+    Ok(())
+}
+
+fn memberships(
+    tx: &Transaction<'_>,
+    a: &mut AccessState,
+    where_: &str,
+    args: &[&dyn ToSql],
+) -> Res<Vec<(String, String)>> {
+    let sql = format!("{MEMBERSHIP_SELECT} {where_}");
+    let got = rows(tx, &sql, args, decode_membership)?;
+    let keys = got.iter().map(|(k, _)| k.clone()).collect();
+    a.memberships.extend(got);
+    Ok(keys)
+}
+
+fn session(tx: &Transaction<'_>, s: &mut CatalogueState, id: &str) -> Res<()> {
+    load_sessions(tx, s, "WHERE s.session_id = ?1", &[&id]).map_err(from_catalogue)
+}
+
+fn revision(tx: &Transaction<'_>) -> Res<u64> {
+    let rev: i64 = tx
+        .query_row(
+            "SELECT revision FROM catalogue_meta WHERE singleton = 1",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(db("access-load-revision"))?;
+    u64::try_from(rev).map_err(|_| corrupt("stored revision", rev.to_string()))
+}
+
+/// One principal's row with every credential, claim and membership of it.
+fn principal_whole(tx: &Transaction<'_>, a: &mut AccessState, id: &str) -> Res<()> {
+    principals(tx, a, "WHERE principal_id = ?1", &[&id])?;
+    credentials(tx, a, "WHERE principal_id = ?1", &[&id])?;
+    claims(tx, a, "WHERE principal_id = ?1", &[&id])?;
+    memberships(tx, a, "WHERE principal_id = ?1", &[&id])?;
+    Ok(())
+}
+
+/// Loads the rows of `fp` in [`AccessFootprint::partial`]'s order: the
+/// owner and the named principals; the credential rows of its digests, its
+/// claim rows and (when asked) every browser credential; then the
+/// principals those name, each whole; the catalogue session rows; and the
+/// catalogue revision.
+fn load_footprint(tx: &Transaction<'_>, fp: &AccessFootprint) -> Res<CatalogueState> {
+    let mut s = CatalogueState {
+        revision: revision(tx)?,
+        ..CatalogueState::default()
+    };
+    let mut named: BTreeSet<String> = fp.principals.iter().cloned().collect();
+    if fp.owner {
+        let mut owner = AccessState::default();
+        named.extend(principals(tx, &mut owner, "WHERE kind = 'owner'", &[])?);
+    }
+    let a = &mut s.access;
+    for d in &fp.digests {
+        credentials(tx, a, "WHERE digest = ?1", &[&d.to_hex()])?;
+    }
+    for c in &fp.claims {
+        claims(tx, a, "WHERE claim = ?1", &[&c.sha().to_hex()])?;
+    }
+    if fp.all_logins {
+        credentials(tx, a, "WHERE kind = 'browser'", &[])?;
+    }
+    named.extend(access::named_principals(a));
+    for id in &named {
+        principal_whole(tx, a, id)?;
+    }
+    for id in &fp.sessions {
+        session(tx, &mut s, id)?;
+    }
+    Ok(s)
+}
+
+/// The credential row `digest` names (by hash and kind) and its principal's
+/// row.
+fn probe(tx: &Transaction<'_>, a: &mut AccessState, digest: &Digest) -> Res<()> {
+    let hex = digest.sha().to_hex();
+    a.credentials.extend(rows(
+        tx,
+        AUTHENTICATE_SQL,
+        params![hex, digest.kind().as_str()],
+        decode_credential,
+    )?);
+    for p in access::named_principals(a) {
+        principals(tx, a, "WHERE principal_id = ?1", &[&p])?;
+    }
+    Ok(())
+}
+
+// ------------------------------------------------------------------ store
+
+fn exec(tx: &Transaction<'_>, sql: &str, args: &[&dyn ToSql]) -> Res<()> {
+    tx.prepare_cached(sql)
+        .map_err(db("access-write"))?
+        .execute(args)
+        .map_err(db("access-write"))?;
+    Ok(())
+}
+
+fn opt_i64(v: Option<u64>) -> Option<i64> {
+    v.map(u64_to_sql)
+}
+
+fn write_principal(tx: &Transaction<'_>, id: &str, p: &PrincipalRow) -> Res<()> {
+    exec(
+        tx,
+        "INSERT INTO access_principals (principal_id, kind, name, created_at_ms) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (principal_id) DO UPDATE SET kind = ?2, name = ?3, created_at_ms = ?4",
+        params![id, p.kind.as_str(), p.name, u64_to_sql(p.created_at_ms)],
+    )
+}
+
+fn write_credential(tx: &Transaction<'_>, sha: &Sha, c: &CredentialRow) -> Res<()> {
+    exec(
+        tx,
+        "INSERT INTO access_credentials (digest, kind, principal_id, state, issued_at_ms,
+             claimed_at_ms, last_resumed_ms, expires_at_ms, issued_by)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+         ON CONFLICT (digest) DO UPDATE SET kind = ?2, principal_id = ?3, state = ?4,
+             issued_at_ms = ?5, claimed_at_ms = ?6, last_resumed_ms = ?7, expires_at_ms = ?8,
+             issued_by = ?9",
+        params![
+            sha.to_hex(),
+            c.kind.as_str(),
+            c.principal,
+            c.state.as_str(),
+            u64_to_sql(c.issued_at_ms),
+            opt_i64(c.claimed_at_ms),
+            opt_i64(c.last_resumed_ms),
+            opt_i64(c.expires_at_ms),
+            c.issued_by
+        ],
+    )
+}
+
+fn write_claim(tx: &Transaction<'_>, claim: &ClaimDigest, c: &ClaimRow) -> Res<()> {
+    let (state, digest, kind, at) = match &c.state {
+        ClaimState::Open => ("open", None, None, None),
+        ClaimState::Void => ("void", None, None, None),
+        ClaimState::Claimed { digest, at_ms } => (
+            "claimed",
+            Some(digest.sha().to_hex()),
+            Some(digest.kind().as_str()),
+            Some(u64_to_sql(*at_ms)),
+        ),
+    };
+    exec(
+        tx,
+        "INSERT INTO access_claims (claim, principal_id, expires_at_ms, state, bound_digest,
+             bound_kind, claimed_at_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT (claim) DO UPDATE SET principal_id = ?2, expires_at_ms = ?3, state = ?4,
+             bound_digest = ?5, bound_kind = ?6, claimed_at_ms = ?7",
+        params![
+            claim.sha().to_hex(),
+            c.principal,
+            u64_to_sql(c.expires_at_ms),
+            state,
+            digest,
+            kind,
+            at
+        ],
+    )
+}
+
+/// Writes back the rows that differ between the loaded `before` and
+/// `next`: removals first (children before parents), then upserts (parents
+/// first; within a table, rows that existed before are updated before new
+/// ones are inserted, so a voided claim leaves the one-open-claim index
+/// before its replacement arrives).
+fn store(tx: &Transaction<'_>, before: &CatalogueState, next: &CatalogueState) -> Res<()> {
+    if before.revision != next.revision {
+        exec(
+            tx,
+            "UPDATE catalogue_meta SET revision = ?1 WHERE singleton = 1",
+            params![u64_to_sql(next.revision)],
+        )?;
+    }
+    let (b, n) = (&before.access, &next.access);
+    for (p, s) in b.memberships.keys() {
+        if !n.memberships.contains_key(&(p.clone(), s.clone())) {
+            exec(
+                tx,
+                "DELETE FROM access_memberships WHERE principal_id = ?1 AND session_id = ?2",
+                params![p, s],
+            )?;
+        }
+    }
+    for k in b.claims.keys().filter(|k| !n.claims.contains_key(*k)) {
+        exec(
+            tx,
+            "DELETE FROM access_claims WHERE claim = ?1",
+            params![k.sha().to_hex()],
+        )?;
+    }
+    for k in b
+        .credentials
+        .keys()
+        .filter(|k| !n.credentials.contains_key(*k))
+    {
+        exec(
+            tx,
+            "DELETE FROM access_credentials WHERE digest = ?1",
+            params![k.to_hex()],
+        )?;
+    }
+    for k in b
+        .principals
+        .keys()
+        .filter(|k| !n.principals.contains_key(*k))
+    {
+        exec(
+            tx,
+            "DELETE FROM access_principals WHERE principal_id = ?1",
+            params![k],
+        )?;
+    }
+    for existed in [true, false] {
+        for (id, p) in &n.principals {
+            let prev = b.principals.get(id);
+            if prev.is_some() == existed && prev != Some(p) {
+                write_principal(tx, id, p)?;
+            }
+        }
+    }
+    for existed in [true, false] {
+        for (sha, c) in &n.credentials {
+            let prev = b.credentials.get(sha);
+            if prev.is_some() == existed && prev != Some(c) {
+                write_credential(tx, sha, c)?;
+            }
+        }
+    }
+    for existed in [true, false] {
+        for (k, c) in &n.claims {
+            let prev = b.claims.get(k);
+            if prev.is_some() == existed && prev != Some(c) {
+                write_claim(tx, k, c)?;
+            }
+        }
+    }
+    for ((p, s), r) in &n.memberships {
+        if b.memberships.get(&(p.clone(), s.clone())) != Some(r) {
+            exec(
+                tx,
+                "INSERT INTO access_memberships (principal_id, session_id, role) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (principal_id, session_id) DO UPDATE SET role = ?3",
+                params![p, s, r.as_str()],
+            )?;
+        }
+    }
+    Ok(())
+}
+
+// ------------------------------------------------------------------ the port
+
+impl SqliteCatalogue {
+    fn access_read<T>(&self, f: impl FnMut(&Transaction<'_>) -> Res<T>) -> Res<T> {
+        self.access_tx(TransactionBehavior::Deferred, f)
+    }
+
+    /// The rows an access write with footprint `fp` loads, read in one
+    /// deferred transaction: for tests comparing the loader with
+    /// [`AccessFootprint::partial`].
+    #[doc(hidden)]
+    pub fn load_access_footprint(&self, fp: &AccessFootprint) -> Res<CatalogueState> {
+        self.access_read(|tx| load_footprint(tx, fp))
+    }
+
+    /// SQLite's plan for the authentication probe ([`AUTHENTICATE_SQL`]):
+    /// one line per plan row (the detail column).
+    pub fn explain_authenticate(&self) -> Res<Vec<String>> {
+        self.access_read(|tx| {
+            let mut st = tx
+                .prepare(&format!("EXPLAIN QUERY PLAN {AUTHENTICATE_SQL}"))
+                .map_err(db("explain"))?;
+            let mut q = st
+                .query(params![rusqlite::types::Null, rusqlite::types::Null])
+                .map_err(db("explain"))?;
+            let mut out = Vec::new();
+            while let Some(r) = q.next().map_err(db("explain"))? {
+                out.push(r.get::<_, String>(3).map_err(db("explain"))?);
+            }
+            Ok(out)
+        })
+    }
+}
+
+impl Access for SqliteCatalogue {
+    fn apply_access(&self, req: &AccessRequest) -> Res<AccessOutcome> {
+        self.access_tx(TransactionBehavior::Immediate, |tx| {
+            let before = load_footprint(tx, &access::footprint(req))?;
+            let d = access::decide(&before, req)?;
+            store(tx, &before, &d.next)?;
+            Ok(d.outcome)
+        })
+    }
+
+    fn owner(&self) -> Res<Option<(String, Option<String>)>> {
+        self.access_read(|tx| {
+            let mut a = AccessState::default();
+            principals(tx, &mut a, "WHERE kind = 'owner'", &[])?;
+            Ok(a.owner())
+        })
+    }
+
+    fn authenticate(&self, digest: &Digest, now_ms: u64) -> Res<Option<Authority>> {
+        self.access_read(|tx| {
+            let mut a = AccessState::default();
+            probe(tx, &mut a, digest)?;
+            Ok(a.authenticate(digest, now_ms))
+        })
+    }
+
+    fn authorization(
+        &self,
+        digest: &Digest,
+        session_id: &str,
+        now_ms: u64,
+    ) -> Res<Option<Authorization>> {
+        self.access_read(|tx| {
+            let mut s = CatalogueState::default();
+            probe(tx, &mut s.access, digest)?;
+            let Some(who) = s.access.authenticate(digest, now_ms) else {
+                return Ok(None);
+            };
+            session(tx, &mut s, session_id)?;
+            memberships(
+                tx,
+                &mut s.access,
+                "WHERE principal_id = ?1 AND session_id = ?2",
+                params![who.principal, session_id],
+            )?;
+            Ok(s.authorization(digest, session_id, now_ms))
+        })
+    }
+
+    fn claim_known(&self, claim: &ClaimDigest) -> Res<bool> {
+        self.access_read(|tx| {
+            let mut a = AccessState::default();
+            claims(tx, &mut a, "WHERE claim = ?1", &[&claim.sha().to_hex()])?;
+            Ok(a.claim_known(claim))
+        })
+    }
+
+    fn principals_page(&self, after: Option<&str>, limit: usize, now_ms: u64) -> Res<ListingPage> {
+        self.access_read(|tx| {
+            let mut a = AccessState::default();
+            let ids = principals(
+                tx,
+                &mut a,
+                "WHERE (?1 IS NULL OR principal_id > ?1) ORDER BY principal_id LIMIT ?2",
+                params![after, window(limit)],
+            )?;
+            let now = u64_to_sql(now_ms);
+            for id in &ids {
+                credentials(
+                    tx,
+                    &mut a,
+                    &format!("WHERE principal_id = ?1 AND {LIVE}"),
+                    params![id, now],
+                )?;
+                claims(
+                    tx,
+                    &mut a,
+                    "WHERE principal_id = ?1 AND state NOT IN ('void', 'claimed')",
+                    params![id],
+                )?;
+            }
+            Ok(a.principals_page(after, limit, now_ms))
+        })
+    }
+
+    fn memberships_page(
+        &self,
+        principal: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Res<MembershipPage> {
+        self.access_read(|tx| {
+            let mut s = CatalogueState::default();
+            principals(tx, &mut s.access, "WHERE principal_id = ?1", &[&principal])?;
+            let keys = memberships(
+                tx,
+                &mut s.access,
+                "WHERE principal_id = ?1 AND (?2 IS NULL OR session_id > ?2)
+                 ORDER BY session_id LIMIT ?3",
+                params![principal, after, window(limit)],
+            )?;
+            for (_, id) in &keys {
+                session(tx, &mut s, id)?;
+            }
+            s.memberships_page(principal, after, limit)
+        })
+    }
+
+    fn session_members_page(
+        &self,
+        session_id: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Res<SessionMemberPage> {
+        self.access_read(|tx| {
+            let mut s = CatalogueState::default();
+            session(tx, &mut s, session_id)?;
+            let keys = memberships(
+                tx,
+                &mut s.access,
+                "WHERE session_id = ?1 AND (?2 IS NULL OR principal_id > ?2)
+                 ORDER BY principal_id LIMIT ?3",
+                params![session_id, after, window(limit)],
+            )?;
+            for (p, _) in &keys {
+                principals(tx, &mut s.access, "WHERE principal_id = ?1", &[p])?;
+            }
+            s.session_members_page(session_id, after, limit)
+        })
+    }
+
+    fn signins_page(
+        &self,
+        principal: &str,
+        after: Option<&str>,
+        limit: usize,
+        now_ms: u64,
+    ) -> Res<SigninPage> {
+        self.access_read(|tx| {
+            let mut a = AccessState::default();
+            principals(tx, &mut a, "WHERE principal_id = ?1", &[&principal])?;
+            credentials(
+                tx,
+                &mut a,
+                &format!(
+                    "WHERE principal_id = ?1 AND kind <> 'bearer' AND {LIVE}
+                     AND (?3 IS NULL OR substr(digest, 1, {FINGERPRINT_LEN}) > ?3)
+                     ORDER BY digest LIMIT ?4"
+                ),
+                params![principal, u64_to_sql(now_ms), after, window(limit)],
+            )?;
+            a.signins_page(principal, after, limit, now_ms)
+        })
+    }
+}

@@ -1,0 +1,423 @@
+//! The access plane on SQLite against the memory backend: random streams of
+//! access requests mixed with catalogue `Reserve` and `Delete` of sessions
+//! (so the membership cascade is exercised) go through `MemoryCatalogue`
+//! and `SqliteCatalogue`, and every answer is compared: each write's
+//! result, and after each step the owner, `authenticate` and
+//! `authorization` of every digest in the universe, every page walked with
+//! a small limit (principals, memberships, session members, sign-ins),
+//! `claim_known` of every claim, and the revision. Before each access write
+//! the SQLite loader's partial state is compared with the reference
+//! `AccessFootprint::partial` of the memory state. The SQLite file is
+//! closed and reopened at a random step.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+
+use custos_core::access::{
+    browser_digest, claim_digest, credential_digest, footprint, Access, AccessRequest, ClaimDigest,
+    Digest, Enrollment, Role,
+};
+use custos_core::catalogue::{Catalogue, Creation, MemoryCatalogue, Request};
+use custos_sqlite::catalogue::SqliteCatalogue;
+use proptest::prelude::*;
+
+// ---- the request generator of core/src/access/tests.rs (copied), with
+// renames, device-link logins and catalogue session operations added ----
+
+fn bearer(t: &str) -> Digest {
+    credential_digest(t.as_bytes())
+}
+
+fn arb_digest() -> impl Strategy<Value = Digest> {
+    (0u8..6, any::<bool>()).prop_map(|(t, browser)| {
+        let tok = format!("tok{t}");
+        if browser {
+            browser_digest(tok.as_bytes())
+        } else {
+            bearer(&tok)
+        }
+    })
+}
+
+fn arb_claim() -> impl Strategy<Value = ClaimDigest> {
+    (0u8..4).prop_map(|c| claim_digest(format!("claim{c}").as_bytes()))
+}
+
+fn arb_enrollment() -> impl Strategy<Value = Enrollment> {
+    prop_oneof![
+        (arb_claim(), 0u64..40).prop_map(|(claim, expires_at_ms)| Enrollment::Claim {
+            claim,
+            expires_at_ms
+        }),
+        arb_digest().prop_map(Enrollment::Digest),
+    ]
+}
+
+fn arb_principal() -> impl Strategy<Value = String> {
+    (0u8..4).prop_map(|p| format!("p{p}"))
+}
+
+fn arb_session() -> impl Strategy<Value = String> {
+    (0u8..3).prop_map(|s| format!("s{s}"))
+}
+
+fn arb_role() -> impl Strategy<Value = Role> {
+    prop_oneof![Just(Role::Operator), Just(Role::Observer)]
+}
+
+fn arb_name() -> impl Strategy<Value = Option<String>> {
+    prop_oneof![
+        Just(None),
+        Just(Some("Ann".to_owned())),
+        Just(Some(" Bob ".to_owned())),
+        Just(Some(" \u{200B}".to_owned())),
+    ]
+}
+
+fn arb_owner_and_rotation() -> impl Strategy<Value = AccessRequest> {
+    let now = 0u64..40;
+    prop_oneof![
+        (arb_principal(), arb_name(), arb_digest(), now.clone()).prop_map(
+            |(principal, name, digest, now_ms)| AccessRequest::BootstrapOwner {
+                principal,
+                name,
+                digest,
+                now_ms,
+            }
+        ),
+        (arb_principal(), arb_digest(), now.clone()).prop_map(|(principal, digest, now_ms)| {
+            AccessRequest::RotateCredential {
+                principal,
+                digest,
+                now_ms,
+            }
+        }),
+        (arb_principal(), arb_name())
+            .prop_map(|(principal, name)| AccessRequest::Rename { principal, name }),
+        (
+            arb_principal(),
+            arb_session(),
+            arb_role(),
+            arb_enrollment(),
+            now.clone()
+        )
+            .prop_map(|(principal, session_id, role, enrollment, now_ms)| {
+                AccessRequest::InviteMember {
+                    principal,
+                    name: Some("M".into()),
+                    session_id,
+                    role,
+                    enrollment,
+                    now_ms,
+                }
+            }),
+        (arb_principal(), arb_enrollment(), now).prop_map(|(principal, enrollment, now_ms)| {
+            AccessRequest::RotateMember {
+                principal,
+                enrollment,
+                now_ms,
+            }
+        }),
+        arb_principal().prop_map(|principal| AccessRequest::RevokeMember { principal }),
+        (arb_principal(), arb_session(), arb_role()).prop_map(|(principal, session_id, role)| {
+            AccessRequest::Grant {
+                principal,
+                session_id,
+                role,
+            }
+        }),
+        (arb_principal(), arb_session()).prop_map(|(principal, session_id)| {
+            AccessRequest::Ungrant {
+                principal,
+                session_id,
+            }
+        }),
+    ]
+}
+
+fn arb_claims_and_logins() -> impl Strategy<Value = AccessRequest> {
+    let now = 0u64..40;
+    prop_oneof![
+        (arb_claim(), arb_digest(), arb_name(), now.clone()).prop_map(
+            |(claim, digest, name, now_ms)| AccessRequest::Claim {
+                claim,
+                digest,
+                name,
+                now_ms,
+            }
+        ),
+        (arb_claim(), arb_digest(), now.clone(), 0u64..60).prop_map(
+            |(claim, digest, now_ms, expires_at_ms)| AccessRequest::ClaimLogin {
+                claim,
+                digest,
+                name: Some("L".into()),
+                now_ms,
+                expires_at_ms,
+            }
+        ),
+        (
+            arb_principal(),
+            arb_digest(),
+            now,
+            0u64..60,
+            proptest::option::of(arb_digest())
+        )
+            .prop_map(|(principal, digest, now_ms, expires_at_ms, by)| {
+                AccessRequest::IssueLogin {
+                    principal,
+                    digest,
+                    now_ms,
+                    expires_at_ms,
+                    issued_by: by.map(|d| d.fingerprint()),
+                }
+            }),
+        (arb_principal(), arb_digest()).prop_map(|(principal, d)| AccessRequest::RevokeLogin {
+            principal,
+            fingerprint: d.fingerprint(),
+        }),
+        arb_principal().prop_map(|principal| AccessRequest::RevokeLogins { principal }),
+        Just(AccessRequest::RevokeAllLogins),
+        (arb_digest(), 0u64..200_000)
+            .prop_map(|(digest, now_ms)| AccessRequest::Resumed { digest, now_ms }),
+    ]
+}
+
+/// Random access requests over a small universe, so collisions are common.
+fn arb_request() -> impl Strategy<Value = AccessRequest> {
+    prop_oneof![8 => arb_owner_and_rotation(), 7 => arb_claims_and_logins()]
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Access(AccessRequest),
+    Reserve(String),
+    Delete(String),
+}
+
+fn arb_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => arb_request().prop_map(Op::Access),
+        1 => arb_session().prop_map(Op::Reserve),
+        1 => arb_session().prop_map(Op::Delete),
+    ]
+}
+
+fn reserve(id: &str) -> Request {
+    Request::Reserve {
+        session_id: id.into(),
+        creation: Creation::local(&format!("k-{id}"), &format!("Session {id}"), "/w"),
+        now: 1,
+    }
+}
+
+// ---- what is compared after every step ----
+
+/// Every digest a request can name: the tokens of both kinds, and the
+/// claims' own hashes as bearers.
+fn digests() -> Vec<Digest> {
+    let mut out = Vec::new();
+    for t in 0..6 {
+        let tok = format!("tok{t}");
+        out.push(bearer(&tok));
+        out.push(browser_digest(tok.as_bytes()));
+    }
+    for c in 0..4 {
+        out.push(bearer(&format!("claim{c}")));
+    }
+    out
+}
+
+const PRINCIPALS: [&str; 5] = ["p0", "p1", "p2", "p3", "not a principal!"];
+const SESSIONS: [&str; 4] = ["s0", "s1", "s2", "s9"];
+const READ_TIMES: [u64; 6] = [5, 10, 20, 30, 45, 150_000];
+
+/// Every answer one backend gives, labelled, as debug text.
+fn observe<C: Access + Catalogue>(c: &C) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut put = |label: String, v: String| out.push((label, v));
+    put("owner".into(), format!("{:?}", c.owner()));
+    put("revision".into(), format!("{:?}", c.revision()));
+    for d in digests() {
+        for now in READ_TIMES {
+            put(
+                format!("authenticate {d:?} @{now}"),
+                format!("{:?}", c.authenticate(&d, now)),
+            );
+        }
+        for s in SESSIONS {
+            put(
+                format!("authorization {d:?} {s}"),
+                format!("{:?}", c.authorization(&d, s, 10)),
+            );
+        }
+    }
+    for i in 0..4 {
+        let k = claim_digest(format!("claim{i}").as_bytes());
+        put(
+            format!("claim_known {k:?}"),
+            format!("{:?}", c.claim_known(&k)),
+        );
+    }
+    for now in READ_TIMES {
+        put(
+            format!("principals_page all @{now}"),
+            format!("{:?}", c.principals_page(None, 100, now)),
+        );
+        walk(&mut put, &format!("principals @{now}"), |after| {
+            c.principals_page(after, 1, now)
+                .map(|p| {
+                    (
+                        p.rows.last().map(|r| r.principal.clone()),
+                        p.more,
+                        format!("{p:?}"),
+                    )
+                })
+                .map_err(|e| format!("{e:?}"))
+        });
+    }
+    for p in PRINCIPALS {
+        walk(&mut put, &format!("memberships {p}"), |after| {
+            c.memberships_page(p, after, 1)
+                .map(|g| {
+                    (
+                        g.rows.last().map(|r| r.session_id.clone()),
+                        g.more,
+                        format!("{g:?}"),
+                    )
+                })
+                .map_err(|e| format!("{e:?}"))
+        });
+        for now in READ_TIMES {
+            walk(&mut put, &format!("signins {p} @{now}"), |after| {
+                c.signins_page(p, after, 1, now)
+                    .map(|g| {
+                        (
+                            g.rows.last().map(|r| r.fingerprint.clone()),
+                            g.more,
+                            format!("{g:?}"),
+                        )
+                    })
+                    .map_err(|e| format!("{e:?}"))
+            });
+        }
+    }
+    for s in SESSIONS {
+        walk(&mut put, &format!("session members {s}"), |after| {
+            c.session_members_page(s, after, 1)
+                .map(|g| {
+                    (
+                        g.rows.last().map(|r| r.principal.clone()),
+                        g.more,
+                        format!("{g:?}"),
+                    )
+                })
+                .map_err(|e| format!("{e:?}"))
+        });
+    }
+    out
+}
+
+type PageStep = Result<(Option<String>, bool, String), String>;
+
+/// Walks a paged listing from the start, recording each page.
+fn walk(
+    put: &mut impl FnMut(String, String),
+    label: &str,
+    mut page: impl FnMut(Option<&str>) -> PageStep,
+) {
+    let mut after: Option<String> = None;
+    for i in 0..12 {
+        match page(after.as_deref()) {
+            Ok((last, more, shown)) => {
+                put(format!("{label} page {i}"), shown);
+                if !more || last.is_none() {
+                    return;
+                }
+                after = last;
+            }
+            Err(e) => {
+                put(format!("{label} page {i}"), e);
+                return;
+            }
+        }
+    }
+    put(label.to_owned(), "more than 12 pages".into());
+}
+
+fn compare(
+    step: usize,
+    op: &Op,
+    mem: &MemoryCatalogue,
+    sq: &SqliteCatalogue,
+) -> Result<(), TestCaseError> {
+    let (m, s) = (observe(mem), observe(sq));
+    prop_assert_eq!(
+        m.len(),
+        s.len(),
+        "step {} {:?}: observation counts",
+        step,
+        op
+    );
+    for ((lm, vm), (ls, vs)) in m.iter().zip(&s) {
+        prop_assert_eq!(lm, ls);
+        prop_assert_eq!(vm, vs, "step {} after {:?}: {}", step, op, lm);
+    }
+    Ok(())
+}
+
+fn scratch() -> tempfile::TempDir {
+    // Writes are fsync'd; a memory file system keeps 64 × 40 commits quick.
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        tempfile::tempdir_in(shm).unwrap()
+    } else {
+        tempfile::tempdir().unwrap()
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn sqlite_answers_every_access_stream_as_memory_does(
+        ops in proptest::collection::vec(arb_op(), 1..40),
+        reopen_at in 0usize..40,
+    ) {
+        let dir = scratch();
+        let path = dir.path().join("catalogue.db");
+        let mem = MemoryCatalogue::new();
+        let mut sq = SqliteCatalogue::open(&path).unwrap();
+        for id in ["s0", "s1"] {
+            prop_assert_eq!(mem.apply(&reserve(id)), sq.apply(&reserve(id)));
+        }
+        for (step, op) in ops.iter().enumerate() {
+            if step == reopen_at {
+                drop(sq);
+                sq = SqliteCatalogue::open(&path).unwrap();
+            }
+            match op {
+                Op::Access(req) => {
+                    let fp = footprint(req);
+                    let reference = fp.partial(&mem.snapshot().unwrap());
+                    let loaded = sq.load_access_footprint(&fp).unwrap();
+                    prop_assert_eq!(&loaded, &reference, "step {} {:?}: the loaded footprint", step, req);
+                    let (a, b) = (mem.apply_access(req), sq.apply_access(req));
+                    prop_assert_eq!(&a, &b, "step {} {:?}", step, req);
+                }
+                Op::Reserve(id) => {
+                    prop_assert_eq!(mem.apply(&reserve(id)), sq.apply(&reserve(id)), "step {}", step);
+                }
+                Op::Delete(id) => {
+                    let del = Request::Delete { session_id: id.clone() };
+                    prop_assert_eq!(mem.apply(&del), sq.apply(&del), "step {}", step);
+                }
+            }
+            compare(step, op, &mem, &sq)?;
+        }
+        // A last reopen: everything persisted.
+        drop(sq);
+        let sq = SqliteCatalogue::open(&path).unwrap();
+        compare(ops.len(), &Op::Reserve("(reopened)".into()), &mem, &sq)?;
+    }
+}
