@@ -134,6 +134,12 @@ pub fn fence_epochs(uri: &Path) -> BTreeMap<String, u64> {
         .collect()
 }
 
+fn sibling_exists(path: &Path, suffix: &str) -> bool {
+    let mut p = path.as_os_str().to_owned();
+    p.push(suffix);
+    Path::new(&p).exists()
+}
+
 /// The destination's administration as a later reader finds it: the
 /// reservation's status (`None`: no reservation or no catalog), whether
 /// a receipt is stored, and how many Worlds discovery shows.
@@ -149,6 +155,15 @@ pub fn destination(uri: &Path) -> (Option<Status>, bool, usize) {
             rule: custos_sqlite::Refusal::ZeroLength | custos_sqlite::Refusal::Empty,
             ..
         }) => return (None, false, 0),
+        // A writer killed inside a commit leaves a WAL (or journal) whose
+        // index only a writable connection may recover; a read-only one is
+        // refused (`SQLITE_READONLY_RECOVERY`). The next writer — the
+        // retry — recovers it on open, so the reader does the same first:
+        // recovery keeps every committed transaction and nothing else.
+        Err(e) if sibling_exists(&path, "-wal") || sibling_exists(&path, "-journal") => {
+            drop(SqliteControlCatalog::open(&path).unwrap_or_else(|w| panic!("{e}; then {w}")));
+            SqliteControlCatalog::open_read_only(&path).unwrap()
+        }
         Err(e) => panic!("{e}"),
     };
     let d = control.load_destination().unwrap();
