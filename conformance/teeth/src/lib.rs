@@ -1,0 +1,79 @@
+//! Broken backends the conformance suites must reject.
+//!
+//! Each test file under `tests/` is one port: a set of wrappers over the
+//! memory implementation (or small shells over core's pure state), each
+//! carrying one bug a backend author might really write. A table test runs
+//! every conformance case of the port against every broken backend, asserts
+//! each fails at least one case (and that the honest backend fails none),
+//! and prints which cases caught which backend.
+//!
+//! This library holds the shared driver: [`run_case`] runs one case and
+//! reports whether it failed (a panic is a failure), and [`Verdicts`]
+//! collects the table and asserts on it.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// Runs `case` once; `true` when it failed (panicked). The panic message is
+/// kept out of the test output: the table shows which case caught what.
+pub fn run_case(case: impl FnOnce()) -> bool {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let failed = catch_unwind(AssertUnwindSafe(case)).is_err();
+    std::panic::set_hook(hook);
+    failed
+}
+
+/// The caught-by table of one port.
+#[derive(Debug, Default)]
+pub struct Verdicts {
+    port: &'static str,
+    rows: Vec<(String, Vec<String>)>,
+}
+
+impl Verdicts {
+    /// An empty table for `port`.
+    #[must_use]
+    pub fn new(port: &'static str) -> Self {
+        Verdicts {
+            port,
+            rows: Vec::new(),
+        }
+    }
+
+    /// Records that `backend` was caught by `cases` (empty: it survived).
+    pub fn record(&mut self, backend: impl Into<String>, cases: Vec<String>) {
+        self.rows.push((backend.into(), cases));
+    }
+
+    /// Prints the table and panics, at the caller's line, naming every
+    /// backend no case caught, or when fewer than `at_least` backends were
+    /// tried.
+    #[track_caller]
+    pub fn assert_all_caught(&self, at_least: usize) {
+        println!("{}: {} broken backends", self.port, self.rows.len());
+        for (backend, cases) in &self.rows {
+            if cases.is_empty() {
+                println!("  {backend}: SURVIVED");
+            } else {
+                println!("  {backend}: caught by {}", cases.join(", "));
+            }
+        }
+        let survivors: Vec<&str> = self
+            .rows
+            .iter()
+            .filter(|(_, c)| c.is_empty())
+            .map(|(b, _)| b.as_str())
+            .collect();
+        assert!(
+            survivors.is_empty(),
+            "{}: broken backends no case caught: {survivors:?}",
+            self.port
+        );
+        assert!(
+            self.rows.len() >= at_least,
+            "{}: {} broken backends, want at least {at_least}",
+            self.port,
+            self.rows.len()
+        );
+    }
+}
