@@ -180,6 +180,24 @@ where
         )
     }
 
+    fn check_as_model(&self, bound: Bound, threads: usize, mutant: &str) -> Option<ModelReport> {
+        let m = M::Mutant::named(mutant)?;
+        let real = match M::at(bound) {
+            Ok(real) => real,
+            Err(e) => return Some(unbuilt(M::NAME, bound, e)),
+        };
+        let model = real.with_mutant(m);
+        let detail = format!("{} (mutant {mutant})", model.describe_bound());
+        Some(crate::check(
+            M::NAME,
+            bound,
+            detail,
+            threads,
+            model,
+            Vec::new(),
+        ))
+    }
+
     fn mutant_names(&self) -> Vec<&'static str> {
         <M::Mutant as MutantSet>::ALL
             .iter()

@@ -32,6 +32,7 @@ pub mod lease;
 pub mod ledger;
 pub mod migration;
 pub mod release;
+pub mod trace;
 pub mod world;
 
 /// Which bound to check a model to.
@@ -56,6 +57,8 @@ pub struct PropertyReport {
     pub held: bool,
     /// For a failed `always`, the length of the counterexample.
     pub counterexample_len: Option<usize>,
+    /// For a failed `always`: a shortest counterexample, step by step.
+    pub trace: Option<trace::Trace>,
 }
 
 /// The verdict on one mutant.
@@ -71,6 +74,9 @@ pub struct MutantReport {
     pub counterexample_len: Option<usize>,
     /// The counterexample's actions, in order.
     pub counterexample: Vec<String>,
+    /// The counterexample step by step: each action and the state change
+    /// it made.
+    pub trace: Option<trace::Trace>,
     /// States the checker generated before stopping.
     pub states: usize,
     /// Wall-clock seconds.
@@ -138,6 +144,10 @@ pub trait Registered: Send + Sync {
     fn check(&self, bound: Bound, threads: usize) -> ModelReport;
     /// The mutant names.
     fn mutant_names(&self) -> Vec<&'static str>;
+    /// Checks the mutant called `mutant` as if it were the real model, so
+    /// the properties it breaks are reported as failed, each with its
+    /// shortest counterexample; `None` when no mutant has that name.
+    fn check_as_model(&self, bound: Bound, threads: usize, mutant: &str) -> Option<ModelReport>;
     /// Serves stateright's Explorer for the real model (or a mutant) on
     /// `addr`. Blocks for as long as the server runs.
     fn explore(&self, bound: Bound, mutant: Option<&str>, addr: SocketAddr) -> Result<(), String>;
@@ -180,15 +190,35 @@ where
     // visited set holds only fingerprints).
     let run = match bound {
         Bound::Ci => summarize(
-            real.checker().threads(threads.max(1)).spawn_bfs().join(),
+            real.clone()
+                .checker()
+                .threads(threads.max(1))
+                .spawn_bfs()
+                .join(),
             &properties,
         ),
         Bound::Deep => summarize(
-            real.checker().threads(threads.max(1)).spawn_dfs().join(),
+            real.clone()
+                .checker()
+                .threads(threads.max(1))
+                .spawn_dfs()
+                .join(),
             &properties,
         ),
     };
     let seconds = started.elapsed().as_secs_f64();
+    let mut properties_report = run.properties;
+    for report in properties_report
+        .iter_mut()
+        .filter(|r| !r.held && r.kind == "always")
+    {
+        if let Some(p) = properties.iter().find(|p| p.name == report.name) {
+            if let Some((name, path)) = shortest(&real, std::slice::from_ref(p)) {
+                report.counterexample_len = Some(path.len().saturating_sub(1));
+                report.trace = Some(trace::Trace::from_path(name, &path));
+            }
+        }
+    }
     let mutant_reports = mutants
         .into_iter()
         .map(|(mutant, model)| check_mutant(mutant, model))
@@ -202,7 +232,7 @@ where
         max_depth: run.max_depth,
         seconds,
         exhaustive: run.exhaustive,
-        properties: run.properties,
+        properties: properties_report,
         mutants: mutant_reports,
     }
 }
@@ -240,6 +270,7 @@ where
                     Expectation::Sometimes => None,
                     _ => found.map(|path| path.into_actions().len()),
                 },
+                trace: None,
             }
         })
         .collect();
@@ -274,48 +305,105 @@ where
         .timeout(Duration::from_secs(600))
         .spawn_bfs()
         .join();
-    let mut killer = first_violation(&checker, &always);
     let mut states = checker.state_count();
-    // stateright keeps the last violating state of a block, not the first, so
-    // the path above may not be a shortest one. Deepen from 1 to find one.
-    if let Some((_, found)) = &killer {
-        let found_len = found.len();
-        for depth in 1..found_len {
-            let shallow = model
-                .clone()
-                .checker()
-                .threads(1)
-                .finish_when(HasDiscoveries::AnyFailures)
-                // The initial state has depth 1, and states at the target depth are
-                // not checked: this checks every path of at most `depth` actions.
-                .target_max_depth(depth + 2)
-                .spawn_bfs()
-                .join();
-            states += shallow.state_count();
-            if let Some(k) = first_violation(&shallow, &always) {
-                killer = Some(k);
-                break;
-            }
-        }
-    }
+    let killer = first_violation(&checker, &always).map(|found| {
+        let (k, extra) = shortest_counted(&model, &always, found);
+        states += extra;
+        k
+    });
     let seconds = started.elapsed().as_secs_f64();
+    let actions = |path: &[(M::State, Option<M::Action>)]| -> Vec<String> {
+        path.iter()
+            .filter_map(|(_, a)| a.as_ref().map(|a| format!("{a:?}")))
+            .collect()
+    };
     MutantReport {
         name: name.to_string(),
         killed: killer.is_some(),
         killed_by: killer.as_ref().map(|(p, _)| p.to_string()),
-        counterexample_len: killer.as_ref().map(|(_, a)| a.len()),
-        counterexample: killer.map(|(_, a)| a).unwrap_or_default(),
+        counterexample_len: killer.as_ref().map(|(_, path)| actions(path).len()),
+        counterexample: killer
+            .as_ref()
+            .map(|(_, path)| actions(path))
+            .unwrap_or_default(),
+        trace: killer
+            .as_ref()
+            .map(|(p, path)| trace::Trace::from_path(p, path)),
         states,
         seconds,
     }
 }
 
+/// A path of states, each with the action taken from it (the last: none).
+type StatePath<M> = Vec<(<M as Model>::State, Option<<M as Model>::Action>)>;
+
+/// A shortest path to a violation of one of `always`, if any is reachable.
+fn shortest<M>(
+    model: &M,
+    always: &[stateright::Property<M>],
+) -> Option<(&'static str, StatePath<M>)>
+where
+    M: Model + Clone + Send + Sync + 'static,
+    M::State: Clone + Debug + Hash + PartialEq + Send + Sync,
+    M::Action: Clone + Debug + PartialEq + Send + Sync,
+{
+    let names = always.iter().map(|p| p.name).collect();
+    let first = model
+        .clone()
+        .checker()
+        .threads(1)
+        .finish_when(HasDiscoveries::AnyOf(names))
+        .timeout(Duration::from_secs(600))
+        .spawn_bfs()
+        .join();
+    let found = first_violation(&first, always)?;
+    Some(shortest_counted(model, always, found).0)
+}
+
+/// `found`, or a shorter violation of one of `always` if one exists, and
+/// the states generated looking. stateright keeps the last violating state
+/// of a block, not the first, so a path from one breadth-first search may
+/// not be a shortest one: this deepens from one action to one less than
+/// `found` has.
+fn shortest_counted<M>(
+    model: &M,
+    always: &[stateright::Property<M>],
+    found: (&'static str, StatePath<M>),
+) -> ((&'static str, StatePath<M>), usize)
+where
+    M: Model + Clone + Send + Sync + 'static,
+    M::State: Clone + Debug + Hash + PartialEq + Send + Sync,
+    M::Action: Clone + Debug + PartialEq + Send + Sync,
+{
+    let names: std::collections::BTreeSet<&'static str> = always.iter().map(|p| p.name).collect();
+    let actions = found.1.len().saturating_sub(1);
+    let mut states = 0;
+    for depth in 1..actions {
+        let shallow = model
+            .clone()
+            .checker()
+            .threads(1)
+            .finish_when(HasDiscoveries::AnyOf(names.clone()))
+            // The initial state has depth 1, and states at the target depth are
+            // not checked: this checks every path of at most `depth` actions.
+            .target_max_depth(depth + 2)
+            .spawn_bfs()
+            .join();
+        states += shallow.state_count();
+        if let Some(k) = first_violation(&shallow, always) {
+            return (k, states);
+        }
+    }
+    (found, states)
+}
+
 /// The shortest prefix, over the failed `always` properties, of a discovered
-/// path that ends at the property's first violation: `(property, actions)`.
+/// path that ends at the property's first violation: `(property, path)`,
+/// the path's last state the first that violates the property.
 fn first_violation<M, C>(
     checker: &C,
     always: &[stateright::Property<M>],
-) -> Option<(&'static str, Vec<String>)>
+) -> Option<(&'static str, StatePath<M>)>
 where
     M: Model,
     M::State: Clone + PartialEq,
@@ -325,17 +413,17 @@ where
     always
         .iter()
         .filter_map(|p| {
-            let path = checker.discovery(p.name)?.into_vec();
+            let mut path = checker.discovery(p.name)?.into_vec();
             let first_bad = path
                 .iter()
                 .position(|(state, _)| !(p.condition)(checker.model(), state))?;
-            let actions: Vec<String> = path[..first_bad]
-                .iter()
-                .filter_map(|(_, a)| a.as_ref().map(|a| format!("{a:?}")))
-                .collect();
-            Some((p.name, actions))
+            path.truncate(first_bad + 1);
+            if let Some((_, last)) = path.last_mut() {
+                *last = None;
+            }
+            Some((p.name, path))
         })
-        .min_by_key(|(_, actions)| actions.len())
+        .min_by_key(|(_, path)| path.len())
 }
 
 /// Serves the Explorer for `model` on `addr` and blocks.

@@ -92,6 +92,11 @@ enum Command {
         /// Check only this model.
         #[arg(long)]
         model: Option<String>,
+        /// Check this mutant of `--model` in place of the real model: the
+        /// properties it breaks fail, each printed with its shortest
+        /// counterexample (what a failing check looks like).
+        #[arg(long, requires = "model")]
+        mutant: Option<String>,
         /// Checker threads for the real models (mutants run on one thread), 1 to 256.
         #[arg(
             long,
@@ -153,8 +158,15 @@ fn main() -> ExitCode {
             deep,
             json,
             model,
+            mutant,
             threads,
-        } => out::run(|out| check(out, deep, json, model.as_deref(), threads)),
+        } => out::run(|out| {
+            let only = Only {
+                model: model.as_deref(),
+                mutant: mutant.as_deref(),
+            };
+            check(out, deep, json, only, threads)
+        }),
         Command::Explore {
             model,
             port,
@@ -173,22 +185,29 @@ fn main() -> ExitCode {
     }
 }
 
+/// What `custos check` was asked to check.
+#[derive(Clone, Copy)]
+struct Only<'a> {
+    model: Option<&'a str>,
+    mutant: Option<&'a str>,
+}
+
 fn check(
     out: &mut Out,
     deep: bool,
     json: bool,
-    only: Option<&str>,
+    only: Only<'_>,
     threads: usize,
 ) -> std::io::Result<ExitCode> {
     let bound = if deep { Bound::Deep } else { Bound::Ci };
     let models: Vec<_> = registry()
         .into_iter()
-        .filter(|m| only.is_none_or(|n| n == m.name()))
+        .filter(|m| only.model.is_none_or(|n| n == m.name()))
         .collect();
     if models.is_empty() {
         out::err(format_args!(
             "custos check: no model named {:?}; try `custos models`",
-            only.unwrap_or("")
+            only.model.unwrap_or("")
         ));
         return Ok(ExitCode::from(2));
     }
@@ -197,7 +216,19 @@ fn check(
         if !json {
             out::err(format_args!("checking {} ({:?} bound)…", m.name(), bound));
         }
-        reports.push(m.check(bound, threads));
+        match only.mutant {
+            None => reports.push(m.check(bound, threads)),
+            Some(name) => match m.check_as_model(bound, threads, name) {
+                Some(r) => reports.push(r),
+                None => {
+                    out::err(format_args!(
+                        "custos check: model {} has no mutant named {name:?}; try `custos models`",
+                        m.name()
+                    ));
+                    return Ok(ExitCode::from(2));
+                }
+            },
+        }
     }
     let passed = reports.iter().all(ModelReport::passed);
     if json {
@@ -214,6 +245,9 @@ fn check(
         for r in &reports {
             for p in r.properties.iter().filter(|p| !p.held) {
                 writeln!(out, "FAILED {}: {} `{}`", r.model, p.kind, p.name)?;
+                if let Some(t) = &p.trace {
+                    out.text(t.render())?;
+                }
             }
             for m in r.mutants.iter().filter(|m| !m.killed) {
                 writeln!(out, "SURVIVED {}: mutant `{}`", r.model, m.name)?;

@@ -66,6 +66,97 @@ fn check_table_names_columns_and_mutants() {
 }
 
 #[test]
+fn a_failing_property_prints_its_shortest_trace_step_by_step() {
+    let out = custos(&[
+        "check",
+        "--model",
+        "fence",
+        "--mutant",
+        "acquire-ignores-floor",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a broken property fails the check"
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let failed =
+        "FAILED fence: always `epochs strictly increase per world, above every imported floor`";
+    assert!(text.contains(failed), "{text}");
+    // The shortest trace: import a floor, then acquire below it; each step
+    // numbered, with the state places it changed.
+    for line in [
+        "counterexample to `epochs strictly increase per world, above every imported floor` in 2 steps:",
+        "   0. initial state: SysState {",
+        "   1. Import { w: 0, floor: 3 }",
+        "        worlds[0].floor: 0 → 3",
+        "   2. Acquire { w: 0, h: 2 }",
+        "        worlds[0].issued: 0 → 1",
+        "        ⇒ `epochs strictly increase per world, above every imported floor` no longer holds",
+    ] {
+        assert!(text.lines().any(|l| l.starts_with(line)), "missing {line:?}:\n{text}");
+    }
+    assert!(text.contains("model check FAILED"), "{text}");
+
+    let out = custos(&[
+        "check",
+        "--model",
+        "fence",
+        "--mutant",
+        "acquire-ignores-floor",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let props = doc["models"][0]["properties"].as_array().unwrap();
+    let broken: Vec<_> = props.iter().filter(|p| p["held"] == false).collect();
+    assert!(!broken.is_empty(), "{doc}");
+    for p in broken.iter().filter(|p| p["kind"] == "always") {
+        let steps = p["trace"]["steps"].as_array().unwrap();
+        assert_eq!(
+            steps.len() as u64,
+            p["counterexample_len"].as_u64().unwrap(),
+            "{p}"
+        );
+        for (i, s) in steps.iter().enumerate() {
+            assert_eq!(s["number"].as_u64(), Some(i as u64 + 1), "{p}");
+            assert!(s["action"].is_string(), "{p}");
+        }
+    }
+}
+
+#[test]
+fn a_mutant_s_killing_trace_is_in_the_json_and_the_mutant_name_is_checked() {
+    let out = custos(&["check", "--model", "fence", "--json"]);
+    assert!(out.status.success());
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for m in doc["models"][0]["mutants"].as_array().unwrap() {
+        let trace = &m["trace"];
+        assert_eq!(trace["property"], m["killed_by"], "{m}");
+        let actions: Vec<_> = trace["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["action"].clone())
+            .collect();
+        assert_eq!(
+            serde_json::Value::Array(actions),
+            m["counterexample"],
+            "{m}"
+        );
+        // The last step changed something the property reads.
+        let last = trace["steps"].as_array().unwrap().last().unwrap();
+        assert!(!last["changes"].as_array().unwrap().is_empty(), "{m}");
+    }
+    let out = custos(&["check", "--model", "fence", "--mutant", "no-such-mutant"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("no mutant named \"no-such-mutant\""), "{err}");
+    let out = custos(&["check", "--mutant", "acquire-ignores-floor"]);
+    assert_eq!(out.status.code(), Some(2), "--mutant needs --model");
+}
+
+#[test]
 fn unknown_model_is_refused() {
     let out = custos(&["check", "--model", "no-such-model"]);
     assert_eq!(out.status.code(), Some(2));
