@@ -4,7 +4,7 @@ CARGO ?= cargo
 # Keep build artefacts outside the clone so repeat runs are incremental.
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/custos-target
 
-.PHONY: check check-deep test lint fmt fuzz-smoke bench explore ci doc loom servers
+.PHONY: check check-deep test lint fmt fuzz-smoke fuzz-deep mutants bench explore ci doc loom servers
 
 ## The main job: every model checked to its CI bound, every mutant killed.
 ## Built in release mode with no shell features, so it never compiles the
@@ -50,6 +50,21 @@ fuzz-smoke:
 	cd fuzz && for t in $$($(CARGO) fuzz list); do \
 	  $(CARGO) fuzz run -s none $$t corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; \
 	done
+
+## Every fuzz target to ten million executions (FUZZ_RUNS to change), the
+## grown corpora minimised in place for `cargo test` to replay; prints
+## executions and seconds per target. Not in CI (hours on two cores).
+FUZZ_RUNS ?= 10000000
+fuzz-deep:
+	FUZZ_RUNS=$(FUZZ_RUNS) bash .ci/fuzz-deep
+
+## Mutation score of custos-core: cargo-mutants over the rule modules, run
+## against core's own tests, the conformance suites on memory and the
+## models at their CI bound; prints caught / missed / unviable / timeout
+## per module (docs/proofs/README.md has the last figures). Not in CI.
+MUTANTS_FILES ?= core/src/lease.rs core/src/fence.rs core/src/ledger.rs core/src/ledger/ core/src/custody.rs core/src/world.rs core/src/release/protocol.rs core/src/release/lifecycle.rs core/src/migration.rs core/src/migration/
+mutants:
+	MUTANTS_FILES="$(MUTANTS_FILES)" bash .ci/mutants
 
 ## loom: every interleaving of the release repository's in-memory side
 ## (writer mutex, pending gate, index adoption, readers). Its own target
