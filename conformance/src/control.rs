@@ -556,6 +556,15 @@ pub fn fences_are_per_world<C: ControlCatalog, F: Fn() -> C>(factory: F) {
 /// Every control-catalog case, by name, in suite order.
 pub const CONTROL_CATALOG_CASES: &[&str] = &crate::__with_control_catalog_cases!(__emit_names!());
 
+/// A control-catalog case runnable at run time, for a backend type `C`.
+pub type ControlCatalogCase<C> = (&'static str, fn(&dyn Fn() -> C));
+
+/// Every case as `(name, function)`, for runners that report per case
+/// (run each under `std::panic::catch_unwind`).
+pub fn control_catalog_cases<C: ControlCatalog>() -> Vec<ControlCatalogCase<C>> {
+    crate::__with_control_catalog_cases!(__emit_table!(control, C))
+}
+
 /// Emits `mod $name { #[test] fn <case>() … }`: one test per control-catalog
 /// conformance case, each calling the case with `$factory` (evaluated once
 /// per test; every call must give a fresh, empty catalog).

@@ -382,6 +382,15 @@ pub fn a_completed_receipt_reads_back_byte_identical<C: ControlAdmin, F: Fn() ->
 /// Every administrative case, by name, in suite order.
 pub const CONTROL_ADMIN_CASES: &[&str] = &crate::__with_control_admin_cases!(__emit_names!());
 
+/// An administrative case runnable at run time, for a backend type `C`.
+pub type ControlAdminCase<C> = (&'static str, fn(&dyn Fn() -> C));
+
+/// Every case as `(name, function)`, for runners that report per case
+/// (run each under `std::panic::catch_unwind`).
+pub fn control_admin_cases<C: ControlCatalog + ControlAdmin>() -> Vec<ControlAdminCase<C>> {
+    crate::__with_control_admin_cases!(__emit_table!(control_admin, C))
+}
+
 /// Emits `mod $name { #[test] fn <case>() … }`: one test per administrative
 /// case, each calling the case with `$factory` (every call a fresh, empty
 /// catalog implementing both `ControlCatalog` and `ControlAdmin`).
