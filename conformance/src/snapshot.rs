@@ -435,7 +435,8 @@ pub fn capture_prefix_is_a_literal_index_range<S: Storage + SnapshotSource, F: F
 }
 
 /// An exact key is one indexed header lookup — no key window is asked
-/// for — and a missing exact key is omitted.
+/// for — and a missing exact key is omitted; the port's `cells` of present
+/// and absent keys stays aligned with the keys.
 pub fn capture_exact_keys_probe_the_index_and_omit_missing<
     S: Storage + SnapshotSource,
     F: Fn() -> S,
@@ -473,6 +474,7 @@ pub fn capture_exact_keys_probe_the_index_and_omit_missing<
             .count(),
         3
     );
+    assert_cells_align_with_keys(&factory());
 }
 
 /// `OptionalPrefixedField` follows a selected cell's string field into
@@ -1078,6 +1080,29 @@ pub fn lineage_missing_parent_ends_the_walk<S: Storage + SnapshotSource, F: Fn()
     let dangling = Rewire::new(&s, &[("b", Some("ghost"))]);
     let out = Reader::new(&dangling).lineage(&id("d"), hw, 100).unwrap();
     assert_eq!(desc_ids(&out), ["b", "c", "d"]);
+}
+
+/// The port's `cells` answers aligned with the keys asked, `None` for an
+/// absent key (a read of the present rows only, zipped with the keys,
+/// would put a value under the wrong key), on a fresh store `s`.
+#[track_caller]
+fn assert_cells_align_with_keys<S: Storage + SnapshotSource>(s: &S) {
+    commit_all(s, 1, [set_len("n", "a", 3), set_len("n", "c", 5)]);
+    let keys = [key("a"), key("b"), key("c"), key("d")];
+    let got = s
+        .with_cut(|v| v.cells(&ns("n"), &keys).map_err(SnapshotError::Storage))
+        .unwrap();
+    let seen: Vec<Option<(String, usize)>> = got
+        .iter()
+        .map(|c| {
+            c.as_ref()
+                .map(|r| (r.key.as_str().to_owned(), r.value.as_bytes().len()))
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        vec![Some(("a".into(), 3)), None, Some(("c".into(), 5)), None]
+    );
 }
 
 // ------------------------------------------------------------ the handle
