@@ -1,10 +1,10 @@
 //! The access suite has teeth: realistic broken backends (wrappers over the
 //! memory backend, each with one bug a backend author might write) must
-//! each fail at least one case, and the honest wrapper must pass them all.
+//! each fail at least one case, and the honest wrapper must pass them all;
+//! the table of which cases caught which backend is printed.
 
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)] // test-only mutant backends
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
 
 use custos_core::access::{
@@ -17,6 +17,7 @@ use custos_core::catalogue::{
     Registration, Request, Visibility,
 };
 use custos_core::custody::Custody;
+use custos_teeth::{failing_cases, Verdicts};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Defect {
@@ -288,23 +289,11 @@ impl Catalogue for Broken {
     }
 }
 
-/// The cases `defect` fails.
-fn failures(defect: Defect) -> Vec<&'static str> {
-    let mut failed = Vec::new();
-    for (name, case) in custos_conformance::access::access_cases::<Broken>() {
-        let factory = move || Broken::new(defect);
-        if catch_unwind(AssertUnwindSafe(|| case(&factory))).is_err() {
-            failed.push(name);
-        }
-    }
-    failed
-}
-
 #[test]
 fn every_broken_access_backend_fails_a_case() {
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
-    let honest = failures(Defect::None);
+    let cases = custos_conformance::access::access_cases::<Broken>();
+    let honest = failing_cases(&cases, &|| Broken::new(Defect::None));
+    assert!(honest.is_empty(), "the honest wrapper fails {honest:?}");
     let defects = [
         Defect::LookupIgnoresKind,
         Defect::ExpiredLoginsAuthenticate,
@@ -317,12 +306,12 @@ fn every_broken_access_backend_fails_a_case() {
         Defect::VoidClaimIsKnown,
         Defect::BootstrapTrustsAnyRetry,
     ];
-    let caught: Vec<(Defect, Vec<&str>)> = defects.iter().map(|d| (*d, failures(*d))).collect();
-    std::panic::set_hook(hook);
-    assert!(honest.is_empty(), "the honest wrapper fails {honest:?}");
-    for (d, failed) in &caught {
-        println!("{d:?}: caught by {} case(s): {failed:?}", failed.len());
+    let mut verdicts = Verdicts::new("access");
+    for d in defects {
+        verdicts.record(
+            format!("{d:?}"),
+            failing_cases(&cases, &move || Broken::new(d)),
+        );
     }
-    let survivors: Vec<_> = caught.iter().filter(|(_, f)| f.is_empty()).collect();
-    assert!(survivors.is_empty(), "survivors: {survivors:?}");
+    verdicts.assert_all_caught(8);
 }
