@@ -87,6 +87,7 @@ fn tick(world_id: &str, t: u64) -> Request {
     }
 }
 
+#[track_caller]
 fn reason<T: std::fmt::Debug>(r: Result<T, custos_core::world::WorldError>) -> &'static str {
     r.expect_err("expected a refusal").reason()
 }
@@ -425,14 +426,17 @@ pub fn writer_modes_round_trip_and_resume_fails_closed<C: ControlCatalog, F: Fn(
     assert_eq!(c.discover_worlds().unwrap().len(), 3);
 }
 
+#[track_caller]
 fn holder(name: &str) -> Holder {
     Holder::new(name).unwrap()
 }
 
+#[track_caller]
 fn fence_of<C: ControlCatalog>(c: &C, world_id: &str) -> WorldFence {
     c.open_world_readonly(world_id).unwrap().fence
 }
 
+#[track_caller]
 fn head_of<C: ControlCatalog>(c: &C, world_id: &str) -> u64 {
     c.open_world_readonly(world_id).unwrap().record.tick_head
 }

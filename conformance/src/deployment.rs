@@ -389,6 +389,7 @@ fn generation_of<B: DeploymentBackend>(b: &B, tenant: &str, id: &str) -> u64 {
         .generation
 }
 
+#[track_caller]
 fn revision(m: &DeploymentManifest) -> RevisionId {
     m.clone().validate().unwrap().revision_id()
 }

@@ -229,17 +229,20 @@ impl<S: SnapshotSource> SnapshotSource for Rewire<'_, S> {
 // ------------------------------------------------------------- helpers
 
 /// A key prefix literal.
+#[track_caller]
 pub fn prefix(s: &str) -> KeyPrefix {
     KeyPrefix::new(s).expect("valid prefix literal")
 }
 
 /// One commit of every write in `writes`.
+#[track_caller]
 pub fn commit_all<S: Storage>(s: &S, ts: u64, writes: impl IntoIterator<Item = Write>) -> Seq {
     let c = writes.into_iter().fold(Commit::at(ts), Commit::write);
     ok(s, c).next_seq
 }
 
 /// A `SetRegister` of `len` bytes.
+#[track_caller]
 pub fn set_len(n: &str, k: &str, len: usize) -> Write {
     Write::SetRegister {
         namespace: ns(n),
@@ -249,6 +252,7 @@ pub fn set_len(n: &str, k: &str, len: usize) -> Write {
 }
 
 /// An `InsertEntry` with a payload of `len` bytes (byte `i` is `i % 251`).
+#[track_caller]
 pub fn entry_len(i: &str, parent: Option<&str>, len: usize) -> Write {
     Write::InsertEntry {
         id: id(i),
@@ -282,6 +286,7 @@ fn no_value_fetched(calls: &[Call]) -> bool {
     !calls.iter().any(|c| matches!(c, Call::Cells(_)))
 }
 
+#[track_caller]
 fn register<S: Storage>(s: &S, n: &str, k: &str) -> Register {
     s.get_register(&ns(n), &key(k))
         .expect("get_register")
@@ -290,6 +295,7 @@ fn register<S: Storage>(s: &S, n: &str, k: &str) -> Register {
 
 /// Builds a chain `r ← a ← b ← c ← d` with a side branch `a ← x` and other
 /// commits between, answering the high-water after it.
+#[track_caller]
 pub fn chain<S: Storage>(s: &S) -> Seq {
     commit_all(s, 1, [entry("r", None, "m"), entry("a", Some("r"), "m")]);
     commit_all(s, 2, [entry("x", Some("a"), "m"), set("n", "k", b"1")]);
@@ -302,6 +308,7 @@ pub fn chain<S: Storage>(s: &S) -> Seq {
     commit_all(s, 5, [entry("d", Some("c"), "m")])
 }
 
+#[track_caller]
 fn seq_of<S: Storage>(s: &S, i: &str) -> Seq {
     s.get_entries(&[id(i)]).unwrap()[0].as_ref().unwrap().seq
 }

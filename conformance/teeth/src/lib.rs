@@ -78,10 +78,13 @@ impl Verdicts {
     }
 }
 
+/// One named conformance case of a run-time table, for a backend type `B`.
+pub type NamedCase<B> = (&'static str, fn(&dyn Fn() -> B));
+
 /// The names of the cases in `cases` that fail (panic) against backends
 /// built by `factory`, in table order.
 pub fn failing_cases<B>(
-    cases: &[(&'static str, fn(&dyn Fn() -> B))],
+    cases: &[NamedCase<B>],
     factory: &dyn Fn() -> B,
 ) -> Vec<String> {
     cases

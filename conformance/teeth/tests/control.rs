@@ -116,7 +116,6 @@ impl Mutant {
     }
 
     /// The request as the broken backend rewrites it, or its answer.
-    #[allow(clippy::too_many_lines)]
     fn rewrite(&self, req: &mut Request) -> Option<Result<Outcome, WorldError>> {
         match (req, self.defect?) {
             (Request::AcquireFence { purpose, .. }, Defect::ResumesAnyMode) => {
