@@ -201,6 +201,7 @@ fn member(id: &str) -> Option<(String, PrincipalKind)> {
     Some((id.into(), PrincipalKind::Member))
 }
 
+#[track_caller]
 fn listing<C: Access>(c: &C, id: &str, now_ms: u64) -> custos_core::access::Listing {
     c.principals_page(None, 100, now_ms)
         .unwrap()

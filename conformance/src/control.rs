@@ -87,6 +87,7 @@ fn tick(world_id: &str, t: u64) -> Request {
     }
 }
 
+#[track_caller]
 fn reason<T: std::fmt::Debug>(r: Result<T, custos_core::world::WorldError>) -> &'static str {
     r.expect_err("expected a refusal").reason()
 }
@@ -425,14 +426,17 @@ pub fn writer_modes_round_trip_and_resume_fails_closed<C: ControlCatalog, F: Fn(
     assert_eq!(c.discover_worlds().unwrap().len(), 3);
 }
 
+#[track_caller]
 fn holder(name: &str) -> Holder {
     Holder::new(name).unwrap()
 }
 
+#[track_caller]
 fn fence_of<C: ControlCatalog>(c: &C, world_id: &str) -> WorldFence {
     c.open_world_readonly(world_id).unwrap().fence
 }
 
+#[track_caller]
 fn head_of<C: ControlCatalog>(c: &C, world_id: &str) -> u64 {
     c.open_world_readonly(world_id).unwrap().record.tick_head
 }
@@ -555,6 +559,15 @@ pub fn fences_are_per_world<C: ControlCatalog, F: Fn() -> C>(factory: F) {
 
 /// Every control-catalog case, by name, in suite order.
 pub const CONTROL_CATALOG_CASES: &[&str] = &crate::__with_control_catalog_cases!(__emit_names!());
+
+/// A control-catalog case runnable at run time, for a backend type `C`.
+pub type ControlCatalogCase<C> = (&'static str, fn(&dyn Fn() -> C));
+
+/// Every case as `(name, function)`, for runners that report per case
+/// (run each under `std::panic::catch_unwind`).
+pub fn control_catalog_cases<C: ControlCatalog>() -> Vec<ControlCatalogCase<C>> {
+    crate::__with_control_catalog_cases!(__emit_table!(control, C))
+}
 
 /// Emits `mod $name { #[test] fn <case>() … }`: one test per control-catalog
 /// conformance case, each calling the case with `$factory` (evaluated once

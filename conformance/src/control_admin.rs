@@ -21,10 +21,12 @@ use custos_core::world::{ControlCatalog, FencePurpose, WorldRecord, WriterMode};
 
 use crate::control::{record, signature};
 
+#[track_caller]
 fn reason<T: std::fmt::Debug>(r: Result<T, AdminError>) -> &'static str {
     r.expect_err("expected a refusal").reason()
 }
 
+#[track_caller]
 fn holder(name: &str) -> Holder {
     Holder::new(name).unwrap()
 }
@@ -32,6 +34,7 @@ fn holder(name: &str) -> Holder {
 /// Fills a source catalog: an active resumable world fenced by a migration
 /// (epoch 2 after a writer's 1) with two signatures and a tick head, an
 /// active cleanup-only world, and a destroyed world.
+#[track_caller]
 pub fn populate<C: ControlCatalog>(c: &C) {
     c.register(&record("w-live", WriterMode::Resumable))
         .unwrap();
@@ -57,6 +60,7 @@ pub fn populate<C: ControlCatalog>(c: &C) {
 /// A reservation of the shared fixture's plan rebound to `snapshot`: its
 /// worlds (each at its exported epoch, resumable when it is), its digest,
 /// and, when `staged`, the staged control the machine would record.
+#[track_caller]
 pub fn reservation_for(snapshot: &ControlSnapshot, status: Status, staged: bool) -> Destination {
     let fx = Fixture::new().unwrap();
     let mut plan = fx.plan(0, 1, 0);
@@ -98,6 +102,7 @@ pub fn reservation_for(snapshot: &ControlSnapshot, status: Status, staged: bool)
 
 /// The fixture migration driven to completion by the core machine: a
 /// destination holding a sealed receipt.
+#[track_caller]
 pub fn completed() -> Destination {
     let fx = Fixture::new().unwrap();
     let mut sim = Sim::new(&fx);
@@ -127,6 +132,7 @@ fn staged_floors(d: &Destination) -> Vec<custos_core::migration::WorldFloor> {
 
 /// Reserves and stages `snapshot` at `c` through the port: the reserved
 /// and the staged administration.
+#[track_caller]
 fn reserve_and_stage<C: ControlAdmin>(
     c: &C,
     snapshot: &ControlSnapshot,
@@ -149,6 +155,7 @@ fn reserve_and_stage<C: ControlAdmin>(
 }
 
 /// Reserves, stages and activates `snapshot` at `c` through the port.
+#[track_caller]
 fn stage_and_activate<C: ControlAdmin>(c: &C, snapshot: &ControlSnapshot) -> Destination {
     let (_, staged) = reserve_and_stage(c, snapshot);
     let active = reservation_for(snapshot, Status::Activated, true);
@@ -381,6 +388,15 @@ pub fn a_completed_receipt_reads_back_byte_identical<C: ControlAdmin, F: Fn() ->
 
 /// Every administrative case, by name, in suite order.
 pub const CONTROL_ADMIN_CASES: &[&str] = &crate::__with_control_admin_cases!(__emit_names!());
+
+/// An administrative case runnable at run time, for a backend type `C`.
+pub type ControlAdminCase<C> = (&'static str, fn(&dyn Fn() -> C));
+
+/// Every case as `(name, function)`, for runners that report per case
+/// (run each under `std::panic::catch_unwind`).
+pub fn control_admin_cases<C: ControlCatalog + ControlAdmin>() -> Vec<ControlAdminCase<C>> {
+    crate::__with_control_admin_cases!(__emit_table!(control_admin, C))
+}
 
 /// Emits `mod $name { #[test] fn <case>() … }`: one test per administrative
 /// case, each calling the case with `$factory` (every call a fresh, empty

@@ -22,6 +22,7 @@ pub mod catalogue;
 pub mod control;
 pub mod control_admin;
 pub mod custody;
+pub mod deployment;
 pub mod ledger;
 pub mod objects;
 pub mod snapshot;

@@ -229,17 +229,20 @@ impl<S: SnapshotSource> SnapshotSource for Rewire<'_, S> {
 // ------------------------------------------------------------- helpers
 
 /// A key prefix literal.
+#[track_caller]
 pub fn prefix(s: &str) -> KeyPrefix {
     KeyPrefix::new(s).expect("valid prefix literal")
 }
 
 /// One commit of every write in `writes`.
+#[track_caller]
 pub fn commit_all<S: Storage>(s: &S, ts: u64, writes: impl IntoIterator<Item = Write>) -> Seq {
     let c = writes.into_iter().fold(Commit::at(ts), Commit::write);
     ok(s, c).next_seq
 }
 
 /// A `SetRegister` of `len` bytes.
+#[track_caller]
 pub fn set_len(n: &str, k: &str, len: usize) -> Write {
     Write::SetRegister {
         namespace: ns(n),
@@ -249,6 +252,7 @@ pub fn set_len(n: &str, k: &str, len: usize) -> Write {
 }
 
 /// An `InsertEntry` with a payload of `len` bytes (byte `i` is `i % 251`).
+#[track_caller]
 pub fn entry_len(i: &str, parent: Option<&str>, len: usize) -> Write {
     Write::InsertEntry {
         id: id(i),
@@ -282,6 +286,7 @@ fn no_value_fetched(calls: &[Call]) -> bool {
     !calls.iter().any(|c| matches!(c, Call::Cells(_)))
 }
 
+#[track_caller]
 fn register<S: Storage>(s: &S, n: &str, k: &str) -> Register {
     s.get_register(&ns(n), &key(k))
         .expect("get_register")
@@ -290,6 +295,7 @@ fn register<S: Storage>(s: &S, n: &str, k: &str) -> Register {
 
 /// Builds a chain `r ← a ← b ← c ← d` with a side branch `a ← x` and other
 /// commits between, answering the high-water after it.
+#[track_caller]
 pub fn chain<S: Storage>(s: &S) -> Seq {
     commit_all(s, 1, [entry("r", None, "m"), entry("a", Some("r"), "m")]);
     commit_all(s, 2, [entry("x", Some("a"), "m"), set("n", "k", b"1")]);
@@ -302,6 +308,7 @@ pub fn chain<S: Storage>(s: &S) -> Seq {
     commit_all(s, 5, [entry("d", Some("c"), "m")])
 }
 
+#[track_caller]
 fn seq_of<S: Storage>(s: &S, i: &str) -> Seq {
     s.get_entries(&[id(i)]).unwrap()[0].as_ref().unwrap().seq
 }
@@ -435,7 +442,8 @@ pub fn capture_prefix_is_a_literal_index_range<S: Storage + SnapshotSource, F: F
 }
 
 /// An exact key is one indexed header lookup — no key window is asked
-/// for — and a missing exact key is omitted.
+/// for — and a missing exact key is omitted; the port's `cells` of present
+/// and absent keys stays aligned with the keys.
 pub fn capture_exact_keys_probe_the_index_and_omit_missing<
     S: Storage + SnapshotSource,
     F: Fn() -> S,
@@ -473,6 +481,7 @@ pub fn capture_exact_keys_probe_the_index_and_omit_missing<
             .count(),
         3
     );
+    assert_cells_align_with_keys(&factory());
 }
 
 /// `OptionalPrefixedField` follows a selected cell's string field into
@@ -1078,6 +1087,29 @@ pub fn lineage_missing_parent_ends_the_walk<S: Storage + SnapshotSource, F: Fn()
     let dangling = Rewire::new(&s, &[("b", Some("ghost"))]);
     let out = Reader::new(&dangling).lineage(&id("d"), hw, 100).unwrap();
     assert_eq!(desc_ids(&out), ["b", "c", "d"]);
+}
+
+/// The port's `cells` answers aligned with the keys asked, `None` for an
+/// absent key (a read of the present rows only, zipped with the keys,
+/// would put a value under the wrong key), on a fresh store `s`.
+#[track_caller]
+fn assert_cells_align_with_keys<S: Storage + SnapshotSource>(s: &S) {
+    commit_all(s, 1, [set_len("n", "a", 3), set_len("n", "c", 5)]);
+    let keys = [key("a"), key("b"), key("c"), key("d")];
+    let got = s
+        .with_cut(|v| v.cells(&ns("n"), &keys).map_err(SnapshotError::Storage))
+        .unwrap();
+    let seen: Vec<Option<(String, usize)>> = got
+        .iter()
+        .map(|c| {
+            c.as_ref()
+                .map(|r| (r.key.as_str().to_owned(), r.value.as_bytes().len()))
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        vec![Some(("a".into(), 3)), None, Some(("c".into(), 5)), None]
+    );
 }
 
 // ------------------------------------------------------------ the handle

@@ -77,3 +77,16 @@ impl Verdicts {
         );
     }
 }
+
+/// One named conformance case of a run-time table, for a backend type `B`.
+pub type NamedCase<B> = (&'static str, fn(&dyn Fn() -> B));
+
+/// The names of the cases in `cases` that fail (panic) against backends
+/// built by `factory`, in table order.
+pub fn failing_cases<B>(cases: &[NamedCase<B>], factory: &dyn Fn() -> B) -> Vec<String> {
+    cases
+        .iter()
+        .filter(|(_, case)| run_case(|| case(factory)))
+        .map(|(name, _)| (*name).to_owned())
+        .collect()
+}

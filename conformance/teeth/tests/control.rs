@@ -1,17 +1,21 @@
-//! The control-catalog suite's fence cases have teeth: broken backends
-//! (mutants wrapping the memory backend, each a mistake a real backend
-//! could make) must each fail the case written for their defect, and pass
-//! an unrelated case.
+//! The control suites have teeth: broken backends (wrappers over the
+//! memory backend, each with one mistake a real backend could make) must
+//! each fail at least one case of the control-catalog suite (fences,
+//! registration, retirement, ticks, signatures) or of the administrative
+//! suite, and the honest wrapper none.
 
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)] // test-only mutant backends
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::collections::HashMap;
+use std::sync::Mutex;
 
-use custos_conformance::control as suite;
+use custos_conformance::control::control_catalog_cases;
+use custos_conformance::control_admin::control_admin_cases;
 use custos_core::world::{
-    ControlCatalog, FencePurpose, MemoryControlCatalog, Outcome, Request, SignatureRecord,
-    WorldError, WorldInfo, WorldRecord,
+    ControlCatalog, FencePurpose, MemoryControlCatalog, Outcome, Request, Signature,
+    SignatureRecord, WorldError, WorldInfo, WorldRecord, WorldStatus,
 };
+use custos_teeth::{failing_cases, Verdicts};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Defect {
@@ -23,17 +27,97 @@ enum Defect {
     LosesTheFence,
     /// Keeps one epoch counter for the whole catalog, not one per world.
     SharesEpochsAcrossWorlds,
+    /// Discovery answers worlds in registration order (no `ORDER BY`).
+    DiscoveryInRegistrationOrder,
+    /// The tick head stores the last tick written, not the highest.
+    TickHeadLastWriteWins,
+    /// Retirement matches the row by world id only and destroys it
+    /// whatever identity the request carries.
+    RetireMatchesOnlyTheId,
+    /// Signatures of a world are read back in registration order.
+    SignaturesInRegistrationOrder,
+    /// The signature's fingerprint is recomputed from its schema instead
+    /// of checked: a forged fingerprint is silently repaired.
+    FingerprintRecomputed,
+    /// One upsert path writes a registration or retirement whatever status
+    /// its record carries.
+    RequestStatusIgnored,
 }
+
+const DEFECTS: [Defect; 10] = [
+    Defect::ResumesAnyMode,
+    Defect::AdmitsStaleEpochs,
+    Defect::LosesTheFence,
+    Defect::SharesEpochsAcrossWorlds,
+    Defect::DiscoveryInRegistrationOrder,
+    Defect::TickHeadLastWriteWins,
+    Defect::RetireMatchesOnlyTheId,
+    Defect::SignaturesInRegistrationOrder,
+    Defect::FingerprintRecomputed,
+    Defect::RequestStatusIgnored,
+];
 
 struct Mutant {
-    defect: Defect,
+    defect: Option<Defect>,
     inner: MemoryControlCatalog,
+    /// World ids, and `(world, table)` signatures, in registration order.
+    order: Mutex<Vec<String>>,
+    /// The last tick written per world.
+    last_tick: Mutex<HashMap<String, u64>>,
 }
 
-impl ControlCatalog for Mutant {
-    fn apply(&self, req: &Request) -> Result<Outcome, WorldError> {
-        let mut req = req.clone();
-        match (&mut req, self.defect) {
+impl Mutant {
+    fn new(defect: Option<Defect>) -> Self {
+        Mutant {
+            defect,
+            inner: MemoryControlCatalog::new(),
+            order: Mutex::new(Vec::new()),
+            last_tick: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn position(&self, key: &str) -> usize {
+        let order = self.order.lock().unwrap();
+        order.iter().position(|k| k == key).unwrap_or(usize::MAX)
+    }
+
+    fn remember(&self, req: &Request) {
+        let key = match req {
+            Request::Register { record } | Request::Retire { record } => {
+                record.identity.world_id.clone()
+            }
+            Request::RegisterSignature {
+                world_id,
+                signature,
+            } => format!("{world_id}/{}", signature.table_id),
+            Request::AdvanceTick { world_id, tick }
+            | Request::CommitTick { world_id, tick, .. } => {
+                self.last_tick
+                    .lock()
+                    .unwrap()
+                    .insert(world_id.clone(), *tick);
+                return;
+            }
+            Request::AcquireFence { .. } => return,
+        };
+        let mut order = self.order.lock().unwrap();
+        if !order.contains(&key) {
+            order.push(key);
+        }
+    }
+
+    fn shown(&self, mut r: WorldRecord) -> WorldRecord {
+        if self.defect == Some(Defect::TickHeadLastWriteWins) {
+            if let Some(t) = self.last_tick.lock().unwrap().get(&r.identity.world_id) {
+                r.tick_head = *t;
+            }
+        }
+        r
+    }
+
+    /// The request as the broken backend rewrites it, or its answer.
+    fn rewrite(&self, req: &mut Request) -> Option<Result<Outcome, WorldError>> {
+        match (req, self.defect?) {
             (Request::AcquireFence { purpose, .. }, Defect::ResumesAnyMode) => {
                 *purpose = FencePurpose::Migration;
             }
@@ -48,16 +132,19 @@ impl ControlCatalog for Mutant {
                 }
             }
             (Request::AcquireFence { world_id, .. }, Defect::LosesTheFence) => {
-                let info = self.inner.open_world_readonly(world_id)?;
-                return Ok(Outcome::FenceAcquired {
+                let info = match self.inner.open_world_readonly(world_id) {
+                    Ok(info) => info,
+                    Err(e) => return Some(Err(e)),
+                };
+                return Some(Ok(Outcome::FenceAcquired {
                     epoch: info.fence.issued + 1,
                     staled: info.fence.current(),
-                });
+                }));
             }
-            (Request::AcquireFence { .. }, Defect::SharesEpochsAcrossWorlds) => {
+            (req @ Request::AcquireFence { .. }, Defect::SharesEpochsAcrossWorlds) => {
                 // Every acquire anywhere advances every world's counter.
-                let out = self.inner.apply(&req)?;
-                for w in self.inner.discover_worlds()? {
+                let out = self.inner.apply(req);
+                for w in self.inner.discover_worlds().unwrap() {
                     let other = Request::AcquireFence {
                         world_id: w.identity.world_id.clone(),
                         holder: custos_core::fence::Holder::new("shared").unwrap(),
@@ -67,88 +154,99 @@ impl ControlCatalog for Mutant {
                         let _ = self.inner.apply(&other);
                     }
                 }
-                return Ok(out);
+                return Some(out);
+            }
+            (Request::Retire { record }, Defect::RetireMatchesOnlyTheId) => {
+                if let Ok(info) = self.inner.open_world_readonly(&record.identity.world_id) {
+                    let mut stored = info.record.destroyed();
+                    stored.tick_head = stored.tick_head.max(record.tick_head);
+                    *record = stored;
+                }
+            }
+            (Request::RegisterSignature { signature, .. }, Defect::FingerprintRecomputed) => {
+                *signature = Signature::new(
+                    signature.components.clone(),
+                    signature.schema.clone(),
+                    signature.table_id.clone(),
+                );
+            }
+            (req @ Request::Register { .. }, Defect::RequestStatusIgnored) => {
+                if let Request::Register { record } = req {
+                    if record.status == WorldStatus::Destroyed {
+                        *req = Request::Retire {
+                            record: record.clone(),
+                        };
+                    }
+                }
+            }
+            (Request::Retire { record }, Defect::RequestStatusIgnored) => {
+                *record = record.destroyed();
             }
             _ => {}
         }
-        self.inner.apply(&req)
+        None
+    }
+}
+
+impl ControlCatalog for Mutant {
+    fn apply(&self, req: &Request) -> Result<Outcome, WorldError> {
+        let mut req = req.clone();
+        if let Some(answer) = self.rewrite(&mut req) {
+            return answer;
+        }
+        let out = self.inner.apply(&req)?;
+        self.remember(&req);
+        if let (Outcome::TickAdvanced { .. }, Some(Defect::TickHeadLastWriteWins)) =
+            (&out, self.defect)
+        {
+            let head = self.open_world_readonly(req.world_id())?.record.tick_head;
+            return Ok(Outcome::TickAdvanced { head });
+        }
+        Ok(out)
     }
     fn discover_worlds(&self) -> Result<Vec<WorldRecord>, WorldError> {
-        self.inner.discover_worlds()
+        let mut found: Vec<WorldRecord> = self
+            .inner
+            .discover_worlds()?
+            .into_iter()
+            .map(|r| self.shown(r))
+            .collect();
+        if self.defect == Some(Defect::DiscoveryInRegistrationOrder) {
+            found.sort_by_key(|r| self.position(&r.identity.world_id));
+        }
+        Ok(found)
     }
     fn open_world_readonly(&self, world_id: &str) -> Result<WorldInfo, WorldError> {
-        self.inner.open_world_readonly(world_id)
+        let mut info = self.inner.open_world_readonly(world_id)?;
+        info.record = self.shown(info.record);
+        if self.defect == Some(Defect::SignaturesInRegistrationOrder) {
+            info.signatures
+                .sort_by_key(|s| self.position(&format!("{world_id}/{}", s.table_id)));
+        }
+        Ok(info)
     }
     fn list_signatures(&self) -> Result<Vec<SignatureRecord>, WorldError> {
         self.inner.list_signatures()
     }
 }
 
-type Case = fn(&dyn Fn() -> Mutant);
-
-/// Serializes the two tests' panic-hook swaps (the hook is process-wide).
-static HOOK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn fails(case: Case, defect: Defect) -> bool {
-    let factory = move || Mutant {
-        defect,
-        inner: MemoryControlCatalog::new(),
-    };
-    catch_unwind(AssertUnwindSafe(|| case(&factory))).is_err()
-}
-
 #[test]
-fn every_fence_mutant_is_caught_by_its_case_and_only_breaks_what_it_breaks() {
-    let table: [(Defect, &str, Case); 4] = [
-        (
-            Defect::ResumesAnyMode,
-            "resume_of_a_non_resumable_world_fences_nothing",
-            |f| suite::resume_of_a_non_resumable_world_fences_nothing(f),
-        ),
-        (
-            Defect::AdmitsStaleEpochs,
-            "a_stale_writer_commits_nothing",
-            |f| suite::a_stale_writer_commits_nothing(f),
-        ),
-        (
-            Defect::LosesTheFence,
-            "resume_acquires_strictly_higher_epochs",
-            |f| suite::resume_acquires_strictly_higher_epochs(f),
-        ),
-        (
-            Defect::SharesEpochsAcrossWorlds,
-            "fences_are_per_world",
-            |f| suite::fences_are_per_world(f),
-        ),
-    ];
-    let unrelated: Case = |f| suite::signatures_round_trip_and_list(f);
-    let _hook = HOOK
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let prev = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
-    let report: Vec<_> = table
-        .iter()
-        .map(|(defect, name, case)| {
-            (
-                *defect,
-                *name,
-                fails(*case, *defect),
-                fails(unrelated, *defect),
-            )
-        })
-        .collect();
-    std::panic::set_hook(prev);
-    for (defect, name, killed, broke_unrelated) in report {
-        println!("{defect:?}: caught by {name}: {killed}");
-        assert!(killed, "{defect:?} survived {name}");
-        assert!(!broke_unrelated, "{defect:?} broke an unrelated case");
+fn every_broken_control_catalog_is_caught() {
+    let cases = control_catalog_cases::<Mutant>();
+    let honest = failing_cases(&cases, &|| Mutant::new(None));
+    assert!(honest.is_empty(), "the honest wrapper fails {honest:?}");
+    let mut verdicts = Verdicts::new("control catalog");
+    for d in DEFECTS {
+        verdicts.record(
+            format!("{d:?}"),
+            failing_cases(&cases, &move || Mutant::new(Some(d))),
+        );
     }
+    verdicts.assert_all_caught(8);
 }
 
 // ------------------------------------------------- the administrative suite
 
-use custos_conformance::control_admin as admin_suite;
 use custos_core::migration::control::{AdminEffect, AdminError, ControlAdmin, ControlSnapshot};
 use custos_core::migration::Destination;
 
@@ -165,10 +263,36 @@ enum AdminDefect {
     LeaksAdministration,
     /// Registers the staged worlds at staging, before activation.
     ImportsAtStaging,
+    /// The export reads active worlds only (a "live worlds" query):
+    /// destroyed worlds are lost in a migration.
+    ExportsOnlyActiveWorlds,
+    /// The export reads the registration columns only: tick heads come
+    /// out at their default.
+    ExportLosesTickHeads,
+    /// The administration row is written before the effect is judged: a
+    /// refused stage or activation still stores the next administration.
+    RefusalStillStoresTheAdministration,
+    /// A repeated stage of the same bundle is refused as another bundle.
+    RestageConflicts,
+    /// The receipt is stored as text with a trailing newline.
+    ReceiptStoredAsText,
 }
 
+const ADMIN_DEFECTS: [AdminDefect; 10] = [
+    AdminDefect::NoCompareAndSwap,
+    AdminDefect::ForgetsReceipt,
+    AdminDefect::ImportsTheHolder,
+    AdminDefect::LeaksAdministration,
+    AdminDefect::ImportsAtStaging,
+    AdminDefect::ExportsOnlyActiveWorlds,
+    AdminDefect::ExportLosesTickHeads,
+    AdminDefect::RefusalStillStoresTheAdministration,
+    AdminDefect::RestageConflicts,
+    AdminDefect::ReceiptStoredAsText,
+];
+
 struct AdminMutant {
-    defect: AdminDefect,
+    defect: Option<AdminDefect>,
     inner: MemoryControlCatalog,
 }
 
@@ -190,13 +314,24 @@ impl ControlCatalog for AdminMutant {
 impl ControlAdmin for AdminMutant {
     fn export_snapshot(&self) -> Result<ControlSnapshot, AdminError> {
         let mut s = self.inner.export_snapshot()?;
-        if self.defect == AdminDefect::LeaksAdministration {
-            if let Some(r) = self.inner.load_destination()?.reservation {
-                s.worlds.push(custos_conformance::control::record(
-                    &format!("~reservation-{}", r.plan.migration_id),
-                    custos_core::world::WriterMode::CleanupOnly,
-                ));
+        match self.defect {
+            Some(AdminDefect::LeaksAdministration) => {
+                if let Some(r) = self.inner.load_destination()?.reservation {
+                    s.worlds.push(custos_conformance::control::record(
+                        &format!("~reservation-{}", r.plan.migration_id),
+                        custos_core::world::WriterMode::CleanupOnly,
+                    ));
+                }
             }
+            Some(AdminDefect::ExportsOnlyActiveWorlds) => {
+                s.worlds.retain(|w| w.status == WorldStatus::Active);
+            }
+            Some(AdminDefect::ExportLosesTickHeads) => {
+                for w in &mut s.worlds {
+                    w.tick_head = 0;
+                }
+            }
+            _ => {}
         }
         Ok(s)
     }
@@ -209,14 +344,32 @@ impl ControlAdmin for AdminMutant {
         next: &Destination,
         effect: AdminEffect<'_>,
     ) -> Result<(), AdminError> {
-        let expected = if self.defect == AdminDefect::NoCompareAndSwap {
+        let expected = if self.defect == Some(AdminDefect::NoCompareAndSwap) {
             self.inner.load_destination()?
         } else {
             expected.clone()
         };
-        self.inner.commit_destination(&expected, next, effect)?;
+        if let (Some(AdminDefect::RestageConflicts), AdminEffect::Stage { .. }) =
+            (self.defect, effect)
+        {
+            if let Some(r) = next.reservation.as_ref().filter(|_| expected == *next) {
+                return Err(AdminError::StagingConflict {
+                    migration_id: r.plan.migration_id.clone(),
+                });
+            }
+        }
+        if let Err(e) = self.inner.commit_destination(&expected, next, effect) {
+            if self.defect == Some(AdminDefect::RefusalStillStoresTheAdministration)
+                && !matches!(e, AdminError::Moved { .. })
+            {
+                let _ = self
+                    .inner
+                    .commit_destination(&expected, next, AdminEffect::None);
+            }
+            return Err(e);
+        }
         match (self.defect, effect) {
-            (AdminDefect::ImportsTheHolder, AdminEffect::Activate) => {
+            (Some(AdminDefect::ImportsTheHolder), AdminEffect::Activate) => {
                 for w in self.inner.discover_worlds().unwrap() {
                     let _ = self.inner.apply(&Request::AcquireFence {
                         world_id: w.identity.world_id,
@@ -225,10 +378,10 @@ impl ControlAdmin for AdminMutant {
                     });
                 }
             }
-            (AdminDefect::ImportsAtStaging, AdminEffect::Stage { snapshot, .. }) => {
+            (Some(AdminDefect::ImportsAtStaging), AdminEffect::Stage { snapshot, .. }) => {
                 for w in &snapshot.worlds {
                     let mut active = w.clone();
-                    active.status = custos_core::world::WorldStatus::Active;
+                    active.status = WorldStatus::Active;
                     let _ = self.inner.register(&active);
                 }
             }
@@ -237,79 +390,34 @@ impl ControlAdmin for AdminMutant {
         Ok(())
     }
     fn stored_receipt(&self) -> Result<Option<Vec<u8>>, AdminError> {
-        if self.defect == AdminDefect::ForgetsReceipt {
-            return Ok(None);
+        match self.defect {
+            Some(AdminDefect::ForgetsReceipt) => Ok(None),
+            Some(AdminDefect::ReceiptStoredAsText) => {
+                Ok(self.inner.stored_receipt()?.map(|mut b| {
+                    b.push(b'\n');
+                    b
+                }))
+            }
+            _ => self.inner.stored_receipt(),
         }
-        self.inner.stored_receipt()
     }
-}
-
-type AdminCase = fn(&dyn Fn() -> AdminMutant);
-
-fn admin_fails(case: AdminCase, defect: AdminDefect) -> bool {
-    let factory = move || AdminMutant {
-        defect,
-        inner: MemoryControlCatalog::new(),
-    };
-    catch_unwind(AssertUnwindSafe(|| case(&factory))).is_err()
 }
 
 #[test]
-fn every_administration_mutant_is_caught_by_its_case_and_only_breaks_what_it_breaks() {
-    let export: AdminCase = |f| admin_suite::export_is_exact_and_excludes_administration(f);
-    let cas: AdminCase = |f| admin_suite::commits_are_compare_and_swap(f);
-    let table: [(AdminDefect, &str, AdminCase, AdminCase); 5] = [
-        (
-            AdminDefect::NoCompareAndSwap,
-            "commits_are_compare_and_swap",
-            cas,
-            export,
-        ),
-        (
-            AdminDefect::ForgetsReceipt,
-            "a_completed_receipt_reads_back_byte_identical",
-            |f| admin_suite::a_completed_receipt_reads_back_byte_identical(f),
-            cas,
-        ),
-        (
-            AdminDefect::ImportsTheHolder,
-            "activation_imports_exact_records_and_floors",
-            |f| admin_suite::activation_imports_exact_records_and_floors(f),
-            cas,
-        ),
-        (
-            AdminDefect::LeaksAdministration,
-            "export_is_exact_and_excludes_administration",
-            export,
-            cas,
-        ),
-        (
-            AdminDefect::ImportsAtStaging,
-            "staging_is_invisible_idempotent_and_exclusive",
-            |f| admin_suite::staging_is_invisible_idempotent_and_exclusive(f),
-            cas,
-        ),
-    ];
-    let _hook = HOOK
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let prev = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
-    let report: Vec<_> = table
-        .iter()
-        .map(|(d, name, case, unrelated)| {
-            (
-                *d,
-                *name,
-                admin_fails(*case, *d),
-                admin_fails(*unrelated, *d),
-            )
-        })
-        .collect();
-    std::panic::set_hook(prev);
-    for (defect, name, killed, broke_unrelated) in report {
-        println!("{defect:?}: caught by {name}: {killed}");
-        assert!(killed, "{defect:?} survived {name}");
-        assert!(!broke_unrelated, "{defect:?} broke an unrelated case");
+fn every_broken_control_administration_is_caught() {
+    let cases = control_admin_cases::<AdminMutant>();
+    let honest = failing_cases(&cases, &|| AdminMutant {
+        defect: None,
+        inner: MemoryControlCatalog::new(),
+    });
+    assert!(honest.is_empty(), "the honest wrapper fails {honest:?}");
+    let mut verdicts = Verdicts::new("control admin");
+    for d in ADMIN_DEFECTS {
+        let factory = move || AdminMutant {
+            defect: Some(d),
+            inner: MemoryControlCatalog::new(),
+        };
+        verdicts.record(format!("{d:?}"), failing_cases(&cases, &factory));
     }
+    verdicts.assert_all_caught(8);
 }

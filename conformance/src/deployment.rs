@@ -1,0 +1,1076 @@
+//! The deployment catalog's conformance suite (spec 004): versioned
+//! desired state (object generations stamped by the publication that
+//! accepted them, the expected-generation tables of apply and delete,
+//! atomic batches, snapshot-only publications), tenant scope and immutable
+//! deployment scope, refusals that change nothing, default and named
+//! routes that never fall back, deterministic weighted selection over
+//! ascending revisions, owned resolutions and pinned generations, bounded
+//! ascending pages whose tokens expire with any publication, managed
+//! operations replayed exactly, and the release rules checked before a
+//! publication.
+//!
+//! Core holds the rules as pure functions ([`state::decide`],
+//! [`route::compile`], [`page::page`]) and no port trait; this suite
+//! defines the small one a repository implements, [`DeploymentBackend`],
+//! and [`MemoryDeployments`], the reference built on those functions. A
+//! backend is built over the suite's release catalog, [`FixtureReleases`].
+//!
+//! Cases panic (via `assert!`) on a violation: they are test bodies. A case
+//! that needs two repository instances calls the factory twice.
+
+#![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use custos_core::deployment::manifest::{
+    Availability, DeploymentManifest, Placement, ResourceBudgets, RevisionId,
+};
+use custos_core::deployment::page::{self, Page, PageIndex, PageRequest, MAX_PAGE_BYTES};
+use custos_core::deployment::route::{
+    self, PinnedRoutes, ReleaseSource, ResolvedRevision, Snapshot, Target, ATTR_DEPLOYMENT,
+};
+use custos_core::deployment::state::{
+    self, Catalog, Mutation, Operation, Receipt, Request, VersionedDeployment,
+};
+use custos_core::deployment::DeploymentError;
+use custos_core::release::contract::{Contract, Function, Interface};
+use custos_core::release::Sha256;
+
+// ------------------------------------------------------------------ the port
+
+/// What a deployment repository offers its callers: one mutation (decided
+/// and published, or refused with nothing changed) and the readers of the
+/// installed generation. Every refusal is the rule's [`DeploymentError`].
+pub trait DeploymentBackend {
+    /// Decides `req` against the live catalog (the backend sets
+    /// `compiled_at`) and publishes the result; the decision's own receipt.
+    fn mutate(&self, req: Request) -> Result<Receipt, DeploymentError>;
+    /// The deployment `id` in `tenant`'s scope.
+    fn get(&self, tenant: &str, id: &str) -> Result<Option<VersionedDeployment>, DeploymentError>;
+    /// One page of `req.tenant`'s deployments.
+    fn page(&self, req: &PageRequest) -> Result<Page, DeploymentError>;
+    /// Resolves `target` against the installed generation.
+    fn resolve(
+        &self,
+        target: &Target,
+        routing_key: Option<&str>,
+    ) -> Result<ResolvedRevision, DeploymentError>;
+    /// Pins the installed generation.
+    fn pin(&self) -> Result<PinnedRoutes, DeploymentError>;
+    /// The installed catalog generation.
+    fn generation(&self) -> Result<u64, DeploymentError>;
+}
+
+/// The contract every greeter release exports.
+pub const GREETER: &str = "greeter";
+
+/// The release digest of fixture release `n`.
+pub fn release(n: u8) -> Sha256 {
+    Sha256::of(&[b'r', n])
+}
+
+fn function(name: &str) -> Function {
+    Function {
+        name: name.into(),
+        docs: None,
+        params: Vec::new(),
+        results: Vec::new(),
+    }
+}
+
+/// The suite's release catalog: releases 1 to 4 export `greeter`
+/// (`hello`, `bye`); release 5 exports a `greeter` with other documentation
+/// (another schema for the same contract id); release 6 exports `counter`
+/// (`incr`); any other release is not in the catalog.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FixtureReleases;
+
+impl ReleaseSource for FixtureReleases {
+    fn contract(&self, r: &Sha256) -> Result<Contract, String> {
+        let n = (1..=6).find(|n| release(*n) == *r);
+        let interface = match n {
+            Some(1..=4) => Interface {
+                name: GREETER.into(),
+                docs: None,
+                functions: vec![function("hello"), function("bye")],
+            },
+            Some(5) => Interface {
+                name: GREETER.into(),
+                docs: Some("another schema".into()),
+                functions: vec![function("hello"), function("bye")],
+            },
+            Some(6) => Interface {
+                name: "counter".into(),
+                docs: None,
+                functions: vec![function("incr")],
+            },
+            _ => return Err("not in the release catalog".into()),
+        };
+        Ok(Contract {
+            interfaces: vec![interface],
+        })
+    }
+}
+
+// ------------------------------------------------------- the memory backend
+
+/// One installed generation.
+#[derive(Debug)]
+struct Installed {
+    catalog: Catalog,
+    routes: Arc<Snapshot>,
+    index: PageIndex,
+}
+
+/// Distinct page-token fingerprints per instance.
+static INSTANCES: AtomicU64 = AtomicU64::new(1);
+
+/// The reference backend: core's pure desired state, compiled routes and
+/// page indexes behind one lock, over a release source.
+pub struct MemoryDeployments {
+    source: Arc<dyn ReleaseSource + Send + Sync>,
+    live: Mutex<Arc<Installed>>,
+    instance: u64,
+}
+
+impl MemoryDeployments {
+    /// An empty catalog over [`FixtureReleases`].
+    pub fn new() -> Self {
+        Self::over(Arc::new(FixtureReleases))
+    }
+
+    /// An empty catalog over `source`.
+    pub fn over(source: Arc<dyn ReleaseSource + Send + Sync>) -> Self {
+        let catalog = Catalog::default();
+        MemoryDeployments {
+            source,
+            live: Mutex::new(Arc::new(Installed {
+                index: PageIndex::build(&catalog),
+                routes: Arc::new(Snapshot::empty(0)),
+                catalog,
+            })),
+            instance: INSTANCES.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    fn installed(&self) -> Arc<Installed> {
+        Arc::clone(&self.live.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+impl Default for MemoryDeployments {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl DeploymentBackend for MemoryDeployments {
+    fn mutate(&self, mut req: Request) -> Result<Receipt, DeploymentError> {
+        let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
+        req.compiled_at = live.catalog.generation;
+        let decision = state::decide(&live.catalog, &req)?;
+        let Some(next) = decision.next else {
+            return Ok(decision.receipt);
+        };
+        let routes = route::compile(&next, self.source.as_ref())?;
+        *live = Arc::new(Installed {
+            index: PageIndex::build(&next),
+            routes: Arc::new(routes),
+            catalog: next,
+        });
+        Ok(decision.receipt)
+    }
+    fn get(&self, tenant: &str, id: &str) -> Result<Option<VersionedDeployment>, DeploymentError> {
+        Ok(self.installed().catalog.get(Some(tenant), id).cloned())
+    }
+    fn page(&self, req: &PageRequest) -> Result<Page, DeploymentError> {
+        let live = self.installed();
+        page::page(
+            &live.catalog,
+            &live.index,
+            req,
+            self.instance,
+            MAX_PAGE_BYTES,
+        )
+    }
+    fn resolve(
+        &self,
+        target: &Target,
+        routing_key: Option<&str>,
+    ) -> Result<ResolvedRevision, DeploymentError> {
+        self.installed().routes.resolve(target, routing_key)
+    }
+    fn pin(&self) -> Result<PinnedRoutes, DeploymentError> {
+        Ok(PinnedRoutes::pin(&self.installed().routes))
+    }
+    fn generation(&self) -> Result<u64, DeploymentError> {
+        Ok(self.installed().catalog.generation)
+    }
+}
+
+// ------------------------------------------------------------------ helpers
+
+/// A manifest of release 1, weight 1, no namespace.
+pub fn manifest(id: &str, tenant: &str, service: &str) -> DeploymentManifest {
+    DeploymentManifest {
+        id: id.into(),
+        tenant: tenant.into(),
+        namespace: None,
+        service: service.into(),
+        release: release(1),
+        route_weight: 1,
+        grants: Vec::new(),
+        budgets: ResourceBudgets::default(),
+        placement: Placement::default(),
+        availability: Availability::default(),
+        labels: BTreeMap::new(),
+        annotations: BTreeMap::new(),
+    }
+}
+
+/// `manifest(id, "acme", "api")`.
+pub fn acme(id: &str) -> DeploymentManifest {
+    manifest(id, "acme", "api")
+}
+
+fn req(tenant: &str, mutation: Mutation) -> Request {
+    Request {
+        tenant: Some(tenant.into()),
+        mutation,
+        compiled_at: 0,
+        operation: None,
+    }
+}
+
+/// An apply of `m` scoped to its own tenant.
+pub fn apply_req(m: DeploymentManifest, expected: Option<u64>) -> Request {
+    let tenant = m.tenant.clone();
+    req(
+        &tenant,
+        Mutation::Apply {
+            manifest: Box::new(m),
+            expected,
+        },
+    )
+}
+
+/// A delete of `id` scoped to `tenant`.
+pub fn delete_req(tenant: &str, id: &str, expected: Option<u64>) -> Request {
+    req(
+        tenant,
+        Mutation::Delete {
+            id: id.into(),
+            expected,
+        },
+    )
+}
+
+/// A batch apply scoped to `tenant`.
+pub fn batch_req(tenant: &str, manifests: Vec<DeploymentManifest>) -> Request {
+    req(tenant, Mutation::ApplyMany { manifests })
+}
+
+/// A snapshot-only publication.
+pub fn publish_req() -> Request {
+    Request {
+        tenant: None,
+        mutation: Mutation::PublishSnapshot,
+        compiled_at: 0,
+        operation: None,
+    }
+}
+
+/// The receipt of an accepted mutation.
+#[track_caller]
+pub fn accepted<B: DeploymentBackend>(b: &B, r: Request) -> Receipt {
+    match b.mutate(r.clone()) {
+        Ok(receipt) => receipt,
+        Err(e) => panic!("{r:?} was refused: {e}"),
+    }
+}
+
+/// The one record an accepted single apply installed.
+#[track_caller]
+pub fn applied<B: DeploymentBackend>(b: &B, m: DeploymentManifest) -> VersionedDeployment {
+    match accepted(b, apply_req(m, None)) {
+        Receipt::Applied {
+            mut deployments, ..
+        } if deployments.len() == 1 => deployments.remove(0),
+        other => panic!("an apply answered {other:?}"),
+    }
+}
+
+/// The observable state of the tenants `tenants`: the generation and
+/// every record, listed page by page.
+#[track_caller]
+pub fn observe<B: DeploymentBackend>(b: &B, tenants: &[&str]) -> (u64, Vec<VersionedDeployment>) {
+    let mut all = Vec::new();
+    for t in tenants {
+        all.extend(list(b, t, None, 1000));
+    }
+    (b.generation().unwrap(), all)
+}
+
+/// Every record of `tenant` (and `service`), following tokens.
+#[track_caller]
+pub fn list<B: DeploymentBackend>(
+    b: &B,
+    tenant: &str,
+    service: Option<&str>,
+    page_size: u32,
+) -> Vec<VersionedDeployment> {
+    let mut out = Vec::new();
+    let mut token = None;
+    for _ in 0..1000 {
+        let p = b
+            .page(&page_req(tenant, service, page_size, token))
+            .unwrap();
+        out.extend(p.deployments);
+        match p.next_page_token {
+            Some(t) => token = Some(t),
+            None => return out,
+        }
+    }
+    panic!("a listing of {tenant} did not end");
+}
+
+/// A page request.
+pub fn page_req(
+    tenant: &str,
+    service: Option<&str>,
+    page_size: u32,
+    page_token: Option<String>,
+) -> PageRequest {
+    PageRequest {
+        tenant: tenant.into(),
+        service: service.map(str::to_owned),
+        page_size,
+        page_token,
+    }
+}
+
+/// Asserts `r` is refused with `reason` and changes nothing the tenants
+/// `tenants` can observe.
+#[track_caller]
+pub fn refused<B: DeploymentBackend>(b: &B, r: Request, reason: &str, tenants: &[&str]) {
+    let before = observe(b, tenants);
+    match b.mutate(r.clone()) {
+        Ok(receipt) => panic!("{r:?} was accepted ({receipt:?}); want {reason}"),
+        Err(e) => assert_eq!(e.reason(), reason, "{r:?}: {e}"),
+    }
+    assert_eq!(observe(b, tenants), before, "a refusal changed the state");
+}
+
+/// The reason of a refused read.
+#[track_caller]
+pub fn reason<T: std::fmt::Debug>(r: Result<T, DeploymentError>) -> &'static str {
+    r.expect_err("expected a refusal").reason()
+}
+
+/// A target of `greeter.hello` in `tenant`/`service`, `route` (`None`:
+/// default).
+pub fn target(tenant: &str, service: &str, route: Option<&str>) -> Target {
+    Target {
+        tenant: tenant.into(),
+        service: service.into(),
+        route: route.map(str::to_owned),
+        contract: GREETER.into(),
+        function: "hello".into(),
+    }
+}
+
+#[track_caller]
+fn generation_of<B: DeploymentBackend>(b: &B, tenant: &str, id: &str) -> u64 {
+    b.get(tenant, id)
+        .unwrap()
+        .unwrap_or_else(|| panic!("{id} is absent"))
+        .generation
+}
+
+#[track_caller]
+fn revision(m: &DeploymentManifest) -> RevisionId {
+    m.clone().validate().unwrap().revision_id()
+}
+
+// -------------------------------------------------------------------- cases
+
+/// A fresh catalog is at generation 0, holds nothing, lists an empty page
+/// without a token and resolves no route.
+pub fn fresh_catalog_is_empty<B: DeploymentBackend, F: Fn() -> B>(factory: F) {
+    let b = factory();
+    assert_eq!(b.generation().unwrap(), 0);
+    assert_eq!(b.get("acme", "blue").unwrap(), None);
+    let p = b.page(&page_req("acme", None, 10, None)).unwrap();
+    assert!(p.deployments.is_empty());
+    assert_eq!(p.next_page_token, None);
+    assert_eq!(p.catalog_generation, 0);
+    assert_eq!(
+        reason(b.resolve(&target("acme", "api", None), None)),
+        "route-unavailable"
+    );
+    assert_eq!(b.pin().unwrap().generation(), 0);
+}
+
+/// Each accepted apply publishes once: its receipt is the exact normalized
+/// record installed, stamped with the new catalog generation; an unrelated
+/// apply leaves an object's stamp; an unchanged re-apply still advances it.
+pub fn apply_stamps_each_accepted_apply<B: DeploymentBackend, F: Fn() -> B>(factory: F) {
+    let b = factory();
+    let mut blue = acme("blue");
+    blue.grants = vec!["net".into(), "clock".into()];
+    let r = accepted(&b, apply_req(blue.clone(), None));
+    let normalized = blue.clone().validate().unwrap();
+    let want = VersionedDeployment {
+        manifest: normalized,
+        generation: 1,
+    };
+    assert_eq!(
+        r,
+        Receipt::Applied {
+            deployments: vec![want.clone()],
+            catalog_generation: 1
+        }
+    );
+    assert_eq!(b.get("acme", "blue").unwrap(), Some(want));
+    assert_eq!(applied(&b, acme("green")).generation, 2);
+    assert_eq!(generation_of(&b, "acme", "blue"), 1, "an unrelated apply");
+    assert_eq!(applied(&b, blue).generation, 3, "an unchanged re-apply");
+    assert_eq!(generation_of(&b, "acme", "blue"), 3);
+    assert_eq!(generation_of(&b, "acme", "green"), 2);
+    assert_eq!(b.generation().unwrap(), 3);
+}
+
+/// Apply under a precondition: `Some(0)` requires absence, `Some(g)` a live
+/// object at exactly `g`; a stale caller gets a generation conflict and
+/// nothing changes.
+pub fn apply_expected_generation_table<B: DeploymentBackend, F: Fn() -> B>(factory: F) {
+    let b = factory();
+    applied(&b, acme("blue"));
+    applied(&b, acme("green"));
+    let t = &["acme"];
+    let conflict = "deployment-generation-conflict";
+    refused(&b, apply_req(acme("blue"), Some(0)), conflict, t);
+    refused(&b, apply_req(acme("green"), Some(1)), conflict, t);
+    refused(&b, apply_req(acme("green"), Some(3)), conflict, t);
+    refused(&b, apply_req(acme("white"), Some(2)), conflict, t);
+    let e = b.mutate(apply_req(acme("blue"), Some(0))).unwrap_err();
+    assert_eq!(
+        e,
+        DeploymentError::GenerationConflict {
+            id: "blue".into(),
+            expected: 0,
+            live: Some(1)
+        }
+    );
+    assert!(e.retryable());
+    accepted(&b, apply_req(acme("white"), Some(0)));
+    assert_eq!(generation_of(&b, "acme", "white"), 3);
+    accepted(&b, apply_req(acme("green"), Some(2)));
+    assert_eq!(generation_of(&b, "acme", "green"), 4);
+    assert_eq!(generation_of(&b, "acme", "blue"), 1);
+}
+
+/// Delete under a precondition: absence is not found whatever the
+/// expectation, `Some(0)` on a live object conflicts, `Some(g)` needs
+/// exactly `g`; the receipt carries the deleted record with its old stamp
+/// and the generation that published the deletion; recreating the id gets
+/// a newer stamp.
+pub fn delete_expected_generation_table<B: DeploymentBackend, F: Fn() -> B>(factory: F) {
+    let b = factory();
+    applied(&b, acme("blue"));
+    let green = applied(&b, acme("green"));
+    let t = &["acme"];
+    let conflict = "deployment-generation-conflict";
+    refused(
+        &b,
+        delete_req("acme", "white", None),
+        "deployment-not-found",
+        t,
+    );
+    refused(
+        &b,
+        delete_req("acme", "white", Some(0)),
+        "deployment-not-found",
+        t,
+    );
+    refused(
+        &b,
+        delete_req("acme", "white", Some(7)),
+        "deployment-not-found",
+        t,
+    );
+    refused(&b, delete_req("acme", "blue", Some(0)), conflict, t);
+    refused(&b, delete_req("acme", "green", Some(1)), conflict, t);
+    let r = accepted(&b, delete_req("acme", "green", Some(2)));
+    assert_eq!(
+        r,
+        Receipt::Deleted {
+            deployment: Box::new(green),
+            catalog_generation: 3
+        }
+    );
+    assert_eq!(b.get("acme", "green").unwrap(), None);
+    assert_eq!(b.generation().unwrap(), 3);
+    refused(
+        &b,
+        delete_req("acme", "green", None),
+        "deployment-not-found",
+        t,
+    );
+    assert_eq!(applied(&b, acme("green")).generation, 4);
+    accepted(&b, delete_req("acme", "blue", None));
+    assert_eq!(list(&b, "acme", None, 10).len(), 1);
+}
+
+/// Invalid manifests and scope changes are refused and change nothing:
+/// a weight outside 1..=10,000, the reserved id `default`, and an update
+/// moving an existing id to another namespace or service.
+pub fn refused_applies_leave_state_untouched<B: DeploymentBackend, F: Fn() -> B>(factory: F) {
+    let b = factory();
+    applied(&b, acme("blue"));
+    let t = &["acme"];
+    for w in [0, 10_001] {
+        let mut m = acme("green");
+        m.route_weight = w;
+        refused(&b, apply_req(m, None), "invalid-route-weight", t);
+    }
+    refused(
+        &b,
+        apply_req(acme("default"), None),
+        "reserved-deployment-id",
+        t,
+    );
+    let mut moved = acme("blue");
+    moved.namespace = Some("ns".into());
+    refused(&b, apply_req(moved, None), "deployment-scope-immutable", t);
+    let moved = manifest("blue", "acme", "web");
+    refused(&b, apply_req(moved, None), "deployment-scope-immutable", t);
+    assert_eq!(
+        b.get("acme", "blue").unwrap().unwrap().manifest,
+        acme("blue")
+    );
+    assert_eq!(b.get("acme", "green").unwrap(), None);
+}
+
+/// A batch installs every member under one new stamp (its receipt in id
+/// order) and leaves untouched objects' stamps; an empty batch publishes
+/// nothing; a batch naming one id twice is refused.
+pub fn batch_applies_under_one_stamp<B: DeploymentBackend, F: Fn() -> B>(factory: F) {
+    let b = factory();
+    applied(&b, acme("blue"));
+    let r = accepted(
+        &b,
+        batch_req("acme", vec![acme("teal"), acme("amber"), acme("green")]),
+    );
+    let Receipt::Applied {
+        deployments,
+        catalog_generation,
+    } = r
+    else {
+        panic!("a batch answered {r:?}");
+    };
+    assert_eq!(catalog_generation, 2);
+    let ids: Vec<_> = deployments.iter().map(|d| d.manifest.id.as_str()).collect();
+    assert_eq!(ids, ["amber", "green", "teal"]);
+    assert!(deployments.iter().all(|d| d.generation == 2));
+    for d in &deployments {
+        assert_eq!(b.get("acme", &d.manifest.id).unwrap().as_ref(), Some(d));
+    }
+    assert_eq!(generation_of(&b, "acme", "blue"), 1);
+    assert_eq!(
+        accepted(&b, batch_req("acme", Vec::new())),
+        Receipt::Unchanged {
+            catalog_generation: 2
+        }
+    );
+    assert_eq!(b.generation().unwrap(), 2);
+    refused(
+        &b,
+        batch_req("acme", vec![acme("white"), acme("white")]),
+        "duplicate-deployment-id",
+        &["acme"],
+    );
+}
+
+/// A batch refused for any member — an invalid weight, a scope change, an
+/// unreadable release — installs none of them, not even the valid members
+/// before it.
+pub fn a_refused_batch_applies_no_member<B: DeploymentBackend, F: Fn() -> B>(factory: F) {
+    let b = factory();
+    applied(&b, acme("blue"));
+    let t = &["acme"];
+    let mut heavy = acme("white");
+    heavy.route_weight = 0;
+    refused(
+        &b,
+        batch_req("acme", vec![acme("amber"), heavy]),
+        "invalid-route-weight",
+        t,
+    );
+    refused(
+        &b,
+        batch_req("acme", vec![acme("amber"), manifest("blue", "acme", "web")]),
+        "deployment-scope-immutable",
+        t,
+    );
+    let mut missing = acme("white");
+    missing.release = release(9);
+    refused(
+        &b,
+        batch_req("acme", vec![acme("amber"), missing]),
+        "release-unavailable",
+        t,
+    );
+    assert_eq!(b.get("acme", "amber").unwrap(), None);
+    assert_eq!(b.generation().unwrap(), 1);
+}
+
+/// The caller's tenant scopes every operation: a scoped get finds no other
+/// tenant's record, a delete of it is not found, and an apply naming
+/// another tenant's id or another tenant's manifest is refused.
+pub fn tenant_scopes_reads_and_writes<B: DeploymentBackend, F: Fn() -> B>(factory: F) {
+    let b = factory();
+    applied(&b, acme("blue"));
+    let red = applied(&b, manifest("red", "beta", "api"));
+    let t = &["acme", "beta"];
+    assert_eq!(b.get("acme", "red").unwrap(), None);
+    assert_eq!(b.get("beta", "red").unwrap(), Some(red));
+    refused(
+        &b,
+        delete_req("acme", "red", None),
+        "deployment-not-found",
+        t,
+    );
+    refused(
+        &b,
+        delete_req("acme", "red", Some(2)),
+        "deployment-not-found",
+        t,
+    );
+    refused(
+        &b,
+        apply_req(acme("red"), None),
+        "deployment-tenant-mismatch",
+        t,
+    );
+    let mut foreign = apply_req(acme("white"), None);
+    foreign.tenant = Some("beta".into());
+    refused(&b, foreign, "deployment-tenant-mismatch", t);
+    assert!(list(&b, "beta", None, 10)
+        .iter()
+        .all(|d| d.manifest.tenant == "beta"));
+}
+
+/// A snapshot-only publication advances the catalog generation once and no
+/// object's stamp; resolutions report the new catalog generation.
+pub fn snapshot_publication_advances_only_the_catalog<B: DeploymentBackend, F: Fn() -> B>(
+    factory: F,
+) {
+    let b = factory();
+    applied(&b, acme("blue"));
+    assert_eq!(
+        accepted(&b, publish_req()),
+        Receipt::Published {
+            catalog_generation: 2
+        }
+    );
+    assert_eq!(b.generation().unwrap(), 2);
+    assert_eq!(generation_of(&b, "acme", "blue"), 1);
+    let r = b.resolve(&target("acme", "api", None), None).unwrap();
+    assert_eq!((r.generation, r.catalog_generation), (1, 2));
+    assert_eq!(b.pin().unwrap().generation(), 2);
+}
+
+/// Every deployment is in its service's default route and in the named
+/// route of its id; a named route selects only that deployment; an unknown
+/// route, another tenant's route and a route without the endpoint are
+/// refused, never answered from another route or tenant.
+pub fn routes_default_named_and_never_fall_back<B: DeploymentBackend, F: Fn() -> B>(factory: F) {
+    let b = factory();
+    let blue = applied(&b, acme("blue"));
+    applied(&b, acme("green"));
+    applied(&b, manifest("red", "beta", "api"));
+    for k in 0..16 {
+        let key = format!("key-{k}");
+        let r = b
+            .resolve(&target("acme", "api", Some("blue")), Some(&key))
+            .unwrap();
+        assert_eq!(r.deployment_id, "blue");
+        let d = b.resolve(&target("acme", "api", None), Some(&key)).unwrap();
+        assert!(["blue", "green"].contains(&d.deployment_id.as_str()));
+    }
+    let r = b
+        .resolve(&target("acme", "api", Some("blue")), None)
+        .unwrap();
+    assert_eq!(r.revision, revision(&blue.manifest));
+    assert_eq!((r.generation, r.catalog_generation), (1, 3));
+    assert_eq!(r.release, release(1));
+    assert_eq!(
+        r.attributes.get(ATTR_DEPLOYMENT).map(String::as_bytes),
+        Some(blue.manifest.canonical().as_slice())
+    );
+    let unavailable = "route-unavailable";
+    for t in [
+        target("acme", "api", Some("nope")),
+        target("acme", "api", Some("red")),
+        target("acme", "web", None),
+        target("gamma", "api", None),
+    ] {
+        assert_eq!(reason(b.resolve(&t, None)), unavailable, "{t:?}");
+    }
+    let mut other = target("acme", "api", Some("blue"));
+    other.function = "nope".into();
+    assert_eq!(reason(b.resolve(&other, None)), "incompatible-contract");
+    other.contract = "counter".into();
+    other.function = "incr".into();
+    assert_eq!(reason(b.resolve(&other, None)), "incompatible-contract");
+}
+
+/// Default-route selection is the deterministic weighted pick over the
+/// candidates in ascending revision order, keyed by the routing key (an
+/// absent key is the empty one).
+pub fn weighted_selection_is_deterministic_over_revisions<B: DeploymentBackend, F: Fn() -> B>(
+    factory: F,
+) {
+    let b = factory();
+    let mut candidates = Vec::new();
+    let mut by_revision = BTreeMap::new();
+    for (id, w, rel) in [
+        ("blue", 1, 1),
+        ("green", 2, 2),
+        ("teal", 3, 3),
+        ("amber", 4, 4),
+    ] {
+        let mut m = acme(id);
+        m.route_weight = w;
+        m.release = release(rel);
+        candidates.push((revision(&m), w));
+        by_revision.insert(revision(&m), id);
+        applied(&b, m);
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for k in 0..64 {
+        let key = format!("user-{k}");
+        let want = route::select(
+            &candidates,
+            ["acme", "api", "default", GREETER, "hello", &key],
+        )
+        .unwrap();
+        let got = b.resolve(&target("acme", "api", None), Some(&key)).unwrap();
+        assert_eq!(got.deployment_id, by_revision[&want], "routing key {key}");
+        assert_eq!(
+            b.resolve(&target("acme", "api", None), Some(&key))
+                .unwrap()
+                .deployment_id,
+            got.deployment_id,
+            "selection is not deterministic"
+        );
+        seen.insert(got.deployment_id);
+    }
+    assert!(seen.len() > 1, "every key selected one deployment");
+    let want = route::select(
+        &candidates,
+        ["acme", "api", "default", GREETER, "hello", ""],
+    );
+    let got = b.resolve(&target("acme", "api", None), None).unwrap();
+    assert_eq!(got.deployment_id, by_revision[&want.unwrap()]);
+}
+
+/// A revision ignores the weight and follows every other setting; a
+/// returned resolution is owned and a pin keeps its whole generation after
+/// the deployment is reweighted and deleted.
+pub fn revisions_ignore_the_weight_and_pins_hold<B: DeploymentBackend, F: Fn() -> B>(factory: F) {
+    let b = factory();
+    let blue = applied(&b, acme("blue"));
+    let named = target("acme", "api", Some("blue"));
+    let first = b.resolve(&named, None).unwrap();
+    assert_eq!(first.revision, revision(&blue.manifest));
+    let pin = b.pin().unwrap();
+    let mut heavier = acme("blue");
+    heavier.route_weight = 5;
+    applied(&b, heavier);
+    let again = b.resolve(&named, None).unwrap();
+    assert_eq!(
+        again.revision, first.revision,
+        "a reweight is a new revision"
+    );
+    assert_eq!(again.generation, 2);
+    let mut granted = acme("blue");
+    granted.grants = vec!["net".into()];
+    applied(&b, granted.clone());
+    let third = b.resolve(&named, None).unwrap();
+    assert_eq!(third.revision, revision(&granted));
+    assert_ne!(third.revision, first.revision);
+    accepted(&b, delete_req("acme", "blue", None));
+    assert_eq!(reason(b.resolve(&named, None)), "route-unavailable");
+    assert_eq!(pin.generation(), 1);
+    assert_eq!(pin.resolve(&named, None).unwrap(), first);
+    assert_eq!(first.generation, 1, "a returned resolution changed");
+}
+
+/// Pages list one tenant (or one tenant's service) in ascending id order,
+/// at most `page_size` records, with a token while more follow; the page
+/// size may change between continuations.
+pub fn pages_are_ascending_bounded_and_continue<B: DeploymentBackend, F: Fn() -> B>(factory: F) {
+    let b = factory();
+    for (id, service) in [
+        ("a5", "api"),
+        ("a2", "web"),
+        ("a1", "api"),
+        ("a4", "web"),
+        ("a3", "api"),
+    ] {
+        applied(&b, manifest(id, "acme", service));
+    }
+    applied(&b, manifest("b1", "beta", "api"));
+    let ids = |p: &Page| -> Vec<String> {
+        p.deployments
+            .iter()
+            .map(|d| d.manifest.id.clone())
+            .collect()
+    };
+    let p1 = b.page(&page_req("acme", None, 2, None)).unwrap();
+    assert_eq!(ids(&p1), ["a1", "a2"]);
+    assert_eq!(p1.catalog_generation, 6);
+    let p2 = b
+        .page(&page_req("acme", None, 2, p1.next_page_token.clone()))
+        .unwrap();
+    assert_eq!(ids(&p2), ["a3", "a4"]);
+    let p3 = b
+        .page(&page_req("acme", None, 2, p2.next_page_token.clone()))
+        .unwrap();
+    assert_eq!(ids(&p3), ["a5"]);
+    assert_eq!(p3.next_page_token, None);
+    let q1 = b.page(&page_req("acme", Some("api"), 1, None)).unwrap();
+    assert_eq!(ids(&q1), ["a1"]);
+    let q2 = b
+        .page(&page_req("acme", Some("api"), 10, q1.next_page_token))
+        .unwrap();
+    assert_eq!(ids(&q2), ["a3", "a5"]);
+    assert_eq!(q2.next_page_token, None);
+    let exact = b.page(&page_req("acme", Some("web"), 2, None)).unwrap();
+    assert_eq!(ids(&exact), ["a2", "a4"]);
+    assert_eq!(exact.next_page_token, None, "no token past the last record");
+    let beta = list(&b, "beta", None, 1);
+    assert_eq!(beta.len(), 1);
+    assert_eq!(beta[0], b.get("beta", "b1").unwrap().unwrap());
+}
+
+/// A page size outside 1..=1,000, a tenant or service that is not an
+/// identifier, a damaged token, another scope's token and another
+/// instance's token are each refused with their own reason.
+pub fn page_refusals_are_typed<B: DeploymentBackend, F: Fn() -> B>(factory: F) {
+    let b = factory();
+    for id in ["a1", "a2", "a3"] {
+        applied(&b, acme(id));
+    }
+    applied(&b, manifest("a9", "acme", "web"));
+    for size in [0, 1001] {
+        let r = b.page(&page_req("acme", None, size, None));
+        assert_eq!(reason(r), "invalid-deployment-page-size", "size {size}");
+    }
+    assert_eq!(
+        b.page(&page_req("acme", None, 1000, None))
+            .unwrap()
+            .deployments
+            .len(),
+        4
+    );
+    let scope = "invalid-deployment-page-scope";
+    assert_eq!(reason(b.page(&page_req("", None, 1, None))), scope);
+    assert_eq!(
+        reason(b.page(&page_req("acme", Some("a b"), 1, None))),
+        scope
+    );
+    let token = b
+        .page(&page_req("acme", None, 1, None))
+        .unwrap()
+        .next_page_token
+        .unwrap();
+    let bad = "invalid-deployment-page-token";
+    let damaged = format!("{}0", &token[..token.len() - 1]);
+    let damaged = if damaged == token {
+        format!("{}1", &token[..token.len() - 1])
+    } else {
+        damaged
+    };
+    for (t, s) in [
+        (damaged, None),
+        ("zz".to_owned(), None),
+        (token.clone(), Some("api")),
+    ] {
+        assert_eq!(reason(b.page(&page_req("acme", s, 1, Some(t)))), bad);
+    }
+    assert_eq!(
+        reason(b.page(&page_req("beta", None, 1, Some(token.clone())))),
+        bad
+    );
+    let other = factory();
+    for id in ["a1", "a2", "a3"] {
+        applied(&other, acme(id));
+    }
+    applied(&other, manifest("a9", "acme", "web"));
+    assert_eq!(
+        reason(other.page(&page_req("acme", None, 1, Some(token)))),
+        bad,
+        "another instance's token"
+    );
+}
+
+/// Any publication — an unrelated tenant's apply, a snapshot-only
+/// publication — expires every older token of this instance; a listing
+/// then restarts from the first page.
+pub fn page_tokens_expire_with_any_publication<B: DeploymentBackend, F: Fn() -> B>(factory: F) {
+    let b = factory();
+    for id in ["a1", "a2", "a3"] {
+        applied(&b, acme(id));
+    }
+    let expired = "expired-deployment-page-token";
+    let token = b
+        .page(&page_req("acme", None, 1, None))
+        .unwrap()
+        .next_page_token
+        .unwrap();
+    applied(&b, manifest("b1", "beta", "api"));
+    assert_eq!(
+        reason(b.page(&page_req("acme", None, 1, Some(token)))),
+        expired
+    );
+    let token = b
+        .page(&page_req("acme", None, 1, None))
+        .unwrap()
+        .next_page_token
+        .unwrap();
+    assert!(b
+        .page(&page_req("acme", None, 1, Some(token.clone())))
+        .is_ok());
+    accepted(&b, publish_req());
+    assert_eq!(
+        reason(b.page(&page_req("acme", None, 1, Some(token)))),
+        expired
+    );
+    assert_eq!(list(&b, "acme", None, 1).len(), 3);
+}
+
+fn managed(r: Request, actor: &str, id: &str, observed: u64) -> Request {
+    Request {
+        operation: Some(Operation {
+            actor: actor.into(),
+            id: id.into(),
+            observed,
+        }),
+        ..r
+    }
+}
+
+/// A managed operation retried with the same request is answered its
+/// first receipt and publishes nothing; the same operation id for another
+/// request is refused; another actor's id is its own.
+pub fn managed_operations_replay_exactly<B: DeploymentBackend, F: Fn() -> B>(factory: F) {
+    let b = factory();
+    applied(&b, acme("blue"));
+    let op = managed(apply_req(acme("green"), None), "ops", "op-1", 1);
+    let first = accepted(&b, op.clone());
+    assert_eq!(first.catalog_generation(), 2);
+    assert_eq!(accepted(&b, op.clone()), first, "a retry ran again");
+    assert_eq!(b.generation().unwrap(), 2);
+    assert_eq!(generation_of(&b, "acme", "green"), 2);
+    let reused = managed(apply_req(acme("teal"), None), "ops", "op-1", 1);
+    refused(&b, reused, "deployment-operation-conflict", &["acme"]);
+    let theirs = managed(apply_req(acme("teal"), None), "dev", "op-1", 2);
+    assert_eq!(accepted(&b, theirs).catalog_generation(), 3);
+    let del = managed(delete_req("acme", "blue", Some(1)), "ops", "op-2", 3);
+    let gone = accepted(&b, del.clone());
+    assert_eq!(accepted(&b, del), gone);
+    assert_eq!(b.generation().unwrap(), 4);
+}
+
+/// The release rules are checked before anything is published: an
+/// unreadable release, another schema for a contract the service already
+/// exports, and a second namespace for one tenant and service are each
+/// refused and change nothing; another tenant may use the namespace.
+pub fn release_rules_refuse_before_publication<B: DeploymentBackend, F: Fn() -> B>(factory: F) {
+    let b = factory();
+    applied(&b, acme("blue"));
+    let t = &["acme", "beta"];
+    let mut missing = acme("green");
+    missing.release = release(9);
+    refused(&b, apply_req(missing, None), "release-unavailable", t);
+    let mut other_schema = acme("green");
+    other_schema.release = release(5);
+    refused(
+        &b,
+        apply_req(other_schema, None),
+        "contract-schema-conflict",
+        t,
+    );
+    let mut spaced = acme("green");
+    spaced.namespace = Some("ns".into());
+    refused(
+        &b,
+        apply_req(spaced, None),
+        "ambiguous-deployment-namespace",
+        t,
+    );
+    let mut elsewhere = manifest("red", "beta", "api");
+    elsewhere.namespace = Some("ns".into());
+    elsewhere.release = release(5);
+    applied(&b, elsewhere);
+    let mut counter = acme("green");
+    counter.release = release(6);
+    applied(&b, counter);
+    assert_eq!(b.generation().unwrap(), 3);
+}
+
+// ---------------------------------------------------------------- the table
+
+/// Every deployment case, by name, in suite order.
+pub const DEPLOYMENT_CASES: &[&str] = &crate::__with_deployment_cases!(__emit_names!());
+
+/// A deployment case runnable at run time, for a backend type `B`.
+pub type DeploymentCase<B> = (&'static str, fn(&dyn Fn() -> B));
+
+/// Every case as `(name, function)`, for runners that report per case
+/// (run each under `std::panic::catch_unwind`).
+pub fn deployment_cases<B: DeploymentBackend>() -> Vec<DeploymentCase<B>> {
+    crate::__with_deployment_cases!(__emit_table!(deployment, B))
+}
+
+/// Emits `mod $name { #[test] fn <case>() … }`: one test per deployment
+/// conformance case, each calling the case with `$factory` (an expression
+/// of a type implementing `Fn() -> B` with `B: DeploymentBackend`, built
+/// over [`FixtureReleases`]; every call a fresh, empty catalog).
+#[macro_export]
+macro_rules! deployment_suite {
+    ($name:ident, $factory:expr $(,)?) => {
+        $crate::__suite!(__with_deployment_cases, deployment, $name, $factory);
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_deployment_cases {
+    ($callback:ident ! ($($args:tt)*)) => {
+        $crate::$callback! { ($($args)*)
+            fresh_catalog_is_empty,
+            apply_stamps_each_accepted_apply,
+            apply_expected_generation_table,
+            delete_expected_generation_table,
+            refused_applies_leave_state_untouched,
+            batch_applies_under_one_stamp,
+            a_refused_batch_applies_no_member,
+            tenant_scopes_reads_and_writes,
+            snapshot_publication_advances_only_the_catalog,
+            routes_default_named_and_never_fall_back,
+            weighted_selection_is_deterministic_over_revisions,
+            revisions_ignore_the_weight_and_pins_hold,
+            pages_are_ascending_bounded_and_continue,
+            page_refusals_are_typed,
+            page_tokens_expire_with_any_publication,
+            managed_operations_replay_exactly,
+            release_rules_refuse_before_publication,
+        }
+    };
+}
