@@ -8,7 +8,8 @@
 //! the receipt (`ACK APPLY|DELETE id … object-generation
 //! catalog-generation`) and fsyncs the file. The parent SIGKILLs the child
 //! after a delay drawn from a per-iteration seed (deterministic: the base
-//! seed is fixed unless `CUSTOS_SIGKILL_SEED` replays another run),
+//! seed is fixed unless `CUSTOS_SIGKILL_SEED` replays another run;
+//! `CUSTOS_TORTURE_ITERATIONS` sets the count),
 //! reopens the catalog — it must always open — and checks every
 //! acknowledged receipt: the catalog generation is the last acknowledged
 //! one (or one more, when a mutation was cut off after its commit point);
@@ -42,11 +43,36 @@ use custos_fs::{Access, RealFs};
 const ROOT_ENV: &str = "CUSTOS_DEPLOY_KILL_ROOT";
 const ACK_ENV: &str = "CUSTOS_DEPLOY_KILL_ACKS";
 const SEED_ENV: &str = "CUSTOS_DEPLOY_KILL_CHILD_SEED";
-const ITERATIONS: u64 = 24;
+/// The default count, so that `cargo test` stays fast; `make torture` sets more.
+const DEFAULT_ITERATIONS: u64 = 24;
 const DEFAULT_SEED: u64 = 0x00C0_FFEE_D15E_A5E5;
 const IDS: [&str; 5] = ["d0", "d1", "d2", "d3", "d4"];
 /// A child that was never killed stops by itself after this long.
 const CHILD_CAP: Duration = Duration::from_secs(20);
+
+fn iterations() -> u64 {
+    std::env::var("CUSTOS_TORTURE_ITERATIONS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(DEFAULT_ITERATIONS)
+}
+
+/// Prints the seed and iteration when an assertion fails inside it.
+struct Replay {
+    seed: u64,
+    iteration: u64,
+}
+
+impl Drop for Replay {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "torture deployment: FAILED at iteration {}; replay with CUSTOS_SIGKILL_SEED={}",
+                self.iteration, self.seed
+            );
+        }
+    }
+}
 
 fn component(n: u32) -> Vec<u8> {
     let mut c = b"\0asm\x0d\0\x01\0".to_vec();
@@ -320,6 +346,8 @@ struct Tally {
     cut_committed: u64,
     cut_lost: u64,
     killed_with_acks: u64,
+    /// Acknowledged state found missing or changed after a kill.
+    lost: u64,
 }
 
 /// Folds one child's ack lines into `model`; returns the last
@@ -413,7 +441,12 @@ fn check(
                 .unwrap();
             (d.manifest.route_weight, r, d.generation)
         });
-        assert_eq!(got, want, "iteration {iteration}: {id} (last acked {last})");
+        if got != want {
+            tally.lost += 1;
+            eprintln!(
+                "iteration {iteration}: {id} is {got:?}, acknowledged {want:?} (last acked {last})"
+            );
+        }
         found.insert(id.into(), got);
     }
     let page = repo
@@ -459,14 +492,16 @@ fn sigkilled_deployer_loses_no_acknowledged_mutation() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(DEFAULT_SEED);
-    eprintln!("deployment sigkill: seed {seed} (replay with CUSTOS_SIGKILL_SEED={seed})");
+    eprintln!("torture deployment: seed {seed} (replay with CUSTOS_SIGKILL_SEED={seed})");
+    let iterations = iterations();
     let started = Instant::now();
     let mut model = Model::new();
     let mut last = 0u64;
     let mut tally = Tally::default();
-    for iteration in 0..ITERATIONS {
+    for iteration in 0..iterations {
+        let _replay = Replay { seed, iteration };
         let s = splitmix(seed ^ iteration);
-        let delay = Duration::from_millis(30 + s % 270);
+        let delay = Duration::from_millis(20 + s % 150);
         let lines = run_child(&base, iteration, splitmix(s), delay);
         let (acked, pending) = fold(&lines, &mut model, last, &mut tally);
         let repo = DeploymentRepository::open(
@@ -480,11 +515,13 @@ fn sigkilled_deployer_loses_no_acknowledged_mutation() {
         (model, last) = check(&repo, iteration, &model, acked, &pending, &mut tally);
     }
     let t = &tally;
-    eprintln!(
-        "deployment sigkill: {ITERATIONS} SIGKILL iterations ({} killed after acks), {} \
-         acknowledged applies and {} deletes ({} conditional), {} stale applies refused, none \
-         lost; {} mutations cut off ({} found committed, {} not); final catalog generation \
-         {last}; {:.1}s",
+    println!(
+        "torture deployment: {iterations} SIGKILLs, {} acknowledged operations checked, {} lost; \
+         {} kills landed after at least one ack; {} applies and {} deletes ({} conditional), {} \
+         stale applies refused; {} mutations cut off ({} found committed, {} not); final catalog \
+         generation {last}; seed {seed}; {:.1}s",
+        t.applies + t.deletes + t.stale,
+        t.lost,
         t.killed_with_acks,
         t.applies,
         t.deletes,
@@ -495,8 +532,9 @@ fn sigkilled_deployer_loses_no_acknowledged_mutation() {
         t.cut_lost,
         started.elapsed().as_secs_f64()
     );
+    assert_eq!(t.lost, 0, "acknowledged mutations lost (seed {seed})");
     assert!(
-        t.killed_with_acks >= ITERATIONS / 2,
+        t.killed_with_acks >= iterations / 2,
         "the child rarely got to mutate"
     );
     assert!(t.deletes > 0 && t.applies > 0);

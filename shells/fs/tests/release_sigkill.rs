@@ -5,13 +5,16 @@
 //! between publications it revokes or retires one of its earlier releases
 //! (`TRY REVOKE|RETIRE <digest>` before, `ACK …` after). The parent
 //! SIGKILLs it after a random delay (xorshift seeded from the clock,
-//! printed; `CUSTOS_SIGKILL_SEED` replays a run), reopens with the same
+//! printed; `CUSTOS_SIGKILL_SEED` replays a run;
+//! `CUSTOS_TORTURE_ITERATIONS` sets the count), reopens with the same
 //! bounds and checks: the open never fails; every acknowledged release has
 //! its acknowledged membership (a change cut off mid-way is old or new);
 //! a member resolves and fetches byte-identically, a revoked or retired
 //! one is refused by both; and nothing but the children's own releases is
 //! visible (at most one unacknowledged release per kill — the one whose
-//! acknowledgment was cut off).
+//! acknowledgment was cut off). After each kill the releases the dead
+//! child acknowledged and a sample of older ones are fetched; a last sweep
+//! fetches every one.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -31,7 +34,34 @@ use custos_fs::RealFs;
 
 const ROOT_ENV: &str = "CUSTOS_RELEASE_KILL_ROOT";
 const TAG_ENV: &str = "CUSTOS_RELEASE_KILL_TAG";
-const ITERATIONS: u64 = 24;
+/// The default count, so that `cargo test` stays fast; `make torture` sets more.
+const DEFAULT_ITERATIONS: u64 = 24;
+/// Older releases fetched again after each kill (all of them at the end).
+const SAMPLE: usize = 16;
+
+fn iterations() -> u64 {
+    std::env::var("CUSTOS_TORTURE_ITERATIONS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(DEFAULT_ITERATIONS)
+}
+
+/// Prints the seed and iteration when an assertion fails inside it.
+struct Replay {
+    seed: u64,
+    iteration: u64,
+}
+
+impl Drop for Replay {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "torture release: FAILED at iteration {}; replay with CUSTOS_SIGKILL_SEED={}",
+                self.iteration, self.seed
+            );
+        }
+    }
+}
 
 /// The bounds both the child and the parent open with.
 fn bounds() -> Bounds {
@@ -147,24 +177,27 @@ fn run_child(root: &Path, tag: u64, delay: Duration) -> Vec<String> {
     reader.join().unwrap()
 }
 
-/// Every acknowledged release is present after the kill with the
-/// membership `expected` records: a member resolves and fetches its exact
-/// bytes, a revoked or retired one is refused `FailedPrecondition`.
-fn check_acknowledged(
+/// Every acknowledged release of `acked` is present after the kill with
+/// the membership `expected` records: a member resolves and fetches its
+/// exact bytes, a revoked or retired one is refused `FailedPrecondition`.
+/// Answers how many were not (lost), each reported.
+fn check_acknowledged<'a>(
     repo: &ReleaseRepository<RealFs>,
     tag: u64,
-    acked: &[(u64, u64, Sha256)],
+    acked: impl Iterator<Item = &'a (u64, u64, Sha256)>,
     expected: &BTreeMap<Sha256, Membership>,
-) {
+) -> u64 {
+    let mut lost = 0;
     for (t, n, d) in acked {
         let (manifest, component, contract) = release(*t, *n);
         let reference = format!("k{t}-r{n}@0.{t}.{n}");
         let want = expected.get(d).copied().unwrap();
-        assert_eq!(
-            repo.membership(d),
-            Some(want),
-            "iteration {tag}: {d} membership"
-        );
+        let got = repo.membership(d);
+        if got != Some(want) {
+            eprintln!("iteration {tag}: {d} ({reference}) is {got:?}, acknowledged {want:?}");
+            lost += 1;
+            continue;
+        }
         if want != Membership::Member {
             assert_eq!(
                 repo.fetch(d).map(|_| ()).map_err(|e| e.class()),
@@ -176,21 +209,20 @@ fn check_acknowledged(
             );
             continue;
         }
-        assert_eq!(
-            repo.resolve(&reference)
-                .unwrap_or_else(|e| panic!("iteration {tag}: resolve {reference}: {e}"))
-                .component_digest,
-            *d
-        );
-        let got = repo
-            .fetch(d)
-            .unwrap_or_else(|e| panic!("iteration {tag}: fetch {d}: {e}"));
+        let (resolved, fetched) = (repo.resolve(&reference), repo.fetch(d));
+        let (Ok(resolved), Ok(got)) = (resolved, fetched) else {
+            eprintln!("iteration {tag}: {reference} does not resolve and fetch");
+            lost += 1;
+            continue;
+        };
+        assert_eq!(resolved.component_digest, *d);
         assert_eq!(got.component, component, "iteration {tag}: {d} component");
         assert_eq!(got.contract, contract, "iteration {tag}: {d} contract");
         let canonical =
             custos_core::release::manifest::Manifest::parse(&manifest, 1 << 20).unwrap();
         assert_eq!(got.manifest, canonical, "iteration {tag}: {d} manifest");
     }
+    lost
 }
 
 /// Everything visible after kill `tag` is some child's release, listed in
@@ -210,30 +242,97 @@ fn check_visible(repo: &ReleaseRepository<RealFs>, tag: u64, acked: usize) -> us
         "iteration {tag}: {extra} unacknowledged releases visible after {} kills",
         tag + 1
     );
+    // The tenant's listing, page by page: every entry is its child's
+    // release (the service names the child, the version the release).
     let mut listed = 0;
-    for t in 0..=tag {
+    let mut token: Option<String> = None;
+    loop {
         let page = repo
-            .list_catalog_entries("crash", Some(&format!("child-{t}")), None)
+            .list_catalog_entries("crash", None, token.as_deref())
             .unwrap();
         for e in &page.entries {
-            let n: u64 = e
-                .descriptor
-                .version
-                .rsplit('.')
-                .next()
+            let d = &e.descriptor;
+            let t: u64 = d
+                .service
+                .as_deref()
+                .unwrap()
+                .strip_prefix("child-")
                 .unwrap()
                 .parse()
                 .unwrap();
+            let n: u64 = d.version.rsplit('.').next().unwrap().parse().unwrap();
+            assert!(t <= tag, "iteration {tag}: a release of child {t}");
             let (_, component, _) = release(t, n);
-            assert_eq!(Sha256::of(&component), e.descriptor.component_digest);
+            assert_eq!(Sha256::of(&component), d.component_digest);
         }
         listed += page.entries.len();
+        match page.next_page_token {
+            Some(next) => token = Some(next),
+            None => break,
+        }
     }
     assert_eq!(
         listed, visible,
         "iteration {tag}: a release outside the children's scopes"
     );
     extra
+}
+
+/// Folds one child's lines into the acknowledged releases and their
+/// memberships (`changes`: revocations and retirements acknowledged);
+/// answers how many it published and the lifecycle change cut off.
+fn fold(
+    lines: &[String],
+    tag: u64,
+    acked: &mut Vec<(u64, u64, Sha256)>,
+    expected: &mut BTreeMap<Sha256, Membership>,
+    changes: &mut (u64, u64),
+) -> (u64, Option<(Sha256, Membership)>) {
+    let mut n = 0u64;
+    // A lifecycle change begun and not acknowledged: either outcome.
+    let mut pending: Option<(Sha256, Membership)> = None;
+    for line in lines {
+        let mut words = line.split(' ');
+        // A torn last line does not parse: not acknowledged.
+        match (
+            words.next(),
+            words.next(),
+            words.next().and_then(Sha256::parse),
+        ) {
+            (Some("ACK"), Some(d), None) => {
+                let Some(d) = Sha256::parse(d) else { continue };
+                let (_, component, _) = release(tag, n);
+                assert_eq!(
+                    Sha256::of(&component),
+                    d,
+                    "child {tag}: ack {n} names another digest"
+                );
+                acked.push((tag, n, d));
+                expected.insert(d, Membership::Member);
+                n += 1;
+            }
+            (Some("TRY"), Some(op), Some(d)) => {
+                let now = expected.get(&d).copied().unwrap();
+                let after = match (op, now) {
+                    ("REVOKE", _) | (_, Membership::Revoked) => Membership::Revoked,
+                    _ => Membership::Retired,
+                };
+                pending = Some((d, after));
+            }
+            (Some("ACK"), Some(op), Some(d)) => {
+                let (p, after) = pending.take().unwrap();
+                assert_eq!(p, d);
+                expected.insert(d, after);
+                if op == "REVOKE" {
+                    changes.0 += 1;
+                } else {
+                    changes.1 += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    (n, pending)
 }
 
 #[test]
@@ -253,66 +352,31 @@ fn sigkilled_publisher_loses_no_acknowledged_release() {
                 .as_nanos() as u64
                 | 1
         });
-    eprintln!("release sigkill: seed {seed} (replay with CUSTOS_SIGKILL_SEED={seed})");
+    eprintln!("torture release: seed {seed} (replay with CUSTOS_SIGKILL_SEED={seed})");
+    let iterations = iterations();
     let mut rng = seed;
     let started = Instant::now();
     let mut acked: Vec<(u64, u64, Sha256)> = Vec::new();
     // The membership each acknowledged release must have.
     let mut expected: BTreeMap<Sha256, Membership> = BTreeMap::new();
-    let (mut revokes, mut retires, mut in_doubt) = (0, 0, 0);
+    let (mut changes, mut in_doubt) = ((0, 0), 0);
     let mut killed_with_acks = 0;
     let mut unacknowledged_visible = 0;
-    for tag in 0..ITERATIONS {
-        let delay = Duration::from_millis(40 + xorshift(&mut rng) % 400);
+    let (mut lost, mut checked) = (0u64, 0u64);
+    for tag in 0..iterations {
+        let _replay = Replay {
+            seed,
+            iteration: tag,
+        };
+        let delay = Duration::from_millis(30 + xorshift(&mut rng) % 200);
         let lines = run_child(&root, tag, delay);
-        let mut n = 0u64;
-        // A lifecycle change begun and not acknowledged: either outcome.
-        let mut pending: Option<(Sha256, Membership)> = None;
-        for line in &lines {
-            let mut words = line.split(' ');
-            // A torn last line does not parse: not acknowledged.
-            match (
-                words.next(),
-                words.next(),
-                words.next().and_then(Sha256::parse),
-            ) {
-                (Some("ACK"), Some(d), None) => {
-                    let Some(d) = Sha256::parse(d) else { continue };
-                    let (_, component, _) = release(tag, n);
-                    assert_eq!(
-                        Sha256::of(&component),
-                        d,
-                        "child {tag}: ack {n} names another digest"
-                    );
-                    acked.push((tag, n, d));
-                    expected.insert(d, Membership::Member);
-                    n += 1;
-                }
-                (Some("TRY"), Some(op), Some(d)) => {
-                    let now = expected.get(&d).copied().unwrap();
-                    let after = match (op, now) {
-                        ("REVOKE", _) | (_, Membership::Revoked) => Membership::Revoked,
-                        _ => Membership::Retired,
-                    };
-                    pending = Some((d, after));
-                }
-                (Some("ACK"), Some(op), Some(d)) => {
-                    let (p, after) = pending.take().unwrap();
-                    assert_eq!(p, d);
-                    expected.insert(d, after);
-                    if op == "REVOKE" {
-                        revokes += 1;
-                    } else {
-                        retires += 1;
-                    }
-                }
-                _ => {}
-            }
-        }
+        let (n, pending) = fold(&lines, tag, &mut acked, &mut expected, &mut changes);
         if n > 0 {
             killed_with_acks += 1;
         }
+        checked += lines.iter().filter(|l| l.starts_with("ACK ")).count() as u64;
         let repo = open(&root);
+        let pending_digest = pending.map(|p| p.0);
         if let Some((d, after)) = pending {
             // Killed mid-change: old or new, and from now on what it is.
             let seen = repo.membership(&d).unwrap();
@@ -323,22 +387,37 @@ fn sigkilled_publisher_loses_no_acknowledged_release() {
             expected.insert(d, seen);
             in_doubt += 1;
         }
-        check_acknowledged(&repo, tag, &acked, &expected);
+        // This child's releases (and the change cut off), and a sample.
+        let mine = acked
+            .iter()
+            .filter(|a| a.0 == tag || pending_digest == Some(a.2));
+        let sample: Vec<_> = (0..SAMPLE.min(acked.len()))
+            .map(|_| &acked[(xorshift(&mut rng) % acked.len() as u64) as usize])
+            .collect();
+        lost += check_acknowledged(&repo, tag, mine.chain(sample), &expected);
         let extra = check_visible(&repo, tag, acked.len());
         assert!(repo.pending().is_none());
         unacknowledged_visible = extra;
         drop(repo);
     }
-    eprintln!(
-        "release sigkill: {ITERATIONS} SIGKILL iterations ({killed_with_acks} killed after acks), \
-         {} acknowledged publications, {revokes} revocations and {retires} retirements, none \
-         lost; {in_doubt} lifecycle changes cut off mid-way; {unacknowledged_visible} published \
-         but unacknowledged; {:.1}s",
+    // A last sweep over every acknowledged release.
+    let repo = open(&root);
+    lost += check_acknowledged(&repo, iterations, acked.iter(), &expected);
+    drop(repo);
+    println!(
+        "torture release: {iterations} SIGKILLs, {checked} acknowledged operations checked, \
+         {lost} lost; {killed_with_acks} kills landed after at least one ack; {} publications, \
+         {} revocations and {} retirements acknowledged; {in_doubt} lifecycle \
+         changes cut off mid-way; {unacknowledged_visible} published but unacknowledged; seed \
+         {seed}; {:.1}s",
         acked.len(),
+        changes.0,
+        changes.1,
         started.elapsed().as_secs_f64()
     );
+    assert_eq!(lost, 0, "acknowledged operations lost (seed {seed})");
     assert!(
-        killed_with_acks >= ITERATIONS / 2,
+        killed_with_acks >= iterations / 2,
         "the child rarely got to publish"
     );
 }
