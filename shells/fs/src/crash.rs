@@ -7,8 +7,8 @@
 //! choices, however many states there are). An operation not yet covered
 //! by a later fsync in the prefix may be lost where POSIX allows:
 //!
-//! - an unsynced directory entry (a created directory or file, a removal)
-//!   may vanish, unless its parent is synced later in the prefix or — for
+//! - an unsynced directory entry (a created directory or file — the empty
+//!   lock file an exclusive lock creates included —, a removal) may vanish, unless its parent is synced later in the prefix or — for
 //!   a created entry — a later rename moved it into a directory that was
 //!   then synced (the synced destination entry names it);
 //! - the data of a file written and not covered by a later `SyncFile` of
@@ -236,7 +236,7 @@ fn variants(ops: &[&Op], i: usize, torn: TornMode) -> Vec<Variant> {
         })
     };
     match ops.get(i).copied() {
-        Some(op @ (Op::CreateDir(p) | Op::RemoveDirAll(p) | Op::RemoveFile(p))) => {
+        Some(op @ (Op::CreateDir(p) | Op::RemoveDirAll(p) | Op::RemoveFile(p) | Op::Lock(p))) => {
             let relinked = matches!(op, Op::CreateDir(_)) && relinked(p);
             if relinked || dir_synced(&parent(p)) {
                 vec![Variant::Whole]
@@ -304,6 +304,10 @@ fn apply(image: &mut Image, op: &Op, variant: Variant) -> bool {
                     image.insert(to.join(rest), node);
                 }
             }
+        }
+        // Taking the exclusive lock creates an empty lock file if missing.
+        Op::Lock(p) if image.contains_key(&parent(p)) && !image.contains_key(p) => {
+            image.insert(p.clone(), Node::File(Vec::new()));
         }
         Op::RemoveFile(p) => {
             image.remove(p);
@@ -395,8 +399,8 @@ impl CrashStates<'_> {
                 let mut state = seed ^ (k as u64).wrapping_mul(0xa076_1d64_78bd_642f);
                 let mut tries = 0;
                 while pick.len() < max && tries < 8 * max {
-                    let r = (u128::from(splitmix(&mut state)) << 64)
-                        | u128::from(splitmix(&mut state));
+                    let r =
+                        (u128::from(splitmix(&mut state)) << 64) | u128::from(splitmix(&mut state));
                     pick.insert(r % total);
                     tries += 1;
                 }

@@ -106,7 +106,10 @@ fn an_unsynced_write_is_found_torn_at_every_sector_boundary() {
     let (d, initial) = base();
     let data = bytes(4 * SECTOR, 1);
     let f = d.join("f");
-    let trace = [ok(Op::WriteNew(f.clone(), data.clone())), ok(Op::SyncDir(d))];
+    let trace = [
+        ok(Op::WriteNew(f.clone(), data.clone())),
+        ok(Op::SyncDir(d)),
+    ];
     let states = all(&initial, &trace, &Options::default());
     let lens: BTreeSet<usize> = states
         .iter()
@@ -120,7 +123,12 @@ fn an_unsynced_write_is_found_torn_at_every_sector_boundary() {
         })
         .collect();
     assert_eq!(lens, BTreeSet::from([0, 512, 1024, 1536, 2048]));
-    let torn = |k: usize| states.iter().filter(|s| s.prefix == k && s.torn > 0).count();
+    let torn = |k: usize| {
+        states
+            .iter()
+            .filter(|s| s.prefix == k && s.torn > 0)
+            .count()
+    };
     assert_eq!((torn(1), torn(2)), (3, 3));
     // The directory sync covers the entry: never absent once it returned.
     assert!(states
@@ -211,12 +219,19 @@ fn synced_and_relinked_entries_survive() {
     for s in &states {
         let has = |p: &str| s.image.contains_key(&d.join(p));
         if s.prefix >= 3 {
-            assert!(has("sub") && has("kept"), "prefix {}: synced entry lost", s.prefix);
+            assert!(
+                has("sub") && has("kept"),
+                "prefix {}: synced entry lost",
+                s.prefix
+            );
         } else if !has("sub") || !has("kept") {
             before += 1;
         }
         if s.prefix == trace.len() {
-            assert_eq!(s.image.get(&d.join("moved")), Some(&Node::File(b"m".to_vec())));
+            assert_eq!(
+                s.image.get(&d.join("moved")),
+                Some(&Node::File(b"m".to_vec()))
+            );
         }
     }
     assert!(before > 0, "an unsynced entry is never lost");

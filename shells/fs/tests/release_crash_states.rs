@@ -400,8 +400,10 @@ fn every_crash_state_of_every_release_operation_recovers() {
     let mut protocols: BTreeMap<&'static str, Distinct> = BTreeMap::new();
     let mut check = |initial: &Image, trace: &[Recorded], sc: Scenario<'_>| {
         let distinct = protocols.entry(sc.protocol).or_default();
-        total +=
-            check_scenario(&base, root_name, &inputs, initial, trace, &sc, &options, distinct).states;
+        total += check_scenario(
+            &base, root_name, &inputs, initial, trace, &sc, &options, distinct,
+        )
+        .states;
     };
 
     // 1. The first open of an empty root (created by the open).
