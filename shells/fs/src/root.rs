@@ -13,8 +13,9 @@
 //! on `.catalog.lock` — exclusive to write, shared to read (a reader never
 //! creates the file) — is taken, its identity checked against the path,
 //! and a writing open decides again under the lock and acts: initialize a
-//! fresh root (state directories, then the marker), or clear the staging
-//! directory of an initialized one. A failed ancestor sync is a retryable
+//! fresh root (fsync the root, so the new lock file's entry is durable
+//! before any scratch file can appear beside it; then state directories,
+//! then the marker), or clear the staging directory of an initialized one. A failed ancestor sync is a retryable
 //! [`FsError::Unavailable`] with [`PATH_DURABILITY_UNCERTAIN`] and nothing
 //! is initialized or locked; a retry repeats the whole chain. A second live
 //! opener gets [`FsError::Unavailable`] with [`ROOT_LOCKED`].
@@ -252,6 +253,14 @@ impl<F: Fs> DurableRoot<F> {
     /// the state directories and then the marker, an upgrade ensures only
     /// the staging directory.
     fn carry_out(&self, layout: &Layout, plan: OpenPlan) -> Result<(), FsError> {
+        if self.access.writes() && plan != OpenPlan::Open {
+            // An unmarked root is recognised as this layout's only with its
+            // lock file beside a scratch file: the lock file's entry (just
+            // created, perhaps) is made durable before anything is written,
+            // or a crash could keep a scratch file without it and the next
+            // open would refuse the root as foreign.
+            self.sync(&self.root, true)?;
+        }
         if self.access.writes() {
             self.remove_scratch(layout)?;
         }

@@ -29,7 +29,9 @@ use custos_core::release::bounds::Bounds;
 use custos_core::release::contract::{Contract, Function, Interface, MagicOnly, Param, ValType};
 use custos_core::release::lifecycle::Membership;
 use custos_core::release::Sha256;
-use custos_fs::crash::{crash_states, image_of, Image, Node};
+use custos_fs::crash::{
+    crash_states, crash_states_with, digest, image_of, Distinct, Image, Node, Options,
+};
 use custos_fs::fs::{LockGuard, Meta};
 use custos_fs::release::{ReleaseError, ReleaseRepository, RELEASES_DIR, STAGING_DIR};
 use custos_fs::{Fs, Op, RealFs, Recorded, RecordingFs, LOCK_FILE};
@@ -99,6 +101,13 @@ impl Fs for NoSync {
 
 const TENANT: &str = "acme";
 
+/// The protocols whose distinct crash states are counted.
+const PUBLICATION: &str = "release publication";
+/// A revoke or a retire.
+const LIFECYCLE: &str = "release lifecycle change";
+/// An open (first, or clearing debris).
+const OPEN: &str = "release open";
+
 /// The inputs of one publication.
 #[derive(Clone, Debug)]
 struct Input {
@@ -108,9 +117,26 @@ struct Input {
     digest: Sha256,
 }
 
-fn input(n: u32) -> Input {
+/// The component's length: several sectors in CI (torn states of its
+/// unsynced write reached), 512 KiB in the deep run (1,023 torn prefixes).
+fn component_len(options: &Options) -> usize {
+    if options.is_deep() {
+        512 << 10
+    } else {
+        4 << 10
+    }
+}
+
+fn input(n: u32, len: usize) -> Input {
     let mut component = b"\0asm\x0d\0\x01\0".to_vec();
     component.extend_from_slice(format!("release body {n}").as_bytes());
+    let mut x = n.wrapping_mul(0x9e37_79b9) | 1;
+    while component.len() < len {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        component.push(x as u8);
+    }
     let digest = Sha256::of(&component);
     let contract = Contract {
         interfaces: vec![Interface {
@@ -165,6 +191,8 @@ fn materialize(image: &Image, from: &Path, to: &Path) {
 /// `None`: not visible) before it and once it is acknowledged.
 struct Scenario<'a> {
     name: &'a str,
+    /// The protocol whose distinct crash states it counts toward.
+    protocol: &'static str,
     before: BTreeMap<Sha256, Membership>,
     after: BTreeMap<Sha256, Membership>,
     /// How to redo the operation after a crash that interrupted it.
@@ -175,6 +203,9 @@ struct Scenario<'a> {
 #[derive(Debug, Default)]
 struct Tally {
     states: usize,
+    /// States whose image, acknowledgement and commit side were already
+    /// checked in this scenario (the same image recovers the same way).
+    repeated: usize,
     old: usize,
     new: usize,
     orphans: usize,
@@ -188,18 +219,27 @@ fn check_scenario(
     initial: &Image,
     trace: &[Recorded],
     sc: &Scenario<'_>,
+    options: &Options,
+    distinct: &mut Distinct,
 ) -> Tally {
-    let states = crash_states(initial, trace);
     // The commit point: the first rename of lifecycle state into place
     // (whatever its layout, its path names `lifecycle`).
     let commit_at = trace
         .iter()
         .position(|r| r.ok && matches!(&r.op, Op::Rename(_, to) if is_lifecycle(to)));
-    let mut tally = Tally {
-        states: states.len(),
-        ..Tally::default()
-    };
-    for (n, (k, image)) in states.iter().enumerate() {
+    let mut tally = Tally::default();
+    let mut checked = std::collections::HashSet::new();
+    for (n, state) in crash_states_with(initial, trace, options).enumerate() {
+        tally.states += 1;
+        let (k, image) = (&state.prefix, &state.image);
+        let d = digest(image);
+        distinct.insert_digest(d, state.torn > 0);
+        let acknowledged = *k == trace.len();
+        let issued = commit_at.is_some_and(|c| *k > c);
+        if !checked.insert((d, acknowledged, issued)) {
+            tally.repeated += 1;
+            continue;
+        }
         let scratch = tempfile::tempdir().unwrap();
         materialize(image, base, scratch.path());
         let root = scratch.path().join(root_name);
@@ -207,7 +247,6 @@ fn check_scenario(
         let repo = open(NoSync, &root).unwrap_or_else(|e| {
             panic!("{ctx}: reopen failed (debris must never fail an open): {e}")
         });
-        let acknowledged = *k == trace.len();
         let mut changed = false;
         let mut orphaned = false;
         let digests: BTreeSet<Sha256> = sc.before.keys().chain(sc.after.keys()).copied().collect();
@@ -224,7 +263,6 @@ fn check_scenario(
             }
             if seen != old {
                 changed = true;
-                let issued = commit_at.is_some_and(|c| *k > c);
                 assert!(issued, "{ctx}: {d} changed before its lifecycle rename");
             }
             if seen.is_none() && repo.orphans().contains(d) {
@@ -277,10 +315,11 @@ fn check_scenario(
         sc.name
     );
     eprintln!(
-        "{}: {} operations, {} crash states checked ({} old, {} new, {} with an orphan, {} retried)",
+        "{}: {} operations, {} crash states ({} repeated; {} old, {} new, {} with an orphan, {} retried)",
         sc.name,
         trace.len(),
         tally.states,
+        tally.repeated,
         tally.old,
         tally.new,
         tally.orphans,
@@ -345,7 +384,9 @@ fn every_crash_state_of_every_release_operation_recovers() {
     let base = tmp.path().canonicalize().unwrap();
     let root_name = "catalog";
     let root = base.join(root_name);
-    let (a, b, c, d) = (input(1), input(2), input(3), input(4));
+    let options = Options::from_env().unwrap();
+    let len = component_len(&options);
+    let (a, b, c, d) = (input(1, len), input(2, len), input(3, len), input(4, len));
     let inputs: BTreeMap<Sha256, Input> = [&a, &b, &c, &d]
         .into_iter()
         .map(|i| (i.digest, i.clone()))
@@ -356,8 +397,13 @@ fn every_crash_state_of_every_release_operation_recovers() {
         ds.iter().map(|i| (i.digest, Membership::Member)).collect()
     };
     let mut total = 0;
+    let mut protocols: BTreeMap<&'static str, Distinct> = BTreeMap::new();
     let mut check = |initial: &Image, trace: &[Recorded], sc: Scenario<'_>| {
-        total += check_scenario(&base, root_name, &inputs, initial, trace, &sc).states;
+        let distinct = protocols.entry(sc.protocol).or_default();
+        total += check_scenario(
+            &base, root_name, &inputs, initial, trace, &sc, &options, distinct,
+        )
+        .states;
     };
 
     // 1. The first open of an empty root (created by the open).
@@ -370,6 +416,7 @@ fn every_crash_state_of_every_release_operation_recovers() {
         &trace,
         Scenario {
             name: "first open",
+            protocol: OPEN,
             before: none.clone(),
             after: none.clone(),
             retry: &|_| {},
@@ -387,6 +434,7 @@ fn every_crash_state_of_every_release_operation_recovers() {
         &trace,
         Scenario {
             name: "first publication",
+            protocol: PUBLICATION,
             before: none.clone(),
             after: member(&[&a]),
             retry: &redo_a,
@@ -404,6 +452,7 @@ fn every_crash_state_of_every_release_operation_recovers() {
         &trace,
         Scenario {
             name: "second publication",
+            protocol: PUBLICATION,
             before: member(&[&a]),
             after: member(&[&a, &b]),
             retry: &redo_b,
@@ -427,6 +476,7 @@ fn every_crash_state_of_every_release_operation_recovers() {
         &trace,
         Scenario {
             name: "identical retry",
+            protocol: PUBLICATION,
             before: member(&[&a, &b]),
             after: member(&[&a, &b]),
             retry: &|_| {},
@@ -450,6 +500,7 @@ fn every_crash_state_of_every_release_operation_recovers() {
         &trace,
         Scenario {
             name: "revoke",
+            protocol: LIFECYCLE,
             before: member(&[&a, &b]),
             after: revoked.clone(),
             retry: &redo_revoke,
@@ -471,6 +522,7 @@ fn every_crash_state_of_every_release_operation_recovers() {
         &trace,
         Scenario {
             name: "retire",
+            protocol: LIFECYCLE,
             before: revoked,
             after: settled.clone(),
             retry: &redo_retire,
@@ -518,6 +570,7 @@ fn every_crash_state_of_every_release_operation_recovers() {
         &trace,
         Scenario {
             name: "recovery with debris",
+            protocol: OPEN,
             before: settled.clone(),
             after: settled.clone(),
             retry: &|_| {},
@@ -537,6 +590,7 @@ fn every_crash_state_of_every_release_operation_recovers() {
         &trace,
         Scenario {
             name: "publication beside debris",
+            protocol: PUBLICATION,
             before: settled,
             after: with_c.clone(),
             retry: &redo_c,
@@ -567,13 +621,31 @@ fn every_crash_state_of_every_release_operation_recovers() {
         &trace,
         Scenario {
             name: "pending retry (reconcile)",
+            protocol: PUBLICATION,
             before: with_c,
             after: with_d,
             retry: &redo_d,
         },
     );
     drop(repo);
-    eprintln!("release crash states: {total} checked over 9 traces");
+    drop(check);
+    eprintln!("release crash states: {total} enumerated over 9 traces");
+    for (protocol, distinct) in &protocols {
+        println!(
+            "crash states {protocol}: {} distinct ({} torn), all recovered",
+            distinct.len(),
+            distinct.torn()
+        );
+    }
+    let publication = protocols.get(PUBLICATION).unwrap();
+    assert!(publication.torn() > 0, "no torn publication state");
+    if options.is_deep() {
+        assert!(
+            publication.len() >= 10_000,
+            "deep: {} distinct publication states",
+            publication.len()
+        );
+    }
 }
 
 /// The crash model's rule the lifecycle commit relies on: a file written
