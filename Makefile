@@ -4,7 +4,7 @@ CARGO ?= cargo
 # Keep build artefacts outside the clone so repeat runs are incremental.
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/custos-target
 
-.PHONY: check check-deep test lint fmt fuzz-smoke bench explore ci doc loom servers
+.PHONY: check check-deep test lint fmt fuzz-smoke bench explore ci doc loom servers crash-deep
 
 ## The main job: every model checked to its CI bound, every mutant killed.
 ## Built in release mode with no shell features, so it never compiles the
@@ -50,6 +50,15 @@ fuzz-smoke:
 	cd fuzz && for t in $$($(CARGO) fuzz list); do \
 	  $(CARGO) fuzz run -s none $$t corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; \
 	done
+
+## Crash states, deep: every combination of every recorded protocol trace
+## (release publication and lifecycle, deployment mutations, artifact puts)
+## with every torn sector boundary, over longer histories; prints the
+## distinct states per protocol. `cargo test` runs a bounded sample.
+crash-deep:
+	CUSTOS_CRASH_DEEP=1 $(CARGO) test --locked -p custos-fs --release \
+	  --test crash_states --test release_crash_states \
+	  --test deployment_crash_states --test artifacts_crash_states -- --nocapture
 
 ## loom: every interleaving of the release repository's in-memory side
 ## (writer mutex, pending gate, index adoption, readers). Its own target

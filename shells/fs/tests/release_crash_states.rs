@@ -107,6 +107,10 @@ const PUBLICATION: &str = "release publication";
 const LIFECYCLE: &str = "release lifecycle change";
 /// An open (first, or clearing debris).
 const OPEN: &str = "release open";
+/// The deep run's lifecycle history (its scenarios are not printed one by one).
+const HISTORY: &str = "lifecycle history";
+/// The releases of the deep run's lifecycle history.
+const DEEP_LIFECYCLE_RELEASES: u32 = 100;
 
 /// The inputs of one publication.
 #[derive(Clone, Debug)]
@@ -314,6 +318,9 @@ fn check_scenario(
         "{}: fewer crash states than prefixes",
         sc.name
     );
+    if sc.name.starts_with(HISTORY) {
+        return tally;
+    }
     eprintln!(
         "{}: {} operations, {} crash states ({} repeated; {} old, {} new, {} with an orphan, {} retried)",
         sc.name,
@@ -387,8 +394,17 @@ fn every_crash_state_of_every_release_operation_recovers() {
     let options = Options::from_env().unwrap();
     let len = component_len(&options);
     let (a, b, c, d) = (input(1, len), input(2, len), input(3, len), input(4, len));
+    // The deep run's lifecycle history: more releases (small components).
+    let extras: Vec<Input> = if options.is_deep() {
+        (0..DEEP_LIFECYCLE_RELEASES)
+            .map(|i| input(100 + i, 1 << 10))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let inputs: BTreeMap<Sha256, Input> = [&a, &b, &c, &d]
         .into_iter()
+        .chain(&extras)
         .map(|i| (i.digest, i.clone()))
         .collect();
     let fs = RecordingFs::new(RealFs);
@@ -623,13 +639,62 @@ fn every_crash_state_of_every_release_operation_recovers() {
             name: "pending retry (reconcile)",
             protocol: PUBLICATION,
             before: with_c,
-            after: with_d,
+            after: with_d.clone(),
             retry: &redo_d,
         },
     );
+
+    // 9. Deep only: a lifecycle history over more releases — each extra
+    // release published (not enumerated), then every one revoked and then
+    // retired, each change traced from the disk the previous one left.
+    let mut now = with_d;
+    for x in &extras {
+        publish(&repo, x).unwrap();
+        now.insert(x.digest, Membership::Member);
+    }
+    for (op, to) in [
+        ("revoke", Membership::Revoked),
+        ("retire", Membership::Retired),
+    ] {
+        for x in &extras {
+            let before = now.clone();
+            let initial = snapshot(&base);
+            fs.clear_trace();
+            let digest = x.digest;
+            let change = move |r: &ReleaseRepository<NoSync>| {
+                if op == "revoke" {
+                    r.revoke(&digest).unwrap();
+                } else {
+                    r.retire(&digest).unwrap();
+                }
+            };
+            if op == "revoke" {
+                repo.revoke(&digest).unwrap();
+            } else {
+                repo.retire(&digest).unwrap();
+            }
+            let trace = fs.trace();
+            now.insert(digest, to);
+            let name = format!("{HISTORY}: {op} {digest}");
+            check(
+                &initial,
+                &trace,
+                Scenario {
+                    name: &name,
+                    protocol: LIFECYCLE,
+                    before,
+                    after: now.clone(),
+                    retry: &change,
+                },
+            );
+        }
+    }
     drop(repo);
     drop(check);
-    eprintln!("release crash states: {total} enumerated over 9 traces");
+    eprintln!(
+        "release crash states: {total} enumerated over {} traces",
+        9 + 2 * extras.len()
+    );
     for (protocol, distinct) in &protocols {
         println!(
             "crash states {protocol}: {} distinct ({} torn), all recovered",
