@@ -4,10 +4,12 @@
 //! second one, an identical retry, a revoke and a retire, an open that
 //! clears debris, a publication beside that debris, and the exact retry
 //! that reconciles a publication which failed past its rename — are
-//! replayed by [`crash_states`] into every crash state of every prefix
-//! (unsynced entries lost, unsynced data empty, renames absent or
-//! half-done, where POSIX allows). Each state is written into a fresh directory and reopened
-//! with [`ReleaseRepository::open`], which must succeed, and then:
+//! replayed by [`crash_states_with`] into the crash states of every prefix
+//! (unsynced entries lost, unsynced data empty or torn at sector
+//! granularity, renames absent or half-done, where POSIX allows). Each
+//! distinct state (per image, acknowledgement and side of the lifecycle
+//! rename) is written into a fresh directory and reopened with
+//! [`ReleaseRepository::open`], which must succeed, and then:
 //!
 //! - every release acknowledged before the crash point is present with its
 //!   acknowledged membership, and a full verified fetch returns the exact
@@ -17,6 +19,14 @@
 //!   issued; nothing that was never published is visible;
 //! - a renamed but uncommitted release is an invisible orphan, and an exact
 //!   retry of the interrupted operation succeeds and is then fetchable.
+//!
+//! CI (default `cargo test`): 4 KiB components and the bounded sample of
+//! [`Options::ci`]. Deep (`CUSTOS_CRASH_DEEP=1`, `make crash-deep`): 512 KiB
+//! components (every one of their 1,023 torn prefixes), every combination,
+//! and a lifecycle history over 100 more releases (each revoked, then
+//! retired). Distinct images are counted per protocol (release publication,
+//! release lifecycle change, release open) and printed as
+//! `crash states <protocol>: N distinct (T torn), all recovered`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -216,16 +226,49 @@ struct Tally {
     retried: usize,
 }
 
-fn check_scenario(
-    base: &Path,
-    root_name: &str,
+/// What every scenario of one history shares.
+struct Ctx<'a> {
+    /// The directory holding the root.
+    base: &'a Path,
+    root_name: &'a str,
+    inputs: &'a BTreeMap<Sha256, Input>,
+    options: Options,
+}
+
+/// Redoes an interrupted operation on the reopened `repo`: it must succeed
+/// and leave the acknowledged state, durably.
+fn redo(
+    repo: ReleaseRepository<NoSync>,
+    root: &Path,
+    sc: &Scenario<'_>,
     inputs: &BTreeMap<Sha256, Input>,
+    ctx: &str,
+) {
+    (sc.retry)(&repo);
+    for (d, m) in &sc.after {
+        assert_eq!(repo.membership(d), Some(*m), "{ctx}: retry did not land");
+        check_visible(&repo, inputs, d, Some(*m), ctx);
+    }
+    drop(repo);
+    let again = open(NoSync, root).unwrap_or_else(|e| panic!("{ctx}: reopen after retry: {e}"));
+    for (d, m) in &sc.after {
+        assert_eq!(again.membership(d), Some(*m), "{ctx}: retry not durable");
+    }
+}
+
+fn check_scenario(
+    cx: &Ctx<'_>,
     initial: &Image,
     trace: &[Recorded],
     sc: &Scenario<'_>,
-    options: &Options,
     distinct: &mut Distinct,
 ) -> Tally {
+    let Ctx {
+        base,
+        root_name,
+        inputs,
+        options,
+    } = cx;
     // The commit point: the first rename of lifecycle state into place
     // (whatever its layout, its path names `lifecycle`).
     let commit_at = trace
@@ -299,18 +342,8 @@ fn check_scenario(
         // Redo an interrupted operation: it must succeed and leave the
         // acknowledged state.
         if !changed && sc.before != sc.after {
-            (sc.retry)(&repo);
+            redo(repo, &root, sc, inputs, &ctx);
             tally.retried += 1;
-            for (d, m) in &sc.after {
-                assert_eq!(repo.membership(d), Some(*m), "{ctx}: retry did not land");
-                check_visible(&repo, inputs, d, Some(*m), &ctx);
-            }
-            drop(repo);
-            let again =
-                open(NoSync, &root).unwrap_or_else(|e| panic!("{ctx}: reopen after retry: {e}"));
-            for (d, m) in &sc.after {
-                assert_eq!(again.membership(d), Some(*m), "{ctx}: retry not durable");
-            }
         }
     }
     assert!(
@@ -414,12 +447,15 @@ fn every_crash_state_of_every_release_operation_recovers() {
     };
     let mut total = 0;
     let mut protocols: BTreeMap<&'static str, Distinct> = BTreeMap::new();
+    let cx = Ctx {
+        base: &base,
+        root_name,
+        inputs: &inputs,
+        options,
+    };
     let mut check = |initial: &Image, trace: &[Recorded], sc: Scenario<'_>| {
         let distinct = protocols.entry(sc.protocol).or_default();
-        total += check_scenario(
-            &base, root_name, &inputs, initial, trace, &sc, &options, distinct,
-        )
-        .states;
+        total += check_scenario(&cx, initial, trace, &sc, distinct).states;
     };
 
     // 1. The first open of an empty root (created by the open).
@@ -690,7 +726,6 @@ fn every_crash_state_of_every_release_operation_recovers() {
         }
     }
     drop(repo);
-    drop(check);
     eprintln!(
         "release crash states: {total} enumerated over {} traces",
         9 + 2 * extras.len()
