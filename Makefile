@@ -4,7 +4,7 @@ CARGO ?= cargo
 # Keep build artefacts outside the clone so repeat runs are incremental.
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/custos-target
 
-.PHONY: check check-deep test lint fmt fuzz-smoke fuzz-deep mutants bench explore ci doc loom servers
+.PHONY: check check-deep test lint fmt fuzz-smoke fuzz-deep mutants bench explore ci doc loom servers crash-deep torture
 
 ## The main job: every model checked to its CI bound, every mutant killed.
 ## Built in release mode with no shell features, so it never compiles the
@@ -65,6 +65,31 @@ fuzz-deep:
 MUTANTS_FILES ?= core/src/lease.rs core/src/fence.rs core/src/ledger.rs core/src/ledger/ core/src/custody.rs core/src/world.rs core/src/release/protocol.rs core/src/release/lifecycle.rs core/src/migration.rs core/src/migration/
 mutants:
 	MUTANTS_FILES="$(MUTANTS_FILES)" bash .ci/mutants
+
+## Crash states, deep: every combination of every recorded protocol trace
+## (release publication and lifecycle, deployment mutations, artifact puts)
+## with every torn sector boundary, over longer histories; prints the
+## distinct states per protocol. `cargo test` runs a bounded sample.
+crash-deep:
+	CUSTOS_CRASH_DEEP=1 $(CARGO) test --locked -p custos-fs --release \
+	  --test crash_states --test release_crash_states \
+	  --test deployment_crash_states --test artifacts_crash_states -- --nocapture
+
+## SIGKILL torture: each store's kill test (the test re-executes itself as
+## a child that prints what was acknowledged; the parent SIGKILLs it at a
+## random moment, reopens and checks every acknowledged operation), one
+## store after another, in release mode; each prints
+## `torture <store>: N SIGKILLs, A acknowledged operations checked, L lost`
+## and fails unless L is 0. `cargo test` runs 24 kills each.
+TORTURE_ITERATIONS ?= 1000
+TORTURE_TESTS = custos-sqlite:crash custos-sqlite:ledger_kill custos-sqlite:control_kill \
+  custos-fs:release_sigkill custos-fs:deployment_sigkill
+torture:
+	@for t in $(TORTURE_TESTS); do \
+	  echo "== torture $$t"; \
+	  CUSTOS_TORTURE_ITERATIONS=$(TORTURE_ITERATIONS) \
+	  $(CARGO) test --release --locked -p $${t%%:*} --test $${t##*:} -- --nocapture || exit 1; \
+	done
 
 ## loom: every interleaving of the release repository's in-memory side
 ## (writer mutex, pending gate, index adoption, readers). Its own target

@@ -2,6 +2,13 @@
 //! every prefix of its recorded trace recovers (clear `.tmp`) to the old
 //! state (no destination) or the new one (every file byte-identical), and
 //! the acknowledged publication is always present.
+//!
+//! And the enumerator's rules on synthetic traces: torn prefixes at every
+//! sector boundary (a test that fails if no torn state is generated) and
+//! their bound; a file synced later keeps all its data; synced and
+//! relinked directory entries survive; two files' unsynced data are
+//! independent; the CI sample is bounded, seeded and keeps the whole state;
+//! distinct images are counted once.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 

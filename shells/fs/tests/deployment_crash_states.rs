@@ -227,20 +227,34 @@ struct Tally {
     retried: usize,
 }
 
+/// What every step of one history shares.
+struct Ctx<'a> {
+    /// The directory holding the root.
+    parent: &'a Path,
+    /// The root's name in it.
+    name: &'a str,
+    source: &'a Source,
+    /// Every deployment id the history uses.
+    ids: &'a [String],
+    options: Options,
+}
+
 /// Reopens every distinct crash state of `trace` (from `initial`, the image
-/// of `parent`, which holds the root `name`) and checks it against `step`.
-#[allow(clippy::too_many_arguments)]
+/// of `cx.parent`) and checks it against `step`.
 fn check_step(
-    parent: &Path,
-    name: &str,
-    source: &Source,
-    ids: &[String],
+    cx: &Ctx<'_>,
     initial: &Image,
     trace: &[Recorded],
     step: &Step<'_>,
-    options: &Options,
     distinct: &mut Distinct,
 ) -> Tally {
+    let Ctx {
+        parent,
+        name,
+        source,
+        ids,
+        options,
+    } = cx;
     let mut tally = Tally::default();
     let mut seen = HashSet::new();
     for (n, s) in crash_states_with(initial, trace, options).enumerate() {
@@ -366,13 +380,18 @@ fn every_crash_state_of_every_deployment_operation_recovers() {
         }
         requests.extend(deep);
     }
+    let cx = Ctx {
+        parent: &parent,
+        name,
+        source: &source,
+        ids: &ids,
+        options,
+    };
     let mut protocols: BTreeMap<&'static str, Distinct> = BTreeMap::new();
     let mut total = Tally::default();
     let mut run = |initial: &Image, trace: &[Recorded], step: Step<'_>| {
         let distinct = protocols.entry(step.protocol).or_default();
-        let t = check_step(
-            &parent, name, &source, &ids, initial, trace, &step, &options, distinct,
-        );
+        let t = check_step(&cx, initial, trace, &step, distinct);
         total.states += t.states;
         total.checked += t.checked;
         total.old += t.old;
@@ -456,7 +475,6 @@ fn every_crash_state_of_every_deployment_operation_recovers() {
             after: settled,
         },
     );
-    drop(run);
     eprintln!(
         "deployment crash states: {} enumerated, {} checked ({} old, {} new, {} retried) over {} traces",
         total.states,

@@ -4,10 +4,12 @@
 //! second one, an identical retry, a revoke and a retire, an open that
 //! clears debris, a publication beside that debris, and the exact retry
 //! that reconciles a publication which failed past its rename — are
-//! replayed by [`crash_states`] into every crash state of every prefix
-//! (unsynced entries lost, unsynced data empty, renames absent or
-//! half-done, where POSIX allows). Each state is written into a fresh directory and reopened
-//! with [`ReleaseRepository::open`], which must succeed, and then:
+//! replayed by [`crash_states_with`] into the crash states of every prefix
+//! (unsynced entries lost, unsynced data empty or torn at sector
+//! granularity, renames absent or half-done, where POSIX allows). Each
+//! distinct state (per image, acknowledgement and side of the lifecycle
+//! rename) is written into a fresh directory and reopened with
+//! [`ReleaseRepository::open`], which must succeed, and then:
 //!
 //! - every release acknowledged before the crash point is present with its
 //!   acknowledged membership, and a full verified fetch returns the exact
@@ -17,6 +19,14 @@
 //!   issued; nothing that was never published is visible;
 //! - a renamed but uncommitted release is an invisible orphan, and an exact
 //!   retry of the interrupted operation succeeds and is then fetchable.
+//!
+//! CI (default `cargo test`): 4 KiB components and the bounded sample of
+//! [`Options::ci`]. Deep (`CUSTOS_CRASH_DEEP=1`, `make crash-deep`): 512 KiB
+//! components (every one of their 1,023 torn prefixes), every combination,
+//! and a lifecycle history over 100 more releases (each revoked, then
+//! retired). Distinct images are counted per protocol (release publication,
+//! release lifecycle change, release open) and printed as
+//! `crash states <protocol>: N distinct (T torn), all recovered`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -107,6 +117,10 @@ const PUBLICATION: &str = "release publication";
 const LIFECYCLE: &str = "release lifecycle change";
 /// An open (first, or clearing debris).
 const OPEN: &str = "release open";
+/// The deep run's lifecycle history (its scenarios are not printed one by one).
+const HISTORY: &str = "lifecycle history";
+/// The releases of the deep run's lifecycle history.
+const DEEP_LIFECYCLE_RELEASES: u32 = 100;
 
 /// The inputs of one publication.
 #[derive(Clone, Debug)]
@@ -212,16 +226,49 @@ struct Tally {
     retried: usize,
 }
 
-fn check_scenario(
-    base: &Path,
-    root_name: &str,
+/// What every scenario of one history shares.
+struct Ctx<'a> {
+    /// The directory holding the root.
+    base: &'a Path,
+    root_name: &'a str,
+    inputs: &'a BTreeMap<Sha256, Input>,
+    options: Options,
+}
+
+/// Redoes an interrupted operation on the reopened `repo`: it must succeed
+/// and leave the acknowledged state, durably.
+fn redo(
+    repo: ReleaseRepository<NoSync>,
+    root: &Path,
+    sc: &Scenario<'_>,
     inputs: &BTreeMap<Sha256, Input>,
+    ctx: &str,
+) {
+    (sc.retry)(&repo);
+    for (d, m) in &sc.after {
+        assert_eq!(repo.membership(d), Some(*m), "{ctx}: retry did not land");
+        check_visible(&repo, inputs, d, Some(*m), ctx);
+    }
+    drop(repo);
+    let again = open(NoSync, root).unwrap_or_else(|e| panic!("{ctx}: reopen after retry: {e}"));
+    for (d, m) in &sc.after {
+        assert_eq!(again.membership(d), Some(*m), "{ctx}: retry not durable");
+    }
+}
+
+fn check_scenario(
+    cx: &Ctx<'_>,
     initial: &Image,
     trace: &[Recorded],
     sc: &Scenario<'_>,
-    options: &Options,
     distinct: &mut Distinct,
 ) -> Tally {
+    let Ctx {
+        base,
+        root_name,
+        inputs,
+        options,
+    } = cx;
     // The commit point: the first rename of lifecycle state into place
     // (whatever its layout, its path names `lifecycle`).
     let commit_at = trace
@@ -295,18 +342,8 @@ fn check_scenario(
         // Redo an interrupted operation: it must succeed and leave the
         // acknowledged state.
         if !changed && sc.before != sc.after {
-            (sc.retry)(&repo);
+            redo(repo, &root, sc, inputs, &ctx);
             tally.retried += 1;
-            for (d, m) in &sc.after {
-                assert_eq!(repo.membership(d), Some(*m), "{ctx}: retry did not land");
-                check_visible(&repo, inputs, d, Some(*m), &ctx);
-            }
-            drop(repo);
-            let again =
-                open(NoSync, &root).unwrap_or_else(|e| panic!("{ctx}: reopen after retry: {e}"));
-            for (d, m) in &sc.after {
-                assert_eq!(again.membership(d), Some(*m), "{ctx}: retry not durable");
-            }
         }
     }
     assert!(
@@ -314,6 +351,9 @@ fn check_scenario(
         "{}: fewer crash states than prefixes",
         sc.name
     );
+    if sc.name.starts_with(HISTORY) {
+        return tally;
+    }
     eprintln!(
         "{}: {} operations, {} crash states ({} repeated; {} old, {} new, {} with an orphan, {} retried)",
         sc.name,
@@ -387,8 +427,17 @@ fn every_crash_state_of_every_release_operation_recovers() {
     let options = Options::from_env().unwrap();
     let len = component_len(&options);
     let (a, b, c, d) = (input(1, len), input(2, len), input(3, len), input(4, len));
+    // The deep run's lifecycle history: more releases (small components).
+    let extras: Vec<Input> = if options.is_deep() {
+        (0..DEEP_LIFECYCLE_RELEASES)
+            .map(|i| input(100 + i, 1 << 10))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let inputs: BTreeMap<Sha256, Input> = [&a, &b, &c, &d]
         .into_iter()
+        .chain(&extras)
         .map(|i| (i.digest, i.clone()))
         .collect();
     let fs = RecordingFs::new(RealFs);
@@ -398,12 +447,15 @@ fn every_crash_state_of_every_release_operation_recovers() {
     };
     let mut total = 0;
     let mut protocols: BTreeMap<&'static str, Distinct> = BTreeMap::new();
+    let cx = Ctx {
+        base: &base,
+        root_name,
+        inputs: &inputs,
+        options,
+    };
     let mut check = |initial: &Image, trace: &[Recorded], sc: Scenario<'_>| {
         let distinct = protocols.entry(sc.protocol).or_default();
-        total += check_scenario(
-            &base, root_name, &inputs, initial, trace, &sc, &options, distinct,
-        )
-        .states;
+        total += check_scenario(&cx, initial, trace, &sc, distinct).states;
     };
 
     // 1. The first open of an empty root (created by the open).
@@ -623,13 +675,61 @@ fn every_crash_state_of_every_release_operation_recovers() {
             name: "pending retry (reconcile)",
             protocol: PUBLICATION,
             before: with_c,
-            after: with_d,
+            after: with_d.clone(),
             retry: &redo_d,
         },
     );
+
+    // 9. Deep only: a lifecycle history over more releases — each extra
+    // release published (not enumerated), then every one revoked and then
+    // retired, each change traced from the disk the previous one left.
+    let mut now = with_d;
+    for x in &extras {
+        publish(&repo, x).unwrap();
+        now.insert(x.digest, Membership::Member);
+    }
+    for (op, to) in [
+        ("revoke", Membership::Revoked),
+        ("retire", Membership::Retired),
+    ] {
+        for x in &extras {
+            let before = now.clone();
+            let initial = snapshot(&base);
+            fs.clear_trace();
+            let digest = x.digest;
+            let change = move |r: &ReleaseRepository<NoSync>| {
+                if op == "revoke" {
+                    r.revoke(&digest).unwrap();
+                } else {
+                    r.retire(&digest).unwrap();
+                }
+            };
+            if op == "revoke" {
+                repo.revoke(&digest).unwrap();
+            } else {
+                repo.retire(&digest).unwrap();
+            }
+            let trace = fs.trace();
+            now.insert(digest, to);
+            let name = format!("{HISTORY}: {op} {digest}");
+            check(
+                &initial,
+                &trace,
+                Scenario {
+                    name: &name,
+                    protocol: LIFECYCLE,
+                    before,
+                    after: now.clone(),
+                    retry: &change,
+                },
+            );
+        }
+    }
     drop(repo);
-    drop(check);
-    eprintln!("release crash states: {total} enumerated over 9 traces");
+    eprintln!(
+        "release crash states: {total} enumerated over {} traces",
+        9 + 2 * extras.len()
+    );
     for (protocol, distinct) in &protocols {
         println!(
             "crash states {protocol}: {} distinct ({} torn), all recovered",
