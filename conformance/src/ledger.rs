@@ -20,26 +20,31 @@ pub const LIMITS: Limits = Limits {
 };
 
 /// A session id.
+#[track_caller]
 pub fn sid(s: &str) -> SessionId {
     SessionId::new(s).expect("valid session literal")
 }
 
 /// A workspace id.
+#[track_caller]
 pub fn ws(s: &str) -> WorkspaceId {
     WorkspaceId::new(s).expect("valid workspace literal")
 }
 
 /// An attach token.
+#[track_caller]
 pub fn tok(s: &str) -> AttachToken {
     AttachToken::new(s).expect("valid token literal")
 }
 
 /// A tool.
+#[track_caller]
 pub fn tool(s: &str) -> Tool {
     Tool::new(s).expect("valid tool literal")
 }
 
 /// A call key at step 1, source 0.
+#[track_caller]
 pub fn key(session: &str, op: &str, incarnation: Incarnation) -> Key {
     Key {
         session: sid(session),
