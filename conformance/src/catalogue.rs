@@ -16,6 +16,7 @@ use custos_core::catalogue::{
 // ------------------------------------------------------------------ helpers
 
 /// Applies a request, requiring success.
+#[track_caller]
 pub fn ok<C: Catalogue>(c: &C, req: Request) -> Outcome {
     match c.apply(&req) {
         Ok(o) => o,
@@ -25,6 +26,7 @@ pub fn ok<C: Catalogue>(c: &C, req: Request) -> Outcome {
 
 /// Applies a request, requiring a refusal with `reason`; checks that the
 /// refusal moved nothing (revision).
+#[track_caller]
 pub fn refused<C: Catalogue>(c: &C, req: Request, reason: &str) -> CatalogueError {
     let before = c.revision().unwrap();
     match c.apply(&req) {
@@ -65,6 +67,7 @@ pub fn pooled(key: &str) -> Creation {
 }
 
 /// Reserves `id` with `creation`.
+#[track_caller]
 pub fn reserve<C: Catalogue>(c: &C, id: &str, creation: Creation) -> Registration {
     match ok(
         c,
@@ -79,6 +82,7 @@ pub fn reserve<C: Catalogue>(c: &C, id: &str, creation: Creation) -> Registratio
     }
 }
 
+#[track_caller]
 fn changed(o: &Outcome) -> bool {
     match o {
         Outcome::Done { changed }
@@ -830,3 +834,12 @@ macro_rules! __with_catalogue_cases {
 
 /// Every catalogue case, by name, in suite order.
 pub const CATALOGUE_CASES: &[&str] = &crate::__with_catalogue_cases!(__emit_names!());
+
+/// One catalogue case as a plain function of a factory.
+pub type CatalogueCase<C> = fn(&dyn Fn() -> C);
+
+/// Every case as `(name, case)`, for a harness that runs a subset or reports
+/// per case (run each under `std::panic::catch_unwind`).
+pub fn catalogue_cases<C: Catalogue>() -> Vec<(&'static str, CatalogueCase<C>)> {
+    crate::__with_catalogue_cases!(__emit_table!(catalogue, C))
+}

@@ -16,10 +16,12 @@ use crate::catalogue::{ok, refused, reserve};
 /// The session every case moves.
 pub const SESSION: &str = "sess-1";
 
+#[track_caller]
 fn op(s: &str) -> MoveOp {
     MoveOp::new(s).expect("valid op literal")
 }
 
+#[track_caller]
 fn peer(s: &str) -> Peer {
     Peer::new(s).expect("valid peer literal")
 }
@@ -87,6 +89,7 @@ fn imported(o: &str, f: &str) -> Custody {
 
 /// Applies `req` and requires the custody answer and change flag, and that
 /// the revision moved by exactly one when a row changed and not otherwise.
+#[track_caller]
 pub fn expect<C: Catalogue>(c: &C, req: Request, custody: Custody, changed: bool) {
     let before = c.revision().unwrap();
     assert_eq!(
@@ -105,6 +108,7 @@ pub fn expect<C: Catalogue>(c: &C, req: Request, custody: Custody, changed: bool
     );
 }
 
+#[track_caller]
 fn registered<C: Catalogue, F: Fn() -> C>(factory: &F) -> C {
     let c = factory();
     reserve(&c, SESSION, creation());
@@ -287,6 +291,15 @@ pub fn round_trip_between_two_catalogues<C: Catalogue, F: Fn() -> C>(factory: F)
 
 /// Every custody case, by name, in suite order.
 pub const CUSTODY_CASES: &[&str] = &crate::__with_custody_cases!(__emit_names!());
+
+/// One custody case as a plain function of a factory.
+pub type CustodyCase<C> = fn(&dyn Fn() -> C);
+
+/// Every case as `(name, case)`, for a harness that runs a subset or reports
+/// per case (run each under `std::panic::catch_unwind`).
+pub fn custody_cases<C: Catalogue>() -> Vec<(&'static str, CustodyCase<C>)> {
+    crate::__with_custody_cases!(__emit_table!(custody, C))
+}
 
 /// Emits `mod $name { #[test] fn <case>() … }`: one test per custody
 /// conformance case, each calling the case with `$factory` (evaluated once

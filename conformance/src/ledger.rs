@@ -20,26 +20,31 @@ pub const LIMITS: Limits = Limits {
 };
 
 /// A session id.
+#[track_caller]
 pub fn sid(s: &str) -> SessionId {
     SessionId::new(s).expect("valid session literal")
 }
 
 /// A workspace id.
+#[track_caller]
 pub fn ws(s: &str) -> WorkspaceId {
     WorkspaceId::new(s).expect("valid workspace literal")
 }
 
 /// An attach token.
+#[track_caller]
 pub fn tok(s: &str) -> AttachToken {
     AttachToken::new(s).expect("valid token literal")
 }
 
 /// A tool.
+#[track_caller]
 pub fn tool(s: &str) -> Tool {
     Tool::new(s).expect("valid tool literal")
 }
 
 /// A call key at step 1, source 0.
+#[track_caller]
 pub fn key(session: &str, op: &str, incarnation: Incarnation) -> Key {
     Key {
         session: sid(session),
@@ -445,6 +450,118 @@ pub fn unacked_lists_terminal_and_unknown_keys_and_changes_nothing<L: Ledger>(f:
     assert_eq!(at.scope.attach_token, tok("z"));
 }
 
+/// A terminal outcome holds its bytes against the budget until it is
+/// acknowledged: two full outcomes leave no room for a third reservation;
+/// acknowledging one frees it.
+pub fn terminal_outcomes_hold_their_bytes_until_acked<L: Ledger>(f: impl Fn() -> L) {
+    let l = f();
+    attach(&l, "s", 1, "a").unwrap();
+    let (a, b, c) = (key("s", "a", 1), key("s", "b", 1), key("s", "c", 1));
+    admit(&l, &a, "a").unwrap();
+    admit(&l, &b, "a").unwrap();
+    l.finish(&LIMITS, &a, &[1; 16]).unwrap();
+    l.finish(&LIMITS, &b, &[2; 16]).unwrap();
+    assert_eq!(
+        admit(&l, &c, "a"),
+        Err(LedgerError::BudgetExhausted {
+            used: 32,
+            requested: 16,
+            max: 40
+        })
+    );
+    assert_eq!(l.query(&LIMITS, &c), Ok(Lookup::Missing));
+    l.ack(&LIMITS, &a).unwrap();
+    assert_eq!(admit(&l, &c, "a"), Ok(Admission::Fresh));
+}
+
+/// A stale token is refused for a key that already has a row or a
+/// tombstone too: the token is checked before the key is looked up.
+pub fn a_stale_token_is_refused_for_an_existing_key<L: Ledger>(f: impl Fn() -> L) {
+    let l = f();
+    attach(&l, "s", 1, "old").unwrap();
+    let (k, done) = (key("s", "o", 1), key("s", "d", 1));
+    admit(&l, &k, "old").unwrap();
+    admit(&l, &done, "old").unwrap();
+    l.finish(&LIMITS, &done, b"r").unwrap();
+    l.ack(&LIMITS, &done).unwrap();
+    attach(&l, "s", 1, "new").unwrap();
+    assert_eq!(admit(&l, &k, "old"), Err(LedgerError::StaleToken));
+    assert_eq!(admit(&l, &done, "old"), Err(LedgerError::StaleToken));
+    assert_eq!(
+        admit(&l, &k, "new"),
+        Ok(Admission::Existing(CallState::Admitted))
+    );
+    assert_eq!(
+        admit(&l, &done, "new"),
+        Ok(Admission::Existing(CallState::Acked))
+    );
+}
+
+/// `query_or_fence` and `stop_or_fence` at another incarnation than the
+/// scope's are refused and write nothing.
+pub fn fences_at_a_stale_incarnation_are_refused<L: Ledger>(f: impl Fn() -> L) {
+    let l = f();
+    attach(&l, "s", 2, "a").unwrap();
+    let old = key("s", "o", 1);
+    let stale = LedgerError::StaleIncarnation {
+        stored: 2,
+        requested: 1,
+    };
+    assert_eq!(l.query_or_fence(&LIMITS, &old, b"dns"), Err(stale.clone()));
+    assert_eq!(l.stop_or_fence(&LIMITS, &old, &tool("program")), Err(stale));
+    assert_eq!(l.query(&LIMITS, &old), Ok(Lookup::Missing));
+    assert_eq!(l.records(), Ok(1), "only the scope is stored");
+    assert_eq!(l.unacked(&LIMITS, &sid("s")), Ok(Unacked::default()));
+}
+
+/// An attach refused for want of a slot writes no scope.
+pub fn a_refused_attach_writes_no_scope<L: Ledger>(f: impl Fn() -> L) {
+    let l = f();
+    attach(&l, "a", 1, "t").unwrap();
+    attach(&l, "b", 1, "t").unwrap();
+    assert_eq!(
+        attach(&l, "c", 1, "t"),
+        Err(LedgerError::CapacityExhausted { max: 2 })
+    );
+    assert_eq!(l.scope(&LIMITS, &sid("c")), Ok(None));
+    assert_eq!(l.records(), Ok(2));
+    assert!(matches!(
+        admit(&l, &key("c", "o", 1), "t"),
+        Err(LedgerError::UnknownScope { .. })
+    ));
+}
+
+/// `admitted` lists only the session's running rows of the given tool,
+/// ascending by key whatever the admission order.
+pub fn admitted_lists_running_rows_of_the_tool_ascending<L: Ledger>(f: impl Fn() -> L) {
+    let l = f();
+    attach(&l, "s", 1, "a").unwrap();
+    let (a, b, x) = (key("s", "a", 1), key("s", "b", 1), key("s", "x", 1));
+    admit(&l, &b, "a").unwrap();
+    l.admit(&LIMITS, &x, &tool("other"), &tok("a")).unwrap();
+    let admitted = |t: &str| l.admitted(&LIMITS, &sid("s"), &tool(t));
+    assert_eq!(admitted("program"), Ok(vec![b.clone()]));
+    assert_eq!(admitted("other"), Ok(vec![x.clone()]));
+    l.finish(&LIMITS, &x, b"").unwrap();
+    admit(&l, &a, "a").unwrap();
+    assert_eq!(admitted("program"), Ok(vec![a.clone(), b.clone()]));
+    assert_eq!(admitted("other"), Ok(vec![]));
+    l.mark_unknown(&LIMITS, &b).unwrap();
+    assert_eq!(admitted("program"), Ok(vec![a]));
+}
+
+/// The release log reads in release order, not by session or clock.
+pub fn releases_read_in_release_order<L: Ledger>(f: impl Fn() -> L) {
+    let l = f();
+    for s in ["t", "s"] {
+        attach(&l, s, 1, "a").unwrap();
+        l.begin_close(&LIMITS, &sid(s), 1).unwrap();
+    }
+    let first = l.release(&LIMITS, &sid("t"), 50).unwrap();
+    let second = l.release(&LIMITS, &sid("s"), 10).unwrap();
+    assert_eq!(l.releases(&LIMITS), Ok(vec![first, second]));
+}
+
 /// A closed handle answers `HandleClosed`.
 pub fn a_closed_handle_refuses<L: Ledger>(f: impl Fn() -> L) {
     let l = f();
@@ -493,6 +610,12 @@ macro_rules! __with_ledger_cases {
             release_refuses_open_and_clean_scopes,
             unclean_scopes_are_bounded,
             unacked_lists_terminal_and_unknown_keys_and_changes_nothing,
+            terminal_outcomes_hold_their_bytes_until_acked,
+            a_stale_token_is_refused_for_an_existing_key,
+            fences_at_a_stale_incarnation_are_refused,
+            a_refused_attach_writes_no_scope,
+            admitted_lists_running_rows_of_the_tool_ascending,
+            releases_read_in_release_order,
             a_closed_handle_refuses,
         }
     };

@@ -119,6 +119,7 @@ macro_rules! __with_storage_cases {
             set_register_creates_with_its_seq,
             set_register_replaces,
             delete_register_removes,
+            list_registers_omits_deleted_cells,
             delete_absent_is_a_noop_that_consumes_a_seq,
             writes_apply_in_list_order,
             cas_absent_holds_on_absent_register,

@@ -23,26 +23,31 @@ pub const NAMESPACES: &[&str] = &["n", "o"];
 // ------------------------------------------------------------------ helpers
 
 /// A record id (panics on an invalid literal: test helper).
+#[track_caller]
 pub fn id(s: &str) -> RecordId {
     RecordId::new(s).expect("valid id literal")
 }
 
 /// An entry kind.
+#[track_caller]
 pub fn kind(s: &str) -> Kind {
     Kind::new(s).expect("valid kind literal")
 }
 
 /// A register namespace.
+#[track_caller]
 pub fn ns(s: &str) -> Namespace {
     Namespace::new(s).expect("valid namespace literal")
 }
 
 /// A register key.
+#[track_caller]
 pub fn key(s: &str) -> RegisterKey {
     RegisterKey::new(s).expect("valid key literal")
 }
 
 /// An `InsertEntry` whose payload is `payload:<id>`.
+#[track_caller]
 pub fn entry(i: &str, parent: Option<&str>, k: &str) -> Write {
     Write::InsertEntry {
         id: id(i),
@@ -53,6 +58,7 @@ pub fn entry(i: &str, parent: Option<&str>, k: &str) -> Write {
 }
 
 /// An `InsertUsage` with the given input tokens and cost and `details:<id>`.
+#[track_caller]
 pub fn usage(i: &str, input: u64, cost: u64) -> Write {
     Write::InsertUsage {
         id: id(i),
@@ -68,6 +74,7 @@ pub fn usage(i: &str, input: u64, cost: u64) -> Write {
 }
 
 /// A `SetRegister`.
+#[track_caller]
 pub fn set(n: &str, k: &str, v: &[u8]) -> Write {
     Write::SetRegister {
         namespace: ns(n),
@@ -77,6 +84,7 @@ pub fn set(n: &str, k: &str, v: &[u8]) -> Write {
 }
 
 /// A `DeleteRegister`.
+#[track_caller]
 pub fn del(n: &str, k: &str) -> Write {
     Write::DeleteRegister {
         namespace: ns(n),
@@ -85,6 +93,7 @@ pub fn del(n: &str, k: &str) -> Write {
 }
 
 /// Asserts that the stats projection equals the sum of the usage ledger.
+#[track_caller]
 pub fn assert_stats_equal_ledger<S: Storage>(s: &S) {
     let ledger = s.scan_usage(&UsageScan::all()).expect("scan_usage");
     let sum = Stats::of(ledger.iter()).expect("ledger sum fits");
@@ -96,6 +105,7 @@ pub fn assert_stats_equal_ledger<S: Storage>(s: &S) {
 }
 
 /// Commits and then asserts stats == ledger sum, whatever the outcome.
+#[track_caller]
 pub fn commit_checked<S: Storage>(s: &S, c: &Commit) -> Result<CommitReceipt, CommitError> {
     let r = s.commit(c);
     assert_stats_equal_ledger(s);
@@ -103,6 +113,7 @@ pub fn commit_checked<S: Storage>(s: &S, c: &Commit) -> Result<CommitReceipt, Co
 }
 
 /// Commits, requiring success.
+#[track_caller]
 pub fn ok<S: Storage>(s: &S, c: Commit) -> CommitReceipt {
     match commit_checked(s, &c) {
         Ok(r) => r,
@@ -111,6 +122,7 @@ pub fn ok<S: Storage>(s: &S, c: Commit) -> CommitReceipt {
 }
 
 /// Commits, requiring refusal, and returns the error.
+#[track_caller]
 pub fn refused<S: Storage>(s: &S, c: Commit) -> CommitError {
     match commit_checked(s, &c) {
         Ok(r) => panic!("commit {c:?} accepted ({r:?}); expected a refusal"),
@@ -132,23 +144,26 @@ pub struct Dump {
 }
 
 /// Reads everything observable.
+#[track_caller]
 pub fn dump<S: Storage>(s: &S) -> Dump {
+    let mut registers = Vec::new();
+    for n in NAMESPACES {
+        registers.extend(
+            s.list_registers(&ns(n), &KeyPrefix::all())
+                .expect("list_registers"),
+        );
+    }
     Dump {
         entries: s.scan_entries(&EntryScan::all()).expect("scan_entries"),
         usage: s.scan_usage(&UsageScan::all()).expect("scan_usage"),
-        registers: NAMESPACES
-            .iter()
-            .flat_map(|n| {
-                s.list_registers(&ns(n), &KeyPrefix::all())
-                    .expect("list_registers")
-            })
-            .collect(),
+        registers,
         stats: s.stats().expect("stats"),
     }
 }
 
 /// The seq the next write would receive, found by committing a delete of a
 /// probe register (which consumes exactly that seq).
+#[track_caller]
 pub fn probe_next_seq<S: Storage>(s: &S) -> Seq {
     let r = ok(s, Commit::at(0).write(del("o", "probe")));
     assert_eq!(r.seqs.len(), 1);
@@ -159,6 +174,19 @@ fn ids(v: &[Entry]) -> Vec<&str> {
     v.iter().map(|e| e.id.as_str()).collect()
 }
 
+#[track_caller]
+fn list_keys<S: Storage>(s: &S, n: &str, prefix: &str) -> Vec<String> {
+    s.list_registers(
+        &ns(n),
+        &KeyPrefix::new(prefix).expect("valid prefix literal"),
+    )
+    .expect("list_registers")
+    .into_iter()
+    .map(|r| r.key.as_str().to_owned())
+    .collect()
+}
+
+#[track_caller]
 fn reg<S: Storage>(s: &S, n: &str, k: &str) -> Option<Register> {
     s.get_register(&ns(n), &key(k)).expect("get_register")
 }
@@ -171,6 +199,7 @@ fn reg<S: Storage>(s: &S, n: &str, k: &str) -> Option<Register> {
 /// ```
 ///
 /// with usage rows and registers interleaved so that entry seqs have gaps.
+#[track_caller]
 pub fn branch_tree<S: Storage>(s: &S) {
     ok(
         s,
@@ -692,6 +721,34 @@ pub fn delete_register_removes<S: Storage, F: Fn() -> S>(factory: F) {
     ok(&s, Commit::at(0).write(del("n", "k")));
     assert_eq!(reg(&s, "n", "k"), None);
     assert!(reg(&s, "n", "j").is_some());
+}
+
+/// A deleted cell is gone from listings too, not only from `get_register`:
+/// neither the full listing nor a prefix that matches it shows it, and a
+/// later set lists it again with the new value and seq.
+pub fn list_registers_omits_deleted_cells<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    ok(
+        &s,
+        Commit::at(0)
+            .write(set("n", "a/1", b"1"))
+            .write(set("n", "a/2", b"2"))
+            .write(set("n", "b", b"3")),
+    );
+    ok(
+        &s,
+        Commit::at(0).write(del("n", "a/1")).write(del("n", "b")),
+    );
+    assert_eq!(list_keys(&s, "n", ""), ["a/2"]);
+    assert_eq!(list_keys(&s, "n", "a/"), ["a/2"]);
+    assert!(list_keys(&s, "n", "b").is_empty());
+    let r = ok(&s, Commit::at(0).write(set("n", "b", b"again")));
+    let all = s.list_registers(&ns("n"), &KeyPrefix::all()).unwrap();
+    assert_eq!(all.len(), 2);
+    assert_eq!(
+        (all[1].key.as_str(), all[1].value.as_bytes(), all[1].seq),
+        ("b", &b"again"[..], r.seqs[0])
+    );
 }
 
 /// Deleting an absent cell is a no-op that still consumes a seq.

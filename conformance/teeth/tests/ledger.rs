@@ -1,0 +1,283 @@
+//! The ledger suite has teeth: broken backends (shells over core's pure
+//! ledger state, each with one bug a backend author might write in the
+//! load-decide-apply steps) must each fail at least one case, and the
+//! honest shell must pass them all.
+
+#![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)] // test-only mutant backends
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
+use custos_conformance::ledger as suite;
+use custos_core::ledger::{
+    decide, Answer, CallRow, Effect, Key, Ledger, LedgerError, LedgerState, Limits, Request,
+    RowState, ScopeState, View,
+};
+use custos_teeth::{run_case, Verdicts};
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Bug {
+    /// The honest shell.
+    None,
+    /// The held-bytes total sums only `admitted` reservations, forgetting
+    /// `terminal` outcome sizes.
+    BytesCountOnlyReservations,
+    /// `mark_unknown` flips the state but leaves the row's bytes counted.
+    MarkUnknownKeepsReservation,
+    /// The unclean-scope count forgets its state filter: clean scopes count.
+    UncleanCountsEveryScope,
+    /// A takeover attach upserts the scope but keeps the stale token column.
+    TakeoverKeepsOldToken,
+    /// `admit` answers an existing key before checking the attach token.
+    ExistingKeySkipsToken,
+    /// `ack` deletes the row but the tombstone insert is lost.
+    AckWritesNoTombstone,
+    /// A clean `finish_close` forgets to drop the session's tombstones.
+    CleanCloseKeepsTombstones,
+    /// Restart recovery's update forgets `WHERE state = 'admitted'`:
+    /// settled rows turn unknown too.
+    RecoveryTouchesSettledRows,
+    /// `stop_or_fence` stops an admitted row of any tool.
+    StopIgnoresTool,
+    /// `query_or_fence` checks the scope exists but not its incarnation.
+    FenceSkipsIncarnation,
+    /// The budget check is `>=` where it is `>`: a full budget refuses.
+    BudgetOffByOne,
+    /// A refused attach (no free slot) has already inserted the scope row.
+    RefusedAttachWritesScope,
+    /// `admitted` forgets the tool filter.
+    AdmittedIgnoresTool,
+    /// `releases` reads the log newest first.
+    ReleasesNewestFirst,
+}
+
+const BUGS: &[Bug] = &[
+    Bug::BytesCountOnlyReservations,
+    Bug::MarkUnknownKeepsReservation,
+    Bug::UncleanCountsEveryScope,
+    Bug::TakeoverKeepsOldToken,
+    Bug::ExistingKeySkipsToken,
+    Bug::AckWritesNoTombstone,
+    Bug::CleanCloseKeepsTombstones,
+    Bug::RecoveryTouchesSettledRows,
+    Bug::StopIgnoresTool,
+    Bug::FenceSkipsIncarnation,
+    Bug::BudgetOffByOne,
+    Bug::RefusedAttachWritesScope,
+    Bug::AdmittedIgnoresTool,
+    Bug::ReleasesNewestFirst,
+];
+
+#[derive(Default)]
+struct Inner {
+    state: LedgerState,
+    closed: bool,
+    /// Keys `mark_unknown` settled (their bytes leak under
+    /// `MarkUnknownKeepsReservation`).
+    leaked: BTreeSet<Key>,
+}
+
+struct Shell {
+    bug: Bug,
+    inner: Mutex<Inner>,
+}
+
+impl Shell {
+    fn new(bug: Bug) -> Self {
+        Shell {
+            bug,
+            inner: Mutex::new(Inner::default()),
+        }
+    }
+}
+
+/// The view a buggy load step answers.
+fn load(bug: Bug, g: &Inner, limits: &Limits, req: &Request) -> View {
+    let mut view = g.state.view(&req.footprint());
+    match bug {
+        Bug::BytesCountOnlyReservations => {
+            view.ledger_bytes = g
+                .state
+                .calls
+                .values()
+                .filter(|r| matches!(r.state, RowState::Admitted { .. }))
+                .map(CallRow::outcome_bytes)
+                .sum();
+        }
+        Bug::MarkUnknownKeepsReservation => {
+            let leaked = g
+                .leaked
+                .iter()
+                .filter(|k| g.state.calls.contains_key(*k))
+                .count() as u64;
+            view.ledger_bytes += leaked * limits.reservation_bytes;
+        }
+        Bug::UncleanCountsEveryScope => view.unclean_scopes = g.state.scopes.len() as u64,
+        _ => {}
+    }
+    view
+}
+
+/// The request a buggy decide step sees.
+fn judge(bug: Bug, view: &View, limits: &Limits, req: &Request) -> (Limits, Request) {
+    let mut limits = *limits;
+    let mut req = req.clone();
+    match (bug, &mut req) {
+        (Bug::ExistingKeySkipsToken, Request::Admit { token, .. })
+            if view.call.is_some() || view.acked =>
+        {
+            if let Some(s) = &view.scope {
+                *token = s.attach_token.clone();
+            }
+        }
+        (Bug::StopIgnoresTool, Request::StopOrFence { tool, .. }) => {
+            if let Some(row) = &view.call {
+                *tool = row.tool.clone();
+            }
+        }
+        (Bug::FenceSkipsIncarnation, Request::QueryOrFence { key, .. }) => {
+            if let Some(s) = &view.scope {
+                key.incarnation = s.incarnation;
+            }
+        }
+        (Bug::BudgetOffByOne, Request::Admit { .. }) => {
+            limits.max_ledger_bytes = limits.max_ledger_bytes.saturating_sub(1);
+        }
+        _ => {}
+    }
+    (limits, req)
+}
+
+impl Ledger for Shell {
+    fn execute(&self, limits: &Limits, req: &Request) -> Result<Answer, LedgerError> {
+        let mut g = self.inner.lock().unwrap();
+        if g.closed {
+            return Err(LedgerError::HandleClosed);
+        }
+        let view = load(self.bug, &g, limits, req);
+        let (lim, judged) = judge(self.bug, &view, limits, req);
+        let mut d = match decide(&view, &lim, &judged) {
+            Ok(d) => d,
+            Err(e) => {
+                if let (
+                    Bug::RefusedAttachWritesScope,
+                    LedgerError::CapacityExhausted { .. },
+                    Request::Attach {
+                        session,
+                        workspace,
+                        incarnation,
+                        token,
+                    },
+                ) = (self.bug, &e, req)
+                {
+                    g.state
+                        .apply(&[Effect::PutScope(custos_core::ledger::Scope {
+                            session: session.clone(),
+                            workspace: workspace.clone(),
+                            incarnation: *incarnation,
+                            state: ScopeState::Open,
+                            attach_token: token.clone(),
+                        })]);
+                }
+                return Err(e);
+            }
+        };
+        match (self.bug, req) {
+            (Bug::FenceSkipsIncarnation, Request::QueryOrFence { key, .. }) => {
+                for e in &mut d.effects {
+                    if let Effect::PutCall(k, _) = e {
+                        *k = key.clone();
+                    }
+                }
+            }
+            (Bug::TakeoverKeepsOldToken, Request::Attach { .. }) => {
+                if let Some(old) = view.scope.as_ref().filter(|s| s.state == ScopeState::Open) {
+                    for e in &mut d.effects {
+                        if let Effect::PutScope(s) = e {
+                            s.attach_token = old.attach_token.clone();
+                        }
+                    }
+                }
+            }
+            (Bug::AckWritesNoTombstone, Request::Ack { .. }) => {
+                d.effects.retain(|e| !matches!(e, Effect::PutAck(_)));
+            }
+            (Bug::CleanCloseKeepsTombstones, Request::FinishClose { .. }) => {
+                d.effects.retain(|e| !matches!(e, Effect::ForgetAcks(_)));
+            }
+            (Bug::RecoveryTouchesSettledRows, Request::Open) => {
+                d.effects = g
+                    .state
+                    .calls
+                    .iter()
+                    .filter(|(_, r)| !matches!(r.state, RowState::Unknown))
+                    .map(|(k, r)| {
+                        Effect::PutCall(
+                            k.clone(),
+                            CallRow {
+                                tool: r.tool.clone(),
+                                state: RowState::Unknown,
+                            },
+                        )
+                    })
+                    .collect();
+                d.answer = Answer::Recovered(d.effects.len() as u64);
+            }
+            (Bug::MarkUnknownKeepsReservation, Request::MarkUnknown { key }) => {
+                g.leaked.insert(key.clone());
+            }
+            (Bug::AdmittedIgnoresTool, Request::Admitted { .. }) => {
+                let mut keys: Vec<Key> = view
+                    .session_calls
+                    .iter()
+                    .filter(|(_, r)| matches!(r.state, RowState::Admitted { .. }))
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                keys.sort();
+                d.answer = Answer::Admitted(keys);
+            }
+            (Bug::ReleasesNewestFirst, Request::Releases) => {
+                if let Answer::Releases(r) = &mut d.answer {
+                    r.reverse();
+                }
+            }
+            _ => {}
+        }
+        g.state.apply(&d.effects);
+        Ok(d.answer)
+    }
+
+    fn close(&self) -> Result<(), LedgerError> {
+        self.inner.lock().unwrap().closed = true;
+        Ok(())
+    }
+
+    fn records(&self) -> Result<u64, LedgerError> {
+        let g = self.inner.lock().unwrap();
+        if g.closed {
+            return Err(LedgerError::HandleClosed);
+        }
+        Ok(g.state.records())
+    }
+}
+
+/// The cases `bug` fails.
+fn failures(bug: Bug) -> Vec<String> {
+    let factory = move || Shell::new(bug);
+    suite::ledger_cases::<Shell>()
+        .into_iter()
+        .filter(|(_, case)| run_case(|| case(&factory)))
+        .map(|(name, _)| name.to_owned())
+        .collect()
+}
+
+#[test]
+fn every_broken_ledger_backend_fails_a_case() {
+    let honest = failures(Bug::None);
+    assert!(honest.is_empty(), "the honest shell fails {honest:?}");
+    let mut verdicts = Verdicts::new("ledger");
+    for &bug in BUGS {
+        verdicts.record(format!("{bug:?}"), failures(bug));
+    }
+    verdicts.assert_all_caught(8);
+}
