@@ -289,6 +289,60 @@ pub fn round_trip_between_two_catalogues<C: Catalogue, F: Fn() -> C>(factory: F)
     assert_eq!(b.custody(SESSION).unwrap(), imported("op-3", "cat-a"));
 }
 
+/// `moving` lists every session still `Moving`, whatever else is stored,
+/// and nothing else.
+pub fn moving_lists_every_move_in_progress<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = registered(&factory);
+    for id in ["sess-0", "sess-2", "sess-3"] {
+        reserve(
+            &c,
+            id,
+            Creation::local(&format!("key-{id}"), "other", "/work"),
+        );
+    }
+    let begin_on = |id: &str, o: &str| Request::BeginMove {
+        session_id: id.into(),
+        op: op(o),
+        to: peer("cat-b"),
+    };
+    for (id, o) in [("sess-0", "op-0"), (SESSION, "op-1"), ("sess-3", "op-3")] {
+        ok(&c, begin_on(id, o));
+    }
+    let mut listed: Vec<(String, String)> = c
+        .moving()
+        .unwrap()
+        .into_iter()
+        .map(|m| (m.session_id, m.op.as_str().to_owned()))
+        .collect();
+    listed.sort();
+    assert_eq!(
+        listed,
+        [
+            ("sess-0".to_owned(), "op-0".to_owned()),
+            ("sess-1".to_owned(), "op-1".to_owned()),
+            ("sess-3".to_owned(), "op-3".to_owned()),
+        ]
+    );
+    ok(&c, finish("op-1"));
+    assert_eq!(c.moving().unwrap().len(), 2);
+}
+
+/// A deleted session leaves no custody behind: its id registered again
+/// is `Resident` and moves like any new session.
+pub fn a_reused_session_id_starts_resident<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    expect(&c, import("op-1", "cat-a"), imported("op-1", "cat-a"), true);
+    ok(
+        &c,
+        Request::Delete {
+            session_id: SESSION.into(),
+        },
+    );
+    reserve(&c, SESSION, Creation::local("key-2", "again", "/work"));
+    assert_eq!(c.custody(SESSION).unwrap(), Custody::Resident);
+    expect(&c, begin("op-1", "cat-b"), moving("op-1", "cat-b"), true);
+}
+
 /// Every custody case, by name, in suite order.
 pub const CUSTODY_CASES: &[&str] = &crate::__with_custody_cases!(__emit_names!());
 
@@ -327,6 +381,8 @@ macro_rules! __with_custody_cases {
             return_to_the_catalogue_that_handed_it_over,
             delete_refuses_moving_and_moved,
             round_trip_between_two_catalogues,
+            moving_lists_every_move_in_progress,
+            a_reused_session_id_starts_resident,
         }
     };
 }

@@ -5,6 +5,7 @@
 
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)] // test-only mutant backends
 
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use custos_conformance::catalogue as suite;
@@ -45,6 +46,12 @@ enum Bug {
     DeletionMarkMovesRevision,
     /// An unchanged rename or profile write still bumps the revision.
     UnchangedWriteMovesRevision,
+    /// The claim's limit check counts every spawner's rows, not its own.
+    ClaimLimitCountsEverySpawner,
+    /// `delete` leaves the side rows (display name, subtitle, deletion
+    /// mark) keyed by session id, which a new registration of the id
+    /// inherits.
+    DeleteLeavesSideRows,
 }
 
 const BUGS: &[Bug] = &[
@@ -61,11 +68,18 @@ const BUGS: &[Bug] = &[
     Bug::SubtitleOverwrites,
     Bug::DeletionMarkMovesRevision,
     Bug::UnchangedWriteMovesRevision,
+    Bug::ClaimLimitCountsEverySpawner,
+    Bug::DeleteLeavesSideRows,
 ];
+
+/// The side rows `DeleteLeavesSideRows` leaves: name override, subtitle,
+/// deletion mark.
+type SideRows = (Option<String>, Option<String>, bool);
 
 struct Shell {
     bug: Bug,
     state: Mutex<CatalogueState>,
+    ghosts: Mutex<BTreeMap<String, SideRows>>,
 }
 
 impl Shell {
@@ -73,6 +87,7 @@ impl Shell {
         Shell {
             bug,
             state: Mutex::new(CatalogueState::default()),
+            ghosts: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -154,6 +169,25 @@ impl Shell {
                     _ => {}
                 }
             }
+            (Bug::DeleteLeavesSideRows, Request::Delete { session_id }, _) => {
+                let r = &before.sessions[session_id];
+                let side = (r.name_override.clone(), r.subtitle.clone(), r.deleting);
+                self.ghosts.lock().unwrap().insert(session_id.clone(), side);
+            }
+            (
+                Bug::DeleteLeavesSideRows,
+                Request::Reserve { session_id, .. },
+                Outcome::Reserved { created: true, .. },
+            ) => {
+                if let Some((name, subtitle, deleting)) =
+                    self.ghosts.lock().unwrap().remove(session_id)
+                {
+                    let r = next.sessions.get_mut(session_id).unwrap();
+                    r.name_override = name;
+                    r.subtitle = subtitle;
+                    r.deleting = deleting;
+                }
+            }
             (Bug::DeleteKeepsDelegate, Request::Delete { session_id }, _) => {
                 for (k, d) in &before.delegates {
                     if d.session_id == *session_id {
@@ -180,7 +214,14 @@ impl Catalogue for Shell {
     fn apply(&self, req: &Request) -> Result<Outcome, CatalogueError> {
         let mut g = self.state.lock().unwrap();
         let before = g.clone();
-        let mut d = decide(&self.scratch(&g, req), req)?;
+        let mut judged = req.clone();
+        if let (Bug::ClaimLimitCountsEverySpawner, Request::ClaimDelegate { spawner, limit, .. }) =
+            (self.bug, &mut judged)
+        {
+            let others = g.delegates.keys().filter(|(s, _)| s != spawner).count();
+            *limit = limit.saturating_sub(u32::try_from(others).unwrap());
+        }
+        let mut d = decide(&self.scratch(&g, req), &judged)?;
         self.after(&before, req, &mut d.next, &mut d.outcome);
         *g = d.next;
         Ok(d.outcome)

@@ -5,6 +5,7 @@
 
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)] // test-only mutant backends
 
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use custos_conformance::custody as suite;
@@ -43,6 +44,11 @@ enum Bug {
     ImportReplayIgnoresSource,
     /// A new import registers the session but forgets to confirm it.
     ImportLeavesReserved,
+    /// `delete` drops the registration but not its custody row, which a
+    /// later registration of the same id inherits.
+    DeleteLeavesCustodyRow,
+    /// The resume query `moving()` keeps a `LIMIT 1` from a point lookup.
+    MovingAnswersOnlyOne,
 }
 
 const BUGS: &[Bug] = &[
@@ -57,11 +63,15 @@ const BUGS: &[Bug] = &[
     Bug::OnwardReusesImportOp,
     Bug::ImportReplayIgnoresSource,
     Bug::ImportLeavesReserved,
+    Bug::DeleteLeavesCustodyRow,
+    Bug::MovingAnswersOnlyOne,
 ];
 
 struct Shell {
     bug: Bug,
     state: Mutex<CatalogueState>,
+    /// Custody rows `delete` left behind (`DeleteLeavesCustodyRow`).
+    ghosts: Mutex<BTreeMap<String, Custody>>,
 }
 
 impl Shell {
@@ -69,6 +79,7 @@ impl Shell {
         Shell {
             bug,
             state: Mutex::new(CatalogueState::default()),
+            ghosts: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -219,6 +230,19 @@ impl Catalogue for Shell {
             {
                 d.next.sessions.get_mut(session_id).unwrap().state = InitState::Reserved;
             }
+            (Bug::DeleteLeavesCustodyRow, Request::Delete { session_id }, _) => {
+                let left = before.sessions[session_id].custody.clone();
+                self.ghosts.lock().unwrap().insert(session_id.clone(), left);
+            }
+            (
+                Bug::DeleteLeavesCustodyRow,
+                Request::Reserve { session_id, .. },
+                Outcome::Reserved { created: true, .. },
+            ) => {
+                if let Some(c) = self.ghosts.lock().unwrap().remove(session_id) {
+                    d.next.sessions.get_mut(session_id).unwrap().custody = c;
+                }
+            }
             _ => {}
         }
         *g = d.next;
@@ -263,7 +287,11 @@ impl Catalogue for Shell {
                     .collect()
             }));
         }
-        Ok(self.read(CatalogueState::moving))
+        let mut all = self.read(CatalogueState::moving);
+        if self.bug == Bug::MovingAnswersOnlyOne {
+            all.truncate(1);
+        }
+        Ok(all)
     }
     fn deletion(&self, id: &str) -> Result<Deletion, CatalogueError> {
         self.read(|s| s.deletion(id))
