@@ -31,6 +31,7 @@ fn creation() -> Creation {
 }
 
 /// `begin_move(op, to)` on [`SESSION`].
+#[track_caller]
 pub fn begin(o: &str, to: &str) -> Request {
     Request::BeginMove {
         session_id: SESSION.into(),
@@ -40,6 +41,7 @@ pub fn begin(o: &str, to: &str) -> Request {
 }
 
 /// `finish_move(op)` on [`SESSION`].
+#[track_caller]
 pub fn finish(o: &str) -> Request {
     Request::FinishMove {
         session_id: SESSION.into(),
@@ -48,6 +50,7 @@ pub fn finish(o: &str) -> Request {
 }
 
 /// `abort_move(op)` on [`SESSION`].
+#[track_caller]
 pub fn abort(o: &str) -> Request {
     Request::AbortMove {
         session_id: SESSION.into(),
@@ -56,6 +59,7 @@ pub fn abort(o: &str) -> Request {
 }
 
 /// `import_session(op, from)` on [`SESSION`].
+#[track_caller]
 pub fn import(o: &str, from: &str) -> Request {
     Request::ImportSession {
         session_id: SESSION.into(),
@@ -66,6 +70,7 @@ pub fn import(o: &str, from: &str) -> Request {
     }
 }
 
+#[track_caller]
 fn moving(o: &str, t: &str) -> Custody {
     Custody::Moving {
         op: op(o),
@@ -73,6 +78,7 @@ fn moving(o: &str, t: &str) -> Custody {
     }
 }
 
+#[track_caller]
 fn moved(o: &str, t: &str) -> Custody {
     Custody::Moved {
         op: op(o),
@@ -80,6 +86,7 @@ fn moved(o: &str, t: &str) -> Custody {
     }
 }
 
+#[track_caller]
 fn imported(o: &str, f: &str) -> Custody {
     Custody::Imported {
         op: op(o),

@@ -10,8 +10,8 @@ use std::sync::Mutex;
 
 use custos_conformance::ledger as suite;
 use custos_core::ledger::{
-    decide, Answer, CallRow, Effect, Key, Ledger, LedgerError, LedgerState, Limits, Request,
-    RowState, ScopeState, View,
+    decide, Answer, CallRow, Decision, Effect, Key, Ledger, LedgerError, LedgerState, Limits,
+    Request, RowState, ScopeState, View,
 };
 use custos_teeth::{run_case, Verdicts};
 
@@ -148,6 +148,71 @@ fn judge(bug: Bug, view: &View, limits: &Limits, req: &Request) -> (Limits, Requ
     (limits, req)
 }
 
+/// The buggy answer and write steps after the decision.
+fn distort(bug: Bug, g: &mut Inner, view: &View, req: &Request, d: &mut Decision) {
+    match (bug, req) {
+        (Bug::FenceSkipsIncarnation, Request::QueryOrFence { key, .. }) => {
+            for e in &mut d.effects {
+                if let Effect::PutCall(k, _) = e {
+                    *k = key.clone();
+                }
+            }
+        }
+        (Bug::TakeoverKeepsOldToken, Request::Attach { .. }) => {
+            if let Some(old) = view.scope.as_ref().filter(|s| s.state == ScopeState::Open) {
+                for e in &mut d.effects {
+                    if let Effect::PutScope(s) = e {
+                        s.attach_token = old.attach_token.clone();
+                    }
+                }
+            }
+        }
+        (Bug::AckWritesNoTombstone, Request::Ack { .. }) => {
+            d.effects.retain(|e| !matches!(e, Effect::PutAck(_)));
+        }
+        (Bug::CleanCloseKeepsTombstones, Request::FinishClose { .. }) => {
+            d.effects.retain(|e| !matches!(e, Effect::ForgetAcks(_)));
+        }
+        (Bug::RecoveryTouchesSettledRows, Request::Open) => {
+            d.effects = g
+                .state
+                .calls
+                .iter()
+                .filter(|(_, r)| !matches!(r.state, RowState::Unknown))
+                .map(|(k, r)| {
+                    Effect::PutCall(
+                        k.clone(),
+                        CallRow {
+                            tool: r.tool.clone(),
+                            state: RowState::Unknown,
+                        },
+                    )
+                })
+                .collect();
+            d.answer = Answer::Recovered(d.effects.len() as u64);
+        }
+        (Bug::MarkUnknownKeepsReservation, Request::MarkUnknown { key }) => {
+            g.leaked.insert(key.clone());
+        }
+        (Bug::AdmittedIgnoresTool, Request::Admitted { .. }) => {
+            let mut keys: Vec<Key> = view
+                .session_calls
+                .iter()
+                .filter(|(_, r)| matches!(r.state, RowState::Admitted { .. }))
+                .map(|(k, _)| k.clone())
+                .collect();
+            keys.sort();
+            d.answer = Answer::Admitted(keys);
+        }
+        (Bug::ReleasesNewestFirst, Request::Releases) => {
+            if let Answer::Releases(r) = &mut d.answer {
+                r.reverse();
+            }
+        }
+        _ => {}
+    }
+}
+
 impl Ledger for Shell {
     fn execute(&self, limits: &Limits, req: &Request) -> Result<Answer, LedgerError> {
         let mut g = self.inner.lock().unwrap();
@@ -182,67 +247,7 @@ impl Ledger for Shell {
                 return Err(e);
             }
         };
-        match (self.bug, req) {
-            (Bug::FenceSkipsIncarnation, Request::QueryOrFence { key, .. }) => {
-                for e in &mut d.effects {
-                    if let Effect::PutCall(k, _) = e {
-                        *k = key.clone();
-                    }
-                }
-            }
-            (Bug::TakeoverKeepsOldToken, Request::Attach { .. }) => {
-                if let Some(old) = view.scope.as_ref().filter(|s| s.state == ScopeState::Open) {
-                    for e in &mut d.effects {
-                        if let Effect::PutScope(s) = e {
-                            s.attach_token = old.attach_token.clone();
-                        }
-                    }
-                }
-            }
-            (Bug::AckWritesNoTombstone, Request::Ack { .. }) => {
-                d.effects.retain(|e| !matches!(e, Effect::PutAck(_)));
-            }
-            (Bug::CleanCloseKeepsTombstones, Request::FinishClose { .. }) => {
-                d.effects.retain(|e| !matches!(e, Effect::ForgetAcks(_)));
-            }
-            (Bug::RecoveryTouchesSettledRows, Request::Open) => {
-                d.effects = g
-                    .state
-                    .calls
-                    .iter()
-                    .filter(|(_, r)| !matches!(r.state, RowState::Unknown))
-                    .map(|(k, r)| {
-                        Effect::PutCall(
-                            k.clone(),
-                            CallRow {
-                                tool: r.tool.clone(),
-                                state: RowState::Unknown,
-                            },
-                        )
-                    })
-                    .collect();
-                d.answer = Answer::Recovered(d.effects.len() as u64);
-            }
-            (Bug::MarkUnknownKeepsReservation, Request::MarkUnknown { key }) => {
-                g.leaked.insert(key.clone());
-            }
-            (Bug::AdmittedIgnoresTool, Request::Admitted { .. }) => {
-                let mut keys: Vec<Key> = view
-                    .session_calls
-                    .iter()
-                    .filter(|(_, r)| matches!(r.state, RowState::Admitted { .. }))
-                    .map(|(k, _)| k.clone())
-                    .collect();
-                keys.sort();
-                d.answer = Answer::Admitted(keys);
-            }
-            (Bug::ReleasesNewestFirst, Request::Releases) => {
-                if let Answer::Releases(r) = &mut d.answer {
-                    r.reverse();
-                }
-            }
-            _ => {}
-        }
+        distort(self.bug, &mut g, &view, req, &mut d);
         g.state.apply(&d.effects);
         Ok(d.answer)
     }
