@@ -267,17 +267,11 @@ impl Catalogue for Shell {
             }
             Bug::PageCursorInclusive => {
                 // `>=`: the cursor row is read again.
-                let before_cursor = after.and_then(|a| {
-                    s.sessions
-                        .keys()
-                        .filter(|id| id.as_str() < a)
-                        .next_back()
-                        .cloned()
-                });
+                let before_cursor =
+                    after.and_then(|a| s.sessions.keys().rfind(|id| id.as_str() < a).cloned());
                 match (after, before_cursor) {
                     (Some(_), Some(b)) => s.page(visibility, Some(&b), limit),
-                    (Some(_), None) => s.page(visibility, None, limit),
-                    (None, _) => s.page(visibility, None, limit),
+                    _ => s.page(visibility, None, limit),
                 }
             }
             Bug::PagesShowCreationName => {
