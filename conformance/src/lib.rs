@@ -133,6 +133,7 @@ macro_rules! __with_storage_cases {
             stats_equal_ledger_after_every_commit,
             register_value_bound_is_typed_and_applies_nothing,
             list_registers_by_prefix_ascending,
+            list_registers_prefix_is_literal,
             list_registers_isolates_namespaces,
             branch_scan_walks_leaf_to_root,
             branch_scan_unknown_leaf_is_typed,
