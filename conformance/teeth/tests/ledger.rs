@@ -10,8 +10,8 @@ use std::sync::Mutex;
 
 use custos_conformance::ledger as suite;
 use custos_core::ledger::{
-    decide, Answer, CallRow, Decision, Effect, Key, Ledger, LedgerError, LedgerState, Limits,
-    Request, RowState, ScopeState, View,
+    decide, Answer, CallRow, CloseOutcome, Decision, Effect, Key, Ledger, LedgerError, LedgerState,
+    Limits, Request, RowState, ScopeState, View,
 };
 use custos_teeth::{run_case, Verdicts};
 
@@ -49,6 +49,16 @@ enum Bug {
     AdmittedIgnoresTool,
     /// `releases` reads the log newest first.
     ReleasesNewestFirst,
+    /// A fence is charged against the byte budget like an admission.
+    FenceChargesBudget,
+    /// Reopening a clean scope skips the free-slot check (only the create
+    /// path has it).
+    ReopenSkipsSlotCheck,
+    /// An attach at the scope's incarnation takes over a `Closing` scope as
+    /// if it were `Open`, reopening it.
+    AttachReopensClosingScope,
+    /// `mark_unknown` overwrites a settled (`terminal`) row.
+    MarkUnknownOverwritesTerminal,
 }
 
 const BUGS: &[Bug] = &[
@@ -66,6 +76,10 @@ const BUGS: &[Bug] = &[
     Bug::RefusedAttachWritesScope,
     Bug::AdmittedIgnoresTool,
     Bug::ReleasesNewestFirst,
+    Bug::FenceChargesBudget,
+    Bug::ReopenSkipsSlotCheck,
+    Bug::AttachReopensClosingScope,
+    Bug::MarkUnknownOverwritesTerminal,
 ];
 
 #[derive(Default)]
@@ -119,10 +133,33 @@ fn load(bug: Bug, g: &Inner, limits: &Limits, req: &Request) -> View {
 }
 
 /// The request a buggy decide step sees.
-fn judge(bug: Bug, view: &View, limits: &Limits, req: &Request) -> (Limits, Request) {
+fn judge(bug: Bug, view: &mut View, limits: &Limits, req: &Request) -> (Limits, Request) {
     let mut limits = *limits;
     let mut req = req.clone();
     match (bug, &mut req) {
+        (Bug::ReopenSkipsSlotCheck, Request::Attach { incarnation, .. }) => {
+            if let Some(s) = &view.scope {
+                if s.state == ScopeState::Closed(CloseOutcome::AllRetired)
+                    && s.incarnation + 1 == *incarnation
+                {
+                    view.unclean_scopes = 0;
+                }
+            }
+        }
+        (Bug::AttachReopensClosingScope, Request::Attach { incarnation, .. }) => {
+            if let Some(s) = &mut view.scope {
+                if s.state == ScopeState::Closing && s.incarnation == *incarnation {
+                    s.state = ScopeState::Open;
+                }
+            }
+        }
+        (Bug::MarkUnknownOverwritesTerminal, Request::MarkUnknown { .. }) => {
+            if let Some(row) = &mut view.call {
+                if matches!(row.state, RowState::Terminal { .. }) {
+                    row.state = RowState::Admitted { reserved: 0 };
+                }
+            }
+        }
         (Bug::ExistingKeySkipsToken, Request::Admit { token, .. })
             if view.call.is_some() || view.acked =>
         {
@@ -219,8 +256,19 @@ impl Ledger for Shell {
         if g.closed {
             return Err(LedgerError::HandleClosed);
         }
-        let view = load(self.bug, &g, limits, req);
-        let (lim, judged) = judge(self.bug, &view, limits, req);
+        let mut view = load(self.bug, &g, limits, req);
+        if let (Bug::FenceChargesBudget, Request::QueryOrFence { key, outcome }) = (self.bug, req) {
+            let used = g.state.ledger_bytes();
+            let requested = outcome.len() as u64;
+            if !g.state.calls.contains_key(key) && used + requested > limits.max_ledger_bytes {
+                return Err(LedgerError::BudgetExhausted {
+                    used,
+                    requested,
+                    max: limits.max_ledger_bytes,
+                });
+            }
+        }
+        let (lim, judged) = judge(self.bug, &mut view, limits, req);
         let mut d = match decide(&view, &lim, &judged) {
             Ok(d) => d,
             Err(e) => {
