@@ -92,6 +92,15 @@ fn changed(o: &Outcome) -> bool {
     }
 }
 
+/// Remembers `path`, requiring success; the new row's id.
+#[track_caller]
+fn remembered<C: Catalogue>(c: &C, path: &str) -> u64 {
+    match ok(c, Request::RememberFolder { path: path.into() }) {
+        Outcome::Remembered(r) => r.id,
+        other => panic!("remember answered {other:?}"),
+    }
+}
+
 fn rename(id: &str, name: &str) -> Request {
     Request::Rename {
         session_id: id.into(),
@@ -845,6 +854,46 @@ pub fn a_reused_session_id_starts_clean<C: Catalogue, F: Fn() -> C>(factory: F) 
     assert!(c.deleting().unwrap().is_empty());
 }
 
+/// A workspace default never names an archived session: setting one is
+/// `Conflict` and leaves the workspace without a default.
+pub fn a_workspace_default_refuses_an_archived_session<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    reserve(&c, "s1", local("k1"));
+    ok(
+        &c,
+        Request::SetVisibility {
+            session_id: "s1".into(),
+            visibility: Visibility::Archived,
+        },
+    );
+    refused(
+        &c,
+        Request::SetWorkspaceDefault {
+            workspace: "/w".into(),
+            session_id: "s1".into(),
+        },
+        "Conflict",
+    );
+    assert_eq!(c.workspace_default("/w").unwrap(), None);
+}
+
+/// Recent-folder ids are never reused: after the newest row is forgotten
+/// (or every row is), the next remember still gets a larger id.
+pub fn recent_folder_ids_are_never_reused<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    let a = remembered(&c, "/a");
+    let b = remembered(&c, "/b");
+    assert!(b > a);
+    ok(&c, Request::ForgetFolder { id: b });
+    let next = remembered(&c, "/c");
+    assert!(next > b, "id {next} reused after forgetting {b}");
+    ok(&c, Request::ForgetFolder { id: a });
+    ok(&c, Request::ForgetFolder { id: next });
+    assert!(c.recent_folders().unwrap().is_empty());
+    let last = remembered(&c, "/d");
+    assert!(last > next, "id {last} reused on an emptied list");
+}
+
 // ------------------------------------------------------------- the table
 
 /// Emits `mod $name { #[test] fn <case>() … }`: one test per catalogue
@@ -886,6 +935,8 @@ macro_rules! __with_catalogue_cases {
             delete_frees_the_delegate_slot_and_side_rows,
             delegate_limits_are_per_spawner,
             a_reused_session_id_starts_clean,
+            a_workspace_default_refuses_an_archived_session,
+            recent_folder_ids_are_never_reused,
         }
     };
 }

@@ -296,8 +296,8 @@ pub fn round_trip_between_two_catalogues<C: Catalogue, F: Fn() -> C>(factory: F)
     assert_eq!(b.custody(SESSION).unwrap(), imported("op-3", "cat-a"));
 }
 
-/// `moving` lists every session still `Moving`, whatever else is stored,
-/// and nothing else.
+/// `moving` lists every session still `Moving`, whatever else is stored
+/// (resident, received or finished sessions), and nothing else.
 pub fn moving_lists_every_move_in_progress<C: Catalogue, F: Fn() -> C>(factory: F) {
     let c = registered(&factory);
     for id in ["sess-0", "sess-2", "sess-3"] {
@@ -315,6 +315,17 @@ pub fn moving_lists_every_move_in_progress<C: Catalogue, F: Fn() -> C>(factory: 
     for (id, o) in [("sess-0", "op-0"), (SESSION, "op-1"), ("sess-3", "op-3")] {
         ok(&c, begin_on(id, o));
     }
+    // A received session is served here, not a move to resume.
+    ok(
+        &c,
+        Request::ImportSession {
+            session_id: "sess-9".into(),
+            creation: Creation::local("key-9", "received", "/work"),
+            op: op("op-9"),
+            from: peer("cat-a"),
+            now: 5,
+        },
+    );
     let mut listed: Vec<(String, String)> = c
         .moving()
         .unwrap()

@@ -52,6 +52,11 @@ enum Bug {
     /// mark) keyed by session id, which a new registration of the id
     /// inherits.
     DeleteLeavesSideRows,
+    /// Setting a workspace default skips the archived check.
+    DefaultToArchivedAccepted,
+    /// A recent folder's id is the largest live id + 1 (a rowid without
+    /// `AUTOINCREMENT`), so forgetting the newest reuses its id.
+    RecentIdsReused,
 }
 
 const BUGS: &[Bug] = &[
@@ -70,6 +75,8 @@ const BUGS: &[Bug] = &[
     Bug::UnchangedWriteMovesRevision,
     Bug::ClaimLimitCountsEverySpawner,
     Bug::DeleteLeavesSideRows,
+    Bug::DefaultToArchivedAccepted,
+    Bug::RecentIdsReused,
 ];
 
 /// The side rows `DeleteLeavesSideRows` leaves: name override, subtitle,
@@ -98,11 +105,21 @@ impl Shell {
     /// The state the buggy shell hands the decision function.
     fn scratch(&self, s: &CatalogueState, req: &Request) -> CatalogueState {
         let mut scratch = s.clone();
-        if let (Bug::SubtitleOverwrites, Request::SeedSubtitle { session_id, .. }) = (self.bug, req)
-        {
-            if let Some(r) = scratch.sessions.get_mut(session_id.as_str()) {
-                r.subtitle = None;
+        match (self.bug, req) {
+            (Bug::SubtitleOverwrites, Request::SeedSubtitle { session_id, .. }) => {
+                if let Some(r) = scratch.sessions.get_mut(session_id.as_str()) {
+                    r.subtitle = None;
+                }
             }
+            (Bug::DefaultToArchivedAccepted, Request::SetWorkspaceDefault { session_id, .. }) => {
+                if let Some(r) = scratch.sessions.get_mut(session_id.as_str()) {
+                    r.visibility = Visibility::Active;
+                }
+            }
+            (Bug::RecentIdsReused, Request::RememberFolder { .. }) => {
+                scratch.recent_seq = s.recent.iter().map(|r| r.id).max().unwrap_or(0);
+            }
+            _ => {}
         }
         scratch
     }
@@ -168,6 +185,14 @@ impl Shell {
                     }
                     _ => {}
                 }
+            }
+            (
+                Bug::DefaultToArchivedAccepted,
+                Request::SetWorkspaceDefault { session_id, .. },
+                _,
+            ) => {
+                next.sessions.get_mut(session_id).unwrap().visibility =
+                    before.sessions[session_id].visibility;
             }
             (Bug::DeleteLeavesSideRows, Request::Delete { session_id }, _) => {
                 let r = &before.sessions[session_id];

@@ -49,6 +49,9 @@ enum Bug {
     DeleteLeavesCustodyRow,
     /// The resume query `moving()` keeps a `LIMIT 1` from a point lookup.
     MovingAnswersOnlyOne,
+    /// `moving()` selects "not `Resident`, not `Moved`", so received
+    /// (`Imported`) sessions are listed as moves to resume.
+    MovingListsImported,
 }
 
 const BUGS: &[Bug] = &[
@@ -65,6 +68,7 @@ const BUGS: &[Bug] = &[
     Bug::ImportLeavesReserved,
     Bug::DeleteLeavesCustodyRow,
     Bug::MovingAnswersOnlyOne,
+    Bug::MovingListsImported,
 ];
 
 struct Shell {
@@ -281,6 +285,26 @@ impl Catalogue for Shell {
                             session_id: id.clone(),
                             op: op.clone(),
                             to: to.clone(),
+                        }),
+                        _ => None,
+                    })
+                    .collect()
+            }));
+        }
+        if self.bug == Bug::MovingListsImported {
+            return Ok(self.read(|s| {
+                s.sessions
+                    .iter()
+                    .filter_map(|(id, r)| match &r.custody {
+                        Custody::Moving { op, to } => Some(Move {
+                            session_id: id.clone(),
+                            op: op.clone(),
+                            to: to.clone(),
+                        }),
+                        Custody::Imported { op, from } => Some(Move {
+                            session_id: id.clone(),
+                            op: op.clone(),
+                            to: from.clone(),
                         }),
                         _ => None,
                     })
