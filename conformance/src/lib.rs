@@ -135,6 +135,7 @@ macro_rules! __with_storage_cases {
             list_registers_by_prefix_ascending,
             list_registers_prefix_is_literal,
             list_registers_isolates_namespaces,
+            cells_are_keyed_by_the_namespace_key_pair,
             branch_scan_walks_leaf_to_root,
             branch_scan_unknown_leaf_is_typed,
             branch_scan_excludes_other_branches,

@@ -1132,6 +1132,30 @@ pub fn list_registers_isolates_namespaces<S: Storage, F: Fn() -> S>(factory: F) 
         .is_empty());
 }
 
+/// A cell is named by the pair (namespace, key), not by their
+/// concatenation: `("n", "x/k")` and `("n/x", "k")` are two cells, each
+/// listed under its own namespace only.
+pub fn cells_are_keyed_by_the_namespace_key_pair<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    ok(
+        &s,
+        Commit::at(0)
+            .write(set("n", "x/k", b"1"))
+            .write(set("n/x", "k", b"2")),
+    );
+    assert_eq!(reg(&s, "n", "x/k").unwrap().value.as_bytes(), b"1");
+    assert_eq!(reg(&s, "n/x", "k").unwrap().value.as_bytes(), b"2");
+    let listed = s.list_registers(&ns("n/x"), &KeyPrefix::all()).unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        (listed[0].namespace.as_str(), listed[0].key.as_str()),
+        ("n/x", "k")
+    );
+    assert_eq!(list_keys(&s, "n", "x/"), ["x/k"]);
+    ok(&s, Commit::at(0).write(del("n/x", "k")));
+    assert!(reg(&s, "n", "x/k").is_some());
+}
+
 // ----------------------------------------------------------- branch scans
 
 /// A branch scan walks leaf to root by parent links, leaf first.

@@ -59,6 +59,9 @@ enum Defect {
     SetRegisterKeepsOldSeq,
     /// An entry scan applies `limit` before the `after` cursor.
     EntryScanLimitBeforeCursor,
+    /// Registers live in one key space as `namespace/key` (a KV-store
+    /// layout), so `("n", "x/k")` and `("n/x", "k")` are one cell.
+    CompositeRegisterKeys,
 }
 
 const DEFECTS: &[Defect] = &[
@@ -79,7 +82,43 @@ const DEFECTS: &[Defect] = &[
     Defect::GetEntriesInStoreOrder,
     Defect::SetRegisterKeepsOldSeq,
     Defect::EntryScanLimitBeforeCursor,
+    Defect::CompositeRegisterKeys,
 ];
+
+/// The one namespace `CompositeRegisterKeys` stores every cell in.
+fn kv() -> Namespace {
+    Namespace::new("kv").unwrap()
+}
+
+/// `namespace/key`, or the pair unchanged when that is out of bounds.
+fn compose(n: &Namespace, k: &RegisterKey) -> (Namespace, RegisterKey) {
+    match RegisterKey::new(format!("{}/{}", n.as_str(), k.as_str())) {
+        Ok(key) => (kv(), key),
+        Err(_) => (n.clone(), k.clone()),
+    }
+}
+
+/// The `(namespace, key)` a composite key decodes to.
+fn decompose(k: &RegisterKey) -> (Namespace, RegisterKey) {
+    let (n, k) = k.as_str().split_once('/').unwrap();
+    (Namespace::new(n).unwrap(), RegisterKey::new(k).unwrap())
+}
+
+/// A commit over composite keys.
+fn composite(c: &Commit) -> Commit {
+    let mut c = c.clone();
+    for e in &mut c.expectations {
+        (e.namespace, e.key) = compose(&e.namespace, &e.key);
+    }
+    for w in &mut c.writes {
+        if let Write::SetRegister { namespace, key, .. }
+        | Write::DeleteRegister { namespace, key } = w
+        {
+            (*namespace, *key) = compose(namespace, key);
+        }
+    }
+    c
+}
 
 /// Whether `key` matches the SQL pattern `prefix || '%'`, unescaped.
 fn like_prefix(key: &[u8], prefix: &[u8]) -> bool {
@@ -206,6 +245,25 @@ impl Storage for Mutant {
                 });
                 self.inner.commit(&c)
             }
+            Defect::CompositeRegisterKeys => {
+                self.inner.commit(&composite(c)).map_err(|e| match e {
+                    CommitError::StaleExpectation {
+                        namespace,
+                        key,
+                        expected,
+                        found,
+                    } if namespace == kv() => {
+                        let (namespace, key) = decompose(&key);
+                        CommitError::StaleExpectation {
+                            namespace,
+                            key,
+                            expected,
+                            found,
+                        }
+                    }
+                    e => e,
+                })
+            }
             Defect::SeqFloorIgnored => {
                 let mut c = c.clone();
                 c.seq_floor = None;
@@ -237,6 +295,14 @@ impl Storage for Mutant {
         n: &Namespace,
         k: &RegisterKey,
     ) -> Result<Option<Register>, StorageError> {
+        if self.defect == Defect::CompositeRegisterKeys {
+            let (cn, ck) = compose(n, k);
+            return Ok(self.inner.get_register(&cn, &ck)?.map(|r| Register {
+                namespace: n.clone(),
+                key: k.clone(),
+                ..r
+            }));
+        }
         Ok(self.reads().get_register(n, k)?.map(|r| self.stale(r)))
     }
     fn list_registers(&self, n: &Namespace, p: &KeyPrefix) -> Result<Vec<Register>, StorageError> {
@@ -249,6 +315,14 @@ impl Storage for Mutant {
             Defect::ListShowsDeletedRegisters => {
                 self.inner.list_registers(n, p)?;
                 self.shadow.list_registers(n, p)
+            }
+            Defect::CompositeRegisterKeys => {
+                let p = KeyPrefix::new(format!("{}/{}", n.as_str(), p.as_str())).unwrap();
+                let mut v = self.inner.list_registers(&kv(), &p)?;
+                for r in &mut v {
+                    (r.namespace, r.key) = decompose(&r.key);
+                }
+                Ok(v)
             }
             Defect::PrefixIsALikePattern => {
                 let mut v = self.reads().list_registers(n, &KeyPrefix::all())?;
