@@ -12,9 +12,10 @@
 //! A behaviour without a case here is not guaranteed. Each suite lists its
 //! cases once (a hidden `__with_<suite>_cases!` macro); from that one list
 //! come the suite macro's tests, the names (e.g. [`storage::STORAGE_CASES`])
-//! and, for storage and the ledger, a runtime table of `(name, case)`
-//! ([`storage::storage_cases`], [`ledger::ledger_cases`]) for a harness of
-//! your own that runs a subset or reports per case. The emitters below are
+//! and a runtime table of `(name, case)` ([`storage::storage_cases`],
+//! [`ledger::ledger_cases`], [`custody::custody_cases`],
+//! [`catalogue::catalogue_cases`], …) for a harness of your own that runs a
+//! subset or reports per case. The emitters below are
 //! shared by every suite.
 
 pub mod access;
