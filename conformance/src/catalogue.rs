@@ -92,6 +92,15 @@ fn changed(o: &Outcome) -> bool {
     }
 }
 
+/// Remembers `path`, requiring success; the new row's id.
+#[track_caller]
+fn remembered<C: Catalogue>(c: &C, path: &str) -> u64 {
+    match ok(c, Request::RememberFolder { path: path.into() }) {
+        Outcome::Remembered(r) => r.id,
+        other => panic!("remember answered {other:?}"),
+    }
+}
+
 fn rename(id: &str, name: &str) -> Request {
     Request::Rename {
         session_id: id.into(),
@@ -789,6 +798,102 @@ pub fn delete_frees_the_delegate_slot_and_side_rows<C: Catalogue, F: Fn() -> C>(
     assert_eq!(reserve(&c, "d2", local("k0")).session_id, "d2");
 }
 
+/// The delegate limit counts the claiming spawner's rows only: a spawner
+/// with a free slot claims whatever other spawners hold.
+pub fn delegate_limits_are_per_spawner<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    for i in 0..5 {
+        reserve(&c, &format!("d{i}"), local(&format!("k{i}")));
+    }
+    ok(&c, claim("orch-a", "p0", "d0", 1, 3));
+    ok(&c, claim("orch-a", "p1", "d1", 1, 3));
+    ok(&c, claim("orch-b", "p0", "d2", 1, 3));
+    match ok(&c, claim("orch-c", "p0", "d3", 2, 1)) {
+        Outcome::Delegate(Claim::Claimed(d)) => assert_eq!(d.session_id, "d3"),
+        other => panic!("orch-c's first claim answered {other:?}"),
+    }
+    assert_eq!(
+        ok(&c, claim("orch-b", "p9", "d4", 3, 1)),
+        Outcome::Delegate(Claim::AtLimit { held: 1 })
+    );
+    assert_eq!(c.delegates_held("orch-a").unwrap(), 2);
+    assert_eq!(c.delegates_held("orch-c").unwrap(), 1);
+}
+
+/// A deleted session leaves nothing keyed by its id: registered again,
+/// the id has the new creation's name, no subtitle and no deletion mark.
+pub fn a_reused_session_id_starts_clean<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    reserve(&c, "s1", local("k1"));
+    ok(&c, rename("s1", "Shown"));
+    ok(
+        &c,
+        Request::SeedSubtitle {
+            session_id: "s1".into(),
+            prompt: "old work".into(),
+        },
+    );
+    ok(
+        &c,
+        Request::MarkDeleting {
+            session_id: "s1".into(),
+        },
+    );
+    ok(
+        &c,
+        Request::Delete {
+            session_id: "s1".into(),
+        },
+    );
+    let r = reserve(&c, "s1", local("k2"));
+    assert_eq!(r.creation, local("k2"));
+    let got = c.get("s1").unwrap().unwrap();
+    assert_eq!(got.creation.name, "name k2");
+    assert_eq!(got.subtitle, None);
+    assert_eq!(c.deletion("s1").unwrap(), Deletion::NotDeleting);
+    assert!(c.deleting().unwrap().is_empty());
+}
+
+/// A workspace default never names an archived session: setting one is
+/// `Conflict` and leaves the workspace without a default.
+pub fn a_workspace_default_refuses_an_archived_session<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    reserve(&c, "s1", local("k1"));
+    ok(
+        &c,
+        Request::SetVisibility {
+            session_id: "s1".into(),
+            visibility: Visibility::Archived,
+        },
+    );
+    refused(
+        &c,
+        Request::SetWorkspaceDefault {
+            workspace: "/w".into(),
+            session_id: "s1".into(),
+        },
+        "Conflict",
+    );
+    assert_eq!(c.workspace_default("/w").unwrap(), None);
+}
+
+/// Recent-folder ids are never reused: after the newest row is forgotten
+/// (or every row is), the next remember still gets a larger id.
+pub fn recent_folder_ids_are_never_reused<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    let a = remembered(&c, "/a");
+    let b = remembered(&c, "/b");
+    assert!(b > a);
+    ok(&c, Request::ForgetFolder { id: b });
+    let next = remembered(&c, "/c");
+    assert!(next > b, "id {next} reused after forgetting {b}");
+    ok(&c, Request::ForgetFolder { id: a });
+    ok(&c, Request::ForgetFolder { id: next });
+    assert!(c.recent_folders().unwrap().is_empty());
+    let last = remembered(&c, "/d");
+    assert!(last > next, "id {last} reused on an emptied list");
+}
+
 // ------------------------------------------------------------- the table
 
 /// Emits `mod $name { #[test] fn <case>() … }`: one test per catalogue
@@ -828,6 +933,10 @@ macro_rules! __with_catalogue_cases {
             claim_delegate_and_its_limit,
             claim_delegate_refusals,
             delete_frees_the_delegate_slot_and_side_rows,
+            delegate_limits_are_per_spawner,
+            a_reused_session_id_starts_clean,
+            a_workspace_default_refuses_an_archived_session,
+            recent_folder_ids_are_never_reused,
         }
     };
 }

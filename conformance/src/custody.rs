@@ -31,6 +31,7 @@ fn creation() -> Creation {
 }
 
 /// `begin_move(op, to)` on [`SESSION`].
+#[track_caller]
 pub fn begin(o: &str, to: &str) -> Request {
     Request::BeginMove {
         session_id: SESSION.into(),
@@ -40,6 +41,7 @@ pub fn begin(o: &str, to: &str) -> Request {
 }
 
 /// `finish_move(op)` on [`SESSION`].
+#[track_caller]
 pub fn finish(o: &str) -> Request {
     Request::FinishMove {
         session_id: SESSION.into(),
@@ -48,6 +50,7 @@ pub fn finish(o: &str) -> Request {
 }
 
 /// `abort_move(op)` on [`SESSION`].
+#[track_caller]
 pub fn abort(o: &str) -> Request {
     Request::AbortMove {
         session_id: SESSION.into(),
@@ -56,6 +59,7 @@ pub fn abort(o: &str) -> Request {
 }
 
 /// `import_session(op, from)` on [`SESSION`].
+#[track_caller]
 pub fn import(o: &str, from: &str) -> Request {
     Request::ImportSession {
         session_id: SESSION.into(),
@@ -66,6 +70,7 @@ pub fn import(o: &str, from: &str) -> Request {
     }
 }
 
+#[track_caller]
 fn moving(o: &str, t: &str) -> Custody {
     Custody::Moving {
         op: op(o),
@@ -73,6 +78,7 @@ fn moving(o: &str, t: &str) -> Custody {
     }
 }
 
+#[track_caller]
 fn moved(o: &str, t: &str) -> Custody {
     Custody::Moved {
         op: op(o),
@@ -80,6 +86,7 @@ fn moved(o: &str, t: &str) -> Custody {
     }
 }
 
+#[track_caller]
 fn imported(o: &str, f: &str) -> Custody {
     Custody::Imported {
         op: op(o),
@@ -289,6 +296,71 @@ pub fn round_trip_between_two_catalogues<C: Catalogue, F: Fn() -> C>(factory: F)
     assert_eq!(b.custody(SESSION).unwrap(), imported("op-3", "cat-a"));
 }
 
+/// `moving` lists every session still `Moving`, whatever else is stored
+/// (resident, received or finished sessions), and nothing else.
+pub fn moving_lists_every_move_in_progress<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = registered(&factory);
+    for id in ["sess-0", "sess-2", "sess-3"] {
+        reserve(
+            &c,
+            id,
+            Creation::local(&format!("key-{id}"), "other", "/work"),
+        );
+    }
+    let begin_on = |id: &str, o: &str| Request::BeginMove {
+        session_id: id.into(),
+        op: op(o),
+        to: peer("cat-b"),
+    };
+    for (id, o) in [("sess-0", "op-0"), (SESSION, "op-1"), ("sess-3", "op-3")] {
+        ok(&c, begin_on(id, o));
+    }
+    // A received session is served here, not a move to resume.
+    ok(
+        &c,
+        Request::ImportSession {
+            session_id: "sess-9".into(),
+            creation: Creation::local("key-9", "received", "/work"),
+            op: op("op-9"),
+            from: peer("cat-a"),
+            now: 5,
+        },
+    );
+    let mut listed: Vec<(String, String)> = c
+        .moving()
+        .unwrap()
+        .into_iter()
+        .map(|m| (m.session_id, m.op.as_str().to_owned()))
+        .collect();
+    listed.sort();
+    assert_eq!(
+        listed,
+        [
+            ("sess-0".to_owned(), "op-0".to_owned()),
+            ("sess-1".to_owned(), "op-1".to_owned()),
+            ("sess-3".to_owned(), "op-3".to_owned()),
+        ]
+    );
+    ok(&c, finish("op-1"));
+    assert_eq!(c.moving().unwrap().len(), 2);
+}
+
+/// A deleted session leaves no custody behind: its id registered again
+/// is `Resident` and moves like any new session.
+pub fn a_reused_session_id_starts_resident<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    expect(&c, import("op-1", "cat-a"), imported("op-1", "cat-a"), true);
+    ok(
+        &c,
+        Request::Delete {
+            session_id: SESSION.into(),
+        },
+    );
+    reserve(&c, SESSION, Creation::local("key-2", "again", "/work"));
+    assert_eq!(c.custody(SESSION).unwrap(), Custody::Resident);
+    expect(&c, begin("op-1", "cat-b"), moving("op-1", "cat-b"), true);
+}
+
 /// Every custody case, by name, in suite order.
 pub const CUSTODY_CASES: &[&str] = &crate::__with_custody_cases!(__emit_names!());
 
@@ -327,6 +399,8 @@ macro_rules! __with_custody_cases {
             return_to_the_catalogue_that_handed_it_over,
             delete_refuses_moving_and_moved,
             round_trip_between_two_catalogues,
+            moving_lists_every_move_in_progress,
+            a_reused_session_id_starts_resident,
         }
     };
 }

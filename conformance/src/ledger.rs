@@ -562,6 +562,95 @@ pub fn releases_read_in_release_order<L: Ledger>(f: impl Fn() -> L) {
     assert_eq!(l.releases(&LIMITS), Ok(vec![first, second]));
 }
 
+/// Fences skip the byte budget: with the budget full, a fence still
+/// settles a missing key (its outcome then counts against later admissions).
+pub fn fences_skip_the_byte_budget<L: Ledger>(f: impl Fn() -> L) {
+    let l = f();
+    attach(&l, "s", 1, "a").unwrap();
+    admit(&l, &key("s", "a", 1), "a").unwrap();
+    admit(&l, &key("s", "b", 1), "a").unwrap();
+    let fenced = key("s", "f", 1);
+    assert_eq!(
+        l.query_or_fence(&LIMITS, &fenced, &[9; 16]),
+        Ok(Fencing::Fenced)
+    );
+    assert_eq!(
+        l.query(&LIMITS, &fenced),
+        Ok(Lookup::Found(CallState::Terminal(vec![9; 16])))
+    );
+    assert!(matches!(
+        admit(&l, &key("s", "c", 1), "a"),
+        Err(LedgerError::BudgetExhausted { used: 48, .. })
+    ));
+}
+
+/// Reopening a clean scope takes an unclean slot like creating one: with
+/// every slot taken it is refused, and it succeeds once a slot is free.
+pub fn a_reopen_needs_a_free_slot<L: Ledger>(f: impl Fn() -> L) {
+    let l = f();
+    attach(&l, "a", 1, "t").unwrap();
+    close(&l, "a", 1).unwrap();
+    attach(&l, "b", 1, "t").unwrap();
+    attach(&l, "c", 1, "t").unwrap();
+    assert_eq!(
+        attach(&l, "a", 2, "t"),
+        Err(LedgerError::CapacityExhausted { max: 2 })
+    );
+    assert_eq!(
+        l.scope(&LIMITS, &sid("a")).unwrap().unwrap().state,
+        ScopeState::Closed(CloseOutcome::AllRetired)
+    );
+    close(&l, "b", 1).unwrap();
+    attach(&l, "a", 2, "t").unwrap();
+}
+
+/// An attach never takes over a `Closing` scope: at its incarnation it is
+/// `ScopeClosing`, and the scope stays `Closing`.
+pub fn attach_refuses_a_closing_scope<L: Ledger>(f: impl Fn() -> L) {
+    let l = f();
+    attach(&l, "s", 1, "a").unwrap();
+    l.begin_close(&LIMITS, &sid("s"), 1).unwrap();
+    assert_eq!(attach(&l, "s", 1, "b"), Err(LedgerError::ScopeClosing));
+    let s = l.scope(&LIMITS, &sid("s")).unwrap().unwrap();
+    assert_eq!((s.state, s.attach_token), (ScopeState::Closing, tok("a")));
+    assert!(matches!(
+        attach(&l, "s", 2, "b"),
+        Err(LedgerError::NotReopenable { .. })
+    ));
+}
+
+/// `mark_unknown` settles only a running call: a terminal one is
+/// `NotAdmitted` and keeps its outcome; an acknowledged one is
+/// `NotAdmitted(Acked)`; an unknown key is `UnknownCall`.
+pub fn mark_unknown_refuses_settled_calls<L: Ledger>(f: impl Fn() -> L) {
+    let l = f();
+    attach(&l, "s", 1, "a").unwrap();
+    let k = key("s", "o", 1);
+    admit(&l, &k, "a").unwrap();
+    l.finish(&LIMITS, &k, b"r").unwrap();
+    assert_eq!(
+        l.mark_unknown(&LIMITS, &k),
+        Err(LedgerError::NotAdmitted {
+            state: CallKind::Terminal
+        })
+    );
+    assert_eq!(
+        l.query(&LIMITS, &k),
+        Ok(Lookup::Found(CallState::Terminal(b"r".to_vec())))
+    );
+    l.ack(&LIMITS, &k).unwrap();
+    assert_eq!(
+        l.mark_unknown(&LIMITS, &k),
+        Err(LedgerError::NotAdmitted {
+            state: CallKind::Acked
+        })
+    );
+    assert!(matches!(
+        l.mark_unknown(&LIMITS, &key("s", "z", 1)),
+        Err(LedgerError::UnknownCall { .. })
+    ));
+}
+
 /// A closed handle answers `HandleClosed`.
 pub fn a_closed_handle_refuses<L: Ledger>(f: impl Fn() -> L) {
     let l = f();
@@ -616,6 +705,10 @@ macro_rules! __with_ledger_cases {
             a_refused_attach_writes_no_scope,
             admitted_lists_running_rows_of_the_tool_ascending,
             releases_read_in_release_order,
+            fences_skip_the_byte_budget,
+            a_reopen_needs_a_free_slot,
+            attach_refuses_a_closing_scope,
+            mark_unknown_refuses_settled_calls,
             a_closed_handle_refuses,
         }
     };

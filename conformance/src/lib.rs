@@ -12,9 +12,10 @@
 //! A behaviour without a case here is not guaranteed. Each suite lists its
 //! cases once (a hidden `__with_<suite>_cases!` macro); from that one list
 //! come the suite macro's tests, the names (e.g. [`storage::STORAGE_CASES`])
-//! and, for storage and the ledger, a runtime table of `(name, case)`
-//! ([`storage::storage_cases`], [`ledger::ledger_cases`]) for a harness of
-//! your own that runs a subset or reports per case. The emitters below are
+//! and a runtime table of `(name, case)` ([`storage::storage_cases`],
+//! [`ledger::ledger_cases`], [`custody::custody_cases`],
+//! [`catalogue::catalogue_cases`], …) for a harness of your own that runs a
+//! subset or reports per case. The emitters below are
 //! shared by every suite.
 
 pub mod access;
@@ -134,7 +135,9 @@ macro_rules! __with_storage_cases {
             stats_equal_ledger_after_every_commit,
             register_value_bound_is_typed_and_applies_nothing,
             list_registers_by_prefix_ascending,
+            list_registers_prefix_is_literal,
             list_registers_isolates_namespaces,
+            cells_are_keyed_by_the_namespace_key_pair,
             branch_scan_walks_leaf_to_root,
             branch_scan_unknown_leaf_is_typed,
             branch_scan_excludes_other_branches,

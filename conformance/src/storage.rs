@@ -1087,6 +1087,27 @@ pub fn list_registers_by_prefix_ascending<S: Storage, F: Fn() -> S>(factory: F) 
     assert_eq!(full[0].value.as_bytes(), b"3");
 }
 
+/// A prefix is literal: `_` and `%` in it match only themselves (no
+/// pattern matching), and a key that merely sorts after the prefix is not
+/// listed.
+pub fn list_registers_prefix_is_literal<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    ok(
+        &s,
+        Commit::at(0)
+            .write(set("n", "a_b", b"1"))
+            .write(set("n", "axb", b"2"))
+            .write(set("n", "a%c", b"3"))
+            .write(set("n", "abc", b"4"))
+            .write(set("n", "b", b"5")),
+    );
+    assert_eq!(list_keys(&s, "n", "a_"), ["a_b"]);
+    assert_eq!(list_keys(&s, "n", "a%"), ["a%c"]);
+    assert!(list_keys(&s, "n", "_").is_empty());
+    assert!(list_keys(&s, "n", "%").is_empty());
+    assert_eq!(list_keys(&s, "n", "a").len(), 4);
+}
+
 /// Namespaces do not see each other's cells.
 pub fn list_registers_isolates_namespaces<S: Storage, F: Fn() -> S>(factory: F) {
     let s = factory();
@@ -1109,6 +1130,30 @@ pub fn list_registers_isolates_namespaces<S: Storage, F: Fn() -> S>(factory: F) 
         .list_registers(&ns("zz"), &KeyPrefix::all())
         .unwrap()
         .is_empty());
+}
+
+/// A cell is named by the pair (namespace, key), not by their
+/// concatenation: `("n", "x/k")` and `("n/x", "k")` are two cells, each
+/// listed under its own namespace only.
+pub fn cells_are_keyed_by_the_namespace_key_pair<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    ok(
+        &s,
+        Commit::at(0)
+            .write(set("n", "x/k", b"1"))
+            .write(set("n/x", "k", b"2")),
+    );
+    assert_eq!(reg(&s, "n", "x/k").unwrap().value.as_bytes(), b"1");
+    assert_eq!(reg(&s, "n/x", "k").unwrap().value.as_bytes(), b"2");
+    let listed = s.list_registers(&ns("n/x"), &KeyPrefix::all()).unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        (listed[0].namespace.as_str(), listed[0].key.as_str()),
+        ("n/x", "k")
+    );
+    assert_eq!(list_keys(&s, "n", "x/"), ["x/k"]);
+    ok(&s, Commit::at(0).write(del("n/x", "k")));
+    assert!(reg(&s, "n", "x/k").is_some());
 }
 
 // ----------------------------------------------------------- branch scans

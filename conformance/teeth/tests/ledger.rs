@@ -10,8 +10,8 @@ use std::sync::Mutex;
 
 use custos_conformance::ledger as suite;
 use custos_core::ledger::{
-    decide, Answer, CallRow, Effect, Key, Ledger, LedgerError, LedgerState, Limits, Request,
-    RowState, ScopeState, View,
+    decide, Answer, CallRow, CloseOutcome, Decision, Effect, Key, Ledger, LedgerError, LedgerState,
+    Limits, Request, RowState, ScopeState, View,
 };
 use custos_teeth::{run_case, Verdicts};
 
@@ -49,6 +49,16 @@ enum Bug {
     AdmittedIgnoresTool,
     /// `releases` reads the log newest first.
     ReleasesNewestFirst,
+    /// A fence is charged against the byte budget like an admission.
+    FenceChargesBudget,
+    /// Reopening a clean scope skips the free-slot check (only the create
+    /// path has it).
+    ReopenSkipsSlotCheck,
+    /// An attach at the scope's incarnation takes over a `Closing` scope as
+    /// if it were `Open`, reopening it.
+    AttachReopensClosingScope,
+    /// `mark_unknown` overwrites a settled (`terminal`) row.
+    MarkUnknownOverwritesTerminal,
 }
 
 const BUGS: &[Bug] = &[
@@ -66,6 +76,10 @@ const BUGS: &[Bug] = &[
     Bug::RefusedAttachWritesScope,
     Bug::AdmittedIgnoresTool,
     Bug::ReleasesNewestFirst,
+    Bug::FenceChargesBudget,
+    Bug::ReopenSkipsSlotCheck,
+    Bug::AttachReopensClosingScope,
+    Bug::MarkUnknownOverwritesTerminal,
 ];
 
 #[derive(Default)]
@@ -119,10 +133,33 @@ fn load(bug: Bug, g: &Inner, limits: &Limits, req: &Request) -> View {
 }
 
 /// The request a buggy decide step sees.
-fn judge(bug: Bug, view: &View, limits: &Limits, req: &Request) -> (Limits, Request) {
+fn judge(bug: Bug, view: &mut View, limits: &Limits, req: &Request) -> (Limits, Request) {
     let mut limits = *limits;
     let mut req = req.clone();
     match (bug, &mut req) {
+        (Bug::ReopenSkipsSlotCheck, Request::Attach { incarnation, .. }) => {
+            if let Some(s) = &view.scope {
+                if s.state == ScopeState::Closed(CloseOutcome::AllRetired)
+                    && s.incarnation + 1 == *incarnation
+                {
+                    view.unclean_scopes = 0;
+                }
+            }
+        }
+        (Bug::AttachReopensClosingScope, Request::Attach { incarnation, .. }) => {
+            if let Some(s) = &mut view.scope {
+                if s.state == ScopeState::Closing && s.incarnation == *incarnation {
+                    s.state = ScopeState::Open;
+                }
+            }
+        }
+        (Bug::MarkUnknownOverwritesTerminal, Request::MarkUnknown { .. }) => {
+            if let Some(row) = &mut view.call {
+                if matches!(row.state, RowState::Terminal { .. }) {
+                    row.state = RowState::Admitted { reserved: 0 };
+                }
+            }
+        }
         (Bug::ExistingKeySkipsToken, Request::Admit { token, .. })
             if view.call.is_some() || view.acked =>
         {
@@ -148,14 +185,90 @@ fn judge(bug: Bug, view: &View, limits: &Limits, req: &Request) -> (Limits, Requ
     (limits, req)
 }
 
+/// The buggy answer and write steps after the decision.
+fn distort(bug: Bug, g: &mut Inner, view: &View, req: &Request, d: &mut Decision) {
+    match (bug, req) {
+        (Bug::FenceSkipsIncarnation, Request::QueryOrFence { key, .. }) => {
+            for e in &mut d.effects {
+                if let Effect::PutCall(k, _) = e {
+                    *k = key.clone();
+                }
+            }
+        }
+        (Bug::TakeoverKeepsOldToken, Request::Attach { .. }) => {
+            if let Some(old) = view.scope.as_ref().filter(|s| s.state == ScopeState::Open) {
+                for e in &mut d.effects {
+                    if let Effect::PutScope(s) = e {
+                        s.attach_token = old.attach_token.clone();
+                    }
+                }
+            }
+        }
+        (Bug::AckWritesNoTombstone, Request::Ack { .. }) => {
+            d.effects.retain(|e| !matches!(e, Effect::PutAck(_)));
+        }
+        (Bug::CleanCloseKeepsTombstones, Request::FinishClose { .. }) => {
+            d.effects.retain(|e| !matches!(e, Effect::ForgetAcks(_)));
+        }
+        (Bug::RecoveryTouchesSettledRows, Request::Open) => {
+            d.effects = g
+                .state
+                .calls
+                .iter()
+                .filter(|(_, r)| !matches!(r.state, RowState::Unknown))
+                .map(|(k, r)| {
+                    Effect::PutCall(
+                        k.clone(),
+                        CallRow {
+                            tool: r.tool.clone(),
+                            state: RowState::Unknown,
+                        },
+                    )
+                })
+                .collect();
+            d.answer = Answer::Recovered(d.effects.len() as u64);
+        }
+        (Bug::MarkUnknownKeepsReservation, Request::MarkUnknown { key }) => {
+            g.leaked.insert(key.clone());
+        }
+        (Bug::AdmittedIgnoresTool, Request::Admitted { .. }) => {
+            let mut keys: Vec<Key> = view
+                .session_calls
+                .iter()
+                .filter(|(_, r)| matches!(r.state, RowState::Admitted { .. }))
+                .map(|(k, _)| k.clone())
+                .collect();
+            keys.sort();
+            d.answer = Answer::Admitted(keys);
+        }
+        (Bug::ReleasesNewestFirst, Request::Releases) => {
+            if let Answer::Releases(r) = &mut d.answer {
+                r.reverse();
+            }
+        }
+        _ => {}
+    }
+}
+
 impl Ledger for Shell {
     fn execute(&self, limits: &Limits, req: &Request) -> Result<Answer, LedgerError> {
         let mut g = self.inner.lock().unwrap();
         if g.closed {
             return Err(LedgerError::HandleClosed);
         }
-        let view = load(self.bug, &g, limits, req);
-        let (lim, judged) = judge(self.bug, &view, limits, req);
+        let mut view = load(self.bug, &g, limits, req);
+        if let (Bug::FenceChargesBudget, Request::QueryOrFence { key, outcome }) = (self.bug, req) {
+            let used = g.state.ledger_bytes();
+            let requested = outcome.len() as u64;
+            if !g.state.calls.contains_key(key) && used + requested > limits.max_ledger_bytes {
+                return Err(LedgerError::BudgetExhausted {
+                    used,
+                    requested,
+                    max: limits.max_ledger_bytes,
+                });
+            }
+        }
+        let (lim, judged) = judge(self.bug, &mut view, limits, req);
         let mut d = match decide(&view, &lim, &judged) {
             Ok(d) => d,
             Err(e) => {
@@ -182,67 +295,7 @@ impl Ledger for Shell {
                 return Err(e);
             }
         };
-        match (self.bug, req) {
-            (Bug::FenceSkipsIncarnation, Request::QueryOrFence { key, .. }) => {
-                for e in &mut d.effects {
-                    if let Effect::PutCall(k, _) = e {
-                        *k = key.clone();
-                    }
-                }
-            }
-            (Bug::TakeoverKeepsOldToken, Request::Attach { .. }) => {
-                if let Some(old) = view.scope.as_ref().filter(|s| s.state == ScopeState::Open) {
-                    for e in &mut d.effects {
-                        if let Effect::PutScope(s) = e {
-                            s.attach_token = old.attach_token.clone();
-                        }
-                    }
-                }
-            }
-            (Bug::AckWritesNoTombstone, Request::Ack { .. }) => {
-                d.effects.retain(|e| !matches!(e, Effect::PutAck(_)));
-            }
-            (Bug::CleanCloseKeepsTombstones, Request::FinishClose { .. }) => {
-                d.effects.retain(|e| !matches!(e, Effect::ForgetAcks(_)));
-            }
-            (Bug::RecoveryTouchesSettledRows, Request::Open) => {
-                d.effects = g
-                    .state
-                    .calls
-                    .iter()
-                    .filter(|(_, r)| !matches!(r.state, RowState::Unknown))
-                    .map(|(k, r)| {
-                        Effect::PutCall(
-                            k.clone(),
-                            CallRow {
-                                tool: r.tool.clone(),
-                                state: RowState::Unknown,
-                            },
-                        )
-                    })
-                    .collect();
-                d.answer = Answer::Recovered(d.effects.len() as u64);
-            }
-            (Bug::MarkUnknownKeepsReservation, Request::MarkUnknown { key }) => {
-                g.leaked.insert(key.clone());
-            }
-            (Bug::AdmittedIgnoresTool, Request::Admitted { .. }) => {
-                let mut keys: Vec<Key> = view
-                    .session_calls
-                    .iter()
-                    .filter(|(_, r)| matches!(r.state, RowState::Admitted { .. }))
-                    .map(|(k, _)| k.clone())
-                    .collect();
-                keys.sort();
-                d.answer = Answer::Admitted(keys);
-            }
-            (Bug::ReleasesNewestFirst, Request::Releases) => {
-                if let Answer::Releases(r) = &mut d.answer {
-                    r.reverse();
-                }
-            }
-            _ => {}
-        }
+        distort(self.bug, &mut g, &view, req, &mut d);
         g.state.apply(&d.effects);
         Ok(d.answer)
     }

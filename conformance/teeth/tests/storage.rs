@@ -5,12 +5,14 @@
 
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)] // test-only mutant backends
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 
 use custos_conformance::storage as suite;
 use custos_core::storage::{
     BranchScan, Commit, CommitError, CommitReceipt, Entry, EntryHead, EntryScan, KeyPrefix,
-    MemoryStorage, Namespace, RecordId, Register, RegisterKey, Stats, Storage, StorageError,
+    MemoryStorage, Namespace, RecordId, Register, RegisterKey, Seq, Stats, Storage, StorageError,
     UsageRow, UsageScan, Write,
 };
 use custos_teeth::{run_case, Verdicts};
@@ -47,6 +49,19 @@ enum Defect {
     SeqFloorIgnored,
     /// `scan_usage` ignores the `through` bound.
     UsageScanIgnoresThrough,
+    /// `list_registers` matches the prefix with an unescaped `LIKE 'p%'`:
+    /// `_` and `%` in the prefix are wildcards.
+    PrefixIsALikePattern,
+    /// `get_entries` answers in store order (`WHERE id IN (…)`), not
+    /// aligned with the asked ids.
+    GetEntriesInStoreOrder,
+    /// A set of an existing cell upserts the value but keeps the old seq.
+    SetRegisterKeepsOldSeq,
+    /// An entry scan applies `limit` before the `after` cursor.
+    EntryScanLimitBeforeCursor,
+    /// Registers live in one key space as `namespace/key` (a KV-store
+    /// layout), so `("n", "x/k")` and `("n/x", "k")` are one cell.
+    CompositeRegisterKeys,
 }
 
 const DEFECTS: &[Defect] = &[
@@ -63,7 +78,57 @@ const DEFECTS: &[Defect] = &[
     Defect::ListShowsDeletedRegisters,
     Defect::SeqFloorIgnored,
     Defect::UsageScanIgnoresThrough,
+    Defect::PrefixIsALikePattern,
+    Defect::GetEntriesInStoreOrder,
+    Defect::SetRegisterKeepsOldSeq,
+    Defect::EntryScanLimitBeforeCursor,
+    Defect::CompositeRegisterKeys,
 ];
+
+/// The one namespace `CompositeRegisterKeys` stores every cell in.
+fn kv() -> Namespace {
+    Namespace::new("kv").unwrap()
+}
+
+/// `namespace/key`, or the pair unchanged when that is out of bounds.
+fn compose(n: &Namespace, k: &RegisterKey) -> (Namespace, RegisterKey) {
+    match RegisterKey::new(format!("{}/{}", n.as_str(), k.as_str())) {
+        Ok(key) => (kv(), key),
+        Err(_) => (n.clone(), k.clone()),
+    }
+}
+
+/// The `(namespace, key)` a composite key decodes to.
+fn decompose(k: &RegisterKey) -> (Namespace, RegisterKey) {
+    let (n, k) = k.as_str().split_once('/').unwrap();
+    (Namespace::new(n).unwrap(), RegisterKey::new(k).unwrap())
+}
+
+/// A commit over composite keys.
+fn composite(c: &Commit) -> Commit {
+    let mut c = c.clone();
+    for e in &mut c.expectations {
+        (e.namespace, e.key) = compose(&e.namespace, &e.key);
+    }
+    for w in &mut c.writes {
+        if let Write::SetRegister { namespace, key, .. }
+        | Write::DeleteRegister { namespace, key } = w
+        {
+            (*namespace, *key) = compose(namespace, key);
+        }
+    }
+    c
+}
+
+/// Whether `key` matches the SQL pattern `prefix || '%'`, unescaped.
+fn like_prefix(key: &[u8], prefix: &[u8]) -> bool {
+    match prefix.split_first() {
+        None => true,
+        Some((b'%', rest)) => (0..=key.len()).any(|i| like_prefix(&key[i..], rest)),
+        Some((b'_', rest)) => !key.is_empty() && like_prefix(&key[1..], rest),
+        Some((c, rest)) => key.first() == Some(c) && like_prefix(&key[1..], rest),
+    }
+}
 
 struct Mutant {
     defect: Defect,
@@ -72,6 +137,8 @@ struct Mutant {
     /// whose deletes never land for `ListShowsDeletedRegisters`.
     shadow: MemoryStorage,
     closed: AtomicBool,
+    /// The seq each live cell was first set at (`SetRegisterKeepsOldSeq`).
+    first_seqs: Mutex<BTreeMap<(Namespace, RegisterKey), Seq>>,
 }
 
 impl Mutant {
@@ -81,6 +148,36 @@ impl Mutant {
             inner: MemoryStorage::new(),
             shadow: MemoryStorage::new(),
             closed: AtomicBool::new(false),
+            first_seqs: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// The seq a cell reads with: its first one under `SetRegisterKeepsOldSeq`.
+    fn stale(&self, mut r: Register) -> Register {
+        if self.defect == Defect::SetRegisterKeepsOldSeq {
+            let first = self.first_seqs.lock().unwrap();
+            if let Some(seq) = first.get(&(r.namespace.clone(), r.key.clone())) {
+                r.seq = *seq;
+            }
+        }
+        r
+    }
+
+    /// Records the first seq of every cell a successful commit set.
+    fn remember_seqs(&self, c: &Commit, receipt: &CommitReceipt) {
+        let mut first = self.first_seqs.lock().unwrap();
+        for (w, seq) in c.writes.iter().zip(&receipt.seqs) {
+            match w {
+                Write::SetRegister { namespace, key, .. } => {
+                    first
+                        .entry((namespace.clone(), key.clone()))
+                        .or_insert(*seq);
+                }
+                Write::DeleteRegister { namespace, key } => {
+                    first.remove(&(namespace.clone(), key.clone()));
+                }
+                _ => {}
+            }
         }
     }
 
@@ -148,6 +245,25 @@ impl Storage for Mutant {
                 });
                 self.inner.commit(&c)
             }
+            Defect::CompositeRegisterKeys => {
+                self.inner.commit(&composite(c)).map_err(|e| match e {
+                    CommitError::StaleExpectation {
+                        namespace,
+                        key,
+                        expected,
+                        found,
+                    } if namespace == kv() => {
+                        let (namespace, key) = decompose(&key);
+                        CommitError::StaleExpectation {
+                            namespace,
+                            key,
+                            expected,
+                            found,
+                        }
+                    }
+                    e => e,
+                })
+            }
             Defect::SeqFloorIgnored => {
                 let mut c = c.clone();
                 c.seq_floor = None;
@@ -155,22 +271,39 @@ impl Storage for Mutant {
             }
             _ => {
                 let r = self.inner.commit(c);
-                if r.is_ok() {
+                if let Ok(receipt) = &r {
                     self.mirror(c);
+                    self.remember_seqs(c, receipt);
                 }
                 r
             }
         }
     }
     fn get_entries(&self, ids: &[RecordId]) -> Result<Vec<Option<Entry>>, StorageError> {
-        self.reads().get_entries(ids)
+        let mut got = self.reads().get_entries(ids)?;
+        if self.defect == Defect::GetEntriesInStoreOrder {
+            let mut found: Vec<Entry> = got.iter().flatten().cloned().collect();
+            found.sort_by_key(|e| e.seq);
+            found.dedup_by_key(|e| e.seq);
+            got = found.into_iter().map(Some).collect();
+            got.resize(ids.len(), None);
+        }
+        Ok(got)
     }
     fn get_register(
         &self,
         n: &Namespace,
         k: &RegisterKey,
     ) -> Result<Option<Register>, StorageError> {
-        self.reads().get_register(n, k)
+        if self.defect == Defect::CompositeRegisterKeys {
+            let (cn, ck) = compose(n, k);
+            return Ok(self.inner.get_register(&cn, &ck)?.map(|r| Register {
+                namespace: n.clone(),
+                key: k.clone(),
+                ..r
+            }));
+        }
+        Ok(self.reads().get_register(n, k)?.map(|r| self.stale(r)))
     }
     fn list_registers(&self, n: &Namespace, p: &KeyPrefix) -> Result<Vec<Register>, StorageError> {
         match self.defect {
@@ -183,7 +316,25 @@ impl Storage for Mutant {
                 self.inner.list_registers(n, p)?;
                 self.shadow.list_registers(n, p)
             }
-            _ => self.reads().list_registers(n, p),
+            Defect::CompositeRegisterKeys => {
+                let p = KeyPrefix::new(format!("{}/{}", n.as_str(), p.as_str())).unwrap();
+                let mut v = self.inner.list_registers(&kv(), &p)?;
+                for r in &mut v {
+                    (r.namespace, r.key) = decompose(&r.key);
+                }
+                Ok(v)
+            }
+            Defect::PrefixIsALikePattern => {
+                let mut v = self.reads().list_registers(n, &KeyPrefix::all())?;
+                v.retain(|r| like_prefix(r.key.as_str().as_bytes(), p.as_str().as_bytes()));
+                Ok(v)
+            }
+            _ => Ok(self
+                .reads()
+                .list_registers(n, p)?
+                .into_iter()
+                .map(|r| self.stale(r))
+                .collect()),
         }
     }
     fn scan_branch(&self, q: &BranchScan) -> Result<Vec<Entry>, StorageError> {
@@ -217,6 +368,13 @@ impl Storage for Mutant {
         }
     }
     fn scan_entries(&self, q: &EntryScan) -> Result<Vec<Entry>, StorageError> {
+        if self.defect == Defect::EntryScanLimitBeforeCursor {
+            let mut window = q.clone();
+            window.after = None;
+            let mut out = self.reads().scan_entries(&window)?;
+            out.retain(|e| q.after.is_none_or(|a| e.seq > a));
+            return Ok(out);
+        }
         self.reads().scan_entries(q)
     }
     fn scan_entry_heads(&self, q: &EntryScan) -> Result<Vec<EntryHead>, StorageError> {

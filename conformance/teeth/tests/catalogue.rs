@@ -1,0 +1,363 @@
+//! The catalogue suite has teeth: broken backends (shells over core's pure
+//! catalogue state, each with one bug a backend author might write in a
+//! write or a read path) must each fail at least one case, and the honest
+//! shell must pass them all.
+
+#![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)] // test-only mutant backends
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use custos_conformance::catalogue as suite;
+use custos_core::catalogue::{
+    decide, Catalogue, CatalogueError, CatalogueState, Claim, Delegate, Deletion, Move, Outcome,
+    Page, Recent, Registration, Request, Visibility,
+};
+use custos_core::custody::Custody;
+use custos_teeth::{run_case, Verdicts};
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Bug {
+    /// The honest shell.
+    None,
+    /// A page applies `LIMIT` before the visibility filter.
+    PageLimitBeforeVisibility,
+    /// A page's cursor is inclusive (`id >= after`).
+    PageCursorInclusive,
+    /// A reserve retry answers the retry's id and clock, not the original's.
+    RetryAnswersFreshId,
+    /// Pages read the creation name, not the display-name override.
+    PagesShowCreationName,
+    /// `by_request_key` joins the display-name override.
+    ByRequestKeyShowsOverride,
+    /// Archiving forgets to clear a workspace default naming the session.
+    ArchiveKeepsDefault,
+    /// Remembering a folder again inserts a new row without retiring the old.
+    RememberKeepsOldRow,
+    /// A claim at the limit has already inserted its delegate row.
+    AtLimitClaimStillInserts,
+    /// An existing claim's upsert keeps the stale contact time.
+    ExistingClaimKeepsContact,
+    /// `delete` leaves the session's delegate row (the slot stays taken).
+    DeleteKeepsDelegate,
+    /// Seeding a subtitle forgets the `subtitle IS NULL` guard.
+    SubtitleOverwrites,
+    /// Deletion marks bump the revision.
+    DeletionMarkMovesRevision,
+    /// An unchanged rename or profile write still bumps the revision.
+    UnchangedWriteMovesRevision,
+    /// The claim's limit check counts every spawner's rows, not its own.
+    ClaimLimitCountsEverySpawner,
+    /// `delete` leaves the side rows (display name, subtitle, deletion
+    /// mark) keyed by session id, which a new registration of the id
+    /// inherits.
+    DeleteLeavesSideRows,
+    /// Setting a workspace default skips the archived check.
+    DefaultToArchivedAccepted,
+    /// A recent folder's id is the largest live id + 1 (a rowid without
+    /// `AUTOINCREMENT`), so forgetting the newest reuses its id.
+    RecentIdsReused,
+}
+
+const BUGS: &[Bug] = &[
+    Bug::PageLimitBeforeVisibility,
+    Bug::PageCursorInclusive,
+    Bug::RetryAnswersFreshId,
+    Bug::PagesShowCreationName,
+    Bug::ByRequestKeyShowsOverride,
+    Bug::ArchiveKeepsDefault,
+    Bug::RememberKeepsOldRow,
+    Bug::AtLimitClaimStillInserts,
+    Bug::ExistingClaimKeepsContact,
+    Bug::DeleteKeepsDelegate,
+    Bug::SubtitleOverwrites,
+    Bug::DeletionMarkMovesRevision,
+    Bug::UnchangedWriteMovesRevision,
+    Bug::ClaimLimitCountsEverySpawner,
+    Bug::DeleteLeavesSideRows,
+    Bug::DefaultToArchivedAccepted,
+    Bug::RecentIdsReused,
+];
+
+/// The side rows `DeleteLeavesSideRows` leaves: name override, subtitle,
+/// deletion mark.
+type SideRows = (Option<String>, Option<String>, bool);
+
+struct Shell {
+    bug: Bug,
+    state: Mutex<CatalogueState>,
+    ghosts: Mutex<BTreeMap<String, SideRows>>,
+}
+
+impl Shell {
+    fn new(bug: Bug) -> Self {
+        Shell {
+            bug,
+            state: Mutex::new(CatalogueState::default()),
+            ghosts: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    fn read<T>(&self, f: impl FnOnce(&CatalogueState) -> T) -> T {
+        f(&self.state.lock().unwrap())
+    }
+
+    /// The state the buggy shell hands the decision function.
+    fn scratch(&self, s: &CatalogueState, req: &Request) -> CatalogueState {
+        let mut scratch = s.clone();
+        match (self.bug, req) {
+            (Bug::SubtitleOverwrites, Request::SeedSubtitle { session_id, .. }) => {
+                if let Some(r) = scratch.sessions.get_mut(session_id.as_str()) {
+                    r.subtitle = None;
+                }
+            }
+            (Bug::DefaultToArchivedAccepted, Request::SetWorkspaceDefault { session_id, .. }) => {
+                if let Some(r) = scratch.sessions.get_mut(session_id.as_str()) {
+                    r.visibility = Visibility::Active;
+                }
+            }
+            (Bug::RecentIdsReused, Request::RememberFolder { .. }) => {
+                scratch.recent_seq = s.recent.iter().map(|r| r.id).max().unwrap_or(0);
+            }
+            _ => {}
+        }
+        scratch
+    }
+
+    /// The buggy write step after the decision.
+    fn after(
+        &self,
+        before: &CatalogueState,
+        req: &Request,
+        next: &mut CatalogueState,
+        out: &mut Outcome,
+    ) {
+        match (self.bug, req, out) {
+            (
+                Bug::RetryAnswersFreshId,
+                Request::Reserve {
+                    session_id, now, ..
+                },
+                Outcome::Reserved {
+                    registration,
+                    created: false,
+                },
+            ) => {
+                registration.session_id = session_id.clone();
+                registration.created_at_ms = *now;
+            }
+            (
+                Bug::ArchiveKeepsDefault,
+                Request::SetVisibility {
+                    visibility: Visibility::Archived,
+                    ..
+                },
+                _,
+            ) => next.workspace_defaults = before.workspace_defaults.clone(),
+            (Bug::RememberKeepsOldRow, Request::RememberFolder { .. }, _) => {
+                next.recent.extend(before.recent.iter().cloned());
+            }
+            (
+                Bug::AtLimitClaimStillInserts | Bug::ExistingClaimKeepsContact,
+                Request::ClaimDelegate {
+                    spawner,
+                    parent_session,
+                    session_id,
+                    now,
+                    ..
+                },
+                Outcome::Delegate(claim),
+            ) => {
+                let key = (spawner.clone(), parent_session.clone());
+                match (self.bug, claim) {
+                    (Bug::AtLimitClaimStillInserts, Claim::AtLimit { .. }) => {
+                        next.delegates.insert(
+                            key,
+                            custos_core::catalogue::DelegateRow {
+                                session_id: session_id.clone(),
+                                last_contact_ms: *now,
+                            },
+                        );
+                    }
+                    (Bug::ExistingClaimKeepsContact, Claim::Existing(_)) => {
+                        next.delegates
+                            .insert(key.clone(), before.delegates[&key].clone());
+                    }
+                    _ => {}
+                }
+            }
+            (
+                Bug::DefaultToArchivedAccepted,
+                Request::SetWorkspaceDefault { session_id, .. },
+                _,
+            ) => {
+                next.sessions.get_mut(session_id).unwrap().visibility =
+                    before.sessions[session_id].visibility;
+            }
+            (Bug::DeleteLeavesSideRows, Request::Delete { session_id }, _) => {
+                let r = &before.sessions[session_id];
+                let side = (r.name_override.clone(), r.subtitle.clone(), r.deleting);
+                self.ghosts.lock().unwrap().insert(session_id.clone(), side);
+            }
+            (
+                Bug::DeleteLeavesSideRows,
+                Request::Reserve { session_id, .. },
+                Outcome::Reserved { created: true, .. },
+            ) => {
+                if let Some((name, subtitle, deleting)) =
+                    self.ghosts.lock().unwrap().remove(session_id)
+                {
+                    let r = next.sessions.get_mut(session_id).unwrap();
+                    r.name_override = name;
+                    r.subtitle = subtitle;
+                    r.deleting = deleting;
+                }
+            }
+            (Bug::DeleteKeepsDelegate, Request::Delete { session_id }, _) => {
+                for (k, d) in &before.delegates {
+                    if d.session_id == *session_id {
+                        next.delegates.insert(k.clone(), d.clone());
+                    }
+                }
+            }
+            (
+                Bug::DeletionMarkMovesRevision,
+                Request::MarkDeleting { .. } | Request::UnmarkDeleting { .. },
+                Outcome::Done { changed: true },
+            ) => next.revision += 1,
+            (
+                Bug::UnchangedWriteMovesRevision,
+                Request::Rename { .. } | Request::SetProfile { .. },
+                Outcome::Done { changed: false },
+            ) => next.revision += 1,
+            _ => {}
+        }
+    }
+}
+
+impl Catalogue for Shell {
+    fn apply(&self, req: &Request) -> Result<Outcome, CatalogueError> {
+        let mut g = self.state.lock().unwrap();
+        let before = g.clone();
+        let mut judged = req.clone();
+        if let (Bug::ClaimLimitCountsEverySpawner, Request::ClaimDelegate { spawner, limit, .. }) =
+            (self.bug, &mut judged)
+        {
+            let others = g.delegates.keys().filter(|(s, _)| s != spawner).count();
+            *limit = limit.saturating_sub(u32::try_from(others).unwrap());
+        }
+        let mut d = decide(&self.scratch(&g, req), &judged)?;
+        self.after(&before, req, &mut d.next, &mut d.outcome);
+        *g = d.next;
+        Ok(d.outcome)
+    }
+    fn get(&self, id: &str) -> Result<Option<Registration>, CatalogueError> {
+        Ok(self.read(|s| s.get(id)))
+    }
+    fn by_request_key(&self, key: &str) -> Result<Option<Registration>, CatalogueError> {
+        Ok(self.read(|s| {
+            let r = s.by_request_key(key)?;
+            if self.bug == Bug::ByRequestKeyShowsOverride {
+                return s.get(&r.session_id).map(|mut d| {
+                    d.subtitle = None;
+                    d
+                });
+            }
+            Some(r)
+        }))
+    }
+    fn page(
+        &self,
+        visibility: Visibility,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Page, CatalogueError> {
+        Ok(self.read(|s| match self.bug {
+            Bug::PageLimitBeforeVisibility => {
+                let ids: Vec<&String> = s
+                    .sessions
+                    .keys()
+                    .filter(|id| after.is_none_or(|a| id.as_str() > a))
+                    .collect();
+                Page {
+                    registrations: ids
+                        .iter()
+                        .take(limit)
+                        .filter(|id| s.sessions[id.as_str()].visibility == visibility)
+                        .filter_map(|id| s.get(id))
+                        .collect(),
+                    more: ids.len() > limit,
+                    revision: s.revision,
+                }
+            }
+            Bug::PageCursorInclusive => {
+                // `>=`: the cursor row is read again.
+                let before_cursor =
+                    after.and_then(|a| s.sessions.keys().rfind(|id| id.as_str() < a).cloned());
+                match (after, before_cursor) {
+                    (Some(_), Some(b)) => s.page(visibility, Some(&b), limit),
+                    _ => s.page(visibility, None, limit),
+                }
+            }
+            Bug::PagesShowCreationName => {
+                let mut p = s.page(visibility, after, limit);
+                for r in &mut p.registrations {
+                    r.creation.name = s.sessions[&r.session_id].creation.name.clone();
+                }
+                p
+            }
+            _ => s.page(visibility, after, limit),
+        }))
+    }
+    fn workspace_default(&self, workspace: &str) -> Result<Option<String>, CatalogueError> {
+        self.read(|s| s.workspace_default(workspace))
+    }
+    fn recent_folders(&self) -> Result<Vec<Recent>, CatalogueError> {
+        Ok(self.read(CatalogueState::recent_folders))
+    }
+    fn custody(&self, id: &str) -> Result<Custody, CatalogueError> {
+        self.read(|s| s.custody(id))
+    }
+    fn moving(&self) -> Result<Vec<Move>, CatalogueError> {
+        Ok(self.read(CatalogueState::moving))
+    }
+    fn deletion(&self, id: &str) -> Result<Deletion, CatalogueError> {
+        self.read(|s| s.deletion(id))
+    }
+    fn deleting(&self) -> Result<Vec<String>, CatalogueError> {
+        Ok(self.read(CatalogueState::deleting))
+    }
+    fn delegate_for(&self, sp: &str, parent: &str) -> Result<Option<Delegate>, CatalogueError> {
+        self.read(|s| s.delegate_for(sp, parent))
+    }
+    fn delegate_of(&self, id: &str) -> Result<Option<Delegate>, CatalogueError> {
+        Ok(self.read(|s| s.delegate_of(id)))
+    }
+    fn delegates_held(&self, spawner: &str) -> Result<u32, CatalogueError> {
+        Ok(self.read(|s| s.delegates_held(spawner)))
+    }
+    fn revision(&self) -> Result<u64, CatalogueError> {
+        Ok(self.read(|s| s.revision))
+    }
+}
+
+/// The cases `bug` fails.
+fn failures(bug: Bug) -> Vec<String> {
+    let factory = move || Shell::new(bug);
+    suite::catalogue_cases::<Shell>()
+        .into_iter()
+        .filter(|(_, case)| run_case(|| case(&factory)))
+        .map(|(name, _)| name.to_owned())
+        .collect()
+}
+
+#[test]
+fn every_broken_catalogue_backend_fails_a_case() {
+    let honest = failures(Bug::None);
+    assert!(honest.is_empty(), "the honest shell fails {honest:?}");
+    let mut verdicts = Verdicts::new("catalogue");
+    for &bug in BUGS {
+        verdicts.record(format!("{bug:?}"), failures(bug));
+    }
+    verdicts.assert_all_caught(8);
+}
