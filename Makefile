@@ -83,7 +83,7 @@ crash-deep:
 ## and fails unless L is 0. `cargo test` runs 24 kills each.
 TORTURE_ITERATIONS ?= 1000
 TORTURE_TESTS = custos-sqlite:crash custos-sqlite:ledger_kill custos-sqlite:control_kill \
-  custos-fs:release_sigkill custos-fs:deployment_sigkill
+  custos-fs:release_sigkill custos-fs:deployment_sigkill custos:migrate_kill
 torture:
 	@for t in $(TORTURE_TESTS); do \
 	  echo "== torture $$t"; \

@@ -397,6 +397,15 @@ mod tests {
         Owner::new(s).unwrap()
     }
 
+    #[test]
+    fn an_owner_converts_back_to_its_own_string() {
+        // The stored form a shell writes is the string the owner was made of.
+        assert_eq!(String::from(o("worker-7")), "worker-7");
+        assert_eq!(o("worker-7").to_string(), "worker-7");
+        assert_eq!(String::from(Owner::try_from("w".to_owned()).unwrap()), "w");
+        assert!(Owner::try_from(String::new()).is_err());
+    }
+
     fn acquire(s: &LeaseState, who: &str, now: Millis) -> Result<Decision, LeaseError> {
         decide(
             s,

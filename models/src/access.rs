@@ -40,6 +40,13 @@ crate::mutants! {
         ReplayRevives => "replay-after-revocation-reactivates",
         /// Deleting a session leaves its memberships behind.
         DeleteKeepsMemberships => "delete-keeps-memberships",
+        /// Revoking a member deletes its spent and voided claim rows.
+        RevokeDeletesClaimRows => "revoke-member-deletes-claim-rows",
+        /// The owner's rotation to a digest another principal holds moves
+        /// that credential to the owner.
+        RotationTakesAnothersDigest => "rotation-takes-anothers-digest",
+        /// A lookup matches the stored hash and ignores the credential kind.
+        LookupIgnoresKind => "lookup-ignores-kind",
     }
 }
 
@@ -385,6 +392,44 @@ impl AccessModel {
                 })
             }
             (
+                Some(Mutant::RevokeDeletesClaimRows),
+                AccessRequest::RevokeMember { principal },
+                Ok(mut d),
+            ) => {
+                d.next
+                    .access
+                    .claims
+                    .retain(|_, c| c.principal != *principal || c.state == ClaimState::Open);
+                Ok(d)
+            }
+            (
+                Some(Mutant::RotationTakesAnothersDigest),
+                AccessRequest::RotateCredential {
+                    principal, digest, ..
+                },
+                Err(AccessError::DigestInUse { .. }),
+            ) if st
+                .access
+                .credentials
+                .get(digest.sha())
+                .is_some_and(|c| c.principal != *principal) =>
+            {
+                let mut next = st.clone();
+                for (sha, c) in &mut next.access.credentials {
+                    if sha == digest.sha() {
+                        c.principal.clone_from(principal);
+                        c.kind = digest.kind();
+                        c.state = CredentialState::Active;
+                    } else if c.principal == *principal {
+                        c.state = CredentialState::Revoked;
+                    }
+                }
+                Ok(access::AccessDecision {
+                    outcome: AccessOutcome::Done { changed: true },
+                    next,
+                })
+            }
+            (
                 Some(m @ (Mutant::ClaimRebinds | Mutant::ReplayRevives)),
                 AccessRequest::Claim { claim, digest, .. }
                 | AccessRequest::ClaimLogin { claim, digest, .. },
@@ -394,6 +439,21 @@ impl AccessModel {
             ) => claim_mutant(m, st, req, claim, digest),
             (_, _, real) => real,
         }
+    }
+
+    /// The credential kind a lookup of `d` answers: core's `authenticate`,
+    /// or the mutant's hash-only match.
+    fn lookup(&self, s: &SysState, d: &Digest) -> Option<CredentialKind> {
+        if self.mutant == Some(Mutant::LookupIgnoresKind) {
+            return s
+                .stored
+                .access
+                .credentials
+                .get(d.sha())
+                .filter(|c| c.live(s.now))
+                .map(|c| c.kind);
+        }
+        s.stored.access.authenticate(d, s.now).map(|a| a.credential)
     }
 
     fn delete(&self, st: &CatalogueState, s: u8) -> Option<CatalogueState> {
@@ -668,14 +728,11 @@ impl Model for AccessModel {
             ),
             Property::<Self>::always(
                 "a lookup finds only a row of the digest's own kind",
-                |_, s| {
+                |m, s| {
                     (0..TOKENS).all(|t| {
-                        [bearer(t), browser(t)].iter().all(|d| {
-                            s.stored
-                                .access
-                                .authenticate(d, s.now)
-                                .is_none_or(|a| a.credential == d.kind())
-                        })
+                        [bearer(t), browser(t)]
+                            .iter()
+                            .all(|d| m.lookup(s, d).is_none_or(|k| k == d.kind()))
                     })
                 },
             ),

@@ -184,26 +184,42 @@ impl Node {
 }
 
 /// Parses the lines of one value; `lines` is left after its last line.
-fn parse<'a>(first: &'a str, lines: &mut std::str::Lines<'a>) -> Node {
+/// Answers the value and, when its closing line goes on as a map entry
+/// (`): Operator` after a tuple key), the text after the `: `.
+fn parse<'a>(first: &'a str, lines: &mut std::str::Lines<'a>) -> (Node, Option<&'a str>) {
     let Some(close) = opener(first) else {
-        return Node::Leaf(first.to_string());
+        return (Node::Leaf(first.to_string()), None);
     };
     let mut children = Vec::new();
     // The children's own parse calls advance the same iterator.
     #[allow(clippy::while_let_on_iterator)]
     while let Some(raw) = lines.next() {
         let line = raw.trim().trim_end_matches(',');
-        if is_closer(line) {
-            break;
+        if let Some(rest) = closing(line) {
+            let group = Node::Group {
+                open: first.to_string(),
+                close,
+                children,
+            };
+            return (group, rest);
         }
         let (key, value) = split_key(line);
-        children.push((key.map(str::to_string), parse(value, lines)));
+        match (key, parse(value, lines)) {
+            // A map entry whose key is itself a group (a tuple, a struct):
+            // the group was the key, the value follows its closer.
+            (None, (group, Some(value))) => {
+                let (value, _) = parse(value, lines);
+                children.push((Some(group.compact()), value));
+            }
+            (key, (node, _)) => children.push((key.map(str::to_string), node)),
+        }
     }
-    Node::Group {
+    let group = Node::Group {
         open: first.to_string(),
         close,
         children,
-    }
+    };
+    (group, None)
 }
 
 /// The closer of a line that opens a group, if it does.
@@ -216,15 +232,27 @@ fn opener(line: &str) -> Option<char> {
     }
 }
 
-fn is_closer(line: &str) -> bool {
-    matches!(line, "}" | "]" | ")")
+/// Whether `line` closes a group: `None` if not, `Some(None)` for a bare
+/// closer, `Some(Some(value))` for a closer that ends a map key
+/// (`): value`).
+fn closing(line: &str) -> Option<Option<&str>> {
+    let mut chars = line.chars();
+    if !matches!(chars.next(), Some('}' | ']' | ')')) {
+        return None;
+    }
+    let rest = chars.as_str();
+    if rest.is_empty() {
+        Some(None)
+    } else {
+        rest.strip_prefix(": ").map(Some)
+    }
 }
 
 /// The state of a pretty `Debug` rendering as a tree.
 fn tree(pretty: &str) -> Node {
     let mut lines = pretty.lines();
     let first = lines.next().unwrap_or_default().trim();
-    parse(first, &mut lines)
+    parse(first, &mut lines).0
 }
 
 /// The changes between two pretty `Debug` renderings, in the order of the
@@ -333,8 +361,30 @@ fn is_plain(key: &str) -> bool {
         && key.chars().all(|c| c.is_alphanumeric() || c == '_')
 }
 
+/// Whether `text` (before a `: `) is a key: a field name, a number, or a
+/// map key written as one balanced word such as `Sha(6c02cf20…)`.
+fn is_key(text: &str) -> bool {
+    let mut depth = 0usize;
+    for c in text.chars() {
+        match c {
+            '(' | '[' => depth += 1,
+            ')' | ']' => match depth.checked_sub(1) {
+                Some(d) => depth = d,
+                None => return false,
+            },
+            c if c.is_whitespace() || c == ',' || c == '{' || c == '}' || c == ':' => return false,
+            _ => {}
+        }
+    }
+    depth == 0
+        && text
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '-')
+}
+
 /// Splits `name: value` (a struct field, or a map entry whose key is a
-/// string or a number) into its key and value; a line without a key (a list
+/// string, a number or one balanced word) into its key and value; a line without a key (a list
 /// element, a type's opener) has none.
 fn split_key(line: &str) -> (Option<&str>, &str) {
     let key_end = if line.starts_with('"') {
@@ -353,11 +403,8 @@ fn split_key(line: &str) -> (Option<&str>, &str) {
             _ => None,
         })
     } else {
-        line.find(": ").filter(|&at| {
-            line[..at]
-                .chars()
-                .all(|c| c.is_alphanumeric() || c == '_' || c == '-')
-        })
+        line.find(": ")
+            .filter(|&at| line.get(..at).is_some_and(is_key))
     };
     match key_end {
         Some(at) if at > 0 && line.get(at..).is_some_and(|r| r.starts_with(": ")) => {
@@ -444,6 +491,12 @@ mod tests {
         assert_eq!(split_key("\"a\": 3"), (Some("\"a\""), "3"));
         assert_eq!(split_key("\"a: b\""), (None, "\"a: b\""));
         assert_eq!(split_key("Some(x: y)"), (None, "Some(x: y)"));
+        assert_eq!(
+            split_key("Sha(6c02…): Row {"),
+            (Some("Sha(6c02…)"), "Row {")
+        );
+        assert_eq!(split_key("Some(x): y"), (Some("Some(x)"), "y"));
+        assert_eq!(split_key("Some(x, y): z"), (None, "Some(x, y): z"));
     }
 
     #[test]
@@ -456,6 +509,46 @@ mod tests {
         let m: BTreeMap<&str, (u8, Vec<u8>)> =
             [("a", (1, vec![2, 3])), ("b: c", (4, vec![]))].into();
         assert_eq!(tree(&format!("{m:#?}")).compact(), format!("{m:?}"));
+    }
+
+    #[test]
+    fn a_map_keyed_by_a_tuple_keeps_the_fields_after_it_in_place() {
+        #[derive(Debug)]
+        #[allow(dead_code)] // read through Debug
+        struct S {
+            members: BTreeMap<(&'static str, &'static str), u8>,
+            now: u64,
+        }
+        let a = S {
+            members: BTreeMap::new(),
+            now: 0,
+        };
+        let b = S {
+            members: [(("m1", "s0"), 1)].into(),
+            now: 0,
+        };
+        let c = S {
+            members: [(("m1", "s0"), 2)].into(),
+            now: 1,
+        };
+        let shown = |x: &S, y: &S| -> Vec<(String, Option<String>, Option<String>)> {
+            changes(&format!("{x:#?}"), &format!("{y:#?}"))
+                .into_iter()
+                .map(|c| (c.path, c.before, c.after))
+                .collect()
+        };
+        let s = |v: &str| Some(v.to_string());
+        assert_eq!(
+            shown(&a, &b),
+            [("members".into(), s("{}"), s("{(\"m1\", \"s0\"): 1}"))]
+        );
+        assert_eq!(
+            shown(&b, &c),
+            [
+                ("members[(\"m1\", \"s0\")]".into(), s("1"), s("2")),
+                ("now".into(), s("0"), s("1")),
+            ]
+        );
     }
 
     #[test]

@@ -4,8 +4,9 @@
 //! in a loop, printing `ACK <digest>` after each acknowledged publication;
 //! between publications it revokes or retires one of its earlier releases
 //! (`TRY REVOKE|RETIRE <digest>` before, `ACK …` after). The parent
-//! SIGKILLs it after a random delay (xorshift seeded from the clock,
-//! printed; `CUSTOS_SIGKILL_SEED` replays a run;
+//! SIGKILLs it 0-40 ms after it has opened and acknowledged 0-3
+//! publications (the count cycles; the delay is xorshift seeded from the
+//! clock, printed; `CUSTOS_SIGKILL_SEED` replays a run;
 //! `CUSTOS_TORTURE_ITERATIONS` sets the count), reopens with the same
 //! bounds and checks: the open never fails; every acknowledged release has
 //! its acknowledged membership (a change cut off mid-way is old or new);
@@ -149,8 +150,16 @@ fn xorshift(state: &mut u64) -> u64 {
     state.wrapping_mul(0x2545_F491_4F6C_DD1D)
 }
 
-/// Runs child `tag` for `delay`, SIGKILLs it; returns its output lines.
-fn run_child(root: &Path, tag: u64, delay: Duration) -> Vec<String> {
+/// How long the parent waits for the child's next line before killing it
+/// anyway (a child that stalls this long is killed where it stands).
+const LINE_WAIT: Duration = Duration::from_secs(30);
+
+/// Runs child `tag` until it has opened the catalog and printed `acks`
+/// publication acknowledgments, then for `delay` more, and SIGKILLs it;
+/// returns its output lines. Killing relative to the child's own progress
+/// (not after a fixed time from its start) keeps the kills landing inside
+/// publications however long the open takes as the catalog grows.
+fn run_child(root: &Path, tag: u64, acks: u64, delay: Duration) -> Vec<String> {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
@@ -165,16 +174,32 @@ fn run_child(root: &Path, tag: u64, delay: Duration) -> Vec<String> {
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
     let reader = std::thread::spawn(move || {
-        BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            .collect::<Vec<_>>()
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
     });
+    let mut lines = Vec::new();
+    let (mut opened, mut seen) = (false, 0u64);
+    while !opened || seen < acks {
+        let Ok(line) = rx.recv_timeout(LINE_WAIT) else {
+            break;
+        };
+        opened |= line.starts_with("OPEN ");
+        if line.starts_with("ACK ") && line.split(' ').count() == 2 {
+            seen += 1;
+        }
+        lines.push(line);
+    }
     std::thread::sleep(delay);
     child.kill().unwrap(); // SIGKILL on Unix
     child.wait().unwrap();
-    reader.join().unwrap()
+    reader.join().unwrap();
+    lines.extend(rx.try_iter());
+    lines
 }
 
 /// Every acknowledged release of `acked` is present after the kill with
@@ -368,8 +393,12 @@ fn sigkilled_publisher_loses_no_acknowledged_release() {
             seed,
             iteration: tag,
         };
-        let delay = Duration::from_millis(30 + xorshift(&mut rng) % 200);
-        let lines = run_child(&root, tag, delay);
+        // Kill after 0-3 acknowledged publications, 0-40 ms into the next
+        // operation: mostly inside a publication or a lifecycle change.
+        // (The count cycles, so three kills in four follow an ack.)
+        let acks = tag % 4;
+        let delay = Duration::from_millis(xorshift(&mut rng) % 41);
+        let lines = run_child(&root, tag, acks, delay);
         let (n, pending) = fold(&lines, tag, &mut acked, &mut expected, &mut changes);
         if n > 0 {
             killed_with_acks += 1;
