@@ -364,32 +364,20 @@ impl AccessModel {
                 }
                 Ok(d)
             }
+            // The rotation mutants: the digest in use is taken for the
+            // owner anyway, a tombstone of its own (`RotationRevivesTombstone`)
+            // or another principal's row (`RotationTakesAnothersDigest`).
             (
-                Some(Mutant::RotationRevivesTombstone),
+                Some(m @ (Mutant::RotationRevivesTombstone | Mutant::RotationTakesAnothersDigest)),
                 AccessRequest::RotateCredential {
                     principal, digest, ..
                 },
                 Err(AccessError::DigestInUse { .. }),
-            ) if st
-                .access
-                .credentials
-                .get(digest.sha())
-                .is_some_and(|c| c.principal == *principal) =>
+            ) if st.access.credentials.get(digest.sha()).is_some_and(|c| {
+                (c.principal == *principal) == (m == Mutant::RotationRevivesTombstone)
+            }) =>
             {
-                let mut next = st.clone();
-                for (sha, c) in &mut next.access.credentials {
-                    if c.principal == *principal {
-                        c.state = if sha == digest.sha() {
-                            CredentialState::Active
-                        } else {
-                            CredentialState::Revoked
-                        };
-                    }
-                }
-                Ok(access::AccessDecision {
-                    outcome: AccessOutcome::Done { changed: true },
-                    next,
-                })
+                Ok(take_for(st, principal, digest))
             }
             (
                 Some(Mutant::RevokeDeletesClaimRows),
@@ -401,33 +389,6 @@ impl AccessModel {
                     .claims
                     .retain(|_, c| c.principal != *principal || c.state == ClaimState::Open);
                 Ok(d)
-            }
-            (
-                Some(Mutant::RotationTakesAnothersDigest),
-                AccessRequest::RotateCredential {
-                    principal, digest, ..
-                },
-                Err(AccessError::DigestInUse { .. }),
-            ) if st
-                .access
-                .credentials
-                .get(digest.sha())
-                .is_some_and(|c| c.principal != *principal) =>
-            {
-                let mut next = st.clone();
-                for (sha, c) in &mut next.access.credentials {
-                    if sha == digest.sha() {
-                        c.principal.clone_from(principal);
-                        c.kind = digest.kind();
-                        c.state = CredentialState::Active;
-                    } else if c.principal == *principal {
-                        c.state = CredentialState::Revoked;
-                    }
-                }
-                Ok(access::AccessDecision {
-                    outcome: AccessOutcome::Done { changed: true },
-                    next,
-                })
             }
             (
                 Some(m @ (Mutant::ClaimRebinds | Mutant::ReplayRevives)),
@@ -517,6 +478,25 @@ impl AccessModel {
                 }
             }
         }
+    }
+}
+
+/// The rotation mutants' decision: `digest`'s row is `principal`'s active
+/// credential now, and its others are revoked.
+fn take_for(st: &CatalogueState, principal: &str, digest: &Digest) -> access::AccessDecision {
+    let mut next = st.clone();
+    for (sha, c) in &mut next.access.credentials {
+        if sha == digest.sha() {
+            principal.clone_into(&mut c.principal);
+            c.kind = digest.kind();
+            c.state = CredentialState::Active;
+        } else if c.principal == principal {
+            c.state = CredentialState::Revoked;
+        }
+    }
+    access::AccessDecision {
+        outcome: AccessOutcome::Done { changed: true },
+        next,
     }
 }
 

@@ -467,13 +467,22 @@ fn foreign_destination(d: &Local) -> Result<(), Failure> {
             ns.display()
         )));
     }
+    // The Artifact root: refused exactly when a writing open would refuse
+    // it (core's root rule), so a root whose initialization a killed run
+    // cut off (the lock file, empty layout directories) is adopted.
     let artifacts = d.objects.root();
-    let holds = std::fs::read_dir(artifacts).is_ok_and(|mut e| e.next().is_some());
-    if holds && !artifacts.join(custos_core::root::MARKER_FILE).exists() {
-        return Err(refuse(format!(
-            "the Artifact root {} holds files and is not an Artifact store",
-            artifacts.display()
-        )));
+    if artifacts.is_dir() {
+        let layout = &custos_fs::artifacts::LAYOUT;
+        let standing = custos_fs::root::standing(&custos_fs::RealFs, artifacts, layout)
+            .map_err(|e| refuse(format!("the Artifact root {}: {e}", artifacts.display())))?;
+        if let Err(why) =
+            custos_core::root::decide(layout, &standing, custos_core::root::Access::Write)
+        {
+            return Err(refuse(format!(
+                "the Artifact root {} holds files and is not an Artifact store ({why})",
+                artifacts.display()
+            )));
+        }
     }
     Ok(())
 }

@@ -230,3 +230,41 @@ fn after_activation_a_retry_needs_no_source() {
     assert_eq!(destination(&dst).0, Some(Status::Completed));
     assert!(!src.exists(), "the retry recreated the source");
 }
+
+/// A run killed while it creates the destination's Artifact root leaves a
+/// directory without its `INITIALIZED` marker (the root is created and
+/// synced before it is locked and marked). The retry reads that root as
+/// holding no object and initializes it on its first put; before this was
+/// fixed (found by `make torture`, at the 109th random kill of 1,000) every
+/// retry failed with "no artifact store here".
+#[test]
+fn a_retry_adopts_an_artifact_root_whose_initialization_was_cut_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let dst = dir.path().join("dst");
+    fixture::build(&src, Size::SMALL);
+    let cal = run(&src, &dir.path().join("calibration"), "m-kill", &[]);
+    assert_eq!(cal.code, 0, "{}", cal.stderr);
+    let at = cal
+        .stderr
+        .lines()
+        .position(|l| l.contains("Artifact objects"))
+        .expect("a run announces the Artifact copy")
+        + 1;
+    let (killed, last) = killed_run(&src, &dst, Stop::AtLine(at));
+    assert!(killed, "killed after {last:?}");
+    // The state a kill between the root's creation and its marker leaves:
+    // the directory, nothing (or only the layout's own empty names) in it.
+    let root = dst.join("default").join(".custos-artifacts");
+    if root.exists() {
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join(".catalog.lock"), b"").unwrap();
+    let done = converge(&src, &dst);
+    assert!(done.contains("\"receipt\""), "a receipt: {done}");
+    assert!(
+        root.join("INITIALIZED").exists(),
+        "the retry initialized the root"
+    );
+}

@@ -64,8 +64,11 @@ pub struct DurableRoot<F: Fs> {
 
 /// What the root is, from a listing: the marker's presence alone decides
 /// a marked root (nothing else is listed then); an unmarked one has each
-/// entry's kind and, for directories, emptiness looked at.
-fn standing<F: Fs>(fs: &F, root: &Path, layout: &Layout) -> Result<Standing, FsError> {
+/// entry's kind and, for directories, emptiness looked at. Reads only (no
+/// lock is taken): a caller that must refuse a directory before opening
+/// it asks [`custos_core::root::decide`] of this answer, so its refusal is
+/// the one [`DurableRoot::open`] would make.
+pub fn standing<F: Fs>(fs: &F, root: &Path, layout: &Layout) -> Result<Standing, FsError> {
     let names = fs.read_dir(root).map_err(io_err("read_dir", root))?;
     if names.iter().any(|n| n == MARKER_FILE) {
         return Ok(Standing::Marked);

@@ -22,12 +22,13 @@ use custos_core::migration::tables::{MemoryTableStore, TableError, TableStore};
 use custos_core::migration::{
     CommitReply, Destination, Name, NormalizedUri, ObjectFacts, TableFacts, TablePlan,
 };
+use custos_core::root::RootRefusal;
 use custos_core::world::{
     ControlCatalog, MemoryControlCatalog, Outcome, Request, SignatureRecord, WorldError, WorldInfo,
     WorldRecord,
 };
-use custos_fs::artifacts::ArtifactStore;
-use custos_fs::RealFs;
+use custos_fs::artifacts::{ArtifactStore, ArtifactStoreError};
+use custos_fs::{FsError, RealFs};
 use custos_iceberg::store::iceberg_catalog_path;
 use custos_iceberg::IcebergStore;
 use custos_sqlite::control::SqliteControlCatalog;
@@ -348,16 +349,24 @@ impl Objects {
     }
 
     /// Runs `f` on the store to read: the open one, else a read-only open
-    /// of an existing root, else the empty stand-in.
+    /// of an existing root, else the empty stand-in — also for a root a
+    /// writer has not finished initializing (a run killed while it created
+    /// the root leaves one: it holds no object, and the next put completes
+    /// its initialization).
     fn with<R>(&self, f: impl FnOnce(&dyn ObjectStore) -> R) -> Result<R, ObjectError> {
         let mut h = self.lock()?;
         if matches!(*h, Handle::Closed) {
             if !self.local || !self.root.exists() {
                 return Ok(f(&self.empty));
             }
-            *h = Handle::Read(
-                ArtifactStore::open_read_only(RealFs, &self.root).map_err(object_fault)?,
-            );
+            match ArtifactStore::open_read_only(RealFs, &self.root) {
+                Ok(store) => *h = Handle::Read(store),
+                Err(ArtifactStoreError::Fs(FsError::Refused {
+                    refusal: RootRefusal::NotInitialized { .. },
+                    ..
+                })) => return Ok(f(&self.empty)),
+                Err(e) => return Err(object_fault(e)),
+            }
         }
         match &*h {
             Handle::Read(s) | Handle::Write(s) => Ok(f(s)),
