@@ -268,3 +268,36 @@ fn a_retry_adopts_an_artifact_root_whose_initialization_was_cut_off() {
         "the retry initialized the root"
     );
 }
+
+/// A run killed between the creation of the destination's Iceberg catalog
+/// file and the creation of the catalog's own tables leaves a file a
+/// read-only connection cannot open ("attempt to write a readonly
+/// database": it would have to create them). Before this was fixed (found
+/// by `make torture`) every retry failed so. The run is killed once it
+/// announces the step before its first table copy (the destination is
+/// reserved, its Iceberg catalog not yet made), the catalog file is left
+/// as that kill would leave it (empty), and the retry must converge.
+#[test]
+fn a_retry_finishes_an_iceberg_catalog_a_kill_left_unmade() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let dst = dir.path().join("dst");
+    fixture::build(&src, Size::SMALL);
+    let cal = run(&src, &dir.path().join("calibration"), "m-kill", &[]);
+    assert_eq!(cal.code, 0, "{}", cal.stderr);
+    let first_copy = cal
+        .stderr
+        .lines()
+        .position(|l| l.contains("copy table"))
+        .expect("a run announces its table copies");
+    let (killed, last) = killed_run(&src, &dst, Stop::AtLine(first_copy));
+    assert!(killed, "killed after {last:?}");
+    let catalog = dst.join(custos_iceberg::store::ICEBERG_CATALOG_FILE);
+    let len = std::fs::metadata(&catalog).map_or(0, |m| m.len());
+    assert_eq!(
+        len, 0,
+        "the kill after {last:?} landed after the catalog was made; the test needs an earlier point"
+    );
+    std::fs::write(&catalog, b"").unwrap();
+    converge(&src, &dst);
+}

@@ -189,7 +189,9 @@ impl Tables {
     /// (a run killed inside an Iceberg commit) is opened writable, so that
     /// SQLite rolls the interrupted commit back — a read-only connection
     /// cannot (`SQLITE_READONLY_ROLLBACK`). The rollback restores the last
-    /// committed state; nothing committed is changed.
+    /// committed state; nothing committed is changed. So is a catalog whose
+    /// read-only open fails (a kill between the file's creation and the
+    /// catalog's own tables; found by `make torture`).
     pub fn recovering(mut self) -> Self {
         self.recover = true;
         self
@@ -213,8 +215,19 @@ impl Tables {
             return self.writer().map(Some);
         }
         if self.read.get().is_none() {
-            let s = IcebergStore::open_readonly(id).map_err(table_fault)?;
-            let _ = self.read.set(s);
+            match IcebergStore::open_readonly(id) {
+                Ok(s) => {
+                    let _ = self.read.set(s);
+                }
+                // A destination catalog a killed run created but did not
+                // finish setting up (the file is there, the catalog's own
+                // tables are not: a read-only connection cannot create
+                // them, "attempt to write a readonly database"). Opening
+                // it for writing finishes the set-up, which changes no
+                // table of the migration's.
+                Err(_) if self.recover => return self.writer().map(Some),
+                Err(e) => return Err(table_fault(e)),
+            }
         }
         Ok(self.read.get())
     }
