@@ -73,9 +73,9 @@ pub struct WorldFence {
 
 impl WorldFence {
     /// The epoch at which writes are admitted, if any: the last issued epoch,
-    /// provided it lies above the floor.
+    /// provided it lies above the floor (so never 0: the floor is at least 0).
     pub fn current(&self) -> Option<Epoch> {
-        (self.issued > 0 && self.issued > self.floor).then_some(self.issued)
+        (self.issued > self.floor).then_some(self.issued)
     }
 }
 
@@ -212,6 +212,32 @@ mod tests {
 
     fn h(s: &str) -> Holder {
         Holder::new(s).unwrap()
+    }
+
+    #[test]
+    fn a_holder_reads_back_as_its_own_string() {
+        // The stored form a shell writes is the string the holder was made of.
+        assert_eq!(h("migrator-1").as_str(), "migrator-1");
+        assert_eq!(String::from(h("migrator-1")), "migrator-1");
+        assert_eq!(String::from(Holder::try_from("m".to_owned()).unwrap()), "m");
+        assert!(Holder::try_from(String::new()).is_err());
+    }
+
+    #[test]
+    fn no_epoch_is_current_before_the_first_acquire_or_at_the_floor() {
+        assert_eq!(WorldFence::default().current(), None);
+        let at_floor = WorldFence {
+            issued: 3,
+            floor: 3,
+            holder: None,
+        };
+        assert_eq!(at_floor.current(), None);
+        let above = WorldFence {
+            issued: 4,
+            floor: 3,
+            holder: None,
+        };
+        assert_eq!(above.current(), Some(4));
     }
 
     #[test]
