@@ -398,6 +398,43 @@ mod tests {
     }
 
     #[test]
+    fn a_commit_is_admitted_and_a_renewal_renewed() {
+        let held = acquire(&LeaseState::default(), "a", 0).unwrap().next;
+        let fence = held.holder.as_ref().unwrap().fence;
+        let commit = decide(
+            &held,
+            &Request::Commit {
+                owner: o("a"),
+                fence,
+                now: 5,
+                ttl: 10,
+            },
+        )
+        .unwrap();
+        assert!(
+            matches!(&commit.outcome, Outcome::Admitted { lease } if lease.expires_at == 15),
+            "{:?}",
+            commit.outcome
+        );
+        let renew = decide(
+            &held,
+            &Request::Renew {
+                owner: o("a"),
+                fence,
+                now: 5,
+                ttl: 10,
+            },
+        )
+        .unwrap();
+        assert!(
+            matches!(&renew.outcome, Outcome::Renewed { lease } if lease.expires_at == 15),
+            "{:?}",
+            renew.outcome
+        );
+        assert_eq!(commit.next, renew.next);
+    }
+
+    #[test]
     fn an_owner_converts_back_to_its_own_string() {
         // The stored form a shell writes is the string the owner was made of.
         assert_eq!(String::from(o("worker-7")), "worker-7");
