@@ -401,37 +401,34 @@ mod tests {
     fn a_commit_is_admitted_and_a_renewal_renewed() {
         let held = acquire(&LeaseState::default(), "a", 0).unwrap().next;
         let fence = held.holder.as_ref().unwrap().fence;
-        let commit = decide(
-            &held,
-            &Request::Commit {
-                owner: o("a"),
-                fence,
-                now: 5,
-                ttl: 10,
-            },
-        )
-        .unwrap();
-        assert!(
-            matches!(&commit.outcome, Outcome::Admitted { lease } if lease.expires_at == 15),
-            "{:?}",
-            commit.outcome
+        let (owner, now, ttl) = (o("a"), 5, 10);
+        let commit = Request::Commit {
+            owner: owner.clone(),
+            fence,
+            now,
+            ttl,
+        };
+        let renew = Request::Renew {
+            owner,
+            fence,
+            now,
+            ttl,
+        };
+        let (c, r) = (
+            decide(&held, &commit).unwrap(),
+            decide(&held, &renew).unwrap(),
         );
-        let renew = decide(
-            &held,
-            &Request::Renew {
-                owner: o("a"),
-                fence,
-                now: 5,
-                ttl: 10,
-            },
-        )
-        .unwrap();
         assert!(
-            matches!(&renew.outcome, Outcome::Renewed { lease } if lease.expires_at == 15),
+            matches!(&c.outcome, Outcome::Admitted { lease } if lease.expires_at == 15),
             "{:?}",
-            renew.outcome
+            c.outcome
         );
-        assert_eq!(commit.next, renew.next);
+        assert!(
+            matches!(&r.outcome, Outcome::Renewed { lease } if lease.expires_at == 15),
+            "{:?}",
+            r.outcome
+        );
+        assert_eq!(c.next, r.next);
     }
 
     #[test]

@@ -19,7 +19,7 @@ mod migration;
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -204,25 +204,35 @@ fn sigkill_anywhere_in_a_run_converges_to_one_receipt() {
     );
 }
 
+/// A source fixture in `dir`, a calibration run from it, and a run to
+/// `dir/dst` SIGKILLed once it has announced the first step whose line
+/// holds `step` (`after`: 1) or the step before it (`after`: 0). Answers
+/// the source and the destination.
+#[track_caller]
+fn killed_at_step(dir: &Path, step: &str, after: usize) -> (PathBuf, PathBuf) {
+    let src = dir.join("src");
+    let dst = dir.join("dst");
+    fixture::build(&src, Size::SMALL);
+    let cal = run(&src, &dir.join("calibration"), "m-kill", &[]);
+    assert_eq!(cal.code, 0, "{}", cal.stderr);
+    let at = cal
+        .stderr
+        .lines()
+        .position(|l| l.contains(step))
+        .unwrap_or_else(|| panic!("a run announces {step:?}: {}", cal.stderr))
+        + after;
+    let (killed, last) = killed_run(&src, &dst, Stop::AtLine(at));
+    assert!(killed, "killed after {last:?}");
+    (src, dst)
+}
+
 /// Once the destination is activated a retry never reads the source: the
 /// run is killed during cold verification, the source directory is
 /// deleted, and the retry completes from the destination alone.
 #[test]
 fn after_activation_a_retry_needs_no_source() {
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("src");
-    let dst = dir.path().join("dst");
-    fixture::build(&src, Size::SMALL);
-    let cal = run(&src, &dir.path().join("calibration"), "m-kill", &[]);
-    assert_eq!(cal.code, 0, "{}", cal.stderr);
-    let at = cal
-        .stderr
-        .lines()
-        .position(|l| l.contains("cold verification"))
-        .expect("a run announces cold verification")
-        + 1;
-    let (killed, last) = killed_run(&src, &dst, Stop::AtLine(at));
-    assert!(killed, "killed after {last:?}");
+    let (src, dst) = killed_at_step(dir.path(), "cold verification", 1);
     assert_eq!(destination(&dst).0, Some(Status::Activated));
     std::fs::remove_dir_all(&src).unwrap();
     let done = run(&src, &dst, "m-kill", &["--json"]);
@@ -240,19 +250,7 @@ fn after_activation_a_retry_needs_no_source() {
 #[test]
 fn a_retry_adopts_an_artifact_root_whose_initialization_was_cut_off() {
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("src");
-    let dst = dir.path().join("dst");
-    fixture::build(&src, Size::SMALL);
-    let cal = run(&src, &dir.path().join("calibration"), "m-kill", &[]);
-    assert_eq!(cal.code, 0, "{}", cal.stderr);
-    let at = cal
-        .stderr
-        .lines()
-        .position(|l| l.contains("Artifact objects"))
-        .expect("a run announces the Artifact copy")
-        + 1;
-    let (killed, last) = killed_run(&src, &dst, Stop::AtLine(at));
-    assert!(killed, "killed after {last:?}");
+    let (src, dst) = killed_at_step(dir.path(), "Artifact objects", 1);
     // The state a kill between the root's creation and its marker leaves:
     // the directory, nothing (or only the layout's own empty names) in it.
     let root = dst.join("default").join(".custos-artifacts");
@@ -280,23 +278,12 @@ fn a_retry_adopts_an_artifact_root_whose_initialization_was_cut_off() {
 #[test]
 fn a_retry_finishes_an_iceberg_catalog_a_kill_left_unmade() {
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("src");
-    let dst = dir.path().join("dst");
-    fixture::build(&src, Size::SMALL);
-    let cal = run(&src, &dir.path().join("calibration"), "m-kill", &[]);
-    assert_eq!(cal.code, 0, "{}", cal.stderr);
-    let first_copy = cal
-        .stderr
-        .lines()
-        .position(|l| l.contains("copy table"))
-        .expect("a run announces its table copies");
-    let (killed, last) = killed_run(&src, &dst, Stop::AtLine(first_copy));
-    assert!(killed, "killed after {last:?}");
+    let (src, dst) = killed_at_step(dir.path(), "copy table", 0);
     let catalog = dst.join(custos_iceberg::store::ICEBERG_CATALOG_FILE);
     let len = std::fs::metadata(&catalog).map_or(0, |m| m.len());
     assert_eq!(
         len, 0,
-        "the kill after {last:?} landed after the catalog was made; the test needs an earlier point"
+        "the kill landed after the catalog was made; the test needs an earlier point"
     );
     std::fs::write(&catalog, b"").unwrap();
     converge(&src, &dst);
