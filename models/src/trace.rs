@@ -384,8 +384,8 @@ fn is_key(text: &str) -> bool {
 }
 
 /// Splits `name: value` (a struct field, or a map entry whose key is a
-/// string, a number or one balanced word) into its key and value; a line without a key (a list
-/// element, a type's opener) has none.
+/// string, a number or one balanced word) into its key and value; a line
+/// without a key (a list element, a type's opener) has none.
 fn split_key(line: &str) -> (Option<&str>, &str) {
     let key_end = if line.starts_with('"') {
         // A string key: up to its closing quote (escapes skipped).
