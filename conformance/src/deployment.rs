@@ -9,11 +9,13 @@
 //! operations replayed exactly, and the release rules checked before a
 //! publication.
 //!
-//! Core holds the rules as pure functions ([`state::decide`],
-//! [`route::compile`], [`page::page`]) and no port trait; this suite
-//! defines the small one a repository implements, [`DeploymentBackend`],
-//! and [`MemoryDeployments`], the reference built on those functions. A
-//! backend is built over the suite's release catalog, [`FixtureReleases`].
+//! Core holds the rules as pure functions ([`decide`](custos_core::deployment::state::decide),
+//! [`route::compile`], [`page`](custos_core::deployment::page::page)), the port a repository implements,
+//! [`DeploymentCatalog`], and [`MemoryDeployments`], the reference built on
+//! those functions ([`memory`] makes one). A backend is built over the
+//! suite's release catalog, [`FixtureReleases`]. A case fails on a
+//! backend's own failure as on a wrong answer: it expects rule refusals
+//! only ([`rule`]).
 //!
 //! Cases panic (via `assert!`) on a violation: they are test bodies. A case
 //! that needs two repository instances calls the factory twice.
@@ -21,47 +23,24 @@
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use custos_core::deployment::manifest::{
     Availability, DeploymentManifest, Placement, ResourceBudgets, RevisionId,
 };
-use custos_core::deployment::page::{self, Page, PageIndex, PageRequest, MAX_PAGE_BYTES};
+use custos_core::deployment::page::{Page, PageRequest};
 use custos_core::deployment::route::{
-    self, PinnedRoutes, ReleaseSource, ResolvedRevision, Snapshot, Target, ATTR_DEPLOYMENT,
+    self, PinnedRoutes, ReleaseSource, ResolvedRevision, Target, ATTR_DEPLOYMENT,
 };
-use custos_core::deployment::state::{
-    self, Catalog, Mutation, Operation, Receipt, Request, VersionedDeployment,
-};
+use custos_core::deployment::state::{Mutation, Operation, Receipt, Request, VersionedDeployment};
 use custos_core::deployment::DeploymentError;
 use custos_core::release::contract::{Contract, Function, Interface};
 use custos_core::release::Sha256;
 
 // ------------------------------------------------------------------ the port
 
-/// What a deployment repository offers its callers: one mutation (decided
-/// and published, or refused with nothing changed) and the readers of the
-/// installed generation. Every refusal is the rule's [`DeploymentError`].
-pub trait DeploymentBackend {
-    /// Decides `req` against the live catalog (the backend sets
-    /// `compiled_at`) and publishes the result; the decision's own receipt.
-    fn mutate(&self, req: Request) -> Result<Receipt, DeploymentError>;
-    /// The deployment `id` in `tenant`'s scope.
-    fn get(&self, tenant: &str, id: &str) -> Result<Option<VersionedDeployment>, DeploymentError>;
-    /// One page of `req.tenant`'s deployments.
-    fn page(&self, req: &PageRequest) -> Result<Page, DeploymentError>;
-    /// Resolves `target` against the installed generation.
-    fn resolve(
-        &self,
-        target: &Target,
-        routing_key: Option<&str>,
-    ) -> Result<ResolvedRevision, DeploymentError>;
-    /// Pins the installed generation.
-    fn pin(&self) -> Result<PinnedRoutes, DeploymentError>;
-    /// The installed catalog generation.
-    fn generation(&self) -> Result<u64, DeploymentError>;
-}
+pub use custos_core::deployment::memory::MemoryDeployments;
+pub use custos_core::deployment::{DeploymentCatalog, Refusal};
 
 /// The contract every greeter release exports.
 pub const GREETER: &str = "greeter";
@@ -116,98 +95,47 @@ impl ReleaseSource for FixtureReleases {
 
 // ------------------------------------------------------- the memory backend
 
-/// One installed generation.
+/// A catalog `catalog` with something that must live as long as it (its
+/// temporary directory, its server): a factory returns one when the
+/// catalog alone cannot own what it stands on. The port, by `catalog`'s.
 #[derive(Debug)]
-struct Installed {
-    catalog: Catalog,
-    routes: Arc<Snapshot>,
-    index: PageIndex,
+pub struct Guarded<D, G> {
+    /// The catalog under test.
+    pub catalog: D,
+    /// Dropped after the catalog.
+    pub guard: G,
 }
 
-/// Distinct page-token fingerprints per instance.
-static INSTANCES: AtomicU64 = AtomicU64::new(1);
+impl<D: DeploymentCatalog, G> DeploymentCatalog for Guarded<D, G> {
+    type Error = D::Error;
 
-/// The reference backend: core's pure desired state, compiled routes and
-/// page indexes behind one lock, over a release source.
-pub struct MemoryDeployments {
-    source: Arc<dyn ReleaseSource + Send + Sync>,
-    live: Mutex<Arc<Installed>>,
-    instance: u64,
-}
-
-impl MemoryDeployments {
-    /// An empty catalog over [`FixtureReleases`].
-    pub fn new() -> Self {
-        Self::over(Arc::new(FixtureReleases))
+    fn mutate(&self, req: Request) -> Result<Receipt, D::Error> {
+        self.catalog.mutate(req)
     }
-
-    /// An empty catalog over `source`.
-    pub fn over(source: Arc<dyn ReleaseSource + Send + Sync>) -> Self {
-        let catalog = Catalog::default();
-        MemoryDeployments {
-            source,
-            live: Mutex::new(Arc::new(Installed {
-                index: PageIndex::build(&catalog),
-                routes: Arc::new(Snapshot::empty(0)),
-                catalog,
-            })),
-            instance: INSTANCES.fetch_add(1, Ordering::Relaxed),
-        }
+    fn get(&self, tenant: &str, id: &str) -> Result<Option<VersionedDeployment>, D::Error> {
+        self.catalog.get(tenant, id)
     }
-
-    fn installed(&self) -> Arc<Installed> {
-        Arc::clone(&self.live.lock().unwrap_or_else(PoisonError::into_inner))
-    }
-}
-
-impl Default for MemoryDeployments {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl DeploymentBackend for MemoryDeployments {
-    fn mutate(&self, mut req: Request) -> Result<Receipt, DeploymentError> {
-        let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
-        req.compiled_at = live.catalog.generation;
-        let decision = state::decide(&live.catalog, &req)?;
-        let Some(next) = decision.next else {
-            return Ok(decision.receipt);
-        };
-        let routes = route::compile(&next, self.source.as_ref())?;
-        *live = Arc::new(Installed {
-            index: PageIndex::build(&next),
-            routes: Arc::new(routes),
-            catalog: next,
-        });
-        Ok(decision.receipt)
-    }
-    fn get(&self, tenant: &str, id: &str) -> Result<Option<VersionedDeployment>, DeploymentError> {
-        Ok(self.installed().catalog.get(Some(tenant), id).cloned())
-    }
-    fn page(&self, req: &PageRequest) -> Result<Page, DeploymentError> {
-        let live = self.installed();
-        page::page(
-            &live.catalog,
-            &live.index,
-            req,
-            self.instance,
-            MAX_PAGE_BYTES,
-        )
+    fn page(&self, req: &PageRequest) -> Result<Page, D::Error> {
+        self.catalog.page(req)
     }
     fn resolve(
         &self,
         target: &Target,
         routing_key: Option<&str>,
-    ) -> Result<ResolvedRevision, DeploymentError> {
-        self.installed().routes.resolve(target, routing_key)
+    ) -> Result<ResolvedRevision, D::Error> {
+        self.catalog.resolve(target, routing_key)
     }
-    fn pin(&self) -> Result<PinnedRoutes, DeploymentError> {
-        Ok(PinnedRoutes::pin(&self.installed().routes))
+    fn pin(&self) -> Result<PinnedRoutes, D::Error> {
+        self.catalog.pin()
     }
-    fn generation(&self) -> Result<u64, DeploymentError> {
-        Ok(self.installed().catalog.generation)
+    fn generation(&self) -> Result<u64, D::Error> {
+        self.catalog.generation()
     }
+}
+
+/// The reference catalog, empty, over [`FixtureReleases`].
+pub fn memory() -> MemoryDeployments {
+    MemoryDeployments::over(Arc::new(FixtureReleases))
 }
 
 // ------------------------------------------------------------------ helpers
@@ -284,7 +212,7 @@ pub fn publish_req() -> Request {
 
 /// The receipt of an accepted mutation.
 #[track_caller]
-pub fn accepted<B: DeploymentBackend>(b: &B, r: Request) -> Receipt {
+pub fn accepted<B: DeploymentCatalog>(b: &B, r: Request) -> Receipt {
     match b.mutate(r.clone()) {
         Ok(receipt) => receipt,
         Err(e) => panic!("{r:?} was refused: {e}"),
@@ -293,7 +221,7 @@ pub fn accepted<B: DeploymentBackend>(b: &B, r: Request) -> Receipt {
 
 /// The one record an accepted single apply installed.
 #[track_caller]
-pub fn applied<B: DeploymentBackend>(b: &B, m: DeploymentManifest) -> VersionedDeployment {
+pub fn applied<B: DeploymentCatalog>(b: &B, m: DeploymentManifest) -> VersionedDeployment {
     match accepted(b, apply_req(m, None)) {
         Receipt::Applied {
             mut deployments, ..
@@ -305,7 +233,7 @@ pub fn applied<B: DeploymentBackend>(b: &B, m: DeploymentManifest) -> VersionedD
 /// The observable state of the tenants `tenants`: the generation and
 /// every record, listed page by page.
 #[track_caller]
-pub fn observe<B: DeploymentBackend>(b: &B, tenants: &[&str]) -> (u64, Vec<VersionedDeployment>) {
+pub fn observe<B: DeploymentCatalog>(b: &B, tenants: &[&str]) -> (u64, Vec<VersionedDeployment>) {
     let mut all = Vec::new();
     for t in tenants {
         all.extend(list(b, t, None, 1000));
@@ -315,7 +243,7 @@ pub fn observe<B: DeploymentBackend>(b: &B, tenants: &[&str]) -> (u64, Vec<Versi
 
 /// Every record of `tenant` (and `service`), following tokens.
 #[track_caller]
-pub fn list<B: DeploymentBackend>(
+pub fn list<B: DeploymentCatalog>(
     b: &B,
     tenant: &str,
     service: Option<&str>,
@@ -354,19 +282,35 @@ pub fn page_req(
 /// Asserts `r` is refused with `reason` and changes nothing the tenants
 /// `tenants` can observe.
 #[track_caller]
-pub fn refused<B: DeploymentBackend>(b: &B, r: Request, reason: &str, tenants: &[&str]) {
+pub fn refused<B: DeploymentCatalog>(b: &B, r: Request, reason: &str, tenants: &[&str]) {
     let before = observe(b, tenants);
     match b.mutate(r.clone()) {
         Ok(receipt) => panic!("{r:?} was accepted ({receipt:?}); want {reason}"),
-        Err(e) => assert_eq!(e.reason(), reason, "{r:?}: {e}"),
+        Err(e) => {
+            let e = rule(e);
+            assert_eq!(e.reason(), reason, "{r:?}: {e}");
+        }
     }
     assert_eq!(observe(b, tenants), before, "a refusal changed the state");
 }
 
+/// The rule's refusal `e` is; a backend's own failure (an I/O error, an
+/// uncertain commit) fails the case: the suite's cases fail only by rule.
+#[track_caller]
+pub fn rule<E: Refusal + std::fmt::Display>(e: E) -> DeploymentError {
+    match e.refusal() {
+        Some(r) => r.clone(),
+        None => panic!("not a rule's refusal: {e}"),
+    }
+}
+
 /// The reason of a refused read.
 #[track_caller]
-pub fn reason<T: std::fmt::Debug>(r: Result<T, DeploymentError>) -> &'static str {
-    r.expect_err("expected a refusal").reason()
+pub fn reason<T: std::fmt::Debug, E: Refusal + std::fmt::Display>(r: Result<T, E>) -> &'static str {
+    match r {
+        Ok(v) => panic!("expected a refusal, got {v:?}"),
+        Err(e) => rule(e).reason(),
+    }
 }
 
 /// A target of `greeter.hello` in `tenant`/`service`, `route` (`None`:
@@ -382,7 +326,7 @@ pub fn target(tenant: &str, service: &str, route: Option<&str>) -> Target {
 }
 
 #[track_caller]
-fn generation_of<B: DeploymentBackend>(b: &B, tenant: &str, id: &str) -> u64 {
+fn generation_of<B: DeploymentCatalog>(b: &B, tenant: &str, id: &str) -> u64 {
     b.get(tenant, id)
         .unwrap()
         .unwrap_or_else(|| panic!("{id} is absent"))
@@ -398,7 +342,7 @@ fn revision(m: &DeploymentManifest) -> RevisionId {
 
 /// A fresh catalog is at generation 0, holds nothing, lists an empty page
 /// without a token and resolves no route.
-pub fn fresh_catalog_is_empty<B: DeploymentBackend, F: Fn() -> B>(factory: F) {
+pub fn fresh_catalog_is_empty<B: DeploymentCatalog, F: Fn() -> B>(factory: F) {
     let b = factory();
     assert_eq!(b.generation().unwrap(), 0);
     assert_eq!(b.get("acme", "blue").unwrap(), None);
@@ -416,7 +360,7 @@ pub fn fresh_catalog_is_empty<B: DeploymentBackend, F: Fn() -> B>(factory: F) {
 /// Each accepted apply publishes once: its receipt is the exact normalized
 /// record installed, stamped with the new catalog generation; an unrelated
 /// apply leaves an object's stamp; an unchanged re-apply still advances it.
-pub fn apply_stamps_each_accepted_apply<B: DeploymentBackend, F: Fn() -> B>(factory: F) {
+pub fn apply_stamps_each_accepted_apply<B: DeploymentCatalog, F: Fn() -> B>(factory: F) {
     let b = factory();
     let mut blue = acme("blue");
     blue.grants = vec!["net".into(), "clock".into()];
@@ -445,7 +389,7 @@ pub fn apply_stamps_each_accepted_apply<B: DeploymentBackend, F: Fn() -> B>(fact
 /// Apply under a precondition: `Some(0)` requires absence, `Some(g)` a live
 /// object at exactly `g`; a stale caller gets a generation conflict and
 /// nothing changes.
-pub fn apply_expected_generation_table<B: DeploymentBackend, F: Fn() -> B>(factory: F) {
+pub fn apply_expected_generation_table<B: DeploymentCatalog, F: Fn() -> B>(factory: F) {
     let b = factory();
     applied(&b, acme("blue"));
     applied(&b, acme("green"));
@@ -455,7 +399,7 @@ pub fn apply_expected_generation_table<B: DeploymentBackend, F: Fn() -> B>(facto
     refused(&b, apply_req(acme("green"), Some(1)), conflict, t);
     refused(&b, apply_req(acme("green"), Some(3)), conflict, t);
     refused(&b, apply_req(acme("white"), Some(2)), conflict, t);
-    let e = b.mutate(apply_req(acme("blue"), Some(0))).unwrap_err();
+    let e = rule(b.mutate(apply_req(acme("blue"), Some(0))).unwrap_err());
     assert_eq!(
         e,
         DeploymentError::GenerationConflict {
@@ -477,7 +421,7 @@ pub fn apply_expected_generation_table<B: DeploymentBackend, F: Fn() -> B>(facto
 /// exactly `g`; the receipt carries the deleted record with its old stamp
 /// and the generation that published the deletion; recreating the id gets
 /// a newer stamp.
-pub fn delete_expected_generation_table<B: DeploymentBackend, F: Fn() -> B>(factory: F) {
+pub fn delete_expected_generation_table<B: DeploymentCatalog, F: Fn() -> B>(factory: F) {
     let b = factory();
     applied(&b, acme("blue"));
     let green = applied(&b, acme("green"));
@@ -527,7 +471,7 @@ pub fn delete_expected_generation_table<B: DeploymentBackend, F: Fn() -> B>(fact
 /// Invalid manifests and scope changes are refused and change nothing:
 /// a weight outside 1..=10,000, the reserved id `default`, and an update
 /// moving an existing id to another namespace or service.
-pub fn refused_applies_leave_state_untouched<B: DeploymentBackend, F: Fn() -> B>(factory: F) {
+pub fn refused_applies_leave_state_untouched<B: DeploymentCatalog, F: Fn() -> B>(factory: F) {
     let b = factory();
     applied(&b, acme("blue"));
     let t = &["acme"];
@@ -557,7 +501,7 @@ pub fn refused_applies_leave_state_untouched<B: DeploymentBackend, F: Fn() -> B>
 /// A batch installs every member under one new stamp (its receipt in id
 /// order) and leaves untouched objects' stamps; an empty batch publishes
 /// nothing; a batch naming one id twice is refused.
-pub fn batch_applies_under_one_stamp<B: DeploymentBackend, F: Fn() -> B>(factory: F) {
+pub fn batch_applies_under_one_stamp<B: DeploymentCatalog, F: Fn() -> B>(factory: F) {
     let b = factory();
     applied(&b, acme("blue"));
     let r = accepted(
@@ -597,7 +541,7 @@ pub fn batch_applies_under_one_stamp<B: DeploymentBackend, F: Fn() -> B>(factory
 /// A batch refused for any member — an invalid weight, a scope change, an
 /// unreadable release — installs none of them, not even the valid members
 /// before it.
-pub fn a_refused_batch_applies_no_member<B: DeploymentBackend, F: Fn() -> B>(factory: F) {
+pub fn a_refused_batch_applies_no_member<B: DeploymentCatalog, F: Fn() -> B>(factory: F) {
     let b = factory();
     applied(&b, acme("blue"));
     let t = &["acme"];
@@ -630,7 +574,7 @@ pub fn a_refused_batch_applies_no_member<B: DeploymentBackend, F: Fn() -> B>(fac
 /// The caller's tenant scopes every operation: a scoped get finds no other
 /// tenant's record, a delete of it is not found, and an apply naming
 /// another tenant's id or another tenant's manifest is refused.
-pub fn tenant_scopes_reads_and_writes<B: DeploymentBackend, F: Fn() -> B>(factory: F) {
+pub fn tenant_scopes_reads_and_writes<B: DeploymentCatalog, F: Fn() -> B>(factory: F) {
     let b = factory();
     applied(&b, acme("blue"));
     let red = applied(&b, manifest("red", "beta", "api"));
@@ -665,7 +609,7 @@ pub fn tenant_scopes_reads_and_writes<B: DeploymentBackend, F: Fn() -> B>(factor
 
 /// A snapshot-only publication advances the catalog generation once and no
 /// object's stamp; resolutions report the new catalog generation.
-pub fn snapshot_publication_advances_only_the_catalog<B: DeploymentBackend, F: Fn() -> B>(
+pub fn snapshot_publication_advances_only_the_catalog<B: DeploymentCatalog, F: Fn() -> B>(
     factory: F,
 ) {
     let b = factory();
@@ -687,7 +631,7 @@ pub fn snapshot_publication_advances_only_the_catalog<B: DeploymentBackend, F: F
 /// route of its id; a named route selects only that deployment; an unknown
 /// route, another tenant's route and a route without the endpoint are
 /// refused, never answered from another route or tenant.
-pub fn routes_default_named_and_never_fall_back<B: DeploymentBackend, F: Fn() -> B>(factory: F) {
+pub fn routes_default_named_and_never_fall_back<B: DeploymentCatalog, F: Fn() -> B>(factory: F) {
     let b = factory();
     let blue = applied(&b, acme("blue"));
     applied(&b, acme("green"));
@@ -731,7 +675,7 @@ pub fn routes_default_named_and_never_fall_back<B: DeploymentBackend, F: Fn() ->
 /// Default-route selection is the deterministic weighted pick over the
 /// candidates in ascending revision order, keyed by the routing key (an
 /// absent key is the empty one).
-pub fn weighted_selection_is_deterministic_over_revisions<B: DeploymentBackend, F: Fn() -> B>(
+pub fn weighted_selection_is_deterministic_over_revisions<B: DeploymentCatalog, F: Fn() -> B>(
     factory: F,
 ) {
     let b = factory();
@@ -781,7 +725,7 @@ pub fn weighted_selection_is_deterministic_over_revisions<B: DeploymentBackend, 
 /// A revision ignores the weight and follows every other setting; a
 /// returned resolution is owned and a pin keeps its whole generation after
 /// the deployment is reweighted and deleted.
-pub fn revisions_ignore_the_weight_and_pins_hold<B: DeploymentBackend, F: Fn() -> B>(factory: F) {
+pub fn revisions_ignore_the_weight_and_pins_hold<B: DeploymentCatalog, F: Fn() -> B>(factory: F) {
     let b = factory();
     let blue = applied(&b, acme("blue"));
     let named = target("acme", "api", Some("blue"));
@@ -813,7 +757,7 @@ pub fn revisions_ignore_the_weight_and_pins_hold<B: DeploymentBackend, F: Fn() -
 /// Pages list one tenant (or one tenant's service) in ascending id order,
 /// at most `page_size` records, with a token while more follow; the page
 /// size may change between continuations.
-pub fn pages_are_ascending_bounded_and_continue<B: DeploymentBackend, F: Fn() -> B>(factory: F) {
+pub fn pages_are_ascending_bounded_and_continue<B: DeploymentCatalog, F: Fn() -> B>(factory: F) {
     let b = factory();
     for (id, service) in [
         ("a5", "api"),
@@ -861,7 +805,7 @@ pub fn pages_are_ascending_bounded_and_continue<B: DeploymentBackend, F: Fn() ->
 /// A page size outside 1..=1,000, a tenant or service that is not an
 /// identifier, a damaged token, another scope's token and another
 /// instance's token are each refused with their own reason.
-pub fn page_refusals_are_typed<B: DeploymentBackend, F: Fn() -> B>(factory: F) {
+pub fn page_refusals_are_typed<B: DeploymentCatalog, F: Fn() -> B>(factory: F) {
     let b = factory();
     for id in ["a1", "a2", "a3"] {
         applied(&b, acme(id));
@@ -922,7 +866,7 @@ pub fn page_refusals_are_typed<B: DeploymentBackend, F: Fn() -> B>(factory: F) {
 /// Any publication — an unrelated tenant's apply, a snapshot-only
 /// publication — expires every older token of this instance; a listing
 /// then restarts from the first page.
-pub fn page_tokens_expire_with_any_publication<B: DeploymentBackend, F: Fn() -> B>(factory: F) {
+pub fn page_tokens_expire_with_any_publication<B: DeploymentCatalog, F: Fn() -> B>(factory: F) {
     let b = factory();
     for id in ["a1", "a2", "a3"] {
         applied(&b, acme(id));
@@ -968,7 +912,7 @@ fn managed(r: Request, actor: &str, id: &str, observed: u64) -> Request {
 /// A managed operation retried with the same request is answered its
 /// first receipt and publishes nothing; the same operation id for another
 /// request is refused; another actor's id is its own.
-pub fn managed_operations_replay_exactly<B: DeploymentBackend, F: Fn() -> B>(factory: F) {
+pub fn managed_operations_replay_exactly<B: DeploymentCatalog, F: Fn() -> B>(factory: F) {
     let b = factory();
     applied(&b, acme("blue"));
     let op = managed(apply_req(acme("green"), None), "ops", "op-1", 1);
@@ -991,7 +935,7 @@ pub fn managed_operations_replay_exactly<B: DeploymentBackend, F: Fn() -> B>(fac
 /// unreadable release, another schema for a contract the service already
 /// exports, and a second namespace for one tenant and service are each
 /// refused and change nothing; another tenant may use the namespace.
-pub fn release_rules_refuse_before_publication<B: DeploymentBackend, F: Fn() -> B>(factory: F) {
+pub fn release_rules_refuse_before_publication<B: DeploymentCatalog, F: Fn() -> B>(factory: F) {
     let b = factory();
     applied(&b, acme("blue"));
     let t = &["acme", "beta"];
@@ -1034,13 +978,13 @@ pub type DeploymentCase<B> = (&'static str, fn(&dyn Fn() -> B));
 
 /// Every case as `(name, function)`, for runners that report per case
 /// (run each under `std::panic::catch_unwind`).
-pub fn deployment_cases<B: DeploymentBackend>() -> Vec<DeploymentCase<B>> {
+pub fn deployment_cases<B: DeploymentCatalog>() -> Vec<DeploymentCase<B>> {
     crate::__with_deployment_cases!(__emit_table!(deployment, B))
 }
 
 /// Emits `mod $name { #[test] fn <case>() … }`: one test per deployment
 /// conformance case, each calling the case with `$factory` (an expression
-/// of a type implementing `Fn() -> B` with `B: DeploymentBackend`, built
+/// of a type implementing `Fn() -> B` with `B: DeploymentCatalog`, built
 /// over [`FixtureReleases`]; every call a fresh, empty catalog).
 #[macro_export]
 macro_rules! deployment_suite {

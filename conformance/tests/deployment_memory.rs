@@ -1,12 +1,10 @@
 //! The deployment conformance suite against its memory reference
-//! (`custos_conformance::deployment::MemoryDeployments`, core's pure
-//! deployment state behind one lock).
+//! (`custos_core::deployment::memory::MemoryDeployments`, core's pure
+//! deployment state behind one lock, over the suite's fixture releases).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use custos_conformance::deployment::MemoryDeployments;
-
-custos_conformance::deployment_suite!(memory_deployment, MemoryDeployments::new);
+custos_conformance::deployment_suite!(memory_deployment, custos_conformance::deployment::memory);
 
 #[test]
 fn deployment_case_table_names_every_case() {

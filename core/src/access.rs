@@ -200,21 +200,12 @@ impl Sha {
 
     /// 64 lower-case hex digits (the stored form).
     pub fn to_hex(&self) -> String {
-        crate::identity::hex(&self.0)
+        crate::hex::encode(self.0)
     }
 
     /// Parses 64 lower-case hex digits (total).
     pub fn from_hex(s: &str) -> Option<Self> {
-        if s.len() != 64 {
-            return None;
-        }
-        let mut out = [0u8; 32];
-        for (i, pair) in s.as_bytes().chunks_exact(2).enumerate() {
-            let hi = nibble(pair[0])?;
-            let lo = nibble(pair[1])?;
-            out[i] = (hi << 4) | lo;
-        }
-        Some(Sha(out))
+        crate::hex::decode::<32>(s).map(Sha)
     }
 
     /// The first [`FINGERPRINT_LEN`] hex digits.
@@ -227,14 +218,6 @@ impl Sha {
     /// Constant-time equality.
     pub fn ct_eq(&self, other: &Sha) -> bool {
         bool::from(self.0.ct_eq(&other.0))
-    }
-}
-
-fn nibble(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        _ => None,
     }
 }
 

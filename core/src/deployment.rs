@@ -6,7 +6,10 @@
 //! Everything here is pure: the filesystem shell (`custos-fs`) reads the
 //! catalog record, asks these functions and writes what they decide. The
 //! release catalog is reached only through the [`route::ReleaseSource`]
-//! port.
+//! port. What a repository offers its callers is the port
+//! [`DeploymentCatalog`]; [`memory::MemoryDeployments`] is the reference
+//! built on these functions, and `custos-conformance::deployment_suite!`
+//! says what a correct implementation does.
 //!
 //! - [`manifest`] — [`DeploymentManifest`]: validation, the bounded decoder,
 //!   the canonical (RFC 8785) form and [`RevisionId`].
@@ -18,12 +21,15 @@
 //!   [`route::ResolvedRevision`], and [`route::select`].
 //! - [`page`] — the ordered tenant / service indexes, page requests and
 //!   their fixed-size tokens.
+//! - [`memory`] — [`memory::MemoryDeployments`], the port over these rules
+//!   behind one lock.
 //!
 //! Every refusal is a [`DeploymentError`]: its [`code`](DeploymentError::code)
 //! is the class a caller retries or reports on, its
 //! [`reason`](DeploymentError::reason) the stable reason string.
 
 pub mod manifest;
+pub mod memory;
 pub mod page;
 pub mod record;
 pub mod route;
@@ -36,6 +42,57 @@ use thiserror::Error;
 pub use manifest::{DeploymentManifest, RevisionId};
 
 use crate::release::Sha256;
+use page::{Page, PageRequest};
+use route::{PinnedRoutes, ResolvedRevision, Target};
+use state::{Receipt, Request, VersionedDeployment};
+
+/// The deployment catalog port: one mutation (decided by [`state::decide`]
+/// and published, or refused with nothing changed) and the readers of the
+/// installed generation. Implemented by [`memory::MemoryDeployments`] and
+/// the filesystem repository (`custos_fs::deployment::DeploymentRepository`);
+/// `custos-conformance::deployment_suite!` checks an implementation.
+///
+/// Every method takes `&self`: an implementation serializes its writers
+/// itself. A failure is the implementation's own [`Self::Error`], which
+/// carries the rule's refusal ([`Refusal::refusal`]) when a rule refused
+/// and the backend's own failure (an I/O error, an uncertain commit)
+/// otherwise.
+pub trait DeploymentCatalog {
+    /// What a call fails with.
+    type Error: Refusal + std::error::Error;
+
+    /// Decides `req` against the live catalog (the implementation sets
+    /// [`Request::compiled_at`]) and publishes the result; answers the
+    /// decision's own receipt.
+    fn mutate(&self, req: Request) -> Result<Receipt, Self::Error>;
+    /// The deployment `id` in `tenant`'s scope, `None` when absent there.
+    fn get(&self, tenant: &str, id: &str) -> Result<Option<VersionedDeployment>, Self::Error>;
+    /// One page of `req.tenant`'s deployments ([`page::page`]).
+    fn page(&self, req: &PageRequest) -> Result<Page, Self::Error>;
+    /// Resolves `target` against the installed generation.
+    fn resolve(
+        &self,
+        target: &Target,
+        routing_key: Option<&str>,
+    ) -> Result<ResolvedRevision, Self::Error>;
+    /// Pins the installed generation's routes.
+    fn pin(&self) -> Result<PinnedRoutes, Self::Error>;
+    /// The installed catalog generation.
+    fn generation(&self) -> Result<u64, Self::Error>;
+}
+
+/// A failure that may be a rule's refusal.
+pub trait Refusal {
+    /// The rule's refusal this failure is, `None` for a backend's own
+    /// failure (nothing about the request was decided).
+    fn refusal(&self) -> Option<&DeploymentError>;
+}
+
+impl Refusal for DeploymentError {
+    fn refusal(&self) -> Option<&DeploymentError> {
+        Some(self)
+    }
+}
 
 /// The class of a refusal: what a caller does next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -199,17 +199,8 @@ impl StorageIdentity {
 
     /// SHA-256 of [`canonical_bytes`](Self::canonical_bytes), lower-case hex.
     pub fn fingerprint(&self) -> String {
-        hex(&Sha256::digest(self.canonical_bytes()))
+        crate::hex::encode(Sha256::digest(self.canonical_bytes()))
     }
-}
-
-/// Lower-case hex of `bytes`.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
 }
 
 /// Where the control catalog of `id` lives. `remote_dir` is used only for a

@@ -43,6 +43,7 @@ pub mod catalogue;
 pub mod custody;
 pub mod deployment;
 pub mod fence;
+pub mod hex;
 pub mod identity;
 pub mod lease;
 pub mod ledger;

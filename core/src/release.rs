@@ -52,37 +52,18 @@ impl Sha256 {
     /// Parses exactly `sha256:` and 64 lowercase hex digits; anything else
     /// (upper case, a missing prefix, a wrong length) is `None`.
     pub fn parse(text: &str) -> Option<Self> {
-        let hex = text.strip_prefix(SHA256_PREFIX)?.as_bytes();
-        if hex.len() != 2 * SHA256_LEN {
-            return None;
-        }
-        let mut out = [0u8; SHA256_LEN];
-        for (slot, pair) in out.iter_mut().zip(hex.chunks_exact(2)) {
-            let hi = hex_val(*pair.first()?)?;
-            let lo = hex_val(*pair.get(1)?)?;
-            *slot = (hi << 4) | lo;
-        }
-        Some(Sha256(out))
+        crate::hex::decode::<SHA256_LEN>(text.strip_prefix(SHA256_PREFIX)?).map(Sha256)
     }
 
     /// The 64 lowercase hex digits, without the prefix (the directory name
     /// of a release under `releases/`).
     pub fn hex(&self) -> String {
-        const DIGITS: &[u8; 16] = b"0123456789abcdef";
-        let mut s = String::with_capacity(2 * SHA256_LEN);
-        for b in self.0 {
-            s.push(char::from(DIGITS[usize::from(b >> 4)]));
-            s.push(char::from(DIGITS[usize::from(b & 0x0f)]));
-        }
-        s
+        crate::hex::encode(self.0)
     }
 
     /// Parses a bare 64-digit lowercase hex name (a digest directory name).
     pub fn parse_hex(name: &str) -> Option<Self> {
-        if name.len() != 2 * SHA256_LEN {
-            return None;
-        }
-        Sha256::parse(&format!("{SHA256_PREFIX}{name}"))
+        crate::hex::decode::<SHA256_LEN>(name).map(Sha256)
     }
 }
 
@@ -145,14 +126,6 @@ impl<'de> serde::Deserialize<'de> for Sha256 {
         Sha256::parse(&text).ok_or_else(|| {
             serde::de::Error::custom("not a sha256: digest with 64 lowercase hex digits")
         })
-    }
-}
-
-fn hex_val(c: u8) -> Option<u8> {
-    match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
     }
 }
 

@@ -19,7 +19,7 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::identity::hex;
+use crate::hex::encode as hex;
 
 /// A timestamp's unit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -225,7 +225,7 @@ pub fn canonical_bytes(schema: &Schema) -> Vec<u8> {
 
 /// SHA-256 of [`canonical_bytes`], lower-case hex.
 pub fn fingerprint(schema: &Schema) -> String {
-    hex(&Sha256::digest(canonical_bytes(schema)))
+    hex(Sha256::digest(canonical_bytes(schema)))
 }
 
 #[cfg(test)]

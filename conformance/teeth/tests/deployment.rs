@@ -7,7 +7,9 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use custos_conformance::deployment::{deployment_cases, DeploymentBackend, MemoryDeployments};
+use custos_conformance::deployment::{
+    deployment_cases, memory, DeploymentCatalog, MemoryDeployments,
+};
 use custos_core::deployment::page::{Page, PageRequest, PageToken, MAX_PAGE_SIZE};
 use custos_core::deployment::route::{self, PinnedRoutes, ResolvedRevision, Target};
 use custos_core::deployment::state::{Mutation, Receipt, Request, VersionedDeployment};
@@ -74,7 +76,7 @@ impl Broken {
     fn new(bug: Option<Bug>) -> Self {
         Broken {
             bug,
-            inner: MemoryDeployments::new(),
+            inner: memory(),
             last_of: Mutex::new(HashMap::new()),
         }
     }
@@ -137,7 +139,9 @@ impl Broken {
     }
 }
 
-impl DeploymentBackend for Broken {
+impl DeploymentCatalog for Broken {
+    type Error = DeploymentError;
+
     fn mutate(&self, mut req: Request) -> Result<Receipt, DeploymentError> {
         if self.bug == Some(Bug::OperationIdDropped) {
             req.operation = None;

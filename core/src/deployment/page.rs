@@ -172,7 +172,7 @@ impl PageToken {
         raw.extend_from_slice(&self.scope);
         raw.extend_from_slice(&self.position.to_be_bytes());
         raw.extend_from_slice(&self.last);
-        raw.iter().map(|b| format!("{b:02x}")).collect()
+        crate::hex::encode(raw)
     }
 
     /// Decodes a token's text. Total; the raw bound is checked first.
@@ -181,12 +181,7 @@ impl PageToken {
         if bytes.len() > MAX_TOKEN_BYTES || bytes.len() != TOKEN_LEN {
             return Err(DeploymentError::PageToken);
         }
-        let mut raw = [0u8; RAW_LEN];
-        for (slot, pair) in raw.iter_mut().zip(bytes.chunks_exact(2)) {
-            let hi = hex(pair.first().copied())?;
-            let lo = hex(pair.get(1).copied())?;
-            *slot = (hi << 4) | lo;
-        }
+        let raw = crate::hex::decode::<RAW_LEN>(text).ok_or(DeploymentError::PageToken)?;
         if raw.first() != Some(&TOKEN_VERSION) {
             return Err(DeploymentError::PageToken);
         }
@@ -202,14 +197,6 @@ impl PageToken {
             position: u64::from_be_bytes(eight(25)),
             last: eight(33),
         })
-    }
-}
-
-fn hex(c: Option<u8>) -> Result<u8, DeploymentError> {
-    match c {
-        Some(c @ b'0'..=b'9') => Ok(c - b'0'),
-        Some(c @ b'a'..=b'f') => Ok(c - b'a' + 10),
-        _ => Err(DeploymentError::PageToken),
     }
 }
 

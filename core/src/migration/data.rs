@@ -193,34 +193,15 @@ impl Digest {
 
     /// Parses 64 lowercase hex digits.
     pub fn parse_hex(s: &str) -> Result<Self, DataError> {
-        let b = s.as_bytes();
-        if b.len() != 64 {
-            return Err(DataError::InvalidDigest);
-        }
-        let mut out = [0u8; 32];
-        for (i, pair) in b.chunks_exact(2).enumerate() {
-            let hi = hex_val(pair[0]).ok_or(DataError::InvalidDigest)?;
-            let lo = hex_val(pair[1]).ok_or(DataError::InvalidDigest)?;
-            out[i] = (hi << 4) | lo;
-        }
-        Ok(Digest(out))
-    }
-}
-
-fn hex_val(c: u8) -> Option<u8> {
-    match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
+        crate::hex::decode::<32>(s)
+            .map(Digest)
+            .ok_or(DataError::InvalidDigest)
     }
 }
 
 impl fmt::Display for Digest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for b in self.0 {
-            write!(f, "{b:02x}")?;
-        }
-        Ok(())
+        f.write_str(&crate::hex::encode(self.0))
     }
 }
 

@@ -95,23 +95,12 @@ impl PageToken {
         raw.extend_from_slice(&self.generation.to_be_bytes());
         raw.extend_from_slice(&self.scope);
         raw.extend_from_slice(&self.after.0);
-        raw.iter().map(|b| format!("{b:02x}")).collect()
+        crate::hex::encode(raw)
     }
 
     /// Decodes a token's text. Total.
     pub fn decode(text: &str) -> Result<Self, PageError> {
-        let bytes = text.as_bytes();
-        if bytes.len() != TOKEN_LEN {
-            return Err(PageError::InvalidToken);
-        }
-        let mut raw = [0u8; RAW_LEN];
-        for (slot, pair) in raw.iter_mut().zip(bytes.chunks_exact(2)) {
-            let s = std::str::from_utf8(pair).map_err(|_| PageError::InvalidToken)?;
-            if s.bytes().any(|c| c.is_ascii_uppercase()) {
-                return Err(PageError::InvalidToken);
-            }
-            *slot = u8::from_str_radix(s, 16).map_err(|_| PageError::InvalidToken)?;
-        }
+        let raw = crate::hex::decode::<RAW_LEN>(text).ok_or(PageError::InvalidToken)?;
         if raw[0] != TOKEN_VERSION {
             return Err(PageError::InvalidToken);
         }
@@ -202,6 +191,13 @@ mod tests {
         );
         let non_ascii = format!("{}é", &text[..TOKEN_LEN - 2]);
         assert_eq!(PageToken::decode(&non_ascii), Err(PageError::InvalidToken));
+        // Found by the `release_decoders` fuzz target: a signed pair (`+0`)
+        // decoded as `00`, a second spelling of one token.
+        let signed = "010000000000+000070000000000000002999999999999+0000700000000000000030000000000+00007000007000000000000000300000007";
+        assert_eq!(signed.len(), TOKEN_LEN);
+        assert_eq!(PageToken::decode(signed), Err(PageError::InvalidToken));
+        let plus = format!("01+{}", &text[3..]);
+        assert_eq!(PageToken::decode(&plus), Err(PageError::InvalidToken));
         assert_ne!(
             Scope {
                 tenant: "a",

@@ -44,7 +44,7 @@ use custos_core::deployment::route::{
 use custos_core::deployment::state::{
     self, Catalog, MutationDetail, Receipt, Request, VersionedDeployment,
 };
-use custos_core::deployment::DeploymentError;
+use custos_core::deployment::{DeploymentCatalog, DeploymentError, Refusal};
 use custos_core::release::contract::Contract;
 use custos_core::release::Sha256;
 use custos_core::root::{Access, Layout, OpenPlan};
@@ -450,5 +450,47 @@ impl<F: Fs> DeploymentRepository<F> {
     /// The canonical root.
     pub fn root(&self) -> &Path {
         self.root.root()
+    }
+}
+
+/// The core port, by the repository's own operations (above): what the
+/// conformance suite and generic callers use.
+impl<F: Fs> DeploymentCatalog for DeploymentRepository<F> {
+    type Error = DeploymentRepoError;
+
+    fn mutate(&self, req: Request) -> Result<Receipt, DeploymentRepoError> {
+        DeploymentRepository::mutate(self, req)
+    }
+    fn get(
+        &self,
+        tenant: &str,
+        id: &str,
+    ) -> Result<Option<VersionedDeployment>, DeploymentRepoError> {
+        DeploymentRepository::get(self, tenant, id)
+    }
+    fn page(&self, req: &PageRequest) -> Result<Page, DeploymentRepoError> {
+        DeploymentRepository::page(self, req)
+    }
+    fn resolve(
+        &self,
+        target: &Target,
+        routing_key: Option<&str>,
+    ) -> Result<ResolvedRevision, DeploymentRepoError> {
+        DeploymentRepository::resolve(self, target, routing_key)
+    }
+    fn pin(&self) -> Result<PinnedRoutes, DeploymentRepoError> {
+        DeploymentRepository::pin(self)
+    }
+    fn generation(&self) -> Result<u64, DeploymentRepoError> {
+        DeploymentRepository::generation(self)
+    }
+}
+
+impl Refusal for DeploymentRepoError {
+    fn refusal(&self) -> Option<&DeploymentError> {
+        match self {
+            DeploymentRepoError::Rule(e) => Some(e),
+            _ => None,
+        }
     }
 }

@@ -1,0 +1,52 @@
+//! Lowercase hex, the one spelling of every digest, name and token custos
+//! writes as text (release digests, claim and credential digests, content
+//! digests, page tokens). Encoding and decoding are the `hex` crate's; this
+//! module adds the one rule the crate leaves open: a decoder accepts only
+//! the canonical spelling — exactly `2 × N` characters, each `0-9` or
+//! `a-f` — so that a value has one text and a text one value (an uppercase
+//! digit, a sign or a space is refused, never normalized).
+
+/// The lowercase hex of `bytes`.
+pub fn encode(bytes: impl AsRef<[u8]>) -> String {
+    hex::encode(bytes)
+}
+
+/// The `N` bytes `text` spells in lowercase hex; `None` unless `text` is
+/// exactly `2 × N` characters of `0-9a-f`. Total; reads nothing past the
+/// length check when the length is wrong.
+pub fn decode<const N: usize>(text: &str) -> Option<[u8; N]> {
+    let bytes = text.as_bytes();
+    if bytes.len() != 2 * N || !bytes.iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
+        return None;
+    }
+    let mut out = [0u8; N];
+    hex::decode_to_slice(bytes, &mut out).ok()?;
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_canonical_spelling_decodes() {
+        assert_eq!(decode::<2>("00ff"), Some([0, 255]));
+        assert_eq!(encode([0u8, 255]), "00ff");
+        for bad in [
+            "00FF", "+0ff", "0 ff", "00f", "00ff0", "", "0x0f", "\u{e9}ff",
+        ] {
+            assert_eq!(decode::<2>(bad), None, "{bad:?}");
+        }
+        assert_eq!(decode::<0>(""), Some([]));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn decode_inverts_encode_and_nothing_else_decodes(b in proptest::array::uniform8(0u8..), t in "\\PC{0,20}") {
+            proptest::prop_assert_eq!(decode::<8>(&encode(b)), Some(b));
+            if let Some(v) = decode::<8>(&t) {
+                proptest::prop_assert_eq!(encode(v), t);
+            }
+        }
+    }
+}
