@@ -155,10 +155,12 @@ fn core_reaches_no_io_crate() {
     // no default features), `blake3` and `aes` (the migration content
     // digest's row key and lanes, custos_core::migration::content),
     // `subtle` (constant-time digest comparison, custos_core::access; already
-    // in sha2's closure) and `arbitrary` (optional, for fuzzing).
+    // in sha2's closure), `hex` (the one lowercase-hex codec of digests and
+    // page tokens, custos_core::hex) and `arbitrary` (optional, for fuzzing).
     let allowed: BTreeSet<String> = [
         "aes",
         "blake3",
+        "hex",
         "serde",
         "serde_json",
         "serde_json_canonicalizer",
