@@ -122,10 +122,7 @@ fn converge(src: &Path, dst: &Path) -> String {
 /// Random-point kills: `CUSTOS_TORTURE_ITERATIONS` (`make torture`), else
 /// 24, so that `cargo test` stays fast.
 fn random_kills() -> u64 {
-    std::env::var("CUSTOS_TORTURE_ITERATIONS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(24)
+    custos_torture::iterations(24)
 }
 
 fn next(x: &mut u64) -> u64 {

@@ -25,7 +25,6 @@ use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -39,6 +38,7 @@ use custos_core::release::Sha256;
 use custos_fs::deployment::{DeploymentRepository, ReleaseCatalog, PENDING_FILE};
 use custos_fs::release::ReleaseRepository;
 use custos_fs::{Access, RealFs};
+use custos_torture::{self as torture, splitmix, xorshift, Replay};
 
 const ROOT_ENV: &str = "CUSTOS_DEPLOY_KILL_ROOT";
 const ACK_ENV: &str = "CUSTOS_DEPLOY_KILL_ACKS";
@@ -49,30 +49,6 @@ const DEFAULT_SEED: u64 = 0x00C0_FFEE_D15E_A5E5;
 const IDS: [&str; 5] = ["d0", "d1", "d2", "d3", "d4"];
 /// A child that was never killed stops by itself after this long.
 const CHILD_CAP: Duration = Duration::from_secs(20);
-
-fn iterations() -> u64 {
-    std::env::var("CUSTOS_TORTURE_ITERATIONS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(DEFAULT_ITERATIONS)
-}
-
-/// Prints the seed and iteration when an assertion fails inside it.
-struct Replay {
-    seed: u64,
-    iteration: u64,
-}
-
-impl Drop for Replay {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!(
-                "torture deployment: FAILED at iteration {}; replay with CUSTOS_SIGKILL_SEED={}",
-                self.iteration, self.seed
-            );
-        }
-    }
-}
 
 fn component(n: u32) -> Vec<u8> {
     let mut c = b"\0asm\x0d\0\x01\0".to_vec();
@@ -155,20 +131,6 @@ fn request(mutation: Mutation) -> Request {
         compiled_at: 0,
         operation: None,
     }
-}
-
-fn xorshift(state: &mut u64) -> u64 {
-    *state ^= *state >> 12;
-    *state ^= *state << 25;
-    *state ^= *state >> 27;
-    state.wrapping_mul(0x2545_F491_4F6C_DD1D)
-}
-
-fn splitmix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (z ^ (z >> 31)) | 1
 }
 
 /// Appends one line to the ack file and fsyncs it.
@@ -296,34 +258,18 @@ fn child_step(
 /// its ack file (a torn last line is not acknowledged).
 fn run_child(base: &Path, iteration: u64, seed: u64, delay: Duration) -> Vec<String> {
     let ack_path = base.join(format!("acks-{iteration}.log"));
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "deployment_sigkill_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(ROOT_ENV, base)
+    let mut cmd = torture::child("deployment_sigkill_child");
+    cmd.env(ROOT_ENV, base)
         .env(ACK_ENV, &ack_path)
-        .env(SEED_ENV, seed.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(delay);
-    let early = child.try_wait().unwrap();
-    child.kill().unwrap(); // SIGKILL on Unix
-    let status = child.wait().unwrap();
+        .env(SEED_ENV, seed.to_string());
+    let killed = torture::Running::spawn(cmd).kill_after(delay);
     let text = std::fs::read_to_string(&ack_path).unwrap_or_default();
     assert!(
-        early.is_none() && status.code().is_none(),
-        "iteration {iteration}: the child exited by itself ({status}):\n{text}"
+        killed.exited_early.is_none(),
+        "iteration {iteration}: the child exited by itself ({:?}):\n{text}",
+        killed.exited_early
     );
-    let lines: Vec<String> = text
-        .split_inclusive('\n')
-        .filter(|l| l.ends_with('\n'))
-        .map(|l| l.trim_end().to_owned())
-        .collect();
+    let lines = torture::complete_lines(&text);
     if let Some(e) = lines.iter().find(|l| l.starts_with("ERROR")) {
         panic!("iteration {iteration}: the child failed: {e}");
     }
@@ -488,18 +434,18 @@ fn sigkilled_deployer_loses_no_acknowledged_mutation() {
     let base = dir.path().to_path_buf();
     publish_releases(&base);
     let source = releases(&base);
-    let seed = std::env::var("CUSTOS_SIGKILL_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(DEFAULT_SEED);
-    eprintln!("torture deployment: seed {seed} (replay with CUSTOS_SIGKILL_SEED={seed})");
-    let iterations = iterations();
+    let seed = torture::seed("deployment", Some(DEFAULT_SEED));
+    let iterations = torture::iterations(DEFAULT_ITERATIONS);
     let started = Instant::now();
     let mut model = Model::new();
     let mut last = 0u64;
     let mut tally = Tally::default();
     for iteration in 0..iterations {
-        let _replay = Replay { seed, iteration };
+        let _replay = Replay {
+            store: "deployment",
+            seed,
+            iteration,
+        };
         let s = splitmix(seed ^ iteration);
         let delay = Duration::from_millis(20 + s % 150);
         let lines = run_child(&base, iteration, splitmix(s), delay);

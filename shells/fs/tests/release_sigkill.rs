@@ -20,9 +20,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write as _};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,6 +30,7 @@ use custos_core::release::lifecycle::Membership;
 use custos_core::release::Sha256;
 use custos_fs::release::ReleaseRepository;
 use custos_fs::RealFs;
+use custos_torture::{self as torture, xorshift, Out, Replay};
 
 const ROOT_ENV: &str = "CUSTOS_RELEASE_KILL_ROOT";
 const TAG_ENV: &str = "CUSTOS_RELEASE_KILL_TAG";
@@ -39,30 +38,6 @@ const TAG_ENV: &str = "CUSTOS_RELEASE_KILL_TAG";
 const DEFAULT_ITERATIONS: u64 = 24;
 /// Older releases fetched again after each kill (all of them at the end).
 const SAMPLE: usize = 16;
-
-fn iterations() -> u64 {
-    std::env::var("CUSTOS_TORTURE_ITERATIONS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(DEFAULT_ITERATIONS)
-}
-
-/// Prints the seed and iteration when an assertion fails inside it.
-struct Replay {
-    seed: u64,
-    iteration: u64,
-}
-
-impl Drop for Replay {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!(
-                "torture release: FAILED at iteration {}; replay with CUSTOS_SIGKILL_SEED={}",
-                self.iteration, self.seed
-            );
-        }
-    }
-}
 
 /// The bounds both the child and the parent open with (room for the
 /// releases of a thousand kills; the default index bound holds about 7,700
@@ -116,26 +91,22 @@ fn release_sigkill_child() {
     };
     let tag: u64 = std::env::var(TAG_ENV).unwrap().parse().unwrap();
     let repo = open(Path::new(&root));
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "OPEN {}", repo.len()).unwrap();
-    out.flush().unwrap();
+    let mut out = Out::stdout();
+    out.line(&format!("OPEN {}", repo.len()));
     let digest = |n: u64| Sha256::of(&release(tag, n).1);
     for n in 0u64.. {
         let (manifest, component, contract) = release(tag, n);
         let p = repo.publish(&manifest, component, contract).unwrap();
-        writeln!(out, "ACK {}", p.digest).unwrap();
-        out.flush().unwrap();
+        out.line(&format!("ACK {}", p.digest));
         // Lifecycle commits between publications: revoke the previous
         // release every third one, retire the one before every fifth.
         let mut change = |op: &str, d: Sha256| {
-            writeln!(out, "TRY {op} {d}").unwrap();
-            out.flush().unwrap();
+            out.line(&format!("TRY {op} {d}"));
             match op {
                 "REVOKE" => repo.revoke(&d).unwrap(),
                 _ => repo.retire(&d).unwrap(),
             };
-            writeln!(out, "ACK {op} {d}").unwrap();
-            out.flush().unwrap();
+            out.line(&format!("ACK {op} {d}"));
         };
         if n % 3 == 2 {
             change("REVOKE", digest(n - 1));
@@ -144,13 +115,6 @@ fn release_sigkill_child() {
             change("RETIRE", digest(n - 2));
         }
     }
-}
-
-fn xorshift(state: &mut u64) -> u64 {
-    *state ^= *state >> 12;
-    *state ^= *state << 25;
-    *state ^= *state >> 27;
-    state.wrapping_mul(0x2545_F491_4F6C_DD1D)
 }
 
 /// How long the parent waits for the child's next line before killing it
@@ -163,47 +127,19 @@ const LINE_WAIT: Duration = Duration::from_secs(30);
 /// (not after a fixed time from its start) keeps the kills landing inside
 /// publications however long the open takes as the catalog grows.
 fn run_child(root: &Path, tag: u64, acks: u64, delay: Duration) -> Vec<String> {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "release_sigkill_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(ROOT_ENV, root)
-        .env(TAG_ENV, tag.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut lines = Vec::new();
+    let mut cmd = torture::child("release_sigkill_child");
+    cmd.env(ROOT_ENV, root).env(TAG_ENV, tag.to_string());
+    let mut run = torture::Running::spawn(cmd);
     let (mut opened, mut seen) = (false, 0u64);
-    while !opened || seen < acks {
-        let Ok(line) = rx.recv_timeout(LINE_WAIT) else {
-            break;
-        };
+    run.wait_until(LINE_WAIT, |line| {
         // libtest prints `test … ... ` before the child's first line.
         opened |= line.contains("OPEN ");
         if line.starts_with("ACK ") && line.split(' ').count() == 2 {
             seen += 1;
         }
-        lines.push(line);
-    }
-    std::thread::sleep(delay);
-    child.kill().unwrap(); // SIGKILL on Unix
-    child.wait().unwrap();
-    reader.join().unwrap();
-    lines.extend(rx.try_iter());
-    lines
+        opened && seen >= acks
+    });
+    run.kill_after(delay).lines
 }
 
 /// Every acknowledged release of `acked` is present after the kill with
@@ -371,18 +307,8 @@ fn sigkilled_publisher_loses_no_acknowledged_release() {
     }
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("catalog");
-    let seed = std::env::var("CUSTOS_SIGKILL_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
-    eprintln!("torture release: seed {seed} (replay with CUSTOS_SIGKILL_SEED={seed})");
-    let iterations = iterations();
+    let seed = torture::seed("release", None);
+    let iterations = torture::iterations(DEFAULT_ITERATIONS);
     let mut rng = seed;
     let started = Instant::now();
     let mut acked: Vec<(u64, u64, Sha256)> = Vec::new();
@@ -394,6 +320,7 @@ fn sigkilled_publisher_loses_no_acknowledged_release() {
     let (mut lost, mut checked) = (0u64, 0u64);
     for tag in 0..iterations {
         let _replay = Replay {
+            store: "release",
             seed,
             iteration: tag,
         };

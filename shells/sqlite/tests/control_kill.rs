@@ -23,9 +23,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
-use std::io::{Read as _, Write as _};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use custos_core::fence::{Epoch, Holder};
@@ -33,6 +31,7 @@ use custos_core::world::{
     ControlCatalog, FencePurpose, WorldIdentity, WorldRecord, WorldStatus, WriterMode,
 };
 use custos_sqlite::control::SqliteControlCatalog;
+use custos_torture::{self as torture, splitmix, xorshift, Out, Replay};
 
 const DB_ENV: &str = "CUSTOS_CONTROL_KILL_DB";
 const TAG_ENV: &str = "CUSTOS_CONTROL_KILL_TAG";
@@ -45,27 +44,6 @@ const CHILD_CAP: Duration = Duration::from_secs(20);
 const POOL: [&str; 3] = ["p0", "p1", "p2"];
 /// How many worlds of its own a child keeps active at most.
 const OWN: usize = 3;
-
-fn iterations() -> u64 {
-    std::env::var("CUSTOS_TORTURE_ITERATIONS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(DEFAULT_ITERATIONS)
-}
-
-fn xorshift(state: &mut u64) -> u64 {
-    *state ^= *state >> 12;
-    *state ^= *state << 25;
-    *state ^= *state >> 27;
-    state.wrapping_mul(0x2545_F491_4F6C_DD1D)
-}
-
-fn splitmix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (z ^ (z >> 31)) | 1
-}
 
 /// The record of world `wid`: a pool world and an even own world are
 /// resumable, an odd own world cleanup-only.
@@ -85,15 +63,6 @@ fn record(wid: &str) -> WorldRecord {
     WorldRecord::active(id, mode)
 }
 
-struct Out(std::io::StdoutLock<'static>);
-
-impl Out {
-    fn line(&mut self, s: &str) {
-        writeln!(self.0, "{s}").unwrap();
-        self.0.flush().unwrap();
-    }
-}
-
 /// Child mode: a no-op unless `CUSTOS_CONTROL_KILL_DB` names a file.
 #[test]
 fn control_kill_child() {
@@ -104,7 +73,7 @@ fn control_kill_child() {
     let mut rng: u64 = std::env::var(SEED_ENV).unwrap().parse().unwrap();
     let c = SqliteControlCatalog::open(&path).unwrap();
     let holder = Holder::new(format!("child-{tag}")).unwrap();
-    let mut out = Out(std::io::stdout().lock());
+    let mut out = Out::stdout();
     out.line("OPEN");
     // The epoch this child holds per world, and its own active worlds.
     let mut held: BTreeMap<String, Epoch> = BTreeMap::new();
@@ -415,39 +384,18 @@ fn check_kill(path: &Path, tag: u64, m: &mut Model, pending: Option<&[String]>, 
 
 /// Runs one child for `delay`, SIGKILLs it; the complete lines it printed.
 fn run_child(path: &Path, tag: u64, seed: u64, delay: Duration) -> Vec<String> {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "control_kill_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(DB_ENV, path)
+    let mut cmd = torture::child("control_kill_child");
+    cmd.env(DB_ENV, path)
         .env(TAG_ENV, tag.to_string())
-        .env(SEED_ENV, seed.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stdout.read_to_string(&mut text);
-        text
-    });
-    std::thread::sleep(delay);
-    let early = child.try_wait().unwrap();
-    child.kill().unwrap(); // SIGKILL on Unix
-    child.wait().unwrap();
-    let text = reader.join().unwrap();
+        .env(SEED_ENV, seed.to_string());
+    let killed = torture::Running::spawn(cmd).kill_after(delay);
     assert!(
-        early.is_none(),
-        "iteration {tag}: the child exited by itself ({early:?}):\n{text}"
+        killed.exited_early.is_none(),
+        "iteration {tag}: the child exited by itself ({:?}):\n{}",
+        killed.exited_early,
+        killed.lines.join("\n")
     );
-    text.split_inclusive('\n')
-        .filter(|l| l.ends_with('\n'))
-        .map(|l| l.trim_end().to_owned())
-        .collect()
+    killed.lines
 }
 
 #[test]
@@ -455,25 +403,19 @@ fn sigkilled_control_catalog_loses_no_acknowledged_epoch() {
     if std::env::var(DB_ENV).is_ok() {
         return;
     }
-    let iterations = iterations();
+    let iterations = torture::iterations(DEFAULT_ITERATIONS);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("control.db");
-    let seed = std::env::var("CUSTOS_SIGKILL_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
-    eprintln!("torture control: seed {seed} (replay with CUSTOS_SIGKILL_SEED={seed})");
+    let seed = torture::seed("control", None);
     let started = Instant::now();
     let mut m = Model::new();
     let mut t = Tally::default();
     for iteration in 0..iterations {
-        let _replay = Replay { seed, iteration };
+        let _replay = Replay {
+            store: "control",
+            seed,
+            iteration,
+        };
         let s = splitmix(seed ^ iteration);
         let delay = Duration::from_millis(20 + s % 130);
         let lines = run_child(&path, iteration, splitmix(s), delay);
@@ -517,21 +459,4 @@ fn sigkilled_control_catalog_loses_no_acknowledged_epoch() {
         "the child rarely got to acknowledge anything"
     );
     assert!(t.fences > 0 && t.ticks > 0 && t.retires > 0);
-}
-
-/// Prints the seed and iteration when an assertion fails inside it.
-struct Replay {
-    seed: u64,
-    iteration: u64,
-}
-
-impl Drop for Replay {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!(
-                "torture control: FAILED at iteration {}; replay with CUSTOS_SIGKILL_SEED={}",
-                self.iteration, self.seed
-            );
-        }
-    }
 }

@@ -9,9 +9,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::{BufRead, BufReader, Write as _};
+use std::io::Write as _;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use custos_core::lease::Owner;
@@ -20,35 +19,12 @@ use custos_core::storage::{
     UsageScan, Write,
 };
 use custos_sqlite::{Config, SqliteStorage};
+use custos_torture as torture;
 
 const CHILD_ENV: &str = "CUSTOS_CRASH_CHILD";
 const TTL_MS: u64 = 100;
 /// The default count, so that `cargo test` stays fast; `make torture` sets more.
-const DEFAULT_ITERATIONS: usize = 24;
-
-fn iterations() -> usize {
-    std::env::var("CUSTOS_TORTURE_ITERATIONS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(DEFAULT_ITERATIONS)
-}
-
-/// Prints the seed and iteration when an assertion fails inside it.
-struct Replay {
-    seed: u64,
-    iteration: usize,
-}
-
-impl Drop for Replay {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!(
-                "torture session: FAILED at iteration {}; replay with CUSTOS_SIGKILL_SEED={}",
-                self.iteration, self.seed
-            );
-        }
-    }
-}
+const DEFAULT_ITERATIONS: u64 = 24;
 
 /// Child mode: a no-op unless `CUSTOS_CRASH_CHILD` names a database.
 #[test]
@@ -94,44 +70,26 @@ fn crash_child() {
     }
 }
 
-fn rand_ms(state: &mut u64, lo: u64, hi: u64) -> u64 {
-    // xorshift64*: no dependency, seeded from the clock.
-    *state ^= *state >> 12;
-    *state ^= *state << 25;
-    *state ^= *state >> 27;
-    lo + state.wrapping_mul(0x2545_F491_4F6C_DD1D) % (hi - lo)
-}
-
-fn run_child(path: &Path, tag: usize, delay: Duration) -> (Option<u64>, Vec<u64>) {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, path)
-        .env("CUSTOS_CRASH_TAG", tag.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut fence = None;
-        let mut acks = Vec::new();
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if let Some(f) = line.strip_prefix("FENCE ") {
-                fence = f.trim().parse().ok();
-            } else if let Some(s) = line.strip_prefix("ACK ") {
-                // A torn last line (killed mid-write) does not parse: not acknowledged.
-                if let Ok(seq) = s.trim().parse() {
-                    acks.push(seq);
-                }
-            }
+/// Runs child `tag` for `delay`, SIGKILLs it; the fence it printed and
+/// the sequence numbers it acknowledged (complete lines only).
+fn run_child(path: &Path, tag: u64, delay: Duration) -> (Option<u64>, Vec<u64>) {
+    let mut cmd = torture::child("crash_child");
+    cmd.env(CHILD_ENV, path)
+        .env("CUSTOS_CRASH_TAG", tag.to_string());
+    let killed = torture::Running::spawn(cmd).kill_after(delay);
+    let mut fence = None;
+    let mut acks = Vec::new();
+    for line in &killed.lines {
+        if let Some(f) = line.strip_prefix("FENCE ") {
+            fence = f.trim().parse().ok();
+        } else if let Some(seq) = line
+            .strip_prefix("ACK ")
+            .and_then(|s| s.trim().parse().ok())
+        {
+            acks.push(seq);
         }
-        (fence, acks)
-    });
-    std::thread::sleep(delay);
-    child.kill().unwrap(); // SIGKILL on Unix
-    child.wait().unwrap();
-    reader.join().unwrap()
+    }
+    (fence, acks)
 }
 
 #[test]
@@ -141,18 +99,8 @@ fn sigkilled_writer_loses_no_acknowledged_commit() {
     }
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("crash.db");
-    let iterations = iterations();
-    let seed = std::env::var("CUSTOS_SIGKILL_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
-    eprintln!("torture session: seed {seed} (replay with CUSTOS_SIGKILL_SEED={seed})");
+    let iterations = torture::iterations(DEFAULT_ITERATIONS);
+    let seed = torture::seed("session", None);
     let mut rng = seed;
     let started = Instant::now();
     let mut all_acked: Vec<u64> = Vec::new();
@@ -161,8 +109,12 @@ fn sigkilled_writer_loses_no_acknowledged_commit() {
     let mut lost = 0u64;
     let mut checked = 0u64;
     for i in 0..iterations {
-        let _replay = Replay { seed, iteration: i };
-        let delay = Duration::from_millis(rand_ms(&mut rng, 30, 180));
+        let _replay = torture::Replay {
+            store: "session",
+            seed,
+            iteration: i,
+        };
+        let delay = Duration::from_millis(30 + torture::xorshift(&mut rng) % 150);
         let (child_fence, acks) = run_child(&path, i, delay);
         if !acks.is_empty() {
             killed_with_acks += 1;

@@ -25,9 +25,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
-use std::io::{Read as _, Write as _};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use custos_core::ledger::{
@@ -35,6 +33,7 @@ use custos_core::ledger::{
     LedgerError, Limits, Lookup, OpId, ScopeState, SessionId, Stopping, Tool, WorkspaceId,
 };
 use custos_sqlite::ledger::SqliteLedger;
+use custos_torture::{self as torture, splitmix, xorshift, Out, Replay};
 
 const DB_ENV: &str = "CUSTOS_LEDGER_KILL_DB";
 const TAG_ENV: &str = "CUSTOS_LEDGER_KILL_TAG";
@@ -79,37 +78,7 @@ fn outcome(k: &Key) -> Vec<u8> {
     format!("out {} {} {}", k.op, k.step, k.incarnation).into_bytes()
 }
 
-fn iterations() -> u64 {
-    std::env::var("CUSTOS_TORTURE_ITERATIONS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(DEFAULT_ITERATIONS)
-}
-
-fn xorshift(state: &mut u64) -> u64 {
-    *state ^= *state >> 12;
-    *state ^= *state << 25;
-    *state ^= *state >> 27;
-    state.wrapping_mul(0x2545_F491_4F6C_DD1D)
-}
-
-fn splitmix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (z ^ (z >> 31)) | 1
-}
-
 /// The child's output: a line per request, flushed at once.
-struct Out(std::io::StdoutLock<'static>);
-
-impl Out {
-    fn line(&mut self, s: &str) {
-        writeln!(self.0, "{s}").unwrap();
-        self.0.flush().unwrap();
-    }
-}
-
 fn k_words(k: &Key) -> String {
     format!("{} {} {}", k.op, k.step, k.incarnation)
 }
@@ -124,7 +93,7 @@ fn ledger_kill_child() {
     let mut rng: u64 = std::env::var(SEED_ENV).unwrap().parse().unwrap();
     let l = SqliteLedger::open(&path).unwrap();
     let token = AttachToken::new(format!("t{tag}")).unwrap();
-    let mut out = Out(std::io::stdout().lock());
+    let mut out = Out::stdout();
     out.line("OPEN");
     let op = format!("c{tag}");
     let mut step = 0u32;
@@ -345,39 +314,18 @@ impl Model {
 /// Runs one child for `delay`, SIGKILLs it; the complete lines it printed
 /// (a torn last line is not acknowledged).
 fn run_child(path: &Path, tag: u64, seed: u64, delay: Duration) -> Vec<String> {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "ledger_kill_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(DB_ENV, path)
+    let mut cmd = torture::child("ledger_kill_child");
+    cmd.env(DB_ENV, path)
         .env(TAG_ENV, tag.to_string())
-        .env(SEED_ENV, seed.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stdout.read_to_string(&mut text);
-        text
-    });
-    std::thread::sleep(delay);
-    let early = child.try_wait().unwrap();
-    child.kill().unwrap(); // SIGKILL on Unix
-    child.wait().unwrap();
-    let text = reader.join().unwrap();
+        .env(SEED_ENV, seed.to_string());
+    let killed = torture::Running::spawn(cmd).kill_after(delay);
     assert!(
-        early.is_none(),
-        "iteration {tag}: the child exited by itself ({early:?}):\n{text}"
+        killed.exited_early.is_none(),
+        "iteration {tag}: the child exited by itself ({:?}):\n{}",
+        killed.exited_early,
+        killed.lines.join("\n")
     );
-    text.split_inclusive('\n')
-        .filter(|l| l.ends_with('\n'))
-        .map(|l| l.trim_end().to_owned())
-        .collect()
+    killed.lines
 }
 
 /// The keys whose rows are `admitted` in the file as the dead child left
@@ -645,26 +593,20 @@ fn sigkilled_ledger_loses_no_acknowledged_call() {
     if std::env::var(DB_ENV).is_ok() {
         return;
     }
-    let iterations = iterations();
+    let iterations = torture::iterations(DEFAULT_ITERATIONS);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger.db");
-    let seed = std::env::var("CUSTOS_SIGKILL_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
-    eprintln!("torture ledger: seed {seed} (replay with CUSTOS_SIGKILL_SEED={seed})");
+    let seed = torture::seed("ledger", None);
     let started = Instant::now();
     let mut m = Model::default();
     let mut t = Tally::default();
     let mut rng = seed;
     for iteration in 0..iterations {
-        let _replay = Replay { seed, iteration };
+        let _replay = Replay {
+            store: "ledger",
+            seed,
+            iteration,
+        };
         let s = splitmix(seed ^ iteration);
         let delay = Duration::from_millis(20 + s % 130);
         let lines = run_child(&path, iteration, splitmix(s), delay);
@@ -711,21 +653,4 @@ fn sigkilled_ledger_loses_no_acknowledged_call() {
         "the child rarely got to acknowledge anything"
     );
     assert!(t.closes > 0 && t.reopens > 0, "no close cycle ran");
-}
-
-/// Prints the seed and iteration when an assertion fails inside it.
-struct Replay {
-    seed: u64,
-    iteration: u64,
-}
-
-impl Drop for Replay {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!(
-                "torture ledger: FAILED at iteration {}; replay with CUSTOS_SIGKILL_SEED={}",
-                self.iteration, self.seed
-            );
-        }
-    }
 }
