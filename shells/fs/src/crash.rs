@@ -629,3 +629,68 @@ pub fn materialize(image: &Image, from: &Path, to: &Path) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// The real filesystem with every fsync made a no-op: for reopening crash
+/// states, thousands of them, where what is checked is the recovery logic
+/// and not the disk (the states themselves come from recorded, fully
+/// synced traces). Everything else is [`RealFs`](crate::RealFs). Never
+/// keep data through it: nothing it writes is durable.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoSync;
+
+impl crate::Fs for NoSync {
+    fn current_dir(&self) -> io::Result<PathBuf> {
+        crate::RealFs.current_dir()
+    }
+    fn create_dir_all(&self, p: &Path) -> io::Result<()> {
+        crate::RealFs.create_dir_all(p)
+    }
+    fn create_dir(&self, p: &Path) -> io::Result<()> {
+        crate::RealFs.create_dir(p)
+    }
+    fn canonicalize(&self, p: &Path) -> io::Result<PathBuf> {
+        crate::RealFs.canonicalize(p)
+    }
+    fn write_new(&self, p: &Path, d: &[u8]) -> io::Result<()> {
+        crate::RealFs.write_new(p, d)
+    }
+    fn sync_file(&self, _: &Path) -> io::Result<()> {
+        Ok(())
+    }
+    fn sync_dir(&self, _: &Path) -> io::Result<()> {
+        Ok(())
+    }
+    fn rename(&self, f: &Path, t: &Path) -> io::Result<()> {
+        crate::RealFs.rename(f, t)
+    }
+    fn remove_dir_all(&self, p: &Path) -> io::Result<()> {
+        crate::RealFs.remove_dir_all(p)
+    }
+    fn remove_file(&self, p: &Path) -> io::Result<()> {
+        crate::RealFs.remove_file(p)
+    }
+    fn try_lock_shared(&self, p: &Path) -> io::Result<Option<Box<dyn crate::fs::LockGuard>>> {
+        crate::RealFs.try_lock_shared(p)
+    }
+    fn file_id(&self, p: &Path) -> io::Result<Option<crate::fs::FileId>> {
+        crate::RealFs.file_id(p)
+    }
+    fn try_lock_exclusive(&self, p: &Path) -> io::Result<Option<Box<dyn crate::fs::LockGuard>>> {
+        crate::RealFs.try_lock_exclusive(p)
+    }
+    fn metadata(&self, p: &Path) -> io::Result<Option<crate::fs::Meta>> {
+        crate::RealFs.metadata(p)
+    }
+    fn read_dir(&self, p: &Path) -> io::Result<Vec<String>> {
+        crate::RealFs.read_dir(p)
+    }
+    fn read_bounded(&self, p: &Path, limit: u64) -> io::Result<Vec<u8>> {
+        crate::RealFs.read_bounded(p, limit)
+    }
+    fn open_read(&self, p: &Path) -> io::Result<Box<dyn io::Read + Send>> {
+        crate::RealFs.open_read(p)
+    }
+    fn write_new_from(&self, p: &Path, src: &mut dyn io::Read) -> io::Result<u64> {
+        crate::RealFs.write_new_from(p, src)
+    }
+}

@@ -25,171 +25,24 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::{BTreeMap, HashSet};
-use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
-use custos_core::deployment::manifest::DeploymentManifest;
-use custos_core::deployment::route::ReleaseSource;
 use custos_core::deployment::state::{Mutation, Request, VersionedDeployment};
-use custos_core::release::bounds::Bounds;
-use custos_core::release::contract::{Contract, Function, Interface, MagicOnly, Param, ValType};
 use custos_core::release::Sha256;
 use custos_fs::crash::{
-    crash_states_with, digest, image_of, materialize, Distinct, Image, Options,
+    crash_states_with, digest, image_of, materialize, Distinct, Image, NoSync, Options,
 };
-use custos_fs::deployment::{DeploymentRepository, ReleaseCatalog, PENDING_FILE};
-use custos_fs::fs::{LockGuard, Meta};
-use custos_fs::release::ReleaseRepository;
+use custos_fs::deployment::{DeploymentRepository, PENDING_FILE};
 use custos_fs::{Access, Fs, RealFs, Recorded, RecordingFs, LOCK_FILE};
 
-type Source = Arc<dyn ReleaseSource + Send + Sync>;
+mod support;
+use support::{apply, delete, manifest, releases, request, Source};
 
 /// The protocols whose distinct crash states are counted.
 const MUTATION: &str = "deployment mutation";
 /// The first open and a reopen.
 const OPEN: &str = "deployment open";
-
-/// The real filesystem with fsync made a no-op: reopening thousands of
-/// crash states checks recovery logic, not the disk (the states themselves
-/// come from the recorded, fully synced traces).
-#[derive(Clone, Copy, Debug)]
-struct NoSync;
-
-impl Fs for NoSync {
-    fn current_dir(&self) -> io::Result<PathBuf> {
-        RealFs.current_dir()
-    }
-    fn create_dir_all(&self, p: &Path) -> io::Result<()> {
-        RealFs.create_dir_all(p)
-    }
-    fn create_dir(&self, p: &Path) -> io::Result<()> {
-        RealFs.create_dir(p)
-    }
-    fn canonicalize(&self, p: &Path) -> io::Result<PathBuf> {
-        RealFs.canonicalize(p)
-    }
-    fn write_new(&self, p: &Path, d: &[u8]) -> io::Result<()> {
-        RealFs.write_new(p, d)
-    }
-    fn sync_file(&self, _: &Path) -> io::Result<()> {
-        Ok(())
-    }
-    fn sync_dir(&self, _: &Path) -> io::Result<()> {
-        Ok(())
-    }
-    fn rename(&self, f: &Path, t: &Path) -> io::Result<()> {
-        RealFs.rename(f, t)
-    }
-    fn remove_dir_all(&self, p: &Path) -> io::Result<()> {
-        RealFs.remove_dir_all(p)
-    }
-    fn remove_file(&self, p: &Path) -> io::Result<()> {
-        RealFs.remove_file(p)
-    }
-    fn try_lock_shared(&self, p: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
-        RealFs.try_lock_shared(p)
-    }
-    fn file_id(&self, p: &Path) -> io::Result<Option<custos_fs::fs::FileId>> {
-        RealFs.file_id(p)
-    }
-    fn try_lock_exclusive(&self, p: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
-        RealFs.try_lock_exclusive(p)
-    }
-    fn metadata(&self, p: &Path) -> io::Result<Option<Meta>> {
-        RealFs.metadata(p)
-    }
-    fn read_dir(&self, p: &Path) -> io::Result<Vec<String>> {
-        RealFs.read_dir(p)
-    }
-    fn read_bounded(&self, p: &Path, limit: u64) -> io::Result<Vec<u8>> {
-        RealFs.read_bounded(p, limit)
-    }
-    fn open_read(&self, p: &Path) -> io::Result<Box<dyn io::Read + Send>> {
-        RealFs.open_read(p)
-    }
-    fn write_new_from(&self, p: &Path, src: &mut dyn io::Read) -> io::Result<u64> {
-        RealFs.write_new_from(p, src)
-    }
-}
-
-fn contract() -> Contract {
-    Contract {
-        interfaces: vec![Interface {
-            docs: None,
-            name: "api".into(),
-            functions: vec![Function {
-                docs: None,
-                name: "run".into(),
-                params: vec![Param {
-                    name: "x".into(),
-                    ty: ValType::U32,
-                }],
-                results: vec![ValType::String],
-            }],
-        }],
-    }
-}
-
-/// A release catalog of two releases (real files, never traced).
-fn releases(dir: &Path) -> (Source, [Sha256; 2]) {
-    let repo = ReleaseRepository::open(
-        RealFs,
-        &dir.join("releases"),
-        Bounds::default(),
-        Arc::new(MagicOnly),
-    )
-    .unwrap();
-    let mut digests = [Sha256::default(); 2];
-    for (i, n) in [1u32, 2].into_iter().enumerate() {
-        let mut comp = b"\0asm\x0d\0\x01\0".to_vec();
-        comp.extend_from_slice(&n.to_le_bytes());
-        let manifest = serde_json::json!({
-            "name": format!("app{n}"),
-            "version": "1.0.0",
-            "component_digest": Sha256::of(&comp).to_string(),
-            "exports": ["api"],
-        });
-        digests[i] = repo
-            .publish(&serde_json::to_vec(&manifest).unwrap(), comp, contract())
-            .unwrap()
-            .digest;
-    }
-    (Arc::new(ReleaseCatalog(Arc::new(repo))), digests)
-}
-
-fn manifest(id: &str, release: Sha256, weight: u32) -> DeploymentManifest {
-    DeploymentManifest::decode(
-        format!(
-            r#"{{"id":"{id}","tenant":"acme","service":"api","release":"{release}","route_weight":{weight}}}"#
-        )
-        .as_bytes(),
-    )
-    .unwrap()
-}
-
-fn request(mutation: Mutation) -> Request {
-    Request {
-        tenant: Some("acme".into()),
-        mutation,
-        compiled_at: 0,
-        operation: None,
-    }
-}
-
-fn apply(id: &str, release: Sha256, weight: u32, expected: Option<u64>) -> Request {
-    request(Mutation::Apply {
-        manifest: Box::new(manifest(id, release, weight)),
-        expected,
-    })
-}
-
-fn delete(id: &str, expected: Option<u64>) -> Request {
-    request(Mutation::Delete {
-        id: id.into(),
-        expected,
-    })
-}
 
 /// What a reader sees: the catalog generation and each known deployment.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -24,95 +24,19 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use custos_core::deployment::manifest::DeploymentManifest;
 use custos_core::deployment::page::PageRequest;
-use custos_core::deployment::route::ReleaseSource;
 use custos_core::deployment::state::{Mutation, Receipt, Request, VersionedDeployment};
-use custos_core::release::bounds::Bounds;
-use custos_core::release::contract::{Contract, Function, Interface, MagicOnly, Param, ValType};
 use custos_core::release::Sha256;
 use custos_core::root::MARKER_FILE;
 use custos_fs::deployment::{
-    DeploymentRepoError, DeploymentRepository, ReleaseCatalog, CATALOG_FILE, PENDING_FILE,
+    DeploymentRepoError, DeploymentRepository, CATALOG_FILE, PENDING_FILE,
 };
-use custos_fs::release::ReleaseRepository;
 use custos_fs::{
     Access, FsError, Op, RealFs, Recorded, RecordingFs, LOCK_FILE, PATH_DURABILITY_UNCERTAIN,
 };
 
-type Source = Arc<dyn ReleaseSource + Send + Sync>;
-
-fn component(n: u32) -> Vec<u8> {
-    let mut c = b"\0asm\x0d\0\x01\0".to_vec();
-    c.extend_from_slice(&n.to_le_bytes());
-    c
-}
-
-fn contract() -> Contract {
-    Contract {
-        interfaces: vec![Interface {
-            docs: None,
-            name: "api".into(),
-            functions: vec![Function {
-                docs: None,
-                name: "run".into(),
-                params: vec![Param {
-                    name: "x".into(),
-                    ty: ValType::U32,
-                }],
-                results: vec![ValType::String],
-            }],
-        }],
-    }
-}
-
-fn releases(dir: &Path) -> (Source, [Sha256; 2]) {
-    let repo = ReleaseRepository::open(
-        RealFs,
-        &dir.join("releases"),
-        Bounds::default(),
-        Arc::new(MagicOnly),
-    )
-    .unwrap();
-    let mut digests = [Sha256::default(); 2];
-    for (i, n) in [1u32, 2].into_iter().enumerate() {
-        let comp = component(n);
-        let manifest = serde_json::json!({
-            "name": format!("app{n}"),
-            "version": "1.0.0",
-            "component_digest": Sha256::of(&comp).to_string(),
-            "exports": ["api"],
-        });
-        digests[i] = repo
-            .publish(&serde_json::to_vec(&manifest).unwrap(), comp, contract())
-            .unwrap()
-            .digest;
-    }
-    (Arc::new(ReleaseCatalog(Arc::new(repo))), digests)
-}
-
-fn request(mutation: Mutation) -> Request {
-    Request {
-        tenant: Some("acme".into()),
-        mutation,
-        compiled_at: 0,
-        operation: None,
-    }
-}
-
-fn apply(id: &str, release: Sha256, weight: u32, expected: Option<u64>) -> Request {
-    let m = DeploymentManifest::decode(
-        format!(
-            r#"{{"id":"{id}","tenant":"acme","service":"api","release":"{release}","route_weight":{weight}}}"#
-        )
-        .as_bytes(),
-    )
-    .unwrap();
-    request(Mutation::Apply {
-        manifest: Box::new(m),
-        expected,
-    })
-}
+mod support;
+use support::{apply, component, releases, request, Source};
 
 /// What a reader can see of a catalog: its generation and both records.
 type State = (

@@ -18,17 +18,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
-use custos_core::deployment::manifest::DeploymentManifest;
 use custos_core::deployment::page::PageRequest;
-use custos_core::deployment::route::{ReleaseSource, Target};
-use custos_core::deployment::state::{Mutation, Receipt, Request};
+use custos_core::deployment::route::Target;
+use custos_core::deployment::state::Receipt;
 use custos_core::deployment::DeploymentError;
-use custos_core::release::bounds::Bounds;
-use custos_core::release::contract::{Contract, Function, Interface, MagicOnly, Param, ValType};
 use custos_core::release::Sha256;
-use custos_fs::deployment::{DeploymentRepoError, DeploymentRepository, ReleaseCatalog};
-use custos_fs::release::ReleaseRepository;
+use custos_fs::deployment::{DeploymentRepoError, DeploymentRepository};
 use custos_fs::{Access, RealFs};
+
+mod support;
+use support::{apply, releases};
 
 const WRITERS: usize = 4;
 const READERS: usize = 3;
@@ -39,75 +38,6 @@ const PAGE: u32 = 3;
 const HOT: &str = "hot";
 
 type Repo = DeploymentRepository<RealFs>;
-
-fn component(n: u32) -> Vec<u8> {
-    let mut c = b"\0asm\x0d\0\x01\0".to_vec();
-    c.extend_from_slice(&n.to_le_bytes());
-    c
-}
-
-fn contract() -> Contract {
-    Contract {
-        interfaces: vec![Interface {
-            docs: None,
-            name: "api".into(),
-            functions: vec![Function {
-                docs: None,
-                name: "run".into(),
-                params: vec![Param {
-                    name: "x".into(),
-                    ty: ValType::U32,
-                }],
-                results: vec![ValType::String],
-            }],
-        }],
-    }
-}
-
-/// A release catalog at `dir/releases` with two releases.
-fn releases(dir: &std::path::Path) -> (Arc<dyn ReleaseSource + Send + Sync>, [Sha256; 2]) {
-    let repo = ReleaseRepository::open(
-        RealFs,
-        &dir.join("releases"),
-        Bounds::default(),
-        Arc::new(MagicOnly),
-    )
-    .unwrap();
-    let mut digests = [Sha256::default(); 2];
-    for (i, n) in [1u32, 2].into_iter().enumerate() {
-        let comp = component(n);
-        let manifest = serde_json::json!({
-            "name": format!("app{n}"),
-            "version": "1.0.0",
-            "component_digest": Sha256::of(&comp).to_string(),
-            "exports": ["api"],
-        });
-        digests[i] = repo
-            .publish(&serde_json::to_vec(&manifest).unwrap(), comp, contract())
-            .unwrap()
-            .digest;
-    }
-    (Arc::new(ReleaseCatalog(Arc::new(repo))), digests)
-}
-
-fn apply(id: &str, release: Sha256, weight: u32, expected: Option<u64>) -> Request {
-    let m = DeploymentManifest::decode(
-        format!(
-            r#"{{"id":"{id}","tenant":"acme","service":"api","release":"{release}","route_weight":{weight}}}"#
-        )
-        .as_bytes(),
-    )
-    .unwrap();
-    Request {
-        tenant: Some("acme".into()),
-        mutation: Mutation::Apply {
-            manifest: Box::new(m),
-            expected,
-        },
-        compiled_at: 0,
-        operation: None,
-    }
-}
 
 fn target(route: Option<&str>) -> Target {
     Target {

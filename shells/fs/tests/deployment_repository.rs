@@ -7,113 +7,22 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use custos_core::deployment::manifest::DeploymentManifest;
 use custos_core::deployment::page::PageRequest;
 use custos_core::deployment::route::{ReleaseSource, Target};
 use custos_core::deployment::state::{Mutation, Receipt, Request};
 use custos_core::release::bounds::Bounds;
-use custos_core::release::contract::{Contract, Function, Interface, MagicOnly, Param, ValType};
+use custos_core::release::contract::{MagicOnly, ValType};
 use custos_core::release::Sha256;
 use custos_core::root::MARKER_FILE;
 use custos_fs::crash::{crash_states, image_of, materialize};
 use custos_fs::deployment::{
-    DeploymentRepoError, DeploymentRepository, ReleaseCatalog, CATALOG_FILE, PENDING_FILE,
+    DeploymentRepoError, DeploymentRepository, CATALOG_FILE, PENDING_FILE,
 };
 use custos_fs::release::ReleaseRepository;
 use custos_fs::{Access, RealFs, RecordingFs, ROOT_LOCKED};
 
-fn component(n: u32) -> Vec<u8> {
-    let mut c = b"\0asm\x0d\0\x01\0".to_vec();
-    c.extend_from_slice(&n.to_le_bytes());
-    c
-}
-
-fn contract(result: ValType) -> Contract {
-    Contract {
-        interfaces: vec![Interface {
-            docs: None,
-            name: "api".into(),
-            functions: vec![Function {
-                docs: None,
-                name: "run".into(),
-                params: vec![Param {
-                    name: "x".into(),
-                    ty: ValType::U32,
-                }],
-                results: vec![result],
-            }],
-        }],
-    }
-}
-
-/// A release catalog under `dir/releases` with two published releases
-/// (component 1 and 2, the same contract); returns it and the digests.
-fn releases(dir: &Path) -> (Arc<ReleaseRepository<RealFs>>, [Sha256; 2]) {
-    let repo = ReleaseRepository::open(
-        RealFs,
-        &dir.join("releases"),
-        Bounds::default(),
-        Arc::new(MagicOnly),
-    )
-    .unwrap();
-    let mut digests = [Sha256::default(); 2];
-    for (i, n) in [1u32, 2].into_iter().enumerate() {
-        let comp = component(n);
-        let manifest = serde_json::json!({
-            "name": format!("app{n}"),
-            "version": "1.0.0",
-            "component_digest": Sha256::of(&comp).to_string(),
-            "exports": ["api"],
-        });
-        let p = repo
-            .publish(
-                &serde_json::to_vec(&manifest).unwrap(),
-                comp,
-                contract(ValType::String),
-            )
-            .unwrap();
-        digests[i] = p.digest;
-    }
-    (Arc::new(repo), digests)
-}
-
-fn source(r: &Arc<ReleaseRepository<RealFs>>) -> Arc<dyn ReleaseSource + Send + Sync> {
-    Arc::new(ReleaseCatalog(Arc::clone(r)))
-}
-
-fn manifest(id: &str, release: Sha256, weight: u32) -> DeploymentManifest {
-    DeploymentManifest::decode(
-        format!(
-            r#"{{"id":"{id}","tenant":"acme","service":"api","release":"{release}","route_weight":{weight}}}"#
-        )
-        .as_bytes(),
-    )
-    .unwrap()
-}
-
-fn apply(m: DeploymentManifest, expected: Option<u64>) -> Request {
-    Request {
-        tenant: Some("acme".into()),
-        mutation: Mutation::Apply {
-            manifest: Box::new(m),
-            expected,
-        },
-        compiled_at: 0,
-        operation: None,
-    }
-}
-
-fn delete(id: &str, expected: Option<u64>) -> Request {
-    Request {
-        tenant: Some("acme".into()),
-        mutation: Mutation::Delete {
-            id: id.into(),
-            expected,
-        },
-        compiled_at: 0,
-        operation: None,
-    }
-}
+mod support;
+use support::{apply_manifest, contract_returning, delete, manifest, publish_two, source};
 
 fn target() -> Target {
     Target {
@@ -136,16 +45,16 @@ fn generation_of(r: &Receipt) -> u64 {
 #[test]
 fn apply_resolve_reopen_and_the_three_fixed_files() {
     let tmp = tempfile::tempdir().unwrap();
-    let (rel, [r1, r2]) = releases(tmp.path());
+    let (rel, [r1, r2]) = publish_two(tmp.path());
     let root = tmp.path().join("a/b/deployments");
     let repo = DeploymentRepository::open(RealFs, &root, source(&rel), Access::Write).unwrap();
     assert_eq!(repo.generation().unwrap(), 0);
     let first = repo
-        .mutate(apply(manifest("blue", r1, 3), Some(0)))
+        .mutate(apply_manifest(manifest("blue", r1, 3), Some(0)))
         .unwrap();
     assert_eq!(generation_of(&first), 1);
     let second = repo
-        .mutate(apply(manifest("green", r2, 1), Some(0)))
+        .mutate(apply_manifest(manifest("green", r2, 1), Some(0)))
         .unwrap();
     assert_eq!(second.catalog_generation(), 2);
     let resolved = repo.resolve(&target(), Some("user-7")).unwrap();
@@ -164,7 +73,7 @@ fn apply_resolve_reopen_and_the_three_fixed_files() {
     // A stale precondition is refused and changes nothing on disk.
     let before = image_of(&root).unwrap();
     let err = repo
-        .mutate(apply(manifest("blue", r2, 1), Some(7)))
+        .mutate(apply_manifest(manifest("blue", r2, 1), Some(7)))
         .unwrap_err();
     assert_eq!(err.reason(), "deployment-generation-conflict");
     assert_eq!(err.class(), "StateConflict");
@@ -221,10 +130,11 @@ fn apply_resolve_reopen_and_the_three_fixed_files() {
 #[test]
 fn damaged_missing_or_unverifiable_state_fails_the_open_untouched() {
     let tmp = tempfile::tempdir().unwrap();
-    let (rel, [r1, _]) = releases(tmp.path());
+    let (rel, [r1, _]) = publish_two(tmp.path());
     let root = tmp.path().join("deployments");
     let repo = DeploymentRepository::open(RealFs, &root, source(&rel), Access::Write).unwrap();
-    repo.mutate(apply(manifest("blue", r1, 3), None)).unwrap();
+    repo.mutate(apply_manifest(manifest("blue", r1, 3), None))
+        .unwrap();
     drop(repo);
     let record = root.join(CATALOG_FILE);
     let good = std::fs::read(&record).unwrap();
@@ -272,7 +182,7 @@ fn damaged_missing_or_unverifiable_state_fails_the_open_untouched() {
     // Changed contract metadata under the same digest: the rebuilt
     // snapshot differs from the persisted one.
     let changed: Arc<dyn ReleaseSource + Send + Sync> =
-        Arc::new(|_: &Sha256| Ok::<_, String>(contract(ValType::U64)));
+        Arc::new(|_: &Sha256| Ok::<_, String>(contract_returning(ValType::U64)));
     let err = DeploymentRepository::open(RealFs, &root, changed, Access::Write)
         .err()
         .unwrap();
@@ -285,7 +195,7 @@ fn damaged_missing_or_unverifiable_state_fails_the_open_untouched() {
 #[test]
 fn a_user_directory_is_refused_and_an_interrupted_initialization_completed() {
     let tmp = tempfile::tempdir().unwrap();
-    let (rel, _) = releases(tmp.path());
+    let (rel, _) = publish_two(tmp.path());
     let user = tmp.path().join("user");
     std::fs::create_dir(&user).unwrap();
     std::fs::write(user.join("catalog.json"), b"{\"mine\":true}").unwrap();
@@ -311,13 +221,14 @@ fn a_user_directory_is_refused_and_an_interrupted_initialization_completed() {
 #[test]
 fn a_failed_directory_sync_after_the_rename_is_uncertain_but_installed() {
     let tmp = tempfile::tempdir().unwrap();
-    let (rel, [r1, _]) = releases(tmp.path());
+    let (rel, [r1, _]) = publish_two(tmp.path());
     let root = tmp.path().join("deployments");
     let fs = RecordingFs::new(RealFs);
     let repo = DeploymentRepository::open(fs.clone(), &root, source(&rel), Access::Write).unwrap();
     // Find the root sync after the rename of one apply, then fail it.
     fs.clear_trace();
-    repo.mutate(apply(manifest("blue", r1, 1), None)).unwrap();
+    repo.mutate(apply_manifest(manifest("blue", r1, 1), None))
+        .unwrap();
     let trace = fs.trace();
     let rename = trace
         .iter()
@@ -330,7 +241,7 @@ fn a_failed_directory_sync_after_the_rename_is_uncertain_but_installed() {
             .unwrap();
     fs.fail_at(sync);
     let err = repo
-        .mutate(apply(manifest("blue", r1, 2), Some(1)))
+        .mutate(apply_manifest(manifest("blue", r1, 2), Some(1)))
         .unwrap_err();
     let DeploymentRepoError::Uncertain(u) = &err else {
         panic!("{err}");
@@ -355,11 +266,11 @@ fn a_failed_directory_sync_after_the_rename_is_uncertain_but_installed() {
 #[test]
 fn every_crash_state_of_every_mutation_recovers() {
     let tmp = tempfile::tempdir().unwrap();
-    let (rel, [r1, r2]) = releases(tmp.path());
+    let (rel, [r1, r2]) = publish_two(tmp.path());
     let root = tmp.path().join("d");
     let fs = RecordingFs::new(RealFs);
     let steps: Vec<Request> = vec![
-        apply(manifest("blue", r1, 1), Some(0)),
+        apply_manifest(manifest("blue", r1, 1), Some(0)),
         Request {
             tenant: Some("acme".into()),
             mutation: Mutation::ApplyMany {
@@ -368,7 +279,7 @@ fn every_crash_state_of_every_mutation_recovers() {
             compiled_at: 0,
             operation: None,
         },
-        apply(manifest("blue", r2, 1), Some(1)), // stale: refused
+        apply_manifest(manifest("blue", r2, 1), Some(1)), // stale: refused
         delete("green", Some(2)),
     ];
     let mut checked = 0usize;

@@ -31,14 +31,16 @@ use std::time::{Duration, Instant};
 use custos_core::deployment::manifest::DeploymentManifest;
 use custos_core::deployment::page::PageRequest;
 use custos_core::deployment::route::{ReleaseSource, Target};
-use custos_core::deployment::state::{Mutation, Receipt, Request};
+use custos_core::deployment::state::{Mutation, Receipt};
 use custos_core::release::bounds::Bounds;
-use custos_core::release::contract::{Contract, Function, Interface, MagicOnly, Param, ValType};
-use custos_core::release::Sha256;
+use custos_core::release::contract::MagicOnly;
 use custos_fs::deployment::{DeploymentRepository, ReleaseCatalog, PENDING_FILE};
 use custos_fs::release::ReleaseRepository;
 use custos_fs::{Access, RealFs};
 use custos_torture::{self as torture, splitmix, xorshift, Replay};
+
+mod support;
+use support::{digests, publish_two, request};
 
 const ROOT_ENV: &str = "CUSTOS_DEPLOY_KILL_ROOT";
 const ACK_ENV: &str = "CUSTOS_DEPLOY_KILL_ACKS";
@@ -50,55 +52,9 @@ const IDS: [&str; 5] = ["d0", "d1", "d2", "d3", "d4"];
 /// A child that was never killed stops by itself after this long.
 const CHILD_CAP: Duration = Duration::from_secs(20);
 
-fn component(n: u32) -> Vec<u8> {
-    let mut c = b"\0asm\x0d\0\x01\0".to_vec();
-    c.extend_from_slice(&n.to_le_bytes());
-    c
-}
-
-fn contract() -> Contract {
-    Contract {
-        interfaces: vec![Interface {
-            docs: None,
-            name: "api".into(),
-            functions: vec![Function {
-                docs: None,
-                name: "run".into(),
-                params: vec![Param {
-                    name: "x".into(),
-                    ty: ValType::U32,
-                }],
-                results: vec![ValType::String],
-            }],
-        }],
-    }
-}
-
-/// The two releases' digests (the component digest names a release).
-fn digests() -> [Sha256; 2] {
-    [Sha256::of(&component(1)), Sha256::of(&component(2))]
-}
-
 /// Publishes the two releases under `base/releases`.
 fn publish_releases(base: &Path) {
-    let repo = ReleaseRepository::open(
-        RealFs,
-        &base.join("releases"),
-        Bounds::default(),
-        Arc::new(MagicOnly),
-    )
-    .unwrap();
-    for n in [1u32, 2] {
-        let comp = component(n);
-        let manifest = serde_json::json!({
-            "name": format!("app{n}"),
-            "version": "1.0.0",
-            "component_digest": Sha256::of(&comp).to_string(),
-            "exports": ["api"],
-        });
-        repo.publish(&serde_json::to_vec(&manifest).unwrap(), comp, contract())
-            .unwrap();
-    }
+    publish_two(base);
 }
 
 /// The release catalog, shared (read-only opens coexist).
@@ -114,23 +70,7 @@ fn releases(base: &Path) -> Arc<dyn ReleaseSource + Send + Sync> {
 }
 
 fn manifest(id: &str, release: usize, weight: u32) -> DeploymentManifest {
-    let release = digests()[release];
-    DeploymentManifest::decode(
-        format!(
-            r#"{{"id":"{id}","tenant":"acme","service":"api","release":"{release}","route_weight":{weight}}}"#
-        )
-        .as_bytes(),
-    )
-    .unwrap()
-}
-
-fn request(mutation: Mutation) -> Request {
-    Request {
-        tenant: Some("acme".into()),
-        mutation,
-        compiled_at: 0,
-        operation: None,
-    }
+    support::manifest(id, digests()[release], weight)
 }
 
 /// Appends one line to the ack file and fsyncs it.

@@ -31,8 +31,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use custos_core::release::bounds::Bounds;
@@ -40,74 +39,10 @@ use custos_core::release::contract::{Contract, Function, Interface, MagicOnly, P
 use custos_core::release::lifecycle::Membership;
 use custos_core::release::Sha256;
 use custos_fs::crash::{
-    crash_states, crash_states_with, digest, image_of, Distinct, Image, Node, Options,
+    crash_states, crash_states_with, digest, image_of, Distinct, Image, NoSync, Node, Options,
 };
-use custos_fs::fs::{LockGuard, Meta};
 use custos_fs::release::{ReleaseError, ReleaseRepository, RELEASES_DIR, STAGING_DIR};
 use custos_fs::{Fs, Op, RealFs, Recorded, RecordingFs, LOCK_FILE};
-
-/// The real filesystem with fsync made a no-op: reopening thousands of
-/// crash states checks recovery logic, not the disk (the states themselves
-/// come from the recorded, fully synced traces).
-#[derive(Clone, Copy, Debug)]
-struct NoSync;
-
-impl Fs for NoSync {
-    fn current_dir(&self) -> io::Result<PathBuf> {
-        RealFs.current_dir()
-    }
-    fn create_dir_all(&self, p: &Path) -> io::Result<()> {
-        RealFs.create_dir_all(p)
-    }
-    fn create_dir(&self, p: &Path) -> io::Result<()> {
-        RealFs.create_dir(p)
-    }
-    fn canonicalize(&self, p: &Path) -> io::Result<PathBuf> {
-        RealFs.canonicalize(p)
-    }
-    fn write_new(&self, p: &Path, d: &[u8]) -> io::Result<()> {
-        RealFs.write_new(p, d)
-    }
-    fn sync_file(&self, _: &Path) -> io::Result<()> {
-        Ok(())
-    }
-    fn sync_dir(&self, _: &Path) -> io::Result<()> {
-        Ok(())
-    }
-    fn rename(&self, f: &Path, t: &Path) -> io::Result<()> {
-        RealFs.rename(f, t)
-    }
-    fn remove_dir_all(&self, p: &Path) -> io::Result<()> {
-        RealFs.remove_dir_all(p)
-    }
-    fn remove_file(&self, p: &Path) -> io::Result<()> {
-        RealFs.remove_file(p)
-    }
-    fn try_lock_shared(&self, p: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
-        RealFs.try_lock_shared(p)
-    }
-    fn file_id(&self, p: &Path) -> io::Result<Option<custos_fs::fs::FileId>> {
-        RealFs.file_id(p)
-    }
-    fn try_lock_exclusive(&self, p: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
-        RealFs.try_lock_exclusive(p)
-    }
-    fn metadata(&self, p: &Path) -> io::Result<Option<Meta>> {
-        RealFs.metadata(p)
-    }
-    fn read_dir(&self, p: &Path) -> io::Result<Vec<String>> {
-        RealFs.read_dir(p)
-    }
-    fn read_bounded(&self, p: &Path, limit: u64) -> io::Result<Vec<u8>> {
-        RealFs.read_bounded(p, limit)
-    }
-    fn open_read(&self, p: &Path) -> io::Result<Box<dyn io::Read + Send>> {
-        RealFs.open_read(p)
-    }
-    fn write_new_from(&self, p: &Path, src: &mut dyn io::Read) -> io::Result<u64> {
-        RealFs.write_new_from(p, src)
-    }
-}
 
 const TENANT: &str = "acme";
 
