@@ -366,7 +366,9 @@ pub fn decide(stored: Option<&Custody>, req: &Request) -> Result<Decision, Custo
                 from: from.clone(),
             }))
         }
-        (Request::ImportSession { op, .. }, C::Moved { op: o, .. }) if o == op => Ok(same(stored)),
+        // The arm above took every other op: this is the moved one coming
+        // back under the same op, a replay.
+        (Request::ImportSession { .. }, C::Moved { .. }) => Ok(same(stored)),
         (Request::ImportSession { op, from }, C::Imported { op: o, from: f })
             if o == op && f == from =>
         {
@@ -438,6 +440,19 @@ mod tests {
             decide(Some(&moving("o1", "b")), &begin("o1", "b")),
             Ok(same(&moving("o1", "b")))
         );
+    }
+
+    #[test]
+    fn a_finish_under_another_op_conflicts_and_changes_nothing() {
+        for stored in [moving("o1", "b"), moved("o1", "b")] {
+            assert_eq!(
+                decide(Some(&stored), &Request::FinishMove { op: op("o2") })
+                    .unwrap_err()
+                    .reason(),
+                "Conflict",
+                "{stored:?}"
+            );
+        }
     }
 
     #[test]
@@ -526,6 +541,26 @@ mod tests {
     }
 
     #[test]
+    fn ops_and_peers_read_back_as_their_own_text() {
+        let op = MoveOp::new("op-1:2.x_y").unwrap();
+        assert_eq!(op.to_string(), "op-1:2.x_y");
+        assert_eq!(serde_json::to_string(&op).unwrap(), r#""op-1:2.x_y""#);
+        assert_eq!(String::from(op), "op-1:2.x_y");
+        let peer = Peer::new("node-1").unwrap();
+        assert_eq!(peer.to_string(), "node-1");
+        assert_eq!(serde_json::to_string(&peer).unwrap(), r#""node-1""#);
+        assert_eq!(String::from(peer), "node-1");
+    }
+
+    #[test]
+    fn only_a_resident_or_imported_session_is_served_here() {
+        assert!(Custody::Resident.serves());
+        assert!(imported("o1", "a").serves());
+        assert!(!moving("o1", "b").serves());
+        assert!(!moved("o1", "b").serves());
+    }
+
+    #[test]
     fn grammars_and_rows() {
         assert!(is_move_op("op-1:2.x_y"));
         assert!(!is_move_op(""));
@@ -534,6 +569,15 @@ mod tests {
         assert!(is_orchestrator_name("node-1"));
         assert!(!is_orchestrator_name("Node"));
         assert!(!is_orchestrator_name("1node"));
+        // Every later byte is checked too, each allowed class by itself.
+        assert!(is_orchestrator_name("node_1"));
+        assert!(is_orchestrator_name(&"n".repeat(ORCHESTRATOR_NAME_LIMIT)));
+        assert!(!is_orchestrator_name(
+            &"n".repeat(ORCHESTRATOR_NAME_LIMIT + 1)
+        ));
+        for bad in ["nOde", "no de", "node.1", "node:1", "node/1", "nodé"] {
+            assert!(!is_orchestrator_name(bad), "{bad:?} accepted");
+        }
         assert_eq!(Custody::from_row("moved", "o1", "b"), Ok(moved("o1", "b")));
         assert_eq!(
             Custody::from_row("gone", "o1", "b").unwrap_err().reason(),

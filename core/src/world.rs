@@ -1016,6 +1016,68 @@ mod tests {
     }
 
     #[test]
+    fn identities_are_checked_part_by_part() {
+        let ok = |id: &WorldIdentity| id.validate().is_ok();
+        let what = |id: &WorldIdentity| match id.validate() {
+            Err(WorldError::Invalid { what, .. }) => what,
+            other => panic!("{id:?}: {other:?}"),
+        };
+        let full = WorldIdentity {
+            world_id: "w".repeat(MAX_ID_LEN),
+            name: String::new(),
+            run_id: Some("r".repeat(MAX_ID_LEN)),
+            parent_world_id: Some("p".into()),
+        };
+        assert!(ok(&full), "the longest parts and an empty name are allowed");
+        let mut id = full.clone();
+        id.world_id = String::new();
+        assert_eq!(what(&id), "world_id");
+        id.world_id = "w".repeat(MAX_ID_LEN + 1);
+        assert_eq!(what(&id), "world_id");
+        id.world_id = "w\u{7}".into();
+        assert_eq!(what(&id), "world_id");
+        let mut id = full.clone();
+        id.name = "n\n".into();
+        assert_eq!(what(&id), "name");
+        let mut id = full.clone();
+        id.run_id = Some(String::new());
+        assert_eq!(what(&id), "run_id");
+        let mut id = full.clone();
+        id.parent_world_id = Some("p".repeat(MAX_ID_LEN + 1));
+        assert_eq!(what(&id), "parent_world_id");
+        id.parent_world_id = None;
+        id.run_id = None;
+        assert!(ok(&id));
+    }
+
+    #[test]
+    fn the_shell_codecs_round_trip_and_refuse_malformed_text() {
+        let schema = Schema::new(vec![
+            Field::new("x", LogicalType::Bool, true),
+            Field::new("y", LogicalType::Utf8 { large: true }, false),
+        ]);
+        let text = codec::schema_to_json(&schema).unwrap();
+        assert!(text.contains("\"x\"") && text.contains("\"y\""), "{text}");
+        assert_eq!(codec::schema_from_json(&text).unwrap(), schema);
+        assert!(codec::schema_from_json("{").is_err());
+        let components = vec!["a".to_owned(), "b c".to_owned()];
+        let text = codec::components_to_json(&components).unwrap();
+        assert_eq!(text, r#"["a","b c"]"#);
+        assert_eq!(codec::components_from_json(&text).unwrap(), components);
+        assert_eq!(
+            codec::components_from_json("[]").unwrap(),
+            Vec::<String>::new()
+        );
+        assert!(matches!(
+            codec::components_from_json("{}"),
+            Err(WorldError::Invalid {
+                what: "components",
+                ..
+            })
+        ));
+    }
+
+    #[test]
     fn registration_is_idempotent_and_identity_is_immutable() {
         let r = rec(WriterMode::CleanupOnly);
         let d = decide(&slot(None), &Request::Register { record: r.clone() }).unwrap();

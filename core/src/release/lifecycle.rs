@@ -303,6 +303,54 @@ mod tests {
     }
 
     #[test]
+    fn only_a_member_is_eligible_and_each_membership_has_its_name() {
+        assert!(Membership::Member.is_eligible());
+        assert!(!Membership::Revoked.is_eligible());
+        assert!(!Membership::Retired.is_eligible());
+        for m in [Membership::Member, Membership::Revoked, Membership::Retired] {
+            // The stable name is the serialised one.
+            assert_eq!(
+                serde_json::to_string(&m).unwrap_or_default(),
+                format!("\"{}\"", m.as_str())
+            );
+        }
+        assert_eq!(Membership::Member.as_str(), "member");
+    }
+
+    #[test]
+    fn a_reserved_number_is_never_handed_out_again_and_changes_no_membership() {
+        let (a, b) = (Sha256::of(b"a"), Sha256::of(b"b"));
+        let mut s = LifecycleState::default();
+        s.apply(LifecycleOp::Publish, &a)
+            .unwrap_or_else(|e| panic!("{e}"));
+        // The revoke's durable write failed: its number is reserved.
+        let uncertain = s
+            .decide(LifecycleOp::Revoke, &a)
+            .unwrap_or_else(|e| panic!("{e}"));
+        s.reserve(&uncertain);
+        assert_eq!(s.membership(&a), Some(Membership::Member));
+        assert_eq!(s.outcome(uncertain.seq), OutcomeStatus::Unknown);
+        let next = s
+            .apply(LifecycleOp::Publish, &b)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(next.seq, uncertain.seq + 1);
+    }
+
+    #[test]
+    fn a_record_of_exactly_the_bound_is_parsed_one_byte_more_is_refused_unread() {
+        let at = vec![b' '; usize::try_from(MAX_RECORD_BYTES).unwrap_or(usize::MAX)];
+        assert!(matches!(
+            Outcome::decode(&at),
+            Err(LifecycleError::Malformed(_))
+        ));
+        let over = vec![b' '; at.len() + 1];
+        assert!(matches!(
+            Outcome::decode(&over),
+            Err(LifecycleError::TooLarge { len, limit: MAX_RECORD_BYTES }) if len == MAX_RECORD_BYTES + 1
+        ));
+    }
+
+    #[test]
     fn outcomes_are_bounded_and_unknown_once_forgotten() {
         let mut s = LifecycleState::default();
         for i in 0..(MAX_OUTCOMES as u64 + 10) {

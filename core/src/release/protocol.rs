@@ -531,10 +531,46 @@ mod tests {
     }
 
     #[test]
+    fn every_step_has_its_own_stable_name() {
+        let names: Vec<&str> = PUBLICATION_STEPS.iter().map(Step::as_str).collect();
+        let distinct: std::collections::BTreeSet<&str> = names.iter().copied().collect();
+        assert_eq!(distinct.len(), PUBLICATION_STEPS.len(), "{names:?}");
+        for n in &names {
+            assert!(
+                !n.is_empty() && n.bytes().all(|b| b.is_ascii_lowercase() || b == b'-'),
+                "{n:?}"
+            );
+        }
+        assert_eq!(Step::CreateStage.as_str(), "create-stage");
+        assert_eq!(Step::CommitLifecycle.as_str(), "commit-lifecycle");
+    }
+
+    #[test]
+    fn which_failures_leave_a_publication_pending() {
+        for step in PUBLICATION_STEPS {
+            assert_eq!(Plan::New.failure_leaves_pending(step), step.past_rename());
+            assert!(Plan::Reconcile.failure_leaves_pending(step), "{step:?}");
+            assert!(!Plan::Noop.failure_leaves_pending(step), "{step:?}");
+        }
+        assert!(!Plan::New.failure_leaves_pending(Step::Rename));
+        assert!(Plan::New.failure_leaves_pending(Step::Verify));
+    }
+
+    #[test]
+    fn a_failure_after_the_rename_leaves_the_digest_pending() {
+        let mut g = Gate::new();
+        assert!(!g.is_pending(), "a new gate is open");
+        g.on_failure_after_rename(&d(3));
+        assert_eq!(g.admit(&d(3)), Ok(Admission::Retry));
+        assert!(g.admit(&d(4)).is_err());
+    }
+
+    #[test]
     fn the_gate_blocks_every_other_digest_until_reconciled() {
         let mut g = Gate::new();
         assert_eq!(g.admit(&d(1)), Ok(Admission::Open));
         g.on_renamed(&d(1));
+        assert_eq!(g.pending, Some(d(1)), "a rename leaves its digest pending");
         g.on_failure_after_rename(&d(1));
         assert_eq!(
             g.admit(&d(2)),
