@@ -1051,6 +1051,21 @@ mod tests {
     }
 
     #[test]
+    fn a_status_reads_back_from_its_stored_word_and_nothing_else_parses() {
+        for st in [WorldStatus::Active, WorldStatus::Destroyed] {
+            assert_eq!(WorldStatus::parse(st.as_str()), Some(st));
+            assert_eq!(
+                serde_json::to_string(&st).unwrap(),
+                format!("\"{}\"", st.as_str())
+            );
+        }
+        assert_eq!(WorldStatus::Active.as_str(), "active");
+        for bad in ["", "Active", "retired", "destroyed "] {
+            assert_eq!(WorldStatus::parse(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
     fn the_shell_codecs_round_trip_and_refuse_malformed_text() {
         let schema = Schema::new(vec![
             Field::new("x", LogicalType::Bool, true),
@@ -1122,6 +1137,68 @@ mod tests {
                 .reason(),
             "CatalogConflict"
         );
+    }
+
+    #[test]
+    fn a_retirement_keeps_the_higher_tick_head() {
+        for (stored_head, asked_head) in [(3u64, 7u64), (9, 7)] {
+            let mut stored = rec(WriterMode::CleanupOnly);
+            stored.tick_head = stored_head;
+            let mut asked = stored.destroyed();
+            asked.tick_head = asked_head;
+            let d = decide(&slot(Some(stored)), &Request::Retire { record: asked }).unwrap();
+            let next = d.next.record.unwrap();
+            assert_eq!(next.status, WorldStatus::Destroyed);
+            assert_eq!(next.tick_head, stored_head.max(asked_head));
+        }
+    }
+
+    #[test]
+    fn a_conflict_names_what_differs() {
+        let stored = rec(WriterMode::CleanupOnly);
+        let mut mode = stored.clone();
+        mode.writer_mode = WriterMode::Resumable;
+        let mut named = stored.clone();
+        named.identity.name = "someone else".into();
+        let detail = |asked: &WorldRecord| match decide(
+            &slot(Some(stored.clone())),
+            &Request::Register {
+                record: asked.clone(),
+            },
+        ) {
+            Err(WorldError::Conflict { detail, .. }) => detail,
+            other => panic!("{other:?}"),
+        };
+        assert!(detail(&mode).contains("writer mode"), "{}", detail(&mode));
+        assert!(detail(&named).contains("identity"), "{}", detail(&named));
+    }
+
+    #[test]
+    fn a_signature_is_checked_field_by_field() {
+        let schema = Schema::new(vec![Field::new("x", LogicalType::Bool, true)]);
+        let good = Signature::new(vec!["b".into(), "a".into()], schema, "t".repeat(MAX_ID_LEN));
+        assert!(good.validate().is_ok(), "the longest table id is allowed");
+        let what = |s: &Signature| match s.validate() {
+            Err(WorldError::Invalid { what, .. }) => what,
+            other => panic!("{other:?}"),
+        };
+        let mut s = good.clone();
+        s.table_id = String::new();
+        assert_eq!(what(&s), "table_id");
+        s.table_id = "t".repeat(MAX_ID_LEN + 1);
+        assert_eq!(what(&s), "table_id");
+        let mut s = good.clone();
+        s.components = vec![];
+        assert_eq!(what(&s), "components");
+        s.components = vec!["b".into(), "a".into()];
+        assert_eq!(what(&s), "components");
+        s.components = vec!["a".into(), "a".into()];
+        assert_eq!(what(&s), "components");
+        s.components = vec!["a".into()];
+        assert!(s.validate().is_ok(), "one component is enough");
+        let mut s = good;
+        s.fingerprint = "0".repeat(s.fingerprint.len());
+        assert_eq!(what(&s), "fingerprint");
     }
 
     #[test]
