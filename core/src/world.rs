@@ -1390,4 +1390,32 @@ mod tests {
         forged.fingerprint = "00".into();
         assert_eq!(decide(&s, &req(forged)).unwrap_err().reason(), "Invalid");
     }
+
+    #[test]
+    fn the_memory_catalog_lists_every_signature_of_every_world() {
+        let c = MemoryControlCatalog::new();
+        assert!(c.list_signatures().unwrap().is_empty());
+        let schema = Schema::new(vec![Field::new("x", LogicalType::Bool, true)]);
+        let mut want = Vec::new();
+        for (world, tables) in [("w1", &["t1", "t2"][..]), ("w2", &["t3"][..])] {
+            c.register(&WorldRecord::active(
+                WorldIdentity::new(world, "a world"),
+                WriterMode::Resumable,
+            ))
+            .unwrap();
+            for t in tables {
+                let sig = Signature::new(vec!["Pos".into()], schema.clone(), *t);
+                c.apply(&Request::RegisterSignature {
+                    world_id: world.into(),
+                    signature: sig.clone(),
+                })
+                .unwrap();
+                want.push(SignatureRecord {
+                    world_id: world.into(),
+                    signature: sig,
+                });
+            }
+        }
+        assert_eq!(c.list_signatures().unwrap(), want);
+    }
 }

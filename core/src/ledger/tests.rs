@@ -615,6 +615,55 @@ fn memory_ledger_port_and_close() {
     assert_eq!(m.query(&l, &k), Err(LedgerError::HandleClosed));
 }
 
+#[test]
+fn call_kinds_have_their_names_and_every_row_kind_is_counted() {
+    let names: Vec<String> = [
+        CallKind::Admitted,
+        CallKind::Terminal,
+        CallKind::Unknown,
+        CallKind::Acked,
+    ]
+    .iter()
+    .map(ToString::to_string)
+    .collect();
+    assert_eq!(names, ["admitted", "terminal", "unknown", "acked"]);
+
+    let m = MemoryLedger::new();
+    let l = Limits::default();
+    assert_eq!(m.records(), Ok(0));
+    assert_eq!(m.scope(&l, &sid("s")), Ok(None));
+    m.attach(&l, &sid("s"), &ws("w"), 1, &tok("a")).unwrap();
+    assert!(m.scope(&l, &sid("s")).unwrap().is_some());
+    let (k1, k2) = (key("s", "o1", 1), key("s", "o2", 1));
+    for k in [&k1, &k2] {
+        assert_eq!(m.admit(&l, k, &tool("p"), &tok("a")), Ok(Admission::Fresh));
+    }
+    m.mark_unknown(&l, &k2).unwrap();
+    assert_eq!(m.query(&l, &k2), Ok(Lookup::Found(CallState::Unknown)));
+    m.finish(&l, &k1, b"r").unwrap();
+    m.ack(&l, &k1).unwrap();
+    // One scope, one call row (k2), one tombstone (k1), no release: a sum
+    // no product or difference of the four counts equals.
+    let mut t = T::new();
+    t.attach("s", 1, "a").unwrap();
+    t.admit(&k1, "a").unwrap();
+    t.finish(&k1, b"r").unwrap();
+    t.ack(&k1).unwrap();
+    t.admit(&k2, "a").unwrap();
+    let s = &t.s;
+    assert_eq!(
+        (
+            s.scopes.len(),
+            s.calls.len(),
+            s.acks.len(),
+            s.releases.len()
+        ),
+        (1, 1, 1, 0)
+    );
+    assert_eq!(s.records(), 3);
+    assert_eq!(m.records(), Ok(3));
+}
+
 mod props {
     use super::super::*;
     use crate::streams::ledger::{check_ledger_stream, check_ledger_stream_with, LedgerOp};

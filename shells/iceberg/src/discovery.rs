@@ -53,11 +53,7 @@ pub fn table_identity(components: &[String], fingerprint: &str) -> String {
     h.update((fingerprint.len() as u64).to_be_bytes());
     h.update(fingerprint.as_bytes());
     let digest = h.finalize();
-    let mut out = String::from("t_");
-    for b in digest.iter().take(16) {
-        out.push_str(&format!("{b:02x}"));
-    }
-    out
+    format!("t_{}", custos_core::hex::encode(&digest[..16]))
 }
 
 /// The top-level columns a read of `components` projects from `signature`'s

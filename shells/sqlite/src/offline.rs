@@ -731,7 +731,7 @@ fn sha256_hex(path: &Path) -> Result<String, RewriteError> {
         }
         h.update(&buf[..n]);
     }
-    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    Ok(custos_core::hex::encode(h.finalize()))
 }
 
 /// Reads the `session` row of a closed or live file without taking the
