@@ -662,6 +662,19 @@ fn call_kinds_have_their_names_and_every_row_kind_is_counted() {
     );
     assert_eq!(s.records(), 3);
     assert_eq!(m.records(), Ok(3));
+    // Release-log rows count too (two, so that no sign or product of the
+    // last term gives the same total).
+    let mut with_releases = s.clone();
+    for at in [1, 2] {
+        with_releases.releases.push(Release {
+            session: sid("s"),
+            workspace: ws("w"),
+            incarnation: 1,
+            was: ScopeState::Open,
+            released_at_ms: at,
+        });
+    }
+    assert_eq!(with_releases.records(), 5);
 }
 
 mod props {
