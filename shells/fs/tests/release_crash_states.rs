@@ -24,9 +24,10 @@
 //! [`Options::ci`]. Deep (`CUSTOS_CRASH_DEEP=1`, `make crash-deep`): 512 KiB
 //! components (every one of their 1,023 torn prefixes), every combination,
 //! and a lifecycle history over 100 more releases (half revoked; half
-//! retired, then revoked). Distinct images are counted per protocol (release publication,
-//! release lifecycle change, release open) and printed as
-//! `crash states <protocol>: N distinct (T torn), all recovered`.
+//! retired, then revoked). Distinct images are counted per protocol
+//! (release publication, release lifecycle change, release open) and
+//! printed as `crash states <protocol>: N distinct (T torn), all
+//! recovered`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
