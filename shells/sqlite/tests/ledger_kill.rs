@@ -329,9 +329,34 @@ fn run_child(path: &Path, tag: u64, seed: u64, delay: Duration) -> Vec<String> {
 }
 
 /// The keys whose rows are `admitted` in the file as the dead child left
-/// it (read before any reopen runs recovery).
-fn admitted_rows(path: &Path) -> Vec<Key> {
-    let c = rusqlite::Connection::open(path).unwrap();
+/// it (read before any reopen runs recovery). A child killed before its
+/// first open committed leaves no `call` table (or no file); that is
+/// only allowed while no child has ever printed `OPEN`.
+fn admitted_rows(path: &Path, opened_ever: bool, iteration: u64) -> Vec<Key> {
+    if !path.exists() {
+        assert!(
+            !opened_ever,
+            "iteration {iteration}: the ledger file is gone after an acknowledged open"
+        );
+        return vec![];
+    }
+    let c =
+        rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE)
+            .unwrap();
+    let tables: i64 = c
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'call'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    if tables == 0 {
+        assert!(
+            !opened_ever,
+            "iteration {iteration}: the call table is gone after an acknowledged open"
+        );
+        return vec![];
+    }
     let mut st = c
         .prepare("SELECT op, step, incarnation FROM call WHERE state = 'admitted'")
         .unwrap();
@@ -350,6 +375,8 @@ fn admitted_rows(path: &Path) -> Vec<Key> {
 
 #[derive(Default)]
 struct Tally {
+    /// Some child printed `OPEN`: the schema was committed.
+    opened_ever: bool,
     acks: u64,
     lost: u64,
     killed_with_acks: u64,
@@ -442,7 +469,7 @@ fn fold(lines: &[String], m: &mut Model, t: &mut Tally) -> Option<Vec<String>> {
     for line in lines {
         let w: Vec<&str> = line.split(' ').collect();
         match w.first().copied() {
-            Some("OPEN") => {}
+            Some("OPEN") => t.opened_ever = true,
             Some("TRY") => pending = Some(w[1..].iter().map(|s| (*s).to_owned()).collect()),
             Some("ACK") => {
                 let p = pending.take().unwrap();
@@ -502,7 +529,7 @@ fn check_kill(
     rng: &mut u64,
 ) {
     let pk = pending.and_then(pending_key);
-    let before = admitted_rows(path);
+    let before = admitted_rows(path, t.opened_ever, iteration);
     for k in &before {
         let ours = m.calls.get(k) == Some(&Exp::Admitted)
             || (pk.as_ref() == Some(k) && pending.is_some_and(|p| p[0] == "ADMIT"));
