@@ -247,10 +247,6 @@ pub struct Reservation {
 }
 
 impl Reservation {
-    fn objects_done(&self) -> bool {
-        self.objects.iter().all(|v| *v)
-    }
-
     fn table_done(&self, i: usize) -> bool {
         matches!(
             self.tables.get(i),
@@ -987,7 +983,7 @@ fn destination_step(
     let at = At { expected, step };
     match req {
         Request::Object { sha256, found } => object_found(state, r, sha256, found.as_ref()),
-        Request::Table { name, found } => table_found(state, r, at, name, found.as_ref()),
+        Request::Table { name, found } => table_found(state, r, name, found.as_ref()),
         Request::TableCommitted { name, reply } => table_committed(state, r, name, reply),
         Request::VerifyTable { name, read_back } => verify_table(state, r, at, name, read_back),
         Request::Recheck { observed } => recheck(state, r, at, observed),
@@ -1065,18 +1061,17 @@ fn object_found(
 /// content is recorded `Committed` (convergence after a crash or an
 /// ambiguous commit) or repeats its record; an absent table authorizes one
 /// append, durably `InDoubt` first; anything else is `TableConflict`. The
-/// `artifact_files` table waits for every object.
+/// `artifact_files` table waits for every object: its request's step,
+/// `CopyArtifactFiles`, is later than `CopyArtifacts`, which the reservation
+/// expects while any object is missing ([`progress`]), so the dispatch
+/// refuses it out of order before this is reached.
 fn table_found(
     state: &State,
     r: &Reservation,
-    at: At,
     name: &Name,
     found: Option<&TableFacts>,
 ) -> Result<Decision, MigrationError> {
     let (i, t) = table(r, name)?;
-    if at.step == Step::CopyArtifactFiles && !r.objects_done() {
-        return Err(out_of_order(Step::CopyArtifacts, at.step));
-    }
     let current = r.tables.get(i).copied().unwrap_or(TableState::Pending);
     match (found, current) {
         (Some(f), TableState::Committed(c) | TableState::Verified(c)) => {

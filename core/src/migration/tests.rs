@@ -411,3 +411,291 @@ fn a_stored_receipt_that_does_not_verify_fails_closed() {
         Err(MigrationError::ReceiptInvalid(_))
     ));
 }
+
+#[test]
+fn step_names_are_the_stable_names_of_the_spec() {
+    let names: Vec<_> = STEPS.iter().map(|s| s.name()).collect();
+    assert_eq!(
+        names,
+        [
+            "validate",
+            "plan",
+            "reserve",
+            "copy-artifacts",
+            "copy-tables",
+            "copy-artifact-files",
+            "verify-tables",
+            "recheck-source",
+            "stage-control",
+            "activate",
+            "cold-verify",
+            "complete",
+        ]
+    );
+    for (i, s) in STEPS.iter().enumerate() {
+        assert_eq!(s.index(), i, "{}", s.name());
+    }
+}
+
+/// Drives a fresh simulation with no faults until `stop` holds of the
+/// driver's state; that state.
+fn drive_until(fx: &Fixture, stop: impl Fn(&State) -> bool) -> State {
+    let mut sim = Sim::new(fx);
+    for _ in 0..256 {
+        let simulate::Driver::Running(run) = sim.drivers[0].clone() else {
+            break;
+        };
+        let st = State {
+            run,
+            destination: sim.dest.clone(),
+        };
+        if stop(&st) {
+            return st;
+        }
+        sim.apply(fx, &Machine::REAL, SimOp::Step(0, Fault::None));
+    }
+    panic!("the clean run never reached the state asked for");
+}
+
+#[test]
+fn a_repeated_commit_reply_is_a_repeat_only_when_it_names_the_recorded_commit() {
+    let fx = fx();
+    let st = drive_until(&fx, |st| {
+        st.destination.reservation.as_ref().is_some_and(|r| {
+            r.status == Status::Reserved
+                && r.tables
+                    .iter()
+                    .any(|t| matches!(t, TableState::Committed(_)))
+        })
+    });
+    let r = st.destination.reservation.as_ref().unwrap();
+    let (i, c) = r
+        .tables
+        .iter()
+        .enumerate()
+        .find_map(|(i, t)| match t {
+            TableState::Committed(c) => Some((i, *c)),
+            _ => None,
+        })
+        .unwrap();
+    let name = r.plan.tables[i].name.clone();
+    let d = decide(
+        &st,
+        &Request::TableCommitted {
+            name: name.clone(),
+            reply: CommitReply::Committed(c),
+        },
+    )
+    .unwrap();
+    assert_eq!(d.outcome, Outcome::AlreadyRecorded);
+    assert_eq!(d.next, st);
+    let mut other = c;
+    other.snapshot += 1;
+    assert_eq!(
+        decide(
+            &st,
+            &Request::TableCommitted {
+                name: name.clone(),
+                reply: CommitReply::Committed(other),
+            },
+        ),
+        Err(MigrationError::UnexpectedCommit(name))
+    );
+}
+
+/// The completed reservation of a clean run and its cold evidence, which
+/// checks.
+fn cold_case() -> (Reservation, ColdEvidence) {
+    let sim = check_clean_run().unwrap();
+    let r = sim.dest.reservation.unwrap();
+    let e = r.cold.clone().unwrap().0;
+    check_cold(&r, &e).unwrap();
+    (r, e)
+}
+
+fn cold_refusal(r: &Reservation, e: &ColdEvidence) -> String {
+    match check_cold(r, e) {
+        Err(MigrationError::ColdVerificationFailed(why)) => why,
+        other => panic!("cold check answered {other:?}"),
+    }
+}
+
+#[test]
+fn cold_evidence_with_a_table_that_differs_from_the_plan_is_refused() {
+    let (r, e) = cold_case();
+    // Same names and count, one table's content other than planned.
+    let mut changed = e.clone();
+    changed.tables[1].1.content_digest = Digest::of(b"other rows");
+    assert_eq!(
+        cold_refusal(&r, &changed),
+        "destination tables differ from the plan"
+    );
+    // A table missing.
+    let mut short = e.clone();
+    short.tables.pop();
+    assert_eq!(
+        cold_refusal(&r, &short),
+        "destination tables differ from the plan"
+    );
+    // A table renamed.
+    let mut renamed = e;
+    renamed.tables[0].0 = Name::new("zz-other").unwrap();
+    assert_eq!(
+        cold_refusal(&r, &renamed),
+        "destination tables differ from the plan"
+    );
+}
+
+/// Resumed evidence of `world` under `epoch`, the rest of `e` kept.
+fn resumed(e: &ColdEvidence, world: &Name, epoch: Epoch) -> ColdEvidence {
+    let Resume::Resumed { tick, .. } = e.resume else {
+        panic!("the clean run resumes its World")
+    };
+    ColdEvidence {
+        resume: Resume::Resumed {
+            world: world.clone(),
+            epoch,
+            tick,
+        },
+        ..e.clone()
+    }
+}
+
+#[test]
+fn a_resume_must_be_above_both_the_staged_and_the_planned_floor() {
+    let (r, e) = cold_case();
+    let w = r.plan.worlds[0].clone();
+    let planned = w.import_floor();
+    let floor_at = |staged: Epoch| {
+        let mut r = r.clone();
+        r.control.as_mut().unwrap().floors[0].floor = staged;
+        r
+    };
+    let low = "resume epoch is not above the imported floor";
+    // Above both: accepted.
+    check_cold(&floor_at(planned), &resumed(&e, &w.world, planned + 1)).unwrap();
+    // At the staged floor (which is above the planned one): refused.
+    assert_eq!(
+        cold_refusal(&floor_at(planned + 1), &resumed(&e, &w.world, planned + 1)),
+        low
+    );
+    // Above the planned floor, below the staged one: refused.
+    assert_eq!(
+        cold_refusal(&floor_at(planned + 5), &resumed(&e, &w.world, planned + 2)),
+        low
+    );
+    // Above the staged floor, at the planned one: refused.
+    assert_eq!(
+        cold_refusal(&floor_at(planned - 1), &resumed(&e, &w.world, planned)),
+        low
+    );
+    // No staged floor for the World: refused.
+    let mut r2 = r.clone();
+    r2.control.as_mut().unwrap().floors.clear();
+    assert_eq!(cold_refusal(&r2, &resumed(&e, &w.world, planned + 1)), low);
+}
+
+#[test]
+fn a_resume_of_a_world_other_than_the_resumable_one_is_refused() {
+    let (mut r, mut e) = cold_case();
+    // A second, non-resumable World with its own staged floor.
+    let mut other = r.plan.worlds[0].clone();
+    other.world = Name::new("zz-second-world").unwrap();
+    other.resumable = false;
+    r.plan.worlds.push(other.clone());
+    r.control.as_mut().unwrap().floors.push(WorldFloor {
+        world: other.world.clone(),
+        floor: other.import_floor(),
+    });
+    e.worlds_discovered += 1;
+    check_cold(&r, &e).unwrap();
+    let high = other.import_floor() + r.plan.worlds[0].import_floor() + 10;
+    assert_eq!(
+        cold_refusal(&r, &resumed(&e, &other.world, high)),
+        "resume evidence does not match the resumable World"
+    );
+    // And evidence of no resume when one World is resumable.
+    let none = ColdEvidence {
+        resume: Resume::NotApplicable,
+        ..e
+    };
+    assert_eq!(
+        cold_refusal(&r, &none),
+        "resume evidence does not match the resumable World"
+    );
+}
+
+#[test]
+fn a_plan_holds_at_most_max_items_of_each_kind() {
+    let fx = fx();
+    let base = fx.plan(0, 3, 0);
+    let with_worlds = |n: usize| {
+        let mut p = base.clone();
+        let w = p.worlds[0].clone();
+        p.worlds = (0..n)
+            .map(|i| WorldPlan {
+                world: Name::new(format!("w{i:07}")).unwrap(),
+                ..w.clone()
+            })
+            .collect();
+        p
+    };
+    with_worlds(MAX_ITEMS).check().unwrap();
+    assert_eq!(
+        with_worlds(MAX_ITEMS + 1).check(),
+        Err(DataError::Invalid("too many items".into()))
+    );
+}
+
+#[test]
+fn a_receipt_holds_at_most_max_items_tables() {
+    let sim = check_clean_run().unwrap();
+    let base = sim.dest.reservation.unwrap().receipt.unwrap().receipt;
+    base.check().unwrap();
+    let with_tables = |n: usize| {
+        let mut r = base.clone();
+        let t = r.tables[0].clone();
+        r.tables = (0..n)
+            .map(|i| TableReceipt {
+                name: Name::new(format!("t{i:07}")).unwrap(),
+                ..t.clone()
+            })
+            .collect();
+        r
+    };
+    with_tables(MAX_ITEMS).check().unwrap();
+    assert!(matches!(
+        with_tables(MAX_ITEMS + 1).check(),
+        Err(DataError::Invalid(_))
+    ));
+}
+
+#[test]
+fn evidence_digests_bind_the_value_and_their_domain() {
+    let (_, e) = cold_case();
+    let d = evidence_digest(&e);
+    assert_eq!(d, evidence_digest(&e.clone()));
+    let mut other = e.clone();
+    other.objects_verified += 1;
+    assert_ne!(evidence_digest(&other), d);
+    assert_ne!(d, Digest::of(&canonical_bytes(&e)), "no domain prefix");
+    assert_ne!(d, Digest::default());
+}
+
+#[test]
+fn the_artifact_files_table_waits_for_every_object() {
+    let fx = fx();
+    let st = drive_until(&fx, |st| {
+        st.destination
+            .reservation
+            .as_ref()
+            .is_some_and(|r| r.objects.iter().any(|v| !*v))
+    });
+    let r = st.destination.reservation.as_ref().unwrap();
+    let files = r.plan.artifact_files().unwrap();
+    let name = r.plan.tables[files].name.clone();
+    assert!(matches!(
+        decide(&st, &Request::Table { name, found: None }),
+        Err(MigrationError::OutOfOrder { .. })
+    ));
+}

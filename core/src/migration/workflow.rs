@@ -542,9 +542,13 @@ where
             Next::Plan => {
                 let p = match plan.take() {
                     Some(p) => p,
+                    // A reservation here is this run's own: the machine
+                    // names no step but refuses another migration's
+                    // (`next_step`, `OtherMigration`). Its plan is the one
+                    // to freeze again.
                     None => match state.destination.reservation.as_ref() {
-                        Some(r) if r.plan.migration_id == self.migration_id => r.plan.clone(),
-                        _ => self.freeze(memo.checked.take())?,
+                        Some(r) => r.plan.clone(),
+                        None => self.freeze(memo.checked.take())?,
                     },
                 };
                 self.send(state, &Request::Freeze { plan: p.clone() }, none)?;

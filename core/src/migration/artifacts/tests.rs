@@ -926,3 +926,47 @@ fn the_declared_inventory_reads_no_object_and_refuses_disagreeing_rows() {
     let e = declared_inventory(&rows, &src_root(), &src_root()).unwrap_err();
     assert_eq!(e.reason(), "artifact-roots-overlap", "{e}");
 }
+
+#[test]
+fn a_bounded_read_keeps_exactly_the_limit_and_refuses_one_byte_more() {
+    let at = |n: usize| vec![9u8; n];
+    for limit in [0u64, 1, 4096] {
+        let n = limit as usize;
+        assert_eq!(
+            read_bounded(ObjectRead::Bytes(at(n)), limit).unwrap(),
+            Some(at(n))
+        );
+        assert_eq!(
+            read_bounded(ObjectRead::Bytes(at(n + 1)), limit).unwrap(),
+            None
+        );
+        assert_eq!(
+            read_bounded(ObjectRead::Stream(Box::new(Cursor::new(at(n)))), limit).unwrap(),
+            Some(at(n))
+        );
+        assert_eq!(
+            read_bounded(ObjectRead::Stream(Box::new(Cursor::new(at(n + 1)))), limit).unwrap(),
+            None
+        );
+    }
+    // An endless stream is cut at limit + 1 and refused.
+    assert_eq!(
+        read_bounded(ObjectRead::Stream(Box::new(std::io::repeat(7))), 64).unwrap(),
+        None
+    );
+}
+
+#[test]
+fn an_object_read_debugs_its_length_never_its_bytes() {
+    assert_eq!(
+        format!("{:?}", ObjectRead::Bytes(b"secret".to_vec())),
+        "ObjectRead::Bytes(6 bytes)"
+    );
+    assert_eq!(
+        format!(
+            "{:?}",
+            ObjectRead::Stream(Box::new(Cursor::new(b"secret".to_vec())))
+        ),
+        "ObjectRead::Stream(..)"
+    );
+}

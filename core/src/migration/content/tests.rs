@@ -400,6 +400,69 @@ fn malformed_rows_are_refused() {
     w.int(2);
     assert_eq!(d.add_row(&mut w).unwrap_err().reason(), "content-row-shape");
     assert_eq!(d.finish(), before);
+    // The refusal names the value that broke its count.
+    let shape = |build: &dyn Fn(&mut RowWriter)| {
+        let mut w = RowWriter::new();
+        build(&mut w);
+        TableDigest::new(S).add_row(&mut w).unwrap_err().to_string()
+    };
+    let said = |what: &str, expected: u64, got: u64| {
+        format!("content-row-shape: a {what} announced {expected} cells and got {got}")
+    };
+    assert_eq!(
+        shape(&|w| {
+            w.begin_row(1);
+            w.int(1);
+            w.int(2);
+        }),
+        said("row", 1, 2)
+    );
+    assert_eq!(
+        shape(&|w| {
+            w.begin_row(1);
+            w.begin_list(1);
+            w.int(1);
+            w.int(2);
+        }),
+        said("list", 1, 2)
+    );
+    assert_eq!(
+        shape(&|w| {
+            w.begin_row(1);
+            w.begin_list(2);
+            w.int(1);
+            w.end_list();
+        }),
+        said("list", 2, 1)
+    );
+    assert_eq!(
+        shape(&|w| {
+            w.begin_row(1);
+            w.begin_struct(2);
+            w.int(1);
+            w.end_struct();
+        }),
+        said("struct", 2, 1)
+    );
+    assert_eq!(
+        shape(&|w| {
+            w.begin_row(1);
+            w.begin_struct(1);
+            w.int(1);
+            w.int(2);
+        }),
+        said("struct", 1, 2)
+    );
+    assert_eq!(
+        shape(&|w| {
+            w.begin_row(1);
+            w.begin_map(2);
+            w.int(1);
+            w.int(2);
+            w.end_map();
+        }),
+        said("map", 2, 1)
+    );
     let mut fresh = RowWriter::new();
     fresh.int(1);
     assert_eq!(

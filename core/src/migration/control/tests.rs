@@ -268,3 +268,60 @@ fn a_stored_reservation_that_does_not_verify_fails_closed() {
         "StoredEvidenceInvalid"
     );
 }
+
+#[test]
+fn a_fence_line_is_kept_when_either_its_issued_or_its_floor_is_set() {
+    let slots = [
+        slot("w-a", 1, fence(3, 0), &[]),
+        slot("w-b", 1, fence(0, 5), &[]),
+        slot("w-c", 1, WorldFence::default(), &[]),
+    ];
+    let s = ControlSnapshot::from_slots(&slots);
+    let lines: Vec<_> = s
+        .fences
+        .iter()
+        .map(|f| (f.world_id.as_str(), f.issued, f.floor))
+        .collect();
+    assert_eq!(lines, [("w-a", 3, 0), ("w-b", 0, 5)]);
+    s.check().unwrap();
+}
+
+#[test]
+fn fence_lines_out_of_order_or_repeated_are_refused() {
+    let slots = [
+        slot("w-a", 1, fence(3, 1), &[]),
+        slot("w-b", 1, fence(7, 2), &[]),
+    ];
+    let s = ControlSnapshot::from_slots(&slots);
+    s.check().unwrap();
+    let mut reversed = s.clone();
+    reversed.fences.reverse();
+    assert!(
+        matches!(reversed.check(), Err(DataError::Invalid(m)) if m.contains("fences are not strictly"))
+    );
+    let mut repeated = s.clone();
+    repeated.fences[1].world_id = repeated.fences[0].world_id.clone();
+    assert!(
+        matches!(repeated.check(), Err(DataError::Invalid(m)) if m.contains("fences are not strictly"))
+    );
+    assert!(ControlSnapshot::decode(&reversed.canonical()).is_err());
+}
+
+#[test]
+fn a_reservation_and_a_staged_bundle_round_trip_through_their_encoders() {
+    let s = snapshot();
+    let d = reserved(&s, Status::Reserved);
+    let r = d.reservation.unwrap();
+    let bytes = encode_reservation(&r);
+    assert_eq!(bytes, canonical_bytes(&r));
+    assert_eq!(decode_reservation(&bytes).unwrap(), r);
+    let bundle = StagedBundle {
+        migration_id: r.plan.migration_id.clone(),
+        snapshot: s.clone(),
+        floors: r.control.clone().unwrap().floors,
+    };
+    let bytes = bundle.encode();
+    assert_eq!(bytes, canonical_bytes(&bundle));
+    assert_eq!(StagedBundle::decode(&bytes).unwrap(), bundle);
+    assert!(StagedBundle::decode(&bytes[1..]).is_err());
+}

@@ -49,6 +49,7 @@ fn a_copy_lands_once_converges_and_refuses_other_content() {
     )
     .unwrap();
     let plan = plan_of(&src, &t, None);
+    assert_eq!(dst.snapshot_count(&t).unwrap(), 0, "no append yet");
     let CommitReply::Committed(f) = dst.copy_from(&src, &plan, None).unwrap() else {
         panic!("ambiguous")
     };
@@ -76,6 +77,20 @@ fn a_copy_lands_once_converges_and_refuses_other_content() {
     let e = populated.copy_from(&src, &plan, None).unwrap_err();
     assert_eq!(e.reason(), "DestinationConflict");
     assert_eq!(populated.snapshot_count(&t).unwrap(), 1);
+}
+
+#[test]
+fn the_snapshot_count_is_the_number_of_appends() {
+    let store = MemoryTableStore::new();
+    let t = name("events");
+    assert_eq!(store.snapshot_count(&t).unwrap(), 0);
+    store.create(&t, Digest::of(b"schema")).unwrap();
+    for n in 1..=3 {
+        store
+            .append(&t, MemoryRows::Canonical(vec![vec![n]]))
+            .unwrap();
+        assert_eq!(store.snapshot_count(&t).unwrap(), usize::from(n));
+    }
 }
 
 #[test]

@@ -479,3 +479,62 @@ fn an_identity_without_artifact_files_migrates_with_no_artifacts() {
     );
     assert_eq!(dst.tables.inspect(&n("events")).unwrap().unwrap().rows, 1);
 }
+
+/// Appends one occurrence of a new object to the source's artifact_files
+/// the first time the run is about to freeze its plan (after preflight
+/// verified the inventory it remembers).
+struct GrowBeforePlan<'a>(&'a Side, std::sync::atomic::AtomicBool);
+
+impl Progress for GrowBeforePlan<'_> {
+    fn step(&self, next: &Next) {
+        if !matches!(next, Next::Plan) || self.1.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        let s = self.0;
+        let t = n(ARTIFACT_FILES);
+        let bytes = b"frame three";
+        let facts = facts_of(bytes);
+        let at = content_address(s.objects().root(), &facts.sha256).unwrap();
+        put_bytes(s.objects(), &at, bytes).unwrap();
+        let meta = OccurrenceMeta {
+            artifact_id: n("a3"),
+            ingested_at: 1_700_000_000_000_100,
+            source_uri: "camera://3".into(),
+            logical_path: "frames/3.raw".into(),
+            world: n("w-live"),
+            run: None,
+            tick: Some(3),
+            media_type: "application/octet-stream".into(),
+        };
+        // An append adds rows to the table's current ones.
+        let occ = vec![Occurrence::new(meta, facts, at)];
+        s.tables.append(&t, MemoryRows::Occurrences(occ)).unwrap();
+    }
+}
+
+#[test]
+fn an_inventory_remembered_from_preflight_is_used_only_for_the_snapshot_it_checked() {
+    let src = source();
+    let dst = Side::new("file:///dst/artifacts");
+    let cold = Cold(&dst);
+    let grow = GrowBeforePlan(&src, std::sync::atomic::AtomicBool::new(false));
+    let m = Migration {
+        progress: &grow,
+        ..migration(&src, &dst, &cold)
+    };
+    let receipt = m.migrate(None).unwrap();
+    assert!(grow.1.load(std::sync::atomic::Ordering::SeqCst));
+    let plan = dst
+        .control
+        .load_destination()
+        .unwrap()
+        .reservation
+        .unwrap()
+        .plan;
+    // The plan is of the grown table: three distinct objects, four
+    // occurrences, all at the destination.
+    assert_eq!(plan.artifacts.objects.len(), 3);
+    assert_eq!(plan.artifacts.occurrences, 4);
+    let evidence = migration(&src, &dst, &cold).verify(&receipt).unwrap();
+    assert_eq!(evidence.objects_verified, 3);
+}
