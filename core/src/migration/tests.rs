@@ -640,11 +640,85 @@ fn a_plan_holds_at_most_max_items_of_each_kind() {
             .collect();
         p
     };
+    let too_many = Err(DataError::Invalid("too many items".into()));
     with_worlds(MAX_ITEMS).check().unwrap();
-    assert_eq!(
-        with_worlds(MAX_ITEMS + 1).check(),
-        Err(DataError::Invalid("too many items".into()))
-    );
+    assert_eq!(with_worlds(MAX_ITEMS + 1).check(), too_many);
+    // Tables: storage tables only (no artifacts), at and over the bound.
+    let with_tables = |n: usize| {
+        let mut p = base.clone();
+        let t = p.tables[1].clone();
+        assert_eq!(t.classification, Classification::Storage);
+        p.tables = (0..n)
+            .map(|i| TablePlan {
+                name: Name::new(format!("t{i:07}")).unwrap(),
+                ..t.clone()
+            })
+            .collect();
+        p.artifacts.objects.clear();
+        p.artifacts.occurrences = 0;
+        p
+    };
+    with_tables(MAX_ITEMS).check().unwrap();
+    assert_eq!(with_tables(MAX_ITEMS + 1).check(), too_many);
+    // Objects: distinct, sorted, one occurrence each.
+    let with_objects = |n: usize| {
+        let mut p = base.clone();
+        let o = p.artifacts.objects[0];
+        let mut objects: Vec<_> = (0..n as u64)
+            .map(|i| ObjectFacts {
+                sha256: Digest::of(&i.to_le_bytes()),
+                ..o
+            })
+            .collect();
+        objects.sort_by(|a, b| a.sha256.cmp(&b.sha256));
+        p.artifacts.occurrences = n as u64;
+        p.artifacts.objects = objects;
+        p
+    };
+    with_objects(MAX_ITEMS).check().unwrap();
+    assert_eq!(with_objects(MAX_ITEMS + 1).check(), too_many);
+}
+
+#[test]
+fn a_plan_bounds_fence_evidence_and_artifact_files() {
+    let fx = fx();
+    let base = fx.plan(0, 3, 0);
+    base.check().unwrap();
+    let invalid = |p: &Plan, why: &str| match p.check() {
+        Err(DataError::Invalid(m)) => assert_eq!(m, why),
+        other => panic!("{why}: answered {other:?}"),
+    };
+    // Manifest writer epochs: at most MAX_MANIFEST_EPOCHS, a source epoch.
+    let with_epochs = |n: usize, source_epoch: Epoch| {
+        let mut p = base.clone();
+        p.worlds[0].manifest_writer_epochs = (1..=n as u64).collect();
+        p.worlds[0].source_epoch = source_epoch;
+        p
+    };
+    with_epochs(MAX_MANIFEST_EPOCHS, 3).check().unwrap();
+    let fence = "world fence evidence out of bounds";
+    invalid(&with_epochs(MAX_MANIFEST_EPOCHS + 1, 3), fence);
+    invalid(&with_epochs(1, 0), fence);
+    // At most one artifact_files table; none only without occurrences.
+    let files = base.artifact_files().unwrap();
+    let rule = "at most one artifact_files table, and none only without occurrences";
+    let mut two = base.clone();
+    let other = 1 - files.min(1);
+    two.tables[other].classification = Classification::ArtifactFiles;
+    invalid(&two, rule);
+    let mut none = base.clone();
+    none.tables[files].classification = Classification::Storage;
+    none.tables[files].destination_content_digest = none.tables[files].source.content_digest;
+    invalid(&none, rule);
+    none.artifacts.objects.clear();
+    none.artifacts.occurrences = 0;
+    none.check().unwrap();
+    // No more objects than occurrences; as many is fine.
+    let mut p = base.clone();
+    p.artifacts.occurrences = p.artifacts.objects.len() as u64;
+    p.check().unwrap();
+    p.artifacts.occurrences -= 1;
+    invalid(&p, "more objects than occurrences");
 }
 
 #[test]
