@@ -670,7 +670,7 @@ fn a_plan_holds_at_most_max_items_of_each_kind() {
                 ..o
             })
             .collect();
-        objects.sort_by(|a, b| a.sha256.cmp(&b.sha256));
+        objects.sort_by_key(|a| a.sha256);
         p.artifacts.occurrences = n as u64;
         p.artifacts.objects = objects;
         p
