@@ -44,6 +44,12 @@ pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 /// The id reserved for a service's default route.
 pub const RESERVED_ID: &str = "default";
 
+/// What a manifest's canonical form spends outside its strings, at most:
+/// the 20 keys and their quotes, colons and commas (260 bytes), the braces
+/// and brackets (16), the quoted release digest (73) and seven numbers of
+/// at most 24 characters each (168) come to 517; the rest is margin.
+pub const CANONICAL_FIXED_BOUND: usize = 1024;
+
 /// The domain tag hashed before a deployment's canonical bytes.
 pub const REVISION_DOMAIN: &[u8] = b"custos-deployment-revision-v1\0";
 /// The text before a revision id's hex digest.
@@ -299,6 +305,11 @@ impl DeploymentManifest {
             MAX_ANNOTATION_VALUE_BYTES,
             "value is longer than 4096 bytes",
         )?;
+        // Most manifests are far below the bound: only one whose
+        // over-estimate passes it pays for an exact canonical encoding.
+        if self.canonical_len_bound() <= MAX_MANIFEST_BYTES {
+            return Ok(self);
+        }
         let len = self.canonical().len();
         if len > MAX_MANIFEST_BYTES {
             return Err(DeploymentError::ManifestTooLarge {
@@ -323,6 +334,34 @@ impl DeploymentManifest {
         let m: DeploymentManifest = serde_json::from_slice(bytes)
             .map_err(|e| DeploymentError::MalformedManifest(e.to_string()))?;
         m.validate()
+    }
+
+    /// An upper bound on `self.canonical().len()`, computed without
+    /// encoding: every key, brace, the digest and seven numbers of up to 24
+    /// characters fit in [`CANONICAL_FIXED_BOUND`]; each string costs at most
+    /// six bytes per byte (RFC 8785 escapes a control character as
+    /// `\u00XX`, anything else as itself or two bytes) plus its quotes and
+    /// separator. `canonical_len_bound_covers_the_encoding` checks it.
+    pub fn canonical_len_bound(&self) -> usize {
+        let string = |s: &str| s.len().saturating_mul(6).saturating_add(3);
+        let entries = |m: &BTreeMap<String, String>| {
+            m.iter().fold(0usize, |n, (k, v)| {
+                n.saturating_add(string(k)).saturating_add(string(v))
+            })
+        };
+        [
+            self.id.as_str(),
+            self.tenant.as_str(),
+            self.namespace.as_deref().unwrap_or(""),
+            self.service.as_str(),
+            self.placement.pool.as_deref().unwrap_or(""),
+        ]
+        .into_iter()
+        .chain(self.grants.iter().map(String::as_str))
+        .chain(self.placement.zones.iter().map(String::as_str))
+        .fold(CANONICAL_FIXED_BOUND, |n, s| n.saturating_add(string(s)))
+        .saturating_add(entries(&self.labels))
+        .saturating_add(entries(&self.annotations))
     }
 
     /// The canonical bytes: RFC 8785 of this manifest's JSON.
@@ -608,5 +647,137 @@ mod tests {
                 format!("{REVISION_PREFIX}{hex}")
             );
         }
+    }
+
+    fn text() -> impl proptest::strategy::Strategy<Value = String> {
+        // Control characters (six bytes each), quotes and backslashes (two),
+        // multi-byte characters (as themselves) and plain letters.
+        // Control characters (six bytes each), quotes and backslashes (two),
+        // multi-byte characters (as themselves) and plain letters.
+        proptest::string::string_regex("[\\x00-\\x1f\"\\\\a-z\u{e9}\u{1f600}]{0,300}")
+            .unwrap_or_else(|e| panic!("the pattern is a constant: {e}"))
+    }
+
+    /// The worst case for the over-estimate: every string of control
+    /// characters (each `\u00XX`, six bytes), every optional field present,
+    /// every number at `u64::MAX`. The estimate covers it, and by less than
+    /// the fixed allowance: a smaller factor or allowance would not.
+    #[test]
+    fn canonical_len_bound_covers_the_worst_case() {
+        let ctl = |n: usize| "\u{1}".repeat(n);
+        // Distinct entries, still all control characters.
+        let entry = |i: u8, n: usize| format!("{}{}", char::from(i + 2), ctl(n - 1));
+        let mut m = sample(&ctl(1024));
+        m.tenant = ctl(1024);
+        m.namespace = Some(ctl(1024));
+        m.service = ctl(1024);
+        m.route_weight = u32::MAX;
+        m.grants = (0..8).map(|i| entry(i, 1024)).collect();
+        m.placement = Placement {
+            pool: Some(ctl(1024)),
+            zones: (0..8).map(|i| entry(i, 1024)).collect(),
+        };
+        m.budgets = ResourceBudgets {
+            memory_bytes: Some(u64::MAX),
+            cpu_millis: Some(u64::MAX),
+            max_concurrency: Some(u64::MAX),
+            timeout_millis: Some(u64::MAX),
+        };
+        m.availability = Availability {
+            min_instances: u32::MAX,
+            max_instances: u32::MAX,
+        };
+        m.labels = (0..8).map(|i| (entry(i, 1024), ctl(1024))).collect();
+        m.annotations = (0..8).map(|i| (entry(i, 1024), ctl(4096))).collect();
+        let len = m.canonical().len();
+        let bound = m.canonical_len_bound();
+        assert!(len <= bound, "{len} > {bound}");
+        assert!(bound - len < CANONICAL_FIXED_BOUND, "{bound} - {len}");
+        // What the strings cost exactly, and what is left for the rest.
+        let strings = 5 + 8 + 8 + 2 * 8 + 2 * 8;
+        let rest = len - (bound - CANONICAL_FIXED_BOUND - 3 * strings);
+        assert!(rest > 400 && rest < CANONICAL_FIXED_BOUND, "{rest}");
+    }
+
+    proptest::proptest! {
+        /// The over-estimate `validate` uses to skip the exact encoding is
+        /// never below the encoding, for any field values (valid or not,
+        /// numbers up to `u64::MAX` included).
+        #[test]
+        fn canonical_len_bound_covers_the_encoding(
+            strings in proptest::collection::vec(text(), 7),
+            grants in proptest::collection::vec(text(), 0..16),
+            zones in proptest::collection::vec(text(), 0..16),
+            labels in proptest::collection::btree_map(text(), text(), 0..16),
+            annotations in proptest::collection::btree_map(text(), text(), 0..16),
+            numbers in proptest::collection::vec(proptest::prelude::any::<u64>(), 7),
+            some in proptest::collection::vec(proptest::prelude::any::<bool>(), 6),
+        ) {
+            let n = |i: usize| numbers.get(i).copied().unwrap_or(u64::MAX);
+            let opt = |i: usize, v: u64| some.get(i).copied().unwrap_or(true).then_some(v);
+            let st = |i: usize| strings.get(i).cloned().unwrap_or_default();
+            let m = DeploymentManifest {
+                id: st(0),
+                tenant: st(1),
+                namespace: some.first().copied().unwrap_or(true).then(|| st(2)),
+                service: st(3),
+                release: Sha256::of(st(4).as_bytes()),
+                route_weight: u32::try_from(n(0) >> 32).unwrap_or(u32::MAX),
+                grants,
+                budgets: ResourceBudgets {
+                    memory_bytes: opt(1, n(1)),
+                    cpu_millis: opt(2, n(2)),
+                    max_concurrency: opt(3, n(3)),
+                    timeout_millis: opt(4, n(4)),
+                },
+                placement: Placement {
+                    pool: some.get(5).copied().unwrap_or(true).then(|| st(5)),
+                    zones,
+                },
+                availability: Availability {
+                    min_instances: u32::try_from(n(5) >> 32).unwrap_or(u32::MAX),
+                    max_instances: u32::try_from(n(6) >> 32).unwrap_or(u32::MAX),
+                },
+                labels,
+                annotations,
+            };
+            let len = m.canonical().len();
+            proptest::prop_assert!(len > 0 && len <= m.canonical_len_bound(), "{len} > {}", m.canonical_len_bound());
+        }
+    }
+
+    /// Where the over-estimate passes the bound, `validate` decides on the
+    /// exact length: a manifest of exactly `MAX_MANIFEST_BYTES` canonical
+    /// bytes is accepted, one byte more is refused, typed.
+    #[test]
+    fn the_exact_length_decides_above_the_estimate() {
+        // Annotations of plain letters fill the room below the bound.
+        let mut m = sample("b");
+        let mut i = 0;
+        while m.canonical().len() < MAX_MANIFEST_BYTES {
+            let key = format!("k{i:03}");
+            m.annotations.insert(key.clone(), String::new());
+            let room = MAX_MANIFEST_BYTES.saturating_sub(m.canonical().len());
+            m.annotations
+                .insert(key, "v".repeat(room.min(MAX_ANNOTATION_VALUE_BYTES)));
+            i += 1;
+            assert!(i <= MAX_COLLECTION, "the room did not fit");
+        }
+        assert_eq!(m.canonical().len(), MAX_MANIFEST_BYTES);
+        assert!(m.canonical_len_bound() > MAX_MANIFEST_BYTES);
+        assert!(m.clone().validate().is_ok());
+        let last = m.annotations.keys().last().cloned().unwrap_or_default();
+        if let Some(v) = m.annotations.get_mut(&last) {
+            v.pop();
+            v.push_str("vv");
+        }
+        assert_eq!(m.canonical().len(), MAX_MANIFEST_BYTES + 1);
+        assert_eq!(
+            m.validate(),
+            Err(DeploymentError::ManifestTooLarge {
+                len: MAX_MANIFEST_BYTES as u64 + 1,
+                limit: MAX_MANIFEST_BYTES as u64,
+            })
+        );
     }
 }

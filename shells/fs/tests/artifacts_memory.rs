@@ -6,7 +6,8 @@
 //! verification, the streamed `put_new` (verified before it is fsynced and
 //! renamed) and the full read-back. The allowance is 16 MiB, an eighth of
 //! the object. The instrument is shown able to fail: a destination that
-//! buffers each object before storing it grows by more than the object.
+//! buffers each object before storing it grows by more than the allowance
+//! (and by at least three quarters of the object).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -160,8 +161,13 @@ fn a_destination_that_buffers_objects_exceeds_the_allowance() {
     let tmp = fixture();
     let growth = run(tmp.path(), "buffering");
     eprintln!("buffering relocation of {OBJECT_BYTES} B: peak growth {growth} KiB");
+    // Above the allowance, and by most of the object: the growth is net of
+    // the child's resident set before the relocation, of which the kernel
+    // may reclaim some pages meanwhile (a CI run measured 131,044 KiB for a
+    // 131,072 KiB object), so "more than the object" is not a sound floor.
+    let floor = ALLOWANCE_KIB.max((OBJECT_BYTES as u64 >> 10) * 3 / 4);
     assert!(
-        growth > (OBJECT_BYTES as u64 >> 10),
-        "the buffering mutant grew by only {growth} KiB"
+        growth > floor,
+        "the buffering mutant grew by only {growth} KiB (floor {floor} KiB)"
     );
 }
