@@ -238,6 +238,72 @@ fn preflight_refusals_have_stable_reasons() {
     .is_ok());
 }
 
+/// Each fact that keeps a migration out of the local profile, or from
+/// starting, refuses on its own, on either side: a rule that needs two of
+/// them at once (an `&&` where an `||` belongs) lets the single one through.
+#[test]
+fn each_preflight_fact_refuses_on_its_own_on_either_side() {
+    let fx = fx();
+    let st = run(&fx, None);
+    let refuses = |p: Preflight, what: &str| {
+        assert!(
+            decide(&st, &Request::Validate { report: p }).is_err(),
+            "{what} alone was admitted"
+        );
+    };
+    let remote = NormalizedUri::parse("s3://bucket/warehouse").unwrap();
+    for side in ["source", "destination"] {
+        let each: [(&str, fn(&mut EndpointFacts, &NormalizedUri)); 4] = [
+            ("a remote catalog", |e, _| e.catalog = Locality::Remote),
+            ("a remote control catalog", |e, _| {
+                e.control = Locality::Remote
+            }),
+            ("remote objects", |e, _| e.objects = Locality::Remote),
+            ("a storage URI that is no local file", |e, uri| {
+                e.identity.uri = uri.clone();
+                e.audit = Some(e.identity.clone());
+            }),
+        ];
+        for (what, change) in each {
+            let mut p = preflight(&fx);
+            let e = if side == "source" {
+                &mut p.source
+            } else {
+                &mut p.destination
+            };
+            change(e, &remote);
+            let got = decide(&st, &Request::Validate { report: p }).unwrap_err();
+            assert_eq!(
+                got,
+                MigrationError::OutsideLocalV1(side.into()),
+                "{what} on the {side}"
+            );
+        }
+    }
+    for (what, change) in [
+        (
+            "unsettled commands",
+            (|p| p.unsettled_commands = 1) as fn(&mut Preflight),
+        ),
+        ("running evaluations", |p| p.running_evaluations = 1),
+        ("destination tables", |p| p.destination_tables = 1),
+        ("destination control records", |p| {
+            p.destination_control_records = 1
+        }),
+        ("conflicting destination objects", |p| {
+            p.conflicting_destination_objects = 1
+        }),
+        ("source activity", |p| p.source.activity_records = 1),
+        ("destination activity", |p| {
+            p.destination.activity_records = 1
+        }),
+    ] {
+        let mut p = preflight(&fx);
+        change(&mut p);
+        refuses(p, what);
+    }
+}
+
 #[test]
 fn out_of_order_requests_are_refused_and_change_nothing() {
     let fx = fx();
