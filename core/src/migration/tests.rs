@@ -343,6 +343,31 @@ fn a_changed_plan_or_other_migration_is_refused() {
     ));
     m2.run.validated = true;
     assert!(decide(&m2, &Request::Activate).is_err());
+    // A run frozen on another plan of the same migration never resumes the
+    // reservation it finds, whatever that reservation's status.
+    let changed = fx.plan(0, 9, 0);
+    for status in [Status::Reserved, Status::Activated, Status::Completed] {
+        let mut st = run(&fx, Some(changed.digest()));
+        st.run.validated = true;
+        st.run.frozen = true;
+        st.destination = sim.dest.clone();
+        if let Some(r) = st.destination.reservation.as_mut() {
+            r.status = status;
+        }
+        assert!(
+            matches!(
+                decide(
+                    &st,
+                    &Request::Reserve {
+                        plan: changed.clone(),
+                        now: 0
+                    }
+                ),
+                Err(MigrationError::PlanChanged(_))
+            ),
+            "a {status:?} reservation of another plan was resumed"
+        );
+    }
 }
 
 #[test]
