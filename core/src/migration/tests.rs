@@ -238,6 +238,9 @@ fn preflight_refusals_have_stable_reasons() {
     .is_ok());
 }
 
+/// One change to one side's preflight facts (the URI is a remote one).
+type EndpointChange = fn(&mut EndpointFacts, &NormalizedUri);
+
 /// Each fact that keeps a migration out of the local profile, or from
 /// starting, refuses on its own, on either side: a rule that needs two of
 /// them at once (an `&&` where an `||` belongs) lets the single one through.
@@ -253,7 +256,7 @@ fn each_preflight_fact_refuses_on_its_own_on_either_side() {
     };
     let remote = NormalizedUri::parse("s3://bucket/warehouse").unwrap();
     for side in ["source", "destination"] {
-        let each: [(&str, fn(&mut EndpointFacts, &NormalizedUri)); 4] = [
+        let each: [(&str, EndpointChange); 4] = [
             ("a remote catalog", |e, _| e.catalog = Locality::Remote),
             ("a remote control catalog", |e, _| {
                 e.control = Locality::Remote
