@@ -970,3 +970,20 @@ fn an_object_read_debugs_its_length_never_its_bytes() {
         "ObjectRead::Stream(..)"
     );
 }
+
+/// The memory store names each digest's content address beneath its own
+/// root (the fixtures plant foreign entries there), and a bytes entry
+/// planted at that address reads back as the object.
+#[test]
+fn the_memory_store_addresses_each_digest_beneath_its_root() {
+    let store = MemoryObjectStore::new(src_root());
+    let bytes = b"object".to_vec();
+    let d = Digest::of(&bytes);
+    let at = store.address(&d).expect("a digest has an address");
+    assert_eq!(Some(at.clone()), content_address(&src_root(), &d).ok());
+    assert_eq!(addressed_digest(store.root(), &at), Some(d));
+    assert!(store.root().contains(&at) && at != src_root());
+    store.plant(&at, MemoryEntry::Bytes(bytes.clone())).unwrap();
+    let read = store.read(&at, 64).unwrap();
+    assert_eq!(read_bounded(read, 64).unwrap(), Some(bytes));
+}
