@@ -248,12 +248,6 @@ type EndpointChange = fn(&mut EndpointFacts, &NormalizedUri);
 fn each_preflight_fact_refuses_on_its_own_on_either_side() {
     let fx = fx();
     let st = run(&fx, None);
-    let refuses = |p: Preflight, what: &str| {
-        assert!(
-            decide(&st, &Request::Validate { report: p }).is_err(),
-            "{what} alone was admitted"
-        );
-    };
     let remote = NormalizedUri::parse("s3://bucket/warehouse").unwrap();
     for side in ["source", "destination"] {
         let each: [(&str, EndpointChange); 4] = [
@@ -283,27 +277,47 @@ fn each_preflight_fact_refuses_on_its_own_on_either_side() {
             );
         }
     }
-    for (what, change) in [
+    for (what, change, reason) in [
         (
             "unsettled commands",
             (|p| p.unsettled_commands = 1) as fn(&mut Preflight),
+            "source-not-quiescent",
         ),
-        ("running evaluations", |p| p.running_evaluations = 1),
-        ("destination tables", |p| p.destination_tables = 1),
-        ("destination control records", |p| {
-            p.destination_control_records = 1
-        }),
-        ("conflicting destination objects", |p| {
-            p.conflicting_destination_objects = 1
-        }),
-        ("source activity", |p| p.source.activity_records = 1),
-        ("destination activity", |p| {
-            p.destination.activity_records = 1
-        }),
+        (
+            "running evaluations",
+            |p| p.running_evaluations = 1,
+            "source-not-quiescent",
+        ),
+        (
+            "destination tables",
+            |p| p.destination_tables = 1,
+            "destination-not-empty",
+        ),
+        (
+            "destination control records",
+            |p| p.destination_control_records = 1,
+            "destination-not-empty",
+        ),
+        (
+            "conflicting destination objects",
+            |p| p.conflicting_destination_objects = 1,
+            "destination-not-empty",
+        ),
+        (
+            "source activity",
+            |p| p.source.activity_records = 1,
+            "activity-history-present",
+        ),
+        (
+            "destination activity",
+            |p| p.destination.activity_records = 1,
+            "activity-history-present",
+        ),
     ] {
         let mut p = preflight(&fx);
         change(&mut p);
-        refuses(p, what);
+        let got = decide(&st, &Request::Validate { report: p }).unwrap_err();
+        assert!(got.to_string().starts_with(reason), "{what}: {got}");
     }
 }
 
@@ -354,9 +368,11 @@ fn a_changed_plan_or_other_migration_is_refused() {
         st.run.validated = true;
         st.run.frozen = true;
         st.destination = sim.dest.clone();
-        if let Some(r) = st.destination.reservation.as_mut() {
-            r.status = status;
-        }
+        st.destination
+            .reservation
+            .as_mut()
+            .expect("a clean run leaves a reservation")
+            .status = status;
         assert!(
             matches!(
                 decide(
