@@ -393,7 +393,9 @@ fn a_changed_plan_or_other_migration_is_refused() {
 fn an_ambiguous_commit_requires_inspection_before_any_append() {
     let fx = fx();
     let mut sim = Sim::new(&fx);
-    // Drive until the first table copy.
+    // Drive until the first table copy, within a bound (a wrong machine
+    // that never reaches a copy fails here instead of spinning).
+    let mut steps = 0;
     while !matches!(
         sim.drivers[0].clone(),
         simulate::Driver::Running(r) if matches!(
@@ -401,6 +403,8 @@ fn an_ambiguous_commit_requires_inspection_before_any_append() {
             Ok(Next::CopyTable { .. })
         )
     ) {
+        steps += 1;
+        assert!(steps <= 64, "no table copy within 64 steps");
         sim.apply(&fx, &Machine::REAL, SimOp::Step(0, Fault::None));
     }
     sim.apply(&fx, &Machine::REAL, SimOp::Step(0, Fault::AmbiguousLanded));
