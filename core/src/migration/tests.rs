@@ -887,3 +887,119 @@ fn the_artifact_files_table_waits_for_every_object() {
         Err(MigrationError::OutOfOrder { .. })
     ));
 }
+
+/// The source observation that matches `plan` exactly.
+fn unchanged(plan: &Plan) -> SourceObservation {
+    SourceObservation {
+        control_digest: plan.control.snapshot_digest,
+        tables: plan
+            .tables
+            .iter()
+            .map(|t| (t.name.clone(), t.source.snapshot))
+            .collect(),
+        inventory_digest: plan.artifacts.inventory_digest(),
+        world_epochs: plan
+            .worlds
+            .iter()
+            .map(|w| (w.world.clone(), w.source_epoch))
+            .collect(),
+    }
+}
+
+#[test]
+fn each_recaptured_fact_is_drift_on_its_own() {
+    let fx = fx();
+    let plan = fx.plan(0, 1, 0);
+    assert!(!drifted(&plan, &unchanged(&plan)), "the plan's own source");
+    type Change = fn(&mut SourceObservation);
+    let changes: [(&str, Change); 4] = [
+        ("control", |o| {
+            o.control_digest = Digest::of(b"other control")
+        }),
+        ("inventory", |o| {
+            o.inventory_digest = Digest::of(b"other inventory");
+        }),
+        ("a table's snapshot", |o| o.tables[0].1 += 1),
+        ("a world's fence epoch", |o| o.world_epochs[0].1 += 1),
+    ];
+    for (what, change) in changes {
+        let mut o = unchanged(&plan);
+        change(&mut o);
+        assert!(drifted(&plan, &o), "{what} changed alone is drift");
+    }
+}
+
+#[test]
+fn a_recorded_object_found_absent_is_a_conflict_not_a_copy() {
+    let fx = fx();
+    let st = drive_until(&fx, |st| {
+        st.destination
+            .reservation
+            .as_ref()
+            .is_some_and(|r| r.status == Status::Reserved && r.objects.contains(&true))
+    });
+    let r = st.destination.reservation.as_ref().unwrap();
+    let i = r.objects.iter().position(|o| *o).unwrap();
+    let sha256 = r.plan.artifacts.objects[i].sha256;
+    assert_eq!(
+        decide(
+            &st,
+            &Request::Object {
+                sha256,
+                found: None
+            }
+        ),
+        Err(MigrationError::ObjectConflict(sha256))
+    );
+}
+
+#[test]
+fn a_verified_table_read_again_repeats_only_its_recorded_content() {
+    let fx = fx();
+    // One table verified while another still waits for its read-back: the
+    // expected step is still `VerifyTable`, so the request is no repeat.
+    let st = drive_until(&fx, |st| {
+        st.destination.reservation.as_ref().is_some_and(|r| {
+            r.status == Status::Reserved
+                && r.tables
+                    .iter()
+                    .any(|t| matches!(t, TableState::Verified(_)))
+                && r.tables
+                    .iter()
+                    .any(|t| matches!(t, TableState::Committed(_)))
+        })
+    });
+    let r = st.destination.reservation.as_ref().unwrap();
+    let (i, v) = r
+        .tables
+        .iter()
+        .enumerate()
+        .find_map(|(i, t)| match t {
+            TableState::Verified(v) => Some((i, *v)),
+            _ => None,
+        })
+        .unwrap();
+    let name = r.plan.tables[i].name.clone();
+    let d = decide(
+        &st,
+        &Request::VerifyTable {
+            name: name.clone(),
+            read_back: v,
+        },
+    )
+    .unwrap();
+    assert_eq!(d.outcome, Outcome::AlreadyRecorded);
+    assert_eq!(d.next, st);
+    let mut other = v;
+    other.snapshot += 1;
+    assert_eq!(
+        decide(
+            &st,
+            &Request::VerifyTable {
+                name: name.clone(),
+                read_back: other,
+            },
+        ),
+        Err(MigrationError::TableConflict(name))
+    );
+}
