@@ -987,3 +987,57 @@ fn the_memory_store_addresses_each_digest_beneath_its_root() {
     let read = store.read(&at, 64).unwrap();
     assert_eq!(read_bounded(read, 64).unwrap(), Some(bytes));
 }
+
+/// A reader that fails once with `kind` before it yields `bytes`.
+struct FailsOnce {
+    kind: Option<std::io::ErrorKind>,
+    bytes: Cursor<Vec<u8>>,
+}
+
+impl Read for FailsOnce {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self.kind.take() {
+            Some(kind) => Err(std::io::Error::new(kind, "scripted failure")),
+            None => self.bytes.read(buf),
+        }
+    }
+}
+
+fn fails_once(kind: std::io::ErrorKind, bytes: &[u8]) -> FailsOnce {
+    FailsOnce {
+        kind: Some(kind),
+        bytes: Cursor::new(bytes.to_vec()),
+    }
+}
+
+#[test]
+fn an_interrupted_read_is_retried_and_any_other_failure_refuses() {
+    use std::io::ErrorKind::{Interrupted, Other};
+    let bytes = b"object bytes".as_slice();
+    let f = facts_of(bytes);
+    // `measure`: an interruption is retried, any other failure returned.
+    let read = |kind| ObjectRead::Stream(Box::new(fails_once(kind, bytes)));
+    assert_eq!(
+        measure(read(Interrupted), f.size).unwrap(),
+        Measured::Facts(f)
+    );
+    assert_eq!(measure(read(Other), f.size).unwrap_err().kind(), Other);
+    // `Verifying`: the same, and the failure is kept as the source's.
+    let mut r = fails_once(Interrupted, bytes);
+    let mut v = Verifying::new(&mut r, f.size);
+    let mut out = Vec::new();
+    v.read_to_end(&mut out).unwrap();
+    assert_eq!(out, bytes);
+    assert_eq!(v.source_failure(), None);
+    assert_eq!(v.measured(), Measured::Facts(f));
+    let mut r = fails_once(Other, bytes);
+    let mut v = Verifying::new(&mut r, f.size);
+    assert!(v.read_to_end(&mut Vec::new()).is_err());
+    assert_eq!(v.source_failure(), Some("scripted failure"));
+}
+
+#[test]
+fn a_side_displays_as_its_name() {
+    assert_eq!(Side::Source.to_string(), "source");
+    assert_eq!(Side::Destination.to_string(), "destination");
+}
