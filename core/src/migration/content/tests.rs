@@ -463,6 +463,18 @@ fn malformed_rows_are_refused() {
         }),
         said("map", 2, 1)
     );
+    // A map counts entries, and refuses at the cell that starts one entry
+    // too many, before any end: the row never holds more than announced.
+    assert_eq!(
+        shape(&|w| {
+            w.begin_row(1);
+            w.begin_map(1);
+            w.int(1);
+            w.int(2);
+            w.int(3);
+        }),
+        said("map", 1, 2)
+    );
     let mut fresh = RowWriter::new();
     fresh.int(1);
     assert_eq!(
