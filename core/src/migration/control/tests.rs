@@ -234,6 +234,25 @@ fn activation_needs_the_reserved_bundle_and_an_empty_destination() {
             .reason(),
         "DestinationPopulated"
     );
+    // A staged bundle that differs from the reserved one in its snapshot
+    // alone, its floors alone, or its migration alone is not the staged one.
+    type Change = fn(&mut StagedBundle);
+    let changes: [(&str, Change); 3] = [
+        ("snapshot", |b| b.snapshot.worlds[0].tick_head += 1),
+        ("floors", |b| b.floors[0].floor += 1),
+        ("migration", |b| {
+            b.migration_id = Name::new("another").unwrap()
+        }),
+    ];
+    for (what, change) in changes {
+        let mut other = bundle.clone();
+        change(&mut other);
+        assert_eq!(
+            decide_activation(&active, Some(&other), 0).map_err(|e| e.reason()),
+            Err("NotStaged"),
+            "a bundle with another {what}"
+        );
+    }
     let still_reserved = reserved(&s, Status::Reserved);
     assert_eq!(
         decide_activation(&still_reserved, Some(&bundle), 0)
