@@ -45,6 +45,16 @@ fn uri_refuses_credentials_and_normalizes() {
     let u = NormalizedUri::parse("FILE://LocalHost/srv/x").unwrap();
     assert_eq!(u.as_str(), "file:///srv/x");
     assert!(u.is_local_file());
+    // A local file is both: scheme `file` and no host.
+    for (text, local) in [
+        ("file:///srv/x", true),
+        ("file://nas/srv/x", false),
+        ("s3://bucket/key", false),
+        ("s3:///key", false),
+    ] {
+        let u = NormalizedUri::parse(text).unwrap();
+        assert_eq!(u.is_local_file(), local, "{text}");
+    }
     // Deserialization accepts only the normalized form.
     assert!(serde_json::from_str::<NormalizedUri>("\"FILE:///srv/x\"").is_err());
     assert!(serde_json::from_str::<NormalizedUri>("\"file://a@b/x\"").is_err());
