@@ -304,6 +304,17 @@ fn a_whole_identity_migrates_over_memory_ports_and_a_retry_returns_the_receipt()
     // Re-verification later reproduces cold evidence for the receipt's plan.
     let evidence = migration(&src, &dst, &cold).verify(&receipt).unwrap();
     assert_eq!(evidence.objects_verified, 2);
+    // A receipt the destination does not hold is refused, even while it
+    // holds a completed migration whose cold evidence passes.
+    let mut other = receipt.receipt.clone();
+    other.completed_at += 1;
+    let other = StoredReceipt::seal(other);
+    assert_eq!(
+        migration(&src, &dst, &cold)
+            .verify(&other)
+            .map_err(|e| e.reason()),
+        Err("PlanInvalid".to_string())
+    );
 }
 
 #[test]
