@@ -985,8 +985,8 @@ fn destination_step(
         Request::Object { sha256, found } => object_found(state, r, sha256, found.as_ref()),
         Request::Table { name, found } => table_found(state, r, name, found.as_ref()),
         Request::TableCommitted { name, reply } => table_committed(state, r, name, reply),
-        Request::VerifyTable { name, read_back } => verify_table(state, r, at, name, read_back),
-        Request::Recheck { observed } => recheck(state, r, at, observed),
+        Request::VerifyTable { name, read_back } => verify_table(state, r, name, read_back),
+        Request::Recheck { observed } => recheck(state, r, observed),
         Request::StageControl { snapshot_digest } => stage_control(state, r, snapshot_digest),
         Request::Activate => activate(state, r),
         Request::ColdVerify { evidence } => cold_verify(state, r, at, evidence),
@@ -1006,11 +1006,6 @@ struct At {
 }
 
 impl At {
-    /// Whether the request repeats an earlier step.
-    fn is_repeat(self) -> bool {
-        self.step < self.expected
-    }
-
     /// The refusal of a request that comes too early.
     fn out_of_order(self) -> MigrationError {
         out_of_order(self.expected, self.step)
@@ -1143,25 +1138,16 @@ fn table_committed(
 }
 
 /// `VerifyTable`: a read-back equal to the committed facts (and matching
-/// the plan) records the table `Verified`; a repeat must equal the verified
-/// facts; anything else is `TableConflict`.
+/// the plan) records the table `Verified`; once verified, at this step or
+/// as a repeat of it, only the verified facts repeat; anything else is
+/// `TableConflict`.
 fn verify_table(
     state: &State,
     r: &Reservation,
-    at: At,
     name: &Name,
     read_back: &TableFacts,
 ) -> Result<Decision, MigrationError> {
     let (i, t) = table(r, name)?;
-    if at.is_repeat() {
-        if let Some(TableState::Verified(v)) = r.tables.get(i) {
-            return if v == read_back {
-                Ok(repeat(state))
-            } else {
-                Err(MigrationError::TableConflict(name.clone()))
-            };
-        }
-    }
     match r.tables.get(i) {
         Some(TableState::Verified(v)) if v == read_back => Ok(repeat(state)),
         Some(TableState::Committed(c) | TableState::Verified(c))
@@ -1180,11 +1166,16 @@ fn verify_table(
 
 /// `Recheck`: the recaptured source. Once recorded, only the same evidence
 /// repeats (other evidence means the plan no longer stands); a drifted
-/// source invalidates the plan; a stable one records its digest.
+/// source invalidates the plan; a stable one records its digest. Without
+/// recorded evidence this is never a repeat: [`decide`] refuses a recheck
+/// against an invalidated reservation, and against an activated or
+/// completed one (it reads the source), so the reservation is `Reserved`;
+/// a reserved one without the evidence expects this step or an earlier one
+/// ([`progress`]), and [`destination_step`] refuses a step later than the
+/// expected one.
 fn recheck(
     state: &State,
     r: &Reservation,
-    at: At,
     observed: &SourceObservation,
 ) -> Result<Decision, MigrationError> {
     let digest = evidence_digest(observed);
@@ -1194,9 +1185,6 @@ fn recheck(
         } else {
             Err(MigrationError::PlanInvalidated)
         };
-    }
-    if at.is_repeat() {
-        return Err(at.out_of_order());
     }
     if drifted(&r.plan, observed) {
         return Ok(with_reservation(state, Outcome::Invalidated, |r| {

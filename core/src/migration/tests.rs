@@ -1013,3 +1013,114 @@ fn a_verified_table_read_again_repeats_only_its_recorded_content() {
         Err(MigrationError::TableConflict(name))
     );
 }
+
+#[test]
+fn every_table_verified_a_read_back_again_repeats_only_its_recorded_content() {
+    let fx = fx();
+    // Every table verified: the step expected is later, so this is a repeat.
+    let st = drive_until(&fx, |st| {
+        st.destination.reservation.as_ref().is_some_and(|r| {
+            r.status == Status::Reserved
+                && r.tables
+                    .iter()
+                    .all(|t| matches!(t, TableState::Verified(_)))
+        })
+    });
+    let r = st.destination.reservation.as_ref().unwrap();
+    for (i, t) in r.tables.iter().enumerate() {
+        let TableState::Verified(v) = t else {
+            unreachable!("every table is verified")
+        };
+        let name = r.plan.tables[i].name.clone();
+        let d = decide(
+            &st,
+            &Request::VerifyTable {
+                name: name.clone(),
+                read_back: *v,
+            },
+        )
+        .unwrap();
+        assert_eq!(d.outcome, Outcome::AlreadyRecorded, "{name}");
+        assert_eq!(d.next, st);
+        let mut other = *v;
+        other.rows += 1;
+        assert_eq!(
+            decide(
+                &st,
+                &Request::VerifyTable {
+                    name: name.clone(),
+                    read_back: other,
+                },
+            ),
+            Err(MigrationError::TableConflict(name))
+        );
+    }
+}
+
+#[test]
+fn an_invalidated_plan_is_never_resumed() {
+    let fx = fx();
+    let st = drive_until(&fx, |st| next_step(st) == Ok(Next::Recheck));
+    let plan = st.destination.reservation.as_ref().unwrap().plan.clone();
+    let mut drift = unchanged(&plan);
+    drift.control_digest = Digest::of(b"drift");
+    let d = decide(&st, &Request::Recheck { observed: drift }).unwrap();
+    assert_eq!(d.outcome, Outcome::Invalidated);
+    let invalidated = d.next;
+    // The same driver, re-presenting the same plan, is told it no longer
+    // stands: never that it resumed.
+    assert_eq!(
+        decide(&invalidated, &Request::Reserve { plan, now: 0 }),
+        Err(MigrationError::PlanInvalidated)
+    );
+    // Nor does a stable recheck revive it.
+    assert_eq!(
+        decide(
+            &invalidated,
+            &Request::Recheck {
+                observed: unchanged(&invalidated.destination.reservation.as_ref().unwrap().plan)
+            }
+        ),
+        Err(MigrationError::PlanInvalidated)
+    );
+}
+
+#[test]
+fn a_restaging_repeats_only_the_control_recorded() {
+    let fx = fx();
+    let st = drive_until(&fx, |st| {
+        st.destination
+            .reservation
+            .as_ref()
+            .is_some_and(|r| r.status == Status::Reserved && r.control.is_some())
+    });
+    let r = st.destination.reservation.as_ref().unwrap();
+    let snapshot_digest = r.plan.control.snapshot_digest;
+    let floors = r.control.as_ref().unwrap().floors.clone();
+    let d = decide(&st, &Request::StageControl { snapshot_digest }).unwrap();
+    assert_eq!(d.outcome, Outcome::Staged { floors });
+    assert_eq!(d.next, st);
+    // A recorded staging that differs from the plan's, in its floors alone
+    // or its snapshot alone, is a conflict, not a repeat.
+    type Change = fn(&mut StagedControl);
+    let changes: [(&str, Change); 2] = [
+        ("floors", |c| c.floors[0].floor += 1),
+        ("snapshot", |c| c.snapshot_digest = Digest::of(b"other")),
+    ];
+    for (what, change) in changes {
+        let mut other = st.clone();
+        if let Some(c) = other
+            .destination
+            .reservation
+            .as_mut()
+            .and_then(|r| r.control.as_mut())
+        {
+            change(c);
+        }
+        assert_eq!(
+            decide(&other, &Request::StageControl { snapshot_digest }),
+            Err(MigrationError::ControlConflict),
+            "a recorded staging with other {what}"
+        );
+    }
+}

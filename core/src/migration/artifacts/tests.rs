@@ -1041,3 +1041,14 @@ fn a_side_displays_as_its_name() {
     assert_eq!(Side::Source.to_string(), "source");
     assert_eq!(Side::Destination.to_string(), "destination");
 }
+
+#[test]
+fn a_verifying_reader_debugs_as_what_it_read_of_its_limit() {
+    let mut r = Cursor::new(b"abc".to_vec());
+    let mut v = Verifying::new(&mut r, 8);
+    v.read_to_end(&mut Vec::new()).unwrap();
+    assert_eq!(
+        format!("{v:?}"),
+        "Verifying { read: 3, limit: 8, failed: None, .. }"
+    );
+}
