@@ -30,6 +30,7 @@ struct Mem {
     corrupt_puts: bool,
     fail_puts: bool,
     puts: Mutex<u64>,
+    reads: Mutex<u64>,
 }
 
 impl Mem {
@@ -54,6 +55,9 @@ impl Mem {
     fn puts(&self) -> u64 {
         *self.puts.lock().unwrap()
     }
+    fn reads(&self) -> u64 {
+        *self.reads.lock().unwrap()
+    }
 }
 
 fn entry_of(obj: Option<&Obj>) -> Entry {
@@ -74,6 +78,7 @@ impl ObjectStore for Mem {
         Ok(entry_of(self.get(uri).as_ref()))
     }
     fn read(&self, uri: &NormalizedUri, limit: u64) -> Result<ObjectRead, ObjectError> {
+        *self.reads.lock().unwrap() += 1;
         match self.get(uri) {
             None => Err(ObjectError::Missing),
             Some(Obj::Endless) => Ok(ObjectRead::Stream(Box::new(std::io::repeat(7)))),
@@ -591,8 +596,10 @@ fn conflicting_destination_bytes_are_never_overwritten() {
         }
     );
     assert_eq!(dst.get(&at), Some(Obj::Bytes(other)));
-    // Longer and shorter destination objects conflict too.
+    // Longer and shorter destination objects conflict too; a longer one
+    // the probe's length already refuses, without reading it.
     dst.set(&at, Obj::Bytes(vec![9u8; 3 * CHUNK + 18]));
+    let reads = dst.reads();
     let err = refused_untouched(&rows, &src, &dst, "artifact-destination-conflict");
     assert!(matches!(
         err,
@@ -601,6 +608,7 @@ fn conflicting_destination_bytes_are_never_overwritten() {
             ..
         }
     ));
+    assert_eq!(dst.reads(), reads, "the longer object was read");
     dst.set(&at, Obj::Bytes(vec![9u8; 3]));
     refused_untouched(&rows, &src, &dst, "artifact-destination-conflict");
 }
@@ -1050,5 +1058,47 @@ fn a_verifying_reader_debugs_as_what_it_read_of_its_limit() {
     assert_eq!(
         format!("{v:?}"),
         "Verifying { read: 3, limit: 8, failed: None, .. }"
+    );
+}
+
+#[test]
+fn what_was_found_displays_as_a_person_reads_it() {
+    let f = facts_of(b"abc");
+    assert_eq!(
+        Found::Facts(f).to_string(),
+        format!(
+            "an object of 3 bytes, sha256 {}, xxh3-64 {:016x}",
+            f.sha256, f.xxh3_64
+        )
+    );
+    assert_eq!(Found::Longer.to_string(), "an object longer than expected");
+    assert_eq!(
+        Found::Entry(Entry::Symlink).to_string(),
+        Entry::Symlink.to_string()
+    );
+    assert!(!Entry::Symlink.to_string().is_empty());
+}
+
+#[test]
+fn an_inventory_holds_at_most_max_items_distinct_objects() {
+    let root = src_root();
+    let rows: Vec<Occurrence> = (0..=MAX_ITEMS)
+        .map(|i| {
+            let facts = ObjectFacts {
+                sha256: Digest::of(&i.to_le_bytes()),
+                xxh3_64: 0,
+                size: 0,
+            };
+            let at = content_address(&root, &facts.sha256).unwrap();
+            Occurrence::new(meta("a"), facts, at)
+        })
+        .collect();
+    assert_eq!(
+        check_addresses(&rows[..MAX_ITEMS], &root).unwrap().len(),
+        MAX_ITEMS
+    );
+    assert_eq!(
+        check_addresses(&rows, &root),
+        Err(RelocationError::TooManyObjects)
     );
 }

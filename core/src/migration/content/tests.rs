@@ -409,6 +409,14 @@ fn malformed_rows_are_refused() {
             .reason(),
         "content-row-order"
     );
+    // Nothing written at all is no row.
+    assert_eq!(
+        TableDigest::new(S)
+            .add_row(&mut RowWriter::new())
+            .unwrap_err()
+            .to_string(),
+        "content-row-order: no row begun"
+    );
     // Merging another schema's digest is refused.
     assert!(!d.merge(&TableDigest::new(Digest([8; 32]))));
 }
