@@ -475,11 +475,14 @@ fn oversized_object_is_refused_without_reading_it_whole() {
     };
     b.push(0);
     src.set(&rows[0].object_uri, Obj::Bytes(b));
+    let reads = src.reads();
     let err = refused_untouched(&rows, &src, &dst, "artifact-size-mismatch");
     assert!(matches!(
         err,
         RelocationError::SizeMismatch { expected, found: Some(f), .. } if f == expected + 1
     ));
+    // Refused by the probe's length alone: the object was never read.
+    assert_eq!(src.reads(), reads, "the longer source object was read");
     // A stream that never ends: the cap at size + 1 bytes is what stops it
     // (the test would not terminate otherwise).
     let src = Mem::streaming();
