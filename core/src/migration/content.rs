@@ -475,8 +475,11 @@ impl RowWriter {
         if let Some(e) = self.failed.take() {
             return Err(e);
         }
+        // The bottom frame is always the row: only `begin_row` pushes onto
+        // an empty stack (`open` needs an open value to count it in), and
+        // `close` never pops a row. So one frame is the row, finished.
         match self.stack.as_slice() {
-            [f] if f.kind == Kind::Row => {
+            [f] => {
                 if f.got != f.expected {
                     return Err(ContentError::Shape {
                         what: "row",

@@ -574,6 +574,31 @@ fn schema_fingerprint_binds_nullability_not_width() {
         schema_fingerprint(&nested(true)),
         schema_fingerprint(&nested(false))
     );
+    // A struct's fields, and a map's key and value, are bound too.
+    let in_struct = |nullable: bool| {
+        Schema::new(vec![Field::new(
+            "s",
+            LogicalType::Struct(vec![Field::new("x", LogicalType::Bool, nullable)]),
+            true,
+        )])
+    };
+    assert_ne!(
+        schema_fingerprint(&in_struct(true)),
+        schema_fingerprint(&in_struct(false))
+    );
+    let in_map = |key: bool, value: bool| {
+        Schema::new(vec![Field::new(
+            "m",
+            LogicalType::Map {
+                key: Box::new(Field::new("key", LogicalType::Bool, key)),
+                value: Box::new(Field::new("value", LogicalType::Bool, value)),
+            },
+            true,
+        )])
+    };
+    let map = schema_fingerprint(&in_map(false, true));
+    assert_ne!(map, schema_fingerprint(&in_map(true, true)));
+    assert_ne!(map, schema_fingerprint(&in_map(false, false)));
 }
 
 /// The lane vector's counter wraps modulo 2¹²⁸ (no end of keystream, no
