@@ -1124,3 +1124,19 @@ fn a_restaging_repeats_only_the_control_recorded() {
         );
     }
 }
+
+#[test]
+fn the_inventory_digest_binds_every_object_and_the_occurrence_count() {
+    let fx = fx();
+    let a = fx.plan(0, 1, 0).artifacts;
+    let d = a.inventory_digest();
+    assert_eq!(d, a.clone().inventory_digest(), "deterministic");
+    assert_ne!(d, Digest::default());
+    assert_ne!(d, Digest::of(&canonical_bytes(&a)), "no domain prefix");
+    let mut more = a.clone();
+    more.occurrences += 1;
+    assert_ne!(d, more.inventory_digest(), "the occurrence count");
+    let mut other = a.clone();
+    other.objects[0].size += 1;
+    assert_ne!(d, other.inventory_digest(), "an object's facts");
+}
