@@ -581,28 +581,41 @@ fn drive_until(fx: &Fixture, stop: impl Fn(&State) -> bool) -> State {
     panic!("the clean run never reached the state asked for");
 }
 
-#[test]
-fn a_repeated_commit_reply_is_a_repeat_only_when_it_names_the_recorded_commit() {
-    let fx = fx();
-    let st = drive_until(&fx, |st| {
-        st.destination.reservation.as_ref().is_some_and(|r| {
-            r.status == Status::Reserved
-                && r.tables
-                    .iter()
-                    .any(|t| matches!(t, TableState::Committed(_)))
-        })
-    });
+/// Drives a clean run until its reservation is `Reserved` and `pick`s.
+fn drive_to_reserved(fx: &Fixture, pick: impl Fn(&Reservation) -> bool) -> State {
+    drive_until(fx, |st| {
+        st.destination
+            .reservation
+            .as_ref()
+            .is_some_and(|r| r.status == Status::Reserved && pick(r))
+    })
+}
+
+/// The first table of the reservation in `st` whose state `pick` answers:
+/// its name and the facts `pick` gave.
+fn first_table(st: &State, pick: impl Fn(&TableState) -> Option<TableFacts>) -> (Name, TableFacts) {
     let r = st.destination.reservation.as_ref().unwrap();
-    let (i, c) = r
+    let (i, facts) = r
         .tables
         .iter()
         .enumerate()
-        .find_map(|(i, t)| match t {
-            TableState::Committed(c) => Some((i, *c)),
-            _ => None,
-        })
+        .find_map(|(i, t)| pick(t).map(|f| (i, f)))
         .unwrap();
-    let name = r.plan.tables[i].name.clone();
+    (r.plan.tables[i].name.clone(), facts)
+}
+
+#[test]
+fn a_repeated_commit_reply_is_a_repeat_only_when_it_names_the_recorded_commit() {
+    let fx = fx();
+    let st = drive_to_reserved(&fx, |r| {
+        r.tables
+            .iter()
+            .any(|t| matches!(t, TableState::Committed(_)))
+    });
+    let (name, c) = first_table(&st, |t| match t {
+        TableState::Committed(c) => Some(*c),
+        _ => None,
+    });
     let d = decide(
         &st,
         &Request::TableCommitted {
@@ -963,97 +976,66 @@ fn a_recorded_object_found_absent_is_a_conflict_not_a_copy() {
     );
 }
 
-#[test]
-fn a_verified_table_read_again_repeats_only_its_recorded_content() {
-    let fx = fx();
-    // One table verified while another still waits for its read-back: the
-    // expected step is still `VerifyTable`, so the request is no repeat.
-    let st = drive_until(&fx, |st| {
-        st.destination.reservation.as_ref().is_some_and(|r| {
-            r.status == Status::Reserved
-                && r.tables
-                    .iter()
-                    .any(|t| matches!(t, TableState::Verified(_)))
-                && r.tables
-                    .iter()
-                    .any(|t| matches!(t, TableState::Committed(_)))
-        })
-    });
-    let r = st.destination.reservation.as_ref().unwrap();
-    let (i, v) = r
-        .tables
-        .iter()
-        .enumerate()
-        .find_map(|(i, t)| match t {
-            TableState::Verified(v) => Some((i, *v)),
-            _ => None,
-        })
-        .unwrap();
-    let name = r.plan.tables[i].name.clone();
+/// A read-back of `name` equal to its verified facts `v` repeats; any
+/// other conflicts.
+#[track_caller]
+fn verify_repeats_only(st: &State, name: &Name, v: TableFacts) {
     let d = decide(
-        &st,
+        st,
         &Request::VerifyTable {
             name: name.clone(),
             read_back: v,
         },
     )
     .unwrap();
-    assert_eq!(d.outcome, Outcome::AlreadyRecorded);
-    assert_eq!(d.next, st);
+    assert_eq!(d.outcome, Outcome::AlreadyRecorded, "{name}");
+    assert_eq!(&d.next, st);
     let mut other = v;
-    other.snapshot += 1;
+    other.rows += 1;
     assert_eq!(
         decide(
-            &st,
+            st,
             &Request::VerifyTable {
                 name: name.clone(),
                 read_back: other,
             },
         ),
-        Err(MigrationError::TableConflict(name))
+        Err(MigrationError::TableConflict(name.clone()))
     );
+}
+
+#[test]
+fn a_verified_table_read_again_repeats_only_its_recorded_content() {
+    let fx = fx();
+    // One table verified while another still waits for its read-back: the
+    // expected step is still `VerifyTable`, so the request is no repeat.
+    let st = drive_to_reserved(&fx, |r| {
+        let any = |f: fn(&TableState) -> bool| r.tables.iter().any(f);
+        any(|t| matches!(t, TableState::Verified(_)))
+            && any(|t| matches!(t, TableState::Committed(_)))
+    });
+    let (name, v) = first_table(&st, |t| match t {
+        TableState::Verified(v) => Some(*v),
+        _ => None,
+    });
+    verify_repeats_only(&st, &name, v);
 }
 
 #[test]
 fn every_table_verified_a_read_back_again_repeats_only_its_recorded_content() {
     let fx = fx();
     // Every table verified: the step expected is later, so this is a repeat.
-    let st = drive_until(&fx, |st| {
-        st.destination.reservation.as_ref().is_some_and(|r| {
-            r.status == Status::Reserved
-                && r.tables
-                    .iter()
-                    .all(|t| matches!(t, TableState::Verified(_)))
-        })
+    let st = drive_to_reserved(&fx, |r| {
+        r.tables
+            .iter()
+            .all(|t| matches!(t, TableState::Verified(_)))
     });
     let r = st.destination.reservation.as_ref().unwrap();
     for (i, t) in r.tables.iter().enumerate() {
         let TableState::Verified(v) = t else {
             unreachable!("every table is verified")
         };
-        let name = r.plan.tables[i].name.clone();
-        let d = decide(
-            &st,
-            &Request::VerifyTable {
-                name: name.clone(),
-                read_back: *v,
-            },
-        )
-        .unwrap();
-        assert_eq!(d.outcome, Outcome::AlreadyRecorded, "{name}");
-        assert_eq!(d.next, st);
-        let mut other = *v;
-        other.rows += 1;
-        assert_eq!(
-            decide(
-                &st,
-                &Request::VerifyTable {
-                    name: name.clone(),
-                    read_back: other,
-                },
-            ),
-            Err(MigrationError::TableConflict(name))
-        );
+        verify_repeats_only(&st, &r.plan.tables[i].name, *v);
     }
 }
 
