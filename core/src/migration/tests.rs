@@ -1122,3 +1122,49 @@ fn the_inventory_digest_binds_every_object_and_the_occurrence_count() {
     other.objects[0].size += 1;
     assert_ne!(d, other.inventory_digest(), "an object's facts");
 }
+
+#[test]
+fn once_activated_every_source_read_is_refused_as_the_source_closed() {
+    let fx = fx();
+    let st = drive_until(&fx, |st| {
+        st.destination
+            .reservation
+            .as_ref()
+            .is_some_and(|r| r.status == Status::Activated)
+    });
+    // The driver validated and planned before activation: its own record of
+    // those steps must not answer a source read once the source is closed.
+    assert!(st.run.validated);
+    let r = st.destination.reservation.as_ref().unwrap();
+    let (name, facts) = first_table(&st, |t| match t {
+        TableState::Verified(f) => Some(*f),
+        _ => None,
+    });
+    let reads = [
+        Request::Validate {
+            report: preflight(&fx),
+        },
+        Request::Freeze {
+            plan: r.plan.clone(),
+        },
+        Request::Object {
+            sha256: Digest::of(b"object"),
+            found: None,
+        },
+        Request::Table {
+            name,
+            found: Some(facts),
+        },
+        Request::Recheck {
+            observed: unchanged(&r.plan),
+        },
+    ];
+    for req in reads {
+        assert_eq!(
+            decide(&st, &req),
+            Err(MigrationError::SourceClosed),
+            "{req:?}"
+        );
+        assert!(req.step(Some(&r.plan)).reads_source(), "{req:?}");
+    }
+}
