@@ -397,6 +397,26 @@ fn a_changed_plan_or_other_migration_is_refused() {
             "a {status:?} reservation of another plan was resumed"
         );
     }
+    // A run of another migration, frozen on its own plan, is told whose the
+    // reservation is: another migration's, not a changed plan of its own.
+    let mut theirs = fx.plan(0, 9, 0);
+    theirs.migration_id = fx.other_migration.clone();
+    let mut st = State {
+        run: Run::new(fx.other_migration.clone(), Some(theirs.digest())),
+        destination: sim.dest.clone(),
+    };
+    st.run.validated = true;
+    st.run.frozen = true;
+    assert_eq!(
+        decide(
+            &st,
+            &Request::Reserve {
+                plan: theirs,
+                now: 0
+            }
+        ),
+        Err(MigrationError::OtherMigration(fx.migration.clone()))
+    );
 }
 
 #[test]
