@@ -81,6 +81,9 @@ pub const LANES: usize = 256;
 
 /// AES blocks of one row's lane vector (16 bytes each).
 const BLOCKS: usize = LANES * 8 / 16;
+// One block is exactly two lanes: every lane gets its value and no block
+// is encrypted for nothing ([`add_lanes`] zips the two).
+const _: () = assert!(BLOCKS * 2 == LANES);
 /// The most bytes one row's canonical encoding may take (a row larger than
 /// this is refused rather than buffered).
 pub const MAX_ROW_BYTES: usize = 256 << 20;

@@ -1188,3 +1188,98 @@ fn once_activated_every_source_read_is_refused_as_the_source_closed() {
         assert!(req.step(Some(&r.plan)).reads_source(), "{req:?}");
     }
 }
+
+#[test]
+fn an_object_found_with_other_facts_conflicts_recorded_or_not() {
+    let fx = fx();
+    for recorded in [false, true] {
+        let st = drive_to_reserved(&fx, |r| r.objects.contains(&recorded));
+        let r = st.destination.reservation.as_ref().unwrap();
+        let i = r.objects.iter().position(|o| *o == recorded).unwrap();
+        let planned = r.plan.artifacts.objects[i];
+        let sizes = ObjectFacts {
+            size: planned.size + 1,
+            ..planned
+        };
+        let xxh3 = ObjectFacts {
+            xxh3_64: planned.xxh3_64 ^ 1,
+            ..planned
+        };
+        for found in [sizes, xxh3] {
+            assert_eq!(
+                decide(
+                    &st,
+                    &Request::Object {
+                        sha256: planned.sha256,
+                        found: Some(found)
+                    }
+                ),
+                Err(MigrationError::ObjectConflict(planned.sha256)),
+                "recorded: {recorded}, found {found:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_committed_table_found_again_repeats_only_its_snapshot_and_content() {
+    let fx = fx();
+    let st = drive_to_reserved(&fx, |r| {
+        r.tables
+            .iter()
+            .any(|t| matches!(t, TableState::Committed(_)))
+    });
+    let (name, c) = first_table(&st, |t| match t {
+        TableState::Committed(c) => Some(*c),
+        _ => None,
+    });
+    let found = |f: TableFacts| {
+        decide(
+            &st,
+            &Request::Table {
+                name: name.clone(),
+                found: Some(f),
+            },
+        )
+    };
+    let d = found(c).unwrap();
+    assert_eq!(d.outcome, Outcome::AlreadyRecorded);
+    assert_eq!(d.next, st);
+    let later = TableFacts {
+        snapshot: c.snapshot + 1,
+        ..c
+    };
+    let other = TableFacts {
+        rows: c.rows + 1,
+        ..c
+    };
+    for f in [later, other] {
+        assert_eq!(
+            found(f),
+            Err(MigrationError::TableConflict(name.clone())),
+            "{f:?}"
+        );
+    }
+}
+
+#[test]
+fn a_recorded_recheck_repeats_only_its_own_evidence() {
+    let fx = fx();
+    let st = drive_to_reserved(&fx, |r| r.source_stability.is_some());
+    let plan = &st.destination.reservation.as_ref().unwrap().plan;
+    let d = decide(
+        &st,
+        &Request::Recheck {
+            observed: unchanged(plan),
+        },
+    )
+    .unwrap();
+    assert_eq!(d.outcome, Outcome::AlreadyRecorded);
+    assert_eq!(d.next, st);
+    let mut drift = unchanged(plan);
+    drift.control_digest = Digest::of(b"drift");
+    assert_eq!(
+        decide(&st, &Request::Recheck { observed: drift }),
+        Err(MigrationError::PlanInvalidated)
+    );
+}

@@ -209,6 +209,11 @@ fn xxh3_64_and_sha256_match_known_vectors() {
     for piece in big.chunks(1000) {
         h.update(piece);
     }
+    // Its debug form names what it has counted, never the running digests.
+    assert_eq!(
+        format!("{h:?}"),
+        format!("ObjectHasher {{ size: {}, .. }}", big.len())
+    );
     assert_eq!(h.finish(), f);
     let streamed = measure(
         ObjectRead::Stream(Box::new(Cursor::new(big.clone()))),
