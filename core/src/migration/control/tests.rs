@@ -344,3 +344,26 @@ fn a_reservation_and_a_staged_bundle_round_trip_through_their_encoders() {
     assert_eq!(StagedBundle::decode(&bytes).unwrap(), bundle);
     assert!(StagedBundle::decode(&bytes[1..]).is_err());
 }
+
+#[test]
+fn a_stored_receipt_reads_back_only_as_its_reservations_own() {
+    let sim = crate::streams::migration::check_clean_run().unwrap();
+    let r = sim.dest.reservation.unwrap();
+    let stored = r.receipt.clone().unwrap();
+    let bytes = stored.encode();
+    assert_eq!(decode_stored_receipt(&bytes, &r), Ok(stored));
+    // The same valid receipt bytes beside a reservation that holds no
+    // receipt, or another one, fail closed.
+    let mut none = r.clone();
+    none.receipt = None;
+    let mut other = r.clone();
+    if let Some(s) = other.receipt.as_mut() {
+        s.receipt.completed_at += 1;
+    }
+    for held in [none, other] {
+        assert_eq!(
+            decode_stored_receipt(&bytes, &held).unwrap_err().reason(),
+            "StoredEvidenceInvalid"
+        );
+    }
+}
