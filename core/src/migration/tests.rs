@@ -42,6 +42,16 @@ fn uri_refuses_credentials_and_normalizes() {
     ] {
         assert!(NormalizedUri::parse(bad).is_err(), "{bad}");
     }
+    // A refusal says what is wrong with the text, in words.
+    for (bad, says) in [
+        ("file://u@/p", "userinfo is not allowed"),
+        ("file:///p?t=x", "a query is not allowed"),
+        ("file:///a/", "trailing slash"),
+        ("1x://h/p", "scheme must be [a-z][a-z0-9+.-]*"),
+    ] {
+        let e = NormalizedUri::parse(bad).unwrap_err().to_string();
+        assert!(e.contains(says), "{bad}: {e}");
+    }
     let u = NormalizedUri::parse("FILE://LocalHost/srv/x").unwrap();
     assert_eq!(u.as_str(), "file:///srv/x");
     assert!(u.is_local_file());
