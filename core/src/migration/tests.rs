@@ -42,6 +42,19 @@ fn uri_refuses_credentials_and_normalizes() {
     ] {
         assert!(NormalizedUri::parse(bad).is_err(), "{bad}");
     }
+    // A URI of exactly the bound is one; a byte more is refused.
+    let at = |len: usize| format!("file:///{}", "a".repeat(len - "file:///".len()));
+    assert_eq!(
+        NormalizedUri::parse(&at(MAX_URI_LEN))
+            .unwrap()
+            .as_str()
+            .len(),
+        MAX_URI_LEN
+    );
+    assert_eq!(
+        NormalizedUri::parse(&at(MAX_URI_LEN + 1)),
+        Err(DataError::InvalidUri(UriProblem::Shape))
+    );
     // A refusal says what is wrong with the text, in words.
     for (bad, says) in [
         ("file://u@/p", "userinfo is not allowed"),
