@@ -88,6 +88,14 @@ fn uri_refuses_credentials_and_normalizes() {
     let root = NormalizedUri::parse("file:///srv").unwrap();
     let sib = NormalizedUri::parse("file:///srvx").unwrap();
     assert!(root.contains(&u) && !root.contains(&sib) && root.disjoint(&sib));
+    // Containment needs the same scheme and the same authority.
+    let nas = NormalizedUri::parse("file://nas/srv").unwrap();
+    assert!(
+        !nas.contains(&u) && !root.contains(&NormalizedUri::parse("file://nas/srv/x").unwrap())
+    );
+    let s3 = NormalizedUri::parse("s3://b/srv").unwrap();
+    assert!(!s3.contains(&NormalizedUri::parse("s3://c/srv/x").unwrap()));
+    assert!(!root.contains(&NormalizedUri::parse("s3:///srv/x").unwrap()));
 }
 
 #[test]
@@ -1305,4 +1313,43 @@ fn a_recorded_recheck_repeats_only_its_own_evidence() {
         decide(&st, &Request::Recheck { observed: drift }),
         Err(MigrationError::PlanInvalidated)
     );
+}
+
+#[test]
+fn the_receipt_binds_each_identity_and_counts_every_verified_byte() {
+    let sim = check_clean_run().unwrap();
+    let r = sim.dest.reservation.unwrap();
+    let receipt = r.receipt.unwrap().receipt;
+    let (src, dst) = (&r.plan.source, &r.plan.destination);
+    assert_ne!(receipt.source_fingerprint, receipt.destination_fingerprint);
+    assert_eq!(
+        receipt.source_fingerprint,
+        Digest::domain(
+            b"custos.migration.identity.v1\0",
+            &data::canonical_bytes(src)
+        )
+    );
+    // Each part of an identity is bound on its own.
+    let mut namespace = src.clone();
+    namespace.namespace = Name::new("other").unwrap();
+    let mut backend = src.clone();
+    backend.backend = Name::new("other").unwrap();
+    for other in [dst, &namespace, &backend] {
+        assert_ne!(src.fingerprint(), other.fingerprint(), "{other:?}");
+    }
+    let bytes: u64 = r.plan.artifacts.objects.iter().map(|o| o.size).sum();
+    assert!(bytes > 1);
+    assert_eq!(receipt.artifacts.verified_bytes, bytes);
+    // The total saturates rather than wraps.
+    let object = |size| ObjectFacts {
+        sha256: Digest::of(b"o"),
+        xxh3_64: 0,
+        size,
+    };
+    let plan = |sizes: &[u64]| ArtifactPlan {
+        occurrences: 1,
+        objects: sizes.iter().map(|s| object(*s)).collect(),
+    };
+    assert_eq!(plan(&[3, 5]).total_bytes(), 8);
+    assert_eq!(plan(&[u64::MAX, 2]).total_bytes(), u64::MAX);
 }
