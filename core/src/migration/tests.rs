@@ -1353,3 +1353,38 @@ fn the_receipt_binds_each_identity_and_counts_every_verified_byte() {
     assert_eq!(plan(&[3, 5]).total_bytes(), 8);
     assert_eq!(plan(&[u64::MAX, 2]).total_bytes(), u64::MAX);
 }
+
+#[test]
+fn the_artifact_files_table_is_found_wherever_it_stands_or_not_at_all() {
+    let fx = fx();
+    let plan = fx.plan(0, 1, 0);
+    let files = plan.artifact_files().unwrap();
+    assert_eq!(
+        plan.tables[files].classification,
+        Classification::ArtifactFiles
+    );
+    let mut later = plan.clone();
+    let mut first = later.tables[1 - files].clone();
+    first.name = Name::new("aardvark").unwrap();
+    later.tables.insert(0, first);
+    assert_eq!(later.artifact_files(), Some(files + 1));
+    let mut none = plan;
+    none.tables.remove(files);
+    assert_eq!(none.artifact_files(), None);
+}
+
+#[test]
+fn canonical_evidence_of_exactly_the_bound_decodes_and_a_byte_more_is_refused() {
+    let at = |len: usize| format!("\"{}\"", "a".repeat(len - 2)).into_bytes();
+    let exact = at(MAX_ENCODED_LEN);
+    assert_eq!(
+        data::decode_canonical::<String>(&exact).map(|s| s.len()),
+        Ok(MAX_ENCODED_LEN - 2)
+    );
+    assert_eq!(
+        data::decode_canonical::<String>(&at(MAX_ENCODED_LEN + 1)),
+        Err(DataError::TooLarge {
+            len: MAX_ENCODED_LEN + 1
+        })
+    );
+}
