@@ -418,6 +418,14 @@ fn the_machine_orders_preflight_refusals_over_object_findings() {
     m.source.activity_records = 1;
     let e = m.migrate(None).unwrap_err();
     assert_eq!(e.reason(), "activity-history-present", "{e}");
+    // Nor is the refusal pinned on the object: it is about activity.
+    assert!(
+        matches!(
+            e,
+            WorkflowError::Refused(MigrationError::ActivityPresent { .. })
+        ),
+        "{e:?}"
+    );
     let mut m = migration(&src, &dst, &cold);
     m.destination.identity = m.source.identity.clone();
     m.destination.audit = m.source.audit.clone();
