@@ -655,10 +655,10 @@ fn first_table(st: &State, pick: impl Fn(&TableState) -> Option<TableFacts>) -> 
     (r.plan.tables[i].name.clone(), facts)
 }
 
-#[test]
-fn a_repeated_commit_reply_is_a_repeat_only_when_it_names_the_recorded_commit() {
-    let fx = fx();
-    let st = drive_to_reserved(&fx, |r| {
+/// A clean run driven until a table is committed: its state, and that
+/// table's name and committed facts.
+fn a_committed_table(fx: &Fixture) -> (State, Name, TableFacts) {
+    let st = drive_to_reserved(fx, |r| {
         r.tables
             .iter()
             .any(|t| matches!(t, TableState::Committed(_)))
@@ -667,6 +667,12 @@ fn a_repeated_commit_reply_is_a_repeat_only_when_it_names_the_recorded_commit() 
         TableState::Committed(c) => Some(*c),
         _ => None,
     });
+    (st, name, c)
+}
+
+#[test]
+fn a_repeated_commit_reply_is_a_repeat_only_when_it_names_the_recorded_commit() {
+    let (st, name, c) = a_committed_table(&fx());
     let d = decide(
         &st,
         &Request::TableCommitted {
@@ -1254,16 +1260,7 @@ fn an_object_found_with_other_facts_conflicts_recorded_or_not() {
 
 #[test]
 fn a_committed_table_found_again_repeats_only_its_snapshot_and_content() {
-    let fx = fx();
-    let st = drive_to_reserved(&fx, |r| {
-        r.tables
-            .iter()
-            .any(|t| matches!(t, TableState::Committed(_)))
-    });
-    let (name, c) = first_table(&st, |t| match t {
-        TableState::Committed(c) => Some(*c),
-        _ => None,
-    });
+    let (st, name, c) = a_committed_table(&fx());
     let found = |f: TableFacts| {
         decide(
             &st,
