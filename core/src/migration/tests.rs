@@ -1361,7 +1361,8 @@ fn the_artifact_files_table_is_found_wherever_it_stands_or_not_at_all() {
         Classification::ArtifactFiles
     );
     let mut later = plan.clone();
-    let mut first = later.tables[1 - files].clone();
+    let rest = (0..plan.tables.len()).find(|i| *i != files).unwrap();
+    let mut first = later.tables[rest].clone();
     first.name = Name::new("aardvark").unwrap();
     later.tables.insert(0, first);
     assert_eq!(later.artifact_files(), Some(files + 1));
