@@ -30,7 +30,8 @@ use custos_core::deployment::manifest::{
 };
 use custos_core::deployment::page::{Page, PageRequest};
 use custos_core::deployment::route::{
-    self, PinnedRoutes, ReleaseSource, ResolvedRevision, Target, ATTR_DEPLOYMENT,
+    self, PinnedRoutes, ReleaseFacts, ReleaseSource, ResolvedRevision, Standing, Target,
+    ATTR_DEPLOYMENT,
 };
 use custos_core::deployment::state::{Mutation, Operation, Receipt, Request, VersionedDeployment};
 use custos_core::deployment::DeploymentError;
@@ -59,37 +60,99 @@ fn function(name: &str) -> Function {
     }
 }
 
-/// The suite's release catalog: releases 1 to 4 export `greeter`
-/// (`hello`, `bye`); release 5 exports a `greeter` with other documentation
-/// (another schema for the same contract id); release 6 exports `counter`
-/// (`incr`); any other release is not in the catalog.
+/// Tenant `beta`'s copy of release `n` (the same contract as [`release`]
+/// `n`, published under `beta`).
+pub fn beta_release(n: u8) -> Sha256 {
+    Sha256::of(&[b'b', n])
+}
+
+/// Release `n` as tenant `tenant` deploys it: `beta`'s own copy for
+/// `beta`, [`release`] `n` (tenant `acme`'s) otherwise.
+pub fn release_of(tenant: &str, n: u8) -> Sha256 {
+    if tenant == "beta" {
+        beta_release(n)
+    } else {
+        release(n)
+    }
+}
+
+/// The trusted-local release (published without a tenant): a `greeter`.
+pub const LOCAL_RELEASE: u8 = 7;
+/// Release 8 (and `beta`'s 8) is revoked.
+pub const REVOKED_RELEASE: u8 = 8;
+/// Release 10 (and `beta`'s 10) is retired.
+pub const RETIRED_RELEASE: u8 = 10;
+/// No release 9 exists, for any tenant.
+pub const ABSENT_RELEASE: u8 = 9;
+
+/// The suite's release catalog. Tenant `acme` published releases 1 to 6,
+/// 8 and 10 ([`release`]); tenant `beta` published a copy of each
+/// ([`beta_release`]). Releases 1 to 4 export `greeter` (`hello`, `bye`);
+/// release 5 exports a `greeter` with other documentation (another schema
+/// for the same contract id); release 6 exports `counter` (`incr`);
+/// [`REVOKED_RELEASE`] is revoked and [`RETIRED_RELEASE`] retired.
+/// [`LOCAL_RELEASE`] is a trusted-local `greeter`; nothing else is in the
+/// catalog.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct FixtureReleases;
 
+/// The contract of fixture release `n`, if it exports one.
+fn fixture_contract(n: u8) -> Option<Contract> {
+    let interface = match n {
+        1..=4 | LOCAL_RELEASE | REVOKED_RELEASE | RETIRED_RELEASE => Interface {
+            name: GREETER.into(),
+            docs: None,
+            functions: vec![function("hello"), function("bye")],
+        },
+        5 => Interface {
+            name: GREETER.into(),
+            docs: Some("another schema".into()),
+            functions: vec![function("hello"), function("bye")],
+        },
+        6 => Interface {
+            name: "counter".into(),
+            docs: None,
+            functions: vec![function("incr")],
+        },
+        _ => return None,
+    };
+    Some(Contract {
+        interfaces: vec![interface],
+    })
+}
+
 impl ReleaseSource for FixtureReleases {
-    fn contract(&self, r: &Sha256) -> Result<Contract, String> {
-        let n = (1..=6).find(|n| release(*n) == *r);
-        let interface = match n {
-            Some(1..=4) => Interface {
-                name: GREETER.into(),
-                docs: None,
-                functions: vec![function("hello"), function("bye")],
-            },
-            Some(5) => Interface {
-                name: GREETER.into(),
-                docs: Some("another schema".into()),
-                functions: vec![function("hello"), function("bye")],
-            },
-            Some(6) => Interface {
-                name: "counter".into(),
-                docs: None,
-                functions: vec![function("incr")],
-            },
-            _ => return Err("not in the release catalog".into()),
+    fn release(&self, r: &Sha256) -> Result<Option<ReleaseFacts>, String> {
+        let found = (1..=10).find_map(|n| {
+            if *r == release(n) {
+                Some((n, Some("acme")))
+            } else if *r == beta_release(n) {
+                Some((n, Some("beta")))
+            } else {
+                None
+            }
+        });
+        let Some((n, mut owner)) = found else {
+            return Ok(None);
         };
-        Ok(Contract {
-            interfaces: vec![interface],
-        })
+        let Some(contract) = fixture_contract(n) else {
+            return Ok(None);
+        };
+        if n == LOCAL_RELEASE {
+            if owner == Some("beta") {
+                return Ok(None);
+            }
+            owner = None;
+        }
+        let standing = match n {
+            REVOKED_RELEASE => Standing::Revoked,
+            RETIRED_RELEASE => Standing::Retired,
+            _ => Standing::Eligible(contract),
+        };
+        Ok(Some(ReleaseFacts {
+            owner: owner.map(str::to_owned),
+            standing,
+        }))
     }
 }
 
@@ -147,7 +210,7 @@ pub fn manifest(id: &str, tenant: &str, service: &str) -> DeploymentManifest {
         tenant: tenant.into(),
         namespace: None,
         service: service.into(),
-        release: release(1),
+        release: release_of(tenant, 1),
         route_weight: 1,
         grants: Vec::new(),
         budgets: ResourceBudgets::default(),
@@ -560,11 +623,11 @@ pub fn a_refused_batch_applies_no_member<B: DeploymentCatalog, F: Fn() -> B>(fac
         t,
     );
     let mut missing = acme("white");
-    missing.release = release(9);
+    missing.release = release(ABSENT_RELEASE);
     refused(
         &b,
         batch_req("acme", vec![acme("amber"), missing]),
-        "release-unavailable",
+        "release-not-found",
         t,
     );
     assert_eq!(b.get("acme", "amber").unwrap(), None);
@@ -940,8 +1003,8 @@ pub fn release_rules_refuse_before_publication<B: DeploymentCatalog, F: Fn() -> 
     applied(&b, acme("blue"));
     let t = &["acme", "beta"];
     let mut missing = acme("green");
-    missing.release = release(9);
-    refused(&b, apply_req(missing, None), "release-unavailable", t);
+    missing.release = release(ABSENT_RELEASE);
+    refused(&b, apply_req(missing, None), "release-not-found", t);
     let mut other_schema = acme("green");
     other_schema.release = release(5);
     refused(
@@ -960,12 +1023,99 @@ pub fn release_rules_refuse_before_publication<B: DeploymentCatalog, F: Fn() -> 
     );
     let mut elsewhere = manifest("red", "beta", "api");
     elsewhere.namespace = Some("ns".into());
-    elsewhere.release = release(5);
+    elsewhere.release = beta_release(5);
     applied(&b, elsewhere);
     let mut counter = acme("green");
     counter.release = release(6);
     applied(&b, counter);
     assert_eq!(b.generation().unwrap(), 3);
+}
+
+/// The seam between the release and the deployment catalogs: a deployment
+/// may use only a release its own tenant published, and only while it is
+/// eligible. Another tenant's release, a trusted-local one and one that
+/// does not exist are refused with one answer (`release-not-found`, the
+/// same text but for the digest the caller sent: no oracle for another
+/// tenant's digests); a visible revoked or retired release has its own
+/// reason; a batch with one such member applies none; each tenant's
+/// routes resolve only to its own releases.
+pub fn a_deployment_uses_only_its_tenants_eligible_releases<B: DeploymentCatalog, F: Fn() -> B>(
+    factory: F,
+) {
+    let b = factory();
+    let t = &["acme", "beta"];
+    applied(&b, acme("blue"));
+    let with = |tenant: &str, id: &str, r: Sha256| {
+        let mut m = manifest(id, tenant, "api");
+        m.release = r;
+        m
+    };
+    let text_of = |m: DeploymentManifest| {
+        let r = m.release;
+        match b.mutate(apply_req(m, None)) {
+            Ok(receipt) => panic!("an apply of {r} was accepted: {receipt:?}"),
+            Err(e) => rule(e).to_string().replace(&r.to_string(), "<digest>"),
+        }
+    };
+    // Another tenant's, a trusted-local and an absent release: one answer.
+    for r in [
+        release(1),
+        release(LOCAL_RELEASE),
+        release(ABSENT_RELEASE),
+        release(REVOKED_RELEASE),
+    ] {
+        refused(
+            &b,
+            apply_req(with("beta", "steal", r), None),
+            "release-not-found",
+            t,
+        );
+    }
+    let absent = text_of(with("beta", "steal", release(ABSENT_RELEASE)));
+    assert_eq!(text_of(with("beta", "steal", release(1))), absent);
+    assert_eq!(
+        text_of(with("beta", "steal", release(LOCAL_RELEASE))),
+        absent
+    );
+    assert!(!absent.contains("acme"), "{absent}");
+    // Nobody deploys a trusted-local release.
+    refused(
+        &b,
+        apply_req(with("acme", "local", release(LOCAL_RELEASE)), None),
+        "release-not-found",
+        t,
+    );
+    // A visible release that was revoked or retired: its own reason.
+    for (tenant, r, reason) in [
+        ("acme", release(REVOKED_RELEASE), "release-revoked"),
+        ("acme", release(RETIRED_RELEASE), "release-retired"),
+        ("beta", beta_release(REVOKED_RELEASE), "release-revoked"),
+    ] {
+        refused(&b, apply_req(with(tenant, "old", r), None), reason, t);
+    }
+    // A batch with one foreign member applies none.
+    refused(
+        &b,
+        batch_req(
+            "beta",
+            vec![
+                with("beta", "ok", beta_release(1)),
+                with("beta", "steal", release(2)),
+            ],
+        ),
+        "release-not-found",
+        t,
+    );
+    // Each tenant's own release resolves, on its own routes only.
+    applied(&b, with("beta", "red", beta_release(1)));
+    let r = b.resolve(&target("beta", "api", None), Some("k")).unwrap();
+    assert_eq!(
+        (r.deployment_id.as_str(), r.release),
+        ("red", beta_release(1))
+    );
+    let r = b.resolve(&target("acme", "api", None), Some("k")).unwrap();
+    assert_eq!((r.deployment_id.as_str(), r.release), ("blue", release(1)));
+    assert_eq!(b.generation().unwrap(), 2);
 }
 
 // ---------------------------------------------------------------- the table
@@ -1015,6 +1165,7 @@ macro_rules! __with_deployment_cases {
             page_tokens_expire_with_any_publication,
             managed_operations_replay_exactly,
             release_rules_refuse_before_publication,
+            a_deployment_uses_only_its_tenants_eligible_releases,
         }
     };
 }

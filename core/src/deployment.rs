@@ -107,6 +107,9 @@ pub enum Code {
     StateConflict,
     /// A bound would be exceeded.
     ResourceExhausted,
+    /// The object's state forbids the request (a revoked or retired
+    /// release); an unchanged retry cannot succeed.
+    FailedPrecondition,
     /// No route of that name in that tenant and service.
     RouteUnavailable,
     /// The route exists but exports no such contract and function.
@@ -246,6 +249,27 @@ pub enum DeploymentError {
         /// The bound.
         limit: u64,
     },
+    /// The deploying tenant sees no release of that digest: none exists,
+    /// or it is another tenant's or a trusted-local one (one answer for
+    /// all three, so no tenant learns of another's digests).
+    #[error("NotFound: no release {release} in the deploying tenant's scope")]
+    ReleaseNotFound {
+        /// The release the manifest names.
+        release: Sha256,
+    },
+    /// The deploying tenant's release was revoked: it is never served
+    /// again, so no deployment may newly use it.
+    #[error("FailedPrecondition: release {release} is revoked and is never deployed again")]
+    ReleaseRevoked {
+        /// The release.
+        release: Sha256,
+    },
+    /// The deploying tenant's release was retired.
+    #[error("FailedPrecondition: release {release} is retired and is never deployed again")]
+    ReleaseRetired {
+        /// The release.
+        release: Sha256,
+    },
     /// The release source could not supply a release.
     #[error("Unavailable: release {release} could not be read: {detail}")]
     ReleaseUnavailable {
@@ -338,6 +362,9 @@ crate::reasons! {
         IncompleteContract => "incomplete-contract-metadata",
         SchemaConflict => "contract-schema-conflict",
         CompileLimit => "route-compile-limit",
+        ReleaseNotFound => "release-not-found",
+        ReleaseRevoked => "release-revoked",
+        ReleaseRetired => "release-retired",
         ReleaseUnavailable => "release-unavailable",
         RouteUnavailable => "route-unavailable",
         IncompatibleContract => "incompatible-contract",
@@ -368,7 +395,8 @@ impl DeploymentError {
             | E::CompileLimit { .. }
             | E::PageByteLimit { .. } => Code::ResourceExhausted,
             E::TenantMismatch { .. } | E::AmbiguousNamespace { .. } => Code::PermissionDenied,
-            E::NotFound(_) => Code::NotFound,
+            E::NotFound(_) | E::ReleaseNotFound { .. } => Code::NotFound,
+            E::ReleaseRevoked { .. } | E::ReleaseRetired { .. } => Code::FailedPrecondition,
             E::GenerationConflict { .. }
             | E::StaleRouteGeneration { .. }
             | E::PageTokenExpired

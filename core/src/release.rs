@@ -21,6 +21,30 @@
 //! - [`protocol`] — the publication step order, the pending gate, planning
 //!   and recovery classification: the protocol the filesystem shell follows
 //!   and the model drives.
+//!
+//! # Which identities are global, which are per tenant
+//!
+//! - **The content digest is global.** A release is the SHA-256 of its
+//!   component bytes, unique across the whole catalog: no tenant can
+//!   replace another's metadata under a digest, or acquire an alias for the
+//!   same bytes. So a tenant that publishes bytes another tenant (or the
+//!   operator, trusted-local) already published is refused
+//!   (`AlreadyExists: release <digest> exists with different content`):
+//!   it learns that *those exact bytes* are in the catalog — which it can
+//!   only ask about by holding the bytes — and nothing else: not who
+//!   published them, nor their name, version, service or lifecycle.
+//! - **References are per tenant.** A reference (`name@version`) is unique
+//!   within its tenant ([`metadata::Descriptor::reference_key`]); the
+//!   trusted-local releases (no tenant) are one more scope of their own.
+//!   Two tenants may each publish `calc@1.0.0`; a refusal for a held
+//!   reference names only a release of the caller's own scope.
+//! - **Reads are per tenant.** A tenant's scoped reads (get, list, resolve
+//!   by reference) show only its own releases; another tenant's and the
+//!   trusted-local ones answer exactly as absent ones do.
+//! - **Deployments are per tenant too** (`crate::deployment::route::admit`):
+//!   a deployment may use only its own tenant's eligible release, and
+//!   another tenant's digest is refused exactly as one that does not
+//!   exist.
 
 pub mod bounds;
 pub mod complete;

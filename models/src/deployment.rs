@@ -11,8 +11,13 @@
 //! At the commit point the record is renamed into place; the directory sync
 //! after it may fail (`commit-durability-uncertain`), and the state is
 //! installed either way. A reply may be lost, and the writer retries the
-//! same operation id. The reader resolves the default route and reads pages
-//! of one entry with continuation tokens, concurrently with all of it.
+//! same operation id. Writer 1 also writes as a second tenant, `u`: its
+//! deployment `c` over its own release or over tenant `t`'s, which the
+//! publication's compilation must refuse
+//! ([`custos_core::deployment::route::compile_admitting`]). The reader
+//! resolves each tenant's default route — each must resolve only to that
+//! tenant's own release — and reads pages of one entry with continuation
+//! tokens, concurrently with all of it.
 //!
 //! The receipt ring holds one entry, so a retried operation can find its
 //! receipt evicted. Every decision, compilation, resolution and page goes
@@ -22,7 +27,9 @@
 
 use custos_core::deployment::manifest::{DeploymentManifest, RevisionId};
 use custos_core::deployment::page::{self, PageIndex, PageRequest, PageToken};
-use custos_core::deployment::route::{self, Snapshot, Target};
+use std::collections::BTreeSet;
+
+use custos_core::deployment::route::{self, ReleaseFacts, Snapshot, Target};
 use custos_core::deployment::state::{
     self, Catalog, Decision, Mutation, Operation, Receipt, Request, VersionedDeployment,
 };
@@ -34,8 +41,12 @@ use stateright::{Model, Property};
 use crate::family::MutantModel;
 use crate::Bound;
 
-/// The deployment ids in play.
-pub const IDS: [&str; 2] = ["a", "b"];
+/// The deployment ids in play: `a` and `b` are tenant `t`'s, `c` tenant
+/// `u`'s.
+pub const IDS: [&str; 3] = ["a", "b", "c"];
+/// The tenants: `t` (writer 0's and writer 1's applies of `a` and `b`) and
+/// `u` (writer 1's applies of `c`).
+pub const TENANTS: [&str; 2] = ["t", "u"];
 /// What a writer may intend: conditional applies of `a` at two weights
 /// (a reweight), an unconditional apply of `a`, a conditional apply of `b`
 /// (an unrelated object), a conditional delete of `a`, and a batch of both.
@@ -94,6 +105,11 @@ crate::mutants! {
         /// The catalog is installed before its routes: a reader can see new
         /// desired state with the old snapshot.
         TornInstall => "catalog-installed-before-routes",
+        /// The shell takes a release's owner from the deployments that use
+        /// it (the tenant of the first deployment naming it) instead of
+        /// from the release catalog, so the owner check passes for a
+        /// tenant deploying another tenant's release no one else uses.
+        OwnerFromDeployments => "release-owner-taken-from-deployments",
     }
 }
 
@@ -116,6 +132,12 @@ pub enum Intent {
     },
     /// Apply both ids at weight 1 in one batch.
     Batch,
+    /// Tenant `u` applies `c` over its own release (`own`) or over tenant
+    /// `t`'s release (a deployment that must be refused).
+    Foreign {
+        /// `c` names `u`'s own release.
+        own: bool,
+    },
 }
 
 /// An action.
@@ -193,9 +215,9 @@ pub struct State {
     /// Reader actions left.
     pub reader_budget: u8,
     /// Highest object stamp ever installed, per id.
-    pub max_stamp: [u64; 2],
+    pub max_stamp: [u64; 3],
     /// First revision published, per id.
-    pub revision: [Option<RevisionId>; 2],
+    pub revision: [Option<RevisionId>; 3],
     /// Operations committed (bit `2 * writer + seq`).
     pub committed_ops: u8,
     /// Broken rules (bits of [`rule`]).
@@ -223,6 +245,8 @@ pub mod rule {
     pub const REVISION: u16 = 1 << 6;
     /// The durable record went backwards.
     pub const DURABLE: u16 = 1 << 7;
+    /// A route of one tenant resolved to another tenant's release.
+    pub const FOREIGN_RELEASE: u16 = 1 << 8;
 }
 
 /// Bits of [`State::seen`].
@@ -247,6 +271,10 @@ pub mod seen {
     pub const RECOMPILED: u16 = 1 << 8;
     /// A retried operation was refused because its receipt expired.
     pub const EXPIRED_OP: u16 = 1 << 9;
+    /// An apply of another tenant's release was refused.
+    pub const FOREIGN_REFUSED: u16 = 1 << 10;
+    /// Tenant `u`'s route resolved to its own release.
+    pub const OTHER_TENANT_RESOLVED: u16 = 1 << 11;
 }
 
 /// The model: its bound and, optionally, the defect it exhibits.
@@ -260,12 +288,20 @@ pub struct DeploymentModel {
     pub mutant: Option<Mutant>,
 }
 
-fn release() -> Sha256 {
-    Sha256::of(b"model release")
+/// Tenant `tenant`'s release (index into [`TENANTS`]).
+fn release(tenant: usize) -> Sha256 {
+    Sha256::of(&[b'r', tenant as u8])
 }
 
-fn contract(_: &Sha256) -> Result<Contract, String> {
-    Ok(Contract {
+/// The tenant that published `r`, as the release catalog records it.
+fn owner(r: &Sha256) -> Option<&'static str> {
+    (0..TENANTS.len())
+        .find(|t| release(*t) == *r)
+        .map(|t| TENANTS[t])
+}
+
+fn contract() -> Contract {
+    Contract {
         interfaces: vec![Interface {
             docs: None,
             name: "api".into(),
@@ -276,16 +312,22 @@ fn contract(_: &Sha256) -> Result<Contract, String> {
                 results: vec![],
             }],
         }],
-    })
+    }
 }
 
+/// The release catalog: each release with its real owner.
+fn source(r: &Sha256) -> Result<Option<ReleaseFacts>, String> {
+    Ok(owner(r).map(|o| ReleaseFacts::eligible(o, contract())))
+}
+
+/// Tenant `t`'s deployment `IDS[id]` (`a` or `b`) of its own release.
 fn manifest(id: u8, weight: u8) -> DeploymentManifest {
     DeploymentManifest {
         id: IDS[usize::from(id) % 2].into(),
-        tenant: "t".into(),
+        tenant: TENANTS[0].into(),
         namespace: None,
         service: "s".into(),
-        release: release(),
+        release: release(0),
         route_weight: u32::from(weight),
         grants: vec![],
         budgets: Default::default(),
@@ -296,8 +338,18 @@ fn manifest(id: u8, weight: u8) -> DeploymentManifest {
     }
 }
 
+/// Tenant `u`'s deployment `c`, of its own release or of `t`'s.
+fn foreign(own: bool) -> DeploymentManifest {
+    DeploymentManifest {
+        id: IDS[2].into(),
+        tenant: TENANTS[1].into(),
+        release: release(usize::from(own)),
+        ..manifest(0, 1)
+    }
+}
+
 fn id_index(id: &str) -> usize {
-    usize::from(id != IDS[0])
+    IDS.iter().position(|i| *i == id).unwrap_or(0)
 }
 
 impl DeploymentModel {
@@ -328,9 +380,14 @@ impl DeploymentModel {
             Intent::Batch => Mutation::ApplyMany {
                 manifests: vec![manifest(0, 1), manifest(1, 1)],
             },
+            Intent::Foreign { own } => Mutation::Apply {
+                manifest: Box::new(foreign(own)),
+                expected: None,
+            },
         };
+        let tenant = TENANTS[usize::from(matches!(intent, Intent::Foreign { .. }))];
         Request {
-            tenant: Some("t".into()),
+            tenant: Some(tenant.into()),
             mutation,
             compiled_at: live.generation,
             operation: Some(Operation {
@@ -356,9 +413,30 @@ impl DeploymentModel {
         Ok(d)
     }
 
-    /// The real compilation, or the mutant's.
+    /// The real compilation of `c` admitting `admitted`, over the real
+    /// release catalog or the mutant's.
+    fn compile_admitting(
+        &self,
+        c: &Catalog,
+        admitted: &BTreeSet<String>,
+    ) -> Result<Snapshot, DeploymentError> {
+        if self.mutant(Mutant::OwnerFromDeployments) {
+            let by_use = |r: &Sha256| {
+                Ok(c.objects
+                    .values()
+                    .find(|d| d.manifest.release == *r)
+                    .map(|d| ReleaseFacts::eligible(&d.manifest.tenant, contract())))
+            };
+            return route::compile_admitting(c, &by_use, admitted);
+        }
+        route::compile_admitting(c, &source, admitted)
+    }
+
+    /// The real compilation of a stored generation, or the mutant's.
     fn compile(&self, c: &Catalog) -> Snapshot {
-        let mut s = route::compile(c, &contract).unwrap_or_else(|_| Snapshot::empty(c.generation));
+        let mut s = self
+            .compile_admitting(c, &BTreeSet::new())
+            .unwrap_or_else(|_| Snapshot::empty(c.generation));
         if self.mutant(Mutant::WeightInRevision) {
             for r in &mut s.records {
                 if let Some(d) = c.objects.get(&r.id) {
@@ -509,6 +587,17 @@ impl DeploymentModel {
                 if d.replayed {
                     s.seen |= seen::REPLAYED;
                 }
+                if let Some(next) = &d.next {
+                    // The publication's compilation admits what it applies.
+                    if let Err(e) = self.compile_admitting(next, &d.applied()) {
+                        if matches!(e, DeploymentError::ReleaseNotFound { .. }) {
+                            s.seen |= seen::FOREIGN_REFUSED;
+                        }
+                        s.writers[w].phase = Phase::Idle;
+                        s.writers[w].done += 1;
+                        return;
+                    }
+                }
                 if let Some(next) = d.next {
                     if !precondition_holds(&s.memory, &req) {
                         s.broken |= rule::STALE_COMMIT;
@@ -548,21 +637,31 @@ impl DeploymentModel {
         s.writers[w].done += 1;
     }
 
+    /// The reader resolves each tenant's default route.
     fn resolve(&self, s: &mut State) {
-        let target = Target {
-            tenant: "t".into(),
-            service: "s".into(),
-            route: None,
-            contract: "api".into(),
-            function: "run".into(),
-        };
         if s.routes.generation != s.memory.generation {
             s.broken |= rule::TORN_READ;
         }
-        if let Ok(r) = s.routes.resolve(&target, Some("key")) {
+        for tenant in TENANTS {
+            let target = Target {
+                tenant: tenant.into(),
+                service: "s".into(),
+                route: None,
+                contract: "api".into(),
+                function: "run".into(),
+            };
+            let Ok(r) = s.routes.resolve(&target, Some("key")) else {
+                continue;
+            };
             s.seen |= seen::RESOLVED;
+            if tenant != TENANTS[0] {
+                s.seen |= seen::OTHER_TENANT_RESOLVED;
+            }
             if s.memory.objects.get(&r.deployment_id).map(|d| d.generation) != Some(r.generation) {
                 s.broken |= rule::TORN_READ;
+            }
+            if owner(&r.release) != Some(tenant) {
+                s.broken |= rule::FOREIGN_RELEASE;
             }
         }
     }
@@ -634,8 +733,8 @@ impl Model for DeploymentModel {
             writers: [writer.clone(), writer],
             token: None,
             reader_budget: self.reader_actions,
-            max_stamp: [0; 2],
-            revision: [None; 2],
+            max_stamp: [0; 3],
+            revision: [None; 3],
             committed_ops: 0,
             broken: 0,
             seen: 0,
@@ -647,10 +746,16 @@ impl Model for DeploymentModel {
             let w = w as u8;
             match &writer.phase {
                 Phase::Idle if writer.done < self.ops[usize::from(w)] => {
-                    // Writer 1 neither reweights nor applies unconditionally.
+                    // Writer 1 neither reweights nor applies unconditionally;
+                    // it alone also writes as tenant `u`.
                     let intents: &[Intent] = if w == 0 { &INTENTS } else { &INTENTS[3..] };
                     for &intent in intents {
                         actions.push(Action::Prepare(w, intent));
+                    }
+                    if w == 1 {
+                        for own in [true, false] {
+                            actions.push(Action::Prepare(w, Intent::Foreign { own }));
+                        }
                     }
                 }
                 Phase::Idle => {}
@@ -764,6 +869,10 @@ impl Model for DeploymentModel {
             Property::<Self>::always("the durable record never goes backwards", |_, s| {
                 s.broken & rule::DURABLE == 0
             }),
+            Property::<Self>::always(
+                "a route of tenant T resolves only to T's releases",
+                |_, s| s.broken & rule::FOREIGN_RELEASE == 0,
+            ),
             Property::<Self>::sometimes("a stale precondition is refused", |_, s| {
                 s.seen & seen::STALE_REFUSED != 0
             }),
@@ -793,6 +902,12 @@ impl Model for DeploymentModel {
             Property::<Self>::sometimes("a directory sync fails after the rename", |_, s| {
                 s.seen & seen::UNCERTAIN != 0
             }),
+            Property::<Self>::sometimes("another tenant's release is refused", |_, s| {
+                s.seen & seen::FOREIGN_REFUSED != 0
+            }),
+            Property::<Self>::sometimes("a second tenant resolves its own release", |_, s| {
+                s.seen & seen::OTHER_TENANT_RESOLVED != 0
+            }),
             Property::<Self>::sometimes(
                 "a stale route generation sends a writer to recompile",
                 |_, s| s.seen & seen::RECOMPILED != 0,
@@ -804,7 +919,7 @@ impl Model for DeploymentModel {
 impl MutantModel for DeploymentModel {
     type Mutant = Mutant;
     const NAME: &'static str = "deployment";
-    const SUMMARY: &'static str = "versioned desired state: preconditions at commit, exact receipts, complete readers, growing stamps, expiring tokens, one commit per operation";
+    const SUMMARY: &'static str = "versioned desired state: preconditions at commit, exact receipts, complete readers, growing stamps, expiring tokens, one commit per operation, a tenant's routes only to its own releases";
 
     fn at(bound: Bound) -> Result<Self, String> {
         let (ops, reader_actions) = match bound {

@@ -94,7 +94,7 @@ fn release_model_holds_and_kills_every_mutant() {
 
 #[test]
 fn deployment_model_holds_and_kills_every_mutant() {
-    check("deployment", 232_768);
+    check("deployment", 388_295);
 }
 
 #[test]

@@ -5,15 +5,18 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use custos_conformance::deployment::{
-    deployment_cases, memory, DeploymentCatalog, MemoryDeployments,
+    deployment_cases, release, DeploymentCatalog, FixtureReleases, MemoryDeployments,
 };
 use custos_core::deployment::page::{Page, PageRequest, PageToken, MAX_PAGE_SIZE};
-use custos_core::deployment::route::{self, PinnedRoutes, ResolvedRevision, Target};
+use custos_core::deployment::route::{
+    self, PinnedRoutes, ReleaseFacts, ReleaseSource, ResolvedRevision, Standing, Target,
+};
 use custos_core::deployment::state::{Mutation, Receipt, Request, VersionedDeployment};
 use custos_core::deployment::DeploymentError;
+use custos_core::release::Sha256;
 use custos_teeth::{failing_cases, Verdicts};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,9 +51,18 @@ enum Bug {
     /// The token is not bound to the catalog generation: it survives a
     /// publication.
     TokenNotBoundToGeneration,
+    /// The release lookup checks only that a release exists: it reports
+    /// every release as the deploying tenant's own.
+    ReleaseOwnerIgnored,
+    /// The release lookup ignores the lifecycle: a revoked or retired
+    /// release is reported eligible.
+    RevokedReleaseAdmitted,
+    /// Another tenant's release is refused with its own answer (a
+    /// permission refusal), an oracle for that tenant's digests.
+    ForeignReleaseRefusedDifferently,
 }
 
-const BUGS: [Bug; 12] = [
+const BUGS: [Bug; 15] = [
     Bug::UnchangedApplyKeepsItsStamp,
     Bug::ExpectedZeroMeansUnconditional,
     Bug::DeleteLooksUpUnscoped,
@@ -63,20 +75,62 @@ const BUGS: [Bug; 12] = [
     Bug::CursorRepeatsLastRow,
     Bug::OversizedPageClamped,
     Bug::TokenNotBoundToGeneration,
+    Bug::ReleaseOwnerIgnored,
+    Bug::RevokedReleaseAdmitted,
+    Bug::ForeignReleaseRefusedDifferently,
 ];
+
+/// The suite's release catalog as a broken backend looks it up.
+struct BrokenSource {
+    bug: Option<Bug>,
+    /// The tenant of the request being decided.
+    asker: Arc<Mutex<Option<String>>>,
+}
+
+impl ReleaseSource for BrokenSource {
+    fn release(&self, r: &Sha256) -> Result<Option<ReleaseFacts>, String> {
+        let Some(mut facts) = FixtureReleases.release(r)? else {
+            return Ok(None);
+        };
+        match self.bug {
+            Some(Bug::ReleaseOwnerIgnored) => {
+                if let Some(asker) = self.asker.lock().unwrap().clone() {
+                    facts.owner = Some(asker);
+                }
+            }
+            Some(Bug::RevokedReleaseAdmitted) => {
+                if matches!(facts.standing, Standing::Revoked | Standing::Retired) {
+                    let greeter = FixtureReleases.release(&release(1))?;
+                    if let Some(ReleaseFacts { standing, .. }) = greeter {
+                        facts.standing = standing;
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(Some(facts))
+    }
+}
 
 struct Broken {
     bug: Option<Bug>,
     inner: MemoryDeployments,
+    asker: Arc<Mutex<Option<String>>>,
     /// The last record of each page that issued a token.
     last_of: Mutex<HashMap<String, VersionedDeployment>>,
 }
 
 impl Broken {
     fn new(bug: Option<Bug>) -> Self {
+        let asker = Arc::new(Mutex::new(None));
+        let source = BrokenSource {
+            bug,
+            asker: Arc::clone(&asker),
+        };
         Broken {
             bug,
-            inner: memory(),
+            inner: MemoryDeployments::over(Arc::new(source)),
+            asker,
             last_of: Mutex::new(HashMap::new()),
         }
     }
@@ -102,47 +156,7 @@ impl Broken {
         self.inner.mutate(req)
     }
 
-    /// The default-route pick over candidates in id order.
-    fn pick_in_id_order(
-        &self,
-        target: &Target,
-        routing_key: Option<&str>,
-    ) -> Result<ResolvedRevision, DeploymentError> {
-        let page = self.inner.page(&PageRequest {
-            tenant: target.tenant.clone(),
-            service: Some(target.service.clone()),
-            page_size: MAX_PAGE_SIZE,
-            page_token: None,
-        })?;
-        let mut total = 0;
-        let mut cumulative = Vec::new();
-        for d in &page.deployments {
-            total += u64::from(d.manifest.route_weight);
-            cumulative.push(total);
-        }
-        let hash = route::selection_hash([
-            &target.tenant,
-            &target.service,
-            "default",
-            &target.contract,
-            &target.function,
-            routing_key.unwrap_or(""),
-        ]);
-        match route::pick(&cumulative, hash).and_then(|i| page.deployments.get(i)) {
-            Some(d) => {
-                let mut named = target.clone();
-                named.route = Some(d.manifest.id.clone());
-                self.inner.resolve(&named, routing_key)
-            }
-            None => self.inner.resolve(target, routing_key),
-        }
-    }
-}
-
-impl DeploymentCatalog for Broken {
-    type Error = DeploymentError;
-
-    fn mutate(&self, mut req: Request) -> Result<Receipt, DeploymentError> {
+    fn mutate_inner(&self, mut req: Request) -> Result<Receipt, DeploymentError> {
         if self.bug == Some(Bug::OperationIdDropped) {
             req.operation = None;
         }
@@ -199,6 +213,63 @@ impl DeploymentCatalog for Broken {
             deployment.generation = *catalog_generation;
         }
         Ok(receipt)
+    }
+
+    /// The default-route pick over candidates in id order.
+    fn pick_in_id_order(
+        &self,
+        target: &Target,
+        routing_key: Option<&str>,
+    ) -> Result<ResolvedRevision, DeploymentError> {
+        let page = self.inner.page(&PageRequest {
+            tenant: target.tenant.clone(),
+            service: Some(target.service.clone()),
+            page_size: MAX_PAGE_SIZE,
+            page_token: None,
+        })?;
+        let mut total = 0;
+        let mut cumulative = Vec::new();
+        for d in &page.deployments {
+            total += u64::from(d.manifest.route_weight);
+            cumulative.push(total);
+        }
+        let hash = route::selection_hash([
+            &target.tenant,
+            &target.service,
+            "default",
+            &target.contract,
+            &target.function,
+            routing_key.unwrap_or(""),
+        ]);
+        match route::pick(&cumulative, hash).and_then(|i| page.deployments.get(i)) {
+            Some(d) => {
+                let mut named = target.clone();
+                named.route = Some(d.manifest.id.clone());
+                self.inner.resolve(&named, routing_key)
+            }
+            None => self.inner.resolve(target, routing_key),
+        }
+    }
+}
+
+impl DeploymentCatalog for Broken {
+    type Error = DeploymentError;
+
+    fn mutate(&self, req: Request) -> Result<Receipt, DeploymentError> {
+        *self.asker.lock().unwrap() = req.tenant.clone();
+        let result = self.mutate_inner(req);
+        match (result, self.bug) {
+            (
+                Err(DeploymentError::ReleaseNotFound { release: r }),
+                Some(Bug::ForeignReleaseRefusedDifferently),
+            ) if FixtureReleases.release(&r).ok().flatten().is_some() => {
+                Err(DeploymentError::TenantMismatch {
+                    id: r.to_string(),
+                    tenant: "another tenant".into(),
+                })
+            }
+            (result, _) => result,
+        }
     }
     fn get(&self, tenant: &str, id: &str) -> Result<Option<VersionedDeployment>, DeploymentError> {
         self.inner.get(tenant, id)

@@ -68,10 +68,11 @@ impl DeploymentCatalog for MemoryDeployments {
         let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
         req.compiled_at = live.catalog.generation;
         let decision = state::decide(&live.catalog, &req)?;
+        let applied = decision.applied();
         let Some(next) = decision.next else {
             return Ok(decision.receipt);
         };
-        let routes = route::compile(&next, self.source.as_ref())?;
+        let routes = route::compile_admitting(&next, self.source.as_ref(), &applied)?;
         *live = Arc::new(Installed {
             index: PageIndex::build(&next),
             routes: Arc::new(routes),

@@ -258,23 +258,26 @@ pub fn check_rebuilt(rebuilt: &[StoredRecord], stored: &[StoredRecord]) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::deployment::route::compile;
+    use crate::deployment::route::{compile, ReleaseFacts};
     use crate::deployment::state::{decide, Mutation, Request};
     use crate::release::contract::{Contract, Function, Interface};
 
-    fn source(_: &Sha256) -> Result<Contract, String> {
-        Ok(Contract {
-            interfaces: vec![Interface {
-                docs: None,
-                name: "api".into(),
-                functions: vec![Function {
+    fn source(_: &Sha256) -> Result<Option<ReleaseFacts>, String> {
+        Ok(Some(ReleaseFacts::eligible(
+            "acme",
+            Contract {
+                interfaces: vec![Interface {
                     docs: None,
-                    name: "run".into(),
-                    params: vec![],
-                    results: vec![],
+                    name: "api".into(),
+                    functions: vec![Function {
+                        docs: None,
+                        name: "run".into(),
+                        params: vec![],
+                        results: vec![],
+                    }],
                 }],
-            }],
-        })
+            },
+        )))
     }
 
     fn sample() -> (Catalog, Snapshot) {

@@ -2,10 +2,12 @@
 //! (spec 004 "Deployment and route identity", "Deterministic weighted
 //! selection", "Complete publication and reader behavior").
 //!
-//! [`compile`] turns the desired state plus each release's verified
-//! contract metadata (fetched through the [`ReleaseSource`] port, once per
-//! distinct release, in (release digest, deployment id) order) into an
-//! immutable [`Snapshot`]. Every deployment contributes to its service's
+//! [`compile`] turns the desired state plus each release's facts — its
+//! owner, its lifecycle standing and its verified contract metadata,
+//! fetched through the [`ReleaseSource`] port once per distinct release, in
+//! (release digest, deployment id) order — into an immutable [`Snapshot`].
+//! A route of tenant T resolves only to T's own eligible releases
+//! ([`admit`]). Every deployment contributes to its service's
 //! `default` route and to a named route equal to its id. A [`Snapshot`]
 //! answers [`Snapshot::resolve`] with an owned [`ResolvedRevision`]: no
 //! fetch, no I/O, no compilation. [`PinnedRoutes`] keeps one whole
@@ -41,21 +43,95 @@ pub const ATTR_DEPLOYMENT: &str = "custos.deployment";
 /// The attribute holding a resolved revision's exported endpoints.
 pub const ATTR_EXPORTS: &str = "custos.exports";
 
-/// The port a release catalog implements for compilation: a release's
-/// verified contract metadata. Called at most once per distinct release
-/// per compilation.
+/// A release's lifecycle standing, as its catalog reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Standing {
+    /// Neither revoked nor retired: the release's verified contract.
+    Eligible(Contract),
+    /// Revoked: never served again.
+    Revoked,
+    /// Retired.
+    Retired,
+    /// Eligible, but its contract could not be read: why.
+    Unreadable(String),
+}
+
+/// What a release catalog holds under one component digest, gathered for
+/// a compilation before anything is decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReleaseFacts {
+    /// The tenant that published the release; `None` for a trusted-local
+    /// release (published without a tenant).
+    pub owner: Option<String>,
+    /// Its lifecycle standing.
+    pub standing: Standing,
+}
+
+impl ReleaseFacts {
+    /// An eligible release of `owner` exporting `contract`.
+    pub fn eligible(owner: &str, contract: Contract) -> Self {
+        ReleaseFacts {
+            owner: Some(owner.to_owned()),
+            standing: Standing::Eligible(contract),
+        }
+    }
+}
+
+/// The port a release catalog implements for compilation: what it holds
+/// under a component digest, whoever published it (the owner is a fact
+/// the compiler checks, never a filter the port applies). Called at most
+/// once per distinct release per compilation.
 pub trait ReleaseSource {
-    /// The verified contract of the release whose component digest is
-    /// `release`, or why it cannot be supplied.
-    fn contract(&self, release: &Sha256) -> Result<Contract, String>;
+    /// The facts of the release whose component digest is `release`:
+    /// `Ok(None)` when the catalog holds no such release, `Err` when it
+    /// could not be read.
+    fn release(&self, release: &Sha256) -> Result<Option<ReleaseFacts>, String>;
 }
 
 impl<F> ReleaseSource for F
 where
-    F: Fn(&Sha256) -> Result<Contract, String>,
+    F: Fn(&Sha256) -> Result<Option<ReleaseFacts>, String>,
 {
-    fn contract(&self, release: &Sha256) -> Result<Contract, String> {
+    fn release(&self, release: &Sha256) -> Result<Option<ReleaseFacts>, String> {
         self(release)
+    }
+}
+
+/// The rule between the release and the deployment catalogs: a deployment
+/// of `tenant` may use only a release that tenant sees through the release
+/// catalog's scoped reads — one published under that same tenant — and
+/// only while it is eligible.
+///
+/// - A release that does not exist, another tenant's release and a
+///   trusted-local release (published without a tenant, so outside every
+///   tenant's scoped reads) are all [`DeploymentError::ReleaseNotFound`],
+///   with the same text: the answer is no oracle for another tenant's
+///   digests. A trusted-local release is therefore deployable by nobody;
+///   publish it under the tenant that deploys it.
+/// - A visible release that was revoked or retired is
+///   [`DeploymentError::ReleaseRevoked`] or
+///   [`DeploymentError::ReleaseRetired`]; a visible one whose contract
+///   could not be read is [`DeploymentError::ReleaseUnavailable`].
+///
+/// Returns the visible, eligible release's contract.
+pub fn admit<'f>(
+    tenant: &str,
+    release: &Sha256,
+    facts: Option<&'f ReleaseFacts>,
+) -> Result<&'f Contract, DeploymentError> {
+    let not_found = || DeploymentError::ReleaseNotFound { release: *release };
+    let facts = facts.ok_or_else(not_found)?;
+    if facts.owner.as_deref() != Some(tenant) {
+        return Err(not_found());
+    }
+    match &facts.standing {
+        Standing::Eligible(contract) => Ok(contract),
+        Standing::Revoked => Err(DeploymentError::ReleaseRevoked { release: *release }),
+        Standing::Retired => Err(DeploymentError::ReleaseRetired { release: *release }),
+        Standing::Unreadable(detail) => Err(DeploymentError::ReleaseUnavailable {
+            release: *release,
+            detail: detail.clone(),
+        }),
     }
 }
 
@@ -222,11 +298,29 @@ pub fn fingerprint(interface: &Interface) -> Sha256 {
     Sha256::of(&serde_json_canonicalizer::to_vec(interface).unwrap_or_default())
 }
 
-/// Compiles `catalog`'s desired state into the snapshot of its generation.
-/// Refuses the namespace and schema-consistency rules, malformed contract
-/// metadata, an unreadable release, and the endpoint bound (charged before
-/// each insertion).
+/// Compiles a stored generation of `catalog`'s desired state into the
+/// snapshot of its generation (what an open rebuilds): a deployment whose
+/// release [`admit`] refuses for its tenant (another tenant's, revoked,
+/// retired) stays listed for management and contributes no endpoints; a
+/// release the catalog does not hold at all fails the compilation
+/// ([`DeploymentError::ReleaseUnavailable`]). See [`compile_admitting`].
 pub fn compile(catalog: &Catalog, source: &dyn ReleaseSource) -> Result<Snapshot, DeploymentError> {
+    compile_admitting(catalog, source, &BTreeSet::new())
+}
+
+/// Compiles `catalog`'s desired state into the snapshot of its generation,
+/// admitting the deployments named in `admitted` (those the publication
+/// being compiled writes: [`super::state::Decision::applied`]): each must
+/// pass [`admit`], or the whole compilation is refused with its answer.
+/// Also refuses the namespace and schema-consistency rules, malformed
+/// contract metadata, an unreadable release, and the endpoint bound
+/// (charged before each insertion). Each distinct release is asked of
+/// `source` once, in (release digest, deployment id) order.
+pub fn compile_admitting(
+    catalog: &Catalog,
+    source: &dyn ReleaseSource,
+    admitted: &BTreeSet<String>,
+) -> Result<Snapshot, DeploymentError> {
     check_namespaces(catalog)?;
     let mut order: Vec<_> = catalog.objects.values().collect();
     order.sort_by(|a, b| {
@@ -234,22 +328,45 @@ pub fn compile(catalog: &Catalog, source: &dyn ReleaseSource) -> Result<Snapshot
     });
     let mut schemas: BTreeMap<(String, String, String), Sha256> = BTreeMap::new();
     let mut compiled: BTreeMap<String, (Record, Vec<Export>)> = BTreeMap::new();
-    let mut current: Option<(Sha256, Vec<Export>)> = None;
+    // The release being compiled: its facts and, once derived, its exports.
+    let mut current: Option<(Sha256, Option<ReleaseFacts>, Option<Vec<Export>>)> = None;
     for d in order {
         let m = &d.manifest;
-        let exports = match &current {
-            Some((r, e)) if *r == m.release => e.clone(),
-            _ => {
-                let contract = source.contract(&m.release).map_err(|detail| {
-                    DeploymentError::ReleaseUnavailable {
-                        release: m.release,
-                        detail,
-                    }
-                })?;
-                let e = exports_of(&m.release, &contract)?;
-                current = Some((m.release, e.clone()));
-                e
+        if current.as_ref().is_none_or(|(r, _, _)| *r != m.release) {
+            let facts = source.release(&m.release).map_err(|detail| {
+                DeploymentError::ReleaseUnavailable {
+                    release: m.release,
+                    detail,
+                }
+            })?;
+            current = Some((m.release, facts, None));
+        }
+        let Some((_, facts, derived)) = current.as_mut() else {
+            continue;
+        };
+        let exports = match admit(&m.tenant, &m.release, facts.as_ref()) {
+            Ok(contract) => match derived {
+                Some(e) => e.clone(),
+                None => {
+                    let e = exports_of(&m.release, contract)?;
+                    *derived = Some(e.clone());
+                    e
+                }
+            },
+            Err(refusal)
+                if admitted.contains(&m.id)
+                    || matches!(refusal, DeploymentError::ReleaseUnavailable { .. }) =>
+            {
+                return Err(refusal)
             }
+            Err(_) if facts.is_none() => {
+                return Err(DeploymentError::ReleaseUnavailable {
+                    release: m.release,
+                    detail: "not in the release catalog".into(),
+                })
+            }
+            // A nonauthorizing row: listed, never resolved.
+            Err(_) => Vec::new(),
         };
         for e in &exports {
             let key = (m.tenant.clone(), m.service.clone(), e.contract.clone());

@@ -238,6 +238,21 @@ pub struct Decision {
     pub replayed: bool,
 }
 
+impl Decision {
+    /// The ids of the deployments this decision applies (each must pass
+    /// [`super::route::admit`] when the next generation is compiled:
+    /// [`super::route::compile_admitting`]); empty for a deletion, a
+    /// snapshot-only publication or a replay.
+    pub fn applied(&self) -> std::collections::BTreeSet<String> {
+        match (&self.next, &self.receipt) {
+            (Some(_), Receipt::Applied { deployments, .. }) => {
+                deployments.iter().map(|d| d.manifest.id.clone()).collect()
+            }
+            _ => std::collections::BTreeSet::new(),
+        }
+    }
+}
+
 impl Catalog {
     /// The deployment `id` as seen by `tenant` (`None`: unscoped).
     pub fn get(&self, tenant: Option<&str>, id: &str) -> Option<&VersionedDeployment> {

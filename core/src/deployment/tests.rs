@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::manifest::{Availability, DeploymentManifest, Placement, ResourceBudgets};
 use super::page::{self, PageIndex, PageRequest, PageToken, MAX_PAGE_BYTES};
-use super::route::{self, PinnedRoutes, ReleaseSource, Snapshot, Target};
+use super::route::{self, PinnedRoutes, ReleaseFacts, ReleaseSource, Snapshot, Standing, Target};
 use super::state::{
     decide, Catalog, Decision, Mutation, Operation, Receipt, Request, VersionedDeployment,
     RECEIPT_RING,
@@ -652,16 +652,32 @@ fn contract(interfaces: Vec<Interface>) -> Contract {
     Contract { interfaces }
 }
 
+/// Tenant `beta`'s copy of release `n` is release `BETA + n`.
+const BETA: u8 = 100;
+
 /// Releases 1..=3 export `kv` {get, put}; release 4 exports `kv` with
-/// another schema for `get`; release 5 exports `blob`.
-fn source() -> BTreeMap<Sha256, Contract> {
+/// another schema for `get`; release 5 exports `blob`. Releases 1..=5 are
+/// tenant `acme`'s; `BETA + n` is tenant `beta`'s copy of release `n`.
+fn source() -> BTreeMap<Sha256, ReleaseFacts> {
+    contracts()
+        .into_iter()
+        .flat_map(|(n, c)| {
+            [
+                (release(n), ReleaseFacts::eligible("acme", c.clone())),
+                (release(BETA + n), ReleaseFacts::eligible("beta", c)),
+            ]
+        })
+        .collect()
+}
+
+fn contracts() -> BTreeMap<u8, Contract> {
     let kv = || interface("kv", &["get", "put"]);
     let mut map = BTreeMap::new();
     for n in 1..=3 {
-        map.insert(release(n), contract(vec![kv()]));
+        map.insert(n, contract(vec![kv()]));
     }
     map.insert(
-        release(4),
+        4,
         contract(vec![Interface {
             docs: None,
             name: "kv".into(),
@@ -671,19 +687,15 @@ fn source() -> BTreeMap<Sha256, Contract> {
             ],
         }]),
     );
-    map.insert(release(5), contract(vec![interface("blob", &["read"])]));
+    map.insert(5, contract(vec![interface("blob", &["read"])]));
     map
 }
 
 fn compile_with(
     c: &Catalog,
-    map: &BTreeMap<Sha256, Contract>,
+    map: &BTreeMap<Sha256, ReleaseFacts>,
 ) -> Result<Snapshot, DeploymentError> {
-    let src = |r: &Sha256| {
-        map.get(r)
-            .cloned()
-            .ok_or_else(|| "no such release".to_owned())
-    };
+    let src = |r: &Sha256| Ok(map.get(r).cloned());
     route::compile(c, &src)
 }
 
@@ -697,8 +709,10 @@ fn target(tenant: &str, route: Option<&str>, contract: &str, function: &str) -> 
     }
 }
 
+/// `d` using release `n` of its own tenant (tenant `beta`'s release `n` is
+/// [`BETA`]` + n`: a tenant deploys only its own releases).
 fn with_release(mut d: DeploymentManifest, n: u8, weight: u32) -> DeploymentManifest {
-    d.release = release(n);
+    d.release = release(if d.tenant == "beta" { BETA + n } else { n });
     d.route_weight = weight;
     d
 }
@@ -909,7 +923,10 @@ fn documentation_is_part_of_the_schema_fingerprint() {
         let mut kv = interface("kv", &["get", "put"]);
         kv.docs = interface_docs.map(str::to_owned);
         kv.functions[0].docs = function_docs.map(str::to_owned);
-        map.insert(release(2), contract(vec![kv]));
+        map.insert(
+            release(2),
+            ReleaseFacts::eligible("acme", contract(vec![kv])),
+        );
         map
     };
     for (i, f) in [(Some("A store."), None), (None, Some("Reads."))] {
@@ -942,7 +959,10 @@ fn malformed_contracts_and_unreadable_releases() {
     let mut map = source();
     map.insert(
         release(9),
-        contract(vec![interface("kv", &["get"]), interface("kv", &["put"])]),
+        ReleaseFacts::eligible(
+            "acme",
+            contract(vec![interface("kv", &["get"]), interface("kv", &["put"])]),
+        ),
     );
     let e = compile_with(&c, &map).unwrap_err();
     assert_eq!(
@@ -955,7 +975,10 @@ fn malformed_contracts_and_unreadable_releases() {
     assert_eq!(e.reason(), "duplicate-contract-id");
     map.insert(
         release(9),
-        contract(vec![interface("kv", &["get", "put", "get"])]),
+        ReleaseFacts::eligible(
+            "acme",
+            contract(vec![interface("kv", &["get", "put", "get"])]),
+        ),
     );
     let e = compile_with(&c, &map).unwrap_err();
     assert_eq!(
@@ -969,7 +992,10 @@ fn malformed_contracts_and_unreadable_releases() {
     assert_eq!(e.reason(), "duplicate-function-id");
     map.insert(
         release(9),
-        contract(vec![interface("kv", &["get"]), interface("empty", &[])]),
+        ReleaseFacts::eligible(
+            "acme",
+            contract(vec![interface("kv", &["get"]), interface("empty", &[])]),
+        ),
     );
     let e = compile_with(&c, &map).unwrap_err();
     assert_eq!(
@@ -986,11 +1012,26 @@ fn malformed_contracts_and_unreadable_releases() {
         e,
         DeploymentError::ReleaseUnavailable {
             release: release(9),
-            detail: "no such release".into()
+            detail: "not in the release catalog".into()
         }
     );
     assert_eq!(e.reason(), "release-unavailable");
     assert!(e.retryable());
+    map.insert(
+        release(9),
+        ReleaseFacts {
+            owner: Some("acme".into()),
+            standing: Standing::Unreadable("disk".into()),
+        },
+    );
+    let e = compile_with(&c, &map).unwrap_err();
+    assert_eq!(
+        e,
+        DeploymentError::ReleaseUnavailable {
+            release: release(9),
+            detail: "disk".into()
+        }
+    );
 }
 
 #[test]
@@ -1011,10 +1052,10 @@ fn each_release_is_fetched_once_per_compile() {
     let calls = RefCell::new(Vec::new());
     let src = |r: &Sha256| {
         calls.borrow_mut().push(*r);
-        map.get(r).cloned().ok_or_else(|| "absent".to_owned())
+        Ok(map.get(r).cloned())
     };
     let snap = route::compile(&c, &src).unwrap();
-    let mut want = vec![release(1), release(2)];
+    let mut want = vec![release(1), release(2), release(BETA + 1)];
     want.sort();
     assert_eq!(
         *calls.borrow(),
@@ -1500,4 +1541,121 @@ fn an_accepted_manifest_redecodes_from_its_canonical_bytes() {
     // Below the bound by the defaults' length, it is accepted and round-trips.
     let m = DeploymentManifest::decode(doc.replacen("vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv", "", 1).as_bytes()).unwrap();
     assert_eq!(DeploymentManifest::decode(&m.canonical()), Ok(m));
+}
+
+/// The seam between the two catalogs: a deployment uses only a release its
+/// own tenant published and that is still eligible. Another tenant's
+/// release and a trusted-local one are refused exactly as a release that
+/// does not exist; a revoked or retired one has its own reason; a stored
+/// row that no longer passes stays listed and never resolves.
+#[test]
+fn a_tenant_deploys_only_its_own_eligible_releases() {
+    let mut map = source();
+    let kv = || contract(vec![interface("kv", &["get", "put"])]);
+    map.insert(
+        release(60),
+        ReleaseFacts {
+            owner: None,
+            standing: Standing::Eligible(kv()),
+        },
+    );
+    for (n, standing) in [(61, Standing::Revoked), (62, Standing::Retired)] {
+        for (owner, n) in [("acme", n), ("beta", BETA + n)] {
+            map.insert(
+                release(n),
+                ReleaseFacts {
+                    owner: Some(owner.into()),
+                    standing: standing.clone(),
+                },
+            );
+        }
+    }
+    let src = |r: &Sha256| Ok(map.get(r).cloned());
+    let admit = |tenant: &str, n: u8| {
+        let mut d = manifest("x", tenant, "api");
+        d.release = release(n);
+        let decision = apply(&Catalog::default(), Some(tenant), d, None).unwrap();
+        let next = decision.next.clone().unwrap();
+        route::compile_admitting(&next, &src, &decision.applied())
+    };
+    // acme's own release resolves; beta's copy is beta's.
+    admit("acme", 1).unwrap();
+    admit("beta", BETA + 1).unwrap();
+    // beta asking for acme's digest, for a trusted-local one and for one
+    // that exists nowhere: the same answer, naming only what beta sent.
+    let foreign = admit("beta", 1).unwrap_err();
+    let local = admit("beta", 60).unwrap_err();
+    let absent = admit("beta", 77).unwrap_err();
+    for (e, n) in [(&foreign, 1), (&local, 60), (&absent, 77)] {
+        assert_eq!(
+            e,
+            &DeploymentError::ReleaseNotFound {
+                release: release(n)
+            }
+        );
+        assert_eq!(e.reason(), "release-not-found");
+        assert_eq!(e.code(), super::Code::NotFound);
+        assert!(!e.retryable());
+        assert_eq!(
+            e.to_string().replace(&release(n).to_string(), "D"),
+            absent.to_string().replace(&release(77).to_string(), "D"),
+        );
+    }
+    // Nobody deploys a trusted-local release, acme included.
+    assert_eq!(admit("acme", 60).unwrap_err().reason(), "release-not-found");
+    // A visible revoked or retired release has its own reason; another
+    // tenant's revoked release is still not found.
+    let revoked = admit("acme", 61).unwrap_err();
+    assert_eq!(
+        revoked,
+        DeploymentError::ReleaseRevoked {
+            release: release(61)
+        }
+    );
+    assert_eq!(revoked.reason(), "release-revoked");
+    assert_eq!(revoked.code(), super::Code::FailedPrecondition);
+    assert_eq!(admit("acme", 62).unwrap_err().reason(), "release-retired");
+    assert_eq!(admit("beta", 61).unwrap_err().reason(), "release-not-found");
+    assert_eq!(
+        admit("beta", BETA + 62).unwrap_err().reason(),
+        "release-retired"
+    );
+    // A stored generation holding beta's deployment of acme's release (a
+    // catalog written before the rule): it opens, the row stays listed,
+    // and beta's route never resolves to acme's code.
+    let mut stolen = manifest("steal", "beta", "api");
+    stolen.release = release(1);
+    let c = next(batch(
+        &Catalog::default(),
+        None,
+        vec![with_release(m("blue"), 1, 1), stolen],
+    ));
+    let snap = route::compile(&c, &src).unwrap();
+    assert_eq!(snap.records.len(), 2);
+    snap.resolve(&target("acme", None, "kv", "get"), None)
+        .unwrap();
+    assert!(matches!(
+        snap.resolve(&target("beta", None, "kv", "get"), None),
+        Err(DeploymentError::IncompatibleContract { .. })
+    ));
+    // An untouched row of a revoked release does not refuse another
+    // tenant's unrelated apply, but re-applying it does.
+    let mut old = manifest("old", "acme", "web");
+    old.release = release(61);
+    let c = next(batch(&Catalog::default(), None, vec![old.clone()]));
+    let d = apply(
+        &c,
+        Some("beta"),
+        with_release(manifest("new", "beta", "api"), 1, 1),
+        None,
+    )
+    .unwrap();
+    route::compile_admitting(d.next.as_ref().unwrap(), &src, &d.applied()).unwrap();
+    let d = apply(&c, Some("acme"), old, None).unwrap();
+    assert_eq!(
+        route::compile_admitting(d.next.as_ref().unwrap(), &src, &d.applied())
+            .unwrap_err()
+            .reason(),
+        "release-revoked"
+    );
 }

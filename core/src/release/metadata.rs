@@ -71,6 +71,14 @@ impl Descriptor {
         format!("{}@{}", self.name, self.version)
     }
 
+    /// The key a reference is unique under: the reference within its
+    /// tenant (`None`: the trusted-local releases). References are per
+    /// tenant — two tenants may each publish `calc@1.0.0` — while the
+    /// content digest is global.
+    pub fn reference_key(&self) -> ReferenceKey {
+        (self.tenant.clone(), self.reference())
+    }
+
     /// The materialized bytes of the compact descriptor: its fixed size plus
     /// every string's bytes and every vector's element slots (what a page
     /// charges, and the descriptor part of the index charge).
@@ -99,7 +107,9 @@ impl Descriptor {
             reference_key_bytes: len(self.name.len()
                 + 1
                 + self.version.len()
-                + size_of::<String>()),
+                + size_of::<String>()
+                + size_of::<Option<String>>()
+                + self.tenant.as_ref().map_or(0, String::len)),
             tenant_key_bytes: self
                 .tenant
                 .as_ref()
@@ -111,6 +121,9 @@ impl Descriptor {
         }
     }
 }
+
+/// A release reference within its tenant: (tenant, `name@version`).
+pub type ReferenceKey = (Option<String>, String);
 
 /// What `metadata.json` holds.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

@@ -40,7 +40,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use super::{violation, Violation};
 use crate::deployment::manifest::{Availability, DeploymentManifest, Placement, ResourceBudgets};
 use crate::deployment::page::{self, PageIndex, PageRequest, MAX_PAGE_BYTES};
-use crate::deployment::route::{self, Target};
+use crate::deployment::route::{self, ReleaseFacts, Standing, Target};
 use crate::deployment::state::{decide, Catalog, Decision, Mutation, Operation, Receipt, Request};
 use crate::deployment::DeploymentError;
 use crate::release::contract::{Contract, Function, Interface, Param, ValType};
@@ -204,6 +204,26 @@ pub fn contract_of(i: u8) -> Result<Contract, String> {
         4 => Err("release 4 is unreadable".to_owned()),
         _ => Ok(kv(ValType::String, "get")),
     }
+}
+
+/// The tenant that published release `i`: even releases are `acme`'s, odd
+/// ones `beta`'s, so either tenant's deployments meet releases of both.
+pub fn owner_of(i: u8) -> &'static str {
+    TENANTS[usize::from(i % RELEASES) % TENANTS.len()]
+}
+
+/// What the universe's release catalog reports of release `i`: its owner
+/// ([`owner_of`]) and its contract ([`contract_of`]); an unreadable
+/// release is reported as such.
+pub fn facts_of(i: u8) -> Result<ReleaseFacts, String> {
+    let standing = match contract_of(i) {
+        Ok(c) => Standing::Eligible(c),
+        Err(e) => Standing::Unreadable(e),
+    };
+    Ok(ReleaseFacts {
+        owner: Some(owner_of(i).to_owned()),
+        standing,
+    })
 }
 
 /// The manifest a pick stands for (not necessarily valid).
@@ -580,7 +600,8 @@ fn check_compile(step: usize, catalog: &Catalog) -> Result<(), Violation> {
         calls.borrow_mut().push(*r);
         (0..RELEASES)
             .find(|i| release(*i) == *r)
-            .map_or_else(|| Err("unknown release".to_owned()), contract_of)
+            .map_or_else(|| Err("unknown release".to_owned()), facts_of)
+            .map(Some)
     };
     let compiled = route::compile(catalog, &source);
     let mut fetched = calls.into_inner();
@@ -639,6 +660,16 @@ fn check_compile(step: usize, catalog: &Catalog) -> Result<(), Violation> {
                 }
                 (None, None) => false,
             };
+            let own = (0..RELEASES)
+                .find(|i| release(*i) == resolved.release)
+                .is_some_and(|i| owner_of(i) == target.tenant);
+            if !own {
+                return Err(violation(
+                    "a route of tenant T resolves only to T's releases",
+                    step,
+                    format!("{target:?}: {resolved:?}"),
+                ));
+            }
             if !ok || resolved.catalog_generation != catalog.generation {
                 return Err(violation(
                     "a route selects only within its scope",

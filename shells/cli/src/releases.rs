@@ -103,6 +103,11 @@ pub enum ReleasesCommand {
         root: PathBuf,
         /// A digest or a reference.
         release: String,
+        /// The tenant whose reference `release` is (references are per
+        /// tenant); omit it for a trusted-local release's. A digest needs
+        /// none.
+        #[arg(long)]
+        tenant: Option<String>,
         /// Print as JSON.
         #[arg(long)]
         json: bool,
@@ -121,6 +126,11 @@ pub enum ReleasesCommand {
         root: PathBuf,
         /// A digest or a reference.
         release: String,
+        /// The tenant whose reference `release` is (references are per
+        /// tenant); omit it for a trusted-local release's. A digest needs
+        /// none.
+        #[arg(long)]
+        tenant: Option<String>,
         /// Print as JSON.
         #[arg(long)]
         json: bool,
@@ -131,6 +141,11 @@ pub enum ReleasesCommand {
         root: PathBuf,
         /// A digest or a reference.
         release: String,
+        /// The tenant whose reference `release` is (references are per
+        /// tenant); omit it for a trusted-local release's. A digest needs
+        /// none.
+        #[arg(long)]
+        tenant: Option<String>,
         /// Print as JSON.
         #[arg(long)]
         json: bool,
@@ -187,19 +202,36 @@ fn run_in(cmd: ReleasesCommand, out: &mut Out) -> std::io::Result<ExitCode> {
         ReleasesCommand::Show {
             root,
             release,
+            tenant,
             json,
-        } => show(out, &root, &release, json),
+        } => show(out, &root, tenant.as_deref(), &release, json),
         ReleasesCommand::Verify { root, json } => verify(out, &root, json),
         ReleasesCommand::Revoke {
             root,
             release,
+            tenant,
             json,
-        } => change(out, &root, &release, Change::Revoke, json),
+        } => change(
+            out,
+            &root,
+            tenant.as_deref(),
+            &release,
+            Change::Revoke,
+            json,
+        ),
         ReleasesCommand::Retire {
             root,
             release,
+            tenant,
             json,
-        } => change(out, &root, &release, Change::Retire, json),
+        } => change(
+            out,
+            &root,
+            tenant.as_deref(),
+            &release,
+            Change::Retire,
+            json,
+        ),
         ReleasesCommand::Upgrade { root, json } => upgrade(out, &root, json),
     };
     match result {
@@ -469,11 +501,15 @@ fn list(
 }
 
 /// The digest `target` names: a digest as given, or a reference resolved
-/// (an ineligible release's too).
-fn digest_of(repo: &ReleaseRepository<RealFs>, target: &str) -> Result<Sha256, Failure> {
+/// in `tenant`'s scope (an ineligible release's too).
+fn digest_of(
+    repo: &ReleaseRepository<RealFs>,
+    tenant: Option<&str>,
+    target: &str,
+) -> Result<Sha256, Failure> {
     match Sha256::parse(target) {
         Some(d) => Ok(d),
-        None if target.contains('@') => match repo.resolve(target) {
+        None if target.contains('@') => match repo.resolve(tenant, target) {
             Ok(d) => Ok(d.component_digest),
             Err(ReleaseError::NotEligible { digest, .. }) => Ok(digest),
             Err(e) => Err(failed(&format!("cannot resolve {}", printable(target)), &e)),
@@ -485,9 +521,15 @@ fn digest_of(repo: &ReleaseRepository<RealFs>, target: &str) -> Result<Sha256, F
     }
 }
 
-fn show(out: &mut Out, root: &Path, target: &str, json: bool) -> Result<(), Failure> {
+fn show(
+    out: &mut Out,
+    root: &Path,
+    tenant: Option<&str>,
+    target: &str,
+    json: bool,
+) -> Result<(), Failure> {
     let repo = open(root, Access::Read)?;
-    let digest = digest_of(&repo, target)?;
+    let digest = digest_of(&repo, tenant, target)?;
     let release = match repo.fetch(&digest) {
         Ok(r) => r,
         Err(ReleaseError::NotEligible { membership, .. }) => {
@@ -626,12 +668,13 @@ enum Change {
 fn change(
     out: &mut Out,
     root: &Path,
+    tenant: Option<&str>,
     target: &str,
     what: Change,
     json: bool,
 ) -> Result<(), Failure> {
     let repo = open(root, Access::Write)?;
-    let digest = digest_of(&repo, target)?;
+    let digest = digest_of(&repo, tenant, target)?;
     let (verb, result): (&str, Result<Outcome, ReleaseError>) = match what {
         Change::Revoke => ("revoked", repo.revoke(&digest)),
         Change::Retire => ("retired", repo.retire(&digest)),

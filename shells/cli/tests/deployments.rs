@@ -156,6 +156,87 @@ fn apply_resolve_get_list_delete_and_revision() {
     );
 }
 
+/// The seam between the two catalogs, as a user meets it: tenant `other`
+/// cannot deploy (or resolve) tenant `acme`'s release, and is told exactly
+/// what it would be told of a digest that exists nowhere; a revoked
+/// release is refused with its own reason when applied, not later as a
+/// contract mismatch.
+#[test]
+fn another_tenants_release_is_never_deployed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let digest = release(tmp.path());
+    let releases = tmp.path().join("releases");
+    let root = tmp.path().join("deployments");
+    let at = |tenant: &str| {
+        format!(
+            "{} --releases {} --tenant {tenant}",
+            root.display(),
+            releases.display()
+        )
+    };
+    let as_other = |name: &str, release: &str| {
+        let path = tmp.path().join(name);
+        std::fs::write(
+            &path,
+            format!(r#"{{"id":"steal","tenant":"other","service":"calc","release":"{release}","route_weight":1}}"#),
+        )
+        .unwrap();
+        path.display().to_string()
+    };
+    let steal = as_other("s.json", &digest.to_string());
+    let out = dep(&format!(
+        "apply {} --manifest {steal} --expected-generation 0",
+        at("other")
+    ));
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let nothing = Sha256::of(b"nothing");
+    let absent = as_other("n.json", &nothing.to_string());
+    let out_absent = dep(&format!(
+        "apply {} --manifest {absent} --expected-generation 0",
+        at("other")
+    ));
+    assert_eq!(out_absent.status.code(), Some(3));
+    assert_eq!(
+        stderr(&out).replace(&digest.to_string(), "D"),
+        stderr(&out_absent).replace(&nothing.to_string(), "D"),
+        "another tenant's release answers as an absent one"
+    );
+    assert!(
+        stderr(&out).contains("release-not-found"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains("acme"), "{}", stderr(&out));
+    let out = dep(&format!(
+        "resolve {} --service calc --contract add --function add",
+        at("other")
+    ));
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("route-unavailable"),
+        "{}",
+        stderr(&out)
+    );
+
+    // acme's own deployment goes in; after a revocation, a new apply of
+    // the release is refused as revoked.
+    let blue = deployment(tmp.path(), "blue.json", "blue", &digest.to_string(), 1);
+    assert!(dep(&format!("apply {} --manifest {blue}", at("acme")))
+        .status
+        .success());
+    let out = custos(&[
+        "releases",
+        "revoke",
+        releases.to_str().unwrap(),
+        &digest.to_string(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let green = deployment(tmp.path(), "green.json", "green", &digest.to_string(), 1);
+    let out = dep(&format!("apply {} --manifest {green}", at("acme")));
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(stderr(&out).contains("release-revoked"), "{}", stderr(&out));
+}
+
 #[test]
 fn every_bad_input_is_refused_with_the_catalog_byte_untouched() {
     let tmp = tempfile::tempdir().unwrap();
@@ -192,8 +273,8 @@ fn every_bad_input_is_refused_with_the_catalog_byte_untouched() {
         ),
         (
             format!("apply {at} --manifest {unknown}"),
-            5,
-            "release-unavailable",
+            3,
+            "release-not-found",
         ),
         (
             format!("apply {at} --manifest {blue} --expected-generation 7"),

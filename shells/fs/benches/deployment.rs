@@ -23,26 +23,29 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use custos_core::deployment::manifest::DeploymentManifest;
-use custos_core::deployment::route::{ReleaseSource, ResolvedRevision, Target};
+use custos_core::deployment::route::{ReleaseFacts, ReleaseSource, ResolvedRevision, Target};
 use custos_core::deployment::state::{Mutation, Request};
 use custos_core::release::contract::{Contract, Function, Interface};
 use custos_core::release::Sha256;
 use custos_fs::deployment::DeploymentRepository;
 use custos_fs::{Access, Op, RealFs, RecordingFs};
 
-fn contract(_: &Sha256) -> Result<Contract, String> {
-    Ok(Contract {
-        interfaces: vec![Interface {
-            docs: None,
-            name: "api".into(),
-            functions: vec![Function {
+fn contract(_: &Sha256) -> Result<Option<ReleaseFacts>, String> {
+    Ok(Some(ReleaseFacts::eligible(
+        "bench",
+        Contract {
+            interfaces: vec![Interface {
                 docs: None,
-                name: "run".into(),
-                params: vec![],
-                results: vec![],
+                name: "api".into(),
+                functions: vec![Function {
+                    docs: None,
+                    name: "run".into(),
+                    params: vec![],
+                    results: vec![],
+                }],
             }],
-        }],
-    })
+        },
+    )))
 }
 
 fn manifest(i: usize) -> DeploymentManifest {

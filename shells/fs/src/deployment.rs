@@ -39,13 +39,13 @@ use std::sync::{Arc, Mutex, RwLock};
 use custos_core::deployment::page::{self, Page, PageIndex, PageRequest, MAX_PAGE_BYTES};
 use custos_core::deployment::record::{self, RecordError, MAX_STATE_BYTES};
 use custos_core::deployment::route::{
-    self, PinnedRoutes, ReleaseSource, ResolvedRevision, Snapshot, Target,
+    self, PinnedRoutes, ReleaseFacts, ReleaseSource, ResolvedRevision, Snapshot, Standing, Target,
 };
 use custos_core::deployment::state::{
     self, Catalog, MutationDetail, Receipt, Request, VersionedDeployment,
 };
 use custos_core::deployment::{DeploymentCatalog, DeploymentError, Refusal};
-use custos_core::release::contract::Contract;
+use custos_core::release::lifecycle::Membership;
 use custos_core::release::Sha256;
 use custos_core::root::{Access, Layout, OpenPlan};
 use thiserror::Error;
@@ -122,6 +122,7 @@ impl DeploymentRepoError {
                 Code::InvalidArgument => "InvalidArgument",
                 Code::PermissionDenied => "PermissionDenied",
                 Code::NotFound => "NotFound",
+                Code::FailedPrecondition => "FailedPrecondition",
                 Code::StateConflict => "StateConflict",
                 Code::ResourceExhausted => "ResourceExhausted",
                 Code::RouteUnavailable => "RouteUnavailable",
@@ -173,22 +174,30 @@ impl UncertainCommit {
     }
 }
 
-/// A release catalog as the compiler's release source: an eligible
-/// release's verified contract; a revoked or retired one contributes no
+/// A release catalog as the compiler's release source: each release's
+/// owner and lifecycle standing from the index, and an eligible release's
+/// verified contract. Core decides what a deployment may use
+/// ([`route::admit`]); a revoked or retired release contributes no
 /// endpoints (it stays listed for management and never resolves).
 pub struct ReleaseCatalog<G: Fs>(pub Arc<ReleaseRepository<G>>);
 
 impl<G: Fs> ReleaseSource for ReleaseCatalog<G> {
-    fn contract(&self, release: &Sha256) -> Result<Contract, String> {
-        match self.0.membership(release) {
-            None => Err("not in the release catalog".into()),
-            Some(m) if !m.is_eligible() => Ok(Contract::default()),
-            Some(_) => self
-                .0
-                .fetch(release)
-                .map(|r| r.contract)
-                .map_err(|e| e.to_string()),
-        }
+    fn release(&self, release: &Sha256) -> Result<Option<ReleaseFacts>, String> {
+        let Some(entry) = self.0.lookup(release) else {
+            return Ok(None);
+        };
+        let standing = match entry.membership {
+            Membership::Member => match self.0.fetch(release) {
+                Ok(r) => Standing::Eligible(r.contract),
+                Err(e) => Standing::Unreadable(e.to_string()),
+            },
+            Membership::Revoked => Standing::Revoked,
+            Membership::Retired => Standing::Retired,
+        };
+        Ok(Some(ReleaseFacts {
+            owner: entry.descriptor.tenant,
+            standing,
+        }))
     }
 }
 
@@ -368,10 +377,11 @@ impl<F: Fs> DeploymentRepository<F> {
         let live = self.live()?;
         req.compiled_at = live.catalog.generation;
         let decision = state::decide(&live.catalog, &req)?;
+        let applied = decision.applied();
         let Some(next) = decision.next else {
             return Ok(decision.receipt);
         };
-        let routes = route::compile(&next, self.source.as_ref())?;
+        let routes = route::compile_admitting(&next, self.source.as_ref(), &applied)?;
         let bytes = record::encode(&next, &routes, self.max_state_bytes).map_err(|e| match e {
             RecordError::TooLarge { limit } => {
                 DeploymentRepoError::Rule(DeploymentError::CompileLimit {

@@ -444,7 +444,7 @@ impl<F: Fs> ReleaseRepository<F> {
                     let verified = self.verify_dir(&digest, Some(record), true)?;
                     let descriptor = verified.descriptor;
                     usage = usage.charge_recovered(&self.bounds, &descriptor.footprint())?;
-                    if let Some(other) = references.insert(descriptor.reference(), digest) {
+                    if let Some(other) = references.insert(descriptor.reference_key(), digest) {
                         return Err(corrupt(
                             &path,
                             &format!(
@@ -799,12 +799,18 @@ impl<F: Fs> ReleaseRepository<F> {
         }
     }
 
-    /// Resolves a reference (`name@version`) to an eligible release's
-    /// descriptor, from the index (no I/O).
-    pub fn resolve(&self, reference: &str) -> Result<Descriptor, ReleaseError> {
+    /// Resolves a reference (`name@version`) in `tenant`'s scope (`None`:
+    /// the trusted-local releases) to an eligible release's descriptor,
+    /// from the index (no I/O). References are per tenant: another
+    /// tenant's release of the same reference is not found.
+    pub fn resolve(
+        &self,
+        tenant: Option<&str>,
+        reference: &str,
+    ) -> Result<Descriptor, ReleaseError> {
         let entry = self
             .shared
-            .read(|ix| ix.by_reference(reference).cloned())
+            .read(|ix| ix.by_reference(tenant, reference).cloned())
             .ok_or_else(|| ReleaseError::NotFound(reference.to_owned()))?;
         self.eligible(&entry)?;
         Ok(entry.descriptor.clone())
@@ -827,6 +833,19 @@ impl<F: Fs> ReleaseRepository<F> {
             ));
         }
         Ok(release)
+    }
+
+    /// The catalog row of `digest` whoever published it (historical
+    /// metadata, whatever the membership): the operator's unscoped view,
+    /// from the index (no I/O). Never a tenant's answer: a tenant reads
+    /// [`ReleaseRepository::get_catalog_entry`].
+    pub fn lookup(&self, digest: &Sha256) -> Option<CatalogEntry> {
+        self.shared.read(|ix| {
+            ix.get(digest).map(|e| CatalogEntry {
+                descriptor: e.descriptor.clone(),
+                membership: e.membership,
+            })
+        })
     }
 
     /// The catalog row of `digest` for `tenant` (historical metadata,

@@ -6,8 +6,9 @@
 //! * `distinct` — 32 distinct releases deployed in one scope (one tenant and
 //!   service; their contracts are equal, so compatible): aggregate retention
 //!   of fetched releases or their metadata would hold 32 × 3 MiB;
-//! * `shared` — one release deployed in 32 distinct scopes (tenants):
-//!   retention of a canonical contract tree per scope would.
+//! * `shared` — one release deployed in 32 distinct scopes (services of its
+//!   tenant: a tenant deploys only its own releases): retention of a
+//!   canonical contract tree per scope would.
 //!
 //! Each catalog must stay under 512 KiB (routes keep fingerprints, never
 //! documentation) and the peak resident growth of the apply and of the
@@ -29,7 +30,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 use custos_core::deployment::manifest::DeploymentManifest;
-use custos_core::deployment::route::{ReleaseSource, Target};
+use custos_core::deployment::route::{ReleaseFacts, ReleaseSource, Standing, Target};
 use custos_core::deployment::state::{Mutation, Request};
 use custos_core::release::bounds::Bounds;
 use custos_core::release::contract::{Contract, Function, Interface, MagicOnly};
@@ -152,6 +153,7 @@ fn publish_all(root: &Path) {
         let manifest = serde_json::json!({
             "name": format!("app{n}"),
             "version": "1.0.0",
+            "tenant": "acme",
             "component_digest": Sha256::of(&comp).to_string(),
             "exports": ["api"],
         });
@@ -171,20 +173,21 @@ fn digests(repo: &ReleaseRepository<RealFs>) -> Vec<Sha256> {
         .collect()
 }
 
-/// The deployments of one shape: tenant, id and release of each.
+/// The deployments of one shape, all tenant `acme`'s: service, id and
+/// release of each.
 fn deployments(shape: &str, digests: &[Sha256]) -> Vec<(String, String, Sha256)> {
     (0..RELEASES as usize)
         .map(|i| match shape {
-            "shared" => (format!("t{i:02}"), format!("d{i:02}"), digests[0]),
-            _ => ("acme".to_owned(), format!("d{i:02}"), digests[i]),
+            "shared" => (format!("s{i:02}"), format!("d{i:02}"), digests[0]),
+            _ => ("calc".to_owned(), format!("d{i:02}"), digests[i]),
         })
         .collect()
 }
 
-fn manifest(tenant: &str, id: &str, release: Sha256) -> DeploymentManifest {
+fn manifest(service: &str, id: &str, release: Sha256) -> DeploymentManifest {
     DeploymentManifest::decode(
         format!(
-            r#"{{"id":"{id}","tenant":"{tenant}","service":"calc","release":"{release}","route_weight":1}}"#
+            r#"{{"id":"{id}","tenant":"acme","service":"{service}","release":"{release}","route_weight":1}}"#
         )
         .as_bytes(),
     )
@@ -199,10 +202,16 @@ struct Retaining {
 }
 
 impl ReleaseSource for Retaining {
-    fn contract(&self, release: &Sha256) -> Result<Contract, String> {
-        let c = self.inner.contract(release)?;
-        self.kept.lock().unwrap().push(c.clone());
-        Ok(c)
+    fn release(&self, release: &Sha256) -> Result<Option<ReleaseFacts>, String> {
+        let facts = self.inner.release(release)?;
+        if let Some(ReleaseFacts {
+            standing: Standing::Eligible(c),
+            ..
+        }) = &facts
+        {
+            self.kept.lock().unwrap().push(c.clone());
+        }
+        Ok(facts)
     }
 }
 
@@ -223,10 +232,10 @@ fn source(
 
 /// Every deployment resolves to its own release.
 fn check_resolves(repo: &DeploymentRepository<RealFs>, deps: &[(String, String, Sha256)]) {
-    for (tenant, id, release) in deps {
+    for (service, id, release) in deps {
         let target = Target {
-            tenant: tenant.clone(),
-            service: "calc".into(),
+            tenant: "acme".into(),
+            service: service.clone(),
             route: Some(id.clone()),
             contract: "api".into(),
             function: "run".into(),
@@ -236,8 +245,7 @@ fn check_resolves(repo: &DeploymentRepository<RealFs>, deps: &[(String, String, 
     }
 }
 
-/// The apply process: a batch of the 32 deployments (one per tenant for
-/// `shared`, as each apply is scoped to one tenant), then one reweighting
+/// The apply process: a batch of the 32 deployments, then one reweighting
 /// apply, which recompiles the whole desired state again.
 fn apply_phase(root: &Path, shape: &str, retaining: bool) -> Growth {
     let mut meter = Meter::start();
@@ -251,27 +259,19 @@ fn apply_phase(root: &Path, shape: &str, retaining: bool) -> Growth {
     )
     .unwrap();
     meter.step();
-    let mut tenants: Vec<&str> = deps.iter().map(|d| d.0.as_str()).collect();
-    tenants.dedup();
-    for tenant in tenants {
-        let manifests = deps
-            .iter()
-            .filter(|d| d.0 == tenant)
-            .map(|(t, id, r)| manifest(t, id, *r))
-            .collect();
-        repo.mutate(Request {
-            tenant: Some(tenant.to_owned()),
-            mutation: Mutation::ApplyMany { manifests },
-            compiled_at: 0,
-            operation: None,
-        })
-        .unwrap();
-    }
-    let (t, id, r) = &deps[0];
-    let mut m = manifest(t, id, *r);
+    let manifests = deps.iter().map(|(s, id, r)| manifest(s, id, *r)).collect();
+    repo.mutate(Request {
+        tenant: Some("acme".into()),
+        mutation: Mutation::ApplyMany { manifests },
+        compiled_at: 0,
+        operation: None,
+    })
+    .unwrap();
+    let (service, id, r) = &deps[0];
+    let mut m = manifest(service, id, *r);
     m.route_weight = 2;
     repo.mutate(Request {
-        tenant: Some(t.clone()),
+        tenant: Some("acme".into()),
         mutation: Mutation::Apply {
             manifest: Box::new(m),
             expected: None,

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use custos_core::deployment::page::PageRequest;
-use custos_core::deployment::route::{ReleaseSource, Target};
+use custos_core::deployment::route::{ReleaseFacts, ReleaseSource, Target};
 use custos_core::deployment::state::{Mutation, Receipt, Request};
 use custos_core::release::bounds::Bounds;
 use custos_core::release::contract::{MagicOnly, ValType};
@@ -181,8 +181,12 @@ fn damaged_missing_or_unverifiable_state_fails_the_open_untouched() {
 
     // Changed contract metadata under the same digest: the rebuilt
     // snapshot differs from the persisted one.
-    let changed: Arc<dyn ReleaseSource + Send + Sync> =
-        Arc::new(|_: &Sha256| Ok::<_, String>(contract_returning(ValType::U64)));
+    let changed: Arc<dyn ReleaseSource + Send + Sync> = Arc::new(|_: &Sha256| {
+        Ok::<_, String>(Some(ReleaseFacts::eligible(
+            "acme",
+            contract_returning(ValType::U64),
+        )))
+    });
     let err = DeploymentRepository::open(RealFs, &root, changed, Access::Write)
         .err()
         .unwrap();

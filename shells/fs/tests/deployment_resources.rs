@@ -52,6 +52,7 @@ fn publish(repo: &ReleaseRepository<RealFs>, n: u32) -> Sha256 {
     let manifest = serde_json::json!({
         "name": format!("app{n}"),
         "version": "1.0.0",
+        "tenant": "acme",
         "component_digest": Sha256::of(&comp).to_string(),
         "exports": ["api"],
     });

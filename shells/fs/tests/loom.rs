@@ -83,7 +83,7 @@ fn check_reader_view(ix: &Index) {
     for e in ix.iter() {
         let d = e.digest();
         assert_eq!(
-            ix.by_reference(&e.descriptor.reference())
+            ix.by_reference(e.descriptor.tenant.as_deref(), &e.descriptor.reference())
                 .map(|x| x.digest()),
             Some(d)
         );

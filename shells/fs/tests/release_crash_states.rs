@@ -336,7 +336,7 @@ fn check_visible<F: Fs>(
         assert_eq!(got.contract, want.contract, "{ctx}: contract of {d}");
         assert_eq!(got.descriptor.component_digest, *d);
         assert_eq!(
-            repo.resolve(&got.manifest.reference())
+            repo.resolve(got.manifest.tenant.as_deref(), &got.manifest.reference())
                 .unwrap()
                 .component_digest,
             *d

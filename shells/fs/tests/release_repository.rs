@@ -144,7 +144,7 @@ fn publish_resolve_fetch_and_reopen() {
     assert_eq!(p.digest, digest(1));
     assert_eq!(p.plan, Plan::New);
     assert!(p.outcome.is_some());
-    let d = repo.resolve("r1@1.0.0").unwrap();
+    let d = repo.resolve(None, "r1@1.0.0").unwrap();
     assert_eq!(d.component_digest, digest(1));
     let r = repo.fetch(&digest(1)).unwrap();
     assert_eq!(r.component, component(1));
@@ -166,7 +166,7 @@ fn publish_resolve_fetch_and_reopen() {
     assert_eq!(again.fetch(&digest(1)).unwrap(), r);
     assert_eq!(again.membership(&digest(1)), Some(Membership::Member));
     assert!(matches!(
-        again.resolve("r9@1.0.0"),
+        again.resolve(None, "r9@1.0.0"),
         Err(ReleaseError::NotFound(_))
     ));
 }
@@ -568,7 +568,10 @@ fn pending_gate_blocks_other_digests_until_the_exact_retry_reconciles() {
     assert_eq!(e.step(), Some(Step::CommitLifecycle), "{e}");
     assert!(release_dir(repo.root(), 2).join(COMPLETE_FILE).is_file());
     assert_eq!(repo.pending(), Some(digest(2)));
-    assert!(repo.resolve("r2@1.0.0").is_err(), "pending stays hidden");
+    assert!(
+        repo.resolve(None, "r2@1.0.0").is_err(),
+        "pending stays hidden"
+    );
     let gen = repo.generation();
     // Every other digest is Unavailable, before staging.
     fs.clear_trace();
@@ -617,7 +620,7 @@ fn a_pending_release_after_reopen_is_an_orphan_that_reserves_its_reference() {
     assert_eq!(repo.orphans(), vec![digest(2)]);
     assert_eq!(repo.pending(), None);
     assert!(matches!(
-        repo.resolve("r2@1.0.0"),
+        repo.resolve(None, "r2@1.0.0"),
         Err(ReleaseError::NotFound(_))
     ));
     assert!(matches!(
@@ -640,7 +643,7 @@ fn a_pending_release_after_reopen_is_an_orphan_that_reserves_its_reference() {
     assert_eq!(publish(&repo, 2).unwrap().plan, Plan::Reconcile);
     assert!(repo.orphans().is_empty());
     assert_eq!(
-        repo.resolve("r2@1.0.0").unwrap().component_digest,
+        repo.resolve(None, "r2@1.0.0").unwrap().component_digest,
         digest(2)
     );
 }
@@ -716,6 +719,68 @@ fn different_content_under_a_digest_or_reference_is_rejected() {
         ReleaseError::Protocol(ProtocolError::ReferenceConflict { owner }) if owner == digest(1)
     ));
     assert_eq!(repo.len(), 1);
+}
+
+/// References are per tenant, the content digest global: two tenants each
+/// publish `calc@1.0.0`; a held reference is refused naming only the
+/// caller's own release; resolving a reference never crosses tenants; and
+/// a tenant re-publishing another's exact bytes learns only that those
+/// bytes exist, never who holds them or under what name.
+#[test]
+fn references_are_per_tenant_and_refusals_name_no_other_tenant() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = open(tmp.path(), Bounds::default());
+    let publish_as = |tenant: Option<&str>, n: u32| {
+        let c = component(n);
+        repo.publish(&manifest("calc", tenant, None, &c), c, contract())
+    };
+    let acme = publish_as(Some("acme"), 1).unwrap().digest;
+    let other = publish_as(Some("other"), 2).unwrap().digest;
+    let local = publish_as(None, 3).unwrap().digest;
+    assert_eq!(
+        repo.resolve(Some("acme"), "calc@1.0.0")
+            .unwrap()
+            .component_digest,
+        acme
+    );
+    assert_eq!(
+        repo.resolve(Some("other"), "calc@1.0.0")
+            .unwrap()
+            .component_digest,
+        other
+    );
+    assert_eq!(
+        repo.resolve(None, "calc@1.0.0").unwrap().component_digest,
+        local
+    );
+    assert_eq!(
+        repo.resolve(Some("nobody"), "calc@1.0.0")
+            .unwrap_err()
+            .class(),
+        "NotFound"
+    );
+    // A second calc@1.0.0 of tenant other: refused, naming other's own.
+    let e = publish_as(Some("other"), 4).unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains(&other.to_string()), "{text}");
+    for foreign in [acme, local] {
+        assert!(!text.contains(&foreign.to_string()), "{text}");
+        assert!(!text.contains(&foreign.hex()), "{text}");
+    }
+    // acme's exact bytes under tenant other's name: the digest is global.
+    let c = component(1);
+    let e = repo
+        .publish(&manifest("mine", Some("other"), None, &c), c, contract())
+        .unwrap_err();
+    let text = e.to_string();
+    assert_eq!(e.class(), "AlreadyExists");
+    assert!(!text.contains("acme") && !text.contains("calc"), "{text}");
+    // Scoped reads: another tenant's release is absent.
+    assert_eq!(
+        repo.get_catalog_entry("other", &acme).unwrap_err().class(),
+        "NotFound"
+    );
+    assert_eq!(repo.len(), 3);
 }
 
 #[test]
@@ -805,7 +870,7 @@ fn revocation_and_retirement_survive_republication_and_reopen() {
     let p = tenant_publish(&repo, 1, "acme", None).unwrap();
     assert_eq!(p.plan, Plan::Noop);
     assert_eq!(repo.membership(&digest(1)), Some(Membership::Revoked));
-    let e = repo.resolve("r1@1.0.0").unwrap_err();
+    let e = repo.resolve(Some("acme"), "r1@1.0.0").unwrap_err();
     assert_eq!(e.class(), "FailedPrecondition");
     assert!(matches!(
         repo.fetch(&digest(2)),
@@ -826,7 +891,10 @@ fn revocation_and_retirement_survive_republication_and_reopen() {
     let repo = open(&root, Bounds::default());
     assert_eq!(repo.membership(&digest(1)), Some(Membership::Revoked));
     assert_eq!(repo.membership(&digest(2)), Some(Membership::Retired));
-    assert!(repo.resolve("r1@1.0.0").is_err());
+    assert_eq!(
+        repo.resolve(Some("acme"), "r1@1.0.0").unwrap_err().class(),
+        "FailedPrecondition"
+    );
     assert!(matches!(
         repo.revoke(&digest(9)),
         Err(ReleaseError::NotFound(_))
@@ -852,7 +920,7 @@ fn an_uncertain_revocation_withdraws_eligibility_at_once() {
         custos_core::release::lifecycle::OutcomeStatus::Unknown
     );
     assert!(matches!(
-        repo.resolve("r1@1.0.0"),
+        repo.resolve(None, "r1@1.0.0"),
         Err(ReleaseError::NotEligible {
             membership: Membership::Revoked,
             ..
@@ -1082,7 +1150,7 @@ fn verification_counters_count_disk_reads_only() {
     // Publication verifies the stored entry (one component read-back).
     assert_eq!(after_publish.component_verification_attempts, 1);
     assert_eq!(after_publish.full_fetch_attempts, 0);
-    repo.resolve("r1@1.0.0").unwrap();
+    repo.resolve(None, "r1@1.0.0").unwrap();
     repo.list_catalog_entries("acme", None, None).unwrap();
     assert_eq!(
         repo.verification_snapshot(),
@@ -1243,9 +1311,9 @@ fn a_full_disk_is_resource_exhausted_and_the_retry_succeeds() {
     fs.fail_at_with(1, std::io::ErrorKind::StorageFull);
     let e = publish(&repo, 1).unwrap_err();
     assert_eq!(e.class(), "ResourceExhausted", "{e}");
-    assert!(repo.resolve("r1@1.0.0").is_err());
+    assert!(repo.resolve(None, "r1@1.0.0").is_err());
     publish(&repo, 1).unwrap();
-    assert!(repo.resolve("r1@1.0.0").is_ok());
+    assert!(repo.resolve(None, "r1@1.0.0").is_ok());
 }
 
 /// The trusted-local listing pages with the same bounds and tokens as a

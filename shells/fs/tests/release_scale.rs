@@ -163,7 +163,9 @@ fn verify_all(
         let comp = component(n);
         let digest = Sha256::of(&comp);
         assert_eq!(
-            repo.resolve(&reference(n)).unwrap().component_digest,
+            repo.resolve(Some(TENANT), &reference(n))
+                .unwrap()
+                .component_digest,
             digest
         );
         let got = repo.fetch(&digest).unwrap();

@@ -169,12 +169,14 @@ fn check_acknowledged<'a>(
                 Err("FailedPrecondition")
             );
             assert_eq!(
-                repo.resolve(&reference).map(|_| ()).map_err(|e| e.class()),
+                repo.resolve(Some("crash"), &reference)
+                    .map(|_| ())
+                    .map_err(|e| e.class()),
                 Err("FailedPrecondition")
             );
             continue;
         }
-        let (resolved, fetched) = (repo.resolve(&reference), repo.fetch(d));
+        let (resolved, fetched) = (repo.resolve(Some("crash"), &reference), repo.fetch(d));
         let (Ok(resolved), Ok(got)) = (resolved, fetched) else {
             eprintln!("iteration {tag}: {reference} does not resolve and fetch");
             lost += 1;

@@ -22,7 +22,7 @@ use custos_core::release::bounds::{
     admit_publication, BoundError, Bounds, Candidate, CatalogUsage,
 };
 use custos_core::release::lifecycle::{LifecycleState, Membership};
-use custos_core::release::metadata::Descriptor;
+use custos_core::release::metadata::{Descriptor, ReferenceKey};
 use custos_core::release::protocol::{
     plan_publication, Existing, ExistingKind, Facts, Gate, Plan, ProtocolError,
 };
@@ -59,7 +59,7 @@ impl Entry {
 pub struct Index {
     generation: u64,
     by_digest: BTreeMap<Sha256, Arc<Entry>>,
-    by_reference: BTreeMap<String, Sha256>,
+    by_reference: BTreeMap<ReferenceKey, Sha256>,
     by_tenant: BTreeMap<String, BTreeSet<Sha256>>,
     by_service: BTreeMap<(String, String), BTreeSet<Sha256>>,
 }
@@ -85,10 +85,11 @@ impl Index {
         self.by_digest.get(digest)
     }
 
-    /// The adopted release holding this reference.
-    pub fn by_reference(&self, reference: &str) -> Option<&Arc<Entry>> {
+    /// The adopted release holding `reference` in `tenant`'s scope
+    /// (`None`: the trusted-local releases). References are per tenant.
+    pub fn by_reference(&self, tenant: Option<&str>, reference: &str) -> Option<&Arc<Entry>> {
         self.by_reference
-            .get(reference)
+            .get(&(tenant.map(str::to_owned), reference.to_owned()))
             .and_then(|d| self.by_digest.get(d))
     }
 
@@ -147,7 +148,7 @@ impl Index {
             && serviced == services
             && self.by_digest.iter().all(|(d, e)| {
                 let desc = &e.descriptor;
-                self.by_reference.get(&desc.reference()) == Some(d)
+                self.by_reference.get(&desc.reference_key()) == Some(d)
                     && desc.tenant.as_ref().is_none_or(|t| {
                         self.by_tenant.get(t).is_some_and(|s| s.contains(d))
                             && desc.service.as_ref().is_none_or(|s| {
@@ -162,7 +163,7 @@ impl Index {
     pub(crate) fn insert(&mut self, entry: Entry) {
         let d = entry.digest();
         let desc = &entry.descriptor;
-        self.by_reference.insert(desc.reference(), d);
+        self.by_reference.insert(desc.reference_key(), d);
         if let Some(t) = &desc.tenant {
             self.by_tenant.entry(t.clone()).or_default().insert(d);
             if let Some(s) = &desc.service {
@@ -257,12 +258,13 @@ impl Shared {
     /// digest `metadata_digest`, from the writer state and the index.
     pub fn facts(&self, w: &Writer, descriptor: &Descriptor, metadata_digest: &Sha256) -> Facts {
         let digest = descriptor.component_digest;
-        let reference = descriptor.reference();
+        let reference = descriptor.reference_key();
         let (indexed, ref_owner) = self.read(|ix| {
             (
                 ix.get(&digest)
                     .map(|e| e.same_content(descriptor, metadata_digest)),
-                ix.by_reference(&reference).map(|e| e.digest()),
+                ix.by_reference(reference.0.as_deref(), &reference.1)
+                    .map(|e| e.digest()),
             )
         });
         let existing = if let Some(identical) = indexed {
@@ -281,7 +283,7 @@ impl Shared {
                 identical: o.same_content(descriptor, metadata_digest),
             })
         };
-        let holds = |e: &Entry| e.descriptor.reference() == reference;
+        let holds = |e: &Entry| e.descriptor.reference_key() == reference;
         let reference_owner = ref_owner
             .or_else(|| w.pending.as_ref().filter(|p| holds(p)).map(Entry::digest))
             .or_else(|| w.orphans.values().find(|o| holds(o)).map(Entry::digest));

@@ -57,7 +57,7 @@ pub fn digests() -> [Sha256; 2] {
     [Sha256::of(&component(1)), Sha256::of(&component(2))]
 }
 
-/// Publishes releases 1 and 2 (`app1`, `app2`) into `dir/releases` on the
+/// Publishes tenant `acme`'s releases 1 and 2 (`app1`, `app2`) into `dir/releases` on the
 /// real filesystem (never traced); the repository and the two digests.
 pub fn publish_two(dir: &Path) -> (Arc<ReleaseRepository<RealFs>>, [Sha256; 2]) {
     let repo = ReleaseRepository::open(
@@ -73,6 +73,7 @@ pub fn publish_two(dir: &Path) -> (Arc<ReleaseRepository<RealFs>>, [Sha256; 2]) 
         let manifest = serde_json::json!({
             "name": format!("app{n}"),
             "version": "1.0.0",
+            "tenant": "acme",
             "component_digest": Sha256::of(&comp).to_string(),
             "exports": ["api"],
         });
