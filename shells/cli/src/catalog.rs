@@ -12,9 +12,14 @@
 //! `--catalog-schema` — opened with `PgControlCatalog::open_read_only`,
 //! which creates, migrates and writes nothing; each read is one REPEATABLE
 //! READ, READ ONLY transaction. The url is a secret: messages name only
-//! `host:port/database`. A missing schema is exit 3 (no control catalog);
-//! an unreachable server, a refused login or a catalog of another version
-//! is exit 1.
+//! `host:port/database`, control characters escaped; no part of the
+//! password ever appears. Every wait is bounded: the connection (the
+//! server's first reply and the login included) by its connect timeout
+//! (default 5 s; `connect_timeout` in the url), statements and lock waits by
+//! the server's `statement_timeout` and `lock_timeout` (defaults 30 s and
+//! 10 s; `options=-c …` in the url). A missing schema is exit 3 (no control
+//! catalog); an unreachable or silent server, or a refused login, is exit 5
+//! (unavailable); a catalog of another version is exit 1.
 //!
 //! Exit codes: 0 success; 2 a malformed identity or no catalog directory;
 //! 3 not found — no control catalog for the identity (no file, or a file
@@ -30,6 +35,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use custos_core::identity::StorageIdentity;
+use custos_core::root::printable;
 use custos_core::world::{ControlCatalog, WorldError, WorldInfo, WorldRecord};
 use custos_sqlite::control::{catalog_path, SqliteControlCatalog};
 use custos_sqlite::{OpenError, Refusal};
@@ -241,8 +247,9 @@ fn print_json(out: &mut Out, v: &serde_json::Value) -> std::io::Result<ExitCode>
     }
 }
 
-fn opt(s: &Option<String>) -> &str {
-    s.as_deref().unwrap_or("-")
+/// A stored optional name as printed: escaped, `-` when absent.
+fn opt(s: &Option<String>) -> String {
+    s.as_deref().map_or_else(|| "-".to_owned(), printable)
 }
 
 fn discover(
@@ -265,7 +272,7 @@ fn discover(
             }),
         );
     }
-    writeln!(out, "control catalog {place}")?;
+    writeln!(out, "control catalog {}", printable(place))?;
     writeln!(
         out,
         "{:<24} {:<10} {:<13} {:>10}  {:<16} {:<16} name",
@@ -275,13 +282,13 @@ fn discover(
         writeln!(
             out,
             "{:<24} {:<10} {:<13} {:>10}  {:<16} {:<16} {}",
-            w.identity.world_id,
+            printable(&w.identity.world_id),
             w.status.as_str(),
             w.writer_mode.as_str(),
             w.tick_head,
             opt(&w.identity.run_id),
             opt(&w.identity.parent_world_id),
-            w.identity.name
+            printable(&w.identity.name)
         )?;
     }
     writeln!(out, "{} world(s)", worlds.len())?;
@@ -311,8 +318,8 @@ fn show(
         );
     }
     let r = &info.record;
-    writeln!(out, "world_id        {}", r.identity.world_id)?;
-    writeln!(out, "name            {}", r.identity.name)?;
+    writeln!(out, "world_id        {}", printable(&r.identity.world_id))?;
+    writeln!(out, "name            {}", printable(&r.identity.name))?;
     writeln!(out, "run_id          {}", opt(&r.identity.run_id))?;
     writeln!(out, "parent_world_id {}", opt(&r.identity.parent_world_id))?;
     writeln!(out, "status          {}", r.status.as_str())?;
@@ -320,14 +327,15 @@ fn show(
     writeln!(out, "tick_head       {}", r.tick_head)?;
     writeln!(out, "signatures      {}", info.signatures.len())?;
     for s in &info.signatures {
-        writeln!(out, "  table {}", s.table_id)?;
-        writeln!(out, "    components  {}", s.components.join(", "))?;
+        writeln!(out, "  table {}", printable(&s.table_id))?;
+        let components: Vec<String> = s.components.iter().map(|c| printable(c)).collect();
+        writeln!(out, "    components  {}", components.join(", "))?;
         writeln!(out, "    fingerprint {}", s.fingerprint)?;
         for f in &s.schema.fields {
             writeln!(
                 out,
                 "    column      {} {:?}{}",
-                f.name,
+                printable(&f.name),
                 f.ty,
                 if f.nullable { "" } else { " not null" }
             )?;
@@ -338,8 +346,8 @@ fn show(
 
 /// The exit code of a refused PostgreSQL open: no such catalog (a missing
 /// schema, or one holding no control catalog) is 3, like a missing file;
-/// a catalog this build cannot read, an unreachable server or a refused
-/// login is 1.
+/// an unreachable or silent server or a refused login is 5 (unavailable);
+/// a catalog this build cannot read is 1.
 #[cfg(feature = "postgres")]
 fn pg_exit_code(e: &custos_postgres::control::OpenError) -> u8 {
     use custos_postgres::control::{OpenError, Refusal};
@@ -348,6 +356,8 @@ fn pg_exit_code(e: &custos_postgres::control::OpenError) -> u8 {
             rule: Refusal::MissingSchema | Refusal::NoCatalog,
             ..
         } => 3,
+        // Retry later: the server did not answer, or not in time.
+        OpenError::Unavailable { .. } => 5,
         _ => 1,
     }
 }

@@ -36,12 +36,14 @@ use custos_core::deployment::route::{ReleaseSource, Target};
 use custos_core::deployment::state::{Mutation, Receipt, Request};
 use custos_core::release::bounds::Bounds;
 use custos_fs::deployment::{DeploymentRepoError, DeploymentRepository, ReleaseCatalog};
-use custos_fs::release::ReleaseRepository;
+use custos_fs::release::{ReleaseError, ReleaseRepository};
 use custos_fs::{Access, RealFs};
 use serde_json::json;
 
 use crate::out::Out;
-use crate::releases::{code_of, inspector, print_json, read_input, refused, Failure};
+use crate::releases::{
+    code_of, inspector, is_locked, print_json, read_input, refused, retry_locked, Failure,
+};
 
 /// `custos deployments …`.
 #[derive(Subcommand, Debug)]
@@ -411,12 +413,17 @@ fn open(
     releases: &Path,
     access: Access,
 ) -> Result<DeploymentRepository<RealFs>, Failure> {
-    let rel = ReleaseRepository::open_as(
-        Access::Read,
-        RealFs,
-        releases,
-        Bounds::default(),
-        inspector(),
+    let rel = retry_locked(
+        || {
+            ReleaseRepository::open_as(
+                Access::Read,
+                RealFs,
+                releases,
+                Bounds::default(),
+                inspector(),
+            )
+        },
+        |e| matches!(e.root_cause(), ReleaseError::Fs(f) if is_locked(f)),
     )
     .map_err(|e| {
         refused(
@@ -428,7 +435,11 @@ fn open(
         )
     })?;
     let source: Arc<dyn ReleaseSource + Send + Sync> = Arc::new(ReleaseCatalog(Arc::new(rel)));
-    DeploymentRepository::open(RealFs, root, source, access).map_err(|e| {
+    retry_locked(
+        || DeploymentRepository::open(RealFs, root, Arc::clone(&source), access),
+        |e| matches!(e, DeploymentRepoError::Fs(f) if is_locked(f)),
+    )
+    .map_err(|e| {
         failed(
             &format!("cannot open the deployment catalog at {}", root.display()),
             &e,

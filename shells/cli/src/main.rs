@@ -140,12 +140,22 @@ enum Command {
     /// Apply, delete, list and resolve deployments over a release catalog.
     #[cfg(feature = "fs")]
     Deployments {
+        /// Wait up to this many seconds for another process's lock on a
+        /// catalog (default 0: a locked catalog fails at once, exit 5).
+        #[arg(long, global = true, value_name = "SECONDS", default_value_t = 0,
+              value_parser = clap::value_parser!(u64).range(0..=86_400))]
+        wait: u64,
         #[command(subcommand)]
         command: deployments::DeploymentsCommand,
     },
     /// Publish to, list, show and verify a local release catalog.
     #[cfg(feature = "fs")]
     Releases {
+        /// Wait up to this many seconds for another process's lock on the
+        /// catalog (default 0: a locked catalog fails at once, exit 5).
+        #[arg(long, global = true, value_name = "SECONDS", default_value_t = 0,
+              value_parser = clap::value_parser!(u64).range(0..=86_400))]
+        wait: u64,
         #[command(subcommand)]
         command: releases::ReleasesCommand,
     },
@@ -175,9 +185,15 @@ fn main() -> ExitCode {
         } => explore(&model, port, mutant.as_deref(), deep),
         Command::Models { json } => out::run(|out| models(out, json)),
         #[cfg(feature = "fs")]
-        Command::Releases { command } => releases::run(command),
+        Command::Releases { wait, command } => {
+            releases::set_wait(wait);
+            releases::run(command)
+        }
         #[cfg(feature = "fs")]
-        Command::Deployments { command } => deployments::run(command),
+        Command::Deployments { wait, command } => {
+            releases::set_wait(wait);
+            deployments::run(command)
+        }
         #[cfg(feature = "sqlite")]
         Command::Catalog { command } => catalog::run(command),
         #[cfg(feature = "migrate")]

@@ -126,5 +126,21 @@ pub fn finish(result: io::Result<ExitCode>) -> ExitCode {
 
 /// Writes `msg` and a newline to stderr, ignoring a failure (never panics).
 pub fn err(msg: impl fmt::Display) {
-    let _ = writeln!(io::stderr(), "{msg}");
+    let _ = writeln!(io::stderr(), "{}", escape_controls(&msg.to_string()));
+}
+
+/// `text` with every control character but the line break escaped
+/// (`\u{1b}`, `\r`, …): whatever a message quotes — a stored name, a
+/// path — cannot write a terminal sequence. Line breaks stay: messages use
+/// them for their "what to do" lines.
+pub fn escape_controls(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() && c != '\n' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }

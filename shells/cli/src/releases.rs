@@ -276,7 +276,7 @@ pub(crate) fn code_of(class: &str) -> u8 {
 fn remedy(e: &ReleaseError) -> Option<&'static str> {
     let unavailable = |reason: &str| {
         match reason {
-        ROOT_LOCKED => Some("another process has the catalog open; wait for it to finish or stop it, then run the command again"),
+        ROOT_LOCKED => Some("another process has the catalog open; wait for it to finish or stop it, then run the command again (or give --wait <seconds>)"),
         LOCK_REPLACED | LOCK_MISSING => Some("never delete .catalog.lock while a process uses the catalog"),
         _ => Some("make the path durable (check the disk and its permissions), then run the command again"),
     }
@@ -298,7 +298,7 @@ fn remedy(e: &ReleaseError) -> Option<&'static str> {
             Some("a publication is pending: retry exactly the same publication to reconcile it")
         }
         ReleaseError::Protocol(_) => Some("a release's digest and reference are immutable: publish a new version"),
-        ReleaseError::NotFound(_) => Some("`custos releases list` shows what the catalog holds"),
+        ReleaseError::NotFound(_) => Some("`custos releases list` shows what the catalog holds; references (name@version) are per tenant: give --tenant for a tenant's release"),
         e if e.class() == "CorruptArtifact" => Some(
             "the catalog is damaged: preserve the directory, stop every process using it, and restore the named entry from a backup or trusted source",
         ),
@@ -350,8 +350,49 @@ pub(crate) fn inspector() -> Arc<dyn ComponentInspector> {
     inspector
 }
 
+/// How long an open waits for another process's lock on a catalog
+/// (`--wait`); unset: it fails at once.
+static WAIT: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
+
+/// Sets the `--wait` bound for this process (the first call wins).
+pub(crate) fn set_wait(seconds: u64) {
+    let _ = WAIT.set(std::time::Duration::from_secs(seconds));
+}
+
+/// Runs `attempt` until it answers anything but a refusal `locked` says is
+/// another process's lock, or until the `--wait` bound passes (checked
+/// every 100 ms); then answers its last result.
+pub(crate) fn retry_locked<T, E>(
+    mut attempt: impl FnMut() -> Result<T, E>,
+    locked: impl Fn(&E) -> bool,
+) -> Result<T, E> {
+    let wait = WAIT.get().copied().unwrap_or_default();
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        match attempt() {
+            Err(e) if locked(&e) => {
+                let now = std::time::Instant::now();
+                if now >= deadline {
+                    return Err(e);
+                }
+                std::thread::sleep((deadline - now).min(std::time::Duration::from_millis(100)));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Whether `e` is another process's lock on the root.
+pub(crate) fn is_locked(e: &FsError) -> bool {
+    matches!(e, FsError::Unavailable { reason, .. } if *reason == ROOT_LOCKED)
+}
+
 fn open(root: &Path, access: Access) -> Result<ReleaseRepository<RealFs>, Failure> {
-    ReleaseRepository::open_as(access, RealFs, root, Bounds::default(), inspector()).map_err(|e| {
+    retry_locked(
+        || ReleaseRepository::open_as(access, RealFs, root, Bounds::default(), inspector()),
+        |e| matches!(e.root_cause(), ReleaseError::Fs(f) if is_locked(f)),
+    )
+    .map_err(|e| {
         failed(
             &format!("cannot open the release catalog at {}", root.display()),
             &e,

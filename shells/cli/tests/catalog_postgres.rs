@@ -3,7 +3,7 @@
 //! worlds written to both give the same listing and descriptors; the url
 //! also comes from `CUSTOS_CONTROL_CATALOG_URL`; an identity with no
 //! catalog on the server exits 3 and creates nothing there; an unknown
-//! world exits 3; an unreachable server or a refused login exits 1; the
+//! world exits 3; an unreachable server or a refused login exits 5; the
 //! password never reaches stdout or stderr.
 
 #![cfg(feature = "postgres")]
@@ -242,7 +242,7 @@ fn no_catalog_on_the_server_exits_3_and_creates_nothing() {
 }
 
 #[test]
-fn an_unreachable_server_or_a_refused_login_exits_1_without_the_password() {
+fn an_unreachable_server_or_a_refused_login_exits_5_without_the_password() {
     let cluster = shared().unwrap();
     let wrong = cluster
         .url()
@@ -258,7 +258,7 @@ fn an_unreachable_server_or_a_refused_login_exits_1_without_the_password() {
             &["catalog", "discover", "/srv/x", "--catalog-url", url],
             &[],
         );
-        assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+        assert_eq!(o.status.code(), Some(5), "{}", text(&o.stderr));
         let err = text(&o.stderr);
         assert!(err.contains("Unavailable"), "{err}");
         assert!(!err.contains(secret), "{err}");

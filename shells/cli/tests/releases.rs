@@ -169,7 +169,15 @@ fn publish_then_list_show_and_verify() {
         "{text}"
     );
     assert!(text.contains("interface       add"), "{text}");
-    let out = custos(&["releases", "show", r, "welcome@1.2.2", "--json"]);
+    let out = custos(&[
+        "releases",
+        "show",
+        r,
+        "welcome@1.2.2",
+        "--tenant",
+        "acme",
+        "--json",
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["descriptor"]["component_digest"], b.digest.to_string());
@@ -363,7 +371,7 @@ fn a_user_directory_is_never_adopted_by_any_command() {
     let runs: [Vec<&str>; 5] = [
         vec!["releases", "list", u, "--tenant", "acme"],
         vec!["releases", "list", u],
-        vec!["releases", "show", u, "greeter@1.2.1"],
+        vec!["releases", "show", u, "greeter@1.2.1", "--tenant", "acme"],
         vec!["releases", "verify", u],
         vec!["releases", "upgrade", u],
     ];
@@ -402,7 +410,15 @@ fn read_commands_leave_the_catalog_byte_identical() {
         vec!["releases", "list", r, "--tenant", "acme"],
         vec!["releases", "list", r, "--json"],
         vec!["releases", "show", r, &digest],
-        vec!["releases", "show", r, "welcome@1.2.2", "--json"],
+        vec![
+            "releases",
+            "show",
+            r,
+            "welcome@1.2.2",
+            "--tenant",
+            "acme",
+            "--json",
+        ],
         vec!["releases", "verify", r],
     ] {
         let out = custos(&args);
@@ -419,15 +435,15 @@ fn a_deleted_lifecycle_directory_is_corruption_not_a_new_catalog() {
     let dir = tempfile::tempdir().unwrap();
     let (root, a, b) = catalog(dir.path());
     let r = root.to_str().unwrap();
-    let out = custos(&["releases", "revoke", r, "greeter@1.2.1"]);
+    let out = custos(&["releases", "revoke", r, "greeter@1.2.1", "--tenant", "acme"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains(&format!("revoked {}", a.digest)));
     std::fs::remove_dir_all(root.join("lifecycle")).unwrap();
     let before = tree(&root);
     for args in [
         vec!["releases", "list", r, "--tenant", "acme"],
-        vec!["releases", "show", r, "greeter@1.2.1"],
-        vec!["releases", "retire", r, "welcome@1.2.2"],
+        vec!["releases", "show", r, "greeter@1.2.1", "--tenant", "acme"],
+        vec!["releases", "retire", r, "welcome@1.2.2", "--tenant", "acme"],
     ] {
         let out = custos(&args);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
@@ -538,7 +554,15 @@ fn operators_revoke_retire_and_list_tenantless_releases() {
     let dir = tempfile::tempdir().unwrap();
     let (root, a, b) = catalog(dir.path());
     let r = root.to_str().unwrap();
-    let out = custos(&["releases", "revoke", r, "greeter@1.2.1", "--json"]);
+    let out = custos(&[
+        "releases",
+        "revoke",
+        r,
+        "greeter@1.2.1",
+        "--tenant",
+        "acme",
+        "--json",
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["membership"], "revoked");
@@ -555,7 +579,7 @@ fn operators_revoke_retire_and_list_tenantless_releases() {
         text.contains("revoked") && text.contains("retired"),
         "{text}"
     );
-    let out = custos(&["releases", "show", r, "greeter@1.2.1"]);
+    let out = custos(&["releases", "show", r, "greeter@1.2.1", "--tenant", "acme"]);
     assert!(out.status.success());
     assert!(stdout(&out).contains("not served"), "{}", stdout(&out));
     let out = custos(&["releases", "revoke", r, "nobody@1"]);
@@ -652,8 +676,16 @@ fn every_releases_command_survives_a_closed_pipe_and_a_full_disk() {
             "--contract",
             k,
         ],
-        vec!["releases", "revoke", r, "welcome@1.2.2"],
-        vec!["releases", "retire", r, "welcome@1.2.2", "--json"],
+        vec!["releases", "revoke", r, "welcome@1.2.2", "--tenant", "acme"],
+        vec![
+            "releases",
+            "retire",
+            r,
+            "welcome@1.2.2",
+            "--tenant",
+            "acme",
+            "--json",
+        ],
         vec!["releases", "list", r],
         vec!["releases", "list", r, "--tenant", "acme"],
         vec!["releases", "list", r, "--tenant", "acme", "--json"],

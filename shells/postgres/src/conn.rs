@@ -16,36 +16,93 @@ use postgres::{Client, Config as PgConfig, IsolationLevel, NoTls, Row, Statement
 /// deadlock is retried before it is reported as a fault.
 pub const MAX_RETRIES: u32 = 8;
 
-/// Where a component's tables live: a connection URL (a secret: it may
-/// carry a password, and is never displayed) and the PostgreSQL schema
-/// holding them.
+/// Where a component's tables live: a connection string (a secret: it may
+/// carry a password, and no part of it is ever displayed), the PostgreSQL
+/// schema holding them, and the bounds on every wait.
+///
+/// The string is parsed once, by [`parse_url`], and only its parsed form is
+/// kept: nothing later re-reads or echoes the text.
 #[derive(Clone)]
 pub struct Target {
-    url: String,
+    config: PgConfig,
     schema: String,
-    connect_timeout: Duration,
+    waits: Waits,
 }
 
 impl fmt::Debug for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Target")
-            .field("url", &redact(&self.url))
+            .field("endpoint", &self.endpoint())
             .field("schema", &self.schema)
+            .field("waits", &self.waits)
             .finish_non_exhaustive()
+    }
+}
+
+/// The bound on every wait of a connection. Each has a default; each can be
+/// set on the [`Target`], and the connection string's own `connect_timeout`,
+/// `keepalives_idle` and `tcp_user_timeout` parameters, and its
+/// `options=-c statement_timeout=… -c lock_timeout=…`, take precedence over
+/// the defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Waits {
+    /// Connecting, the server's first reply and the login included
+    /// (default [`DEFAULT_CONNECT_TIMEOUT`]). A server that accepts the
+    /// connection and never answers is `Unavailable` once it passes.
+    pub connect: Duration,
+    /// Idle time before TCP keepalive probes a silent connection (default
+    /// [`DEFAULT_KEEPALIVE_IDLE`]).
+    pub keepalive_idle: Duration,
+    /// How long sent data may stay unacknowledged before the kernel drops
+    /// the connection (`TCP_USER_TIMEOUT`, default
+    /// [`DEFAULT_TCP_USER_TIMEOUT`]): a host that vanished mid-call.
+    pub tcp_user: Duration,
+    /// The server's `statement_timeout` (default
+    /// [`DEFAULT_STATEMENT_TIMEOUT`]).
+    pub statement: Duration,
+    /// The server's `lock_timeout`: the longest wait for a row lock another
+    /// host holds (default [`DEFAULT_LOCK_TIMEOUT`]).
+    pub lock: Duration,
+}
+
+/// The default bound on connecting.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The default TCP keepalive idle time.
+pub const DEFAULT_KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
+/// The default `TCP_USER_TIMEOUT`.
+pub const DEFAULT_TCP_USER_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default `statement_timeout`.
+pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default `lock_timeout`.
+pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Default for Waits {
+    fn default() -> Self {
+        Waits {
+            connect: DEFAULT_CONNECT_TIMEOUT,
+            keepalive_idle: DEFAULT_KEEPALIVE_IDLE,
+            tcp_user: DEFAULT_TCP_USER_TIMEOUT,
+            statement: DEFAULT_STATEMENT_TIMEOUT,
+            lock: DEFAULT_LOCK_TIMEOUT,
+        }
     }
 }
 
 /// The longest schema name (PostgreSQL's identifier limit).
 pub const MAX_SCHEMA_LEN: usize = 63;
 
+/// The longest connection string accepted, in bytes.
+pub const MAX_URL_LEN: usize = 4096;
+
 /// Why a [`Target`] or a connection could not be made.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ConnectError {
-    /// The URL does not parse. The URL itself is never echoed.
-    #[error("InvalidUrl: the PostgreSQL connection URL does not parse ({detail})")]
+    /// The connection string does not parse. No part of it is echoed: the
+    /// detail is one of a fixed set of sentences.
+    #[error("InvalidUrl: the PostgreSQL connection string does not parse ({detail})")]
     InvalidUrl {
-        /// What is wrong, without the URL's text.
-        detail: String,
+        /// What is wrong, never the string's text.
+        detail: &'static str,
     },
     /// The schema name is not `[a-z_][a-z0-9_]{0,62}`.
     #[error("InvalidSchema: {schema:?} is not a schema name ([a-z_][a-z0-9_]{{0,62}})")]
@@ -53,32 +110,91 @@ pub enum ConnectError {
         /// The name given.
         schema: String,
     },
-    /// The server could not be reached or refused the login.
+    /// The server could not be reached, did not answer in time, or refused
+    /// the login.
     #[error("Unavailable: {endpoint}: {reason}")]
     Unavailable {
-        /// `host:port/database` — never the password.
+        /// `host:port/database` — never the user or the password.
         endpoint: String,
         /// Why.
         reason: String,
     },
 }
 
-impl Target {
-    /// A target: `url` in libpq URL or key=value form, `schema` the
-    /// PostgreSQL schema holding the component's tables (created on first
-    /// use).
-    pub fn new(url: impl Into<String>, schema: impl Into<String>) -> Result<Self, ConnectError> {
-        let url = url.into();
-        let schema = schema.into();
-        if url.trim().is_empty() {
-            return Err(ConnectError::InvalidUrl {
-                detail: "the url is empty".to_owned(),
-            });
+fn invalid(detail: &'static str) -> ConnectError {
+    ConnectError::InvalidUrl { detail }
+}
+
+/// Parses a connection string: a `postgres://` or `postgresql://` URL, or a
+/// libpq `key=value` string. The URL is read by the `url` crate (a
+/// percent-encoded user, password or database name is decoded; a password
+/// holding `@` is read up to the last `@` of the authority) and then by the
+/// `postgres` crate's own parser. Refused, with a fixed sentence and never
+/// any part of the text: anything either parser refuses, a fragment (`#`),
+/// an `@` after the authority (a password holding `/`, `?` or `#` that was
+/// not percent-encoded would otherwise spill into the host, the database
+/// name or the parameters), a string longer than [`MAX_URL_LEN`].
+pub fn parse_url(text: &str) -> Result<PgConfig, ConnectError> {
+    if text.trim().is_empty() {
+        return Err(invalid("the string is empty"));
+    }
+    if text.len() > MAX_URL_LEN {
+        return Err(invalid("the string is longer than 4096 bytes"));
+    }
+    let lower = text.get(..14).unwrap_or(text).to_ascii_lowercase();
+    let is_url = lower.starts_with("postgres://") || lower.starts_with("postgresql://");
+    let normalized = if is_url {
+        let u = url::Url::parse(text)
+            .map_err(|_| invalid("not a URL: percent-encode any of @ : / ? # [ ] % or a space in the user, password or database name"))?;
+        if text.contains('#') || u.fragment().is_some() {
+            return Err(invalid(
+                "a '#' outside percent-encoding: write it as %23 in a password",
+            ));
         }
-        url.parse::<PgConfig>()
-            .map_err(|e| ConnectError::InvalidUrl {
-                detail: scrub(&e.to_string(), &url),
-            })?;
+        let after_authority = u
+            .path()
+            .chars()
+            .chain(u.query().unwrap_or("").chars())
+            .any(|c| c == '@');
+        if after_authority {
+            return Err(invalid("an '@' after the host: percent-encode a password holding / ? # or @ (%2F %3F %23 %40)"));
+        }
+        if u.host_str().is_none_or(str::is_empty) && u.query().is_none_or(|q| !q.contains("host="))
+        {
+            return Err(invalid("no host"));
+        }
+        u.as_str().to_owned()
+    } else {
+        text.to_owned()
+    };
+    let cfg: PgConfig = normalized
+        .parse()
+        .map_err(|_| invalid("the postgres client refuses a host, port or parameter of it"))?;
+    for h in cfg.get_hosts() {
+        if let postgres::config::Host::Tcp(name) = h {
+            if name.is_empty()
+                || name
+                    .chars()
+                    .any(|c| c == '@' || c.is_whitespace() || c.is_control())
+            {
+                return Err(invalid(
+                    "a host name holds '@', a space or a control character",
+                ));
+            }
+        }
+    }
+    Ok(cfg)
+}
+
+impl Target {
+    /// A target: `url` a `postgres://` URL or a libpq `key=value` string
+    /// ([`parse_url`]), `schema` the PostgreSQL schema holding the
+    /// component's tables (created on first use). The waits are the
+    /// defaults ([`Waits::default`]) except where the string sets them.
+    pub fn new(url: impl AsRef<str>, schema: impl Into<String>) -> Result<Self, ConnectError> {
+        let text = url.as_ref();
+        let config = parse_url(text)?;
+        let schema = schema.into();
         let valid = !schema.is_empty()
             && schema.len() <= MAX_SCHEMA_LEN
             && schema
@@ -91,10 +207,20 @@ impl Target {
         if !valid {
             return Err(ConnectError::InvalidSchema { schema });
         }
+        let mut waits = Waits::default();
+        if let Some(t) = config.get_connect_timeout() {
+            waits.connect = *t;
+        }
+        if let Some(t) = config.get_tcp_user_timeout() {
+            waits.tcp_user = *t;
+        }
+        if text.contains("keepalives_idle") {
+            waits.keepalive_idle = config.get_keepalives_idle();
+        }
         Ok(Target {
-            url,
+            config,
             schema,
-            connect_timeout: Duration::from_secs(5),
+            waits,
         })
     }
 
@@ -103,54 +229,126 @@ impl Target {
         &self.schema
     }
 
-    /// `host:port/database`, for messages (never the password).
+    /// `host:port/database`, for messages: never the user or the password,
+    /// and every control character escaped.
     pub fn endpoint(&self) -> String {
-        redact(&self.url)
+        endpoint_of(&self.config)
     }
 
-    /// Sets the connect timeout (default 5 s).
+    /// The bounds on this target's waits.
+    pub fn waits(&self) -> Waits {
+        self.waits
+    }
+
+    /// Sets the connect timeout (default [`DEFAULT_CONNECT_TIMEOUT`]).
     pub fn connect_timeout(mut self, t: Duration) -> Self {
-        self.connect_timeout = t;
+        self.waits.connect = t;
         self
     }
 
-    /// Opens a new connection with `search_path` set to the schema.
+    /// Sets every wait at once.
+    pub fn with_waits(mut self, waits: Waits) -> Self {
+        self.waits = waits;
+        self
+    }
+
+    /// Opens a new connection with `search_path` set to the schema and the
+    /// waits applied. The whole attempt — TCP connect, the server's first
+    /// reply, the login — ends within [`Waits::connect`]: a server that
+    /// accepts and never answers is `Unavailable` naming the timeout (the
+    /// abandoned attempt's thread ends when its socket does; keepalive and
+    /// `TCP_USER_TIMEOUT` bound that for a vanished host).
     pub fn connect(&self) -> Result<Client, ConnectError> {
-        let mut cfg: PgConfig =
-            self.url
-                .parse()
-                .map_err(|e: postgres::Error| ConnectError::InvalidUrl {
-                    detail: scrub(&e.to_string(), &self.url),
-                })?;
-        cfg.connect_timeout(self.connect_timeout);
+        let mut cfg = self.config.clone();
+        let w = self.waits;
+        cfg.connect_timeout(w.connect);
+        cfg.keepalives(true);
+        cfg.keepalives_idle(w.keepalive_idle);
+        cfg.keepalives_interval(Duration::from_secs(5).min(w.keepalive_idle));
+        cfg.keepalives_retries(3);
+        cfg.tcp_user_timeout(w.tcp_user);
         cfg.application_name("custos");
-        cfg.options(&format!("-c search_path={}", self.schema));
-        cfg.connect(NoTls).map_err(|e| ConnectError::Unavailable {
+        // The defaults first, the string's own options next (a later -c
+        // wins), the schema last (it is not the caller's to change).
+        let own = cfg.get_options().unwrap_or("").to_owned();
+        cfg.options(&format!(
+            "-c statement_timeout={} -c lock_timeout={} {own} -c search_path={}",
+            w.statement.as_millis(),
+            w.lock.as_millis(),
+            self.schema
+        ));
+        let unavailable = |reason: String| ConnectError::Unavailable {
             endpoint: self.endpoint(),
-            reason: scrub(&with_source(&e), &self.url),
-        })
+            reason,
+        };
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        std::thread::Builder::new()
+            .name("custos-pg-connect".into())
+            .spawn(move || {
+                let _ = tx.send(cfg.connect(NoTls));
+            })
+            .map_err(|e| unavailable(format!("cannot start the connecting thread: {e}")))?;
+        match rx.recv_timeout(w.connect) {
+            Ok(Ok(client)) => Ok(client),
+            Ok(Err(e)) => Err(unavailable(scrub_config(&with_source(&e), &self.config))),
+            Err(_) => Err(unavailable(format!(
+                "no answer within the {} ms connect timeout (set connect_timeout in the connection string, or Target::connect_timeout)",
+                w.connect.as_millis()
+            ))),
+        }
+    }
+
+    /// Removes this target's password (and user) from `message`, should a
+    /// library echo either.
+    pub fn scrub(&self, message: &str) -> String {
+        scrub_config(message, &self.config)
     }
 }
 
-/// `host:port/database` of a URL (or key=value string), without user
-/// information or options.
+/// `host:port/database` of a parsed connection string, without user
+/// information or options, control characters escaped.
+fn endpoint_of(cfg: &PgConfig) -> String {
+    let host = cfg
+        .get_hosts()
+        .first()
+        .map(|h| match h {
+            postgres::config::Host::Tcp(s) => s.clone(),
+            postgres::config::Host::Unix(p) => p.display().to_string(),
+        })
+        .unwrap_or_else(|| "localhost".to_owned());
+    let port = cfg.get_ports().first().copied().unwrap_or(5432);
+    let db = cfg.get_dbname().unwrap_or("");
+    custos_core::root::printable(&format!("{host}:{port}/{db}"))
+}
+
+/// `host:port/database` of a connection string (or `<unparsable url>`),
+/// without user information or options: what a message may show.
 pub fn redact(url: &str) -> String {
-    match url.parse::<PgConfig>() {
-        Ok(cfg) => {
-            let host = cfg
-                .get_hosts()
-                .first()
-                .map(|h| match h {
-                    postgres::config::Host::Tcp(s) => s.clone(),
-                    postgres::config::Host::Unix(p) => p.display().to_string(),
-                })
-                .unwrap_or_else(|| "localhost".to_owned());
-            let port = cfg.get_ports().first().copied().unwrap_or(5432);
-            let db = cfg.get_dbname().unwrap_or("");
-            format!("{host}:{port}/{db}")
-        }
-        Err(_) => "<unparsable url>".to_owned(),
+    parse_url(url).map_or_else(|_| "<unparsable url>".to_owned(), |c| endpoint_of(&c))
+}
+
+/// Removes a connection string and its password from a message, should a
+/// library echo either.
+pub fn scrub(message: &str, url: &str) -> String {
+    let out = if url.is_empty() {
+        message.to_owned()
+    } else {
+        message.replace(url, "<url>")
+    };
+    match parse_url(url) {
+        Ok(cfg) => scrub_config(&out, &cfg),
+        Err(_) => out,
     }
+}
+
+fn scrub_config(message: &str, cfg: &PgConfig) -> String {
+    let mut out = message.to_owned();
+    if let Some(pw) = cfg.get_password().and_then(|p| std::str::from_utf8(p).ok()) {
+        if !pw.is_empty() {
+            out = out.replace(pw, "<password>");
+        }
+    }
+    out
 }
 
 /// An error's message followed by its source's (the client's "error
@@ -171,26 +369,6 @@ fn one_line(text: &str) -> String {
         .filter(|l| !l.is_empty())
         .collect::<Vec<_>>()
         .join("; ")
-}
-
-/// Removes the URL and its password from a message, should a library echo
-/// either.
-pub fn scrub(message: &str, url: &str) -> String {
-    let mut out = if url.is_empty() {
-        message.to_owned()
-    } else {
-        message.replace(url, "<url>")
-    };
-    if let Ok(cfg) = url.parse::<PgConfig>() {
-        if let Some(pw) = cfg.get_password() {
-            if let Ok(pw) = std::str::from_utf8(pw) {
-                if !pw.is_empty() {
-                    out = out.replace(pw, "<password>");
-                }
-            }
-        }
-    }
-    out
 }
 
 /// A server error, classified.
@@ -243,6 +421,12 @@ pub fn classify(op: &'static str, e: &postgres::Error) -> Failure {
         {
             Failure::Retry(format!("{op}: {text}"))
         }
+        Some(c) if *c == SqlState::QUERY_CANCELED => Failure::Unavailable(format!(
+            "{op}: the statement timeout passed (statement_timeout; the server cancelled the statement): {text}"
+        )),
+        Some(c) if *c == SqlState::LOCK_NOT_AVAILABLE => Failure::Unavailable(format!(
+            "{op}: the lock timeout passed waiting for a row another host holds (lock_timeout): {text}"
+        )),
         Some(c)
             if *c == SqlState::ADMIN_SHUTDOWN
                 || *c == SqlState::CRASH_SHUTDOWN

@@ -1,0 +1,191 @@
+//! The seams between the command line and what it talks to: no part of a
+//! connection string's password reaches any output, a silent server never
+//! makes a command wait forever, and a locked catalog either fails at once
+//! or waits exactly as long as `--wait` allows.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::net::TcpListener;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn custos(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_custos"))
+        .args(args)
+        .env_remove("CUSTOS_CONTROL_CATALOG_URL")
+        .stdin(Stdio::null())
+        .output()
+        .expect("custos runs")
+}
+
+/// Runs custos on a thread of its own; the harness's bound, far above
+/// any wait under test, turns a hang into a failure instead of a stuck CI.
+fn custos_bounded(args: Vec<String>) -> Output {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let _ = tx.send(custos(&a));
+    });
+    rx.recv_timeout(Duration::from_secs(120))
+        .expect("the command ended")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Every substring of four or more characters of `secret` in `text`.
+fn leaks(text: &str, secret: &str) -> Vec<String> {
+    let chars: Vec<char> = secret.chars().collect();
+    let mut found = Vec::new();
+    for i in 0..chars.len() {
+        for j in i + 4..=chars.len() {
+            let part: String = chars[i..j].iter().collect();
+            if text.contains(&part) {
+                found.push(part);
+            }
+        }
+    }
+    found
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn no_part_of_a_password_reaches_the_output_of_catalog_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("w");
+    std::fs::create_dir_all(uri.join("default")).unwrap();
+    let uri = uri.to_str().unwrap().to_owned();
+    let specials = ["@", ":", "/", "#", "?", "%", "[", "]", " ", "@@", ":@/?#"];
+    for c in specials {
+        let pw = format!("Hunter2{c}SecretTail");
+        // Port 1: nothing listens; the connection is refused at once.
+        for url in [
+            format!("postgresql://custos:{pw}@127.0.0.1:1/custos"),
+            format!("postgresql://custos:{pw}@127.0.0.1:1/custos%0Ax%1B"),
+        ] {
+            for json in [false, true] {
+                let mut args = vec![
+                    "catalog",
+                    "discover",
+                    uri.as_str(),
+                    "--catalog-url",
+                    url.as_str(),
+                ];
+                if json {
+                    args.push("--json");
+                }
+                let o = custos(&args);
+                assert!(!o.status.success());
+                for (what, t) in [("stdout", text(&o.stdout)), ("stderr", text(&o.stderr))] {
+                    let found = leaks(&t, &pw);
+                    assert!(found.is_empty(), "{url}: {what} shows {found:?}: {t}");
+                    assert!(
+                        !t.contains('\u{1b}'),
+                        "{url}: {what} holds a raw ESC: {t:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A TCP listener that accepts and never answers: `catalog discover`
+/// against it ends within the connect timeout, unavailable, naming it.
+#[cfg(feature = "postgres")]
+#[test]
+fn a_silent_server_ends_a_command_within_its_connect_timeout() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in listener.incoming() {
+            held.push(s);
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().to_str().unwrap().to_owned();
+    let url = format!("postgresql://u:SecretTail@127.0.0.1:{port}/db?connect_timeout=1");
+    let o = custos_bounded(
+        ["catalog", "discover", &uri, "--catalog-url", &url]
+            .map(str::to_owned)
+            .to_vec(),
+    );
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(5), "{err}");
+    assert!(err.contains("connect timeout"), "{err}");
+    assert!(leaks(&err, "SecretTail").is_empty(), "{err}");
+}
+
+/// A catalog another process holds: refused at once without `--wait`
+/// (exit 5, the lock named), answered once the holder lets go within
+/// `--wait`, and refused again when it does not.
+#[cfg(feature = "fs")]
+#[test]
+fn a_locked_catalog_fails_at_once_or_waits_as_told() {
+    use fs2::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("releases");
+    let manifest = dir.path().join("m.json");
+    let component = dir.path().join("c.wasm");
+    let comp = wat::parse_str("(component)").unwrap();
+    let digest = custos_core::release::Sha256::of(&comp);
+    std::fs::write(&component, &comp).unwrap();
+    std::fs::write(
+        &manifest,
+        format!(r#"{{"name":"a","version":"1.0.0","tenant":"acme","component_digest":"{digest}","exports":[]}}"#),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("contract.json"), r#"{"interfaces":[]}"#).unwrap();
+    let r = root.to_str().unwrap().to_owned();
+    let publish = |extra: &[&str]| {
+        let mut args: Vec<String> = ["releases", "publish", &r, "--manifest"]
+            .map(str::to_owned)
+            .to_vec();
+        args.push(manifest.display().to_string());
+        args.push("--component".into());
+        args.push(component.display().to_string());
+        args.push("--contract".into());
+        args.push(dir.path().join("contract.json").display().to_string());
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        custos_bounded(args)
+    };
+    let o = publish(&[]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let lock = std::fs::File::open(root.join(".catalog.lock")).unwrap();
+    lock.lock_exclusive().unwrap();
+    let list = |extra: &[&str]| {
+        let mut args: Vec<String> = ["releases", "list", &r, "--tenant", "acme"]
+            .map(str::to_owned)
+            .to_vec();
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        custos_bounded(args)
+    };
+    let started = Instant::now();
+    let o = list(&[]);
+    assert_eq!(o.status.code(), Some(5), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("--wait"), "{}", text(&o.stderr));
+    let at_once = started.elapsed();
+    // Held for the whole wait: still refused, after the wait.
+    let started = Instant::now();
+    let o = list(&["--wait", "1"]);
+    assert_eq!(o.status.code(), Some(5), "{}", text(&o.stderr));
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(1),
+        "gave up after {waited:?} (at once: {at_once:?})"
+    );
+    // Let go within the wait: the command goes ahead.
+    let releaser = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(500));
+        FileExt::unlock(&lock).unwrap();
+        drop(lock);
+    });
+    let o = list(&["--wait", "30"]);
+    releaser.join().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("a@1.0.0"), "{}", text(&o.stdout));
+    // --wait accepts whole seconds up to a day.
+    let o = custos(&["releases", "--wait", "-1", "list", &r]);
+    assert_eq!(o.status.code(), Some(2));
+}
