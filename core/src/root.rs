@@ -95,15 +95,22 @@ pub struct Listed<'a> {
 /// How the caller means to use the root.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Access {
-    /// Publish, revoke, retire: may initialize a fresh root, clears the
-    /// staging directory of a marked one, takes the exclusive lock.
+    /// Publish, apply — a command that adds content: may create and
+    /// initialize a fresh root, clears the staging directory of a marked
+    /// one, takes the exclusive lock.
     Write,
+    /// Revoke, retire, delete — a command that changes what exists but
+    /// adds nothing: like [`Access::Write`] on an initialized root, but a
+    /// missing, empty or unmarked root is refused and nothing is created
+    /// (a mistyped path never becomes a catalog).
+    Modify,
     /// List, show, verify: opens only a marked root, with a shared lock,
     /// and creates, cleans or syncs nothing.
     Read,
-    /// An explicit operator upgrade: like [`Access::Write`], and also adopts
-    /// an unmarked root made only of this layout's names, to be verified
-    /// and then marked.
+    /// An explicit operator upgrade: adopts an unmarked root made only of
+    /// this layout's names, to be verified and then marked; opens a marked
+    /// one like [`Access::Modify`]. Adds nothing, so a missing or empty
+    /// root is refused, never created.
     Upgrade,
 }
 
@@ -160,13 +167,14 @@ pub enum RootRefusal {
         /// The layout's kind.
         kind: &'static str,
     },
-    /// The root does not exist (a reading open never creates one).
+    /// The root does not exist (only an open that adds content creates one).
     #[error("NotFound: no {kind} here (the directory does not exist)")]
     Missing {
         /// The layout's kind.
         kind: &'static str,
     },
-    /// The root has no marker and nothing of a catalog (a reading open).
+    /// The root has no marker and nothing of a catalog (an open that adds
+    /// nothing).
     #[error("NotFound: no {kind} here (the directory holds no {marker} marker)")]
     NotInitialized {
         /// The layout's kind.
@@ -336,8 +344,10 @@ pub fn decide(
     match (standing, access) {
         (Standing::Foreign(r), _) => Err(r.clone()),
         (Standing::Marked, _) => Ok(OpenPlan::Open),
-        (Standing::Fresh, Access::Write | Access::Upgrade) => Ok(OpenPlan::Initialize),
-        (Standing::Interrupted, Access::Write | Access::Upgrade) => Ok(OpenPlan::Upgrade),
+        (Standing::Fresh, Access::Write) => Ok(OpenPlan::Initialize),
+        (Standing::Interrupted, Access::Write | Access::Modify | Access::Upgrade) => {
+            Ok(OpenPlan::Upgrade)
+        }
         (Standing::Interrupted, Access::Read) => Err(RootRefusal::NotInitialized {
             kind: layout.kind,
             marker: MARKER_FILE,
@@ -357,21 +367,26 @@ pub fn decide(
             kind: layout.kind,
             staging: layout.staging.unwrap_or_default().to_owned(),
         }),
-        (Standing::Fresh, Access::Read) => Err(RootRefusal::NotInitialized {
-            kind: layout.kind,
-            marker: MARKER_FILE,
-        }),
-        (Standing::Unmarked { .. }, Access::Write | Access::Read) => Err(RootRefusal::Unmarked {
-            kind: layout.kind,
-            marker: MARKER_FILE,
-        }),
+        (Standing::Fresh, Access::Read | Access::Modify | Access::Upgrade) => {
+            Err(RootRefusal::NotInitialized {
+                kind: layout.kind,
+                marker: MARKER_FILE,
+            })
+        }
+        (Standing::Unmarked { .. }, Access::Write | Access::Modify | Access::Read) => {
+            Err(RootRefusal::Unmarked {
+                kind: layout.kind,
+                marker: MARKER_FILE,
+            })
+        }
     }
 }
 
-/// A root path that does not exist: a writing open creates it (and then
-/// initializes it); a reading open is refused.
+/// A root path that does not exist: an open that adds content
+/// ([`Access::Write`]) creates it (and then initializes it); every other
+/// open is refused, and nothing is created.
 pub fn decide_missing(layout: &Layout, access: Access) -> Result<OpenPlan, RootRefusal> {
-    if access.writes() {
+    if access == Access::Write {
         Ok(OpenPlan::Initialize)
     } else {
         Err(RootRefusal::Missing { kind: layout.kind })

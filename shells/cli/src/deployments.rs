@@ -454,7 +454,12 @@ fn mutate(
     req: Request,
     json: bool,
 ) -> Result<(), Failure> {
-    let repo = open(root, releases, Access::Write)?;
+    // Only an apply adds content, so only an apply may initialize a root.
+    let access = match req.mutation {
+        Mutation::Apply { .. } | Mutation::ApplyMany { .. } => Access::Write,
+        _ => Access::Modify,
+    };
+    let repo = open(root, releases, access)?;
     let receipt = repo
         .mutate(req)
         .map_err(|e| failed("the change was refused", &e))?;

@@ -714,7 +714,8 @@ fn change(
     what: Change,
     json: bool,
 ) -> Result<(), Failure> {
-    let repo = open(root, Access::Write)?;
+    // Revoking and retiring add nothing: a mistyped root is not created.
+    let repo = open(root, Access::Modify)?;
     let digest = digest_of(&repo, tenant, target)?;
     let (verb, result): (&str, Result<Outcome, ReleaseError>) = match what {
         Change::Revoke => ("revoked", repo.revoke(&digest)),

@@ -169,15 +169,8 @@ fn publish_then_list_show_and_verify() {
         "{text}"
     );
     assert!(text.contains("interface       add"), "{text}");
-    let out = custos(&[
-        "releases",
-        "show",
-        r,
-        "welcome@1.2.2",
-        "--tenant",
-        "acme",
-        "--json",
-    ]);
+    let show = ["releases", "show", r, "welcome@1.2.2", "--tenant", "acme"];
+    let out = custos(&[&show[..], &["--json"]].concat());
     assert!(out.status.success(), "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["descriptor"]["component_digest"], b.digest.to_string());

@@ -189,3 +189,76 @@ fn a_locked_catalog_fails_at_once_or_waits_as_told() {
     let o = custos(&["releases", "--wait", "-1", "list", &r]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// Commands that add nothing never create anything: revoking, retiring or
+/// upgrading at a mistyped path, or deleting a deployment from a missing
+/// catalog, is not found (exit 3) and leaves no directory, lock or marker
+/// behind — not at a missing path, not in an empty directory.
+#[cfg(feature = "fs")]
+#[test]
+fn commands_that_change_nothing_create_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("typo");
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    // A real release catalog for the deployment command to open.
+    let comp = wat::parse_str("(component)").unwrap();
+    let d = custos_core::release::Sha256::of(&comp);
+    std::fs::write(dir.path().join("c.wasm"), &comp).unwrap();
+    std::fs::write(
+        dir.path().join("m.json"),
+        format!(r#"{{"name":"a","version":"1.0.0","tenant":"acme","component_digest":"{d}","exports":[]}}"#),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("k.json"), r#"{"interfaces":[]}"#).unwrap();
+    let releases = dir.path().join("releases");
+    let rel = releases.to_str().unwrap();
+    let p = |n: &str| dir.path().join(n).display().to_string();
+    let (m, c, k) = (p("m.json"), p("c.wasm"), p("k.json"));
+    let o = custos(&[
+        "releases",
+        "publish",
+        rel,
+        "--manifest",
+        &m,
+        "--component",
+        &c,
+        "--contract",
+        &k,
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let digest = d.to_string();
+    for root in [&missing, &empty] {
+        let r = root.to_str().unwrap();
+        let lines: Vec<Vec<&str>> = vec![
+            vec!["releases", "revoke", r, &digest],
+            vec!["releases", "retire", r, "calc@1.0.0", "--tenant", "acme"],
+            vec!["releases", "upgrade", r],
+            vec![
+                "deployments",
+                "delete",
+                r,
+                "--releases",
+                rel,
+                "--tenant",
+                "acme",
+                "blue",
+            ],
+        ];
+        for args in lines {
+            let o = custos(&args);
+            assert_eq!(o.status.code(), Some(3), "{args:?}: {}", text(&o.stderr));
+            assert!(
+                text(&o.stderr).contains("NotFound"),
+                "{args:?}: {}",
+                text(&o.stderr)
+            );
+            if root == &missing {
+                assert!(!missing.exists(), "{args:?} created {}", missing.display());
+            } else {
+                let left: Vec<_> = std::fs::read_dir(&empty).unwrap().collect();
+                assert!(left.is_empty(), "{args:?} left {left:?}");
+            }
+        }
+    }
+}
