@@ -493,6 +493,40 @@ mod tests {
         assert!(decide(&L, &Standing::Fresh, Access::Read).is_err());
     }
 
+    /// Only an open that adds content creates or initializes a root: a
+    /// missing or empty root is refused for every other access, and an
+    /// initialized one opens for all of them.
+    #[test]
+    fn only_adding_content_creates_or_initializes_a_root() {
+        for access in [Access::Read, Access::Modify, Access::Upgrade] {
+            assert_eq!(
+                decide_missing(&L, access),
+                Err(RootRefusal::Missing { kind: L.kind }),
+                "{access:?}"
+            );
+            let e = decide(&L, &Standing::Fresh, access).unwrap_err();
+            assert_eq!(e.class(), "NotFound", "{access:?}");
+            assert_eq!(decide(&L, &Standing::Marked, access), Ok(OpenPlan::Open));
+        }
+        assert_eq!(decide_missing(&L, Access::Write), Ok(OpenPlan::Initialize));
+        assert!(Access::Modify.writes() && Access::Upgrade.writes() && !Access::Read.writes());
+        assert_eq!(
+            decide(&L, &Standing::Interrupted, Access::Modify),
+            Ok(OpenPlan::Upgrade)
+        );
+        let unmarked = Standing::Unmarked {
+            staging_empty: true,
+        };
+        assert_eq!(
+            decide(&L, &unmarked, Access::Modify).unwrap_err().class(),
+            "InvalidArgument"
+        );
+        assert_eq!(
+            decide(&L, &unmarked, Access::Upgrade),
+            Ok(OpenPlan::Upgrade)
+        );
+    }
+
     #[test]
     fn a_user_file_anywhere_makes_the_root_foreign() {
         // The example of the issue: releases/ and a user's .tmp/cache/….
