@@ -63,6 +63,12 @@ pub struct Layout {
     /// staged): a writing open removes them under the lock. Tolerated only
     /// beside the lock file, which custos creates before any of them.
     pub scratch: &'static [&'static str],
+    /// Files directly under the root that the caller writes when it first
+    /// has something to record (the release catalog's lifecycle head):
+    /// never required, and in an unmarked root a sign that the root was
+    /// this kind's — an interrupted initialization beside the lock file
+    /// ([`Standing::Interrupted`]), otherwise [`Standing::Unmarked`].
+    pub signs: &'static [&'static str],
 }
 
 /// What a directory entry directly under a root is, as the shell saw it
@@ -306,11 +312,17 @@ pub fn classify(layout: &Layout, entries: &[Listed<'_>]) -> Standing {
                     return foreign(layout, e.name, "a scratch file without the lock file");
                 }
             }
-            (name, Seen::File { .. }) if layout.files.contains(&name) => {
+            (name, Seen::File { .. })
+                if layout.files.contains(&name) || layout.signs.contains(&name) =>
+            {
                 fresh = false;
                 state_files = true;
             }
-            (name, _) if layout.scratch.contains(&name) || layout.files.contains(&name) => {
+            (name, _)
+                if layout.scratch.contains(&name)
+                    || layout.files.contains(&name)
+                    || layout.signs.contains(&name) =>
+            {
                 return foreign(layout, e.name, "not a regular file")
             }
             (_, Seen::Dir { empty }) if owned_dir => {
@@ -461,6 +473,7 @@ mod tests {
         staging: Some(".tmp"),
         files: &[],
         scratch: &[],
+        signs: &[],
     };
 
     fn f(name: &str, len: u64) -> Listed<'_> {
@@ -611,6 +624,7 @@ mod tests {
         staging: None,
         files: &["catalog.json"],
         scratch: &[".catalog.pending"],
+        signs: &[],
     };
 
     #[test]

@@ -16,13 +16,42 @@
 //! (checked on the length before parsing) and accepts exactly the canonical
 //! encoding; [`LifecycleState::from_records`] rebuilds the state at open.
 //! The `lifecycle/` directory's existence marks an initialized catalog.
+//!
+//! **A lost record is detected, never re-admitted.** A record deleted from
+//! `lifecycle/` would leave its completed release looking like the orphan
+//! of a publication interrupted before its lifecycle commit — which an
+//! identical republication legitimately admits — so a revoked release
+//! would be served again. The [`Head`] (the file [`LIFECYCLE_HEAD`]
+//! directly under the catalog root, outside `lifecycle/`) counts the
+//! releases that have a record and folds their digests into one
+//! order-independent hash. Only a publication adds a record, and it writes
+//! the record, then the head; revocation and retirement replace a record
+//! and leave the head as it is. So at open the records found are either
+//! exactly the head's ([`HeadCheck::Current`]) or the head's and one more,
+//! the publication a crash cut off between its two writes
+//! ([`HeadCheck::OneAhead`]); anything else — a record missing, replaced
+//! or added behind the protocol's back — is [`LifecycleError::Lost`], and
+//! the open fails. The head outside `lifecycle/` is also the sign that
+//! lifecycle state once existed: a root whose `lifecycle/` is gone while
+//! its head remains is never bootstrapped again.
 
 use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use sha2::{Digest as _, Sha256 as Hasher};
+
 use super::Sha256;
+
+/// The lifecycle head file, directly under the catalog root.
+pub const LIFECYCLE_HEAD: &str = "LIFECYCLE";
+
+/// The fixed upper bound of the head file, in bytes (it is about 110).
+pub const MAX_HEAD_BYTES: u64 = 256;
+
+/// The domain tag of a member's contribution to [`Head::members`].
+pub const HEAD_DOMAIN: &[u8] = b"custos-lifecycle-member-v1\0";
 
 /// The directory of lifecycle records directly under the catalog root;
 /// its existence marks lifecycle state as initialized.
@@ -137,6 +166,128 @@ pub enum LifecycleError {
     /// name.
     #[error("CorruptArtifact: lifecycle record for {0} is duplicated or misplaced")]
     Misplaced(Sha256),
+    /// The records found are not the head's (nor the head's and the one
+    /// record of an interrupted publication): a record was lost, replaced
+    /// or added outside the protocol. Nothing is re-admitted.
+    #[error("CorruptArtifact: lifecycle state lost records: the head counts {expected} release(s), {found} record(s) are present and they are not the ones it counts; restore lifecycle/ and LIFECYCLE from a backup")]
+    Lost {
+        /// Releases the head counts.
+        expected: u64,
+        /// Records present.
+        found: u64,
+    },
+    /// The head file does not decode.
+    #[error("CorruptArtifact: the lifecycle head is malformed")]
+    MalformedHead,
+}
+
+/// The lifecycle head: how many releases have a lifecycle record, and the
+/// XOR of SHA-256([`HEAD_DOMAIN`] ‖ digest) over them — an order-independent
+/// fold that one publication updates in O(1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Head {
+    /// Releases with a record.
+    pub count: u64,
+    /// The fold of their digests.
+    pub members: [u8; 32],
+}
+
+/// What the records found at open are, against the head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HeadCheck {
+    /// Exactly the head's.
+    Current,
+    /// The head's and this one more: a publication interrupted between
+    /// its record and its head. A writing open brings the head up to date.
+    OneAhead(Sha256),
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HeadWire {
+    count: u64,
+    format: u32,
+    members: String,
+}
+
+impl Head {
+    /// One member's contribution.
+    pub fn contribution(digest: &Sha256) -> [u8; 32] {
+        let mut h = Hasher::new();
+        h.update(HEAD_DOMAIN);
+        h.update(digest.0);
+        h.finalize().into()
+    }
+
+    /// This head with `digest` added.
+    #[must_use]
+    pub fn with(mut self, digest: &Sha256) -> Self {
+        let c = Self::contribution(digest);
+        for (m, b) in self.members.iter_mut().zip(c) {
+            *m ^= b;
+        }
+        self.count = self.count.saturating_add(1);
+        self
+    }
+
+    /// The head of exactly `digests` (each distinct).
+    pub fn of<'a>(digests: impl IntoIterator<Item = &'a Sha256>) -> Self {
+        digests.into_iter().fold(Head::default(), |h, d| h.with(d))
+    }
+
+    /// Compares the head with the digests of the records found.
+    pub fn check(&self, found: &[Sha256]) -> Result<HeadCheck, LifecycleError> {
+        let have = Head::of(found);
+        if have == *self {
+            return Ok(HeadCheck::Current);
+        }
+        let lost = LifecycleError::Lost {
+            expected: self.count,
+            found: have.count,
+        };
+        if have.count != self.count.saturating_add(1) {
+            return Err(lost);
+        }
+        let mut extra = have.members;
+        for (e, m) in extra.iter_mut().zip(self.members) {
+            *e ^= m;
+        }
+        found
+            .iter()
+            .find(|d| Self::contribution(d) == extra)
+            .map(|d| HeadCheck::OneAhead(*d))
+            .ok_or(lost)
+    }
+
+    /// The canonical bytes of the head file.
+    pub fn encode(&self) -> Vec<u8> {
+        let wire = HeadWire {
+            count: self.count,
+            format: 1,
+            members: crate::hex::encode(&self.members),
+        };
+        serde_json::to_vec(&wire).unwrap_or_default()
+    }
+
+    /// Decodes the head file: total, bounded by [`MAX_HEAD_BYTES`]
+    /// (checked before parsing), canonical bytes of format 1 only.
+    pub fn decode(bytes: &[u8]) -> Result<Self, LifecycleError> {
+        if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > MAX_HEAD_BYTES {
+            return Err(LifecycleError::MalformedHead);
+        }
+        let wire: HeadWire =
+            serde_json::from_slice(bytes).map_err(|_| LifecycleError::MalformedHead)?;
+        let members =
+            crate::hex::decode::<32>(&wire.members).ok_or(LifecycleError::MalformedHead)?;
+        let head = Head {
+            count: wire.count,
+            members,
+        };
+        if wire.format != 1 || head.encode() != bytes {
+            return Err(LifecycleError::MalformedHead);
+        }
+        Ok(head)
+    }
 }
 
 /// The authoritative lifecycle state of a catalog.
@@ -272,6 +423,52 @@ impl Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The head tells the records of its releases, and the head's and one
+    /// interrupted publication's, from every loss: a record missing, one
+    /// replaced by another release's, one added beside the interrupted one.
+    #[test]
+    fn the_head_detects_every_lost_or_foreign_record() {
+        let d: Vec<Sha256> = (0u8..5).map(|i| Sha256::of(&[i])).collect();
+        let head = Head::of(&d[..3]);
+        assert_eq!(head.count, 3);
+        assert_eq!(head.check(&d[..3]), Ok(HeadCheck::Current));
+        let reordered = [d[2], d[0], d[1]];
+        assert_eq!(head.check(&reordered), Ok(HeadCheck::Current));
+        assert_eq!(head.check(&d[..4]), Ok(HeadCheck::OneAhead(d[3])));
+        for found in [&d[..2], &[d[0], d[1], d[3]][..], &d[..5], &[][..]] {
+            assert!(
+                matches!(head.check(found), Err(LifecycleError::Lost { .. })),
+                "{found:?}"
+            );
+        }
+        // Two heads differing in one member differ.
+        assert_ne!(Head::of(&d[..3]), Head::of(&[d[0], d[1], d[4]]));
+        assert_eq!(Head::of(&[]), Head::default());
+    }
+
+    #[test]
+    fn the_head_round_trips_and_its_decoder_is_total() {
+        let head = Head::of(&[Sha256::of(b"a"), Sha256::of(b"b")]);
+        let bytes = head.encode();
+        assert!(bytes.len() as u64 <= MAX_HEAD_BYTES);
+        assert_eq!(Head::decode(&bytes), Ok(head));
+        let text = String::from_utf8(bytes.clone()).unwrap_or_default();
+        for bad in [
+            text.replace("\"format\":1", "\"format\":2"),
+            text.replace("{\"count\"", "{ \"count\""),
+            text.replace("\"count\":2", "\"count\":2,\"x\":1"),
+            text[..text.len() - 1].to_owned(),
+            String::new(),
+            " ".repeat(300),
+        ] {
+            assert_eq!(
+                Head::decode(bad.as_bytes()),
+                Err(LifecycleError::MalformedHead),
+                "{bad}"
+            );
+        }
+    }
 
     #[test]
     fn republication_never_clears_revoked_or_retired() {

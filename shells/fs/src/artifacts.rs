@@ -79,6 +79,7 @@ pub const LAYOUT: Layout = Layout {
     staging: Some(STAGING_DIR),
     files: &[],
     scratch: &[],
+    signs: &[],
 };
 
 /// Why an [`ArtifactStore`] could not be opened, or an ingestion failed.

@@ -72,6 +72,7 @@ pub const LAYOUT: Layout = Layout {
     staging: None,
     files: &[CATALOG_FILE],
     scratch: &[PENDING_FILE],
+    signs: &[],
 };
 
 /// Why a deployment repository operation failed.

@@ -50,8 +50,8 @@ use custos_core::release::bounds::{
 use custos_core::release::complete::{self, CompleteRecord, StoredRelease, COMPLETE_FILE};
 use custos_core::release::contract::{ComponentInspector, Contract};
 use custos_core::release::lifecycle::{
-    LifecycleOp, LifecycleState, Membership, Outcome, OutcomeStatus, LIFECYCLE_DIR,
-    MAX_RECORD_BYTES,
+    Head, HeadCheck, LifecycleOp, LifecycleState, Membership, Outcome, OutcomeKind, OutcomeStatus,
+    LIFECYCLE_DIR, LIFECYCLE_HEAD, MAX_HEAD_BYTES, MAX_RECORD_BYTES,
 };
 use custos_core::release::manifest::Manifest;
 use custos_core::release::metadata::{Descriptor, ReleaseMetadata};
@@ -80,6 +80,7 @@ pub const LAYOUT: Layout = Layout {
     staging: Some(STAGING_DIR),
     files: &[],
     scratch: &[],
+    signs: &[LIFECYCLE_HEAD],
 };
 
 /// The staging directory directly under the root.
@@ -288,7 +289,10 @@ impl<F: Fs> ReleaseRepository<F> {
             stage_seq: AtomicU64::new(0),
         };
         let (writer, index) = repo.recover(usage, plan)?;
-        if plan == OpenPlan::Upgrade {
+        // A fresh root needs no head file (an absent head counts no
+        // release); an upgraded one got its head in `recover`, before the
+        // marker.
+        if plan != OpenPlan::Open {
             repo.root.write_marker(&LAYOUT)?;
         }
         repo.shared = Shared::new(writer, index);
@@ -359,6 +363,80 @@ impl<F: Fs> ReleaseRepository<F> {
         Ok(Some(LifecycleState::from_records(records)?))
     }
 
+    /// The lifecycle head file, `None` when absent (read under its fixed
+    /// bound, decoded totally).
+    fn load_head(&self) -> Result<Option<Head>, ReleaseError> {
+        let path = self.root.root().join(LIFECYCLE_HEAD);
+        let Some(meta) = self
+            .fs()
+            .metadata(&path)
+            .map_err(io_err("metadata", &path))?
+        else {
+            return Ok(None);
+        };
+        if meta.kind != Kind::File || meta.len > MAX_HEAD_BYTES {
+            return Err(custos_core::release::lifecycle::LifecycleError::MalformedHead.into());
+        }
+        let bytes = self
+            .fs()
+            .read_bounded(&path, MAX_HEAD_BYTES)
+            .map_err(io_err("read", &path))?;
+        Ok(Some(Head::decode(&bytes)?))
+    }
+
+    /// Durably replaces the lifecycle head: temp under `.tmp` → fsync →
+    /// rename to `LIFECYCLE` → fsync the root.
+    fn write_head(&self, head: &Head) -> Result<(), ReleaseError> {
+        let n = self.stage_seq.fetch_add(1, Ordering::Relaxed);
+        let temp = self
+            .root
+            .root()
+            .join(STAGING_DIR)
+            .join(format!("head-{:016x}-{n}", self.epoch));
+        self.root.write_synced(&temp, &head.encode())?;
+        self.root
+            .rename(&temp, &self.root.root().join(LIFECYCLE_HEAD))?;
+        self.root.sync_dir(self.root.root())?;
+        Ok(())
+    }
+
+    /// Checks the records found against the head ([`Head::check`]) and
+    /// answers the head they make: a lost record fails the open; the one
+    /// record of a publication cut off before its head is accepted, and a
+    /// writing open brings the head up to date. An absent head counts no
+    /// release (a fresh catalog has none until its first publication), so
+    /// in an initialized catalog with records its loss is detected like a
+    /// record's. Only an unmarked root being upgraded (whose head is
+    /// written after `lifecycle/`, before the marker) may have records and
+    /// no head: a writing open writes it.
+    fn reconcile_head(
+        &self,
+        lifecycle: &LifecycleState,
+        plan: OpenPlan,
+    ) -> Result<(), ReleaseError> {
+        let found: Vec<Sha256> = lifecycle.releases.keys().copied().collect();
+        let have = Head::of(&found);
+        let writes = self.root.access().writes();
+        match self.load_head()? {
+            Some(head) => match head.check(&found)? {
+                HeadCheck::Current => {}
+                HeadCheck::OneAhead(_) if writes => self.write_head(&have)?,
+                HeadCheck::OneAhead(_) => {}
+            },
+            None if plan != OpenPlan::Open => {
+                if writes && have != Head::default() {
+                    self.write_head(&have)?;
+                }
+            }
+            None => match Head::default().check(&found)? {
+                HeadCheck::Current => {}
+                HeadCheck::OneAhead(_) if writes => self.write_head(&have)?,
+                HeadCheck::OneAhead(_) => {}
+            },
+        }
+        Ok(())
+    }
+
     /// Durably replaces one release's lifecycle record: temp under `.tmp`
     /// → fsync → rename to `lifecycle/<hex>` → fsync `lifecycle/`. The
     /// rename is the commit point.
@@ -405,8 +483,24 @@ impl<F: Fs> ReleaseRepository<F> {
         // Only an explicit upgrade of a catalog predating lifecycle state
         // bootstraps it; in a marked root missing state is corruption (the
         // root's open already refused it; this is the same rule, kept
-        // where the records are read).
+        // where the records are read). A head without `lifecycle/` is a
+        // catalog whose lifecycle state was lost: never bootstrapped again.
         let bootstrap = lifecycle.is_none();
+        if bootstrap
+            && self
+                .fs()
+                .metadata(&self.root.root().join(LIFECYCLE_HEAD))
+                .map_err(io_err("metadata", self.root.root()))?
+                .is_some()
+        {
+            return Err(corrupt(
+                &self.root.root().join(LIFECYCLE_DIR),
+                "lifecycle state is missing but its head (LIFECYCLE) remains: the catalog had lifecycle state and lost it; restore lifecycle/ from a backup (it is never rebuilt from the release directories)",
+            ));
+        }
+        if let Some(l) = &lifecycle {
+            self.reconcile_head(l, plan)?;
+        }
         if bootstrap && plan != OpenPlan::Upgrade {
             return Err(corrupt(
                 &self.root.root().join(LIFECYCLE_DIR),
@@ -478,6 +572,7 @@ impl<F: Fs> ReleaseRepository<F> {
         }
         if bootstrap {
             self.bootstrap_lifecycle(&boot_records)?;
+            self.write_head(&Head::of(lifecycle.releases.keys()))?;
         }
         let mut writer = Writer::new(usage, lifecycle);
         writer.orphans = orphans;
@@ -771,8 +866,21 @@ impl<F: Fs> ReleaseRepository<F> {
     /// record written durably, then recorded. A record that may or may not
     /// have been written reserves its seq and is
     /// [`ReleaseError::LifecycleUncertain`].
+    ///
+    /// A new record is followed by the head that counts it; a head that
+    /// could not be written is written again before the next record, so
+    /// the records on disk are never more than one ahead of the head.
     fn commit_publish(&self, w: &mut Writer, digest: &Sha256) -> Result<Outcome, ReleaseError> {
+        if w.head_stale {
+            self.write_head(&w.head)?;
+            w.head_stale = false;
+        }
         let o = w.lifecycle.decide(LifecycleOp::Publish, digest)?;
+        if o.kind == OutcomeKind::Unchanged {
+            // Republication never touches an existing record.
+            w.lifecycle.record(o);
+            return Ok(o);
+        }
         if let Err(e) = self.write_record(&o) {
             w.lifecycle.reserve(&o);
             return Err(ReleaseError::LifecycleUncertain {
@@ -781,6 +889,11 @@ impl<F: Fs> ReleaseRepository<F> {
             });
         }
         w.lifecycle.record(o);
+        w.head = w.head.with(digest);
+        if let Err(e) = self.write_head(&w.head) {
+            w.head_stale = true;
+            return Err(e);
+        }
         Ok(o)
     }
 
@@ -965,6 +1078,10 @@ impl<F: Fs> ReleaseRepository<F> {
             return Err(ReleaseError::NotFound(digest.to_string()));
         }
         let outcome = w.lifecycle.decide(op, digest)?;
+        // Already so: nothing is written, and the number is not used.
+        if outcome.kind == OutcomeKind::Unchanged {
+            return Ok(outcome);
+        }
         if let Err(e) = self.write_record(&outcome) {
             // The durable state may or may not say so now. Revocation and
             // retirement only withdraw eligibility, so the index takes the

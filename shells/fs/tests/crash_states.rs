@@ -23,6 +23,7 @@ const LAYOUT: Layout = Layout {
     staging: Some(".tmp"),
     files: &[],
     scratch: &[],
+    signs: &[],
 };
 
 #[test]

@@ -23,6 +23,7 @@ const LAYOUT: Layout = Layout {
     staging: Some(".tmp"),
     files: &[],
     scratch: &[],
+    signs: &[],
 };
 
 fn open<F: Fs>(fs: F, path: &Path) -> Result<DurableRoot<F>, FsError> {

@@ -228,7 +228,10 @@ fn check_scenario(
         let root = scratch.path().join(root_name);
         let ctx = format!("{}: state {n} (prefix {k} of {})", sc.name, trace.len());
         let repo = open(NoSync, &root).unwrap_or_else(|e| {
-            panic!("{ctx}: reopen failed (debris must never fail an open): {e}")
+            let listing: Vec<_> = image.keys().collect();
+            panic!(
+                "{ctx}: reopen failed (debris must never fail an open): {e} (entries {listing:?})"
+            )
         });
         let mut changed = false;
         let mut orphaned = false;

@@ -13,7 +13,7 @@ use custos_core::release::complete::{self, COMPLETE_FILE};
 use custos_core::release::contract::{
     ComponentRejected, Contract, Function, Interface, MagicOnly, Param, ValType,
 };
-use custos_core::release::lifecycle::{Membership, OutcomeStatus};
+use custos_core::release::lifecycle::{Membership, OutcomeStatus, LIFECYCLE_HEAD};
 use custos_core::release::page::PageError;
 use custos_core::release::protocol::{Plan, ProtocolError, RecoveryError, Step};
 use custos_core::release::Sha256;
@@ -245,7 +245,10 @@ fn only_an_upgrade_bootstraps_a_catalog_without_lifecycle_state() {
     }
     let root = repo.root().to_path_buf();
     drop(repo);
+    // A catalog predating lifecycle state has neither lifecycle/, nor its
+    // head, nor the marker.
     std::fs::remove_dir_all(root.join("lifecycle")).unwrap();
+    std::fs::remove_file(root.join(LIFECYCLE_HEAD)).unwrap();
     std::fs::remove_file(root.join(MARKER_FILE)).unwrap();
     let before = snapshot(&root);
     let e = open_with(RealFs, &root, Bounds::default()).unwrap_err();
@@ -415,10 +418,14 @@ fn publication_writes_in_the_protocol_order() {
     // Then the release's lifecycle record: temp write, fsync, rename into
     // lifecycle/<hex> (the commit point), fsync lifecycle/.
     let rest = ops.get(want.len()..).unwrap();
+    // Then the lifecycle head that counts it: temp write, fsync, rename
+    // to LIFECYCLE, fsync the root.
     let lifecycle = root.join("lifecycle");
     assert!(
-        matches!(rest, [Op::WriteNew(..), Op::SyncFile(_), Op::Rename(_, to), Op::SyncDir(r)]
-        if to == &lifecycle.join(digest(1).hex()) && r == &lifecycle),
+        matches!(rest, [Op::WriteNew(..), Op::SyncFile(_), Op::Rename(_, to), Op::SyncDir(r),
+                        Op::WriteNew(..), Op::SyncFile(_), Op::Rename(_, head), Op::SyncDir(top)]
+        if to == &lifecycle.join(digest(1).hex()) && r == &lifecycle
+            && head == &root.join(LIFECYCLE_HEAD) && top == &root),
         "{rest:?}"
     );
 }
@@ -1358,4 +1365,77 @@ fn trusted_local_releases_are_listed_in_bounded_pages() {
         repo.list_local_entries(Some("00")),
         Err(ReleaseError::Page(PageError::InvalidToken))
     ));
+}
+
+/// A lost lifecycle record never revives a revoked release: deleting the
+/// single record of a revoked release fails every open (reading or
+/// writing) as corruption, so nothing can republish it; deleting its head
+/// instead is detected the same way; deleting `lifecycle/` and the marker
+/// leaves the head behind, and the upgrade refuses to bootstrap.
+#[test]
+fn a_lost_lifecycle_record_is_corruption_and_revives_nothing() {
+    for lose in ["record", "head", "lifecycle and marker"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = open(tmp.path(), Bounds::default());
+        tenant_publish(&repo, 1, "acme", None).unwrap();
+        tenant_publish(&repo, 2, "acme", None).unwrap();
+        repo.revoke(&digest(1)).unwrap();
+        let root = repo.root().to_path_buf();
+        drop(repo);
+        match lose {
+            "record" => std::fs::remove_file(root.join("lifecycle").join(digest(1).hex())).unwrap(),
+            "head" => std::fs::remove_file(root.join(LIFECYCLE_HEAD)).unwrap(),
+            _ => {
+                std::fs::remove_dir_all(root.join("lifecycle")).unwrap();
+                std::fs::remove_file(root.join(MARKER_FILE)).unwrap();
+            }
+        }
+        let before = snapshot(&root);
+        for access in [Access::Read, Access::Write, Access::Upgrade] {
+            let e = ReleaseRepository::open_as(
+                access,
+                RealFs,
+                &root,
+                Bounds::default(),
+                Arc::new(MagicOnly),
+            )
+            .err()
+            .unwrap_or_else(|| panic!("{lose}: {access:?} opened a catalog that lost state"));
+            // An unmarked root is no catalog to a reading open at all.
+            let want = if access == Access::Read && lose != "record" && lose != "head" {
+                "NotFound"
+            } else {
+                "CorruptArtifact"
+            };
+            assert_eq!(e.class(), want, "{lose}: {access:?}: {e}");
+            assert_eq!(
+                snapshot(&root),
+                before,
+                "{lose}: {access:?} changed the catalog"
+            );
+        }
+    }
+}
+
+/// Revoking or retiring a release that already is so reports unchanged and
+/// writes nothing.
+#[test]
+fn an_unchanged_revocation_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fs = RecordingFs::new(RealFs);
+    let repo = open_with(fs.clone(), tmp.path(), Bounds::default()).unwrap();
+    publish(&repo, 1).unwrap();
+    repo.revoke(&digest(1)).unwrap();
+    fs.clear_trace();
+    for again in [
+        repo.revoke(&digest(1)).unwrap(),
+        repo.retire(&digest(1)).unwrap(),
+    ] {
+        assert_eq!(
+            again.kind,
+            custos_core::release::lifecycle::OutcomeKind::Unchanged
+        );
+        assert_eq!(again.after, Membership::Revoked);
+    }
+    assert!(mutations(&fs.trace()).is_empty(), "{:?}", fs.trace());
 }

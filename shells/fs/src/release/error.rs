@@ -132,7 +132,9 @@ impl ReleaseError {
                 LifecycleError::TooLarge { .. }
                 | LifecycleError::Malformed(_)
                 | LifecycleError::NonCanonical
-                | LifecycleError::Misplaced(_),
+                | LifecycleError::Misplaced(_)
+                | LifecycleError::Lost { .. }
+                | LifecycleError::MalformedHead,
             )
             | ReleaseError::Recovery(_)
             | ReleaseError::Corrupt { .. } => "CorruptArtifact",

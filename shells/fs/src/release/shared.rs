@@ -21,7 +21,7 @@ use std::sync::{Mutex, MutexGuard, RwLock};
 use custos_core::release::bounds::{
     admit_publication, BoundError, Bounds, Candidate, CatalogUsage,
 };
-use custos_core::release::lifecycle::{LifecycleState, Membership};
+use custos_core::release::lifecycle::{Head, LifecycleState, Membership};
 use custos_core::release::metadata::{Descriptor, ReferenceKey};
 use custos_core::release::protocol::{
     plan_publication, Existing, ExistingKind, Facts, Gate, Plan, ProtocolError,
@@ -191,17 +191,25 @@ pub struct Writer {
     pub orphans: BTreeMap<Sha256, Entry>,
     /// The renamed, not yet adopted release (the gate's pending digest).
     pub pending: Option<Entry>,
+    /// The lifecycle head of the records in [`Writer::lifecycle`].
+    pub head: Head,
+    /// The head file on disk may lag [`Writer::head`] (its last write
+    /// failed): it is written again before any new record.
+    pub head_stale: bool,
 }
 
 impl Writer {
-    /// A writer with an open gate.
+    /// A writer with an open gate; its head is that of `lifecycle`'s
+    /// records.
     pub fn new(usage: CatalogUsage, lifecycle: LifecycleState) -> Self {
         Writer {
             gate: Gate::new(),
             usage,
+            head: Head::of(lifecycle.releases.keys()),
             lifecycle,
             orphans: BTreeMap::new(),
             pending: None,
+            head_stale: false,
         }
     }
 }
