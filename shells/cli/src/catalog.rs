@@ -19,16 +19,17 @@
 //! the server's `statement_timeout` and `lock_timeout` (defaults 30 s and
 //! 10 s; `options=-c …` in the url). A missing schema is exit 3 (no control
 //! catalog); an unreachable or silent server, or a refused login, is exit 5
-//! (unavailable); a catalog of another version is exit 1.
+//! (unavailable); a catalog of another version is exit 6 (refused).
 //!
-//! Exit codes: 0 success; 2 a malformed identity or no catalog directory;
-//! 3 not found — no control catalog for the identity (no file, or a file
-//! that is not a control catalog: zero-length, empty, not SQLite, another
-//! application's) or an unrecorded world; 1 the catalog could not be opened
-//! or read, a control catalog of a version this build does not read
-//! included. Output failures end as everywhere in the binary (`crate::out`):
-//! 141 for a closed stdout pipe, 1 with one line on stderr for any other
-//! write error.
+//! Exit codes (the binary's one table, `crate::exit`): 0 success; 2 a
+//! malformed identity or no catalog directory; 3 not found — no control
+//! catalog for the identity (no file, or a file that is not a control
+//! catalog: zero-length, empty, not SQLite, another application's) or an
+//! unrecorded world; 6 a control catalog of a version this build does not
+//! read; 5 a server that does not answer; 1 the catalog could not be read.
+//! Output failures end as everywhere in the binary (`crate::out`): 141 for
+//! a closed stdout pipe, 1 with one line on stderr for any other write
+//! error.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -41,6 +42,7 @@ use custos_sqlite::control::{catalog_path, SqliteControlCatalog};
 use custos_sqlite::{OpenError, Refusal};
 
 use crate::absolute;
+use crate::exit::Exit;
 use crate::out::{self, Out};
 
 /// The storage identity arguments shared by the catalog commands.
@@ -214,11 +216,11 @@ fn open_local(identity: StorageIdentity) -> Result<Opened, ExitCode> {
         return Err(not_found());
     }
     let catalog = SqliteControlCatalog::open_read_only(&path).map_err(|e| match e {
-        // A control catalog this build cannot read exists: a failure to read.
+        // A control catalog this build cannot read exists: refused.
         OpenError::NotReadable {
             rule: Refusal::Version { .. },
             ..
-        } => fail(1, e),
+        } => fail(Exit::Refused.code(), e),
         // Any other refusal: there is no control catalog at the path.
         OpenError::NotReadable { .. } => fail(3, e),
         // The file went away (or was never a regular file) after the check.
@@ -357,7 +359,8 @@ fn pg_exit_code(e: &custos_postgres::control::OpenError) -> u8 {
             ..
         } => 3,
         // Retry later: the server did not answer, or not in time.
-        OpenError::Unavailable { .. } => 5,
-        _ => 1,
+        OpenError::Unavailable { .. } => Exit::Unavailable.code(),
+        OpenError::UnsupportedVersion { .. } => Exit::Refused.code(),
+        _ => Exit::Fault.code(),
     }
 }

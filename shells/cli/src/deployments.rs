@@ -391,11 +391,7 @@ fn read_manifest(path: &Path) -> Result<DeploymentManifest, Failure> {
 }
 
 fn exit_code(e: &DeploymentRepoError) -> u8 {
-    match e.class() {
-        "StateConflict" | "PermissionDenied" => 4,
-        "RouteUnavailable" | "IncompatibleContract" => 3,
-        other => code_of(other),
-    }
+    code_of(e.class())
 }
 
 fn failed(what: &str, e: &DeploymentRepoError) -> Failure {
@@ -463,6 +459,9 @@ fn mutate(
     let receipt = repo
         .mutate(req)
         .map_err(|e| failed("the change was refused", &e))?;
+    if !matches!(receipt, Receipt::Unchanged { .. }) {
+        crate::out::committed();
+    }
     if json {
         return print_json(out, &json!(receipt));
     }

@@ -38,6 +38,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use custos_models::{registry, Bound, ModelReport};
 
+mod exit;
 mod out;
 use out::Out;
 
@@ -72,7 +73,8 @@ fn absolute(uri: &str) -> String {
 #[command(
     name = "custos",
     version,
-    about = "The durable control plane toolkit: model checks and tools"
+    about = "The durable control plane toolkit: model checks and tools",
+    after_help = exit::TABLE
 )]
 struct Cli {
     #[command(subcommand)]

@@ -38,16 +38,20 @@
 //! terminal, one plain line per step otherwise; `--json` prints the plan,
 //! receipt or evidence as JSON on stdout.
 //!
-//! Exit codes: 0 success; 2 usage or an invalid argument; 3 refused — the
-//! migration is not admissible as asked (a preflight refusal, another
-//! migration's reservation, source drift, an existing output file), with
-//! nothing written at the destination before its reservation; 4 a
-//! verification failed (a copy or read-back that does not reproduce the
-//! plan, stored evidence that does not verify, cold verification); 1 an
-//! I/O or backend fault (retry with the same migration id). Output
-//! failures end as everywhere in the binary (`crate::out`).
+//! Exit codes (the binary's one table, `crate::exit`): 0 success; 2 usage
+//! or an invalid argument; 6 refused — the migration is not admissible as
+//! asked (a preflight refusal, another migration's reservation, source
+//! drift), with nothing written at the destination before its
+//! reservation; 4 an output file that already exists; 7 a verification
+//! failed (a copy or read-back that does not reproduce the plan, stored
+//! evidence that does not verify, cold verification); 1 an I/O or backend
+//! fault (retry with the same migration id); 8 a run whose receipt could
+//! not be printed after activation. Output failures end as everywhere in
+//! the binary (`crate::out`).
 
 use std::io::{IsTerminal, Read, Write};
+
+use crate::exit::Exit;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
@@ -223,23 +227,29 @@ fn class(e: &WorkflowError) -> u8 {
     use custos_core::migration::tables::TableError;
     use custos_core::world::WorldError;
     match e {
-        WorkflowError::Refused(MigrationError::ColdVerificationFailed(_)) => 4,
-        WorkflowError::Refused(_) | WorkflowError::Preflight { .. } | WorkflowError::Plan(_) => 3,
-        WorkflowError::Control(WorldError::BackendFault { .. }) => 1,
-        WorkflowError::Control(_) => 3,
-        WorkflowError::Admin(AdminError::Backend { .. }) => 1,
-        WorkflowError::Admin(AdminError::StoredEvidence { .. }) => 4,
-        WorkflowError::Admin(_) => 3,
-        WorkflowError::Tables(TableError::Backend { .. }) => 1,
-        WorkflowError::Tables(TableError::NotFound { .. } | TableError::Invalid { .. }) => 3,
-        WorkflowError::Tables(_) => 4,
+        WorkflowError::Refused(MigrationError::ColdVerificationFailed(_)) => Exit::Corrupt.code(),
+        WorkflowError::Refused(_) | WorkflowError::Preflight { .. } | WorkflowError::Plan(_) => {
+            Exit::Refused.code()
+        }
+        WorkflowError::Control(WorldError::BackendFault { .. }) => Exit::Fault.code(),
+        WorkflowError::Control(_) => Exit::Refused.code(),
+        WorkflowError::Admin(AdminError::Backend { .. }) => Exit::Fault.code(),
+        WorkflowError::Admin(AdminError::StoredEvidence { .. }) => Exit::Corrupt.code(),
+        WorkflowError::Admin(_) => Exit::Refused.code(),
+        WorkflowError::Tables(TableError::Backend { .. }) => Exit::Fault.code(),
+        WorkflowError::Tables(TableError::NotFound { .. } | TableError::Invalid { .. }) => {
+            Exit::Refused.code()
+        }
+        WorkflowError::Tables(_) => Exit::Corrupt.code(),
         WorkflowError::Artifacts(r) => match r.reason() {
-            "artifact-io" => 1,
-            "artifact-roots-overlap" | "artifact-root-invalid" | "artifact-too-many-objects" => 3,
-            _ => 4,
+            "artifact-io" => Exit::Fault.code(),
+            "artifact-roots-overlap" | "artifact-root-invalid" | "artifact-too-many-objects" => {
+                Exit::Refused.code()
+            }
+            _ => Exit::Corrupt.code(),
         },
-        WorkflowError::Objects(_) | WorkflowError::Stuck(_) => 1,
-        WorkflowError::Cold(_) => 4,
+        WorkflowError::Objects(_) | WorkflowError::Stuck(_) => Exit::Fault.code(),
+        WorkflowError::Cold(_) => Exit::Corrupt.code(),
     }
 }
 
@@ -391,7 +401,7 @@ fn run_locks(job: &Job) -> Result<Vec<Box<dyn custos_fs::fs::LockGuard>>, Failur
             Ok(Some(g)) => held.push(g),
             Ok(None) => {
                 return Err(Failure::new(
-                    3,
+                    Exit::Unavailable.code(),
                     format_args!(
                         "migration-running: another custos migrate holds {} ({}); wait for it, then retry",
                         end.identity.uri,
@@ -427,7 +437,7 @@ fn foreign_destination(d: &Local) -> Result<(), Failure> {
     let root = Path::new(d.id.uri());
     let refuse = |what: String| {
         Failure::new(
-            3,
+            Exit::Refused.code(),
             format_args!("destination-not-empty: {what}; choose an empty or new directory"),
         )
     };
@@ -600,7 +610,11 @@ fn plan(
     };
     // Refuse an existing output file before planning fences anything.
     if let Some(path) = file.filter(|p| p.exists()) {
-        return Ok(Failure::new(3, format_args!("{}: already exists", path.display())).exit());
+        return Ok(Failure::new(
+            Exit::Conflict.code(),
+            format_args!("{}: already exists", path.display()),
+        )
+        .exit());
     }
     let progress = show::Bars::new(json);
     let planned = match job.with(&progress, |m| m.plan()) {
@@ -636,7 +650,11 @@ fn migrate(
     };
     // Refuse an existing receipt file before anything runs.
     if let Some(path) = receipt_file.filter(|p| p.exists()) {
-        return Ok(Failure::new(3, format_args!("{}: already exists", path.display())).exit());
+        return Ok(Failure::new(
+            Exit::Conflict.code(),
+            format_args!("{}: already exists", path.display()),
+        )
+        .exit());
     }
     let held = match plan_file.map(|p| {
         read_bounded(p, MAX_DOCUMENT).and_then(|b| {
@@ -654,9 +672,18 @@ fn migrate(
         Err(f) => return Ok(f.exit()),
     };
     progress.finish();
+    // Activated: from here the migration is committed, reported or not.
+    out::committed();
     if let Some(path) = receipt_file {
         if let Err(f) = write_new(path, &receipt.encode()) {
-            return Ok(f.exit());
+            return Ok(Failure::new(
+                Exit::Unreported.code(),
+                format_args!(
+                    "the migration IS complete, but its receipt file could not be written: {}",
+                    f.message
+                ),
+            )
+            .exit());
         }
     }
     show::receipt(out, &receipt, json)?;
@@ -670,8 +697,12 @@ fn verify(
     json: bool,
 ) -> std::io::Result<ExitCode> {
     let stored = match read_bounded(receipt, MAX_DOCUMENT).and_then(|b| {
-        StoredReceipt::decode(&b)
-            .map_err(|e| Failure::new(4, format_args!("{}: {e}", receipt.display())))
+        StoredReceipt::decode(&b).map_err(|e| {
+            Failure::new(
+                Exit::Corrupt.code(),
+                format_args!("{}: {e}", receipt.display()),
+            )
+        })
     }) {
         Ok(r) => r,
         Err(f) => return Ok(f.exit()),

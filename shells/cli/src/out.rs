@@ -110,12 +110,30 @@ pub fn run(body: impl FnOnce(&mut Out) -> io::Result<ExitCode>) -> ExitCode {
     finish(result)
 }
 
+/// Whether this process committed a change (see [`committed`]).
+static COMMITTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Marks that the command's change is committed: from here on a report
+/// that cannot be written ends with [`crate::exit::Exit::Unreported`], never as
+/// if nothing happened.
+pub fn committed() {
+    COMMITTED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
 /// The exit code of a command whose output was written with `result`: its
 /// own code on success, [`BROKEN_PIPE`] (quietly) when stdout is a closed
-/// pipe, [`WRITE_FAILED`] with one line on stderr for any other write error.
+/// pipe, [`WRITE_FAILED`] with one line on stderr for any other write error
+/// — and, once the command has [`committed`] its change, 8 (committed but
+/// unreported) with one line saying so for any write error.
 pub fn finish(result: io::Result<ExitCode>) -> ExitCode {
     match result {
         Ok(code) => code,
+        Err(e) if COMMITTED.load(std::sync::atomic::Ordering::SeqCst) => {
+            err(format_args!(
+                "custos: the change IS committed, but its report could not be written: {e}; read the state before deciding anything"
+            ));
+            crate::exit::Exit::Unreported.into()
+        }
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::from(BROKEN_PIPE),
         Err(e) => {
             err(format_args!("custos: cannot write output: {e}"));

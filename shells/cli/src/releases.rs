@@ -263,13 +263,7 @@ pub(crate) fn refused(code: u8, msg: impl Into<String>) -> Failure {
 
 /// The exit code of an error class.
 pub(crate) fn code_of(class: &str) -> u8 {
-    match class {
-        "InvalidArgument" | "ResourceExhausted" => 2,
-        "NotFound" => 3,
-        "AlreadyExists" | "FailedPrecondition" => 4,
-        "Unavailable" => 5,
-        _ => 1,
-    }
+    crate::exit::Exit::of_class(class).code()
 }
 
 /// What a person can do about an error, when its message does not say.
@@ -451,6 +445,9 @@ fn publish(
     let p = repo
         .publish(&manifest_bytes, component_bytes, contract)
         .map_err(|e| failed("publication refused", &e))?;
+    if p.outcome.is_some_and(|o| o.kind == OutcomeKind::Applied) || p.plan != Plan::Noop {
+        crate::out::committed();
+    }
     let membership = repo.membership(&p.digest);
     if json {
         return print_json(
@@ -722,29 +719,40 @@ fn change(
         Change::Retire => ("retired", repo.retire(&digest)),
     };
     let o = result.map_err(|e| failed(&format!("cannot change {digest}"), &e))?;
+    let changed = o.kind == OutcomeKind::Applied;
+    if changed {
+        crate::out::committed();
+    }
     if json {
         return print_json(
             out,
             &serde_json::json!({
                 "digest": digest,
-                "changed": o.kind == OutcomeKind::Applied,
+                "changed": changed,
                 "membership": o.after,
-                "outcome_seq": o.seq,
+                // An unchanged operation writes nothing and uses no number.
+                "outcome_seq": changed.then_some(o.seq),
             }),
         );
     }
-    match o.kind {
-        OutcomeKind::Applied => out.line(format!("{verb} {digest}"))?,
-        OutcomeKind::Unchanged => out.line(format!("unchanged {digest} (already so)"))?,
+    if changed {
+        out.line(format!("{verb} {digest}"))?;
+    } else {
+        out.line(format!("unchanged {digest} (already so; nothing written)"))?;
     }
     out.line(format!("membership {}", o.after.as_str()))?;
-    out.line(format!("outcome seq {}", o.seq))?;
+    if changed {
+        out.line(format!("outcome seq {}", o.seq))?;
+    }
     Ok(())
 }
 
 fn upgrade(out: &mut Out, root: &Path, json: bool) -> Result<(), Failure> {
     let repo = open(root, Access::Upgrade)?;
     let plan = repo.open_plan();
+    if plan == OpenPlan::Upgrade {
+        crate::out::committed();
+    }
     if json {
         return print_json(
             out,

@@ -117,11 +117,11 @@ fn a_whole_identity_migrates_and_the_destination_stands_alone() {
     println!("receipt of the fixture:\n{}", out.stdout);
 }
 
-/// Asserts `out` refused with exit code 3 and `reason`, and that the
+/// Asserts `out` refused with exit code 6 and `reason`, and that the
 /// destination directory still does not exist (nothing written there).
 #[track_caller]
 fn refused(out: &Run, reason: &str, dst: &Path) {
-    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert_eq!(out.code, 6, "{}", out.stderr);
     assert!(out.stderr.contains(reason), "{reason}: {}", out.stderr);
     assert!(!dst.exists(), "{} was created", dst.display());
 }
@@ -160,7 +160,7 @@ fn a_populated_destination_is_refused_byte_untouched() {
     let before = tree(&dst);
     let fences = migration::fence_epochs(&src);
     let out = run(&src, &dst, "m1", &[]);
-    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert_eq!(out.code, 6, "{}", out.stderr);
     assert!(
         out.stderr.contains("destination-not-empty"),
         "{}",
@@ -302,7 +302,7 @@ fn plan_fences_the_source_and_run_follows_the_written_plan() {
     assert!(!dst.exists(), "planning wrote at the destination");
     // An existing output file is never replaced.
     let again = plan();
-    assert_eq!(again.code, 3, "{}", again.stderr);
+    assert_eq!(again.code, 4, "{}", again.stderr);
     assert_eq!(
         migration::fence_epochs(&src)[LIVE],
         fences_after_plan,
@@ -312,7 +312,7 @@ fn plan_fences_the_source_and_run_follows_the_written_plan() {
     std::fs::write(&receipt, b"taken").unwrap();
     // An existing receipt file is refused before anything runs.
     let taken = run(&src, &dst, "m2", &["--receipt", receipt.to_str().unwrap()]);
-    assert_eq!(taken.code, 3, "{}", taken.stderr);
+    assert_eq!(taken.code, 4, "{}", taken.stderr);
     assert!(!dst.exists(), "a refused run wrote at the destination");
     let out = run(&src, &dst, "m2", &["--plan", plan_file.to_str().unwrap()]);
     assert_eq!(out.code, 0, "{}", out.stderr);
@@ -323,7 +323,7 @@ fn plan_fences_the_source_and_run_follows_the_written_plan() {
     );
     // Another migration id on the completed destination is refused.
     let other = run(&src, &dst, "m3", &[]);
-    assert_eq!(other.code, 3, "{}", other.stderr);
+    assert_eq!(other.code, 6, "{}", other.stderr);
 }
 
 /// An ordinary non-empty directory given as the destination by mistake is
@@ -340,14 +340,14 @@ fn an_ordinary_non_empty_directory_is_never_a_destination() {
     std::fs::write(notes.join("todo.txt"), b"my notes").unwrap();
     let before = tree(&notes);
     let out = run(&src, &notes, "m1", &[]);
-    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert_eq!(out.code, 6, "{}", out.stderr);
     assert!(out.stderr.contains("todo.txt"), "{}", out.stderr);
     assert_eq!(tree(&notes), before);
     // Only a namespace directory, no catalog: not this identity's either.
     std::fs::remove_file(notes.join("todo.txt")).unwrap();
     std::fs::write(notes.join("default").join("x"), b"x").unwrap();
     let out = run(&src, &notes, "m1", &[]);
-    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert_eq!(out.code, 6, "{}", out.stderr);
     // A non-empty Artifact root that is not a store.
     let stuff = dir.path().join("stuff");
     std::fs::create_dir_all(&stuff).unwrap();
@@ -359,7 +359,7 @@ fn an_ordinary_non_empty_directory_is_never_a_destination() {
         "m1",
         &["--dest-artifacts", stuff.to_str().unwrap()],
     );
-    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert_eq!(out.code, 6, "{}", out.stderr);
     assert!(!dst.exists());
     assert_eq!(std::fs::read(stuff.join("photo.jpg")).unwrap(), b"jpg");
     assert_eq!(migration::fence_epochs(&src), fences, "a refusal fenced");
@@ -385,7 +385,7 @@ fn a_second_run_at_once_is_refused_and_the_first_completes() {
     let second = run(&src, &dst, "m1", &[]);
     for _ in lines.by_ref() {}
     assert!(first.wait().unwrap().success());
-    assert_eq!(second.code, 3, "{}", second.stderr);
+    assert_eq!(second.code, 5, "{}", second.stderr);
     assert!(
         second.stderr.contains("migration-running"),
         "{}",

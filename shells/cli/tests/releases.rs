@@ -439,7 +439,7 @@ fn a_deleted_lifecycle_directory_is_corruption_not_a_new_catalog() {
         vec!["releases", "retire", r, "welcome@1.2.2", "--tenant", "acme"],
     ] {
         let out = custos(&args);
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        assert_eq!(out.status.code(), Some(7), "{args:?}: {}", stderr(&out));
         let err = stderr(&out);
         assert!(
             err.contains("CorruptArtifact") && err.contains("lifecycle/"),
@@ -450,7 +450,7 @@ fn a_deleted_lifecycle_directory_is_corruption_not_a_new_catalog() {
         assert_eq!(tree(&root), before);
     }
     let out = publish(&root, &b, &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
     assert!(!root.join("lifecycle").exists());
 }
 
@@ -524,7 +524,7 @@ fn errors_name_the_object_and_the_rule_once() {
     let bytes = std::fs::read(&complete).unwrap();
     std::fs::write(&complete, &bytes[..bytes.len() / 2]).unwrap();
     let out = custos(&["releases", "verify", r]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(
         err.contains(&a.digest.hex()) || err.contains(&a.digest.to_string()),
@@ -536,7 +536,7 @@ fn errors_name_the_object_and_the_rule_once() {
     std::fs::remove_dir_all(root.join(".tmp")).unwrap();
     std::fs::write(root.join(".tmp"), b"").unwrap();
     let out = custos(&["releases", "verify", r]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
     assert!(stderr(&out).contains(".tmp/"), "{}", stderr(&out));
     assert!(!stderr(&out).contains("Internal"), "{}", stderr(&out));
 }
@@ -622,6 +622,15 @@ fn an_unmarked_catalog_needs_an_explicit_upgrade() {
     let r = root.to_str().unwrap();
     std::fs::remove_file(root.join("INITIALIZED")).unwrap();
     std::fs::remove_dir_all(root.join("lifecycle")).unwrap();
+    // The lifecycle head remains: this catalog had lifecycle state and
+    // lost it. The upgrade refuses it (corrupt), byte-untouched.
+    let before = custos_fs::crash::image_of(&root).unwrap();
+    let out = custos(&["releases", "upgrade", r]);
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    assert!(stderr(&out).contains("LIFECYCLE"), "{}", stderr(&out));
+    assert_eq!(custos_fs::crash::image_of(&root).unwrap(), before);
+    // Without the head it is a catalog written before lifecycle state.
+    std::fs::remove_file(root.join("LIFECYCLE")).unwrap();
     let out = custos(&["releases", "list", r, "--tenant", "acme"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("upgrade"), "{}", stderr(&out));
@@ -696,7 +705,11 @@ fn every_releases_command_survives_a_closed_pipe_and_a_full_disk() {
             .stderr(std::process::Stdio::piped())
             .output()
             .unwrap();
-        assert_eq!(out.status.code(), Some(141), "{args:?}: {}", stderr(&out));
+        // The first revoke commits a change, and a lost report of a
+        // committed change is 8; every other case changes nothing (an
+        // identical publication, an unchanged retire, reads).
+        let want = if args[1] == "revoke" { 8 } else { 141 };
+        assert_eq!(out.status.code(), Some(want), "{args:?}: {}", stderr(&out));
         assert!(
             !stderr(&out).contains("panicked"),
             "{args:?}: {}",

@@ -262,3 +262,202 @@ fn commands_that_change_nothing_create_nothing() {
         }
     }
 }
+
+/// `custos --help` prints the one exit-status table, and the README holds
+/// it verbatim.
+#[test]
+fn the_exit_status_table_is_printed_and_documented() {
+    let o = custos(&["--help"]);
+    assert!(o.status.success());
+    let help = text(&o.stdout);
+    let start = help
+        .find("Exit status (every command):")
+        .expect("the table in --help");
+    let table = help[start..].trim_end();
+    for code in [
+        "  0  done",
+        "  5  unavailable",
+        "  8  committed but unreported",
+        "141  stdout",
+    ] {
+        assert!(table.contains(code), "{table}");
+    }
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    assert!(
+        readme.contains(table),
+        "the README's table differs from --help:\n{table}"
+    );
+}
+
+/// One example per class per command group, each with the status the
+/// table gives it.
+#[cfg(all(feature = "fs", feature = "sqlite"))]
+#[test]
+fn each_group_answers_each_class_with_the_tables_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let comp = wat::parse_str("(component)").unwrap();
+    let d = custos_core::release::Sha256::of(&comp);
+    let p = |n: &str| dir.path().join(n).display().to_string();
+    std::fs::write(p("c.wasm"), &comp).unwrap();
+    std::fs::write(
+        p("m.json"),
+        format!(r#"{{"name":"a","version":"1.0.0","tenant":"acme","component_digest":"{d}","exports":[]}}"#),
+    )
+    .unwrap();
+    // Another component under the same reference: a conflict.
+    let comp2 = wat::parse_str("(component (core module))").unwrap();
+    std::fs::write(p("c2.wasm"), &comp2).unwrap();
+    std::fs::write(
+        p("m2.json"),
+        format!(
+            r#"{{"name":"a","version":"1.0.0","tenant":"acme","component_digest":"{}","exports":[]}}"#,
+            custos_core::release::Sha256::of(&comp2)
+        ),
+    )
+    .unwrap();
+    std::fs::write(p("k.json"), r#"{"interfaces":[]}"#).unwrap();
+    std::fs::write(p("bad.json"), "{").unwrap();
+    let rel = p("releases");
+    let dep = p("deployments");
+    let ds = d.to_string();
+    let publish = |m: &str| -> Vec<String> {
+        let c = if m == "m2.json" { "c2.wasm" } else { "c.wasm" };
+        [
+            "releases",
+            "publish",
+            &rel,
+            "--manifest",
+            &p(m),
+            "--component",
+            &p(c),
+            "--contract",
+            &p("k.json"),
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    };
+    let o = custos_bounded(publish("m.json"));
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    std::fs::write(
+        p("steal.json"),
+        format!(r#"{{"id":"s","tenant":"other","service":"x","release":"{d}","route_weight":1}}"#),
+    )
+    .unwrap();
+    std::fs::write(
+        p("own.json"),
+        format!(r#"{{"id":"s","tenant":"acme","service":"x","release":"{d}","route_weight":1}}"#),
+    )
+    .unwrap();
+    let at = |t: &str| -> Vec<String> {
+        vec![
+            dep.clone(),
+            "--releases".into(),
+            rel.clone(),
+            "--tenant".into(),
+            t.into(),
+        ]
+    };
+    let line = |head: &[&str], mid: Vec<String>, tail: &[&str]| -> Vec<String> {
+        head.iter()
+            .map(|s| (*s).to_owned())
+            .chain(mid)
+            .chain(tail.iter().map(|s| (*s).to_owned()))
+            .collect()
+    };
+    let missing = p("missing");
+    let cases: Vec<(u8, Vec<String>)> = vec![
+        // releases
+        (2, publish("bad.json")),
+        (
+            3,
+            ["releases", "show", &rel, "nope@1", "--tenant", "acme"]
+                .map(str::to_owned)
+                .to_vec(),
+        ),
+        (
+            3,
+            ["releases", "list", &missing].map(str::to_owned).to_vec(),
+        ),
+        (4, publish("m2.json")),
+        // deployments
+        (
+            2,
+            line(
+                &["deployments", "apply"],
+                at("acme"),
+                &["--manifest", &p("bad.json")],
+            ),
+        ),
+        (
+            3,
+            line(
+                &["deployments", "apply"],
+                at("other"),
+                &["--manifest", &p("steal.json")],
+            ),
+        ),
+        (
+            0,
+            line(
+                &["deployments", "apply"],
+                at("acme"),
+                &["--manifest", &p("own.json")],
+            ),
+        ),
+        (
+            4,
+            line(
+                &["deployments", "apply"],
+                at("acme"),
+                &["--manifest", &p("own.json"), "--expected-generation", "0"],
+            ),
+        ),
+        (3, line(&["deployments", "delete"], at("acme"), &["nope"])),
+        // revoked: refused
+        (
+            0,
+            ["releases", "revoke", &rel, &ds]
+                .map(str::to_owned)
+                .to_vec(),
+        ),
+        (
+            6,
+            line(
+                &["deployments", "apply"],
+                at("acme"),
+                &["--manifest", &p("own.json")],
+            ),
+        ),
+        // catalog
+        (
+            3,
+            ["catalog", "discover", &missing]
+                .map(str::to_owned)
+                .to_vec(),
+        ),
+        (
+            2,
+            ["catalog", "discover", &missing, "--namespace", "a/b"]
+                .map(str::to_owned)
+                .to_vec(),
+        ),
+    ];
+    for (want, args) in cases {
+        let o = custos_bounded(args.clone());
+        assert_eq!(
+            o.status.code(),
+            Some(i32::from(want)),
+            "{args:?}: {}",
+            text(&o.stderr)
+        );
+    }
+    // Corrupt: a damaged completion record.
+    let complete = std::path::Path::new(&rel)
+        .join("releases")
+        .join(d.hex())
+        .join("COMPLETE");
+    std::fs::write(&complete, b"{").unwrap();
+    let o = custos(&["releases", "verify", &rel]);
+    assert_eq!(o.status.code(), Some(7), "{}", text(&o.stderr));
+}

@@ -82,7 +82,7 @@ impl<'a> Child<'a> {
 pub fn child(out: &mut Out, dest: &DestinationArgs) -> std::io::Result<ExitCode> {
     let fail = |msg: String| {
         out::err(format_args!("custos migrate cold-verify: {msg}"));
-        Ok(ExitCode::from(4))
+        Ok(crate::exit::Exit::Corrupt.into())
     };
     let bytes = match read_bounded_from(&mut std::io::stdin().lock(), MAX_DOCUMENT) {
         Ok(b) => b,
