@@ -225,6 +225,7 @@ fn open_local(identity: StorageIdentity) -> Result<Opened, ExitCode> {
         OpenError::NotReadable { .. } => fail(3, e),
         // The file went away (or was never a regular file) after the check.
         OpenError::UnopenablePath { .. } => not_found(),
+        e @ OpenError::Corrupt { .. } => fail(Exit::Corrupt.code(), e),
         other => fail(1, format!("cannot open {}: {other}", path.display())),
     })?;
     Ok((identity, path.display().to_string(), Box::new(catalog)))

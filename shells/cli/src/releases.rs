@@ -550,7 +550,18 @@ fn digest_of(
         None if target.contains('@') => match repo.resolve(tenant, target) {
             Ok(d) => Ok(d.component_digest),
             Err(ReleaseError::NotEligible { digest, .. }) => Ok(digest),
-            Err(e) => Err(failed(&format!("cannot resolve {}", printable(target)), &e)),
+            Err(e) => match repo.orphan_holding(tenant, target) {
+                // Not served, yet it holds the reference: say so, rather
+                // than "not found" beside a publication told it is held.
+                Some(hidden) => Err(refused(
+                    crate::exit::Exit::NotFound.code(),
+                    format!(
+                        "{} is not served: it is reserved by the hidden completed release {hidden}, whose publication was interrupted before its lifecycle record; publish exactly that release again to reconcile it (no other release may take the reference until then)",
+                        printable(target)
+                    ),
+                )),
+                None => Err(failed(&format!("cannot resolve {}", printable(target)), &e)),
+            },
         },
         None => Err(refused(
             2,

@@ -300,7 +300,7 @@ fn strs(v: &[String]) -> Vec<&str> {
 #[test]
 fn files_that_are_not_readable_catalogs_are_refused_and_left_untouched() {
     type Make = fn(&Path);
-    let cases: [(&str, Make, i32, &str); 5] = [
+    let cases: [(&str, Make, i32, &str); 6] = [
         (
             "zero-length",
             |p| std::fs::write(p, b"").unwrap(),
@@ -341,6 +341,20 @@ fn files_that_are_not_readable_catalogs_are_refused_and_left_untouched() {
             },
             6,
             "is a control catalog of version 3; this build reads versions 1 to 2",
+        ),
+        (
+            "identity without tables",
+            |p| {
+                drop(SqliteControlCatalog::open(p).unwrap());
+                let c = rusqlite::Connection::open(p).unwrap();
+                c.execute_batch(
+                    "PRAGMA foreign_keys = OFF; DROP TABLE control_staged; DROP TABLE control_migrations; \
+                     DROP TABLE control_fences; DROP TABLE control_signatures; DROP TABLE control_worlds;",
+                )
+                .unwrap();
+            },
+            7,
+            "has a control catalog's identity and version but not its tables",
         ),
     ];
     for (what, make, code, rule) in cases {

@@ -461,3 +461,82 @@ fn each_group_answers_each_class_with_the_tables_status() {
     let o = custos(&["releases", "verify", &rel]);
     assert_eq!(o.status.code(), Some(7), "{}", text(&o.stderr));
 }
+
+/// A hidden completed release — a publication interrupted after its
+/// directory's rename and before its lifecycle record — still reserves its
+/// reference: `show` says so and names it, as `publish` of another digest
+/// under that reference does, instead of a bare "not found".
+#[cfg(feature = "fs")]
+#[test]
+fn show_explains_a_hidden_release_that_reserves_a_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n).display().to_string();
+    let rel = p("releases");
+    let write_release = |tag: &str, wat_text: &str| {
+        let comp = wat::parse_str(wat_text).unwrap();
+        let d = custos_core::release::Sha256::of(&comp);
+        std::fs::write(p(&format!("{tag}.wasm")), &comp).unwrap();
+        std::fs::write(
+            p(&format!("{tag}.json")),
+            format!(r#"{{"name":"calc","version":"1.0.0","tenant":"acme","component_digest":"{d}","exports":[]}}"#),
+        )
+        .unwrap();
+        d
+    };
+    std::fs::write(p("k.json"), r#"{"interfaces":[]}"#).unwrap();
+    let publish = |tag: &str| {
+        let (m, c, k) = (
+            p(&format!("{tag}.json")),
+            p(&format!("{tag}.wasm")),
+            p("k.json"),
+        );
+        custos(&[
+            "releases",
+            "publish",
+            &rel,
+            "--manifest",
+            &m,
+            "--component",
+            &c,
+            "--contract",
+            &k,
+        ])
+    };
+    // An empty catalog first, so that its head exists to be restored.
+    let other = write_release("o", "(component (core module (func)))");
+    std::fs::write(
+        p("o.json"),
+        format!(r#"{{"name":"other","version":"1.0.0","tenant":"acme","component_digest":"{other}","exports":[]}}"#),
+    )
+    .unwrap();
+    assert!(publish("o").status.success());
+    let root = std::path::Path::new(&rel);
+    let head = std::fs::read(root.join("LIFECYCLE")).unwrap();
+    let a = write_release("a", "(component)");
+    assert!(publish("a").status.success());
+    // The state a crash before the lifecycle commit leaves.
+    std::fs::remove_file(root.join("lifecycle").join(a.hex())).unwrap();
+    std::fs::write(root.join("LIFECYCLE"), head).unwrap();
+    let o = custos(&["releases", "show", &rel, "calc@1.0.0", "--tenant", "acme"]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("reserved") && err.contains(&a.to_string()),
+        "{err}"
+    );
+    // Another digest under the reference: held by the same hidden release.
+    write_release("b", "(component (core module))");
+    let o = publish("b");
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains(&a.to_string()),
+        "{}",
+        text(&o.stderr)
+    );
+    // Its exact publication reconciles it.
+    let a2 = write_release("a", "(component)");
+    assert_eq!(a, a2);
+    assert!(publish("a").status.success());
+    let o = custos(&["releases", "show", &rel, "calc@1.0.0", "--tenant", "acme"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+}

@@ -1169,6 +1169,20 @@ impl<F: Fs> ReleaseRepository<F> {
         self.shared.writer().orphans.keys().copied().collect()
     }
 
+    /// The hidden completed release (recovered without lifecycle
+    /// membership: an interrupted publication) that reserves `reference`
+    /// in `tenant`'s scope, if any. It is not served, but no other digest
+    /// may take its reference until its exact publication is retried.
+    pub fn orphan_holding(&self, tenant: Option<&str>, reference: &str) -> Option<Sha256> {
+        let key = (tenant.map(str::to_owned), reference.to_owned());
+        self.shared
+            .writer()
+            .orphans
+            .values()
+            .find(|o| o.descriptor.reference_key() == key)
+            .map(Entry::digest)
+    }
+
     /// Adopted releases, in digest order.
     pub fn len(&self) -> usize {
         self.shared.read(Index::len)

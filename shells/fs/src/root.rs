@@ -448,11 +448,34 @@ impl<F: Fs> DurableRoot<F> {
         };
         result.map_err(|source| {
             self.poisoned.store(true, Ordering::SeqCst);
-            FsError::SyncFailed {
+            self.explain(FsError::SyncFailed {
                 path: path.to_path_buf(),
                 source,
-            }
+            })
         })
+    }
+
+    /// A failed write explained: when the lock file this handle holds was
+    /// deleted or replaced, another process may own the root now and its
+    /// open may have removed what this one was writing (its staging
+    /// directory), so the failure is that — [`LOCK_REPLACED`], naming the
+    /// operation that failed — not a disk fault to retry.
+    fn explain(&self, e: FsError) -> FsError {
+        if !matches!(e, FsError::Io { .. } | FsError::SyncFailed { .. }) {
+            return e;
+        }
+        match self.check_lock() {
+            Err(FsError::Unavailable {
+                reason,
+                path,
+                detail,
+            }) => FsError::Unavailable {
+                reason,
+                path,
+                detail: format!("{detail} (what failed then: {e})"),
+            },
+            _ => e,
+        }
     }
 
     /// Fails with [`FsError::Poisoned`] once an fsync has failed, and with
@@ -471,7 +494,9 @@ impl<F: Fs> DurableRoot<F> {
     /// until its parent is fsynced.
     pub fn create_dir(&self, path: &Path) -> Result<(), FsError> {
         self.live()?;
-        self.fs.create_dir(path).map_err(io_err("create_dir", path))
+        self.fs
+            .create_dir(path)
+            .map_err(|e| self.explain(io_err("create_dir", path)(e)))
     }
 
     /// Creates the file `path` (it must not exist), writes `data` and
@@ -480,7 +505,7 @@ impl<F: Fs> DurableRoot<F> {
         self.live()?;
         self.fs
             .write_new(path, data)
-            .map_err(io_err("write", path))?;
+            .map_err(|e| self.explain(io_err("write", path)(e)))?;
         self.sync(path, false)
     }
 
@@ -491,7 +516,7 @@ impl<F: Fs> DurableRoot<F> {
         self.live()?;
         self.fs
             .write_new_from(path, src)
-            .map_err(io_err("write", path))
+            .map_err(|e| self.explain(io_err("write", path)(e)))
     }
 
     /// fsyncs the file `path`; a failure poisons the handle.
@@ -506,7 +531,9 @@ impl<F: Fs> DurableRoot<F> {
     pub fn rename(&self, from: &Path, to: &Path) -> Result<(), FsError> {
         self.live()?;
         self.check_lock()?;
-        self.fs.rename(from, to).map_err(io_err("rename", from))
+        self.fs
+            .rename(from, to)
+            .map_err(|e| self.explain(io_err("rename", from)(e)))
     }
 
     /// Durably replaces the file `dest_dir/name` (`dest_dir` directly under

@@ -325,6 +325,29 @@ fn a_deleted_lock_file_never_lets_two_owners_publish_one_reference() {
     assert!(again.orphans().is_empty());
 }
 
+/// A write that fails after the lock file was deleted (another process's
+/// open may have removed this one's stage) is reported as the lock's
+/// replacement, not as a disk fault: the loser is told why.
+#[test]
+fn a_write_failing_under_a_replaced_lock_names_the_lock() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fs = RecordingFs::new(RealFs);
+    let first = open_with(fs.clone(), tmp.path(), Bounds::default()).unwrap();
+    let root = first.root().to_path_buf();
+    std::fs::remove_file(root.join(custos_fs::LOCK_FILE)).unwrap();
+    let second = open(&root, Bounds::default());
+    fs.clear_trace();
+    // The stage's first file write fails, as it would once the other
+    // owner's open removed the staging directory beneath it.
+    fs.fail_at(1);
+    let e = publish(&first, 61).unwrap_err();
+    assert_eq!(e.class(), "Unavailable", "{e}");
+    let text = e.to_string();
+    assert!(text.contains(custos_fs::LOCK_REPLACED), "{text}");
+    assert!(!text.contains("Internal"), "{text}");
+    drop((first, second));
+}
+
 /// A reading open verifies in full and writes nothing: debris in `.tmp`
 /// stays, no fsync, no created file; mutations are refused.
 #[test]

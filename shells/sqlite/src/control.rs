@@ -257,7 +257,30 @@ impl SqliteControlCatalog {
     /// wait for; a WAL reader never waits for a writer).
     pub fn open_read_only_with(path: impl AsRef<Path>, busy: Duration) -> Result<Self, OpenError> {
         let path = path.as_ref().to_path_buf();
-        let ro = ReadOnly::open(&path, Some(EXPECT), busy)?;
+        let mut ro = ReadOnly::open(&path, Some(EXPECT), busy)?;
+        // A file with this kind's identity and version but without its
+        // tables is a damaged control catalog, not a fault to retry.
+        let missing = ro
+            .read(|tx| {
+                tx.query_row(
+                    "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN \
+                 ('control_worlds', 'control_signatures')",
+                    [],
+                    |r| r.get::<_, i64>(0),
+                )
+            })?
+            .map_err(|e| OpenError::Sqlite {
+                op: "read the schema",
+                message: e.to_string(),
+            })?;
+        if missing != 2 {
+            return Err(OpenError::Corrupt {
+                detail: format!(
+                    "{} has a control catalog's identity and version but not its tables",
+                    path.display()
+                ),
+            });
+        }
         Ok(SqliteControlCatalog {
             conn: Mutex::new(Conn::Read(ro)),
             path,
