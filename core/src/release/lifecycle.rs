@@ -264,7 +264,7 @@ impl Head {
         let wire = HeadWire {
             count: self.count,
             format: 1,
-            members: crate::hex::encode(&self.members),
+            members: crate::hex::encode(self.members),
         };
         serde_json::to_vec(&wire).unwrap_or_default()
     }

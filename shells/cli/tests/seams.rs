@@ -290,15 +290,15 @@ fn the_exit_status_table_is_printed_and_documented() {
     );
 }
 
-/// One example per class per command group, each with the status the
-/// table gives it.
+/// The files the exit-status examples use, under `dir`: component `c`
+/// with manifest `m` (`a@1.0.0` of `acme`), another component `c2` under
+/// the same reference (`m2`), an empty contract `k`, a broken manifest
+/// `bad`. Answers the first component's digest.
 #[cfg(all(feature = "fs", feature = "sqlite"))]
-#[test]
-fn each_group_answers_each_class_with_the_tables_status() {
-    let dir = tempfile::tempdir().unwrap();
+fn exit_fixture(dir: &std::path::Path) -> custos_core::release::Sha256 {
     let comp = wat::parse_str("(component)").unwrap();
     let d = custos_core::release::Sha256::of(&comp);
-    let p = |n: &str| dir.path().join(n).display().to_string();
+    let p = |n: &str| dir.join(n).display().to_string();
     std::fs::write(p("c.wasm"), &comp).unwrap();
     std::fs::write(
         p("m.json"),
@@ -318,139 +318,65 @@ fn each_group_answers_each_class_with_the_tables_status() {
     .unwrap();
     std::fs::write(p("k.json"), r#"{"interfaces":[]}"#).unwrap();
     std::fs::write(p("bad.json"), "{").unwrap();
-    let rel = p("releases");
-    let dep = p("deployments");
-    let ds = d.to_string();
-    let publish = |m: &str| -> Vec<String> {
-        let c = if m == "m2.json" { "c2.wasm" } else { "c.wasm" };
-        [
-            "releases",
-            "publish",
-            &rel,
-            "--manifest",
-            &p(m),
-            "--component",
-            &p(c),
-            "--contract",
-            &p("k.json"),
-        ]
-        .map(str::to_owned)
-        .to_vec()
+    d
+}
+
+/// One example per class per command group, each with the status the
+/// table gives it (run in order: the later ones build on the earlier).
+#[cfg(all(feature = "fs", feature = "sqlite"))]
+#[test]
+fn each_group_answers_each_class_with_the_tables_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = exit_fixture(dir.path());
+    let p = |n: &str| dir.path().join(n).display().to_string();
+    let (rel, dep, missing) = (p("releases"), p("deployments"), p("missing"));
+    for (file, tenant) in [("steal.json", "other"), ("own.json", "acme")] {
+        std::fs::write(
+            p(file),
+            format!(
+                r#"{{"id":"s","tenant":"{tenant}","service":"x","release":"{d}","route_weight":1}}"#
+            ),
+        )
+        .unwrap();
+    }
+    let publish = |m: &str, c: &str| {
+        format!(
+            "releases publish {rel} --manifest {} --component {} --contract {}",
+            p(m),
+            p(c),
+            p("k.json")
+        )
     };
-    let o = custos_bounded(publish("m.json"));
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    std::fs::write(
-        p("steal.json"),
-        format!(r#"{{"id":"s","tenant":"other","service":"x","release":"{d}","route_weight":1}}"#),
-    )
-    .unwrap();
-    std::fs::write(
-        p("own.json"),
-        format!(r#"{{"id":"s","tenant":"acme","service":"x","release":"{d}","route_weight":1}}"#),
-    )
-    .unwrap();
-    let at = |t: &str| -> Vec<String> {
-        vec![
-            dep.clone(),
-            "--releases".into(),
-            rel.clone(),
-            "--tenant".into(),
-            t.into(),
-        ]
+    let apply = |tenant: &str, m: &str| {
+        format!(
+            "deployments apply {dep} --releases {rel} --tenant {tenant} --manifest {}",
+            p(m)
+        )
     };
-    let line = |head: &[&str], mid: Vec<String>, tail: &[&str]| -> Vec<String> {
-        head.iter()
-            .map(|s| (*s).to_owned())
-            .chain(mid)
-            .chain(tail.iter().map(|s| (*s).to_owned()))
-            .collect()
-    };
-    let missing = p("missing");
-    let cases: Vec<(u8, Vec<String>)> = vec![
-        // releases
-        (2, publish("bad.json")),
+    // The paths hold no whitespace: each case is one line split at it.
+    let cases = [
+        (0, publish("m.json", "c.wasm")),
+        (2, publish("bad.json", "c.wasm")),
+        (3, format!("releases show {rel} nope@1 --tenant acme")),
+        (3, format!("releases list {missing}")),
+        (4, publish("m2.json", "c2.wasm")),
+        (2, apply("acme", "bad.json")),
+        (3, apply("other", "steal.json")),
+        (0, apply("acme", "own.json")),
+        (4, apply("acme", "own.json") + " --expected-generation 0"),
         (
             3,
-            ["releases", "show", &rel, "nope@1", "--tenant", "acme"]
-                .map(str::to_owned)
-                .to_vec(),
+            format!("deployments delete {dep} --releases {rel} --tenant acme nope"),
         ),
-        (
-            3,
-            ["releases", "list", &missing].map(str::to_owned).to_vec(),
-        ),
-        (4, publish("m2.json")),
-        // deployments
-        (
-            2,
-            line(
-                &["deployments", "apply"],
-                at("acme"),
-                &["--manifest", &p("bad.json")],
-            ),
-        ),
-        (
-            3,
-            line(
-                &["deployments", "apply"],
-                at("other"),
-                &["--manifest", &p("steal.json")],
-            ),
-        ),
-        (
-            0,
-            line(
-                &["deployments", "apply"],
-                at("acme"),
-                &["--manifest", &p("own.json")],
-            ),
-        ),
-        (
-            4,
-            line(
-                &["deployments", "apply"],
-                at("acme"),
-                &["--manifest", &p("own.json"), "--expected-generation", "0"],
-            ),
-        ),
-        (3, line(&["deployments", "delete"], at("acme"), &["nope"])),
-        // revoked: refused
-        (
-            0,
-            ["releases", "revoke", &rel, &ds]
-                .map(str::to_owned)
-                .to_vec(),
-        ),
-        (
-            6,
-            line(
-                &["deployments", "apply"],
-                at("acme"),
-                &["--manifest", &p("own.json")],
-            ),
-        ),
-        // catalog
-        (
-            3,
-            ["catalog", "discover", &missing]
-                .map(str::to_owned)
-                .to_vec(),
-        ),
-        (
-            2,
-            ["catalog", "discover", &missing, "--namespace", "a/b"]
-                .map(str::to_owned)
-                .to_vec(),
-        ),
+        (0, format!("releases revoke {rel} {d}")),
+        (6, apply("acme", "own.json")),
+        (3, format!("catalog discover {missing}")),
+        (2, format!("catalog discover {missing} --namespace a/b")),
     ];
-    for (want, args) in cases {
-        let o = custos_bounded(args.clone());
-        assert_eq!(
-            o.status.code(),
-            Some(i32::from(want)),
-            "{args:?}: {}",
-            text(&o.stderr)
-        );
+    for (want, line) in cases {
+        let args: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
+        let o = custos_bounded(args);
+        assert_eq!(o.status.code(), Some(want), "{line}: {}", text(&o.stderr));
     }
     // Corrupt: a damaged completion record.
     let complete = std::path::Path::new(&rel)

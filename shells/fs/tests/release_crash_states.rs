@@ -228,10 +228,7 @@ fn check_scenario(
         let root = scratch.path().join(root_name);
         let ctx = format!("{}: state {n} (prefix {k} of {})", sc.name, trace.len());
         let repo = open(NoSync, &root).unwrap_or_else(|e| {
-            let listing: Vec<_> = image.keys().collect();
-            panic!(
-                "{ctx}: reopen failed (debris must never fail an open): {e} (entries {listing:?})"
-            )
+            panic!("{ctx}: reopen failed (debris must never fail an open): {e} ({image:?})")
         });
         let mut changed = false;
         let mut orphaned = false;
