@@ -292,9 +292,20 @@ impl Local {
         };
         let root = match artifacts {
             Some(p) => PathBuf::from(absolute(&p.to_string_lossy())),
-            None => Path::new(id.uri())
+            None if local => Path::new(id.uri())
                 .join(namespace)
                 .join(".custos-artifacts"),
+            // A remote identity has no local Artifact root to derive: it is
+            // refused here as preflight would refuse it, before anything is
+            // opened (the uri itself is never echoed).
+            None => {
+                return Err(Failure::new(
+                    Exit::Refused.code(),
+                    format_args!(
+                        "endpoint-outside-local-v1: {side} is not a local storage identity; this version migrates local identities only [endpoint-outside-local-v1]"
+                    ),
+                ))
+            }
         };
         let objects = Objects::new(root, local).map_err(|e| bad(&e))?;
         let control =

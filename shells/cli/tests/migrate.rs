@@ -257,6 +257,20 @@ fn an_endpoint_outside_local_v1_is_refused() {
         "m1",
     ]);
     refused(&out, "outside-local-v1", &dir.path().join("a"));
+    // Without --dest-artifacts too: the same refusal, not a message about
+    // the artifact root's path segments.
+    let out = custos(&[
+        "migrate",
+        "run",
+        "--source",
+        src.to_str().unwrap(),
+        "--dest",
+        "s3://bucket/warehouse",
+        "--migration-id",
+        "m1",
+    ]);
+    refused(&out, "outside-local-v1", &dir.path().join("a"));
+    assert!(!out.stderr.contains("path segment"), "{}", out.stderr);
     // A credential-bearing uri is refused as an argument (exit 2).
     let out = custos(&[
         "migrate",
