@@ -169,7 +169,7 @@ pub enum LifecycleError {
     /// The records found are not the head's (nor the head's and the one
     /// record of an interrupted publication): a record was lost, replaced
     /// or added outside the protocol. Nothing is re-admitted.
-    #[error("CorruptArtifact: lifecycle state lost records: the head counts {expected} release(s), {found} record(s) are present and they are not the ones it counts; restore lifecycle/ and LIFECYCLE from a backup")]
+    #[error("CorruptArtifact: lifecycle state lost records: the head counts {expected} release(s), {found} record(s) are present and they are not the ones it counts; restore lifecycle/ and LIFECYCLE from a backup (a catalog written before LIFECYCLE existed is adopted as found by `custos releases upgrade`, once)")]
     Lost {
         /// Releases the head counts.
         expected: u64,

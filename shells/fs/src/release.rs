@@ -406,9 +406,11 @@ impl<F: Fs> ReleaseRepository<F> {
     /// writing open brings the head up to date. An absent head counts no
     /// release (a fresh catalog has none until its first publication), so
     /// in an initialized catalog with records its loss is detected like a
-    /// record's. Only an unmarked root being upgraded (whose head is
-    /// written after `lifecycle/`, before the marker) may have records and
-    /// no head: a writing open writes it.
+    /// record's — the error says to run the upgrade for a catalog written
+    /// before the head existed, which adopts its records as found. An
+    /// unmarked root being upgraded (whose head is written after
+    /// `lifecycle/`, before the marker) may have records and no head: a
+    /// writing open writes it.
     fn reconcile_head(
         &self,
         lifecycle: &LifecycleState,
@@ -428,6 +430,9 @@ impl<F: Fs> ReleaseRepository<F> {
                     self.write_head(&have)?;
                 }
             }
+            // A catalog written before the head existed: only an explicit
+            // upgrade adopts its records as they are and writes the head.
+            None if self.root.access() == Access::Upgrade => self.write_head(&have)?,
             None => match Head::default().check(&found)? {
                 HeadCheck::Current => {}
                 HeadCheck::OneAhead(_) if writes => self.write_head(&have)?,

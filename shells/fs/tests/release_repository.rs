@@ -1393,8 +1393,9 @@ fn trusted_local_releases_are_listed_in_bounded_pages() {
 /// A lost lifecycle record never revives a revoked release: deleting the
 /// single record of a revoked release fails every open (reading or
 /// writing) as corruption, so nothing can republish it; deleting its head
-/// instead is detected the same way; deleting `lifecycle/` and the marker
-/// leaves the head behind, and the upgrade refuses to bootstrap.
+/// instead is detected the same way (until an explicit upgrade adopts the
+/// intact records); deleting `lifecycle/` and the marker leaves the head
+/// behind, and the upgrade refuses to bootstrap.
 #[test]
 fn a_lost_lifecycle_record_is_corruption_and_revives_nothing() {
     for lose in ["record", "head", "lifecycle and marker"] {
@@ -1414,7 +1415,15 @@ fn a_lost_lifecycle_record_is_corruption_and_revives_nothing() {
             }
         }
         let before = snapshot(&root);
-        for access in [Access::Read, Access::Write, Access::Upgrade] {
+        // A lost head alone loses no record: an explicit upgrade adopts the
+        // records as found (the path of a catalog written before the head
+        // existed), and the revoked release stays revoked.
+        let accesses: &[Access] = if lose == "head" {
+            &[Access::Read, Access::Write]
+        } else {
+            &[Access::Read, Access::Write, Access::Upgrade]
+        };
+        for &access in accesses {
             let e = ReleaseRepository::open_as(
                 access,
                 RealFs,
@@ -1436,6 +1445,20 @@ fn a_lost_lifecycle_record_is_corruption_and_revives_nothing() {
                 before,
                 "{lose}: {access:?} changed the catalog"
             );
+        }
+        if lose == "head" {
+            let up = ReleaseRepository::open_as(
+                Access::Upgrade,
+                RealFs,
+                &root,
+                Bounds::default(),
+                Arc::new(MagicOnly),
+            )
+            .unwrap();
+            assert_eq!(up.membership(&digest(1)), Some(Membership::Revoked));
+            drop(up);
+            assert!(root.join(LIFECYCLE_HEAD).is_file());
+            open(&root, Bounds::default());
         }
     }
 }
