@@ -589,6 +589,11 @@ pub enum MigrationError {
     /// Source and destination are the same storage identity.
     #[error("identical-storage-identity")]
     IdenticalIdentity,
+    /// One endpoint's storage lies inside the other's (`--dest S/inner`,
+    /// `--dest S/default/inner`, or the source inside the destination):
+    /// one would copy into, or be copied from, the other's own files.
+    #[error("nested-storage-identity: the {0} lies inside the other endpoint's storage")]
+    NestedIdentity(String),
     /// Unsettled commands or a running evaluation lease.
     #[error("source-not-quiescent: {unsettled_commands} unsettled commands, {running_evaluations} running evaluations")]
     NotQuiescent {
@@ -835,6 +840,13 @@ fn validate(state: &State, p: &Preflight) -> Result<Decision, MigrationError> {
     }
     if p.source.identity == p.destination.identity {
         return Err(MigrationError::IdenticalIdentity);
+    }
+    let (src, dst) = (&p.source.identity.uri, &p.destination.identity.uri);
+    if src != dst && src.contains(dst) {
+        return Err(MigrationError::NestedIdentity("destination".into()));
+    }
+    if src != dst && dst.contains(src) {
+        return Err(MigrationError::NestedIdentity("source".into()));
     }
     if p.unsettled_commands > 0 || p.running_evaluations > 0 {
         return Err(MigrationError::NotQuiescent {

@@ -255,6 +255,44 @@ fn preflight_refusals_have_stable_reasons() {
     let mut p = preflight(&fx);
     p.destination = p.source.clone();
     check(p, "identical-storage-identity");
+    // One endpoint inside the other, either way round, at any depth.
+    for (inner, outer, side) in [
+        ("file:///t/src/inner", "file:///t/src", "destination"),
+        (
+            "file:///t/src/default/inner",
+            "file:///t/src",
+            "destination",
+        ),
+        ("file:///t/dst/x", "file:///t/dst", "source"),
+    ] {
+        let mut p = preflight(&fx);
+        let (a, b) = if side == "destination" {
+            (outer, inner)
+        } else {
+            (inner, outer)
+        };
+        for (e, uri) in [(&mut p.source, a), (&mut p.destination, b)] {
+            e.identity.uri = crate::migration::data::NormalizedUri::parse(uri).unwrap();
+            e.audit = Some(e.identity.clone());
+        }
+        let e = decide(&st, &Request::Validate { report: p }).unwrap_err();
+        assert_eq!(
+            e,
+            MigrationError::NestedIdentity(side.into()),
+            "{inner} {outer}"
+        );
+        assert!(e.to_string().starts_with("nested-storage-identity"));
+    }
+    // Siblings that share a prefix are not nested.
+    let mut p = preflight(&fx);
+    for (e, uri) in [
+        (&mut p.source, "file:///t/src"),
+        (&mut p.destination, "file:///t/src2"),
+    ] {
+        e.identity.uri = crate::migration::data::NormalizedUri::parse(uri).unwrap();
+        e.audit = Some(e.identity.clone());
+    }
+    assert!(decide(&st, &Request::Validate { report: p }).is_ok());
     let mut p = preflight(&fx);
     p.unsettled_commands = 1;
     check(p, "source-not-quiescent");

@@ -150,6 +150,25 @@ fn identical_identities_are_refused() {
     drop(f);
 }
 
+/// A destination inside the source (at any depth), or a source inside the
+/// destination, moves nothing: refused before anything is written or
+/// fenced.
+#[test]
+fn nested_identities_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let f = fixture::build(&src, Size::SMALL);
+    let before = tree(&src);
+    let fences = migration::fence_epochs(&src);
+    for inner in [src.join("inner"), src.join("default").join("inner")] {
+        let out = run(&src, &inner, "m1", &[]);
+        refused(&out, "nested-storage-identity", &inner);
+    }
+    assert_eq!(tree(&src), before, "the source changed");
+    assert_eq!(migration::fence_epochs(&src), fences, "a refusal fenced");
+    drop(f);
+}
+
 #[test]
 fn a_populated_destination_is_refused_byte_untouched() {
     let dir = tempfile::tempdir().unwrap();
