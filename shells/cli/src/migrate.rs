@@ -20,6 +20,8 @@
 //!   writes its canonical bytes with `--out`, never over an existing file).
 //!   The fences make the source's writers stale: planning is the start of
 //!   the migration, as spec 001 §7 orders it.
+//! - `check` is preflight alone: every refusal `plan` would give, fencing
+//!   nothing and writing nothing on either side.
 //! - `run` migrates to a cold-verified receipt (planning afresh, following
 //!   `--plan FILE`, or resuming this migration's reservation) and prints
 //!   it; `--receipt FILE` also writes its canonical bytes. A retry of a
@@ -118,6 +120,20 @@ pub struct DestinationArgs {
 /// `custos migrate …`.
 #[derive(Subcommand, Debug)]
 pub enum MigrateCommand {
+    /// A dry run: preflight only — every refusal `plan` would give, with the
+    /// counts it decided on — fencing nothing and writing nothing on either
+    /// side.
+    Check {
+        #[command(flatten)]
+        ends: Endpoints,
+        /// The migration id (a reservation of this id at the destination is
+        /// this migration's own).
+        #[arg(long)]
+        migration_id: String,
+        /// Print the preflight report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Preflight, fence the source's active Worlds, and freeze the plan.
     Plan {
         #[command(flatten)]
@@ -172,6 +188,11 @@ pub enum MigrateCommand {
 /// Runs a migrate command.
 pub fn run(cmd: MigrateCommand) -> ExitCode {
     out::run(|out| match cmd {
+        MigrateCommand::Check {
+            ends,
+            migration_id,
+            json,
+        } => check(out, &ends, &migration_id, json),
         MigrateCommand::Plan {
             ends,
             migration_id,
@@ -568,9 +589,9 @@ fn write_new(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
         .open(path)
         .map_err(|e| {
             let code = if e.kind() == std::io::ErrorKind::AlreadyExists {
-                3
+                Exit::Conflict.code()
             } else {
-                1
+                Exit::Fault.code()
             };
             Failure::new(code, format_args!("{}: {e}", path.display()))
         })?;
@@ -603,6 +624,56 @@ fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, Failure> {
 
 /// The most bytes of a plan or receipt file read.
 const MAX_DOCUMENT: u64 = 64 << 20;
+
+/// `custos migrate check`: preflight alone ([`Migration::validate`]), no
+/// run locks, no fences, nothing written anywhere.
+fn check(
+    out: &mut Out,
+    ends: &Endpoints,
+    migration_id: &str,
+    json: bool,
+) -> std::io::Result<ExitCode> {
+    let job = match Job::new(ends, migration_id) {
+        Ok(j) => j,
+        Err(f) => return Ok(f.exit()),
+    };
+    let progress = show::Bars::new(json);
+    let report = match job.with(&progress, |m| m.validate()) {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => return Ok(workflow_failure(&e).exit()),
+        Err(f) => return Ok(f.exit()),
+    };
+    progress.finish();
+    if json {
+        let text = serde_json::to_string_pretty(&report).unwrap_or_default();
+        out.line(text)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    out.line(format!(
+        "preflight admitted: {} -> {} (nothing fenced, nothing written)",
+        report.source.identity.uri, report.destination.identity.uri
+    ))?;
+    for (what, n) in [
+        ("source Activity records", report.source.activity_records),
+        (
+            "destination Activity records",
+            report.destination.activity_records,
+        ),
+        ("unreadable source objects", report.unreadable_objects),
+        ("destination tables", report.destination_tables),
+        (
+            "destination control records",
+            report.destination_control_records,
+        ),
+        (
+            "conflicting destination objects",
+            report.conflicting_destination_objects,
+        ),
+    ] {
+        out.line(format!("  {what:<32} {n}"))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
 
 fn plan(
     out: &mut Out,

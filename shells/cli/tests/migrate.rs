@@ -150,6 +150,55 @@ fn identical_identities_are_refused() {
     drop(f);
 }
 
+/// `custos migrate check` is preflight alone: it answers what `plan`
+/// would refuse (with the same reason and status), fences nothing and
+/// writes nothing on either side.
+#[test]
+fn check_is_a_dry_run_that_fences_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let dst = dir.path().join("dst");
+    let f = fixture::build(&src, Size::SMALL);
+    let before = tree(&src);
+    let fences = migration::fence_epochs(&src);
+    let check = |dst: &Path| {
+        custos(&[
+            "migrate",
+            "check",
+            "--source",
+            src.to_str().unwrap(),
+            "--dest",
+            dst.to_str().unwrap(),
+            "--migration-id",
+            "m1",
+        ])
+    };
+    let out = check(&dst);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("preflight admitted"), "{}", out.stdout);
+    assert!(!dst.exists(), "check wrote at the destination");
+    assert_eq!(tree(&src), before, "check changed the source");
+    assert_eq!(migration::fence_epochs(&src), fences, "check fenced");
+    // What plan refuses, check refuses alike.
+    let busy = dir.path().join("busy");
+    fixture::build(&busy, Size::SMALL);
+    let busy_before = tree(&busy);
+    let out = check(&busy);
+    assert_eq!(out.code, 6, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("destination-not-empty"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(tree(&busy), busy_before);
+    assert_eq!(
+        migration::fence_epochs(&src),
+        fences,
+        "a refused check fenced"
+    );
+    drop(f);
+}
+
 /// A destination inside the source (at any depth), or a source inside the
 /// destination, moves nothing: refused before anything is written or
 /// fenced.
