@@ -311,6 +311,10 @@ pub struct Preflight {
     pub running_evaluations: u64,
     /// Unreadable or corrupt indexed source Artifact objects.
     pub unreadable_objects: u64,
+    /// Source tables in the namespace.
+    pub source_tables: u64,
+    /// Source control records (Worlds, signatures, fences).
+    pub source_control_records: u64,
     /// Destination tables in the namespace.
     pub destination_tables: u64,
     /// Destination control records (Worlds, signatures, …), excluding
@@ -589,6 +593,11 @@ pub enum MigrationError {
     /// Source and destination are the same storage identity.
     #[error("identical-storage-identity")]
     IdenticalIdentity,
+    /// The source holds no control record and no table: a wrong path (or
+    /// an identity with nothing to move), never migrated as an empty
+    /// identity.
+    #[error("source-not-found: the source holds no control catalog records and no tables in its namespace")]
+    SourceNotFound,
     /// One endpoint's storage lies inside the other's (`--dest S/inner`,
     /// `--dest S/default/inner`, or the source inside the destination):
     /// one would copy into, or be copied from, the other's own files.
@@ -840,6 +849,9 @@ fn validate(state: &State, p: &Preflight) -> Result<Decision, MigrationError> {
     }
     if p.source.identity == p.destination.identity {
         return Err(MigrationError::IdenticalIdentity);
+    }
+    if p.source_tables == 0 && p.source_control_records == 0 {
+        return Err(MigrationError::SourceNotFound);
     }
     let (src, dst) = (&p.source.identity.uri, &p.destination.identity.uri);
     if src != dst && src.contains(dst) {

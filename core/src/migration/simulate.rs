@@ -659,6 +659,8 @@ impl Sim {
             unsettled_commands: 0,
             running_evaluations: 0,
             unreadable_objects: 0,
+            source_tables: 1,
+            source_control_records: 1,
             destination_tables: self.dest_tables.iter().filter(|n| **n > 0).count() as u64,
             destination_control_records: u64::from(self.dest_control),
             conflicting_destination_objects: 0,

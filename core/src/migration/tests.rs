@@ -232,6 +232,8 @@ fn preflight(fx: &Fixture) -> Preflight {
         unsettled_commands: 0,
         running_evaluations: 0,
         unreadable_objects: 0,
+        source_tables: 1,
+        source_control_records: 1,
         destination_tables: 0,
         destination_control_records: 0,
         conflicting_destination_objects: 0,
@@ -283,6 +285,16 @@ fn preflight_refusals_have_stable_reasons() {
         );
         assert!(e.to_string().starts_with("nested-storage-identity"));
     }
+    // A source with no control record and no table is a wrong path.
+    let mut p = preflight(&fx);
+    p.source_tables = 0;
+    p.source_control_records = 0;
+    check(p.clone(), "source-not-found");
+    p.source_control_records = 1;
+    assert!(decide(&st, &Request::Validate { report: p.clone() }).is_ok());
+    p.source_control_records = 0;
+    p.source_tables = 1;
+    assert!(decide(&st, &Request::Validate { report: p }).is_ok());
     // Siblings that share a prefix are not nested.
     let mut p = preflight(&fx);
     for (e, uri) in [

@@ -411,12 +411,26 @@ where
             .export_snapshot()
             .map_err(WorkflowError::Admin)?
             .records();
+        let source_tables = self
+            .source
+            .tables
+            .namespace()
+            .map_err(WorkflowError::Tables)?
+            .len();
+        let source_control_records = self
+            .source
+            .control
+            .export_snapshot()
+            .map_err(WorkflowError::Admin)?
+            .records();
         let report = Preflight {
             source: facts(&self.source),
             destination: facts(d),
             unsettled_commands: 0,
             running_evaluations: 0,
             unreadable_objects,
+            source_tables: source_tables as u64,
+            source_control_records,
             destination_tables: destination_tables as u64,
             destination_control_records,
             conflicting_destination_objects,

@@ -199,6 +199,18 @@ fn check_is_a_dry_run_that_fences_and_writes_nothing() {
     drop(f);
 }
 
+/// A mistyped source moves nothing: no empty identity is activated at the
+/// destination.
+#[test]
+fn a_source_that_does_not_exist_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let typo = dir.path().join("typo_src");
+    let dst = dir.path().join("dst");
+    let out = run(&typo, &dst, "m1", &[]);
+    refused(&out, "source-not-found", &dst);
+    assert!(!typo.exists(), "the mistyped source was created");
+}
+
 /// A destination inside the source (at any depth), or a source inside the
 /// destination, moves nothing: refused before anything is written or
 /// fenced.
