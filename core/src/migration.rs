@@ -593,6 +593,11 @@ pub enum MigrationError {
     /// Source and destination are the same storage identity.
     #[error("identical-storage-identity")]
     IdenticalIdentity,
+    /// A plan given to a run (a plan file) that does not match the source
+    /// as it stands — edited by hand, or the source moved since it was
+    /// planned: refused before anything is reserved.
+    #[error("plan-stale: the given plan does not match the source as it is now (edited, or the source moved since it was planned); plan again")]
+    PlanStale,
     /// The source holds no control record and no table: a wrong path (or
     /// an identity with nothing to move), never migrated as an empty
     /// identity.

@@ -555,6 +555,17 @@ where
             }
             Next::Plan => {
                 let p = match plan.take() {
+                    // A plan the caller holds (a plan file) must still be
+                    // the source's, checked before anything is reserved: a
+                    // hand-edited or outdated plan would otherwise reserve
+                    // the destination and then be invalidated there.
+                    Some(p) if state.destination.reservation.is_none() => {
+                        let seen = self.observe(&p)?;
+                        if super::drifted(&p, &seen) {
+                            return Err(WorkflowError::Refused(MigrationError::PlanStale));
+                        }
+                        p
+                    }
                     Some(p) => p,
                     // A reservation here is this run's own: the machine
                     // names no step but refuses another migration's

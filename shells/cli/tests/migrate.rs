@@ -199,6 +199,60 @@ fn check_is_a_dry_run_that_fences_and_writes_nothing() {
     drop(f);
 }
 
+/// A hand-edited plan file (its Worlds removed) is refused before
+/// anything is reserved, so the destination is not wedged: a plan made
+/// afresh then runs to completion.
+#[test]
+fn an_edited_plan_is_refused_before_the_destination_is_reserved() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let dst = dir.path().join("dst");
+    fixture::build(&src, Size::SMALL);
+    let plan_file = dir.path().join("plan.json");
+    let p = custos(&[
+        "migrate",
+        "plan",
+        "--source",
+        src.to_str().unwrap(),
+        "--dest",
+        dst.to_str().unwrap(),
+        "--migration-id",
+        "m1",
+        "--out",
+        plan_file.to_str().unwrap(),
+    ]);
+    assert_eq!(p.code, 0, "{}", p.stderr);
+    let text = std::fs::read_to_string(&plan_file).unwrap();
+    let start = text
+        .find("\"worlds\":[")
+        .expect("the plan lists its Worlds");
+    // The Worlds array's end: its matching bracket.
+    let mut depth = 0;
+    let mut end = start;
+    for (i, c) in text[start..].char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => {
+                depth -= 1;
+                if depth == 0 {
+                    end = start + i + 1;
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    let edited = format!("{}\"worlds\":[]{}", &text[..start], &text[end..]);
+    assert_ne!(edited, text);
+    std::fs::write(&plan_file, edited).unwrap();
+    let out = run(&src, &dst, "m1", &["--plan", plan_file.to_str().unwrap()]);
+    assert_eq!(out.code, 6, "{}", out.stderr);
+    assert!(out.stderr.contains("plan-stale"), "{}", out.stderr);
+    assert!(!dst.exists(), "a refused plan reserved the destination");
+    let out = run(&src, &dst, "m1", &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}
+
 /// A mistyped source moves nothing: no empty identity is activated at the
 /// destination.
 #[test]
