@@ -350,7 +350,8 @@ fn show(
 /// The exit code of a refused PostgreSQL open: no such catalog (a missing
 /// schema, or one holding no control catalog) is 3, like a missing file;
 /// an unreachable or silent server or a refused login is 5 (unavailable);
-/// a catalog this build cannot read is 1.
+/// a catalog of a version this build does not read is 6 (refused); any
+/// other failure is 1.
 #[cfg(feature = "postgres")]
 fn pg_exit_code(e: &custos_postgres::control::OpenError) -> u8 {
     use custos_postgres::control::{OpenError, Refusal};
