@@ -238,6 +238,21 @@ pub struct Decision {
     pub replayed: bool,
 }
 
+impl Mutation {
+    /// How a repository must open its root to carry this mutation out: an
+    /// apply adds content, so it may create and initialize a root
+    /// ([`Access::Write`](crate::root::Access::Write)); a delete or a
+    /// snapshot-only publication adds nothing, so a missing or empty root
+    /// is refused and nothing is created
+    /// ([`Access::Modify`](crate::root::Access::Modify)).
+    pub fn access(&self) -> crate::root::Access {
+        match self {
+            Mutation::Apply { .. } | Mutation::ApplyMany { .. } => crate::root::Access::Write,
+            Mutation::Delete { .. } | Mutation::PublishSnapshot => crate::root::Access::Modify,
+        }
+    }
+}
+
 impl Decision {
     /// The ids of the deployments this decision applies (each must pass
     /// [`super::route::admit`] when the next generation is compiled:

@@ -1659,3 +1659,24 @@ fn a_tenant_deploys_only_its_own_eligible_releases() {
         "release-revoked"
     );
 }
+
+/// Only a mutation that adds content may create or initialize a root.
+#[test]
+fn only_an_apply_may_initialize_a_root() {
+    use crate::root::Access;
+    let apply = Mutation::Apply {
+        manifest: Box::new(m("blue")),
+        expected: None,
+    };
+    let many = Mutation::ApplyMany {
+        manifests: vec![m("blue")],
+    };
+    let delete = Mutation::Delete {
+        id: "blue".into(),
+        expected: None,
+    };
+    assert_eq!(apply.access(), Access::Write);
+    assert_eq!(many.access(), Access::Write);
+    assert_eq!(delete.access(), Access::Modify);
+    assert_eq!(Mutation::PublishSnapshot.access(), Access::Modify);
+}

@@ -451,11 +451,7 @@ fn mutate(
     json: bool,
 ) -> Result<(), Failure> {
     // Only an apply adds content, so only an apply may initialize a root.
-    let access = match req.mutation {
-        Mutation::Apply { .. } | Mutation::ApplyMany { .. } => Access::Write,
-        _ => Access::Modify,
-    };
-    let repo = open(root, releases, access)?;
+    let repo = open(root, releases, req.mutation.access())?;
     let receipt = repo
         .mutate(req)
         .map_err(|e| failed("the change was refused", &e))?;

@@ -24,7 +24,7 @@ use custos_iceberg::IcebergStore;
 use custos_sqlite::control::{catalog_path, SqliteControlCatalog};
 
 use fixture::{Size, GONE, LIVE, TICK};
-use migration::{custos, run, tree, Run};
+use migration::{custos, migrate, run, tree, Run};
 
 #[test]
 fn a_whole_identity_migrates_and_the_destination_stands_alone() {
@@ -161,18 +161,7 @@ fn check_is_a_dry_run_that_fences_and_writes_nothing() {
     let f = fixture::build(&src, Size::SMALL);
     let before = tree(&src);
     let fences = migration::fence_epochs(&src);
-    let check = |dst: &Path| {
-        custos(&[
-            "migrate",
-            "check",
-            "--source",
-            src.to_str().unwrap(),
-            "--dest",
-            dst.to_str().unwrap(),
-            "--migration-id",
-            "m1",
-        ])
-    };
+    let check = |dst: &Path| migrate("check", &src, dst, "m1", &[]);
     let out = check(&dst);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stdout.contains("preflight admitted"), "{}", out.stdout);
@@ -209,18 +198,13 @@ fn an_edited_plan_is_refused_before_the_destination_is_reserved() {
     let dst = dir.path().join("dst");
     fixture::build(&src, Size::SMALL);
     let plan_file = dir.path().join("plan.json");
-    let p = custos(&[
-        "migrate",
+    let p = migrate(
         "plan",
-        "--source",
-        src.to_str().unwrap(),
-        "--dest",
-        dst.to_str().unwrap(),
-        "--migration-id",
+        &src,
+        &dst,
         "m1",
-        "--out",
-        plan_file.to_str().unwrap(),
-    ]);
+        &["--out", plan_file.to_str().unwrap()],
+    );
     assert_eq!(p.code, 0, "{}", p.stderr);
     let text = std::fs::read_to_string(&plan_file).unwrap();
     let start = text

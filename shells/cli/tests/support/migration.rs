@@ -62,7 +62,16 @@ pub fn run_args(src: &Path, dst: &Path, id: &str) -> Vec<String> {
 
 /// `custos migrate run` from `src` to `dst`, with `extra` arguments.
 pub fn run(src: &Path, dst: &Path, id: &str, extra: &[&str]) -> Run {
+    migrate("run", src, dst, id, extra)
+}
+
+/// `custos migrate <verb>` (`run`, `plan`, `check`) from `src` to `dst`,
+/// with `extra` arguments.
+pub fn migrate(verb: &str, src: &Path, dst: &Path, id: &str, extra: &[&str]) -> Run {
     let mut args = run_args(src, dst, id);
+    if let Some(v) = args.get_mut(1) {
+        *v = verb.to_owned();
+    }
     args.extend(extra.iter().map(|s| s.to_string()));
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     custos(&refs)
