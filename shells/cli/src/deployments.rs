@@ -31,9 +31,11 @@ use std::sync::Arc;
 
 use clap::Subcommand;
 use custos_core::deployment::manifest::{DeploymentManifest, MAX_MANIFEST_BYTES};
+use custos_core::deployment::memory::MemoryDeployments;
 use custos_core::deployment::page::PageRequest;
 use custos_core::deployment::route::{ReleaseSource, Target};
 use custos_core::deployment::state::{Mutation, Receipt, Request};
+use custos_core::deployment::DeploymentCatalog;
 use custos_core::release::bounds::Bounds;
 use custos_fs::deployment::{DeploymentRepoError, DeploymentRepository, ReleaseCatalog};
 use custos_fs::release::{ReleaseError, ReleaseRepository};
@@ -404,12 +406,18 @@ fn failed(what: &str, e: &DeploymentRepoError) -> Failure {
     refused(exit_code(e), format!("{what}: {e} [{}]{hint}", e.reason()))
 }
 
-fn open(
-    root: &Path,
-    releases: &Path,
-    access: Access,
-) -> Result<DeploymentRepository<RealFs>, Failure> {
-    let rel = retry_locked(
+/// Whether `root` is missing or an empty directory: an open that adds
+/// content would create and initialize it.
+fn holds_nothing(root: &Path) -> bool {
+    match std::fs::read_dir(root) {
+        Ok(mut entries) => entries.next().is_none(),
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+    }
+}
+
+/// The release catalog behind a deployment catalog, opened to read.
+fn open_releases(releases: &Path) -> Result<ReleaseRepository<RealFs>, Failure> {
+    retry_locked(
         || {
             ReleaseRepository::open_as(
                 Access::Read,
@@ -429,7 +437,15 @@ fn open(
                 releases.display()
             ),
         )
-    })?;
+    })
+}
+
+fn open(
+    root: &Path,
+    releases: &Path,
+    access: Access,
+) -> Result<DeploymentRepository<RealFs>, Failure> {
+    let rel = open_releases(releases)?;
     let source: Arc<dyn ReleaseSource + Send + Sync> = Arc::new(ReleaseCatalog(Arc::new(rel)));
     retry_locked(
         || DeploymentRepository::open(RealFs, root, Arc::clone(&source), access),
@@ -450,7 +466,18 @@ fn mutate(
     req: Request,
     json: bool,
 ) -> Result<(), Failure> {
-    // Only an apply adds content, so only an apply may initialize a root.
+    // Only an apply adds content, so only an apply may initialize a root —
+    // and only an apply that is accepted: into a root that holds nothing
+    // yet, the request is first decided by core's reference catalog over
+    // the same releases (an empty catalog, as the new root would be), and a
+    // refusal creates nothing.
+    if req.mutation.access() == Access::Write && holds_nothing(root) {
+        let rel = open_releases(releases)?;
+        let source: Arc<dyn ReleaseSource + Send + Sync> = Arc::new(ReleaseCatalog(Arc::new(rel)));
+        MemoryDeployments::over(source)
+            .mutate(req.clone())
+            .map_err(|e| failed("the change was refused", &DeploymentRepoError::Rule(e)))?;
+    }
     let repo = open(root, releases, req.mutation.access())?;
     let receipt = repo
         .mutate(req)

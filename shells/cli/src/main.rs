@@ -164,7 +164,23 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // Help and version are output like any other: a closed pipe is 141,
+        // a full device 1 with one line — never a silent success.
+        Err(e)
+            if matches!(
+                e.kind(),
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion
+            ) =>
+        {
+            return out::run(|out| {
+                out.text(e.render())?;
+                Ok(ExitCode::SUCCESS)
+            });
+        }
+        Err(e) => e.exit(),
+    };
     match cli.command {
         Command::Check {
             deep,

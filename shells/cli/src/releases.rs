@@ -441,6 +441,16 @@ fn publish(
             })?
             .unwrap_or_default(),
     };
+    // A refused publication creates nothing: the input is checked before
+    // the catalog is opened (which would create and initialize a new root).
+    ReleaseRepository::<RealFs>::check_publication(
+        &bounds,
+        inspector().as_ref(),
+        &manifest_bytes,
+        &component_bytes,
+        contract.clone(),
+    )
+    .map_err(|e| failed("publication refused", &e))?;
     let repo = open(root, Access::Write)?;
     let p = repo
         .publish(&manifest_bytes, component_bytes, contract)
@@ -546,7 +556,15 @@ fn digest_of(
     target: &str,
 ) -> Result<Sha256, Failure> {
     match Sha256::parse(target) {
-        Some(d) => Ok(d),
+        // A digest with --tenant names that tenant's release only: another
+        // tenant's answers exactly as one that does not exist.
+        Some(d) => match tenant {
+            Some(t) => repo
+                .get_catalog_entry(t, &d)
+                .map(|_| d)
+                .map_err(|e| failed(&format!("cannot find {d}"), &e)),
+            None => Ok(d),
+        },
         None if target.contains('@') => match repo.resolve(tenant, target) {
             Ok(d) => Ok(d.component_digest),
             Err(ReleaseError::NotEligible { digest, .. }) => Ok(digest),

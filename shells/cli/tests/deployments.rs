@@ -207,6 +207,12 @@ fn another_tenants_release_is_never_deployed() {
         stderr(&out)
     );
     assert!(!stderr(&out).contains("acme"), "{}", stderr(&out));
+    // The refused apply created no catalog; with one holding acme's own
+    // deployment, `other` still resolves nothing.
+    let own = deployment(tmp.path(), "own.json", "own", &digest.to_string(), 1);
+    assert!(dep(&format!("apply {} --manifest {own}", at("acme")))
+        .status
+        .success());
     let out = dep(&format!(
         "resolve {} --service calc --contract add --function add",
         at("other")

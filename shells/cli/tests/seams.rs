@@ -466,3 +466,78 @@ fn show_explains_a_hidden_release_that_reserves_a_reference() {
     let o = custos(&["releases", "show", &rel, "calc@1.0.0", "--tenant", "acme"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
 }
+
+/// A refused change creates nothing either: a publication or an apply
+/// refused into a missing root leaves no catalog behind; a digest given
+/// with `--tenant` names that tenant's release only, another tenant's
+/// answering exactly as an absent one; help is output like any other.
+#[cfg(all(feature = "fs", feature = "sqlite"))]
+#[test]
+fn refusals_create_nothing_and_a_digest_is_scoped_by_its_tenant() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = exit_fixture(dir.path());
+    let p = |n: &str| dir.path().join(n).display().to_string();
+    let (rel, dep, fresh) = (p("releases"), p("deployments"), p("fresh"));
+    std::fs::write(
+        p("steal.json"),
+        format!(r#"{{"id":"s","tenant":"other","service":"x","release":"{d}","route_weight":1}}"#),
+    )
+    .unwrap();
+    let line = |l: String| {
+        let args: Vec<String> = l.split_whitespace().map(str::to_owned).collect();
+        custos_bounded(args)
+    };
+    let o = line(format!(
+        "releases publish {fresh} --manifest {} --component {} --contract {}",
+        p("bad.json"),
+        p("c.wasm"),
+        p("k.json")
+    ));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(
+        !std::path::Path::new(&fresh).exists(),
+        "a refused publication created a catalog"
+    );
+    let o = line(format!(
+        "releases publish {rel} --manifest {} --component {} --contract {}",
+        p("m.json"),
+        p("c.wasm"),
+        p("k.json")
+    ));
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = line(format!(
+        "deployments apply {dep} --releases {rel} --tenant other --manifest {}",
+        p("steal.json")
+    ));
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    assert!(
+        !std::path::Path::new(&dep).exists(),
+        "a refused apply created a catalog"
+    );
+    let absent = custos_core::release::Sha256::of(b"absent");
+    for verb in ["show", "revoke", "retire"] {
+        let foreign = line(format!("releases {verb} {rel} {d} --tenant other"));
+        let none = line(format!("releases {verb} {rel} {absent} --tenant other"));
+        assert_eq!(
+            foreign.status.code(),
+            Some(3),
+            "{verb}: {}",
+            text(&foreign.stderr)
+        );
+        assert_eq!(
+            text(&foreign.stderr).replace(&d.to_string(), "D"),
+            text(&none.stderr).replace(&absent.to_string(), "D"),
+            "{verb}"
+        );
+    }
+    let o = line(format!("releases show {rel} {d} --tenant acme"));
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let o = Command::new(env!("CARGO_BIN_EXE_custos"))
+        .arg("--help")
+        .stdout(writer)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(141));
+}

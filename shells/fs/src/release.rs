@@ -696,6 +696,22 @@ impl<F: Fs> ReleaseRepository<F> {
         })
     }
 
+    /// Checks a publication's input alone — the manifest, the component's
+    /// identity and size, the contract and its metadata bound — with no
+    /// catalog and no I/O: what [`ReleaseRepository::publish`] refuses
+    /// before it looks at the catalog. A caller about to create a catalog
+    /// for a publication checks first, so that a refused one creates
+    /// nothing.
+    pub fn check_publication(
+        bounds: &Bounds,
+        inspector: &dyn ComponentInspector,
+        manifest: &[u8],
+        component: &[u8],
+        contract: Contract,
+    ) -> Result<(), ReleaseError> {
+        prepare(bounds, inspector, manifest, component, contract).map(|_| ())
+    }
+
     /// Step `Validate`: everything about the input, before the writer mutex
     /// and before any I/O.
     fn validate(
@@ -704,51 +720,14 @@ impl<F: Fs> ReleaseRepository<F> {
         component: &[u8],
         contract: Contract,
     ) -> Result<Prepared, ReleaseError> {
-        let manifest = Manifest::parse(manifest, self.bounds.max_metadata_bytes)?;
-        let size = u64::try_from(component.len()).unwrap_or(u64::MAX);
-        check_file_len(&self.bounds, FileKind::Component, size)?;
-        let actual = Sha256::of(component);
-        if manifest.component_digest != actual {
-            return Err(ReleaseError::DigestMismatch {
-                declared: manifest.component_digest,
-                actual,
-            });
-        }
-        contract.shape().check()?;
-        if let Some(extracted) = self.inspector.inspect(component)? {
-            if !extracted.same_types(&contract) {
-                return Err(ReleaseError::ContractMismatch(
-                    "the declared contract is not the component's",
-                ));
-            }
-        }
-        if contract.export_names() != manifest.exports {
-            return Err(ReleaseError::ContractMismatch(
-                "the contract's exports are not the manifest's declared exports",
-            ));
-        }
-        let descriptor = Descriptor::for_release(&manifest, size);
-        let metadata = ReleaseMetadata {
-            descriptor: descriptor.clone(),
-            contract,
-        }
-        .encode_checked(self.bounds.max_metadata_bytes)?;
-        let manifest = manifest.canonical();
-        let record = CompleteRecord::for_release(component, &metadata, &manifest);
-        let candidate = Candidate {
-            entry: descriptor.footprint(),
-            metadata_bytes: u64::try_from(metadata.len()).unwrap_or(u64::MAX),
-            component_bytes: size,
-        };
-        Ok(Prepared {
-            descriptor,
-            metadata,
+        prepare(
+            &self.bounds,
+            self.inspector.as_ref(),
             manifest,
-            record,
-            candidate,
-        })
+            component,
+            contract,
+        )
     }
-
     /// Publishes a release: `manifest` (any JSON spelling; stored
     /// canonically), the component bytes (released before the stored copy
     /// is read back) and its contract metadata. Follows
@@ -1204,4 +1183,58 @@ fn corrupt(path: &Path, detail: &str) -> ReleaseError {
         path: path.to_path_buf(),
         detail: detail.to_owned(),
     }
+}
+
+/// The checks of [`ReleaseRepository::check_publication`], answering what
+/// a publication writes.
+fn prepare(
+    bounds: &Bounds,
+    inspector: &dyn ComponentInspector,
+    manifest: &[u8],
+    component: &[u8],
+    contract: Contract,
+) -> Result<Prepared, ReleaseError> {
+    let manifest = Manifest::parse(manifest, bounds.max_metadata_bytes)?;
+    let size = u64::try_from(component.len()).unwrap_or(u64::MAX);
+    check_file_len(bounds, FileKind::Component, size)?;
+    let actual = Sha256::of(component);
+    if manifest.component_digest != actual {
+        return Err(ReleaseError::DigestMismatch {
+            declared: manifest.component_digest,
+            actual,
+        });
+    }
+    contract.shape().check()?;
+    if let Some(extracted) = inspector.inspect(component)? {
+        if !extracted.same_types(&contract) {
+            return Err(ReleaseError::ContractMismatch(
+                "the declared contract is not the component's",
+            ));
+        }
+    }
+    if contract.export_names() != manifest.exports {
+        return Err(ReleaseError::ContractMismatch(
+            "the contract's exports are not the manifest's declared exports",
+        ));
+    }
+    let descriptor = Descriptor::for_release(&manifest, size);
+    let metadata = ReleaseMetadata {
+        descriptor: descriptor.clone(),
+        contract,
+    }
+    .encode_checked(bounds.max_metadata_bytes)?;
+    let manifest = manifest.canonical();
+    let record = CompleteRecord::for_release(component, &metadata, &manifest);
+    let candidate = Candidate {
+        entry: descriptor.footprint(),
+        metadata_bytes: u64::try_from(metadata.len()).unwrap_or(u64::MAX),
+        component_bytes: size,
+    };
+    Ok(Prepared {
+        descriptor,
+        metadata,
+        manifest,
+        record,
+        candidate,
+    })
 }
