@@ -217,6 +217,51 @@ pub fn commits_are_compare_and_swap<C: ControlAdmin, F: Fn() -> C>(factory: F) {
     assert_eq!(c.stored_receipt().unwrap(), None);
 }
 
+/// The source's departure record (one live home per World): empty on a
+/// fresh catalog, replaced only from the state a decision was made on (a
+/// racing planner's commit is `AdminMoved` and stores nothing), read back
+/// exactly, and never part of the control export.
+pub fn departures_are_compare_and_swap_and_never_exported<
+    C: ControlCatalog + ControlAdmin,
+    F: Fn() -> C,
+>(
+    factory: F,
+) {
+    use custos_core::migration::departure::{self, Departures};
+    let c = factory();
+    populate(&c);
+    let before = c.export_snapshot().unwrap();
+    assert_eq!(c.load_departures().unwrap(), Departures::default());
+    let fx = Fixture::new().unwrap();
+    let empty = Departures::default();
+    let first = departure::depart(&empty, &fx.migration, &fx.destination, false)
+        .unwrap()
+        .unwrap();
+    let racer = departure::depart(&empty, &fx.other_migration, &fx.source, false)
+        .unwrap()
+        .unwrap();
+    c.commit_departures(&empty, &first).unwrap();
+    assert_eq!(c.load_departures().unwrap(), first);
+    // The racer decided on the empty record: its commit must not land.
+    let r = c.commit_departures(&empty, &racer);
+    assert_eq!(
+        r.as_ref().map_err(AdminError::reason).err(),
+        Some("AdminMoved"),
+        "{r:?}"
+    );
+    assert_eq!(c.load_departures().unwrap(), first, "a lost race stored");
+    // Re-deciding on what is stored refuses the second home.
+    assert!(departure::depart(&first, &fx.other_migration, &fx.source, false).is_err());
+    let moved = departure::arrived(&first, &fx.migration, &fx.destination).unwrap();
+    c.commit_departures(&first, &moved).unwrap();
+    assert_eq!(c.load_departures().unwrap(), moved);
+    assert_eq!(
+        c.export_snapshot().unwrap(),
+        before,
+        "the departure record leaked into the export"
+    );
+}
+
 /// A staged bundle is invisible to discovery and to every read of the live
 /// catalog; staging it again is a no-op; another bundle is
 /// `StagingConflict` and changes nothing.
@@ -415,6 +460,7 @@ macro_rules! __with_control_admin_cases {
         $crate::$callback! { ($($args)*)
             export_is_exact_and_excludes_administration,
             commits_are_compare_and_swap,
+            departures_are_compare_and_swap_and_never_exported,
             staging_is_invisible_idempotent_and_exclusive,
             activation_imports_exact_records_and_floors,
             activation_refuses_a_populated_destination,

@@ -45,6 +45,7 @@ pub mod artifacts;
 pub mod content;
 pub mod control;
 mod data;
+pub mod departure;
 pub mod simulate;
 pub mod tables;
 #[cfg(test)]
@@ -158,6 +159,10 @@ pub struct Run {
     pub frozen: bool,
     /// The reservation was made or resumed in this run.
     pub reserved: bool,
+    /// The operator acknowledged that this migration makes a second live
+    /// copy of a source that already departed elsewhere
+    /// ([`departure::depart`]).
+    pub second_copy: bool,
 }
 
 impl Run {
@@ -170,6 +175,7 @@ impl Run {
             validated: false,
             frozen: false,
             reserved: false,
+            second_copy: false,
         }
     }
 }
@@ -322,6 +328,9 @@ pub struct Preflight {
     pub destination_control_records: u64,
     /// Pre-existing destination objects whose bytes do not verify.
     pub conflicting_destination_objects: u64,
+    /// The source's departure record: every migration that planned to
+    /// move it, and where ([`departure`]).
+    pub departures: departure::Departures,
 }
 
 /// The commit reply a driver got for a table append.
@@ -678,6 +687,34 @@ pub enum MigrationError {
     /// The migration is complete; nothing more may run.
     #[error("already-completed")]
     AlreadyCompleted,
+    /// The source already departed to another destination (planned there,
+    /// or moved): a second migration would make a second live home of its
+    /// Worlds. Refused unless the operator acknowledges a second copy.
+    #[error("source-migrated: the source is already {leg} to {destination} by migration {migration_id}; a second migration would make a second live copy of its Worlds (acknowledge it with --second-copy, or abandon that migration first)")]
+    SourceMigrated {
+        /// The first departure's migration.
+        migration_id: Name,
+        /// Its destination's uri.
+        destination: String,
+        /// Where it stands (`planned`, `moved`).
+        leg: String,
+    },
+    /// This migration was abandoned: it never resumes.
+    #[error(
+        "migration-abandoned: migration {0} was abandoned; plan again under a new migration id"
+    )]
+    MigrationAbandoned(Name),
+    /// Abandon asked of a migration that reached activation: the
+    /// destination is a live home.
+    #[error("abandon-after-activation: migration {0} is activated at its destination; it cannot be abandoned")]
+    AbandonAfterActivation(Name),
+    /// Abandon asked of a destination that holds no reservation of this
+    /// migration.
+    #[error("nothing-to-abandon: the destination holds no reservation of migration {0}")]
+    NothingToAbandon(Name),
+    /// A plan whose second-copy acknowledgement is not the run's.
+    #[error("second-copy-mismatch: the plan and the run disagree on --second-copy")]
+    SecondCopyMismatch,
 }
 
 fn out_of_order(expected: Step, got: Step) -> MigrationError {
@@ -894,6 +931,13 @@ fn validate(state: &State, p: &Preflight) -> Result<Decision, MigrationError> {
         Some(Status::Activated | Status::Completed) => return Err(MigrationError::SourceClosed),
         Some(Status::Reserved) | None => {}
     }
+    // One live home per World: the source's departures admit this one.
+    departure::depart(
+        &p.departures,
+        &state.run.migration_id,
+        &p.destination.identity,
+        state.run.second_copy,
+    )?;
     Ok(with_run(state, |r| r.validated = true, Outcome::Validated))
 }
 
@@ -901,6 +945,9 @@ fn check_plan(state: &State, plan: &Plan) -> Result<Digest, MigrationError> {
     plan.check().map_err(MigrationError::PlanInvalid)?;
     if plan.migration_id != state.run.migration_id {
         return Err(MigrationError::OtherMigration(plan.migration_id.clone()));
+    }
+    if plan.second_copy != state.run.second_copy {
+        return Err(MigrationError::SecondCopyMismatch);
     }
     let digest = plan.digest();
     if state.run.plan.is_some_and(|d| d != digest) {
@@ -1460,6 +1507,7 @@ fn build_receipt(r: &Reservation, version: &Name, now: Millis) -> Result<Receipt
             activation: Activation::Activated,
         },
         activity_disposition: ActivityDisposition::EmptyV1,
+        second_copy: r.plan.second_copy,
         cold_verification: ColdReceipt {
             evidence_digest: *cold_digest,
             resume: cold.resume.clone(),

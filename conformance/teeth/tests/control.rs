@@ -248,6 +248,7 @@ fn every_broken_control_catalog_is_caught() {
 // ------------------------------------------------- the administrative suite
 
 use custos_core::migration::control::{AdminEffect, AdminError, ControlAdmin, ControlSnapshot};
+use custos_core::migration::departure::Departures;
 use custos_core::migration::Destination;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -276,9 +277,17 @@ enum AdminDefect {
     RestageConflicts,
     /// The receipt is stored as text with a trailing newline.
     ReceiptStoredAsText,
+    /// The departure record is written whatever is stored now: two racing
+    /// planners both record theirs, and a source gets two homes.
+    DeparturesBlindWrite,
+    /// The departure record is kept in the live tables: it shows in the
+    /// export, so a later migration's snapshot carries it.
+    DeparturesExported,
 }
 
-const ADMIN_DEFECTS: [AdminDefect; 10] = [
+const ADMIN_DEFECTS: [AdminDefect; 12] = [
+    AdminDefect::DeparturesBlindWrite,
+    AdminDefect::DeparturesExported,
     AdminDefect::NoCompareAndSwap,
     AdminDefect::ForgetsReceipt,
     AdminDefect::ImportsTheHolder,
@@ -329,6 +338,14 @@ impl ControlAdmin for AdminMutant {
             Some(AdminDefect::ExportLosesTickHeads) => {
                 for w in &mut s.worlds {
                     w.tick_head = 0;
+                }
+            }
+            Some(AdminDefect::DeparturesExported) => {
+                for d in self.inner.load_departures()?.records {
+                    s.worlds.push(custos_conformance::control::record(
+                        &format!("~departed-{}", d.migration_id),
+                        custos_core::world::WriterMode::CleanupOnly,
+                    ));
                 }
             }
             _ => {}
@@ -388,6 +405,20 @@ impl ControlAdmin for AdminMutant {
             _ => {}
         }
         Ok(())
+    }
+    fn load_departures(&self) -> Result<Departures, AdminError> {
+        self.inner.load_departures()
+    }
+    fn commit_departures(
+        &self,
+        expected: &Departures,
+        next: &Departures,
+    ) -> Result<(), AdminError> {
+        if self.defect == Some(AdminDefect::DeparturesBlindWrite) {
+            let stored = self.inner.load_departures()?;
+            return self.inner.commit_departures(&stored, next);
+        }
+        self.inner.commit_departures(expected, next)
     }
     fn stored_receipt(&self) -> Result<Option<Vec<u8>>, AdminError> {
         match self.defect {

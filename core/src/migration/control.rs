@@ -35,6 +35,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use super::data::{canonical_bytes, decode_canonical};
+use super::departure::Departures;
 use super::{DataError, Destination, Digest, Name, Reservation, StoredReceipt, WorldFloor};
 use crate::fence::{Epoch, WorldFence};
 use crate::world::{SignatureRecord, WorldRecord, WorldSlot};
@@ -594,6 +595,26 @@ pub trait ControlAdmin {
     /// The exact stored receipt bytes of a completed reservation (`None`
     /// before completion), checked against the reservation.
     fn stored_receipt(&self) -> Result<Option<Vec<u8>>, AdminError>;
+
+    /// The source-side departure record: every migration that planned to
+    /// move this endpoint, decoded canonically and checked (empty when
+    /// none was ever recorded). Never part of the control snapshot.
+    fn load_departures(&self) -> Result<Departures, AdminError>;
+
+    /// Atomically: checks that the stored departure record is `expected`
+    /// ([`AdminError::Moved`] otherwise) and stores `next`. Two racing
+    /// planners cannot both record a departure. Nothing changes on an
+    /// error.
+    fn commit_departures(&self, expected: &Departures, next: &Departures)
+        -> Result<(), AdminError>;
+}
+
+/// Checks a departure record a backend is about to store.
+pub fn check_departures(next: &Departures) -> Result<(), AdminError> {
+    next.check().map_err(|detail| AdminError::Invalid {
+        what: "departures",
+        detail,
+    })
 }
 
 /// The memory backend's administration: the stored destination and the
@@ -601,6 +622,7 @@ pub trait ControlAdmin {
 #[derive(Debug, Default)]
 pub(crate) struct MemoryAdmin {
     destination: Destination,
+    departures: Departures,
     staged: Option<StagedBundle>,
 }
 
@@ -666,6 +688,27 @@ impl ControlAdmin for crate::world::MemoryControlCatalog {
             .as_ref()
             .and_then(|r| r.receipt.as_ref())
             .map(StoredReceipt::encode))
+    }
+
+    fn load_departures(&self) -> Result<Departures, AdminError> {
+        let admin = self.admin.lock().map_err(|_| poisoned("admin"))?;
+        Ok(admin.departures.clone())
+    }
+
+    fn commit_departures(
+        &self,
+        expected: &Departures,
+        next: &Departures,
+    ) -> Result<(), AdminError> {
+        let mut admin = self.admin.lock().map_err(|_| poisoned("admin"))?;
+        if admin.departures != *expected {
+            return Err(AdminError::Moved {
+                detail: "the stored departure record is not the expected one".into(),
+            });
+        }
+        check_departures(next)?;
+        admin.departures = next.clone();
+        Ok(())
     }
 }
 

@@ -538,6 +538,15 @@ pub struct Plan {
     pub tables: Vec<TablePlan>,
     /// The verified Artifact inventory.
     pub artifacts: ArtifactPlan,
+    /// The operator acknowledged that this migration makes a second live
+    /// copy of a source that already departed elsewhere (absent from the
+    /// encoding when false, so plans without it keep their bytes).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub second_copy: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl Plan {
@@ -812,6 +821,10 @@ pub struct Receipt {
     pub activity_disposition: ActivityDisposition,
     /// Cold verification.
     pub cold_verification: ColdReceipt,
+    /// The migration made a second live copy of its source, acknowledged
+    /// by the operator (absent from the encoding when false).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub second_copy: bool,
 }
 
 impl Receipt {

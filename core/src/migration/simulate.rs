@@ -194,6 +194,7 @@ impl Fixture {
                 occurrences: 2,
                 objects: (0..OBJECTS).map(|i| self.object(i)).collect(),
             },
+            second_copy: false,
         }
     }
 
@@ -664,6 +665,7 @@ impl Sim {
             destination_tables: self.dest_tables.iter().filter(|n| **n > 0).count() as u64,
             destination_control_records: u64::from(self.dest_control),
             conflicting_destination_objects: 0,
+            departures: migration::departure::Departures::default(),
         }
     }
 

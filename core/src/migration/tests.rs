@@ -237,6 +237,7 @@ fn preflight(fx: &Fixture) -> Preflight {
         destination_tables: 0,
         destination_control_records: 0,
         conflicting_destination_objects: 0,
+        departures: crate::migration::departure::Departures::default(),
     }
 }
 

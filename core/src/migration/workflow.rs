@@ -200,6 +200,10 @@ pub struct Migration<'a, C, T, O, V> {
     pub clock: &'a dyn Fn() -> Millis,
     /// Where progress is reported ([`Quiet`]: nowhere).
     pub progress: &'a dyn Progress,
+    /// The operator acknowledged that this migration makes a second live
+    /// copy of a source that already departed elsewhere
+    /// ([`super::departure::depart`]).
+    pub second_copy: bool,
 }
 
 fn name(s: &str) -> Res<Name> {
@@ -231,7 +235,7 @@ where
             .load_destination()
             .map_err(WorkflowError::Admin)?;
         let state = State {
-            run: Run::new(self.migration_id.clone(), None),
+            run: self.run(None),
             destination,
         };
         let (report, problem, _) = self.preflight()?;
@@ -253,7 +257,61 @@ where
     /// preflight fences nothing.
     pub fn plan(&self) -> Res<Plan> {
         self.validate()?;
+        self.depart(self.second_copy)?;
         self.freeze(None)
+    }
+
+    /// A fresh run of this migration, `held` the plan digest the caller
+    /// holds.
+    fn run(&self, held: Option<super::Digest>) -> Run {
+        let mut run = Run::new(self.migration_id.clone(), held);
+        run.second_copy = self.second_copy;
+        run
+    }
+
+    /// Records this migration's departure at the source before any source
+    /// fence is taken ([`super::departure::depart`]), by compare-and-swap:
+    /// a planner that raced another re-reads the record and is refused by
+    /// the rule (or finds its own). A retry of a recorded departure writes
+    /// nothing.
+    fn depart(&self, second_copy: bool) -> Res<()> {
+        let c = self.source.control;
+        for _ in 0..3 {
+            let stored = c.load_departures().map_err(WorkflowError::Admin)?;
+            let next = super::departure::depart(
+                &stored,
+                &self.migration_id,
+                &self.destination.identity,
+                second_copy,
+            )
+            .map_err(WorkflowError::Refused)?;
+            let Some(next) = next else { return Ok(()) };
+            match c.commit_departures(&stored, &next) {
+                Ok(()) => return Ok(()),
+                Err(AdminError::Moved { .. }) => continue,
+                Err(e) => return Err(WorkflowError::Admin(e)),
+            }
+        }
+        Err(WorkflowError::Admin(AdminError::Moved {
+            detail: "the source's departure record kept changing; retry".into(),
+        }))
+    }
+
+    /// Marks this migration's departure moved at the source, once its
+    /// receipt is complete: administrative evidence beside the source's
+    /// records, never a read the migration depends on. Best effort — the
+    /// destination is the recovery authority, the source may be gone — and
+    /// it never creates anything: a source whose record is absent or
+    /// unreadable is left as it is. Answers whether the mark was stored.
+    pub fn mark_moved(&self) -> bool {
+        let c = self.source.control;
+        let Ok(stored) = c.load_departures() else {
+            return false;
+        };
+        match super::departure::arrived(&stored, &self.migration_id, &self.destination.identity) {
+            Some(next) => c.commit_departures(&stored, &next).is_ok(),
+            None => false,
+        }
     }
 
     /// Fences and freezes (after the machine admitted preflight), reusing
@@ -321,6 +379,7 @@ where
             worlds,
             tables: plans,
             artifacts: inventory.artifact_plan(),
+            second_copy: self.second_copy,
         };
         plan.check()
             .map_err(|e| WorkflowError::Plan(e.to_string()))?;
@@ -423,7 +482,13 @@ where
             .export_snapshot()
             .map_err(WorkflowError::Admin)?
             .records();
+        let departures = self
+            .source
+            .control
+            .load_departures()
+            .map_err(WorkflowError::Admin)?;
         let report = Preflight {
+            departures,
             source: facts(&self.source),
             destination: facts(d),
             unsettled_commands: 0,
@@ -508,8 +573,17 @@ where
                 .filter(|r| r.plan.migration_id == self.migration_id)
                 .map(|r| r.plan_digest)
         });
+        // A second copy acknowledged once (a held plan, or the reservation
+        // being resumed) stays acknowledged for the retries that follow.
+        let acknowledged = held.is_some_and(|p| p.second_copy)
+            || stored
+                .reservation
+                .as_ref()
+                .is_some_and(|r| r.plan.migration_id == self.migration_id && r.plan.second_copy);
+        let mut run = self.run(held_digest);
+        run.second_copy |= acknowledged;
         let mut state = State {
-            run: Run::new(self.migration_id.clone(), held_digest),
+            run,
             destination: stored,
         };
         let mut plan: Option<Plan> = held.cloned();
@@ -518,6 +592,7 @@ where
         for _ in 0..MAX_STEPS {
             let next = next_step(&state).map_err(WorkflowError::Refused)?;
             if let Next::Done(receipt) = next {
+                self.mark_moved();
                 return Ok(*receipt);
             }
             self.progress.step(&next);
@@ -554,6 +629,9 @@ where
                 memo.checked = found;
             }
             Next::Plan => {
+                // The source records this departure before its fences are
+                // taken: a second home is refused before anything moves.
+                self.depart(state.run.second_copy)?;
                 let p = match plan.take() {
                     // A plan the caller holds (a plan file) must still be
                     // the source's, checked before anything is reserved: a

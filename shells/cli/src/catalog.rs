@@ -36,6 +36,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use custos_core::identity::StorageIdentity;
+use custos_core::migration::control::ControlAdmin;
+use custos_core::migration::departure::Departures;
 use custos_core::root::printable;
 use custos_core::world::{ControlCatalog, WorldError, WorldInfo, WorldRecord};
 use custos_sqlite::control::{catalog_path, SqliteControlCatalog};
@@ -147,8 +149,33 @@ fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(code)
 }
 
+/// A control catalog with its administration (the departure record).
+pub trait Catalog: ControlCatalog + ControlAdmin {}
+impl<T: ControlCatalog + ControlAdmin> Catalog for T {}
+
 /// An opened catalog and where it is, for the report.
-type Opened = (StorageIdentity, String, Box<dyn ControlCatalog>);
+type Opened = (StorageIdentity, String, Box<dyn Catalog>);
+
+/// The departures recorded at this identity as a migration source, as
+/// printed: one line each, or none.
+fn departure_lines(d: &Departures) -> Vec<String> {
+    d.records
+        .iter()
+        .map(|r| {
+            format!(
+                "{} to {} by migration {}{}",
+                r.leg.as_str(),
+                printable(&r.destination.uri.to_string()),
+                printable(r.migration_id.as_str()),
+                if r.second_copy {
+                    " (an acknowledged second copy)"
+                } else {
+                    ""
+                }
+            )
+        })
+        .collect()
+}
 
 fn open(
     uri: &str,
@@ -259,11 +286,15 @@ fn discover(
     out: &mut Out,
     id: &StorageIdentity,
     place: &str,
-    c: &dyn ControlCatalog,
+    c: &dyn Catalog,
     json: bool,
 ) -> std::io::Result<ExitCode> {
     let worlds: Vec<WorldRecord> = match c.discover_worlds() {
         Ok(w) => w,
+        Err(e) => return Ok(fail(1, e)),
+    };
+    let departures = match c.load_departures() {
+        Ok(d) => d,
         Err(e) => return Ok(fail(1, e)),
     };
     if json {
@@ -272,6 +303,7 @@ fn discover(
             &serde_json::json!({
                 "storage": identity_json(id, place),
                 "worlds": worlds,
+                "departures": departures.records,
             }),
         );
     }
@@ -295,6 +327,9 @@ fn discover(
         )?;
     }
     writeln!(out, "{} world(s)", worlds.len())?;
+    for line in departure_lines(&departures) {
+        writeln!(out, "departed: {line}")?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -302,7 +337,7 @@ fn show(
     out: &mut Out,
     id: &StorageIdentity,
     place: &str,
-    c: &dyn ControlCatalog,
+    c: &dyn Catalog,
     world_id: &str,
     json: bool,
 ) -> std::io::Result<ExitCode> {
@@ -311,12 +346,17 @@ fn show(
         Err(e @ WorldError::NotFound { .. }) => return Ok(fail(3, e)),
         Err(e) => return Ok(fail(1, e)),
     };
+    let departures = match c.load_departures() {
+        Ok(d) => d,
+        Err(e) => return Ok(fail(1, e)),
+    };
     if json {
         return print_json(
             out,
             &serde_json::json!({
                 "storage": identity_json(id, place),
                 "world": info,
+                "departures": departures.records,
             }),
         );
     }
@@ -328,6 +368,9 @@ fn show(
     writeln!(out, "status          {}", r.status.as_str())?;
     writeln!(out, "writer_mode     {}", r.writer_mode.as_str())?;
     writeln!(out, "tick_head       {}", r.tick_head)?;
+    for line in departure_lines(&departures) {
+        writeln!(out, "departed        {line}")?;
+    }
     writeln!(out, "signatures      {}", info.signatures.len())?;
     for s in &info.signatures {
         writeln!(out, "  table {}", printable(&s.table_id))?;

@@ -98,6 +98,13 @@ pub struct Endpoints {
     /// The destination Artifact root (default `<dest>/<namespace>/.custos-artifacts`).
     #[arg(long)]
     dest_artifacts: Option<PathBuf>,
+    /// Acknowledge that this migration makes a SECOND live copy of a
+    /// source that already departed to another destination (planned or
+    /// moved there): both copies' Worlds can then be resumed, each with
+    /// its own fence. Recorded at the source, in the plan and in the
+    /// receipt. Without it such a migration is refused (source-migrated).
+    #[arg(long)]
+    second_copy: bool,
 }
 
 /// The destination arguments alone (`verify`, the cold verifier).
@@ -454,6 +461,7 @@ struct Job {
     migration_id: Name,
     holder: Holder,
     version: Name,
+    second_copy: bool,
 }
 
 /// Refuses a destination directory that holds anything but this storage
@@ -556,6 +564,7 @@ impl Job {
             migration_id,
             holder,
             version,
+            second_copy: ends.second_copy,
         };
         foreign_destination(&job.destination)?;
         Ok(job)
@@ -576,6 +585,7 @@ impl Job {
             version: self.version.clone(),
             clock: &now,
             progress,
+            second_copy: self.second_copy,
         };
         Ok(f(&m))
     }

@@ -525,3 +525,78 @@ fn a_second_run_at_once_is_refused_and_the_first_completes() {
     );
     assert_eq!(run(&src, &dst, "m1", &[]).code, 0);
 }
+
+/// One activated home per World: a source that departed to one
+/// destination is refused a second migration to another (whatever its
+/// migration id), naming the first destination, before anything is fenced
+/// or written; `custos catalog discover` shows where it went; a second copy
+/// is made only when the operator says so, and is recorded in the
+/// source's record and the receipt.
+#[test]
+fn a_source_moves_once_unless_a_second_copy_is_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let (d1, d2) = (dir.path().join("d1"), dir.path().join("d2"));
+    fixture::build(&src, Size::SMALL);
+    let out = run(&src, &d1, "move-1", &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let fences = migration::fence_epochs(&src);
+    let d1_uri = format!("file://{}", std::fs::canonicalize(&d1).unwrap().display());
+    for id in ["move-1", "move-2"] {
+        for verb in ["check", "plan", "run"] {
+            let out = migrate(verb, &src, &d2, id, &[]);
+            refused(&out, "source-migrated", &d2);
+            assert!(
+                out.stderr.contains(&d1_uri) && out.stderr.contains("move-1"),
+                "the refusal names the first home: {}",
+                out.stderr
+            );
+            assert!(out.stderr.contains("--second-copy"), "{}", out.stderr);
+        }
+    }
+    assert_eq!(migration::fence_epochs(&src), fences, "a refusal fenced");
+    let shown = custos(&["catalog", "discover", src.to_str().unwrap()]);
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    assert!(
+        shown
+            .stdout
+            .contains(&format!("departed: moved to {d1_uri} by migration move-1")),
+        "{}",
+        shown.stdout
+    );
+    // The retry of the first migration still answers its receipt.
+    assert_eq!(run(&src, &d1, "move-1", &[]).code, 0);
+    // Acknowledged: a second copy, recorded.
+    let out = run(&src, &d2, "move-2", &["--second-copy", "--json"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let stored: StoredReceipt = serde_json::from_str(&out.stdout).unwrap();
+    assert!(stored.receipt.second_copy, "the receipt records the copy");
+    let shown = custos(&["catalog", "discover", src.to_str().unwrap(), "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&shown.stdout).unwrap();
+    let deps = v["departures"].as_array().unwrap();
+    assert_eq!(deps.len(), 2, "{v}");
+    assert_eq!(deps[1]["migration_id"], "move-2");
+    assert_eq!(deps[1]["second_copy"], true);
+    assert_eq!(deps[1]["leg"], "moved");
+}
+
+/// Someone else's plan while a migration is in flight (planned, not yet
+/// activated) is refused by the source's record before it fences
+/// anything, so the first migration's retry still completes — it is not
+/// wedged by fences a second planner took.
+#[test]
+fn a_second_plan_of_an_in_flight_source_is_refused_and_the_first_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let (d1, d2) = (dir.path().join("d1"), dir.path().join("d2"));
+    fixture::build(&src, Size::SMALL);
+    let out = migrate("plan", &src, &d1, "move-1", &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let fences = migration::fence_epochs(&src);
+    let out = migrate("plan", &src, &d2, "someone-else", &[]);
+    refused(&out, "source-migrated", &d2);
+    assert!(out.stderr.contains("planned"), "{}", out.stderr);
+    assert_eq!(migration::fence_epochs(&src), fences, "the refusal fenced");
+    let out = run(&src, &d1, "move-1", &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}

@@ -132,14 +132,25 @@ CREATE TABLE control_staged (
 );
 "#;
 
+/// Version 2: the source-side departure record (every migration that
+/// planned to move this endpoint, `custos_core::migration::departure`):
+/// one row of canonical bytes, replaced by compare-and-swap under the head
+/// lock.
+pub const SCHEMA_V2: &str = r#"
+CREATE TABLE control_departures (
+    id smallint PRIMARY KEY CHECK (id = 0),
+    departures bytea NOT NULL
+);
+"#;
+
 /// The control catalog's versioned schema: `steps[0]` is version 1.
 pub const CONTROL: Component = Component {
     name: COMPONENT_NAME,
-    steps: &[SCHEMA_V1],
+    steps: &[SCHEMA_V1, SCHEMA_V2],
 };
 
 /// The control-catalog version this build writes and reads.
-pub const CONTROL_VERSION: i64 = 1;
+pub const CONTROL_VERSION: i64 = 2;
 
 /// The tables a catalog of [`CONTROL_VERSION`] holds (what a read-only
 /// open checks).
@@ -150,6 +161,7 @@ pub const CONTROL_TABLES: &[&str] = &[
     "control_fences",
     "control_migrations",
     "control_staged",
+    "control_departures",
 ];
 
 /// The bound on a stored status or writer-mode word (the SQLite shell's

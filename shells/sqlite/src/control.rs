@@ -79,7 +79,7 @@ use crate::fault::Fault;
 use crate::readonly::{Conn, Expect, ReadOnly};
 
 /// The control-catalog version this build writes (and the newest it reads).
-pub const CONTROL_VERSION: i64 = 2;
+pub const CONTROL_VERSION: i64 = 3;
 
 /// The oldest control-catalog version a read-only open reads (version 1 has
 /// no fences: every world reads as never fenced).
@@ -132,6 +132,17 @@ CREATE TABLE control_migrations (
 CREATE TABLE control_staged (
     migration_id TEXT PRIMARY KEY REFERENCES control_migrations (migration_id),
     bundle BLOB NOT NULL
+) STRICT;
+";
+
+/// Version 3: the source-side departure record (the `admin` module,
+/// `custos_core::migration::departure`): one row holding the canonical
+/// bytes of every migration that planned to move this endpoint, replaced
+/// by compare-and-swap in one `BEGIN IMMEDIATE` transaction.
+pub const SCHEMA_V3: &str = "
+CREATE TABLE control_departures (
+    id INTEGER PRIMARY KEY CHECK (id = 0),
+    departures BLOB NOT NULL
 ) STRICT;
 ";
 
@@ -328,7 +339,7 @@ impl Drop for SqliteControlCatalog {
 
 /// The migration steps; their count is [`CONTROL_VERSION`] (checked by the
 /// array type).
-const CONTROL_STEPS: [&str; CONTROL_VERSION as usize] = [SCHEMA_V1, SCHEMA_V2];
+const CONTROL_STEPS: [&str; CONTROL_VERSION as usize] = [SCHEMA_V1, SCHEMA_V2, SCHEMA_V3];
 
 /// [`config::migrate_identified`] with this catalog's identity and steps.
 fn migrate(conn: &mut Connection) -> Result<(), OpenError> {

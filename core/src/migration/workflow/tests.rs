@@ -212,6 +212,7 @@ fn migration<'a>(
         version: n("custos-test"),
         clock: &clock,
         progress: &Quiet,
+        second_copy: false,
     }
 }
 
@@ -539,6 +540,7 @@ fn an_inventory_remembered_from_preflight_is_used_only_for_the_snapshot_it_check
     let grow = GrowBeforePlan(&src, std::sync::atomic::AtomicBool::new(false));
     let m = Migration {
         progress: &grow,
+        second_copy: false,
         ..migration(&src, &dst, &cold)
     };
     let receipt = m.migrate(None).unwrap();

@@ -18,6 +18,7 @@ use custos_core::migration::artifacts::{
     Entry, MemoryObjectStore, ObjectError, ObjectRead, ObjectStore, Occurrence,
 };
 use custos_core::migration::control::{AdminEffect, AdminError, ControlAdmin, ControlSnapshot};
+use custos_core::migration::departure::Departures;
 use custos_core::migration::tables::{MemoryTableStore, TableError, TableStore};
 use custos_core::migration::{
     CommitReply, Destination, Name, NormalizedUri, ObjectFacts, TableFacts, TablePlan,
@@ -155,6 +156,18 @@ impl ControlAdmin for Control {
     }
     fn stored_receipt(&self) -> Result<Option<Vec<u8>>, AdminError> {
         self.reader().map_err(admin_fault)?.stored_receipt()
+    }
+    fn load_departures(&self) -> Result<Departures, AdminError> {
+        self.reader().map_err(admin_fault)?.load_departures()
+    }
+    fn commit_departures(
+        &self,
+        expected: &Departures,
+        next: &Departures,
+    ) -> Result<(), AdminError> {
+        self.writer()
+            .map_err(admin_fault)?
+            .commit_departures(expected, next)
     }
 }
 

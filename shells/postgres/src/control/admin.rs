@@ -18,9 +18,11 @@
 //! refuses `commit_destination` before any statement is sent.
 
 use custos_core::migration::control::{
-    check_transition, decide_activation, decide_stage, decode_reservation, decode_stored_receipt,
-    encode_reservation, AdminEffect, AdminError, ControlAdmin, ControlSnapshot, StagedBundle,
+    check_departures, check_transition, decide_activation, decide_stage, decode_reservation,
+    decode_stored_receipt, encode_reservation, AdminEffect, AdminError, ControlAdmin,
+    ControlSnapshot, StagedBundle,
 };
+use custos_core::migration::departure::Departures;
 use custos_core::migration::{Destination, Reservation};
 use custos_core::world::{WorldError, WorldSlot};
 use postgres::Row;
@@ -314,5 +316,53 @@ impl ControlAdmin for PgControlCatalog {
                 None => None,
             })
         }))
+    }
+
+    fn load_departures(&self) -> Result<Departures, AdminError> {
+        settle(self.conn.read(load_departures))
+    }
+
+    fn commit_departures(
+        &self,
+        expected: &Departures,
+        next: &Departures,
+    ) -> Result<(), AdminError> {
+        self.refuse_read_only().map_err(world_err)?;
+        settle(self.conn.write(|tx| {
+            lock_head(tx).map_err(lift)?;
+            if load_departures(tx)? != *expected {
+                return Err(AdminError::Moved {
+                    detail: "the stored departure record is not the expected one".into(),
+                }
+                .into());
+            }
+            check_departures(next)?;
+            tx.execute(
+                "INSERT INTO control_departures (id, departures) VALUES (0, $1)
+                 ON CONFLICT (id) DO UPDATE SET departures = EXCLUDED.departures",
+                &[&next.encode()],
+            )
+            .map_err(db("store-departures"))?;
+            Ok(())
+        }))
+    }
+}
+
+/// The stored departure record, decoded canonically (empty when none was
+/// stored).
+fn load_departures(tx: &mut Tx<'_>) -> AdminTx<Departures> {
+    let row = tx
+        .query_opt(
+            "SELECT departures FROM control_departures WHERE id = 0",
+            &[],
+        )
+        .map_err(db("load-departures"))?;
+    let bytes = match row {
+        Some(r) => blob(&r, 0, "departures")?,
+        None => None,
+    };
+    match bytes {
+        None => Ok(Departures::default()),
+        Some(b) => Ok(Departures::decode(&b).map_err(|e| stored("departures", e))?),
     }
 }

@@ -13,9 +13,11 @@
 //! plan-mismatched piece fails closed.
 
 use custos_core::migration::control::{
-    check_transition, decide_activation, decide_stage, decode_reservation, decode_stored_receipt,
-    encode_reservation, AdminEffect, AdminError, ControlAdmin, ControlSnapshot, StagedBundle,
+    check_departures, check_transition, decide_activation, decide_stage, decode_reservation,
+    decode_stored_receipt, encode_reservation, AdminEffect, AdminError, ControlAdmin,
+    ControlSnapshot, StagedBundle,
 };
+use custos_core::migration::departure::Departures;
 use custos_core::migration::{Destination, Reservation};
 use custos_core::world::{WorldError, WorldSlot};
 use rusqlite::{params, OptionalExtension, Transaction, TransactionBehavior};
@@ -337,5 +339,60 @@ impl ControlAdmin for SqliteControlCatalog {
                 .transpose()
                 .map(Option::flatten)
         })
+    }
+
+    fn load_departures(&self) -> Result<Departures, AdminError> {
+        self.admin(TransactionBehavior::Deferred, load_departures)
+    }
+
+    fn commit_departures(
+        &self,
+        expected: &Departures,
+        next: &Departures,
+    ) -> Result<(), AdminError> {
+        self.admin(TransactionBehavior::Immediate, |tx| {
+            if load_departures(tx)? != *expected {
+                return Err(AdminError::Moved {
+                    detail: "the stored departure record is not the expected one".into(),
+                });
+            }
+            check_departures(next)?;
+            tx.prepare_cached(
+                "INSERT INTO control_departures (id, departures) VALUES (0, ?1)
+                 ON CONFLICT (id) DO UPDATE SET departures = excluded.departures",
+            )
+            .map_err(backend("store-departures"))?
+            .execute(params![next.encode()])
+            .map_err(backend("store-departures"))?;
+            Ok(())
+        })
+    }
+}
+
+/// The stored departure record, decoded canonically (empty when none was
+/// stored, or the file predates the record: a read-only handle of an
+/// older version).
+fn load_departures(tx: &Transaction<'_>) -> Result<Departures, AdminError> {
+    let present = tx
+        .prepare_cached(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'control_departures'",
+        )
+        .map_err(backend("load-departures"))?
+        .query_row([], |r| r.get::<_, i64>(0))
+        .map_err(backend("load-departures"))?;
+    if present == 0 {
+        return Ok(Departures::default());
+    }
+    let bytes = tx
+        .prepare_cached("SELECT departures FROM control_departures WHERE id = 0")
+        .map_err(backend("load-departures"))?
+        .query_row([], |r| blob(r, 0, "departures"))
+        .optional()
+        .map_err(backend("load-departures"))?
+        .transpose()?
+        .flatten();
+    match bytes {
+        None => Ok(Departures::default()),
+        Some(b) => Departures::decode(&b).map_err(|e| stored("departures", e)),
     }
 }
