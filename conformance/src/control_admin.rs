@@ -262,6 +262,78 @@ pub fn departures_are_compare_and_swap_and_never_exported<
     );
 }
 
+/// Abandon before activation: the reservation is stored abandoned with
+/// nothing staged (activation then finds no bundle), the abandoned id never
+/// resumes, an activated reservation is never abandoned, and another
+/// migration's reservation replaces the abandoned one — one reservation
+/// stored, as before.
+pub fn an_abandoned_reservation_stages_nothing_and_is_replaced<
+    C: ControlCatalog + ControlAdmin,
+    F: Fn() -> C,
+>(
+    factory: F,
+) {
+    let source = factory();
+    populate(&source);
+    let s = source.export_snapshot().unwrap();
+    let c = factory();
+    let (reserved, staged) = reserve_and_stage(&c, &s);
+    let fx = Fixture::new().unwrap();
+    let gone = custos_core::migration::abandon(&staged, &fx.migration)
+        .unwrap()
+        .unwrap();
+    c.commit_destination(&staged, &gone, AdminEffect::None)
+        .unwrap();
+    assert_eq!(c.load_destination().unwrap(), gone);
+    assert_eq!(
+        custos_core::migration::abandon(&gone, &fx.migration),
+        Ok(None)
+    );
+    // Nothing staged survives: resuming towards activation is refused.
+    for back in [&reserved, &staged] {
+        let r = c.commit_destination(&gone, back, AdminEffect::None);
+        assert_eq!(reason(r), "Invalid", "an abandoned id resumed");
+    }
+    assert!(c.discover_worlds().unwrap().is_empty());
+    // Another migration takes the destination in its place.
+    let mut theirs = reservation_for(&s, Status::Reserved, false);
+    if let Some(r) = theirs.reservation.as_mut() {
+        r.plan.migration_id = fx.other_migration.clone();
+        r.plan_digest = r.plan.digest();
+    }
+    c.commit_destination(&gone, &theirs, AdminEffect::None)
+        .unwrap();
+    assert_eq!(c.load_destination().unwrap(), theirs);
+    let staged_theirs = {
+        let mut d = theirs.clone();
+        if let Some(r) = d.reservation.as_mut() {
+            r.control = staged.reservation.as_ref().and_then(|o| o.control.clone());
+        }
+        d
+    };
+    let floors = staged_floors(&staged_theirs);
+    c.commit_destination(
+        &theirs,
+        &staged_theirs,
+        AdminEffect::Stage {
+            snapshot: &s,
+            floors: &floors,
+        },
+    )
+    .unwrap();
+    // An activated reservation is never abandoned (nor stored abandoned).
+    let d = factory();
+    let active = stage_and_activate(&d, &s);
+    assert!(custos_core::migration::abandon(&active, &fx.migration).is_err());
+    let mut forced = active.clone();
+    if let Some(r) = forced.reservation.as_mut() {
+        r.status = Status::Abandoned;
+    }
+    let r = d.commit_destination(&active, &forced, AdminEffect::None);
+    assert_eq!(reason(r), "Invalid");
+    assert_eq!(d.load_destination().unwrap(), active);
+}
+
 /// A staged bundle is invisible to discovery and to every read of the live
 /// catalog; staging it again is a no-op; another bundle is
 /// `StagingConflict` and changes nothing.
@@ -461,6 +533,7 @@ macro_rules! __with_control_admin_cases {
             export_is_exact_and_excludes_administration,
             commits_are_compare_and_swap,
             departures_are_compare_and_swap_and_never_exported,
+            an_abandoned_reservation_stages_nothing_and_is_replaced,
             staging_is_invisible_idempotent_and_exclusive,
             activation_imports_exact_records_and_floors,
             activation_refuses_a_populated_destination,

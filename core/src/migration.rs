@@ -192,6 +192,10 @@ pub enum Status {
     Completed,
     /// The source drifted at the recheck: the plan is dead.
     Invalidated,
+    /// Abandoned before activation ([`abandon`]): nothing of it was ever
+    /// discoverable, its copies are removed, its id never resumes here, and
+    /// another migration may take the destination in its place.
+    Abandoned,
 }
 
 /// The durable progress of one table at the destination.
@@ -728,7 +732,17 @@ fn own_reservation(state: &State) -> Result<Option<&Reservation>, MigrationError
         return Ok(None);
     };
     if r.plan.migration_id != state.run.migration_id {
+        // Another migration's abandoned reservation holds nothing: the
+        // destination is this migration's to take.
+        if r.status == Status::Abandoned {
+            return Ok(None);
+        }
         return Err(MigrationError::OtherMigration(r.plan.migration_id.clone()));
+    }
+    if r.status == Status::Abandoned {
+        return Err(MigrationError::MigrationAbandoned(
+            r.plan.migration_id.clone(),
+        ));
     }
     if state.run.plan != Some(r.plan_digest) {
         return Err(MigrationError::PlanChanged(r.plan.migration_id.clone()));
@@ -762,6 +776,11 @@ pub fn next_step(state: &State) -> Result<Next, MigrationError> {
         match r.status {
             Status::Completed => return stored_receipt(r).map(|s| Next::Done(Box::new(s))),
             Status::Invalidated => return Err(MigrationError::PlanInvalidated),
+            Status::Abandoned => {
+                return Err(MigrationError::MigrationAbandoned(
+                    r.plan.migration_id.clone(),
+                ))
+            }
             Status::Activated => {
                 return Ok(if r.cold.is_none() {
                     Next::ColdVerify
@@ -821,6 +840,48 @@ fn expected_step(state: &State) -> Step {
     }
 }
 
+/// Abandons migration `migration_id` at `destination`: its reservation
+/// exists and never reached activation (reserved, or invalidated by
+/// drift). Answers the administration to store by compare-and-swap — the
+/// reservation [`Status::Abandoned`], nothing staged — or `None` when it is
+/// abandoned already (a retry). Before activation no World of it is
+/// discoverable, so removing what it copied loses nothing; once activated
+/// the destination is a live home and is never abandoned
+/// ([`MigrationError::AbandonAfterActivation`]).
+///
+/// The stored [`Status::Abandoned`] is the authority, written first: from
+/// then on no driver of this id reserves, copies or activates here again
+/// ([`MigrationError::MigrationAbandoned`]), whatever it held in memory,
+/// and so the source's departure can be marked abandoned
+/// ([`departure::abandon`]) and the copies removed afterwards, each step
+/// safe to repeat after a crash. Another migration may then take the
+/// destination (its reservation replaces the abandoned one).
+pub fn abandon(
+    destination: &Destination,
+    migration_id: &Name,
+) -> Result<Option<Destination>, MigrationError> {
+    match &destination.reservation {
+        None => Err(MigrationError::NothingToAbandon(migration_id.clone())),
+        Some(r) if r.plan.migration_id != *migration_id => {
+            Err(MigrationError::OtherMigration(r.plan.migration_id.clone()))
+        }
+        Some(r) => match r.status {
+            Status::Abandoned => Ok(None),
+            Status::Reserved | Status::Invalidated => {
+                let mut next = r.clone();
+                next.status = Status::Abandoned;
+                next.control = None;
+                Ok(Some(Destination {
+                    reservation: Some(next),
+                }))
+            }
+            Status::Activated | Status::Completed => {
+                Err(MigrationError::AbandonAfterActivation(migration_id.clone()))
+            }
+        },
+    }
+}
+
 /// Decides one request. Total and deterministic: a refusal is a value.
 pub fn decide(state: &State, req: &Request) -> Result<Decision, MigrationError> {
     // A reservation of another migration or plan refuses everything but the
@@ -842,6 +903,11 @@ pub fn decide(state: &State, req: &Request) -> Result<Decision, MigrationError> 
             let r = own?.ok_or_else(|| out_of_order(expected_step(state), step))?;
             match r.status {
                 Status::Invalidated => return Err(MigrationError::PlanInvalidated),
+                Status::Abandoned => {
+                    return Err(MigrationError::MigrationAbandoned(
+                        r.plan.migration_id.clone(),
+                    ))
+                }
                 Status::Completed => {
                     return match req {
                         Request::Complete { .. } => Ok(Decision {
@@ -929,6 +995,11 @@ fn validate(state: &State, p: &Preflight) -> Result<Decision, MigrationError> {
     match reserved.map(|r| r.status) {
         Some(Status::Invalidated) => return Err(MigrationError::PlanInvalidated),
         Some(Status::Activated | Status::Completed) => return Err(MigrationError::SourceClosed),
+        Some(Status::Abandoned) => {
+            return Err(MigrationError::MigrationAbandoned(
+                state.run.migration_id.clone(),
+            ))
+        }
         Some(Status::Reserved) | None => {}
     }
     // One live home per World: the source's departures admit this one.
@@ -984,7 +1055,9 @@ fn reserve(state: &State, plan: &Plan, now: Millis) -> Result<Decision, Migratio
         return Err(out_of_order(expected_step(state), Step::Reserve));
     }
     let digest = check_plan(state, plan)?;
-    match &state.destination.reservation {
+    // Another migration's abandoned reservation is replaced.
+    let current = own_reservation(state)?;
+    match current {
         Some(r) if r.plan.migration_id != plan.migration_id => {
             Err(MigrationError::OtherMigration(r.plan.migration_id.clone()))
         }

@@ -28,6 +28,7 @@ pub mod custody;
 pub mod deployment;
 pub mod family;
 pub mod fence;
+pub mod homes;
 pub mod lease;
 pub mod ledger;
 pub mod migration;
@@ -161,6 +162,7 @@ pub fn registry() -> Vec<Box<dyn Registered>> {
         Box::new(family::family::<custody::CustodyModel>()),
         Box::new(family::family::<ledger::LedgerModel>()),
         Box::new(family::family::<migration::MigrationModel>()),
+        Box::new(family::family::<homes::HomesModel>()),
         Box::new(family::family::<world::WorldModel>()),
         Box::new(family::family::<release::ReleaseModel>()),
         Box::new(family::family::<deployment::DeploymentModel>()),

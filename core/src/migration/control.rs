@@ -415,10 +415,25 @@ pub fn check_transition<'a>(
         .ok_or_else(|| invalid("a stored reservation is never removed"))?;
     check_reservation(r)?;
     if let Some(old) = &current.reservation {
-        if old.plan.migration_id != r.plan.migration_id {
+        let abandoned = old.status == super::Status::Abandoned;
+        if old.plan.migration_id != r.plan.migration_id && !abandoned {
             return Err(invalid(
                 "the destination holds another migration's reservation",
             ));
+        }
+        if old.plan.migration_id == r.plan.migration_id
+            && abandoned
+            && r.status != super::Status::Abandoned
+        {
+            return Err(invalid("an abandoned migration never resumes"));
+        }
+        if r.status == super::Status::Abandoned
+            && matches!(
+                old.status,
+                super::Status::Activated | super::Status::Completed
+            )
+        {
+            return Err(invalid("an activated migration is never abandoned"));
         }
     }
     Ok(r)
@@ -675,6 +690,13 @@ impl ControlAdmin for crate::world::MemoryControlCatalog {
                     }
                 }
             }
+        }
+        if next
+            .reservation
+            .as_ref()
+            .is_some_and(|r| r.status == super::Status::Abandoned)
+        {
+            admin.staged = None;
         }
         admin.destination = next.clone();
         Ok(())

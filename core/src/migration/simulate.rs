@@ -741,7 +741,7 @@ impl Sim {
         };
         let ok = match r.status {
             Status::Reserved => r.receipt.is_none() && r.cold.is_none(),
-            Status::Invalidated => r.control.is_none() && r.receipt.is_none(),
+            Status::Invalidated | Status::Abandoned => r.control.is_none() && r.receipt.is_none(),
             Status::Activated | Status::Completed => {
                 r.objects.iter().all(|v| *v)
                     && r.tables

@@ -337,10 +337,10 @@ fn files_that_are_not_readable_catalogs_are_refused_and_left_untouched() {
             |p| {
                 drop(SqliteControlCatalog::open(p).unwrap());
                 let c = rusqlite::Connection::open(p).unwrap();
-                c.execute_batch("PRAGMA user_version = 3;").unwrap();
+                c.execute_batch("PRAGMA user_version = 4;").unwrap();
             },
             6,
-            "is a control catalog of version 3; this build reads versions 1 to 2",
+            "is a control catalog of version 4; this build reads versions 1 to 3",
         ),
         (
             "identity without tables",

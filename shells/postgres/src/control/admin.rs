@@ -208,6 +208,20 @@ fn live_records(tx: &mut Tx<'_>) -> AdminTx<u64> {
 
 fn store(tx: &mut Tx<'_>, r: &Reservation) -> AdminTx<()> {
     let receipt = r.receipt.as_ref();
+    // An abandoned reservation a new migration replaces goes, with any
+    // bundle staged for it (core's `check_transition` admitted only that);
+    // an abandoned one keeps nothing staged.
+    let id = r.plan.migration_id.as_str();
+    for sql in [
+        "DELETE FROM control_staged WHERE migration_id <> $1",
+        "DELETE FROM control_migrations WHERE migration_id <> $1",
+    ] {
+        tx.execute(sql, &[&id]).map_err(db("store-reservation"))?;
+    }
+    if r.status == custos_core::migration::Status::Abandoned {
+        tx.execute("DELETE FROM control_staged", &[])
+            .map_err(db("store-reservation"))?;
+    }
     let bytes = encode_reservation(r);
     let receipt_bytes = receipt.map(|s| s.encode());
     let receipt_digest = receipt.map(|s| s.digest.to_string());

@@ -222,6 +222,25 @@ fn live_records(tx: &Transaction<'_>) -> Result<u64, AdminError> {
 
 fn store(tx: &Transaction<'_>, r: &Reservation) -> Result<(), AdminError> {
     let receipt = r.receipt.as_ref();
+    // An abandoned reservation a new migration replaces goes, with any
+    // bundle staged for it (core's `check_transition` admitted only that);
+    // an abandoned one keeps nothing staged.
+    let id = r.plan.migration_id.as_str();
+    for sql in [
+        "DELETE FROM control_staged WHERE migration_id <> ?1",
+        "DELETE FROM control_migrations WHERE migration_id <> ?1",
+    ] {
+        tx.prepare_cached(sql)
+            .map_err(backend("store-reservation"))?
+            .execute(params![id])
+            .map_err(backend("store-reservation"))?;
+    }
+    if r.status == custos_core::migration::Status::Abandoned {
+        tx.prepare_cached("DELETE FROM control_staged")
+            .map_err(backend("store-reservation"))?
+            .execute([])
+            .map_err(backend("store-reservation"))?;
+    }
     tx.prepare_cached(
         "INSERT INTO control_migrations (migration_id, plan_digest, reservation, receipt, receipt_digest)
          VALUES (?1, ?2, ?3, ?4, ?5)
