@@ -101,3 +101,8 @@ fn deployment_model_holds_and_kills_every_mutant() {
 fn access_model_holds_and_kills_every_mutant() {
     check("access", 35_837);
 }
+
+#[test]
+fn migration_homes_model_holds_and_kills_every_mutant() {
+    check("migration-homes", 1_009);
+}

@@ -27,6 +27,11 @@ use custos_core::migration::Status;
 use fixture::Size;
 use migration::{bin, destination, run, run_args};
 
+/// Every run here moves the one source fixture into a new destination
+/// (a destination per kill point), so each acknowledges that it makes a
+/// further copy of the source's Worlds; a retry says the same.
+const COPY: &str = "--second-copy";
+
 /// How a run was stopped.
 enum Stop {
     /// SIGKILL once `n` lines were on stderr.
@@ -41,6 +46,7 @@ enum Stop {
 fn killed_run(src: &Path, dst: &Path, stop: Stop) -> (bool, String) {
     let mut child = Command::new(bin())
         .args(run_args(src, dst, "m-kill"))
+        .arg(COPY)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -96,11 +102,11 @@ fn check_after_kill(dst: &Path, what: &str) {
 /// Retries to completion; answers the receipt (stdout of `--json`) after
 /// checking a further retry answers it byte-identical, or what went wrong.
 fn retry_to_receipt(src: &Path, dst: &Path) -> Result<String, String> {
-    let done = run(src, dst, "m-kill", &["--json"]);
+    let done = run(src, dst, "m-kill", &["--json", COPY]);
     if done.code != 0 {
         return Err(format!("the retry does not converge: {}", done.stderr));
     }
-    let again = run(src, dst, "m-kill", &["--json"]);
+    let again = run(src, dst, "m-kill", &["--json", COPY]);
     if again.code != 0 || again.stdout != done.stdout {
         return Err(format!(
             "a further retry does not answer the same receipt: {}",
@@ -140,7 +146,7 @@ fn sigkill_anywhere_in_a_run_converges_to_one_receipt() {
     let before = migration::source_state(&f);
     // Calibrate: the steps a whole run announces, and how long it takes.
     let start = Instant::now();
-    let cal = run(&src, &dir.path().join("calibration"), "m-kill", &[]);
+    let cal = run(&src, &dir.path().join("calibration"), "m-kill", &[COPY]);
     let took = start.elapsed();
     assert_eq!(cal.code, 0, "{}", cal.stderr);
     let lines = cal.stderr.lines().count();
@@ -237,7 +243,7 @@ fn killed_at_step(dir: &Path, step: &str, after: usize) -> (PathBuf, PathBuf) {
     let src = dir.join("src");
     let dst = dir.join("dst");
     fixture::build(&src, Size::SMALL);
-    let cal = run(&src, &dir.join("calibration"), "m-kill", &[]);
+    let cal = run(&src, &dir.join("calibration"), "m-kill", &[COPY]);
     assert_eq!(cal.code, 0, "{}", cal.stderr);
     let at = cal
         .stderr
@@ -259,7 +265,7 @@ fn after_activation_a_retry_needs_no_source() {
     let (src, dst) = killed_at_step(dir.path(), "cold verification", 1);
     assert_eq!(destination(&dst).0, Some(Status::Activated));
     std::fs::remove_dir_all(&src).unwrap();
-    let done = run(&src, &dst, "m-kill", &["--json"]);
+    let done = run(&src, &dst, "m-kill", &["--json", COPY]);
     assert_eq!(done.code, 0, "{}", done.stderr);
     assert_eq!(destination(&dst).0, Some(Status::Completed));
     assert!(!src.exists(), "the retry recreated the source");
