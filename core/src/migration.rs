@@ -46,6 +46,7 @@ pub mod content;
 pub mod control;
 mod data;
 pub mod departure;
+pub mod metadata;
 pub mod simulate;
 pub mod tables;
 #[cfg(test)]
@@ -1500,14 +1501,20 @@ pub fn check_cold(r: &Reservation, e: &ColdEvidence) -> Result<(), MigrationErro
     if e.objects_verified != r.plan.artifacts.objects.len() as u64 {
         return fail("not every object verified");
     }
-    let same = e.tables.len() == r.plan.tables.len()
-        && r.plan
-            .tables
-            .iter()
-            .zip(&e.tables)
-            .all(|(t, (n, f))| t.name == *n && t.destination_matches(f));
-    if !same {
-        return fail("destination tables differ from the plan");
+    if e.tables.len() != r.plan.tables.len() {
+        return fail(&format!(
+            "{} destination tables read for {} planned",
+            e.tables.len(),
+            r.plan.tables.len()
+        ));
+    }
+    for (t, (n, f)) in r.plan.tables.iter().zip(&e.tables) {
+        if t.name != *n {
+            return fail(&format!("table {n} read where {} is planned", t.name));
+        }
+        if let Some(what) = f.difference(t) {
+            return fail(&format!("table {n} differs from the plan: {what}"));
+        }
     }
     let resumable = r.plan.worlds.iter().find(|w| w.resumable);
     match (&e.resume, resumable) {
@@ -1550,6 +1557,7 @@ fn build_receipt(r: &Reservation, version: &Name, now: Millis) -> Result<Receipt
             source_snapshot: t.source.snapshot,
             destination_snapshot: d.snapshot,
             schema_fingerprint: t.source.schema_fingerprint,
+            metadata_fingerprint: t.source.metadata_fingerprint,
             rows: t.source.rows,
             source_content_digest: t.source.content_digest,
             destination_content_digest: d.content_digest,

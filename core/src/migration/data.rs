@@ -398,7 +398,7 @@ pub enum Classification {
     Application,
 }
 
-/// Evidence of one table's content: what a fresh read reproduces.
+/// Evidence of one table: what a fresh read reproduces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TableFacts {
@@ -406,6 +406,9 @@ pub struct TableFacts {
     pub snapshot: u64,
     /// The logical-schema fingerprint.
     pub schema_fingerprint: Digest,
+    /// The fingerprint of the table's partition spec, sort order and
+    /// owner's properties ([`super::metadata::TableMetadata::fingerprint`]).
+    pub metadata_fingerprint: Digest,
     /// The row count.
     pub rows: u64,
     /// The deterministic, order-independent content digest.
@@ -413,9 +416,40 @@ pub struct TableFacts {
 }
 
 impl TableFacts {
-    /// Same logical content: schema, rows and digest (snapshot ignored).
-    pub fn same_content(&self, schema: Digest, rows: u64, digest: Digest) -> bool {
-        self.schema_fingerprint == schema && self.rows == rows && self.content_digest == digest
+    /// Same logical table: schema, metadata, rows and digest (snapshot
+    /// ignored).
+    pub fn same_content(
+        &self,
+        schema: Digest,
+        metadata: Digest,
+        rows: u64,
+        digest: Digest,
+    ) -> bool {
+        self.schema_fingerprint == schema
+            && self.metadata_fingerprint == metadata
+            && self.rows == rows
+            && self.content_digest == digest
+    }
+
+    /// What differs between these facts (a destination's) and the ones
+    /// `plan` expects, for a refusal that says why: `None` when they
+    /// match ([`TablePlan::destination_matches`]).
+    pub fn difference(&self, plan: &TablePlan) -> Option<String> {
+        let want = &plan.source;
+        let mut what = Vec::new();
+        if self.schema_fingerprint != want.schema_fingerprint {
+            what.push("schema fingerprint");
+        }
+        if self.metadata_fingerprint != want.metadata_fingerprint {
+            what.push("metadata fingerprint (partition spec, sort order or properties)");
+        }
+        if self.rows != want.rows {
+            what.push("row count");
+        }
+        if self.content_digest != plan.destination_content_digest {
+            what.push("content digest");
+        }
+        (!what.is_empty()).then(|| what.join(", "))
     }
 }
 
@@ -439,6 +473,7 @@ impl TablePlan {
     pub fn destination_matches(&self, facts: &TableFacts) -> bool {
         facts.same_content(
             self.source.schema_fingerprint,
+            self.source.metadata_fingerprint,
             self.source.rows,
             self.destination_content_digest,
         )
@@ -691,6 +726,9 @@ pub struct TableReceipt {
     pub destination_snapshot: u64,
     /// Logical-schema fingerprint.
     pub schema_fingerprint: Digest,
+    /// Fingerprint of the partition spec, sort order and owner's
+    /// properties, the same at both ends.
+    pub metadata_fingerprint: Digest,
     /// Row count.
     pub rows: u64,
     /// Source content digest.

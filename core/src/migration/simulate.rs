@@ -128,11 +128,16 @@ impl Fixture {
         Digest::of(format!("schema-{i}").as_bytes())
     }
 
+    fn metadata(&self, i: usize) -> Digest {
+        Digest::of(format!("metadata-{i}").as_bytes())
+    }
+
     /// Source evidence of table `i` at drift generation `generation`.
     pub fn source_table(&self, i: usize, generation: u8) -> TableFacts {
         TableFacts {
             snapshot: 10 + u64::from(generation),
             schema_fingerprint: self.schema(i),
+            metadata_fingerprint: self.metadata(i),
             rows: 3 + u64::from(generation),
             content_digest: Digest::of(format!("content-{i}-{generation}").as_bytes()),
         }
@@ -206,18 +211,21 @@ impl Fixture {
             0 => TableFacts {
                 snapshot: 0,
                 schema_fingerprint: source.schema_fingerprint,
+                metadata_fingerprint: source.metadata_fingerprint,
                 rows: 0,
                 content_digest: Digest::of(b"empty"),
             },
             1 => TableFacts {
                 snapshot: 100 + i as u64,
                 schema_fingerprint: source.schema_fingerprint,
+                metadata_fingerprint: source.metadata_fingerprint,
                 rows: source.rows,
                 content_digest: self.relocated_digest(i, generation),
             },
             n => TableFacts {
                 snapshot: 100 + i as u64 + u64::from(n),
                 schema_fingerprint: source.schema_fingerprint,
+                metadata_fingerprint: source.metadata_fingerprint,
                 rows: source.rows * u64::from(n),
                 content_digest: Digest::of(format!("duplicated-{i}-{n}").as_bytes()),
             },

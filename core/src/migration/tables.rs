@@ -4,14 +4,18 @@
 //!
 //! **Evidence.** A table's [`TableFacts`] are read from one pinned snapshot:
 //! the snapshot identity (0 for a table with none: empty), the migration
-//! schema fingerprint, the row count and the content digest
-//! ([`super::content`]). The namespace is enumerated through the store's
-//! catalog, never from a hard-coded list.
+//! schema fingerprint, the metadata fingerprint (partition spec, sort order
+//! and owner's properties: [`super::metadata`]), the row count and the
+//! content digest ([`super::content`]). The namespace is enumerated through
+//! the store's catalog, never from a hard-coded list.
 //!
 //! **Copy.** [`TableStore::copy_from`] reads the plan's pinned source
 //! snapshot — refusing with [`TableError::SourceDrift`] when it no longer
 //! reads as the plan's evidence — and writes the destination in one commit
-//! that lands only while the destination table is still empty. A
+//! that lands only while the destination table is still empty. The
+//! destination table is created with the source's schema, partition spec,
+//! sort order and owner's properties; an existing empty destination table
+//! with another schema or metadata is [`TableError::DestinationConflict`]. A
 //! destination that already holds the plan's content converges (no second
 //! append); other content is [`TableError::DestinationConflict`]. The
 //! answer is a [`CommitReply`]: `Committed` with the evidence of a fresh
@@ -29,6 +33,7 @@ use thiserror::Error;
 
 use super::artifacts::Occurrence;
 use super::content::{RowWriter, TableDigest, Unit};
+use super::metadata::TableMetadata;
 use super::{CommitReply, Digest, Name, TableFacts, TablePlan};
 
 /// Why a table-store operation was refused or failed. A refusal found
@@ -213,6 +218,8 @@ pub enum MemoryRows {
 #[derive(Clone, Debug)]
 struct MemoryTable {
     schema: Digest,
+    /// The metadata fingerprint ([`TableMetadata::fingerprint`]).
+    metadata: Digest,
     /// Snapshots, oldest first: `(id, rows)`.
     snapshots: Vec<(u64, MemoryRows)>,
 }
@@ -258,12 +265,27 @@ impl MemoryTableStore {
     }
 
     /// Creates `table` (empty, no snapshot) with `schema` as its migration
-    /// schema fingerprint; an existing table is left as it is.
+    /// schema fingerprint, unpartitioned, unsorted and without properties;
+    /// an existing table is left as it is.
     pub fn create(&self, table: &Name, schema: Digest) -> Result<(), TableError> {
+        self.create_with(table, schema, &TableMetadata::default())
+    }
+
+    /// Creates `table` (empty, no snapshot) with `schema` as its migration
+    /// schema fingerprint and `metadata` as its partition spec, sort order
+    /// and properties; an existing table is left as it is.
+    pub fn create_with(
+        &self,
+        table: &Name,
+        schema: Digest,
+        metadata: &TableMetadata,
+    ) -> Result<(), TableError> {
+        let metadata = metadata.fingerprint();
         self.lock()?
             .entry(table.clone())
             .or_insert_with(|| MemoryTable {
                 schema,
+                metadata,
                 snapshots: Vec::new(),
             });
         Ok(())
@@ -317,17 +339,20 @@ impl MemoryTableStore {
         Ok(self.lock()?.get(table).map_or(0, |t| t.snapshots.len()))
     }
 
+    /// The table's `(schema, metadata)` fingerprints and its rows at
+    /// `snapshot` (`None` for 0).
     fn rows_at(
         &self,
         table: &Name,
         snapshot: u64,
-    ) -> Result<(Digest, Option<MemoryRows>), TableError> {
+    ) -> Result<(Shape, Option<MemoryRows>), TableError> {
         let tables = self.lock()?;
         let t = tables
             .get(table)
             .ok_or_else(|| not_found(table, "no such table"))?;
+        let shape = (t.schema, t.metadata);
         if snapshot == 0 {
-            return Ok((t.schema, None));
+            return Ok((shape, None));
         }
         let rows = t
             .snapshots
@@ -335,7 +360,7 @@ impl MemoryTableStore {
             .find(|(id, _)| *id == snapshot)
             .map(|(_, r)| r.clone())
             .ok_or_else(|| not_found(table, &format!("no snapshot {snapshot}")))?;
-        Ok((t.schema, Some(rows)))
+        Ok((shape, Some(rows)))
     }
 }
 
@@ -346,8 +371,11 @@ fn not_found(table: &Name, detail: &str) -> TableError {
     }
 }
 
+/// A memory table's schema and metadata fingerprints.
+type Shape = (Digest, Digest);
+
 fn facts(
-    schema: Digest,
+    (schema, metadata): Shape,
     snapshot: u64,
     rows: Option<&MemoryRows>,
 ) -> Result<TableFacts, TableError> {
@@ -358,6 +386,7 @@ fn facts(
     Ok(TableFacts {
         snapshot,
         schema_fingerprint: schema,
+        metadata_fingerprint: metadata,
         rows: n,
         content_digest: digest,
     })
@@ -371,7 +400,7 @@ impl TableStore for MemoryTableStore {
             .map(|(name, t)| {
                 let last = t.snapshots.last();
                 let f = facts(
-                    t.schema,
+                    (t.schema, t.metadata),
                     last.map_or(0, |(id, _)| *id),
                     last.map(|(_, r)| r),
                 )?;
@@ -381,8 +410,8 @@ impl TableStore for MemoryTableStore {
     }
 
     fn evidence_at(&self, table: &Name, snapshot: u64) -> Result<TableFacts, TableError> {
-        let (schema, rows) = self.rows_at(table, snapshot)?;
-        facts(schema, snapshot, rows.as_ref())
+        let (shape, rows) = self.rows_at(table, snapshot)?;
+        facts(shape, snapshot, rows.as_ref())
     }
 
     fn inspect(&self, table: &Name) -> Result<Option<TableFacts>, TableError> {
@@ -392,7 +421,7 @@ impl TableStore for MemoryTableStore {
         };
         match t.snapshots.last() {
             None => Ok(None),
-            Some((id, rows)) => facts(t.schema, *id, Some(rows)).map(Some),
+            Some((id, rows)) => facts((t.schema, t.metadata), *id, Some(rows)).map(Some),
         }
     }
 
@@ -415,7 +444,7 @@ impl TableStore for MemoryTableStore {
     ) -> Result<Digest, TableError> {
         let source = self.occurrences(table, snapshot)?;
         check_relocated(table, &source, relocated)?;
-        let (schema, _) = self.rows_at(table, snapshot)?;
+        let ((schema, _), _) = self.rows_at(table, snapshot)?;
         Ok(digest_of(schema, &MemoryRows::Occurrences(relocated.to_vec()))?.1)
     }
 
@@ -426,8 +455,8 @@ impl TableStore for MemoryTableStore {
         relocated: Option<&[Occurrence]>,
     ) -> Result<CommitReply, TableError> {
         let name = &plan.name;
-        let (schema, rows) = source.rows_at(name, plan.source.snapshot)?;
-        let pinned = facts(schema, plan.source.snapshot, rows.as_ref())?;
+        let (shape, rows) = source.rows_at(name, plan.source.snapshot)?;
+        let pinned = facts(shape, plan.source.snapshot, rows.as_ref())?;
         if pinned != plan.source {
             return Err(TableError::SourceDrift {
                 table: name.as_str().to_owned(),
@@ -455,8 +484,17 @@ impl TableStore for MemoryTableStore {
         // table is still empty.
         {
             let mut tables = self.lock()?;
+            if let Some(t) = tables.get(name).filter(|t| (t.schema, t.metadata) != shape) {
+                return Err(TableError::DestinationConflict {
+                    table: name.as_str().to_owned(),
+                    detail: format!(
+                        "an existing table of schema {} and metadata {} is not the source's",
+                        t.schema, t.metadata
+                    ),
+                });
+            }
             if let Some((id, held)) = tables.get(name).and_then(|t| t.snapshots.last()) {
-                let found = facts(schema, *id, Some(held))?;
+                let found = facts(shape, *id, Some(held))?;
                 return if plan.destination_matches(&found) {
                     Ok(CommitReply::Committed(found))
                 } else {
@@ -467,7 +505,8 @@ impl TableStore for MemoryTableStore {
                 };
             }
             let t = tables.entry(name.clone()).or_insert_with(|| MemoryTable {
-                schema,
+                schema: shape.0,
+                metadata: shape.1,
                 snapshots: Vec::new(),
             });
             if let Some(rows) = rows {
@@ -488,7 +527,7 @@ impl TableStore for MemoryTableStore {
         }
         let read = match self.inspect(name)? {
             Some(f) => f,
-            None => facts(schema, 0, None)?,
+            None => self.evidence_at(name, 0)?,
         };
         if !plan.destination_matches(&read) {
             return Err(TableError::VerifyMismatch {

@@ -771,23 +771,39 @@ fn cold_evidence_with_a_table_that_differs_from_the_plan_is_refused() {
     // Same names and count, one table's content other than planned.
     let mut changed = e.clone();
     changed.tables[1].1.content_digest = Digest::of(b"other rows");
+    let t1 = e.tables[1].0.clone();
     assert_eq!(
         cold_refusal(&r, &changed),
-        "destination tables differ from the plan"
+        format!("table {t1} differs from the plan: content digest")
+    );
+    // A table that lost its partitioning (or sort order, or properties):
+    // same rows, other metadata.
+    let mut unpartitioned = e.clone();
+    unpartitioned.tables[1].1.metadata_fingerprint =
+        crate::migration::metadata::TableMetadata::default().fingerprint();
+    assert_eq!(
+        cold_refusal(&r, &unpartitioned),
+        format!(
+            "table {t1} differs from the plan: metadata fingerprint (partition spec, sort order or properties)"
+        )
     );
     // A table missing.
     let mut short = e.clone();
     short.tables.pop();
     assert_eq!(
         cold_refusal(&r, &short),
-        "destination tables differ from the plan"
+        format!(
+            "{} destination tables read for {} planned",
+            e.tables.len() - 1,
+            e.tables.len()
+        )
     );
     // A table renamed.
-    let mut renamed = e;
+    let mut renamed = e.clone();
     renamed.tables[0].0 = Name::new("zz-other").unwrap();
     assert_eq!(
         cold_refusal(&r, &renamed),
-        "destination tables differ from the plan"
+        format!("table zz-other read where {} is planned", e.tables[0].0)
     );
 }
 
@@ -1082,6 +1098,71 @@ fn a_recorded_object_found_absent_is_a_conflict_not_a_copy() {
         ),
         Err(MigrationError::ObjectConflict(sha256))
     );
+}
+
+#[test]
+fn a_destination_table_with_other_metadata_is_refused_at_every_step() {
+    // The plan's table, read back with the same schema, rows and content
+    // but another partition spec, sort order or properties.
+    let (st, name, c) = a_committed_table(&fx());
+    let lost = TableFacts {
+        metadata_fingerprint: crate::migration::metadata::TableMetadata::default().fingerprint(),
+        ..c
+    };
+    assert_ne!(lost.metadata_fingerprint, c.metadata_fingerprint);
+    let r = st.destination.reservation.as_ref().unwrap();
+    let plan = r.plan.tables.iter().find(|t| t.name == name).unwrap();
+    assert!(plan.destination_matches(&c));
+    assert!(!plan.destination_matches(&lost));
+    // Found at the destination, committed, or read back: a conflict.
+    for req in [
+        Request::Table {
+            name: name.clone(),
+            found: Some(lost),
+        },
+        Request::TableCommitted {
+            name: name.clone(),
+            reply: CommitReply::Committed(lost),
+        },
+    ] {
+        assert!(
+            matches!(
+                decide(&st, &req),
+                Err(MigrationError::TableConflict(_) | MigrationError::UnexpectedCommit(_))
+            ),
+            "{req:?}"
+        );
+    }
+    // Every table committed: the read-back of one that lost its metadata
+    // does not verify.
+    let st = drive_to_reserved(&fx(), |r| {
+        r.tables
+            .iter()
+            .all(|t| matches!(t, TableState::Committed(_) | TableState::Verified(_)))
+            && r.tables
+                .iter()
+                .any(|t| matches!(t, TableState::Committed(_)))
+    });
+    let (name, c) = first_table(&st, |t| match t {
+        TableState::Committed(c) => Some(*c),
+        _ => None,
+    });
+    let lost = TableFacts {
+        metadata_fingerprint: crate::migration::metadata::TableMetadata::default().fingerprint(),
+        ..c
+    };
+    assert_eq!(
+        decide(
+            &st,
+            &Request::VerifyTable {
+                name: name.clone(),
+                read_back: lost,
+            }
+        ),
+        Err(MigrationError::TableConflict(name.clone()))
+    );
+    let d = decide(&st, &Request::VerifyTable { name, read_back: c }).unwrap();
+    assert_eq!(d.outcome, Outcome::Recorded);
 }
 
 /// A read-back of `name` equal to its verified facts `v` repeats; any

@@ -29,13 +29,14 @@ use custos_core::migration::artifacts::Occurrence;
 use custos_core::migration::{Digest, Name, NormalizedUri};
 use futures::TryStreamExt;
 use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
+use iceberg::table::Table;
 use iceberg::{Catalog, TableCreation};
 
 use crate::error::{ice, IcebergError};
 use crate::evidence::{content_of, fingerprint, TableEvidence};
 use crate::logical::iceberg_schema_to_logical;
 use crate::store::IcebergStore;
-use crate::transfer::{scan, CopyOutcome, Fault, Inspection};
+use crate::transfer::{logical_metadata, scan, CopyOutcome, Fault, Inspection};
 
 /// The occurrence table's name.
 pub const ARTIFACT_FILES: &str = "artifact_files";
@@ -284,23 +285,23 @@ impl IcebergStore {
     fn relocated_parts(
         &self,
         relocated: &[Occurrence],
-    ) -> Result<(iceberg::spec::Schema, RecordBatch, TableEvidence), IcebergError> {
+    ) -> Result<(Table, RecordBatch, TableEvidence), IcebergError> {
         let arrow = self.table_arrow_schema(ARTIFACT_FILES)?;
         let batch = to_batch(arrow, relocated)?;
-        let schema = self.run(async {
-            let t = self.load_existing(ARTIFACT_FILES).await?;
-            Ok(t.metadata().current_schema().as_ref().clone())
-        })?;
-        let logical = iceberg_schema_to_logical(&schema)?;
+        let table = self.run(self.load_existing(ARTIFACT_FILES))?;
+        let logical = iceberg_schema_to_logical(table.metadata().current_schema())?;
         let schema_fingerprint = fingerprint(&logical);
+        let metadata = logical_metadata(&table, ARTIFACT_FILES)?;
         let expected = TableEvidence {
             name: ARTIFACT_FILES.to_owned(),
             snapshot: None,
             content: content_of(schema_fingerprint, std::slice::from_ref(&batch))?,
             schema: logical,
             schema_fingerprint,
+            metadata_fingerprint: metadata.fingerprint(),
+            metadata,
         };
-        Ok((schema, batch, expected))
+        Ok((table, batch, expected))
     }
 
     /// Writes this (destination) store's `artifact_files` from `relocated`,
@@ -343,7 +344,7 @@ impl IcebergStore {
                 s.artifact_id.as_str()
             )));
         }
-        let (schema, batch, expected) = source.relocated_parts(relocated)?;
+        let (table, batch, expected) = source.relocated_parts(relocated)?;
         match self.inspect_destination(&expected)? {
             Inspection::Matching(e) => return Ok((CopyOutcome::Converged(e), expected)),
             Inspection::Conflicting(e) => {
@@ -357,7 +358,7 @@ impl IcebergStore {
             }
             Inspection::Absent => {}
         }
-        let outcome = self.commit_batches(&schema, &expected, &[batch], fault)?;
+        let outcome = self.commit_batches(&table, &expected, &[batch], fault)?;
         Ok((outcome, expected))
     }
 }

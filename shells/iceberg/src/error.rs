@@ -123,6 +123,16 @@ pub enum IcebergError {
         /// What differs.
         detail: String,
     },
+    /// A table's partition spec or sort order names a column its schema
+    /// does not have: its metadata cannot be described, so it is neither
+    /// fingerprinted nor copied.
+    #[error("MalformedTableMetadata: table {table}: {detail}")]
+    MalformedTableMetadata {
+        /// The table.
+        table: String,
+        /// What is wrong.
+        detail: String,
+    },
     /// A filesystem or runtime operation failed.
     #[error("Io: {op}: {source}")]
     Io {
@@ -151,6 +161,7 @@ impl IcebergError {
             IcebergError::CommitInDoubt { .. } => "CommitInDoubt",
             IcebergError::SourceDrift { .. } => "SourceDrift",
             IcebergError::VerifyMismatch { .. } => "VerifyMismatch",
+            IcebergError::MalformedTableMetadata { .. } => "MalformedTableMetadata",
             IcebergError::Io { .. } => "Io",
         }
     }

@@ -1,6 +1,7 @@
 //! Table evidence for migration (spec 001 §4): a table's logical schema and
-//! its fingerprint, row count and content digest, read from one pinned
-//! snapshot, batch by batch (memory is one batch plus core's fixed
+//! its fingerprint, its partition spec, sort order and owner's properties
+//! and their fingerprint, row count and content digest, read from one
+//! pinned snapshot, batch by batch (memory is one batch plus core's fixed
 //! accumulator, whatever the row count).
 //!
 //! The digest itself is core's ([`custos_core::migration::content`]); this
@@ -20,6 +21,7 @@ use arrow::datatypes::{
     UInt64Type, UInt8Type,
 };
 use custos_core::migration::content::{self, Content, RowWriter, TableDigest, Unit};
+use custos_core::migration::metadata::TableMetadata;
 use custos_core::migration::Digest;
 use custos_core::schema::Schema;
 
@@ -37,15 +39,23 @@ pub struct TableEvidence {
     pub schema: Schema,
     /// [`content::schema_fingerprint`] of `schema`.
     pub schema_fingerprint: Digest,
+    /// The table's current partition spec, sort order and owner's
+    /// properties (table-level: the same whichever snapshot is read).
+    pub metadata: TableMetadata,
+    /// [`TableMetadata::fingerprint`] of `metadata`.
+    pub metadata_fingerprint: Digest,
     /// Rows and content digest.
     pub content: Content,
 }
 
 impl TableEvidence {
-    /// Same logical table: schema (with nullability), rows and digest.
+    /// Same logical table: schema (with nullability), partition spec, sort
+    /// order and properties, rows and digest.
     pub fn same_content(&self, other: &TableEvidence) -> bool {
         self.schema == other.schema
             && self.schema_fingerprint == other.schema_fingerprint
+            && self.metadata == other.metadata
+            && self.metadata_fingerprint == other.metadata_fingerprint
             && self.content == other.content
     }
 }

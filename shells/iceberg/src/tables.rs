@@ -47,6 +47,7 @@ fn facts(e: &TableEvidence) -> Result<TableFacts, TableError> {
     Ok(TableFacts {
         snapshot,
         schema_fingerprint: e.schema_fingerprint,
+        metadata_fingerprint: e.metadata_fingerprint,
         rows: e.content.rows,
         content_digest: e.content.digest,
     })
@@ -192,13 +193,10 @@ impl TableStore for IcebergStore {
             Err(e) => return Err(table_err(e)),
         };
         let read = facts(&evidence)?;
-        if !plan.destination_matches(&read) {
+        if let Some(what) = read.difference(plan) {
             return Err(TableError::VerifyMismatch {
                 table: name.as_str().to_owned(),
-                detail: format!(
-                    "a fresh read gives {} rows of digest {}",
-                    read.rows, read.content_digest
-                ),
+                detail: format!("a fresh read differs from the plan in its {what}"),
             });
         }
         Ok(CommitReply::Committed(read))

@@ -6,12 +6,23 @@
 //! snapshot; [`IcebergStore::table_evidence`] reads one table at a pinned
 //! snapshot.
 //!
+//! **Table metadata.** A table's partition spec, sort order and owner's
+//! properties are logical identity, not layout
+//! ([`custos_core::migration::metadata`]): [`logical_metadata`] describes
+//! them by column name, and the evidence carries that description and its
+//! fingerprint. The destination table is created with the source's schema,
+//! current partition spec, current sort order and every property but the
+//! physical ones; Iceberg gives a new table fresh field ids and re-binds the
+//! spec and the order to them by column name, so they name the same
+//! columns at the destination whatever ids the source had. Rows are written
+//! split by the destination's partition spec, one set of data files per
+//! partition.
+//!
 //! **One commit, only into an empty table.** [`IcebergStore::copy_table`]
-//! creates the destination table with the source's exact Iceberg schema
-//! (field ids included), streams the pinned source snapshot into data files
-//! while digesting what it writes (a source that no longer reads as the
-//! plan's evidence is [`IcebergError::SourceDrift`], nothing committed), and
-//! commits one fast append. Iceberg's `Transaction::commit` re-bases a
+//! creates the destination table as above, streams the pinned source
+//! snapshot into data files while digesting what it writes (a source that
+//! no longer reads as the plan's evidence is [`IcebergError::SourceDrift`],
+//! nothing committed), and commits one fast append. Iceberg's `Transaction::commit` re-bases a
 //! conflicting commit onto the refreshed table and tries again, which would
 //! turn a lost race into a second, blind append; so the commit goes through
 //! [`EmptyOnly`], a catalog whose `update_table` refuses (not retryably)
@@ -28,24 +39,32 @@
 //!
 //! **Verification.** A copy is accepted only after a fresh read of the
 //! destination reproduces the logical schema (order, names, normalized
-//! types, nullability), row count and content digest.
+//! types, nullability), the table metadata (partition spec, sort order,
+//! owner's properties), row count and content digest.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use arrow::array::RecordBatch;
+use arrow::array::{make_array, ArrayData, RecordBatch};
+use arrow::datatypes::{DataType, SchemaRef as ArrowSchemaRef};
 use async_trait::async_trait;
 use custos_core::migration::content::{RowWriter, TableDigest};
+use custos_core::migration::metadata::{
+    is_physical_property, NullOrder, PartitionField, SortDirection, SortField, TableMetadata,
+};
 use futures::TryStreamExt;
-use iceberg::spec::DataFileFormat;
+use iceberg::arrow::RecordBatchPartitionSplitter;
+use iceberg::spec::{DataFile, DataFileFormat};
 use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
-use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
+use iceberg::writer::base_writer::data_file_writer::{DataFileWriter, DataFileWriterBuilder};
 use iceberg::writer::file_writer::location_generator::{
     DefaultFileNameGenerator, DefaultLocationGenerator,
 };
 use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
 use iceberg::writer::file_writer::ParquetWriterBuilder;
+use iceberg::writer::partitioning::fanout_writer::FanoutWriter;
+use iceberg::writer::partitioning::PartitioningWriter;
 use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
 use iceberg::{
     Catalog, ErrorKind, Namespace, NamespaceIdent, TableCommit, TableCreation, TableIdent,
@@ -234,29 +253,232 @@ async fn append_files(
     tx.commit(catalog).await
 }
 
-pub(crate) async fn data_writer(table: &Table) -> iceberg::Result<impl IcebergWriter> {
-    let parquet = ParquetWriterBuilder::new(
-        WriterProperties::default(),
-        table.metadata().current_schema().clone(),
-    );
+type FileBuilder =
+    DataFileWriterBuilder<ParquetWriterBuilder, DefaultLocationGenerator, DefaultFileNameGenerator>;
+
+/// Writes rows into new data files of one table: as they come for an
+/// unpartitioned table; split by the table's default partition spec
+/// otherwise, each partition into its own files, so that every data file
+/// carries its partition value (a fast append refuses a file without one).
+///
+/// Every batch is first re-labelled with the table's own Arrow schema
+/// ([`conform`]): a batch read from another table (a migration's source)
+/// carries that table's field ids, and a new table's ids may differ — an
+/// Iceberg catalog assigns fresh ones at creation — while the columns, in
+/// order, are the same.
+pub(crate) struct TableWriter {
+    /// The table's Arrow schema (its field ids in the field metadata).
+    arrow: ArrowSchemaRef,
+    files: Files,
+}
+
+enum Files {
+    /// An unpartitioned table.
+    Plain(DataFileWriter<ParquetWriterBuilder, DefaultLocationGenerator, DefaultFileNameGenerator>),
+    /// A partitioned table: a splitter computing each row's partition from
+    /// the spec's transforms, and one writer per partition.
+    Partitioned {
+        /// Splits a batch by partition.
+        splitter: RecordBatchPartitionSplitter,
+        /// One data file writer per partition seen.
+        fanout: FanoutWriter<FileBuilder>,
+    },
+}
+
+impl TableWriter {
+    /// Writes `batch` (every column of the table, in schema order).
+    pub(crate) async fn write(&mut self, batch: RecordBatch) -> iceberg::Result<()> {
+        let batch = conform(batch, &self.arrow)?;
+        match &mut self.files {
+            Files::Plain(w) => w.write(batch).await,
+            Files::Partitioned { splitter, fanout } => {
+                for (key, part) in splitter.split(&batch)? {
+                    fanout.write(key, part).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Closes every file and answers them.
+    pub(crate) async fn close(self) -> iceberg::Result<Vec<DataFile>> {
+        match self.files {
+            Files::Plain(mut w) => w.close().await,
+            Files::Partitioned { fanout, .. } => fanout.close().await,
+        }
+    }
+}
+
+/// A writer of new data files for `table` (see [`TableWriter`]).
+pub(crate) async fn data_writer(table: &Table) -> iceberg::Result<TableWriter> {
+    let schema = table.metadata().current_schema().clone();
+    let arrow = Arc::new(iceberg::arrow::schema_to_arrow_schema(&schema)?);
+    let parquet = ParquetWriterBuilder::new(WriterProperties::default(), schema.clone());
     let rolling = RollingFileWriterBuilder::new_with_default_file_size(
         parquet,
         table.file_io().clone(),
         DefaultLocationGenerator::new(table.metadata())?,
         DefaultFileNameGenerator::new(unique_prefix(), None, DataFileFormat::Parquet),
     );
-    DataFileWriterBuilder::new(rolling).build(None).await
+    let builder = DataFileWriterBuilder::new(rolling);
+    let spec = table.metadata().default_partition_spec();
+    let files = if spec.is_unpartitioned() {
+        Files::Plain(builder.build(None).await?)
+    } else {
+        Files::Partitioned {
+            splitter: RecordBatchPartitionSplitter::try_new_with_computed_values(
+                schema,
+                spec.clone(),
+            )?,
+            fanout: FanoutWriter::new(builder),
+        }
+    };
+    Ok(TableWriter { arrow, files })
+}
+
+/// `batch` with `schema`: the same columns, in order, re-labelled with
+/// `schema`'s fields (names, nullability and field metadata, nested fields
+/// included). The data is not touched; a column whose physical layout is
+/// not the field's is refused by Arrow's validation.
+pub(crate) fn conform(batch: RecordBatch, schema: &ArrowSchemaRef) -> iceberg::Result<RecordBatch> {
+    if batch.schema().fields() == schema.fields() {
+        return Ok(batch);
+    }
+    let invalid = |e: String| iceberg::Error::new(ErrorKind::DataInvalid, e);
+    if batch.num_columns() != schema.fields().len() {
+        return Err(invalid(format!(
+            "a batch of {} columns for a table of {}",
+            batch.num_columns(),
+            schema.fields().len()
+        )));
+    }
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(schema.fields())
+        .map(|(c, f)| {
+            relabel(c.to_data(), f.data_type())
+                .map(make_array)
+                .map_err(|e| invalid(format!("column {}: {e}", f.name())))
+        })
+        .collect::<iceberg::Result<Vec<_>>>()?;
+    RecordBatch::try_new(schema.clone(), columns).map_err(|e| invalid(e.to_string()))
+}
+
+/// `data` typed as `to`, its children re-labelled recursively.
+fn relabel(data: ArrayData, to: &DataType) -> Result<ArrayData, arrow::error::ArrowError> {
+    if data.data_type() == to {
+        return Ok(data);
+    }
+    let children = match to {
+        DataType::Struct(fields) => data
+            .child_data()
+            .iter()
+            .zip(fields.iter())
+            .map(|(c, f)| relabel(c.clone(), f.data_type()))
+            .collect::<Result<Vec<_>, _>>()?,
+        DataType::List(f)
+        | DataType::LargeList(f)
+        | DataType::ListView(f)
+        | DataType::LargeListView(f)
+        | DataType::FixedSizeList(f, _)
+        | DataType::Map(f, _) => data
+            .child_data()
+            .iter()
+            .map(|c| relabel(c.clone(), f.data_type()))
+            .collect::<Result<Vec<_>, _>>()?,
+        _ => data.child_data().to_vec(),
+    };
+    data.into_builder()
+        .data_type(to.clone())
+        .child_data(children)
+        .build()
+}
+
+/// The partition spec, sort order and owner's properties of `table` (its
+/// current ones), each column named by its full path in the current schema
+/// ([`custos_core::migration::metadata`]). A spec or order naming a column
+/// the schema lacks is [`IcebergError::MalformedTableMetadata`].
+pub fn logical_metadata(table: &Table, name: &str) -> Result<TableMetadata, IcebergError> {
+    let m = table.metadata();
+    let schema = m.current_schema();
+    let column = |id: i32, what: &str| {
+        schema
+            .name_by_field_id(id)
+            .map(str::to_owned)
+            .ok_or_else(|| IcebergError::MalformedTableMetadata {
+                table: name.to_owned(),
+                detail: format!("the {what} names field id {id}, which the schema does not have"),
+            })
+    };
+    let partition = m
+        .default_partition_spec()
+        .fields()
+        .iter()
+        .map(|f| {
+            Ok(PartitionField {
+                source: column(f.source_id, "partition spec")?,
+                transform: f.transform.to_string(),
+                name: f.name.clone(),
+            })
+        })
+        .collect::<Result<Vec<_>, IcebergError>>()?;
+    let sort = m
+        .default_sort_order()
+        .fields
+        .iter()
+        .map(|f| {
+            Ok(SortField {
+                source: column(f.source_id, "sort order")?,
+                transform: f.transform.to_string(),
+                direction: match f.direction {
+                    iceberg::spec::SortDirection::Ascending => SortDirection::Ascending,
+                    iceberg::spec::SortDirection::Descending => SortDirection::Descending,
+                },
+                nulls: match f.null_order {
+                    iceberg::spec::NullOrder::First => NullOrder::First,
+                    iceberg::spec::NullOrder::Last => NullOrder::Last,
+                },
+            })
+        })
+        .collect::<Result<Vec<_>, IcebergError>>()?;
+    Ok(TableMetadata::new(
+        partition,
+        sort,
+        m.properties().iter().map(|(k, v)| (k.clone(), v.clone())),
+    ))
+}
+
+/// How the destination of `src` is created under `name`: the source's
+/// current schema, partition spec and sort order, and its properties but
+/// the physical ones (module docs).
+fn creation_of(src: &Table, name: &str) -> TableCreation {
+    let m = src.metadata();
+    TableCreation::builder()
+        .name(name.to_owned())
+        .schema(m.current_schema().as_ref().clone())
+        .partition_spec(m.default_partition_spec().as_ref().clone())
+        .sort_order(m.default_sort_order().as_ref().clone())
+        .properties(
+            m.properties()
+                .iter()
+                .filter(|(k, _)| !is_physical_property(k))
+                .map(|(k, v)| (k.clone(), v.clone())),
+        )
+        .build()
 }
 
 fn drift(table: &str, what: &str, expected: &TableEvidence, got: &TableEvidence) -> String {
     format!(
-        "{what}: expected {} rows, digest {}, schema {}; read {} rows, digest {}, schema {} ({table})",
+        "{what}: expected {} rows, digest {}, schema {}, metadata {}; read {} rows, digest {}, schema {}, metadata {} ({table})",
         expected.content.rows,
         expected.content.digest,
         expected.schema_fingerprint,
+        expected.metadata_fingerprint,
         got.content.rows,
         got.content.digest,
         got.schema_fingerprint,
+        got.metadata_fingerprint,
     )
 }
 
@@ -319,6 +541,7 @@ impl IcebergStore {
                 Inspection::Matching(found)
             } else if table.metadata().current_snapshot_id().is_none()
                 && found.schema == expected.schema
+                && found.metadata == expected.metadata
             {
                 Inspection::Absent
             } else {
@@ -356,8 +579,18 @@ impl IcebergStore {
             Inspection::Absent => {}
         }
         let src = source.run(source.load_existing(&expected.name))?;
-        let schema = src.metadata().current_schema().as_ref().clone();
-        let table = self.run(self.destination_table(&schema, &expected.name))?;
+        let metadata = logical_metadata(&src, &expected.name)?;
+        if metadata != expected.metadata {
+            return Err(IcebergError::SourceDrift {
+                table: expected.name.clone(),
+                detail: format!(
+                    "the source's partition spec, sort order or properties changed: metadata {} now, {} planned",
+                    metadata.fingerprint(),
+                    expected.metadata_fingerprint
+                ),
+            });
+        }
+        let table = self.run(self.destination_table(&src, &expected.name))?;
         let files = self.write_snapshot(&src, &table, expected)?;
         if let Some(files) = files {
             self.commit_files(&table, files, &expected.name, fault)?;
@@ -366,11 +599,11 @@ impl IcebergStore {
     }
 
     /// Writes `batches` (the complete expected content) into the
-    /// destination table `expected.name`, created with `schema`, in one
-    /// guarded commit, and verifies it by a fresh read.
+    /// destination table `expected.name`, created as `src` is (module
+    /// docs), in one guarded commit, and verifies it by a fresh read.
     pub(crate) fn commit_batches(
         &self,
-        schema: &iceberg::spec::Schema,
+        src: &Table,
         expected: &TableEvidence,
         batches: &[RecordBatch],
         fault: Fault,
@@ -380,7 +613,7 @@ impl IcebergStore {
                 op: "commit_batches",
             });
         }
-        let table = self.run(self.destination_table(schema, &expected.name))?;
+        let table = self.run(self.destination_table(src, &expected.name))?;
         if batches.iter().any(|b| b.num_rows() > 0) {
             let files = self.run(async {
                 let mut writer = data_writer(&table)
@@ -438,16 +671,12 @@ impl IcebergStore {
         Ok(CopyOutcome::Copied(found))
     }
 
-    /// The destination table: created with the source's exact schema, or
-    /// the existing empty one when its logical schema is the source's.
-    async fn destination_table(
-        &self,
-        schema: &iceberg::spec::Schema,
-        name: &str,
-    ) -> Result<Table, IcebergError> {
+    /// The destination table: created as `src` is (module docs), or the
+    /// existing empty one when its logical schema and metadata are the
+    /// source's.
+    async fn destination_table(&self, src: &Table, name: &str) -> Result<Table, IcebergError> {
         let ident = self.ident(name);
         let catalog = self.iceberg_catalog();
-        let schema = schema.clone();
         if catalog
             .table_exists(&ident)
             .await
@@ -457,24 +686,23 @@ impl IcebergStore {
                 .load_table(&ident)
                 .await
                 .map_err(ice("load the table"))?;
-            let want = iceberg_schema_to_logical(&schema)?;
+            let want = iceberg_schema_to_logical(src.metadata().current_schema())?;
             let have = iceberg_schema_to_logical(t.metadata().current_schema())?;
-            if want != have || t.metadata().current_snapshot_id().is_some() {
+            if want != have
+                || logical_metadata(src, name)? != logical_metadata(&t, name)?
+                || t.metadata().current_snapshot_id().is_some()
+            {
                 return Err(IcebergError::DestinationConflict {
                     table: name.to_owned(),
-                    detail:
-                        "an existing destination table is not an empty table of the source's schema"
-                            .into(),
+                    detail: "an existing destination table is not an empty table of the source's \
+                             schema, partition spec, sort order and properties"
+                        .into(),
                 });
             }
             return Ok(t);
         }
-        let creation = TableCreation::builder()
-            .name(name.to_owned())
-            .schema(schema)
-            .build();
         catalog
-            .create_table(self.namespace_ident(), creation)
+            .create_table(self.namespace_ident(), creation_of(src, name))
             .await
             .map_err(ice("create the destination table"))
     }
@@ -583,6 +811,7 @@ async fn evidence_of(
     snapshot: Option<i64>,
 ) -> Result<TableEvidence, IcebergError> {
     let (snapshot, schema, schema_fingerprint) = header_of(table, name, snapshot)?;
+    let metadata = logical_metadata(table, name)?;
     let mut digest = TableDigest::new(schema_fingerprint);
     let mut w = RowWriter::new();
     if let Some(id) = snapshot {
@@ -596,6 +825,8 @@ async fn evidence_of(
         snapshot,
         schema,
         schema_fingerprint,
+        metadata_fingerprint: metadata.fingerprint(),
+        metadata,
         content: digest.finish(),
     })
 }

@@ -187,3 +187,94 @@ fn every_occurrence_field_is_in_its_row() {
     };
     assert_ne!(d(&a), d(&b));
 }
+
+fn partitioned_by(column: &str) -> TableMetadata {
+    use crate::migration::metadata::PartitionField;
+    TableMetadata::new(
+        vec![PartitionField {
+            source: column.into(),
+            transform: "identity".into(),
+            name: column.into(),
+        }],
+        Vec::new(),
+        [("owner".to_string(), "ops".to_string())],
+    )
+}
+
+#[test]
+fn a_copy_carries_the_tables_metadata_into_its_evidence() {
+    let (src, dst) = (MemoryTableStore::new(), MemoryTableStore::new());
+    let t = name("events");
+    let meta = partitioned_by("region");
+    src.create_with(&t, Digest::of(b"schema"), &meta).unwrap();
+    src.append(&t, MemoryRows::Canonical(vec![b"a".to_vec()]))
+        .unwrap();
+    let plan = plan_of(&src, &t, None);
+    assert_eq!(plan.source.metadata_fingerprint, meta.fingerprint());
+    let CommitReply::Committed(f) = dst.copy_from(&src, &plan, None).unwrap() else {
+        panic!("ambiguous")
+    };
+    assert_eq!(f.metadata_fingerprint, meta.fingerprint());
+    assert!(plan.destination_matches(&f));
+    // An empty table keeps its metadata too.
+    let e = name("empty");
+    src.create_with(&e, Digest::of(b"schema"), &meta).unwrap();
+    let plan = plan_of(&src, &e, None);
+    let CommitReply::Committed(f) = dst.copy_from(&src, &plan, None).unwrap() else {
+        panic!("ambiguous")
+    };
+    assert_eq!(
+        (f.snapshot, f.metadata_fingerprint),
+        (0, meta.fingerprint())
+    );
+}
+
+#[test]
+fn differing_metadata_changes_the_evidence_and_is_not_the_plans_table() {
+    let (a, b) = (MemoryTableStore::new(), MemoryTableStore::new());
+    let t = name("events");
+    let rows = || MemoryRows::Canonical(vec![b"a".to_vec(), b"b".to_vec()]);
+    a.create_with(&t, Digest::of(b"schema"), &partitioned_by("region"))
+        .unwrap();
+    a.append(&t, rows()).unwrap();
+    // The same schema and rows, unpartitioned.
+    b.create(&t, Digest::of(b"schema")).unwrap();
+    b.append(&t, rows()).unwrap();
+    let (fa, fb) = (
+        a.inspect(&t).unwrap().unwrap(),
+        b.inspect(&t).unwrap().unwrap(),
+    );
+    assert_eq!(
+        (fa.schema_fingerprint, fa.rows, fa.content_digest),
+        (fb.schema_fingerprint, fb.rows, fb.content_digest)
+    );
+    assert_ne!(fa.metadata_fingerprint, fb.metadata_fingerprint);
+    assert_ne!(fa, fb);
+    // Partitioned by another column: other evidence again.
+    let c = MemoryTableStore::new();
+    c.create_with(&t, Digest::of(b"schema"), &partitioned_by("day"))
+        .unwrap();
+    c.append(&t, rows()).unwrap();
+    let fc = c.inspect(&t).unwrap().unwrap();
+    assert_ne!(fc.metadata_fingerprint, fa.metadata_fingerprint);
+    // The plan of the partitioned table is not met by the other two.
+    let plan = plan_of(&a, &t, None);
+    for other in [fb, fc] {
+        assert!(!plan.destination_matches(&other));
+        assert_eq!(
+            other.difference(&plan).as_deref(),
+            Some("metadata fingerprint (partition spec, sort order or properties)")
+        );
+    }
+    // Nor is a copy into either: populated, or empty but of another shape.
+    assert_eq!(
+        b.copy_from(&a, &plan, None).unwrap_err().reason(),
+        "DestinationConflict"
+    );
+    let empty = MemoryTableStore::new();
+    empty.create(&t, Digest::of(b"schema")).unwrap();
+    let e = empty.copy_from(&a, &plan, None).unwrap_err();
+    assert_eq!(e.reason(), "DestinationConflict");
+    assert!(e.to_string().contains("table events"), "{e}");
+    assert_eq!(empty.snapshot_count(&t).unwrap(), 0);
+}
