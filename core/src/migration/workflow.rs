@@ -817,6 +817,7 @@ where
             found,
         };
         if self.send(state, &req, AdminEffect::None)? != Outcome::Append {
+            // Matching content found: recorded (or already recorded).
             self.progress.table(index, t.source.rows);
             return Ok(());
         }
@@ -838,8 +839,11 @@ where
             name: t.name.clone(),
             reply,
         };
-        self.send(state, &req, AdminEffect::None)?;
-        self.progress.table(index, t.source.rows);
+        // An ambiguous reply is inspected at the next step, which reports
+        // the table once it is found: each table is reported once.
+        if self.send(state, &req, AdminEffect::None)? != Outcome::InspectFirst {
+            self.progress.table(index, t.source.rows);
+        }
         Ok(())
     }
 

@@ -18,12 +18,17 @@ use std::path::Path;
 use custos_core::fence::Holder;
 use custos_core::identity::StorageIdentity;
 use custos_core::migration::artifacts::{facts_of, Occurrence};
-use custos_core::migration::{Resume, StoredReceipt};
+use custos_core::migration::metadata::TableMetadata;
+use custos_core::migration::tables::TableStore;
+use custos_core::migration::{Resume, StoredReceipt, TableFacts};
 use custos_core::world::{ControlCatalog, FencePurpose, WorldStatus};
-use custos_iceberg::IcebergStore;
+use custos_iceberg::iceberg::table::Table;
+use custos_iceberg::iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent};
+use custos_iceberg::transfer::logical_metadata;
+use custos_iceberg::{IcebergError, IcebergStore};
 use custos_sqlite::control::{catalog_path, SqliteControlCatalog};
 
-use fixture::{Size, GONE, LIVE, TICK};
+use fixture::{Size, GONE, LIVE, PARTITIONED, PARTITIONED_PROPERTIES, TICK};
 use migration::{custos, migrate, run, tree, Run};
 
 #[test]
@@ -45,7 +50,7 @@ fn a_whole_identity_migrates_and_the_destination_stands_alone() {
     let on_file = StoredReceipt::decode(&std::fs::read(&receipt_file).unwrap()).unwrap();
     assert_eq!(on_file, stored);
     let r = &stored.receipt;
-    assert_eq!(r.tables.len(), 5, "{r:?}");
+    assert_eq!(r.tables.len(), 6, "{r:?}");
     assert_eq!(r.artifacts.occurrences, Size::SMALL.objects as u64 + 1);
     assert_eq!(r.artifacts.objects, Size::SMALL.objects as u64);
     // One active World (the destroyed one is a record, not activated), its
@@ -599,4 +604,199 @@ fn a_second_plan_of_an_in_flight_source_is_refused_and_the_first_completes() {
     assert_eq!(migration::fence_epochs(&src), fences, "the refusal fenced");
     let out = run(&src, &d1, "move-1", &[]);
     assert_eq!(out.code, 0, "{}", out.stderr);
+}
+
+/// The progress of a run (plain lines: stderr is not a terminal) names
+/// each table's copy exactly once — the empty tables' included: a table
+/// with a snapshot but no row was once committed as an append of no file,
+/// which Iceberg refuses, read as an ambiguous commit and copied again.
+#[test]
+fn progress_names_each_table_copy_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let dst = dir.path().join("dst");
+    let f = fixture::build(&src, Size::SMALL);
+    let tables = IcebergStore::open_readonly(&f.id)
+        .unwrap()
+        .namespace()
+        .unwrap();
+    // Both kinds of empty table: without a snapshot, and with a snapshot
+    // that holds no row (whose copy commits nothing).
+    assert!(
+        tables.iter().any(|(_, t)| t.snapshot == 0 && t.rows == 0)
+            && tables.iter().any(|(_, t)| t.snapshot != 0 && t.rows == 0),
+        "the fixture has both empty tables: {tables:?}"
+    );
+    let out = run(&src, &dst, "m1", &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    for (name, _) in &tables {
+        for line in [
+            format!("migrate: copy table {name}"),
+            format!("migrate: verify table {name}"),
+        ] {
+            let n = out.stderr.lines().filter(|l| *l == line).count();
+            assert_eq!(n, 1, "{line:?} {n} times in:\n{}", out.stderr);
+        }
+        let copied = format!("migrate: table {name}: ");
+        let n = out
+            .stderr
+            .lines()
+            .filter(|l| l.starts_with(&copied))
+            .count();
+        assert_eq!(n, 1, "{copied:?} {n} times in:\n{}", out.stderr);
+    }
+}
+
+fn store_at(uri: &Path, writable: bool) -> IcebergStore {
+    let id = StorageIdentity::new(uri.to_str().unwrap(), "default", "iceberg").unwrap();
+    if writable {
+        IcebergStore::open_writable(&id).unwrap()
+    } else {
+        IcebergStore::open_readonly(&id).unwrap()
+    }
+}
+
+fn ice(op: &'static str) -> impl FnOnce(custos_iceberg::iceberg::Error) -> IcebergError {
+    move |e| IcebergError::Iceberg {
+        op,
+        source: Box::new(e),
+    }
+}
+
+fn ident(table: &str) -> TableIdent {
+    TableIdent::new(NamespaceIdent::new("default".into()), table.into())
+}
+
+fn load_table(store: &IcebergStore, table: &str) -> Table {
+    store
+        .run(async {
+            store
+                .iceberg_catalog()
+                .load_table(&ident(table))
+                .await
+                .map_err(ice("load"))
+        })
+        .unwrap()
+}
+
+fn facts_of_table(store: &IcebergStore, table: &str) -> TableFacts {
+    store
+        .namespace()
+        .unwrap()
+        .into_iter()
+        .find(|(n, _)| n.as_str() == table)
+        .unwrap()
+        .1
+}
+
+/// Replaces the destination's [`PARTITIONED`] table of `rows` rows with an
+/// unpartitioned, unsorted table of the same schema and rows and no
+/// properties: what a copy that drops the table's metadata would leave.
+fn strip_metadata(dst: &Path, table: &str, rows: i64) {
+    let store = store_at(dst, true);
+    let t = load_table(&store, table);
+    let schema = t.metadata().current_schema().as_ref().clone();
+    store
+        .run(async {
+            let c = store.iceberg_catalog();
+            c.drop_table(&ident(table)).await.map_err(ice("drop"))?;
+            c.create_table(
+                &NamespaceIdent::new("default".into()),
+                TableCreation::builder()
+                    .name(table.into())
+                    .schema(schema)
+                    .build(),
+            )
+            .await
+            .map_err(ice("create"))
+        })
+        .unwrap();
+    let batch = fixture::partitioned_rows(&store, rows);
+    store.append(table, &[batch]).unwrap();
+}
+
+/// A partitioned, sorted application table with properties arrives with
+/// all three (the same metadata fingerprint at both ends, bound in the
+/// receipt); a destination that later loses them fails re-verification,
+/// which names the table.
+#[test]
+fn table_metadata_survives_the_move_and_verification_checks_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let dst = dir.path().join("dst");
+    fixture::build(&src, Size::SMALL);
+    fixture::add_partitioned_table(&src, 90);
+    let receipt_file = dir.path().join("receipt.json");
+    let out = run(
+        &src,
+        &dst,
+        "m1",
+        &["--receipt", receipt_file.to_str().unwrap(), "--json"],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let stored: StoredReceipt = serde_json::from_str(&out.stdout).unwrap();
+    let (s, d) = (store_at(&src, false), store_at(&dst, false));
+    let (sf, df) = (
+        facts_of_table(&s, PARTITIONED),
+        facts_of_table(&d, PARTITIONED),
+    );
+    assert_ne!(
+        sf.metadata_fingerprint,
+        TableMetadata::default().fingerprint()
+    );
+    assert_eq!(df.metadata_fingerprint, sf.metadata_fingerprint);
+    assert_eq!((df.rows, df.content_digest), (sf.rows, sf.content_digest));
+    let line = stored
+        .receipt
+        .tables
+        .iter()
+        .find(|t| t.name.as_str() == PARTITIONED)
+        .unwrap();
+    assert_eq!(line.metadata_fingerprint, sf.metadata_fingerprint);
+    let (st, dt) = (load_table(&s, PARTITIONED), load_table(&d, PARTITIONED));
+    let meta = logical_metadata(&dt, PARTITIONED).unwrap();
+    assert_eq!(meta, logical_metadata(&st, PARTITIONED).unwrap());
+    assert_eq!(meta.partition().len(), 1, "{meta:?}");
+    assert_eq!(
+        (
+            meta.partition()[0].source.as_str(),
+            meta.partition()[0].transform.as_str()
+        ),
+        ("region", "identity")
+    );
+    assert_eq!(meta.sort().len(), 1, "{meta:?}");
+    for (k, v) in PARTITIONED_PROPERTIES {
+        assert_eq!(
+            dt.metadata().properties().get(k).map(String::as_str),
+            Some(v)
+        );
+    }
+    // Every other table's metadata arrives too.
+    for (name, f) in s.namespace().unwrap() {
+        assert_eq!(
+            facts_of_table(&d, name.as_str()).metadata_fingerprint,
+            f.metadata_fingerprint,
+            "{name}"
+        );
+    }
+    drop((s, d, st, dt));
+    // The destination loses the partitioning, sort order and properties
+    // (rows and schema kept): re-verification fails and names the table.
+    strip_metadata(&dst, PARTITIONED, 90);
+    let v = custos(&[
+        "migrate",
+        "verify",
+        "--dest",
+        dst.to_str().unwrap(),
+        "--receipt",
+        receipt_file.to_str().unwrap(),
+    ]);
+    assert_ne!(v.code, 0, "{}", v.stdout);
+    assert!(
+        v.stderr
+            .contains(&format!("table {PARTITIONED} differs from the plan"))
+            && v.stderr.contains("metadata fingerprint"),
+        "{}",
+        v.stderr
+    );
 }

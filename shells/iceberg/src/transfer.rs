@@ -31,6 +31,11 @@
 //! compare-and-swap of the metadata location. The commit therefore
 //! succeeds only if the destination is still empty when it lands.
 //!
+//! An empty source table — no snapshot, or a snapshot without a row —
+//! is copied as a destination table without a snapshot: nothing is
+//! committed (Iceberg refuses an append of no file), and the evidence is
+//! the same, the snapshot being physical.
+//!
 //! **Ambiguity.** A commit whose reply is lost is
 //! [`IcebergError::CommitInDoubt`]; [`IcebergStore::inspect_destination`]
 //! decides it from a fresh read: matching evidence converges, no snapshot
@@ -592,7 +597,12 @@ impl IcebergStore {
         }
         let table = self.run(self.destination_table(&src, &expected.name))?;
         let files = self.write_snapshot(&src, &table, expected)?;
-        if let Some(files) = files {
+        // A pinned snapshot without a row (a table its writer emptied)
+        // wrote no file: there is nothing to commit — Iceberg refuses an
+        // append of no file — and the destination table without a snapshot
+        // is that empty table (same schema, metadata, rows and digest; the
+        // snapshot is physical).
+        if let Some(files) = files.filter(|f| !f.is_empty()) {
             self.commit_files(&table, files, &expected.name, fault)?;
         }
         self.verify(expected)
@@ -708,8 +718,8 @@ impl IcebergStore {
     }
 
     /// Streams `expected.snapshot` of `src` into new data files of `dst`,
-    /// digesting every row written; `None` when the snapshot is empty (no
-    /// commit needed). Refuses with [`IcebergError::SourceDrift`] when what
+    /// digesting every row written; `None` when there is no snapshot, no
+    /// file when it holds no row (no commit needed either way). Refuses with [`IcebergError::SourceDrift`] when what
     /// was read is not the plan's evidence.
     fn write_snapshot(
         &self,

@@ -213,6 +213,57 @@ fn every_table_the_catalog_lists_is_copied_and_verified() {
     assert_eq!(snapshots(&dst, "events"), 1);
 }
 
+/// A table whose writer emptied it: a snapshot that holds no data file.
+/// Its copy commits nothing (Iceberg refuses an append of no file; the
+/// refusal was once read as an ambiguous commit and the table copied a
+/// second time) and its evidence matches through the port.
+#[test]
+fn a_snapshot_without_rows_is_copied_without_a_commit() {
+    use custos_core::migration::tables::TableStore;
+    use custos_core::migration::{Classification, CommitReply, Name, TablePlan};
+    use iceberg::transaction::{ApplyTransactionAction, Transaction};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let src = IcebergStore::open_writable(&id(&tmp.path().join("src"))).unwrap();
+    create(&src, "drained");
+    src.run(async {
+        let c = src.iceberg_catalog();
+        let t = c.load_table(&store_ident("drained")).await.unwrap();
+        let tx = Transaction::new(&t);
+        let tx = tx
+            .fast_append()
+            .set_snapshot_properties([("note".to_string(), "emptied".to_string())].into())
+            .apply(tx)
+            .unwrap();
+        tx.commit(c).await.unwrap();
+        Ok(())
+    })
+    .unwrap();
+    let e = evidence(&src, "drained");
+    assert!(e.snapshot.is_some());
+    assert_eq!(e.content.rows, 0);
+    let dst = IcebergStore::open_writable(&id(&tmp.path().join("dst"))).unwrap();
+    let CopyOutcome::Copied(found) = dst.copy_table(&src, &e, Fault::None).unwrap() else {
+        panic!("copied")
+    };
+    assert!(found.same_content(&e));
+    assert_eq!(found.snapshot, None);
+    assert_eq!(snapshots(&dst, "drained"), 0);
+    // Through the port: committed at once, never ambiguous.
+    let facts = src.evidence_at(&Name::new("drained").unwrap(), e.snapshot.unwrap() as u64);
+    let plan = TablePlan {
+        name: Name::new("drained").unwrap(),
+        classification: Classification::Application,
+        source: facts.unwrap(),
+        destination_content_digest: e.content.digest,
+    };
+    let other = IcebergStore::open_writable(&id(&tmp.path().join("other"))).unwrap();
+    match other.copy_from(&src, &plan, None).unwrap() {
+        CommitReply::Committed(f) => assert!(plan.destination_matches(&f), "{f:?}"),
+        CommitReply::Ambiguous => panic!("an append of no file was attempted"),
+    }
+}
+
 #[test]
 fn the_pinned_snapshot_is_copied_whatever_the_source_did_since() {
     let tmp = tempfile::tempdir().unwrap();

@@ -559,3 +559,89 @@ fn an_inventory_remembered_from_preflight_is_used_only_for_the_snapshot_it_check
     let evidence = migration(&src, &dst, &cold).verify(&receipt).unwrap();
     assert_eq!(evidence.objects_verified, 3);
 }
+
+/// Counts what a run reports, per table index.
+#[derive(Default)]
+struct Counting {
+    copy_steps: std::sync::Mutex<std::collections::BTreeMap<usize, u32>>,
+    tables: std::sync::Mutex<std::collections::BTreeMap<usize, u32>>,
+}
+
+impl Progress for Counting {
+    fn step(&self, next: &Next) {
+        if let Next::CopyTable { index } = next {
+            *self.copy_steps.lock().unwrap().entry(*index).or_default() += 1;
+        }
+    }
+    fn table(&self, index: usize, _rows: u64) {
+        *self.tables.lock().unwrap().entry(index).or_default() += 1;
+    }
+}
+
+#[test]
+fn each_table_is_reported_once_even_after_a_lost_commit_reply() {
+    let src = source();
+    let dst = Side::new("file:///dst/artifacts");
+    // The first commit lands and its reply is lost: the table is
+    // inspected at a second copy step, found matching, and reported then.
+    dst.tables.lose_next_reply();
+    let cold = Cold(&dst);
+    let counting = Counting::default();
+    let m = Migration {
+        progress: &counting,
+        ..migration(&src, &dst, &cold)
+    };
+    let receipt = m.migrate(None).unwrap();
+    let tables = receipt.receipt.tables.len();
+    let reported = counting.tables.lock().unwrap().clone();
+    assert_eq!(reported.len(), tables, "{reported:?}");
+    assert!(reported.values().all(|n| *n == 1), "{reported:?}");
+    // Only the table in doubt was stepped twice (its copy, its inspection).
+    let steps = counting.copy_steps.lock().unwrap().clone();
+    assert_eq!(steps.values().filter(|n| **n == 2).count(), 1, "{steps:?}");
+    assert_eq!(steps.values().filter(|n| **n == 1).count(), tables - 1);
+}
+
+#[test]
+fn a_tables_metadata_arrives_and_is_bound_in_the_receipt() {
+    use crate::migration::metadata::{PartitionField, TableMetadata};
+    let src = source();
+    let meta = TableMetadata::new(
+        vec![PartitionField {
+            source: "day".into(),
+            transform: "identity".into(),
+            name: "day".into(),
+        }],
+        Vec::new(),
+        [("owner".to_string(), "ops".to_string())],
+    );
+    src.tables
+        .create_with(&n("partitioned"), Digest::of(b"partitioned"), &meta)
+        .unwrap();
+    src.tables
+        .append(
+            &n("partitioned"),
+            MemoryRows::Canonical(vec![b"p".to_vec()]),
+        )
+        .unwrap();
+    let dst = Side::new("file:///dst/artifacts");
+    let cold = Cold(&dst);
+    let receipt = migration(&src, &dst, &cold).migrate(None).unwrap();
+    let line = receipt
+        .receipt
+        .tables
+        .iter()
+        .find(|t| t.name == n("partitioned"))
+        .unwrap();
+    assert_eq!(line.metadata_fingerprint, meta.fingerprint());
+    let at_dst = dst.tables.inspect(&n("partitioned")).unwrap().unwrap();
+    assert_eq!(at_dst.metadata_fingerprint, meta.fingerprint());
+    // Every other table's line carries its own (default) metadata.
+    let plain = TableMetadata::default().fingerprint();
+    assert!(receipt
+        .receipt
+        .tables
+        .iter()
+        .filter(|t| t.name != n("partitioned"))
+        .all(|t| t.metadata_fingerprint == plain));
+}

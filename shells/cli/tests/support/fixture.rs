@@ -1,7 +1,8 @@
 //! A multi-plane storage identity for the migration tests and benchmark
 //! (spec 001 §10's integration contract): several Iceberg tables — a
-//! World's signature table, an unknown application table, an empty table,
-//! a typed Artifact index — `artifact_files` over objects in the Artifact
+//! World's signature table, an unknown application table, two empty tables
+//! (one without a snapshot, one with a snapshot that holds no row), a typed
+//! Artifact index — `artifact_files` over objects in the Artifact
 //! root (some referenced twice), and two Worlds in the SQLite control
 //! catalog, one resumable with a writer's fence and a tick head, one
 //! destroyed.
@@ -22,7 +23,13 @@ use custos_fs::RealFs;
 use custos_iceberg::arrow::array::{
     ArrayRef, Int64Array, LargeBinaryArray, RecordBatch, StringArray,
 };
-use custos_iceberg::IcebergStore;
+use custos_iceberg::iceberg::spec::{
+    NestedField, NullOrder, PrimitiveType, Schema as IcebergSchema, Transform, Type,
+    UnboundPartitionSpec,
+};
+use custos_iceberg::iceberg::transaction::{ApplyTransactionAction, Transaction};
+use custos_iceberg::iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent};
+use custos_iceberg::{IcebergError, IcebergStore};
 use custos_sqlite::control::SqliteControlCatalog;
 
 /// The resumable World.
@@ -126,6 +133,32 @@ fn append_rows(store: &IcebergStore, table_id: &str, size: Size, salt: u64) -> u
     written
 }
 
+/// Commits a snapshot without a data file to `table_id` (Iceberg's
+/// snapshot-properties-only append).
+fn commit_empty_snapshot(store: &IcebergStore, table_id: &str) {
+    store
+        .run(async {
+            let c = store.iceberg_catalog();
+            let t = c
+                .load_table(&TableIdent::new(
+                    NamespaceIdent::new("default".into()),
+                    table_id.into(),
+                ))
+                .await
+                .map_err(ice("load"))?;
+            let tx = Transaction::new(&t);
+            let tx = tx
+                .fast_append()
+                .set_snapshot_properties(
+                    [("custos.fixture".to_string(), "emptied".to_string())].into(),
+                )
+                .apply(tx)
+                .map_err(ice("stage"))?;
+            tx.commit(c).await.map_err(ice("commit an empty snapshot"))
+        })
+        .unwrap();
+}
+
 /// Builds the fixture at `uri` (namespace `default`, backend `iceberg`).
 pub fn build(uri: &Path, size: Size) -> Fixture {
     let id = StorageIdentity::new(uri.to_str().unwrap(), "default", "iceberg").unwrap();
@@ -157,6 +190,12 @@ pub fn build(uri: &Path, size: Size) -> Fixture {
     store
         .create_table(vec!["Unused".into()], payload_schema("Unused"))
         .unwrap();
+    // An empty table with a snapshot: its writer committed one that holds
+    // no row (as a table emptied by a delete has).
+    let drained = store
+        .create_table(vec!["Drained".into()], payload_schema("Drained"))
+        .unwrap();
+    commit_empty_snapshot(&store, &drained.table_id);
     // A destroyed World.
     let gone = WorldRecord::active(WorldIdentity::new(GONE, "gone"), WriterMode::Resumable);
     control.register(&gone).unwrap();
@@ -212,4 +251,94 @@ pub fn build(uri: &Path, size: Size) -> Fixture {
         table_id: sig.table_id,
         bytes,
     }
+}
+
+/// The application table [`add_partitioned_table`] makes.
+pub const PARTITIONED: &str = "Readings";
+
+/// The owner's properties of [`PARTITIONED`].
+pub const PARTITIONED_PROPERTIES: [(&str, &str); 2] =
+    [("owner", "field-team"), ("app.retention-days", "30")];
+
+fn ice(op: &'static str) -> impl FnOnce(custos_iceberg::iceberg::Error) -> IcebergError {
+    move |e| IcebergError::Iceberg {
+        op,
+        source: Box::new(e),
+    }
+}
+
+/// Adds [`PARTITIONED`] to the identity at `uri`: an application table
+/// partitioned by `region` (identity), sorted by `key` descending (nulls
+/// last), with [`PARTITIONED_PROPERTIES`], and `rows` rows over three
+/// regions. A partitioning the owner chose: a migration must keep it.
+pub fn add_partitioned_table(uri: &Path, rows: i64) {
+    let id = StorageIdentity::new(uri.to_str().unwrap(), "default", "iceberg").unwrap();
+    let store = IcebergStore::open_writable(&id).unwrap();
+    let schema = IcebergSchema::builder()
+        .with_fields(vec![
+            NestedField::required(1, "key", Type::Primitive(PrimitiveType::Long)).into(),
+            NestedField::optional(2, "region", Type::Primitive(PrimitiveType::String)).into(),
+            NestedField::optional(3, "value", Type::Primitive(PrimitiveType::Long)).into(),
+        ])
+        .build()
+        .unwrap();
+    let spec = UnboundPartitionSpec::builder()
+        .add_partition_field(2, "region", Transform::Identity)
+        .unwrap()
+        .build();
+    let ns = NamespaceIdent::new("default".into());
+    store
+        .run(async {
+            let c = store.iceberg_catalog();
+            let t = c
+                .create_table(
+                    &ns,
+                    TableCreation::builder()
+                        .name(PARTITIONED.into())
+                        .schema(schema)
+                        .partition_spec(spec)
+                        .properties(
+                            PARTITIONED_PROPERTIES.map(|(k, v)| (k.to_string(), v.to_string())),
+                        )
+                        .build(),
+                )
+                .await
+                .map_err(ice("create"))?;
+            let tx = Transaction::new(&t);
+            let tx = tx
+                .replace_sort_order()
+                .desc("key", NullOrder::Last)
+                .apply(tx)
+                .map_err(ice("sort"))?;
+            tx.commit(c).await.map_err(ice("commit the sort order"))?;
+            c.load_table(&TableIdent::new(ns.clone(), PARTITIONED.into()))
+                .await
+                .map_err(ice("load"))
+        })
+        .unwrap();
+    let batch = partitioned_rows(&store, rows);
+    store.append(PARTITIONED, &[batch]).unwrap();
+}
+
+/// The `rows` rows of [`PARTITIONED`], as a batch of `store`'s table of
+/// that name (keys from 0, three regions in turn).
+pub fn partitioned_rows(store: &IcebergStore, rows: i64) -> RecordBatch {
+    let arrow = store.table_arrow_schema(PARTITIONED).unwrap();
+    let keys: Vec<i64> = (0..rows).collect();
+    let regions = ["north", "south", "west"];
+    RecordBatch::try_new(
+        arrow,
+        vec![
+            Arc::new(Int64Array::from(keys.clone())) as ArrayRef,
+            Arc::new(StringArray::from(
+                keys.iter()
+                    .map(|k| regions[*k as usize % regions.len()])
+                    .collect::<Vec<_>>(),
+            )),
+            Arc::new(Int64Array::from(
+                keys.iter().map(|k| k * 11).collect::<Vec<_>>(),
+            )),
+        ],
+    )
+    .unwrap()
 }
