@@ -279,15 +279,24 @@ pub(crate) struct TableWriter {
 
 enum Files {
     /// An unpartitioned table.
-    Plain(DataFileWriter<ParquetWriterBuilder, DefaultLocationGenerator, DefaultFileNameGenerator>),
-    /// A partitioned table: a splitter computing each row's partition from
-    /// the spec's transforms, and one writer per partition.
-    Partitioned {
-        /// Splits a batch by partition.
-        splitter: RecordBatchPartitionSplitter,
-        /// One data file writer per partition seen.
-        fanout: FanoutWriter<FileBuilder>,
-    },
+    Plain(
+        Box<
+            DataFileWriter<
+                ParquetWriterBuilder,
+                DefaultLocationGenerator,
+                DefaultFileNameGenerator,
+            >,
+        >,
+    ),
+    /// A partitioned table.
+    Partitioned(Box<Partitions>),
+}
+
+/// The writer of a partitioned table: a splitter computing each row's
+/// partition from the spec's transforms, and one writer per partition.
+struct Partitions {
+    splitter: RecordBatchPartitionSplitter,
+    fanout: FanoutWriter<FileBuilder>,
 }
 
 impl TableWriter {
@@ -296,9 +305,9 @@ impl TableWriter {
         let batch = conform(batch, &self.arrow)?;
         match &mut self.files {
             Files::Plain(w) => w.write(batch).await,
-            Files::Partitioned { splitter, fanout } => {
-                for (key, part) in splitter.split(&batch)? {
-                    fanout.write(key, part).await?;
+            Files::Partitioned(p) => {
+                for (key, part) in p.splitter.split(&batch)? {
+                    p.fanout.write(key, part).await?;
                 }
                 Ok(())
             }
@@ -309,7 +318,7 @@ impl TableWriter {
     pub(crate) async fn close(self) -> iceberg::Result<Vec<DataFile>> {
         match self.files {
             Files::Plain(mut w) => w.close().await,
-            Files::Partitioned { fanout, .. } => fanout.close().await,
+            Files::Partitioned(p) => p.fanout.close().await,
         }
     }
 }
@@ -328,15 +337,15 @@ pub(crate) async fn data_writer(table: &Table) -> iceberg::Result<TableWriter> {
     let builder = DataFileWriterBuilder::new(rolling);
     let spec = table.metadata().default_partition_spec();
     let files = if spec.is_unpartitioned() {
-        Files::Plain(builder.build(None).await?)
+        Files::Plain(Box::new(builder.build(None).await?))
     } else {
-        Files::Partitioned {
+        Files::Partitioned(Box::new(Partitions {
             splitter: RecordBatchPartitionSplitter::try_new_with_computed_values(
                 schema,
                 spec.clone(),
             )?,
             fanout: FanoutWriter::new(builder),
-        }
+        }))
     };
     Ok(TableWriter { arrow, files })
 }
