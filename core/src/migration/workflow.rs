@@ -86,6 +86,14 @@ pub trait Progress {
     fn objects(&self, _copied: u64, _reused: u64, _bytes: u64) {}
     /// Table `index` of the plan is at the destination with `rows` rows.
     fn table(&self, _index: usize, _rows: u64) {}
+    /// Whether the host asks the run to stop (an operator's SIGINT or
+    /// SIGTERM). Asked at every step boundary, before the step: a run that
+    /// stops there has stored every decision it took, and a retry with the
+    /// same migration id resumes from the step it did not take
+    /// ([`WorkflowError::Interrupted`]). Never asked inside a step.
+    fn interrupted(&self) -> bool {
+        false
+    }
 }
 
 /// Reports nothing.
@@ -133,6 +141,11 @@ pub enum WorkflowError {
     /// The driver took more steps than any run needs.
     #[error("Stuck: no completion after {0} steps")]
     Stuck(usize),
+    /// The host asked the run to stop ([`Progress::interrupted`]); it
+    /// stopped before this step, with every earlier step stored. A retry
+    /// with the same migration id resumes here.
+    #[error("interrupted: stopped before the step {0}; every earlier step is stored")]
+    Interrupted(String),
 }
 
 impl WorkflowError {
@@ -152,6 +165,7 @@ impl WorkflowError {
             WorkflowError::Cold(_) => "ColdVerificationFailed".into(),
             WorkflowError::Plan(_) => "PlanInvalid".into(),
             WorkflowError::Stuck(_) => "Stuck".into(),
+            WorkflowError::Interrupted(_) => "interrupted".into(),
         }
     }
 }
@@ -595,18 +609,30 @@ where
                 self.mark_moved();
                 return Ok(*receipt);
             }
+            if self.progress.interrupted() {
+                let known = Self::own(&state).map(|r| &r.plan).or(plan.as_ref());
+                return Err(WorkflowError::Interrupted(next.step(known).name().into()));
+            }
             self.progress.step(&next);
             self.step(&mut state, next, &mut plan, &mut occurrences, &mut memo)?;
         }
         Err(WorkflowError::Stuck(MAX_STEPS))
     }
 
-    /// The reserved plan, or the one this run froze.
-    fn current_plan(state: &State, plan: &Option<Plan>) -> Res<Plan> {
+    /// This migration's reservation at the destination, if it has one
+    /// (another migration's abandoned reservation is not: the machine lets
+    /// this one replace it).
+    fn own(state: &State) -> Option<&super::Reservation> {
         state
             .destination
             .reservation
             .as_ref()
+            .filter(|r| r.plan.migration_id == state.run.migration_id)
+    }
+
+    /// The reserved plan, or the one this run froze.
+    fn current_plan(state: &State, plan: &Option<Plan>) -> Res<Plan> {
+        Self::own(state)
             .map(|r| r.plan.clone())
             .or_else(|| plan.clone())
             .ok_or_else(|| WorkflowError::Plan("no plan at this step".into()))
@@ -637,7 +663,7 @@ where
                     // the source's, checked before anything is reserved: a
                     // hand-edited or outdated plan would otherwise reserve
                     // the destination and then be invalidated there.
-                    Some(p) if state.destination.reservation.is_none() => {
+                    Some(p) if Self::own(state).is_none() => {
                         let seen = self.observe(&p)?;
                         if super::drifted(&p, &seen) {
                             return Err(WorkflowError::Refused(MigrationError::PlanStale));
@@ -649,7 +675,7 @@ where
                     // names no step but refuses another migration's
                     // (`next_step`, `OtherMigration`). Its plan is the one
                     // to freeze again.
-                    None => match state.destination.reservation.as_ref() {
+                    None => match Self::own(state) {
                         Some(r) => r.plan.clone(),
                         None => self.freeze(memo.checked.take())?,
                     },
@@ -913,6 +939,8 @@ fn plan_worlds(snapshot: &ControlSnapshot) -> Res<Vec<WorldPlan>> {
     out.sort_by(|a, b| a.world.cmp(&b.world));
     Ok(out)
 }
+
+pub mod abandon;
 
 #[cfg(test)]
 mod tests;

@@ -559,3 +559,146 @@ fn an_inventory_remembered_from_preflight_is_used_only_for_the_snapshot_it_check
     let evidence = migration(&src, &dst, &cold).verify(&receipt).unwrap();
     assert_eq!(evidence.objects_verified, 3);
 }
+
+/// Asks the run to stop before step `at` (counted from 0), and counts the
+/// steps it was asked about.
+struct StopAt {
+    at: usize,
+    asked: std::cell::Cell<usize>,
+}
+
+impl Progress for StopAt {
+    fn interrupted(&self) -> bool {
+        let n = self.asked.get();
+        self.asked.set(n + 1);
+        n >= self.at
+    }
+}
+
+fn stopped_at<'a>(
+    src: &'a Side,
+    dst: &'a Side,
+    cold: &'a Cold<'a>,
+    stop: &'a StopAt,
+) -> Migration<'a, MemoryControlCatalog, MemoryTableStore, MemoryObjectStore, Cold<'a>> {
+    Migration {
+        progress: stop,
+        ..migration(src, dst, cold)
+    }
+}
+
+#[test]
+fn an_interrupted_run_stops_at_a_step_boundary_and_a_retry_resumes_it() {
+    // How many steps a whole run takes.
+    let (src, dst) = (source(), Side::new("file:///dst/artifacts"));
+    let cold = Cold(&dst);
+    let all = StopAt {
+        at: usize::MAX,
+        asked: 0.into(),
+    };
+    let receipt = stopped_at(&src, &dst, &cold, &all).migrate(None).unwrap();
+    let steps = all.asked.get();
+    assert!(steps >= 12, "{steps} steps");
+    for at in 0..steps {
+        let (src, dst) = (source(), Side::new("file:///dst/artifacts"));
+        let cold = Cold(&dst);
+        let stop = StopAt {
+            at,
+            asked: 0.into(),
+        };
+        let e = stopped_at(&src, &dst, &cold, &stop)
+            .migrate(None)
+            .unwrap_err();
+        assert_eq!(e.reason(), "interrupted", "{at}: {e}");
+        assert!(
+            e.to_string().contains("every earlier step is stored"),
+            "{e}"
+        );
+        // Asked once, before the step it did not take.
+        assert_eq!(stop.asked.get(), at + 1);
+        let done = migration(&src, &dst, &cold).migrate(None).unwrap();
+        assert_eq!(done.receipt.tables, receipt.receipt.tables, "{at}");
+    }
+}
+
+#[test]
+fn a_migration_abandoned_before_activation_frees_its_source_and_destination() {
+    use super::abandon::abandon;
+    let (_, steps) = {
+        let (src, dst) = (source(), Side::new("file:///dst/artifacts"));
+        let cold = Cold(&dst);
+        let all = StopAt {
+            at: usize::MAX,
+            asked: 0.into(),
+        };
+        stopped_at(&src, &dst, &cold, &all).migrate(None).unwrap();
+        ((), all.asked.get())
+    };
+    let (mut abandoned, mut refused) = (0, 0);
+    for at in 0..steps {
+        let (src, dst) = (source(), Side::new("file:///dst/artifacts"));
+        let cold = Cold(&dst);
+        let stop = StopAt {
+            at,
+            asked: 0.into(),
+        };
+        stopped_at(&src, &dst, &cold, &stop)
+            .migrate(None)
+            .unwrap_err();
+        let status = dst
+            .control
+            .load_destination()
+            .unwrap()
+            .reservation
+            .map(|r| r.status);
+        let source_admin = |_: &StorageIdentity| -> Res<Option<Box<dyn ControlAdmin + '_>>> {
+            Ok(Some(Box::new(&src.control)))
+        };
+        let got = abandon(&dst.control, &dst.tables, source_admin, &n("m1"));
+        match status {
+            None => {
+                assert_eq!(got.unwrap_err().reason(), "nothing-to-abandon", "{at}");
+                continue;
+            }
+            Some(Status::Activated | Status::Completed) => {
+                assert_eq!(
+                    got.unwrap_err().reason(),
+                    "abandon-after-activation",
+                    "{at}"
+                );
+                // Nothing was undone: the destination is a live home.
+                assert!(!dst.control.discover_worlds().unwrap().is_empty());
+                refused += 1;
+                continue;
+            }
+            Some(_) => {}
+        }
+        let done = got.unwrap();
+        abandoned += 1;
+        assert!(!done.already && done.source_marked, "{at}: {done:?}");
+        assert!(dst.tables.namespace().unwrap().is_empty(), "{at}");
+        assert!(dst.control.discover_worlds().unwrap().is_empty());
+        // Again: a retry finds it abandoned and does the rest again.
+        let again = abandon(&dst.control, &dst.tables, source_admin, &n("m1")).unwrap();
+        assert!(again.already && again.source_marked && again.tables_removed.is_empty());
+        // The abandoned id never resumes.
+        let cold = Cold(&dst);
+        assert_eq!(
+            migration(&src, &dst, &cold)
+                .migrate(None)
+                .unwrap_err()
+                .reason(),
+            "migration-abandoned"
+        );
+        // The source is free again and the destination is empty: another
+        // migration goes through with no acknowledgement of a second copy.
+        let other = Migration {
+            migration_id: n("m2"),
+            ..migration(&src, &dst, &cold)
+        };
+        let r = other.migrate(None).unwrap();
+        assert_eq!(r.receipt.migration_id, n("m2"));
+    }
+    assert!(abandoned >= 6, "{abandoned} states abandoned");
+    assert!(refused >= 2, "{refused} activated states refused");
+}
