@@ -28,6 +28,10 @@
 //!   completed migration prints the stored receipt byte-identical and runs
 //!   nothing; once the destination is activated a retry never reads the
 //!   source.
+//! - `abandon` gives up a migration that never reached activation
+//!   ([`custos_core::migration::workflow::abandon`]): the destination's
+//!   reservation, then the source's departure, are marked abandoned, then
+//!   the copied tables are removed. Refused once activated.
 //! - `verify` re-verifies a receipt later against the destination alone
 //!   (the cold verifier commits one more verification tick when the
 //!   identity has a resumable World).
@@ -44,7 +48,9 @@
 //! or an invalid argument; 6 refused — the migration is not admissible as
 //! asked (a preflight refusal, another migration's reservation, source
 //! drift), with nothing written at the destination before its
-//! reservation; 4 an output file that already exists; 7 a verification
+//! reservation; 5 another driver holds an endpoint ([`lock`]) or a run
+//! stopped at a step boundary on SIGINT/SIGTERM ([`stop`]): rerun it to
+//! resume; 4 an output file that already exists; 7 a verification
 //! failed (a copy or read-back that does not reproduce the plan, stored
 //! evidence that does not verify, cold verification); 1 an I/O or backend
 //! fault (retry with the same migration id); 8 a run whose receipt could
@@ -72,8 +78,10 @@ use crate::absolute;
 use crate::out::{self, Out};
 
 mod cold;
+mod lock;
 mod ports;
 mod show;
+mod stop;
 
 use ports::{Control, Objects, Tables};
 
@@ -172,6 +180,23 @@ pub enum MigrateCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Abandon a migration that never reached activation: the
+    /// destination's reservation is marked abandoned (so no run of this id
+    /// goes on there), the source's departure to it is marked abandoned
+    /// (so the source may be planned again), and the tables it copied are
+    /// removed. Nothing of it was discoverable, so nothing is lost.
+    /// Refused once the destination is activated: it is then a live home.
+    /// Safe to repeat after an interruption.
+    Abandon {
+        #[command(flatten)]
+        dest: DestinationArgs,
+        /// The migration id.
+        #[arg(long)]
+        migration_id: String,
+        /// Print what was done as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Re-verify a receipt against the destination alone.
     Verify {
         #[command(flatten)]
@@ -220,6 +245,11 @@ pub fn run(cmd: MigrateCommand) -> ExitCode {
             receipt.as_deref(),
             json,
         ),
+        MigrateCommand::Abandon {
+            dest,
+            migration_id,
+            json,
+        } => abandon(out, &dest, &migration_id, json),
         MigrateCommand::Verify {
             dest,
             receipt,
@@ -277,6 +307,7 @@ fn class(e: &WorkflowError) -> u8 {
             _ => Exit::Corrupt.code(),
         },
         WorkflowError::Objects(_) | WorkflowError::Stuck(_) => Exit::Fault.code(),
+        WorkflowError::Interrupted(_) => Exit::Unavailable.code(),
         WorkflowError::Cold(_) => Exit::Corrupt.code(),
     }
 }
@@ -415,43 +446,42 @@ fn now() -> custos_core::Millis {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// Holds the host-wide run locks of both endpoints for a run's lifetime:
-/// one exclusive lock file per storage fingerprint in the system's temp
-/// directory (neither endpoint is written for it). A second `plan` or
-/// `run` on either endpoint while one runs is refused at once — two
+/// Holds the host-wide locks ([`lock`]) of `identities` for a command's
+/// lifetime (neither endpoint is written for them). A second `plan`, `run`
+/// or `abandon` on either endpoint while one runs is refused at once — two
 /// drivers would fence the source under each other and invalidate the
-/// plan. Local v1 is one host, so a host lock excludes every driver.
-fn run_locks(job: &Job) -> Result<Vec<Box<dyn custos_fs::fs::LockGuard>>, Failure> {
-    use custos_fs::Fs;
+/// plan.
+fn host_locks(identities: &[&StorageIdentity]) -> Result<Vec<lock::HostLock>, Failure> {
     let mut held = Vec::new();
-    // Identical identities share one lock (preflight then refuses them).
-    let same = job.source.identity == job.destination.identity;
-    let ends = if same {
-        vec![&job.source]
-    } else {
-        vec![&job.source, &job.destination]
-    };
-    for end in ends {
-        let path = std::env::temp_dir().join(format!(
-            "custos-migrate-{}.lock",
-            end.identity.fingerprint()
-        ));
-        match custos_fs::RealFs.try_lock_exclusive(&path) {
+    let mut seen: Vec<&StorageIdentity> = Vec::new();
+    for id in identities {
+        // Identical identities share one lock (preflight then refuses them).
+        if seen.contains(id) {
+            continue;
+        }
+        seen.push(id);
+        match lock::try_lock(id) {
             Ok(Some(g)) => held.push(g),
-            Ok(None) => {
+            Ok(None) => return Err(Failure::new(
+                Exit::Unavailable.code(),
+                format_args!(
+                    "migration-running: another custos migrate holds {}; wait for it, then retry",
+                    id.uri
+                ),
+            )),
+            Err(e) => {
                 return Err(Failure::new(
-                    Exit::Unavailable.code(),
-                    format_args!(
-                        "migration-running: another custos migrate holds {} ({}); wait for it, then retry",
-                        end.identity.uri,
-                        path.display()
-                    ),
+                    1,
+                    format_args!("the host lock of {}: {e}", id.uri),
                 ))
             }
-            Err(e) => return Err(Failure::new(1, format_args!("{}: {e}", path.display()))),
         }
     }
     Ok(held)
+}
+
+fn run_locks(job: &Job) -> Result<Vec<lock::HostLock>, Failure> {
+    host_locks(&[&job.source.identity, &job.destination.identity])
 }
 
 /// Both endpoints and the migration's own values.
@@ -757,9 +787,19 @@ fn migrate(
         Some(Ok(p)) => Some(p),
         Some(Err(f)) => return Ok(f.exit()),
     };
+    stop::install();
     let progress = show::Bars::new(json);
     let receipt = match job.with(&progress, |m| m.migrate(held.as_ref())) {
         Ok(Ok(r)) => r,
+        Ok(Err(e @ WorkflowError::Interrupted(_))) => {
+            progress.finish();
+            let mut f = workflow_failure(&e);
+            f.message = format!(
+                "{}; resume it: run `custos migrate run` again with the same endpoints and --migration-id {}",
+                f.message, job.migration_id
+            );
+            return Ok(f.exit());
+        }
         Ok(Err(e)) => return Ok(workflow_failure(&e).exit()),
         Err(f) => return Ok(f.exit()),
     };
@@ -779,6 +819,106 @@ fn migrate(
         }
     }
     show::receipt(out, &receipt, json)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `custos migrate abandon` ([`custos_core::migration::workflow::abandon`]):
+/// under the host locks of the destination and of the source its
+/// reservation names.
+fn abandon(
+    out: &mut Out,
+    dest: &DestinationArgs,
+    migration_id: &str,
+    json: bool,
+) -> std::io::Result<ExitCode> {
+    use custos_core::migration::control::ControlAdmin;
+    use custos_core::migration::workflow::abandon as workflow;
+    let id = match Name::new(migration_id) {
+        Ok(n) => n,
+        Err(e) => {
+            return Ok(Failure::new(2, format_args!("--migration-id {migration_id:?}: {e}")).exit())
+        }
+    };
+    let d = match Local::destination(dest) {
+        Ok(d) => d,
+        Err(f) => return Ok(f.exit()),
+    };
+    if d.locality != Locality::Local {
+        return Ok(Failure::new(
+            Exit::Refused.code(),
+            "endpoint-outside-local-v1: --dest is not a local storage identity [endpoint-outside-local-v1]",
+        )
+        .exit());
+    }
+    // The source the reservation names, for its lock (read only).
+    let source = match d.control.load_destination() {
+        Ok(stored) => stored.reservation.map(|r| r.plan.source),
+        Err(e) => {
+            return Ok(workflow_failure(&WorkflowError::Admin(e)).exit());
+        }
+    };
+    let mut ends = vec![&d.identity];
+    ends.extend(source.as_ref());
+    let _locks = match host_locks(&ends) {
+        Ok(l) => l,
+        Err(f) => return Ok(f.exit()),
+    };
+    let namespace = d.id.namespace().to_owned();
+    let backend = d.id.backend().to_owned();
+    let open_source =
+        |s: &StorageIdentity| -> Result<Option<Box<dyn ControlAdmin>>, WorkflowError> {
+            if !s.uri.is_local_file() {
+                return Ok(None);
+            }
+            let Ok(sid) = Identity::new(s.uri.path(), &namespace, &backend) else {
+                return Ok(None);
+            };
+            let path = PathBuf::from(identity::catalog_location(&sid, ""));
+            if !path.is_file() {
+                return Ok(None);
+            }
+            Ok(Some(Box::new(Control::new(Some(path)))))
+        };
+    let done = match workflow::abandon(&d.control, &d.tables, open_source, &id) {
+        Ok(done) => done,
+        Err(e) => return Ok(workflow_failure(&e).exit()),
+    };
+    out::committed();
+    if json {
+        out.line(serde_json::to_string_pretty(&done).unwrap_or_default())?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    out.line(format!(
+        "abandoned migration {} at {}{}",
+        done.migration_id,
+        done.destination.uri,
+        if done.already {
+            " (it was abandoned already)"
+        } else {
+            ""
+        }
+    ))?;
+    out.line(format!(
+        "  source {}: {}",
+        done.source.uri,
+        if done.source_marked {
+            "its departure is marked abandoned; it may be planned again"
+        } else {
+            "no control catalog there; nothing to mark"
+        }
+    ))?;
+    out.line(format!(
+        "  tables removed at the destination: {}",
+        if done.tables_removed.is_empty() {
+            "none".to_owned()
+        } else {
+            done.tables_removed
+                .iter()
+                .map(Name::as_str)
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    ))?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -267,6 +267,22 @@ impl Tables {
     }
 }
 
+impl custos_core::migration::workflow::abandon::Discard for Tables {
+    /// Removes a table a migration copied; a destination without an
+    /// Iceberg catalog has none (and none is created to say so).
+    fn discard(&self, table: &Name) -> Result<bool, TableError> {
+        let Some(id) = &self.id else {
+            return Ok(false);
+        };
+        if !iceberg_catalog_path(id).map_err(table_fault)?.is_file() {
+            return Ok(false);
+        }
+        self.writer()?
+            .discard_table(table.as_str())
+            .map_err(table_fault)
+    }
+}
+
 impl TableStore for Tables {
     fn namespace(&self) -> Result<Vec<(Name, TableFacts)>, TableError> {
         self.reader()?.namespace()

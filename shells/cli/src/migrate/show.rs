@@ -101,6 +101,10 @@ fn describe(next: &Next, names: &[String]) -> String {
 }
 
 impl Progress for Bars {
+    fn interrupted(&self) -> bool {
+        super::stop::asked()
+    }
+
     fn step(&self, next: &Next) {
         let text = match self.plan.lock() {
             Ok(p) => describe(next, &p.1),
