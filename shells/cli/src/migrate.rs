@@ -462,13 +462,15 @@ fn host_locks(identities: &[&StorageIdentity]) -> Result<Vec<lock::HostLock>, Fa
         seen.push(id);
         match lock::try_lock(id) {
             Ok(Some(g)) => held.push(g),
-            Ok(None) => return Err(Failure::new(
-                Exit::Unavailable.code(),
-                format_args!(
+            Ok(None) => {
+                return Err(Failure::new(
+                    Exit::Unavailable.code(),
+                    format_args!(
                     "migration-running: another custos migrate holds {}; wait for it, then retry",
                     id.uri
                 ),
-            )),
+                ))
+            }
             Err(e) => {
                 return Err(Failure::new(
                     1,
