@@ -229,9 +229,10 @@ pub fn plan(out: &mut Out, plan: &Plan, json: bool) -> std::io::Result<()> {
 fn resume_text(r: &Resume) -> String {
     match r {
         Resume::NotApplicable => "not applicable (no active resumable World)".into(),
-        Resume::NotExercised => "not exercised (read-only: no fence taken, no tick committed; \
-             --resume-and-tick resumes and ticks)"
-            .into(),
+        Resume::NotExercised => {
+            "not exercised (read-only; --resume-and-tick resumes the World and commits a tick)"
+                .into()
+        }
         Resume::Resumed { world, epoch, tick } => {
             format!("world {world} resumed at epoch {epoch}, tick {tick} committed")
         }
