@@ -32,7 +32,8 @@ use super::tables::{TableError, TableStore};
 use super::{
     decide, next_step, Classification, ColdEvidence, ControlPlan, EndpointFacts, Locality,
     MigrationError, Name, Next, NormalizedUri, Outcome, Plan, Preflight, Request, Run,
-    SourceObservation, State, StorageIdentity, StoredReceipt, TablePlan, WorldPlan, PLAN_FORMAT,
+    SourceObservation, State, StorageIdentity, StoredReceipt, TablePlan, VerifyMode, WorldPlan,
+    PLAN_FORMAT,
 };
 use crate::fence::Holder;
 use crate::world::{ControlCatalog, FencePurpose, WorldError, WorldStatus, WriterMode};
@@ -65,13 +66,24 @@ pub struct Endpoint<'a, C, T, O> {
     pub activity_records: u64,
 }
 
-/// The host-injected, destination-only cold verifier (spec 001 §8): given
-/// the plan, it proves discovery, table evidence, artifact hashes and —
-/// when a resumable World exists — a resume above the imported floor and a
-/// later tick, from fresh destination resources.
+/// The host-injected, destination-only cold verifier: given the plan, it
+/// gathers evidence of discovery, table content and Artifact bytes from
+/// fresh destination resources, and — in [`VerifyMode::ResumeAndTick`],
+/// when a resumable World exists — resumes it above the imported floor and
+/// commits a later tick.
+///
+/// Differences are evidence, not failures: a table is reported with the
+/// facts a fresh read found, a World or an object that does not verify is
+/// named in [`ColdEvidence::worlds_missing`] or
+/// [`ColdEvidence::objects_failed`], and the machine's check names each one
+/// ([`super::check_cold_as`]). A failure (`Err`) is what kept the verifier
+/// from looking: a store that does not open, an I/O error.
 pub trait ColdVerifier {
-    /// Verifies the destination against `plan`; a failure is a message.
-    fn verify(&self, plan: &Plan) -> Result<ColdEvidence, String>;
+    /// Verifies the destination against `plan` in `mode`. In
+    /// [`VerifyMode::ReadOnly`] it writes nothing, takes no fence and
+    /// commits no tick, and answers [`super::Resume::NotExercised`] when
+    /// the plan has a resumable World.
+    fn verify(&self, plan: &Plan, mode: VerifyMode) -> Result<ColdEvidence, String>;
 }
 
 /// What a run reports as it goes, for a progress display; every method
@@ -735,7 +747,12 @@ where
             }
             Next::ColdVerify => {
                 let p = Self::current_plan(state, plan)?;
-                let evidence = self.cold.verify(&p).map_err(WorkflowError::Cold)?;
+                // The migration's own cold verification resumes: a
+                // completed migration proves its World writable.
+                let evidence = self
+                    .cold
+                    .verify(&p, VerifyMode::ResumeAndTick)
+                    .map_err(WorkflowError::Cold)?;
                 self.send(state, &Request::ColdVerify { evidence }, none)?;
             }
             Next::Complete => {
@@ -870,34 +887,31 @@ where
     }
 
     /// Re-verifies a completed migration's receipt against the destination
-    /// ([`verify_receipt`]); the source is not read.
-    pub fn verify(&self, receipt: &StoredReceipt) -> Res<ColdEvidence> {
-        verify_receipt(self.destination.control, self.cold, receipt)
+    /// in `mode` ([`verify_receipt`]); the source is not read.
+    pub fn verify(&self, receipt: &StoredReceipt, mode: VerifyMode) -> Res<ColdEvidence> {
+        verify_receipt(self.destination.control, self.cold, receipt, mode)
     }
 }
 
 /// Re-verifies a completed migration's receipt later, from the destination
-/// alone (spec 001 §9): the destination must hold exactly this receipt on
-/// a completed reservation, and fresh cold evidence for its plan must pass
-/// the machine's cold check ([`super::check_cold`]).
+/// alone: the destination's administration must hold exactly this receipt
+/// on a completed reservation of the plan it names
+/// ([`super::held_receipt`]), and fresh cold evidence for that plan, in
+/// `mode`, must show no difference ([`super::check_cold_as`]). Reads the
+/// administration only; in [`VerifyMode::ReadOnly`] nothing is written
+/// anywhere, provided the verifier keeps to its mode.
 pub fn verify_receipt<A: ControlAdmin, V: ColdVerifier>(
     destination: &A,
     cold: &V,
     receipt: &StoredReceipt,
+    mode: VerifyMode,
 ) -> Res<ColdEvidence> {
     let stored = destination
         .load_destination()
         .map_err(WorkflowError::Admin)?;
-    let r = stored
-        .reservation
-        .filter(|r| r.status == super::Status::Completed && r.receipt.as_ref() == Some(receipt))
-        .ok_or_else(|| {
-            WorkflowError::Plan(
-                "the destination holds no completed migration with this receipt".into(),
-            )
-        })?;
-    let evidence = cold.verify(&r.plan).map_err(WorkflowError::Cold)?;
-    super::check_cold(&r, &evidence).map_err(WorkflowError::Refused)?;
+    let r = super::held_receipt(&stored, receipt).map_err(WorkflowError::Refused)?;
+    let evidence = cold.verify(&r.plan, mode).map_err(WorkflowError::Cold)?;
+    super::check_cold_as(r, &evidence, mode).map_err(WorkflowError::Refused)?;
     Ok(evidence)
 }
 

@@ -32,13 +32,23 @@
 //!   ([`custos_core::migration::workflow::abandon`]): the destination's
 //!   reservation, then the source's departure, are marked abandoned, then
 //!   the copied tables are removed. Refused once activated.
-//! - `verify` re-verifies a receipt later against the destination alone
-//!   (the cold verifier commits one more verification tick when the
-//!   identity has a resumable World).
+//! - `verify` re-verifies a receipt later against the destination alone,
+//!   read-only: it proves the destination's administration holds the
+//!   receipt (its digest, its plan's digest) on a completed migration,
+//!   discovers every planned World, recomputes every table's evidence and
+//!   hashes every Artifact object — opening everything for reading, taking
+//!   no fence, committing no tick, writing nothing (a read-only copy
+//!   verifies). A difference names its table and evidence, or its object
+//!   and address. `--resume-and-tick` also resumes the resumable World
+//!   under the cold verifier's holder and commits one tick: that fences
+//!   out any live writer of the World at the destination.
 //!
 //! Cold verification runs in a fresh child process of this binary
 //! (`custos migrate cold-verify`, hidden) given only the destination's
 //! paths and the plan on stdin; it answers its evidence as JSON on stdout.
+//! `run`'s own cold verification resumes and ticks (a completed migration
+//! proves its World writable); `verify` asks it to only with
+//! `--resume-and-tick`.
 //!
 //! Progress goes to stderr: bars (tables, rows, objects, bytes) on a
 //! terminal, one plain line per step otherwise; `--json` prints the plan,
@@ -52,7 +62,8 @@
 //! stopped at a step boundary on SIGINT/SIGTERM ([`stop`]): rerun it to
 //! resume; 4 an output file that already exists; 7 a verification
 //! failed (a copy or read-back that does not reproduce the plan, stored
-//! evidence that does not verify, cold verification); 1 an I/O or backend
+//! evidence that does not verify, cold verification, a receipt the
+//! destination does not hold); 1 an I/O or backend
 //! fault (retry with the same migration id); 8 a run whose receipt could
 //! not be printed after activation. Output failures end as everywhere in
 //! the binary (`crate::out`).
@@ -71,7 +82,7 @@ use custos_core::migration::workflow::{
 };
 use custos_core::migration::{
     ColdEvidence, Locality, MigrationError, Name, NormalizedUri, Plan, StorageIdentity,
-    StoredReceipt,
+    StoredReceipt, VerifyMode,
 };
 
 use crate::absolute;
@@ -197,14 +208,21 @@ pub enum MigrateCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Re-verify a receipt against the destination alone.
+    /// Re-verify a receipt against the destination alone, read-only:
+    /// nothing written, no fence taken, no tick committed.
     Verify {
         #[command(flatten)]
         dest: DestinationArgs,
         /// The receipt file (`custos migrate run --receipt`).
         #[arg(long)]
         receipt: PathBuf,
-        /// Print the evidence as JSON.
+        /// WRITES: also resume each resumable World under the cold
+        /// verifier's holder (`custos-cold-verifier`) and commit one tick.
+        /// The new fence fences out any live writer of that World at the
+        /// destination; each run commits one more tick.
+        #[arg(long)]
+        resume_and_tick: bool,
+        /// Print the evidence (or the differences found) as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -214,6 +232,9 @@ pub enum MigrateCommand {
     ColdVerify {
         #[command(flatten)]
         dest: DestinationArgs,
+        /// Resume the resumable World and commit a tick (writes).
+        #[arg(long)]
+        resume_and_tick: bool,
     },
 }
 
@@ -253,9 +274,13 @@ pub fn run(cmd: MigrateCommand) -> ExitCode {
         MigrateCommand::Verify {
             dest,
             receipt,
+            resume_and_tick,
             json,
-        } => verify(out, &dest, &receipt, json),
-        MigrateCommand::ColdVerify { dest } => cold::child(out, &dest),
+        } => verify(out, &dest, &receipt, mode(resume_and_tick), json),
+        MigrateCommand::ColdVerify {
+            dest,
+            resume_and_tick,
+        } => cold::child(out, &dest, mode(resume_and_tick)),
     })
 }
 
@@ -285,7 +310,9 @@ fn class(e: &WorkflowError) -> u8 {
     use custos_core::migration::tables::TableError;
     use custos_core::world::WorldError;
     match e {
-        WorkflowError::Refused(MigrationError::ColdVerificationFailed(_)) => Exit::Corrupt.code(),
+        WorkflowError::Refused(
+            MigrationError::ColdVerificationFailed(_) | MigrationError::ReceiptMismatch(_),
+        ) => Exit::Corrupt.code(),
         WorkflowError::Refused(_) | WorkflowError::Preflight { .. } | WorkflowError::Plan(_) => {
             Exit::Refused.code()
         }
@@ -384,6 +411,9 @@ impl Local {
         })
     }
 
+    /// The destination of `verify` and of the cold verifier, composed for
+    /// reading: unlike a run's destination, its tables never open for
+    /// writing to recover an interrupted commit.
     fn destination(d: &DestinationArgs) -> Result<Local, Failure> {
         Local::compose(
             &d.dest,
@@ -392,7 +422,6 @@ impl Local {
             d.dest_artifacts.as_deref(),
             "--dest",
         )
-        .map(Local::into_destination)
     }
 
     /// This endpoint as a destination (its tables recover a commit a
@@ -924,10 +953,23 @@ fn abandon(
     Ok(ExitCode::SUCCESS)
 }
 
+/// The verification mode `--resume-and-tick` asks for.
+fn mode(resume_and_tick: bool) -> VerifyMode {
+    if resume_and_tick {
+        VerifyMode::ResumeAndTick
+    } else {
+        VerifyMode::ReadOnly
+    }
+}
+
+/// `custos migrate verify`: the receipt against the destination alone, in
+/// `mode`. Read-only, it opens the administration, the tables and the
+/// Artifact root for reading only; a failure names what differs.
 fn verify(
     out: &mut Out,
     dest: &DestinationArgs,
     receipt: &Path,
+    mode: VerifyMode,
     json: bool,
 ) -> std::io::Result<ExitCode> {
     let stored = match read_bounded(receipt, MAX_DOCUMENT).and_then(|b| {
@@ -946,18 +988,28 @@ fn verify(
         Err(f) => return Ok(f.exit()),
     };
     let cold = cold::Child::new(&d);
-    let evidence: ColdEvidence = match verify_receipt(&d.control, &cold, &stored) {
-        Ok(e) => e,
-        Err(e) => return Ok(workflow_failure(&e).exit()),
-    };
-    show::evidence(out, &stored, &evidence, json)?;
-    Ok(ExitCode::SUCCESS)
+    match verify_receipt(&d.control, &cold, &stored, mode) {
+        Ok(evidence) => {
+            show::evidence(out, &stored, &evidence, mode, json)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            if json {
+                show::verify_failure(out, &stored, mode, &e)?;
+            }
+            let mut f = workflow_failure(&e);
+            if let Some(text) = show::differences(&e) {
+                f.message = text;
+            }
+            Ok(f.exit())
+        }
+    }
 }
 
 /// The cold verifier as the workflow sees it.
 impl ColdVerifier for cold::Child<'_> {
-    fn verify(&self, plan: &Plan) -> Result<ColdEvidence, String> {
-        self.run(plan)
+    fn verify(&self, plan: &Plan, mode: VerifyMode) -> Result<ColdEvidence, String> {
+        self.run(plan, mode)
     }
 }
 
