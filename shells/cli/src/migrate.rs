@@ -44,7 +44,10 @@
 //! or an invalid argument; 6 refused — the migration is not admissible as
 //! asked (a preflight refusal, another migration's reservation, source
 //! drift), with nothing written at the destination before its
-//! reservation; 4 an output file that already exists; 7 a verification
+//! reservation — or an endpoint's control catalog it had to read holds a
+//! hot rollback journal (a killed writer's), which no migrate command rolls
+//! back: the message names the file and `custos catalog recover …`, the
+//! command that does (see `crate::catalog`); 4 an output file that already exists; 7 a verification
 //! failed (a copy or read-back that does not reproduce the plan, stored
 //! evidence that does not verify, cold verification); 1 an I/O or backend
 //! fault (retry with the same migration id); 8 a run whose receipt could
@@ -283,6 +286,22 @@ fn class(e: &WorkflowError) -> u8 {
 
 fn workflow_failure(e: &WorkflowError) -> Failure {
     Failure::new(class(e), format_args!("{} [{}]", e, e.reason()))
+}
+
+/// The failure of a workflow error at `ends`: when a read of an endpoint's
+/// control catalog met a hot journal, that is the cause, refused (6) with
+/// the command that recovers it; otherwise [`workflow_failure`].
+fn failure_at(e: &WorkflowError, ends: &[&Local]) -> Failure {
+    ends.iter()
+        .find_map(|end| {
+            end.control.hot_journal().map(|(path, journal)| {
+                Failure::new(
+                    Exit::Refused.code(),
+                    crate::catalog::recovery_needed(&end.id, path, journal),
+                )
+            })
+        })
+        .unwrap_or_else(|| workflow_failure(e))
 }
 
 /// One endpoint, composed: its identities and its lazily opened ports.
@@ -650,7 +669,7 @@ fn check(
     let progress = show::Bars::new(json);
     let report = match job.with(&progress, |m| m.validate()) {
         Ok(Ok(r)) => r,
-        Ok(Err(e)) => return Ok(workflow_failure(&e).exit()),
+        Ok(Err(e)) => return Ok(failure_at(&e, &[&job.source, &job.destination]).exit()),
         Err(f) => return Ok(f.exit()),
     };
     progress.finish();
@@ -711,7 +730,7 @@ fn plan(
     let progress = show::Bars::new(json);
     let planned = match job.with(&progress, |m| m.plan()) {
         Ok(Ok(p)) => p,
-        Ok(Err(e)) => return Ok(workflow_failure(&e).exit()),
+        Ok(Err(e)) => return Ok(failure_at(&e, &[&job.source, &job.destination]).exit()),
         Err(f) => return Ok(f.exit()),
     };
     if let Some(path) = file {
@@ -760,7 +779,7 @@ fn migrate(
     let progress = show::Bars::new(json);
     let receipt = match job.with(&progress, |m| m.migrate(held.as_ref())) {
         Ok(Ok(r)) => r,
-        Ok(Err(e)) => return Ok(workflow_failure(&e).exit()),
+        Ok(Err(e)) => return Ok(failure_at(&e, &[&job.source, &job.destination]).exit()),
         Err(f) => return Ok(f.exit()),
     };
     progress.finish();
@@ -806,7 +825,7 @@ fn verify(
     let cold = cold::Child::new(&d);
     let evidence: ColdEvidence = match verify_receipt(&d.control, &cold, &stored) {
         Ok(e) => e,
-        Err(e) => return Ok(workflow_failure(&e).exit()),
+        Err(e) => return Ok(failure_at(&e, &[&d]).exit()),
     };
     show::evidence(out, &stored, &evidence, json)?;
     Ok(ExitCode::SUCCESS)
