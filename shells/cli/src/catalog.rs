@@ -225,9 +225,10 @@ pub const RECOVERY_NEEDED: &str = "catalog-recovery-needed";
 pub fn recovery_needed(id: &StorageIdentity, path: &Path, journal: &Path) -> String {
     format!(
         "RecoveryNeeded: the control catalog {} cannot be read: a writer was interrupted \
-         mid-transaction and left the hot rollback journal {}; nothing was written.\n\
-         Recover it (rolls the interrupted transaction back to the last committed state and \
-         changes nothing else), then retry:\n  {} [{RECOVERY_NEEDED}]",
+         mid-transaction and left the hot rollback journal {}; nothing was written \
+         [{RECOVERY_NEEDED}]\n\
+         Recover it (this rolls the interrupted transaction back to the last committed state \
+         and changes nothing else), then retry:\n  {}",
         path.display(),
         journal.display(),
         recover_command(id)
@@ -402,7 +403,7 @@ fn recover(
                 e @ OpenError::Busy { .. } => fail(Exit::Unavailable.code(), e),
                 e @ OpenError::Corrupt { .. } => fail(Exit::Corrupt.code(), e),
                 other => fail(1, format!("cannot recover {}: {other}", path.display())),
-            })
+            });
         }
     };
     if recovery.rolled_back {
@@ -432,7 +433,10 @@ fn recover(
         Ok(n) => n,
         Err(code) => {
             if json {
-                out::err(format_args!("custos catalog: {}: {what}", printable(&place)));
+                out::err(format_args!(
+                    "custos catalog: {}: {what}",
+                    printable(&place)
+                ));
             }
             return Ok(code);
         }
