@@ -52,8 +52,9 @@
 //!
 //! A database in rollback-journal mode (not WAL: e.g. made or switched by
 //! another tool) whose writer was interrupted mid-transaction keeps a hot
-//! `-journal` beside it: the pages its transaction overwrote, which the
-//! file may already hold half-written. SQLite rolls a hot journal back on
+//! `-journal` beside it: the original content of every page its
+//! transaction overwrote, while the file may already hold the new,
+//! uncommitted pages. SQLite rolls a hot journal back on
 //! the next read by a connection that can write, under an exclusive lock;
 //! a read-only connection cannot, and SQLite refuses its read
 //! (`SQLITE_READONLY_ROLLBACK`, "attempt to write a readonly database").
@@ -61,7 +62,10 @@
 //! its journal, whether at the open or at a later read (each read
 //! transaction first reads the header cookie, so it is the read's own
 //! failure), and nothing is written. Every writing open recovers the file
-//! as a side effect of its first read; [`recover`] does only that.
+//! as a side effect of its first read;
+//! [`crate::control::SqliteControlCatalog::recover`] does only that. Tested
+//! on a real hot journal (a writer SIGKILLed after its uncommitted pages
+//! spilled into the file) in `tests/hot_journal.rs`.
 //!
 //! ## Read-only filesystems
 //!
@@ -411,7 +415,8 @@ impl ReadOnly {
     }
 }
 
-/// What a recovery found and did ([`recover`]).
+/// What a recovery found and did
+/// ([`crate::control::SqliteControlCatalog::recover`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Recovery {
     /// The database file.
