@@ -58,9 +58,12 @@
 //! or an invalid argument; 6 refused — the migration is not admissible as
 //! asked (a preflight refusal, another migration's reservation, source
 //! drift), with nothing written at the destination before its
-//! reservation; 5 another driver holds an endpoint ([`lock`]) or a run
-//! stopped at a step boundary on SIGINT/SIGTERM ([`stop`]): rerun it to
-//! resume; 4 an output file that already exists; 7 a verification
+//! reservation — or an endpoint's control catalog it had to read holds a
+//! hot rollback journal (a killed writer's), which no migrate command rolls
+//! back: the message names the file and `custos catalog recover …`, the
+//! command that does (see `crate::catalog`); 5 another driver holds an
+//! endpoint ([`lock`]) or a run stopped at a step boundary on SIGINT/SIGTERM
+//! ([`stop`]): rerun it to resume; 4 an output file that already exists; 7 a verification
 //! failed (a copy or read-back that does not reproduce the plan, stored
 //! evidence that does not verify, cold verification, a receipt the
 //! destination does not hold); 1 an I/O or backend
@@ -341,6 +344,22 @@ fn class(e: &WorkflowError) -> u8 {
 
 fn workflow_failure(e: &WorkflowError) -> Failure {
     Failure::new(class(e), format_args!("{} [{}]", e, e.reason()))
+}
+
+/// The failure of a workflow error at `ends`: when a read of an endpoint's
+/// control catalog met a hot journal, that is the cause, refused (6) with
+/// the command that recovers it; otherwise [`workflow_failure`].
+fn failure_at(e: &WorkflowError, ends: &[&Local]) -> Failure {
+    ends.iter()
+        .find_map(|end| {
+            end.control.hot_journal().map(|(path, journal)| {
+                Failure::new(
+                    Exit::Refused.code(),
+                    crate::catalog::recovery_needed(&end.id, path, journal),
+                )
+            })
+        })
+        .unwrap_or_else(|| workflow_failure(e))
 }
 
 /// One endpoint, composed: its identities and its lazily opened ports.
@@ -711,7 +730,7 @@ fn check(
     let progress = show::Bars::new(json);
     let report = match job.with(&progress, |m| m.validate()) {
         Ok(Ok(r)) => r,
-        Ok(Err(e)) => return Ok(workflow_failure(&e).exit()),
+        Ok(Err(e)) => return Ok(failure_at(&e, &[&job.source, &job.destination]).exit()),
         Err(f) => return Ok(f.exit()),
     };
     progress.finish();
@@ -772,7 +791,7 @@ fn plan(
     let progress = show::Bars::new(json);
     let planned = match job.with(&progress, |m| m.plan()) {
         Ok(Ok(p)) => p,
-        Ok(Err(e)) => return Ok(workflow_failure(&e).exit()),
+        Ok(Err(e)) => return Ok(failure_at(&e, &[&job.source, &job.destination]).exit()),
         Err(f) => return Ok(f.exit()),
     };
     if let Some(path) = file {
@@ -831,7 +850,7 @@ fn migrate(
             );
             return Ok(f.exit());
         }
-        Ok(Err(e)) => return Ok(workflow_failure(&e).exit()),
+        Ok(Err(e)) => return Ok(failure_at(&e, &[&job.source, &job.destination]).exit()),
         Err(f) => return Ok(f.exit()),
     };
     progress.finish();
@@ -912,7 +931,7 @@ fn abandon(
         };
     let done = match workflow::abandon(&d.control, &d.tables, open_source, &id) {
         Ok(done) => done,
-        Err(e) => return Ok(workflow_failure(&e).exit()),
+        Err(e) => return Ok(failure_at(&e, &[&d]).exit()),
     };
     out::committed();
     if json {
@@ -997,7 +1016,7 @@ fn verify(
             if json {
                 show::verify_failure(out, &stored, mode, &e)?;
             }
-            let mut f = workflow_failure(&e);
+            let mut f = failure_at(&e, &[&d]);
             if let Some(text) = show::differences(&e) {
                 f.message = text;
             }
