@@ -550,6 +550,66 @@ pub fn admitted_lists_running_rows_of_the_tool_ascending<L: Ledger>(f: impl Fn()
     assert_eq!(admitted("program"), Ok(vec![a]));
 }
 
+/// Listed keys come back in key order (session, op, step, source index,
+/// incarnation), which the data here tells apart from every plausible
+/// other: insertion order, the reverse of either, and the order of the
+/// keys' text (step 10 sorts before step 2 as a string, after it as a
+/// number; source 10 likewise).
+pub fn listed_keys_come_back_in_key_order_not_text_or_insertion_order<L: Ledger>(
+    f: impl Fn() -> L,
+) {
+    let l = f();
+    attach(&l, "s", 1, "a").unwrap();
+    let at = |op: &str, step: u32, source_index: u32| Key {
+        step,
+        source_index,
+        ..key("s", op, 1)
+    };
+    // Inserted neither ascending nor descending (fences: no budget).
+    let inserted = [
+        at("a", 10, 0),
+        at("b", 2, 0),
+        at("a", 2, 10),
+        at("a", 2, 2),
+        at("a", 9, 0),
+    ];
+    let mut terminal = inserted.to_vec();
+    terminal.sort();
+    assert_eq!(
+        terminal,
+        vec![
+            at("a", 2, 2),
+            at("a", 2, 10),
+            at("a", 9, 0),
+            at("a", 10, 0),
+            at("b", 2, 0)
+        ],
+        "Key's own order"
+    );
+    for k in &inserted {
+        assert_eq!(l.query_or_fence(&LIMITS, k, b"f"), Ok(Fencing::Fenced));
+    }
+    // Two admissions (the budget's room): step 10 first, then step 2.
+    let (ten, two) = (at("c", 10, 0), at("c", 2, 0));
+    admit(&l, &ten, "a").unwrap();
+    admit(&l, &two, "a").unwrap();
+    assert_eq!(
+        l.admitted(&LIMITS, &sid("s"), &tool("program")),
+        Ok(vec![two.clone(), ten.clone()]),
+        "admitted: key order"
+    );
+    l.mark_unknown(&LIMITS, &ten).unwrap();
+    l.mark_unknown(&LIMITS, &two).unwrap();
+    assert_eq!(
+        l.unacked(&LIMITS, &sid("s")),
+        Ok(Unacked {
+            terminal,
+            unknown: vec![two, ten],
+        }),
+        "unacked: key order"
+    );
+}
+
 /// The release log reads in release order, not by session or clock.
 pub fn releases_read_in_release_order<L: Ledger>(f: impl Fn() -> L) {
     let l = f();
@@ -704,6 +764,7 @@ macro_rules! __with_ledger_cases {
             fences_at_a_stale_incarnation_are_refused,
             a_refused_attach_writes_no_scope,
             admitted_lists_running_rows_of_the_tool_ascending,
+            listed_keys_come_back_in_key_order_not_text_or_insertion_order,
             releases_read_in_release_order,
             fences_skip_the_byte_budget,
             a_reopen_needs_a_free_slot,

@@ -494,10 +494,13 @@ pub struct AccessState {
     /// Principals by id.
     pub principals: BTreeMap<String, PrincipalRow>,
     /// Credentials by digest hash.
+    #[serde(with = "crate::pairs")]
     pub credentials: BTreeMap<Sha, CredentialRow>,
     /// Claims by claim digest.
+    #[serde(with = "crate::pairs")]
     pub claims: BTreeMap<ClaimDigest, ClaimRow>,
     /// Memberships by `(principal, session)`.
+    #[serde(with = "crate::pairs")]
     pub memberships: BTreeMap<(String, String), Role>,
 }
 

@@ -365,6 +365,7 @@ pub struct CatalogueState {
     /// The highest recent-folder sequence ever issued.
     pub recent_seq: u64,
     /// Delegates by `(spawner, parent_session)`.
+    #[serde(with = "crate::pairs")]
     pub delegates: BTreeMap<(String, String), DelegateRow>,
     /// The access plane (principals, credentials, claims, memberships).
     #[serde(default)]

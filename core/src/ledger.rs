@@ -1380,6 +1380,7 @@ pub struct LedgerState {
     /// Scopes by session.
     pub scopes: BTreeMap<SessionId, Scope>,
     /// Call rows by key.
+    #[serde(with = "crate::pairs")]
     pub calls: BTreeMap<Key, CallRow>,
     /// Tombstones (`call_ack`).
     pub acks: BTreeSet<Key>,

@@ -48,6 +48,7 @@ pub mod identity;
 pub mod lease;
 pub mod ledger;
 pub mod migration;
+pub mod pairs;
 mod reason;
 pub mod release;
 pub mod root;

@@ -51,9 +51,11 @@ pub mod simulate;
 pub mod tables;
 #[cfg(test)]
 mod tests;
+pub mod verify;
 pub mod workflow;
 
 pub use data::*;
+pub use verify::{check_cold, check_cold_as, held_receipt, VerifyMode};
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -683,9 +685,14 @@ pub enum MigrationError {
     /// Staged control content that conflicts with the plan.
     #[error("control-conflict: staged control differs from the plan")]
     ControlConflict,
-    /// Cold-verification evidence that does not prove the plan.
+    /// Cold-verification evidence that does not prove the plan: every
+    /// difference, each naming its World, table and evidence, or object.
     #[error("cold-verification-failed: {0}")]
-    ColdVerificationFailed(String),
+    ColdVerificationFailed(verify::ColdFailure),
+    /// A receipt the destination does not hold as a completed migration's
+    /// (a later verification's binding, [`verify::held_receipt`]).
+    #[error("receipt-mismatch: {0}")]
+    ReceiptMismatch(verify::ReceiptMismatch),
     /// Missing, non-canonical, digest-invalid or plan-mismatched receipt.
     #[error("receipt-invalid: {0}")]
     ReceiptInvalid(String),
@@ -1484,54 +1491,6 @@ pub fn drifted(plan: &Plan, o: &SourceObservation) -> bool {
         || o.inventory_digest != plan.artifacts.inventory_digest()
         || !tables.eq(o.tables.iter().map(|(n, s)| (n, *s)))
         || !worlds.eq(o.world_epochs.iter().map(|(n, e)| (n, *e)))
-}
-
-/// Checks cold evidence against a reservation: the plan's digest, every
-/// planned World discovered, every object verified, every table equal to
-/// the plan's destination content, and a resume above the imported floor
-/// exactly when the plan has a resumable World.
-pub fn check_cold(r: &Reservation, e: &ColdEvidence) -> Result<(), MigrationError> {
-    let fail = |s: &str| Err(MigrationError::ColdVerificationFailed(s.to_string()));
-    if e.plan_digest != r.plan_digest {
-        return fail("evidence is for another plan");
-    }
-    if e.worlds_discovered != r.plan.worlds.len() as u64 {
-        return fail("not every World is discoverable");
-    }
-    if e.objects_verified != r.plan.artifacts.objects.len() as u64 {
-        return fail("not every object verified");
-    }
-    if e.tables.len() != r.plan.tables.len() {
-        return fail(&format!(
-            "{} destination tables read for {} planned",
-            e.tables.len(),
-            r.plan.tables.len()
-        ));
-    }
-    for (t, (n, f)) in r.plan.tables.iter().zip(&e.tables) {
-        if t.name != *n {
-            return fail(&format!("table {n} read where {} is planned", t.name));
-        }
-        if let Some(what) = f.difference(t) {
-            return fail(&format!("table {n} differs from the plan: {what}"));
-        }
-    }
-    let resumable = r.plan.worlds.iter().find(|w| w.resumable);
-    match (&e.resume, resumable) {
-        (Resume::NotApplicable, None) => Ok(()),
-        (Resume::Resumed { world, epoch, .. }, Some(w)) if *world == w.world => {
-            let floor = r
-                .control
-                .as_ref()
-                .and_then(|c| c.floors.iter().find(|f| f.world == *world))
-                .map(|f| f.floor);
-            match floor {
-                Some(floor) if *epoch > floor && *epoch > w.import_floor() => Ok(()),
-                _ => fail("resume epoch is not above the imported floor"),
-            }
-        }
-        _ => fail("resume evidence does not match the resumable World"),
-    }
 }
 
 fn build_receipt(r: &Reservation, version: &Name, now: Millis) -> Result<Receipt, MigrationError> {

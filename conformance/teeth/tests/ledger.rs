@@ -59,6 +59,9 @@ enum Bug {
     AttachReopensClosingScope,
     /// `mark_unknown` overwrites a settled (`terminal`) row.
     MarkUnknownOverwritesTerminal,
+    /// The loader returns the session's rows ordered by the key's text
+    /// (an `ORDER BY` over a string column): step 10 before step 2.
+    RowsInTextOrder,
 }
 
 const BUGS: &[Bug] = &[
@@ -80,6 +83,7 @@ const BUGS: &[Bug] = &[
     Bug::ReopenSkipsSlotCheck,
     Bug::AttachReopensClosingScope,
     Bug::MarkUnknownOverwritesTerminal,
+    Bug::RowsInTextOrder,
 ];
 
 #[derive(Default)]
@@ -127,6 +131,11 @@ fn load(bug: Bug, g: &Inner, limits: &Limits, req: &Request) -> View {
             view.ledger_bytes += leaked * limits.reservation_bytes;
         }
         Bug::UncleanCountsEveryScope => view.unclean_scopes = g.state.scopes.len() as u64,
+        Bug::RowsInTextOrder => {
+            let text = |k: &Key| format!("{k:?}");
+            view.session_calls.sort_by_key(|(k, _)| text(k));
+            view.admitted.sort_by_key(|(k, _)| text(k));
+        }
         _ => {}
     }
     view

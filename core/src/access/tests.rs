@@ -389,6 +389,9 @@ proptest! {
                     merged.revision = p.next.revision;
                     prop_assert_eq!(&merged, &w.next, "{:?}", req);
                     full = w.next.clone();
+                    // The state (credentials, claims, memberships: maps
+                    // keyed by digests and pairs) has a written form.
+                    prop_assert_eq!(crate::pairs::round_trips(&full), Ok(()));
                 }
                 (Err(w), Err(p)) => prop_assert_eq!(w, p, "{:?}", req),
                 _ => prop_assert!(false, "{:?}: whole {:?} vs partial {:?}", req, whole, partly),

@@ -624,6 +624,38 @@ pub trait ControlAdmin {
         -> Result<(), AdminError>;
 }
 
+/// A borrowed administration is one (a caller that owns its catalog can
+/// lend it where a boxed port is asked for).
+impl<T: ControlAdmin + ?Sized> ControlAdmin for &T {
+    fn export_snapshot(&self) -> Result<ControlSnapshot, AdminError> {
+        (**self).export_snapshot()
+    }
+    fn load_destination(&self) -> Result<Destination, AdminError> {
+        (**self).load_destination()
+    }
+    fn commit_destination(
+        &self,
+        expected: &Destination,
+        next: &Destination,
+        effect: AdminEffect<'_>,
+    ) -> Result<(), AdminError> {
+        (**self).commit_destination(expected, next, effect)
+    }
+    fn stored_receipt(&self) -> Result<Option<Vec<u8>>, AdminError> {
+        (**self).stored_receipt()
+    }
+    fn load_departures(&self) -> Result<Departures, AdminError> {
+        (**self).load_departures()
+    }
+    fn commit_departures(
+        &self,
+        expected: &Departures,
+        next: &Departures,
+    ) -> Result<(), AdminError> {
+        (**self).commit_departures(expected, next)
+    }
+}
+
 /// Checks a departure record a backend is about to store.
 pub fn check_departures(next: &Departures) -> Result<(), AdminError> {
     next.check().map_err(|detail| AdminError::Invalid {

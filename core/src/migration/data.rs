@@ -789,6 +789,10 @@ pub enum ActivityDisposition {
 pub enum Resume {
     /// The identity has no active resumable World.
     NotApplicable,
+    /// A read-only verification: the identity has a resumable World, and
+    /// it was left as it is — no fence taken, no tick committed. Never the
+    /// evidence of a migration's own cold verification, which resumes.
+    NotExercised,
     /// A World was resumed at its durable head under a fresh epoch above the
     /// imported floor and committed a later tick.
     Resumed {
@@ -815,6 +819,41 @@ pub struct ColdEvidence {
     pub objects_verified: u64,
     /// The resume exercise.
     pub resume: Resume,
+    /// Planned Worlds the destination does not discover as active, by name
+    /// (absent from the encoding when empty, so evidence that verified
+    /// keeps its bytes and its digest).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub worlds_missing: Vec<Name>,
+    /// Planned objects whose bytes at the destination did not verify, each
+    /// with what was found there (absent from the encoding when empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub objects_failed: Vec<ObjectMismatch>,
+}
+
+/// A planned object whose bytes at the destination did not verify.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObjectMismatch {
+    /// The planned object's SHA-256 (its content address).
+    pub sha256: Digest,
+    /// The address the verifier read.
+    pub uri: NormalizedUri,
+    /// What it found there.
+    pub found: ObjectFound,
+}
+
+/// What a verifier found at a planned object's content address.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ObjectFound {
+    /// Nothing.
+    Missing,
+    /// Something other than a regular file (a directory, a symbolic link…).
+    NotRegularFile(super::artifacts::Entry),
+    /// More bytes than the plan's size (read no further).
+    Longer,
+    /// A regular file whose bytes measure to these facts.
+    Facts(ObjectFacts),
 }
 
 /// The cold-verification line of a receipt.

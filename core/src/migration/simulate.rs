@@ -1147,6 +1147,8 @@ impl Sim {
                 .collect(),
             objects_verified: u64::from(self.dest_objects.count_ones()),
             resume,
+            worlds_missing: Vec::new(),
+            objects_failed: Vec::new(),
         };
         let (_, r) = self.send(t, &t.run, Request::ColdVerify { evidence })?;
         Some(r)

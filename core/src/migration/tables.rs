@@ -291,6 +291,11 @@ impl MemoryTableStore {
         Ok(())
     }
 
+    /// Removes `table` with its snapshots; answers whether it was there.
+    pub fn remove(&self, table: &Name) -> Result<bool, TableError> {
+        Ok(self.lock()?.remove(table).is_some())
+    }
+
     /// Appends `rows` to `table` (the previous snapshot's rows and these) as
     /// a new snapshot; answers its id.
     pub fn append(&self, table: &Name, rows: MemoryRows) -> Result<u64, TableError> {

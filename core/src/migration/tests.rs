@@ -1,4 +1,5 @@
 use super::simulate::{self, Fault, Fixture, Machine, Sim, SimOp};
+use super::verify::Discrepancy;
 use super::*;
 use crate::streams::migration::check_clean_run;
 
@@ -758,52 +759,205 @@ fn cold_case() -> (Reservation, ColdEvidence) {
     (r, e)
 }
 
-fn cold_refusal(r: &Reservation, e: &ColdEvidence) -> String {
-    match check_cold(r, e) {
-        Err(MigrationError::ColdVerificationFailed(why)) => why,
+/// The differences the cold check names (it must refuse).
+fn cold_refusal(r: &Reservation, e: &ColdEvidence) -> Vec<Discrepancy> {
+    cold_refusal_as(r, e, VerifyMode::ResumeAndTick)
+}
+
+fn cold_refusal_as(r: &Reservation, e: &ColdEvidence, mode: VerifyMode) -> Vec<Discrepancy> {
+    match check_cold_as(r, e, mode) {
+        Err(MigrationError::ColdVerificationFailed(why)) => {
+            assert!(!why.discrepancies.is_empty());
+            why.discrepancies
+        }
         other => panic!("cold check answered {other:?}"),
     }
 }
 
 #[test]
-fn cold_evidence_with_a_table_that_differs_from_the_plan_is_refused() {
+fn cold_evidence_with_a_table_that_differs_from_the_plan_is_refused_naming_it() {
     let (r, e) = cold_case();
     // Same names and count, one table's content other than planned.
     let mut changed = e.clone();
     changed.tables[1].1.content_digest = Digest::of(b"other rows");
-    let t1 = e.tables[1].0.clone();
+    let t = &r.plan.tables[1];
     assert_eq!(
         cold_refusal(&r, &changed),
-        format!("table {t1} differs from the plan: content digest")
+        vec![Discrepancy::TableContentDigest {
+            table: t.name.clone(),
+            expected: t.destination_content_digest,
+            found: Digest::of(b"other rows"),
+        }]
     );
     // A table that lost its partitioning (or sort order, or properties):
-    // same rows, other metadata.
+    // same rows, other metadata — named.
     let mut unpartitioned = e.clone();
-    unpartitioned.tables[1].1.metadata_fingerprint =
-        crate::migration::metadata::TableMetadata::default().fingerprint();
+    let plain = crate::migration::metadata::TableMetadata::default().fingerprint();
+    unpartitioned.tables[1].1.metadata_fingerprint = plain;
+    let found = cold_refusal(&r, &unpartitioned);
     assert_eq!(
-        cold_refusal(&r, &unpartitioned),
-        format!(
-            "table {t1} differs from the plan: metadata fingerprint (partition spec, sort order or properties)"
-        )
+        found,
+        vec![Discrepancy::TableMetadataFingerprint {
+            table: t.name.clone(),
+            expected: t.source.metadata_fingerprint,
+            found: plain,
+        }]
+    );
+    assert!(
+        found[0]
+            .to_string()
+            .starts_with(&format!("table {}: metadata fingerprint", t.name)),
+        "{}",
+        found[0]
+    );
+    // Its row count and schema too: each evidence named.
+    changed.tables[1].1.rows += 1;
+    changed.tables[1].1.schema_fingerprint = Digest::of(b"other schema");
+    let found = cold_refusal(&r, &changed);
+    assert_eq!(found.len(), 3, "{found:?}");
+    assert!(
+        matches!(&found[0], Discrepancy::TableSchemaFingerprint { table, .. } if *table == t.name)
+    );
+    assert_eq!(
+        found[1],
+        Discrepancy::TableRowCount {
+            table: t.name.clone(),
+            expected: t.source.rows,
+            found: t.source.rows + 1,
+        }
+    );
+    let text = MigrationError::ColdVerificationFailed(verify::ColdFailure {
+        discrepancies: found,
+    })
+    .to_string();
+    assert!(
+        text.starts_with("cold-verification-failed: 3 differences: table "),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("table {}: row count", t.name)),
+        "{text}"
     );
     // A table missing.
     let mut short = e.clone();
-    short.tables.pop();
+    let gone = short.tables.pop().unwrap().0;
     assert_eq!(
         cold_refusal(&r, &short),
-        format!(
-            "{} destination tables read for {} planned",
-            e.tables.len() - 1,
-            e.tables.len()
-        )
+        vec![Discrepancy::TableAbsent { table: gone }]
     );
-    // A table renamed.
+    // A table renamed: the planned one absent, the other unplanned.
     let mut renamed = e.clone();
     renamed.tables[0].0 = Name::new("zz-other").unwrap();
     assert_eq!(
         cold_refusal(&r, &renamed),
-        format!("table zz-other read where {} is planned", e.tables[0].0)
+        vec![
+            Discrepancy::TableAbsent {
+                table: r.plan.tables[0].name.clone()
+            },
+            Discrepancy::TableUnplanned {
+                table: Name::new("zz-other").unwrap()
+            },
+        ]
+    );
+    // The plan's tables out of order.
+    let mut swapped = e;
+    swapped.tables.swap(0, 1);
+    assert_eq!(cold_refusal(&r, &swapped), vec![Discrepancy::TableOrder]);
+}
+
+#[test]
+fn cold_evidence_names_the_world_and_the_object_that_do_not_verify() {
+    let (r, e) = cold_case();
+    // Counts alone: the check still refuses, with the counts.
+    let mut counted = e.clone();
+    counted.worlds_discovered -= 1;
+    counted.objects_verified -= 1;
+    assert_eq!(
+        cold_refusal(&r, &counted),
+        vec![
+            Discrepancy::WorldCount {
+                expected: r.plan.worlds.len() as u64,
+                found: r.plan.worlds.len() as u64 - 1,
+            },
+            Discrepancy::ObjectCount {
+                expected: r.plan.artifacts.objects.len() as u64,
+                found: r.plan.artifacts.objects.len() as u64 - 1,
+            },
+        ]
+    );
+    // Named: the World and the object, with what was found at its address.
+    let world = r.plan.worlds[0].world.clone();
+    let object = r.plan.artifacts.objects[0];
+    let uri = NormalizedUri::parse("file:///dst/artifacts/sha256/ab/cd").unwrap();
+    let mut named = counted;
+    named.worlds_missing = vec![world.clone()];
+    named.objects_failed = vec![ObjectMismatch {
+        sha256: object.sha256,
+        uri: uri.clone(),
+        found: ObjectFound::Missing,
+    }];
+    let found = cold_refusal(&r, &named);
+    assert_eq!(
+        found,
+        vec![
+            Discrepancy::WorldNotDiscovered {
+                world: world.clone()
+            },
+            Discrepancy::Object {
+                sha256: object.sha256,
+                uri: uri.clone(),
+                expected: object,
+                found: ObjectFound::Missing,
+            },
+        ]
+    );
+    assert_eq!(
+        found[1].to_string(),
+        format!("object {} at {uri}: missing", object.sha256)
+    );
+    // A named failure refuses even when the counts look complete.
+    let mut listed = e;
+    listed.objects_failed = vec![ObjectMismatch {
+        sha256: object.sha256,
+        uri,
+        found: ObjectFound::Longer,
+    }];
+    assert_eq!(cold_refusal(&r, &listed).len(), 1);
+}
+
+#[test]
+fn a_read_only_check_asks_for_no_resume_and_a_resuming_one_for_a_resume() {
+    let (r, e) = cold_case();
+    let w = r
+        .plan
+        .worlds
+        .iter()
+        .find(|w| w.resumable)
+        .unwrap()
+        .world
+        .clone();
+    let untouched = ColdEvidence {
+        resume: Resume::NotExercised,
+        ..e.clone()
+    };
+    check_cold_as(&r, &untouched, VerifyMode::ReadOnly).unwrap();
+    // A migration's own cold verification must resume.
+    assert_eq!(
+        cold_refusal(&r, &untouched),
+        vec![Discrepancy::ResumeMismatch {
+            mode: VerifyMode::ResumeAndTick,
+            resumable: Some(w.clone()),
+            found: Resume::NotExercised,
+        }]
+    );
+    // A read-only check refuses evidence that resumed (it wrote).
+    assert_eq!(
+        cold_refusal_as(&r, &e, VerifyMode::ReadOnly),
+        vec![Discrepancy::ResumeMismatch {
+            mode: VerifyMode::ReadOnly,
+            resumable: Some(w),
+            found: e.resume.clone(),
+        }]
     );
 }
 
@@ -832,28 +986,41 @@ fn a_resume_must_be_above_both_the_staged_and_the_planned_floor() {
         r.control.as_mut().unwrap().floors[0].floor = staged;
         r
     };
-    let low = "resume epoch is not above the imported floor";
+    let low = |staged: Epoch, epoch: Epoch| {
+        vec![Discrepancy::ResumeNotAboveFloor {
+            world: w.world.clone(),
+            epoch,
+            floor: Some(staged.max(planned)),
+        }]
+    };
     // Above both: accepted.
     check_cold(&floor_at(planned), &resumed(&e, &w.world, planned + 1)).unwrap();
     // At the staged floor (which is above the planned one): refused.
     assert_eq!(
         cold_refusal(&floor_at(planned + 1), &resumed(&e, &w.world, planned + 1)),
-        low
+        low(planned + 1, planned + 1)
     );
     // Above the planned floor, below the staged one: refused.
     assert_eq!(
         cold_refusal(&floor_at(planned + 5), &resumed(&e, &w.world, planned + 2)),
-        low
+        low(planned + 5, planned + 2)
     );
     // Above the staged floor, at the planned one: refused.
     assert_eq!(
         cold_refusal(&floor_at(planned - 1), &resumed(&e, &w.world, planned)),
-        low
+        low(planned - 1, planned)
     );
     // No staged floor for the World: refused.
     let mut r2 = r.clone();
     r2.control.as_mut().unwrap().floors.clear();
-    assert_eq!(cold_refusal(&r2, &resumed(&e, &w.world, planned + 1)), low);
+    assert_eq!(
+        cold_refusal(&r2, &resumed(&e, &w.world, planned + 1)),
+        vec![Discrepancy::ResumeNotAboveFloor {
+            world: w.world.clone(),
+            epoch: planned + 1,
+            floor: None,
+        }]
+    );
 }
 
 #[test]
@@ -871,19 +1038,27 @@ fn a_resume_of_a_world_other_than_the_resumable_one_is_refused() {
     e.worlds_discovered += 1;
     check_cold(&r, &e).unwrap();
     let high = other.import_floor() + r.plan.worlds[0].import_floor() + 10;
+    let mismatch = |found: Resume| {
+        vec![Discrepancy::ResumeMismatch {
+            mode: VerifyMode::ResumeAndTick,
+            resumable: Some(r.plan.worlds[0].world.clone()),
+            found,
+        }]
+    };
+    let elsewhere = resumed(&e, &other.world, high);
     assert_eq!(
-        cold_refusal(&r, &resumed(&e, &other.world, high)),
-        "resume evidence does not match the resumable World"
+        cold_refusal(&r, &elsewhere),
+        mismatch(elsewhere.resume.clone())
     );
+    assert!(cold_refusal(&r, &elsewhere)[0]
+        .to_string()
+        .starts_with("resume evidence does not match the resumable World"));
     // And evidence of no resume when one World is resumable.
     let none = ColdEvidence {
         resume: Resume::NotApplicable,
         ..e
     };
-    assert_eq!(
-        cold_refusal(&r, &none),
-        "resume evidence does not match the resumable World"
-    );
+    assert_eq!(cold_refusal(&r, &none), mismatch(Resume::NotApplicable));
 }
 
 #[test]

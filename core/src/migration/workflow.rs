@@ -32,7 +32,8 @@ use super::tables::{TableError, TableStore};
 use super::{
     decide, next_step, Classification, ColdEvidence, ControlPlan, EndpointFacts, Locality,
     MigrationError, Name, Next, NormalizedUri, Outcome, Plan, Preflight, Request, Run,
-    SourceObservation, State, StorageIdentity, StoredReceipt, TablePlan, WorldPlan, PLAN_FORMAT,
+    SourceObservation, State, StorageIdentity, StoredReceipt, TablePlan, VerifyMode, WorldPlan,
+    PLAN_FORMAT,
 };
 use crate::fence::Holder;
 use crate::world::{ControlCatalog, FencePurpose, WorldError, WorldStatus, WriterMode};
@@ -65,13 +66,24 @@ pub struct Endpoint<'a, C, T, O> {
     pub activity_records: u64,
 }
 
-/// The host-injected, destination-only cold verifier (spec 001 §8): given
-/// the plan, it proves discovery, table evidence, artifact hashes and —
-/// when a resumable World exists — a resume above the imported floor and a
-/// later tick, from fresh destination resources.
+/// The host-injected, destination-only cold verifier: given the plan, it
+/// gathers evidence of discovery, table content and Artifact bytes from
+/// fresh destination resources, and — in [`VerifyMode::ResumeAndTick`],
+/// when a resumable World exists — resumes it above the imported floor and
+/// commits a later tick.
+///
+/// Differences are evidence, not failures: a table is reported with the
+/// facts a fresh read found, a World or an object that does not verify is
+/// named in [`ColdEvidence::worlds_missing`] or
+/// [`ColdEvidence::objects_failed`], and the machine's check names each one
+/// ([`super::check_cold_as`]). A failure (`Err`) is what kept the verifier
+/// from looking: a store that does not open, an I/O error.
 pub trait ColdVerifier {
-    /// Verifies the destination against `plan`; a failure is a message.
-    fn verify(&self, plan: &Plan) -> Result<ColdEvidence, String>;
+    /// Verifies the destination against `plan` in `mode`. In
+    /// [`VerifyMode::ReadOnly`] it writes nothing, takes no fence and
+    /// commits no tick, and answers [`super::Resume::NotExercised`] when
+    /// the plan has a resumable World.
+    fn verify(&self, plan: &Plan, mode: VerifyMode) -> Result<ColdEvidence, String>;
 }
 
 /// What a run reports as it goes, for a progress display; every method
@@ -86,6 +98,14 @@ pub trait Progress {
     fn objects(&self, _copied: u64, _reused: u64, _bytes: u64) {}
     /// Table `index` of the plan is at the destination with `rows` rows.
     fn table(&self, _index: usize, _rows: u64) {}
+    /// Whether the host asks the run to stop (an operator's SIGINT or
+    /// SIGTERM). Asked at every step boundary, before the step: a run that
+    /// stops there has stored every decision it took, and a retry with the
+    /// same migration id resumes from the step it did not take
+    /// ([`WorkflowError::Interrupted`]). Never asked inside a step.
+    fn interrupted(&self) -> bool {
+        false
+    }
 }
 
 /// Reports nothing.
@@ -133,6 +153,11 @@ pub enum WorkflowError {
     /// The driver took more steps than any run needs.
     #[error("Stuck: no completion after {0} steps")]
     Stuck(usize),
+    /// The host asked the run to stop ([`Progress::interrupted`]); it
+    /// stopped before this step, with every earlier step stored. A retry
+    /// with the same migration id resumes here.
+    #[error("interrupted: stopped before the step {0}; every earlier step is stored")]
+    Interrupted(String),
 }
 
 impl WorkflowError {
@@ -152,6 +177,7 @@ impl WorkflowError {
             WorkflowError::Cold(_) => "ColdVerificationFailed".into(),
             WorkflowError::Plan(_) => "PlanInvalid".into(),
             WorkflowError::Stuck(_) => "Stuck".into(),
+            WorkflowError::Interrupted(_) => "interrupted".into(),
         }
     }
 }
@@ -595,18 +621,30 @@ where
                 self.mark_moved();
                 return Ok(*receipt);
             }
+            if self.progress.interrupted() {
+                let known = Self::own(&state).map(|r| &r.plan).or(plan.as_ref());
+                return Err(WorkflowError::Interrupted(next.step(known).name().into()));
+            }
             self.progress.step(&next);
             self.step(&mut state, next, &mut plan, &mut occurrences, &mut memo)?;
         }
         Err(WorkflowError::Stuck(MAX_STEPS))
     }
 
-    /// The reserved plan, or the one this run froze.
-    fn current_plan(state: &State, plan: &Option<Plan>) -> Res<Plan> {
+    /// This migration's reservation at the destination, if it has one
+    /// (another migration's abandoned reservation is not: the machine lets
+    /// this one replace it).
+    fn own(state: &State) -> Option<&super::Reservation> {
         state
             .destination
             .reservation
             .as_ref()
+            .filter(|r| r.plan.migration_id == state.run.migration_id)
+    }
+
+    /// The reserved plan, or the one this run froze.
+    fn current_plan(state: &State, plan: &Option<Plan>) -> Res<Plan> {
+        Self::own(state)
             .map(|r| r.plan.clone())
             .or_else(|| plan.clone())
             .ok_or_else(|| WorkflowError::Plan("no plan at this step".into()))
@@ -637,7 +675,7 @@ where
                     // the source's, checked before anything is reserved: a
                     // hand-edited or outdated plan would otherwise reserve
                     // the destination and then be invalidated there.
-                    Some(p) if state.destination.reservation.is_none() => {
+                    Some(p) if Self::own(state).is_none() => {
                         let seen = self.observe(&p)?;
                         if super::drifted(&p, &seen) {
                             return Err(WorkflowError::Refused(MigrationError::PlanStale));
@@ -649,7 +687,7 @@ where
                     // names no step but refuses another migration's
                     // (`next_step`, `OtherMigration`). Its plan is the one
                     // to freeze again.
-                    None => match state.destination.reservation.as_ref() {
+                    None => match Self::own(state) {
                         Some(r) => r.plan.clone(),
                         None => self.freeze(memo.checked.take())?,
                     },
@@ -709,7 +747,12 @@ where
             }
             Next::ColdVerify => {
                 let p = Self::current_plan(state, plan)?;
-                let evidence = self.cold.verify(&p).map_err(WorkflowError::Cold)?;
+                // The migration's own cold verification resumes: a
+                // completed migration proves its World writable.
+                let evidence = self
+                    .cold
+                    .verify(&p, VerifyMode::ResumeAndTick)
+                    .map_err(WorkflowError::Cold)?;
                 self.send(state, &Request::ColdVerify { evidence }, none)?;
             }
             Next::Complete => {
@@ -848,34 +891,31 @@ where
     }
 
     /// Re-verifies a completed migration's receipt against the destination
-    /// ([`verify_receipt`]); the source is not read.
-    pub fn verify(&self, receipt: &StoredReceipt) -> Res<ColdEvidence> {
-        verify_receipt(self.destination.control, self.cold, receipt)
+    /// in `mode` ([`verify_receipt`]); the source is not read.
+    pub fn verify(&self, receipt: &StoredReceipt, mode: VerifyMode) -> Res<ColdEvidence> {
+        verify_receipt(self.destination.control, self.cold, receipt, mode)
     }
 }
 
 /// Re-verifies a completed migration's receipt later, from the destination
-/// alone (spec 001 §9): the destination must hold exactly this receipt on
-/// a completed reservation, and fresh cold evidence for its plan must pass
-/// the machine's cold check ([`super::check_cold`]).
+/// alone: the destination's administration must hold exactly this receipt
+/// on a completed reservation of the plan it names
+/// ([`super::held_receipt`]), and fresh cold evidence for that plan, in
+/// `mode`, must show no difference ([`super::check_cold_as`]). Reads the
+/// administration only; in [`VerifyMode::ReadOnly`] nothing is written
+/// anywhere, provided the verifier keeps to its mode.
 pub fn verify_receipt<A: ControlAdmin, V: ColdVerifier>(
     destination: &A,
     cold: &V,
     receipt: &StoredReceipt,
+    mode: VerifyMode,
 ) -> Res<ColdEvidence> {
     let stored = destination
         .load_destination()
         .map_err(WorkflowError::Admin)?;
-    let r = stored
-        .reservation
-        .filter(|r| r.status == super::Status::Completed && r.receipt.as_ref() == Some(receipt))
-        .ok_or_else(|| {
-            WorkflowError::Plan(
-                "the destination holds no completed migration with this receipt".into(),
-            )
-        })?;
-    let evidence = cold.verify(&r.plan).map_err(WorkflowError::Cold)?;
-    super::check_cold(&r, &evidence).map_err(WorkflowError::Refused)?;
+    let r = super::held_receipt(&stored, receipt).map_err(WorkflowError::Refused)?;
+    let evidence = cold.verify(&r.plan, mode).map_err(WorkflowError::Cold)?;
+    super::check_cold_as(r, &evidence, mode).map_err(WorkflowError::Refused)?;
     Ok(evidence)
 }
 
@@ -917,6 +957,8 @@ fn plan_worlds(snapshot: &ControlSnapshot) -> Res<Vec<WorldPlan>> {
     out.sort_by(|a, b| a.world.cmp(&b.world));
     Ok(out)
 }
+
+pub mod abandon;
 
 #[cfg(test)]
 mod tests;

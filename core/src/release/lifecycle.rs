@@ -291,9 +291,10 @@ impl Head {
 }
 
 /// The authoritative lifecycle state of a catalog.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct LifecycleState {
     /// Every release with a record, by digest.
+    #[serde(with = "crate::pairs")]
     pub releases: BTreeMap<Sha256, Membership>,
     /// The last [`MAX_OUTCOMES`] outcomes, oldest first.
     pub outcomes: VecDeque<Outcome>,

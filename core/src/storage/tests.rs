@@ -668,6 +668,8 @@ proptest! {
             prop_assert_eq!(Stats::of(ledger.iter()), Some(s.stats()));
             prop_assert_eq!(s.check_invariants(), Ok(()));
         }
+        // The store has a written form.
+        prop_assert_eq!(crate::pairs::round_trips(&s), Ok(()));
     }
 
     #[test]

@@ -1,10 +1,36 @@
 //! `custos catalog discover|show`: read-only views of a storage identity's
-//! control catalog (spec 000, `discover_worlds` and `open_world_readonly`).
+//! control catalog (spec 000, `discover_worlds` and `open_world_readonly`);
+//! `custos catalog recover`: the one writing command, which rolls back what
+//! an interrupted writer left and nothing else.
 //!
-//! Both open the catalog with `SqliteControlCatalog::open_read_only`: no
-//! file is created, migrated or written, not even beside the catalog, and a
-//! writer's open transaction neither delays the read nor shows in it (the
-//! read answers the last committed state).
+//! `discover` and `show` open the catalog with
+//! `SqliteControlCatalog::open_read_only`: no file is created, migrated or
+//! written, not even beside the catalog, and a writer's open transaction
+//! neither delays the read nor shows in it (the read answers the last
+//! committed state).
+//!
+//! ## A hot journal, and `recover`
+//!
+//! A catalog in SQLite's rollback-journal mode (another tool made it, or
+//! switched it away from WAL) whose writer was killed mid-transaction has a
+//! hot `-journal` beside it. Rolling it back writes the file, so the read
+//! commands refuse instead — exit 6, naming the file, the journal and the
+//! command that recovers it, with nothing written — and so does
+//! `custos migrate` at an endpoint whose catalog it has to read.
+//! `custos catalog recover <uri> [--namespace N] [--backend B]` is that
+//! command: one read through a writing connection (`SqliteControlCatalog::
+//! recover`), which is where SQLite rolls the interrupted transaction back
+//! to the last committed state; it changes nothing else — the journal mode,
+//! the version and every committed row stay as they were — and then reads
+//! the catalog back read-only and prints how many worlds it holds. On a
+//! catalog without a hot journal it writes nothing. Why a command of its
+//! own rather than "the next `custos migrate run` recovers it": a migration
+//! is not a repair tool — its preflight writes nothing, and it should start
+//! from a state the operator has seen (`recover`, then `discover`); and the
+//! writable open a migration makes also switches the file to WAL and
+//! migrates its version, which an operator who only wants the catalog
+//! readable again did not ask for. `recover` works on the local SQLite
+//! catalog only (a PostgreSQL server recovers its own transactions).
 //!
 //! With `--catalog-url <url>` (or `CUSTOS_CONTROL_CATALOG_URL`; feature
 //! `postgres`) the catalog is the identity's on a PostgreSQL server — the
@@ -26,12 +52,17 @@
 //! catalog for the identity (no file, or a file that is not a control
 //! catalog: zero-length, empty, not SQLite, another application's) or an
 //! unrecorded world; 6 a control catalog of a version this build does not
-//! read; 5 a server that does not answer; 1 the catalog could not be read.
+//! read, or one that needs `custos catalog recover` first (a hot journal),
+//! or — for `recover` — a file this process may not write; 5 a server that
+//! does not answer, or a catalog that stayed locked; 1 the catalog could
+//! not be read. `recover` exits 8 when it rolled a transaction back but
+//! could not print its report.
 //! Output failures end as everywhere in the binary (`crate::out`): 141 for
 //! a closed stdout pipe, 1 with one line on stderr for any other write
 //! error.
 
 use std::io::Write;
+use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
@@ -40,7 +71,7 @@ use custos_core::migration::control::ControlAdmin;
 use custos_core::migration::departure::Departures;
 use custos_core::root::printable;
 use custos_core::world::{ControlCatalog, WorldError, WorldInfo, WorldRecord};
-use custos_sqlite::control::{catalog_path, SqliteControlCatalog};
+use custos_sqlite::control::{catalog_path, Recovery, SqliteControlCatalog};
 use custos_sqlite::{OpenError, Refusal};
 
 use crate::absolute;
@@ -115,6 +146,21 @@ pub enum CatalogCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Roll back the transaction an interrupted writer left in the local
+    /// catalog's hot rollback journal, and change nothing else.
+    Recover {
+        /// The storage uri (a local path, `file://…`, or a remote uri).
+        uri: String,
+        /// The namespace.
+        #[arg(long, default_value = "default")]
+        namespace: String,
+        /// The backend.
+        #[arg(long, default_value = "iceberg")]
+        backend: String,
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Runs a catalog command.
@@ -141,7 +187,52 @@ pub fn run(cmd: CatalogCommand) -> ExitCode {
             }
             Err(code) => Ok(code),
         },
+        CatalogCommand::Recover {
+            uri,
+            namespace,
+            backend,
+            json,
+        } => recover(out, &uri, &namespace, &backend, json),
     })
+}
+
+/// `s` as one word a POSIX shell reads back unchanged: as it is when it
+/// holds only safe characters, else single-quoted.
+fn shell_word(s: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "/._-+:=@,%".contains(c);
+    if !s.is_empty() && s.chars().all(safe) {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// The command that recovers the local control catalog of `id`.
+pub fn recover_command(id: &StorageIdentity) -> String {
+    format!(
+        "custos catalog recover {} --namespace {} --backend {}",
+        shell_word(id.uri()),
+        shell_word(id.namespace()),
+        shell_word(id.backend())
+    )
+}
+
+/// The stable reason of a catalog that needs `custos catalog recover`.
+pub const RECOVERY_NEEDED: &str = "catalog-recovery-needed";
+
+/// What a command that met a hot journal says: the file, the journal, that
+/// nothing was written, and the command that recovers it.
+pub fn recovery_needed(id: &StorageIdentity, path: &Path, journal: &Path) -> String {
+    format!(
+        "RecoveryNeeded: the control catalog {} cannot be read: a writer was interrupted \
+         mid-transaction and left the hot rollback journal {}; nothing was written \
+         [{RECOVERY_NEEDED}]\n\
+         Recover it (this rolls the interrupted transaction back to the last committed state \
+         and changes nothing else), then retry:\n  {}",
+        path.display(),
+        journal.display(),
+        recover_command(id)
+    )
 }
 
 fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
@@ -253,9 +344,116 @@ fn open_local(identity: StorageIdentity) -> Result<Opened, ExitCode> {
         // The file went away (or was never a regular file) after the check.
         OpenError::UnopenablePath { .. } => not_found(),
         e @ OpenError::Corrupt { .. } => fail(Exit::Corrupt.code(), e),
+        // Readable once recovered: refused until then, nothing written.
+        OpenError::RecoveryNeeded { path, journal } => fail(
+            Exit::Refused.code(),
+            recovery_needed(&identity, &path, &journal),
+        ),
         other => fail(1, format!("cannot open {}: {other}", path.display())),
     })?;
     Ok((identity, path.display().to_string(), Box::new(catalog)))
+}
+
+/// `custos catalog recover`: rolls back a hot journal beside the local
+/// catalog (nothing else), then reads the catalog back read-only.
+fn recover(
+    out: &mut Out,
+    uri: &str,
+    namespace: &str,
+    backend: &str,
+    json: bool,
+) -> std::io::Result<ExitCode> {
+    let identity = match StorageIdentity::new(&absolute(uri), namespace, backend) {
+        Ok(id) => id,
+        Err(e) => return Ok(fail(2, e)),
+    };
+    let Some(path) = catalog_path(&identity) else {
+        return Ok(fail(
+            2,
+            "no catalog directory for a remote identity: set CUSTOS_CATALOG_DIR or HOME",
+        ));
+    };
+    let not_found = || {
+        fail(
+            3,
+            format!(
+                "NotFound: no control catalog for {} (namespace {}, backend {}) at {}",
+                identity.uri(),
+                identity.namespace(),
+                identity.backend(),
+                path.display()
+            ),
+        )
+    };
+    if !path.is_file() {
+        return Ok(not_found());
+    }
+    let recovery: Recovery = match SqliteControlCatalog::recover(&path) {
+        Ok(r) => r,
+        Err(e) => {
+            return Ok(match e {
+                OpenError::NotReadable {
+                    rule: Refusal::Version { .. },
+                    ..
+                } => fail(Exit::Refused.code(), e),
+                OpenError::NotReadable { .. } => fail(3, e),
+                OpenError::UnopenablePath { .. } if !path.is_file() => not_found(),
+                // A file this process may not write.
+                e @ OpenError::UnopenablePath { .. } => fail(Exit::Refused.code(), e),
+                e @ OpenError::Busy { .. } => fail(Exit::Unavailable.code(), e),
+                e @ OpenError::Corrupt { .. } => fail(Exit::Corrupt.code(), e),
+                other => fail(1, format!("cannot recover {}: {other}", path.display())),
+            });
+        }
+    };
+    if recovery.rolled_back {
+        // The rollback is written: a report that cannot be printed says so.
+        out::committed();
+    }
+    let what = if recovery.rolled_back {
+        format!(
+            "rolled back the transaction an interrupted writer left in {}; the catalog is at its last committed state",
+            recovery.journal.display()
+        )
+    } else {
+        "no hot journal: nothing to recover, nothing written".to_owned()
+    };
+    let place = path.display().to_string();
+    if !json {
+        writeln!(out, "control catalog {}: {what}", printable(&place))?;
+    }
+    // What the catalog holds now, read as `discover` reads it.
+    let read = open_local(identity.clone()).and_then(|(_, _, catalog)| {
+        catalog
+            .discover_worlds()
+            .map(|w| w.len())
+            .map_err(|e| fail(1, e))
+    });
+    let worlds = match read {
+        Ok(n) => n,
+        Err(code) => {
+            if json {
+                out::err(format_args!(
+                    "custos catalog: {}: {what}",
+                    printable(&place)
+                ));
+            }
+            return Ok(code);
+        }
+    };
+    if json {
+        return print_json(
+            out,
+            &serde_json::json!({
+                "storage": identity_json(&identity, &place),
+                "rolled_back": recovery.rolled_back,
+                "journal": recovery.journal.display().to_string(),
+                "worlds": worlds,
+            }),
+        );
+    }
+    writeln!(out, "{worlds} world(s)")?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn identity_json(id: &StorageIdentity, place: &str) -> serde_json::Value {

@@ -18,7 +18,9 @@
 //!   (feature `sqlite`). Both only read, through a read-only open that
 //!   creates and writes nothing: a storage identity without a control
 //!   catalog (or whose catalog file is not one), or an unrecorded world,
-//!   exits with code 3.
+//!   exits with code 3; a catalog whose killed writer left a hot rollback
+//!   journal exits 6 naming `custos catalog recover <uri> …`, which rolls
+//!   that transaction back and changes nothing else.
 //!
 //! - `custos migrate plan|run|verify --source URI --dest URI
 //!   --migration-id ID …` migrates a whole storage identity — Iceberg

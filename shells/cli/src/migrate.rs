@@ -28,13 +28,27 @@
 //!   completed migration prints the stored receipt byte-identical and runs
 //!   nothing; once the destination is activated a retry never reads the
 //!   source.
-//! - `verify` re-verifies a receipt later against the destination alone
-//!   (the cold verifier commits one more verification tick when the
-//!   identity has a resumable World).
+//! - `abandon` gives up a migration that never reached activation
+//!   ([`custos_core::migration::workflow::abandon`]): the destination's
+//!   reservation, then the source's departure, are marked abandoned, then
+//!   the copied tables are removed. Refused once activated.
+//! - `verify` re-verifies a receipt later against the destination alone,
+//!   read-only: it proves the destination's administration holds the
+//!   receipt (its digest, its plan's digest) on a completed migration,
+//!   discovers every planned World, recomputes every table's evidence and
+//!   hashes every Artifact object — opening everything for reading, taking
+//!   no fence, committing no tick, writing nothing (a read-only copy
+//!   verifies). A difference names its table and evidence, or its object
+//!   and address. `--resume-and-tick` also resumes the resumable World
+//!   under the cold verifier's holder and commits one tick: that fences
+//!   out any live writer of the World at the destination.
 //!
 //! Cold verification runs in a fresh child process of this binary
 //! (`custos migrate cold-verify`, hidden) given only the destination's
 //! paths and the plan on stdin; it answers its evidence as JSON on stdout.
+//! `run`'s own cold verification resumes and ticks (a completed migration
+//! proves its World writable); `verify` asks it to only with
+//! `--resume-and-tick`.
 //!
 //! Progress goes to stderr: bars (tables, rows, objects, bytes) on a
 //! terminal, one plain line per step otherwise; `--json` prints the plan,
@@ -44,9 +58,15 @@
 //! or an invalid argument; 6 refused — the migration is not admissible as
 //! asked (a preflight refusal, another migration's reservation, source
 //! drift), with nothing written at the destination before its
-//! reservation; 4 an output file that already exists; 7 a verification
+//! reservation — or an endpoint's control catalog it had to read holds a
+//! hot rollback journal (a killed writer's), which no migrate command rolls
+//! back: the message names the file and `custos catalog recover …`, the
+//! command that does (see `crate::catalog`); 5 another driver holds an
+//! endpoint ([`lock`]) or a run stopped at a step boundary on SIGINT/SIGTERM
+//! ([`stop`]): rerun it to resume; 4 an output file that already exists; 7 a verification
 //! failed (a copy or read-back that does not reproduce the plan, stored
-//! evidence that does not verify, cold verification); 1 an I/O or backend
+//! evidence that does not verify, cold verification, a receipt the
+//! destination does not hold); 1 an I/O or backend
 //! fault (retry with the same migration id); 8 a run whose receipt could
 //! not be printed after activation. Output failures end as everywhere in
 //! the binary (`crate::out`).
@@ -65,15 +85,17 @@ use custos_core::migration::workflow::{
 };
 use custos_core::migration::{
     ColdEvidence, Locality, MigrationError, Name, NormalizedUri, Plan, StorageIdentity,
-    StoredReceipt,
+    StoredReceipt, VerifyMode,
 };
 
 use crate::absolute;
 use crate::out::{self, Out};
 
 mod cold;
+mod lock;
 mod ports;
 mod show;
+mod stop;
 
 use ports::{Control, Objects, Tables};
 
@@ -172,14 +194,38 @@ pub enum MigrateCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Re-verify a receipt against the destination alone.
+    /// Abandon a migration that never reached activation: the
+    /// destination's reservation is marked abandoned (so no run of this id
+    /// goes on there), the source's departure to it is marked abandoned
+    /// (so the source may be planned again), and the tables it copied are
+    /// removed. Nothing of it was discoverable, so nothing is lost.
+    /// Refused once the destination is activated: it is then a live home.
+    /// Safe to repeat after an interruption.
+    Abandon {
+        #[command(flatten)]
+        dest: DestinationArgs,
+        /// The migration id.
+        #[arg(long)]
+        migration_id: String,
+        /// Print what was done as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Re-verify a receipt against the destination alone, read-only:
+    /// nothing written, no fence taken, no tick committed.
     Verify {
         #[command(flatten)]
         dest: DestinationArgs,
         /// The receipt file (`custos migrate run --receipt`).
         #[arg(long)]
         receipt: PathBuf,
-        /// Print the evidence as JSON.
+        /// WRITES: also resume each resumable World under the cold
+        /// verifier's holder (`custos-cold-verifier`) and commit one tick.
+        /// The new fence fences out any live writer of that World at the
+        /// destination; each run commits one more tick.
+        #[arg(long)]
+        resume_and_tick: bool,
+        /// Print the evidence (or the differences found) as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -189,6 +235,9 @@ pub enum MigrateCommand {
     ColdVerify {
         #[command(flatten)]
         dest: DestinationArgs,
+        /// Resume the resumable World and commit a tick (writes).
+        #[arg(long)]
+        resume_and_tick: bool,
     },
 }
 
@@ -220,12 +269,21 @@ pub fn run(cmd: MigrateCommand) -> ExitCode {
             receipt.as_deref(),
             json,
         ),
+        MigrateCommand::Abandon {
+            dest,
+            migration_id,
+            json,
+        } => abandon(out, &dest, &migration_id, json),
         MigrateCommand::Verify {
             dest,
             receipt,
+            resume_and_tick,
             json,
-        } => verify(out, &dest, &receipt, json),
-        MigrateCommand::ColdVerify { dest } => cold::child(out, &dest),
+        } => verify(out, &dest, &receipt, mode(resume_and_tick), json),
+        MigrateCommand::ColdVerify {
+            dest,
+            resume_and_tick,
+        } => cold::child(out, &dest, mode(resume_and_tick)),
     })
 }
 
@@ -255,7 +313,9 @@ fn class(e: &WorkflowError) -> u8 {
     use custos_core::migration::tables::TableError;
     use custos_core::world::WorldError;
     match e {
-        WorkflowError::Refused(MigrationError::ColdVerificationFailed(_)) => Exit::Corrupt.code(),
+        WorkflowError::Refused(
+            MigrationError::ColdVerificationFailed(_) | MigrationError::ReceiptMismatch(_),
+        ) => Exit::Corrupt.code(),
         WorkflowError::Refused(_) | WorkflowError::Preflight { .. } | WorkflowError::Plan(_) => {
             Exit::Refused.code()
         }
@@ -277,12 +337,29 @@ fn class(e: &WorkflowError) -> u8 {
             _ => Exit::Corrupt.code(),
         },
         WorkflowError::Objects(_) | WorkflowError::Stuck(_) => Exit::Fault.code(),
+        WorkflowError::Interrupted(_) => Exit::Unavailable.code(),
         WorkflowError::Cold(_) => Exit::Corrupt.code(),
     }
 }
 
 fn workflow_failure(e: &WorkflowError) -> Failure {
     Failure::new(class(e), format_args!("{} [{}]", e, e.reason()))
+}
+
+/// The failure of a workflow error at `ends`: when a read of an endpoint's
+/// control catalog met a hot journal, that is the cause, refused (6) with
+/// the command that recovers it; otherwise [`workflow_failure`].
+fn failure_at(e: &WorkflowError, ends: &[&Local]) -> Failure {
+    ends.iter()
+        .find_map(|end| {
+            end.control.hot_journal().map(|(path, journal)| {
+                Failure::new(
+                    Exit::Refused.code(),
+                    crate::catalog::recovery_needed(&end.id, path, journal),
+                )
+            })
+        })
+        .unwrap_or_else(|| workflow_failure(e))
 }
 
 /// One endpoint, composed: its identities and its lazily opened ports.
@@ -353,6 +430,9 @@ impl Local {
         })
     }
 
+    /// The destination of `verify` and of the cold verifier, composed for
+    /// reading: unlike a run's destination, its tables never open for
+    /// writing to recover an interrupted commit.
     fn destination(d: &DestinationArgs) -> Result<Local, Failure> {
         Local::compose(
             &d.dest,
@@ -361,7 +441,6 @@ impl Local {
             d.dest_artifacts.as_deref(),
             "--dest",
         )
-        .map(Local::into_destination)
     }
 
     /// This endpoint as a destination (its tables recover a commit a
@@ -415,43 +494,44 @@ fn now() -> custos_core::Millis {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// Holds the host-wide run locks of both endpoints for a run's lifetime:
-/// one exclusive lock file per storage fingerprint in the system's temp
-/// directory (neither endpoint is written for it). A second `plan` or
-/// `run` on either endpoint while one runs is refused at once — two
+/// Holds the host-wide locks ([`lock`]) of `identities` for a command's
+/// lifetime (neither endpoint is written for them). A second `plan`, `run`
+/// or `abandon` on either endpoint while one runs is refused at once — two
 /// drivers would fence the source under each other and invalidate the
-/// plan. Local v1 is one host, so a host lock excludes every driver.
-fn run_locks(job: &Job) -> Result<Vec<Box<dyn custos_fs::fs::LockGuard>>, Failure> {
-    use custos_fs::Fs;
+/// plan.
+fn host_locks(identities: &[&StorageIdentity]) -> Result<Vec<lock::HostLock>, Failure> {
     let mut held = Vec::new();
-    // Identical identities share one lock (preflight then refuses them).
-    let same = job.source.identity == job.destination.identity;
-    let ends = if same {
-        vec![&job.source]
-    } else {
-        vec![&job.source, &job.destination]
-    };
-    for end in ends {
-        let path = std::env::temp_dir().join(format!(
-            "custos-migrate-{}.lock",
-            end.identity.fingerprint()
-        ));
-        match custos_fs::RealFs.try_lock_exclusive(&path) {
+    let mut seen: Vec<&StorageIdentity> = Vec::new();
+    for id in identities {
+        // Identical identities share one lock (preflight then refuses them).
+        if seen.contains(id) {
+            continue;
+        }
+        seen.push(id);
+        match lock::try_lock(id) {
             Ok(Some(g)) => held.push(g),
             Ok(None) => {
                 return Err(Failure::new(
                     Exit::Unavailable.code(),
                     format_args!(
-                        "migration-running: another custos migrate holds {} ({}); wait for it, then retry",
-                        end.identity.uri,
-                        path.display()
-                    ),
+                    "migration-running: another custos migrate holds {}; wait for it, then retry",
+                    id.uri
+                ),
                 ))
             }
-            Err(e) => return Err(Failure::new(1, format_args!("{}: {e}", path.display()))),
+            Err(e) => {
+                return Err(Failure::new(
+                    1,
+                    format_args!("the host lock of {}: {e}", id.uri),
+                ))
+            }
         }
     }
     Ok(held)
+}
+
+fn run_locks(job: &Job) -> Result<Vec<lock::HostLock>, Failure> {
+    host_locks(&[&job.source.identity, &job.destination.identity])
 }
 
 /// Both endpoints and the migration's own values.
@@ -650,7 +730,7 @@ fn check(
     let progress = show::Bars::new(json);
     let report = match job.with(&progress, |m| m.validate()) {
         Ok(Ok(r)) => r,
-        Ok(Err(e)) => return Ok(workflow_failure(&e).exit()),
+        Ok(Err(e)) => return Ok(failure_at(&e, &[&job.source, &job.destination]).exit()),
         Err(f) => return Ok(f.exit()),
     };
     progress.finish();
@@ -711,7 +791,7 @@ fn plan(
     let progress = show::Bars::new(json);
     let planned = match job.with(&progress, |m| m.plan()) {
         Ok(Ok(p)) => p,
-        Ok(Err(e)) => return Ok(workflow_failure(&e).exit()),
+        Ok(Err(e)) => return Ok(failure_at(&e, &[&job.source, &job.destination]).exit()),
         Err(f) => return Ok(f.exit()),
     };
     if let Some(path) = file {
@@ -757,10 +837,20 @@ fn migrate(
         Some(Ok(p)) => Some(p),
         Some(Err(f)) => return Ok(f.exit()),
     };
+    stop::install();
     let progress = show::Bars::new(json);
     let receipt = match job.with(&progress, |m| m.migrate(held.as_ref())) {
         Ok(Ok(r)) => r,
-        Ok(Err(e)) => return Ok(workflow_failure(&e).exit()),
+        Ok(Err(e @ WorkflowError::Interrupted(_))) => {
+            progress.finish();
+            let mut f = workflow_failure(&e);
+            f.message = format!(
+                "{}; resume it: run `custos migrate run` again with the same endpoints and --migration-id {}",
+                f.message, job.migration_id
+            );
+            return Ok(f.exit());
+        }
+        Ok(Err(e)) => return Ok(failure_at(&e, &[&job.source, &job.destination]).exit()),
         Err(f) => return Ok(f.exit()),
     };
     progress.finish();
@@ -782,10 +872,123 @@ fn migrate(
     Ok(ExitCode::SUCCESS)
 }
 
+/// `custos migrate abandon` ([`custos_core::migration::workflow::abandon`]):
+/// under the host locks of the destination and of the source its
+/// reservation names.
+fn abandon(
+    out: &mut Out,
+    dest: &DestinationArgs,
+    migration_id: &str,
+    json: bool,
+) -> std::io::Result<ExitCode> {
+    use custos_core::migration::control::ControlAdmin;
+    use custos_core::migration::workflow::abandon as workflow;
+    let id = match Name::new(migration_id) {
+        Ok(n) => n,
+        Err(e) => {
+            return Ok(Failure::new(2, format_args!("--migration-id {migration_id:?}: {e}")).exit())
+        }
+    };
+    let d = match Local::destination(dest) {
+        Ok(d) => d,
+        Err(f) => return Ok(f.exit()),
+    };
+    if d.locality != Locality::Local {
+        return Ok(Failure::new(
+            Exit::Refused.code(),
+            "endpoint-outside-local-v1: --dest is not a local storage identity [endpoint-outside-local-v1]",
+        )
+        .exit());
+    }
+    // The source the reservation names, for its lock (read only).
+    let source = match d.control.load_destination() {
+        Ok(stored) => stored.reservation.map(|r| r.plan.source),
+        Err(e) => {
+            return Ok(workflow_failure(&WorkflowError::Admin(e)).exit());
+        }
+    };
+    let mut ends = vec![&d.identity];
+    ends.extend(source.as_ref());
+    let _locks = match host_locks(&ends) {
+        Ok(l) => l,
+        Err(f) => return Ok(f.exit()),
+    };
+    let namespace = d.id.namespace().to_owned();
+    let backend = d.id.backend().to_owned();
+    let open_source =
+        |s: &StorageIdentity| -> Result<Option<Box<dyn ControlAdmin>>, WorkflowError> {
+            if !s.uri.is_local_file() {
+                return Ok(None);
+            }
+            let Ok(sid) = Identity::new(s.uri.path(), &namespace, &backend) else {
+                return Ok(None);
+            };
+            let path = PathBuf::from(identity::catalog_location(&sid, ""));
+            if !path.is_file() {
+                return Ok(None);
+            }
+            Ok(Some(Box::new(Control::new(Some(path)))))
+        };
+    let done = match workflow::abandon(&d.control, &d.tables, open_source, &id) {
+        Ok(done) => done,
+        Err(e) => return Ok(failure_at(&e, &[&d]).exit()),
+    };
+    out::committed();
+    if json {
+        out.line(serde_json::to_string_pretty(&done).unwrap_or_default())?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    out.line(format!(
+        "abandoned migration {} at {}{}",
+        done.migration_id,
+        done.destination.uri,
+        if done.already {
+            " (it was abandoned already)"
+        } else {
+            ""
+        }
+    ))?;
+    out.line(format!(
+        "  source {}: {}",
+        done.source.uri,
+        if done.source_marked {
+            "its departure is marked abandoned; it may be planned again"
+        } else {
+            "no control catalog there; nothing to mark"
+        }
+    ))?;
+    out.line(format!(
+        "  tables removed at the destination: {}",
+        if done.tables_removed.is_empty() {
+            "none".to_owned()
+        } else {
+            done.tables_removed
+                .iter()
+                .map(Name::as_str)
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    ))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The verification mode `--resume-and-tick` asks for.
+fn mode(resume_and_tick: bool) -> VerifyMode {
+    if resume_and_tick {
+        VerifyMode::ResumeAndTick
+    } else {
+        VerifyMode::ReadOnly
+    }
+}
+
+/// `custos migrate verify`: the receipt against the destination alone, in
+/// `mode`. Read-only, it opens the administration, the tables and the
+/// Artifact root for reading only; a failure names what differs.
 fn verify(
     out: &mut Out,
     dest: &DestinationArgs,
     receipt: &Path,
+    mode: VerifyMode,
     json: bool,
 ) -> std::io::Result<ExitCode> {
     let stored = match read_bounded(receipt, MAX_DOCUMENT).and_then(|b| {
@@ -804,18 +1007,28 @@ fn verify(
         Err(f) => return Ok(f.exit()),
     };
     let cold = cold::Child::new(&d);
-    let evidence: ColdEvidence = match verify_receipt(&d.control, &cold, &stored) {
-        Ok(e) => e,
-        Err(e) => return Ok(workflow_failure(&e).exit()),
-    };
-    show::evidence(out, &stored, &evidence, json)?;
-    Ok(ExitCode::SUCCESS)
+    match verify_receipt(&d.control, &cold, &stored, mode) {
+        Ok(evidence) => {
+            show::evidence(out, &stored, &evidence, mode, json)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            if json {
+                show::verify_failure(out, &stored, mode, &e)?;
+            }
+            let mut f = failure_at(&e, &[&d]);
+            if let Some(text) = show::differences(&e) {
+                f.message = text;
+            }
+            Ok(f.exit())
+        }
+    }
 }
 
 /// The cold verifier as the workflow sees it.
 impl ColdVerifier for cold::Child<'_> {
-    fn verify(&self, plan: &Plan) -> Result<ColdEvidence, String> {
-        self.run(plan)
+    fn verify(&self, plan: &Plan, mode: VerifyMode) -> Result<ColdEvidence, String> {
+        self.run(plan, mode)
     }
 }
 

@@ -116,7 +116,7 @@ static COMMITTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool:
 /// Marks that the command's change is committed: from here on a report
 /// that cannot be written ends with [`crate::exit::Exit::Unreported`], never as
 /// if nothing happened.
-#[cfg(any(feature = "fs", feature = "migrate"))]
+#[cfg(any(feature = "fs", feature = "sqlite"))]
 pub fn committed() {
     COMMITTED.store(true, std::sync::atomic::Ordering::SeqCst);
 }

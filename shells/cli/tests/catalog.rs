@@ -4,11 +4,20 @@
 //! nothing. The read commands open read-only: a file that is not a
 //! readable catalog is refused with its bytes and directory untouched, a
 //! catalog is read without a byte or a file changing, and a writer's open
-//! write transaction neither delays a read nor shows in it. Output to a
-//! closed pipe or a full device ends with 141 or 1, never a panic.
+//! write transaction neither delays a read nor shows in it. A catalog in
+//! rollback-journal mode whose writer was killed mid-transaction (a real
+//! hot journal) is refused by every read command with exit 6 naming the
+//! file, the journal and `custos catalog recover`, untouched; `recover`
+//! rolls it back (and changes nothing else), after which the read commands
+//! answer the last committed state. Output to a closed pipe or a full
+//! device ends with 141 or 1, never a panic.
 
 #![cfg(feature = "sqlite")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "support/hot_journal.rs"]
+#[allow(dead_code)]
+mod hot_journal;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -505,4 +514,100 @@ fn discover_and_show_survive_a_closed_pipe_and_a_full_device() {
             "{full_err}"
         );
     }
+}
+
+// ------------------------------------------------------------ a hot journal
+
+/// The writer `hot_journal::make_hot` runs and kills (a no-op unless this
+/// process is that child).
+#[test]
+fn hot_journal_writer() {
+    hot_journal::writer();
+}
+
+/// The world ids of a `discover --json` report.
+fn world_ids(stdout: &[u8]) -> Vec<String> {
+    let v: serde_json::Value = serde_json::from_slice(stdout).unwrap();
+    v["worlds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["identity"]["world_id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_hot_journal_is_refused_by_name_until_recover_rolls_it_back() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let uri = dir.path().to_str().unwrap();
+    let db = catalog_file(dir.path(), "ns");
+    hot_journal::make_hot(&db, "hot_journal_writer");
+    let journal = sibling(&db, "-journal");
+    let before = (untouched(dir.path(), &db), sha(&journal));
+    let command = format!("custos catalog recover {uri} --namespace ns --backend iceberg");
+    for args in read_commands(uri) {
+        let out = custos(&strs(&args));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(6), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        for needle in [
+            "RecoveryNeeded: the control catalog ",
+            &db.display().to_string(),
+            &journal.display().to_string(),
+            "nothing was written",
+            &command,
+            "[catalog-recovery-needed]",
+        ] {
+            assert!(err.contains(needle), "{args:?}: {needle:?} not in {err}");
+        }
+        assert_eq!(
+            (untouched(dir.path(), &db), sha(&journal)),
+            before,
+            "{args:?} changed the catalog or its directory"
+        );
+    }
+
+    // The command the message names: the interrupted transaction is rolled
+    // back, and nothing else changes (still rollback-journal mode).
+    let out = custos(&["catalog", "recover", uri, "--namespace", "ns"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("rolled back the transaction an interrupted writer left in"),
+        "{text}"
+    );
+    assert!(text.contains(&journal.display().to_string()), "{text}");
+    assert!(text.ends_with("2 world(s)\n"), "{text}");
+    assert!(!journal.exists(), "the journal outlived the recovery");
+    assert_eq!(hot_journal::journal_mode(&db), "delete");
+
+    // The last committed state, without the half-written worlds.
+    let out = custos(&["catalog", "discover", uri, "--namespace", "ns", "--json"]);
+    assert!(out.status.success());
+    assert_eq!(world_ids(&out.stdout), ["w-gone", "w-live"]);
+    let out = custos(&["catalog", "show", uri, "w-live", "--namespace", "ns"]);
+    assert!(out.status.success());
+
+    // Nothing left to recover: a second recovery writes nothing.
+    let after = untouched(dir.path(), &db);
+    let out = custos(&["catalog", "recover", uri, "--namespace", "ns", "--json"]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["rolled_back"], false);
+    assert_eq!(v["worlds"], 2);
+    assert_eq!(untouched(dir.path(), &db), after);
+}
+
+#[test]
+fn recover_without_a_catalog_is_not_found_and_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().to_str().unwrap();
+    let out = custos(&["catalog", "recover", uri, "--namespace", "ns"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(files(dir.path()).is_empty());
 }

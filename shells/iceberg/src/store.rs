@@ -448,6 +448,96 @@ impl IcebergStore {
         Ok(signature)
     }
 
+    /// Removes the table `table_id` of the namespace — its catalog entry,
+    /// then its directory `<uri>/<namespace>/<table_id>`, where this store
+    /// creates every table — and answers whether anything was there.
+    ///
+    /// Safe to repeat after a crash at any point: a retry that finds the
+    /// entry gone still removes the directory. A table whose location is
+    /// anywhere else was not made by this store and is refused
+    /// ([`IcebergError::DestinationConflict`]), as is a name that is not a
+    /// plain directory name (the store's own files start with `.custos`).
+    /// What it removes is gone for good: the caller (abandoning a
+    /// migration that never reached activation) decides that nothing of
+    /// it was ever discoverable.
+    pub fn discard_table(&self, table_id: &str) -> Result<bool, IcebergError> {
+        if !self.writable {
+            return Err(IcebergError::ReadOnly {
+                op: "discard_table",
+            });
+        }
+        let conflict = |detail: String| IcebergError::DestinationConflict {
+            table: table_id.to_owned(),
+            detail,
+        };
+        if table_id.is_empty()
+            || table_id.starts_with('.')
+            || table_id.contains('/')
+            || table_id.contains('\\')
+        {
+            return Err(conflict("not a plain table directory name".into()));
+        }
+        let root = root_of(&self.identity)?;
+        let dir = root.join(self.identity.namespace()).join(table_id);
+        let expected = format!("file://{}", dir.display());
+        let had_entry = self.run(async {
+            let ident = self.ident(table_id);
+            if !self
+                .catalog
+                .namespace_exists(&self.namespace)
+                .await
+                .map_err(ice("check the namespace"))?
+                || !self
+                    .catalog
+                    .table_exists(&ident)
+                    .await
+                    .map_err(ice("check the table"))?
+            {
+                return Ok(false);
+            }
+            let table = self
+                .catalog
+                .load_table(&ident)
+                .await
+                .map_err(ice("load the table"))?;
+            let location = table.metadata().location().trim_end_matches('/');
+            if location != expected {
+                return Err(conflict(format!(
+                    "its location {location} is not {expected}, where this store makes tables"
+                )));
+            }
+            self.catalog
+                .drop_table(&ident)
+                .await
+                .map_err(ice("drop the table"))?;
+            Ok(true)
+        })?;
+        let had_dir = match std::fs::symlink_metadata(&dir) {
+            Ok(m) if m.is_dir() => true,
+            Ok(_) => return Err(conflict(format!("{} is not a directory", dir.display()))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(source) => {
+                return Err(IcebergError::Io {
+                    op: "inspect a table directory",
+                    source,
+                })
+            }
+        };
+        if had_dir {
+            std::fs::remove_dir_all(&dir).map_err(|source| IcebergError::Io {
+                op: "remove a table directory",
+                source,
+            })?;
+            if let Ok(parent) = std::fs::File::open(root.join(self.identity.namespace())) {
+                parent.sync_all().map_err(|source| IcebergError::Io {
+                    op: "sync the namespace directory",
+                    source,
+                })?;
+            }
+        }
+        Ok(had_entry || had_dir)
+    }
+
     /// The Arrow schema batches for `table_id` must have (field ids,
     /// nullability and list items as Iceberg expects).
     pub fn table_arrow_schema(&self, table_id: &str) -> Result<ArrowSchemaRef, IcebergError> {

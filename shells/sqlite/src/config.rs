@@ -163,6 +163,27 @@ pub enum OpenError {
         /// The rule the file breaks.
         rule: Refusal,
     },
+    /// A read-only open met a hot rollback journal: a writer of this
+    /// rollback-journal-mode file was interrupted mid-transaction, and its
+    /// half-written change must be rolled back before anything can be read.
+    /// Rolling back writes, so a read-only open refuses instead; nothing was
+    /// created and nothing was written. A writing open of the file rolls it
+    /// back (for a control catalog without changing anything else:
+    /// `SqliteControlCatalog::recover`).
+    #[error(
+        "RecoveryNeeded: {} cannot be read: a writer was interrupted mid-transaction and left \
+         the hot rollback journal {}; a read-only open cannot roll it back and wrote nothing; \
+         a writing open rolls it back to the last committed state (for a control catalog, \
+         SqliteControlCatalog::recover does only that)",
+        .path.display(),
+        .journal.display()
+    )]
+    RecoveryNeeded {
+        /// The database file.
+        path: PathBuf,
+        /// Its hot journal (`<path>-journal`).
+        journal: PathBuf,
+    },
 }
 
 /// How an open shows a lease refusal: `LeaseHeld` as the lease machine

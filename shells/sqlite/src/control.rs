@@ -40,6 +40,19 @@
 //! is created beside a quiescent catalog), and what a read-only filesystem
 //! allows: [`crate::readonly`].
 //!
+//! ## A hot journal
+//!
+//! A catalog in rollback-journal mode (a file another tool made or
+//! switched away from WAL) whose writer was interrupted mid-transaction
+//! has a hot `-journal` beside it, and possibly half-written pages in it.
+//! A read-only open cannot roll that back and refuses with
+//! [`OpenError::RecoveryNeeded`] (naming the file and the journal),
+//! writing nothing. Every writing open ([`SqliteControlCatalog::open`])
+//! rolls it back in its first transaction and proceeds — then, as always,
+//! switches the file to WAL. [`SqliteControlCatalog::recover`] rolls it
+//! back and does nothing else: the journal mode and the version stay as
+//! they were.
+//!
 //! ## Writer fences
 //!
 //! Version 2 adds `control_fences`: one row per fenced world (highest
@@ -76,6 +89,7 @@ mod admin;
 use crate::codec::text_ref;
 use crate::config::{self, OpenError, DEFAULT_BUSY_TIMEOUT};
 use crate::fault::Fault;
+pub use crate::readonly::Recovery;
 use crate::readonly::{Conn, Expect, ReadOnly};
 
 /// The control-catalog version this build writes (and the newest it reads).
@@ -297,6 +311,19 @@ impl SqliteControlCatalog {
             path,
             temp: false,
         })
+    }
+
+    /// Rolls back the hot journal an interrupted writer left beside the
+    /// existing control catalog at `path`, and changes nothing else (see
+    /// "A hot journal" in the module documentation): no journal-mode change,
+    /// no migration. A catalog without a hot journal is left byte-identical
+    /// ([`Recovery::rolled_back`] is then false). Never creates the file;
+    /// refuses, untouched, a path that is not a writable regular file
+    /// ([`OpenError::UnopenablePath`]) and a file that is zero-length, not
+    /// SQLite or another application's ([`OpenError::NotReadable`]). Read
+    /// the recovered catalog with [`SqliteControlCatalog::open_read_only`].
+    pub fn recover(path: impl AsRef<Path>) -> Result<Recovery, OpenError> {
+        crate::readonly::recover(path.as_ref(), &EXPECT, DEFAULT_BUSY_TIMEOUT)
     }
 
     /// Whether this handle was opened read-only.

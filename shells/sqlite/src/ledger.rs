@@ -311,6 +311,10 @@ impl From<OpenError> for LedgerOpenError {
                 op,
                 message: busy.to_string(),
             },
+            hot @ OpenError::RecoveryNeeded { .. } => LedgerOpenError::Sqlite {
+                op: "open-read-only",
+                message: hot.to_string(),
+            },
             // No ledger open step takes a lease or decodes a row; kept
             // whole in case one ever does.
             other @ (OpenError::Lease(_) | OpenError::Corrupt { .. }) => LedgerOpenError::Sqlite {

@@ -48,6 +48,25 @@
 //! A quiescent read that keeps seeing the file move (two attempts) falls
 //! back to a live connection: correctness first.
 //!
+//! ## A hot journal
+//!
+//! A database in rollback-journal mode (not WAL: e.g. made or switched by
+//! another tool) whose writer was interrupted mid-transaction keeps a hot
+//! `-journal` beside it: the original content of every page its
+//! transaction overwrote, while the file may already hold the new,
+//! uncommitted pages. SQLite rolls a hot journal back on
+//! the next read by a connection that can write, under an exclusive lock;
+//! a read-only connection cannot, and SQLite refuses its read
+//! (`SQLITE_READONLY_ROLLBACK`, "attempt to write a readonly database").
+//! Such a read fails with [`OpenError::RecoveryNeeded`] naming the file and
+//! its journal, whether at the open or at a later read (each read
+//! transaction first reads the header cookie, so it is the read's own
+//! failure), and nothing is written. Every writing open recovers the file
+//! as a side effect of its first read;
+//! [`crate::control::SqliteControlCatalog::recover`] does only that. Tested
+//! on a real hot journal (a writer SIGKILLed after its uncommitted pages
+//! spilled into the file) in `tests/hot_journal.rs`.
+//!
 //! ## Read-only filesystems
 //!
 //! On a read-only filesystem, or with a read-only directory: a quiescent
@@ -359,6 +378,12 @@ impl ReadOnly {
             .conn
             .transaction_with_behavior(TransactionBehavior::Deferred)
             .map_err(|e| not_a_database(&self.path, self.expect.as_ref(), "begin-read", e))?;
+        // The first read of the transaction takes SQLite's read lock, and
+        // with it meets a hot journal left since the last read: reading the
+        // header cookie first makes that the read's own typed failure
+        // ([`OpenError::RecoveryNeeded`]) rather than an error inside `f`.
+        tx.query_row("PRAGMA schema_version", [], |r| r.get::<_, i64>(0))
+            .map_err(|e| not_a_database(&self.path, self.expect.as_ref(), "begin-read", e))?;
         let out = f(&tx);
         // Ending a read transaction writes nothing; a failure to end it is
         // the read's failure only when the read itself succeeded.
@@ -388,6 +413,119 @@ impl ReadOnly {
         }
         Ok(())
     }
+}
+
+/// What a recovery found and did
+/// ([`crate::control::SqliteControlCatalog::recover`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Recovery {
+    /// The database file.
+    pub path: PathBuf,
+    /// Its rollback journal (`<path>-journal`).
+    pub journal: PathBuf,
+    /// Whether a journal that looked hot (present, its first byte not zero)
+    /// was beside the file before the writing read and is gone after it:
+    /// SQLite rolled the interrupted transaction back. (A writer of
+    /// another process that committed in between would read the same; the
+    /// file is at a committed state either way.)
+    pub rolled_back: bool,
+}
+
+/// Whether `journal` looks hot from its bytes alone: it exists, is not
+/// empty and its first byte is not zero (SQLite also requires that no
+/// connection holds the write lock, which only SQLite can tell).
+fn looks_hot(journal: &Path) -> Result<bool, OpenError> {
+    use std::io::Read;
+    let mut first = [0u8; 1];
+    match std::fs::File::open(journal) {
+        Ok(mut f) => match f.read(&mut first) {
+            Ok(n) => Ok(n == 1 && first[0] != 0),
+            Err(e) => Err(OpenError::UnopenablePath {
+                path: journal.to_path_buf(),
+                reason: e.to_string(),
+            }),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(OpenError::UnopenablePath {
+            path: journal.to_path_buf(),
+            reason: e.to_string(),
+        }),
+    }
+}
+
+/// The application id in a database file's header (bytes 68..72).
+fn header_application_id(header: &[u8]) -> Option<i64> {
+    let bytes: [u8; 4] = header.get(68..72)?.try_into().ok()?;
+    Some(i64::from(i32::from_be_bytes(bytes)))
+}
+
+/// Rolls back a hot journal beside the existing database at `path`, and
+/// does nothing else: one read through a writing connection (never
+/// creating the file), which is where SQLite rolls a hot journal back under
+/// an exclusive lock; no journal-mode change, no migration, no other write.
+/// A file without a hot journal is read and left byte-identical.
+///
+/// Refused before anything is opened, the file byte-identical and its
+/// journal kept: a path that is not a regular file
+/// ([`OpenError::UnopenablePath`]), and — [`OpenError::NotReadable`] — a
+/// zero-length file, a file without SQLite's header, or one whose header
+/// names another application than `expect`'s. A header naming no
+/// application (an interrupted creation, whose rollback leaves an empty
+/// file) is recovered; what the file holds afterwards is for a read-only
+/// open to say.
+pub(crate) fn recover(path: &Path, e: &Expect, busy: Duration) -> Result<Recovery, OpenError> {
+    let stamp = Stamp::take(path)?;
+    if stamp.len == 0 {
+        return Err(refused(path, e, Refusal::ZeroLength));
+    }
+    prefilter(path, e, &stamp)?;
+    match header_application_id(&stamp.header) {
+        Some(app) if app != 0 && app != e.application_id => {
+            return Err(refused(
+                path,
+                e,
+                Refusal::ForeignApplication {
+                    found: app,
+                    expected: e.application_id,
+                },
+            ))
+        }
+        Some(_) => {}
+        None => return Err(refused(path, e, Refusal::NotSqlite)),
+    }
+    let journal = with_suffix(path, "-journal");
+    let hot = looks_hot(&journal)?;
+    let mut conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(Fault::db("open-recover"))?;
+    // SQLite quietly opens a file it may not write read-only; that
+    // connection could not roll the journal back.
+    if conn
+        .is_readonly(rusqlite::DatabaseName::Main)
+        .map_err(Fault::db("open-recover"))?
+    {
+        return Err(OpenError::UnopenablePath {
+            path: path.to_path_buf(),
+            reason: "not writable: rolling a journal back writes the file".to_owned(),
+        });
+    }
+    crate::config::configure(&conn, busy)?;
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Deferred)
+        .map_err(Fault::db("recover-begin"))?;
+    tx.query_row("PRAGMA schema_version", [], |r| r.get::<_, i64>(0))
+        .map_err(|err| not_a_database(path, Some(e), "recover-read", err))?;
+    tx.commit().map_err(Fault::db("recover-end"))?;
+    conn.close()
+        .map_err(|(_, err)| OpenError::from(Fault::Db("recover-close", err)))?;
+    let gone = !exists(&journal)?;
+    Ok(Recovery {
+        path: path.to_path_buf(),
+        journal,
+        rolled_back: hot && gone,
+    })
 }
 
 /// Opens the connection the stamp calls for.
@@ -461,14 +599,29 @@ fn prefilter(path: &Path, e: &Expect, stamp: &Stamp) -> Result<(), OpenError> {
     Ok(())
 }
 
+/// Whether SQLite refused a read because a hot rollback journal needs a
+/// connection that can write (`SQLITE_READONLY_ROLLBACK`).
+fn needs_rollback(err: &rusqlite::Error) -> bool {
+    err.sqlite_error()
+        .is_some_and(|e| e.extended_code == rusqlite::ffi::SQLITE_READONLY_ROLLBACK)
+}
+
 /// `SQLITE_NOTADB` on a file that was expected to be a database is the
-/// [`Refusal::NotSqlite`] rule; anything else is SQLite's failure.
+/// [`Refusal::NotSqlite`] rule; a hot journal a read-only connection may
+/// not roll back is [`OpenError::RecoveryNeeded`]; anything else is
+/// SQLite's failure.
 fn not_a_database(
     path: &Path,
     expect: Option<&Expect>,
     op: &'static str,
     err: rusqlite::Error,
 ) -> OpenError {
+    if needs_rollback(&err) {
+        return OpenError::RecoveryNeeded {
+            path: path.to_path_buf(),
+            journal: with_suffix(path, "-journal"),
+        };
+    }
     match expect {
         Some(e) if err.sqlite_error_code() == Some(ErrorCode::NotADatabase) => {
             refused(path, e, Refusal::NotSqlite)

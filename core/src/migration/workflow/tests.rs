@@ -1,11 +1,12 @@
 use super::*;
 use crate::fence::Holder;
 use crate::migration::artifacts::{
-    facts_of, measure, put_bytes, Measured, MemoryObjectStore, OccurrenceMeta,
+    facts_of, measure, put_bytes, Measured, MemoryEntry, MemoryObjectStore, OccurrenceMeta,
 };
 use crate::migration::control::ControlAdmin;
 use crate::migration::tables::{MemoryRows, MemoryTableStore};
-use crate::migration::{Digest, Resume, Status};
+use crate::migration::verify::{Discrepancy, ReceiptMismatch};
+use crate::migration::{Digest, ObjectFound, ObjectMismatch, Resume, Status};
 use crate::world::{
     ControlCatalog, MemoryControlCatalog, Request as WorldRequest, Signature, WorldIdentity,
     WorldRecord,
@@ -113,17 +114,19 @@ fn source() -> Side {
     s
 }
 
-/// A cold verifier reading only the destination's ports.
+/// A cold verifier reading only the destination's ports; it resumes only
+/// in [`VerifyMode::ResumeAndTick`].
 struct Cold<'a>(&'a Side);
 
 impl ColdVerifier for Cold<'_> {
-    fn verify(&self, plan: &Plan) -> Result<ColdEvidence, String> {
+    fn verify(&self, plan: &Plan, mode: VerifyMode) -> Result<ColdEvidence, String> {
         let d = self.0;
-        let worlds = plan
+        let worlds_missing: Vec<Name> = plan
             .worlds
             .iter()
-            .filter(|w| d.control.open_world_readonly(w.world.as_str()).is_ok())
-            .count() as u64;
+            .filter(|w| d.control.open_world_readonly(w.world.as_str()).is_err())
+            .map(|w| w.world.clone())
+            .collect();
         let mut tables = Vec::new();
         for t in &plan.tables {
             let f = match d.tables.inspect(&t.name).map_err(|e| e.to_string())? {
@@ -136,16 +139,33 @@ impl ColdVerifier for Cold<'_> {
             tables.push((t.name.clone(), f));
         }
         let mut verified = 0;
+        let mut objects_failed = Vec::new();
         for o in &plan.artifacts.objects {
             let at =
                 content_address(d.objects().root(), &o.sha256).map_err(|e| format!("{e:?}"))?;
-            let read = d.objects().read(&at, o.size).map_err(|e| e.to_string())?;
-            if measure(read, o.size).map_err(|e| e.to_string())? == Measured::Facts(*o) {
-                verified += 1;
-            }
+            let found = match d.objects().read(&at, o.size) {
+                Ok(read) => match measure(read, o.size).map_err(|e| e.to_string())? {
+                    Measured::Facts(f) if f == *o => {
+                        verified += 1;
+                        continue;
+                    }
+                    Measured::Facts(f) => ObjectFound::Facts(f),
+                    Measured::Longer => ObjectFound::Longer,
+                },
+                Err(ObjectError::Missing) => ObjectFound::Missing,
+                Err(ObjectError::NotRegularFile(entry)) => ObjectFound::NotRegularFile(entry),
+                Err(ObjectError::TooLong { .. }) => ObjectFound::Longer,
+                Err(e) => return Err(e.to_string()),
+            };
+            objects_failed.push(ObjectMismatch {
+                sha256: o.sha256,
+                uri: at,
+                found,
+            });
         }
         let resume = match plan.worlds.iter().find(|w| w.resumable) {
             None => Resume::NotApplicable,
+            Some(_) if mode == VerifyMode::ReadOnly => Resume::NotExercised,
             Some(w) => {
                 let id = w.world.as_str();
                 let holder = Holder::new("cold-verifier").unwrap();
@@ -170,10 +190,12 @@ impl ColdVerifier for Cold<'_> {
         };
         Ok(ColdEvidence {
             plan_digest: plan.digest(),
-            worlds_discovered: worlds,
+            worlds_discovered: (plan.worlds.len() - worlds_missing.len()) as u64,
             tables,
             objects_verified: verified,
             resume,
+            worlds_missing,
+            objects_failed,
         })
     }
 }
@@ -302,20 +324,110 @@ fn a_whole_identity_migrates_over_memory_ports_and_a_retry_returns_the_receipt()
             .status,
         Status::Completed
     );
-    // Re-verification later reproduces cold evidence for the receipt's plan.
-    let evidence = migration(&src, &dst, &cold).verify(&receipt).unwrap();
+}
+
+/// A later verification reproduces cold evidence for the receipt's plan:
+/// read-only it leaves the World's fence and tick as they are; resuming,
+/// it takes a higher fence and commits the next tick; a receipt the
+/// destination does not hold is refused, naming both receipts.
+#[test]
+fn a_later_verification_reads_only_unless_asked_to_resume() {
+    let src = source();
+    let dst = Side::new("file:///dst/artifacts");
+    let cold = Cold(&dst);
+    let receipt = migration(&src, &dst, &cold).migrate(None).unwrap();
+    let before = dst.control.open_world_readonly("w-live").unwrap();
+    let evidence = migration(&src, &dst, &cold)
+        .verify(&receipt, VerifyMode::ReadOnly)
+        .unwrap();
     assert_eq!(evidence.objects_verified, 2);
+    assert_eq!(evidence.resume, Resume::NotExercised);
+    assert_eq!(dst.control.open_world_readonly("w-live").unwrap(), before);
+    // Resuming, it takes a higher fence and commits the next tick.
+    let evidence = migration(&src, &dst, &cold)
+        .verify(&receipt, VerifyMode::ResumeAndTick)
+        .unwrap();
+    assert_eq!(
+        evidence.resume,
+        Resume::Resumed {
+            world: n("w-live"),
+            epoch: before.fence.issued + 1,
+            tick: before.record.tick_head + 1,
+        }
+    );
     // A receipt the destination does not hold is refused, even while it
     // holds a completed migration whose cold evidence passes.
     let mut other = receipt.receipt.clone();
     other.completed_at += 1;
     let other = StoredReceipt::seal(other);
+    match migration(&src, &dst, &cold).verify(&other, VerifyMode::ReadOnly) {
+        Err(WorkflowError::Refused(MigrationError::ReceiptMismatch(
+            ReceiptMismatch::OtherReceipt { held, receipt: r },
+        ))) => assert_eq!((held, r), (Some(receipt.digest), other.digest)),
+        e => panic!("{e:?}"),
+    }
+}
+
+/// A later verification names every table and object that differs from
+/// the plan: the table with each evidence that differs, the object with
+/// its address and what is there.
+#[test]
+fn a_verification_names_the_table_and_the_object_that_differ() {
+    let src = source();
+    let dst = Side::new("file:///dst/artifacts");
+    let cold = Cold(&dst);
+    let receipt = migration(&src, &dst, &cold).migrate(None).unwrap();
+    let plan = dst
+        .control
+        .load_destination()
+        .unwrap()
+        .reservation
+        .unwrap()
+        .plan;
+    // One more row in `events`; one object's bytes replaced.
+    let events = plan.tables.iter().find(|t| t.name == n("events")).unwrap();
+    let extra = MemoryRows::Canonical(vec![b"tampered".to_vec()]);
+    dst.tables.append(&n("events"), extra).unwrap();
+    let object = plan.artifacts.objects[0];
+    let at = content_address(dst.objects().root(), &object.sha256).unwrap();
+    dst.objects()
+        .plant(&at, MemoryEntry::Bytes(b"frame 1!!".to_vec()))
+        .unwrap();
+    let err = migration(&src, &dst, &cold)
+        .verify(&receipt, VerifyMode::ReadOnly)
+        .unwrap_err();
+    let WorkflowError::Refused(MigrationError::ColdVerificationFailed(f)) = &err else {
+        panic!("{err:?}")
+    };
+    let after = dst.tables.inspect(&n("events")).unwrap().unwrap();
     assert_eq!(
-        migration(&src, &dst, &cold)
-            .verify(&other)
-            .map_err(|e| e.reason()),
-        Err("PlanInvalid".to_string())
+        f.discrepancies,
+        vec![
+            Discrepancy::TableRowCount {
+                table: n("events"),
+                expected: events.source.rows,
+                found: after.rows,
+            },
+            Discrepancy::TableContentDigest {
+                table: n("events"),
+                expected: events.destination_content_digest,
+                found: after.content_digest,
+            },
+            Discrepancy::Object {
+                sha256: object.sha256,
+                uri: at.clone(),
+                expected: object,
+                found: ObjectFound::Facts(facts_of(b"frame 1!!")),
+            },
+        ]
     );
+    let text = err.to_string();
+    assert!(text.contains("table events: row count"), "{text}");
+    assert!(
+        text.contains(&format!("object {} at {at}", object.sha256)),
+        "{text}"
+    );
+    assert_eq!(err.reason(), "cold-verification-failed");
 }
 
 #[test]
@@ -556,8 +668,153 @@ fn an_inventory_remembered_from_preflight_is_used_only_for_the_snapshot_it_check
     // occurrences, all at the destination.
     assert_eq!(plan.artifacts.objects.len(), 3);
     assert_eq!(plan.artifacts.occurrences, 4);
-    let evidence = migration(&src, &dst, &cold).verify(&receipt).unwrap();
+    let evidence = migration(&src, &dst, &cold)
+        .verify(&receipt, VerifyMode::ResumeAndTick)
+        .unwrap();
     assert_eq!(evidence.objects_verified, 3);
+}
+
+/// Asks the run to stop before step `at` (counted from 0), and counts the
+/// steps it was asked about.
+struct StopAt {
+    at: usize,
+    asked: std::cell::Cell<usize>,
+}
+
+impl Progress for StopAt {
+    fn interrupted(&self) -> bool {
+        let n = self.asked.get();
+        self.asked.set(n + 1);
+        n >= self.at
+    }
+}
+
+fn stopped_at<'a>(
+    src: &'a Side,
+    dst: &'a Side,
+    cold: &'a Cold<'a>,
+    stop: &'a StopAt,
+) -> Migration<'a, MemoryControlCatalog, MemoryTableStore, MemoryObjectStore, Cold<'a>> {
+    Migration {
+        progress: stop,
+        ..migration(src, dst, cold)
+    }
+}
+
+#[test]
+fn an_interrupted_run_stops_at_a_step_boundary_and_a_retry_resumes_it() {
+    // How many steps a whole run takes.
+    let (src, dst) = (source(), Side::new("file:///dst/artifacts"));
+    let cold = Cold(&dst);
+    let all = StopAt {
+        at: usize::MAX,
+        asked: 0.into(),
+    };
+    let receipt = stopped_at(&src, &dst, &cold, &all).migrate(None).unwrap();
+    let steps = all.asked.get();
+    assert!(steps >= 12, "{steps} steps");
+    for at in 0..steps {
+        let (src, dst) = (source(), Side::new("file:///dst/artifacts"));
+        let cold = Cold(&dst);
+        let stop = StopAt {
+            at,
+            asked: 0.into(),
+        };
+        let e = stopped_at(&src, &dst, &cold, &stop)
+            .migrate(None)
+            .unwrap_err();
+        assert_eq!(e.reason(), "interrupted", "{at}: {e}");
+        assert!(
+            e.to_string().contains("every earlier step is stored"),
+            "{e}"
+        );
+        // Asked once, before the step it did not take.
+        assert_eq!(stop.asked.get(), at + 1);
+        let done = migration(&src, &dst, &cold).migrate(None).unwrap();
+        assert_eq!(done.receipt.tables, receipt.receipt.tables, "{at}");
+    }
+}
+
+#[test]
+fn a_migration_abandoned_before_activation_frees_its_source_and_destination() {
+    use super::abandon::abandon;
+    let (_, steps) = {
+        let (src, dst) = (source(), Side::new("file:///dst/artifacts"));
+        let cold = Cold(&dst);
+        let all = StopAt {
+            at: usize::MAX,
+            asked: 0.into(),
+        };
+        stopped_at(&src, &dst, &cold, &all).migrate(None).unwrap();
+        ((), all.asked.get())
+    };
+    let (mut abandoned, mut refused) = (0, 0);
+    for at in 0..steps {
+        let (src, dst) = (source(), Side::new("file:///dst/artifacts"));
+        let cold = Cold(&dst);
+        let stop = StopAt {
+            at,
+            asked: 0.into(),
+        };
+        stopped_at(&src, &dst, &cold, &stop)
+            .migrate(None)
+            .unwrap_err();
+        let status = dst
+            .control
+            .load_destination()
+            .unwrap()
+            .reservation
+            .map(|r| r.status);
+        let source_admin = |_: &StorageIdentity| -> Res<Option<Box<dyn ControlAdmin + '_>>> {
+            Ok(Some(Box::new(&src.control)))
+        };
+        let got = abandon(&dst.control, &dst.tables, source_admin, &n("m1"));
+        match status {
+            None => {
+                assert_eq!(got.unwrap_err().reason(), "nothing-to-abandon", "{at}");
+                continue;
+            }
+            Some(Status::Activated | Status::Completed) => {
+                assert_eq!(
+                    got.unwrap_err().reason(),
+                    "abandon-after-activation",
+                    "{at}"
+                );
+                // Nothing was undone: the destination is a live home.
+                assert!(!dst.control.discover_worlds().unwrap().is_empty());
+                refused += 1;
+                continue;
+            }
+            Some(_) => {}
+        }
+        let done = got.unwrap();
+        abandoned += 1;
+        assert!(!done.already && done.source_marked, "{at}: {done:?}");
+        assert!(dst.tables.namespace().unwrap().is_empty(), "{at}");
+        assert!(dst.control.discover_worlds().unwrap().is_empty());
+        // Again: a retry finds it abandoned and does the rest again.
+        let again = abandon(&dst.control, &dst.tables, source_admin, &n("m1")).unwrap();
+        assert!(again.already && again.source_marked && again.tables_removed.is_empty());
+        // The abandoned id never resumes.
+        let cold = Cold(&dst);
+        assert_eq!(
+            migration(&src, &dst, &cold)
+                .migrate(None)
+                .unwrap_err()
+                .reason(),
+            "migration-abandoned"
+        );
+        // The source is free again and the destination is empty: another
+        // migration goes through with no acknowledgement of a second copy.
+        let other = Migration {
+            migration_id: n("m2"),
+            ..migration(&src, &dst, &cold)
+        };
+        let r = other.migrate(None).unwrap();
+        assert_eq!(r.receipt.migration_id, n("m2"));
+    }
+    assert!(abandoned >= 6, "{abandoned} states abandoned");
+    assert!(refused >= 2, "{refused} activated states refused");
 }
 
 /// Counts what a run reports, per table index.

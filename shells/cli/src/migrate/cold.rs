@@ -1,4 +1,4 @@
-//! The cold verifier (spec 001 §8) in a fresh child process.
+//! The cold verifier in a fresh child process.
 //!
 //! The parent ([`Child::run`]) closes its own handle on the destination's
 //! Artifact root (whose lock would exclude the child's), starts this binary
@@ -6,22 +6,35 @@
 //! source argument, working directory `/` — writes the plan's canonical
 //! bytes to its stdin and reads its evidence as JSON from its stdout.
 //!
-//! The child ([`child`]) opens fresh destination resources: the control
-//! catalog, the Iceberg catalog read-only and the Artifact root read-only.
-//! It proves discovery (every planned World), every table's evidence as a
-//! fresh read reproduces it, a query of every signature's table, every
-//! object's full bytes against its size, SHA-256 and XXH3-64, and — when
-//! the plan has a resumable World — resumes it: a fence strictly above
-//! every earlier epoch (so a retry after an earlier verification tick
-//! acquires a still-higher one), and the tick after the durable head.
+//! The child ([`child`]) opens fresh destination resources, each for
+//! reading: the control catalog, the Iceberg catalog and the Artifact root.
+//! It gathers evidence of discovery (every planned World, the missing ones
+//! named), every table's evidence as a fresh read reproduces it (an absent
+//! table is left out of the evidence), a query of every signature's table,
+//! and every object's full bytes against its size, SHA-256 and XXH3-64 (an
+//! object that does not verify is named with what its address holds).
+//! Differences are evidence: the parent's check names them; the child fails
+//! only when it cannot look.
+//!
+//! Only with `--resume-and-tick` (a migration's own cold verification, or
+//! `custos migrate verify --resume-and-tick`) does it write: the control
+//! catalog is then opened for writing and, when the plan has a resumable
+//! World, the World is resumed — a fence strictly above every earlier epoch
+//! (so a retry after an earlier verification tick acquires a still-higher
+//! one), and the tick after the durable head. Without it nothing is
+//! written, no fence is taken and no tick is committed.
 
 use std::io::Write;
 use std::process::ExitCode;
 
 use custos_core::fence::Holder;
-use custos_core::migration::artifacts::{content_address, measure, Measured, ObjectStore};
+use custos_core::migration::artifacts::{
+    content_address, measure, Measured, ObjectError, ObjectStore,
+};
 use custos_core::migration::tables::TableStore;
-use custos_core::migration::{ColdEvidence, Plan, Resume};
+use custos_core::migration::{
+    ColdEvidence, Name, ObjectFound, ObjectMismatch, Plan, Resume, TableFacts, VerifyMode,
+};
 use custos_core::world::{ControlCatalog, FencePurpose, WorldStatus};
 use custos_fs::artifacts::ArtifactStore;
 use custos_fs::RealFs;
@@ -30,6 +43,9 @@ use custos_sqlite::control::SqliteControlCatalog;
 
 use super::{read_bounded_from, spawn_cold, DestinationArgs, Local, MAX_DOCUMENT};
 use crate::out::{self, Out};
+
+/// The child's flag that makes it resume (and write).
+pub const RESUME_AND_TICK: &str = "--resume-and-tick";
 
 /// The most bytes of evidence or diagnostics read from the child.
 const MAX_CHILD_OUTPUT: usize = 64 << 20;
@@ -45,11 +61,15 @@ impl<'a> Child<'a> {
         Child { destination }
     }
 
-    /// Runs the child on `plan` and answers its evidence.
-    pub fn run(&self, plan: &Plan) -> Result<ColdEvidence, String> {
+    /// Runs the child on `plan` in `mode` and answers its evidence.
+    pub fn run(&self, plan: &Plan, mode: VerifyMode) -> Result<ColdEvidence, String> {
         self.destination.objects.release();
-        let mut child = spawn_cold(&self.destination.destination_args())
-            .map_err(|e| format!("cannot start the cold verifier: {e}"))?;
+        let mut args = self.destination.destination_args();
+        if mode == VerifyMode::ResumeAndTick {
+            args.push(RESUME_AND_TICK.into());
+        }
+        let mut child =
+            spawn_cold(&args).map_err(|e| format!("cannot start the cold verifier: {e}"))?;
         let fed = child
             .stdin
             .take()
@@ -78,8 +98,9 @@ impl<'a> Child<'a> {
     }
 }
 
-/// The child: reads the plan on stdin, verifies, prints the evidence.
-pub fn child(out: &mut Out, dest: &DestinationArgs) -> std::io::Result<ExitCode> {
+/// The child: reads the plan on stdin, verifies in `mode`, prints the
+/// evidence.
+pub fn child(out: &mut Out, dest: &DestinationArgs, mode: VerifyMode) -> std::io::Result<ExitCode> {
     let fail = |msg: String| {
         out::err(format_args!("custos migrate cold-verify: {msg}"));
         Ok(crate::exit::Exit::Corrupt.into())
@@ -96,7 +117,7 @@ pub fn child(out: &mut Out, dest: &DestinationArgs) -> std::io::Result<ExitCode>
         Ok(d) => d,
         Err(f) => return fail(f.message),
     };
-    match evidence(&d, &plan) {
+    match evidence(&d, &plan, mode) {
         Ok(e) => match serde_json::to_string(&e) {
             Ok(s) => {
                 out.line(s)?;
@@ -112,44 +133,72 @@ fn text(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
-/// Everything the cold verifier proves, from fresh destination resources.
-fn evidence(d: &Local, plan: &Plan) -> Result<ColdEvidence, String> {
+/// Everything the cold verifier proves, from fresh destination resources;
+/// only [`VerifyMode::ResumeAndTick`] opens anything for writing.
+fn evidence(d: &Local, plan: &Plan, mode: VerifyMode) -> Result<ColdEvidence, String> {
     let path = custos_core::identity::catalog_location(&d.id, "");
     if !std::path::Path::new(&path).is_file() {
         return Err(format!("no control catalog at {path}"));
     }
-    let control = SqliteControlCatalog::open(&path).map_err(text)?;
+    let control = match mode {
+        VerifyMode::ReadOnly => SqliteControlCatalog::open_read_only(&path),
+        VerifyMode::ResumeAndTick => SqliteControlCatalog::open(&path),
+    }
+    .map_err(|e| format!("the control catalog {path}: {e}"))?;
     let discovered = control.discover_worlds().map_err(text)?;
-    let worlds_discovered = plan
+    let worlds_missing: Vec<Name> = plan
         .worlds
         .iter()
         .filter(|w| {
-            discovered
+            !discovered
                 .iter()
                 .any(|r| r.identity.world_id == w.world.as_str() && r.status == WorldStatus::Active)
         })
-        .count() as u64;
+        .map(|w| w.world.clone())
+        .collect();
     let mut tables = Vec::new();
     if !plan.tables.is_empty() {
         let store = IcebergStore::open_readonly(&d.id).map_err(text)?;
+        let present = store.list_tables().map_err(text)?;
         for t in &plan.tables {
-            let facts = match store.inspect(&t.name).map_err(text)? {
-                Some(f) => f,
-                None => store.evidence_at(&t.name, 0).map_err(text)?,
-            };
-            tables.push((t.name.clone(), facts));
+            if let Some(facts) = table(&store, &present, &t.name)? {
+                tables.push((t.name.clone(), facts));
+            }
         }
         query(&store, &control)?;
     }
-    let objects_verified = objects(d, plan)?;
-    let resume = resume(&control, plan)?;
+    let (objects_verified, objects_failed) = objects(d, plan)?;
+    let resume = match mode {
+        VerifyMode::ReadOnly if plan.worlds.iter().any(|w| w.resumable) => Resume::NotExercised,
+        VerifyMode::ReadOnly => Resume::NotApplicable,
+        VerifyMode::ResumeAndTick => resume(&control, plan)?,
+    };
     Ok(ColdEvidence {
         plan_digest: plan.digest(),
-        worlds_discovered,
+        worlds_discovered: (plan.worlds.len() - worlds_missing.len()) as u64,
         tables,
         objects_verified,
         resume,
+        worlds_missing,
+        objects_failed,
     })
+}
+
+/// A fresh read of table `name`'s evidence (`None`: the catalog does not
+/// list it; a listed table without a snapshot has empty evidence).
+fn table(
+    store: &IcebergStore,
+    present: &[String],
+    name: &Name,
+) -> Result<Option<TableFacts>, String> {
+    let fail = |e: &dyn std::fmt::Display| format!("table {name}: {e}");
+    if !present.iter().any(|p| p == name.as_str()) {
+        return Ok(None);
+    }
+    match store.inspect(name).map_err(|e| fail(&e))? {
+        Some(f) => Ok(Some(f)),
+        None => store.evidence_at(name, 0).map(Some).map_err(|e| fail(&e)),
+    }
 }
 
 /// A destination-visible query: a bounded read of every live signature's
@@ -167,21 +216,39 @@ fn query(store: &IcebergStore, control: &SqliteControlCatalog) -> Result<(), Str
     Ok(())
 }
 
-/// Objects whose full bytes verify against the plan.
-fn objects(d: &Local, plan: &Plan) -> Result<u64, String> {
+/// How many planned objects' full bytes verify, and each one that does
+/// not with what its address holds. An I/O error is a failure naming the
+/// address: it is not evidence of the object.
+fn objects(d: &Local, plan: &Plan) -> Result<(u64, Vec<ObjectMismatch>), String> {
     if plan.artifacts.objects.is_empty() {
-        return Ok(0);
+        return Ok((0, Vec::new()));
     }
     let store = ArtifactStore::open_read_only(RealFs, d.objects.root()).map_err(text)?;
     let mut verified = 0;
+    let mut failed = Vec::new();
     for o in &plan.artifacts.objects {
         let at = content_address(store.root_uri(), &o.sha256).map_err(text)?;
-        let read = store.read(&at, o.size).map_err(|e| format!("{at}: {e}"))?;
-        if measure(read, o.size).map_err(text)? == Measured::Facts(*o) {
-            verified += 1;
-        }
+        let found = match store.read(&at, o.size) {
+            Ok(read) => match measure(read, o.size).map_err(|e| format!("{at}: {e}"))? {
+                Measured::Facts(f) if f == *o => {
+                    verified += 1;
+                    continue;
+                }
+                Measured::Facts(f) => ObjectFound::Facts(f),
+                Measured::Longer => ObjectFound::Longer,
+            },
+            Err(ObjectError::Missing) => ObjectFound::Missing,
+            Err(ObjectError::NotRegularFile(entry)) => ObjectFound::NotRegularFile(entry),
+            Err(ObjectError::TooLong { .. }) => ObjectFound::Longer,
+            Err(e) => return Err(format!("{at}: {e}")),
+        };
+        failed.push(ObjectMismatch {
+            sha256: o.sha256,
+            uri: at,
+            found,
+        });
     }
-    Ok(verified)
+    Ok((verified, failed))
 }
 
 /// Resumes the plan's resumable World: a strictly higher epoch, the tick

@@ -45,6 +45,7 @@ pub struct Control {
     read: OnceLock<SqliteControlCatalog>,
     write: OnceLock<SqliteControlCatalog>,
     empty: MemoryControlCatalog,
+    hot: OnceLock<(PathBuf, PathBuf)>,
 }
 
 fn world_fault(e: impl std::fmt::Display) -> WorldError {
@@ -67,7 +68,15 @@ impl Control {
             read: OnceLock::new(),
             write: OnceLock::new(),
             empty: MemoryControlCatalog::default(),
+            hot: OnceLock::new(),
         }
+    }
+
+    /// The catalog file and its hot rollback journal, when a read of this
+    /// endpoint's catalog was refused because an interrupted writer left
+    /// one (a read never rolls it back: `custos catalog recover` does).
+    pub fn hot_journal(&self) -> Option<(&Path, &Path)> {
+        self.hot.get().map(|(p, j)| (p.as_path(), j.as_path()))
     }
 
     /// The catalog to read: the writable one once open, else a read-only
@@ -91,6 +100,14 @@ impl Control {
                     rule: Refusal::ZeroLength | Refusal::Empty,
                     ..
                 }) => return Ok(&self.empty),
+                Err(OpenError::RecoveryNeeded { path, journal }) => {
+                    let e = OpenError::RecoveryNeeded {
+                        path: path.clone(),
+                        journal: journal.clone(),
+                    };
+                    let _ = self.hot.set((path, journal));
+                    return Err(e.to_string());
+                }
                 Err(e) => return Err(e.to_string()),
             }
         }
@@ -264,6 +281,22 @@ impl Tables {
         self.write
             .get()
             .ok_or_else(|| table_fault("the Iceberg catalog could not be opened"))
+    }
+}
+
+impl custos_core::migration::workflow::abandon::Discard for Tables {
+    /// Removes a table a migration copied; a destination without an
+    /// Iceberg catalog has none (and none is created to say so).
+    fn discard(&self, table: &Name) -> Result<bool, TableError> {
+        let Some(id) = &self.id else {
+            return Ok(false);
+        };
+        if !iceberg_catalog_path(id).map_err(table_fault)?.is_file() {
+            return Ok(false);
+        }
+        self.writer()?
+            .discard_table(table.as_str())
+            .map_err(table_fault)
     }
 }
 

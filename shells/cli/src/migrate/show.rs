@@ -5,8 +5,10 @@
 use std::io::Write;
 use std::sync::Mutex;
 
-use custos_core::migration::workflow::Progress;
-use custos_core::migration::{ColdEvidence, Next, Plan, Resume, StoredReceipt};
+use custos_core::migration::workflow::{Progress, WorkflowError};
+use custos_core::migration::{
+    ColdEvidence, MigrationError, Next, Plan, Resume, StoredReceipt, VerifyMode,
+};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::out::{self, Out};
@@ -101,6 +103,10 @@ fn describe(next: &Next, names: &[String]) -> String {
 }
 
 impl Progress for Bars {
+    fn interrupted(&self) -> bool {
+        super::stop::asked()
+    }
+
     fn step(&self, next: &Next) {
         let text = match self.plan.lock() {
             Ok(p) => describe(next, &p.1),
@@ -227,6 +233,10 @@ pub fn plan(out: &mut Out, plan: &Plan, json: bool) -> std::io::Result<()> {
 fn resume_text(r: &Resume) -> String {
     match r {
         Resume::NotApplicable => "not applicable (no active resumable World)".into(),
+        Resume::NotExercised => {
+            "not exercised (read-only; --resume-and-tick resumes the World and commits a tick)"
+                .into()
+        }
         Resume::Resumed { world, epoch, tick } => {
             format!("world {world} resumed at epoch {epoch}, tick {tick} committed")
         }
@@ -266,20 +276,28 @@ pub fn receipt(out: &mut Out, stored: &StoredReceipt, json: bool) -> std::io::Re
     )
 }
 
-/// Prints re-verification evidence.
+/// Prints re-verification evidence of `mode`.
 pub fn evidence(
     out: &mut Out,
     stored: &StoredReceipt,
     e: &ColdEvidence,
+    mode: VerifyMode,
     json: bool,
 ) -> std::io::Result<()> {
     if json {
         return json_line(
             out,
-            &serde_json::json!({"receipt_digest": stored.digest, "evidence": e}),
+            &serde_json::json!({
+                "verified": true,
+                "mode": mode,
+                "receipt_digest": stored.digest,
+                "plan_digest": stored.receipt.plan_digest,
+                "evidence": e,
+            }),
         );
     }
-    writeln!(out, "receipt {} verified", stored.digest)?;
+    writeln!(out, "receipt {} verified ({mode})", stored.digest)?;
+    writeln!(out, "plan {}", stored.receipt.plan_digest)?;
     writeln!(
         out,
         "{} worlds discovered, {} tables, {} objects verified",
@@ -287,5 +305,59 @@ pub fn evidence(
         e.tables.len(),
         e.objects_verified
     )?;
+    if mode == VerifyMode::ReadOnly {
+        writeln!(out, "nothing written: no fence taken, no tick committed")?;
+    }
     writeln!(out, "resume: {}", resume_text(&e.resume))
+}
+
+/// Prints, with `--json`, why a re-verification failed: the stable reason,
+/// the message, and what differs — each table with its evidence, each
+/// object with its address, or the receipt binding that does not hold.
+pub fn verify_failure(
+    out: &mut Out,
+    stored: &StoredReceipt,
+    mode: VerifyMode,
+    e: &WorkflowError,
+) -> std::io::Result<()> {
+    let (discrepancies, receipt) = match e {
+        WorkflowError::Refused(MigrationError::ColdVerificationFailed(f)) => {
+            (f.discrepancies.as_slice(), None)
+        }
+        WorkflowError::Refused(MigrationError::ReceiptMismatch(m)) => (&[][..], Some(m)),
+        _ => (&[][..], None),
+    };
+    json_line(
+        out,
+        &serde_json::json!({
+            "verified": false,
+            "mode": mode,
+            "receipt_digest": stored.digest,
+            "reason": e.reason(),
+            "message": e.to_string(),
+            "discrepancies": discrepancies,
+            "receipt_mismatch": receipt,
+        }),
+    )
+}
+
+/// A failed cold verification with more than one difference, as lines: the
+/// reason, then each difference on its own line (`None`: one line says it).
+pub fn differences(e: &WorkflowError) -> Option<String> {
+    let WorkflowError::Refused(MigrationError::ColdVerificationFailed(f)) = e else {
+        return None;
+    };
+    if f.discrepancies.len() < 2 {
+        return None;
+    }
+    let mut text = format!(
+        "cold-verification-failed: the destination differs from the receipt's plan in {} ways [{}]",
+        f.discrepancies.len(),
+        e.reason()
+    );
+    for d in &f.discrepancies {
+        text.push_str("\n  ");
+        text.push_str(&d.to_string());
+    }
+    Some(text)
 }

@@ -104,7 +104,9 @@ fn payload_schema(component: &str) -> Schema {
     ])
 }
 
-fn append_rows(store: &IcebergStore, table_id: &str, size: Size, salt: u64) -> u64 {
+/// Appends `size.rows` rows (entities from 0, payload salted by `salt`) to
+/// the fixture-shaped table `table_id`; answers the payload bytes written.
+pub fn append_rows(store: &IcebergStore, table_id: &str, size: Size, salt: u64) -> u64 {
     let arrow = store.table_arrow_schema(table_id).unwrap();
     let mut written = 0;
     let mut from = 0;

@@ -1,0 +1,54 @@
+//! The README's table of case counts is the suites' own: every row's count
+//! is the length of that suite's case list, and every suite has a row. On
+//! a mismatch the test prints the rows as they must read.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use custos_conformance::{
+    access, catalogue, control, control_admin, custody, deployment, ledger, objects, snapshot,
+    storage, tables,
+};
+
+#[test]
+fn the_readme_counts_every_suites_cases() {
+    let suites: [(&str, usize); 11] = [
+        ("storage_suite!", storage::STORAGE_CASES.len()),
+        ("ledger_suite!", ledger::LEDGER_CASES.len()),
+        ("catalogue_suite!", catalogue::CATALOGUE_CASES.len()),
+        ("custody_suite!", custody::CUSTODY_CASES.len()),
+        ("access_suite!", access::ACCESS_CASES.len()),
+        ("snapshot_suite!", snapshot::SNAPSHOT_CASES.len()),
+        (
+            "control_catalog_suite!",
+            control::CONTROL_CATALOG_CASES.len(),
+        ),
+        (
+            "control_admin_suite!",
+            control_admin::CONTROL_ADMIN_CASES.len(),
+        ),
+        ("object_store_suite!", objects::OBJECT_STORE_CASES.len()),
+        ("table_store_suite!", tables::TABLE_STORE_CASES.len()),
+        ("deployment_suite!", deployment::DEPLOYMENT_CASES.len()),
+    ];
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("the README");
+    let mut wrong = Vec::new();
+    for (suite, cases) in suites {
+        let row = readme
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{suite}` |")))
+            .unwrap_or_else(|| panic!("the README has no row for {suite}"));
+        let stated: usize = row
+            .trim_end_matches('|')
+            .rsplit('|')
+            .next()
+            .and_then(|c| c.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no count in {row:?}"));
+        if stated != cases {
+            wrong.push(format!(
+                "{suite}: the README says {stated}, the suite has {cases}"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
