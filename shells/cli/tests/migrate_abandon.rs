@@ -293,3 +293,90 @@ fn runs_exclude_each_other_whatever_their_environment_and_leave_no_files() {
         system.display()
     );
 }
+
+/// The operator's flow, as a transcript (`--nocapture` prints it, with the
+/// temporary paths shown as `S`, `D` and `W`): plan, a run killed while it
+/// copies, abandon, plan again under a new id, run, verify read-only.
+#[test]
+fn operator_flow_plan_kill_abandon_plan_again_run_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, dst) = (dir.path().join("S"), dir.path().join("D"));
+    fixture::build(&src, Size::SMALL);
+    let (s, d) = (src.to_str().unwrap(), dst.to_str().unwrap());
+    let w = dir.path().to_str().unwrap();
+    let transcript = std::cell::RefCell::new(String::new());
+    let shown = |t: &str| t.replace(s, "S").replace(d, "D").replace(w, "W");
+    let say = |args: &[&str], out: &Run| {
+        let mut t = transcript.borrow_mut();
+        t.push_str(&format!("$ custos {}\n", shown(&args.join(" "))));
+        for l in out.stdout.lines().chain(out.stderr.lines()) {
+            t.push_str(&shown(l));
+            t.push('\n');
+        }
+        t.push_str(&format!("# exit {}\n", out.code));
+    };
+    let plan1 = dir.path().join("move-1.plan");
+    let p1 = plan1.to_str().unwrap();
+    let args = [
+        "migrate", "plan", "--source", s, "--dest", d, "--migration-id", "move-1", "--out", p1,
+    ];
+    let out = custos(&args);
+    say(&args, &out);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    // The run, killed once it announces its first table copy.
+    let mut child = Command::new(bin())
+        .args(run_args(&src, &dst, "move-1"))
+        .args(["--plan", p1])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut seen = String::new();
+    for l in BufReader::new(child.stderr.take().unwrap()).lines() {
+        let l = l.unwrap();
+        seen.push_str(&l);
+        seen.push('\n');
+        if l.contains("copy table") {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    transcript.borrow_mut().push_str(&format!(
+        "$ custos migrate run --source S --dest D --migration-id move-1 --plan W/move-1.plan\n{}# SIGKILL\n",
+        shown(&seen)
+    ));
+    assert_eq!(destination(&dst).0, Some(Status::Reserved));
+    // Another id is refused while move-1 holds the destination.
+    let plan2 = dir.path().join("move-2.plan");
+    let p2 = plan2.to_str().unwrap();
+    let args2 = [
+        "migrate", "plan", "--source", s, "--dest", d, "--migration-id", "move-2", "--out", p2,
+    ];
+    let out = custos(&args2);
+    say(&args2, &out);
+    assert_eq!(out.code, 6, "{}", out.stderr);
+    let args = ["migrate", "abandon", "--dest", d, "--migration-id", "move-1"];
+    let out = custos(&args);
+    say(&args, &out);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out = custos(&args2);
+    say(&args2, &out);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let receipt = dir.path().join("move-2.receipt");
+    let r = receipt.to_str().unwrap();
+    let args = [
+        "migrate", "run", "--source", s, "--dest", d, "--migration-id", "move-2", "--plan", p2,
+        "--receipt", r,
+    ];
+    let out = custos(&args);
+    say(&args, &out);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let before = migration::tree(&dst);
+    let args = ["migrate", "verify", "--dest", d, "--receipt", r];
+    let out = custos(&args);
+    say(&args, &out);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(migration::tree(&dst), before, "verify wrote");
+    println!("{}", transcript.borrow());
+}
