@@ -318,7 +318,16 @@ fn operator_flow_plan_kill_abandon_plan_again_run_verify() {
     let plan1 = dir.path().join("move-1.plan");
     let p1 = plan1.to_str().unwrap();
     let args = [
-        "migrate", "plan", "--source", s, "--dest", d, "--migration-id", "move-1", "--out", p1,
+        "migrate",
+        "plan",
+        "--source",
+        s,
+        "--dest",
+        d,
+        "--migration-id",
+        "move-1",
+        "--out",
+        p1,
     ];
     let out = custos(&args);
     say(&args, &out);
@@ -351,12 +360,28 @@ fn operator_flow_plan_kill_abandon_plan_again_run_verify() {
     let plan2 = dir.path().join("move-2.plan");
     let p2 = plan2.to_str().unwrap();
     let args2 = [
-        "migrate", "plan", "--source", s, "--dest", d, "--migration-id", "move-2", "--out", p2,
+        "migrate",
+        "plan",
+        "--source",
+        s,
+        "--dest",
+        d,
+        "--migration-id",
+        "move-2",
+        "--out",
+        p2,
     ];
     let out = custos(&args2);
     say(&args2, &out);
     assert_eq!(out.code, 6, "{}", out.stderr);
-    let args = ["migrate", "abandon", "--dest", d, "--migration-id", "move-1"];
+    let args = [
+        "migrate",
+        "abandon",
+        "--dest",
+        d,
+        "--migration-id",
+        "move-1",
+    ];
     let out = custos(&args);
     say(&args, &out);
     assert_eq!(out.code, 0, "{}", out.stderr);
@@ -366,8 +391,18 @@ fn operator_flow_plan_kill_abandon_plan_again_run_verify() {
     let receipt = dir.path().join("move-2.receipt");
     let r = receipt.to_str().unwrap();
     let args = [
-        "migrate", "run", "--source", s, "--dest", d, "--migration-id", "move-2", "--plan", p2,
-        "--receipt", r,
+        "migrate",
+        "run",
+        "--source",
+        s,
+        "--dest",
+        d,
+        "--migration-id",
+        "move-2",
+        "--plan",
+        p2,
+        "--receipt",
+        r,
     ];
     let out = custos(&args);
     say(&args, &out);
