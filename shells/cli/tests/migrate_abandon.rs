@@ -294,6 +294,30 @@ fn runs_exclude_each_other_whatever_their_environment_and_leave_no_files() {
     );
 }
 
+/// `migrate run --plan plan` SIGKILLed once it announces its first table
+/// copy; answers the stderr lines it printed.
+fn killed_copying(src: &Path, dst: &Path, plan: &str) -> String {
+    let mut child = Command::new(bin())
+        .args(run_args(src, dst, "move-1"))
+        .args(["--plan", plan])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut seen = String::new();
+    for l in BufReader::new(child.stderr.take().unwrap()).lines() {
+        let l = l.unwrap();
+        seen.push_str(&l);
+        seen.push('\n');
+        if l.contains("copy table") {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    seen
+}
+
 /// The operator's flow, as a transcript (`--nocapture` prints it, with the
 /// temporary paths shown as `S`, `D` and `W`): plan, a run killed while it
 /// copies, abandon, plan again under a new id, run, verify read-only.
@@ -332,25 +356,7 @@ fn operator_flow_plan_kill_abandon_plan_again_run_verify() {
     let out = custos(&args);
     say(&args, &out);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    // The run, killed once it announces its first table copy.
-    let mut child = Command::new(bin())
-        .args(run_args(&src, &dst, "move-1"))
-        .args(["--plan", p1])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut seen = String::new();
-    for l in BufReader::new(child.stderr.take().unwrap()).lines() {
-        let l = l.unwrap();
-        seen.push_str(&l);
-        seen.push('\n');
-        if l.contains("copy table") {
-            break;
-        }
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    let seen = killed_copying(&src, &dst, p1);
     transcript.borrow_mut().push_str(&format!(
         "$ custos migrate run --source S --dest D --migration-id move-1 --plan W/move-1.plan\n{}# SIGKILL\n",
         shown(&seen)
