@@ -1504,11 +1504,13 @@ fn unexpected(op: &str, answer: Answer) -> LedgerError {
     }
 }
 
-/// The ledger port: what a backend implements. A backend implements
-/// [`Ledger::execute`] (one transaction per request: load the
+/// The ledger port: what a backend implements. Three methods are
+/// required: [`Ledger::execute`] (one transaction per request: load the
 /// [`Request::footprint`], [`decide`], write the effects, commit),
-/// [`Ledger::recover`] and [`Ledger::close`]; the typed operations are
-/// provided on top of `execute`.
+/// [`Ledger::close`] and [`Ledger::records`]. [`Ledger::recover`] has a
+/// default that runs [`Request::Open`] through `execute` (a backend
+/// overrides it only to add its own open-time work), and every typed
+/// operation is provided on top of `execute`.
 pub trait Ledger {
     /// Runs one request in one transaction.
     fn execute(&self, limits: &Limits, req: &Request) -> Result<Answer, LedgerError>;
@@ -1527,8 +1529,7 @@ pub trait Ledger {
 
     /// Every stored row — scopes, calls, tombstones, releases — of any
     /// state, settled history included ([`LedgerState::records`]). A
-    /// migration refuses an identity whose Activity catalog has any
-    /// (spec 001 §3).
+    /// migration refuses an identity whose Activity catalog has any.
     fn records(&self) -> Result<u64, LedgerError>;
 
     /// Attaches a session (see the module docs).

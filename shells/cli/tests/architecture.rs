@@ -156,7 +156,9 @@ fn core_reaches_no_io_crate() {
     // digest's row key and lanes, custos_core::migration::content),
     // `subtle` (constant-time digest comparison, custos_core::access; already
     // in sha2's closure), `hex` (the one lowercase-hex codec of digests and
-    // page tokens, custos_core::hex) and `arbitrary` (optional, for fuzzing).
+    // page tokens, custos_core::hex) and `arbitrary` (optional, for fuzzing);
+    // for its tests only, `proptest` and `postcard` (the state types'
+    // binary round trip, custos_core::pairs).
     let allowed: BTreeSet<String> = [
         "aes",
         "blake3",
@@ -170,6 +172,7 @@ fn core_reaches_no_io_crate() {
         "twox-hash",
         "arbitrary",
         "proptest",
+        "postcard",
         "custos-core",
     ]
     .iter()
