@@ -8,6 +8,7 @@
 
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
 
+use crate::Place;
 use custos_core::catalogue::{
     Catalogue, CatalogueError, Claim, Creation, Deletion, InitState, Outcome, Registration,
     Request, Visibility, RECENT_FOLDER_LIMIT,
@@ -894,15 +895,176 @@ pub fn recent_folder_ids_are_never_reused<C: Catalogue, F: Fn() -> C>(factory: F
     assert!(last > next, "id {last} reused on an emptied list");
 }
 
+// ------------------------------------------------------------ reopen cases
+
+const REOPEN_IDS: [&str; 4] = ["s1", "s2", "s3", "s4"];
+
+/// Everything the port shows of the stores the reopen cases write.
+type Seen = (u64, Vec<String>, Vec<String>, Vec<String>);
+
+fn seen<C: Catalogue>(c: &C) -> Seen {
+    let mut per_id = Vec::new();
+    for id in REOPEN_IDS {
+        per_id.push(format!(
+            "{id}: {:?} {:?} {:?} {:?}",
+            c.get(id).unwrap(),
+            c.custody(id).ok(),
+            c.deletion(id).ok(),
+            c.delegate_of(id).unwrap()
+        ));
+    }
+    let pages = [Visibility::Active, Visibility::Archived]
+        .into_iter()
+        .map(|v| format!("{:?}", c.page(v, None, 100).unwrap()))
+        .collect();
+    let lists = vec![
+        format!("{:?}", c.recent_folders().unwrap()),
+        format!("{:?}", c.moving().unwrap()),
+        format!("{:?}", c.deleting().unwrap()),
+        format!("{:?}", c.workspace_default("/w").ok()),
+        format!("{:?}", c.delegate_for("orch", "p1").unwrap()),
+        format!("{:?}", c.delegates_held("orch").unwrap()),
+    ];
+    (c.revision().unwrap(), per_id, pages, lists)
+}
+
+/// A history of acknowledged changes touching every table a catalogue
+/// keeps: registrations of each placement, a confirmation, an archive, a
+/// profile, a subtitle, a workspace default, recent folders (one
+/// forgotten), a move begun, a deletion mark, a delegate, and last of all
+/// a rename (the write a store that loses its tail would lose).
+fn acknowledged_history<C: Catalogue>(c: &C) {
+    reserve(c, "s1", local("k1"));
+    reserve(c, "s2", on_executor("k2"));
+    reserve(c, "s3", pooled("k3"));
+    reserve(c, "s4", local("k4"));
+    for id in REOPEN_IDS {
+        ok(c, Request::Confirm { session_id: id.into() });
+    }
+    ok(
+        c,
+        Request::SetVisibility {
+            session_id: "s2".into(),
+            visibility: Visibility::Archived,
+        },
+    );
+    ok(
+        c,
+        Request::SetProfile {
+            session_id: "s1".into(),
+            profile: Some("fast".into()),
+        },
+    );
+    ok(
+        c,
+        Request::SeedSubtitle {
+            session_id: "s1".into(),
+            prompt: "a prompt that becomes the subtitle".into(),
+        },
+    );
+    ok(
+        c,
+        Request::SetWorkspaceDefault {
+            workspace: "/w".into(),
+            session_id: "s4".into(),
+        },
+    );
+    let a = remembered(c, "/a");
+    remembered(c, "/b");
+    ok(c, Request::ForgetFolder { id: a });
+    ok(
+        c,
+        Request::BeginMove {
+            session_id: "s3".into(),
+            op: custos_core::custody::MoveOp::new("op-1").unwrap(),
+            to: custos_core::custody::Peer::new("cat-b").unwrap(),
+        },
+    );
+    ok(c, Request::MarkDeleting { session_id: "s4".into() });
+    ok(c, claim("orch", "p1", "s1", 10, 4));
+    ok(c, rename("s1", "the last name"));
+}
+
+/// Everything acknowledged survives a drop and a reopen, the last write
+/// included, and a recent-folder id is not handed out again by the
+/// reopened store.
+pub fn acknowledged_changes_survive_a_reopen<P: Place>(f: impl Fn() -> P)
+where
+    P::Store: Catalogue,
+{
+    let place = f();
+    let c = place.open();
+    acknowledged_history(&c);
+    let before = seen(&c);
+    let top = c.recent_folders().unwrap().iter().map(|r| r.id).max().unwrap_or(0);
+    assert_eq!(c.get("s1").unwrap().unwrap().creation.name, "the last name");
+    drop(c);
+    let c = place.open();
+    assert_eq!(seen(&c), before, "the reopened catalogue differs");
+    ok(&c, Request::ForgetFolder { id: top });
+    let next = remembered(&c, "/c");
+    assert!(next > top, "recent-folder id {next} reused after a reopen");
+}
+
+/// A refused request leaves the stored state unchanged across a reopen: a
+/// conflicting reservation, a rename of an unknown session, a delegate
+/// already bound elsewhere and a subtitle seeded twice change nothing a
+/// later handle sees.
+pub fn a_refusal_leaves_the_store_unchanged_across_a_reopen<P: Place>(f: impl Fn() -> P)
+where
+    P::Store: Catalogue,
+{
+    let place = f();
+    let c = place.open();
+    acknowledged_history(&c);
+    let before = seen(&c);
+    assert!(c
+        .apply(&Request::Reserve {
+            session_id: "s1".into(),
+            creation: local("another-key"),
+            now: 2_000,
+        })
+        .is_err());
+    assert!(c.apply(&rename("s9", "nobody")).is_err());
+    assert!(c.apply(&claim("orch", "p2", "s1", 20, 4)).is_err());
+    assert!(c.apply(&Request::MarkDeleting { session_id: "s9".into() }).is_err());
+    drop(c);
+    let c = place.open();
+    assert_eq!(seen(&c), before, "a refusal changed the stored state");
+}
+
 // ------------------------------------------------------------- the table
 
 /// Emits `mod $name { #[test] fn <case>() … }`: one test per catalogue
 /// conformance case, each calling the case with `$factory` (evaluated once
-/// per test; it must give a fresh, empty catalogue per call).
+/// per test; it must give a fresh, empty catalogue per call), and one per
+/// reopen case, each calling it with `$places` (`Fn() -> P`,
+/// `P: `[`crate::Place`] opening a catalogue: a fresh store per call,
+/// opened again by every [`crate::Place::open`]).
 #[macro_export]
 macro_rules! catalogue_suite {
-    ($name:ident, $factory:expr $(,)?) => {
-        $crate::__suite!(__with_catalogue_cases, catalogue, $name, $factory);
+    ($name:ident, $factory:expr, reopen: $places:expr $(,)?) => {
+        $crate::__suite!(
+            __with_catalogue_cases,
+            __with_catalogue_reopen_cases,
+            catalogue,
+            $name,
+            $factory,
+            $places
+        );
+    };
+}
+
+/// Invokes `$crate::$callback! { ($args) case, … }` with every catalogue
+/// reopen case.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_catalogue_reopen_cases {
+    ($callback:ident ! ($($args:tt)*)) => {
+        $crate::$callback! { ($($args)*)
+            acknowledged_changes_survive_a_reopen,
+            a_refusal_leaves_the_store_unchanged_across_a_reopen,
+        }
     };
 }
 
@@ -951,4 +1113,16 @@ pub type CatalogueCase<C> = fn(&dyn Fn() -> C);
 /// per case (run each under `std::panic::catch_unwind`).
 pub fn catalogue_cases<C: Catalogue>() -> Vec<(&'static str, CatalogueCase<C>)> {
     crate::__with_catalogue_cases!(__emit_table!(catalogue, C))
+}
+
+/// Every reopen case, by name, in suite order.
+pub const CATALOGUE_REOPEN_CASES: &[&str] =
+    &crate::__with_catalogue_reopen_cases!(__emit_names!());
+
+/// Every reopen case as `(name, case)`; each takes a factory of places.
+pub fn catalogue_reopen_cases<P: Place>() -> Vec<(&'static str, CatalogueCase<P>)>
+where
+    P::Store: Catalogue,
+{
+    crate::__with_catalogue_reopen_cases!(__emit_table!(catalogue, P))
 }

@@ -9,6 +9,7 @@
 
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
 
+use crate::Place;
 use custos_core::fence::{Holder, WorldFence};
 use custos_core::schema::{Field, LogicalType, Schema, TimeUnit};
 use custos_core::world::{
@@ -557,6 +558,92 @@ pub fn fences_are_per_world<C: ControlCatalog, F: Fn() -> C>(factory: F) {
     assert_eq!(head_of(&c, "w-c"), 4);
 }
 
+// ------------------------------------------------------------ reopen cases
+
+/// Everything the port shows of the worlds the reopen cases write.
+type Seen = (
+    Vec<WorldRecord>,
+    Vec<custos_core::world::SignatureRecord>,
+    Vec<String>,
+);
+
+fn seen<C: ControlCatalog>(c: &C) -> Seen {
+    let worlds = c.discover_worlds().unwrap();
+    let infos = worlds
+        .iter()
+        .map(|w| format!("{:?}", c.open_world_readonly(&w.identity.world_id).unwrap()))
+        .collect();
+    (worlds, c.list_signatures().unwrap(), infos)
+}
+
+/// Acknowledged changes over every kind of row: worlds of each writer mode,
+/// signatures, a fence acquired twice, committed ticks, a destroyed world
+/// and a tombstone, and last of all one more tick (the write a store that
+/// loses its tail would lose). Returns the last fence's epoch.
+fn acknowledged_history<C: ControlCatalog>(c: &C) -> u64 {
+    c.register(&record("w-1", WriterMode::Resumable)).unwrap();
+    c.register(&record("w-2", WriterMode::CleanupOnly)).unwrap();
+    c.apply(&sig_req("w-1", signature("t-1", &["pos"]))).unwrap();
+    c.apply(&sig_req("w-1", signature("t-2", &["name", "tags"]))).unwrap();
+    c.acquire_fence("w-1", &holder("writer-a"), FencePurpose::Resume)
+        .unwrap();
+    let (epoch, _) = c
+        .acquire_fence("w-1", &holder("writer-b"), FencePurpose::Resume)
+        .unwrap();
+    c.commit_tick("w-1", epoch, 3).unwrap();
+    c.retire(&record("w-2", WriterMode::CleanupOnly)).unwrap();
+    c.retire(&record("w-3", WriterMode::CleanupOnly)).unwrap();
+    c.commit_tick("w-1", epoch, 7).unwrap();
+    epoch
+}
+
+/// Everything acknowledged survives a drop and a reopen, the last tick
+/// included, and a fence acquired after the reopen is above every epoch
+/// issued before it (the old writer stays stale).
+pub fn acknowledged_changes_survive_a_reopen<P: Place>(f: impl Fn() -> P)
+where
+    P::Store: ControlCatalog,
+{
+    let place = f();
+    let c = place.open();
+    let epoch = acknowledged_history(&c);
+    let before = seen(&c);
+    assert_eq!(head_of(&c, "w-1"), 7);
+    drop(c);
+    let c = place.open();
+    assert_eq!(seen(&c), before, "the reopened catalog differs");
+    let (next, staled) = c
+        .acquire_fence("w-1", &holder("writer-c"), FencePurpose::Resume)
+        .unwrap();
+    assert!(next > epoch, "epoch {next} issued again after a reopen");
+    assert_eq!(staled, Some(epoch));
+    assert_eq!(reason(c.commit_tick("w-1", epoch, 8)), "StaleFence");
+}
+
+/// A refusal leaves the stored state unchanged across a reopen: a
+/// conflicting registration, a stale writer's tick, a changed signature and a registration of a destroyed world change
+/// nothing a later handle sees.
+pub fn a_refusal_leaves_the_store_unchanged_across_a_reopen<P: Place>(f: impl Fn() -> P)
+where
+    P::Store: ControlCatalog,
+{
+    let place = f();
+    let c = place.open();
+    let epoch = acknowledged_history(&c);
+    let before = seen(&c);
+    let mut other = record("w-1", WriterMode::Resumable);
+    other.identity.name = "another name".into();
+    assert!(c.register(&other).is_err());
+    assert!(c.commit_tick("w-1", epoch - 1, 9).is_err());
+    assert!(c
+        .apply(&sig_req("w-1", signature("t-1", &["name"])))
+        .is_err());
+    assert!(c.register(&record("w-2", WriterMode::CleanupOnly)).is_err());
+    drop(c);
+    let c = place.open();
+    assert_eq!(seen(&c), before, "a refusal changed the stored state");
+}
+
 /// Every control-catalog case, by name, in suite order.
 pub const CONTROL_CATALOG_CASES: &[&str] = &crate::__with_control_catalog_cases!(__emit_names!());
 
@@ -569,13 +656,48 @@ pub fn control_catalog_cases<C: ControlCatalog>() -> Vec<ControlCatalogCase<C>> 
     crate::__with_control_catalog_cases!(__emit_table!(control, C))
 }
 
+/// Every reopen case, by name, in suite order.
+pub const CONTROL_CATALOG_REOPEN_CASES: &[&str] =
+    &crate::__with_control_catalog_reopen_cases!(__emit_names!());
+
+/// Every reopen case as `(name, function)`; each takes a factory of places.
+pub fn control_catalog_reopen_cases<P: Place>() -> Vec<ControlCatalogCase<P>>
+where
+    P::Store: ControlCatalog,
+{
+    crate::__with_control_catalog_reopen_cases!(__emit_table!(control, P))
+}
+
+/// Invokes `$crate::$callback! { ($args) case, … }` with every
+/// control-catalog reopen case.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_control_catalog_reopen_cases {
+    ($callback:ident ! ($($args:tt)*)) => {
+        $crate::$callback! { ($($args)*)
+            acknowledged_changes_survive_a_reopen,
+            a_refusal_leaves_the_store_unchanged_across_a_reopen,
+        }
+    };
+}
+
 /// Emits `mod $name { #[test] fn <case>() … }`: one test per control-catalog
 /// conformance case, each calling the case with `$factory` (evaluated once
-/// per test; every call must give a fresh, empty catalog).
+/// per test; every call must give a fresh, empty catalog), and one per
+/// reopen case, each calling it with `$places` (`Fn() -> P`,
+/// `P: `[`crate::Place`] opening a catalog: a fresh store per call, opened
+/// again by every [`crate::Place::open`]).
 #[macro_export]
 macro_rules! control_catalog_suite {
-    ($name:ident, $factory:expr $(,)?) => {
-        $crate::__suite!(__with_control_catalog_cases, control, $name, $factory);
+    ($name:ident, $factory:expr, reopen: $places:expr $(,)?) => {
+        $crate::__suite!(
+            __with_control_catalog_cases,
+            __with_control_catalog_reopen_cases,
+            control,
+            $name,
+            $factory,
+            $places
+        );
     };
 }
 

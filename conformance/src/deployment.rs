@@ -23,6 +23,8 @@
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
+
+use crate::Place;
 use std::sync::Arc;
 
 use custos_core::deployment::manifest::{
@@ -199,6 +201,15 @@ impl<D: DeploymentCatalog, G> DeploymentCatalog for Guarded<D, G> {
 /// The reference catalog, empty, over [`FixtureReleases`].
 pub fn memory() -> MemoryDeployments {
     MemoryDeployments::over(Arc::new(FixtureReleases))
+}
+
+/// A place for the reference catalog: every open is
+/// [`MemoryDeployments::reopen`] of the first (nothing in memory is
+/// durable; the "reopen" keeps the installed catalog and is a new
+/// instance, so earlier page tokens are foreign to it).
+pub fn memory_place() -> impl Fn() -> MemoryDeployments {
+    let first = memory();
+    move || first.reopen()
 }
 
 // ------------------------------------------------------------------ helpers
@@ -1120,6 +1131,96 @@ pub fn a_deployment_uses_only_its_tenants_eligible_releases<B: DeploymentCatalog
 
 // ---------------------------------------------------------------- the table
 
+// ------------------------------------------------------------ reopen cases
+
+const REOPEN_TENANTS: &[&str] = &["acme", "beta"];
+
+/// Everything the port shows of the catalogs the reopen cases write: the
+/// generation, every record of both tenants page by page, and each
+/// service's default resolution.
+fn seen<B: DeploymentCatalog>(b: &B) -> (u64, Vec<VersionedDeployment>, Vec<String>) {
+    let (generation, records) = observe(b, REOPEN_TENANTS);
+    let routes = REOPEN_TENANTS
+        .iter()
+        .map(|t| format!("{:?}", b.resolve(&target(t, "api", None), Some("key")).ok()))
+        .collect();
+    (generation, records, routes)
+}
+
+/// Acknowledged mutations of every kind: applies in two tenants, an update,
+/// a delete, a batch, a managed operation, a snapshot publication, and last
+/// of all one more apply (the write a store that loses its tail would
+/// lose). Returns the managed operation and its receipt.
+fn acknowledged_history<B: DeploymentCatalog>(b: &B) -> (Request, Receipt) {
+    applied(b, acme("blue"));
+    applied(b, acme("green"));
+    applied(b, manifest("red", "beta", "api"));
+    let mut heavier = acme("blue");
+    heavier.route_weight = 3;
+    applied(b, heavier);
+    accepted(b, delete_req("acme", "green", None));
+    accepted(b, batch_req("beta", vec![manifest("r2", "beta", "api"), manifest("r3", "beta", "api")]));
+    let op = managed(apply_req(acme("teal"), None), "ops", "op-1", b.generation().unwrap());
+    let receipt = accepted(b, op.clone());
+    accepted(b, publish_req());
+    applied(b, acme("last"));
+    (op, receipt)
+}
+
+/// Everything acknowledged survives a drop and a reopen, the last apply
+/// included; a managed operation retried after the reopen is answered its
+/// first receipt and publishes nothing; a page token issued before the
+/// reopen is refused as another instance's (never answered with a page of
+/// the new instance); the generation never steps back.
+pub fn acknowledged_mutations_survive_a_reopen<P: Place>(f: impl Fn() -> P)
+where
+    P::Store: DeploymentCatalog,
+{
+    let place = f();
+    let b = place.open();
+    let (op, receipt) = acknowledged_history(&b);
+    let before = seen(&b);
+    assert!(b.get("acme", "last").unwrap().is_some());
+    let token = b
+        .page(&page_req("acme", None, 1, None))
+        .unwrap()
+        .next_page_token
+        .expect("acme has three records");
+    drop(b);
+    let b = place.open();
+    assert_eq!(seen(&b), before, "the reopened catalog differs");
+    assert_eq!(accepted(&b, op), receipt, "a retry after a reopen ran again");
+    assert_eq!(b.generation().unwrap(), before.0);
+    assert_eq!(
+        reason(b.page(&page_req("acme", None, 1, Some(token)))),
+        "invalid-deployment-page-token"
+    );
+    let next = accepted(&b, apply_req(acme("after"), None));
+    assert!(next.catalog_generation() > before.0);
+}
+
+/// A refusal leaves the stored state unchanged across a reopen: a stale
+/// expected generation, another tenant's record, a delete of nothing and
+/// a batch with one bad member change nothing a later handle sees.
+pub fn a_refusal_leaves_the_store_unchanged_across_a_reopen<P: Place>(f: impl Fn() -> P)
+where
+    P::Store: DeploymentCatalog,
+{
+    let place = f();
+    let b = place.open();
+    acknowledged_history(&b);
+    let before = seen(&b);
+    assert!(b.mutate(apply_req(acme("blue"), Some(1))).is_err());
+    assert!(b.mutate(delete_req("acme", "red", None)).is_err());
+    assert!(b.mutate(delete_req("acme", "nothing", None)).is_err());
+    assert!(b
+        .mutate(batch_req("beta", vec![manifest("r4", "beta", "api"), acme("stray")]))
+        .is_err());
+    drop(b);
+    let b = place.open();
+    assert_eq!(seen(&b), before, "a refusal changed the stored state");
+}
+
 /// Every deployment case, by name, in suite order.
 pub const DEPLOYMENT_CASES: &[&str] = &crate::__with_deployment_cases!(__emit_names!());
 
@@ -1132,14 +1233,49 @@ pub fn deployment_cases<B: DeploymentCatalog>() -> Vec<DeploymentCase<B>> {
     crate::__with_deployment_cases!(__emit_table!(deployment, B))
 }
 
+/// Every reopen case, by name, in suite order.
+pub const DEPLOYMENT_REOPEN_CASES: &[&str] =
+    &crate::__with_deployment_reopen_cases!(__emit_names!());
+
+/// Every reopen case as `(name, function)`; each takes a factory of places.
+pub fn deployment_reopen_cases<P: Place>() -> Vec<DeploymentCase<P>>
+where
+    P::Store: DeploymentCatalog,
+{
+    crate::__with_deployment_reopen_cases!(__emit_table!(deployment, P))
+}
+
+/// Invokes `$crate::$callback! { ($args) case, … }` with every deployment
+/// reopen case.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_deployment_reopen_cases {
+    ($callback:ident ! ($($args:tt)*)) => {
+        $crate::$callback! { ($($args)*)
+            acknowledged_mutations_survive_a_reopen,
+            a_refusal_leaves_the_store_unchanged_across_a_reopen,
+        }
+    };
+}
+
 /// Emits `mod $name { #[test] fn <case>() … }`: one test per deployment
 /// conformance case, each calling the case with `$factory` (an expression
 /// of a type implementing `Fn() -> B` with `B: DeploymentCatalog`, built
-/// over [`FixtureReleases`]; every call a fresh, empty catalog).
+/// over [`FixtureReleases`]; every call a fresh, empty catalog), and one
+/// per reopen case, each calling it with `$places` (`Fn() -> P`,
+/// `P: `[`crate::Place`] opening a catalog over [`FixtureReleases`]: a
+/// fresh store per call, opened again by every [`crate::Place::open`]).
 #[macro_export]
 macro_rules! deployment_suite {
-    ($name:ident, $factory:expr $(,)?) => {
-        $crate::__suite!(__with_deployment_cases, deployment, $name, $factory);
+    ($name:ident, $factory:expr, reopen: $places:expr $(,)?) => {
+        $crate::__suite!(
+            __with_deployment_cases,
+            __with_deployment_reopen_cases,
+            deployment,
+            $name,
+            $factory,
+            $places
+        );
     };
 }
 

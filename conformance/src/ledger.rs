@@ -6,6 +6,7 @@
 
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
 
+use crate::Place;
 use custos_core::ledger::{
     Admission, AttachToken, CallKind, CallState, CloseOutcome, Fencing, Incarnation, Key, Ledger,
     LedgerError, Limits, Lookup, OpId, ScopeState, SessionId, Stopping, Tool, Unacked, WorkspaceId,
@@ -721,6 +722,176 @@ pub fn a_closed_handle_refuses<L: Ledger>(f: impl Fn() -> L) {
     );
 }
 
+// ------------------------------------------------------------ reopen cases
+
+/// Everything the port shows of the stores the reopen cases write: the
+/// record count, both sessions' scopes and unacknowledged keys, every key's
+/// lookup and the release log.
+type Seen = (
+    u64,
+    Vec<Option<custos_core::ledger::Scope>>,
+    Vec<Unacked>,
+    Vec<Lookup>,
+    Vec<custos_core::ledger::Release>,
+);
+
+const SESSIONS: [&str; 2] = ["s", "t"];
+const KEYS: [(&str, &str); 5] = [("s", "a"), ("s", "b"), ("s", "c"), ("t", "a"), ("s", "z")];
+
+fn seen<L: Ledger>(l: &L) -> Seen {
+    (
+        l.records().unwrap(),
+        SESSIONS
+            .iter()
+            .map(|s| l.scope(&LIMITS, &sid(s)).unwrap())
+            .collect(),
+        SESSIONS
+            .iter()
+            .map(|s| l.unacked(&LIMITS, &sid(s)).unwrap())
+            .collect(),
+        KEYS.iter()
+            .map(|(s, o)| l.query(&LIMITS, &key(s, o, 1)).unwrap())
+            .collect(),
+        l.releases(&LIMITS).unwrap(),
+    )
+}
+
+/// A settled history: an acknowledged call, a terminal one, an unknown one,
+/// a second session closed uncleanly and released, and last of all one
+/// more settled call (the write a store that loses its tail would lose).
+fn settled_history<L: Ledger>(l: &L) {
+    attach(l, "s", 1, "a").unwrap();
+    let (a, b, c) = (key("s", "a", 1), key("s", "b", 1), key("s", "c", 1));
+    admit(l, &a, "a").unwrap();
+    l.finish(&LIMITS, &a, b"one").unwrap();
+    l.ack(&LIMITS, &a).unwrap();
+    admit(l, &b, "a").unwrap();
+    l.finish(&LIMITS, &b, b"sixteen bytes ok").unwrap();
+    attach(l, "t", 1, "b").unwrap();
+    let t = key("t", "a", 1);
+    admit(l, &t, "b").unwrap();
+    l.mark_unknown(&LIMITS, &t).unwrap();
+    l.begin_close(&LIMITS, &sid("t"), 1).unwrap();
+    l.finish_close(&LIMITS, &sid("t"), 1).unwrap();
+    l.release(&LIMITS, &sid("t"), 77).unwrap();
+    admit(l, &c, "a").unwrap();
+    l.finish(&LIMITS, &c, b"the last outcome").unwrap();
+}
+
+/// Everything acknowledged survives a drop and a reopen: the second handle
+/// shows exactly what the first showed, the last write included.
+pub fn acknowledged_writes_survive_a_reopen<P: Place>(f: impl Fn() -> P)
+where
+    P::Store: Ledger,
+{
+    let place = f();
+    let l = place.open();
+    settled_history(&l);
+    let before = seen(&l);
+    assert_eq!(
+        before.3[2],
+        Lookup::Found(CallState::Terminal(b"the last outcome".to_vec()))
+    );
+    drop(l);
+    let l = place.open();
+    assert_eq!(seen(&l), before, "the reopened store differs");
+    drop(l);
+    assert_eq!(seen(&place.open()), before, "a second reopen differs");
+}
+
+/// Opening is restart recovery: a call left `admitted` by the last handle is
+/// `unknown` to the next one (its outcome can no longer be known), settled
+/// calls are untouched, the key is never admitted again, and the recovered
+/// state itself survives the next reopen.
+pub fn opening_recovers_admitted_calls_as_unknown<P: Place>(f: impl Fn() -> P)
+where
+    P::Store: Ledger,
+{
+    let place = f();
+    let l = place.open();
+    attach(&l, "s", 1, "a").unwrap();
+    let (a, b) = (key("s", "a", 1), key("s", "b", 1));
+    admit(&l, &a, "a").unwrap();
+    admit(&l, &b, "a").unwrap();
+    l.finish(&LIMITS, &b, b"r").unwrap();
+    drop(l);
+    let l = place.open();
+    assert_eq!(
+        l.query(&LIMITS, &a),
+        Ok(Lookup::Found(CallState::Unknown)),
+        "open did not recover the admitted call"
+    );
+    assert_eq!(
+        l.query(&LIMITS, &b),
+        Ok(Lookup::Found(CallState::Terminal(b"r".to_vec())))
+    );
+    assert_eq!(
+        admit(&l, &a, "a"),
+        Ok(Admission::Existing(CallState::Unknown))
+    );
+    assert_eq!(l.recover(), Ok(0), "recovery left an admitted row");
+    drop(l);
+    let l = place.open();
+    assert_eq!(l.query(&LIMITS, &a), Ok(Lookup::Found(CallState::Unknown)));
+    assert_eq!(l.unacked(&LIMITS, &sid("s")).unwrap().unknown, vec![a]);
+}
+
+/// A refused request leaves the stored state as it was, across a reopen:
+/// a second workspace, a stale token and an exhausted budget change
+/// nothing a later handle can see.
+pub fn a_refusal_leaves_the_store_unchanged_across_a_reopen<P: Place>(f: impl Fn() -> P)
+where
+    P::Store: Ledger,
+{
+    let place = f();
+    let l = place.open();
+    settled_history(&l);
+    let before = seen(&l);
+    assert!(l
+        .attach(&LIMITS, &sid("s"), &ws("other"), 1, &tok("a"))
+        .is_err());
+    assert!(admit(&l, &key("s", "z", 1), "stale").is_err());
+    // 16 + 16 bytes of outcomes held, and one more reservation of 16 is
+    // over the budget of 40.
+    assert!(matches!(
+        admit(&l, &key("s", "z", 1), "a"),
+        Err(LedgerError::BudgetExhausted { .. })
+    ));
+    drop(l);
+    let l = place.open();
+    assert_eq!(seen(&l), before, "a refusal changed the stored state");
+    assert_eq!(
+        l.query(&LIMITS, &key("s", "z", 1)),
+        Ok(Lookup::Missing),
+        "a refused admission was stored"
+    );
+}
+
+/// A closed handle refuses every request, and a handle opened after it
+/// works and sees what the closed one wrote.
+pub fn a_closed_handle_refuses_and_a_reopened_one_works<P: Place>(f: impl Fn() -> P)
+where
+    P::Store: Ledger,
+{
+    let place = f();
+    let l = place.open();
+    settled_history(&l);
+    let before = seen(&l);
+    l.close().unwrap();
+    assert_eq!(l.records(), Err(LedgerError::HandleClosed));
+    assert_eq!(
+        attach(&l, "u", 1, "a"),
+        Err(LedgerError::HandleClosed),
+        "a closed handle wrote"
+    );
+    drop(l);
+    let l = place.open();
+    assert_eq!(seen(&l), before);
+    attach(&l, "u", 1, "a").unwrap();
+    drop(l);
+    assert!(place.open().scope(&LIMITS, &sid("u")).unwrap().is_some());
+}
+
 /// Every case name, in the order the macro emits them.
 pub const LEDGER_CASES: &[&str] = &crate::__with_ledger_cases!(__emit_names!());
 
@@ -731,6 +902,32 @@ pub type LedgerCase<L> = fn(&dyn Fn() -> L);
 /// per case.
 pub fn ledger_cases<L: Ledger>() -> Vec<(&'static str, LedgerCase<L>)> {
     crate::__with_ledger_cases!(__emit_table!(ledger, L))
+}
+
+/// Every reopen case name, in the order the macro emits them.
+pub const LEDGER_REOPEN_CASES: &[&str] = &crate::__with_ledger_reopen_cases!(__emit_names!());
+
+/// Every reopen case as `(name, case)`; each takes a factory of places.
+pub fn ledger_reopen_cases<P: Place>() -> Vec<(&'static str, LedgerCase<P>)>
+where
+    P::Store: Ledger,
+{
+    crate::__with_ledger_reopen_cases!(__emit_table!(ledger, P))
+}
+
+/// Invokes `$crate::$callback! { ($args) case, … }` with every ledger
+/// reopen case.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_ledger_reopen_cases {
+    ($callback:ident ! ($($args:tt)*)) => {
+        $crate::$callback! { ($($args)*)
+            acknowledged_writes_survive_a_reopen,
+            opening_recovers_admitted_calls_as_unknown,
+            a_refusal_leaves_the_store_unchanged_across_a_reopen,
+            a_closed_handle_refuses_and_a_reopened_one_works,
+        }
+    };
 }
 
 /// Invokes `$crate::$callback! { ($args) case, … }` with every ledger case.
@@ -777,10 +974,20 @@ macro_rules! __with_ledger_cases {
 
 /// Emits `mod $name { #[test] fn <case>() … }`: one test per ledger
 /// conformance case, each calling the case with `$factory` (`Fn() -> L`,
-/// `L: Ledger`, returning a fresh, empty, opened ledger).
+/// `L: Ledger`, returning a fresh, empty, opened ledger), and one per reopen
+/// case, each calling it with `$places` (`Fn() -> P`, `P: `[`crate::Place`]
+/// opening a ledger: a fresh store per call, opened again by every
+/// [`crate::Place::open`]).
 #[macro_export]
 macro_rules! ledger_suite {
-    ($name:ident, $factory:expr $(,)?) => {
-        $crate::__suite!(__with_ledger_cases, ledger, $name, $factory);
+    ($name:ident, $factory:expr, reopen: $places:expr $(,)?) => {
+        $crate::__suite!(
+            __with_ledger_cases,
+            __with_ledger_reopen_cases,
+            ledger,
+            $name,
+            $factory,
+            $places
+        );
     };
 }

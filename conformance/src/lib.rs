@@ -6,7 +6,11 @@
 //! `#[test]` per case for a backend crate:
 //!
 //! ```
-//! custos_conformance::storage_suite!(memory, || custos_core::storage::MemoryStorage::new());
+//! use custos_core::storage::MemoryStorage;
+//! custos_conformance::storage_suite!(memory, MemoryStorage::new, reopen: || {
+//!     let first = MemoryStorage::new();
+//!     move || first.reopen()
+//! });
 //! ```
 //!
 //! A behaviour without a case here is not guaranteed. Each suite lists its
@@ -17,6 +21,32 @@
 //! [`catalogue::catalogue_cases`], …) for a harness of your own that runs a
 //! subset or reports per case. The emitters below are
 //! shared by every suite.
+//!
+//! ## Reopen cases
+//!
+//! A backend that keeps everything in memory, or one that skips its restart
+//! recovery on open, answers every request of a single handle correctly: only
+//! a case that drops a handle and opens the same store again can tell it from
+//! a durable one. The ports with such cases (the ledger, session storage, the
+//! catalogue, the control catalog and the deployment catalog) take a second
+//! argument: a factory of [`Place`]s, each a store that can be opened, dropped
+//! and opened again (a temporary file, a schema, a directory):
+//!
+//! ```
+//! use custos_core::ledger::MemoryLedger;
+//! custos_conformance::ledger_suite!(memory, MemoryLedger::new, reopen: || {
+//!     // The memory backend's "reopen" keeps its maps (nothing in it is
+//!     // durable): a second handle over the first one's state.
+//!     let first = MemoryLedger::new();
+//!     move || first.reopen().expect("reopen")
+//! });
+//! ```
+//!
+//! Any `Fn() -> S` is a place. Its reopen cases check that everything
+//! acknowledged survives a drop and a reopen, that a refusal leaves the
+//! stored state unchanged across one, that a closed handle refuses while a
+//! reopened one works, and each port's own open-time duty (the ledger's
+//! restart recovery).
 
 pub mod access;
 pub mod catalogue;
@@ -30,6 +60,24 @@ pub mod snapshot;
 pub mod storage;
 pub mod tables;
 
+/// A store that can be opened, dropped and opened again: what a suite's
+/// reopen cases take. The first [`Place::open`] creates the store; every
+/// later one opens the same store, as a process restart would (running the
+/// backend's open-time recovery). Every `Fn() -> S` is a place.
+pub trait Place {
+    /// The handle an open returns.
+    type Store;
+    /// Opens a new handle over this place's store.
+    fn open(&self) -> Self::Store;
+}
+
+impl<S, F: Fn() -> S> Place for F {
+    type Store = S;
+    fn open(&self) -> S {
+        self()
+    }
+}
+
 /// The body of every `<suite>_suite!` macro: `mod $name { #[test] fn
 /// <case>() … }` over the cases `$cases` lists, each calling
 /// `$crate::$module::<case>($factory)`.
@@ -41,6 +89,14 @@ macro_rules! __suite {
         mod $name {
             use super::*;
             $crate::$cases!(__emit_tests!($module, $factory));
+        }
+    };
+    ($cases:ident, $reopen:ident, $module:ident, $name:ident, $factory:expr, $places:expr) => {
+        #[allow(unused_imports)]
+        mod $name {
+            use super::*;
+            $crate::$cases!(__emit_tests!($module, $factory));
+            $crate::$reopen!(__emit_tests!($module, $places));
         }
     };
 }
@@ -80,11 +136,21 @@ macro_rules! __emit_table {
 /// Emits `mod $name { #[test] fn <case>() … }`: one test per storage
 /// conformance case, each calling the case with `$factory` (an expression of
 /// a type implementing `Fn() -> S` with `S: Storage`; it is evaluated once per
-/// test, and names in the calling module are in scope).
+/// test, and names in the calling module are in scope), and one per reopen
+/// case, each calling it with `$places` (`Fn() -> P`, `P: `[`Place`]
+/// opening a store: a fresh store per call, opened again by every
+/// [`Place::open`]).
 #[macro_export]
 macro_rules! storage_suite {
-    ($name:ident, $factory:expr $(,)?) => {
-        $crate::__suite!(__with_storage_cases, storage, $name, $factory);
+    ($name:ident, $factory:expr, reopen: $places:expr $(,)?) => {
+        $crate::__suite!(
+            __with_storage_cases,
+            __with_storage_reopen_cases,
+            storage,
+            $name,
+            $factory,
+            $places
+        );
     };
 }
 

@@ -9,6 +9,7 @@
 
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
 
+use crate::Place;
 use custos_core::storage::types::{MAX_GET_ENTRIES, MAX_REGISTER_VALUE_LEN};
 use custos_core::storage::{
     branch_scan, entry_seq_range, usage_seq_range, BoundError, BranchScan, Commit, CommitError,
@@ -1575,6 +1576,97 @@ pub fn branch_scan_query_plan_uses_no_table_scan<S: Storage, F: Fn() -> S>(facto
 
 // ------------------------------------------------------------- the table
 
+// ------------------------------------------------------------ reopen cases
+
+/// A history of acknowledged commits over every kind of write: the branch
+/// tree, usage rows, registers set, replaced and deleted in two namespaces,
+/// a seq floor, and last of all one more register (the write a store that
+/// loses its tail would lose). Returns the last commit's receipt.
+fn acknowledged_history<S: Storage>(s: &S) -> CommitReceipt {
+    branch_tree(s);
+    ok(s, Commit::at(0).write(usage("use-1", 10, 5)).write(usage("use-2", 3, 1)));
+    ok(s, Commit::at(0).write(set("n", "k", b"one")).write(set("o", "k", b"other")));
+    ok(s, Commit::at(0).write(set("n", "k", b"two")).write(set("n", "gone", b"x")));
+    ok(s, Commit::at(0).write(del("n", "gone")));
+    ok(s, Commit::at(40).write(entry("after-floor", Some("f"), "m")));
+    ok(s, Commit::at(0).write(set("n", "last", b"the last write")))
+}
+
+/// Everything acknowledged survives a drop and a reopen: every entry,
+/// usage row, register and the stats read back the same, the last commit
+/// included, and the next commit's seq is above every seq handed out.
+pub fn acknowledged_commits_survive_a_reopen<P: Place>(f: impl Fn() -> P)
+where
+    P::Store: Storage,
+{
+    let place = f();
+    let s = place.open();
+    let last = acknowledged_history(&s);
+    let before = dump(&s);
+    assert!(reg(&s, "n", "last").is_some());
+    drop(s);
+    let s = place.open();
+    assert_eq!(dump(&s), before, "the reopened store differs");
+    let next = probe_next_seq(&s);
+    assert!(
+        last.seqs.iter().all(|&q| q < next),
+        "a reopened store handed out seq {next} again (last commit: {:?})",
+        last.seqs
+    );
+    drop(s);
+    let s = place.open();
+    // The probe deleted an absent register: it moved the seq and nothing
+    // a reader sees.
+    assert_eq!(dump(&s), before, "a second reopen differs");
+}
+
+/// A refused commit leaves the stored state unchanged across a reopen: a
+/// missing parent and a stale expectation write nothing a later handle
+/// sees, and consume no seq.
+pub fn a_refusal_leaves_the_store_unchanged_across_a_reopen<P: Place>(f: impl Fn() -> P)
+where
+    P::Store: Storage,
+{
+    let place = f();
+    let s = place.open();
+    let last = acknowledged_history(&s);
+    let before = dump(&s);
+    refused(&s, Commit::at(0).write(set("n", "x", b"v")).write(entry("orphan", Some("nobody"), "m")));
+    refused(
+        &s,
+        Commit::at(0)
+            .expect(ns("n"), key("k"), None)
+            .write(set("n", "k", b"overwritten")),
+    );
+    drop(s);
+    let s = place.open();
+    assert_eq!(dump(&s), before, "a refusal changed the stored state");
+    let next = probe_next_seq(&s);
+    let top = last.seqs.iter().copied().max().unwrap_or(0);
+    assert_eq!(next, top + 1, "the refused commits consumed seqs");
+}
+
+/// A closed handle refuses every read and commit; a handle opened after it
+/// works and sees what the closed one committed.
+pub fn a_closed_handle_refuses_and_a_reopened_one_works<P: Place>(f: impl Fn() -> P)
+where
+    P::Store: Storage,
+{
+    let place = f();
+    let s = place.open();
+    acknowledged_history(&s);
+    let before = dump(&s);
+    s.close().unwrap();
+    assert_eq!(s.stats(), Err(StorageError::HandleClosed));
+    assert!(s.commit(&Commit::at(0).write(set("n", "after", b"v"))).is_err());
+    drop(s);
+    let s = place.open();
+    assert_eq!(dump(&s), before);
+    ok(&s, Commit::at(0).write(set("n", "after", b"v")));
+    drop(s);
+    assert!(reg(&place.open(), "n", "after").is_some());
+}
+
 /// Every storage case, by name, in suite order.
 pub const STORAGE_CASES: &[&str] = &crate::__with_storage_cases!(__emit_names!());
 
@@ -1585,4 +1677,29 @@ pub type StorageCase<S> = (&'static str, fn(&dyn Fn() -> S));
 /// case (run each under `std::panic::catch_unwind`).
 pub fn storage_cases<S: Storage>() -> Vec<StorageCase<S>> {
     crate::__with_storage_cases!(__emit_table!(storage, S))
+}
+
+/// Every reopen case, by name, in suite order.
+pub const STORAGE_REOPEN_CASES: &[&str] = &crate::__with_storage_reopen_cases!(__emit_names!());
+
+/// Every reopen case as `(name, function)`; each takes a factory of places.
+pub fn storage_reopen_cases<P: Place>() -> Vec<StorageCase<P>>
+where
+    P::Store: Storage,
+{
+    crate::__with_storage_reopen_cases!(__emit_table!(storage, P))
+}
+
+/// Invokes `$crate::$callback! { ($args) case, … }` with every storage
+/// reopen case.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_storage_reopen_cases {
+    ($callback:ident ! ($($args:tt)*)) => {
+        $crate::$callback! { ($($args)*)
+            acknowledged_commits_survive_a_reopen,
+            a_refusal_leaves_the_store_unchanged_across_a_reopen,
+            a_closed_handle_refuses_and_a_reopened_one_works,
+        }
+    };
 }

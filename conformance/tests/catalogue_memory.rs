@@ -5,7 +5,12 @@
 
 use custos_core::catalogue::MemoryCatalogue;
 
-custos_conformance::catalogue_suite!(memory_catalogue, MemoryCatalogue::new);
+// Nothing in the memory catalogue is durable: its "reopen" is a second
+// handle over the first one's state.
+custos_conformance::catalogue_suite!(memory_catalogue, MemoryCatalogue::new, reopen: || {
+    let first = MemoryCatalogue::new();
+    move || first.reopen()
+});
 custos_conformance::custody_suite!(memory_custody, MemoryCatalogue::new);
 
 #[test]

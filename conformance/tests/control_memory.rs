@@ -5,7 +5,12 @@
 
 use custos_core::world::MemoryControlCatalog;
 
-custos_conformance::control_catalog_suite!(memory_control, MemoryControlCatalog::new);
+// Nothing in the memory catalog is durable: its "reopen" is a second handle
+// over the first one's state.
+custos_conformance::control_catalog_suite!(memory_control, MemoryControlCatalog::new, reopen: || {
+    let first = MemoryControlCatalog::new();
+    move || first.reopen()
+});
 custos_conformance::control_admin_suite!(memory_admin, MemoryControlCatalog::new);
 
 #[test]

@@ -4,7 +4,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-custos_conformance::deployment_suite!(memory_deployment, custos_conformance::deployment::memory);
+custos_conformance::deployment_suite!(
+    memory_deployment,
+    custos_conformance::deployment::memory,
+    reopen: custos_conformance::deployment::memory_place
+);
 
 #[test]
 fn deployment_case_table_names_every_case() {

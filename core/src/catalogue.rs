@@ -1307,15 +1307,28 @@ pub trait Catalogue {
 }
 
 /// The memory backend: the pure state behind a mutex.
+///
+/// Nothing in it is durable. [`MemoryCatalogue::reopen`] stands in for a
+/// process reopening a file: a second handle over the same state.
 #[derive(Debug, Default)]
 pub struct MemoryCatalogue {
-    state: Mutex<CatalogueState>,
+    state: std::sync::Arc<Mutex<CatalogueState>>,
 }
 
 impl MemoryCatalogue {
     /// An empty catalogue.
     pub fn new() -> Self {
         MemoryCatalogue::default()
+    }
+
+    /// A second handle over this catalogue's state: the memory backend's
+    /// stand-in for reopening a file. It keeps the state across the
+    /// "reopen" and survives no process exit.
+    #[must_use]
+    pub fn reopen(&self) -> Self {
+        MemoryCatalogue {
+            state: std::sync::Arc::clone(&self.state),
+        }
     }
 
     /// A copy of the whole state.

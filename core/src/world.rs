@@ -928,14 +928,25 @@ pub mod codec {
 /// another (locked after the first, always in that order).
 #[derive(Debug, Default)]
 pub struct MemoryControlCatalog {
-    worlds: Mutex<BTreeMap<String, WorldSlot>>,
-    pub(crate) admin: Mutex<crate::migration::control::MemoryAdmin>,
+    worlds: std::sync::Arc<Mutex<BTreeMap<String, WorldSlot>>>,
+    pub(crate) admin: std::sync::Arc<Mutex<crate::migration::control::MemoryAdmin>>,
 }
 
 impl MemoryControlCatalog {
     /// An empty catalog.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A second handle over this catalog's worlds and administration: the
+    /// memory backend's stand-in for reopening a file. It keeps the state
+    /// across the "reopen" and survives no process exit.
+    #[must_use]
+    pub fn reopen(&self) -> Self {
+        MemoryControlCatalog {
+            worlds: std::sync::Arc::clone(&self.worlds),
+            admin: std::sync::Arc::clone(&self.admin),
+        }
     }
 
     pub(crate) fn lock(

@@ -29,7 +29,7 @@ static INSTANCES: AtomicU64 = AtomicU64::new(1);
 /// releasing it; a mutation decides, compiles and installs under the lock.
 pub struct MemoryDeployments {
     source: Arc<dyn ReleaseSource + Send + Sync>,
-    live: Mutex<Arc<Installed>>,
+    live: Arc<Mutex<Arc<Installed>>>,
     instance: u64,
 }
 
@@ -47,11 +47,24 @@ impl MemoryDeployments {
         let catalog = Catalog::default();
         MemoryDeployments {
             source,
-            live: Mutex::new(Arc::new(Installed {
+            live: Arc::new(Mutex::new(Arc::new(Installed {
                 index: PageIndex::build(&catalog),
                 routes: Arc::new(Snapshot::empty(0)),
                 catalog,
-            })),
+            }))),
+            instance: INSTANCES.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    /// A second handle over this catalog's installed state, as a new open
+    /// instance: the memory backend's stand-in for reopening a catalog. It
+    /// keeps the state across the "reopen" (nothing survives a process
+    /// exit), and page tokens of other instances are invalid to it.
+    #[must_use]
+    pub fn reopen(&self) -> Self {
+        MemoryDeployments {
+            source: Arc::clone(&self.source),
+            live: Arc::clone(&self.live),
             instance: INSTANCES.fetch_add(1, Ordering::Relaxed),
         }
     }

@@ -1,6 +1,7 @@
 //! [`MemoryStorage`]: the [`Storage`] port over [`StoreState`] behind a mutex.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::query::{BranchScan, EntryScan, UsageScan};
 use super::state::StoreState;
@@ -14,15 +15,14 @@ pub const REASON_POISONED: &str = "memory-store-poisoned";
 
 /// The memory backend: a [`StoreState`] behind a [`Mutex`]. Closing drops
 /// nothing but seals the handle; a poisoned mutex is a typed fault.
+///
+/// Nothing in it is durable. [`MemoryStorage::reopen`] stands in for a
+/// process reopening a file: a second handle over the same state, with a
+/// closed flag of its own.
 #[derive(Debug, Default)]
 pub struct MemoryStorage {
-    inner: Mutex<Inner>,
-}
-
-#[derive(Debug, Default)]
-struct Inner {
-    state: StoreState,
-    closed: bool,
+    inner: Arc<Mutex<StoreState>>,
+    closed: AtomicBool,
 }
 
 impl MemoryStorage {
@@ -34,20 +34,28 @@ impl MemoryStorage {
     /// An open store over an existing state.
     pub fn from_state(state: StoreState) -> Self {
         MemoryStorage {
-            inner: Mutex::new(Inner {
-                state,
-                closed: false,
-            }),
+            inner: Arc::new(Mutex::new(state)),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// A new open handle over this store's state (closing this one does not
+    /// close it): the memory backend's stand-in for reopening a file. It
+    /// keeps the state across the "reopen" and survives no process exit.
+    pub fn reopen(&self) -> Self {
+        MemoryStorage {
+            inner: Arc::clone(&self.inner),
+            closed: AtomicBool::new(false),
         }
     }
 
     /// A copy of the current state (also after close), for tests and
     /// differential checks.
     pub fn snapshot(&self) -> Result<StoreState, StorageError> {
-        Ok(self.lock()?.state.clone())
+        Ok(self.lock()?.clone())
     }
 
-    fn lock(&self) -> Result<MutexGuard<'_, Inner>, StorageError> {
+    fn lock(&self) -> Result<MutexGuard<'_, StoreState>, StorageError> {
         self.inner.lock().map_err(|_| StorageError::BackendFault {
             reason: REASON_POISONED.to_owned(),
         })
@@ -59,36 +67,36 @@ impl MemoryStorage {
         &self,
         f: impl FnOnce(&StoreState) -> Result<T, E>,
     ) -> Result<T, E> {
-        let g = self.lock()?;
-        if g.closed {
+        if self.closed.load(Ordering::Acquire) {
             return Err(StorageError::HandleClosed.into());
         }
-        f(&g.state)
+        let g = self.lock()?;
+        f(&g)
     }
 
     fn read<T>(
         &self,
         f: impl FnOnce(&StoreState) -> Result<T, StorageError>,
     ) -> Result<T, StorageError> {
-        let g = self.lock()?;
-        if g.closed {
+        if self.closed.load(Ordering::Acquire) {
             return Err(StorageError::HandleClosed);
         }
-        f(&g.state)
+        let g = self.lock()?;
+        f(&g)
     }
 }
 
 impl Storage for MemoryStorage {
     fn commit(&self, commit: &Commit) -> Result<CommitReceipt, CommitError> {
-        let mut g = self.inner.lock().map_err(|_| CommitError::Faulted {
-            reason: REASON_POISONED.to_owned(),
-        })?;
-        if g.closed {
+        if self.closed.load(Ordering::Acquire) {
             return Err(CommitError::Faulted {
                 reason: REASON_HANDLE_CLOSED.to_owned(),
             });
         }
-        g.state.commit(commit)
+        let mut g = self.inner.lock().map_err(|_| CommitError::Faulted {
+            reason: REASON_POISONED.to_owned(),
+        })?;
+        g.commit(commit)
     }
 
     fn get_entries(&self, ids: &[RecordId]) -> Result<Vec<Option<Entry>>, StorageError> {
@@ -132,15 +140,14 @@ impl Storage for MemoryStorage {
     }
 
     fn close(&self) -> Result<(), StorageError> {
-        let mut g = self.lock()?;
-        g.closed = true;
+        self.closed.store(true, Ordering::Release);
         Ok(())
     }
 }
 
 #[cfg(test)]
 impl MemoryStorage {
-    pub(crate) fn inner_for_test(&self) -> &Mutex<impl std::fmt::Debug> {
+    pub(crate) fn inner_for_test(&self) -> &Mutex<StoreState> {
         &self.inner
     }
 }

@@ -29,4 +29,19 @@ fn fresh() -> FsDeployments {
     }
 }
 
-custos_conformance::deployment_suite!(fs_deployment, fresh);
+/// A catalog directory, opened afresh (owner lock, checksum and route
+/// validation included) by every call.
+fn place() -> impl Fn() -> DeploymentRepository<RealFs> {
+    let dir = tempfile::tempdir().unwrap();
+    move || {
+        DeploymentRepository::open(
+            RealFs,
+            &dir.path().join("deployments"),
+            Arc::new(FixtureReleases),
+            Access::Write,
+        )
+        .unwrap()
+    }
+}
+
+custos_conformance::deployment_suite!(fs_deployment, fresh, reopen: place);

@@ -22,7 +22,13 @@ fn fresh() -> PgCatalogue {
     PgCatalogue::open(target("cat")).expect("open a fresh catalogue")
 }
 
-custos_conformance::catalogue_suite!(postgres_catalogue, fresh);
+/// A schema of its own, opened afresh by every call.
+fn place() -> impl Fn() -> PgCatalogue {
+    let target = target("cat_reopen");
+    move || PgCatalogue::open(target.clone()).expect("reopen the catalogue")
+}
+
+custos_conformance::catalogue_suite!(postgres_catalogue, fresh, reopen: place);
 custos_conformance::custody_suite!(postgres_custody, fresh);
 custos_conformance::access_suite!(postgres_access, fresh);
 

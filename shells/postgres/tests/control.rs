@@ -27,7 +27,13 @@ fn fresh() -> PgControlCatalog {
     PgControlCatalog::open(target()).expect("open a fresh control catalog")
 }
 
-custos_conformance::control_catalog_suite!(postgres_control, fresh);
+/// A schema of its own, opened afresh by every call.
+fn place() -> impl Fn() -> PgControlCatalog {
+    let target = target();
+    move || PgControlCatalog::open(target.clone()).expect("reopen the control catalog")
+}
+
+custos_conformance::control_catalog_suite!(postgres_control, fresh, reopen: place);
 
 fn raw(t: &Target) -> postgres::Client {
     t.connect().unwrap()

@@ -24,7 +24,14 @@ fn fresh() -> PgLedger {
     PgLedger::open(target("ledger")).unwrap()
 }
 
-custos_conformance::ledger_suite!(postgres, fresh);
+/// A schema of its own, opened afresh (restart recovery included) by every
+/// call.
+fn place() -> impl Fn() -> PgLedger {
+    let target = target("ledger_reopen");
+    move || PgLedger::open(target.clone()).unwrap()
+}
+
+custos_conformance::ledger_suite!(postgres, fresh, reopen: place);
 
 #[test]
 fn every_ledger_case_passes_through_the_table() {

@@ -62,7 +62,21 @@ fn client(t: &Target) -> ::postgres::Client {
     t.connect().unwrap()
 }
 
-custos_conformance::storage_suite!(postgres, fresh);
+/// One session in a schema of its own, opened afresh (lease admission
+/// included) by every call.
+fn place() -> impl Fn() -> PgStorage {
+    let target = new_target("storage_reopen");
+    move || {
+        PgStorage::open(StorageConfig::new(
+            target.clone(),
+            "only",
+            owner("conformance"),
+        ))
+        .expect("reopen the session")
+    }
+}
+
+custos_conformance::storage_suite!(postgres, fresh, reopen: place);
 
 /// The runtime table names the same cases, and every one passes through
 /// it, each in a schema of its own.

@@ -9,7 +9,13 @@ fn fresh() -> SqliteCatalogue {
     SqliteCatalogue::open_temp().expect("open a temp catalogue")
 }
 
-custos_conformance::catalogue_suite!(sqlite_catalogue, fresh);
+/// A catalogue file in a temporary directory, opened afresh by every call.
+fn place() -> impl Fn() -> SqliteCatalogue {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    move || SqliteCatalogue::open(dir.path().join("catalogue.db")).expect("open the catalogue")
+}
+
+custos_conformance::catalogue_suite!(sqlite_catalogue, fresh, reopen: place);
 custos_conformance::custody_suite!(sqlite_custody, fresh);
 custos_conformance::access_suite!(sqlite_access, fresh);
 

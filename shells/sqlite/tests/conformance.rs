@@ -8,7 +8,18 @@ fn fresh() -> SqliteStorage {
     SqliteStorage::open_temp().expect("open a temp session file")
 }
 
-custos_conformance::storage_suite!(sqlite, fresh);
+/// A session file in a temporary directory, opened afresh (lease
+/// admission and migration check included) by every call.
+fn place() -> impl Fn() -> SqliteStorage {
+    let dir = std::sync::Arc::new(tempfile::tempdir().expect("a temp dir"));
+    move || {
+        let owner = custos_core::lease::Owner::new("conformance").expect("owner");
+        SqliteStorage::open(custos_sqlite::Config::new(dir.path().join("s.db"), owner))
+            .expect("open the session file")
+    }
+}
+
+custos_conformance::storage_suite!(sqlite, fresh, reopen: place);
 
 /// The runtime table names the same cases, and every one passes through it.
 #[test]

@@ -27,7 +27,14 @@ fn fresh() -> SqliteControlCatalog {
     SqliteControlCatalog::open_temp().expect("open a temp control catalog")
 }
 
-custos_conformance::control_catalog_suite!(sqlite_control, fresh);
+/// A control catalog file in a temporary directory, opened afresh by every
+/// call.
+fn place() -> impl Fn() -> SqliteControlCatalog {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    move || SqliteControlCatalog::open(dir.path().join("control.db")).expect("open the catalog")
+}
+
+custos_conformance::control_catalog_suite!(sqlite_control, fresh, reopen: place);
 
 fn sha(path: &Path) -> String {
     format!("{:x}", Sha256::digest(std::fs::read(path).unwrap()))

@@ -21,7 +21,7 @@ use tempfile::TempDir;
 /// A ledger in its own temporary directory (removed on drop).
 struct Temp {
     ledger: SqliteLedger,
-    _dir: TempDir,
+    _dir: Arc<TempDir>,
 }
 
 impl Ledger for Temp {
@@ -43,10 +43,23 @@ impl Ledger for Temp {
 fn fresh() -> Temp {
     let dir = tempfile::tempdir().unwrap();
     let ledger = SqliteLedger::open(dir.path().join("ledger.db")).unwrap();
-    Temp { ledger, _dir: dir }
+    Temp {
+        ledger,
+        _dir: Arc::new(dir),
+    }
 }
 
-custos_conformance::ledger_suite!(sqlite, fresh);
+/// A ledger file in a temporary directory, opened afresh (restart
+/// recovery included) by every call.
+fn place() -> impl Fn() -> Temp {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    move || Temp {
+        ledger: SqliteLedger::open(dir.path().join("ledger.db")).unwrap(),
+        _dir: Arc::clone(&dir),
+    }
+}
+
+custos_conformance::ledger_suite!(sqlite, fresh, reopen: place);
 
 #[test]
 fn every_ledger_case_passes_through_the_table() {
