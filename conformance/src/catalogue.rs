@@ -939,7 +939,12 @@ fn acknowledged_history<C: Catalogue>(c: &C) {
     reserve(c, "s3", pooled("k3"));
     reserve(c, "s4", local("k4"));
     for id in REOPEN_IDS {
-        ok(c, Request::Confirm { session_id: id.into() });
+        ok(
+            c,
+            Request::Confirm {
+                session_id: id.into(),
+            },
+        );
     }
     ok(
         c,
@@ -980,7 +985,12 @@ fn acknowledged_history<C: Catalogue>(c: &C) {
             to: custos_core::custody::Peer::new("cat-b").unwrap(),
         },
     );
-    ok(c, Request::MarkDeleting { session_id: "s4".into() });
+    ok(
+        c,
+        Request::MarkDeleting {
+            session_id: "s4".into(),
+        },
+    );
     ok(c, claim("orch", "p1", "s1", 10, 4));
     ok(c, rename("s1", "the last name"));
 }
@@ -996,7 +1006,13 @@ where
     let c = place.open();
     acknowledged_history(&c);
     let before = seen(&c);
-    let top = c.recent_folders().unwrap().iter().map(|r| r.id).max().unwrap_or(0);
+    let top = c
+        .recent_folders()
+        .unwrap()
+        .iter()
+        .map(|r| r.id)
+        .max()
+        .unwrap_or(0);
     assert_eq!(c.get("s1").unwrap().unwrap().creation.name, "the last name");
     drop(c);
     let c = place.open();
@@ -1027,7 +1043,11 @@ where
         .is_err());
     assert!(c.apply(&rename("s9", "nobody")).is_err());
     assert!(c.apply(&claim("orch", "p2", "s1", 20, 4)).is_err());
-    assert!(c.apply(&Request::MarkDeleting { session_id: "s9".into() }).is_err());
+    assert!(c
+        .apply(&Request::MarkDeleting {
+            session_id: "s9".into()
+        })
+        .is_err());
     drop(c);
     let c = place.open();
     assert_eq!(seen(&c), before, "a refusal changed the stored state");
@@ -1116,8 +1136,7 @@ pub fn catalogue_cases<C: Catalogue>() -> Vec<(&'static str, CatalogueCase<C>)> 
 }
 
 /// Every reopen case, by name, in suite order.
-pub const CATALOGUE_REOPEN_CASES: &[&str] =
-    &crate::__with_catalogue_reopen_cases!(__emit_names!());
+pub const CATALOGUE_REOPEN_CASES: &[&str] = &crate::__with_catalogue_reopen_cases!(__emit_names!());
 
 /// Every reopen case as `(name, case)`; each takes a factory of places.
 pub fn catalogue_reopen_cases<P: Place>() -> Vec<(&'static str, CatalogueCase<P>)>

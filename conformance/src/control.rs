@@ -583,8 +583,10 @@ fn seen<C: ControlCatalog>(c: &C) -> Seen {
 fn acknowledged_history<C: ControlCatalog>(c: &C) -> u64 {
     c.register(&record("w-1", WriterMode::Resumable)).unwrap();
     c.register(&record("w-2", WriterMode::CleanupOnly)).unwrap();
-    c.apply(&sig_req("w-1", signature("t-1", &["pos"]))).unwrap();
-    c.apply(&sig_req("w-1", signature("t-2", &["name", "tags"]))).unwrap();
+    c.apply(&sig_req("w-1", signature("t-1", &["pos"])))
+        .unwrap();
+    c.apply(&sig_req("w-1", signature("t-2", &["name", "tags"])))
+        .unwrap();
     c.acquire_fence("w-1", &holder("writer-a"), FencePurpose::Resume)
         .unwrap();
     let (epoch, _) = c

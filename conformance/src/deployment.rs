@@ -1159,8 +1159,19 @@ fn acknowledged_history<B: DeploymentCatalog>(b: &B) -> (Request, Receipt) {
     heavier.route_weight = 3;
     applied(b, heavier);
     accepted(b, delete_req("acme", "green", None));
-    accepted(b, batch_req("beta", vec![manifest("r2", "beta", "api"), manifest("r3", "beta", "api")]));
-    let op = managed(apply_req(acme("teal"), None), "ops", "op-1", b.generation().unwrap());
+    accepted(
+        b,
+        batch_req(
+            "beta",
+            vec![manifest("r2", "beta", "api"), manifest("r3", "beta", "api")],
+        ),
+    );
+    let op = managed(
+        apply_req(acme("teal"), None),
+        "ops",
+        "op-1",
+        b.generation().unwrap(),
+    );
     let receipt = accepted(b, op.clone());
     accepted(b, publish_req());
     applied(b, acme("last"));
@@ -1189,7 +1200,11 @@ where
     drop(b);
     let b = place.open();
     assert_eq!(seen(&b), before, "the reopened catalog differs");
-    assert_eq!(accepted(&b, op), receipt, "a retry after a reopen ran again");
+    assert_eq!(
+        accepted(&b, op),
+        receipt,
+        "a retry after a reopen ran again"
+    );
     assert_eq!(b.generation().unwrap(), before.0);
     assert_eq!(
         reason(b.page(&page_req("acme", None, 1, Some(token)))),
@@ -1214,7 +1229,10 @@ where
     assert!(b.mutate(delete_req("acme", "red", None)).is_err());
     assert!(b.mutate(delete_req("acme", "nothing", None)).is_err());
     assert!(b
-        .mutate(batch_req("beta", vec![manifest("r4", "beta", "api"), acme("stray")]))
+        .mutate(batch_req(
+            "beta",
+            vec![manifest("r4", "beta", "api"), acme("stray")]
+        ))
         .is_err());
     drop(b);
     let b = place.open();

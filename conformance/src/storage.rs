@@ -1584,11 +1584,29 @@ pub fn branch_scan_query_plan_uses_no_table_scan<S: Storage, F: Fn() -> S>(facto
 /// loses its tail would lose). Returns the last commit's receipt.
 fn acknowledged_history<S: Storage>(s: &S) -> CommitReceipt {
     branch_tree(s);
-    ok(s, Commit::at(0).write(usage("use-1", 10, 5)).write(usage("use-2", 3, 1)));
-    ok(s, Commit::at(0).write(set("n", "k", b"one")).write(set("o", "k", b"other")));
-    ok(s, Commit::at(0).write(set("n", "k", b"two")).write(set("n", "gone", b"x")));
+    ok(
+        s,
+        Commit::at(0)
+            .write(usage("use-1", 10, 5))
+            .write(usage("use-2", 3, 1)),
+    );
+    ok(
+        s,
+        Commit::at(0)
+            .write(set("n", "k", b"one"))
+            .write(set("o", "k", b"other")),
+    );
+    ok(
+        s,
+        Commit::at(0)
+            .write(set("n", "k", b"two"))
+            .write(set("n", "gone", b"x")),
+    );
     ok(s, Commit::at(0).write(del("n", "gone")));
-    ok(s, Commit::at(40).write(entry("after-floor", Some("f"), "m")));
+    ok(
+        s,
+        Commit::at(40).write(entry("after-floor", Some("f"), "m")),
+    );
     ok(s, Commit::at(0).write(set("n", "last", b"the last write")))
 }
 
@@ -1631,7 +1649,12 @@ where
     let s = place.open();
     let last = acknowledged_history(&s);
     let before = dump(&s);
-    refused(&s, Commit::at(0).write(set("n", "x", b"v")).write(entry("orphan", Some("nobody"), "m")));
+    refused(
+        &s,
+        Commit::at(0)
+            .write(set("n", "x", b"v"))
+            .write(entry("orphan", Some("nobody"), "m")),
+    );
     refused(
         &s,
         Commit::at(0)
@@ -1658,7 +1681,9 @@ where
     let before = dump(&s);
     s.close().unwrap();
     assert_eq!(s.stats(), Err(StorageError::HandleClosed));
-    assert!(s.commit(&Commit::at(0).write(set("n", "after", b"v"))).is_err());
+    assert!(s
+        .commit(&Commit::at(0).write(set("n", "after", b"v")))
+        .is_err());
     drop(s);
     let s = place.open();
     assert_eq!(dump(&s), before);

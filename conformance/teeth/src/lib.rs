@@ -90,3 +90,79 @@ pub fn failing_cases<B>(cases: &[NamedCase<B>], factory: &dyn Fn() -> B) -> Vec<
         .map(|(name, _)| (*name).to_owned())
         .collect()
 }
+
+/// How a broken backend keeps what it acknowledged across a reopen: the
+/// durability bugs every port's reopen cases must catch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// Every acknowledged write is there after a reopen (the honest shell).
+    Honest,
+    /// Keeps everything in memory behind a durable name: a reopen starts
+    /// empty.
+    MemoryOnly,
+    /// Loses the last acknowledged write on a reopen (an unsynced tail, a
+    /// batch flushed one write late).
+    LosesLastWrite,
+    /// Opens without running the port's restart recovery.
+    SkipsRecovery,
+}
+
+/// Every durability bug (not the honest mode).
+pub const DURABILITY_BUGS: &[Durability] = &[
+    Durability::MemoryOnly,
+    Durability::LosesLastWrite,
+    Durability::SkipsRecovery,
+];
+
+/// A broken backend's "disk": the log of the mutations it acknowledged.
+/// Each open replays the log into a fresh memory backend, as the mode
+/// allows.
+#[derive(Debug)]
+pub struct Disk<R> {
+    mode: Durability,
+    log: std::sync::Mutex<Vec<R>>,
+}
+
+impl<R: Clone> Disk<R> {
+    /// An empty disk kept as `mode` keeps it.
+    #[must_use]
+    pub fn new(mode: Durability) -> std::sync::Arc<Self> {
+        std::sync::Arc::new(Disk {
+            mode,
+            log: std::sync::Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The mode.
+    #[must_use]
+    pub fn mode(&self) -> Durability {
+        self.mode
+    }
+
+    /// The mutations an open replays: all of them; none for
+    /// [`Durability::MemoryOnly`]; for [`Durability::LosesLastWrite`] all
+    /// but the last, which is gone for good.
+    ///
+    /// # Panics
+    /// On a poisoned lock (a test backend).
+    #[must_use]
+    pub fn replay(&self) -> Vec<R> {
+        let mut log = self.log.lock().expect("disk lock");
+        match self.mode {
+            Durability::MemoryOnly => Vec::new(),
+            Durability::LosesLastWrite => {
+                log.pop();
+                log.clone()
+            }
+            Durability::Honest | Durability::SkipsRecovery => log.clone(),
+        }
+    }
+
+    /// Records an acknowledged mutation.
+    ///
+    /// # Panics
+    /// On a poisoned lock (a test backend).
+    pub fn record(&self, r: R) {
+        self.log.lock().expect("disk lock").push(r);
+    }
+}

@@ -6,15 +6,16 @@
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)] // test-only mutant backends
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use custos_conformance::catalogue as suite;
+use custos_core::catalogue::MemoryCatalogue;
 use custos_core::catalogue::{
     decide, Catalogue, CatalogueError, CatalogueState, Claim, Delegate, Deletion, Move, Outcome,
     Page, Recent, Registration, Request, Visibility,
 };
 use custos_core::custody::Custody;
-use custos_teeth::{run_case, Verdicts};
+use custos_teeth::{run_case, Disk, Durability, Verdicts};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Bug {
@@ -360,4 +361,110 @@ fn every_broken_catalogue_backend_fails_a_case() {
         verdicts.record(format!("{bug:?}"), failures(bug));
     }
     verdicts.assert_all_caught(8);
+}
+
+/// A catalogue over a [`Disk`] of acknowledged writes: each open replays
+/// the disk into a fresh memory catalogue, as the mode allows.
+struct Durable {
+    inner: MemoryCatalogue,
+    disk: Arc<Disk<Request>>,
+}
+
+impl Durable {
+    fn open(disk: &Arc<Disk<Request>>) -> Self {
+        let inner = MemoryCatalogue::new();
+        for r in disk.replay() {
+            let _ = inner.apply(&r);
+        }
+        Durable {
+            inner,
+            disk: Arc::clone(disk),
+        }
+    }
+}
+
+impl Catalogue for Durable {
+    fn apply(&self, req: &Request) -> Result<Outcome, CatalogueError> {
+        let o = self.inner.apply(req)?;
+        self.disk.record(req.clone());
+        Ok(o)
+    }
+    fn get(&self, session_id: &str) -> Result<Option<Registration>, CatalogueError> {
+        self.inner.get(session_id)
+    }
+    fn by_request_key(&self, key: &str) -> Result<Option<Registration>, CatalogueError> {
+        self.inner.by_request_key(key)
+    }
+    fn page(
+        &self,
+        visibility: Visibility,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Page, CatalogueError> {
+        self.inner.page(visibility, after, limit)
+    }
+    fn workspace_default(&self, workspace: &str) -> Result<Option<String>, CatalogueError> {
+        self.inner.workspace_default(workspace)
+    }
+    fn recent_folders(&self) -> Result<Vec<Recent>, CatalogueError> {
+        self.inner.recent_folders()
+    }
+    fn custody(&self, session_id: &str) -> Result<Custody, CatalogueError> {
+        self.inner.custody(session_id)
+    }
+    fn moving(&self) -> Result<Vec<Move>, CatalogueError> {
+        self.inner.moving()
+    }
+    fn deletion(&self, session_id: &str) -> Result<Deletion, CatalogueError> {
+        self.inner.deletion(session_id)
+    }
+    fn deleting(&self) -> Result<Vec<String>, CatalogueError> {
+        self.inner.deleting()
+    }
+    fn delegate_for(
+        &self,
+        spawner: &str,
+        parent_session: &str,
+    ) -> Result<Option<Delegate>, CatalogueError> {
+        self.inner.delegate_for(spawner, parent_session)
+    }
+    fn delegate_of(&self, session_id: &str) -> Result<Option<Delegate>, CatalogueError> {
+        self.inner.delegate_of(session_id)
+    }
+    fn delegates_held(&self, spawner: &str) -> Result<u32, CatalogueError> {
+        self.inner.delegates_held(spawner)
+    }
+    fn revision(&self) -> Result<u64, CatalogueError> {
+        self.inner.revision()
+    }
+}
+
+/// The reopen cases `mode` fails.
+fn reopen_failures(mode: Durability) -> Vec<String> {
+    let places = move || {
+        let disk = Disk::new(mode);
+        move || Durable::open(&disk)
+    };
+    suite::catalogue_reopen_cases()
+        .into_iter()
+        .filter(|(_, case)| run_case(|| case(&places)))
+        .map(|(name, _)| name.to_owned())
+        .collect()
+}
+
+#[test]
+fn every_catalogue_that_loses_durability_fails_a_reopen_case() {
+    for mode in [Durability::Honest, Durability::SkipsRecovery] {
+        // The catalogue has no open-time recovery to skip.
+        let honest = reopen_failures(mode);
+        assert!(
+            honest.is_empty(),
+            "the durable shell ({mode:?}) fails {honest:?}"
+        );
+    }
+    let mut verdicts = Verdicts::new("catalogue reopen");
+    for mode in [Durability::MemoryOnly, Durability::LosesLastWrite] {
+        verdicts.record(format!("{mode:?}"), reopen_failures(mode));
+    }
+    verdicts.assert_all_caught(2);
 }

@@ -9,13 +9,13 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use custos_conformance::control::control_catalog_cases;
+use custos_conformance::control::{control_catalog_cases, control_catalog_reopen_cases};
 use custos_conformance::control_admin::control_admin_cases;
 use custos_core::world::{
     ControlCatalog, FencePurpose, MemoryControlCatalog, Outcome, Request, Signature,
     SignatureRecord, WorldError, WorldInfo, WorldRecord, WorldStatus,
 };
-use custos_teeth::{failing_cases, Verdicts};
+use custos_teeth::{failing_cases, Disk, Durability, Verdicts};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Defect {
@@ -451,4 +451,67 @@ fn every_broken_control_administration_is_caught() {
         verdicts.record(format!("{d:?}"), failing_cases(&cases, &factory));
     }
     verdicts.assert_all_caught(8);
+}
+
+/// A control catalog over a [`Disk`] of acknowledged requests: each open
+/// replays the disk into a fresh memory catalog, as the mode allows.
+struct Durable {
+    inner: MemoryControlCatalog,
+    disk: std::sync::Arc<Disk<Request>>,
+}
+
+impl Durable {
+    fn open(disk: &std::sync::Arc<Disk<Request>>) -> Self {
+        let inner = MemoryControlCatalog::new();
+        for r in disk.replay() {
+            let _ = inner.apply(&r);
+        }
+        Durable {
+            inner,
+            disk: std::sync::Arc::clone(disk),
+        }
+    }
+}
+
+impl ControlCatalog for Durable {
+    fn apply(&self, req: &Request) -> Result<Outcome, WorldError> {
+        let o = self.inner.apply(req)?;
+        self.disk.record(req.clone());
+        Ok(o)
+    }
+    fn discover_worlds(&self) -> Result<Vec<WorldRecord>, WorldError> {
+        self.inner.discover_worlds()
+    }
+    fn open_world_readonly(&self, world_id: &str) -> Result<WorldInfo, WorldError> {
+        self.inner.open_world_readonly(world_id)
+    }
+    fn list_signatures(&self) -> Result<Vec<SignatureRecord>, WorldError> {
+        self.inner.list_signatures()
+    }
+}
+
+/// The reopen cases `mode` fails.
+fn reopen_failures(mode: Durability) -> Vec<String> {
+    let places = move || {
+        let disk = Disk::new(mode);
+        move || Durable::open(&disk)
+    };
+    failing_cases(&control_catalog_reopen_cases(), &places)
+}
+
+#[test]
+fn every_control_catalog_that_loses_durability_fails_a_reopen_case() {
+    for mode in [Durability::Honest, Durability::SkipsRecovery] {
+        // The control catalog has no open-time recovery to skip.
+        let honest = reopen_failures(mode);
+        assert!(
+            honest.is_empty(),
+            "the durable shell ({mode:?}) fails {honest:?}"
+        );
+    }
+    let mut verdicts = Verdicts::new("control catalog reopen");
+    for mode in [Durability::MemoryOnly, Durability::LosesLastWrite] {
+        verdicts.record(format!("{mode:?}"), reopen_failures(mode));
+    }
+    verdicts.assert_all_caught(2);
 }

@@ -8,7 +8,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use custos_conformance::deployment::{
-    deployment_cases, release, DeploymentCatalog, FixtureReleases, MemoryDeployments,
+    deployment_cases, deployment_reopen_cases, release, DeploymentCatalog, FixtureReleases,
+    MemoryDeployments,
 };
 use custos_core::deployment::page::{Page, PageRequest, PageToken, MAX_PAGE_SIZE};
 use custos_core::deployment::route::{
@@ -17,7 +18,7 @@ use custos_core::deployment::route::{
 use custos_core::deployment::state::{Mutation, Receipt, Request, VersionedDeployment};
 use custos_core::deployment::DeploymentError;
 use custos_core::release::Sha256;
-use custos_teeth::{failing_cases, Verdicts};
+use custos_teeth::{failing_cases, Disk, Durability, Verdicts};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Bug {
@@ -342,4 +343,79 @@ fn every_broken_deployment_backend_fails_a_case() {
         );
     }
     verdicts.assert_all_caught(8);
+}
+
+/// A deployment catalog over a [`Disk`] of acknowledged mutations: each
+/// open replays the disk into a fresh memory catalog, as the mode allows.
+struct Durable {
+    inner: MemoryDeployments,
+    disk: Arc<Disk<Request>>,
+}
+
+impl Durable {
+    fn open(disk: &Arc<Disk<Request>>) -> Self {
+        let inner = MemoryDeployments::over(Arc::new(FixtureReleases));
+        for r in disk.replay() {
+            let _ = inner.mutate(r);
+        }
+        Durable {
+            inner,
+            disk: Arc::clone(disk),
+        }
+    }
+}
+
+impl DeploymentCatalog for Durable {
+    type Error = DeploymentError;
+
+    fn mutate(&self, req: Request) -> Result<Receipt, DeploymentError> {
+        let receipt = self.inner.mutate(req.clone())?;
+        self.disk.record(req);
+        Ok(receipt)
+    }
+    fn get(&self, tenant: &str, id: &str) -> Result<Option<VersionedDeployment>, DeploymentError> {
+        self.inner.get(tenant, id)
+    }
+    fn page(&self, req: &PageRequest) -> Result<Page, DeploymentError> {
+        self.inner.page(req)
+    }
+    fn resolve(
+        &self,
+        target: &Target,
+        routing_key: Option<&str>,
+    ) -> Result<ResolvedRevision, DeploymentError> {
+        self.inner.resolve(target, routing_key)
+    }
+    fn pin(&self) -> Result<PinnedRoutes, DeploymentError> {
+        self.inner.pin()
+    }
+    fn generation(&self) -> Result<u64, DeploymentError> {
+        self.inner.generation()
+    }
+}
+
+/// The reopen cases `mode` fails.
+fn reopen_failures(mode: Durability) -> Vec<String> {
+    let places = move || {
+        let disk = Disk::new(mode);
+        move || Durable::open(&disk)
+    };
+    failing_cases(&deployment_reopen_cases(), &places)
+}
+
+#[test]
+fn every_deployment_catalog_that_loses_durability_fails_a_reopen_case() {
+    for mode in [Durability::Honest, Durability::SkipsRecovery] {
+        // A memory replay has no publication association to recover.
+        let honest = reopen_failures(mode);
+        assert!(
+            honest.is_empty(),
+            "the durable shell ({mode:?}) fails {honest:?}"
+        );
+    }
+    let mut verdicts = Verdicts::new("deployment reopen");
+    for mode in [Durability::MemoryOnly, Durability::LosesLastWrite] {
+        verdicts.record(format!("{mode:?}"), reopen_failures(mode));
+    }
+    verdicts.assert_all_caught(2);
 }

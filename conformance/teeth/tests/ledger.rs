@@ -6,14 +6,15 @@
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)] // test-only mutant backends
 
 use std::collections::BTreeSet;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use custos_conformance::ledger as suite;
+use custos_core::ledger::MemoryLedger;
 use custos_core::ledger::{
     decide, Answer, CallRow, CloseOutcome, Decision, Effect, Key, Ledger, LedgerError, LedgerState,
     Limits, Request, RowState, ScopeState, View,
 };
-use custos_teeth::{run_case, Verdicts};
+use custos_teeth::{run_case, Disk, Durability, Verdicts, DURABILITY_BUGS};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Bug {
@@ -342,4 +343,73 @@ fn every_broken_ledger_backend_fails_a_case() {
         verdicts.record(format!("{bug:?}"), failures(bug));
     }
     verdicts.assert_all_caught(8);
+}
+
+/// A ledger over a [`Disk`] of acknowledged requests: each open replays the
+/// disk into a fresh memory ledger (as the mode allows) and then runs
+/// restart recovery, unless the mode skips it.
+struct Durable {
+    inner: MemoryLedger,
+    disk: Arc<Disk<(Limits, Request)>>,
+}
+
+impl Durable {
+    fn open(disk: &Arc<Disk<(Limits, Request)>>) -> Self {
+        let inner = MemoryLedger::new();
+        for (limits, req) in disk.replay() {
+            let _ = inner.execute(&limits, &req);
+        }
+        let l = Durable {
+            inner,
+            disk: Arc::clone(disk),
+        };
+        if disk.mode() != Durability::SkipsRecovery {
+            l.recover().unwrap();
+        }
+        l
+    }
+}
+
+impl Ledger for Durable {
+    fn execute(&self, limits: &Limits, req: &Request) -> Result<Answer, LedgerError> {
+        let before = self.inner.snapshot()?;
+        let answer = self.inner.execute(limits, req)?;
+        if self.inner.snapshot()? != before {
+            self.disk.record((*limits, req.clone()));
+        }
+        Ok(answer)
+    }
+    fn close(&self) -> Result<(), LedgerError> {
+        self.inner.close()
+    }
+    fn records(&self) -> Result<u64, LedgerError> {
+        self.inner.records()
+    }
+}
+
+/// The reopen cases `mode` fails.
+fn reopen_failures(mode: Durability) -> Vec<String> {
+    let places = move || {
+        let disk = Disk::new(mode);
+        move || Durable::open(&disk)
+    };
+    suite::ledger_reopen_cases()
+        .into_iter()
+        .filter(|(_, case)| run_case(|| case(&places)))
+        .map(|(name, _)| name.to_owned())
+        .collect()
+}
+
+#[test]
+fn every_ledger_that_loses_durability_fails_a_reopen_case() {
+    let honest = reopen_failures(Durability::Honest);
+    assert!(
+        honest.is_empty(),
+        "the honest durable shell fails {honest:?}"
+    );
+    let mut verdicts = Verdicts::new("ledger reopen");
+    for &mode in DURABILITY_BUGS {
+        verdicts.record(format!("{mode:?}"), reopen_failures(mode));
+    }
+    verdicts.assert_all_caught(3);
 }

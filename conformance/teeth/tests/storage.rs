@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use custos_conformance::storage as suite;
 use custos_core::storage::{
@@ -15,7 +15,7 @@ use custos_core::storage::{
     MemoryStorage, Namespace, RecordId, Register, RegisterKey, Seq, Stats, Storage, StorageError,
     UsageRow, UsageScan, Write,
 };
-use custos_teeth::{run_case, Verdicts};
+use custos_teeth::{run_case, Disk, Durability, Verdicts};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Defect {
@@ -439,4 +439,97 @@ fn every_broken_storage_backend_fails_a_case_and_only_breaks_what_it_breaks() {
         dead.is_empty(),
         "broken backends that fail every case: {dead:?}"
     );
+}
+
+/// A store over a [`Disk`] of acknowledged commits: each open replays the
+/// disk into a fresh memory store, as the mode allows.
+struct Durable {
+    inner: MemoryStorage,
+    disk: Arc<Disk<Commit>>,
+}
+
+impl Durable {
+    fn open(disk: &Arc<Disk<Commit>>) -> Self {
+        let inner = MemoryStorage::new();
+        for c in disk.replay() {
+            let _ = inner.commit(&c);
+        }
+        Durable {
+            inner,
+            disk: Arc::clone(disk),
+        }
+    }
+}
+
+impl Storage for Durable {
+    fn commit(&self, commit: &Commit) -> Result<CommitReceipt, CommitError> {
+        let r = self.inner.commit(commit)?;
+        self.disk.record(commit.clone());
+        Ok(r)
+    }
+    fn get_entries(&self, ids: &[RecordId]) -> Result<Vec<Option<Entry>>, StorageError> {
+        self.inner.get_entries(ids)
+    }
+    fn get_register(
+        &self,
+        namespace: &Namespace,
+        key: &RegisterKey,
+    ) -> Result<Option<Register>, StorageError> {
+        self.inner.get_register(namespace, key)
+    }
+    fn list_registers(
+        &self,
+        namespace: &Namespace,
+        prefix: &KeyPrefix,
+    ) -> Result<Vec<Register>, StorageError> {
+        self.inner.list_registers(namespace, prefix)
+    }
+    fn scan_branch(&self, q: &BranchScan) -> Result<Vec<Entry>, StorageError> {
+        self.inner.scan_branch(q)
+    }
+    fn scan_entries(&self, q: &EntryScan) -> Result<Vec<Entry>, StorageError> {
+        self.inner.scan_entries(q)
+    }
+    fn scan_entry_heads(&self, q: &EntryScan) -> Result<Vec<EntryHead>, StorageError> {
+        self.inner.scan_entry_heads(q)
+    }
+    fn scan_usage(&self, q: &UsageScan) -> Result<Vec<UsageRow>, StorageError> {
+        self.inner.scan_usage(q)
+    }
+    fn stats(&self) -> Result<Stats, StorageError> {
+        self.inner.stats()
+    }
+    fn close(&self) -> Result<(), StorageError> {
+        self.inner.close()
+    }
+}
+
+/// The reopen cases `mode` fails.
+fn reopen_failures(mode: Durability) -> Vec<String> {
+    let places = move || {
+        let disk = Disk::new(mode);
+        move || Durable::open(&disk)
+    };
+    suite::storage_reopen_cases()
+        .into_iter()
+        .filter(|(_, case)| run_case(|| case(&places)))
+        .map(|(name, _)| name.to_owned())
+        .collect()
+}
+
+#[test]
+fn every_store_that_loses_durability_fails_a_reopen_case() {
+    for mode in [Durability::Honest, Durability::SkipsRecovery] {
+        // Session storage has no open-time recovery to skip.
+        let honest = reopen_failures(mode);
+        assert!(
+            honest.is_empty(),
+            "the durable shell ({mode:?}) fails {honest:?}"
+        );
+    }
+    let mut verdicts = Verdicts::new("storage reopen");
+    for mode in [Durability::MemoryOnly, Durability::LosesLastWrite] {
+        verdicts.record(format!("{mode:?}"), reopen_failures(mode));
+    }
+    verdicts.assert_all_caught(2);
 }
