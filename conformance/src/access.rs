@@ -1225,6 +1225,77 @@ pub fn pages_are_bounded_and_continue<C: Access + Catalogue, F: Fn() -> C>(facto
     assert!(!exact.more, "exactly the last ten: no further page");
 }
 
+/// Every access listing is in byte order of its key, across
+/// continuations (not insertion order, its reverse, a collation or a
+/// numeric-aware order: [`crate::ORDER_PROBE`]'s ASCII keys): principals,
+/// a session's members, and a principal's memberships.
+pub fn listings_are_in_byte_order_not_collation_or_insertion<
+    C: Access + Catalogue,
+    F: Fn() -> C,
+>(
+    factory: F,
+) {
+    fn paged<R>(
+        mut next: impl FnMut(Option<&str>) -> (Vec<R>, bool),
+        key: impl Fn(&R) -> String,
+    ) -> Vec<String> {
+        let mut seen: Vec<String> = Vec::new();
+        loop {
+            let (rows, more) = next(seen.last().map(String::as_str));
+            seen.extend(rows.iter().map(&key));
+            if !more {
+                return seen;
+            }
+        }
+    }
+    let c = factory();
+    // Ids are ASCII: the probe without its last, non-ASCII key.
+    let probe = &crate::ORDER_PROBE[..6];
+    let bytes = &crate::ORDER_PROBE_BYTES[..6];
+    let ids: Vec<String> = probe.iter().map(|k| format!("s{k}")).collect();
+    let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    sessions(&c, &refs);
+    for k in probe {
+        invite_digest(&c, &format!("m{k}"), "sb", Role::Observer, &format!("t{k}"));
+    }
+    for s in ids.iter().filter(|s| *s != "sb") {
+        ok(
+            &c,
+            AccessRequest::Grant {
+                principal: "mb".into(),
+                session_id: s.clone(),
+                role: Role::Operator,
+            },
+        );
+    }
+    let principals: Vec<String> = bytes.iter().map(|k| format!("m{k}")).collect();
+    let sessions_in_order: Vec<String> = bytes.iter().map(|k| format!("s{k}")).collect();
+    let listed = paged(
+        |after| {
+            let p = c.principals_page(after, 2, 50).unwrap();
+            (p.rows, p.more)
+        },
+        |r| r.principal.clone(),
+    );
+    assert_eq!(listed, principals, "principals");
+    let members = paged(
+        |after| {
+            let p = c.session_members_page("sb", after, 2).unwrap();
+            (p.rows, p.more)
+        },
+        |r| r.principal.clone(),
+    );
+    assert_eq!(members, principals, "members of sb");
+    let memberships = paged(
+        |after| {
+            let p = c.memberships_page("mb", after, 2).unwrap();
+            (p.rows, p.more)
+        },
+        |r| r.session_id.clone(),
+    );
+    assert_eq!(memberships, sessions_in_order, "memberships of mb");
+}
+
 /// A membership page is one principal's sessions in order, bounded, with
 /// current display names; an unknown principal or session is typed.
 pub fn membership_pages_are_bounded_and_typed<C: Access + Catalogue, F: Fn() -> C>(factory: F) {
@@ -1406,6 +1477,7 @@ macro_rules! __with_access_cases {
             the_listing_shows_credential_states_and_no_secret,
             pages_are_bounded_and_continue,
             membership_pages_are_bounded_and_typed,
+            listings_are_in_byte_order_not_collation_or_insertion,
             deleting_a_session_removes_its_memberships,
             names_are_judged_and_renames_keep_identity,
         }

@@ -895,6 +895,44 @@ pub fn recent_folder_ids_are_never_reused<C: Catalogue, F: Fn() -> C>(factory: F
     assert!(last > next, "id {last} reused on an emptied list");
 }
 
+/// Pages are in byte order of the session id (not insertion order, its
+/// reverse, a collation or a numeric-aware order: [`crate::ORDER_PROBE`]'s
+/// ASCII keys); recent folders are newest first by id, with more than nine of them (so
+/// id 10 sorts before id 9 as text).
+pub fn listings_are_in_their_promised_order_not_text_collation_or_insertion<
+    C: Catalogue,
+    F: Fn() -> C,
+>(
+    factory: F,
+) {
+    let c = factory();
+    // Session ids are ASCII: the probe without its last, non-ASCII key.
+    for (i, id) in crate::ORDER_PROBE[..6].iter().enumerate() {
+        reserve(&c, &format!("s{id}"), local(&format!("k{i}")));
+    }
+    let want: Vec<String> = crate::ORDER_PROBE_BYTES[..6]
+        .iter()
+        .map(|id| format!("s{id}"))
+        .collect();
+    let mut paged = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let p = c.page(Visibility::Active, after.as_deref(), 3).unwrap();
+        paged.extend(p.registrations.iter().map(|r| r.session_id.clone()));
+        if !p.more {
+            break;
+        }
+        after = paged.last().cloned();
+    }
+    assert_eq!(paged, want);
+    let ids: Vec<u64> = (0..12).map(|i| remembered(&c, &format!("/f{i}"))).collect();
+    let listed: Vec<u64> = c.recent_folders().unwrap().iter().map(|r| r.id).collect();
+    let mut newest_first = ids.clone();
+    newest_first.reverse();
+    newest_first.truncate(listed.len());
+    assert_eq!(listed, newest_first);
+}
+
 // ------------------------------------------------------------ reopen cases
 
 const REOPEN_IDS: [&str; 4] = ["s1", "s2", "s3", "s4"];
@@ -1119,6 +1157,7 @@ macro_rules! __with_catalogue_cases {
             a_reused_session_id_starts_clean,
             a_workspace_default_refuses_an_archived_session,
             recent_folder_ids_are_never_reused,
+            listings_are_in_their_promised_order_not_text_collation_or_insertion,
         }
     };
 }

@@ -558,6 +558,29 @@ pub fn fences_are_per_world<C: ControlCatalog, F: Fn() -> C>(factory: F) {
     assert_eq!(head_of(&c, "w-c"), 4);
 }
 
+/// Discovery is in byte order of the world id (not registration order, its
+/// reverse, a collation or a numeric-aware order: [`crate::ORDER_PROBE`]).
+pub fn discovery_is_in_byte_order_not_collation_or_registration<C: ControlCatalog, F: Fn() -> C>(
+    factory: F,
+) {
+    let c = factory();
+    for id in crate::ORDER_PROBE {
+        c.register(&record(&format!("w{id}"), WriterMode::Resumable))
+            .unwrap();
+    }
+    let ids: Vec<String> = c
+        .discover_worlds()
+        .unwrap()
+        .into_iter()
+        .map(|r| r.identity.world_id)
+        .collect();
+    let want: Vec<String> = crate::ORDER_PROBE_BYTES
+        .iter()
+        .map(|id| format!("w{id}"))
+        .collect();
+    assert_eq!(ids, want);
+}
+
 // ------------------------------------------------------------ reopen cases
 
 /// Everything the port shows of the worlds the reopen cases write.
@@ -731,6 +754,7 @@ macro_rules! __with_control_catalog_cases {
             resume_of_a_non_resumable_world_fences_nothing,
             a_stale_writer_commits_nothing,
             fences_are_per_world,
+            discovery_is_in_byte_order_not_collation_or_registration,
         }
     };
 }

@@ -1131,6 +1131,24 @@ pub fn a_deployment_uses_only_its_tenants_eligible_releases<B: DeploymentCatalog
 
 // ---------------------------------------------------------------- the table
 
+/// Pages are in byte order of the deployment id, across continuations (not
+/// apply order, its reverse, a collation or a numeric-aware order: the
+/// ids `b`, `a-2`, `a10`, `a2`, `a.1`, applied in that order, list as
+/// `a-2`, `a.1`, `a10`, `a2`, `b`).
+pub fn pages_are_in_byte_order_not_collation_or_apply_order<B: DeploymentCatalog, F: Fn() -> B>(
+    factory: F,
+) {
+    let b = factory();
+    for id in ["b", "a-2", "a10", "a2", "a.1"] {
+        applied(&b, acme(id));
+    }
+    let ids: Vec<String> = list(&b, "acme", None, 2)
+        .into_iter()
+        .map(|d| d.manifest.id)
+        .collect();
+    assert_eq!(ids, ["a-2", "a.1", "a10", "a2", "b"]);
+}
+
 // ------------------------------------------------------------ reopen cases
 
 const REOPEN_TENANTS: &[&str] = &["acme", "beta"];
@@ -1320,6 +1338,7 @@ macro_rules! __with_deployment_cases {
             managed_operations_replay_exactly,
             release_rules_refuse_before_publication,
             a_deployment_uses_only_its_tenants_eligible_releases,
+            pages_are_in_byte_order_not_collation_or_apply_order,
         }
     };
 }

@@ -47,6 +47,34 @@
 //! stored state unchanged across one, that a closed handle refuses while a
 //! reopened one works, and each port's own open-time duty (the ledger's
 //! restart recovery).
+//!
+//! ## Promised orders
+//!
+//! Every order a port promises, and the case whose data tells it apart from
+//! the plausible wrong ones (insertion order, its reverse, a text collation,
+//! a numeric-aware order, string order of a number, the id instead of the
+//! seq). Keys that must sort in byte order come from [`ORDER_PROBE`].
+//!
+//! | Port | Listing | Promised order | Case |
+//! |---|---|---|---|
+//! | ledger | `admitted`, `unacked` (and the loaded rows behind them) | the key's own order: step and source index numerically (2 before 10), not text or insertion | [`ledger::listed_keys_come_back_in_key_order_not_text_or_insertion_order`] |
+//! | ledger | `releases` | the order released, not by session id | [`ledger::releases_read_in_release_order`] |
+//! | session storage | `list_registers` | byte order of the key | [`storage::listed_registers_are_in_byte_order_not_collation_or_insertion`] |
+//! | session storage | `scan_entries`, `scan_entry_heads`, `scan_usage` | ascending seq (10 after 9), not id or seq-as-text | [`storage::scans_are_in_seq_order_not_id_or_text_order`], [`storage::scan_usage_seq_range`] |
+//! | session storage | `scan_branch` | leaf to root | [`storage::branch_scan_walks_leaf_to_root`] |
+//! | catalogue | `page` | byte order of the session id, across continuations | [`catalogue::listings_are_in_their_promised_order_not_text_collation_or_insertion`] |
+//! | catalogue | `recent_folders` | newest first by id, past id 9 | the same case |
+//! | access plane | `principals_page`, `session_members_page`, `memberships_page` | byte order of the principal or session id, across continuations | [`access::listings_are_in_byte_order_not_collation_or_insertion`] |
+//! | control catalog | `discover_worlds` | byte order of the world id, destroyed worlds included | [`control::discovery_is_in_byte_order_not_collation_or_registration`], [`control::discovery_includes_destroyed_worlds_in_id_order`] |
+//! | control catalog | a world's signatures | table id order, not registration order | [`control::signatures_round_trip_and_list`] |
+//! | deployment catalog | `page` | byte order of the deployment id, across continuations | [`deployment::pages_are_in_byte_order_not_collation_or_apply_order`] |
+//! | deployment catalog | default-route candidates | ascending revision, not deployment id | [`deployment::weighted_selection_is_deterministic_over_revisions`] |
+//! | snapshot source | key pages, descriptor pages, lineage | ascending key; ascending descriptor; parents ascending | [`snapshot::key_page_bounds_limit_and_cursor`], [`snapshot::descriptor_pages_are_bounded_ascending_and_below_the_cut`], [`snapshot::lineage_walks_parents_ascending_within_limit`] |
+//!
+//! The broken backends in `conformance/teeth` answer in a wrong order for
+//! the ledger's loaded rows and releases, registers, entry and usage scans,
+//! catalogue pages, the principals listing, discovery, signatures,
+//! deployment pages and default-route candidates; each fails its case.
 
 pub mod access;
 pub mod catalogue;
@@ -59,6 +87,17 @@ pub mod objects;
 pub mod snapshot;
 pub mod storage;
 pub mod tables;
+
+/// Keys whose plausible orders all differ, listed in the order a case
+/// inserts them: insertion order, its reverse, byte order
+/// ([`ORDER_PROBE_BYTES`]), a case-insensitive or locale collation (a text
+/// column's default `ORDER BY` in many databases: `a`, `A`, `a10`, …), and a
+/// natural, numeric-aware order (`a2` before `a10`). A listing promised in
+/// byte order is checked against it.
+pub const ORDER_PROBE: [&str; 7] = ["b", "B", "a-2", "a10", "a2", "A", "\u{e9}"];
+
+/// [`ORDER_PROBE`] in byte order (UTF-8 bytes compared as unsigned).
+pub const ORDER_PROBE_BYTES: [&str; 7] = ["A", "B", "a-2", "a10", "a2", "b", "\u{e9}"];
 
 /// A store that can be opened, dropped and opened again: what a suite's
 /// reopen cases take. The first [`Place::open`] creates the store; every
@@ -201,6 +240,8 @@ macro_rules! __with_storage_cases {
             stats_equal_ledger_after_every_commit,
             register_value_bound_is_typed_and_applies_nothing,
             list_registers_by_prefix_ascending,
+            listed_registers_are_in_byte_order_not_collation_or_insertion,
+            scans_are_in_seq_order_not_id_or_text_order,
             list_registers_prefix_is_literal,
             list_registers_isolates_namespaces,
             cells_are_keyed_by_the_namespace_key_pair,

@@ -1576,6 +1576,71 @@ pub fn branch_scan_query_plan_uses_no_table_scan<S: Storage, F: Fn() -> S>(facto
 
 // ------------------------------------------------------------- the table
 
+/// Register listings are in byte order of the key: not insertion order,
+/// not its reverse, not a case-insensitive or locale collation, not a
+/// numeric-aware order ([`crate::ORDER_PROBE`]), for a full listing and for
+/// a prefix.
+pub fn listed_registers_are_in_byte_order_not_collation_or_insertion<S: Storage, F: Fn() -> S>(
+    factory: F,
+) {
+    let s = factory();
+    for k in crate::ORDER_PROBE {
+        ok(&s, Commit::at(0).write(set("n", k, k.as_bytes())));
+    }
+    assert_eq!(list_keys(&s, "n", ""), crate::ORDER_PROBE_BYTES);
+    assert_eq!(list_keys(&s, "n", "a"), ["a-2", "a10", "a2"]);
+}
+
+/// Entry and usage scans are in seq order: entries inserted with ids that
+/// sort the other way, more than nine of them (so seq 10 sorts before seq
+/// 2 as text), come back by seq, in full scans and in pages.
+pub fn scans_are_in_seq_order_not_id_or_text_order<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    let names: Vec<String> = (0..12).map(|i| format!("z{:02}", 12 - i)).collect();
+    let mut c = Commit::at(0);
+    let mut parent: Option<&str> = None;
+    for n in &names {
+        c = c.write(entry(n, parent, "m"));
+        parent = Some(n);
+    }
+    ok(&s, c);
+    let mut c = Commit::at(0);
+    for n in &names {
+        c = c.write(usage(&format!("u{n}"), 1, 1));
+    }
+    ok(&s, c);
+    let got = s.scan_entries(&EntryScan::all()).unwrap();
+    assert_eq!(
+        ids(&got),
+        names.iter().map(String::as_str).collect::<Vec<_>>()
+    );
+    let seqs: Vec<Seq> = got.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=12).collect::<Vec<Seq>>());
+    let usage_ids: Vec<String> = s
+        .scan_usage(&UsageScan::all())
+        .unwrap()
+        .into_iter()
+        .map(|u| u.id.as_str().to_owned())
+        .collect();
+    let want: Vec<String> = names.iter().map(|n| format!("u{n}")).collect();
+    assert_eq!(usage_ids, want);
+    let mut paged = Vec::new();
+    let mut after = None;
+    loop {
+        let page = s
+            .scan_entries(&EntryScan {
+                after,
+                through: None,
+                limit: Some(5),
+            })
+            .unwrap();
+        let Some(last) = page.last() else { break };
+        after = Some(last.seq);
+        paged.extend(page.iter().map(|e| e.seq));
+    }
+    assert_eq!(paged, (1..=12).collect::<Vec<Seq>>());
+}
+
 // ------------------------------------------------------------ reopen cases
 
 /// A history of acknowledged commits over every kind of write: the branch

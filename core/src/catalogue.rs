@@ -1549,4 +1549,71 @@ mod tests {
         assert_eq!(a.next.sessions.get("b"), b.next.sessions.get("b"));
         assert_eq!(a.next.revision, b.next.revision);
     }
+
+    /// A request from a small alphabet of sessions, spawners and folders,
+    /// so that streams collide on the same rows.
+    fn arb_request() -> impl proptest::strategy::Strategy<Value = Request> {
+        use proptest::prelude::*;
+        let id = || (0u8..4).prop_map(|i| format!("s{i}"));
+        prop_oneof![
+            (id(), 0u8..3, 0u64..50).prop_map(|(session_id, k, now)| Request::Reserve {
+                session_id,
+                creation: Creation::local(&format!("k{k}"), "name", "/w"),
+                now,
+            }),
+            id().prop_map(|session_id| Request::Confirm { session_id }),
+            (id(), "[a-z ]{0,8}")
+                .prop_map(|(session_id, name)| Request::Rename { session_id, name }),
+            (id(), any::<bool>()).prop_map(|(session_id, archived)| Request::SetVisibility {
+                session_id,
+                visibility: if archived {
+                    Visibility::Archived
+                } else {
+                    Visibility::Active
+                },
+            }),
+            (id(), "[a-z]{1,6}")
+                .prop_map(|(session_id, prompt)| Request::SeedSubtitle { session_id, prompt }),
+            id().prop_map(|session_id| Request::SetWorkspaceDefault {
+                workspace: "/w".into(),
+                session_id,
+            }),
+            (0u8..3).prop_map(|f| Request::RememberFolder {
+                path: format!("/f{f}")
+            }),
+            (0u64..4).prop_map(|id| Request::ForgetFolder { id }),
+            id().prop_map(|session_id| Request::MarkDeleting { session_id }),
+            id().prop_map(|session_id| Request::UnmarkDeleting { session_id }),
+            (0u8..2, 0u8..2, id(), 0u64..50).prop_map(|(s, p, session_id, now)| {
+                Request::ClaimDelegate {
+                    spawner: format!("spawner-{s}"),
+                    parent_session: format!("s{p}"),
+                    session_id,
+                    now,
+                    limit: 2,
+                }
+            }),
+            id().prop_map(|session_id| Request::Delete { session_id }),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// Every state a stream of requests reaches has a written form
+        /// (delegates keyed by pairs, access maps keyed by digests) that
+        /// JSON and a binary format give back unchanged.
+        #[test]
+        fn every_reached_state_round_trips(
+            reqs in proptest::collection::vec(arb_request(), 0..60),
+        ) {
+            let mut state = CatalogueState::default();
+            for req in &reqs {
+                if let Ok(d) = decide(&state, req) {
+                    state = d.next;
+                }
+                proptest::prop_assert_eq!(crate::pairs::round_trips(&state), Ok(()));
+            }
+        }
+    }
 }

@@ -9,6 +9,11 @@
 //! read one by one into the map — nothing is preallocated from a length
 //! the input declares.
 //!
+//! The ledger, storage, access, catalogue and lifecycle states round-trip
+//! through JSON and postcard (their property tests); the deployment
+//! catalog's through JSON and CBOR (its manifests omit absent fields, which
+//! only a self-describing format carries).
+//!
 //! The form is stable: the pairs are the keys' and values' own serde forms,
 //! in the map's order; a change to a key or value type changes it as that
 //! type's own form changes. (A dozen lines, so no crate: `serde_with`'s

@@ -434,6 +434,23 @@ fn sample(id: &str, tenant: &str, weight: u32) -> DeploymentManifest {
     }
 }
 
+/// `c` through JSON and through CBOR, back unchanged.
+fn written_forms(c: &Catalog) -> Result<(), String> {
+    let text = serde_json::to_string(c).map_err(|e| format!("to JSON: {e}"))?;
+    let back: Catalog = serde_json::from_str(&text).map_err(|e| format!("from JSON: {e}"))?;
+    if &back != c {
+        return Err(format!("JSON changed it: {text}"));
+    }
+    let mut bytes = Vec::new();
+    ciborium::into_writer(c, &mut bytes).map_err(|e| format!("to CBOR: {e}"))?;
+    let back: Catalog =
+        ciborium::from_reader(bytes.as_slice()).map_err(|e| format!("from CBOR: {e}"))?;
+    if &back != c {
+        return Err("CBOR changed it".into());
+    }
+    Ok(())
+}
+
 /// (kind, id, tenant, scoped, expected selector, weight, stale)
 type RawOp = (u8, usize, usize, bool, u8, u32, bool);
 
@@ -509,6 +526,11 @@ proptest! {
             for d in next.objects.values() {
                 prop_assert!(d.generation >= 1 && d.generation <= next.generation);
             }
+            // The desired state has a written form: JSON and a binary
+            // format give it back unchanged. (The binary format is CBOR, a
+            // self-describing one: a manifest omits its absent fields, as
+            // its canonical JSON does, which postcard cannot carry.)
+            prop_assert_eq!(written_forms(&next), Ok(()));
             c = next;
         }
     }

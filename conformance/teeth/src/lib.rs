@@ -142,12 +142,14 @@ impl<R: Clone> Disk<R> {
     /// The mutations an open replays: all of them; none for
     /// [`Durability::MemoryOnly`]; for [`Durability::LosesLastWrite`] all
     /// but the last, which is gone for good.
-    ///
-    /// # Panics
-    /// On a poisoned lock (a test backend).
+    /// A poisoned lock is taken over: the log is a plain vector that no
+    /// panic can leave half-written.
     #[must_use]
     pub fn replay(&self) -> Vec<R> {
-        let mut log = self.log.lock().expect("disk lock");
+        let mut log = self
+            .log
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         match self.mode {
             Durability::MemoryOnly => Vec::new(),
             Durability::LosesLastWrite => {
@@ -159,10 +161,10 @@ impl<R: Clone> Disk<R> {
     }
 
     /// Records an acknowledged mutation.
-    ///
-    /// # Panics
-    /// On a poisoned lock (a test backend).
     pub fn record(&self, r: R) {
-        self.log.lock().expect("disk lock").push(r);
+        self.log
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(r);
     }
 }

@@ -49,6 +49,9 @@ enum Defect {
     /// A membership page continues at `session_id >= after` (an inclusive
     /// cursor): the cursor row is repeated.
     MembershipCursorInclusive,
+    /// The principals listing is ordered (and continued) in a
+    /// case-insensitive collation, not byte order.
+    PrincipalsInCollationOrder,
 }
 
 struct Broken {
@@ -245,6 +248,30 @@ impl Access for Broken {
         limit: usize,
         now_ms: u64,
     ) -> Result<ListingPage, AccessError> {
+        if self.defect == Defect::PrincipalsInCollationOrder {
+            let mut all = Vec::new();
+            let mut cursor: Option<String> = None;
+            loop {
+                let p = self
+                    .inner
+                    .principals_page(cursor.as_deref(), LISTING_LIMIT, now_ms)?;
+                cursor = p.rows.last().map(|r| r.principal.clone());
+                all.extend(p.rows);
+                if !p.more {
+                    break;
+                }
+            }
+            all.sort_by_key(|r| r.principal.to_lowercase());
+            let start = after
+                .and_then(|a| all.iter().position(|r| r.principal == a))
+                .map_or(0, |i| i + 1);
+            let rest = &all[start..];
+            let take = limit.min(LISTING_LIMIT);
+            return Ok(ListingPage {
+                rows: rest.iter().take(take).cloned().collect(),
+                more: rest.len() > take,
+            });
+        }
         let mut p = self.inner.principals_page(after, limit, now_ms)?;
         if self.defect == Defect::LimitNotCapped && p.more && limit > p.rows.len() {
             let last = p.rows.last().map(|r| r.principal.clone());
@@ -356,6 +383,7 @@ fn every_broken_access_backend_fails_a_case() {
         Defect::BootstrapTrustsAnyRetry,
         Defect::AuthenticationCacheNeverInvalidated,
         Defect::MembershipCursorInclusive,
+        Defect::PrincipalsInCollationOrder,
     ];
     let mut verdicts = Verdicts::new("access");
     for d in defects {

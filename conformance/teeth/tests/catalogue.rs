@@ -23,6 +23,9 @@ enum Bug {
     None,
     /// A page applies `LIMIT` before the visibility filter.
     PageLimitBeforeVisibility,
+    /// Pages are ordered by a case-insensitive collation, not byte order
+    /// (the cursor compares in the same collation).
+    PagesInCollationOrder,
     /// A page's cursor is inclusive (`id >= after`).
     PageCursorInclusive,
     /// A reserve retry answers the retry's id and clock, not the original's.
@@ -62,6 +65,7 @@ enum Bug {
 
 const BUGS: &[Bug] = &[
     Bug::PageLimitBeforeVisibility,
+    Bug::PagesInCollationOrder,
     Bug::PageCursorInclusive,
     Bug::RetryAnswersFreshId,
     Bug::PagesShowCreationName,
@@ -274,6 +278,19 @@ impl Catalogue for Shell {
         limit: usize,
     ) -> Result<Page, CatalogueError> {
         Ok(self.read(|s| match self.bug {
+            Bug::PagesInCollationOrder => {
+                let mut all = s.page(visibility, None, usize::MAX).registrations;
+                all.sort_by_key(|r| r.session_id.to_lowercase());
+                let start = after
+                    .and_then(|a| all.iter().position(|r| r.session_id == a))
+                    .map_or(0, |i| i + 1);
+                let rest = &all[start..];
+                Page {
+                    registrations: rest.iter().take(limit).cloned().collect(),
+                    more: rest.len() > limit,
+                    revision: s.revision,
+                }
+            }
             Bug::PageLimitBeforeVisibility => {
                 let ids: Vec<&String> = s
                     .sessions

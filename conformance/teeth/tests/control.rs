@@ -29,6 +29,9 @@ enum Defect {
     SharesEpochsAcrossWorlds,
     /// Discovery answers worlds in registration order (no `ORDER BY`).
     DiscoveryInRegistrationOrder,
+    /// Discovery is ordered by a case-insensitive collation (a text
+    /// column's `ORDER BY` under a locale), not byte order.
+    DiscoveryInCollationOrder,
     /// The tick head stores the last tick written, not the highest.
     TickHeadLastWriteWins,
     /// Retirement matches the row by world id only and destroys it
@@ -44,7 +47,8 @@ enum Defect {
     RequestStatusIgnored,
 }
 
-const DEFECTS: [Defect; 10] = [
+const DEFECTS: [Defect; 11] = [
+    Defect::DiscoveryInCollationOrder,
     Defect::ResumesAnyMode,
     Defect::AdmitsStaleEpochs,
     Defect::LosesTheFence,
@@ -213,6 +217,9 @@ impl ControlCatalog for Mutant {
             .collect();
         if self.defect == Some(Defect::DiscoveryInRegistrationOrder) {
             found.sort_by_key(|r| self.position(&r.identity.world_id));
+        }
+        if self.defect == Some(Defect::DiscoveryInCollationOrder) {
+            found.sort_by_key(|r| r.identity.world_id.to_lowercase());
         }
         Ok(found)
     }

@@ -61,9 +61,13 @@ enum Bug {
     /// Another tenant's release is refused with its own answer (a
     /// permission refusal), an oracle for that tenant's digests.
     ForeignReleaseRefusedDifferently,
+    /// Pages list records in apply order (by object generation, a
+    /// table's insertion order), not id order, with a cursor of its own.
+    PagesInApplyOrder,
 }
 
-const BUGS: [Bug; 15] = [
+const BUGS: [Bug; 16] = [
+    Bug::PagesInApplyOrder,
     Bug::UnchangedApplyKeepsItsStamp,
     Bug::ExpectedZeroMeansUnconditional,
     Bug::DeleteLooksUpUnscoped,
@@ -134,6 +138,38 @@ impl Broken {
             asker,
             last_of: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Every record of the request's scope in apply order, paged by an
+    /// offset token of this backend's own.
+    fn page_in_apply_order(&self, req: &PageRequest) -> Result<Page, DeploymentError> {
+        let mut all = Vec::new();
+        let mut token = None;
+        loop {
+            let page = self.inner.page(&PageRequest {
+                page_size: MAX_PAGE_SIZE,
+                page_token: token,
+                ..req.clone()
+            })?;
+            all.extend(page.deployments);
+            token = page.next_page_token;
+            if token.is_none() {
+                break;
+            }
+        }
+        all.sort_by_key(|d| d.generation);
+        let start: usize = req
+            .page_token
+            .as_deref()
+            .and_then(|t| t.strip_prefix("apply-order:"))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        let end = (start + req.page_size as usize).min(all.len());
+        Ok(Page {
+            deployments: all[start.min(end)..end].to_vec(),
+            next_page_token: (end < all.len()).then(|| format!("apply-order:{end}")),
+            catalog_generation: self.inner.generation()?,
+        })
     }
 
     fn apply_one(&self, mut req: Request) -> Result<Receipt, DeploymentError> {
@@ -276,6 +312,9 @@ impl DeploymentCatalog for Broken {
         self.inner.get(tenant, id)
     }
     fn page(&self, req: &PageRequest) -> Result<Page, DeploymentError> {
+        if self.bug == Some(Bug::PagesInApplyOrder) {
+            return self.page_in_apply_order(req);
+        }
         let mut req = req.clone();
         match self.bug {
             Some(Bug::OversizedPageClamped) => req.page_size = req.page_size.min(MAX_PAGE_SIZE),

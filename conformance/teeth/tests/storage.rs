@@ -62,9 +62,19 @@ enum Defect {
     /// Registers live in one key space as `namespace/key` (a KV-store
     /// layout), so `("n", "x/k")` and `("n/x", "k")` are one cell.
     CompositeRegisterKeys,
+    /// `list_registers` answers in a case-insensitive collation (a text
+    /// column's default `ORDER BY` under a locale), not byte order.
+    RegistersInCollationOrder,
+    /// Entry scans order by the id column instead of the seq.
+    EntriesInIdOrder,
+    /// Usage scans order by the seq rendered as text (`"10" < "2"`).
+    UsageInSeqTextOrder,
 }
 
 const DEFECTS: &[Defect] = &[
+    Defect::RegistersInCollationOrder,
+    Defect::EntriesInIdOrder,
+    Defect::UsageInSeqTextOrder,
     Defect::IgnoresExpectations,
     Defect::ReadsAfterClose,
     Defect::FiltersBeforeStop,
@@ -307,6 +317,11 @@ impl Storage for Mutant {
     }
     fn list_registers(&self, n: &Namespace, p: &KeyPrefix) -> Result<Vec<Register>, StorageError> {
         match self.defect {
+            Defect::RegistersInCollationOrder => {
+                let mut v = self.reads().list_registers(n, p)?;
+                v.sort_by_key(|r| r.key.as_str().to_lowercase());
+                Ok(v)
+            }
             Defect::RegistersInWriteOrder => {
                 let mut v = self.reads().list_registers(n, p)?;
                 v.sort_by_key(|r| r.seq);
@@ -375,6 +390,11 @@ impl Storage for Mutant {
             out.retain(|e| q.after.is_none_or(|a| e.seq > a));
             return Ok(out);
         }
+        if self.defect == Defect::EntriesInIdOrder {
+            let mut out = self.reads().scan_entries(q)?;
+            out.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
+            return Ok(out);
+        }
         self.reads().scan_entries(q)
     }
     fn scan_entry_heads(&self, q: &EntryScan) -> Result<Vec<EntryHead>, StorageError> {
@@ -390,6 +410,11 @@ impl Storage for Mutant {
             let mut q = q.clone();
             q.through = None;
             return self.reads().scan_usage(&q);
+        }
+        if self.defect == Defect::UsageInSeqTextOrder {
+            let mut out = self.reads().scan_usage(q)?;
+            out.sort_by_key(|u| u.seq.to_string());
+            return Ok(out);
         }
         self.reads().scan_usage(q)
     }

@@ -216,7 +216,15 @@ pub struct ReceiptRing {
 }
 
 /// The whole desired state.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+///
+/// Its serde form is a written form for inspection and tests: it
+/// round-trips through JSON and through a self-describing binary format
+/// (CBOR), and is stable as the manifests' canonical JSON form is. A
+/// format that cannot skip a field (postcard, bincode) cannot carry it:
+/// a manifest omits its absent fields, as its canonical JSON does. A
+/// decoded value is not checked — [`Catalog::check`] and the stored
+/// record's codec are.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Catalog {
     /// The catalog (route) generation: advanced once per publication.
     pub generation: u64,

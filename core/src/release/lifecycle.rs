@@ -425,6 +425,27 @@ impl Outcome {
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// Every state a stream of operations reaches has a written form
+        /// (releases keyed by digest) that JSON and a binary format give
+        /// back unchanged.
+        #[test]
+        fn every_reached_state_round_trips(
+            ops in proptest::collection::vec((0u8..3, 0u8..6), 0..80),
+        ) {
+            let mut state = LifecycleState::default();
+            for (op, release) in ops {
+                let op = [LifecycleOp::Publish, LifecycleOp::Revoke, LifecycleOp::Retire][usize::from(op)];
+                if let Ok(outcome) = state.decide(op, &Sha256::of(&[release])) {
+                    state.record(outcome);
+                }
+                proptest::prop_assert_eq!(crate::pairs::round_trips(&state), Ok(()));
+            }
+        }
+    }
+
     /// The head tells the records of its releases, and the head's and one
     /// interrupted publication's, from every loss: a record missing, one
     /// replaced by another release's, one added beside the interrupted one.

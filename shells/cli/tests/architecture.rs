@@ -157,8 +157,9 @@ fn core_reaches_no_io_crate() {
     // `subtle` (constant-time digest comparison, custos_core::access; already
     // in sha2's closure), `hex` (the one lowercase-hex codec of digests and
     // page tokens, custos_core::hex) and `arbitrary` (optional, for fuzzing);
-    // for its tests only, `proptest` and `postcard` (the state types'
-    // binary round trip, custos_core::pairs).
+    // for its tests only, `proptest`, `postcard` and `ciborium` (the state
+    // types' binary round trips, custos_core::pairs; CBOR for the states
+    // whose absent fields are omitted).
     let allowed: BTreeSet<String> = [
         "aes",
         "blake3",
@@ -173,6 +174,7 @@ fn core_reaches_no_io_crate() {
         "arbitrary",
         "proptest",
         "postcard",
+        "ciborium",
         "custos-core",
     ]
     .iter()
