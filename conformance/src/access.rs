@@ -18,6 +18,8 @@ use custos_core::access::{
 };
 use custos_core::catalogue::{Catalogue, Creation, Outcome, Request};
 
+use crate::Place;
+
 // ------------------------------------------------------------------ helpers
 
 /// A bearer digest of `token`.
@@ -1433,16 +1435,207 @@ pub fn names_are_judged_and_renames_keep_identity<C: Access + Catalogue, F: Fn()
     );
 }
 
+// ------------------------------------------------------------ reopen cases
+
+const REOPEN_PRINCIPALS: [&str; 5] = ["owner", "m1", "m2", "m3", "m4"];
+const REOPEN_SESSIONS: [&str; 3] = ["s1", "s2", "s3"];
+const REOPEN_TOKENS: [&str; 9] = [
+    "root", "root-2", "m1-token", "m2-claim", "m2-token", "m3-token", "m4-claim", "login",
+    "login-2",
+];
+
+fn seen_access<C: Access + Catalogue>(c: &C) -> String {
+    observe(c, &REOPEN_PRINCIPALS, &REOPEN_SESSIONS, &REOPEN_TOKENS, 50)
+}
+
+/// A history of acknowledged changes touching every table the access plane
+/// keeps: an owner whose credential was rotated, a member by digest, one
+/// by a claim that was bound, one revoked, one with an open claim, grants
+/// and an ungrant, a rename, logins (one revoked), and last of all a grant
+/// (the write a store that loses its tail would lose).
+fn access_history<C: Access + Catalogue>(c: &C) {
+    sessions(c, &REOPEN_SESSIONS);
+    bootstrap(c, "root");
+    ok(
+        c,
+        AccessRequest::RotateCredential {
+            principal: "owner".into(),
+            digest: bearer("root-2"),
+            now_ms: 3,
+        },
+    );
+    invite_digest(c, "m1", "s1", Role::Operator, "m1-token");
+    invite_claim(c, "m2", "s2", "m2-claim");
+    ok(c, claim_req("m2-claim", "m2-token", 10));
+    invite_digest(c, "m3", "s1", Role::Observer, "m3-token");
+    ok(
+        c,
+        AccessRequest::RevokeMember {
+            principal: "m3".into(),
+        },
+    );
+    invite_claim(c, "m4", "s3", "m4-claim");
+    ok(
+        c,
+        AccessRequest::Rename {
+            principal: "m1".into(),
+            name: Some("Renamed".into()),
+        },
+    );
+    ok(
+        c,
+        AccessRequest::Ungrant {
+            principal: "m2".into(),
+            session_id: "s2".into(),
+        },
+    );
+    for (token, expires) in [("login", 90), ("login-2", 95)] {
+        ok(
+            c,
+            AccessRequest::IssueLogin {
+                principal: "m1".into(),
+                digest: browser(token),
+                now_ms: 11,
+                expires_at_ms: expires,
+                issued_by: None,
+            },
+        );
+    }
+    let fingerprint = c.signins_page("m1", None, 10, 12).unwrap().rows[0]
+        .fingerprint
+        .clone();
+    ok(
+        c,
+        AccessRequest::RevokeLogin {
+            principal: "m1".into(),
+            fingerprint,
+        },
+    );
+    ok(
+        c,
+        AccessRequest::Grant {
+            principal: "m1".into(),
+            session_id: "s3".into(),
+            role: Role::Observer,
+        },
+    );
+}
+
+/// Everything acknowledged survives a drop and a reopen: principals,
+/// credentials (a rotated one stays dead), claims bound and open, logins
+/// (a revoked one stays revoked), memberships, the revision, the last
+/// grant included.
+pub fn acknowledged_access_survives_a_reopen<P: Place>(f: impl Fn() -> P)
+where
+    P::Store: Access + Catalogue,
+{
+    let place = f();
+    let c = place.open();
+    access_history(&c);
+    let before = seen_access(&c);
+    assert_eq!(
+        c.authorization(&bearer("m1-token"), "s3", 50).unwrap(),
+        Some(Authorization::Member(Role::Observer))
+    );
+    drop(c);
+    let c = place.open();
+    assert_eq!(seen_access(&c), before, "the reopened access plane differs");
+    assert_eq!(
+        who(&c, &bearer("root")),
+        None,
+        "a rotated credential came back"
+    );
+    assert_eq!(
+        c.authorization(&bearer("m1-token"), "s3", 50).unwrap(),
+        Some(Authorization::Member(Role::Observer)),
+        "the last grant was lost"
+    );
+    // The reopened store goes on: the open claim binds once.
+    ok(&c, claim_req("m4-claim", "m4-new", 20));
+    assert_eq!(who(&c, &bearer("m4-new")), member("m4"));
+}
+
+/// A refused request leaves the stored state unchanged across a reopen: a
+/// second bootstrap, an invitation under a taken id, a claim of a void
+/// claim, and a grant in an unknown session change nothing a later handle
+/// sees.
+pub fn a_refused_access_request_leaves_the_store_unchanged_across_a_reopen<P: Place>(
+    f: impl Fn() -> P,
+) where
+    P::Store: Access + Catalogue,
+{
+    let place = f();
+    let c = place.open();
+    access_history(&c);
+    let before = seen_access(&c);
+    assert!(c
+        .apply_access(&AccessRequest::BootstrapOwner {
+            principal: "owner-2".into(),
+            name: None,
+            digest: bearer("another-root"),
+            now_ms: 20,
+        })
+        .is_err());
+    assert!(c
+        .apply_access(&AccessRequest::InviteMember {
+            principal: "m1".into(),
+            name: None,
+            session_id: "s2".into(),
+            role: Role::Operator,
+            enrollment: Enrollment::Digest(bearer("fresh")),
+            now_ms: 20,
+        })
+        .is_err());
+    assert!(c.apply_access(&claim_req("m2-claim", "again", 20)).is_err());
+    assert!(c
+        .apply_access(&AccessRequest::Grant {
+            principal: "m1".into(),
+            session_id: "s9".into(),
+            role: Role::Operator,
+        })
+        .is_err());
+    drop(c);
+    let c = place.open();
+    assert_eq!(
+        seen_access(&c),
+        before,
+        "a refusal changed the stored state"
+    );
+}
+
 // ------------------------------------------------------------- the table
 
 /// Emits `mod $name { #[test] fn <case>() … }`: one test per access
 /// conformance case, each calling the case with `$factory` (evaluated once
 /// per test; it must give a fresh, empty catalogue per call, of a type that
-/// implements both `Catalogue` and `Access`).
+/// implements both `Catalogue` and `Access`), and one per reopen case,
+/// each calling it with `$places` (`Fn() -> P`, `P: `[`crate::Place`]
+/// opening such a catalogue: a fresh store per call, reopened by each
+/// `open`).
 #[macro_export]
 macro_rules! access_suite {
-    ($name:ident, $factory:expr $(,)?) => {
-        $crate::__suite!(__with_access_cases, access, $name, $factory);
+    ($name:ident, $factory:expr, reopen: $places:expr $(,)?) => {
+        $crate::__suite!(
+            __with_access_cases,
+            __with_access_reopen_cases,
+            access,
+            $name,
+            $factory,
+            $places
+        );
+    };
+}
+
+/// Invokes `$crate::$callback! { ($args) case, … }` with every access
+/// reopen case.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_access_reopen_cases {
+    ($callback:ident ! ($($args:tt)*)) => {
+        $crate::$callback! { ($($args)*)
+            acknowledged_access_survives_a_reopen,
+            a_refused_access_request_leaves_the_store_unchanged_across_a_reopen,
+        }
     };
 }
 
@@ -1494,4 +1687,15 @@ pub type AccessCase<C> = fn(&dyn Fn() -> C);
 /// case (run each under `std::panic::catch_unwind`).
 pub fn access_cases<C: Access + Catalogue>() -> Vec<(&'static str, AccessCase<C>)> {
     crate::__with_access_cases!(__emit_table!(access, C))
+}
+
+/// Every reopen case, by name, in suite order.
+pub const ACCESS_REOPEN_CASES: &[&str] = &crate::__with_access_reopen_cases!(__emit_names!());
+
+/// Every reopen case as `(name, case)`; each takes a factory of places.
+pub fn access_reopen_cases<P: Place>() -> Vec<(&'static str, AccessCase<P>)>
+where
+    P::Store: Access + Catalogue,
+{
+    crate::__with_access_reopen_cases!(__emit_table!(access, P))
 }

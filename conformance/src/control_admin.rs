@@ -20,6 +20,7 @@ use custos_core::migration::{
 use custos_core::world::{ControlCatalog, FencePurpose, WorldRecord, WriterMode};
 
 use crate::control::{record, signature};
+use crate::Place;
 
 #[track_caller]
 fn reason<T: std::fmt::Debug>(r: Result<T, AdminError>) -> &'static str {
@@ -503,6 +504,120 @@ pub fn a_completed_receipt_reads_back_byte_identical<C: ControlAdmin, F: Fn() ->
     assert_eq!(reason(r), "AdminMoved");
 }
 
+// ------------------------------------------------------------ reopen cases
+
+/// Everything the administrative port shows.
+fn administration<C: ControlCatalog + ControlAdmin>(c: &C) -> String {
+    format!(
+        "{:?}\n{:?}\n{:?}\n{:?}\n{:?}",
+        c.load_destination().unwrap(),
+        c.stored_receipt().unwrap(),
+        c.load_departures().unwrap(),
+        c.export_snapshot().unwrap(),
+        c.discover_worlds().unwrap()
+    )
+}
+
+/// A staged reservation and a source's departure record (the one live home
+/// of its Worlds) at one catalog, a completed receipt at another.
+fn administered<C: ControlCatalog + ControlAdmin>(
+    c: &C,
+) -> custos_core::migration::departure::Departures {
+    use custos_core::migration::departure::{self, Departures};
+    populate(c);
+    let s = c.export_snapshot().unwrap();
+    reserve_and_stage(c, &s);
+    let fx = Fixture::new().unwrap();
+    let first = departure::depart(
+        &Departures::default(),
+        &fx.migration,
+        &fx.destination,
+        false,
+    )
+    .unwrap()
+    .unwrap();
+    c.commit_departures(&Departures::default(), &first).unwrap();
+    first
+}
+
+/// Everything administered survives a drop and a reopen: a staged
+/// reservation (still invisible to discovery), the departure record, the
+/// export, and a completed receipt byte-identical; the reopened catalog
+/// goes on deciding from what it stored.
+pub fn administration_survives_a_reopen<P: Place>(f: impl Fn() -> P)
+where
+    P::Store: ControlCatalog + ControlAdmin,
+{
+    let place = f();
+    let c = place.open();
+    let departed = administered(&c);
+    let before = administration(&c);
+    drop(c);
+    let c = place.open();
+    assert_eq!(
+        administration(&c),
+        before,
+        "the reopened administration differs"
+    );
+    let r = c.commit_departures(
+        &custos_core::migration::departure::Departures::default(),
+        &departed,
+    );
+    assert_eq!(
+        reason(r),
+        "AdminMoved",
+        "the departure record was forgotten"
+    );
+
+    let place = f();
+    let c = place.open();
+    let done = completed();
+    c.commit_destination(&Destination::default(), &done, AdminEffect::None)
+        .unwrap();
+    let bytes = c.stored_receipt().unwrap();
+    assert!(bytes.is_some());
+    drop(c);
+    let c = place.open();
+    assert_eq!(c.stored_receipt().unwrap(), bytes, "the receipt changed");
+    assert_eq!(c.load_destination().unwrap(), done);
+}
+
+/// A refused commit leaves the administration unchanged across a reopen: a
+/// reservation from a stale expected state and a racing departure store
+/// nothing a later handle sees.
+pub fn a_refused_commit_leaves_administration_unchanged_across_a_reopen<P: Place>(f: impl Fn() -> P)
+where
+    P::Store: ControlCatalog + ControlAdmin,
+{
+    use custos_core::migration::departure::{self, Departures};
+    let place = f();
+    let c = place.open();
+    administered(&c);
+    let before = administration(&c);
+    let s = c.export_snapshot().unwrap();
+    let other = reservation_for(&s, Status::Activated, false);
+    let r = c.commit_destination(&Destination::default(), &other, AdminEffect::None);
+    assert_eq!(reason(r), "AdminMoved");
+    let fx = Fixture::new().unwrap();
+    let racer = departure::depart(
+        &Departures::default(),
+        &fx.other_migration,
+        &fx.source,
+        false,
+    )
+    .unwrap()
+    .unwrap();
+    let r = c.commit_departures(&Departures::default(), &racer);
+    assert_eq!(reason(r), "AdminMoved");
+    drop(c);
+    let c = place.open();
+    assert_eq!(
+        administration(&c),
+        before,
+        "a refusal changed the stored state"
+    );
+}
+
 /// Every administrative case, by name, in suite order.
 pub const CONTROL_ADMIN_CASES: &[&str] = &crate::__with_control_admin_cases!(__emit_names!());
 
@@ -515,13 +630,48 @@ pub fn control_admin_cases<C: ControlCatalog + ControlAdmin>() -> Vec<ControlAdm
     crate::__with_control_admin_cases!(__emit_table!(control_admin, C))
 }
 
+/// Every reopen case, by name, in suite order.
+pub const CONTROL_ADMIN_REOPEN_CASES: &[&str] =
+    &crate::__with_control_admin_reopen_cases!(__emit_names!());
+
+/// Every reopen case as `(name, case)`; each takes a factory of places.
+pub fn control_admin_reopen_cases<P: Place>() -> Vec<ControlAdminCase<P>>
+where
+    P::Store: ControlCatalog + ControlAdmin,
+{
+    crate::__with_control_admin_reopen_cases!(__emit_table!(control_admin, P))
+}
+
 /// Emits `mod $name { #[test] fn <case>() … }`: one test per administrative
 /// case, each calling the case with `$factory` (every call a fresh, empty
-/// catalog implementing both `ControlCatalog` and `ControlAdmin`).
+/// catalog implementing both `ControlCatalog` and `ControlAdmin`), and one
+/// per reopen case, each calling it with `$places` (`Fn() -> P`,
+/// `P: `[`crate::Place`] opening such a catalog: a fresh store per call,
+/// reopened by each `open`).
 #[macro_export]
 macro_rules! control_admin_suite {
-    ($name:ident, $factory:expr $(,)?) => {
-        $crate::__suite!(__with_control_admin_cases, control_admin, $name, $factory);
+    ($name:ident, $factory:expr, reopen: $places:expr $(,)?) => {
+        $crate::__suite!(
+            __with_control_admin_cases,
+            __with_control_admin_reopen_cases,
+            control_admin,
+            $name,
+            $factory,
+            $places
+        );
+    };
+}
+
+/// Invokes `$crate::$callback! { ($args) case, … }` with every
+/// administrative reopen case.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_control_admin_reopen_cases {
+    ($callback:ident ! ($($args:tt)*)) => {
+        $crate::$callback! { ($($args)*)
+            administration_survives_a_reopen,
+            a_refused_commit_leaves_administration_unchanged_across_a_reopen,
+        }
     };
 }
 

@@ -12,6 +12,7 @@ use custos_core::catalogue::{Catalogue, Creation, InitState, Outcome, Request};
 use custos_core::custody::{Custody, MoveOp, Peer};
 
 use crate::catalogue::{ok, refused, reserve};
+use crate::Place;
 
 /// The session every case moves.
 pub const SESSION: &str = "sess-1";
@@ -361,6 +362,67 @@ pub fn a_reused_session_id_starts_resident<C: Catalogue, F: Fn() -> C>(factory: 
     expect(&c, begin("op-1", "cat-b"), moving("op-1", "cat-b"), true);
 }
 
+// ------------------------------------------------------------ reopen cases
+
+/// A handover survives restarts on both sides: a move begun before a
+/// reopen is still `Moving` after it, its repeat changes nothing, and it
+/// finishes after the reopen; the receiving catalogue's import survives
+/// its own reopen, and a repeat of the import changes nothing there.
+pub fn a_handover_survives_a_reopen_on_both_sides<P: Place>(f: impl Fn() -> P)
+where
+    P::Store: Catalogue,
+{
+    let (a_place, b_place) = (f(), f());
+    let a = a_place.open();
+    reserve(&a, SESSION, creation());
+    expect(&a, begin("op-1", "cat-b"), moving("op-1", "cat-b"), true);
+    let rev = a.revision().unwrap();
+    drop(a);
+    let a = a_place.open();
+    assert_eq!(a.revision().unwrap(), rev);
+    expect(&a, begin("op-1", "cat-b"), moving("op-1", "cat-b"), false);
+    let b = b_place.open();
+    expect(&b, import("op-1", "cat-a"), imported("op-1", "cat-a"), true);
+    drop(b);
+    let b = b_place.open();
+    assert_eq!(b.custody(SESSION).unwrap(), imported("op-1", "cat-a"));
+    expect(
+        &b,
+        import("op-1", "cat-a"),
+        imported("op-1", "cat-a"),
+        false,
+    );
+    expect(&a, finish("op-1"), moved("op-1", "cat-b"), true);
+    drop(a);
+    let a = a_place.open();
+    assert_eq!(a.custody(SESSION).unwrap(), moved("op-1", "cat-b"));
+    assert!(a.moving().unwrap().is_empty(), "a finished move is listed");
+}
+
+/// A refused transition leaves custody unchanged across a reopen: another
+/// op's finish and a delete of a moving session change nothing a later
+/// handle sees.
+pub fn a_refused_transition_leaves_custody_unchanged_across_a_reopen<P: Place>(f: impl Fn() -> P)
+where
+    P::Store: Catalogue,
+{
+    let place = f();
+    let c = place.open();
+    reserve(&c, SESSION, creation());
+    expect(&c, begin("op-1", "cat-b"), moving("op-1", "cat-b"), true);
+    let before = (c.revision().unwrap(), c.moving().unwrap());
+    refused(&c, finish("op-2"), "Conflict");
+    assert!(c
+        .apply(&Request::Delete {
+            session_id: SESSION.into()
+        })
+        .is_err());
+    drop(c);
+    let c = place.open();
+    assert_eq!((c.revision().unwrap(), c.moving().unwrap()), before);
+    assert_eq!(c.custody(SESSION).unwrap(), moving("op-1", "cat-b"));
+}
+
 /// Every custody case, by name, in suite order.
 pub const CUSTODY_CASES: &[&str] = &crate::__with_custody_cases!(__emit_names!());
 
@@ -373,13 +435,47 @@ pub fn custody_cases<C: Catalogue>() -> Vec<(&'static str, CustodyCase<C>)> {
     crate::__with_custody_cases!(__emit_table!(custody, C))
 }
 
+/// Every reopen case, by name, in suite order.
+pub const CUSTODY_REOPEN_CASES: &[&str] = &crate::__with_custody_reopen_cases!(__emit_names!());
+
+/// Every reopen case as `(name, case)`; each takes a factory of places.
+pub fn custody_reopen_cases<P: Place>() -> Vec<(&'static str, CustodyCase<P>)>
+where
+    P::Store: Catalogue,
+{
+    crate::__with_custody_reopen_cases!(__emit_table!(custody, P))
+}
+
 /// Emits `mod $name { #[test] fn <case>() … }`: one test per custody
 /// conformance case, each calling the case with `$factory` (evaluated once
-/// per test; every call must give a fresh, empty, separate catalogue).
+/// per test; every call must give a fresh, empty, separate catalogue), and
+/// one per reopen case, each calling it with `$places` (`Fn() -> P`,
+/// `P: `[`crate::Place`] opening a catalogue: a fresh store per call,
+/// reopened by each `open`).
 #[macro_export]
 macro_rules! custody_suite {
-    ($name:ident, $factory:expr $(,)?) => {
-        $crate::__suite!(__with_custody_cases, custody, $name, $factory);
+    ($name:ident, $factory:expr, reopen: $places:expr $(,)?) => {
+        $crate::__suite!(
+            __with_custody_cases,
+            __with_custody_reopen_cases,
+            custody,
+            $name,
+            $factory,
+            $places
+        );
+    };
+}
+
+/// Invokes `$crate::$callback! { ($args) case, … }` with every custody
+/// reopen case.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_custody_reopen_cases {
+    ($callback:ident ! ($($args:tt)*)) => {
+        $crate::$callback! { ($($args)*)
+            a_handover_survives_a_reopen_on_both_sides,
+            a_refused_transition_leaves_custody_unchanged_across_a_reopen,
+        }
     };
 }
 

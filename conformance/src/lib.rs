@@ -27,10 +27,17 @@
 //! A backend that keeps everything in memory, or one that skips its restart
 //! recovery on open, answers every request of a single handle correctly: only
 //! a case that drops a handle and opens the same store again can tell it from
-//! a durable one. The ports with such cases (the ledger, session storage, the
-//! catalogue, the control catalog and the deployment catalog) take a second
-//! argument: a factory of [`Place`]s, each a store that can be opened, dropped
-//! and opened again (a temporary file, a schema, a directory):
+//! a durable one. The suites with such cases (the ledger, session storage, the
+//! catalogue, custody, the access plane, the control catalog, its
+//! administration and the deployment catalog) take a second argument: a
+//! factory of [`Place`]s, each a store that can be opened, dropped and opened
+//! again (a temporary file, a schema, a directory). The object-store suite's
+//! fixture reopens a root itself ([`objects::ObjectFixture::reopen`]). The
+//! snapshot suite has none: a snapshot source keeps no state of its own (each
+//! page is a fresh cut of the session store, whose reopen cases cover it);
+//! nor has the table-store suite, whose Iceberg tables are immutable
+//! snapshots behind a catalog pointer that Iceberg's own commit protocol
+//! makes durable.
 //!
 //! ```
 //! use custos_core::ledger::MemoryLedger;

@@ -4,10 +4,11 @@
 //! verify and nothing when its source fails; a read refuses an object
 //! longer than its limit without reading it; a symbolic link or directory
 //! at an address fails closed; only content addresses beneath the root are
-//! served.
+//! served; stored objects survive a reopen of their root, and a refused
+//! put leaves nothing across one.
 //!
 //! A backend runs it with a fixture ([`ObjectFixture`]): fresh empty
-//! stores, their root, and a way to plant what a store's own API never
+//! stores, their root, a reopen of a store's root, and a way to plant what a store's own API never
 //! writes (other bytes at an address, a symbolic link, a directory).
 //! Cases panic (via `assert!`) on a violation: they are test bodies.
 
@@ -42,6 +43,9 @@ pub trait ObjectFixture {
     /// Places `what` at `uri` (a content address beneath the root) behind
     /// the store's back.
     fn plant(&self, store: &Self::Store, uri: &NormalizedUri, what: Plant);
+    /// Closes `store` (drops it) and opens its root again, as a restart
+    /// would: a new store over the same objects.
+    fn reopen(&self, store: Self::Store) -> Self::Store;
 }
 
 fn address<X: ObjectFixture>(fx: &X, s: &X::Store, bytes: &[u8]) -> NormalizedUri {
@@ -66,6 +70,47 @@ fn object(n: usize) -> Vec<u8> {
 }
 
 // ------------------------------------------------------------------ cases
+
+/// Stored objects survive a drop and a reopen of their root: each probes
+/// as a regular file of its length, reads back byte for byte, and is still
+/// never overwritten.
+pub fn put_objects_survive_a_reopen<X: ObjectFixture>(fx: X) {
+    let s = fx.fresh();
+    let objects = [Vec::new(), object(10), object(200_003)];
+    for bytes in &objects {
+        put_bytes(&s, &address(&fx, &s, bytes), bytes).unwrap();
+    }
+    let s2 = fx.reopen(s);
+    for bytes in &objects {
+        let at = address(&fx, &s2, bytes);
+        let len = bytes.len() as u64;
+        assert_eq!(s2.probe(&at).unwrap(), Entry::RegularFile { len });
+        assert_eq!(&read_all(&s2, &at, len), bytes);
+        assert_eq!(
+            put_bytes(&s2, &at, bytes).unwrap_err(),
+            ObjectError::Exists(Entry::RegularFile { len })
+        );
+    }
+}
+
+/// A refused put leaves nothing across a reopen: after bytes that do not
+/// verify, the reopened root holds no object at the address, and the
+/// expected bytes then store.
+pub fn a_refused_put_leaves_nothing_across_a_reopen<X: ObjectFixture>(fx: X) {
+    let s = fx.fresh();
+    let bytes = object(5000);
+    let at = address(&fx, &s, &bytes);
+    let mut other = bytes.clone();
+    other[17] ^= 1;
+    assert!(matches!(
+        s.put_new(&at, &mut other.as_slice(), &facts_of(&bytes)),
+        Err(ObjectError::Mismatch(_))
+    ));
+    let s2 = fx.reopen(s);
+    assert_eq!(s2.probe(&at).unwrap(), Entry::Missing);
+    put_bytes(&s2, &at, &bytes).unwrap();
+    assert_eq!(read_all(&s2, &at, 5000), bytes);
+}
 
 /// A put object (an empty one and one of several chunks) is probed as a
 /// regular file of its length and reads back byte for byte, its facts
@@ -256,6 +301,8 @@ macro_rules! __with_object_store_cases {
             a_read_beyond_its_limit_is_refused,
             non_regular_entries_fail_closed,
             only_content_addresses_beneath_the_root_are_served,
+            put_objects_survive_a_reopen,
+            a_refused_put_leaves_nothing_across_a_reopen,
         }
     };
 }

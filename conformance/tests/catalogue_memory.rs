@@ -11,7 +11,10 @@ custos_conformance::catalogue_suite!(memory_catalogue, MemoryCatalogue::new, reo
     let first = MemoryCatalogue::new();
     move || first.reopen()
 });
-custos_conformance::custody_suite!(memory_custody, MemoryCatalogue::new);
+custos_conformance::custody_suite!(memory_custody, MemoryCatalogue::new, reopen: || {
+    let first = MemoryCatalogue::new();
+    move || first.reopen()
+});
 
 #[test]
 fn case_tables_name_every_case() {

@@ -11,7 +11,10 @@ custos_conformance::control_catalog_suite!(memory_control, MemoryControlCatalog:
     let first = MemoryControlCatalog::new();
     move || first.reopen()
 });
-custos_conformance::control_admin_suite!(memory_admin, MemoryControlCatalog::new);
+custos_conformance::control_admin_suite!(memory_admin, MemoryControlCatalog::new, reopen: || {
+    let first = MemoryControlCatalog::new();
+    move || first.reopen()
+});
 
 #[test]
 fn control_case_table_names_every_case() {

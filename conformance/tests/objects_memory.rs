@@ -40,6 +40,11 @@ impl ObjectFixture for Memory {
     fn plant(&self, s: &MemoryObjectStore, uri: &NormalizedUri, what: Plant) {
         plant(s, uri, what);
     }
+    fn reopen(&self, s: MemoryObjectStore) -> MemoryObjectStore {
+        // Nothing in the memory store is durable: its "reopen" shares the
+        // first handle's map.
+        s.reopen()
+    }
 }
 
 custos_conformance::object_store_suite!(memory_objects, Memory);
@@ -56,6 +61,9 @@ enum Defect {
     IgnoresTheLimit,
     /// Keeps what it read before its source failed.
     KeepsAPartialObject,
+    /// Keeps its objects in memory behind a durable name: a reopen of
+    /// the root starts empty.
+    MemoryOnly,
 }
 
 struct Broken {
@@ -131,6 +139,16 @@ impl ObjectFixture for BrokenFixture {
     fn plant(&self, s: &Broken, uri: &NormalizedUri, what: Plant) {
         plant(&s.inner, uri, what);
     }
+    fn reopen(&self, s: Broken) -> Broken {
+        Broken {
+            defect: self.0,
+            inner: if self.0 == Defect::MemoryOnly {
+                MemoryObjectStore::new(root())
+            } else {
+                s.inner.reopen()
+            },
+        }
+    }
 }
 
 type Case = fn(BrokenFixture);
@@ -138,7 +156,12 @@ type Case = fn(BrokenFixture);
 #[test]
 fn every_broken_store_is_caught_by_its_case_and_only_breaks_what_it_breaks() {
     let unrelated: Case = suite::only_content_addresses_beneath_the_root_are_served;
-    let table: [(Defect, &str, Case); 5] = [
+    let table: [(Defect, &str, Case); 6] = [
+        (
+            Defect::MemoryOnly,
+            "put_objects_survive_a_reopen",
+            suite::put_objects_survive_a_reopen,
+        ),
         (
             Defect::Overwrites,
             "a_content_address_is_never_overwritten",
@@ -181,5 +204,5 @@ fn every_broken_store_is_caught_by_its_case_and_only_breaks_what_it_breaks() {
         assert!(killed, "{d:?} survived {name}");
         assert!(!broke, "{d:?} broke an unrelated case");
     }
-    assert_eq!(custos_conformance::objects::OBJECT_STORE_CASES.len(), 7);
+    assert_eq!(custos_conformance::objects::OBJECT_STORE_CASES.len(), 9);
 }

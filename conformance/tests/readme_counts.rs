@@ -25,8 +25,14 @@ fn the_readme_counts_every_suites_cases() {
             "catalogue_suite!",
             catalogue::CATALOGUE_CASES.len() + catalogue::CATALOGUE_REOPEN_CASES.len(),
         ),
-        ("custody_suite!", custody::CUSTODY_CASES.len()),
-        ("access_suite!", access::ACCESS_CASES.len()),
+        (
+            "custody_suite!",
+            custody::CUSTODY_CASES.len() + custody::CUSTODY_REOPEN_CASES.len(),
+        ),
+        (
+            "access_suite!",
+            access::ACCESS_CASES.len() + access::ACCESS_REOPEN_CASES.len(),
+        ),
         ("snapshot_suite!", snapshot::SNAPSHOT_CASES.len()),
         (
             "control_catalog_suite!",
@@ -34,7 +40,8 @@ fn the_readme_counts_every_suites_cases() {
         ),
         (
             "control_admin_suite!",
-            control_admin::CONTROL_ADMIN_CASES.len(),
+            control_admin::CONTROL_ADMIN_CASES.len()
+                + control_admin::CONTROL_ADMIN_REOPEN_CASES.len(),
         ),
         ("object_store_suite!", objects::OBJECT_STORE_CASES.len()),
         ("table_store_suite!", tables::TABLE_STORE_CASES.len()),

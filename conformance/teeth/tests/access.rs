@@ -6,7 +6,7 @@
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)] // test-only mutant backends
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use custos_core::access::{
     self, Access, AccessError, AccessOutcome, AccessRequest, Authority, Authorization, ClaimDigest,
@@ -18,7 +18,7 @@ use custos_core::catalogue::{
     Registration, Request, Visibility,
 };
 use custos_core::custody::Custody;
-use custos_teeth::{failing_cases, Verdicts};
+use custos_teeth::{failing_cases, run_case, Disk, Durability, Verdicts};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Defect {
@@ -54,9 +54,18 @@ enum Defect {
     PrincipalsInCollationOrder,
 }
 
+/// An acknowledged write, as the durable wrapper's disk keeps it.
+#[derive(Clone)]
+enum Mutation {
+    Catalogue(Request),
+    Access(AccessRequest),
+}
+
 struct Broken {
     defect: Defect,
     inner: MemoryCatalogue,
+    /// The disk of the durable wrapper (the reopen cases' teeth).
+    disk: Option<Arc<Disk<Mutation>>>,
     owner_digests: Mutex<Vec<Digest>>,
     claims_seen: Mutex<Vec<ClaimDigest>>,
     authenticated: Mutex<HashMap<Digest, Authority>>,
@@ -67,10 +76,25 @@ impl Broken {
         Broken {
             defect,
             inner: MemoryCatalogue::new(),
+            disk: None,
             owner_digests: Mutex::new(Vec::new()),
             claims_seen: Mutex::new(Vec::new()),
             authenticated: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The honest wrapper over a [`Disk`]: an open replays it, as its mode
+    /// allows, into a fresh memory catalogue.
+    fn open(disk: &Arc<Disk<Mutation>>) -> Self {
+        let mut b = Broken::new(Defect::None);
+        for m in disk.replay() {
+            let _ = match m {
+                Mutation::Catalogue(r) => b.inner.apply(&r).map(drop).map_err(drop),
+                Mutation::Access(r) => b.inner.apply_access(&r).map(drop).map_err(drop),
+            };
+        }
+        b.disk = Some(Arc::clone(disk));
+        b
     }
 
     /// The session id ordered just before `after` in `principal`'s
@@ -114,8 +138,8 @@ impl Broken {
     }
 }
 
-impl Access for Broken {
-    fn apply_access(&self, req: &AccessRequest) -> Result<AccessOutcome, AccessError> {
+impl Broken {
+    fn decide_access(&self, req: &AccessRequest) -> Result<AccessOutcome, AccessError> {
         match (self.defect, req) {
             (Defect::ClaimChecksExpiryLast, AccessRequest::Claim { digest, now_ms, .. })
                 if self.inner.authenticate(digest, *now_ms)?.is_some() =>
@@ -175,6 +199,16 @@ impl Access for Broken {
             });
         }
         out
+    }
+}
+
+impl Access for Broken {
+    fn apply_access(&self, req: &AccessRequest) -> Result<AccessOutcome, AccessError> {
+        let o = self.decide_access(req)?;
+        if let Some(disk) = &self.disk {
+            disk.record(Mutation::Access(req.clone()));
+        }
+        Ok(o)
     }
     fn owner(&self) -> Result<Option<(String, Option<String>)>, AccessError> {
         self.inner.owner()
@@ -317,7 +351,11 @@ impl Access for Broken {
 
 impl Catalogue for Broken {
     fn apply(&self, req: &Request) -> Result<Outcome, CatalogueError> {
-        self.inner.apply(req)
+        let o = self.inner.apply(req)?;
+        if let Some(disk) = &self.disk {
+            disk.record(Mutation::Catalogue(req.clone()));
+        }
+        Ok(o)
     }
     fn get(&self, id: &str) -> Result<Option<Registration>, CatalogueError> {
         self.inner.get(id)
@@ -393,4 +431,34 @@ fn every_broken_access_backend_fails_a_case() {
         );
     }
     verdicts.assert_all_caught(8);
+}
+
+/// The reopen cases `mode` fails.
+fn reopen_failures(mode: Durability) -> Vec<String> {
+    let places = move || {
+        let disk = Disk::new(mode);
+        move || Broken::open(&disk)
+    };
+    custos_conformance::access::access_reopen_cases()
+        .into_iter()
+        .filter(|(_, case)| run_case(|| case(&places)))
+        .map(|(name, _)| name.to_owned())
+        .collect()
+}
+
+#[test]
+fn every_access_plane_that_loses_durability_fails_a_reopen_case() {
+    for mode in [Durability::Honest, Durability::SkipsRecovery] {
+        // The access plane has no open-time recovery to skip.
+        let honest = reopen_failures(mode);
+        assert!(
+            honest.is_empty(),
+            "the durable shell ({mode:?}) fails {honest:?}"
+        );
+    }
+    let mut verdicts = Verdicts::new("access reopen");
+    for mode in [Durability::MemoryOnly, Durability::LosesLastWrite] {
+        verdicts.record(format!("{mode:?}"), reopen_failures(mode));
+    }
+    verdicts.assert_all_caught(2);
 }

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use custos_conformance::control::{control_catalog_cases, control_catalog_reopen_cases};
-use custos_conformance::control_admin::control_admin_cases;
+use custos_conformance::control_admin::{control_admin_cases, control_admin_reopen_cases};
 use custos_core::world::{
     ControlCatalog, FencePurpose, MemoryControlCatalog, Outcome, Request, Signature,
     SignatureRecord, WorldError, WorldInfo, WorldRecord, WorldStatus,
@@ -464,14 +464,48 @@ fn every_broken_control_administration_is_caught() {
 /// replays the disk into a fresh memory catalog, as the mode allows.
 struct Durable {
     inner: MemoryControlCatalog,
-    disk: std::sync::Arc<Disk<Request>>,
+    disk: std::sync::Arc<Disk<Stored>>,
+}
+
+/// An acknowledged write, as the durable wrapper's disk keeps it.
+#[derive(Clone)]
+enum Stored {
+    Request(Request),
+    Destination {
+        expected: Box<Destination>,
+        next: Box<Destination>,
+        /// The staged snapshot and floors, for a staging commit.
+        stage: Option<(ControlSnapshot, Vec<custos_core::migration::WorldFloor>)>,
+        activate: bool,
+    },
+    Departures(Departures, Departures),
 }
 
 impl Durable {
-    fn open(disk: &std::sync::Arc<Disk<Request>>) -> Self {
+    fn open(disk: &std::sync::Arc<Disk<Stored>>) -> Self {
         let inner = MemoryControlCatalog::new();
         for r in disk.replay() {
-            let _ = inner.apply(&r);
+            let _ = match r {
+                Stored::Request(r) => inner.apply(&r).map(drop).map_err(drop),
+                Stored::Destination {
+                    expected,
+                    next,
+                    stage,
+                    activate,
+                } => {
+                    let effect = match (&stage, activate) {
+                        (Some((snapshot, floors)), _) => AdminEffect::Stage { snapshot, floors },
+                        (None, true) => AdminEffect::Activate,
+                        (None, false) => AdminEffect::None,
+                    };
+                    inner
+                        .commit_destination(&expected, &next, effect)
+                        .map_err(drop)
+                }
+                Stored::Departures(expected, next) => {
+                    inner.commit_departures(&expected, &next).map_err(drop)
+                }
+            };
         }
         Durable {
             inner,
@@ -483,7 +517,7 @@ impl Durable {
 impl ControlCatalog for Durable {
     fn apply(&self, req: &Request) -> Result<Outcome, WorldError> {
         let o = self.inner.apply(req)?;
-        self.disk.record(req.clone());
+        self.disk.record(Stored::Request(req.clone()));
         Ok(o)
     }
     fn discover_worlds(&self) -> Result<Vec<WorldRecord>, WorldError> {
@@ -494,6 +528,53 @@ impl ControlCatalog for Durable {
     }
     fn list_signatures(&self) -> Result<Vec<SignatureRecord>, WorldError> {
         self.inner.list_signatures()
+    }
+}
+
+impl ControlAdmin for Durable {
+    fn export_snapshot(&self) -> Result<ControlSnapshot, AdminError> {
+        self.inner.export_snapshot()
+    }
+    fn load_destination(&self) -> Result<Destination, AdminError> {
+        self.inner.load_destination()
+    }
+    fn commit_destination(
+        &self,
+        expected: &Destination,
+        next: &Destination,
+        effect: AdminEffect<'_>,
+    ) -> Result<(), AdminError> {
+        self.inner.commit_destination(expected, next, effect)?;
+        let (stage, activate) = match effect {
+            AdminEffect::Stage { snapshot, floors } => {
+                (Some((snapshot.clone(), floors.to_vec())), false)
+            }
+            AdminEffect::Activate => (None, true),
+            AdminEffect::None => (None, false),
+        };
+        self.disk.record(Stored::Destination {
+            expected: Box::new(expected.clone()),
+            next: Box::new(next.clone()),
+            stage,
+            activate,
+        });
+        Ok(())
+    }
+    fn stored_receipt(&self) -> Result<Option<Vec<u8>>, AdminError> {
+        self.inner.stored_receipt()
+    }
+    fn load_departures(&self) -> Result<Departures, AdminError> {
+        self.inner.load_departures()
+    }
+    fn commit_departures(
+        &self,
+        expected: &Departures,
+        next: &Departures,
+    ) -> Result<(), AdminError> {
+        self.inner.commit_departures(expected, next)?;
+        self.disk
+            .record(Stored::Departures(expected.clone(), next.clone()));
+        Ok(())
     }
 }
 
@@ -519,6 +600,31 @@ fn every_control_catalog_that_loses_durability_fails_a_reopen_case() {
     let mut verdicts = Verdicts::new("control catalog reopen");
     for mode in [Durability::MemoryOnly, Durability::LosesLastWrite] {
         verdicts.record(format!("{mode:?}"), reopen_failures(mode));
+    }
+    verdicts.assert_all_caught(2);
+}
+
+/// The administrative reopen cases `mode` fails.
+fn admin_reopen_failures(mode: Durability) -> Vec<String> {
+    let places = move || {
+        let disk = Disk::new(mode);
+        move || Durable::open(&disk)
+    };
+    failing_cases(&control_admin_reopen_cases(), &places)
+}
+
+#[test]
+fn every_administration_that_loses_durability_fails_a_reopen_case() {
+    for mode in [Durability::Honest, Durability::SkipsRecovery] {
+        let honest = admin_reopen_failures(mode);
+        assert!(
+            honest.is_empty(),
+            "the durable shell ({mode:?}) fails {honest:?}"
+        );
+    }
+    let mut verdicts = Verdicts::new("control admin reopen");
+    for mode in [Durability::MemoryOnly, Durability::LosesLastWrite] {
+        verdicts.record(format!("{mode:?}"), admin_reopen_failures(mode));
     }
     verdicts.assert_all_caught(2);
 }

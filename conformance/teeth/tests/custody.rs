@@ -6,7 +6,7 @@
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)] // test-only mutant backends
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use custos_conformance::custody as suite;
 use custos_core::catalogue::{
@@ -14,7 +14,7 @@ use custos_core::catalogue::{
     Outcome, Page, Recent, Registration, Request, Visibility,
 };
 use custos_core::custody::Custody;
-use custos_teeth::{run_case, Verdicts};
+use custos_teeth::{run_case, Disk, Durability, Verdicts};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Bug {
@@ -76,6 +76,8 @@ struct Shell {
     state: Mutex<CatalogueState>,
     /// Custody rows `delete` left behind (`DeleteLeavesCustodyRow`).
     ghosts: Mutex<BTreeMap<String, Custody>>,
+    /// The disk of the durable shell (the reopen cases' teeth).
+    disk: Option<Arc<Disk<Request>>>,
 }
 
 impl Shell {
@@ -84,7 +86,19 @@ impl Shell {
             bug,
             state: Mutex::new(CatalogueState::default()),
             ghosts: Mutex::new(BTreeMap::new()),
+            disk: None,
         }
+    }
+
+    /// The honest shell over a [`Disk`]: an open replays it, as its mode
+    /// allows.
+    fn open(disk: &Arc<Disk<Request>>) -> Self {
+        let mut shell = Shell::new(Bug::None);
+        for r in disk.replay() {
+            let _ = shell.apply_unrecorded(&r);
+        }
+        shell.disk = Some(Arc::clone(disk));
+        shell
     }
 
     fn read<T>(&self, f: impl FnOnce(&CatalogueState) -> T) -> T {
@@ -198,8 +212,8 @@ impl Shell {
     }
 }
 
-impl Catalogue for Shell {
-    fn apply(&self, req: &Request) -> Result<Outcome, CatalogueError> {
+impl Shell {
+    fn apply_unrecorded(&self, req: &Request) -> Result<Outcome, CatalogueError> {
         let mut g = self.state.lock().unwrap();
         if let Some(out) = self.shortcut(&mut g, req) {
             return out;
@@ -251,6 +265,16 @@ impl Catalogue for Shell {
         }
         *g = d.next;
         Ok(d.outcome)
+    }
+}
+
+impl Catalogue for Shell {
+    fn apply(&self, req: &Request) -> Result<Outcome, CatalogueError> {
+        let o = self.apply_unrecorded(req)?;
+        if let Some(disk) = &self.disk {
+            disk.record(req.clone());
+        }
+        Ok(o)
     }
     fn get(&self, id: &str) -> Result<Option<Registration>, CatalogueError> {
         Ok(self.read(|s| s.get(id)))
@@ -356,4 +380,34 @@ fn every_broken_custody_backend_fails_a_case() {
         verdicts.record(format!("{bug:?}"), failures(bug));
     }
     verdicts.assert_all_caught(8);
+}
+
+/// The reopen cases `mode` fails.
+fn reopen_failures(mode: Durability) -> Vec<String> {
+    let places = move || {
+        let disk = Disk::new(mode);
+        move || Shell::open(&disk)
+    };
+    suite::custody_reopen_cases()
+        .into_iter()
+        .filter(|(_, case)| run_case(|| case(&places)))
+        .map(|(name, _)| name.to_owned())
+        .collect()
+}
+
+#[test]
+fn every_custody_store_that_loses_durability_fails_a_reopen_case() {
+    for mode in [Durability::Honest, Durability::SkipsRecovery] {
+        // Custody has no open-time recovery to skip.
+        let honest = reopen_failures(mode);
+        assert!(
+            honest.is_empty(),
+            "the durable shell ({mode:?}) fails {honest:?}"
+        );
+    }
+    let mut verdicts = Verdicts::new("custody reopen");
+    for mode in [Durability::MemoryOnly, Durability::LosesLastWrite] {
+        verdicts.record(format!("{mode:?}"), reopen_failures(mode));
+    }
+    verdicts.assert_all_caught(2);
 }

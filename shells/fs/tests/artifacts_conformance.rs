@@ -1,5 +1,5 @@
 //! The object-store conformance suite against the filesystem Artifact store
-//! (`custos_fs::artifacts::ArtifactStore` on real files): the same seven
+//! (`custos_fs::artifacts::ArtifactStore` on real files): the same nine
 //! cases the memory store passes, with symbolic links, directories and
 //! foreign bytes planted as real entries beneath the root.
 
@@ -28,6 +28,12 @@ impl ObjectFixture for Files {
     }
     fn root(&self, s: &ArtifactStore<RealFs>) -> NormalizedUri {
         s.root_uri().clone()
+    }
+    fn reopen(&self, s: ArtifactStore<RealFs>) -> ArtifactStore<RealFs> {
+        // The store holds its root's lock until it is dropped.
+        let root = s.root().to_path_buf();
+        drop(s);
+        ArtifactStore::open(RealFs, &root).unwrap()
     }
     fn plant(&self, s: &ArtifactStore<RealFs>, uri: &NormalizedUri, what: Plant) {
         let path = s.path_of(uri).unwrap();

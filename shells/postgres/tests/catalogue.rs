@@ -29,8 +29,8 @@ fn place() -> impl Fn() -> PgCatalogue {
 }
 
 custos_conformance::catalogue_suite!(postgres_catalogue, fresh, reopen: place);
-custos_conformance::custody_suite!(postgres_custody, fresh);
-custos_conformance::access_suite!(postgres_access, fresh);
+custos_conformance::custody_suite!(postgres_custody, fresh, reopen: place);
+custos_conformance::access_suite!(postgres_access, fresh, reopen: place);
 
 fn client(t: &Target) -> Client {
     t.connect().unwrap()

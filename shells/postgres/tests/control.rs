@@ -509,7 +509,7 @@ fn racing_fence_acquires_get_distinct_epochs() {
 
 // ------------------------------------------------------------ administration
 
-custos_conformance::control_admin_suite!(postgres_admin, fresh);
+custos_conformance::control_admin_suite!(postgres_admin, fresh, reopen: place);
 
 /// Stored administration that was tampered with fails closed on every
 /// read and every commit: a reservation that is not canonical or whose

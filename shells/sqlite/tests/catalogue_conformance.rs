@@ -16,8 +16,8 @@ fn place() -> impl Fn() -> SqliteCatalogue {
 }
 
 custos_conformance::catalogue_suite!(sqlite_catalogue, fresh, reopen: place);
-custos_conformance::custody_suite!(sqlite_custody, fresh);
-custos_conformance::access_suite!(sqlite_access, fresh);
+custos_conformance::custody_suite!(sqlite_custody, fresh, reopen: place);
+custos_conformance::access_suite!(sqlite_access, fresh, reopen: place);
 
 #[test]
 fn the_access_table_names_every_case() {

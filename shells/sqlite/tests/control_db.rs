@@ -523,7 +523,7 @@ fn a_malformed_fence_row_fails_the_read() {
     }
 }
 
-custos_conformance::control_admin_suite!(sqlite_admin, fresh);
+custos_conformance::control_admin_suite!(sqlite_admin, fresh, reopen: place);
 
 /// Stored administration that was tampered with fails closed on every
 /// read and every commit: a reservation that is not canonical or whose
