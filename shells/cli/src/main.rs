@@ -1,12 +1,15 @@
 //! `custos` — the command line of the custos toolkit.
 //!
-//! - `custos check [--deep] [--json] [--model NAME]` runs every registered
-//!   model (or one) to its bound, with its mutants, and prints one table;
-//!   exits non-zero if a property fails, a mutant survives or a search was not
-//!   exhaustive.
+//! - `custos check [--deep] [--format text|json|junit] [--model A,B]` runs
+//!   every registered model (or the ones named) to its bound, with its
+//!   mutants, and prints one table, one JSON document or JUnit XML
+//!   ([`junit`]); exits non-zero if a property fails, a mutant survives or a
+//!   search was not exhaustive.
 //! - `custos explore <model> [--port P] [--mutant NAME]` serves stateright's
 //!   Explorer for a model on 127.0.0.1.
 //! - `custos models` lists the registered models and their mutants.
+//! - `custos completions <shell>` prints a completion script (clap_complete)
+//!   and `custos man` the manual page in roff (clap_mangen).
 //! - `custos deployments apply|delete|get|list|resolve|revision …` manages
 //!   a local deployment catalog over a release catalog (feature `fs`).
 //! - `custos releases publish|list|show|verify <root> …` publishes to, lists,
@@ -37,10 +40,11 @@ use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use custos_models::{registry, Bound, ModelReport};
 
 mod exit;
+mod junit;
 mod out;
 use out::Out;
 
@@ -90,12 +94,19 @@ enum Command {
         /// Use the deep bound instead of the CI bound.
         #[arg(long)]
         deep: bool,
-        /// Print the reports as JSON.
-        #[arg(long)]
+        /// How to print the reports: a table (`text`), one JSON document
+        /// (`json`), or JUnit XML for a CI system (`junit`: one test case
+        /// per property and per mutant, the counterexample in a failure's
+        /// text).
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+        /// Print the reports as JSON (the same as `--format json`).
+        #[arg(long, conflicts_with = "format")]
         json: bool,
-        /// Check only this model.
-        #[arg(long)]
-        model: Option<String>,
+        /// Check only these models (comma-separated, or the option given
+        /// more than once); see `custos models`.
+        #[arg(long, value_delimiter = ',')]
+        model: Vec<String>,
         /// Check this mutant of `--model` in place of the real model: the
         /// properties it breaks fail, each printed with its shortest
         /// counterexample (what a failing check looks like).
@@ -129,6 +140,16 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print a shell completion script for `custos` (e.g.
+    /// `custos completions bash > /etc/bash_completion.d/custos`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the `custos(1)` manual page in roff (e.g. `custos man |
+    /// man -l -`).
+    Man,
     /// Read the control catalog of a storage identity (worlds, signatures).
     #[cfg(feature = "sqlite")]
     Catalog {
@@ -186,16 +207,18 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Check {
             deep,
+            format,
             json,
             model,
             mutant,
             threads,
         } => out::run(|out| {
             let only = Only {
-                model: model.as_deref(),
+                models: &model,
                 mutant: mutant.as_deref(),
             };
-            check(out, deep, json, only, threads)
+            let format = if json { Format::Json } else { format };
+            check(out, deep, format, only, threads)
         }),
         Command::Explore {
             model,
@@ -204,6 +227,18 @@ fn main() -> ExitCode {
             deep,
         } => explore(&model, port, mutant.as_deref(), deep),
         Command::Models { json } => out::run(|out| models(out, json)),
+        Command::Completions { shell } => out::run(|out| {
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "custos", &mut script);
+            out.write_all(&script)?;
+            Ok(ExitCode::SUCCESS)
+        }),
+        Command::Man => out::run(|out| {
+            let mut page = Vec::new();
+            clap_mangen::Man::new(Cli::command()).render(&mut page)?;
+            out.write_all(&page)?;
+            Ok(ExitCode::SUCCESS)
+        }),
         #[cfg(feature = "fs")]
         Command::Releases { wait, command } => {
             releases::set_wait(wait);
@@ -221,35 +256,57 @@ fn main() -> ExitCode {
     }
 }
 
+/// How `custos check` prints its reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Format {
+    /// The summary table, then each failure with its counterexample.
+    Text,
+    /// One JSON document: the bound, the verdict and every report.
+    Json,
+    /// JUnit XML, for a CI system's test view.
+    Junit,
+}
+
 /// What `custos check` was asked to check.
 #[derive(Clone, Copy)]
 struct Only<'a> {
-    model: Option<&'a str>,
+    /// The models named (none: every model).
+    models: &'a [String],
     mutant: Option<&'a str>,
 }
 
 fn check(
     out: &mut Out,
     deep: bool,
-    json: bool,
+    format: Format,
     only: Only<'_>,
     threads: usize,
 ) -> std::io::Result<ExitCode> {
     let bound = if deep { Bound::Deep } else { Bound::Ci };
-    let models: Vec<_> = registry()
-        .into_iter()
-        .filter(|m| only.model.is_none_or(|n| n == m.name()))
-        .collect();
-    if models.is_empty() {
+    let registered = registry();
+    if let Some(unknown) = only
+        .models
+        .iter()
+        .find(|n| !registered.iter().any(|m| m.name() == n.as_str()))
+    {
         out::err(format_args!(
-            "custos check: no model named {:?}; try `custos models`",
-            only.model.unwrap_or("")
+            "custos check: no model named {unknown:?}; try `custos models`"
         ));
         return Ok(ExitCode::from(2));
     }
+    if only.mutant.is_some() && only.models.len() != 1 {
+        out::err(format_args!(
+            "custos check: --mutant names a mutant of one model; give exactly one --model"
+        ));
+        return Ok(ExitCode::from(2));
+    }
+    let models: Vec<_> = registered
+        .into_iter()
+        .filter(|m| only.models.is_empty() || only.models.iter().any(|n| n == m.name()))
+        .collect();
     let mut reports = Vec::new();
     for m in &models {
-        if !json {
+        if format == Format::Text {
             out::err(format_args!("checking {} ({:?} bound)…", m.name(), bound));
         }
         match only.mutant {
@@ -267,7 +324,15 @@ fn check(
         }
     }
     let passed = reports.iter().all(ModelReport::passed);
-    if json {
+    if format == Format::Junit {
+        match junit::render(&reports) {
+            Ok(xml) => out.text(xml)?,
+            Err(e) => {
+                out::err(format_args!("custos check: cannot encode the report: {e}"));
+                return Ok(ExitCode::from(2));
+            }
+        }
+    } else if format == Format::Json {
         let doc = serde_json::json!({ "bound": bound, "passed": passed, "models": reports });
         match serde_json::to_string_pretty(&doc) {
             Ok(s) => out.line(s)?,

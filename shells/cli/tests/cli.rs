@@ -157,6 +157,96 @@ fn a_mutant_s_killing_trace_is_in_the_json_and_the_mutant_name_is_checked() {
 }
 
 #[test]
+fn check_speaks_junit_one_case_per_property_and_mutant() {
+    let out = custos(&["check", "--model", "fence", "--format", "junit"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let xml = String::from_utf8(out.stdout).unwrap();
+    assert!(xml.starts_with("<?xml"), "{xml}");
+    assert!(
+        xml.contains(r#"<testsuite name="custos check fence" tests="12""#),
+        "{xml}"
+    );
+    assert!(
+        xml.contains(r#"<testcase name="mutant floor-import-lowers-epoch" classname="fence""#),
+        "{xml}"
+    );
+    assert!(
+        xml.contains(r#"<testcase name="exhaustive" classname="fence""#),
+        "{xml}"
+    );
+    assert!(!xml.contains("<failure"), "{xml}");
+    assert!(
+        xml.contains("killed by `"),
+        "a mutant's killing trace is in its output: {xml}"
+    );
+
+    // A failing check: the broken property is a failure whose text is the
+    // counterexample, and the exit code says so.
+    let out = custos(&[
+        "check",
+        "--model",
+        "fence",
+        "--mutant",
+        "acquire-ignores-floor",
+        "--format",
+        "junit",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let xml = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        xml.contains(r#"<failure message="`epochs strictly increase per world, above every imported floor` has a counterexample of 2 steps""#),
+        "{xml}"
+    );
+    assert!(xml.contains("   2. Acquire { w: 0, h: 2 }"), "{xml}");
+    assert_eq!(out.stderr, b"", "junit on stdout, nothing else");
+}
+
+#[test]
+fn check_takes_a_list_of_models() {
+    let out = custos(&["check", "--model", "fence,fence", "--json"]);
+    assert!(out.status.success());
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        doc["models"].as_array().unwrap().len(),
+        1,
+        "a model is checked once"
+    );
+    let out = custos(&["check", "--model", "fence,no-such-model"]);
+    assert_eq!(out.status.code(), Some(2), "every name is checked");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("no model named \"no-such-model\""), "{err}");
+    let out = custos(&["check", "--model", "fence", "--format", "json", "--json"]);
+    assert_eq!(out.status.code(), Some(2), "--json and --format conflict");
+}
+
+#[test]
+fn completions_and_the_manual_page_name_every_command() {
+    let out = custos(&["completions", "bash"]);
+    assert!(out.status.success());
+    let script = String::from_utf8(out.stdout).unwrap();
+    for word in ["check", "models", "completions", "--format", "junit"] {
+        assert!(script.contains(word), "bash completion lacks {word}");
+    }
+    let out = custos(&["completions", "zsh"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8(out.stdout)
+        .unwrap()
+        .contains("#compdef custos"));
+    let out = custos(&["man"]);
+    assert!(out.status.success());
+    let page = String::from_utf8(out.stdout).unwrap();
+    assert!(page.starts_with(".ie \\n(.g .ds Aq"), "{page}");
+    assert!(page.contains(".TH custos 1"), "{page}");
+    assert!(page.contains("check"), "{page}");
+    let out = custos(&["completions", "no-such-shell"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
 fn unknown_model_is_refused() {
     let out = custos(&["check", "--model", "no-such-model"]);
     assert_eq!(out.status.code(), Some(2));
@@ -256,12 +346,15 @@ fn assert_output_failures_are_clean(args: &[&str]) {
 fn models_survives_a_closed_pipe_and_a_full_device() {
     assert_output_failures_are_clean(&["models"]);
     assert_output_failures_are_clean(&["models", "--json"]);
+    assert_output_failures_are_clean(&["completions", "bash"]);
+    assert_output_failures_are_clean(&["man"]);
 }
 
 #[test]
 fn check_survives_a_closed_pipe_and_a_full_device() {
     assert_output_failures_are_clean(&["check", "--model", "fence", "--json"]);
     assert_output_failures_are_clean(&["check", "--model", "fence"]);
+    assert_output_failures_are_clean(&["check", "--model", "world", "--format", "junit"]);
 }
 
 #[test]
