@@ -75,29 +75,43 @@ struct Entry {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PageIndex {
     generation: u64,
+    /// A tag of the catalog's content at this generation (every record's
+    /// canonical bytes and object generation, in id order): what a
+    /// [`Cursor`] names so that it continues only the catalog that issued
+    /// it.
+    content: [u8; 8],
     by_tenant: Vec<Entry>,
     by_service: Vec<Entry>,
 }
 
 /// The encoded size of `{"manifest":<canonical>,"generation":<g>}`.
 pub fn record_size(d: &VersionedDeployment) -> u64 {
-    let digits = d.generation.to_string().len();
-    (d.manifest.canonical().len() + digits + r#"{"manifest":,"generation":}"#.len()) as u64
+    sized(d.manifest.canonical().len(), d.generation)
+}
+
+fn sized(canonical_len: usize, generation: u64) -> u64 {
+    let digits = generation.to_string().len();
+    (canonical_len + digits + r#"{"manifest":,"generation":}"#.len()) as u64
 }
 
 impl PageIndex {
     /// Builds the indexes of `catalog` (sizes computed here, once).
     pub fn build(catalog: &Catalog) -> Self {
-        let mut by_tenant: Vec<Entry> = catalog
-            .objects
-            .values()
-            .map(|d| Entry {
+        let mut content = Vec::new();
+        content.extend_from_slice(&catalog.generation.to_be_bytes());
+        let mut by_tenant: Vec<Entry> = Vec::with_capacity(catalog.objects.len());
+        for d in catalog.objects.values() {
+            let canonical = d.manifest.canonical();
+            content.extend_from_slice(&(canonical.len() as u64).to_be_bytes());
+            content.extend_from_slice(&canonical);
+            content.extend_from_slice(&d.generation.to_be_bytes());
+            by_tenant.push(Entry {
                 tenant: d.manifest.tenant.clone(),
                 service: Some(d.manifest.service.clone()),
                 id: d.manifest.id.clone(),
-                size: record_size(d),
-            })
-            .collect();
+                size: sized(canonical.len(), d.generation),
+            });
+        }
         let mut by_service = by_tenant.clone();
         by_service
             .sort_by(|a, b| (&a.tenant, &a.service, &a.id).cmp(&(&b.tenant, &b.service, &b.id)));
@@ -107,6 +121,7 @@ impl PageIndex {
         by_tenant.sort_by(|a, b| (&a.tenant, &a.id).cmp(&(&b.tenant, &b.id)));
         PageIndex {
             generation: catalog.generation,
+            content: tag(&[&content]),
             by_tenant,
             by_service,
         }
@@ -230,38 +245,21 @@ fn resume(
     Ok(pos)
 }
 
-/// One page of `catalog` (whose indexes are `index`) for `req`, under the
-/// open instance's fingerprint `instance` and the record-byte budget
-/// `max_bytes`. Refusals come before any record is selected or cloned.
-pub fn page(
+/// The records of `scope` from position `start`: at most `page_size`,
+/// within `max_bytes` (charged on the cached sizes before cloning), and
+/// the position after the last one.
+fn select(
     catalog: &Catalog,
-    index: &PageIndex,
-    req: &PageRequest,
-    instance: u64,
+    scope: &[Entry],
+    start: usize,
+    page_size: u32,
     max_bytes: u64,
-) -> Result<Page, DeploymentError> {
-    if req.page_size == 0 || req.page_size > MAX_PAGE_SIZE {
-        return Err(DeploymentError::PageSize(req.page_size));
-    }
-    check_identifier("tenant", &req.tenant).map_err(|_| DeploymentError::PageScope)?;
-    if let Some(s) = &req.service {
-        check_identifier("service", s).map_err(|_| DeploymentError::PageScope)?;
-    }
-    if index.generation != catalog.generation {
-        return Err(DeploymentError::StaleSnapshot);
-    }
-    let service = req.service.as_deref();
-    let (scope, _) = index.scope(&req.tenant, service);
-    let scope_key = scope_tag(&req.tenant, service);
-    let start = match &req.page_token {
-        Some(t) => resume(t, scope, scope_key, instance, catalog.generation)?,
-        None => 0,
-    };
+) -> Result<(Vec<VersionedDeployment>, usize), DeploymentError> {
     let mut out = Vec::new();
     let mut used: u64 = 0;
     let mut pos = start;
     while let Some(e) = scope.get(pos) {
-        if out.len() == usize::try_from(req.page_size).unwrap_or(usize::MAX) {
+        if out.len() == usize::try_from(page_size).unwrap_or(usize::MAX) {
             break;
         }
         if used.saturating_add(e.size) > max_bytes {
@@ -281,6 +279,44 @@ pub fn page(
         out.push(d.clone());
         pos += 1;
     }
+    Ok((out, pos))
+}
+
+/// The checks every page request passes first: the page size, the scope's
+/// grammar, and an index of the catalog's own generation.
+fn admit(catalog: &Catalog, index: &PageIndex, req: &PageRequest) -> Result<(), DeploymentError> {
+    if req.page_size == 0 || req.page_size > MAX_PAGE_SIZE {
+        return Err(DeploymentError::PageSize(req.page_size));
+    }
+    check_identifier("tenant", &req.tenant).map_err(|_| DeploymentError::PageScope)?;
+    if let Some(s) = &req.service {
+        check_identifier("service", s).map_err(|_| DeploymentError::PageScope)?;
+    }
+    if index.generation != catalog.generation {
+        return Err(DeploymentError::StaleSnapshot);
+    }
+    Ok(())
+}
+
+/// One page of `catalog` (whose indexes are `index`) for `req`, under the
+/// open instance's fingerprint `instance` and the record-byte budget
+/// `max_bytes`. Refusals come before any record is selected or cloned.
+pub fn page(
+    catalog: &Catalog,
+    index: &PageIndex,
+    req: &PageRequest,
+    instance: u64,
+    max_bytes: u64,
+) -> Result<Page, DeploymentError> {
+    admit(catalog, index, req)?;
+    let service = req.service.as_deref();
+    let (scope, _) = index.scope(&req.tenant, service);
+    let scope_key = scope_tag(&req.tenant, service);
+    let start = match &req.page_token {
+        Some(t) => resume(t, scope, scope_key, instance, catalog.generation)?,
+        None => 0,
+    };
+    let (out, pos) = select(catalog, scope, start, req.page_size, max_bytes)?;
     let next_page_token = match (scope.get(pos), out.last()) {
         (Some(_), Some(last)) => Some(
             PageToken {
@@ -289,6 +325,158 @@ pub fn page(
                 scope: scope_key,
                 position: pos as u64,
                 last: tag(&[last.manifest.id.as_bytes()]),
+            }
+            .encode(),
+        ),
+        _ => None,
+    };
+    Ok(Page {
+        deployments: out,
+        next_page_token,
+        catalog_generation: catalog.generation,
+    })
+}
+
+// ------------------------------------------------------ durable cursors
+
+/// The prefix of a cursor's text (a token never starts with it: a token
+/// is hex).
+pub const CURSOR_PREFIX: &str = "c1-";
+const CURSOR_HEAD: usize = 8 + 8 + 8;
+
+/// A continuation that survives a reopen of the catalog, for callers that
+/// open the catalog anew on every page (a command line): the catalog
+/// generation it was issued at, a tag of the catalog's whole content at
+/// that generation, the scope, and the last id returned, in full.
+///
+/// A page token ([`PageToken`]) is bound to one open instance, so a
+/// process that reopens can never continue with it. A cursor names where
+/// to continue instead of a position: the first id after `last` in the
+/// scope. It continues only the catalog content that issued it, so no row
+/// is skipped or repeated: any publication since (a later generation) is
+/// [`DeploymentError::PageTokenExpired`]; another catalog, another scope,
+/// a damaged cursor, a future generation or a `last` id the scope does not
+/// hold at that generation is [`DeploymentError::PageToken`]. Its text is
+/// `c1-` then 48 hex digits (generation, content tag, scope tag) then `-`
+/// and the last id in hex; its length is checked against
+/// [`MAX_TOKEN_BYTES`] before any parsing.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Cursor {
+    /// The catalog generation of the page that issued it.
+    pub generation: u64,
+    /// The tag of the catalog's content at that generation.
+    pub content: [u8; 8],
+    /// The scope tag.
+    pub scope: [u8; 8],
+    /// The last id returned.
+    pub last: String,
+}
+
+impl Cursor {
+    /// The cursor's text.
+    pub fn encode(&self) -> String {
+        let mut head = Vec::with_capacity(CURSOR_HEAD);
+        head.extend_from_slice(&self.generation.to_be_bytes());
+        head.extend_from_slice(&self.content);
+        head.extend_from_slice(&self.scope);
+        format!(
+            "{CURSOR_PREFIX}{}-{}",
+            crate::hex::encode(head),
+            crate::hex::encode(self.last.as_bytes())
+        )
+    }
+
+    /// Decodes a cursor's text. Total; the raw bound is checked first.
+    pub fn decode(text: &str) -> Result<Self, DeploymentError> {
+        if text.len() > MAX_TOKEN_BYTES {
+            return Err(DeploymentError::PageToken);
+        }
+        let rest = text
+            .strip_prefix(CURSOR_PREFIX)
+            .ok_or(DeploymentError::PageToken)?;
+        let (head, last) = rest.split_once('-').ok_or(DeploymentError::PageToken)?;
+        let head = crate::hex::decode::<CURSOR_HEAD>(head).ok_or(DeploymentError::PageToken)?;
+        let eight = |i: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(head.get(i..i + 8).unwrap_or(&[0; 8]));
+            b
+        };
+        let last = hex_text(last).ok_or(DeploymentError::PageToken)?;
+        check_identifier("deployment id", &last).map_err(|_| DeploymentError::PageToken)?;
+        Ok(Cursor {
+            generation: u64::from_be_bytes(eight(0)),
+            content: eight(8),
+            scope: eight(16),
+            last,
+        })
+    }
+}
+
+/// Lowercase hex of UTF-8 text, decoded (`None` for anything else).
+fn hex_text(hex: &str) -> Option<String> {
+    if hex.len() % 2 != 0 || hex.len() > 2 * MAX_IDENTIFIER_BYTES {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(hex.len() / 2);
+    for pair in hex.as_bytes().chunks(2) {
+        let digit = |b: u8| match b {
+            b'0'..=b'9' => Some(b - b'0'),
+            b'a'..=b'f' => Some(b - b'a' + 10),
+            _ => None,
+        };
+        let (hi, lo) = (digit(*pair.first()?)?, digit(*pair.get(1)?)?);
+        bytes.push(hi << 4 | lo);
+    }
+    String::from_utf8(bytes).ok()
+}
+
+/// One page of `catalog` for `req`, continued by a [`Cursor`] instead of
+/// an instance-bound token: `req.page_token` is a cursor's text (or `None`
+/// for the first page) and the page's `next_page_token` is the next
+/// cursor's. The same records as [`page`] in the same order; refusals come
+/// before any record is selected.
+pub fn page_by_cursor(
+    catalog: &Catalog,
+    index: &PageIndex,
+    req: &PageRequest,
+    max_bytes: u64,
+) -> Result<Page, DeploymentError> {
+    admit(catalog, index, req)?;
+    let service = req.service.as_deref();
+    let (scope, _) = index.scope(&req.tenant, service);
+    let scope_key = scope_tag(&req.tenant, service);
+    let start = match &req.page_token {
+        None => 0,
+        Some(text) => {
+            let c = Cursor::decode(text)?;
+            if c.scope != scope_key || c.generation > catalog.generation {
+                return Err(DeploymentError::PageToken);
+            }
+            if c.generation < catalog.generation {
+                return Err(DeploymentError::PageTokenExpired);
+            }
+            if c.content != index.content {
+                return Err(DeploymentError::PageToken);
+            }
+            let pos = scope.partition_point(|e| e.id.as_str() <= c.last.as_str());
+            let held = pos
+                .checked_sub(1)
+                .and_then(|i| scope.get(i))
+                .is_some_and(|e| e.id == c.last);
+            if !held {
+                return Err(DeploymentError::PageToken);
+            }
+            pos
+        }
+    };
+    let (out, pos) = select(catalog, scope, start, req.page_size, max_bytes)?;
+    let next_page_token = match (scope.get(pos), out.last()) {
+        (Some(_), Some(last)) => Some(
+            Cursor {
+                generation: catalog.generation,
+                content: index.content,
+                scope: scope_key,
+                last: last.manifest.id.clone(),
             }
             .encode(),
         ),

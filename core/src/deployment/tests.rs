@@ -1680,3 +1680,130 @@ fn only_an_apply_may_initialize_a_root() {
     assert_eq!(delete.access(), Access::Modify);
     assert_eq!(Mutation::PublishSnapshot.access(), Access::Modify);
 }
+
+// ------------------------------------------------------ durable cursors
+
+/// Every page by cursor, each read through a freshly built index (as a
+/// process that reopens the catalog for every page would).
+fn list_by_cursor(c: &Catalog, tenant: &str, service: Option<&str>, size: u32) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cursor = None;
+    loop {
+        let idx = PageIndex::build(c);
+        let p = page::page_by_cursor(
+            c,
+            &idx,
+            &preq(tenant, service, size, cursor),
+            MAX_PAGE_BYTES,
+        )
+        .unwrap();
+        out.extend(ids(&p).into_iter().map(str::to_owned));
+        match p.next_page_token {
+            Some(t) => {
+                assert!(t.starts_with(page::CURSOR_PREFIX), "{t}");
+                cursor = Some(t);
+            }
+            None => return out,
+        }
+    }
+}
+
+#[test]
+fn cursors_continue_across_reopens_with_every_id_once() {
+    let c = paged();
+    for size in [1, 2, 3, 5, 1000] {
+        assert_eq!(
+            list_by_cursor(&c, "acme", None, size),
+            ["a", "b", "c", "d", "e"]
+        );
+        assert_eq!(
+            list_by_cursor(&c, "acme", Some("api"), size),
+            ["a", "c", "e"]
+        );
+        assert_eq!(list_by_cursor(&c, "acme", Some("web"), size), ["b", "d"]);
+        assert!(list_by_cursor(&c, "gamma", None, size).is_empty());
+    }
+    let many: Vec<DeploymentManifest> = (0..2_500).map(|i| m(&format!("d{i}"))).collect();
+    let big = next(batch(&Catalog::default(), None, many));
+    let listed = list_by_cursor(&big, "acme", None, 97);
+    let mut want: Vec<String> = (0..2_500).map(|i| format!("d{i}")).collect();
+    want.sort();
+    assert_eq!(listed, want, "every id exactly once, in id order");
+}
+
+#[test]
+fn a_cursor_expires_with_any_publication_and_names_only_its_catalog() {
+    let c = paged();
+    let idx = PageIndex::build(&c);
+    let first =
+        page::page_by_cursor(&c, &idx, &preq("acme", None, 2, None), MAX_PAGE_BYTES).unwrap();
+    let cursor = first.next_page_token.unwrap();
+    let again = |c: &Catalog, req: PageRequest| {
+        page::page_by_cursor(c, &PageIndex::build(c), &req, MAX_PAGE_BYTES)
+    };
+    // A publication since: expired, never a page of the new catalog.
+    let later = publish(&c);
+    assert_eq!(
+        again(&later, preq("acme", None, 2, Some(cursor.clone()))),
+        Err(DeploymentError::PageTokenExpired)
+    );
+    // Another catalog at the same generation, with other content.
+    let mut other_list: Vec<DeploymentManifest> =
+        ["a", "b", "c", "d", "e"].iter().map(|id| m(id)).collect();
+    other_list[4].route_weight = 9;
+    other_list.push(manifest("x", "beta", "api"));
+    let other = next(batch(&Catalog::default(), None, other_list));
+    assert_eq!(other.generation, c.generation);
+    assert_eq!(
+        again(&other, preq("acme", None, 2, Some(cursor.clone()))),
+        Err(DeploymentError::PageToken)
+    );
+    // Another scope, a damaged text, a future generation, an id the
+    // scope does not hold: invalid, before any record is selected.
+    assert_eq!(
+        again(&c, preq("acme", Some("api"), 2, Some(cursor.clone()))),
+        Err(DeploymentError::PageToken)
+    );
+    let parsed = page::Cursor::decode(&cursor).unwrap();
+    assert_eq!(parsed.last, "b");
+    for bad in [
+        String::new(),
+        "c1-".into(),
+        cursor.replace("c1-", "c2-"),
+        format!("{cursor}0"),
+        cursor.to_uppercase(),
+        page::Cursor {
+            generation: c.generation + 1,
+            ..parsed.clone()
+        }
+        .encode(),
+        page::Cursor {
+            last: "bb".into(),
+            ..parsed.clone()
+        }
+        .encode(),
+        page::Cursor {
+            last: "x".into(),
+            ..parsed.clone()
+        }
+        .encode(),
+        "c1-".to_owned() + &"0".repeat(page::MAX_TOKEN_BYTES),
+    ] {
+        assert_eq!(
+            again(&c, preq("acme", None, 2, Some(bad.clone()))),
+            Err(DeploymentError::PageToken),
+            "{bad:?}"
+        );
+    }
+    // The cursor itself still continues its own catalog.
+    let rest = again(&c, preq("acme", None, 2, Some(cursor))).unwrap();
+    assert_eq!(ids(&rest), ["c", "d"]);
+}
+
+proptest::proptest! {
+    /// The cursor decoder is total: any text is a cursor or a refusal.
+    #[test]
+    fn the_cursor_decoder_is_total(text in "(c1-)?[0-9a-f-]{0,80}") {
+        let _ = page::Cursor::decode(&text);
+    }
+}

@@ -9,7 +9,11 @@
 //! - `delete <root> --releases R --tenant T <id> [--expected-generation G]`.
 //! - `get <root> --releases R --tenant T <id>` and `list <root> --releases
 //!   R --tenant T [--service S] [--page-size N] [--page-token TOKEN]` read
-//!   only (shared locks; nothing is created or synced).
+//!   only (shared locks; nothing is created or synced). A list's
+//!   continuation is a durable cursor: it names the last id returned and
+//!   the catalog's content at its generation, so the next invocation
+//!   continues exactly after it, and any publication in between expires it
+//!   (exit 4) rather than skip or repeat a row.
 //! - `resolve <root> --releases R --tenant T --service S [--route NAME]
 //!   --contract C --function F [--routing-key K]` prints the selected
 //!   revision and release.
@@ -121,7 +125,10 @@ pub enum DeploymentsCommand {
         /// Records per page, 1..=1000.
         #[arg(long, default_value_t = 100)]
         page_size: u32,
-        /// The previous page's continuation token.
+        /// The previous page's continuation (printed as `next page:
+        /// --page-token …`). It survives between invocations and expires
+        /// with any change to the catalog (exit 4): list again from the
+        /// first page.
         #[arg(long)]
         page_token: Option<String>,
         /// Print as JSON.
@@ -319,7 +326,10 @@ fn list(
     req: &PageRequest,
     json: bool,
 ) -> Result<(), Failure> {
-    let page = repo.page(req).map_err(|e| failed("list", &e))?;
+    // Every invocation opens the catalog anew, so the continuation is a
+    // durable cursor (it names the last id and the catalog's content at
+    // its generation), not a token bound to one open.
+    let page = repo.page_by_cursor(req).map_err(|e| failed("list", &e))?;
     if json {
         return print_json(out, &json!(page));
     }

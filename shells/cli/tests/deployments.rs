@@ -391,3 +391,112 @@ fn every_deployments_command_survives_a_closed_pipe_and_a_full_disk() {
         assert_eq!(stderr(&out).lines().count(), 1, "{line}: {}", stderr(&out));
     }
 }
+
+/// 2,500 deployments, applied through the library in batches, then listed
+/// page by page through the binary — a new process, so a new open of the
+/// catalog, for every page: every id exactly once, in id order. A write
+/// between two pages expires the continuation (exit 4, "list again"),
+/// never a wrong page.
+#[test]
+fn a_listing_continues_across_invocations_and_expires_on_a_write() {
+    use std::sync::Arc;
+
+    use custos_core::deployment::manifest::DeploymentManifest;
+    use custos_core::deployment::state::{Mutation, Request};
+    use custos_core::release::bounds::Bounds;
+    use custos_core::release::contract::MagicOnly;
+    use custos_fs::deployment::{DeploymentRepository, ReleaseCatalog};
+    use custos_fs::release::ReleaseRepository;
+    use custos_fs::{Access, RealFs};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let digest = release(tmp.path());
+    let root = tmp.path().join("deployments");
+    let ids: Vec<String> = (0..2_500).map(|i| format!("d{i}")).collect();
+    {
+        let releases = ReleaseRepository::open_as(
+            Access::Read,
+            RealFs,
+            &tmp.path().join("releases"),
+            Bounds::default(),
+            Arc::new(MagicOnly),
+        )
+        .unwrap();
+        let repo = DeploymentRepository::open(
+            RealFs,
+            &root,
+            Arc::new(ReleaseCatalog(Arc::new(releases))),
+            Access::Write,
+        )
+        .unwrap();
+        for chunk in ids.chunks(500) {
+            let manifests: Vec<DeploymentManifest> = chunk
+                .iter()
+                .map(|id| {
+                    serde_json::from_str(&format!(
+                        r#"{{"id":"{id}","tenant":"acme","service":"calc","release":"{digest}","route_weight":1}}"#
+                    ))
+                    .unwrap()
+                })
+                .collect();
+            repo.mutate(Request {
+                tenant: Some("acme".into()),
+                mutation: Mutation::ApplyMany { manifests },
+                compiled_at: 0,
+                operation: None,
+            })
+            .unwrap();
+        }
+    }
+    let at = format!(
+        "{} --releases {} --tenant acme --page-size 173",
+        root.display(),
+        tmp.path().join("releases").display()
+    );
+    let mut listed: Vec<String> = Vec::new();
+    let mut token: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let line = match &token {
+            Some(t) => format!("list {at} --json --page-token {t}"),
+            None => format!("list {at} --json"),
+        };
+        let page = json_of(&dep(&line));
+        pages += 1;
+        for d in page["deployments"].as_array().unwrap() {
+            listed.push(d["manifest"]["id"].as_str().unwrap().to_owned());
+        }
+        match page["next_page_token"].as_str() {
+            Some(t) => token = Some(t.to_owned()),
+            None => break,
+        }
+    }
+    let mut want = ids.clone();
+    want.sort();
+    assert_eq!(pages, 15);
+    assert_eq!(listed, want, "every id exactly once, in id order");
+
+    // A write between two pages: the continuation expires.
+    let first = json_of(&dep(&format!("list {at} --json")));
+    let next = first["next_page_token"].as_str().unwrap().to_owned();
+    let late = deployment(tmp.path(), "late.json", "a-late", &digest.to_string(), 1);
+    let out = dep(&format!(
+        "apply {} --releases {} --tenant acme --manifest {late}",
+        root.display(),
+        tmp.path().join("releases").display()
+    ));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = dep(&format!("list {at} --page-token {next}"));
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("expired-deployment-page-token"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("list again from the first page"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(stdout(&out), "", "no rows of a page that cannot be right");
+}

@@ -453,6 +453,21 @@ impl<F: Fs> DeploymentRepository<F> {
         )?)
     }
 
+    /// One page of `req.tenant`'s deployments continued by a durable
+    /// cursor ([`page::page_by_cursor`]) instead of a token bound to this
+    /// open: for a caller that reopens the catalog for every page (the
+    /// command line). The cursor expires with any publication, as a token
+    /// does.
+    pub fn page_by_cursor(&self, req: &PageRequest) -> Result<Page, DeploymentRepoError> {
+        let live = self.live()?;
+        Ok(page::page_by_cursor(
+            &live.catalog,
+            &live.index,
+            req,
+            MAX_PAGE_BYTES,
+        )?)
+    }
+
     /// The installed catalog generation.
     pub fn generation(&self) -> Result<u64, DeploymentRepoError> {
         Ok(self.live()?.catalog.generation)
