@@ -84,23 +84,50 @@ pub fn fresh_ledger_is_empty<L: Ledger>(f: impl Fn() -> L) {
 /// terminal outcome, a closed scope and its release all leave rows that
 /// count, and nothing ever makes the count fall back to zero.
 pub fn every_row_is_an_activity_record<L: Ledger>(f: impl Fn() -> L) {
+    // The count is exact: after every step it equals the reference
+    // ledger's (core's memory backend) over the same requests — scopes,
+    // call rows, tombstones and release rows alike.
     let l = f();
+    let reference = custos_core::ledger::MemoryLedger::new();
     assert_eq!(l.records(), Ok(0));
-    attach(&l, "s", 1, "a").unwrap();
-    assert_eq!(l.records(), Ok(1), "a scope is a record");
     let k = key("s", "o", 1);
-    admit(&l, &k, "a").unwrap();
-    assert_eq!(l.records(), Ok(2), "an admitted call is a record");
-    l.finish(&LIMITS, &k, b"ok").unwrap();
-    assert_eq!(l.records(), Ok(2), "a settled call is still a record");
-    close(&l, "s", 1).unwrap();
-    let after_close = l.records().unwrap();
-    assert!(
-        after_close >= 2,
-        "closing a scope erased history: {after_close}"
-    );
+    let steps: [(&str, &dyn Fn(&dyn Ledger)); 7] = [
+        ("a scope", &|x| attach_dyn(x, "s", 1, "a")),
+        ("an admitted call", &|x| {
+            x.admit(&LIMITS, &k, &tool("program"), &tok("a")).unwrap();
+        }),
+        ("a terminal call", &|x| {
+            x.finish(&LIMITS, &k, b"ok").unwrap()
+        }),
+        ("a tombstone", &|x| {
+            x.ack(&LIMITS, &k).unwrap();
+        }),
+        ("a second call left terminal", &|x| {
+            let k2 = key("s", "p", 1);
+            x.admit(&LIMITS, &k2, &tool("program"), &tok("a")).unwrap();
+            x.finish(&LIMITS, &k2, b"ok").unwrap();
+        }),
+        ("a closed scope", &|x| {
+            x.begin_close(&LIMITS, &sid("s"), 1).unwrap();
+            x.finish_close(&LIMITS, &sid("s"), 1).unwrap();
+        }),
+        ("a release row", &|x| {
+            x.release(&LIMITS, &sid("s"), 50).unwrap();
+        }),
+    ];
+    for (what, step) in steps {
+        step(&l);
+        step(&reference);
+        let want = reference.records().unwrap();
+        assert_eq!(l.records(), Ok(want), "after {what}");
+        assert!(want > 0, "nothing makes the count fall back to zero");
+    }
     l.close().unwrap();
     assert_eq!(l.records(), Err(LedgerError::HandleClosed));
+}
+
+fn attach_dyn(l: &dyn Ledger, s: &str, inc: Incarnation, t: &str) {
+    l.attach(&LIMITS, &sid(s), &ws("w"), inc, &tok(t)).unwrap();
 }
 
 /// The first attach creates an open scope with the caller's token.
@@ -414,14 +441,29 @@ pub fn release_refuses_open_and_clean_scopes<L: Ledger>(f: impl Fn() -> L) {
 /// slot at once.
 pub fn unclean_scopes_are_bounded<L: Ledger>(f: impl Fn() -> L) {
     let l = f();
+    let full = Err(LedgerError::CapacityExhausted { max: 2 });
     attach(&l, "a", 1, "t").unwrap();
+    // A call left terminal and unacknowledged: closing `a` ends in
+    // unknown cleanup.
+    let k = key("a", "o", 1);
+    admit(&l, &k, "t").unwrap();
+    l.finish(&LIMITS, &k, b"r").unwrap();
     attach(&l, "b", 1, "t").unwrap();
+    assert_eq!(attach(&l, "c", 1, "t"), full);
+    // Every state but `Closed(AllRetired)` holds its slot: closing ...
+    l.begin_close(&LIMITS, &sid("a"), 1).unwrap();
+    assert_eq!(attach(&l, "c", 1, "t"), full, "a closing scope is unclean");
+    // ... and closed with unknown cleanup.
     assert_eq!(
-        attach(&l, "c", 1, "t"),
-        Err(LedgerError::CapacityExhausted { max: 2 })
+        l.finish_close(&LIMITS, &sid("a"), 1),
+        Ok(CloseOutcome::UnknownCleanup(1))
     );
-    close(&l, "a", 1).unwrap();
+    assert_eq!(attach(&l, "c", 1, "t"), full, "unknown cleanup is unclean");
+    // A release retires it: the slot is free.
+    l.release(&LIMITS, &sid("a"), 50).unwrap();
     attach(&l, "c", 1, "t").unwrap();
+    close(&l, "b", 1).unwrap();
+    attach(&l, "d", 1, "t").unwrap();
 }
 
 /// Attach lists the unacknowledged keys; `unacked` lists them without

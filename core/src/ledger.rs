@@ -676,20 +676,24 @@ pub struct View {
     pub releases: Vec<Release>,
 }
 
-/// One row write of a decision, applied in order.
+/// One row write of a decision, applied in order. Each is idempotent on
+/// the row it names ([`LedgerState::apply`] is the reference).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Effect {
-    /// Insert or replace a scope row.
+    /// Insert or replace the session's scope row.
     PutScope(Scope),
     /// Insert or replace a call row.
     PutCall(Key, CallRow),
-    /// Delete a call row.
+    /// Delete a call row; nothing when it is absent.
     DeleteCall(Key),
-    /// Write a tombstone.
+    /// Write the key's tombstone: at most one per key (writing it again
+    /// leaves one).
     PutAck(Key),
-    /// Drop every tombstone of the session (`forget_acks`).
+    /// Drop every tombstone of the session (`forget_acks`), of every
+    /// incarnation; nothing when it has none.
     ForgetAcks(SessionId),
-    /// Append a release record.
+    /// Append a release record after the existing ones (the log keeps
+    /// insertion order).
     PutRelease(Release),
 }
 

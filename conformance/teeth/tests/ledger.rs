@@ -27,6 +27,12 @@ enum Bug {
     MarkUnknownKeepsReservation,
     /// The unclean-scope count forgets its state filter: clean scopes count.
     UncleanCountsEveryScope,
+    /// The unclean-scope count counts only `Open` scopes (`WHERE state =
+    /// 'open'`): closing scopes and unknown cleanups take no slot.
+    UncleanCountsOnlyOpen,
+    /// `records` counts scopes and call rows only: tombstones and release
+    /// rows are not Activity to it.
+    RecordsSkipTombstonesAndReleases,
     /// A takeover attach upserts the scope but keeps the stale token column.
     TakeoverKeepsOldToken,
     /// `admit` answers an existing key before checking the attach token.
@@ -69,6 +75,8 @@ const BUGS: &[Bug] = &[
     Bug::BytesCountOnlyReservations,
     Bug::MarkUnknownKeepsReservation,
     Bug::UncleanCountsEveryScope,
+    Bug::UncleanCountsOnlyOpen,
+    Bug::RecordsSkipTombstonesAndReleases,
     Bug::TakeoverKeepsOldToken,
     Bug::ExistingKeySkipsToken,
     Bug::AckWritesNoTombstone,
@@ -132,6 +140,14 @@ fn load(bug: Bug, g: &Inner, limits: &Limits, req: &Request) -> View {
             view.ledger_bytes += leaked * limits.reservation_bytes;
         }
         Bug::UncleanCountsEveryScope => view.unclean_scopes = g.state.scopes.len() as u64,
+        Bug::UncleanCountsOnlyOpen => {
+            view.unclean_scopes = g
+                .state
+                .scopes
+                .values()
+                .filter(|s| s.state == ScopeState::Open)
+                .count() as u64;
+        }
         Bug::RowsInTextOrder => {
             let text = |k: &Key| format!("{k:?}");
             view.session_calls.sort_by_key(|(k, _)| text(k));
@@ -319,6 +335,9 @@ impl Ledger for Shell {
         let g = self.inner.lock().unwrap();
         if g.closed {
             return Err(LedgerError::HandleClosed);
+        }
+        if self.bug == Bug::RecordsSkipTombstonesAndReleases {
+            return Ok((g.state.scopes.len() + g.state.calls.len()) as u64);
         }
         Ok(g.state.records())
     }
