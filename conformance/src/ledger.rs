@@ -91,7 +91,7 @@ pub fn every_row_is_an_activity_record<L: Ledger>(f: impl Fn() -> L) {
     let reference = custos_core::ledger::MemoryLedger::new();
     assert_eq!(l.records(), Ok(0));
     let k = key("s", "o", 1);
-    let steps: [(&str, &dyn Fn(&dyn Ledger)); 7] = [
+    let steps: [(&str, &Step<'_>); 7] = [
         ("a scope", &|x| attach_dyn(x, "s", 1, "a")),
         ("an admitted call", &|x| {
             x.admit(&LIMITS, &k, &tool("program"), &tok("a")).unwrap();
@@ -125,6 +125,10 @@ pub fn every_row_is_an_activity_record<L: Ledger>(f: impl Fn() -> L) {
     l.close().unwrap();
     assert_eq!(l.records(), Err(LedgerError::HandleClosed));
 }
+
+/// One step of a history, applied to the ledger under test and to the
+/// reference alike.
+type Step<'a> = dyn Fn(&dyn Ledger) + 'a;
 
 fn attach_dyn(l: &dyn Ledger, s: &str, inc: Incarnation, t: &str) {
     l.attach(&LIMITS, &sid(s), &ws("w"), inc, &tok(t)).unwrap();
