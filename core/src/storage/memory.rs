@@ -140,6 +140,12 @@ impl Storage for MemoryStorage {
     }
 
     fn close(&self) -> Result<(), StorageError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        // A store whose state a panic left poisoned cannot promise its
+        // close was clean: the fault is answered, as every call answers it.
+        drop(self.lock()?);
         self.closed.store(true, Ordering::Release);
         Ok(())
     }
