@@ -24,6 +24,20 @@ pub fn decode<const N: usize>(text: &str) -> Option<[u8; N]> {
     Some(out)
 }
 
+/// The bytes `text` spells in lowercase hex, at most `max` of them; `None`
+/// unless `text` is an even number (at most `2 × max`) of `0-9a-f`
+/// characters. The length is checked before anything is allocated.
+pub fn decode_bounded(text: &str, max: usize) -> Option<Vec<u8>> {
+    let bytes = text.as_bytes();
+    if bytes.len() % 2 != 0
+        || bytes.len() / 2 > max
+        || !bytes.iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+    {
+        return None;
+    }
+    hex::decode(bytes).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -38,6 +52,11 @@ mod tests {
             assert_eq!(decode::<2>(bad), None, "{bad:?}");
         }
         assert_eq!(decode::<0>(""), Some([]));
+        assert_eq!(decode_bounded("00ff", 2), Some(vec![0, 255]));
+        assert_eq!(decode_bounded("", 2), Some(vec![]));
+        for bad in ["00FF", "00f", "00ff00", "0x", " 0"] {
+            assert_eq!(decode_bounded(bad, 2), None, "{bad:?}");
+        }
     }
 
     proptest::proptest! {

@@ -17,6 +17,11 @@
 //! [`DeploymentError::PageTokenExpired`]; anything else wrong (damaged,
 //! other scope, other instance, future generation, moved position) is
 //! [`DeploymentError::PageToken`]. Every check precedes record selection.
+//!
+//! A token never outlives its open. A caller that opens the catalog anew
+//! for every page (a command line) continues with a [`Cursor`] instead
+//! ([`page_by_cursor`]): the last id and a tag of the catalog's content at
+//! its generation, expired by any publication as a token is.
 
 use serde::Serialize;
 
@@ -317,24 +322,36 @@ pub fn page(
         None => 0,
     };
     let (out, pos) = select(catalog, scope, start, req.page_size, max_bytes)?;
+    Ok(finish(catalog, scope, out, pos, |last| {
+        PageToken {
+            instance,
+            generation: catalog.generation,
+            scope: scope_key,
+            position: pos as u64,
+            last: tag(&[last.as_bytes()]),
+        }
+        .encode()
+    }))
+}
+
+/// The page of `out` (ending before `pos` in `scope`), with the
+/// continuation `next` makes of its last id when more records follow.
+fn finish(
+    catalog: &Catalog,
+    scope: &[Entry],
+    out: Vec<VersionedDeployment>,
+    pos: usize,
+    next: impl FnOnce(&str) -> String,
+) -> Page {
     let next_page_token = match (scope.get(pos), out.last()) {
-        (Some(_), Some(last)) => Some(
-            PageToken {
-                instance,
-                generation: catalog.generation,
-                scope: scope_key,
-                position: pos as u64,
-                last: tag(&[last.manifest.id.as_bytes()]),
-            }
-            .encode(),
-        ),
+        (Some(_), Some(last)) => Some(next(&last.manifest.id)),
         _ => None,
     };
-    Ok(Page {
+    Page {
         deployments: out,
         next_page_token,
         catalog_generation: catalog.generation,
-    })
+    }
 }
 
 // ------------------------------------------------------ durable cursors
@@ -401,7 +418,9 @@ impl Cursor {
             b.copy_from_slice(head.get(i..i + 8).unwrap_or(&[0; 8]));
             b
         };
-        let last = hex_text(last).ok_or(DeploymentError::PageToken)?;
+        let last = crate::hex::decode_bounded(last, MAX_IDENTIFIER_BYTES)
+            .and_then(|b| String::from_utf8(b).ok())
+            .ok_or(DeploymentError::PageToken)?;
         check_identifier("deployment id", &last).map_err(|_| DeploymentError::PageToken)?;
         Ok(Cursor {
             generation: u64::from_be_bytes(eight(0)),
@@ -410,24 +429,6 @@ impl Cursor {
             last,
         })
     }
-}
-
-/// Lowercase hex of UTF-8 text, decoded (`None` for anything else).
-fn hex_text(hex: &str) -> Option<String> {
-    if hex.len() % 2 != 0 || hex.len() > 2 * MAX_IDENTIFIER_BYTES {
-        return None;
-    }
-    let mut bytes = Vec::with_capacity(hex.len() / 2);
-    for pair in hex.as_bytes().chunks(2) {
-        let digit = |b: u8| match b {
-            b'0'..=b'9' => Some(b - b'0'),
-            b'a'..=b'f' => Some(b - b'a' + 10),
-            _ => None,
-        };
-        let (hi, lo) = (digit(*pair.first()?)?, digit(*pair.get(1)?)?);
-        bytes.push(hi << 4 | lo);
-    }
-    String::from_utf8(bytes).ok()
 }
 
 /// One page of `catalog` for `req`, continued by a [`Cursor`] instead of
@@ -470,21 +471,13 @@ pub fn page_by_cursor(
         }
     };
     let (out, pos) = select(catalog, scope, start, req.page_size, max_bytes)?;
-    let next_page_token = match (scope.get(pos), out.last()) {
-        (Some(_), Some(last)) => Some(
-            Cursor {
-                generation: catalog.generation,
-                content: index.content,
-                scope: scope_key,
-                last: last.manifest.id.clone(),
-            }
-            .encode(),
-        ),
-        _ => None,
-    };
-    Ok(Page {
-        deployments: out,
-        next_page_token,
-        catalog_generation: catalog.generation,
-    })
+    Ok(finish(catalog, scope, out, pos, |last| {
+        Cursor {
+            generation: catalog.generation,
+            content: index.content,
+            scope: scope_key,
+            last: last.to_owned(),
+        }
+        .encode()
+    }))
 }
