@@ -137,6 +137,27 @@ pub fn check_decoders(bytes: &[u8]) -> Result<(), complete::DecoderViolation> {
     Ok(())
 }
 
+/// The wire form, as [`Sha256::parse`] accepts it: a string of `sha256:`
+/// and 64 lowercase hex digits (a derive would describe a byte array).
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for Sha256 {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Sha256".into()
+    }
+
+    fn schema_id() -> std::borrow::Cow<'static, str> {
+        "custos_core::release::Sha256".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A SHA-256 digest: `sha256:` followed by 64 lowercase hex digits.",
+            "type": "string",
+            "pattern": "^sha256:[0-9a-f]{64}$"
+        })
+    }
+}
+
 impl serde::Serialize for Sha256 {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)

@@ -55,46 +55,72 @@ pub const REVISION_DOMAIN: &[u8] = b"custos-deployment-revision-v1\0";
 /// The text before a revision id's hex digest.
 pub const REVISION_PREFIX: &str = "revision-v1:sha256:";
 
+/// The one identifier grammar ([`check_identifier`]), as a JSON Schema
+/// pattern; its length is 1..=[`MAX_IDENTIFIER_BYTES`].
+#[cfg(feature = "schema")]
+const IDENTIFIER_PATTERN: &str = "^[A-Za-z0-9][A-Za-z0-9._:-]*$";
+
 /// Resource budgets of one deployment. An absent budget is unlimited by the
 /// manifest (the node's own limit applies).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ResourceBudgets {
     /// Linear-memory ceiling, in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = MAX_SAFE_INTEGER)))]
     pub memory_bytes: Option<u64>,
     /// CPU time per invocation, in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = MAX_SAFE_INTEGER)))]
     pub cpu_millis: Option<u64>,
     /// Concurrent invocations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = MAX_SAFE_INTEGER)))]
     pub max_concurrency: Option<u64>,
     /// Wall-clock timeout per invocation, in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = MAX_SAFE_INTEGER)))]
     pub timeout_millis: Option<u64>,
 }
 
 /// Where a deployment may be placed.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Placement {
     /// The node pool, if pinned to one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = MAX_IDENTIFIER_BYTES), regex(pattern = IDENTIFIER_PATTERN))
+    )]
     pub pool: Option<String>,
     /// Allowed zones: a set, stored sorted; empty means any.
     #[serde(default, deserialize_with = "bounded_seq")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(
+            length(max = MAX_COLLECTION),
+            inner(length(min = 1, max = MAX_IDENTIFIER_BYTES), regex(pattern = IDENTIFIER_PATTERN)),
+            extend("uniqueItems" = true)
+        )
+    )]
     pub zones: Vec<String>,
 }
 
 /// How many instances the deployment keeps available.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Availability {
     /// Instances kept warm (0 = dormant until invoked).
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(range(max = MAX_INSTANCES)))]
     pub min_instances: u32,
     /// The most instances (at least 1, at least `min_instances`).
     #[serde(default = "one")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = MAX_INSTANCES)))]
     pub max_instances: u32,
 }
 
@@ -117,27 +143,67 @@ impl Default for Availability {
 /// either way [`DeploymentManifest::validate`] is what the catalog accepts
 /// (it normalizes sets to sorted order).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(
+        description = "One deployment's declarative manifest, as `custos deployments apply \
+                            --manifest` and `custos deployments revision --manifest` read it \
+                            (at most 64 KiB; its canonical form at most 64 KiB too). Identifiers \
+                            are case-sensitive; grants and zones are sets, stored sorted."
+    )
+)]
 #[serde(deny_unknown_fields)]
 pub struct DeploymentManifest {
     /// The deployment id: globally unique in one catalog; also the name of
     /// its named route. `default` is reserved.
+    #[cfg_attr(
+        feature = "schema",
+        schemars(
+            length(min = 1, max = MAX_IDENTIFIER_BYTES),
+            regex(pattern = IDENTIFIER_PATTERN),
+            extend("not" = {"const": RESERVED_ID})
+        )
+    )]
     pub id: String,
     /// The owning tenant.
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = MAX_IDENTIFIER_BYTES), regex(pattern = IDENTIFIER_PATTERN))
+    )]
     pub tenant: String,
     /// The namespace, if any (one per tenant and service).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = MAX_IDENTIFIER_BYTES), regex(pattern = IDENTIFIER_PATTERN))
+    )]
     pub namespace: Option<String>,
     /// The service the deployment serves.
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = MAX_IDENTIFIER_BYTES), regex(pattern = IDENTIFIER_PATTERN))
+    )]
     pub service: String,
     /// The release: its component digest. The decoder accepts the hex in
     /// either case; it is stored lowercase.
     #[serde(deserialize_with = "any_case_digest")]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "any_case_digest_schema"))]
     pub release: Sha256,
     /// The weight in the service's default route, 1..=10,000. Not part of
     /// the revision id.
+    #[cfg_attr(feature = "schema", schemars(range(min = MIN_WEIGHT, max = MAX_WEIGHT)))]
     pub route_weight: u32,
     /// Capabilities granted: a set, stored sorted.
     #[serde(default, deserialize_with = "bounded_seq")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(
+            length(max = MAX_COLLECTION),
+            inner(length(min = 1, max = MAX_IDENTIFIER_BYTES), regex(pattern = IDENTIFIER_PATTERN)),
+            extend("uniqueItems" = true)
+        )
+    )]
     pub grants: Vec<String>,
     /// Resource budgets.
     #[serde(default)]
@@ -150,9 +216,25 @@ pub struct DeploymentManifest {
     pub availability: Availability,
     /// Labels: identifier keys, values up to 1 KiB.
     #[serde(default, deserialize_with = "bounded_map")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(extend(
+            "maxProperties" = MAX_COLLECTION,
+            "propertyNames" = {"minLength": 1, "maxLength": MAX_IDENTIFIER_BYTES, "pattern": IDENTIFIER_PATTERN},
+            "additionalProperties" = {"type": "string", "maxLength": MAX_LABEL_VALUE_BYTES}
+        ))
+    )]
     pub labels: BTreeMap<String, String>,
     /// Annotations: identifier keys, values up to 4 KiB.
     #[serde(default, deserialize_with = "bounded_map")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(extend(
+            "maxProperties" = MAX_COLLECTION,
+            "propertyNames" = {"minLength": 1, "maxLength": MAX_IDENTIFIER_BYTES, "pattern": IDENTIFIER_PATTERN},
+            "additionalProperties" = {"type": "string", "maxLength": MAX_ANNOTATION_VALUE_BYTES}
+        ))
+    )]
     pub annotations: BTreeMap<String, String>,
 }
 
@@ -397,6 +479,18 @@ impl DeploymentManifest {
     pub fn revision_id(&self) -> RevisionId {
         RevisionId(Sha256::of(&self.revision_preimage()).0)
     }
+}
+
+/// What [`any_case_digest`] accepts: `sha256:` (lowercase) and 64 hex
+/// digits of either case.
+#[cfg(feature = "schema")]
+fn any_case_digest_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "description": "The release: its component digest, `sha256:` followed by 64 hex digits \
+                        (either case accepted; stored lowercase).",
+        "type": "string",
+        "pattern": "^sha256:[0-9a-fA-F]{64}$"
+    })
 }
 
 fn any_case_digest<'de, D: Deserializer<'de>>(d: D) -> Result<Sha256, D::Error> {

@@ -157,6 +157,31 @@ impl fmt::Display for Name {
     }
 }
 
+/// The wire form: a string of 1..=256 bytes without control characters
+/// (JSON Schema's `maxLength` counts characters, so it states the bound
+/// only for ASCII; the description says bytes).
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for Name {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Name".into()
+    }
+
+    fn schema_id() -> std::borrow::Cow<'static, str> {
+        "custos_core::migration::data::Name".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A name (migration id, table, World, namespace, backend or version): \
+                            1 to 256 bytes of UTF-8 without control characters.",
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_NAME_LEN,
+            "pattern": "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
+        })
+    }
+}
+
 impl TryFrom<String> for Name {
     type Error = DataError;
     fn try_from(value: String) -> Result<Self, Self::Error> {
@@ -202,6 +227,27 @@ impl Digest {
 impl fmt::Display for Digest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&crate::hex::encode(self.0))
+    }
+}
+
+/// The wire form: 64 lowercase hex digits (a derive would describe a byte
+/// array).
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for Digest {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Digest".into()
+    }
+
+    fn schema_id() -> std::borrow::Cow<'static, str> {
+        "custos_core::migration::data::Digest".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A SHA-256 digest: 64 lowercase hex digits (no prefix).",
+            "type": "string",
+            "pattern": "^[0-9a-f]{64}$"
+        })
     }
 }
 
@@ -348,6 +394,43 @@ impl fmt::Display for NormalizedUri {
     }
 }
 
+/// The wire form the deserializer accepts: already-normalized text,
+/// `scheme://authority/path` with a lowercase scheme and authority, no
+/// userinfo, query, fragment, percent-encoding, whitespace or control
+/// character, no empty, `.` or `..` segment and no trailing slash (the path
+/// `/` alone aside). Not stated by the pattern: `file://localhost/…` is not
+/// normalized (it is `file:///…`).
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for NormalizedUri {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "NormalizedUri".into()
+    }
+
+    fn schema_id() -> std::borrow::Cow<'static, str> {
+        "custos_core::migration::data::NormalizedUri".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        // A path character, one that is not a dot, and an authority one.
+        const C: &str = r"[^\s\u0000-\u001F\u007F-\u009F/#?%]";
+        const D: &str = r"[^\s\u0000-\u001F\u007F-\u009F/#?%.]";
+        const A: &str = r"[^\s\u0000-\u001F\u007F-\u009F/#?%@A-Z]";
+        let pattern =
+            format!("^[a-z][a-z0-9+.-]*://{A}*(?:/|(?:/(?:{D}{C}*|\\.{D}{C}*|\\.\\.{C}+))+)$");
+        schemars::json_schema!({
+            "description": "A normalized, credential-free URI: `scheme://authority/path` with a \
+                            lowercase scheme and authority; no userinfo, query, fragment, \
+                            percent-encoding, whitespace or control character; no empty, `.` or \
+                            `..` path segment and no trailing slash (a path of `/` alone aside); \
+                            a local file is `file:///path` (never `file://localhost/path`). At \
+                            most 2048 bytes.",
+            "type": "string",
+            "maxLength": MAX_URI_LEN,
+            "pattern": pattern
+        })
+    }
+}
+
 impl TryFrom<String> for NormalizedUri {
     type Error = DataError;
     fn try_from(value: String) -> Result<Self, Self::Error> {
@@ -367,6 +450,7 @@ impl From<NormalizedUri> for String {
 
 /// A storage identity: normalized storage URI, namespace and backend.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct StorageIdentity {
     /// The normalized storage URI (the warehouse root).
@@ -386,6 +470,7 @@ impl StorageIdentity {
 
 /// How a table is classified in the plan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum Classification {
     /// A storage-owned table (ECS rows, control mirrors, …).
@@ -400,6 +485,7 @@ pub enum Classification {
 
 /// Evidence of one table: what a fresh read reproduces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TableFacts {
     /// The snapshot read (physical; may differ at the destination).
@@ -408,6 +494,13 @@ pub struct TableFacts {
     pub schema_fingerprint: Digest,
     /// The fingerprint of the table's partition spec, sort order and
     /// owner's properties ([`super::metadata::TableMetadata::fingerprint`]).
+    #[cfg_attr(
+        feature = "schema",
+        schemars(
+            description = "The fingerprint of the table's partition spec, sort order and \
+                                owner's properties."
+        )
+    )]
     pub metadata_fingerprint: Digest,
     /// The row count.
     pub rows: u64,
@@ -455,6 +548,7 @@ impl TableFacts {
 
 /// One table of the plan.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TablePlan {
     /// The exact table name.
@@ -482,6 +576,7 @@ impl TablePlan {
 
 /// One content object, as read and verified in full.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ObjectFacts {
     /// SHA-256 of the bytes (the content address).
@@ -494,11 +589,13 @@ pub struct ObjectFacts {
 
 /// The Artifact inventory of the plan.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ArtifactPlan {
     /// Visible `artifact_files` occurrences.
     pub occurrences: u64,
     /// Every distinct referenced object, sorted by SHA-256.
+    #[cfg_attr(feature = "schema", schemars(length(max = MAX_ITEMS)))]
     pub objects: Vec<ObjectFacts>,
 }
 
@@ -518,13 +615,16 @@ impl ArtifactPlan {
 
 /// One World's control identity and fence evidence.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct WorldPlan {
     /// The World.
     pub world: Name,
     /// The source fence epoch the migration holder acquired at planning.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub source_epoch: Epoch,
     /// Every writer epoch recorded in the World's imported manifests.
+    #[cfg_attr(feature = "schema", schemars(length(max = MAX_MANIFEST_EPOCHS)))]
     pub manifest_writer_epochs: Vec<Epoch>,
     /// Whether the World is active and resumable (cold verification must
     /// resume it).
@@ -540,6 +640,7 @@ impl WorldPlan {
 
 /// The typed control snapshot of the plan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ControlPlan {
     /// Digest of the typed, versioned control snapshot.
@@ -550,9 +651,24 @@ pub struct ControlPlan {
 
 /// The immutable, credential-free migration plan.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(
+    feature = "schema",
+    schemars(
+        description = "The immutable, credential-free migration plan, as `custos migrate \
+                            plan --json` prints it and `custos migrate plan --out FILE` writes it \
+                            (compact, canonical) for `custos migrate run --plan FILE`. A plan file \
+                            must be canonical: compact JSON, fields in this order, sequences \
+                            sorted and unique."
+    )
+)]
 pub struct Plan {
-    /// [`PLAN_FORMAT`].
+    /// The plan format: 1 ([`PLAN_FORMAT`]).
+    #[cfg_attr(
+        feature = "schema",
+        schemars(description = "The plan format: 1.", extend("const" = PLAN_FORMAT))
+    )]
     pub format: u32,
     /// The migration id.
     pub migration_id: Name,
@@ -567,9 +683,11 @@ pub struct Plan {
     /// The control snapshot.
     pub control: ControlPlan,
     /// Every World, sorted by name.
+    #[cfg_attr(feature = "schema", schemars(length(max = MAX_ITEMS)))]
     pub worlds: Vec<WorldPlan>,
     /// Every table of the namespace, sorted by name; exactly one is
     /// `artifact_files`.
+    #[cfg_attr(feature = "schema", schemars(length(max = MAX_ITEMS)))]
     pub tables: Vec<TablePlan>,
     /// The verified Artifact inventory.
     pub artifacts: ArtifactPlan,
@@ -714,6 +832,7 @@ pub fn evidence_digest<T: Serialize>(value: &T) -> Digest {
 
 /// The per-table line of a receipt.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TableReceipt {
     /// Table name.
@@ -739,6 +858,7 @@ pub struct TableReceipt {
 
 /// The Artifact line of a receipt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ArtifactReceipt {
     /// Occurrences relocated.
@@ -753,6 +873,7 @@ pub struct ArtifactReceipt {
 
 /// Activation status recorded in a receipt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum Activation {
     /// Every World was activated.
@@ -761,6 +882,7 @@ pub enum Activation {
 
 /// The control line of a receipt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ControlReceipt {
     /// Control records imported.
@@ -777,6 +899,7 @@ pub struct ControlReceipt {
 
 /// What the receipt says about Activity history (always empty in local v1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum ActivityDisposition {
     /// `empty-v1`: preflight proved both Activity catalogs empty.
     #[serde(rename = "empty-v1")]
@@ -785,6 +908,7 @@ pub enum ActivityDisposition {
 
 /// How cold verification exercised a resumable World.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum Resume {
     /// The identity has no active resumable World.
@@ -858,6 +982,7 @@ pub enum ObjectFound {
 
 /// The cold-verification line of a receipt.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ColdReceipt {
     /// Digest of the cold evidence.
@@ -868,9 +993,14 @@ pub struct ColdReceipt {
 
 /// The immutable, credential-free migration receipt.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Receipt {
-    /// [`RECEIPT_FORMAT`].
+    /// The receipt format: 1 ([`RECEIPT_FORMAT`]).
+    #[cfg_attr(
+        feature = "schema",
+        schemars(description = "The receipt format: 1.", extend("const" = RECEIPT_FORMAT))
+    )]
     pub format: u32,
     /// The migration id.
     pub migration_id: Name,
@@ -889,6 +1019,7 @@ pub struct Receipt {
     /// The source-stability (recheck) digest.
     pub source_stability_digest: Digest,
     /// Every table, sorted by name.
+    #[cfg_attr(feature = "schema", schemars(length(max = MAX_ITEMS)))]
     pub tables: Vec<TableReceipt>,
     /// Artifacts.
     pub artifacts: ArtifactReceipt,
@@ -927,7 +1058,18 @@ impl Receipt {
 
 /// A receipt with its digest, as stored atomically with the reservation.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(
+    feature = "schema",
+    schemars(
+        description = "A migration receipt with its digest, as `custos migrate run --json` \
+                            prints it and `custos migrate run --receipt FILE` writes it (compact, \
+                            canonical) for `custos migrate verify --receipt FILE`. A receipt file \
+                            must be canonical (compact JSON, fields in this order) and its digest \
+                            must bind the receipt."
+    )
+)]
 pub struct StoredReceipt {
     /// The receipt.
     pub receipt: Receipt,

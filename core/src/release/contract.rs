@@ -24,6 +24,7 @@ pub use super::bounds::{MAX_TYPE_DEPTH, MAX_TYPE_NODES};
 
 /// A value type of a contract parameter or result.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum ValType {
     /// `bool`.
@@ -81,6 +82,7 @@ pub enum ValType {
 
 /// A record field.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Field {
     /// The field name.
@@ -91,6 +93,7 @@ pub struct Field {
 
 /// A variant case.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Case {
     /// The case name.
@@ -101,6 +104,7 @@ pub struct Case {
 
 /// A named, typed function parameter.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Param {
     /// The parameter name.
@@ -111,6 +115,7 @@ pub struct Param {
 
 /// An exported function.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Function {
     /// The function name.
@@ -129,6 +134,7 @@ pub struct Function {
 /// An exported interface (or, for a bare exported function, an interface
 /// named after the function).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Interface {
     /// The export name.
@@ -144,6 +150,17 @@ pub struct Interface {
 
 /// A release's contract metadata: its exported interfaces.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(
+        description = "A release's contract metadata, as `custos releases publish --contract` \
+                            reads it (at most 4 MiB): its exported interfaces, in order. The \
+                            interface names, sorted and deduplicated, must be the manifest's \
+                            exports; every parameter and result type is at most 32 deep (the \
+                            root counts one), with at most 16384 type nodes across the contract."
+    )
+)]
 #[serde(deny_unknown_fields)]
 pub struct Contract {
     /// The exported interfaces, in the order given.

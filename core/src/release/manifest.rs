@@ -57,25 +57,66 @@ pub enum ManifestError {
     NonCanonical,
 }
 
+/// The pattern of a name, tenant or service (its length is
+/// [`MAX_NAME_LEN`]).
+#[cfg(feature = "schema")]
+const NAME_PATTERN: &str = "^[a-z0-9][a-z0-9._-]*$";
+
 /// A validated release manifest.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(
+        description = "A release manifest, as `custos releases publish --manifest` reads it \
+                       (at most 4 MiB). A service requires a tenant.",
+        extend(
+            "if" = {"properties": {"service": {"type": "string"}}, "required": ["service"]},
+            "then" = {"properties": {"tenant": {"type": "string"}}, "required": ["tenant"]}
+        )
+    )
+)]
 #[serde(deny_unknown_fields)]
 pub struct Manifest {
     /// The release name: 1–128 of `[a-z0-9._-]`, starting with `[a-z0-9]`.
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = MAX_NAME_LEN), regex(pattern = NAME_PATTERN))
+    )]
     pub name: String,
     /// The version: 1–64 of `[A-Za-z0-9.+_-]`.
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = MAX_VERSION_LEN), regex(pattern = "^[A-Za-z0-9.+_-]+$"))
+    )]
     pub version: String,
-    /// The owning tenant (same rule as the name); `None` for a trusted local
-    /// release outside tenant-scoped queries.
+    /// The owning tenant (same rule as the name); absent (`None`) for a
+    /// trusted local release outside tenant-scoped queries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = MAX_NAME_LEN), regex(pattern = NAME_PATTERN))
+    )]
     pub tenant: Option<String>,
     /// The service within the tenant (same rule as the name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = MAX_NAME_LEN), regex(pattern = NAME_PATTERN))
+    )]
     pub service: Option<String>,
     /// The release identity: SHA-256 of the component bytes.
     pub component_digest: Sha256,
     /// The declared exports: 0–1024 names of 1–256 of `[A-Za-z0-9:/@._-]`,
     /// unique; sorted in the canonical form.
+    #[cfg_attr(
+        feature = "schema",
+        schemars(
+            length(max = MAX_EXPORTS),
+            inner(length(min = 1, max = MAX_EXPORT_LEN), regex(pattern = "^[A-Za-z0-9:/@._-]+$")),
+            extend("uniqueItems" = true)
+        )
+    )]
     pub exports: Vec<String>,
 }
 

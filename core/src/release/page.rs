@@ -7,6 +7,11 @@
 //! [`PageError::Expired`]. A token for another scope, or one that does not
 //! decode, is [`PageError::InvalidToken`]. An identical retry changes
 //! neither generation nor epoch, so it expires nothing.
+//!
+//! A [`Cursor`] (`c1-…`) is the continuation for a caller that reopens the
+//! catalog on every page (a command line): it names the catalog's content
+//! instead of an instance, so it survives a reopen and expires with any
+//! change to what the catalog holds.
 
 use thiserror::Error;
 
@@ -29,8 +34,9 @@ pub enum PageError {
     #[error("InvalidArgument: invalid page token")]
     InvalidToken,
     /// The token was issued before a visible publication or by an earlier
-    /// open instance: restart the listing.
-    #[error("FailedPrecondition: page token expired; restart the listing")]
+    /// open instance (a cursor: before any change): the state moved since
+    /// the listing began, as a deployment listing's expiry; restart it.
+    #[error("StateConflict: page token expired; restart the listing")]
     Expired,
 }
 
@@ -141,6 +147,107 @@ impl PageToken {
     }
 }
 
+// ------------------------------------------------------ durable cursors
+
+/// The prefix of a cursor's text (a token never starts with it: a token
+/// is hex).
+pub const CURSOR_PREFIX: &str = "c1-";
+
+/// Raw cursor bytes: content tag, scope tag, last digest.
+const CURSOR_RAW: usize = 8 + 8 + 32;
+
+/// The length of a cursor's text.
+pub const CURSOR_LEN: usize = CURSOR_PREFIX.len() + 2 * CURSOR_RAW;
+
+/// The tag of a catalog's whole listed content: every release's digest,
+/// metadata digest and membership, in digest order (a prefix of a SHA-256
+/// over them). Any publication, revocation or retirement changes it; a
+/// reopen of the same content does not.
+pub fn content_tag<'a>(
+    rows: impl IntoIterator<Item = (&'a Sha256, &'a Sha256, &'a str)>,
+) -> [u8; 8] {
+    use sha2::{Digest as _, Sha256 as Hasher};
+    let mut h = Hasher::new();
+    for (digest, metadata, membership) in rows {
+        h.update(digest.0);
+        h.update(metadata.0);
+        h.update((membership.len() as u64).to_be_bytes());
+        h.update(membership.as_bytes());
+    }
+    let d = h.finalize();
+    let mut tag = [0u8; 8];
+    tag.copy_from_slice(d.get(..8).unwrap_or(&[0; 8]));
+    tag
+}
+
+/// A continuation that survives a reopen of the catalog, for callers that
+/// open it anew on every page (a command line); a [`PageToken`] is bound
+/// to one open instance and can never continue there.
+///
+/// It names the catalog's content ([`content_tag`]) when it was issued,
+/// the scope and the last digest returned; the next page starts after that
+/// digest. It continues only that content, so no row is skipped or
+/// repeated: any change to the catalog since is [`PageError::Expired`]
+/// (list again from the first page); another scope, or text that does not
+/// decode, is [`PageError::InvalidToken`]. Its text is `c1-` then
+/// [`CURSOR_LEN`]` - 3` lowercase hex digits; the length is checked before
+/// any decoding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Cursor {
+    /// The content tag when it was issued.
+    pub content: [u8; 8],
+    /// The scope tag.
+    pub scope: [u8; 8],
+    /// The last digest returned.
+    pub after: Sha256,
+}
+
+impl Cursor {
+    /// The cursor's text.
+    pub fn encode(&self) -> String {
+        let mut raw = Vec::with_capacity(CURSOR_RAW);
+        raw.extend_from_slice(&self.content);
+        raw.extend_from_slice(&self.scope);
+        raw.extend_from_slice(&self.after.0);
+        format!("{CURSOR_PREFIX}{}", crate::hex::encode(raw))
+    }
+
+    /// Decodes a cursor's text. Total.
+    pub fn decode(text: &str) -> Result<Self, PageError> {
+        if text.len() != CURSOR_LEN {
+            return Err(PageError::InvalidToken);
+        }
+        let hex = text
+            .strip_prefix(CURSOR_PREFIX)
+            .ok_or(PageError::InvalidToken)?;
+        let raw = crate::hex::decode::<CURSOR_RAW>(hex).ok_or(PageError::InvalidToken)?;
+        let mut content = [0u8; 8];
+        content.copy_from_slice(raw.get(..8).unwrap_or(&[0; 8]));
+        let mut scope = [0u8; 8];
+        scope.copy_from_slice(raw.get(8..16).unwrap_or(&[0; 8]));
+        let mut after = [0u8; 32];
+        after.copy_from_slice(raw.get(16..).unwrap_or(&[0; 32]));
+        Ok(Cursor {
+            content,
+            scope,
+            after: Sha256(after),
+        })
+    }
+
+    /// Checks a presented cursor against the listing's scope and the
+    /// catalog's content tag now; returns the digest to continue after.
+    pub fn check(text: &str, scope: &Scope<'_>, content: [u8; 8]) -> Result<Sha256, PageError> {
+        let c = Cursor::decode(text)?;
+        if c.scope != scope.tag() {
+            return Err(PageError::InvalidToken);
+        }
+        if c.content != content {
+            return Err(PageError::Expired);
+        }
+        Ok(c.after)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,6 +316,69 @@ mod tests {
                 service: None
             }
             .tag()
+        );
+    }
+
+    #[test]
+    fn cursors_survive_a_reopen_and_expire_with_any_change() {
+        let acme = Scope {
+            tenant: "acme",
+            service: None,
+        };
+        let (a, b) = (Sha256::of(b"a"), Sha256::of(b"b"));
+        let (ma, mb) = (Sha256::of(b"ma"), Sha256::of(b"mb"));
+        let before = content_tag([(&a, &ma, "member")]);
+        let same = content_tag([(&a, &ma, "member")]);
+        assert_eq!(before, same, "the tag is a function of the content alone");
+        let text = Cursor {
+            content: before,
+            scope: acme.tag(),
+            after: a,
+        }
+        .encode();
+        assert_eq!(text.len(), CURSOR_LEN);
+        assert!(text.starts_with(CURSOR_PREFIX));
+        assert_eq!(Cursor::check(&text, &acme, same), Ok(a));
+        // A publication, a revocation: the content moved.
+        for after in [
+            content_tag([(&a, &ma, "member"), (&b, &mb, "member")]),
+            content_tag([(&a, &ma, "revoked")]),
+            content_tag([(&a, &mb, "member")]),
+        ] {
+            assert_eq!(Cursor::check(&text, &acme, after), Err(PageError::Expired));
+        }
+        let svc = Scope {
+            tenant: "acme",
+            service: Some("api"),
+        };
+        assert_eq!(
+            Cursor::check(&text, &svc, same),
+            Err(PageError::InvalidToken)
+        );
+        // A token is not a cursor, nor is a damaged or resized cursor.
+        let token = PageToken::new(1, 1, &acme, a).encode();
+        assert_eq!(Cursor::decode(&token), Err(PageError::InvalidToken));
+        assert_eq!(
+            Cursor::decode(&text[..CURSOR_LEN - 1]),
+            Err(PageError::InvalidToken)
+        );
+        assert_eq!(
+            Cursor::decode(&format!("{text}0")),
+            Err(PageError::InvalidToken)
+        );
+        assert_eq!(
+            Cursor::decode(&text.replace("c1-", "c2-")),
+            Err(PageError::InvalidToken)
+        );
+        assert_eq!(
+            Cursor::decode(&text.to_uppercase()),
+            Err(PageError::InvalidToken)
+        );
+        // Membership text is length-prefixed: no two row lists collide by
+        // moving bytes between fields.
+        assert_ne!(
+            content_tag([(&a, &ma, "ab")]),
+            content_tag([(&a, &ma, "a")])
         );
     }
 }

@@ -387,7 +387,8 @@ fn revision(out: &mut Out, manifest: &Path, json: bool) -> Result<(), Failure> {
     Ok(())
 }
 
-fn request(tenant: &str, mutation: Mutation) -> Request {
+/// A request of `tenant` to make `mutation`, as the command line makes it.
+pub(crate) fn request(tenant: &str, mutation: Mutation) -> Request {
     Request {
         tenant: Some(tenant.to_owned()),
         mutation,

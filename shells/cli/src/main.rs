@@ -8,8 +8,13 @@
 //! - `custos explore <model> [--port P] [--mutant NAME]` serves stateright's
 //!   Explorer for a model on 127.0.0.1.
 //! - `custos models` lists the registered models and their mutants.
+//! - `custos demo <dir>` makes a complete sample to try every other command
+//!   on (feature `demo`; see `demo`).
 //! - `custos completions <shell>` prints a completion script (clap_complete)
 //!   and `custos man` the manual page in roff (clap_mangen).
+//! - `custos schema <kind>` prints the JSON Schema of a document a user
+//!   writes or reads (release manifest, contract, deployment manifest,
+//!   migration plan, receipt); checked in under `docs/schemas/` ([`schema`]).
 //! - `custos deployments apply|delete|get|list|resolve|revision …` manages
 //!   a local deployment catalog over a release catalog (feature `fs`).
 //! - `custos releases publish|list|show|verify <root> …` publishes to, lists,
@@ -46,6 +51,8 @@ use custos_models::{registry, Bound, ModelReport};
 mod exit;
 mod junit;
 mod out;
+mod progress;
+mod schema;
 use out::Out;
 
 /// The most checker threads `custos check` starts.
@@ -61,6 +68,9 @@ mod catalog;
 
 #[cfg(feature = "migrate")]
 mod migrate;
+
+#[cfg(feature = "demo")]
+mod demo;
 
 /// A relative local path is made absolute against the working directory
 /// (a uri with a scheme, or an absolute path, is kept as it is).
@@ -147,9 +157,25 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Make a complete sample under a new or empty directory — a storage
+    /// identity with Worlds, Iceberg tables and Artifacts, a release
+    /// catalog with a real component, a deployment catalog — and print the
+    /// commands to try on it.
+    #[cfg(feature = "demo")]
+    Demo {
+        /// The directory (nonexistent or empty).
+        dir: std::path::PathBuf,
+    },
     /// Print the `custos(1)` manual page in roff (e.g. `custos man |
     /// man -l -`).
     Man,
+    /// Print the JSON Schema (draft 2020-12) of a document a user writes or
+    /// reads (the same as `docs/schemas/<kind>.schema.json`).
+    Schema {
+        /// The document.
+        #[arg(value_enum)]
+        kind: schema::SchemaKind,
+    },
     /// Read the control catalog of a storage identity (worlds, signatures).
     #[cfg(feature = "sqlite")]
     Catalog {
@@ -239,6 +265,9 @@ fn main() -> ExitCode {
             out.write_all(&page)?;
             Ok(ExitCode::SUCCESS)
         }),
+        Command::Schema { kind } => out::run(|out| schema::print(out, kind)),
+        #[cfg(feature = "demo")]
+        Command::Demo { dir } => demo::run(&dir),
         #[cfg(feature = "fs")]
         Command::Releases { wait, command } => {
             releases::set_wait(wait);

@@ -93,6 +93,16 @@ pub enum ReleasesCommand {
         /// The service (requires --tenant).
         #[arg(long, requires = "tenant")]
         service: Option<String>,
+        /// Releases per page, 1..=1000.
+        #[arg(long, default_value_t = 1000,
+              value_parser = clap::value_parser!(u64).range(1..=1000))]
+        page_size: u64,
+        /// The previous page's continuation (printed as `next page:
+        /// --page-token c1-…`). It survives between invocations and expires
+        /// with any publication, revocation or retirement (exit 4): list
+        /// again from the first page.
+        #[arg(long)]
+        page_token: Option<String>,
         /// Print as JSON.
         #[arg(long)]
         json: bool,
@@ -197,8 +207,23 @@ fn run_in(cmd: ReleasesCommand, out: &mut Out) -> std::io::Result<ExitCode> {
             root,
             tenant,
             service,
+            page_size,
+            page_token,
             json,
-        } => list(out, &root, tenant.as_deref(), service.as_deref(), json),
+        } => {
+            let page = PageAsk {
+                size: page_size,
+                token: page_token.as_deref(),
+            };
+            list(
+                out,
+                &root,
+                tenant.as_deref(),
+                service.as_deref(),
+                page,
+                json,
+            )
+        }
         ReleasesCommand::Show {
             root,
             release,
@@ -382,8 +407,16 @@ pub(crate) fn is_locked(e: &FsError) -> bool {
 }
 
 fn open(root: &Path, access: Access) -> Result<ReleaseRepository<RealFs>, Failure> {
+    open_with(root, access, Bounds::default())
+}
+
+fn open_with(
+    root: &Path,
+    access: Access,
+    bounds: Bounds,
+) -> Result<ReleaseRepository<RealFs>, Failure> {
     retry_locked(
-        || ReleaseRepository::open_as(access, RealFs, root, Bounds::default(), inspector()),
+        || ReleaseRepository::open_as(access, RealFs, root, bounds.clone(), inspector()),
         |e| matches!(e.root_cause(), ReleaseError::Fs(f) if is_locked(f)),
     )
     .map_err(|e| {
@@ -481,28 +514,36 @@ fn publish(
     Ok(())
 }
 
+/// One page of a listing: its size and the previous page's cursor.
+#[derive(Clone, Copy)]
+struct PageAsk<'a> {
+    size: u64,
+    token: Option<&'a str>,
+}
+
 fn list(
     out: &mut Out,
     root: &Path,
     tenant: Option<&str>,
     service: Option<&str>,
+    ask: PageAsk<'_>,
     json: bool,
 ) -> Result<(), Failure> {
-    let repo = open(root, Access::Read)?;
-    let mut rows = Vec::new();
-    let mut token: Option<String> = None;
-    loop {
-        let page: CatalogPage = match tenant {
-            Some(t) => repo.list_catalog_entries(t, service, token.as_deref()),
-            None => repo.list_local_entries(token.as_deref()),
-        }
-        .map_err(|e| failed("listing failed", &e))?;
-        rows.extend(page.entries);
-        match page.next_page_token {
-            Some(t) => token = Some(t),
-            None => break,
-        }
+    let bounds = Bounds {
+        max_page_rows: ask.size,
+        ..Bounds::default()
+    };
+    let repo = open_with(root, Access::Read, bounds)?;
+    // Every invocation opens the catalog anew, so the continuation is a
+    // durable cursor (it names the catalog's content), not a token bound
+    // to one open.
+    let page: CatalogPage = match tenant {
+        Some(t) => repo.list_catalog_entries_by_cursor(t, service, ask.token),
+        None => repo.list_local_entries_by_cursor(ask.token),
     }
+    .map_err(|e| failed("listing failed", &e))?;
+    let rows = page.entries;
+    let next = page.next_page_token;
     if json {
         let rows: Vec<_> = rows
             .iter()
@@ -515,7 +556,7 @@ fn list(
         };
         return print_json(
             out,
-            &serde_json::json!({ "scope": scope, "tenant": tenant, "service": service, "releases": rows }),
+            &serde_json::json!({ "scope": scope, "tenant": tenant, "service": service, "releases": rows, "next_page_token": next }),
         );
     }
     if tenant.is_none() {
@@ -544,6 +585,9 @@ fn list(
             "{} trusted-local release(s) (no tenant)",
             rows.len()
         ))?,
+    }
+    if let Some(t) = next {
+        out.line(format!("next page: --page-token {t}"))?;
     }
     Ok(())
 }

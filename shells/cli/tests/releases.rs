@@ -738,3 +738,151 @@ fn every_releases_command_survives_a_closed_pipe_and_a_full_disk() {
         );
     }
 }
+
+/// Every page of `releases list` with `size` rows per page, each a new
+/// invocation continued by the previous page's cursor: the digests in
+/// order and the number of pages.
+fn list_pages(root: &str, size: &str) -> (Vec<String>, usize) {
+    let mut digests = Vec::new();
+    let mut token: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let mut args = vec![
+            "releases",
+            "list",
+            root,
+            "--tenant",
+            "acme",
+            "--page-size",
+            size,
+            "--json",
+        ];
+        if let Some(t) = &token {
+            args.extend(["--page-token", t.as_str()]);
+        }
+        let out = custos(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        pages += 1;
+        for r in v["releases"].as_array().unwrap() {
+            digests.push(
+                r["descriptor"]["component_digest"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
+            );
+        }
+        match v["next_page_token"].as_str() {
+            Some(t) => token = Some(t.to_owned()),
+            None => return (digests, pages),
+        }
+    }
+}
+
+#[test]
+fn a_release_listing_continues_across_invocations_and_expires_on_any_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("catalog");
+    let r = root.to_str().unwrap();
+    let mut published = Vec::new();
+    for n in 0..200u8 {
+        let f = files(dir.path(), &format!("r{n}"), n);
+        let out = publish(&root, &f, &[]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        published.push(f.digest.to_string());
+    }
+    published.sort();
+    // 200 releases, 17 per page: 12 pages, every digest exactly once, in
+    // digest order, each page a fresh process.
+    let (listed, pages) = list_pages(r, "17");
+    assert_eq!(pages, 12);
+    assert_eq!(listed, published);
+    // The text form prints the same continuation.
+    let out = custos(&[
+        "releases",
+        "list",
+        r,
+        "--tenant",
+        "acme",
+        "--page-size",
+        "17",
+    ]);
+    let text = stdout(&out);
+    let cursor = text
+        .lines()
+        .find_map(|l| l.strip_prefix("next page: --page-token "))
+        .expect("a next page")
+        .to_owned();
+    assert!(cursor.starts_with("c1-"), "{cursor}");
+    let next = |c: &str| {
+        custos(&[
+            "releases",
+            "list",
+            r,
+            "--tenant",
+            "acme",
+            "--page-size",
+            "17",
+            "--page-token",
+            c,
+        ])
+    };
+    assert!(next(&cursor).status.success());
+    // Another scope's cursor is invalid (2), never another tenant's page.
+    let other = custos(&[
+        "releases",
+        "list",
+        r,
+        "--tenant",
+        "other",
+        "--page-token",
+        &cursor,
+    ]);
+    assert_eq!(other.status.code(), Some(2), "{}", stderr(&other));
+    // A revocation between pages expires it: 4, re-list from the start.
+    let out = custos(&["releases", "revoke", r, &published[0], "--tenant", "acme"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let expired = next(&cursor);
+    assert_eq!(expired.status.code(), Some(4), "{}", stderr(&expired));
+    assert!(stderr(&expired).contains("expired"), "{}", stderr(&expired));
+    // So does a publication.
+    let out = custos(&[
+        "releases",
+        "list",
+        r,
+        "--tenant",
+        "acme",
+        "--page-size",
+        "50",
+    ]);
+    let cursor = stdout(&out)
+        .lines()
+        .find_map(|l| l.strip_prefix("next page: --page-token "))
+        .expect("a next page")
+        .to_owned();
+    let f = files(dir.path(), "late", 250);
+    assert!(publish(&root, &f, &[]).status.success());
+    let expired = custos(&[
+        "releases",
+        "list",
+        r,
+        "--tenant",
+        "acme",
+        "--page-size",
+        "50",
+        "--page-token",
+        &cursor,
+    ]);
+    assert_eq!(expired.status.code(), Some(4), "{}", stderr(&expired));
+    // A damaged cursor is a usage error.
+    let damaged = custos(&[
+        "releases",
+        "list",
+        r,
+        "--tenant",
+        "acme",
+        "--page-token",
+        "c1-00",
+    ]);
+    assert_eq!(damaged.status.code(), Some(2), "{}", stderr(&damaged));
+}

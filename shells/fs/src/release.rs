@@ -55,7 +55,7 @@ use custos_core::release::lifecycle::{
 };
 use custos_core::release::manifest::Manifest;
 use custos_core::release::metadata::{Descriptor, ReleaseMetadata};
-use custos_core::release::page::{PageToken, Scope};
+use custos_core::release::page::{content_tag, Cursor, PageToken, Scope};
 use custos_core::release::protocol::{
     self, classify_entry, recovered_membership, CompleteProbe, Plan, Probe, Recovered,
     RecoveredStanding, Step,
@@ -126,6 +126,20 @@ pub struct CatalogPage {
     /// The token of the next page, when more rows remain.
     pub next_page_token: Option<String>,
 }
+
+/// How a listing continues: an instance-bound token or a durable cursor.
+#[derive(Clone, Copy)]
+enum Continue<'a> {
+    Token(Option<&'a str>),
+    Cursor(Option<&'a str>),
+}
+
+/// The trusted-local listing's scope. No tenant identifier is empty, so
+/// this scope's tag is no tenant's.
+const LOCAL: Scope<'static> = Scope {
+    tenant: "",
+    service: None,
+};
 
 /// What a publication did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -976,7 +990,25 @@ impl<F: Fs> ReleaseRepository<F> {
         page_token: Option<&str>,
     ) -> Result<CatalogPage, ReleaseError> {
         let scope = Scope { tenant, service };
-        self.list_page(&scope, page_token, |ix, after| {
+        self.list_page(&scope, Continue::Token(page_token), |ix, after| {
+            Box::new(ix.scope(tenant, service, after))
+        })
+    }
+
+    /// As [`ReleaseRepository::list_catalog_entries`], continued by a
+    /// durable [`Cursor`] (`c1-…`) instead of an instance-bound token: it
+    /// survives a reopen (a command line opens the catalog on every page)
+    /// and expires with any publication, revocation or retirement, so a
+    /// listing never skips or repeats a row. `cursor` is the previous
+    /// page's `next_page_token`.
+    pub fn list_catalog_entries_by_cursor(
+        &self,
+        tenant: &str,
+        service: Option<&str>,
+        cursor: Option<&str>,
+    ) -> Result<CatalogPage, ReleaseError> {
+        let scope = Scope { tenant, service };
+        self.list_page(&scope, Continue::Cursor(cursor), |ix, after| {
             Box::new(ix.scope(tenant, service, after))
         })
     }
@@ -990,28 +1022,53 @@ impl<F: Fs> ReleaseRepository<F> {
         &self,
         page_token: Option<&str>,
     ) -> Result<CatalogPage, ReleaseError> {
-        // No tenant identifier is empty, so this scope's token tag is no
-        // tenant's.
-        let scope = Scope {
-            tenant: "",
-            service: None,
-        };
-        self.list_page(&scope, page_token, |ix, after| Box::new(ix.local(after)))
+        self.list_page(&LOCAL, Continue::Token(page_token), |ix, after| {
+            Box::new(ix.local(after))
+        })
+    }
+
+    /// As [`ReleaseRepository::list_local_entries`], continued by a durable
+    /// [`Cursor`] (see [`ReleaseRepository::list_catalog_entries_by_cursor`]).
+    pub fn list_local_entries_by_cursor(
+        &self,
+        cursor: Option<&str>,
+    ) -> Result<CatalogPage, ReleaseError> {
+        self.list_page(&LOCAL, Continue::Cursor(cursor), |ix, after| {
+            Box::new(ix.local(after))
+        })
     }
 
     fn list_page(
         &self,
         scope: &Scope<'_>,
-        page_token: Option<&str>,
+        from: Continue<'_>,
         rows: impl for<'i> Fn(
             &'i Index,
             Option<Sha256>,
         ) -> Box<dyn Iterator<Item = &'i Arc<Entry>> + 'i>,
     ) -> Result<CatalogPage, ReleaseError> {
         self.shared.read(|ix| {
-            let after = page_token
-                .map(|t| PageToken::check(t, scope, self.epoch, ix.generation()))
-                .transpose()?;
+            // The cursor's content tag is computed only for a cursor's
+            // listing (a walk of the whole index).
+            let content = match from {
+                Continue::Cursor(_) => Some(content_tag(ix.iter().map(|e| {
+                    (
+                        &e.descriptor.component_digest,
+                        &e.metadata_digest,
+                        e.membership.as_str(),
+                    )
+                }))),
+                Continue::Token(_) => None,
+            };
+            let after = match (from, content) {
+                (Continue::Token(t), _) => t
+                    .map(|t| PageToken::check(t, scope, self.epoch, ix.generation()))
+                    .transpose()?,
+                (Continue::Cursor(c), Some(tag)) => {
+                    c.map(|c| Cursor::check(c, scope, tag)).transpose()?
+                }
+                (Continue::Cursor(_), None) => None,
+            };
             let mut entries = Vec::new();
             let mut fill = PageFill::default();
             let mut more = false;
@@ -1026,15 +1083,18 @@ impl<F: Fs> ReleaseRepository<F> {
                 });
             }
             let next_page_token = match entries.last() {
-                Some(last) if more => Some(
-                    PageToken::new(
-                        self.epoch,
-                        ix.generation(),
-                        scope,
-                        last.descriptor.component_digest,
-                    )
-                    .encode(),
-                ),
+                Some(last) if more => {
+                    let after = last.descriptor.component_digest;
+                    Some(match content {
+                        Some(content) => Cursor {
+                            content,
+                            scope: scope.tag(),
+                            after,
+                        }
+                        .encode(),
+                        None => PageToken::new(self.epoch, ix.generation(), scope, after).encode(),
+                    })
+                }
                 _ => None,
             };
             Ok(CatalogPage {

@@ -108,7 +108,8 @@ pub enum ReleaseError {
 impl ReleaseError {
     /// The error class in the spec's vocabulary: `Unavailable`,
     /// `ResourceExhausted`, `CorruptArtifact`, `AlreadyExists`, `NotFound`,
-    /// `InvalidArgument`, `FailedPrecondition`, `Internal`.
+    /// `InvalidArgument`, `FailedPrecondition`, `StateConflict` (an expired
+    /// page continuation), `Internal`.
     pub fn class(&self) -> &'static str {
         match self {
             // A failed fsync poisons the handle (the kernel may have dropped
@@ -144,9 +145,9 @@ impl ReleaseError {
             ReleaseError::NotFound(_) | ReleaseError::Lifecycle(LifecycleError::NotFound(_)) => {
                 "NotFound"
             }
-            ReleaseError::NotEligible { .. } | ReleaseError::Page(PageError::Expired) => {
-                "FailedPrecondition"
-            }
+            ReleaseError::NotEligible { .. } => "FailedPrecondition",
+            // The catalog moved since the listing began: re-read.
+            ReleaseError::Page(PageError::Expired) => "StateConflict",
             ReleaseError::Manifest(_)
             | ReleaseError::Metadata(_)
             | ReleaseError::Bound(_)
