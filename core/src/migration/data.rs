@@ -659,8 +659,9 @@ pub struct ControlPlan {
         description = "The immutable, credential-free migration plan, as `custos migrate \
                             plan --json` prints it and `custos migrate plan --out FILE` writes it \
                             (compact, canonical) for `custos migrate run --plan FILE`. A plan file \
-                            must be canonical: compact JSON, fields in this order, sequences \
-                            sorted and unique."
+                            must be canonical: compact JSON, each object's fields in the order \
+                            its `required` lists them (`second_copy` last, only when true), \
+                            worlds, tables and objects sorted and unique."
     )
 )]
 pub struct Plan {
@@ -1066,8 +1067,9 @@ impl Receipt {
         description = "A migration receipt with its digest, as `custos migrate run --json` \
                             prints it and `custos migrate run --receipt FILE` writes it (compact, \
                             canonical) for `custos migrate verify --receipt FILE`. A receipt file \
-                            must be canonical (compact JSON, fields in this order) and its digest \
-                            must bind the receipt."
+                            must be canonical (compact JSON, each object's fields in the order \
+                            its `required` lists them, `second_copy` last and only when true, \
+                            tables sorted by name) and its digest must bind the receipt."
     )
 )]
 pub struct StoredReceipt {

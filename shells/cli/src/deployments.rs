@@ -64,10 +64,12 @@ pub enum DeploymentsCommand {
         /// The authenticated tenant (the manifest's tenant must match).
         #[arg(long)]
         tenant: String,
-        /// The manifest (JSON).
-        #[arg(long)]
-        manifest: PathBuf,
-        /// 0: create only; G > 0: require exactly object version G.
+        /// The manifest (JSON). Give it more than once to apply several
+        /// deployments atomically (all or none, one catalog generation).
+        #[arg(long, required = true)]
+        manifest: Vec<PathBuf>,
+        /// 0: create only; G > 0: require exactly object version G (one
+        /// manifest only).
         #[arg(long)]
         expected_generation: Option<u64>,
         /// Print as JSON.
@@ -217,15 +219,25 @@ fn dispatch(cmd: DeploymentsCommand, out: &mut Out) -> Result<(), Failure> {
             expected_generation,
             json,
         } => {
-            let m = read_manifest(&manifest)?;
-            let req = request(
-                &tenant,
-                Mutation::Apply {
-                    manifest: Box::new(m),
+            let mutation = match &manifest[..] {
+                [one] => Mutation::Apply {
+                    manifest: Box::new(read_manifest(one)?),
                     expected: expected_generation,
                 },
-            );
-            mutate(out, &root, &releases, req, json)
+                many if expected_generation.is_some() => {
+                    return Err(refused(
+                        2,
+                        format!(
+                            "InvalidArgument: --expected-generation names one deployment's version; {} manifests were given",
+                            many.len()
+                        ),
+                    ))
+                }
+                many => Mutation::ApplyMany {
+                    manifests: read_manifests(many)?,
+                },
+            };
+            mutate(out, &root, &releases, request(&tenant, mutation), json)
         }
         C::Delete {
             root,
@@ -395,6 +407,21 @@ pub(crate) fn request(tenant: &str, mutation: Mutation) -> Request {
         compiled_at: 0,
         operation: None,
     }
+}
+
+/// Every manifest of a batch, read and decoded in order (a bad one
+/// refuses the batch before anything is opened); progress on stderr for a
+/// large batch.
+fn read_manifests(paths: &[PathBuf]) -> Result<Vec<DeploymentManifest>, Failure> {
+    let mut progress =
+        crate::progress::Count::new("deployments apply", "manifests read", paths.len() as u64);
+    let mut manifests = Vec::with_capacity(paths.len());
+    for (done, path) in (1..).zip(paths) {
+        manifests.push(read_manifest(path)?);
+        progress.set(done);
+    }
+    progress.finish();
+    Ok(manifests)
 }
 
 fn read_manifest(path: &Path) -> Result<DeploymentManifest, Failure> {

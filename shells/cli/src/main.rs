@@ -334,10 +334,10 @@ fn check(
         .filter(|m| only.models.is_empty() || only.models.iter().any(|n| n == m.name()))
         .collect();
     let mut reports = Vec::new();
+    // Progress on stderr in every format (stdout is the report's).
+    let mut stages = progress::Stages::new("check", models.len() as u64);
     for m in &models {
-        if format == Format::Text {
-            out::err(format_args!("checking {} ({:?} bound)…", m.name(), bound));
-        }
+        stages.stage(format!("{} ({:?} bound)", m.name(), bound));
         match only.mutant {
             None => reports.push(m.check(bound, threads)),
             Some(name) => match m.check_as_model(bound, threads, name) {
@@ -352,6 +352,7 @@ fn check(
             },
         }
     }
+    stages.finish();
     let passed = reports.iter().all(ModelReport::passed);
     if format == Format::Junit {
         match junit::render(&reports) {

@@ -721,7 +721,38 @@ fn print_descriptor(out: &mut Out, d: &Descriptor, m: Membership) -> Result<(), 
 }
 
 fn verify(out: &mut Out, root: &Path, json: bool) -> Result<(), Failure> {
-    let repo = open(root, Access::Read)?;
+    // The open verifies every release: progress over the directories.
+    let progress = std::cell::RefCell::new(None::<crate::progress::Count>);
+    let observe = |done: u64, total: u64| {
+        let mut p = progress.borrow_mut();
+        p.get_or_insert_with(|| {
+            crate::progress::Count::new("releases verify", "release directories", total)
+        })
+        .set(done);
+    };
+    let repo = retry_locked(
+        || {
+            ReleaseRepository::open_observed(
+                Access::Read,
+                RealFs,
+                root,
+                Bounds::default(),
+                inspector(),
+                &observe,
+            )
+        },
+        |e| matches!(e.root_cause(), ReleaseError::Fs(f) if is_locked(f)),
+    )
+    .map_err(|e| {
+        failed(
+            &format!("cannot open the release catalog at {}", root.display()),
+            &e,
+        )
+    });
+    if let Some(p) = progress.into_inner() {
+        p.finish();
+    }
+    let repo = repo?;
     let usage = repo.usage();
     let counters = repo.verification_snapshot();
     let orphans = repo.orphans();

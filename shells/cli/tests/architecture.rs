@@ -156,7 +156,9 @@ fn core_reaches_no_io_crate() {
     // digest's row key and lanes, custos_core::migration::content),
     // `subtle` (constant-time digest comparison, custos_core::access; already
     // in sha2's closure), `hex` (the one lowercase-hex codec of digests and
-    // page tokens, custos_core::hex) and `arbitrary` (optional, for fuzzing);
+    // page tokens, custos_core::hex), `arbitrary` (optional, for fuzzing)
+    // and `schemars` (optional, feature `schema`: the JSON Schemas of
+    // `custos schema`, derived from the document types; no I/O);
     // for its tests only, `proptest`, `postcard` and `ciborium` (the state
     // types' binary round trips, custos_core::pairs; CBOR for the states
     // whose absent fields are omitted).
@@ -172,6 +174,7 @@ fn core_reaches_no_io_crate() {
         "thiserror",
         "twox-hash",
         "arbitrary",
+        "schemars",
         "proptest",
         "postcard",
         "ciborium",

@@ -500,3 +500,82 @@ fn a_listing_continues_across_invocations_and_expires_on_a_write() {
     );
     assert_eq!(stdout(&out), "", "no rows of a page that cannot be right");
 }
+
+#[test]
+fn a_batch_applies_atomically_with_bounded_progress_on_stderr() {
+    let tmp = tempfile::tempdir().unwrap();
+    let digest = release(tmp.path()).to_string();
+    let root = tmp.path().join("deployments");
+    let at = format!(
+        "{} --releases {} --tenant acme",
+        root.display(),
+        tmp.path().join("releases").display()
+    );
+    // 150 manifests in one call: one catalog generation, all applied.
+    let manifests: Vec<String> = (0..150)
+        .map(|i| {
+            deployment(
+                tmp.path(),
+                &format!("d{i}.json"),
+                &format!("d{i:03}"),
+                &digest,
+                1,
+            )
+        })
+        .collect();
+    let flags: String = manifests
+        .iter()
+        .map(|m| format!(" --manifest {m}"))
+        .collect();
+    let out = dep(&format!("apply {at}{flags}"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let applied = stdout(&out)
+        .lines()
+        .filter(|l| l.starts_with("applied d"))
+        .count();
+    assert_eq!(applied, 150, "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("(catalog generation 1)"),
+        "{}",
+        stdout(&out)
+    );
+    // Progress is stderr's, bounded (a line at the start and per tenth).
+    let progress: Vec<_> = stderr(&out)
+        .lines()
+        .filter(|l| l.starts_with("deployments apply: "))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(
+        progress.first().map(String::as_str),
+        Some("deployments apply: 0/150 manifests read")
+    );
+    assert_eq!(
+        progress.last().map(String::as_str),
+        Some("deployments apply: 150/150 manifests read")
+    );
+    assert!(progress.len() <= 11, "{progress:?}");
+    assert!(!stdout(&out).contains("manifests read"));
+
+    // A batch with one bad manifest applies none of it and changes nothing.
+    let before = image_of(&root).unwrap();
+    let good = deployment(tmp.path(), "new.json", "fresh", &digest, 1);
+    let bad = tmp.path().join("bad.json");
+    std::fs::write(&bad, r#"{"id":"x"}"#).unwrap();
+    let out = dep(&format!(
+        "apply {at} --manifest {good} --manifest {}",
+        bad.display()
+    ));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(image_of(&root).unwrap(), before);
+    // A precondition names one deployment: refused with two.
+    let out = dep(&format!(
+        "apply {at} --manifest {good} --manifest {good} --expected-generation 0"
+    ));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--expected-generation"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(image_of(&root).unwrap(), before);
+}

@@ -797,6 +797,25 @@ fn a_release_listing_continues_across_invocations_and_expires_on_any_change() {
     let (listed, pages) = list_pages(r, "17");
     assert_eq!(pages, 12);
     assert_eq!(listed, published);
+    // Verifying 200 releases shows bounded progress on stderr, none on
+    // stdout.
+    let out = custos(&["releases", "verify", r]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let progress: Vec<String> = stderr(&out)
+        .lines()
+        .filter(|l| l.starts_with("releases verify: "))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(
+        progress.first().map(String::as_str),
+        Some("releases verify: 0/200 release directories")
+    );
+    assert_eq!(
+        progress.last().map(String::as_str),
+        Some("releases verify: 200/200 release directories")
+    );
+    assert!(progress.len() <= 11, "{progress:?}");
+    assert!(!stdout(&out).contains("release directories"));
     // The text form prints the same continuation.
     let out = custos(&[
         "releases",

@@ -121,12 +121,28 @@ fn agree(
     }
 }
 
-/// A copy of `doc` with `f` applied.
-fn with(doc: &Value, f: impl FnOnce(&mut Value)) -> Value {
+/// `doc` with the value at `pointer` set to `value` (its last token added
+/// if absent), or removed for `None`.
+fn edit(doc: &Value, pointer: &str, value: Option<Value>) -> Value {
     let mut d = doc.clone();
-    f(&mut d);
+    let (parent, key) = pointer.rsplit_once('/').unwrap();
+    match (d.pointer_mut(parent).unwrap(), value) {
+        (Value::Object(m), Some(v)) => drop(m.insert(key.to_owned(), v)),
+        (Value::Object(m), None) => drop(m.remove(key)),
+        (Value::Array(a), Some(v)) => a[key.parse::<usize>().unwrap()] = v,
+        (other, _) => panic!("{pointer}: {other} is not an edited object or array"),
+    }
     d
 }
+
+/// A sample of `base` edited at `pointer` (see [`edit`]) and whether it
+/// is valid.
+fn sample(base: &Value, what: &'static str, pointer: &str, v: Option<Value>, ok: bool) -> Sample {
+    (what, edit(base, pointer, v), ok)
+}
+
+/// A named document and whether it is valid.
+type Sample = (&'static str, Value, bool);
 
 fn digest() -> String {
     Sha256::of(b"greeter").to_string()
@@ -136,128 +152,70 @@ fn digest() -> String {
 fn release_manifests() {
     let good = json!({"name":"greeter","version":"1.2.1","tenant":"acme","service":"greeter",
         "component_digest": digest(),"exports":["add"]});
+    let local = json!({"name":"n","version":"1","component_digest": digest(),"exports":[]});
     let hex = Sha256::of(b"greeter").hex();
+    let is = |what, pointer, v| sample(&good, what, pointer, Some(v), true);
+    let no = |what, pointer, v| sample(&good, what, pointer, Some(v), false);
     let decode = |doc: &Value| {
         Manifest::parse(&serde_json::to_vec(doc).unwrap(), 4 << 20)
             .map(drop)
             .map_err(|e| e.to_string())
     };
-    let local = json!({"name":"n","version":"1","component_digest": digest(),"exports":[]});
-    agree(
-        "release-manifest",
-        decode,
-        &[
-            ("a tenant's release", good.clone(), true),
-            ("a trusted-local release", local.clone(), true),
-            (
-                "a null tenant",
-                with(&local, |d| d["tenant"] = Value::Null),
-                true,
-            ),
-            (
-                "a null service, no tenant",
-                with(&local, |d| d["service"] = Value::Null),
-                true,
-            ),
-            (
-                "exports in any order",
-                with(&good, |d| d["exports"] = json!(["b:x/y", "a@1"])),
-                true,
-            ),
-            (
-                "a reference where a digest goes",
-                json!({"name":"greeter","version":"1.2.1",
-                "tenant":"acme","service":"greeter","release":"x@1","exports":["add"]}),
-                false,
-            ),
-            (
-                "no exports",
-                with(&good, |d| {
-                    drop(d.as_object_mut().unwrap().remove("exports"))
-                }),
-                false,
-            ),
-            (
-                "an upper-case digest",
-                with(&good, |d| {
-                    d["component_digest"] = json!(format!("sha256:{}", hex.to_uppercase()))
-                }),
-                false,
-            ),
-            (
-                "a digest without its prefix",
-                with(&good, |d| d["component_digest"] = json!(hex)),
-                false,
-            ),
-            (
-                "a short digest",
-                with(&good, |d| d["component_digest"] = json!(&digest()[..70])),
-                false,
-            ),
-            (
-                "an upper-case name",
-                with(&good, |d| d["name"] = json!("Greeter")),
-                false,
-            ),
-            (
-                "a name of 129",
-                with(&good, |d| d["name"] = json!("g".repeat(129))),
-                false,
-            ),
-            (
-                "an empty name",
-                with(&good, |d| d["name"] = json!("")),
-                false,
-            ),
-            (
-                "a version with a space",
-                with(&good, |d| d["version"] = json!("1 0")),
-                false,
-            ),
-            (
-                "a version of 65",
-                with(&good, |d| d["version"] = json!("1".repeat(65))),
-                false,
-            ),
-            (
-                "a service without a tenant",
-                with(&local, |d| d["service"] = json!("s")),
-                false,
-            ),
-            (
-                "a service, a null tenant",
-                with(&good, |d| d["tenant"] = Value::Null),
-                false,
-            ),
-            (
-                "an export named twice",
-                with(&good, |d| d["exports"] = json!(["add", "add"])),
-                false,
-            ),
-            (
-                "an export with a space",
-                with(&good, |d| d["exports"] = json!(["a b"])),
-                false,
-            ),
-            (
-                "an empty export",
-                with(&good, |d| d["exports"] = json!([""])),
-                false,
-            ),
-            (
-                "1025 exports",
-                with(&good, |d| {
-                    d["exports"] = (0..1025).map(|i| json!(format!("e{i}"))).collect()
-                }),
-                false,
-            ),
-            (
-                "an unknown field",
-                with(&good, |d| d["x"] = json!(1)),
-                false,
-            ),
-        ],
-    );
+    let reference = json!({"name":"greeter","version":"1.2.1","tenant":"acme","service":"greeter",
+        "release":"x@1","exports":["add"]});
+    let samples = [
+        ("a tenant's release", good.clone(), true),
+        ("a trusted-local release", local.clone(), true),
+        sample(&local, "a null tenant", "/tenant", Some(Value::Null), true),
+        sample(
+            &local,
+            "a null service, no tenant",
+            "/service",
+            Some(Value::Null),
+            true,
+        ),
+        is("exports in any order", "/exports", json!(["b:x/y", "a@1"])),
+        ("a reference where a digest goes", reference, false),
+        sample(&good, "no exports", "/exports", None, false),
+        no(
+            "an upper-case digest",
+            "/component_digest",
+            json!(format!("sha256:{}", hex.to_uppercase())),
+        ),
+        no(
+            "a digest without its prefix",
+            "/component_digest",
+            json!(hex),
+        ),
+        no(
+            "a short digest",
+            "/component_digest",
+            json!(&digest()[..70]),
+        ),
+        no("an upper-case name", "/name", json!("Greeter")),
+        no("a name of 129", "/name", json!("g".repeat(129))),
+        no("an empty name", "/name", json!("")),
+        no("a version with a space", "/version", json!("1 0")),
+        no("a version of 65", "/version", json!("1".repeat(65))),
+        sample(
+            &local,
+            "a service without a tenant",
+            "/service",
+            Some(json!("s")),
+            false,
+        ),
+        no("a service, a null tenant", "/tenant", Value::Null),
+        no("an export named twice", "/exports", json!(["add", "add"])),
+        no("an export with a space", "/exports", json!(["a b"])),
+        no("an empty export", "/exports", json!([""])),
+        no(
+            "1025 exports",
+            "/exports",
+            (0..1025).map(|i| json!(format!("e{i}"))).collect(),
+        ),
+        no("an unknown field", "/x", json!(1)),
+    ];
+    agree("release-manifest", decode, &samples);
 }
 
 #[test]
@@ -267,8 +225,10 @@ fn contracts() {
     let every_type = json!({"interfaces":[{"name":"api","docs":"the api","functions":[{
         "name":"f","docs":null,"params":[{"name":"x","ty":{"record":[
             {"name":"a","ty":{"list":"string"}},
-            {"name":"b","ty":{"option":{"tuple":["bool","s8","u8","s16","u16","s32","s64","u64","f32","f64","char"]}}},
-            {"name":"c","ty":{"variant":[{"name":"none"},{"name":"nil","ty":null},{"name":"some","ty":{"enum":["x","y"]}}]}},
+            {"name":"b","ty":{"option":{"tuple":["bool","s8","u8","s16","u16","s32","s64","u64",
+                "f32","f64","char"]}}},
+            {"name":"c","ty":{"variant":[{"name":"none"},{"name":"nil","ty":null},
+                {"name":"some","ty":{"enum":["x","y"]}}]}},
             {"name":"d","ty":{"flags":["r","w"]}},
             {"name":"e","ty":{"own":"file"}},
             {"name":"f","ty":{"borrow":"file"}}]}}],
@@ -277,65 +237,45 @@ fn contracts() {
         let c: Contract = serde_json::from_value(doc.clone()).map_err(|e| e.to_string())?;
         c.shape().check().map_err(|e| e.to_string())
     };
-    let ty = |t: Value| {
-        with(&good, |d| {
-            d["interfaces"][0]["functions"][0]["results"] = json!([t])
-        })
-    };
-    agree(
-        "contract",
-        decode,
-        &[
-            ("one function", good.clone(), true),
-            ("every type", every_type.clone(), true),
-            ("no interfaces", json!({"interfaces":[]}), true),
-            ("no interfaces field", json!({}), false),
-            ("an unknown type", ty(json!("u128")), false),
-            ("a type spelt in upper case", ty(json!("U32")), false),
-            (
-                "a type with two tags",
-                ty(json!({"list":"u8","option":"u8"})),
-                false,
-            ),
-            ("a list of nothing", ty(json!({"list":null})), false),
-            (
-                "a result with a third branch",
-                ty(json!({"result":{"ok":"u8","other":"u8"}})),
-                false,
-            ),
-            (
-                "a field without a type",
-                ty(json!({"record":[{"name":"a"}]})),
-                false,
-            ),
-            (
-                "a function without results",
-                with(&good, |d| {
-                    drop(
-                        d["interfaces"][0]["functions"][0]
-                            .as_object_mut()
-                            .unwrap()
-                            .remove("results"),
-                    )
-                }),
-                false,
-            ),
-            (
-                "an unknown function field",
-                with(&good, |d| {
-                    d["interfaces"][0]["functions"][0]["doc"] = json!("x")
-                }),
-                false,
-            ),
-            (
-                "a parameter type as a number",
-                with(&good, |d| {
-                    d["interfaces"][0]["functions"][0]["params"][0]["ty"] = json!(32)
-                }),
-                false,
-            ),
-        ],
-    );
+    let f = "/interfaces/0/functions/0";
+    let result = |what, ty| sample(&good, what, &format!("{f}/results/0"), Some(ty), false);
+    let samples = [
+        ("one function", good.clone(), true),
+        ("every type", every_type, true),
+        ("no interfaces", json!({"interfaces":[]}), true),
+        ("no interfaces field", json!({}), false),
+        result("an unknown type", json!("u128")),
+        result("a type spelt in upper case", json!("U32")),
+        result("a type with two tags", json!({"list":"u8","option":"u8"})),
+        result("a list of nothing", json!({"list":null})),
+        result(
+            "a result with a third branch",
+            json!({"result":{"ok":"u8","other":"u8"}}),
+        ),
+        result("a field without a type", json!({"record":[{"name":"a"}]})),
+        sample(
+            &good,
+            "a function without results",
+            &format!("{f}/results"),
+            None,
+            false,
+        ),
+        sample(
+            &good,
+            "an unknown function field",
+            &format!("{f}/doc"),
+            Some(json!("x")),
+            false,
+        ),
+        sample(
+            &good,
+            "a numeric type",
+            &format!("{f}/params/0/ty"),
+            Some(json!(32)),
+            false,
+        ),
+    ];
+    agree("contract", decode, &samples);
 }
 
 #[test]
@@ -343,115 +283,82 @@ fn deployment_manifests() {
     let d = digest();
     // As shells/cli/tests/deployments.rs applies them, and a full one.
     let blue = json!({"id":"blue","tenant":"acme","service":"calc","release": d,"route_weight":3});
-    let canary = json!({"id":"canary","tenant":"acme","namespace":"prod","service":"api","release": d,
-        "route_weight":1,"grants":["kv:write","kv:read"],
-        "budgets":{"timeout_millis":30000,"memory_bytes":67108864,"cpu_millis":5,"max_concurrency":9007199254740991u64},
+    let canary = json!({"id":"canary","tenant":"acme","namespace":"prod","service":"api",
+        "release": d,"route_weight":1,"grants":["kv:write","kv:read"],
+        "budgets":{"timeout_millis":30000,"memory_bytes":67108864,"cpu_millis":5,
+            "max_concurrency":9007199254740991u64},
         "labels":{"team":"edge","stage":"canary"},"annotations":{"note":"dormant until invoked"},
         "availability":{"min_instances":1,"max_instances":4},
         "placement":{"zones":["eu-west-1b","eu-west-1a"],"pool":"edge"}});
-    let set = |k: &'static str, v: Value| with(&blue, move |m| m[k] = v);
     let decode = |doc: &Value| {
         DeploymentManifest::decode(&serde_json::to_vec(doc).unwrap())
             .map(drop)
             .map_err(|e| e.to_string())
     };
     let hex = Sha256::of(b"greeter").hex();
-    agree(
-        "deployment-manifest",
-        decode,
-        &[
-            ("the tests' blue", blue.clone(), true),
-            ("every field", canary.clone(), true),
-            (
-                "an upper-case release digest",
-                set("release", json!(format!("sha256:{}", hex.to_uppercase()))),
-                true,
-            ),
-            ("an id of 1024", set("id", json!("i".repeat(1024))), true),
-            ("the reserved id", set("id", json!("default")), false),
-            ("an id of 1025", set("id", json!("i".repeat(1025))), false),
-            ("an id starting with '-'", set("id", json!("-x")), false),
-            ("a release reference", set("release", json!("x@1")), false),
-            (
-                "an upper-case prefix",
-                set("release", json!(format!("SHA256:{hex}"))),
-                false,
-            ),
-            (
-                "no release",
-                with(&blue, |m| {
-                    drop(m.as_object_mut().unwrap().remove("release"))
-                }),
-                false,
-            ),
-            ("route weight 0", set("route_weight", json!(0)), false),
-            (
-                "route weight 10001",
-                set("route_weight", json!(10_001)),
-                false,
-            ),
-            (
-                "a grant twice",
-                set("grants", json!(["kv:read", "kv:read"])),
-                false,
-            ),
-            (
-                "65 grants",
-                set("grants", (0..65).map(|i| json!(format!("g{i}"))).collect()),
-                false,
-            ),
-            (
-                "a budget of 0",
-                set("budgets", json!({"memory_bytes":0})),
-                false,
-            ),
-            (
-                "a budget of 2^53",
-                set("budgets", json!({"cpu_millis":9007199254740992u64})),
-                false,
-            ),
-            (
-                "an unknown budget",
-                set("budgets", json!({"disk_bytes":1})),
-                false,
-            ),
-            (
-                "no instances at most",
-                set("availability", json!({"max_instances":0})),
-                false,
-            ),
-            (
-                "10001 instances",
-                set("availability", json!({"max_instances":10_001})),
-                false,
-            ),
-            (
-                "a label key with a space",
-                set("labels", json!({"a b":"c"})),
-                false,
-            ),
-            (
-                "a label value of 1025",
-                set("labels", json!({"a":"v".repeat(1025)})),
-                false,
-            ),
-            (
-                "an annotation value of 4097",
-                set("annotations", json!({"a":"v".repeat(4097)})),
-                false,
-            ),
-            (
-                "65 labels",
-                set(
-                    "labels",
-                    (0..65).map(|i| (format!("k{i}"), json!("v"))).collect(),
-                ),
-                false,
-            ),
-            ("an empty namespace", set("namespace", json!("")), false),
-            ("an unknown field", set("extra", json!(1)), false),
-        ],
-    );
+    let is = |what, pointer, v| sample(&blue, what, pointer, Some(v), true);
+    let no = |what, pointer, v| sample(&blue, what, pointer, Some(v), false);
+    let many = |n: usize| (0..n).map(|i| format!("k{i}"));
+    let samples = [
+        ("the tests' blue", blue.clone(), true),
+        ("every field", canary, true),
+        is(
+            "an upper-case digest",
+            "/release",
+            json!(format!("sha256:{}", hex.to_uppercase())),
+        ),
+        is("an id of 1024", "/id", json!("i".repeat(1024))),
+        no("the reserved id", "/id", json!("default")),
+        no("an id of 1025", "/id", json!("i".repeat(1025))),
+        no("an id starting with '-'", "/id", json!("-x")),
+        no("a release reference", "/release", json!("x@1")),
+        no(
+            "an upper-case prefix",
+            "/release",
+            json!(format!("SHA256:{hex}")),
+        ),
+        sample(&blue, "no release", "/release", None, false),
+        no("route weight 0", "/route_weight", json!(0)),
+        no("route weight 10001", "/route_weight", json!(10_001)),
+        no("a grant twice", "/grants", json!(["kv:read", "kv:read"])),
+        no("65 grants", "/grants", many(65).collect()),
+        no("a budget of 0", "/budgets", json!({"memory_bytes":0})),
+        no(
+            "a budget of 2^53",
+            "/budgets",
+            json!({"cpu_millis":9007199254740992u64}),
+        ),
+        no("an unknown budget", "/budgets", json!({"disk_bytes":1})),
+        no(
+            "no instances at most",
+            "/availability",
+            json!({"max_instances":0}),
+        ),
+        no(
+            "10001 instances",
+            "/availability",
+            json!({"max_instances":10_001}),
+        ),
+        no("a label key with a space", "/labels", json!({"a b":"c"})),
+        no(
+            "a label value of 1025",
+            "/labels",
+            json!({"a":"v".repeat(1025)}),
+        ),
+        no(
+            "an annotation of 4097",
+            "/annotations",
+            json!({"a":"v".repeat(4097)}),
+        ),
+        no(
+            "65 labels",
+            "/labels",
+            many(65).map(|k| (k, json!("v"))).collect(),
+        ),
+        no("an empty namespace", "/namespace", json!("")),
+        no("an unknown field", "/extra", json!(1)),
+    ];
+    agree("deployment-manifest", decode, &samples);
 }
 
 fn name(s: &str) -> Name {
@@ -533,148 +440,69 @@ fn migration_plans() {
         let p: Plan = serde_json::from_value(doc.clone()).map_err(|e| e.to_string())?;
         p.check().map_err(|e| e.to_string())
     };
-    let set =
-        |path: &'static str, v: Value| with(&good, move |d| *d.pointer_mut(path).unwrap() = v);
-    agree(
-        "migration-plan",
-        decode,
-        &[
-            ("a plan", good.clone(), true),
-            (
-                "a second copy",
-                with(&good, |d| d["second_copy"] = json!(true)),
-                true,
-            ),
-            (
-                "the root of a local disk",
-                set("/source/uri", json!("file:///")),
-                true,
-            ),
-            (
-                "a bucket's root",
-                set("/source/uri", json!("s3://bucket/")),
-                true,
-            ),
-            (
-                "no format",
-                with(&good, |d| drop(d.as_object_mut().unwrap().remove("format"))),
-                false,
-            ),
-            ("format 2", set("/format", json!(2)), false),
-            (
-                "a uri with userinfo",
-                set("/source/uri", json!("file://user@host/src")),
-                false,
-            ),
-            (
-                "a uri with a query",
-                set("/source/uri", json!("file:///src?x=1")),
-                false,
-            ),
-            (
-                "a uri with a fragment",
-                set("/source/uri", json!("file:///src#x")),
-                false,
-            ),
-            (
-                "a percent-encoded uri",
-                set("/source/uri", json!("file:///s%72c")),
-                false,
-            ),
-            (
-                "a '..' segment",
-                set("/source_artifact_root", json!("file:///src/../x")),
-                false,
-            ),
-            (
-                "a '.' segment",
-                set("/source_artifact_root", json!("file:///src/./x")),
-                false,
-            ),
-            (
-                "an empty segment",
-                set("/source/uri", json!("file:///src//x")),
-                false,
-            ),
-            (
-                "a trailing slash",
-                set("/source/uri", json!("file:///src/")),
-                false,
-            ),
-            (
-                "an upper-case scheme",
-                set("/source/uri", json!("FILE:///src")),
-                false,
-            ),
-            (
-                "an upper-case host",
-                set("/destination/uri", json!("s3://Bucket/w")),
-                false,
-            ),
-            (
-                "a bucket without a path",
-                set("/destination/uri", json!("s3://bucket")),
-                false,
-            ),
-            (
-                "a uri with a space",
-                set("/source/uri", json!("file:///my src")),
-                false,
-            ),
-            ("not a uri", set("/source/uri", json!("/data/src")), false),
-            (
-                "an upper-case digest",
-                set(
-                    "/control/snapshot_digest",
-                    json!(Digest::of(b"c").to_string().to_uppercase()),
-                ),
-                false,
-            ),
-            (
-                "a prefixed digest",
-                set(
-                    "/control/snapshot_digest",
-                    json!(format!("sha256:{}", Digest::of(b"c"))),
-                ),
-                false,
-            ),
-            (
-                "an empty migration id",
-                set("/migration_id", json!("")),
-                false,
-            ),
-            (
-                "a control character in a name",
-                set("/migration_id", json!("m\u{7}1")),
-                false,
-            ),
-            (
-                "a name of 257 bytes",
-                set("/worlds/0/world", json!("w".repeat(257))),
-                false,
-            ),
-            (
-                "source epoch 0",
-                set("/worlds/0/source_epoch", json!(0)),
-                false,
-            ),
-            (
-                "a classification in Rust's spelling",
-                set("/tables/1/classification", json!("Storage")),
-                false,
-            ),
-            (
-                "a negative row count",
-                set("/tables/1/source/rows", json!(-1)),
-                false,
-            ),
-            (
-                "an unknown field",
-                with(&good, |d| d["extra"] = json!(1)),
-                false,
-            ),
-        ],
-    );
+    let is = |what, pointer, v| sample(&good, what, pointer, Some(v), true);
+    let no = |what, pointer, v| sample(&good, what, pointer, Some(v), false);
+    let (src, root) = ("/source/uri", "/source_artifact_root");
+    let upper = Digest::of(b"c").to_string().to_uppercase();
+    let samples = [
+        ("a plan", good.clone(), true),
+        is("a second copy", "/second_copy", json!(true)),
+        is("the root of a local disk", src, json!("file:///")),
+        is("a bucket's root", src, json!("s3://bucket/")),
+        sample(&good, "no format", "/format", None, false),
+        no("format 2", "/format", json!(2)),
+        no("a uri with userinfo", src, json!("file://user@host/src")),
+        no("a uri with a query", src, json!("file:///src?x=1")),
+        no("a uri with a fragment", src, json!("file:///src#x")),
+        no("a percent-encoded uri", src, json!("file:///s%72c")),
+        no("a '..' segment", root, json!("file:///src/../x")),
+        no("a '.' segment", root, json!("file:///src/./x")),
+        no("an empty segment", src, json!("file:///src//x")),
+        no("a trailing slash", src, json!("file:///src/")),
+        no("an upper-case scheme", src, json!("FILE:///src")),
+        no(
+            "an upper-case host",
+            "/destination/uri",
+            json!("s3://Bucket/w"),
+        ),
+        no(
+            "a bucket without a path",
+            "/destination/uri",
+            json!("s3://bucket"),
+        ),
+        no("a uri with a space", src, json!("file:///my src")),
+        no("not a uri", src, json!("/data/src")),
+        no(
+            "an upper-case digest",
+            "/control/snapshot_digest",
+            json!(upper),
+        ),
+        no(
+            "a prefixed digest",
+            "/control/snapshot_digest",
+            json!(format!("sha256:{upper}")),
+        ),
+        no("an empty migration id", "/migration_id", json!("")),
+        no(
+            "a control character in a name",
+            "/migration_id",
+            json!("m\u{7}1"),
+        ),
+        no(
+            "a name of 257 bytes",
+            "/worlds/0/world",
+            json!("w".repeat(257)),
+        ),
+        no("source epoch 0", "/worlds/0/source_epoch", json!(0)),
+        no(
+            "Rust's spelling of a class",
+            "/tables/1/classification",
+            json!("Storage"),
+        ),
+        no("a negative row count", "/tables/1/source/rows", json!(-1)),
+        no("an unknown field", "/extra", json!(1)),
+    ];
+    agree("migration-plan", decode, &samples);
 }
 
 /// A sealed receipt of [`sample_plan`].
@@ -739,78 +567,48 @@ fn receipts() {
         let r: StoredReceipt = serde_json::from_value(doc.clone()).map_err(|e| e.to_string())?;
         r.receipt.check().map_err(|e| e.to_string())
     };
-    let set =
-        |path: &'static str, v: Value| with(&good, move |d| *d.pointer_mut(path).unwrap() = v);
+    let is = |what, pointer, v| sample(&good, what, pointer, Some(v), true);
+    let no = |what, pointer, v| sample(&good, what, pointer, Some(v), false);
     let resume = "/receipt/cold_verification/resume";
-    agree(
-        "receipt",
-        decode,
-        &[
-            ("a receipt", good.clone(), true),
-            (
-                "no resumable World",
-                set(resume, json!("not-applicable")),
-                true,
-            ),
-            (
-                "a second copy",
-                with(&good, |d| d["receipt"]["second_copy"] = json!(true)),
-                true,
-            ),
-            ("a bare receipt", good["receipt"].clone(), false),
-            (
-                "no digest",
-                with(&good, |d| drop(d.as_object_mut().unwrap().remove("digest"))),
-                false,
-            ),
-            (
-                "a prefixed digest",
-                set("/digest", json!(format!("sha256:{}", stored.digest))),
-                false,
-            ),
-            ("format 2", set("/receipt/format", json!(2)), false),
-            (
-                "another activity disposition",
-                set("/receipt/activity_disposition", json!("empty")),
-                false,
-            ),
-            (
-                "another activation",
-                set("/receipt/control/activation", json!("active")),
-                false,
-            ),
-            (
-                "a resume without its World",
-                set(resume, json!("resumed")),
-                false,
-            ),
-            (
-                "a resume of an unnamed World",
-                set("/receipt/cold_verification/resume/resumed/world", json!("")),
-                false,
-            ),
-            (
-                "a negative start",
-                set("/receipt/started_at", json!(-1)),
-                false,
-            ),
-            (
-                "a fractional row count",
-                set("/receipt/tables/0/rows", json!(1.5)),
-                false,
-            ),
-            (
-                "an unknown table field",
-                with(&good, |d| d["receipt"]["tables"][0]["extra"] = json!(1)),
-                false,
-            ),
-            (
-                "an unknown field",
-                with(&good, |d| d["extra"] = json!(1)),
-                false,
-            ),
-        ],
-    );
+    let prefixed = format!("sha256:{}", stored.digest);
+    let samples = [
+        ("a receipt", good.clone(), true),
+        is("no resumable World", resume, json!("not-applicable")),
+        is("a second copy", "/receipt/second_copy", json!(true)),
+        ("a bare receipt", good["receipt"].clone(), false),
+        sample(&good, "no digest", "/digest", None, false),
+        no("a prefixed digest", "/digest", json!(prefixed)),
+        no("format 2", "/receipt/format", json!(2)),
+        no(
+            "another disposition",
+            "/receipt/activity_disposition",
+            json!("empty"),
+        ),
+        no(
+            "another activation",
+            "/receipt/control/activation",
+            json!("active"),
+        ),
+        no("a resume without its World", resume, json!("resumed")),
+        no(
+            "an unnamed World",
+            &format!("{resume}/resumed/world"),
+            json!(""),
+        ),
+        no("a negative start", "/receipt/started_at", json!(-1)),
+        no(
+            "a fractional row count",
+            "/receipt/tables/0/rows",
+            json!(1.5),
+        ),
+        no(
+            "an unknown table field",
+            "/receipt/tables/0/extra",
+            json!(1),
+        ),
+        no("an unknown field", "/extra", json!(1)),
+    ];
+    agree("receipt", decode, &samples);
 }
 
 /// `custos migrate <verb> --json` of migration `s1` from `src` to `dst`

@@ -284,6 +284,21 @@ impl<F: Fs> ReleaseRepository<F> {
         bounds: Bounds,
         inspector: Arc<dyn ComponentInspector>,
     ) -> Result<Self, ReleaseError> {
+        Self::open_observed(access, fs, path, bounds, inspector, &|_, _| {})
+    }
+
+    /// As [`ReleaseRepository::open_as`], telling `observe(done, total)`
+    /// after each directory under `releases/` is recovered and verified
+    /// (for a progress display over a large catalog; it cannot change
+    /// what the open does).
+    pub fn open_observed(
+        access: Access,
+        fs: F,
+        path: &Path,
+        bounds: Bounds,
+        inspector: Arc<dyn ComponentInspector>,
+        observe: &dyn Fn(u64, u64),
+    ) -> Result<Self, ReleaseError> {
         let usage = CatalogUsage::empty(&bounds)?;
         let (root, plan) = DurableRoot::open(fs, path, &LAYOUT, access)?;
         if plan == OpenPlan::Upgrade {
@@ -302,7 +317,7 @@ impl<F: Fs> ReleaseRepository<F> {
             counters: Counters::default(),
             stage_seq: AtomicU64::new(0),
         };
-        let (writer, index) = repo.recover(usage, plan)?;
+        let (writer, index) = repo.recover(usage, plan, observe)?;
         // A fresh root needs no head file (an absent head counts no
         // release); an upgraded one got its head in `recover`, before the
         // marker.
@@ -497,6 +512,7 @@ impl<F: Fs> ReleaseRepository<F> {
         &self,
         mut usage: CatalogUsage,
         plan: OpenPlan,
+        observe: &dyn Fn(u64, u64),
     ) -> Result<(Writer, Index), ReleaseError> {
         let lifecycle = self.load_lifecycle()?;
         // Only an explicit upgrade of a catalog predating lifecycle state
@@ -533,7 +549,8 @@ impl<F: Fs> ReleaseRepository<F> {
         let mut index = Index::default();
         let mut orphans = std::collections::BTreeMap::new();
         let mut references = std::collections::BTreeMap::new();
-        for name in names {
+        let total = names.len() as u64;
+        for (done, name) in (1..).zip(names) {
             let path = dir.join(&name);
             let is_dir = self
                 .fs()
@@ -582,6 +599,7 @@ impl<F: Fs> ReleaseRepository<F> {
                     }
                 }
             }
+            observe(done, total);
         }
         if let Some(missing) = lifecycle.releases.keys().find(|d| index.get(d).is_none()) {
             return Err(corrupt(
