@@ -889,7 +889,7 @@ pub fn a_claim_answers_at_most_sixteen_memberships<C: Access + Catalogue, F: Fn(
     }
 }
 
-/// Every claim refusal, each made before any write, in the spec's order:
+/// Every claim refusal, each made before any write, in its fixed order:
 /// unknown or void, then a claimed row, then expiry, the claim's own
 /// digest, a digest present in any state, and the name (a member with an
 /// open claim cannot hold a credential: a login is `ClaimPending`).

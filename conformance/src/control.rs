@@ -1,7 +1,7 @@
-//! The control-catalog conformance suite (spec 000): registration,
+//! The control-catalog conformance suite: registration,
 //! the four retirement cases, monotonic destruction, discovery of every
 //! world ever registered, read-only descriptors, the advisory tick head,
-//! archetype signatures and writer fences (spec 001 §3: resume acquires a
+//! archetype signatures and writer fences (resume acquires a
 //! strictly higher epoch, non-resumable worlds fail closed unfenced, a
 //! stale writer commits nothing), through the [`ControlCatalog`] port.
 //!

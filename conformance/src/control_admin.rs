@@ -1,4 +1,4 @@
-//! The administrative control contract's conformance suite (spec 001 §6),
+//! The administrative control contract's conformance suite,
 //! through [`ControlAdmin`] beside [`ControlCatalog`]: an exact export that
 //! never includes migration administration, compare-and-swap storage of
 //! the destination's reservation, staging invisible to discovery and

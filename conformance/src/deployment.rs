@@ -1,4 +1,4 @@
-//! The deployment catalog's conformance suite (spec 004): versioned
+//! The deployment catalog's conformance suite: versioned
 //! desired state (object generations stamped by the publication that
 //! accepted them, the expected-generation tables of apply and delete,
 //! atomic batches, snapshot-only publications), tenant scope and immutable

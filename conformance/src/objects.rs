@@ -1,4 +1,4 @@
-//! The object-store conformance suite (spec 001 §5), through core's
+//! The object-store conformance suite, through core's
 //! [`ObjectStore`] port: an object put is probed and read back whole; a
 //! content address is never overwritten; `put_new` stores only bytes that
 //! verify and nothing when its source fails; a read refuses an object

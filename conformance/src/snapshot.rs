@@ -946,7 +946,7 @@ pub fn fragments_slice_within_bounds<S: Storage + SnapshotSource, F: Fn() -> S>(
 
 /// A record above the record bound is refused from its descriptor before
 /// any payload byte is fetched (the bound is tightened to 1 KiB here: a
-/// commit cannot store a record above the spec's 32 MiB).
+/// commit cannot store a record above the standard 32 MiB).
 pub fn oversized_record_is_refused_before_its_payload<S: Storage + SnapshotSource, F: Fn() -> S>(
     factory: F,
 ) {
@@ -959,7 +959,7 @@ pub fn oversized_record_is_refused_before_its_payload<S: Storage + SnapshotSourc
     let probe = Probe::new(&s);
     let limits = Limits {
         record_bytes: 1024,
-        ..Limits::SPEC
+        ..Limits::STANDARD
     };
     let r = Reader::with_limits(&probe, limits).unwrap();
     let e = r.fragment(hw, &id("big"), 0, 10).map(|_| ()).unwrap_err();

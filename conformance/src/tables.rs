@@ -1,4 +1,4 @@
-//! The table-store conformance suite (spec 001 §4), through core's
+//! The table-store conformance suite, through core's
 //! [`TableStore`] port: the namespace with pinned evidence, a copy that
 //! lands once in an empty table and verifies, a pinned snapshot copied
 //! whatever the source did since, drift and foreign destination content

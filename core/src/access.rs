@@ -1,5 +1,5 @@
 //! The catalogue's access plane: principals, credentials, claims, browser
-//! logins and per-session memberships (spec 003, `storage/access`).
+//! logins and per-session memberships.
 //!
 //! Access lives in the catalogue's database, so its stored state is a part of
 //! [`CatalogueState`] ([`CatalogueState::access`]) and every write is decided
@@ -25,7 +25,7 @@
 //!   lookup. The enrolling paths refuse a browser digest.
 //! - **A claim authenticates nothing and binds once.** A [`ClaimDigest`] is a
 //!   separate type; claim rows are never deleted; [`decide`] makes every
-//!   claim refusal before any write, in the spec's order.
+//!   claim refusal before any write, in a fixed order ([`ClaimRefusal`]).
 //! - **There is one durable owner** ([`AccessRequest::BootstrapOwner`]); its
 //!   retry needs the owner's active credential.
 //! - **A member has either one open claim and no active credential, or no
@@ -504,7 +504,7 @@ pub struct AccessState {
     pub memberships: BTreeMap<(String, String), Role>,
 }
 
-/// Why a claim was refused (spec order: unknown or void, a claimed row that
+/// Why a claim was refused (in this order: unknown or void, a claimed row that
 /// is not this replay, expiry, then the conflicts, then the name).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Error, Serialize, Deserialize)]
 pub enum ClaimRefusal {
@@ -632,6 +632,31 @@ pub enum AccessError {
         /// What failed (never a credential).
         reason: String,
     },
+}
+
+impl AccessError {
+    /// The failure's [`Class`](crate::Class): what the caller does next
+    /// (a refused claim is `PermissionDenied`; a name or digest already held is `AlreadyExists`).
+    pub fn class(&self) -> crate::Class {
+        use crate::Class;
+        match self {
+            AccessError::Invalid { .. } => Class::InvalidArgument,
+            AccessError::WrongKind { .. } => Class::InvalidArgument,
+            AccessError::OwnerExists { .. } => Class::AlreadyExists,
+            AccessError::NoOwner => Class::FailedPrecondition,
+            AccessError::OwnerRefused { .. } => Class::PermissionDenied,
+            AccessError::PrincipalExists { .. } => Class::AlreadyExists,
+            AccessError::UnknownPrincipal { .. } => Class::NotFound,
+            AccessError::UnknownSession { .. } => Class::NotFound,
+            AccessError::DigestInUse { .. } => Class::AlreadyExists,
+            AccessError::ClaimInUse { .. } => Class::AlreadyExists,
+            AccessError::ClaimPending { .. } => Class::FailedPrecondition,
+            AccessError::Claim(..) => Class::PermissionDenied,
+            AccessError::Corrupt { .. } => Class::CorruptArtifact,
+            AccessError::BackendFault { .. } => Class::Internal,
+            AccessError::Unavailable { .. } => Class::Unavailable,
+        }
+    }
 }
 
 crate::reasons! {

@@ -1,6 +1,6 @@
 //! The session catalogue: registrations, display names, visibility,
 //! subtitles, workspace defaults, recent folders, custody, deletion marks and
-//! delegates (spec 003, `storage/catalogue`).
+//! delegates.
 //!
 //! The catalogue is daemon metadata in its own database. It never opens a
 //! conversation. Its stored state is [`CatalogueState`]; every write is one
@@ -89,6 +89,21 @@ pub enum CatalogueError {
         /// What failed (never a credential).
         reason: String,
     },
+}
+
+impl CatalogueError {
+    /// The failure's [`Class`](crate::Class): what the caller does next
+    /// (a request the stored state does not allow is `StateConflict`).
+    pub fn class(&self) -> crate::Class {
+        use crate::Class;
+        match self {
+            CatalogueError::Invalid { .. } => Class::InvalidArgument,
+            CatalogueError::Conflict { .. } => Class::StateConflict,
+            CatalogueError::NotFound { .. } => Class::NotFound,
+            CatalogueError::BackendFault { .. } => Class::Internal,
+            CatalogueError::Unavailable { .. } => Class::Unavailable,
+        }
+    }
 }
 
 crate::reasons! {

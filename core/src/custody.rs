@@ -13,7 +13,7 @@
 //!   from `from` under `op` and serves it.
 //!
 //! [`decide`] is the compare-and-set rule of every transition, keyed by the
-//! move's op (spec 003, `catalogue.Custody`):
+//! move's op:
 //!
 //! | request | stored | answer |
 //! |---|---|---|
@@ -38,9 +38,9 @@
 //!
 //! `import_session` on a registered `Resident` session is a `Conflict`: the
 //! session is already served here, and accepting it would make two
-//! catalogues serve it. (The spec's "target side `Resident -> Imported`" is
-//! the never-seen case, where the registration is reserved in the same
-//! transaction.)
+//! catalogues serve it. A first import on the target side is the
+//! never-seen case: the target holds no row, and the registration is
+//! reserved in the same transaction as the `Imported` row.
 //!
 //! Custody alone cannot keep a session in one place: the catalogues are
 //! separate databases. The rules an orchestrator must follow are in
@@ -295,6 +295,19 @@ pub enum CustodyError {
         /// The value.
         value: String,
     },
+}
+
+impl CustodyError {
+    /// The failure's [`Class`](crate::Class): what the caller does next
+    /// (a custody step the stored state does not allow is `StateConflict`).
+    pub fn class(&self) -> crate::Class {
+        use crate::Class;
+        match self {
+            CustodyError::Conflict { .. } => Class::StateConflict,
+            CustodyError::NotFound => Class::NotFound,
+            CustodyError::Invalid { .. } => Class::InvalidArgument,
+        }
+    }
 }
 
 crate::reasons! {

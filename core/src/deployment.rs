@@ -1,4 +1,4 @@
-//! The deployment catalog's rules (spec 004): deployment identity, logical
+//! The deployment catalog's rules: deployment identity, logical
 //! revisions, route compilation, deterministic weighted selection,
 //! versioned desired state with generation preconditions, and bounded
 //! tenant pages with continuation tokens.
@@ -38,6 +38,8 @@ pub mod state;
 mod tests;
 
 use thiserror::Error;
+
+pub use crate::class::Class;
 
 pub use manifest::{DeploymentManifest, RevisionId};
 
@@ -92,31 +94,6 @@ impl Refusal for DeploymentError {
     fn refusal(&self) -> Option<&DeploymentError> {
         Some(self)
     }
-}
-
-/// The class of a refusal: what a caller does next.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Code {
-    /// The request is wrong; do not retry it unchanged.
-    InvalidArgument,
-    /// The caller may not do this (scope or namespace rule).
-    PermissionDenied,
-    /// The object is absent in the caller's scope.
-    NotFound,
-    /// A precondition or generation moved: re-read, then decide again.
-    StateConflict,
-    /// A bound would be exceeded.
-    ResourceExhausted,
-    /// The object's state forbids the request (a revoked or retired
-    /// release); an unchanged retry cannot succeed.
-    FailedPrecondition,
-    /// No route of that name in that tenant and service.
-    RouteUnavailable,
-    /// The route exists but exports no such contract and function.
-    IncompatibleContract,
-    /// Retry later (a release could not be read, or durability is
-    /// uncertain after the commit point).
-    Unavailable,
 }
 
 /// Why a deployment request was refused. Nothing was changed.
@@ -386,26 +363,26 @@ fn live_text(live: Option<u64>) -> String {
 
 impl DeploymentError {
     /// The refusal's class.
-    pub fn code(&self) -> Code {
+    pub fn class(&self) -> Class {
         use DeploymentError as E;
         match self {
             E::ManifestTooLarge { .. }
             | E::GenerationExhausted
             | E::TooManyDeployments(_)
             | E::CompileLimit { .. }
-            | E::PageByteLimit { .. } => Code::ResourceExhausted,
-            E::TenantMismatch { .. } | E::AmbiguousNamespace { .. } => Code::PermissionDenied,
-            E::NotFound(_) | E::ReleaseNotFound { .. } => Code::NotFound,
-            E::ReleaseRevoked { .. } | E::ReleaseRetired { .. } => Code::FailedPrecondition,
+            | E::PageByteLimit { .. } => Class::ResourceExhausted,
+            E::TenantMismatch { .. } | E::AmbiguousNamespace { .. } => Class::PermissionDenied,
+            E::NotFound(_) | E::ReleaseNotFound { .. } => Class::NotFound,
+            E::ReleaseRevoked { .. } | E::ReleaseRetired { .. } => Class::FailedPrecondition,
             E::GenerationConflict { .. }
             | E::StaleRouteGeneration { .. }
             | E::PageTokenExpired
             | E::OperationConflict(_)
             | E::OperationExpired(_)
-            | E::StaleSnapshot => Code::StateConflict,
-            E::ReleaseUnavailable { .. } => Code::Unavailable,
-            E::RouteUnavailable { .. } => Code::RouteUnavailable,
-            E::IncompatibleContract { .. } => Code::IncompatibleContract,
+            | E::StaleSnapshot => Class::StateConflict,
+            E::ReleaseUnavailable { .. } => Class::Unavailable,
+            E::RouteUnavailable { .. } => Class::RouteUnavailable,
+            E::IncompatibleContract { .. } => Class::IncompatibleContract,
             E::MalformedManifest(_)
             | E::InvalidManifest { .. }
             | E::InvalidWeight(_)
@@ -419,12 +396,12 @@ impl DeploymentError {
             | E::InvalidTarget { .. }
             | E::PageSize(_)
             | E::PageScope
-            | E::PageToken => Code::InvalidArgument,
+            | E::PageToken => Class::InvalidArgument,
         }
     }
 
     /// True for the refusals a caller may retry after re-reading.
     pub fn retryable(&self) -> bool {
-        matches!(self.code(), Code::StateConflict | Code::Unavailable)
+        matches!(self.class(), Class::StateConflict | Class::Unavailable)
     }
 }

@@ -151,6 +151,19 @@ pub enum FenceError {
     },
 }
 
+impl FenceError {
+    /// The failure's [`Class`](crate::Class): what the caller does next
+    /// (a stale epoch is `FailedPrecondition`).
+    pub fn class(&self) -> crate::Class {
+        use crate::Class;
+        match self {
+            FenceError::StaleFence { .. } => Class::FailedPrecondition,
+            FenceError::FenceExhausted(..) => Class::ResourceExhausted,
+            FenceError::InvalidHolder { .. } => Class::InvalidArgument,
+        }
+    }
+}
+
 /// Decides one request against one world's stored fence state.
 pub fn decide(state: &WorldFence, req: &Request) -> Result<Decision, FenceError> {
     match req {

@@ -37,6 +37,17 @@ pub enum IdentityError {
     },
 }
 
+impl IdentityError {
+    /// The failure's [`Class`](crate::Class): what the caller does next
+    /// (always `InvalidArgument`).
+    pub fn class(&self) -> crate::Class {
+        use crate::Class;
+        match self {
+            IdentityError::Invalid { .. } => Class::InvalidArgument,
+        }
+    }
+}
+
 fn invalid(part: &str, detail: &str) -> IdentityError {
     IdentityError::Invalid {
         part: part.to_owned(),
@@ -224,7 +235,7 @@ pub fn catalog_location(id: &StorageIdentity, remote_dir: &str) -> String {
 /// same rule as [`catalog_location`]: beside the data for a local identity
 /// (`<uri>/<namespace>/.custos-activity-<backend>.db`), in `remote_dir` by
 /// fingerprint (`<fingerprint>.activity.db`) for a remote one. A migration
-/// reads it to refuse an identity with Activity history (spec 001 §3).
+/// reads it to refuse an identity with any Activity history, settled or not.
 pub fn activity_location(id: &StorageIdentity, remote_dir: &str) -> String {
     if id.is_local() {
         let base = if id.uri() == "/" { "" } else { id.uri() };

@@ -270,6 +270,22 @@ pub enum LeaseError {
     },
 }
 
+impl LeaseError {
+    /// The failure's [`Class`](crate::Class): what the caller does next
+    /// (a lease another owner holds is `Unavailable` (retry after it expires); a lost lease is `FailedPrecondition`).
+    pub fn class(&self) -> crate::Class {
+        use crate::Class;
+        match self {
+            LeaseError::LeaseHeld { .. } => Class::Unavailable,
+            LeaseError::LeaseLost { .. } => Class::FailedPrecondition,
+            LeaseError::InvalidTtl => Class::InvalidArgument,
+            LeaseError::ClockOverflow { .. } => Class::InvalidArgument,
+            LeaseError::FenceExhausted(..) => Class::ResourceExhausted,
+            LeaseError::InvalidOwner { .. } => Class::InvalidArgument,
+        }
+    }
+}
+
 crate::reasons! {
     /// The stable reason string (the variant name), which the message also
     /// starts with.

@@ -893,6 +893,38 @@ pub enum LedgerError {
     },
 }
 
+impl LedgerError {
+    /// The failure's [`Class`](crate::Class): what the caller does next
+    /// (a refusal of the scope's or the call's state (stale, closing, not admitted, a closed handle) is `FailedPrecondition`; a stored row that does not decode or verify is `CorruptArtifact`).
+    pub fn class(&self) -> crate::Class {
+        use crate::Class;
+        match self {
+            LedgerError::StaleIncarnation { .. } => Class::FailedPrecondition,
+            LedgerError::StaleToken => Class::FailedPrecondition,
+            LedgerError::ScopeNotOpen { .. } => Class::FailedPrecondition,
+            LedgerError::ScopeClosing => Class::FailedPrecondition,
+            LedgerError::UncleanClose { .. } => Class::FailedPrecondition,
+            LedgerError::NotReleasable { .. } => Class::FailedPrecondition,
+            LedgerError::CapacityExhausted { .. } => Class::ResourceExhausted,
+            LedgerError::BudgetExhausted { .. } => Class::ResourceExhausted,
+            LedgerError::DigestMismatch { .. } => Class::CorruptArtifact,
+            LedgerError::MalformedRow { .. } => Class::CorruptArtifact,
+            LedgerError::UnknownScope { .. } => Class::NotFound,
+            LedgerError::WorkspaceMismatch { .. } => Class::PermissionDenied,
+            LedgerError::NotReopenable { .. } => Class::FailedPrecondition,
+            LedgerError::UnknownCall { .. } => Class::NotFound,
+            LedgerError::NotAdmitted { .. } => Class::FailedPrecondition,
+            LedgerError::CallRunning => Class::FailedPrecondition,
+            LedgerError::NotClosing { .. } => Class::FailedPrecondition,
+            LedgerError::OutcomeTooLarge { .. } => Class::ResourceExhausted,
+            LedgerError::InvalidName { .. } => Class::InvalidArgument,
+            LedgerError::HandleClosed => Class::FailedPrecondition,
+            LedgerError::BackendFault { .. } => Class::Internal,
+            LedgerError::Unavailable { .. } => Class::Unavailable,
+        }
+    }
+}
+
 fn scope_of<'v>(view: &'v View, session: &SessionId) -> Result<&'v Scope, LedgerError> {
     view.scope
         .as_ref()

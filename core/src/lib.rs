@@ -17,14 +17,14 @@
 //! - [`custody`] — who serves a session and how it moves between catalogues.
 //! - [`storage`] — the session store: entries, registers, usage ledger, the
 //!   commit decision, the query shapes and the `Storage` port.
-//! - [`migration`] — the whole-identity migration workflow (spec 001): plan
+//! - [`migration`] — the whole-identity migration workflow: plan
 //!   and receipt as canonical digest-bound data, the ordered steps, retry
 //!   convergence; [`migration::simulate`] runs it in a simulated
 //!   environment for the model, the fuzz target and the tests.
-//! - [`deployment`] — the deployment catalog's rules (spec 004): manifests,
+//! - [`deployment`] — the deployment catalog's rules: manifests,
 //!   revision ids, route compilation and weighted selection, versioned
 //!   desired state, bounded pages.
-//! - [`release`] — the release catalog's rules (spec 002): the COMPLETE record
+//! - [`release`] — the release catalog's rules: the COMPLETE record
 //!   and the catalog bounds with their index accounting.
 //! - [`root`] — which directory a catalog may adopt: the durable mode
 //!   marker, fresh versus foreign roots, read / write / upgrade opens.
@@ -40,6 +40,7 @@
 
 pub mod access;
 pub mod catalogue;
+pub mod class;
 pub mod custody;
 pub mod deployment;
 pub mod fence;
@@ -57,6 +58,8 @@ pub mod snapshot;
 pub mod storage;
 pub mod streams;
 pub mod world;
+
+pub use class::Class;
 
 /// Milliseconds on the caller's clock. The machines never read a clock; every
 /// request that depends on time carries the caller's reading.

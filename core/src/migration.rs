@@ -1,4 +1,4 @@
-//! The whole-identity migration workflow (spec 001 §3–§8) as a pure machine.
+//! The whole-identity migration workflow as a pure machine.
 //!
 //! The workflow is twelve [`Step`]s, in this order ([`STEPS`]):
 //!
@@ -727,6 +727,46 @@ pub enum MigrationError {
     /// A plan whose second-copy acknowledgement is not the run's.
     #[error("second-copy-mismatch: the plan and the run disagree on --second-copy")]
     SecondCopyMismatch,
+}
+
+impl MigrationError {
+    /// The failure's [`Class`](crate::Class): what the caller does next
+    /// (a receipt or a cold verification that does not verify is `CorruptArtifact`; a source that moved since the plan is `StateConflict`).
+    pub fn class(&self) -> crate::Class {
+        use crate::Class;
+        match self {
+            MigrationError::OutsideLocalV1(..) => Class::Unsupported,
+            MigrationError::AuditUnbound(..) => Class::InvalidArgument,
+            MigrationError::IdenticalIdentity => Class::InvalidArgument,
+            MigrationError::PlanStale => Class::StateConflict,
+            MigrationError::SourceNotFound => Class::NotFound,
+            MigrationError::NestedIdentity(..) => Class::InvalidArgument,
+            MigrationError::NotQuiescent { .. } => Class::Unavailable,
+            MigrationError::ActivityPresent { .. } => Class::FailedPrecondition,
+            MigrationError::ArtifactUnreadable(..) => Class::CorruptArtifact,
+            MigrationError::DestinationNotEmpty => Class::FailedPrecondition,
+            MigrationError::ObjectConflict(..) => Class::AlreadyExists,
+            MigrationError::OutOfOrder { .. } => Class::FailedPrecondition,
+            MigrationError::PlanInvalid(..) => Class::InvalidArgument,
+            MigrationError::PlanChanged(..) => Class::StateConflict,
+            MigrationError::OtherMigration(..) => Class::FailedPrecondition,
+            MigrationError::PlanInvalidated => Class::StateConflict,
+            MigrationError::UnknownItem(..) => Class::InvalidArgument,
+            MigrationError::TableConflict(..) => Class::AlreadyExists,
+            MigrationError::UnexpectedCommit(..) => Class::FailedPrecondition,
+            MigrationError::SourceClosed => Class::FailedPrecondition,
+            MigrationError::ControlConflict => Class::StateConflict,
+            MigrationError::ColdVerificationFailed(..) => Class::CorruptArtifact,
+            MigrationError::ReceiptMismatch(..) => Class::CorruptArtifact,
+            MigrationError::ReceiptInvalid(..) => Class::InvalidArgument,
+            MigrationError::AlreadyCompleted => Class::FailedPrecondition,
+            MigrationError::SourceMigrated { .. } => Class::FailedPrecondition,
+            MigrationError::MigrationAbandoned(..) => Class::FailedPrecondition,
+            MigrationError::AbandonAfterActivation(..) => Class::FailedPrecondition,
+            MigrationError::NothingToAbandon(..) => Class::NotFound,
+            MigrationError::SecondCopyMismatch => Class::InvalidArgument,
+        }
+    }
 }
 
 fn out_of_order(expected: Step, got: Step) -> MigrationError {

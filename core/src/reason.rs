@@ -1,6 +1,6 @@
 //! One table of stable reason strings per error enum.
 //!
-//! The specs and the tests name refusals by a stable reason string (usually
+//! The docs and the tests name refusals by a stable reason string (usually
 //! the variant's name). [`reasons!`](crate::reasons) generates an enum's
 //! `reason()` from its variant list, so a reason is written once, in one
 //! table, and a variant the table forgets is a compile error (the generated

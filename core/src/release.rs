@@ -1,4 +1,4 @@
-//! The release catalog's rules (spec 002): the COMPLETE integrity record and
+//! The release catalog's rules: the COMPLETE integrity record and
 //! the catalog's bounds with their conservative index accounting.
 //!
 //! Everything here is pure: the filesystem shell (`custos-fs`) reads bytes,
@@ -7,7 +7,7 @@
 //!
 //! - [`complete`] — the versioned COMPLETE record: canonical JSON, a fixed
 //!   1 KiB bound, a total decoder and the integrity check.
-//! - [`bounds`] — the configurable limits with the spec's defaults, the index
+//! - [`bounds`] — the configurable limits with their defaults, the index
 //!   accounting, and the checks that run before staging.
 //! - [`lifecycle`] — authoritative lifecycle membership (member, revoked,
 //!   retired) with a bounded operation-outcome record.

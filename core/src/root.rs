@@ -27,6 +27,7 @@
 //! only of this layout's names (a catalog predating the marker), which the
 //! shell then verifies in full before writing the marker.
 
+use crate::class::Class;
 use thiserror::Error;
 
 /// The durable mode marker directly under a root.
@@ -257,14 +258,16 @@ pub enum RootRefusal {
 impl RootRefusal {
     /// The error class: `NotFound`, `InvalidArgument` (a directory custos
     /// will not adopt) or `CorruptArtifact`.
-    pub fn class(&self) -> &'static str {
+    pub fn class(&self) -> Class {
         match self {
-            RootRefusal::Missing { .. } | RootRefusal::NotInitialized { .. } => "NotFound",
+            RootRefusal::Missing { .. } | RootRefusal::NotInitialized { .. } => Class::NotFound,
             RootRefusal::NotADirectory { .. }
             | RootRefusal::ForeignEntry { .. }
             | RootRefusal::Unmarked { .. }
-            | RootRefusal::StagingNotEmpty { .. } => "InvalidArgument",
-            RootRefusal::BadMarker { .. } | RootRefusal::MissingState { .. } => "CorruptArtifact",
+            | RootRefusal::StagingNotEmpty { .. } => Class::InvalidArgument,
+            RootRefusal::BadMarker { .. } | RootRefusal::MissingState { .. } => {
+                Class::CorruptArtifact
+            }
         }
     }
 }
@@ -518,7 +521,7 @@ mod tests {
                 "{access:?}"
             );
             let e = decide(&L, &Standing::Fresh, access).unwrap_err();
-            assert_eq!(e.class(), "NotFound", "{access:?}");
+            assert_eq!(e.class(), Class::NotFound, "{access:?}");
             assert_eq!(decide(&L, &Standing::Marked, access), Ok(OpenPlan::Open));
         }
         assert_eq!(decide_missing(&L, Access::Write), Ok(OpenPlan::Initialize));
@@ -532,7 +535,7 @@ mod tests {
         };
         assert_eq!(
             decide(&L, &unmarked, Access::Modify).unwrap_err().class(),
-            "InvalidArgument"
+            Class::InvalidArgument
         );
         assert_eq!(
             decide(&L, &unmarked, Access::Upgrade),

@@ -1,5 +1,4 @@
-//! The bounded snapshot reader over the session store (spec 003,
-//! `storage/snapshot.{Reader, Plan, Cut, Descriptor}`): bounded client reads
+//! The bounded snapshot reader over the session store: bounded client reads
 //! that leave the [`Storage`](crate::storage::Storage) port as it is.
 //!
 //! - [`Plan`] — a declarative selection of register namespaces, prefixes
@@ -64,10 +63,10 @@
 //!
 //! ## Wait budgets, timeouts and unavailable readers
 //!
-//! The spec gives every reader function a final wait budget (≤ 5,000 ms)
-//! and distinguishes `ReadTimedOut` from `ReaderUnavailable`, because there
-//! a storage *actor* owns every read and the caller exchanges messages with
-//! it: a late reply lands in a mailbox. Here a read is a synchronous call on
+//! A reader whose reads go through a storage *actor*, the caller exchanging
+//! messages with it, needs a final wait budget per reader function (at most
+//! 5,000 ms) and must tell `ReadTimedOut` from `ReaderUnavailable`: a late
+//! reply lands in a mailbox. Here a read is a synchronous call on
 //! the caller's own thread — there is no mailbox, no late reply and no
 //! actor to be dead — so neither outcome exists and no wait budget is
 //! taken. What bounds a read in time is the backend's own lock wait:
@@ -120,7 +119,8 @@ pub const MAX_REFERENCES: usize = 16;
 /// The longest JSON field name a reference may follow, in bytes.
 pub const MAX_FIELD_LEN: usize = 64;
 
-/// The reader's bounds. [`Limits::SPEC`] is the spec's; a reader may run
+/// The reader's bounds. [`Limits::STANDARD`] is the standard set, the constants
+/// above; a reader may run
 /// with tighter ones (a test that needs an oversized record without writing
 /// 32 MiB, a caller with a smaller frame), never looser ones.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -140,8 +140,8 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// The spec's bounds.
-    pub const SPEC: Limits = Limits {
+    /// The standard bounds: every constant above at its full value.
+    pub const STANDARD: Limits = Limits {
         capture_cells: MAX_CAPTURE_CELLS,
         capture_bytes: MAX_CAPTURE_BYTES,
         page: PAGE_LIMIT,
@@ -150,9 +150,9 @@ impl Limits {
         lineage_bytes: LINEAGE_BYTES_LIMIT,
     };
 
-    /// Whether every bound is at most the spec's.
-    pub fn within_spec(&self) -> bool {
-        let s = Limits::SPEC;
+    /// Whether every bound is at most the standard one ([`Limits::STANDARD`]).
+    pub fn within_standard(&self) -> bool {
+        let s = Limits::STANDARD;
         self.capture_cells <= s.capture_cells
             && self.capture_bytes <= s.capture_bytes
             && self.page <= s.page
@@ -164,7 +164,7 @@ impl Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits::SPEC
+        Limits::STANDARD
     }
 }
 
@@ -446,9 +446,9 @@ pub enum SnapshotError {
         /// The bound.
         max: usize,
     },
-    /// Reader limits looser than the spec's.
-    #[error("LimitsAboveSpec: a reader's limits may only tighten the spec's")]
-    LimitsAboveSpec,
+    /// Reader limits looser than the standard ones ([`Limits::STANDARD`]).
+    #[error("LimitsAboveStandard: a reader's limits may only tighten the standard bounds")]
+    LimitsAboveStandard,
     /// A plan outside its bounds or naming something it cannot.
     #[error("InvalidPlan: {detail}")]
     InvalidPlan {
@@ -488,6 +488,27 @@ pub enum SnapshotError {
     Storage(StorageError),
 }
 
+impl SnapshotError {
+    /// The failure's [`Class`](crate::Class): what the caller does next
+    /// (a budget is `ResourceExhausted`; a malformed stored reference `CorruptArtifact`; a storage failure its own class).
+    pub fn class(&self) -> crate::Class {
+        use crate::Class;
+        match self {
+            SnapshotError::OverBudget { .. } => Class::ResourceExhausted,
+            SnapshotError::RecordTooLarge { .. } => Class::ResourceExhausted,
+            SnapshotError::FragmentTooLarge { .. } => Class::InvalidArgument,
+            SnapshotError::OffsetOutOfRange { .. } => Class::InvalidArgument,
+            SnapshotError::LimitOutOfRange { .. } => Class::InvalidArgument,
+            SnapshotError::LimitsAboveStandard => Class::InvalidArgument,
+            SnapshotError::InvalidPlan { .. } => Class::InvalidArgument,
+            SnapshotError::MalformedReference { .. } => Class::CorruptArtifact,
+            SnapshotError::UnknownEntry { .. } => Class::NotFound,
+            SnapshotError::BackendViolation { .. } => Class::Internal,
+            SnapshotError::Storage(e) => e.class(),
+        }
+    }
+}
+
 crate::reasons! {
     /// The stable reason string (the variant name).
     SnapshotError {
@@ -496,7 +517,7 @@ crate::reasons! {
         FragmentTooLarge,
         OffsetOutOfRange,
         LimitOutOfRange,
-        LimitsAboveSpec,
+        LimitsAboveStandard,
         InvalidPlan,
         MalformedReference,
         UnknownEntry,

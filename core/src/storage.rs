@@ -101,6 +101,22 @@ pub enum StorageError {
     },
 }
 
+impl StorageError {
+    /// The failure's [`Class`](crate::Class): what the caller does next
+    /// (a bound is `ResourceExhausted`, a closed handle `FailedPrecondition`).
+    pub fn class(&self) -> crate::Class {
+        use crate::Class;
+        match self {
+            StorageError::HandleClosed => Class::FailedPrecondition,
+            StorageError::UnknownEntry { .. } => Class::NotFound,
+            StorageError::OutOfBounds(..) => Class::ResourceExhausted,
+            StorageError::Corrupt { .. } => Class::CorruptArtifact,
+            StorageError::BackendFault { .. } => Class::Internal,
+            StorageError::Unavailable { .. } => Class::Unavailable,
+        }
+    }
+}
+
 crate::reasons! {
     /// The stable reason string (the variant name).
     StorageError {

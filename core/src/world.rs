@@ -1,4 +1,4 @@
-//! The control catalog of worlds (spec 000): identity, writer mode, status,
+//! The control catalog of worlds: identity, writer mode, status,
 //! advisory tick head and archetype signatures, and the `ControlCatalog` port.
 //!
 //! The catalog is authoritative for a world's **identity** (`world_id`,
@@ -288,7 +288,7 @@ pub enum FencePurpose {
     /// ([`check_mutable_resume`]); cleanup-only and unknown modes fail
     /// closed before anything is fenced.
     Resume,
-    /// A migration planning its move (spec 001 §3): every active world is
+    /// A migration planning its move: every active world is
     /// fenced, whatever its writer mode, so that no earlier writer can
     /// commit after the plan is frozen. A destroyed world is not fenced.
     Migration,
@@ -357,7 +357,8 @@ impl Request {
     }
 }
 
-/// How a retirement was applied (the spec's four cases, less the conflict).
+/// How a retirement was applied (the four retirement cases, less the
+/// conflict: a different immutable identity, refused without mutation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Retirement {
     /// The row was absent: a destroyed tombstone now holds the identity.
@@ -487,6 +488,25 @@ pub enum WorldError {
         /// What failed (never a credential).
         reason: String,
     },
+}
+
+impl WorldError {
+    /// The failure's [`Class`](crate::Class): what the caller does next
+    /// (a stale writer epoch or a destroyed world is `FailedPrecondition`).
+    pub fn class(&self) -> crate::Class {
+        use crate::Class;
+        match self {
+            WorldError::Conflict { .. } => Class::StateConflict,
+            WorldError::Destroyed { .. } => Class::FailedPrecondition,
+            WorldError::NotFound { .. } => Class::NotFound,
+            WorldError::ResumeRefused { .. } => Class::FailedPrecondition,
+            WorldError::StaleFence { .. } => Class::FailedPrecondition,
+            WorldError::FenceExhausted { .. } => Class::ResourceExhausted,
+            WorldError::Invalid { .. } => Class::InvalidArgument,
+            WorldError::BackendFault { .. } => Class::Internal,
+            WorldError::Unavailable { .. } => Class::Unavailable,
+        }
+    }
 }
 
 crate::reasons! {

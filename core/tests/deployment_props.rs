@@ -1,8 +1,8 @@
-//! Property tests of the deployment catalog (spec 004): the logical
+//! Property tests of the deployment catalog: the logical
 //! revision id is stable under any spelling of the input JSON and any
 //! reweighting, and changes with every other field; weighted selection is
 //! deterministic across reordered candidates, picks a candidate and follows
-//! the spec's byte construction; random request streams keep the desired
+//! the documented byte construction; random request streams keep the desired
 //! state's invariants.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -353,7 +353,8 @@ fn parts() -> impl Strategy<Value = [String; 6]> {
         .prop_map(|(a, b, c, d, e, f)| [a, b, c, d, e, f])
 }
 
-/// The spec's selection, written from its text.
+/// Weighted selection, written independently from its description in
+/// `custos_core::deployment::route`.
 fn oracle(candidates: &[(RevisionId, u32)], parts: &[&str; 6]) -> RevisionId {
     let mut sorted = candidates.to_vec();
     sorted.sort_by_key(|(r, _)| *r);

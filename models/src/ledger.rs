@@ -54,12 +54,11 @@ pub const MODEL_LIMITS: Limits = Limits {
 };
 
 crate::mutants! {
-    /// A defect the spec records, each a wrapped decision.
+    /// A known way to get the ledger wrong, each a wrapped decision.
     pub enum Mutant {
-        /// `ack` deletes the row and writes no tombstone (`tcDefectLateRun`).
+        /// `ack` deletes the row and writes no tombstone.
         AckWithoutTombstone => "ack-deletes-row-without-tombstone",
-        /// `stop_or_fence` inserts nothing for a missing key
-        /// (`M8-stop-does-not-fence`).
+        /// `stop_or_fence` inserts nothing for a missing key.
         StopDoesNotFence => "stop-or-fence-inserts-nothing-for-missing-key",
         /// `query_or_fence` answers `Fenced` but does not settle the missing row.
         FenceDoesNotSettle => "query-or-fence-does-not-settle-missing-row",

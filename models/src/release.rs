@@ -1,7 +1,7 @@
 //! Model of release publication, crash and recovery on a local filesystem
-//! (spec 002 "Layout and publication", "Indeterminate durability and the
-//! mutation gate", "Recovery-directory capacity", "Recovery procedure";
-//! `custos_core::release::protocol` and `custos_core::release::lifecycle`).
+//! (`custos_core::release::protocol` and `custos_core::release::lifecycle`):
+//! staging and publication, the pending gate, recovery-directory capacity
+//! and recovery at open.
 //!
 //! The catalog root is abstracted to what POSIX lets a crash keep or drop:
 //!

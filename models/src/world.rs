@@ -1,5 +1,5 @@
 //! Model of the uncertain-outcome protocol of a cleanup-only registration
-//! and its exact retirement (spec 000 §2, `custos_core::world`).
+//! and its exact retirement (`custos_core::world`).
 //!
 //! Two authorities — the Directory and the per-world authority — each hold
 //! the world's row (or nothing), and every landing request goes through the

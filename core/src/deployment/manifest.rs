@@ -1,7 +1,6 @@
-//! The deployment manifest (spec 004 "Deployment and route identity"): what
-//! an operator declares about one deployment, its validation, its bounded
-//! JSON decoder, its canonical form and its logical revision id
-//! ("Deterministic logical revisions").
+//! The deployment manifest: what an operator declares about one
+//! deployment, its validation, its bounded
+//! JSON decoder, its canonical form and its logical revision id.
 //!
 //! The canonical form is RFC 8785 (the JSON Canonicalization Scheme) of the
 //! manifest's JSON, produced by the maintained `serde_json_canonicalizer`

@@ -1,5 +1,4 @@
-//! Bounded tenant and service pages (spec 004 "Bounded tenant and service
-//! pages").
+//! Bounded tenant and service pages.
 //!
 //! A [`PageIndex`] is built once per catalog generation: the ids of each
 //! tenant, and of each (tenant, service), in ascending order, with each

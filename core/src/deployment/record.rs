@@ -1,5 +1,4 @@
-//! The catalog record `catalog.json` (spec 004 "Persistence and recovery"):
-//! one versioned document holding the desired deployments, their object
+//! The catalog record `catalog.json`: one versioned document holding the desired deployments, their object
 //! generations, the receipt ring and the compiled snapshot's records, with
 //! a SHA-256 checksum over the canonical payload.
 //!

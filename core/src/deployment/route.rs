@@ -1,6 +1,4 @@
-//! Route compilation, resolution and deterministic weighted selection
-//! (spec 004 "Deployment and route identity", "Deterministic weighted
-//! selection", "Complete publication and reader behavior").
+//! Route compilation, resolution and deterministic weighted selection.
 //!
 //! [`compile`] turns the desired state plus each release's facts — its
 //! owner, its lifecycle standing and its verified contract metadata,

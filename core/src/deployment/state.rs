@@ -1,6 +1,5 @@
-//! Versioned desired state (spec 004 "Versioned desired state and atomic
-//! preconditions", "Complete publication and reader behavior", and the
-//! managed operations of "Persistence and recovery").
+//! Versioned desired state: generation preconditions, complete publication,
+//! and managed operations.
 //!
 //! A [`Catalog`] is the whole desired state: its publication stamp
 //! (`generation`), every deployment with the stamp of its last accepted
@@ -29,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use super::manifest::DeploymentManifest;
 use super::DeploymentError;
 
-/// The most deployments one catalog holds (the spec's default).
+/// The most deployments one catalog holds.
 pub const MAX_DEPLOYMENTS: usize = 100_000;
 /// Managed-operation receipts retained (oldest evicted first).
 pub const RECEIPT_RING: usize = 256;

@@ -584,9 +584,8 @@ fn evicted_create_after_delete_never_runs_again() {
 
 #[test]
 fn a_replay_with_another_observed_version_is_a_conflict() {
-    // Spec 004 "Persistence and recovery": managed operations bind the
-    // actor, operation id, normalized request, expected object generation
-    // *and expected combined state version*. Retained keeps no `observed`,
+    // Managed operations bind the actor, operation id, normalized request,
+    // expected object generation *and expected combined state version*. Retained keeps no `observed`,
     // so the same op id with another observed version replays.
     let c = three();
     let req = managed(&c, "op-1", 3, create("white"));
@@ -744,7 +743,7 @@ fn default_and_named_routes() {
         String::from_utf8(c.objects["green"].manifest.canonical()).unwrap()
     );
     assert!(named.attributes[route::ATTR_EXPORTS].contains("\"kv\""));
-    // The default route picks by the spec's selection over both.
+    // The default route picks by weighted selection over both.
     let candidates: Vec<_> = c
         .objects
         .values()
@@ -1240,7 +1239,7 @@ fn page_size_and_scope_are_checked() {
         .unwrap_err();
         assert_eq!(e, DeploymentError::PageSize(size));
         assert_eq!(e.reason(), "invalid-deployment-page-size");
-        assert_eq!(e.code(), super::Code::InvalidArgument);
+        assert_eq!(e.class(), super::Class::InvalidArgument);
     }
     assert!(page::page(
         &c,
@@ -1594,7 +1593,7 @@ fn a_tenant_deploys_only_its_own_eligible_releases() {
             }
         );
         assert_eq!(e.reason(), "release-not-found");
-        assert_eq!(e.code(), super::Code::NotFound);
+        assert_eq!(e.class(), super::Class::NotFound);
         assert!(!e.retryable());
         assert_eq!(
             e.to_string().replace(&release(n).to_string(), "D"),
@@ -1613,7 +1612,7 @@ fn a_tenant_deploys_only_its_own_eligible_releases() {
         }
     );
     assert_eq!(revoked.reason(), "release-revoked");
-    assert_eq!(revoked.code(), super::Code::FailedPrecondition);
+    assert_eq!(revoked.class(), super::Class::FailedPrecondition);
     assert_eq!(admit("acme", 62).unwrap_err().reason(), "release-retired");
     assert_eq!(admit("beta", 61).unwrap_err().reason(), "release-not-found");
     assert_eq!(

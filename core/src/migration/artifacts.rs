@@ -1,4 +1,4 @@
-//! Artifact relocation without re-ingestion (spec 001 §5): the occurrence
+//! Artifact relocation without re-ingestion: the occurrence
 //! row, the content-address layout, the object-store port, object hashing,
 //! and [`relocate`].
 //!
@@ -139,7 +139,7 @@ pub struct OccurrenceMeta {
 
 impl Occurrence {
     /// This occurrence at another content address: relocation changes
-    /// `object_uri` and nothing else (spec 001 §5).
+    /// `object_uri` and nothing else.
     pub fn relocated(&self, object_uri: NormalizedUri) -> Occurrence {
         Occurrence {
             object_uri,
@@ -769,6 +769,23 @@ crate::reasons! {
     }
 }
 
+impl RelocationError {
+    /// The refusal's [`Class`](crate::Class): an I/O failure is
+    /// `Internal`; roots that overlap or cannot be used and a count over
+    /// the bound refuse the request (`FailedPrecondition`); every other
+    /// refusal is an object that does not verify (`CorruptArtifact`).
+    pub fn class(&self) -> crate::Class {
+        use crate::Class;
+        match self {
+            RelocationError::Io { .. } => Class::Internal,
+            RelocationError::RootsOverlap { .. }
+            | RelocationError::RootInvalid { .. }
+            | RelocationError::TooManyObjects => Class::FailedPrecondition,
+            _ => Class::CorruptArtifact,
+        }
+    }
+}
+
 /// One distinct object of a verified inventory.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct InventoryObject {
@@ -1266,8 +1283,9 @@ fn readback(
 }
 
 /// Relocates the objects `occurrences` reference from `source` (beneath
-/// `source_root`) to `destination` (beneath `destination_root`), per spec
-/// 001 §5; see the module documentation for the three phases. Never
+/// `source_root`) to `destination` (beneath `destination_root`): each
+/// distinct SHA-256 copied once and verified in full; see the module
+/// documentation for the three phases. Never
 /// ingests: the answer's rows are `occurrences` with only `object_uri`
 /// changed. A refusal of [`verify_source`] or [`inspect_destination`]
 /// leaves the destination untouched; a failure while copying leaves every

@@ -1,4 +1,4 @@
-//! A table's content digest (spec 001 §4): the deterministic, schema-bound,
+//! A table's content digest: the deterministic, schema-bound,
 //! row-order- and chunk-independent, duplicate-sensitive digest a migration
 //! plan binds for every table and a fresh read of the destination must
 //! reproduce.

@@ -1,4 +1,4 @@
-//! The administrative control contract (spec 001 §6): a versioned,
+//! The administrative control contract: a versioned,
 //! canonical, digest-bound export of a control catalog's live state, the
 //! destination's migration administration (reservation, staging,
 //! activation, completion) and the one rule that turns a staged snapshot

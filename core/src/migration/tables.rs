@@ -1,4 +1,4 @@
-//! The table store of the data plane (spec 001 §4): the port a migration
+//! The table store of the data plane: the port a migration
 //! reads a namespace's tables through and copies them with, and
 //! [`MemoryTableStore`], its memory implementation.
 //!

@@ -1,4 +1,4 @@
-//! The whole-identity migration workflow over ports (spec 001 §7, §9):
+//! The whole-identity migration workflow over ports:
 //! [`Migration::plan`], [`Migration::migrate`] and [`Migration::verify`],
 //! generic over the control catalog ([`ControlCatalog`] +
 //! [`ControlAdmin`]), the table store ([`TableStore`]), the Artifact object
@@ -180,6 +180,44 @@ impl WorkflowError {
             WorkflowError::Interrupted(_) => "interrupted".into(),
         }
     }
+
+    /// The failure's [`Class`](crate::Class), what the caller does next:
+    /// a receipt or a cold verification that does not verify, a stored
+    /// evidence row or a table that does not match, an object that does
+    /// not verify are `CorruptArtifact`; a backend's own failure (the
+    /// control catalog's, the administration's, the table store's, an
+    /// object store's, a run that does not finish) is `Internal`; an
+    /// interrupted run is `Unavailable` (a retry resumes it); every other
+    /// refusal of the machine, of preflight, of the plan, of the control
+    /// catalog or of the table store is `FailedPrecondition`.
+    pub fn class(&self) -> crate::Class {
+        use super::control::AdminError;
+        use super::tables::TableError;
+        use crate::world::WorldError;
+        use crate::Class;
+        match self {
+            WorkflowError::Refused(
+                MigrationError::ColdVerificationFailed(_) | MigrationError::ReceiptMismatch(_),
+            )
+            | WorkflowError::Admin(AdminError::StoredEvidence { .. })
+            | WorkflowError::Cold(_) => Class::CorruptArtifact,
+            WorkflowError::Refused(_)
+            | WorkflowError::Preflight { .. }
+            | WorkflowError::Plan(_)
+            | WorkflowError::Tables(TableError::NotFound { .. } | TableError::Invalid { .. }) => {
+                Class::FailedPrecondition
+            }
+            WorkflowError::Control(WorldError::BackendFault { .. })
+            | WorkflowError::Admin(AdminError::Backend { .. })
+            | WorkflowError::Tables(TableError::Backend { .. })
+            | WorkflowError::Objects(_)
+            | WorkflowError::Stuck(_) => Class::Internal,
+            WorkflowError::Control(_) | WorkflowError::Admin(_) => Class::FailedPrecondition,
+            WorkflowError::Tables(_) => Class::CorruptArtifact,
+            WorkflowError::Artifacts(r) => r.class(),
+            WorkflowError::Interrupted(_) => Class::Unavailable,
+        }
+    }
 }
 
 type Res<T> = Result<T, WorkflowError>;
@@ -251,7 +289,7 @@ where
             .map_err(WorkflowError::Tables)
     }
 
-    /// Preflight alone (spec 001 §3): observes both endpoints and lets the
+    /// Preflight alone: observes both endpoints and lets the
     /// machine decide, writing nothing anywhere. Answers the report the
     /// machine admitted.
     pub fn validate(&self) -> Res<Preflight> {
@@ -476,7 +514,7 @@ where
         }
     }
 
-    /// What preflight observes (spec 001 §3), the object refusal behind a
+    /// What preflight observes, the object refusal behind a
     /// non-zero object count, and the verified inventory.
     fn preflight(&self) -> Res<(Preflight, Option<Box<RelocationError>>, Option<Checked>)> {
         let (unreadable_objects, conflicting_destination_objects, problem, checked) =

@@ -1,6 +1,6 @@
-//! The release catalog's bounds (spec 002 "Bounds and the metadata codec",
-//! "Recovery-directory capacity"): independent, simultaneous limits with the
-//! spec's defaults, the conservative index accounting, and the checks a
+//! The release catalog's bounds: independent, simultaneous limits (a byte
+//! or directory budget can run out before the entry count) with their
+//! defaults, the conservative index accounting, and the checks a
 //! publication passes **before staging** — as pure functions over plain data
 //! with typed refusals.
 //!
@@ -22,8 +22,8 @@ pub const MIB: u64 = 1024 * KIB;
 /// bookkeeping.
 pub const PER_RELEASE_OVERHEAD: u64 = 8 * KIB;
 
-/// The compact preparation stamp a release may carry (spec 002 "Verified
-/// preparation snapshots"): fixed-size fields only. Its optional slot is
+/// The compact preparation stamp a release may carry: fixed-size fields
+/// only. Its optional slot is
 /// charged per release whether present or absent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PreparationFingerprint {
@@ -42,7 +42,9 @@ pub const PREPARATION_SLOT_BYTES: u64 =
 /// The per-repository epoch allocation charged once.
 pub const EPOCH_ALLOCATION_BYTES: u64 = 64;
 
-/// The number of verification counters (spec 002 `verification_snapshot`).
+/// The number of verification counters a repository keeps: full fetches,
+/// metadata fetches, component verifications, component bytes hashed and
+/// metadata fingerprints.
 pub const VERIFICATION_COUNTERS: u64 = 5;
 
 /// The fixed allowance every repository charges, even when empty: the epoch
@@ -80,7 +82,7 @@ pub struct Bounds {
 }
 
 impl Default for Bounds {
-    /// The spec's defaults.
+    /// The default limits.
     fn default() -> Self {
         Bounds {
             max_entries: 250_000,
@@ -500,7 +502,7 @@ mod tests {
         assert_eq!(b.max_recovery_directories, 1_000_000);
     }
 
-    /// Spec: three index entries and two recovery directories is valid, but
+    /// Three index entries and two recovery directories is valid, but
     /// only two new releases fit into an empty root.
     #[test]
     fn three_entries_two_recovery_directories_admit_two() {
@@ -522,7 +524,7 @@ mod tests {
         );
     }
 
-    /// Spec: both limits two and one retained incomplete directory: one new
+    /// Both limits two and one retained incomplete directory: one new
     /// release fits.
     #[test]
     fn both_two_with_one_debris_directory_admit_one() {

@@ -26,6 +26,7 @@
 //! and the actual stored bytes. Valid JSON alone cannot make a changed
 //! descriptor, contract or manifest acceptable.
 
+use crate::class::Class;
 use serde::Deserialize;
 use thiserror::Error;
 
@@ -121,12 +122,12 @@ pub enum CompleteError {
 }
 
 impl CompleteError {
-    /// The spec's error class: `"CorruptArtifact"`, or `"Unsupported"` for a
+    /// The error class: `"CorruptArtifact"`, or `"Unsupported"` for a
     /// version-2 record.
-    pub fn class(&self) -> &'static str {
+    pub fn class(&self) -> Class {
         match self {
-            CompleteError::EnforcedUnsupported => "Unsupported",
-            _ => "CorruptArtifact",
+            CompleteError::EnforcedUnsupported => Class::Unsupported,
+            _ => Class::CorruptArtifact,
         }
     }
 }
@@ -433,7 +434,7 @@ mod tests {
         let v2 = v1_adm.replacen("\"format_version\":1", "\"format_version\":2", 1);
         let e = decode(v2.as_bytes());
         assert_eq!(e, Err(CompleteError::EnforcedUnsupported));
-        assert_eq!(e.err().map(|e| e.class()), Some("Unsupported"));
+        assert_eq!(e.err().map(|e| e.class()), Some(Class::Unsupported));
         let v2_missing = t.replacen("\"format_version\":1", "\"format_version\":2", 1);
         assert!(matches!(
             decode(v2_missing.as_bytes()),

@@ -1,6 +1,6 @@
 //! Contract metadata: the interfaces and functions a release's component
-//! exports, with typed parameters and results (spec 002 "Bounds and the
-//! metadata codec"), and the component-inspection port.
+//! exports, with typed parameters and results bounded in depth and size,
+//! and the component-inspection port.
 //!
 //! Types are a recursive enum ([`ValType`]). Its structure is bounded —
 //! depth at most [`MAX_TYPE_DEPTH`] (the root counts one) and at most

@@ -1,4 +1,4 @@
-//! Lifecycle membership (spec 002, the release lifecycle):
+//! Lifecycle membership:
 //! the authoritative, durable record of which completed releases are members
 //! of the catalog, which were revoked or retired, and a bounded log of
 //! operation outcomes.

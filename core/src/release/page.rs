@@ -1,4 +1,4 @@
-//! Catalog page tokens (spec 002 "Scoped metadata reads"): fixed-size,
+//! Catalog page tokens: fixed-size,
 //! opaque continuation tokens bound to the tenant, the optional service,
 //! the visible catalog generation and the open instance's epoch.
 //!

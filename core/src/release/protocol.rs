@@ -1,6 +1,5 @@
-//! The release publication protocol as pure data and decisions (spec 002
-//! "Layout and publication", "Indeterminate durability and the mutation
-//! gate", "Recovery-directory capacity").
+//! The release publication protocol as pure data and decisions: staging
+//! and publication, the pending gate and recovery-directory capacity.
 //!
 //! The filesystem shell (`custos-fs`) follows this module step by step; a
 //! model (`custos-models`) drives the same functions with crashes and
@@ -672,7 +671,7 @@ mod tests {
             name,
             CompleteProbe::Decoded(Err(CompleteError::LegacyMarker)),
         ));
-        // The spec's stable message, then the release it concerns.
+        // The stable message, then the release it concerns.
         assert!(matches!(&legacy, Recovered::Corrupt(e)
         if e.to_string() == format!(
             "CorruptArtifact: legacy catalog completion marker is unsupported (release {digest})"

@@ -28,19 +28,19 @@ pub struct Reader<'s, S: ?Sized> {
 type Chosen = BTreeMap<(Namespace, RegisterKey), CellHeader>;
 
 impl<'s, S: SnapshotSource + ?Sized> Reader<'s, S> {
-    /// A reader with the spec's limits.
+    /// A reader with the standard limits ([`Limits::STANDARD`]).
     pub fn new(source: &'s S) -> Self {
         Reader {
             source,
-            limits: Limits::SPEC,
+            limits: Limits::STANDARD,
         }
     }
 
     /// A reader with tighter limits; looser ones are
-    /// [`SnapshotError::LimitsAboveSpec`].
+    /// [`SnapshotError::LimitsAboveStandard`].
     pub fn with_limits(source: &'s S, limits: Limits) -> Result<Self, SnapshotError> {
-        if !limits.within_spec() {
-            return Err(SnapshotError::LimitsAboveSpec);
+        if !limits.within_standard() {
+            return Err(SnapshotError::LimitsAboveStandard);
         }
         Ok(Reader { source, limits })
     }

@@ -167,14 +167,14 @@ fn lineage_walk_ends_on_a_loop_a_missing_parent_and_the_byte_bound() {
         probes += 1;
         Ok(store.iter().find(|e| &e.id == id && e.seq < below).cloned())
     };
-    let out = lineage_walk(&rid("c"), 10, 100, &Limits::SPEC, step).unwrap();
+    let out = lineage_walk(&rid("c"), 10, 100, &Limits::STANDARD, step).unwrap();
     let ids: Vec<_> = out.iter().map(|e| e.id.as_str()).collect();
     assert_eq!(ids, ["a", "b", "c"]);
     assert_eq!(probes, 4);
 
     let limits = Limits {
         lineage_bytes: 15,
-        ..Limits::SPEC
+        ..Limits::STANDARD
     };
     let step = |id: &RecordId, below: u64| {
         Ok(store.iter().find(|e| &e.id == id && e.seq < below).cloned())
@@ -184,14 +184,14 @@ fn lineage_walk_ends_on_a_loop_a_missing_parent_and_the_byte_bound() {
 
     let step = |_: &RecordId, _: u64| Ok(None);
     assert_eq!(
-        lineage_walk(&rid("c"), 10, 100, &Limits::SPEC, step)
+        lineage_walk(&rid("c"), 10, 100, &Limits::STANDARD, step)
             .unwrap_err()
             .reason(),
         "UnknownEntry"
     );
     let step = |_: &RecordId, _: u64| Ok(None);
     assert_eq!(
-        lineage_walk(&rid("c"), 10, 101, &Limits::SPEC, step)
+        lineage_walk(&rid("c"), 10, 101, &Limits::STANDARD, step)
             .unwrap_err()
             .reason(),
         "LimitOutOfRange"
@@ -203,7 +203,7 @@ fn lineage_walk_refuses_a_probe_that_ignores_its_bound() {
     let c = d("c", Some("c"), 3, 1);
     let step = |_: &RecordId, _: u64| Ok(Some(c.clone()));
     assert_eq!(
-        lineage_walk(&rid("c"), 10, 100, &Limits::SPEC, step)
+        lineage_walk(&rid("c"), 10, 100, &Limits::STANDARD, step)
             .unwrap_err()
             .reason(),
         "BackendViolation"
@@ -213,13 +213,13 @@ fn lineage_walk_refuses_a_probe_that_ignores_its_bound() {
 #[test]
 fn limits_only_tighten() {
     let m = crate::storage::MemoryStorage::new();
-    assert!(Reader::with_limits(&m, Limits::SPEC).is_ok());
+    assert!(Reader::with_limits(&m, Limits::STANDARD).is_ok());
     let loose = Limits {
         page: 101,
-        ..Limits::SPEC
+        ..Limits::STANDARD
     };
     assert_eq!(
         Reader::with_limits(&m, loose).unwrap_err(),
-        SnapshotError::LimitsAboveSpec
+        SnapshotError::LimitsAboveStandard
     );
 }

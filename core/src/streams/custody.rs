@@ -9,7 +9,7 @@
 //! machine decides:
 //!
 //! - a refusal persists nothing;
-//! - a transition is one the spec lists (`Resident → Moving`,
+//! - a transition is one of the allowed ones (`Resident → Moving`,
 //!   `Imported(op') → Moving(op)` with a new op, `Moving(op) → Moved(op)`,
 //!   `Moving(op) → Resident`, absent `→ Imported`, `Moved(op') → Imported(op)`
 //!   with a new op), or a delete of a `Resident` or `Imported` session;

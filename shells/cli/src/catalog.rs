@@ -1,5 +1,5 @@
 //! `custos catalog discover|show`: read-only views of a storage identity's
-//! control catalog (spec 000, `discover_worlds` and `open_world_readonly`);
+//! control catalog (`discover_worlds` and `open_world_readonly`);
 //! `custos catalog recover`: the one writing command, which rolls back what
 //! an interrupted writer left and nothing else.
 //!
@@ -61,6 +61,7 @@
 //! a closed stdout pipe, 1 with one line on stderr for any other write
 //! error.
 
+use custos_core::Class;
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
@@ -72,7 +73,7 @@ use custos_core::migration::departure::Departures;
 use custos_core::root::printable;
 use custos_core::world::{ControlCatalog, WorldError, WorldInfo, WorldRecord};
 use custos_sqlite::control::{catalog_path, Recovery, SqliteControlCatalog};
-use custos_sqlite::{OpenError, Refusal};
+use custos_sqlite::OpenError;
 
 use crate::absolute;
 use crate::exit::Exit;
@@ -236,8 +237,7 @@ pub fn recovery_needed(id: &StorageIdentity, path: &Path, journal: &Path) -> Str
 }
 
 fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
-    out::err(format_args!("custos catalog: {msg}"));
-    ExitCode::from(code)
+    crate::fail::Failure::new(code, msg).exit("catalog")
 }
 
 /// A control catalog with its administration (the departure record).
@@ -334,22 +334,17 @@ fn open_local(identity: StorageIdentity) -> Result<Opened, ExitCode> {
         return Err(not_found());
     }
     let catalog = SqliteControlCatalog::open_read_only(&path).map_err(|e| match e {
-        // A control catalog this build cannot read exists: refused.
-        OpenError::NotReadable {
-            rule: Refusal::Version { .. },
-            ..
-        } => fail(Exit::Refused.code(), e),
-        // Any other refusal: there is no control catalog at the path.
-        OpenError::NotReadable { .. } => fail(3, e),
         // The file went away (or was never a regular file) after the check.
         OpenError::UnopenablePath { .. } => not_found(),
-        e @ OpenError::Corrupt { .. } => fail(Exit::Corrupt.code(), e),
         // Readable once recovered: refused until then, nothing written.
         OpenError::RecoveryNeeded { path, journal } => fail(
             Exit::Refused.code(),
             recovery_needed(&identity, &path, &journal),
         ),
-        other => fail(1, format!("cannot open {}: {other}", path.display())),
+        e => match e.class() {
+            Class::Internal => fail(1, format!("cannot open {}: {e}", path.display())),
+            class => fail(Exit::of(class).code(), e),
+        },
     })?;
     Ok((identity, path.display().to_string(), Box::new(catalog)))
 }
@@ -392,17 +387,12 @@ fn recover(
         Ok(r) => r,
         Err(e) => {
             return Ok(match e {
-                OpenError::NotReadable {
-                    rule: Refusal::Version { .. },
-                    ..
-                } => fail(Exit::Refused.code(), e),
-                OpenError::NotReadable { .. } => fail(3, e),
                 OpenError::UnopenablePath { .. } if !path.is_file() => not_found(),
-                // A file this process may not write.
-                e @ OpenError::UnopenablePath { .. } => fail(Exit::Refused.code(), e),
-                e @ OpenError::Busy { .. } => fail(Exit::Unavailable.code(), e),
-                e @ OpenError::Corrupt { .. } => fail(Exit::Corrupt.code(), e),
-                other => fail(1, format!("cannot recover {}: {other}", path.display())),
+                // A file this process may not write is refused (its class).
+                e => match e.class() {
+                    Class::Internal => fail(1, format!("cannot recover {}: {e}", path.display())),
+                    class => fail(Exit::of(class).code(), e),
+                },
             });
         }
     };
@@ -588,22 +578,10 @@ fn show(
     Ok(ExitCode::SUCCESS)
 }
 
-/// The exit code of a refused PostgreSQL open: no such catalog (a missing
-/// schema, or one holding no control catalog) is 3, like a missing file;
-/// an unreachable or silent server or a refused login is 5 (unavailable);
-/// a catalog of a version this build does not read is 6 (refused); any
-/// other failure is 1.
+/// The exit code of a refused PostgreSQL open: its class's (no such
+/// catalog is 3, like a missing file; a silent or unreachable server 5; a
+/// version this build does not read 6).
 #[cfg(feature = "postgres")]
 fn pg_exit_code(e: &custos_postgres::control::OpenError) -> u8 {
-    use custos_postgres::control::{OpenError, Refusal};
-    match e {
-        OpenError::NotReadable {
-            rule: Refusal::MissingSchema | Refusal::NoCatalog,
-            ..
-        } => 3,
-        // Retry later: the server did not answer, or not in time.
-        OpenError::Unavailable { .. } => Exit::Unavailable.code(),
-        OpenError::UnsupportedVersion { .. } => Exit::Refused.code(),
-        _ => Exit::Fault.code(),
-    }
+    Exit::of(e.class()).code()
 }

@@ -1,9 +1,11 @@
 //! One exit-status contract for every command: what the status tells a
 //! script, and whether the change happened. Every command group maps its
-//! errors here through their class ([`Exit::of_class`]), never through a
+//! errors here through their [`Class`] ([`Exit::of`]), never through a
 //! reason string; `custos --help` prints [`TABLE`].
 
 use std::process::ExitCode;
+
+use custos_core::Class;
 
 /// The exit statuses of every `custos` command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -52,20 +54,22 @@ Exit status (every command):
 141  stdout is a closed pipe (nothing changed)";
 
 impl Exit {
-    /// The status of an error class (the `class()` every error of the
-    /// shells answers: `InvalidArgument`, `NotFound`, `AlreadyExists`,
-    /// `StateConflict`, `Unavailable`, `FailedPrecondition`,
-    /// `PermissionDenied`, `ResourceExhausted`, `CorruptArtifact`,
-    /// `RouteUnavailable`, `IncompatibleContract`, `Internal`).
-    pub fn of_class(class: &str) -> Exit {
+    /// The status of an error's [`Class`]: what the class tells a script
+    /// to do next.
+    pub fn of(class: Class) -> Exit {
         match class {
-            "InvalidArgument" => Exit::Usage,
-            "NotFound" | "RouteUnavailable" | "IncompatibleContract" => Exit::NotFound,
-            "AlreadyExists" | "StateConflict" => Exit::Conflict,
-            "Unavailable" => Exit::Unavailable,
-            "FailedPrecondition" | "PermissionDenied" | "ResourceExhausted" => Exit::Refused,
-            "CorruptArtifact" => Exit::Corrupt,
-            _ => Exit::Fault,
+            Class::InvalidArgument => Exit::Usage,
+            Class::NotFound | Class::RouteUnavailable | Class::IncompatibleContract => {
+                Exit::NotFound
+            }
+            Class::AlreadyExists | Class::StateConflict => Exit::Conflict,
+            Class::Unavailable => Exit::Unavailable,
+            Class::FailedPrecondition
+            | Class::PermissionDenied
+            | Class::ResourceExhausted
+            | Class::Unsupported => Exit::Refused,
+            Class::CorruptArtifact => Exit::Corrupt,
+            Class::Internal => Exit::Fault,
         }
     }
 
@@ -101,7 +105,11 @@ mod tests {
             let row = format!("\n  {}  ", e.code());
             assert_eq!(TABLE.matches(&row).count(), 1, "{e:?}");
         }
-        assert_eq!(Exit::of_class("CorruptArtifact"), Exit::Corrupt);
-        assert_eq!(Exit::of_class("Something else"), Exit::Fault);
+        assert_eq!(Exit::of(Class::CorruptArtifact), Exit::Corrupt);
+        assert_eq!(Exit::of(Class::Internal), Exit::Fault);
+        // Every class has a status other than success and "unreported".
+        for c in Class::ALL {
+            assert!(!matches!(Exit::of(c), Exit::Ok | Exit::Unreported), "{c}");
+        }
     }
 }

@@ -49,6 +49,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 use custos_models::{registry, Bound, ModelReport};
 
 mod exit;
+mod fail;
 mod junit;
 mod out;
 mod progress;

@@ -1,5 +1,5 @@
 //! `custos migrate plan|run|verify`: whole-identity storage migration
-//! (spec 001) between two local storage identities, composed from the
+//! between two local storage identities, composed from the
 //! concrete shells — the SQLite control catalog and Activity catalog
 //! (custos-sqlite), the Iceberg tables (custos-iceberg) and the Artifact
 //! root (custos-fs) — and driven by
@@ -19,7 +19,8 @@
 //!   the migration's holder and freezes the plan; it prints the plan (or
 //!   writes its canonical bytes with `--out`, never over an existing file).
 //!   The fences make the source's writers stale: planning is the start of
-//!   the migration, as spec 001 §7 orders it.
+//!   the migration, right after preflight and before anything is written
+//!   at the destination.
 //! - `check` is preflight alone: every refusal `plan` would give, fencing
 //!   nothing and writing nothing on either side.
 //! - `run` migrates to a cold-verified receipt (planning afresh, following
@@ -71,7 +72,7 @@
 //! not be printed after activation. Output failures end as everywhere in
 //! the binary (`crate::out`).
 
-use std::io::{IsTerminal, Read, Write};
+use std::io::{IsTerminal, Write};
 
 use crate::exit::Exit;
 use std::path::{Path, PathBuf};
@@ -84,11 +85,11 @@ use custos_core::migration::workflow::{
     verify_receipt, ColdVerifier, Endpoint, Migration, Progress, WorkflowError,
 };
 use custos_core::migration::{
-    ColdEvidence, Locality, MigrationError, Name, NormalizedUri, Plan, StorageIdentity,
-    StoredReceipt, VerifyMode,
+    ColdEvidence, Locality, Name, NormalizedUri, Plan, StorageIdentity, StoredReceipt, VerifyMode,
 };
 
 use crate::absolute;
+use crate::fail::{read_bounded_from, Failure};
 use crate::out::{self, Out};
 
 mod cold;
@@ -287,59 +288,9 @@ pub fn run(cmd: MigrateCommand) -> ExitCode {
     })
 }
 
-/// A refusal: the message on stderr and the exit code.
-pub struct Failure {
-    code: u8,
-    message: String,
-}
-
-impl Failure {
-    fn new(code: u8, message: impl std::fmt::Display) -> Self {
-        Failure {
-            code,
-            message: message.to_string(),
-        }
-    }
-
-    fn exit(self) -> ExitCode {
-        out::err(format_args!("custos migrate: {}", self.message));
-        ExitCode::from(self.code)
-    }
-}
-
-/// The exit code of a workflow error (module docs).
+/// The exit code of a workflow error: its class's (module docs).
 fn class(e: &WorkflowError) -> u8 {
-    use custos_core::migration::control::AdminError;
-    use custos_core::migration::tables::TableError;
-    use custos_core::world::WorldError;
-    match e {
-        WorkflowError::Refused(
-            MigrationError::ColdVerificationFailed(_) | MigrationError::ReceiptMismatch(_),
-        ) => Exit::Corrupt.code(),
-        WorkflowError::Refused(_) | WorkflowError::Preflight { .. } | WorkflowError::Plan(_) => {
-            Exit::Refused.code()
-        }
-        WorkflowError::Control(WorldError::BackendFault { .. }) => Exit::Fault.code(),
-        WorkflowError::Control(_) => Exit::Refused.code(),
-        WorkflowError::Admin(AdminError::Backend { .. }) => Exit::Fault.code(),
-        WorkflowError::Admin(AdminError::StoredEvidence { .. }) => Exit::Corrupt.code(),
-        WorkflowError::Admin(_) => Exit::Refused.code(),
-        WorkflowError::Tables(TableError::Backend { .. }) => Exit::Fault.code(),
-        WorkflowError::Tables(TableError::NotFound { .. } | TableError::Invalid { .. }) => {
-            Exit::Refused.code()
-        }
-        WorkflowError::Tables(_) => Exit::Corrupt.code(),
-        WorkflowError::Artifacts(r) => match r.reason() {
-            "artifact-io" => Exit::Fault.code(),
-            "artifact-roots-overlap" | "artifact-root-invalid" | "artifact-too-many-objects" => {
-                Exit::Refused.code()
-            }
-            _ => Exit::Corrupt.code(),
-        },
-        WorkflowError::Objects(_) | WorkflowError::Stuck(_) => Exit::Fault.code(),
-        WorkflowError::Interrupted(_) => Exit::Unavailable.code(),
-        WorkflowError::Cold(_) => Exit::Corrupt.code(),
-    }
+    Exit::of(e.class()).code()
 }
 
 fn workflow_failure(e: &WorkflowError) -> Failure {
@@ -690,20 +641,6 @@ fn write_new(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
         .map_err(|e| Failure::new(1, format_args!("{}: {e}", path.display())))
 }
 
-/// Reads at most `limit` bytes from `r`: more is refused after
-/// `limit + 1` bytes, whatever `r` is (a pipe or a device included).
-fn read_bounded_from(r: &mut dyn Read, limit: u64) -> std::io::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    r.take(limit + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > limit {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("longer than {limit} bytes"),
-        ));
-    }
-    Ok(bytes)
-}
-
 /// Reads at most `limit` bytes of `path`.
 fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, Failure> {
     let mut f = std::fs::File::open(path)
@@ -725,13 +662,13 @@ fn check(
 ) -> std::io::Result<ExitCode> {
     let job = match Job::new(ends, migration_id) {
         Ok(j) => j,
-        Err(f) => return Ok(f.exit()),
+        Err(f) => return Ok(f.exit("migrate")),
     };
     let progress = show::Bars::new(json);
     let report = match job.with(&progress, |m| m.validate()) {
         Ok(Ok(r)) => r,
-        Ok(Err(e)) => return Ok(failure_at(&e, &[&job.source, &job.destination]).exit()),
-        Err(f) => return Ok(f.exit()),
+        Ok(Err(e)) => return Ok(failure_at(&e, &[&job.source, &job.destination]).exit("migrate")),
+        Err(f) => return Ok(f.exit("migrate")),
     };
     progress.finish();
     if json {
@@ -774,11 +711,11 @@ fn plan(
 ) -> std::io::Result<ExitCode> {
     let job = match Job::new(ends, migration_id) {
         Ok(j) => j,
-        Err(f) => return Ok(f.exit()),
+        Err(f) => return Ok(f.exit("migrate")),
     };
     let _locks = match run_locks(&job) {
         Ok(l) => l,
-        Err(f) => return Ok(f.exit()),
+        Err(f) => return Ok(f.exit("migrate")),
     };
     // Refuse an existing output file before planning fences anything.
     if let Some(path) = file.filter(|p| p.exists()) {
@@ -786,17 +723,17 @@ fn plan(
             Exit::Conflict.code(),
             format_args!("{}: already exists", path.display()),
         )
-        .exit());
+        .exit("migrate"));
     }
     let progress = show::Bars::new(json);
     let planned = match job.with(&progress, |m| m.plan()) {
         Ok(Ok(p)) => p,
-        Ok(Err(e)) => return Ok(failure_at(&e, &[&job.source, &job.destination]).exit()),
-        Err(f) => return Ok(f.exit()),
+        Ok(Err(e)) => return Ok(failure_at(&e, &[&job.source, &job.destination]).exit("migrate")),
+        Err(f) => return Ok(f.exit("migrate")),
     };
     if let Some(path) = file {
         if let Err(f) = write_new(path, &planned.canonical()) {
-            return Ok(f.exit());
+            return Ok(f.exit("migrate"));
         }
     }
     progress.finish();
@@ -814,11 +751,11 @@ fn migrate(
 ) -> std::io::Result<ExitCode> {
     let job = match Job::new(ends, migration_id) {
         Ok(j) => j,
-        Err(f) => return Ok(f.exit()),
+        Err(f) => return Ok(f.exit("migrate")),
     };
     let _locks = match run_locks(&job) {
         Ok(l) => l,
-        Err(f) => return Ok(f.exit()),
+        Err(f) => return Ok(f.exit("migrate")),
     };
     // Refuse an existing receipt file before anything runs.
     if let Some(path) = receipt_file.filter(|p| p.exists()) {
@@ -826,7 +763,7 @@ fn migrate(
             Exit::Conflict.code(),
             format_args!("{}: already exists", path.display()),
         )
-        .exit());
+        .exit("migrate"));
     }
     let held = match plan_file.map(|p| {
         read_bounded(p, MAX_DOCUMENT).and_then(|b| {
@@ -835,7 +772,7 @@ fn migrate(
     }) {
         None => None,
         Some(Ok(p)) => Some(p),
-        Some(Err(f)) => return Ok(f.exit()),
+        Some(Err(f)) => return Ok(f.exit("migrate")),
     };
     stop::install();
     let progress = show::Bars::new(json);
@@ -843,15 +780,14 @@ fn migrate(
         Ok(Ok(r)) => r,
         Ok(Err(e @ WorkflowError::Interrupted(_))) => {
             progress.finish();
-            let mut f = workflow_failure(&e);
-            f.message = format!(
-                "{}; resume it: run `custos migrate run` again with the same endpoints and --migration-id {}",
-                f.message, job.migration_id
-            );
-            return Ok(f.exit());
+            let f = workflow_failure(&e).map_message(|m| format!(
+                "{m}; resume it: run `custos migrate run` again with the same endpoints and --migration-id {}",
+                job.migration_id
+            ));
+            return Ok(f.exit("migrate"));
         }
-        Ok(Err(e)) => return Ok(failure_at(&e, &[&job.source, &job.destination]).exit()),
-        Err(f) => return Ok(f.exit()),
+        Ok(Err(e)) => return Ok(failure_at(&e, &[&job.source, &job.destination]).exit("migrate")),
+        Err(f) => return Ok(f.exit("migrate")),
     };
     progress.finish();
     // Activated: from here the migration is committed, reported or not.
@@ -862,10 +798,10 @@ fn migrate(
                 Exit::Unreported.code(),
                 format_args!(
                     "the migration IS complete, but its receipt file could not be written: {}",
-                    f.message
+                    f.message()
                 ),
             )
-            .exit());
+            .exit("migrate"));
         }
     }
     show::receipt(out, &receipt, json)?;
@@ -886,32 +822,35 @@ fn abandon(
     let id = match Name::new(migration_id) {
         Ok(n) => n,
         Err(e) => {
-            return Ok(Failure::new(2, format_args!("--migration-id {migration_id:?}: {e}")).exit())
+            return Ok(
+                Failure::new(2, format_args!("--migration-id {migration_id:?}: {e}"))
+                    .exit("migrate"),
+            )
         }
     };
     let d = match Local::destination(dest) {
         Ok(d) => d,
-        Err(f) => return Ok(f.exit()),
+        Err(f) => return Ok(f.exit("migrate")),
     };
     if d.locality != Locality::Local {
         return Ok(Failure::new(
             Exit::Refused.code(),
             "endpoint-outside-local-v1: --dest is not a local storage identity [endpoint-outside-local-v1]",
         )
-        .exit());
+        .exit("migrate"));
     }
     // The source the reservation names, for its lock (read only).
     let source = match d.control.load_destination() {
         Ok(stored) => stored.reservation.map(|r| r.plan.source),
         Err(e) => {
-            return Ok(workflow_failure(&WorkflowError::Admin(e)).exit());
+            return Ok(workflow_failure(&WorkflowError::Admin(e)).exit("migrate"));
         }
     };
     let mut ends = vec![&d.identity];
     ends.extend(source.as_ref());
     let _locks = match host_locks(&ends) {
         Ok(l) => l,
-        Err(f) => return Ok(f.exit()),
+        Err(f) => return Ok(f.exit("migrate")),
     };
     let namespace = d.id.namespace().to_owned();
     let backend = d.id.backend().to_owned();
@@ -931,7 +870,7 @@ fn abandon(
         };
     let done = match workflow::abandon(&d.control, &d.tables, open_source, &id) {
         Ok(done) => done,
-        Err(e) => return Ok(failure_at(&e, &[&d]).exit()),
+        Err(e) => return Ok(failure_at(&e, &[&d]).exit("migrate")),
     };
     out::committed();
     if json {
@@ -1000,11 +939,11 @@ fn verify(
         })
     }) {
         Ok(r) => r,
-        Err(f) => return Ok(f.exit()),
+        Err(f) => return Ok(f.exit("migrate")),
     };
     let d = match Local::destination(dest) {
         Ok(d) => d,
-        Err(f) => return Ok(f.exit()),
+        Err(f) => return Ok(f.exit("migrate")),
     };
     let cold = cold::Child::new(&d);
     match verify_receipt(&d.control, &cold, &stored, mode) {
@@ -1018,9 +957,9 @@ fn verify(
             }
             let mut f = failure_at(&e, &[&d]);
             if let Some(text) = show::differences(&e) {
-                f.message = text;
+                f = f.map_message(|_| text);
             }
-            Ok(f.exit())
+            Ok(f.exit("migrate"))
         }
     }
 }

@@ -1,5 +1,5 @@
 //! `custos releases publish|list|show|verify`: the local release catalog
-//! (spec 002) from the command line, through custos-fs's
+//! from the command line, through custos-fs's
 //! `ReleaseRepository` on the real filesystem with the default bounds.
 //!
 //! The component inspector is the Wasm shell's (`WasmInspector`) when the
@@ -35,7 +35,7 @@
 //! unavailable (owned by a live process, a replaced lock file, a pending
 //! publication).
 
-use std::io::Read;
+use custos_core::Class;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -51,6 +51,7 @@ use custos_core::root::printable;
 use custos_fs::release::{CatalogPage, ReleaseError, ReleaseRepository};
 use custos_fs::{Access, FsError, OpenPlan, RealFs, LOCK_MISSING, LOCK_REPLACED, ROOT_LOCKED};
 
+pub(crate) use crate::fail::{read_input, refused, Failure};
 use crate::out::Out;
 
 /// What `show` says of an argument that names no release.
@@ -269,26 +270,9 @@ fn run_in(cmd: ReleasesCommand, out: &mut Out) -> std::io::Result<ExitCode> {
     }
 }
 
-/// Why a command stopped: a refusal (exit code and message), or a failed
-/// write of its own output.
-pub(crate) enum Failure {
-    Refused(u8, String),
-    Output(std::io::Error),
-}
-
-impl From<std::io::Error> for Failure {
-    fn from(e: std::io::Error) -> Self {
-        Failure::Output(e)
-    }
-}
-
-pub(crate) fn refused(code: u8, msg: impl Into<String>) -> Failure {
-    Failure::Refused(code, msg.into())
-}
-
 /// The exit code of an error class.
-pub(crate) fn code_of(class: &str) -> u8 {
-    crate::exit::Exit::of_class(class).code()
+pub(crate) fn code_of(class: Class) -> u8 {
+    crate::exit::Exit::of(class).code()
 }
 
 /// What a person can do about an error, when its message does not say.
@@ -318,7 +302,7 @@ fn remedy(e: &ReleaseError) -> Option<&'static str> {
         }
         ReleaseError::Protocol(_) => Some("a release's digest and reference are immutable: publish a new version"),
         ReleaseError::NotFound(_) => Some("`custos releases list` shows what the catalog holds; references (name@version) are per tenant: give --tenant for a tenant's release"),
-        e if e.class() == "CorruptArtifact" => Some(
+        e if e.class() == Class::CorruptArtifact => Some(
             "the catalog is damaged: preserve the directory, stop every process using it, and restore the named entry from a backup or trusted source",
         ),
         _ => None,
@@ -335,29 +319,6 @@ fn failed(what: &str, e: &ReleaseError) -> Failure {
         None => format!("{what}: {e}"),
     };
     refused(code, msg)
-}
-
-/// Reads an input file through a limit on the bytes actually read (the
-/// limit plus one), so a pipe or a device that reports no size is bounded
-/// too; the buffer never grows past the limit plus one byte.
-pub(crate) fn read_input(path: &Path, limit: u64, what: &str) -> Result<Vec<u8>, Failure> {
-    let cannot =
-        |e: std::io::Error| refused(2, format!("cannot read the {what} {}: {e}", path.display()));
-    let file = std::fs::File::open(path).map_err(cannot)?;
-    let mut buf = Vec::new();
-    file.take(limit.saturating_add(1))
-        .read_to_end(&mut buf)
-        .map_err(cannot)?;
-    if u64::try_from(buf.len()).unwrap_or(u64::MAX) > limit {
-        return Err(refused(
-            2,
-            format!(
-                "ResourceExhausted: the {what} {} is over the {limit}-byte limit (reading stopped there)",
-                path.display()
-            ),
-        ));
-    }
-    Ok(buf)
 }
 
 /// The component inspector this build wires in.

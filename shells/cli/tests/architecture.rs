@@ -151,9 +151,9 @@ fn core_reaches_no_io_crate() {
     }
     // Core's direct dependencies are exactly these: the design's four, the
     // RFC 8785 canonicalizer the deployment manifest's canonical form is
-    // defined by, `twox-hash` (XXH3-64 of Artifact objects, spec 001 §5;
-    // no default features), `blake3` and `aes` (the migration content
-    // digest's row key and lanes, custos_core::migration::content),
+    // defined by, `twox-hash` (XXH3-64 of Artifact objects, verified on
+    // relocation; no default features), `blake3` and `aes` (the migration
+    // content digest's row key and lanes, custos_core::migration::content),
     // `subtle` (constant-time digest comparison, custos_core::access; already
     // in sha2's closure), `hex` (the one lowercase-hex codec of digests and
     // page tokens, custos_core::hex), `arbitrary` (optional, for fuzzing)

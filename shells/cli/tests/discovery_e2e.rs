@@ -1,4 +1,6 @@
-//! Durable discovery across processes (spec 000), on real files.
+//! Durable discovery across processes, on real files: a world written by
+//! one process is discoverable and readable from any later process pointed
+//! at the same storage identity.
 //!
 //! This binary has no libtest harness: run without a role it orchestrates,
 //! re-invoking itself as child processes that share nothing but the

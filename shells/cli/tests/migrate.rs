@@ -1,6 +1,7 @@
-//! `custos migrate` end to end on real files (spec 001): a multi-plane
+//! `custos migrate` end to end on real files: a multi-plane
 //! identity migrated by the binary, the source then destroyed and the
-//! destination proven alone (§10's integration contract); every preflight
+//! destination proven alone (discovery, a query, Artifact hashing, a
+//! higher-epoch resume and a later committed tick); every preflight
 //! refusal of a custos identity, each leaving the destination untouched;
 //! and SIGKILL anywhere in a run, retried to one receipt (`migrate_kill`);
 //! a source control catalog with a hot rollback journal refused by name

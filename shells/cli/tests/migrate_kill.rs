@@ -1,4 +1,4 @@
-//! SIGKILL anywhere in `custos migrate run` (spec 001 §7): the run is
+//! SIGKILL anywhere in `custos migrate run`: the run is
 //! killed at every step boundary (when it announces the step on stderr)
 //! and at random points (seeded delays over a calibrated run; set
 //! `CUSTOS_KILL_SEED` to replay; `CUSTOS_TORTURE_ITERATIONS` sets how many,

@@ -21,8 +21,8 @@
 //! ([`ObjectError::TooLong`]), and answers a stream ([`Fs::open_read`]);
 //! the caller reads at most `limit + 1` bytes ([`measure`]), so a file that
 //! grows past the limit is refused too. Between the `lstat` and the open
-//! the entry is trusted not to change: the source is offline (spec 001 §3)
-//! and the destination is owned by this handle.
+//! the entry is trusted not to change: the source is kept offline for the
+//! whole migration and the destination is owned by this handle.
 //!
 //! **Publication** ([`ObjectStore::put_new`], under the writer mutex):
 //! the fan-out directory is created if missing and its parent `sha256/`

@@ -1,4 +1,4 @@
-//! The local deployment repository (spec 004): one node-owned directory
+//! The local deployment repository: one node-owned directory
 //! holding the deployment catalog record, publishing complete route
 //! snapshots atomically over a release catalog.
 //!
@@ -33,6 +33,7 @@
 //! filesystem access, no fetch). An apply replaces the pointer; it never
 //! changes a generation a reader or a pin holds.
 
+use custos_core::Class;
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -116,30 +117,21 @@ pub enum DeploymentRepoError {
 
 impl DeploymentRepoError {
     /// The error class.
-    pub fn class(&self) -> &'static str {
-        use custos_core::deployment::Code;
+    pub fn class(&self) -> Class {
         match self {
-            DeploymentRepoError::Rule(e) => match e.code() {
-                Code::InvalidArgument => "InvalidArgument",
-                Code::PermissionDenied => "PermissionDenied",
-                Code::NotFound => "NotFound",
-                Code::FailedPrecondition => "FailedPrecondition",
-                Code::StateConflict => "StateConflict",
-                Code::ResourceExhausted => "ResourceExhausted",
-                Code::RouteUnavailable => "RouteUnavailable",
-                Code::IncompatibleContract => "IncompatibleContract",
-                Code::Unavailable => "Unavailable",
-            },
+            DeploymentRepoError::Rule(e) => e.class(),
             DeploymentRepoError::Fs(e) => e.class(),
             DeploymentRepoError::Corrupt {
                 source: RecordError::TooLarge { .. },
                 ..
-            } => "ResourceExhausted",
+            } => Class::ResourceExhausted,
             DeploymentRepoError::Corrupt { .. } | DeploymentRepoError::SnapshotMismatch { .. } => {
-                "CorruptArtifact"
+                Class::CorruptArtifact
             }
-            DeploymentRepoError::Uncertain(_) | DeploymentRepoError::Contended => "Unavailable",
-            DeploymentRepoError::Poisoned => "Internal",
+            DeploymentRepoError::Uncertain(_) | DeploymentRepoError::Contended => {
+                Class::Unavailable
+            }
+            DeploymentRepoError::Poisoned => Class::Internal,
         }
     }
 
@@ -147,7 +139,7 @@ impl DeploymentRepoError {
     pub fn reason(&self) -> &'static str {
         match self {
             DeploymentRepoError::Rule(e) => e.reason(),
-            DeploymentRepoError::Fs(e) => e.unavailable_reason().unwrap_or(e.class()),
+            DeploymentRepoError::Fs(e) => e.unavailable_reason().unwrap_or(e.class().as_str()),
             DeploymentRepoError::Corrupt { .. } => "corrupt-deployment-catalog",
             DeploymentRepoError::SnapshotMismatch { .. } => "deployment-snapshot-mismatch",
             DeploymentRepoError::Uncertain(_) => COMMIT_DURABILITY_UNCERTAIN,

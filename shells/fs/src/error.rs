@@ -1,5 +1,6 @@
 //! The errors of the filesystem shell.
 
+use custos_core::Class;
 use std::io;
 use std::path::PathBuf;
 
@@ -83,16 +84,16 @@ impl FsError {
     /// live owner, a replaced lock, a failed fsync), `ResourceExhausted`
     /// (the disk or a quota is full), the refusal's class, `FailedPrecondition`
     /// (a read handle), `InvalidArgument`, or `Internal`.
-    pub fn class(&self) -> &'static str {
+    pub fn class(&self) -> Class {
         match self {
             FsError::Unavailable { .. } | FsError::SyncFailed { .. } | FsError::Poisoned => {
-                "Unavailable"
+                Class::Unavailable
             }
-            FsError::Io { source, .. } if is_full(source) => "ResourceExhausted",
-            FsError::Io { .. } => "Internal",
+            FsError::Io { source, .. } if is_full(source) => Class::ResourceExhausted,
+            FsError::Io { .. } => Class::Internal,
             FsError::Refused { refusal, .. } => refusal.class(),
-            FsError::ReadOnly => "FailedPrecondition",
-            FsError::InvalidName(_) => "InvalidArgument",
+            FsError::ReadOnly => Class::FailedPrecondition,
+            FsError::InvalidName(_) => Class::InvalidArgument,
         }
     }
 

@@ -8,9 +8,9 @@
 //!   every operation, and failpoints that fail any single one).
 //! - [`root`] — [`DurableRoot`]: open (anchor, create, canonicalize, fsync
 //!   leaf → root, then lock) and the one durable-publication routine.
-//! - [`release`] — the local release repository (spec 002), following
+//! - [`release`] — the local release repository, following
 //!   `custos_core::release::protocol`.
-//! - [`deployment`] — the local deployment repository (spec 004) over a
+//! - [`deployment`] — the local deployment repository over a
 //!   release catalog, following `custos_core::deployment`.
 //! - [`crash`] — crash states enumerated from a recorded trace.
 //! - [`error`] — [`FsError`] with its stable reasons.

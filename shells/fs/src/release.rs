@@ -1,4 +1,4 @@
-//! The local release repository (spec 002): content-addressed releases
+//! The local release repository: content-addressed releases
 //! under `releases/<hex>/` in an exclusively owned root, published by the
 //! protocol of `custos_core::release::protocol` and recovered at open.
 //!

@@ -1,5 +1,6 @@
 //! The filesystem Artifact store and relocation between two real roots
-//! (spec 001 §5): an end-to-end relocation with `RealFs`, every bad input
+//! (every referenced object copied once by content address and verified in
+//! full, never re-ingested): an end-to-end relocation with `RealFs`, every bad input
 //! or fault as its own test named after it — each a typed refusal naming
 //! the object, and each refusal found before copying leaving the
 //! destination tree byte-untouched — and failpoints over every filesystem

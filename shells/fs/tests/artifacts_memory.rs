@@ -1,5 +1,5 @@
-//! Relocation's memory does not grow with object size (issue 16; spec 001
-//! §5 verifies every object in full): one 128 MiB object is relocated
+//! Relocation's memory does not grow with object size (issue 16; relocation
+//! verifies every object in full): one 128 MiB object is relocated
 //! between two filesystem Artifact stores by a fresh child process, which
 //! reports its peak resident growth (`VmHWM`, reset through
 //! `/proc/self/clear_refs`) over the relocation — phase 1's streaming

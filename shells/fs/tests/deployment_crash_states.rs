@@ -1,4 +1,4 @@
-//! Crash-state enumeration of the deployment repository (spec 004): the
+//! Crash-state enumeration of the deployment repository: the
 //! recorded traces of real operations — the first open of a nonexistent
 //! root, applies (a create, a second create, a conditional reweight), a
 //! conditional apply with a stale generation (refused: no write), a

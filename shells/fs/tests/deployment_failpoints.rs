@@ -20,6 +20,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use custos_core::Class;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -318,7 +319,7 @@ fn every_failpoint_of_a_first_open_of_a_nested_path() {
             .unwrap_or_else(|| panic!("{what}: opened anyway"));
         if i < lock && matches!(trace[i].op, Op::SyncDir(_)) {
             assert_eq!(err.reason(), PATH_DURABILITY_UNCERTAIN, "{what}: {err}");
-            assert_eq!(err.class(), "Unavailable");
+            assert_eq!(err.class(), Class::Unavailable);
             uncertain += 1;
         }
         retry_opens_empty_and_marked(&path, &source, &what);

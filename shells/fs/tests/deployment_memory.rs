@@ -1,6 +1,5 @@
-//! The deployment repository's memory regression (spec 004 "Regression and
-//! acceptance coverage"): 32 real persisted releases, each carrying 3 MiB of
-//! interface documentation, published, applied and reopened by three fresh
+//! The deployment repository's memory regression: 32 real persisted
+//! releases, each carrying 3 MiB of interface documentation, published, applied and reopened by three fresh
 //! subprocesses. Two shapes catch two leaks independently:
 //!
 //! * `distinct` — 32 distinct releases deployed in one scope (one tenant and

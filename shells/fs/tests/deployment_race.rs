@@ -14,6 +14,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use custos_core::Class;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
@@ -108,7 +109,7 @@ fn round(repo: &Repo, digests: [Sha256; 2], n: u64) -> usize {
             "deployment-generation-conflict",
             "round {n}: {e}"
         );
-        assert_eq!(e.class(), "StateConflict");
+        assert_eq!(e.class(), Class::StateConflict);
         let DeploymentRepoError::Rule(DeploymentError::GenerationConflict { id, expected, live }) =
             e
         else {

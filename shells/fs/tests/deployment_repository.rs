@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use custos_core::Class;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -76,7 +77,7 @@ fn apply_resolve_reopen_and_the_three_fixed_files() {
         .mutate(apply_manifest(manifest("blue", r2, 1), Some(7)))
         .unwrap_err();
     assert_eq!(err.reason(), "deployment-generation-conflict");
-    assert_eq!(err.class(), "StateConflict");
+    assert_eq!(err.class(), Class::StateConflict);
     assert_eq!(image_of(&root).unwrap(), before);
     repo.mutate(delete("green", Some(2))).unwrap();
     // The pin still holds its generation.
@@ -148,7 +149,7 @@ fn damaged_missing_or_unverifiable_state_fails_the_open_untouched() {
     let err = DeploymentRepository::open(RealFs, &root, source(&rel), Access::Write)
         .err()
         .unwrap();
-    assert_eq!(err.class(), "CorruptArtifact", "{err}");
+    assert_eq!(err.class(), Class::CorruptArtifact, "{err}");
     assert_eq!(
         image_of(&root).unwrap(),
         before,
@@ -160,7 +161,7 @@ fn damaged_missing_or_unverifiable_state_fails_the_open_untouched() {
     let err = DeploymentRepository::open(RealFs, &root, source(&rel), Access::Write)
         .err()
         .unwrap();
-    assert_eq!(err.class(), "CorruptArtifact", "{err}");
+    assert_eq!(err.class(), Class::CorruptArtifact, "{err}");
     assert!(!record.exists(), "lost state is never re-created");
     std::fs::write(&record, &good).unwrap();
 
@@ -208,7 +209,7 @@ fn a_user_directory_is_refused_and_an_interrupted_initialization_completed() {
         let err = DeploymentRepository::open(RealFs, &user, source(&rel), access)
             .err()
             .unwrap();
-        assert_eq!(err.class(), "InvalidArgument", "{err}");
+        assert_eq!(err.class(), Class::InvalidArgument, "{err}");
     }
     assert_eq!(image_of(&user).unwrap(), before);
 

@@ -1,5 +1,5 @@
-//! Resource invariants of the deployment repository (spec 004
-//! "Regression and acceptance coverage"): a thousand dormant deployments
+//! Resource invariants of the deployment repository (routing metadata may
+//! scale, runtime resources must not): a thousand dormant deployments
 //! applied and resolved against the real release repository leave thread,
 //! child-process, file-descriptor and socket counts unchanged and only the
 //! three fixed files in the directory; a compilation fetches each distinct

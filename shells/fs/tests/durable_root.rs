@@ -6,6 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use custos_core::Class;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -350,7 +351,7 @@ fn a_root_that_is_a_file_is_refused_with_a_typed_error() {
     std::fs::write(&file, b"x").unwrap();
     for access in [Access::Write, Access::Read] {
         let err = DurableRoot::open(RealFs, &file, &LAYOUT, access).unwrap_err();
-        assert_eq!(err.class(), "InvalidArgument", "{err}");
+        assert_eq!(err.class(), Class::InvalidArgument, "{err}");
         assert!(err.to_string().contains("not a directory"), "{err}");
     }
     assert_eq!(std::fs::read(&file).unwrap(), b"x");
@@ -363,12 +364,12 @@ fn a_reading_open_creates_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let missing = tmp.path().join("nope");
     let err = DurableRoot::open(RealFs, &missing, &LAYOUT, Access::Read).unwrap_err();
-    assert_eq!(err.class(), "NotFound", "{err}");
+    assert_eq!(err.class(), Class::NotFound, "{err}");
     assert!(!missing.exists());
     let empty = tmp.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
     let err = DurableRoot::open(RealFs, &empty, &LAYOUT, Access::Read).unwrap_err();
-    assert_eq!(err.class(), "NotFound", "{err}");
+    assert_eq!(err.class(), Class::NotFound, "{err}");
     assert_eq!(tree(&empty).len(), 1, "only the directory itself");
     // An initialized root opens for reading; the handle refuses mutation,
     // and a reader and a writer exclude each other.
@@ -418,7 +419,7 @@ fn a_marked_root_missing_its_state_is_corrupt() {
     std::fs::remove_dir(tmp.path().join("releases")).unwrap();
     for access in [Access::Write, Access::Read] {
         let err = DurableRoot::open(RealFs, tmp.path(), &LAYOUT, access).unwrap_err();
-        assert_eq!(err.class(), "CorruptArtifact", "{err}");
+        assert_eq!(err.class(), Class::CorruptArtifact, "{err}");
         assert!(
             err.to_string().contains("its releases/ is missing"),
             "{err}"
@@ -435,7 +436,7 @@ fn a_marked_root_missing_its_state_is_corrupt() {
     )
     .unwrap();
     let err = open(RealFs, tmp.path()).unwrap_err();
-    assert_eq!(err.class(), "CorruptArtifact", "{err}");
+    assert_eq!(err.class(), Class::CorruptArtifact, "{err}");
     // The staging directory is scratch: a writing open re-creates it.
     std::fs::write(tmp.path().join(MARKER_FILE), LAYOUT.marker).unwrap();
     std::fs::remove_dir(tmp.path().join(".tmp")).unwrap();

@@ -1,6 +1,5 @@
-//! Crash-state enumeration of the release repository (spec 002 "Layout and
-//! publication", "Recovery procedure"): the recorded traces of real
-//! operations — the first open of an empty root, a first publication, a
+//! Crash-state enumeration of the release repository: the recorded traces
+//! of real operations — the first open of an empty root, a first publication, a
 //! second one, an identical retry, a revoke and a retire, an open that
 //! clears debris, a publication beside that debris, and the exact retry
 //! that reconciles a publication which failed past its rename — are
@@ -344,7 +343,7 @@ fn check_visible<F: Fs>(
     } else {
         assert_eq!(
             repo.fetch(d).map(|_| ()).map_err(|e| e.class()),
-            Err("FailedPrecondition"),
+            Err(custos_core::Class::FailedPrecondition),
             "{ctx}: ineligible {d} fetched"
         );
     }

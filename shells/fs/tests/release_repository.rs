@@ -1,10 +1,11 @@
-//! The release repository on real files (spec 002): publication order and
+//! The release repository on real files: publication order and
 //! its refusals before staging, the two capacity scenarios, debris, the
 //! pending gate, identical and conflicting republication, lifecycle,
 //! recovery, page tokens, counters and length checks before allocation.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use custos_core::Class;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -225,7 +226,7 @@ fn a_deleted_lifecycle_directory_fails_the_open_and_revives_nothing() {
         } else {
             open_with(RealFs, &root, Bounds::default()).unwrap_err()
         };
-        assert_eq!(e.class(), "CorruptArtifact", "{e}");
+        assert_eq!(e.class(), Class::CorruptArtifact, "{e}");
         assert!(e.to_string().contains("lifecycle/"), "{e}");
         assert_eq!(snapshot(&root), before, "a refused open changes nothing");
     }
@@ -252,7 +253,7 @@ fn only_an_upgrade_bootstraps_a_catalog_without_lifecycle_state() {
     std::fs::remove_file(root.join(MARKER_FILE)).unwrap();
     let before = snapshot(&root);
     let e = open_with(RealFs, &root, Bounds::default()).unwrap_err();
-    assert_eq!(e.class(), "InvalidArgument", "{e}");
+    assert_eq!(e.class(), Class::InvalidArgument, "{e}");
     assert!(e.to_string().contains("upgrade"), "{e}");
     assert_eq!(snapshot(&root), before);
     let repo = ReleaseRepository::open_as(
@@ -317,7 +318,7 @@ fn a_deleted_lock_file_never_lets_two_owners_publish_one_reference() {
     let second = open(&root, Bounds::default());
     publish(&second, 60).unwrap();
     let e = publish(&first, 60).unwrap_err();
-    assert_eq!(e.class(), "Unavailable", "{e}");
+    assert_eq!(e.class(), Class::Unavailable, "{e}");
     assert!(e.to_string().contains(custos_fs::LOCK_REPLACED), "{e}");
     drop((first, second));
     let again = open(&root, Bounds::default());
@@ -341,7 +342,7 @@ fn a_write_failing_under_a_replaced_lock_names_the_lock() {
     // owner's open removed the staging directory beneath it.
     fs.fail_at(1);
     let e = publish(&first, 61).unwrap_err();
-    assert_eq!(e.class(), "Unavailable", "{e}");
+    assert_eq!(e.class(), Class::Unavailable, "{e}");
     let text = e.to_string();
     assert!(text.contains(custos_fs::LOCK_REPLACED), "{text}");
     assert!(!text.contains("Internal"), "{text}");
@@ -378,9 +379,9 @@ fn a_reading_open_verifies_and_writes_nothing() {
         .iter()
         .any(|r| matches!(r.op, Op::SyncDir(_) | Op::SyncFile(_))));
     let e = publish(&reader, 2).unwrap_err();
-    assert_eq!(e.class(), "FailedPrecondition", "{e}");
+    assert_eq!(e.class(), Class::FailedPrecondition, "{e}");
     let e = reader.revoke(&digest(1)).unwrap_err();
-    assert_eq!(e.class(), "FailedPrecondition", "{e}");
+    assert_eq!(e.class(), Class::FailedPrecondition, "{e}");
     drop(reader);
     assert_eq!(snapshot(&root), before);
 }
@@ -401,7 +402,7 @@ fn a_second_live_opener_is_unavailable() {
     let tmp = tempfile::tempdir().unwrap();
     let _repo = open(tmp.path(), Bounds::default());
     let e = open_with(RealFs, tmp.path(), Bounds::default()).unwrap_err();
-    assert_eq!(e.class(), "Unavailable");
+    assert_eq!(e.class(), Class::Unavailable);
     assert!(matches!(e, ReleaseError::Fs(ref f) if f.unavailable_reason() == Some(ROOT_LOCKED)));
 }
 
@@ -453,7 +454,7 @@ fn publication_writes_in_the_protocol_order() {
     );
 }
 
-/// Spec: three index entries and two recovery directories admit only two
+/// Three index entries and two recovery directories admit only two
 /// new releases into an empty root; the third is refused before staging;
 /// both survive reopening with the same configuration.
 #[test]
@@ -470,7 +471,7 @@ fn three_entries_two_recovery_directories_admit_two_releases() {
     publish(&repo, 2).unwrap();
     fs.clear_trace();
     let e = publish(&repo, 3).unwrap_err();
-    assert_eq!(e.class(), "ResourceExhausted");
+    assert_eq!(e.class(), Class::ResourceExhausted);
     assert_eq!(bound_of(&e), Some(Bound::RecoveryDirectories));
     assert!(!staged_anything(&fs.trace(), repo.root()));
     assert!(mutations(&fs.trace()).is_empty(), "{:?}", fs.trace());
@@ -487,7 +488,8 @@ fn three_entries_two_recovery_directories_admit_two_releases() {
     );
 }
 
-/// Spec: both limits two and one retained incomplete directory admit one.
+/// Both limits at two with one retained incomplete directory admit one new
+/// release.
 #[test]
 fn both_limits_two_with_one_debris_directory_admit_one_release() {
     let tmp = tempfile::tempdir().unwrap();
@@ -606,7 +608,7 @@ fn pending_gate_blocks_other_digests_until_the_exact_retry_reconciles() {
     // Every other digest is Unavailable, before staging.
     fs.clear_trace();
     let e = publish(&repo, 3).unwrap_err();
-    assert_eq!(e.class(), "Unavailable");
+    assert_eq!(e.class(), Class::Unavailable);
     assert!(matches!(
         e,
         ReleaseError::Protocol(ProtocolError::Unavailable { pending }) if pending == digest(2)
@@ -668,7 +670,7 @@ fn a_pending_release_after_reopen_is_an_orphan_that_reserves_its_reference() {
         e,
         ReleaseError::Protocol(ProtocolError::ReferenceConflict { owner }) if owner == digest(2)
     ));
-    assert_eq!(e.class(), "AlreadyExists");
+    assert_eq!(e.class(), Class::AlreadyExists);
     // An explicit identical publication adopts it.
     assert_eq!(publish(&repo, 2).unwrap().plan, Plan::Reconcile);
     assert!(repo.orphans().is_empty());
@@ -738,7 +740,7 @@ fn different_content_under_a_digest_or_reference_is_rejected() {
         e.root_cause().to_string(),
         ProtocolError::DigestConflict { digest: digest(1) }.to_string()
     );
-    assert_eq!(e.class(), "AlreadyExists");
+    assert_eq!(e.class(), Class::AlreadyExists);
     // Another component under the same reference.
     let c = component(2);
     let e = repo
@@ -787,7 +789,7 @@ fn references_are_per_tenant_and_refusals_name_no_other_tenant() {
         repo.resolve(Some("nobody"), "calc@1.0.0")
             .unwrap_err()
             .class(),
-        "NotFound"
+        Class::NotFound
     );
     // A second calc@1.0.0 of tenant other: refused, naming other's own.
     let e = publish_as(Some("other"), 4).unwrap_err();
@@ -803,12 +805,12 @@ fn references_are_per_tenant_and_refusals_name_no_other_tenant() {
         .publish(&manifest("mine", Some("other"), None, &c), c, contract())
         .unwrap_err();
     let text = e.to_string();
-    assert_eq!(e.class(), "AlreadyExists");
+    assert_eq!(e.class(), Class::AlreadyExists);
     assert!(!text.contains("acme") && !text.contains("calc"), "{text}");
     // Scoped reads: another tenant's release is absent.
     assert_eq!(
         repo.get_catalog_entry("other", &acme).unwrap_err().class(),
-        "NotFound"
+        Class::NotFound
     );
     assert_eq!(repo.len(), 3);
 }
@@ -901,7 +903,7 @@ fn revocation_and_retirement_survive_republication_and_reopen() {
     assert_eq!(p.plan, Plan::Noop);
     assert_eq!(repo.membership(&digest(1)), Some(Membership::Revoked));
     let e = repo.resolve(Some("acme"), "r1@1.0.0").unwrap_err();
-    assert_eq!(e.class(), "FailedPrecondition");
+    assert_eq!(e.class(), Class::FailedPrecondition);
     assert!(matches!(
         repo.fetch(&digest(2)),
         Err(ReleaseError::NotEligible {
@@ -923,7 +925,7 @@ fn revocation_and_retirement_survive_republication_and_reopen() {
     assert_eq!(repo.membership(&digest(2)), Some(Membership::Retired));
     assert_eq!(
         repo.resolve(Some("acme"), "r1@1.0.0").unwrap_err().class(),
-        "FailedPrecondition"
+        Class::FailedPrecondition
     );
     assert!(matches!(
         repo.revoke(&digest(9)),
@@ -985,7 +987,7 @@ fn recovery_fails_on_a_digest_directory_without_a_valid_complete() {
     assert!(
         matches!(e, ReleaseError::Recovery(RecoveryError::MissingComplete(d)) if d == digest(1))
     );
-    assert_eq!(e.class(), "CorruptArtifact");
+    assert_eq!(e.class(), Class::CorruptArtifact);
     // The legacy marker has its own message; files are preserved.
     std::fs::write(&complete, b"complete\n").unwrap();
     let e = open_with(RealFs, &root, Bounds::default()).unwrap_err();
@@ -1002,7 +1004,7 @@ fn recovery_fails_on_a_digest_directory_without_a_valid_complete() {
     bytes[9] ^= 1;
     std::fs::write(&comp, &bytes).unwrap();
     let e = open_with(RealFs, &root, Bounds::default()).unwrap_err();
-    assert_eq!(e.class(), "CorruptArtifact", "{e}");
+    assert_eq!(e.class(), Class::CorruptArtifact, "{e}");
     bytes[9] ^= 1;
     std::fs::write(&comp, &bytes).unwrap();
     assert_eq!(open(&root, Bounds::default()).len(), 1);
@@ -1042,7 +1044,7 @@ fn oversized_files_are_refused_before_allocation() {
     };
     let e = open_with(fs.clone(), &root, small).unwrap_err();
     assert_eq!(bound_of(&e), Some(Bound::ComponentBytes), "{e}");
-    assert_eq!(e.class(), "ResourceExhausted");
+    assert_eq!(e.class(), Class::ResourceExhausted);
     let comp = release_dir(&root, 1).join(COMPONENT_FILE);
     assert!(
         !fs.trace().iter().any(|r| r.op == Op::Read(comp.clone())),
@@ -1142,20 +1144,48 @@ fn pages_are_ordered_bounded_and_their_tokens_expire() {
         .list_catalog_entries("acme", None, Some(&t))
         .unwrap_err();
     assert!(matches!(e, ReleaseError::Page(PageError::Expired)));
-    assert_eq!(e.class(), "FailedPrecondition");
+    assert_eq!(e.class(), Class::StateConflict);
     // A reopen expires tokens too.
     let t = repo
         .list_catalog_entries("acme", None, None)
         .unwrap()
         .next_page_token
         .unwrap();
+    // A durable cursor does not: it names the content, not the instance.
+    let first = repo
+        .list_catalog_entries_by_cursor("acme", None, None)
+        .unwrap();
+    let cursor = first.next_page_token.clone().unwrap();
+    let token_second = repo
+        .list_catalog_entries("acme", None, Some(&t))
+        .unwrap()
+        .entries;
     let root = repo.root().to_path_buf();
     drop(repo);
-    let repo = open(&root, bounds);
+    let repo = open(&root, bounds.clone());
     assert!(matches!(
         repo.list_catalog_entries("acme", None, Some(&t)),
         Err(ReleaseError::Page(PageError::Expired))
     ));
+    let cursor_second = repo
+        .list_catalog_entries_by_cursor("acme", None, Some(&cursor))
+        .unwrap()
+        .entries;
+    assert_eq!(
+        cursor_second, token_second,
+        "the same next page after a reopen"
+    );
+    // A cursor is not a token, nor a token a cursor.
+    assert!(matches!(
+        repo.list_catalog_entries("acme", None, Some(&cursor)),
+        Err(ReleaseError::Page(PageError::InvalidToken))
+    ));
+    // Any publication expires the cursor.
+    tenant_publish(&repo, 9, "zeta", None).unwrap();
+    let e = repo
+        .list_catalog_entries_by_cursor("acme", None, Some(&cursor))
+        .unwrap_err();
+    assert_eq!(e.class(), Class::StateConflict);
     // A byte bound smaller than one row refuses rather than loop.
     drop(repo);
     let tight = Bounds {
@@ -1316,8 +1346,8 @@ fn a_failed_parent_fsync_is_unavailable_and_the_exact_retry_reconciles_after_reo
     let e = publish(&repo, 1).unwrap_err();
     let failed = fs.trace().into_iter().find(|r| !r.ok).unwrap();
     assert_eq!(failed.op, Op::SyncDir(releases), "{e}");
-    assert_eq!(e.class(), "Unavailable", "{e}");
-    assert_eq!(publish(&repo, 2).unwrap_err().class(), "Unavailable");
+    assert_eq!(e.class(), Class::Unavailable, "{e}");
+    assert_eq!(publish(&repo, 2).unwrap_err().class(), Class::Unavailable);
     fs.clear_failpoint();
     drop(repo);
     let repo = open(tmp.path(), Bounds::default());
@@ -1340,7 +1370,7 @@ fn a_full_disk_is_resource_exhausted_and_the_retry_succeeds() {
     // The stage's directory, then its first file: the write fails.
     fs.fail_at_with(1, std::io::ErrorKind::StorageFull);
     let e = publish(&repo, 1).unwrap_err();
-    assert_eq!(e.class(), "ResourceExhausted", "{e}");
+    assert_eq!(e.class(), Class::ResourceExhausted, "{e}");
     assert!(repo.resolve(None, "r1@1.0.0").is_err());
     publish(&repo, 1).unwrap();
     assert!(repo.resolve(None, "r1@1.0.0").is_ok());
@@ -1435,9 +1465,9 @@ fn a_lost_lifecycle_record_is_corruption_and_revives_nothing() {
             .unwrap_or_else(|| panic!("{lose}: {access:?} opened a catalog that lost state"));
             // An unmarked root is no catalog to a reading open at all.
             let want = if access == Access::Read && lose != "record" && lose != "head" {
-                "NotFound"
+                Class::NotFound
             } else {
-                "CorruptArtifact"
+                Class::CorruptArtifact
             };
             assert_eq!(e.class(), want, "{lose}: {access:?}: {e}");
             assert_eq!(

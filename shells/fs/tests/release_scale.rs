@@ -1,6 +1,4 @@
-//! Scale probe of the release repository (spec 002 "Execution-resource
-//! invariant and acceptance evidence", "Runtime budgets and diagnostics"),
-//! ignored by default:
+//! Scale probe of the release repository, ignored by default:
 //!
 //! ```text
 //! cargo test -p custos-fs --release --test release_scale -- --ignored scale --nocapture

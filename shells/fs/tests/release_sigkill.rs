@@ -166,13 +166,13 @@ fn check_acknowledged<'a>(
         if want != Membership::Member {
             assert_eq!(
                 repo.fetch(d).map(|_| ()).map_err(|e| e.class()),
-                Err("FailedPrecondition")
+                Err(custos_core::Class::FailedPrecondition)
             );
             assert_eq!(
                 repo.resolve(Some("crash"), &reference)
                     .map(|_| ())
                     .map_err(|e| e.class()),
-                Err("FailedPrecondition")
+                Err(custos_core::Class::FailedPrecondition)
             );
             continue;
         }

@@ -1,4 +1,4 @@
-//! The `artifact_files` occurrence table (spec 001 §5) in Iceberg: its
+//! The `artifact_files` occurrence table in Iceberg: its
 //! schema, ingestion of rows for fixtures and users, a typed decoder, and
 //! the relocated copy migration makes of it.
 //!

@@ -1,4 +1,4 @@
-//! Table evidence for migration (spec 001 §4): a table's logical schema and
+//! Table evidence for migration: a table's logical schema and
 //! its fingerprint, its partition spec, sort order and owner's properties
 //! and their fingerprint, row count and content digest, read from one
 //! pinned snapshot, batch by batch (memory is one batch plus core's fixed

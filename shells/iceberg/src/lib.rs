@@ -1,7 +1,7 @@
 //! custos-iceberg — the Iceberg shell of custos.
 //!
 //! Cold reads of archetype tables that never create anything, checked
-//! against the control catalog's durable descriptors (spec 000):
+//! against the control catalog's durable descriptors:
 //!
 //! - [`logical`] maps Arrow (and Iceberg) types onto
 //!   [`custos_core::schema::LogicalType`], the types the schema

@@ -1,4 +1,4 @@
-//! Table evidence and transfer for migration (spec 001 §4).
+//! Table evidence and transfer for migration.
 //!
 //! **Inventory.** [`IcebergStore::namespace_evidence`] enumerates the
 //! namespace through the Iceberg catalog (never a hard-coded list, never the
@@ -293,7 +293,8 @@ enum Files {
 }
 
 /// The writer of a partitioned table: a splitter computing each row's
-/// partition from the spec's transforms, and one writer per partition.
+/// partition from the partition spec's transforms, and one writer per
+/// partition.
 struct Partitions {
     splitter: RecordBatchPartitionSplitter,
     fanout: FanoutWriter<FileBuilder>,

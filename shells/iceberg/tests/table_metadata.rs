@@ -259,7 +259,8 @@ fn rows_per_partition(store: &IcebergStore, table: &str) -> BTreeMap<String, u64
         .unwrap()
 }
 
-/// Column names a spec's or order's source ids resolve to in `t`.
+/// Column names a partition spec's or sort order's source ids resolve to
+/// in `t`.
 fn spec_columns(t: &Table) -> Vec<(String, String, String)> {
     let s = t.metadata().current_schema();
     t.metadata()

@@ -1,5 +1,5 @@
-//! The control catalog of worlds (spec 000) with writer fences (spec 001
-//! §3), persisted in PostgreSQL.
+//! The control catalog of worlds with writer fences, persisted in
+//! PostgreSQL.
 //!
 //! [`PgControlCatalog`] implements `custos_core::world::ControlCatalog` and
 //! mirrors the SQLite shell's control catalog (`custos_sqlite::control`):
@@ -248,6 +248,32 @@ pub enum OpenError {
         /// What failed.
         reason: String,
     },
+}
+
+impl OpenError {
+    /// The failure's [`Class`](custos_core::Class): no such catalog (a
+    /// missing schema, or one holding no control catalog) is `NotFound`; a
+    /// server that does not answer, or not in time, or refuses the login
+    /// is `Unavailable`; a catalog of a version this build does not read
+    /// is `Unsupported`; a schema whose catalog misses a table is
+    /// `CorruptArtifact`; any other failure `Internal`.
+    pub fn class(&self) -> custos_core::Class {
+        use custos_core::Class;
+        match self {
+            OpenError::NotReadable {
+                rule: Refusal::MissingSchema | Refusal::NoCatalog,
+                ..
+            } => Class::NotFound,
+            OpenError::NotReadable {
+                rule: Refusal::Version { .. },
+                ..
+            } => Class::Unsupported,
+            OpenError::NotReadable { .. } => Class::CorruptArtifact,
+            OpenError::Unavailable { .. } => Class::Unavailable,
+            OpenError::UnsupportedVersion { .. } => Class::Unsupported,
+            OpenError::Fault { .. } => Class::Internal,
+        }
+    }
 }
 
 impl From<ConnectError> for OpenError {

@@ -19,16 +19,17 @@
 //! the file byte-untouched (the check runs before anything is written,
 //! journal mode included).
 //!
-//! | version | adds | spec 003 versions |
-//! |---|---|---|
-//! | 1 | `catalogue_meta` (revision, recent-folder sequence), `catalogue_sessions`, `catalogue_workspace_defaults` | `sql_schema` |
-//! | 2 | `catalogue_session_names`, `catalogue_session_archives`, `catalogue_session_subtitles`, `catalogue_recent_folders` | 2, 3, 5, 8 |
-//! | 3 | `profile`, `model`, `executor`, `pool` columns (`NOT NULL DEFAULT ''`: a v2 row reads back local, no profile) | 9–12 |
-//! | 4 | `catalogue_session_moves`, `catalogue_session_deletions`, `catalogue_delegate_sessions` | 13–15 |
+//! | version | adds |
+//! |---|---|
+//! | 1 | `catalogue_meta` (revision, recent-folder sequence), `catalogue_sessions`, `catalogue_workspace_defaults` |
+//! | 2 | `catalogue_session_names`, `catalogue_session_archives`, `catalogue_session_subtitles`, `catalogue_recent_folders` |
+//! | 3 | `profile`, `model`, `executor`, `pool` columns (`NOT NULL DEFAULT ''`: a v2 row reads back local, no profile) |
+//! | 4 | `catalogue_session_moves`, `catalogue_session_deletions`, `catalogue_delegate_sessions` |
 //!
-//! | 5 | the access plane ([`crate::access`]): `access_principals` (one owner: a partial unique index), `access_credentials`, `access_claims` (one open claim per principal: a partial unique index), `access_memberships` (cascading on a catalogue session's delete) | 4, 6, 7 |
+//! | 5 | the access plane ([`crate::access`]): `access_principals` (one owner: a partial unique index), `access_credentials`, `access_claims` (one open claim per principal: a partial unique index), `access_memberships` (cascading on a catalogue session's delete) |
 //!
-//! The access plane arrives in one step: its three spec versions (4, 6, 7)
+//! The access plane arrives in one step: its three parts (claims, credential
+//! kinds with their issue and resume times, credential expiry and issuer)
 //! land in one build, so no catalogue was ever written holding a part of
 //! it, and one step keeps every access table's constraints in one place.
 //!

@@ -186,6 +186,37 @@ pub enum OpenError {
     },
 }
 
+impl OpenError {
+    /// The failure's [`Class`](custos_core::Class): a file that is no
+    /// catalog of this kind is `NotFound`, one of a version this build does
+    /// not read (or that declines a pragma it needs) `Unsupported`, a
+    /// foreign database `InvalidArgument`, a path that cannot be opened
+    /// `FailedPrecondition`, a busy or leased file `Unavailable`, a
+    /// catalog that needs its interrupted transaction rolled back first
+    /// `FailedPrecondition`, a damaged one `CorruptArtifact`, SQLite's own
+    /// failure `Internal`.
+    pub fn class(&self) -> custos_core::Class {
+        use custos_core::Class;
+        match self {
+            OpenError::NotReadable {
+                rule: Refusal::Version { .. },
+                ..
+            }
+            | OpenError::UnsupportedVersion { .. }
+            | OpenError::PragmaDeclined { .. } => Class::Unsupported,
+            OpenError::NotReadable { .. } => Class::NotFound,
+            OpenError::ForeignDatabase { .. } => Class::InvalidArgument,
+            OpenError::UnopenablePath { .. } | OpenError::RecoveryNeeded { .. } => {
+                Class::FailedPrecondition
+            }
+            OpenError::Lease(e) => e.class(),
+            OpenError::Busy { .. } => Class::Unavailable,
+            OpenError::Corrupt { .. } => Class::CorruptArtifact,
+            OpenError::Sqlite { .. } => Class::Internal,
+        }
+    }
+}
+
 /// How an open shows a lease refusal: `LeaseHeld` as the lease machine
 /// says it, any other under the `Lease` reason.
 fn open_lease_message(e: &LeaseError) -> String {

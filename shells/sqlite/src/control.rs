@@ -1,4 +1,4 @@
-//! The control catalog of worlds (spec 000) persisted in SQLite.
+//! The control catalog of worlds persisted in SQLite.
 //!
 //! [`SqliteControlCatalog`] implements `custos_core::world::ControlCatalog`.
 //! It holds no rule: every write is one `BEGIN IMMEDIATE` transaction that
@@ -123,10 +123,10 @@ CREATE TABLE control_signatures (
 ) STRICT;
 ";
 
-/// Version 2: one writer-fence row per fenced world (spec 001 §3, the
-/// fence machine's `WorldFence`): the highest epoch issued here, the
+/// Version 2: one writer-fence row per fenced world (the fence machine's
+/// `WorldFence`): the highest epoch issued here, the
 /// highest imported floor, and who acquired the issued epoch; and the
-/// migration administration (spec 001 §6, the `admin` module): at most one
+/// migration administration (the `admin` module): at most one
 /// reservation (its canonical bytes, and the canonical receipt with its
 /// digest once completed) and the control bundle staged for it.
 pub const SCHEMA_V2: &str = "

@@ -1,7 +1,7 @@
 //! custos-wasm — the Wasm shell of custos.
 //!
-//! Publication-time inspection of a release's component bytes (spec 002,
-//! "Trust boundary", "Execution-resource invariant"): [`inspect()`] validates
+//! Publication-time inspection of a release's component bytes, which never
+//! prepares or instantiates the component: [`inspect()`] validates
 //! the bytes with `wasmparser` — its features pinned to the preparation
 //! engine's ([`engine_features`]) — and extracts the exported [`Contract`]:
 //! interfaces with their functions, top-level functions, every parameter and

@@ -1,8 +1,8 @@
 //! The preparation step (cargo feature `wasmtime`): compile a component with
 //! an engine and stamp the result with an engine-version-scoped identity.
 //!
-//! Separate from publication (spec 002, "Execution-resource invariant"):
-//! registration calls [`crate::inspect()`] only; a runtime that is about to
+//! Separate from publication, which never prepares or instantiates a
+//! component: registration calls [`crate::inspect()`] only; a runtime that is about to
 //! execute a release calls [`Preparer::prepare`]. Preparation re-runs the
 //! same inspection first, so a component the catalog would refuse is never
 //! handed to the compiler, and the stamp binds the contract that inspection

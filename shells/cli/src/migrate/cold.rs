@@ -115,7 +115,7 @@ pub fn child(out: &mut Out, dest: &DestinationArgs, mode: VerifyMode) -> std::io
     };
     let d = match Local::destination(dest) {
         Ok(d) => d,
-        Err(f) => return fail(f.message),
+        Err(f) => return fail(f.message()),
     };
     match evidence(&d, &plan, mode) {
         Ok(e) => match serde_json::to_string(&e) {
@@ -276,7 +276,7 @@ fn resume(control: &SqliteControlCatalog, plan: &Plan) -> Result<Resume, String>
                     tick,
                 })
             }
-            Err(e) if e.reason() == "StaleFence" => last = e.to_string(),
+            Err(e @ custos_core::world::WorldError::StaleFence { .. }) => last = e.to_string(),
             Err(e) => return Err(e.to_string()),
         }
     }

@@ -1,5 +1,5 @@
-//! A multi-plane storage identity for the migration tests and benchmark
-//! (spec 001 §10's integration contract): several Iceberg tables — a
+//! A multi-plane storage identity for the migration tests and benchmark,
+//! one that exercises every durable plane: several Iceberg tables — a
 //! World's signature table, an unknown application table, two empty tables
 //! (one without a snapshot, one with a snapshot that holds no row), a typed
 //! Artifact index — `artifact_files` over objects in the Artifact

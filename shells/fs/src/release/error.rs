@@ -1,5 +1,6 @@
 //! The release repository's errors.
 
+use custos_core::Class;
 use std::path::PathBuf;
 
 use custos_core::release::bounds::BoundError;
@@ -106,11 +107,11 @@ pub enum ReleaseError {
 }
 
 impl ReleaseError {
-    /// The error class in the spec's vocabulary: `Unavailable`,
+    /// The error class, one of: `Unavailable`,
     /// `ResourceExhausted`, `CorruptArtifact`, `AlreadyExists`, `NotFound`,
     /// `InvalidArgument`, `FailedPrecondition`, `StateConflict` (an expired
     /// page continuation), `Internal`.
-    pub fn class(&self) -> &'static str {
+    pub fn class(&self) -> Class {
         match self {
             // A failed fsync poisons the handle (the kernel may have dropped
             // the dirty pages): the remedy is to reopen, which re-verifies
@@ -122,7 +123,7 @@ impl ReleaseError {
             }
             ReleaseError::Manifest(ManifestError::TooLarge { .. })
             | ReleaseError::Metadata(MetadataError::TooLarge { .. })
-            | ReleaseError::Bound(BoundError::ResourceExhausted { .. }) => "ResourceExhausted",
+            | ReleaseError::Bound(BoundError::ResourceExhausted { .. }) => Class::ResourceExhausted,
             ReleaseError::Manifest(ManifestError::NonCanonical)
             | ReleaseError::Metadata(
                 MetadataError::Malformed(_)
@@ -138,23 +139,23 @@ impl ReleaseError {
                 | LifecycleError::MalformedHead,
             )
             | ReleaseError::Recovery(_)
-            | ReleaseError::Corrupt { .. } => "CorruptArtifact",
+            | ReleaseError::Corrupt { .. } => Class::CorruptArtifact,
             ReleaseError::Complete(_, e) => e.class(),
-            ReleaseError::Protocol(ProtocolError::Unavailable { .. }) => "Unavailable",
-            ReleaseError::Protocol(_) => "AlreadyExists",
+            ReleaseError::Protocol(ProtocolError::Unavailable { .. }) => Class::Unavailable,
+            ReleaseError::Protocol(_) => Class::AlreadyExists,
             ReleaseError::NotFound(_) | ReleaseError::Lifecycle(LifecycleError::NotFound(_)) => {
-                "NotFound"
+                Class::NotFound
             }
-            ReleaseError::NotEligible { .. } => "FailedPrecondition",
+            ReleaseError::NotEligible { .. } => Class::FailedPrecondition,
             // The catalog moved since the listing began: re-read.
-            ReleaseError::Page(PageError::Expired) => "StateConflict",
+            ReleaseError::Page(PageError::Expired) => Class::StateConflict,
             ReleaseError::Manifest(_)
             | ReleaseError::Metadata(_)
             | ReleaseError::Bound(_)
             | ReleaseError::Component(_)
             | ReleaseError::DigestMismatch { .. }
             | ReleaseError::ContractMismatch(_)
-            | ReleaseError::Page(PageError::InvalidToken) => "InvalidArgument",
+            | ReleaseError::Page(PageError::InvalidToken) => Class::InvalidArgument,
         }
     }
 
