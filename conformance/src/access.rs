@@ -11,7 +11,7 @@
 
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
 
-use custos_core::access::{
+use custos_core::catalogue::access::{
     browser_digest, claim_digest, credential_digest, Access, AccessError, AccessOutcome,
     AccessRequest, Authorization, ClaimDigest, CredentialKind, CredentialSummary, Digest,
     Enrollment, PrincipalKind, Role, LISTING_LIMIT, RESUME_STAMP_WINDOW_MS,
@@ -204,7 +204,7 @@ fn member(id: &str) -> Option<(String, PrincipalKind)> {
 }
 
 #[track_caller]
-fn listing<C: Access>(c: &C, id: &str, now_ms: u64) -> custos_core::access::Listing {
+fn listing<C: Access>(c: &C, id: &str, now_ms: u64) -> custos_core::catalogue::access::Listing {
     c.principals_page(None, 100, now_ms)
         .unwrap()
         .rows

@@ -1019,8 +1019,8 @@ fn acknowledged_history<C: Catalogue>(c: &C) {
         c,
         Request::BeginMove {
             session_id: "s3".into(),
-            op: custos_core::custody::MoveOp::new("op-1").unwrap(),
-            to: custos_core::custody::Peer::new("cat-b").unwrap(),
+            op: custos_core::catalogue::custody::MoveOp::new("op-1").unwrap(),
+            to: custos_core::catalogue::custody::Peer::new("cat-b").unwrap(),
         },
     );
     ok(

@@ -8,8 +8,8 @@
 
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
 
+use custos_core::catalogue::custody::{Custody, MoveOp, Peer};
 use custos_core::catalogue::{Catalogue, Creation, InitState, Outcome, Request};
-use custos_core::custody::{Custody, MoveOp, Peer};
 
 use crate::catalogue::{ok, refused, reserve};
 use crate::Place;

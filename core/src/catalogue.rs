@@ -30,13 +30,15 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::access::{
-    self, Access, AccessError, AccessOutcome, AccessRequest, AccessState, Authority, Authorization,
+use crate::Millis;
+use access::{
+    Access, AccessError, AccessOutcome, AccessRequest, AccessState, Authority, Authorization,
     ClaimDigest, Digest, ListingPage, MembershipPage, SessionMemberPage, SigninPage,
 };
-use crate::custody::{self, Custody, CustodyError, MoveOp, Peer};
-use crate::Millis;
+use custody::{Custody, CustodyError, MoveOp, Peer};
 
+pub mod access;
+pub mod custody;
 mod text;
 
 pub use text::{
@@ -1081,7 +1083,7 @@ fn delete(s: &mut CatalogueState, session_id: &str) -> Result<Outcome, Catalogue
     // The delegate row goes first, which frees the slot.
     s.delegates.retain(|_, d| d.session_id != session_id);
     s.workspace_defaults.retain(|_, v| v != session_id);
-    crate::access::forget_session(&mut s.access, session_id);
+    crate::catalogue::access::forget_session(&mut s.access, session_id);
     s.sessions.remove(session_id);
     s.revision += 1;
     Ok(Outcome::Done { changed: true })

@@ -38,10 +38,8 @@
 //! through the machine's decision, its invariants checked after every step;
 //! the fuzz targets, the property tests and the corpus replay all run them.
 
-pub mod access;
 pub mod catalogue;
 pub mod class;
-pub mod custody;
 pub mod deployment;
 pub mod fence;
 pub mod hex;

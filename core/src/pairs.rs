@@ -124,9 +124,10 @@ mod tests {
                 last_contact_ms: 7,
             },
         );
-        c.access
-            .memberships
-            .insert(("p".into(), "s".into()), crate::access::Role::Operator);
+        c.access.memberships.insert(
+            ("p".into(), "s".into()),
+            crate::catalogue::access::Role::Operator,
+        );
         round_trips(&c).unwrap();
         let mut l = LifecycleState::default();
         l.releases.insert(Sha256([1; 32]), Membership::Member);

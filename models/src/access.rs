@@ -1,4 +1,4 @@
-//! Model of the catalogue's access plane (`custos_core::access`).
+//! Model of the catalogue's access plane (`custos_core::catalogue::access`).
 //!
 //! Two sessions; the owner and one or two members; three tokens usable as a
 //! bearer or a browser login; two claim tokens; a clock that reaches the
@@ -7,13 +7,13 @@
 //! rotate and revoke members with a claim or a digest, grant and ungrant
 //! memberships, redeem claims with any token of either kind (replays of a
 //! lost reply included), issue and revoke logins, delete a session and let
-//! time pass. Every write goes through [`custos_core::access::decide`] (a
+//! time pass. Every write goes through [`custos_core::catalogue::access::decide`] (a
 //! session deletion through the catalogue's `decide`); a mutant wraps that
 //! call. Only a write that changes the stored state counts as a step.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use custos_core::access::{
+use custos_core::catalogue::access::{
     self, browser_digest, claim_digest, credential_digest, AccessError, AccessOutcome,
     AccessRequest, ClaimDigest, ClaimRefusal, ClaimState, CredentialKind, CredentialState, Digest,
     Enrollment, PrincipalKind, Role, Sha,

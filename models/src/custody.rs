@@ -1,4 +1,4 @@
-//! Model of session custody across catalogues (`custos_core::custody`).
+//! Model of session custody across catalogues (`custos_core::catalogue::custody`).
 //!
 //! Two or three catalogues — separate databases — each hold the session's
 //! custody row (or nothing). Catalogue 0 starts with the session `Resident`.
@@ -7,7 +7,7 @@
 //! copies of a call (a retry sent while the first copy is still in flight)
 //! that land later. The orchestrator crashes and restarts.
 //!
-//! Every landing request goes through [`custos_core::custody::decide`]; a
+//! Every landing request goes through [`custos_core::catalogue::custody::decide`]; a
 //! mutant wraps that call. The orchestrator's rules (when it may abort, when
 //! it may finish) are stated in `docs/proofs/custody.md` and implemented by
 //! [`CustodyModel::actions`]:
@@ -25,7 +25,7 @@
 //!   the import step (as if an import had been sent: it may not abort
 //!   without the target's `Conflict`).
 
-use custos_core::custody::{self, Custody, CustodyError, MoveOp, Peer};
+use custos_core::catalogue::custody::{self, Custody, CustodyError, MoveOp, Peer};
 use stateright::{Model, Property};
 
 use crate::Bound;

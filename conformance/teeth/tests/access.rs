@@ -8,16 +8,16 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use custos_core::access::{
+use custos_core::catalogue::access::{
     self, Access, AccessError, AccessOutcome, AccessRequest, Authority, Authorization, ClaimDigest,
     ClaimRefusal, Digest, Enrollment, ListingPage, MembershipPage, PrincipalKind,
     SessionMemberPage, SigninPage, LISTING_LIMIT,
 };
+use custos_core::catalogue::custody::Custody;
 use custos_core::catalogue::{
     Catalogue, CatalogueError, Delegate, Deletion, MemoryCatalogue, Move, Outcome, Page, Recent,
     Registration, Request, Visibility,
 };
-use custos_core::custody::Custody;
 use custos_teeth::{failing_cases, run_case, Disk, Durability, Verdicts};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -9,12 +9,12 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use custos_conformance::catalogue as suite;
+use custos_core::catalogue::custody::Custody;
 use custos_core::catalogue::MemoryCatalogue;
 use custos_core::catalogue::{
     decide, Catalogue, CatalogueError, CatalogueState, Claim, Delegate, Deletion, Move, Outcome,
     Page, Recent, Registration, Request, Visibility,
 };
-use custos_core::custody::Custody;
 use custos_teeth::{run_case, Disk, Durability, Verdicts};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -9,11 +9,11 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use custos_conformance::custody as suite;
+use custos_core::catalogue::custody::Custody;
 use custos_core::catalogue::{
     decide, Catalogue, CatalogueError, CatalogueState, Delegate, Deletion, InitState, Move,
     Outcome, Page, Recent, Registration, Request, Visibility,
 };
-use custos_core::custody::Custody;
 use custos_teeth::{run_case, Disk, Durability, Verdicts};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -377,7 +377,7 @@ fn open_with(
     bounds: Bounds,
 ) -> Result<ReleaseRepository<RealFs>, Failure> {
     retry_locked(
-        || ReleaseRepository::open_as(access, RealFs, root, bounds.clone(), inspector()),
+        || ReleaseRepository::open_as(access, RealFs, root, bounds, inspector()),
         |e| matches!(e.root_cause(), ReleaseError::Fs(f) if is_locked(f)),
     )
     .map_err(|e| {

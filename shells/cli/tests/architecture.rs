@@ -154,7 +154,7 @@ fn core_reaches_no_io_crate() {
     // defined by, `twox-hash` (XXH3-64 of Artifact objects, verified on
     // relocation; no default features), `blake3` and `aes` (the migration
     // content digest's row key and lanes, custos_core::migration::content),
-    // `subtle` (constant-time digest comparison, custos_core::access; already
+    // `subtle` (constant-time digest comparison, custos_core::catalogue::access; already
     // in sha2's closure), `hex` (the one lowercase-hex codec of digests and
     // page tokens, custos_core::hex), `arbitrary` (optional, for fuzzing)
     // and `schemars` (optional, feature `schema`: the JSON Schemas of

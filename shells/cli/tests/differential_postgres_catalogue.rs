@@ -8,8 +8,8 @@
 #![cfg(feature = "postgres")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use custos_core::catalogue::custody::{MoveOp, Peer};
 use custos_core::catalogue::{Catalogue, Creation, MemoryCatalogue, Request, Visibility};
-use custos_core::custody::{MoveOp, Peer};
 use custos_postgres::catalogue::PgCatalogue;
 use custos_postgres::cluster::{shared, unique_schema};
 use custos_postgres::Target;

@@ -1,4 +1,4 @@
-//! The access plane on PostgreSQL: `custos_core::access` (principals,
+//! The access plane on PostgreSQL: `custos_core::catalogue::access` (principals,
 //! credentials, claims, browser logins and per-session memberships) stored
 //! beside the catalogue, in the same schema, and implemented on
 //! [`PgCatalogue`] as the [`Access`] port. No rule of its own: every write
@@ -67,10 +67,10 @@
 
 use std::collections::BTreeSet;
 
-use custos_core::access::read::page_window;
+use custos_core::catalogue::access::read::page_window;
 #[cfg(doc)]
-use custos_core::access::AccessFootprint;
-use custos_core::access::{
+use custos_core::catalogue::access::AccessFootprint;
+use custos_core::catalogue::access::{
     self, Access, AccessError, AccessOutcome, AccessRequest, AccessState, Authority, Authorization,
     ClaimDigest, ClaimRow, ClaimState, CredentialKind, CredentialRow, CredentialState, Digest,
     ListingPage, MembershipPage, PrincipalKind, PrincipalRow, Role, SessionMemberPage, Sha,

@@ -6,7 +6,7 @@
 //! | `custos_core::storage::Storage` (with its writer lease) | [`storage::PgStorage`] | one session (many sessions per schema) |
 //! | `custos_core::ledger::Ledger` | [`ledger::PgLedger`] | the ledger (one per schema) |
 //! | `custos_core::catalogue::Catalogue` (custody, deletion marks, delegates) | [`catalogue::PgCatalogue`] | the catalogue (one per schema) |
-//! | `custos_core::access::Access` (principals, credentials, claims, memberships; [`access`]) | [`catalogue::PgCatalogue`] | the catalogue (one per schema) |
+//! | `custos_core::catalogue::access::Access` (principals, credentials, claims, memberships; [`access`]) | [`catalogue::PgCatalogue`] | the catalogue (one per schema) |
 //! | `custos_core::world::ControlCatalog` (writer fences) | [`control::PgControlCatalog`] | the control catalog (one per schema) |
 //!
 //! ## No rule of its own

@@ -7,7 +7,7 @@
 
 use std::sync::{Arc, Barrier};
 
-use custos_core::access::{
+use custos_core::catalogue::access::{
     browser_digest, claim_digest, credential_digest, Access, AccessError, AccessOutcome,
     AccessRequest, ClaimDigest, ClaimRefusal, CredentialKind, Digest, Enrollment, Role,
 };

@@ -15,7 +15,9 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use custos_core::access::{credential_digest, Access, AccessRequest, Digest, Enrollment, Role};
+use custos_core::catalogue::access::{
+    credential_digest, Access, AccessRequest, Digest, Enrollment, Role,
+};
 use custos_core::catalogue::{Catalogue, Creation, Request};
 use custos_sqlite::catalogue::SqliteCatalogue;
 use rusqlite::{params, Connection};

@@ -46,8 +46,8 @@
 
 use std::collections::BTreeSet;
 
-use custos_core::access::read::page_window;
-use custos_core::access::{
+use custos_core::catalogue::access::read::page_window;
+use custos_core::catalogue::access::{
     self, is_fingerprint, is_principal_id, valid_name, Access, AccessError, AccessFootprint,
     AccessOutcome, AccessRequest, AccessState, Authority, Authorization, ClaimDigest, ClaimRow,
     ClaimState, CredentialKind, CredentialRow, CredentialState, Digest, ListingPage,

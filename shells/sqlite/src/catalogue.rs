@@ -56,7 +56,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use custos_core::access::AccessError;
+use custos_core::catalogue::access::AccessError;
+use custos_core::catalogue::custody::{Custody, MOVE_OP_LIMIT, ORCHESTRATOR_NAME_LIMIT};
 use custos_core::catalogue::{
     self, footprint, is_delegate_pair, is_subtitle, Catalogue, CatalogueError, CatalogueState,
     Creation, Delegate, DelegateRow, Deletion, Footprint, InitState, Move, Outcome, Page, Recent,
@@ -66,7 +67,6 @@ use custos_core::catalogue::{
     CREATION_KEY_LIMIT, DISPLAY_NAME_LIMIT, LOCAL_WORKSPACE_LIMIT, MODEL_KEY_LIMIT,
     PROFILE_NAME_LIMIT, SESSION_ID_LIMIT, SUBTITLE_LIMIT,
 };
-use custos_core::custody::{Custody, MOVE_OP_LIMIT, ORCHESTRATOR_NAME_LIMIT};
 use rusqlite::{params, Connection, Row, Transaction, TransactionBehavior};
 
 use crate::codec::text_ref;

@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use custos_core::access::{
+use custos_core::catalogue::access::{
     browser_digest, claim_digest, credential_digest, Access, AccessError, AccessOutcome,
     AccessRequest, Authorization, Enrollment, PrincipalKind, Role,
 };

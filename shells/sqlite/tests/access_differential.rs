@@ -14,7 +14,7 @@
 
 use std::path::Path;
 
-use custos_core::access::{
+use custos_core::catalogue::access::{
     browser_digest, claim_digest, credential_digest, footprint, Access, AccessRequest, ClaimDigest,
     Digest, Enrollment, Role,
 };

@@ -123,7 +123,7 @@ fn an_older_catalogue_is_migrated_on_open_in_one_step() {
     // Every later table exists: the row can move, be marked, be a delegate.
     assert_eq!(
         c.custody("old").unwrap(),
-        custos_core::custody::Custody::Resident
+        custos_core::catalogue::custody::Custody::Resident
     );
     c.apply(&Request::MarkDeleting {
         session_id: "old".into(),

@@ -43,7 +43,7 @@
 //! nothing a caller could use (the key is a hash of a random token).
 //!
 //! ```
-//! use custos_core::access::{
+//! use custos_core::catalogue::access::{
 //!     claim_digest, credential_digest, Access, AccessOutcome, AccessRequest, Authorization,
 //!     Enrollment, Role,
 //! };
