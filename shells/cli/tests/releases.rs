@@ -779,6 +779,28 @@ fn list_pages(root: &str, size: &str) -> (Vec<String>, usize) {
     }
 }
 
+/// `releases verify` over `n` releases shows bounded progress on stderr,
+/// none on stdout.
+fn verify_shows_bounded_progress(r: &str, n: usize) {
+    let out = custos(&["releases", "verify", r]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let progress: Vec<String> = stderr(&out)
+        .lines()
+        .filter(|l| l.starts_with("releases verify: "))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(
+        progress.first().map(String::as_str),
+        Some(format!("releases verify: 0/{n} release directories").as_str())
+    );
+    assert_eq!(
+        progress.last().map(String::as_str),
+        Some(format!("releases verify: {n}/{n} release directories").as_str())
+    );
+    assert!(progress.len() <= 11, "{progress:?}");
+    assert!(!stdout(&out).contains("release directories"));
+}
+
 #[test]
 fn a_release_listing_continues_across_invocations_and_expires_on_any_change() {
     let dir = tempfile::tempdir().unwrap();
@@ -797,25 +819,7 @@ fn a_release_listing_continues_across_invocations_and_expires_on_any_change() {
     let (listed, pages) = list_pages(r, "17");
     assert_eq!(pages, 12);
     assert_eq!(listed, published);
-    // Verifying 200 releases shows bounded progress on stderr, none on
-    // stdout.
-    let out = custos(&["releases", "verify", r]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let progress: Vec<String> = stderr(&out)
-        .lines()
-        .filter(|l| l.starts_with("releases verify: "))
-        .map(str::to_owned)
-        .collect();
-    assert_eq!(
-        progress.first().map(String::as_str),
-        Some("releases verify: 0/200 release directories")
-    );
-    assert_eq!(
-        progress.last().map(String::as_str),
-        Some("releases verify: 200/200 release directories")
-    );
-    assert!(progress.len() <= 11, "{progress:?}");
-    assert!(!stdout(&out).contains("release directories"));
+    verify_shows_bounded_progress(r, 200);
     // The text form prints the same continuation.
     let out = custos(&[
         "releases",

@@ -1151,41 +1151,13 @@ fn pages_are_ordered_bounded_and_their_tokens_expire() {
         .unwrap()
         .next_page_token
         .unwrap();
-    // A durable cursor does not: it names the content, not the instance.
-    let first = repo
-        .list_catalog_entries_by_cursor("acme", None, None)
-        .unwrap();
-    let cursor = first.next_page_token.clone().unwrap();
-    let token_second = repo
-        .list_catalog_entries("acme", None, Some(&t))
-        .unwrap()
-        .entries;
     let root = repo.root().to_path_buf();
     drop(repo);
-    let repo = open(&root, bounds.clone());
+    let repo = open(&root, bounds);
     assert!(matches!(
         repo.list_catalog_entries("acme", None, Some(&t)),
         Err(ReleaseError::Page(PageError::Expired))
     ));
-    let cursor_second = repo
-        .list_catalog_entries_by_cursor("acme", None, Some(&cursor))
-        .unwrap()
-        .entries;
-    assert_eq!(
-        cursor_second, token_second,
-        "the same next page after a reopen"
-    );
-    // A cursor is not a token, nor a token a cursor.
-    assert!(matches!(
-        repo.list_catalog_entries("acme", None, Some(&cursor)),
-        Err(ReleaseError::Page(PageError::InvalidToken))
-    ));
-    // Any publication expires the cursor.
-    tenant_publish(&repo, 9, "zeta", None).unwrap();
-    let e = repo
-        .list_catalog_entries_by_cursor("acme", None, Some(&cursor))
-        .unwrap_err();
-    assert_eq!(e.class(), Class::StateConflict);
     // A byte bound smaller than one row refuses rather than loop.
     drop(repo);
     let tight = Bounds {
@@ -1197,6 +1169,58 @@ fn pages_are_ordered_bounded_and_their_tokens_expire() {
         bound_of(&repo.list_catalog_entries("acme", None, None).unwrap_err()),
         Some(Bound::PageBytes)
     );
+}
+
+#[test]
+fn cursors_survive_a_reopen_and_expire_with_any_change() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bounds = Bounds {
+        max_page_rows: 2,
+        ..Bounds::default()
+    };
+    let repo = open(tmp.path(), bounds);
+    for n in 1..=5 {
+        tenant_publish(&repo, n, "acme", None).unwrap();
+    }
+    let t = repo
+        .list_catalog_entries("acme", None, None)
+        .unwrap()
+        .next_page_token
+        .unwrap();
+    // A token dies with the open instance; a durable cursor names the
+    // content instead, so it continues after a reopen.
+    let cursor = repo
+        .list_catalog_entries_by_cursor("acme", None, None)
+        .unwrap()
+        .next_page_token
+        .unwrap();
+    let token_second = repo
+        .list_catalog_entries("acme", None, Some(&t))
+        .unwrap()
+        .entries;
+    let root = repo.root().to_path_buf();
+    drop(repo);
+    let repo = open(&root, bounds);
+    let cursor_second = repo
+        .list_catalog_entries_by_cursor("acme", None, Some(&cursor))
+        .unwrap()
+        .entries;
+    assert_eq!(cursor_second.len(), 2);
+    assert_eq!(
+        cursor_second, token_second,
+        "the same next page after a reopen"
+    );
+    // A cursor is not a token.
+    assert!(matches!(
+        repo.list_catalog_entries("acme", None, Some(&cursor)),
+        Err(ReleaseError::Page(PageError::InvalidToken))
+    ));
+    // Any publication, even another tenant's, expires the cursor.
+    tenant_publish(&repo, 9, "zeta", None).unwrap();
+    let e = repo
+        .list_catalog_entries_by_cursor("acme", None, Some(&cursor))
+        .unwrap_err();
+    assert_eq!(e.class(), Class::StateConflict);
 }
 
 #[test]
