@@ -361,6 +361,24 @@ pub enum ObjectError {
     Io(String),
 }
 
+impl ObjectError {
+    /// The failure's [`Class`](crate::Class): what the caller does next
+    /// (an object whose bytes do not match its address is `CorruptArtifact`).
+    pub fn class(&self) -> crate::Class {
+        use crate::Class;
+        match self {
+            ObjectError::Missing => Class::NotFound,
+            ObjectError::NotRegularFile(..) => Class::CorruptArtifact,
+            ObjectError::TooLong { .. } => Class::ResourceExhausted,
+            ObjectError::Exists(..) => Class::AlreadyExists,
+            ObjectError::Mismatch(..) => Class::CorruptArtifact,
+            ObjectError::Source(..) => Class::Internal,
+            ObjectError::NotServed => Class::Unsupported,
+            ObjectError::Io(..) => Class::Internal,
+        }
+    }
+}
+
 /// A content-object store: the port relocation works through. Object
 /// safe; implementations are shared across threads.
 pub trait ObjectStore: Send + Sync {

@@ -172,6 +172,19 @@ pub enum ContentError {
 }
 
 impl ContentError {
+    /// The failure's [`Class`](crate::Class): what the caller does next
+    /// (a row over the bound is `ResourceExhausted`).
+    pub fn class(&self) -> crate::Class {
+        use crate::Class;
+        match self {
+            ContentError::Shape { .. } => Class::InvalidArgument,
+            ContentError::Order(..) => Class::InvalidArgument,
+            ContentError::RowTooLarge => Class::ResourceExhausted,
+        }
+    }
+}
+
+impl ContentError {
     /// The stable reason string.
     pub fn reason(&self) -> &'static str {
         match self {

@@ -352,6 +352,23 @@ pub enum AdminError {
     },
 }
 
+impl AdminError {
+    /// The failure's [`Class`](crate::Class): what the caller does next
+    /// (stored evidence that does not decode is `CorruptArtifact`, a backend's own failure `Internal`).
+    pub fn class(&self) -> crate::Class {
+        use crate::Class;
+        match self {
+            AdminError::Moved { .. } => Class::StateConflict,
+            AdminError::StagingConflict { .. } => Class::StateConflict,
+            AdminError::NotStaged { .. } => Class::FailedPrecondition,
+            AdminError::DestinationPopulated { .. } => Class::FailedPrecondition,
+            AdminError::StoredEvidence { .. } => Class::CorruptArtifact,
+            AdminError::Invalid { .. } => Class::InvalidArgument,
+            AdminError::Backend { .. } => Class::Internal,
+        }
+    }
+}
+
 crate::reasons! {
     /// The stable reason string.
     AdminError {

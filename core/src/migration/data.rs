@@ -88,6 +88,25 @@ pub enum DataError {
     Invalid(String),
 }
 
+impl DataError {
+    /// The failure's [`Class`](crate::Class): what the caller does next
+    /// (a document whose digest does not bind it is `CorruptArtifact`; every other refusal is of the input).
+    pub fn class(&self) -> crate::Class {
+        use crate::Class;
+        match self {
+            DataError::InvalidName { .. } => Class::InvalidArgument,
+            DataError::CredentialBearingUri(..) => Class::InvalidArgument,
+            DataError::InvalidUri(..) => Class::InvalidArgument,
+            DataError::InvalidDigest => Class::InvalidArgument,
+            DataError::TooLarge { .. } => Class::ResourceExhausted,
+            DataError::Malformed(..) => Class::InvalidArgument,
+            DataError::NonCanonical => Class::InvalidArgument,
+            DataError::DigestMismatch { .. } => Class::CorruptArtifact,
+            DataError::Invalid(..) => Class::InvalidArgument,
+        }
+    }
+}
+
 /// What is wrong with a URI.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum UriProblem {

@@ -89,6 +89,22 @@ pub enum TableError {
     },
 }
 
+impl TableError {
+    /// The failure's [`Class`](crate::Class): what the caller does next
+    /// (a copy that does not verify is `CorruptArtifact`, a source that moved `StateConflict`).
+    pub fn class(&self) -> crate::Class {
+        use crate::Class;
+        match self {
+            TableError::NotFound { .. } => Class::NotFound,
+            TableError::DestinationConflict { .. } => Class::AlreadyExists,
+            TableError::SourceDrift { .. } => Class::StateConflict,
+            TableError::VerifyMismatch { .. } => Class::CorruptArtifact,
+            TableError::Invalid { .. } => Class::InvalidArgument,
+            TableError::Backend { .. } => Class::Internal,
+        }
+    }
+}
+
 crate::reasons! {
     /// The stable reason string.
     TableError {

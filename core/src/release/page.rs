@@ -40,6 +40,18 @@ pub enum PageError {
     Expired,
 }
 
+impl PageError {
+    /// The failure's [`Class`](crate::Class): what the caller does next
+    /// (an expired continuation is `StateConflict`: list again from the first page).
+    pub fn class(&self) -> crate::Class {
+        use crate::Class;
+        match self {
+            PageError::InvalidToken => Class::InvalidArgument,
+            PageError::Expired => Class::StateConflict,
+        }
+    }
+}
+
 /// The scope a listing reads: a tenant and optionally one of its services.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Scope<'a> {

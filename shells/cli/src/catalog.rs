@@ -582,6 +582,6 @@ fn show(
 /// catalog is 3, like a missing file; a silent or unreachable server 5; a
 /// version this build does not read 6).
 #[cfg(feature = "postgres")]
-fn pg_exit_code(e: &custos_postgres::control::OpenError) -> u8 {
+fn pg_exit_code(e: &custos_postgres::OpenError) -> u8 {
     Exit::of(e.class()).code()
 }

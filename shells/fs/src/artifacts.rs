@@ -116,6 +116,20 @@ pub enum ArtifactStoreError {
     },
 }
 
+impl ArtifactStoreError {
+    /// The failure's [`Class`](custos_core::Class): what the caller does next
+    /// (the filesystem's and the object's failures keep their own class).
+    pub fn class(&self) -> custos_core::Class {
+        use custos_core::Class;
+        match self {
+            ArtifactStoreError::Fs(e) => e.class(),
+            ArtifactStoreError::RootNotUri { .. } => Class::InvalidArgument,
+            ArtifactStoreError::Object { error, .. } => error.class(),
+            ArtifactStoreError::Conflict { .. } => Class::AlreadyExists,
+        }
+    }
+}
+
 /// A content-addressed Artifact object store beneath an owned root.
 pub struct ArtifactStore<F: Fs> {
     root: DurableRoot<F>,

@@ -145,6 +145,32 @@ pub enum IcebergError {
 }
 
 impl IcebergError {
+    /// The failure's [`Class`](custos_core::Class): what the caller does next
+    /// (a table whose schema or metadata does not match the record is `CorruptArtifact`; a commit whose outcome is unknown is `Unavailable` (read again before retrying)).
+    pub fn class(&self) -> custos_core::Class {
+        use custos_core::Class;
+        match self {
+            IcebergError::CatalogSchemaMismatch { .. } => Class::CorruptArtifact,
+            IcebergError::TableNotFound { .. } => Class::NotFound,
+            IcebergError::CatalogNotFound { .. } => Class::NotFound,
+            IcebergError::UnsupportedType { .. } => Class::Unsupported,
+            IcebergError::UnsupportedIdentity { .. } => Class::Unsupported,
+            IcebergError::InvalidDescriptor { .. } => Class::InvalidArgument,
+            IcebergError::ReadOnly { .. } => Class::FailedPrecondition,
+            IcebergError::AsyncContext => Class::FailedPrecondition,
+            IcebergError::Iceberg { .. } => Class::Internal,
+            IcebergError::Arrow { .. } => Class::Internal,
+            IcebergError::DestinationConflict { .. } => Class::AlreadyExists,
+            IcebergError::CommitInDoubt { .. } => Class::Unavailable,
+            IcebergError::SourceDrift { .. } => Class::StateConflict,
+            IcebergError::VerifyMismatch { .. } => Class::CorruptArtifact,
+            IcebergError::MalformedTableMetadata { .. } => Class::CorruptArtifact,
+            IcebergError::Io { .. } => Class::Internal,
+        }
+    }
+}
+
+impl IcebergError {
     /// The stable reason word.
     pub fn reason(&self) -> &'static str {
         match self {

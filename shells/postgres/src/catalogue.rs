@@ -82,6 +82,7 @@
 //! `BackendFault`. No error and no `Debug` output shows the connection URL
 //! or its password.
 
+pub use crate::open::{OpenError, Refusal};
 use std::collections::BTreeSet;
 use std::fmt;
 
@@ -101,7 +102,7 @@ use postgres::Row;
 use crate::conn::Tx as Transaction;
 
 use crate::conn::Conn;
-use crate::conn::{db, Component, ConnectError, Failure, SchemaError, TxError};
+use crate::conn::{db, Component, Failure, TxError};
 use crate::Target;
 
 /// The component name recorded in `custos_versions` (and every table's
@@ -186,76 +187,6 @@ pub const SCHEMA: Component = Component {
     steps: STEPS,
 };
 
-/// Why a catalogue could not be opened. No message shows the connection
-/// URL or its password.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum OpenError {
-    /// The stored catalogue version is newer than (or unknown to) this
-    /// build. Nothing was written.
-    #[error("UnsupportedVersion: the catalogue in schema {schema} is at version {found}; this build supports {supported}")]
-    UnsupportedVersion {
-        /// The PostgreSQL schema.
-        schema: String,
-        /// The stored version.
-        found: i64,
-        /// The version this build writes.
-        supported: i64,
-    },
-    /// A read-only open found no catalogue of [`CATALOGUE_VERSION`] in the
-    /// schema (none at all, or another version). Nothing was written.
-    #[error("NotReadable: schema {schema}: {reason}")]
-    NotReadable {
-        /// The PostgreSQL schema.
-        schema: String,
-        /// What was found instead.
-        reason: String,
-    },
-    /// The server could not be reached, or dropped the connection.
-    #[error("Unavailable: {reason}")]
-    Unavailable {
-        /// Why (`host:port/database` at most, never a credential).
-        reason: String,
-    },
-    /// Any other failure of the server or the client.
-    #[error("Fault: {reason}")]
-    Fault {
-        /// What failed.
-        reason: String,
-    },
-}
-
-impl From<ConnectError> for OpenError {
-    fn from(e: ConnectError) -> Self {
-        match e {
-            ConnectError::Unavailable { endpoint, reason } => OpenError::Unavailable {
-                reason: format!("{endpoint}: {reason}"),
-            },
-            other => OpenError::Fault {
-                reason: other.to_string(),
-            },
-        }
-    }
-}
-
-impl From<SchemaError> for OpenError {
-    fn from(e: SchemaError) -> Self {
-        match e {
-            SchemaError::UnsupportedVersion {
-                schema,
-                found,
-                supported,
-                ..
-            } => OpenError::UnsupportedVersion {
-                schema,
-                found,
-                supported,
-            },
-            SchemaError::Unavailable(reason) => OpenError::Unavailable { reason },
-            SchemaError::Server(reason) => OpenError::Fault { reason },
-        }
-    }
-}
-
 /// A catalogue in one PostgreSQL schema, through one reconnecting
 /// connection. `Send + Sync`; calls on one handle are serialized by its
 /// connection.
@@ -314,13 +245,15 @@ impl PgCatalogue {
             }),
             Some(v) => Err(OpenError::NotReadable {
                 schema,
-                reason: format!(
-                    "the catalogue is at version {v}; this build reads {CATALOGUE_VERSION}"
-                ),
+                rule: Refusal::Version {
+                    what: "catalogue",
+                    found: v,
+                    supported: CATALOGUE_VERSION,
+                },
             }),
             None => Err(OpenError::NotReadable {
                 schema,
-                reason: "no catalogue is stored there".to_owned(),
+                rule: Refusal::NotStored { what: "catalogue" },
             }),
         }
     }

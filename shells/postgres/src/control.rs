@@ -67,7 +67,7 @@
 //! record_tick_head` is generic over `ControlCatalog` and works on this
 //! port as is.
 
-use std::fmt;
+pub use crate::open::{OpenError, Refusal};
 
 use custos_core::fence::{Holder, WorldFence, MAX_HOLDER_LEN};
 use custos_core::world::{
@@ -80,11 +80,14 @@ use crate::conn::Tx;
 
 mod admin;
 
-use crate::conn::{db, Component, ConnectError, Failure, SchemaError, TxError};
+use crate::conn::{db, Component, Failure, TxError};
 use crate::{conn::Conn, Target};
 
 /// The component's name in `custos_versions` (its tables are `control_*`).
 pub const COMPONENT_NAME: &str = "control";
+
+/// What a read-only open looks for, as its refusals name it.
+const WHAT: &str = "control catalog";
 
 /// Version 1 (the first step): the catalog's head row (the lock every
 /// write takes first), worlds, signatures, one writer-fence row per fenced
@@ -171,154 +174,6 @@ pub const MAX_WORD_LEN: usize = 64;
 /// The bound on a stored signature's schema or component JSON, 4 MiB (the
 /// SQLite shell's `MAX_SIGNATURE_JSON_LEN`, duplicated likewise).
 pub const MAX_SIGNATURE_JSON_LEN: usize = 4 * 1024 * 1024;
-
-/// Why a read-only open refused a schema ([`OpenError::NotReadable`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Refusal {
-    /// No schema of that name exists.
-    MissingSchema,
-    /// The schema has no `custos_versions` table, or it records no control
-    /// catalog.
-    NoCatalog,
-    /// The recorded version is not the one this build reads.
-    Version {
-        /// The stored version.
-        found: i64,
-        /// The version this build reads.
-        supported: i64,
-    },
-    /// The recorded version is readable but a table of it is missing.
-    MissingTable {
-        /// The table.
-        table: &'static str,
-    },
-}
-
-impl fmt::Display for Refusal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Refusal::MissingSchema => write!(f, "does not exist (nothing was created)"),
-            Refusal::NoCatalog => write!(
-                f,
-                "holds no control catalog (no {COMPONENT_NAME:?} row in custos_versions)"
-            ),
-            Refusal::Version { found, supported } => write!(
-                f,
-                "holds a control catalog of version {found}; this build reads version {supported}"
-            ),
-            Refusal::MissingTable { table } => {
-                write!(f, "holds a control catalog without its table {table}")
-            }
-        }
-    }
-}
-
-/// Why a control catalog could not be opened. Never shows the connection
-/// URL or its password.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum OpenError {
-    /// The stored version is newer than (or unknown to) this build. Nothing
-    /// was written.
-    #[error("UnsupportedVersion: the control catalog in schema {schema} is at version {found}; this build supports {supported}")]
-    UnsupportedVersion {
-        /// The schema.
-        schema: String,
-        /// The stored version.
-        found: i64,
-        /// This build's.
-        supported: i64,
-    },
-    /// A read-only open refused the schema. Nothing was created or written.
-    #[error("NotReadable: schema {schema} {rule}")]
-    NotReadable {
-        /// The schema.
-        schema: String,
-        /// The rule it breaks.
-        rule: Refusal,
-    },
-    /// The server could not be reached (or the login was refused).
-    #[error("Unavailable: {reason}")]
-    Unavailable {
-        /// Why (the endpoint `host:port/database`, never a credential).
-        reason: String,
-    },
-    /// The server failed otherwise.
-    #[error("Fault: {reason}")]
-    Fault {
-        /// What failed.
-        reason: String,
-    },
-}
-
-impl OpenError {
-    /// The failure's [`Class`](custos_core::Class): no such catalog (a
-    /// missing schema, or one holding no control catalog) is `NotFound`; a
-    /// server that does not answer, or not in time, or refuses the login
-    /// is `Unavailable`; a catalog of a version this build does not read
-    /// is `Unsupported`; a schema whose catalog misses a table is
-    /// `CorruptArtifact`; any other failure `Internal`.
-    pub fn class(&self) -> custos_core::Class {
-        use custos_core::Class;
-        match self {
-            OpenError::NotReadable {
-                rule: Refusal::MissingSchema | Refusal::NoCatalog,
-                ..
-            } => Class::NotFound,
-            OpenError::NotReadable {
-                rule: Refusal::Version { .. },
-                ..
-            } => Class::Unsupported,
-            OpenError::NotReadable { .. } => Class::CorruptArtifact,
-            OpenError::Unavailable { .. } => Class::Unavailable,
-            OpenError::UnsupportedVersion { .. } => Class::Unsupported,
-            OpenError::Fault { .. } => Class::Internal,
-        }
-    }
-}
-
-impl From<ConnectError> for OpenError {
-    fn from(e: ConnectError) -> Self {
-        match e {
-            ConnectError::Unavailable { endpoint, reason } => OpenError::Unavailable {
-                reason: format!("{endpoint}: {reason}"),
-            },
-            other => OpenError::Fault {
-                reason: other.to_string(),
-            },
-        }
-    }
-}
-
-impl From<SchemaError> for OpenError {
-    fn from(e: SchemaError) -> Self {
-        match e {
-            SchemaError::UnsupportedVersion {
-                schema,
-                found,
-                supported,
-                ..
-            } => OpenError::UnsupportedVersion {
-                schema,
-                found,
-                supported,
-            },
-            SchemaError::Unavailable(reason) => OpenError::Unavailable { reason },
-            SchemaError::Server(reason) => OpenError::Fault { reason },
-        }
-    }
-}
-
-impl From<Failure> for OpenError {
-    fn from(f: Failure) -> Self {
-        match f {
-            Failure::Unavailable(reason) => OpenError::Unavailable { reason },
-            other => OpenError::Fault {
-                reason: other.to_string(),
-            },
-        }
-    }
-}
-
 /// A control catalog in one PostgreSQL schema (see the module
 /// documentation). `Debug` shows the endpoint and schema, never the URL.
 #[derive(Debug)]
@@ -435,7 +290,7 @@ fn readability(
         .map_err(db("probe-table"))
     };
     if !table(tx, "custos_versions")? {
-        return Ok(Some(Refusal::NoCatalog));
+        return Ok(Some(Refusal::NotStored { what: WHAT }));
     }
     let found: Option<i64> = tx
         .query_opt(
@@ -447,17 +302,21 @@ fn readability(
         .transpose()
         .map_err(db("probe-version"))?;
     let Some(found) = found else {
-        return Ok(Some(Refusal::NoCatalog));
+        return Ok(Some(Refusal::NotStored { what: WHAT }));
     };
     if found != CONTROL_VERSION {
         return Ok(Some(Refusal::Version {
+            what: WHAT,
             found,
             supported: CONTROL_VERSION,
         }));
     }
     for t in CONTROL_TABLES {
         if !table(tx, t)? {
-            return Ok(Some(Refusal::MissingTable { table: t }));
+            return Ok(Some(Refusal::MissingTable {
+                what: WHAT,
+                table: t,
+            }));
         }
     }
     Ok(None)

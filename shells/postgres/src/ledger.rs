@@ -96,9 +96,10 @@
 //! shutting down is [`LedgerError::Unavailable`] (the outcome of a write in
 //! flight is unknown; retrying the same request converges); any other
 //! server error is [`LedgerError::BackendFault`]. Neither, nor any
-//! [`LedgerOpenError`] or `Debug` output, contains the connection URL or
+//! [`OpenError`] or `Debug` output, contains the connection URL or
 //! its password.
 
+pub use crate::open::{OpenError, Refusal};
 use std::fmt;
 use std::sync::{Mutex, MutexGuard};
 
@@ -112,7 +113,7 @@ use postgres::Row;
 use crate::conn::Tx;
 use thiserror::Error;
 
-use crate::conn::{db, Component, Conn, ConnectError, Failure, SchemaError, Target, TxError};
+use crate::conn::{db, Component, Conn, Failure, Target, TxError};
 
 /// The bound on a stored state word (`admitted`, `closed:<n>`, …).
 pub const MAX_WORD_LEN: usize = 64;
@@ -176,91 +177,6 @@ pub const LEDGER_COMPONENT: Component = Component {
 /// The ledger schema version this build writes and reads.
 pub const LEDGER_VERSION: i64 = 1;
 
-/// Why a ledger could not be opened. A refused version leaves the schema
-/// untouched; no variant displays the connection URL.
-#[derive(Clone, Debug, PartialEq, Eq, Error)]
-pub enum LedgerOpenError {
-    /// The schema's ledger version is newer than (or unknown to) this
-    /// build. Nothing was written.
-    #[error("UnsupportedVersion: the ledger in schema {schema} has version {found}; this build supports {supported}")]
-    UnsupportedVersion {
-        /// The PostgreSQL schema.
-        schema: String,
-        /// The stored version.
-        found: i64,
-        /// [`LEDGER_VERSION`].
-        supported: i64,
-    },
-    /// A read-only open found no ledger of [`LEDGER_VERSION`] in the schema
-    /// (no schema, no ledger, or another version). Nothing was created or
-    /// written.
-    #[error("NotReadable: schema {schema}: {reason}")]
-    NotReadable {
-        /// The PostgreSQL schema.
-        schema: String,
-        /// What was found instead.
-        reason: String,
-    },
-    /// The server could not be reached or dropped the connection.
-    #[error("Unavailable: {reason}")]
-    Unavailable {
-        /// Why (never the URL or password).
-        reason: String,
-    },
-    /// The server failed otherwise.
-    #[error("Fault: {reason}")]
-    Fault {
-        /// Why (never the URL or password).
-        reason: String,
-    },
-    /// Restart recovery failed.
-    #[error("Recovery: {0}")]
-    Recovery(LedgerError),
-}
-
-impl From<ConnectError> for LedgerOpenError {
-    fn from(e: ConnectError) -> Self {
-        match e {
-            ConnectError::Unavailable { endpoint, reason } => LedgerOpenError::Unavailable {
-                reason: format!("{endpoint}: {reason}"),
-            },
-            other => LedgerOpenError::Fault {
-                reason: other.to_string(),
-            },
-        }
-    }
-}
-
-impl From<SchemaError> for LedgerOpenError {
-    fn from(e: SchemaError) -> Self {
-        match e {
-            SchemaError::UnsupportedVersion {
-                schema,
-                found,
-                supported,
-                ..
-            } => LedgerOpenError::UnsupportedVersion {
-                schema,
-                found,
-                supported,
-            },
-            SchemaError::Unavailable(reason) => LedgerOpenError::Unavailable { reason },
-            SchemaError::Server(reason) => LedgerOpenError::Fault { reason },
-        }
-    }
-}
-
-impl From<Failure> for LedgerOpenError {
-    fn from(f: Failure) -> Self {
-        match f {
-            Failure::Unavailable(reason) => LedgerOpenError::Unavailable { reason },
-            other => LedgerOpenError::Fault {
-                reason: other.to_string(),
-            },
-        }
-    }
-}
-
 /// A server failure as the ledger port's error.
 fn failure(f: Failure) -> LedgerError {
     match f {
@@ -314,9 +230,9 @@ impl PgLedger {
     /// a newer stored version is refused with nothing written) and runs
     /// restart recovery over the whole ledger (see "Restart recovery with
     /// several hosts" in the module documentation).
-    pub fn open(target: Target) -> Result<PgLedger, LedgerOpenError> {
+    pub fn open(target: Target) -> Result<PgLedger, OpenError> {
         let ledger = PgLedger::join(target)?;
-        ledger.recover().map_err(LedgerOpenError::Recovery)?;
+        ledger.recover().map_err(OpenError::Recovery)?;
         tracing::debug!(schema = %ledger.schema, "execution ledger opened");
         Ok(ledger)
     }
@@ -324,7 +240,7 @@ impl PgLedger {
     /// [`PgLedger::open`] without restart recovery: for a handle joining a
     /// ledger whose recovery belongs to another process (the executor's
     /// owner). Creates or migrates the schema as `open` does.
-    pub fn join(target: Target) -> Result<PgLedger, LedgerOpenError> {
+    pub fn join(target: Target) -> Result<PgLedger, OpenError> {
         let schema = target.schema().to_owned();
         let conn = Conn::open(target)?;
         LEDGER_COMPONENT.prepare(&conn)?;
@@ -337,16 +253,18 @@ impl PgLedger {
 
     /// Opens an existing ledger for reading only: no schema creation,
     /// migration, recovery or write. A schema without a ledger of
-    /// [`LEDGER_VERSION`] is [`LedgerOpenError::NotReadable`]. Read requests
+    /// [`LEDGER_VERSION`] is [`OpenError::NotReadable`]. Read requests
     /// answer over the rows as they stand (an `admitted` row left by a
     /// crashed host still reads `admitted`); every request that writes is
     /// refused `BackendFault` without touching the server.
-    pub fn open_read_only(target: Target) -> Result<PgLedger, LedgerOpenError> {
+    pub fn open_read_only(target: Target) -> Result<PgLedger, OpenError> {
         match PgLedger::open_existing(target)? {
             Existing::Ledger(l) => Ok(*l),
-            Existing::None { schema } => Err(LedgerOpenError::NotReadable {
+            Existing::None { schema } => Err(OpenError::NotReadable {
                 schema,
-                reason: "no execution ledger".to_owned(),
+                rule: Refusal::NotStored {
+                    what: "execution ledger",
+                },
             }),
         }
     }
@@ -354,13 +272,13 @@ impl PgLedger {
     /// A read-only handle when the schema holds a ledger of
     /// [`LEDGER_VERSION`], [`Existing::None`] when it holds no ledger at
     /// all, `NotReadable` for another version. Writes nothing.
-    fn open_existing(target: Target) -> Result<Existing, LedgerOpenError> {
+    fn open_existing(target: Target) -> Result<Existing, OpenError> {
         let schema = target.schema().to_owned();
         let conn = Conn::open(target)?;
         let found = conn
             .read(|tx| stored_version(tx, &schema))
             .map_err(|e| match e {
-                TxError::Failure(f) => LedgerOpenError::from(f),
+                TxError::Failure(f) => OpenError::from(f),
                 TxError::Refused(never) => match never {},
             })?;
         match found {
@@ -369,9 +287,13 @@ impl PgLedger {
                 schema,
                 read_only: true,
             }))),
-            Some(v) => Err(LedgerOpenError::NotReadable {
+            Some(v) => Err(OpenError::NotReadable {
                 schema,
-                reason: format!("the ledger has version {v}; this build reads {LEDGER_VERSION}"),
+                rule: Refusal::Version {
+                    what: "execution ledger",
+                    found: v,
+                    supported: LEDGER_VERSION,
+                },
             }),
             None => Ok(Existing::None { schema }),
         }
@@ -422,7 +344,7 @@ pub enum ActivityError {
     /// The schema holds something that is not a readable ledger of
     /// [`LEDGER_VERSION`], or the server failed.
     #[error("ActivityUnreadable: {0}")]
-    Open(LedgerOpenError),
+    Open(OpenError),
     /// Counting failed.
     #[error("ActivityUnreadable: schema {schema}: {source}")]
     Read {
@@ -431,6 +353,17 @@ pub enum ActivityError {
         /// Why.
         source: LedgerError,
     },
+}
+
+impl ActivityError {
+    /// The failure's [`Class`](custos_core::Class): an open or a read
+    /// keeps its own class.
+    pub fn class(&self) -> custos_core::Class {
+        match self {
+            ActivityError::Open(e) => e.class(),
+            ActivityError::Read { source, .. } => source.class(),
+        }
+    }
 }
 
 /// The Activity records ([`Ledger::records`]) of the ledger in `target`'s

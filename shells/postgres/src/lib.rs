@@ -87,9 +87,11 @@ pub mod cluster;
 pub mod conn;
 pub mod control;
 pub mod ledger;
+mod open;
 pub mod storage;
 
 pub use conn::{redact, ConnectError, SchemaError, Target};
+pub use open::{OpenError, Refusal};
 
 use custos_core::identity::StorageIdentity;
 

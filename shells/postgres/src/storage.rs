@@ -90,6 +90,7 @@ mod branch;
 mod codec;
 mod snapshot;
 
+pub use crate::open::{OpenError, Refusal};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
@@ -106,9 +107,7 @@ use custos_core::storage::{
 use custos_core::Millis;
 use postgres::types::ToSql;
 
-use crate::conn::{
-    db, server_now, to_i64, Conn, ConnectError, Failure, SchemaError, Target, TxError,
-};
+use crate::conn::{db, server_now, to_i64, Conn, Failure, Target, TxError};
 use codec::{num, ENTRIES, REGISTERS, SESSIONS, USAGE};
 
 /// The lease lifetime a [`StorageConfig`] asks for unless told otherwise.
@@ -151,72 +150,6 @@ impl StorageConfig {
     pub fn ttl(mut self, ms: Millis) -> Self {
         self.lease_ttl_ms = ms;
         self
-    }
-}
-
-/// Why [`PgStorage::open`] refused. Nothing is written on any refusal
-/// before the lease is granted. Display never shows the connection URL.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum OpenError {
-    /// The session name is empty, too long or has control characters.
-    #[error("InvalidSession: a session name must be 1..={max} bytes without control characters (got {len} bytes)", max = MAX_SESSION_LEN)]
-    InvalidSession {
-        /// The rejected name's length in bytes.
-        len: usize,
-    },
-    /// The schema's storage tables are at a version this build does not
-    /// know (newer). Nothing was written.
-    #[error("UnsupportedVersion: storage in schema {schema} is at version {found}; this build supports {supported}")]
-    UnsupportedVersion {
-        /// The PostgreSQL schema.
-        schema: String,
-        /// The stored version.
-        found: i64,
-        /// This build's version.
-        supported: i64,
-    },
-    /// The lease machine refused the admission: another owner's unexpired
-    /// lease ([`LeaseError::LeaseHeld`], shown as the machine says it), or
-    /// a bad ttl / exhausted fence.
-    #[error("{}", open_lease_message(.0))]
-    Lease(#[from] LeaseError),
-    /// The server could not be reached (refused or dropped connection,
-    /// shutting down). Retrying the open converges.
-    #[error("Unavailable: {reason}")]
-    Unavailable {
-        /// What failed (never a credential).
-        reason: String,
-    },
-    /// The server failed otherwise.
-    #[error("Fault: {reason}")]
-    Fault {
-        /// What failed.
-        reason: String,
-    },
-    /// The session's stored head row does not decode.
-    #[error("Corrupt: {detail}")]
-    Corrupt {
-        /// What was found.
-        detail: String,
-    },
-}
-
-fn open_lease_message(e: &LeaseError) -> String {
-    match e {
-        LeaseError::LeaseHeld { .. } => e.to_string(),
-        other => format!("Lease: {other}"),
-    }
-}
-
-impl From<Failure> for OpenError {
-    fn from(f: Failure) -> Self {
-        match f {
-            Failure::Unavailable(reason) => OpenError::Unavailable { reason },
-            Failure::Corrupt(detail) => OpenError::Corrupt { detail },
-            other => OpenError::Fault {
-                reason: other.to_string(),
-            },
-        }
     }
 }
 
@@ -298,28 +231,8 @@ impl PgStorage {
             lease_ttl_ms,
         } = config;
         check_session(&session)?;
-        let conn = Conn::open(target).map_err(|e| match e {
-            ConnectError::Unavailable { endpoint, reason } => OpenError::Unavailable {
-                reason: format!("{endpoint}: {reason}"),
-            },
-            other => OpenError::Fault {
-                reason: other.to_string(),
-            },
-        })?;
-        schema::COMPONENT.prepare(&conn).map_err(|e| match e {
-            SchemaError::UnsupportedVersion {
-                schema,
-                found,
-                supported,
-                ..
-            } => OpenError::UnsupportedVersion {
-                schema,
-                found,
-                supported,
-            },
-            SchemaError::Unavailable(reason) => OpenError::Unavailable { reason },
-            SchemaError::Server(reason) => OpenError::Fault { reason },
-        })?;
+        let conn = Conn::open(target).map_err(OpenError::from)?;
+        schema::COMPONENT.prepare(&conn).map_err(OpenError::from)?;
         let lease = admit(&conn, &session, &owner, lease_ttl_ms)?;
         tracing::debug!(schema = conn.target().schema(), session = %session, owner = %owner, fence = lease.fence, "session opened");
         Ok(PgStorage {

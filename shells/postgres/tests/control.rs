@@ -98,7 +98,7 @@ fn a_newer_stored_version_is_refused_with_nothing_written() {
     assert!(
         matches!(
             &e,
-            OpenError::UnsupportedVersion { found, supported, schema }
+            OpenError::UnsupportedVersion { found, supported, schema, .. }
                 if *found == CONTROL_VERSION + 1 && *supported == CONTROL_VERSION && schema == t.schema()
         ),
         "{e}"
@@ -246,7 +246,7 @@ fn a_read_only_open_creates_nothing_and_refuses_apply() {
         matches!(
             e,
             OpenError::NotReadable {
-                rule: Refusal::NoCatalog,
+                rule: Refusal::NotStored { .. },
                 ..
             }
         ),
@@ -270,6 +270,7 @@ fn a_read_only_open_creates_nothing_and_refuses_apply() {
         PgControlCatalog::open_read_only(broken).unwrap_err(),
         OpenError::NotReadable {
             rule: Refusal::MissingTable {
+                what: "control catalog",
                 table: "control_staged"
             },
             ..

@@ -13,7 +13,7 @@ use ::postgres::Client;
 use custos_conformance::ledger::{key, sid, tok, tool, ws, LIMITS};
 use custos_core::ledger::{Admission, CallState, Key, Ledger, LedgerError, Lookup};
 use custos_postgres::cluster::{shared, unique_schema};
-use custos_postgres::ledger::{LedgerOpenError, PgLedger, LEDGER_VERSION};
+use custos_postgres::ledger::{OpenError, PgLedger, LEDGER_VERSION};
 use custos_postgres::Target;
 
 fn target(prefix: &str) -> Target {
@@ -109,7 +109,8 @@ fn a_newer_stored_version_is_refused_with_nothing_written() {
     let e = PgLedger::open(t.clone()).unwrap_err();
     assert_eq!(
         e,
-        LedgerOpenError::UnsupportedVersion {
+        OpenError::UnsupportedVersion {
+            component: "ledger",
             schema: t.schema().to_owned(),
             found: LEDGER_VERSION + 1,
             supported: LEDGER_VERSION,
@@ -118,11 +119,11 @@ fn a_newer_stored_version_is_refused_with_nothing_written() {
     assert!(e.to_string().starts_with("UnsupportedVersion"), "{e}");
     assert!(matches!(
         PgLedger::join(t.clone()),
-        Err(LedgerOpenError::UnsupportedVersion { .. })
+        Err(OpenError::UnsupportedVersion { .. })
     ));
     assert!(matches!(
         PgLedger::open_read_only(t.clone()),
-        Err(LedgerOpenError::NotReadable { .. })
+        Err(OpenError::NotReadable { .. })
     ));
     // Recovery did not run: the admitted row is still admitted.
     assert_eq!(dump(&mut c), before);
@@ -139,7 +140,7 @@ fn a_newer_stored_version_is_refused_with_nothing_written() {
     .unwrap();
     assert!(matches!(
         PgLedger::open(t2.clone()),
-        Err(LedgerOpenError::UnsupportedVersion { found: 99, .. })
+        Err(OpenError::UnsupportedVersion { found: 99, .. })
     ));
     let tables: i64 = c
         .query_one(
@@ -157,7 +158,7 @@ fn the_read_only_open_creates_nothing_and_writes_nothing() {
     let mut c = raw(&t);
     // No schema at all: refused, and still no schema.
     let e = PgLedger::open_read_only(t.clone()).unwrap_err();
-    assert!(matches!(e, LedgerOpenError::NotReadable { .. }), "{e}");
+    assert!(matches!(e, OpenError::NotReadable { .. }), "{e}");
     assert!(!schema_exists(&mut c, t.schema()));
 
     // A ledger with an admitted row a crashed host left behind.
@@ -340,7 +341,7 @@ fn secrets_never_show_and_a_dropped_connection_is_unavailable_then_converges() {
     )
     .unwrap();
     let e = PgLedger::open(bad).unwrap_err();
-    assert!(matches!(e, LedgerOpenError::Unavailable { .. }), "{e}");
+    assert!(matches!(e, OpenError::Unavailable { .. }), "{e}");
     assert!(!e.to_string().contains("wrong-secret-x"), "{e}");
     assert!(!format!("{e:?}").contains("wrong-secret-x"), "{e:?}");
 
@@ -455,7 +456,7 @@ fn activity_records_count_without_creating_or_writing() {
     .unwrap();
     let e = activity_records(t).unwrap_err();
     assert!(
-        matches!(e, ActivityError::Open(LedgerOpenError::NotReadable { .. })),
+        matches!(e, ActivityError::Open(OpenError::NotReadable { .. })),
         "{e}"
     );
     assert!(e.to_string().starts_with("ActivityUnreadable"), "{e}");

@@ -202,6 +202,19 @@ pub enum ActivityError {
     },
 }
 
+impl ActivityError {
+    /// The failure's [`Class`](custos_core::Class): no directory for a
+    /// remote identity's catalog is `FailedPrecondition` (set one); an open
+    /// or a read keeps its own class.
+    pub fn class(&self) -> custos_core::Class {
+        match self {
+            ActivityError::NoCatalogDir => custos_core::Class::FailedPrecondition,
+            ActivityError::Open { source, .. } => source.class(),
+            ActivityError::Read { source, .. } => source.class(),
+        }
+    }
+}
+
 /// The Activity records of `id` ([`Ledger::records`]), read through a
 /// read-only handle that never creates or writes: 0 when the identity has
 /// no Activity catalog file; a file that is not a readable ledger fails
@@ -280,6 +293,23 @@ pub enum LedgerOpenError {
         /// The rule the file breaks.
         rule: Refusal,
     },
+}
+
+impl LedgerOpenError {
+    /// The failure's [`Class`](custos_core::Class): what the caller does next
+    /// (a file that holds no ledger is `NotFound`).
+    pub fn class(&self) -> custos_core::Class {
+        use custos_core::Class;
+        match self {
+            LedgerOpenError::Unsupported { .. } => Class::Unsupported,
+            LedgerOpenError::ForeignDatabase { .. } => Class::InvalidArgument,
+            LedgerOpenError::UnopenablePath { .. } => Class::FailedPrecondition,
+            LedgerOpenError::PragmaDeclined { .. } => Class::Unsupported,
+            LedgerOpenError::Sqlite { .. } => Class::Internal,
+            LedgerOpenError::Recovery(e) => e.class(),
+            LedgerOpenError::NotReadable { .. } => Class::NotFound,
+        }
+    }
 }
 
 impl From<OpenError> for LedgerOpenError {

@@ -28,6 +28,18 @@ pub enum DeclaredExportsError {
     },
 }
 
+impl DeclaredExportsError {
+    /// The failure's [`Class`](custos_core::Class): what the caller does next
+    /// (always of the input).
+    pub fn class(&self) -> custos_core::Class {
+        use custos_core::Class;
+        match self {
+            DeclaredExportsError::Duplicate { .. } => Class::InvalidArgument,
+            DeclaredExportsError::Mismatch { .. } => Class::InvalidArgument,
+        }
+    }
+}
+
 /// Checks that `declared` (the manifest's export list) names exactly the
 /// interfaces and top-level functions `extracted` exports (its interface
 /// names: a top-level function is an interface named after it): no duplicate, none

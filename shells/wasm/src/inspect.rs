@@ -109,6 +109,24 @@ pub enum InspectError {
     },
 }
 
+impl InspectError {
+    /// The failure's [`Class`](custos_core::Class): what the caller does next
+    /// (a component custos cannot describe is `Unsupported`, one over the complexity bound `ResourceExhausted`).
+    pub fn class(&self) -> custos_core::Class {
+        use custos_core::Class;
+        match self {
+            InspectError::NotWasm { .. } => Class::InvalidArgument,
+            InspectError::CoreModule => Class::InvalidArgument,
+            InspectError::Truncated { .. } => Class::InvalidArgument,
+            InspectError::Invalid { .. } => Class::InvalidArgument,
+            InspectError::UnsupportedExport { .. } => Class::Unsupported,
+            InspectError::UnsupportedType { .. } => Class::Unsupported,
+            InspectError::TooComplex { .. } => Class::ResourceExhausted,
+            InspectError::Inconsistent { .. } => Class::InvalidArgument,
+        }
+    }
+}
+
 /// Validates `bytes` as a component and extracts its exported contract
 /// (core's [`Contract`]), without compiling or instantiating it. Total: any input yields a contract
 /// or a typed refusal.

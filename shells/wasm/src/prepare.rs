@@ -46,6 +46,19 @@ pub enum PrepareError {
     Compile(String),
 }
 
+impl PrepareError {
+    /// The failure's [`Class`](custos_core::Class): what the caller does next
+    /// (an inspection keeps its own class).
+    pub fn class(&self) -> custos_core::Class {
+        use custos_core::Class;
+        match self {
+            PrepareError::Inspect(e) => e.class(),
+            PrepareError::Engine(..) => Class::Internal,
+            PrepareError::Compile(..) => Class::InvalidArgument,
+        }
+    }
+}
+
 /// The engine-version-scoped identity of one prepared component.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PreparationStamp {
