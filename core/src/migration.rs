@@ -49,6 +49,58 @@ pub mod departure;
 pub mod metadata;
 pub mod simulate;
 pub mod tables;
+
+/// What a local destination directory holds, listed by the shell that
+/// owns the directory (reads only), for [`check_destination_listing`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DestinationListing {
+    /// The storage uri's directory, as a refusal shows it.
+    pub root: String,
+    /// Each name at its top level, and whether it is one of this storage
+    /// identity's own (the table store's catalog file and its journal
+    /// siblings, the namespace directory).
+    pub top: Vec<(String, bool)>,
+    /// The namespace directory, as shown, when it exists.
+    pub namespace: Option<String>,
+    /// Whether a catalog a migration creates (the table store's, or the
+    /// control catalog) exists.
+    pub catalogs: bool,
+    /// Whether the namespace directory holds nothing but the Artifact root.
+    pub namespace_only_artifacts: bool,
+    /// The Artifact root, as shown, and why a writing open would refuse it
+    /// (`None`: absent, empty or an Artifact store, so it is adopted).
+    pub artifacts_refused: Option<(String, String)>,
+}
+
+/// Whether a migration may write into a local destination directory: only
+/// when it holds nothing but this storage identity's own files. At its top
+/// level only the table store's catalog file (and its siblings) and the
+/// namespace directory; the namespace directory only beside a catalog a run
+/// created, or holding at most the Artifact root (a run killed before its
+/// first catalog: a retry goes on); an Artifact root only when a writing
+/// open would adopt it. Anything else is
+/// [`MigrationError::DestinationForeign`], naming what was found.
+pub fn check_destination_listing(l: &DestinationListing) -> Result<(), MigrationError> {
+    if let Some((name, _)) = l.top.iter().find(|(_, own)| !own) {
+        return Err(MigrationError::DestinationForeign(format!(
+            "{} holds {name:?}, which is not this storage identity's",
+            l.root
+        )));
+    }
+    if let Some(ns) = &l.namespace {
+        if !l.catalogs && !l.namespace_only_artifacts {
+            return Err(MigrationError::DestinationForeign(format!(
+                "{ns} exists without a catalog a migration created"
+            )));
+        }
+    }
+    if let Some((root, why)) = &l.artifacts_refused {
+        return Err(MigrationError::DestinationForeign(format!(
+            "the Artifact root {root} holds files and is not an Artifact store ({why})"
+        )));
+    }
+    Ok(())
+}
 #[cfg(test)]
 mod tests;
 pub mod verify;
@@ -646,6 +698,11 @@ pub enum MigrationError {
     /// A populated destination that is not this plan's reservation.
     #[error("destination-not-empty")]
     DestinationNotEmpty,
+    /// A local destination directory holds what is not this storage
+    /// identity's ([`check_destination_listing`]): a directory given by
+    /// mistake is never written into.
+    #[error("destination-not-empty: {0}; choose an empty or new directory")]
+    DestinationForeign(String),
     /// A destination object whose bytes conflict with its content address.
     #[error("destination-object-conflict: {0}")]
     ObjectConflict(Digest),
@@ -745,6 +802,7 @@ impl MigrationError {
             MigrationError::ActivityPresent { .. } => Class::FailedPrecondition,
             MigrationError::ArtifactUnreadable(..) => Class::CorruptArtifact,
             MigrationError::DestinationNotEmpty => Class::FailedPrecondition,
+            MigrationError::DestinationForeign(..) => Class::FailedPrecondition,
             MigrationError::ObjectConflict(..) => Class::AlreadyExists,
             MigrationError::OutOfOrder { .. } => Class::FailedPrecondition,
             MigrationError::PlanInvalid(..) => Class::InvalidArgument,

@@ -1693,3 +1693,51 @@ fn canonical_evidence_of_exactly_the_bound_decodes_and_a_byte_more_is_refused() 
         })
     );
 }
+
+#[test]
+fn a_destination_directory_holding_anything_else_is_refused() {
+    use super::{check_destination_listing, DestinationListing, MigrationError};
+    let ours = DestinationListing {
+        root: "/d".into(),
+        top: vec![("iceberg.db".into(), true), ("default".into(), true)],
+        namespace: Some("/d/default".into()),
+        catalogs: true,
+        namespace_only_artifacts: false,
+        artifacts_refused: None,
+    };
+    assert_eq!(check_destination_listing(&ours), Ok(()));
+    assert_eq!(
+        check_destination_listing(&DestinationListing::default()),
+        Ok(())
+    );
+    // A run killed before its first catalog: only the Artifact root.
+    let killed = DestinationListing {
+        catalogs: false,
+        namespace_only_artifacts: true,
+        ..ours.clone()
+    };
+    assert_eq!(check_destination_listing(&killed), Ok(()));
+    let foreign = |l: &DestinationListing| match check_destination_listing(l) {
+        Err(e @ MigrationError::DestinationForeign(_)) => {
+            assert!(e.to_string().starts_with("destination-not-empty: "), "{e}");
+            e.to_string()
+        }
+        other => panic!("{other:?}"),
+    };
+    let mut stray = ours.clone();
+    stray.top.push(("notes.txt".into(), false));
+    assert!(foreign(&stray).contains("\"notes.txt\""));
+    let bare_namespace = DestinationListing {
+        catalogs: false,
+        ..ours.clone()
+    };
+    assert!(foreign(&bare_namespace).contains("without a catalog"));
+    let artifacts = DestinationListing {
+        artifacts_refused: Some((
+            "/d/default/.custos-artifacts".into(),
+            "foreign entry".into(),
+        )),
+        ..ours
+    };
+    assert!(foreign(&artifacts).contains("foreign entry"));
+}

@@ -85,7 +85,8 @@ use custos_core::migration::workflow::{
     verify_receipt, ColdVerifier, Endpoint, Migration, Progress, WorkflowError,
 };
 use custos_core::migration::{
-    ColdEvidence, Locality, Name, NormalizedUri, Plan, StorageIdentity, StoredReceipt, VerifyMode,
+    check_destination_listing, ColdEvidence, DestinationListing, Locality, Name, NormalizedUri,
+    Plan, StorageIdentity, StoredReceipt, VerifyMode,
 };
 
 use crate::absolute;
@@ -495,77 +496,70 @@ struct Job {
     second_copy: bool,
 }
 
-/// Refuses a destination directory that holds anything but this storage
-/// identity's own files — an ordinary directory given by mistake is never
-/// written into: at its top level only the Iceberg catalog file (and its
-/// SQLite siblings) and the namespace directory, the namespace directory
-/// only beside a catalog a run created, and an Artifact root only empty or
-/// initialized. Reads only.
+/// Lists a local destination directory for core's rule
+/// ([`check_destination_listing`]): which top-level names are this storage
+/// identity's own (the Iceberg catalog file and its SQLite siblings, the
+/// namespace directory), whether a catalog exists, whether the namespace
+/// directory holds only the Artifact root, and whether a writing open
+/// would refuse the Artifact root (core's root rule, so a root whose
+/// initialization a killed run cut off is adopted). Reads only.
 fn foreign_destination(d: &Local) -> Result<(), Failure> {
     if d.locality != Locality::Local {
         return Ok(());
     }
     let root = Path::new(d.id.uri());
-    let refuse = |what: String| {
-        Failure::new(
-            Exit::Refused.code(),
-            format_args!("destination-not-empty: {what}; choose an empty or new directory"),
-        )
-    };
     let own = |name: &str| {
         name == d.id.namespace()
             || name
                 .strip_prefix(custos_iceberg::store::ICEBERG_CATALOG_FILE)
                 .is_some_and(|rest| ["", "-journal", "-wal", "-shm"].contains(&rest))
     };
-    if let Ok(entries) = std::fs::read_dir(root) {
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if !own(&name) {
-                return Err(refuse(format!(
-                    "{} holds {name:?}, which is not this storage identity's",
-                    root.display()
-                )));
-            }
-        }
-    }
+    let top = std::fs::read_dir(root)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    let mine = own(&name);
+                    (name, mine)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     let ns = root.join(d.id.namespace());
     let catalogs = root
         .join(custos_iceberg::store::ICEBERG_CATALOG_FILE)
         .exists()
         || Path::new(&identity::catalog_location(&d.id, "")).exists();
-    // A run killed before its first catalog leaves the namespace directory
-    // holding at most the Artifact root (checked below): a retry goes on.
     let artifacts_name = d.objects.root().file_name().map(ToOwned::to_owned);
-    let only_ours = std::fs::read_dir(&ns).is_ok_and(|entries| {
+    let namespace_only_artifacts = std::fs::read_dir(&ns).is_ok_and(|entries| {
         entries
             .flatten()
             .all(|e| Some(e.file_name()) == artifacts_name && e.path().parent() == Some(&ns))
     });
-    if ns.exists() && !catalogs && !only_ours {
-        return Err(refuse(format!(
-            "{} exists without a catalog a migration created",
-            ns.display()
-        )));
-    }
-    // The Artifact root: refused exactly when a writing open would refuse
-    // it (core's root rule), so a root whose initialization a killed run
-    // cut off (the lock file, empty layout directories) is adopted.
     let artifacts = d.objects.root();
-    if artifacts.is_dir() {
+    let artifacts_refused = if artifacts.is_dir() {
         let layout = &custos_fs::artifacts::LAYOUT;
-        let standing = custos_fs::root::standing(&custos_fs::RealFs, artifacts, layout)
-            .map_err(|e| refuse(format!("the Artifact root {}: {e}", artifacts.display())))?;
-        if let Err(why) =
-            custos_core::root::decide(layout, &standing, custos_core::root::Access::Write)
-        {
-            return Err(refuse(format!(
-                "the Artifact root {} holds files and is not an Artifact store ({why})",
-                artifacts.display()
-            )));
+        match custos_fs::root::standing(&custos_fs::RealFs, artifacts, layout) {
+            Err(e) => Some((artifacts.display().to_string(), e.to_string())),
+            Ok(standing) => {
+                custos_core::root::decide(layout, &standing, custos_core::root::Access::Write)
+                    .err()
+                    .map(|why| (artifacts.display().to_string(), why.to_string()))
+            }
         }
-    }
-    Ok(())
+    } else {
+        None
+    };
+    let listing = DestinationListing {
+        root: root.display().to_string(),
+        top,
+        namespace: ns.exists().then(|| ns.display().to_string()),
+        catalogs,
+        namespace_only_artifacts,
+        artifacts_refused,
+    };
+    check_destination_listing(&listing).map_err(|e| Failure::new(Exit::of(e.class()).code(), e))
 }
 
 impl Job {
