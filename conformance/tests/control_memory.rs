@@ -1,9 +1,9 @@
 //! The control-catalog conformance suite against the memory backend
-//! (`custos_core::world::MemoryControlCatalog`).
+//! (`custos_core::control_memory::MemoryControlCatalog`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use custos_core::world::MemoryControlCatalog;
+use custos_core::control_memory::MemoryControlCatalog;
 
 // Nothing in the memory catalog is durable: its "reopen" is a second handle
 // over the first one's state.

@@ -24,7 +24,7 @@
 //! - [`memory`] — [`memory::MemoryDeployments`], the port over these rules
 //!   behind one lock.
 //!
-//! Every refusal is a [`DeploymentError`]: its [`code`](DeploymentError::code)
+//! Every refusal is a [`DeploymentError`]: its [`class`](DeploymentError::class)
 //! is the class a caller retries or reports on, its
 //! [`reason`](DeploymentError::reason) the stable reason string.
 

@@ -13,8 +13,10 @@
 //! - [`fence`] — writer-fence epochs per world, with imported floors.
 //! - [`ledger`] — the execution ledger: what ran and must never run twice.
 //! - [`catalogue`] — the session catalogue: registrations, names, visibility,
-//!   subtitles, recent folders, deletion marks, delegates, the `Catalogue` port.
-//! - [`custody`] — who serves a session and how it moves between catalogues.
+//!   subtitles, recent folders, deletion marks, delegates, the `Catalogue` port;
+//!   with [`catalogue::custody`] — who serves a session and how it moves
+//!   between catalogues — and [`catalogue::access`] — principals,
+//!   credentials, claims and memberships.
 //! - [`storage`] — the session store: entries, registers, usage ledger, the
 //!   commit decision, the query shapes and the `Storage` port.
 //! - [`migration`] — the whole-identity migration workflow: plan
@@ -32,6 +34,9 @@
 //!   fingerprint and the control catalog's location.
 //! - [`world`] — the control catalog of worlds: identity, writer mode,
 //!   status, tick head, signatures, retirement, the `ControlCatalog` port.
+//! - [`control_memory`] — the memory backend of the control catalog and of
+//!   a migration destination's administration, over the same worlds.
+//! - [`class`] — the one vocabulary of failure kinds every error answers.
 //! - [`schema`] — logical table schemas and their fingerprint.
 //!
 //! [`streams`] holds one stream checker per machine: a stream of requests
@@ -40,6 +45,7 @@
 
 pub mod catalogue;
 pub mod class;
+pub mod control_memory;
 pub mod deployment;
 pub mod fence;
 pub mod hex;

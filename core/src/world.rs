@@ -34,11 +34,8 @@
 //!
 //! A shell loads one world's [`WorldSlot`] inside its write transaction,
 //! calls [`decide`], and writes [`Decision::next`] back when
-//! [`Decision::changed`]. [`MemoryControlCatalog`] is the port over the pure
+//! [`Decision::changed`]. [`MemoryControlCatalog`](crate::control_memory::MemoryControlCatalog) is the port over the pure
 //! state.
-
-use std::collections::BTreeMap;
-use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -943,92 +940,6 @@ pub mod codec {
     }
 }
 
-/// The control catalog over the pure state, behind a mutex; its migration
-/// administration ([`crate::migration::control::ControlAdmin`]) behind
-/// another (locked after the first, always in that order).
-#[derive(Debug, Default)]
-pub struct MemoryControlCatalog {
-    worlds: std::sync::Arc<Mutex<BTreeMap<String, WorldSlot>>>,
-    pub(crate) admin: std::sync::Arc<Mutex<crate::migration::control::MemoryAdmin>>,
-}
-
-impl MemoryControlCatalog {
-    /// An empty catalog.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// A second handle over this catalog's worlds and administration: the
-    /// memory backend's stand-in for reopening a file. It keeps the state
-    /// across the "reopen" and survives no process exit.
-    #[must_use]
-    pub fn reopen(&self) -> Self {
-        MemoryControlCatalog {
-            worlds: std::sync::Arc::clone(&self.worlds),
-            admin: std::sync::Arc::clone(&self.admin),
-        }
-    }
-
-    pub(crate) fn lock(
-        &self,
-    ) -> Result<std::sync::MutexGuard<'_, BTreeMap<String, WorldSlot>>, WorldError> {
-        self.worlds.lock().map_err(|_| WorldError::BackendFault {
-            reason: "memory control catalog mutex poisoned".into(),
-        })
-    }
-}
-
-impl ControlCatalog for MemoryControlCatalog {
-    fn apply(&self, req: &Request) -> Result<Outcome, WorldError> {
-        let mut worlds = self.lock()?;
-        let slot = worlds.get(req.world_id()).cloned().unwrap_or_default();
-        let d = decide(&slot, req)?;
-        if d.changed {
-            worlds.insert(req.world_id().to_owned(), d.next);
-        }
-        Ok(d.outcome)
-    }
-
-    fn discover_worlds(&self) -> Result<Vec<WorldRecord>, WorldError> {
-        Ok(self
-            .lock()?
-            .values()
-            .filter_map(|s| s.record.clone())
-            .collect())
-    }
-
-    fn open_world_readonly(&self, world_id: &str) -> Result<WorldInfo, WorldError> {
-        let worlds = self.lock()?;
-        match worlds.get(world_id) {
-            Some(WorldSlot {
-                record: Some(record),
-                signatures,
-                fence,
-            }) => Ok(WorldInfo {
-                record: record.clone(),
-                signatures: signatures.clone(),
-                fence: fence.clone(),
-            }),
-            _ => Err(WorldError::NotFound {
-                world_id: world_id.to_owned(),
-            }),
-        }
-    }
-
-    fn list_signatures(&self) -> Result<Vec<SignatureRecord>, WorldError> {
-        Ok(self
-            .lock()?
-            .iter()
-            .flat_map(|(w, s)| {
-                s.signatures.iter().map(move |sig| SignatureRecord {
-                    world_id: w.clone(),
-                    signature: sig.clone(),
-                })
-            })
-            .collect())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1424,7 +1335,7 @@ mod tests {
 
     #[test]
     fn the_memory_catalog_lists_every_signature_of_every_world() {
-        let c = MemoryControlCatalog::new();
+        let c = crate::control_memory::MemoryControlCatalog::new();
         assert!(c.list_signatures().unwrap().is_empty());
         let schema = Schema::new(vec![Field::new("x", LogicalType::Bool, true)]);
         let mut want = Vec::new();

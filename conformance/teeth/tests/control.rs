@@ -11,9 +11,10 @@ use std::sync::Mutex;
 
 use custos_conformance::control::{control_catalog_cases, control_catalog_reopen_cases};
 use custos_conformance::control_admin::{control_admin_cases, control_admin_reopen_cases};
+use custos_core::control_memory::MemoryControlCatalog;
 use custos_core::world::{
-    ControlCatalog, FencePurpose, MemoryControlCatalog, Outcome, Request, Signature,
-    SignatureRecord, WorldError, WorldInfo, WorldRecord, WorldStatus,
+    ControlCatalog, FencePurpose, Outcome, Request, Signature, SignatureRecord, WorldError,
+    WorldInfo, WorldRecord, WorldStatus,
 };
 use custos_teeth::{failing_cases, Disk, Durability, Verdicts};
 

@@ -243,10 +243,11 @@ pub fn query_components(
 
 #[cfg(test)]
 mod tests {
+    use custos_core::control_memory::MemoryControlCatalog;
     use custos_core::schema::{Field, LogicalType, Schema};
     use custos_core::world::{
-        MemoryControlCatalog, Outcome, Request, SignatureRecord, WorldError, WorldIdentity,
-        WorldInfo, WorldRecord, WriterMode,
+        Outcome, Request, SignatureRecord, WorldError, WorldIdentity, WorldInfo, WorldRecord,
+        WriterMode,
     };
 
     use super::*;

@@ -1,4 +1,5 @@
 use super::*;
+use crate::control_memory::MemoryControlCatalog;
 use crate::fence::Holder;
 use crate::migration::artifacts::{
     facts_of, measure, put_bytes, Measured, MemoryEntry, MemoryObjectStore, OccurrenceMeta,
@@ -8,8 +9,7 @@ use crate::migration::tables::{MemoryRows, MemoryTableStore};
 use crate::migration::verify::{Discrepancy, ReceiptMismatch};
 use crate::migration::{Digest, ObjectFound, ObjectMismatch, Resume, Status};
 use crate::world::{
-    ControlCatalog, MemoryControlCatalog, Request as WorldRequest, Signature, WorldIdentity,
-    WorldRecord,
+    ControlCatalog, Request as WorldRequest, Signature, WorldIdentity, WorldRecord,
 };
 
 fn n(s: &str) -> Name {

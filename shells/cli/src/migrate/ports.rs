@@ -13,6 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
+use custos_core::control_memory::MemoryControlCatalog;
 use custos_core::identity::StorageIdentity;
 use custos_core::migration::artifacts::{
     Entry, MemoryObjectStore, ObjectError, ObjectRead, ObjectStore, Occurrence,
@@ -25,8 +26,7 @@ use custos_core::migration::{
 };
 use custos_core::root::RootRefusal;
 use custos_core::world::{
-    ControlCatalog, MemoryControlCatalog, Outcome, Request, SignatureRecord, WorldError, WorldInfo,
-    WorldRecord,
+    ControlCatalog, Outcome, Request, SignatureRecord, WorldError, WorldInfo, WorldRecord,
 };
 use custos_fs::artifacts::{ArtifactStore, ArtifactStoreError};
 use custos_fs::{FsError, RealFs};
