@@ -295,6 +295,116 @@ pub struct SessionRow {
     pub deleting: bool,
 }
 
+/// One stored session row as a backend reads it, before any rule of the
+/// catalogue is checked: its texts (each already bounded by its column's
+/// limit before it was copied), its flags, and the custody row if any.
+/// Absent optional creation fields are empty strings, as they are stored.
+/// [`StoredSession::decode`] is the one check every backend runs on a
+/// loaded row.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StoredSession {
+    /// The session id.
+    pub id: String,
+    /// The creation key.
+    pub creation_key: String,
+    /// The display name.
+    pub name: String,
+    /// The workspace.
+    pub workspace: String,
+    /// The profile (empty: none).
+    pub profile: String,
+    /// The model (empty: none).
+    pub model: String,
+    /// The executor (empty: none).
+    pub executor: String,
+    /// The pool (empty: none).
+    pub pool: String,
+    /// When it was reserved.
+    pub created_at_ms: Millis,
+    /// The file initialization state as stored (`reserved` or `saved`).
+    pub state: String,
+    /// The display-name override.
+    pub name_override: Option<String>,
+    /// The archive mark.
+    pub archived: bool,
+    /// The subtitle.
+    pub subtitle: Option<String>,
+    /// The custody row: state, move op, peer.
+    pub move_row: Option<(String, String, String)>,
+    /// The deletion mark.
+    pub deleting: bool,
+}
+
+impl StoredSession {
+    /// The session's id and row, every grammar checked: the id, the
+    /// creation's shape (a pooled row may carry its seeded executor, which
+    /// must be an executor name), the initialization state, the name
+    /// override and the custody row. A row that breaks one is
+    /// [`CatalogueError::Invalid`] naming what and the session. A stored
+    /// subtitle that breaks its rule reads as none (it was written once and
+    /// is only shown).
+    pub fn decode(self) -> Result<(String, SessionRow), CatalogueError> {
+        let bad = |what: &'static str, detail: String| CatalogueError::Invalid { what, detail };
+        let id = self.id;
+        if !is_session_id(&id) {
+            return Err(bad("stored session id", format!("{id:?}")));
+        }
+        let some = |s: String| (!s.is_empty()).then_some(s);
+        let creation = Creation {
+            creation_key: self.creation_key,
+            name: self.name,
+            workspace: self.workspace,
+            profile: some(self.profile),
+            model: some(self.model),
+            executor: some(self.executor),
+            pool: some(self.pool),
+        };
+        let mut shape = creation.clone();
+        if shape.pool.is_some() {
+            if let Some(e) = shape.executor.take() {
+                if !is_executor_name(&e) {
+                    return Err(bad("stored executor", format!("{e:?} in {id}")));
+                }
+            }
+        }
+        let restate = |e: CatalogueError, what_is: &str| match e {
+            CatalogueError::Invalid { what, detail } => {
+                bad(what, format!("stored {what_is}in {id}: {detail}"))
+            }
+            other => other,
+        };
+        shape.validate().map_err(|e| restate(e, ""))?;
+        let state = match self.state.as_str() {
+            "reserved" => InitState::Reserved,
+            "saved" => InitState::Saved,
+            other => return Err(bad("stored state", format!("{other:?} in {id}"))),
+        };
+        if let Some(n) = &self.name_override {
+            display_name(n).map_err(|e| restate(e, "name override "))?;
+        }
+        let custody = match &self.move_row {
+            None => Custody::Resident,
+            Some((state, op, peer)) => Custody::from_row(state, op, peer)
+                .map_err(|e| bad("stored move row", format!("{e} in {id}")))?,
+        };
+        let row = SessionRow {
+            creation,
+            created_at_ms: self.created_at_ms,
+            state,
+            name_override: self.name_override,
+            visibility: if self.archived {
+                Visibility::Archived
+            } else {
+                Visibility::Active
+            },
+            subtitle: self.subtitle.filter(|s| is_subtitle(s)),
+            custody,
+            deleting: self.deleting,
+        };
+        Ok((id, row))
+    }
+}
+
 /// A registration as read.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Registration {
@@ -1499,6 +1609,93 @@ impl Access for MemoryCatalogue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stored_session_decodes_only_when_every_grammar_holds() {
+        let good = StoredSession {
+            id: "s-1".into(),
+            creation_key: "k1".into(),
+            name: "name".into(),
+            workspace: "ws".into(),
+            executor: "exec".into(),
+            pool: "pool".into(),
+            created_at_ms: 7,
+            state: "saved".into(),
+            name_override: Some("shown".into()),
+            archived: true,
+            subtitle: Some("a\nb".into()),
+            move_row: None,
+            ..StoredSession::default()
+        };
+        let (id, row) = good.clone().decode().unwrap();
+        assert_eq!(id, "s-1");
+        // A pooled row keeps its seeded executor; absent fields are empty.
+        assert_eq!(row.creation.executor.as_deref(), Some("exec"));
+        assert_eq!(row.creation.profile, None);
+        assert_eq!(row.state, InitState::Saved);
+        assert_eq!(row.visibility, Visibility::Archived);
+        assert_eq!(row.custody, Custody::Resident);
+        // A subtitle that breaks its rule reads as none; nothing else does.
+        let subtitle = StoredSession {
+            subtitle: Some("\u{200b}".into()),
+            ..good.clone()
+        };
+        assert_eq!(subtitle.decode().unwrap().1.subtitle, None);
+        let refused = |s: StoredSession, what: &str| match s.decode() {
+            Err(CatalogueError::Invalid { what: w, detail }) => {
+                assert!(w.contains(what), "{w}: {detail}");
+                assert!(
+                    detail.contains("s-1") || w == "stored session id",
+                    "{detail}"
+                );
+            }
+            other => panic!("{other:?}"),
+        };
+        refused(
+            StoredSession {
+                id: "s/1".into(),
+                ..good.clone()
+            },
+            "session id",
+        );
+        refused(
+            StoredSession {
+                state: "made".into(),
+                ..good.clone()
+            },
+            "state",
+        );
+        refused(
+            StoredSession {
+                executor: "bad name".into(),
+                ..good.clone()
+            },
+            "executor",
+        );
+        refused(
+            StoredSession {
+                pool: String::new(),
+                workspace: "relative".into(),
+                executor: String::new(),
+                ..good.clone()
+            },
+            "workspace",
+        );
+        refused(
+            StoredSession {
+                move_row: Some(("flying".into(), "op".into(), "peer".into())),
+                ..good.clone()
+            },
+            "move row",
+        );
+        refused(
+            StoredSession {
+                name_override: Some(String::new()),
+                ..good
+            },
+            "",
+        );
+    }
 
     fn reserve(id: &str, key: &str) -> Request {
         Request::Reserve {

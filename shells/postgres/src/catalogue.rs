@@ -88,9 +88,9 @@ use std::fmt;
 
 use custos_core::catalogue::custody::{Custody, MOVE_OP_LIMIT, ORCHESTRATOR_NAME_LIMIT};
 use custos_core::catalogue::{
-    self, footprint, is_delegate_pair, is_subtitle, Catalogue, CatalogueError, CatalogueState,
-    Creation, Delegate, DelegateRow, Deletion, Footprint, InitState, Move, Outcome, Page, Recent,
-    Registration, Request, SessionRow, Visibility, LISTING_LIMIT,
+    self, footprint, is_delegate_pair, Catalogue, CatalogueError, CatalogueState, Delegate,
+    DelegateRow, Deletion, Footprint, InitState, Move, Outcome, Page, Recent, Registration,
+    Request, SessionRow, StoredSession, Visibility, LISTING_LIMIT,
 };
 use custos_core::catalogue::{
     CREATION_KEY_LIMIT, DISPLAY_NAME_LIMIT, LOCAL_WORKSPACE_LIMIT, MODEL_KEY_LIMIT,
@@ -413,25 +413,7 @@ LEFT JOIN catalogue_session_moves m ON m.session_id = s.session_id
 LEFT JOIN catalogue_session_deletions d ON d.session_id = s.session_id
 ";
 
-struct RawSession {
-    id: String,
-    key: String,
-    name: String,
-    workspace: String,
-    profile: String,
-    model: String,
-    executor: String,
-    pool: String,
-    created_at: u64,
-    state: String,
-    name_override: Option<String>,
-    archived: bool,
-    subtitle: Option<String>,
-    move_row: Option<(String, String, String)>,
-    deleting: bool,
-}
-
-fn raw_session(r: &Row) -> Tx<RawSession> {
+fn raw_session(r: &Row) -> Tx<StoredSession> {
     let mut c = Cols {
         r,
         table: "catalogue_sessions",
@@ -454,15 +436,15 @@ fn raw_session(r: &Row) -> Tx<RawSession> {
         .ok()
         .flatten()
         .filter(|s| s.len() <= SUBTITLE_BYTES);
-    Ok(RawSession {
-        key: c.text(1, "creation_key", CREATION_KEY_LIMIT)?,
+    Ok(StoredSession {
+        creation_key: c.text(1, "creation_key", CREATION_KEY_LIMIT)?,
         name: c.text(2, "name", DISPLAY_NAME_LIMIT)?,
         workspace: c.text(3, "workspace", LOCAL_WORKSPACE_LIMIT)?,
         profile: c.text(4, "profile", PROFILE_NAME_LIMIT)?,
         model: c.text(5, "model", MODEL_KEY_LIMIT)?,
         executor: c.text(6, "executor", PROFILE_NAME_LIMIT)?,
         pool: c.text(7, "pool", PROFILE_NAME_LIMIT)?,
-        created_at: c.int(8, "created_at_ms")?,
+        created_at_ms: c.int(8, "created_at_ms")?,
         state: c.text(9, "state", MAX_WORD_LEN)?,
         name_override: c.opt_text(10, "name override", DISPLAY_NAME_LIMIT)?,
         archived: c.flag(11, "archived")?,
@@ -471,77 +453,6 @@ fn raw_session(r: &Row) -> Tx<RawSession> {
         deleting: c.flag(16, "deleting")?,
         id,
     })
-}
-
-fn opt(s: String) -> Option<String> {
-    (!s.is_empty()).then_some(s)
-}
-
-/// The session row of a raw row, every grammar checked (as the SQLite shell
-/// decodes it).
-fn decode(raw: RawSession) -> Tx<(String, SessionRow)> {
-    if !catalogue::is_session_id(&raw.id) {
-        return Err(bad("stored session id", format!("{:?}", raw.id)));
-    }
-    let creation = Creation {
-        creation_key: raw.key,
-        name: raw.name,
-        workspace: raw.workspace,
-        profile: opt(raw.profile),
-        model: opt(raw.model),
-        executor: opt(raw.executor),
-        pool: opt(raw.pool),
-    };
-    // A pooled row may carry its seeded executor; validate the creation shape.
-    let mut shape = creation.clone();
-    if shape.pool.is_some() {
-        if let Some(e) = shape.executor.take() {
-            if !catalogue::is_executor_name(&e) {
-                return Err(bad("stored executor", format!("{e:?} in {}", raw.id)));
-            }
-        }
-    }
-    shape.validate().map_err(|e| match e {
-        CatalogueError::Invalid { what, detail } => {
-            bad(what, format!("stored in {}: {detail}", raw.id))
-        }
-        other => refuse(other),
-    })?;
-    let state = match raw.state.as_str() {
-        "reserved" => InitState::Reserved,
-        "saved" => InitState::Saved,
-        other => return Err(bad("stored state", format!("{other:?} in {}", raw.id))),
-    };
-    if let Some(n) = &raw.name_override {
-        catalogue::display_name(n).map_err(|e| match e {
-            CatalogueError::Invalid { what, detail } => bad(
-                what,
-                format!("stored name override in {}: {detail}", raw.id),
-            ),
-            other => refuse(other),
-        })?;
-    }
-    let custody = match &raw.move_row {
-        None => Custody::Resident,
-        Some((state, op, peer)) => Custody::from_row(state, op, peer)
-            .map_err(|e| bad("stored move row", format!("{} in {}", e, raw.id)))?,
-    };
-    let row = SessionRow {
-        creation,
-        created_at_ms: raw.created_at,
-        state,
-        name_override: raw.name_override,
-        visibility: if raw.archived {
-            Visibility::Archived
-        } else {
-            Visibility::Active
-        },
-        // A stored subtitle that breaks the rule reads as none.
-        subtitle: raw.subtitle.filter(|s| is_subtitle(s)),
-        custody,
-        deleting: raw.deleting,
-    };
-    Ok((raw.id, row))
 }
 
 pub(crate) fn load_sessions(
@@ -554,7 +465,7 @@ pub(crate) fn load_sessions(
         .query(&format!("{SESSION_SELECT} {where_}"), args)
         .map_err(pg("load-sessions"))?;
     for r in &rows {
-        let (id, row) = decode(raw_session(r)?)?;
+        let (id, row) = raw_session(r)?.decode().map_err(refuse)?;
         state.sessions.insert(id, row);
     }
     Ok(())

@@ -59,9 +59,9 @@ use std::time::Duration;
 use custos_core::catalogue::access::AccessError;
 use custos_core::catalogue::custody::{Custody, MOVE_OP_LIMIT, ORCHESTRATOR_NAME_LIMIT};
 use custos_core::catalogue::{
-    self, footprint, is_delegate_pair, is_subtitle, Catalogue, CatalogueError, CatalogueState,
-    Creation, Delegate, DelegateRow, Deletion, Footprint, InitState, Move, Outcome, Page, Recent,
-    Registration, Request, SessionRow, Visibility, LISTING_LIMIT,
+    self, footprint, is_delegate_pair, Catalogue, CatalogueError, CatalogueState, Delegate,
+    DelegateRow, Deletion, Footprint, InitState, Move, Outcome, Page, Recent, Registration,
+    Request, SessionRow, StoredSession, Visibility, LISTING_LIMIT,
 };
 use custos_core::catalogue::{
     CREATION_KEY_LIMIT, DISPLAY_NAME_LIMIT, LOCAL_WORKSPACE_LIMIT, MODEL_KEY_LIMIT,
@@ -301,24 +301,6 @@ LEFT JOIN catalogue_session_moves m ON m.session_id = s.session_id
 LEFT JOIN catalogue_session_deletions d ON d.session_id = s.session_id
 ";
 
-struct RawSession {
-    id: String,
-    key: String,
-    name: String,
-    workspace: String,
-    profile: String,
-    model: String,
-    executor: String,
-    pool: String,
-    created_at: i64,
-    state: String,
-    name_override: Option<String>,
-    archived: bool,
-    subtitle: Option<String>,
-    move_row: Option<(String, String, String)>,
-    deleting: bool,
-}
-
 /// Column `col` of a row of `table`, at most `max` bytes, checked before it
 /// is copied; a longer or non-text value fails with `Invalid` naming the
 /// table, the row (`row`) and the column.
@@ -357,7 +339,7 @@ fn bounded_req(
     })
 }
 
-fn raw_session(r: &Row<'_>) -> rusqlite::Result<Res<RawSession>> {
+fn raw_session(r: &Row<'_>) -> rusqlite::Result<Res<StoredSession>> {
     // Integers and booleans are read as before (no allocation).
     let created_at: i64 = r.get(8)?;
     let archived: bool = r.get(11)?;
@@ -382,15 +364,15 @@ fn raw_session(r: &Row<'_>) -> rusqlite::Result<Res<RawSession>> {
             .ok()
             .flatten()
             .map(str::to_owned);
-        Ok(RawSession {
-            key: req(1, "creation_key", CREATION_KEY_LIMIT)?,
+        Ok(StoredSession {
+            creation_key: req(1, "creation_key", CREATION_KEY_LIMIT)?,
             name: req(2, "name", DISPLAY_NAME_LIMIT)?,
             workspace: req(3, "workspace", LOCAL_WORKSPACE_LIMIT)?,
             profile: req(4, "profile", PROFILE_NAME_LIMIT)?,
             model: req(5, "model", MODEL_KEY_LIMIT)?,
             executor: req(6, "executor", PROFILE_NAME_LIMIT)?,
             pool: req(7, "pool", PROFILE_NAME_LIMIT)?,
-            created_at,
+            created_at_ms: u64::from_ne_bytes(created_at.to_ne_bytes()),
             state: req(9, "state", MAX_WORD_LEN)?,
             name_override: opt(10, "name override", DISPLAY_NAME_LIMIT)?,
             archived,
@@ -400,69 +382,6 @@ fn raw_session(r: &Row<'_>) -> rusqlite::Result<Res<RawSession>> {
             id,
         })
     })())
-}
-
-fn opt(s: String) -> Option<String> {
-    (!s.is_empty()).then_some(s)
-}
-
-fn decode(raw: RawSession) -> Res<(String, SessionRow)> {
-    if !catalogue::is_session_id(&raw.id) {
-        return Err(bad("stored session id", format!("{:?}", raw.id)));
-    }
-    let creation = Creation {
-        creation_key: raw.key,
-        name: raw.name,
-        workspace: raw.workspace,
-        profile: opt(raw.profile),
-        model: opt(raw.model),
-        executor: opt(raw.executor),
-        pool: opt(raw.pool),
-    };
-    // A pooled row may carry its seeded executor; validate the creation shape.
-    let mut shape = creation.clone();
-    if shape.pool.is_some() {
-        if let Some(e) = shape.executor.take() {
-            if !catalogue::is_executor_name(&e) {
-                return Err(bad("stored executor", format!("{e:?} in {}", raw.id)));
-            }
-        }
-    }
-    shape.validate().map_err(|e| match e {
-        CatalogueError::Invalid { what, detail } => {
-            bad(what, format!("stored in {}: {detail}", raw.id))
-        }
-        other => other,
-    })?;
-    let state = match raw.state.as_str() {
-        "reserved" => InitState::Reserved,
-        "saved" => InitState::Saved,
-        other => return Err(bad("stored state", format!("{other:?} in {}", raw.id))),
-    };
-    if let Some(n) = &raw.name_override {
-        catalogue::display_name(n)?;
-    }
-    let custody = match &raw.move_row {
-        None => Custody::Resident,
-        Some((state, op, peer)) => Custody::from_row(state, op, peer)
-            .map_err(|e| bad("stored move row", format!("{} in {}", e, raw.id)))?,
-    };
-    let row = SessionRow {
-        creation,
-        created_at_ms: u64::from_ne_bytes(raw.created_at.to_ne_bytes()),
-        state,
-        name_override: raw.name_override,
-        visibility: if raw.archived {
-            Visibility::Archived
-        } else {
-            Visibility::Active
-        },
-        // A stored subtitle that breaks the rule reads as none.
-        subtitle: raw.subtitle.filter(|s| is_subtitle(s)),
-        custody,
-        deleting: raw.deleting,
-    };
-    Ok((raw.id, row))
 }
 
 pub(crate) fn load_sessions(
@@ -479,7 +398,7 @@ pub(crate) fn load_sessions(
         .collect::<Result<Vec<_>, _>>()
         .map_err(db("load-sessions"))?;
     for raw in rows {
-        let (id, row) = decode(raw?)?;
+        let (id, row) = raw?.decode()?;
         state.sessions.insert(id, row);
     }
     Ok(())
