@@ -49,7 +49,7 @@ use custos_fs::deployment::{DeploymentRepository, ReleaseCatalog};
 use custos_fs::release::ReleaseRepository;
 use custos_fs::{Access, RealFs};
 use custos_iceberg::arrow::array::{
-    Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray, StructArray,
+    ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray, StructArray,
 };
 use custos_iceberg::arrow::buffer::NullBuffer;
 use custos_iceberg::arrow::datatypes::DataType;
@@ -139,11 +139,31 @@ fn prepare(dir: &Path) -> Result<PathBuf, Failure> {
 fn make(out: &mut Out, dir: &Path) -> Result<(), Failure> {
     let dir = prepare(dir)?;
     let marker = dir.join(INCOMPLETE);
-    std::fs::write(
-        &marker,
-        "custos demo did not finish here: remove this directory and run it again\n",
+    // Created exclusively: of two demos started at once into one empty
+    // directory, only the first to create it goes on.
+    let mut file = match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&marker)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(refused(
+                4,
+                format!(
+                    "AlreadyExists: {} is not empty (another custos demo is making a sample there)",
+                    dir.display()
+                ),
+            ))
+        }
+        Err(e) => return Err(fault("cannot write the marker")(e)),
+    };
+    std::io::Write::write_all(
+        &mut file,
+        b"custos demo did not finish here: remove this directory and run it again\n",
     )
     .map_err(fault("cannot write the marker"))?;
+    drop(file);
     let mut stages = Stages::new("demo", 5);
     stages.stage("control catalog: two worlds, ticks and signatures");
     let store = dir.join("store");
@@ -275,7 +295,6 @@ fn position_rows(iceberg: &IcebergStore, table: &str, rows: i64) -> Result<Recor
         Some(present),
     )
     .map_err(fault("build the positions"))?;
-    debug_assert!(position.null_count() > 0);
     RecordBatch::try_new(
         arrow,
         vec![

@@ -38,7 +38,7 @@ use custos_core::deployment::manifest::{DeploymentManifest, MAX_MANIFEST_BYTES};
 use custos_core::deployment::memory::MemoryDeployments;
 use custos_core::deployment::page::PageRequest;
 use custos_core::deployment::route::{ReleaseSource, Target};
-use custos_core::deployment::state::{Mutation, Receipt, Request};
+use custos_core::deployment::state::{Mutation, Receipt, Request, MAX_DEPLOYMENTS};
 use custos_core::deployment::DeploymentCatalog;
 use custos_core::release::bounds::Bounds;
 use custos_fs::deployment::{DeploymentRepoError, DeploymentRepository, ReleaseCatalog};
@@ -229,6 +229,15 @@ fn dispatch(cmd: DeploymentsCommand, out: &mut Out) -> Result<(), Failure> {
                         2,
                         format!(
                             "InvalidArgument: --expected-generation names one deployment's version; {} manifests were given",
+                            many.len()
+                        ),
+                    ))
+                }
+                many if many.len() > MAX_DEPLOYMENTS => {
+                    return Err(refused(
+                        2,
+                        format!(
+                            "InvalidArgument: {} manifests in one batch; a catalog holds at most {MAX_DEPLOYMENTS} deployments",
                             many.len()
                         ),
                     ))

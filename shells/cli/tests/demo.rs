@@ -164,3 +164,41 @@ fn the_demo_makes_a_complete_sample_through_custos_writers() {
     );
     assert_eq!(listing(&dir), before);
 }
+
+#[test]
+fn two_demos_at_once_make_one_sample() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("race");
+    let d = dir.to_str().unwrap();
+    for _ in 0..3 {
+        let _ = std::fs::remove_dir_all(&dir);
+        let spawn = || {
+            Command::new(env!("CARGO_BIN_EXE_custos"))
+                .args(["demo", d])
+                .output()
+        };
+        let (a, b) = std::thread::scope(|s| {
+            let a = s.spawn(spawn);
+            let b = s.spawn(spawn);
+            (a.join().unwrap().unwrap(), b.join().unwrap().unwrap())
+        });
+        let mut codes = [a.status.code(), b.status.code()];
+        codes.sort();
+        assert_eq!(
+            codes,
+            [Some(0), Some(4)],
+            "{}\n{}",
+            String::from_utf8_lossy(&a.stderr),
+            String::from_utf8_lossy(&b.stderr)
+        );
+        assert!(!dir.join(".custos-demo-incomplete").exists());
+        let list = custos(&[
+            "releases",
+            "list",
+            dir.join("releases").to_str().unwrap(),
+            "--tenant",
+            "acme",
+        ]);
+        assert!(String::from_utf8_lossy(&list.stdout).contains("2 release(s)"));
+    }
+}
