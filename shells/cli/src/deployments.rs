@@ -219,33 +219,7 @@ fn dispatch(cmd: DeploymentsCommand, out: &mut Out) -> Result<(), Failure> {
             expected_generation,
             json,
         } => {
-            let mutation = match &manifest[..] {
-                [one] => Mutation::Apply {
-                    manifest: Box::new(read_manifest(one)?),
-                    expected: expected_generation,
-                },
-                many if expected_generation.is_some() => {
-                    return Err(refused(
-                        2,
-                        format!(
-                            "InvalidArgument: --expected-generation names one deployment's version; {} manifests were given",
-                            many.len()
-                        ),
-                    ))
-                }
-                many if many.len() > MAX_DEPLOYMENTS => {
-                    return Err(refused(
-                        2,
-                        format!(
-                            "InvalidArgument: {} manifests in one batch; a catalog holds at most {MAX_DEPLOYMENTS} deployments",
-                            many.len()
-                        ),
-                    ))
-                }
-                many => Mutation::ApplyMany {
-                    manifests: read_manifests(many)?,
-                },
-            };
+            let mutation = apply_mutation(&manifest, expected_generation)?;
             mutate(out, &root, &releases, request(&tenant, mutation), json)
         }
         C::Delete {
@@ -416,6 +390,40 @@ pub(crate) fn request(tenant: &str, mutation: Mutation) -> Request {
         compiled_at: 0,
         operation: None,
     }
+}
+
+/// The mutation of `deployments apply`: one manifest under an optional
+/// precondition, or several applied atomically (no precondition, no more
+/// than a catalog holds; checked before any file is read).
+fn apply_mutation(manifests: &[PathBuf], expected: Option<u64>) -> Result<Mutation, Failure> {
+    let mutation = match manifests {
+        [one] => Mutation::Apply {
+            manifest: Box::new(read_manifest(one)?),
+            expected,
+        },
+        many if expected.is_some() => {
+            return Err(refused(
+                2,
+                format!(
+                    "InvalidArgument: --expected-generation names one deployment's version; {} manifests were given",
+                    many.len()
+                ),
+            ))
+        }
+        many if many.len() > MAX_DEPLOYMENTS => {
+            return Err(refused(
+                2,
+                format!(
+                    "InvalidArgument: {} manifests in one batch; a catalog holds at most {MAX_DEPLOYMENTS} deployments",
+                    many.len()
+                ),
+            ))
+        }
+        many => Mutation::ApplyMany {
+            manifests: read_manifests(many)?,
+        },
+    };
+    Ok(mutation)
 }
 
 /// Every manifest of a batch, read and decoded in order (a bad one
