@@ -7,8 +7,9 @@
 //! [`Request`] decided by [`decide`] into a [`Decision`] (the outcome and the
 //! state to persist in the same transaction); every read is a pure function
 //! of the state (`CatalogueState::get`, `page`, …). A shell loads the rows a
-//! request reads ([`footprint`]) into a partial state, decides, and writes
-//! back the rows that differ, so the shell holds no rule of its own.
+//! request reads ([`footprint`]) into a partial state, decides, and applies
+//! the decision's [`Effect`]s in order, one statement each, so the shell
+//! holds no rule, no diff and no ordering of its own.
 //!
 //! Rules, in brief:
 //! - `reserve` is idempotent by creation key: a retry answers the original
@@ -39,7 +40,10 @@ use custody::{Custody, CustodyError, MoveOp, Peer};
 
 pub mod access;
 pub mod custody;
+pub mod effect;
 mod text;
+
+pub use effect::Effect;
 
 pub use text::{
     display_name, invisible, is_creation_key, is_executor_name, is_local_workspace, is_model_key,
@@ -685,12 +689,16 @@ pub enum Outcome {
     Delegate(Claim),
 }
 
-/// A decision: the outcome and the state to persist in the same transaction.
+/// A decision: the outcome and the row writes to apply in the same
+/// transaction.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Decision {
     /// What happened.
     pub outcome: Outcome,
-    /// The state to write back. Equal to the input when nothing changed.
+    /// The rows to write, in order ([`effect`]); empty when nothing changed.
+    pub effects: Vec<Effect>,
+    /// The decided state: the loaded state with `effects` applied. Equal to
+    /// the input when nothing changed.
     pub next: CatalogueState,
 }
 
@@ -713,6 +721,50 @@ pub struct Footprint {
     pub delegates_of_spawner: Option<String>,
     /// The delegate row naming a session.
     pub delegate_of: Option<String>,
+}
+
+impl Footprint {
+    /// The rows of `full` this footprint names, with the meta row (revision
+    /// and recent-folder sequence): what a shell loads before it decides,
+    /// written once as the reference a backend's loader is compared with.
+    /// The access plane is not loaded (a catalogue request never reads it; a
+    /// session's removal takes its memberships by the backend's own rule).
+    pub fn partial(&self, full: &CatalogueState) -> CatalogueState {
+        let mut s = CatalogueState {
+            revision: full.revision,
+            recent_seq: full.recent_seq,
+            ..CatalogueState::default()
+        };
+        let mut session = |id: &String| {
+            if let Some(r) = full.sessions.get(id) {
+                s.sessions.insert(id.clone(), r.clone());
+            }
+        };
+        self.sessions.iter().for_each(&mut session);
+        if let Some(k) = &self.creation_key {
+            full.sessions
+                .iter()
+                .filter(|(_, r)| &r.creation.creation_key == k)
+                .for_each(|(id, _)| session(id));
+        }
+        for (ws, id) in &full.workspace_defaults {
+            if self.defaults.contains(ws) || self.defaults_naming.as_ref() == Some(id) {
+                s.workspace_defaults.insert(ws.clone(), id.clone());
+            }
+        }
+        if self.recent {
+            s.recent.clone_from(&full.recent);
+        }
+        for ((sp, pa), d) in &full.delegates {
+            let pair = self.delegate_pair.as_ref() == Some(&(sp.clone(), pa.clone()));
+            let of_spawner = self.delegates_of_spawner.as_ref() == Some(sp);
+            let of_session = self.delegate_of.as_ref() == Some(&d.session_id);
+            if pair || of_spawner || of_session {
+                s.delegates.insert((sp.clone(), pa.clone()), d.clone());
+            }
+        }
+        s
+    }
 }
 
 /// The rows [`decide`] reads for `req`. `decide` on a state holding at least
@@ -793,7 +845,11 @@ fn check_session_id(id: &str) -> Result<(), CatalogueError> {
 pub fn decide(state: &CatalogueState, req: &Request) -> Result<Decision, CatalogueError> {
     let mut next = state.clone();
     let outcome = apply(&mut next, req)?;
-    Ok(Decision { outcome, next })
+    Ok(Decision {
+        outcome,
+        effects: effect::effects(state, &next),
+        next,
+    })
 }
 
 fn row_mut<'a>(s: &'a mut CatalogueState, id: &str) -> Result<&'a mut SessionRow, CatalogueError> {
@@ -1483,7 +1539,7 @@ impl Catalogue for MemoryCatalogue {
                 reason: "memory catalogue mutex poisoned".into(),
             })?;
         let d = decide(&g, req)?;
-        *g = d.next;
+        effect::apply_all(&mut g, &d.effects);
         Ok(d.outcome)
     }
     fn get(&self, session_id: &str) -> Result<Option<Registration>, CatalogueError> {
@@ -1551,7 +1607,9 @@ impl Access for MemoryCatalogue {
             reason: "memory catalogue mutex poisoned".into(),
         })?;
         let d = access::decide(&g, req)?;
-        *g = d.next;
+        for e in &d.effects {
+            access::effect::apply(&mut g, e);
+        }
         Ok(d.outcome)
     }
     fn owner(&self) -> Result<Option<(String, Option<String>)>, AccessError> {
@@ -1813,6 +1871,36 @@ mod tests {
 
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// A decision taken over the rows a request loads, its effects
+        /// applied to the whole stored state, leaves the state a decision
+        /// over the whole state reaches: what a SQL backend does (load a
+        /// footprint, apply effects to its tables) is what the memory
+        /// backend does. Each decision's effects also turn its own loaded
+        /// rows into its `next`.
+        #[test]
+        fn effects_over_a_footprint_reach_the_whole_decision(
+            reqs in proptest::collection::vec(arb_request(), 0..60),
+        ) {
+            let mut full = CatalogueState::default();
+            for req in &reqs {
+                let part = footprint(req).partial(&full);
+                match (decide(&full, req), decide(&part, req)) {
+                    (Ok(w), Ok(p)) => {
+                        proptest::prop_assert_eq!(&w.outcome, &p.outcome);
+                        let mut own = part.clone();
+                        effect::apply_all(&mut own, &p.effects);
+                        proptest::prop_assert_eq!(&own, &p.next);
+                        let mut applied = full.clone();
+                        effect::apply_all(&mut applied, &p.effects);
+                        proptest::prop_assert_eq!(&applied, &w.next, "{:?}", req);
+                        full = applied;
+                    }
+                    (Err(w), Err(p)) => proptest::prop_assert_eq!(w, p),
+                    (w, p) => proptest::prop_assert!(false, "{:?}: {:?} vs {:?}", req, w, p),
+                }
+            }
+        }
 
         /// Every state a stream of requests reaches has a written form
         /// (delegates keyed by pairs, access maps keyed by digests) that

@@ -18,8 +18,8 @@ use crate::migration::control::{
 use crate::migration::departure::Departures;
 use crate::migration::{Destination, Status, StoredReceipt};
 use crate::world::{
-    decide, ControlCatalog, Outcome, Request, SignatureRecord, WorldError, WorldInfo, WorldRecord,
-    WorldSlot,
+    apply_effect, decide, ControlCatalog, Outcome, Request, SignatureRecord, WorldError, WorldInfo,
+    WorldRecord, WorldSlot,
 };
 
 /// The control catalog over the pure state, behind a mutex; its migration
@@ -62,8 +62,11 @@ impl ControlCatalog for MemoryControlCatalog {
         let mut worlds = self.lock()?;
         let slot = worlds.get(req.world_id()).cloned().unwrap_or_default();
         let d = decide(&slot, req)?;
-        if d.changed {
-            worlds.insert(req.world_id().to_owned(), d.next);
+        if !d.effects.is_empty() {
+            let slot = worlds.entry(req.world_id().to_owned()).or_default();
+            for e in &d.effects {
+                apply_effect(slot, e);
+            }
         }
         Ok(d.outcome)
     }

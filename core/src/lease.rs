@@ -217,13 +217,71 @@ pub enum Outcome {
     },
 }
 
-/// A decision: the outcome and the state to persist in the same transaction.
+/// A decision: the outcome and the row writes to apply in the same
+/// transaction.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Decision {
     /// What happened.
     pub outcome: Outcome,
-    /// The state to write back. Equal to the input state when nothing changed.
+    /// The rows to write, in order; empty when nothing changed.
+    pub effects: Vec<Effect>,
+    /// The decided state: the loaded state with `effects` applied. Equal to
+    /// the input state when nothing changed.
     pub next: LeaseState,
+}
+
+/// One row write of the lease, as a decision hands it to a backend. A
+/// backend that keeps the holder and the high-water mark in rows of their
+/// own maps each to one statement; one that keeps them in a single head row
+/// may fold them into its one update of that row (the effects name what
+/// changed; [`apply_effect`] is the fold).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Effect {
+    /// Insert or replace the holder.
+    PutHolder(Lease),
+    /// Delete the holder, only if it is still this pair (a cleared holder
+    /// never deletes a successor).
+    DeleteHolder {
+        /// The owner that held it.
+        owner: Owner,
+        /// Its fence.
+        fence: Fence,
+    },
+    /// Set the fence high-water mark.
+    SetHighWater(Fence),
+}
+
+/// The effects that turn `before` into `next`: the holder, then the
+/// high-water mark.
+pub fn effects(before: &LeaseState, next: &LeaseState) -> Vec<Effect> {
+    let mut out = Vec::new();
+    if before.holder != next.holder {
+        match (&before.holder, &next.holder) {
+            (_, Some(l)) => out.push(Effect::PutHolder(l.clone())),
+            (Some(p), None) => out.push(Effect::DeleteHolder {
+                owner: p.owner.clone(),
+                fence: p.fence,
+            }),
+            (None, None) => {}
+        }
+    }
+    if before.fence_high_water != next.fence_high_water {
+        out.push(Effect::SetHighWater(next.fence_high_water));
+    }
+    out
+}
+
+/// Applies one effect to a state, as a backend applies it to its rows.
+pub fn apply_effect(s: &mut LeaseState, e: &Effect) {
+    match e {
+        Effect::PutHolder(l) => s.holder = Some(l.clone()),
+        Effect::DeleteHolder { owner, fence } => {
+            if s.holder.as_ref().is_some_and(|h| h.is_pair(owner, *fence)) {
+                s.holder = None;
+            }
+        }
+        Effect::SetHighWater(f) => s.fence_high_water = *f,
+    }
 }
 
 /// Why a lease request was refused. Nothing changes on a refusal.
@@ -309,6 +367,15 @@ fn expiry(now: Millis, ttl: Millis) -> Result<Millis, LeaseError> {
 
 /// Decides one request against the stored state. Total and deterministic.
 pub fn decide(state: &LeaseState, req: &Request) -> Result<Decision, LeaseError> {
+    let (outcome, next) = decide_next(state, req)?;
+    Ok(Decision {
+        outcome,
+        effects: effects(state, &next),
+        next,
+    })
+}
+
+fn decide_next(state: &LeaseState, req: &Request) -> Result<(Outcome, LeaseState), LeaseError> {
     match req {
         Request::Acquire { owner, now, ttl } => {
             let expires_at = expiry(*now, *ttl)?;
@@ -332,16 +399,16 @@ pub fn decide(state: &LeaseState, req: &Request) -> Result<Decision, LeaseError>
                 fence,
                 expires_at,
             };
-            Ok(Decision {
-                outcome: Outcome::Acquired {
+            Ok((
+                Outcome::Acquired {
                     lease: lease.clone(),
                     replaced: state.holder.clone(),
                 },
-                next: LeaseState {
+                LeaseState {
                     holder: Some(lease),
                     fence_high_water: fence,
                 },
-            })
+            ))
         }
         Request::Renew {
             owner,
@@ -377,7 +444,7 @@ pub fn decide(state: &LeaseState, req: &Request) -> Result<Decision, LeaseError>
                 Request::Commit { .. } => Outcome::Admitted { lease },
                 _ => Outcome::Renewed { lease },
             };
-            Ok(Decision { outcome, next })
+            Ok((outcome, next))
         }
         Request::Release { owner, fence } => Ok(release_if(state, |h| h.is_pair(owner, *fence))),
         Request::ReleaseByOwner { owner } => Ok(release_if(state, |h| h.owner == *owner)),
@@ -387,21 +454,21 @@ pub fn decide(state: &LeaseState, req: &Request) -> Result<Decision, LeaseError>
 /// A release: deletes the holder if `own` says it is the caller's (keeping
 /// the fence high-water mark), else answers who holds the slot and changes
 /// nothing.
-fn release_if(state: &LeaseState, own: impl FnOnce(&Lease) -> bool) -> Decision {
+fn release_if(state: &LeaseState, own: impl FnOnce(&Lease) -> bool) -> (Outcome, LeaseState) {
     match &state.holder {
-        Some(h) if own(h) => Decision {
-            outcome: Outcome::Released,
-            next: LeaseState {
+        Some(h) if own(h) => (
+            Outcome::Released,
+            LeaseState {
                 holder: None,
                 fence_high_water: state.fence_high_water.max(h.fence),
             },
-        },
-        other => Decision {
-            outcome: Outcome::NotHeld {
+        ),
+        other => (
+            Outcome::NotHeld {
                 held_by: other.as_ref().map(|h| h.owner.clone()),
             },
-            next: state.clone(),
-        },
+            state.clone(),
+        ),
     }
 }
 

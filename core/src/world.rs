@@ -395,15 +395,97 @@ pub enum Outcome {
     },
 }
 
-/// A decision: the outcome and the state to persist.
+/// A decision: the outcome and the row writes to apply in the same
+/// transaction.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Decision {
     /// What happened.
     pub outcome: Outcome,
-    /// The state to write back.
+    /// The rows to write, in order; empty when nothing changed.
+    pub effects: Vec<Effect>,
+    /// The decided slot: the loaded slot with `effects` applied.
     pub next: WorldSlot,
     /// Whether `next` differs from the loaded state.
     pub changed: bool,
+}
+
+/// One row write of the control catalog, as a decision hands it to a
+/// backend. A backend maps each to one statement, in order; it keeps no diff
+/// of its own. [`effects`] derives them and [`apply_effect`] is the memory
+/// backend's writer (and the oracle the SQL backends are compared with).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Effect {
+    /// Insert the world's row; when it exists, set its status and tick head
+    /// only (its identity and writer mode never change once recorded).
+    PutWorld(WorldRecord),
+    /// Insert or replace the world's fence row.
+    PutFence {
+        /// The world.
+        world_id: String,
+        /// The fence.
+        fence: WorldFence,
+    },
+    /// Insert a table's signature (a recorded signature is never
+    /// rewritten).
+    PutSignature {
+        /// The world.
+        world_id: String,
+        /// The signature.
+        signature: Signature,
+    },
+}
+
+/// The effects that turn `before` (the loaded slot) into `next`: the world
+/// row, then the fence, then each new signature by table id. A slot without
+/// a record writes nothing.
+pub fn effects(before: &WorldSlot, next: &WorldSlot) -> Vec<Effect> {
+    let Some(r) = &next.record else {
+        return Vec::new();
+    };
+    let world_id = &r.identity.world_id;
+    let mut out = Vec::new();
+    if before.record != next.record {
+        out.push(Effect::PutWorld(r.clone()));
+    }
+    if before.fence != next.fence {
+        out.push(Effect::PutFence {
+            world_id: world_id.clone(),
+            fence: next.fence.clone(),
+        });
+    }
+    for s in &next.signatures {
+        if before
+            .signatures
+            .binary_search_by(|x| x.table_id.cmp(&s.table_id))
+            .is_err()
+        {
+            out.push(Effect::PutSignature {
+                world_id: world_id.clone(),
+                signature: s.clone(),
+            });
+        }
+    }
+    out
+}
+
+/// Applies one effect to a slot, as a backend applies it to its rows.
+pub fn apply_effect(slot: &mut WorldSlot, e: &Effect) {
+    match e {
+        Effect::PutWorld(r) => match &mut slot.record {
+            Some(old) => {
+                old.status = r.status;
+                old.tick_head = r.tick_head;
+            }
+            None => slot.record = Some(r.clone()),
+        },
+        Effect::PutFence { fence, .. } => slot.fence = fence.clone(),
+        Effect::PutSignature { signature, .. } => {
+            let at = &signature.table_id;
+            if let Err(i) = slot.signatures.binary_search_by(|x| x.table_id.cmp(at)) {
+                slot.signatures.insert(i, signature.clone());
+            }
+        }
+    }
 }
 
 /// Why a control-catalog request was refused. Nothing changes on a refusal.
@@ -568,6 +650,7 @@ fn conflict(world_id: &str, stored: &WorldRecord, asked: &WorldRecord) -> WorldE
 fn done(outcome: Outcome, next: WorldSlot, changed: bool) -> Result<Decision, WorldError> {
     Ok(Decision {
         outcome,
+        effects: Vec::new(),
         next,
         changed,
     })
@@ -586,7 +669,7 @@ pub fn decide(state: &WorldSlot, req: &Request) -> Result<Decision, WorldError> 
             });
         }
     }
-    match req {
+    let mut d = match req {
         Request::Register { record } => register(state, record),
         Request::Retire { record } => retire(state, record),
         Request::AdvanceTick { tick, .. } => advance_tick(state, world_id, *tick),
@@ -597,7 +680,11 @@ pub fn decide(state: &WorldSlot, req: &Request) -> Result<Decision, WorldError> 
             holder, purpose, ..
         } => acquire_fence(state, world_id, holder, *purpose),
         Request::CommitTick { epoch, tick, .. } => commit_tick(state, world_id, *epoch, *tick),
+    }?;
+    if d.changed {
+        d.effects = effects(state, &d.next);
     }
+    Ok(d)
 }
 
 /// `AcquireFence`: the world must be recorded and active; a resume also

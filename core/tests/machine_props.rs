@@ -205,3 +205,27 @@ fn the_fence_checker_catches_a_lowering_floor_import() {
     assert_eq!(v.invariant, "fence-state-monotonic");
     assert_eq!(v.step, 1);
 }
+
+/// A lease machine whose release hands the backend no row to write: its
+/// decided state drops the holder, its effects keep it.
+fn release_unwritten(
+    s: &lease::LeaseState,
+    r: &lease::Request,
+) -> Result<lease::Decision, lease::LeaseError> {
+    let mut d = lease::decide(s, r)?;
+    d.effects
+        .retain(|e| !matches!(e, lease::Effect::DeleteHolder { .. }));
+    Ok(d)
+}
+
+#[test]
+fn the_lease_checker_catches_effects_that_do_not_write_the_decision() {
+    let ops = [
+        LeaseOp::Acquire { owner: 1, ttl: 5 },
+        LeaseOp::ReleaseByOwner { owner: 1 },
+    ];
+    assert_eq!(check_lease_stream(&ops), Ok(()));
+    let v = check_lease_stream_with(release_unwritten, &ops).unwrap_err();
+    assert_eq!(v.invariant, "effects-write-the-decided-state");
+    assert_eq!(v.step, 1);
+}

@@ -72,6 +72,7 @@ fn resurrecting(state: &WorldSlot, req: &Request) -> Result<Decision, WorldError
             next.record = Some(record.clone());
             return Ok(Decision {
                 outcome: Outcome::Registered { created: true },
+                effects: custos_core::world::effects(state, &next),
                 next,
                 changed: true,
             });
@@ -93,6 +94,7 @@ fn overwriting(state: &WorldSlot, req: &Request) -> Result<Decision, WorldError>
                 next.signatures[i] = signature.clone();
                 return Ok(Decision {
                     outcome: Outcome::SignatureRegistered { created: true },
+                    effects: custos_core::world::effects(state, &next),
                     next,
                     changed: true,
                 });
@@ -100,6 +102,15 @@ fn overwriting(state: &WorldSlot, req: &Request) -> Result<Decision, WorldError>
         }
     }
     decide(state, req)
+}
+
+/// A mutant whose decision records a signature in its slot but hands the
+/// backend no row to write for it.
+fn unwritten(state: &WorldSlot, req: &Request) -> Result<Decision, WorldError> {
+    let mut d = decide(state, req)?;
+    d.effects
+        .retain(|e| !matches!(e, custos_core::world::Effect::PutSignature { .. }));
+    Ok(d)
 }
 
 #[test]
@@ -151,4 +162,8 @@ fn the_checker_catches_broken_deciders() {
     let v = check_world_stream_with(overwriting, &overwrite).unwrap_err();
     assert_eq!(v.step, 2);
     assert_eq!(v.invariant, "a recorded signature never changes");
+    // What a decision records, its effects write.
+    let v = check_world_stream_with(unwritten, &overwrite).unwrap_err();
+    assert_eq!(v.step, 1);
+    assert_eq!(v.invariant, "the effects write the decided slot");
 }

@@ -91,6 +91,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod effect;
 pub mod read;
 
 #[cfg(test)]
@@ -850,7 +851,9 @@ pub enum AccessOutcome {
 pub struct AccessDecision {
     /// What the request did.
     pub outcome: AccessOutcome,
-    /// The state after it.
+    /// The rows to write, in order ([`effect`]); empty when nothing changed.
+    pub effects: Vec<effect::Effect>,
+    /// The state after it: the loaded state with `effects` applied.
     pub next: CatalogueState,
 }
 
@@ -962,7 +965,11 @@ pub fn footprint(req: &AccessRequest) -> AccessFootprint {
 pub fn decide(state: &CatalogueState, req: &AccessRequest) -> Result<AccessDecision, AccessError> {
     let mut next = state.clone();
     let outcome = apply(&mut next, req)?;
-    Ok(AccessDecision { outcome, next })
+    Ok(AccessDecision {
+        outcome,
+        effects: effect::effects(state, &next),
+        next,
+    })
 }
 
 fn apply(s: &mut CatalogueState, req: &AccessRequest) -> Result<AccessOutcome, AccessError> {

@@ -306,17 +306,54 @@ pub fn compile(catalog: &Catalog, source: &dyn ReleaseSource) -> Result<Snapshot
     compile_admitting(catalog, source, &BTreeSet::new())
 }
 
-/// Compiles `catalog`'s desired state into the snapshot of its generation,
+/// The facts of the releases a catalog names, as its [`ReleaseSource`]
+/// answered: one answer per distinct release (`Err` when it could not be
+/// read). What [`gather`] fetches and [`compile_gathered`] decides over.
+pub type Gathered = BTreeMap<Sha256, Result<Option<ReleaseFacts>, String>>;
+
+/// Asks `source` once for each distinct release `catalog`'s deployments
+/// name, in digest order: the port's part of a compilation, done before
+/// the pure part ([`compile_gathered`]) so that deciding never calls a
+/// port. Holds one answer per distinct release (bounded by the catalog's
+/// deployment bound).
+pub fn gather(catalog: &Catalog, source: &dyn ReleaseSource) -> Gathered {
+    let named: BTreeSet<Sha256> = catalog
+        .objects
+        .values()
+        .map(|d| d.manifest.release)
+        .collect();
+    named
+        .into_iter()
+        .map(|r| {
+            let answer = source.release(&r);
+            (r, answer)
+        })
+        .collect()
+}
+
+/// [`gather`], then [`compile_gathered`]; an ambiguous namespace refuses
+/// before the port is asked anything.
+pub fn compile_admitting(
+    catalog: &Catalog,
+    source: &dyn ReleaseSource,
+    admitted: &BTreeSet<String>,
+) -> Result<Snapshot, DeploymentError> {
+    check_namespaces(catalog)?;
+    compile_gathered(catalog, &gather(catalog, source), admitted)
+}
+
+/// Compiles `catalog`'s desired state into the snapshot of its generation
+/// over the release facts gathered before it (pure: it calls no port),
 /// admitting the deployments named in `admitted` (those the publication
 /// being compiled writes: [`super::state::Decision::applied`]): each must
 /// pass [`admit`], or the whole compilation is refused with its answer.
 /// Also refuses the namespace and schema-consistency rules, malformed
-/// contract metadata, an unreadable release, and the endpoint bound
-/// (charged before each insertion). Each distinct release is asked of
-/// `source` once, in (release digest, deployment id) order.
-pub fn compile_admitting(
+/// contract metadata, an unreadable or ungathered release, and the
+/// endpoint bound (charged before each insertion). Deployments are
+/// compiled in (release digest, deployment id) order.
+pub fn compile_gathered(
     catalog: &Catalog,
-    source: &dyn ReleaseSource,
+    gathered: &Gathered,
     admitted: &BTreeSet<String>,
 ) -> Result<Snapshot, DeploymentError> {
     check_namespaces(catalog)?;
@@ -327,22 +364,31 @@ pub fn compile_admitting(
     let mut schemas: BTreeMap<(String, String, String), Sha256> = BTreeMap::new();
     let mut compiled: BTreeMap<String, (Record, Vec<Export>)> = BTreeMap::new();
     // The release being compiled: its facts and, once derived, its exports.
-    let mut current: Option<(Sha256, Option<ReleaseFacts>, Option<Vec<Export>>)> = None;
+    let mut current: Option<(Sha256, Option<&ReleaseFacts>, Option<Vec<Export>>)> = None;
     for d in order {
         let m = &d.manifest;
         if current.as_ref().is_none_or(|(r, _, _)| *r != m.release) {
-            let facts = source.release(&m.release).map_err(|detail| {
-                DeploymentError::ReleaseUnavailable {
-                    release: m.release,
-                    detail,
+            let facts = match gathered.get(&m.release) {
+                Some(Ok(f)) => f.as_ref(),
+                Some(Err(detail)) => {
+                    return Err(DeploymentError::ReleaseUnavailable {
+                        release: m.release,
+                        detail: detail.clone(),
+                    })
                 }
-            })?;
+                None => {
+                    return Err(DeploymentError::ReleaseUnavailable {
+                        release: m.release,
+                        detail: "not gathered before compilation".into(),
+                    })
+                }
+            };
             current = Some((m.release, facts, None));
         }
         let Some((_, facts, derived)) = current.as_mut() else {
             continue;
         };
-        let exports = match admit(&m.tenant, &m.release, facts.as_ref()) {
+        let exports = match admit(&m.tenant, &m.release, *facts) {
             Ok(contract) => match derived {
                 Some(e) => e.clone(),
                 None => {

@@ -315,6 +315,7 @@ mod tests {
                                 custody: Custody::Resident,
                                 changed: true,
                             },
+                            effects: catalogue::effect::effects(s, &next),
                             next,
                         });
                     }

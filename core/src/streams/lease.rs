@@ -199,6 +199,17 @@ impl LeaseWatch {
         before: &LeaseState,
         decision: &lease::Decision,
     ) -> Result<(), Violation> {
+        let mut written = before.clone();
+        for e in &decision.effects {
+            lease::apply_effect(&mut written, e);
+        }
+        if written != decision.next {
+            return Err(violation(
+                "effects-write-the-decided-state",
+                step,
+                format!("{req:?}: effects {:?}", decision.effects),
+            ));
+        }
         if decision.next.fence_high_water < before.fence_high_water {
             return Err(violation(
                 "fence-high-water-monotonic",

@@ -18,14 +18,16 @@
 //!   carrying the request's identity;
 //! - signatures stay sorted, distinct by table and valid, and a recorded
 //!   signature never changes; a forged fingerprint is never recorded;
+//! - the decision's effects, applied to the stored slot as a backend
+//!   applies them, write exactly the decided slot;
 //! - the same request decided again right after a success is an
 //!   unchanged repeat.
 
 use super::{violation, Violation};
 use crate::schema::{Field, LogicalType, Schema};
 use crate::world::{
-    decide, Decision, Request, Signature, WorldError, WorldIdentity, WorldRecord, WorldSlot,
-    WorldStatus, WriterMode,
+    apply_effect, decide, Decision, Request, Signature, WorldError, WorldIdentity, WorldRecord,
+    WorldSlot, WorldStatus, WriterMode,
 };
 
 /// The decision function of the control catalog, as the checker takes it
@@ -171,6 +173,17 @@ fn check_step(
     }
     check_record(step, req, prev.record.as_ref(), next.record.as_ref())?;
     check_signatures(step, prev, next)?;
+    let mut written = prev.clone();
+    for e in &d.effects {
+        apply_effect(&mut written, e);
+    }
+    if &written != next {
+        return Err(violation(
+            "the effects write the decided slot",
+            step,
+            format!("{req:?}: effects {:?}", d.effects),
+        ));
+    }
     match decide(next, req) {
         Ok(again) if !again.changed => {}
         other => {

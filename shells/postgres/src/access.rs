@@ -82,6 +82,7 @@ use postgres::Row;
 
 use crate::catalogue::{load_sessions, lock_head, PgCatalogue};
 use crate::conn::{db, Failure, Tx as Transaction, TxError};
+use crate::effects::EffectError;
 
 /// The catalogue schema step that creates the access tables (version 1 →
 /// 2). Applied by [`crate::catalogue::SCHEMA`] under its advisory lock, in
@@ -191,19 +192,6 @@ fn cat<T>(r: Result<T, TxError<CatalogueError>>) -> Tx<T> {
 }
 
 /// A `u64` as a stored `bigint`; one above `i64::MAX` refuses the write.
-fn big(what: &'static str, v: u64) -> Tx<i64> {
-    i64::try_from(v).map_err(|_| {
-        TxError::Refused(AccessError::Invalid {
-            what,
-            detail: format!("{v} exceeds a bigint; it cannot be stored"),
-        })
-    })
-}
-
-fn opt_big(what: &'static str, v: Option<u64>) -> Tx<Option<i64>> {
-    v.map(|v| big(what, v)).transpose()
-}
-
 /// A read's `now` as a `bigint` bound: a `now` beyond `i64::MAX` is later
 /// than every storable expiry, as `i64::MAX` is.
 fn now_bound(now_ms: u64) -> i64 {
@@ -501,172 +489,6 @@ fn load_footprint(tx: &mut Transaction<'_>, s: &mut CatalogueState, req: &Access
     Ok(())
 }
 
-// ------------------------------------------------------------------ write back
-
-fn exec(tx: &mut Transaction<'_>, sql: &str, args: &[Param<'_>]) -> Tx<()> {
-    tx.execute(sql, args).map_err(pg("access-write"))?;
-    Ok(())
-}
-
-fn write_principal(tx: &mut Transaction<'_>, id: &str, p: &PrincipalRow) -> Tx<()> {
-    exec(
-        tx,
-        "INSERT INTO access_principals (principal_id, kind, name, created_at_ms)
-         VALUES ($1, $2, $3, $4)
-         ON CONFLICT (principal_id) DO UPDATE SET kind = EXCLUDED.kind, name = EXCLUDED.name,
-             created_at_ms = EXCLUDED.created_at_ms",
-        &[
-            &id,
-            &p.kind.as_str(),
-            &p.name,
-            &big("principal created_at_ms", p.created_at_ms)?,
-        ],
-    )
-}
-
-fn write_credential(tx: &mut Transaction<'_>, sha: &Sha, c: &CredentialRow) -> Tx<()> {
-    exec(
-        tx,
-        "INSERT INTO access_credentials (digest, kind, principal_id, state, issued_at_ms,
-             claimed_at_ms, last_resumed_ms, expires_at_ms, issued_by)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-         ON CONFLICT (digest) DO UPDATE SET kind = EXCLUDED.kind,
-             principal_id = EXCLUDED.principal_id, state = EXCLUDED.state,
-             issued_at_ms = EXCLUDED.issued_at_ms, claimed_at_ms = EXCLUDED.claimed_at_ms,
-             last_resumed_ms = EXCLUDED.last_resumed_ms, expires_at_ms = EXCLUDED.expires_at_ms,
-             issued_by = EXCLUDED.issued_by",
-        &[
-            &sha.to_hex(),
-            &c.kind.as_str(),
-            &c.principal,
-            &c.state.as_str(),
-            &big("credential issued_at_ms", c.issued_at_ms)?,
-            &opt_big("credential claimed_at_ms", c.claimed_at_ms)?,
-            &opt_big("credential last_resumed_ms", c.last_resumed_ms)?,
-            &opt_big("credential expires_at_ms", c.expires_at_ms)?,
-            &c.issued_by,
-        ],
-    )
-}
-
-fn write_claim(tx: &mut Transaction<'_>, claim: &ClaimDigest, c: &ClaimRow) -> Tx<()> {
-    let (word, bound_digest, bound_kind, at) = match &c.state {
-        ClaimState::Open => ("open", None, None, None),
-        ClaimState::Void => ("void", None, None, None),
-        ClaimState::Claimed { digest, at_ms } => (
-            "claimed",
-            Some(digest.sha().to_hex()),
-            Some(digest.kind().as_str()),
-            Some(*at_ms),
-        ),
-    };
-    exec(
-        tx,
-        "INSERT INTO access_claims (claim, principal_id, expires_at_ms, state, bound_digest,
-             bound_kind, claimed_at_ms)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)
-         ON CONFLICT (claim) DO UPDATE SET principal_id = EXCLUDED.principal_id,
-             expires_at_ms = EXCLUDED.expires_at_ms, state = EXCLUDED.state,
-             bound_digest = EXCLUDED.bound_digest, bound_kind = EXCLUDED.bound_kind,
-             claimed_at_ms = EXCLUDED.claimed_at_ms",
-        &[
-            &claim.sha().to_hex(),
-            &c.principal,
-            &big("claim expires_at_ms", c.expires_at_ms)?,
-            &word,
-            &bound_digest,
-            &bound_kind,
-            &opt_big("claim claimed_at_ms", at)?,
-        ],
-    )
-}
-
-/// Removes the rows `next` lost (children first).
-fn store_removals(tx: &mut Transaction<'_>, b: &AccessState, n: &AccessState) -> Tx<()> {
-    for (p, s) in b.memberships.keys() {
-        if !n.memberships.contains_key(&(p.clone(), s.clone())) {
-            exec(
-                tx,
-                "DELETE FROM access_memberships WHERE principal_id = $1 AND session_id = $2",
-                &[p, s],
-            )?;
-        }
-    }
-    for sha in b.credentials.keys() {
-        if !n.credentials.contains_key(sha) {
-            let hex = sha.to_hex();
-            exec(
-                tx,
-                "DELETE FROM access_credentials WHERE digest = $1",
-                &[&hex],
-            )?;
-        }
-    }
-    for claim in b.claims.keys() {
-        if !n.claims.contains_key(claim) {
-            let hex = claim.sha().to_hex();
-            exec(tx, "DELETE FROM access_claims WHERE claim = $1", &[&hex])?;
-        }
-    }
-    for id in b.principals.keys() {
-        if !n.principals.contains_key(id) {
-            exec(
-                tx,
-                "DELETE FROM access_principals WHERE principal_id = $1",
-                &[id],
-            )?;
-        }
-    }
-    Ok(())
-}
-
-/// Writes back the rows that differ between the loaded `before` and `next`:
-/// removals, then principals (parents), then rows that existed before (a
-/// claim voided before its successor opens, for the one-open index), then
-/// new rows.
-fn store(tx: &mut Transaction<'_>, before: &CatalogueState, next: &CatalogueState) -> Tx<()> {
-    if before.revision != next.revision {
-        exec(
-            tx,
-            "UPDATE catalogue_head SET revision = $1 WHERE singleton = 1",
-            &[&big("revision", next.revision)?],
-        )?;
-    }
-    let (b, n) = (&before.access, &next.access);
-    store_removals(tx, b, n)?;
-    for (id, p) in &n.principals {
-        if b.principals.get(id) != Some(p) {
-            write_principal(tx, id, p)?;
-        }
-    }
-    for existed in [true, false] {
-        for (sha, c) in &n.credentials {
-            let prev = b.credentials.get(sha);
-            if prev.is_some() == existed && prev != Some(c) {
-                write_credential(tx, sha, c)?;
-            }
-        }
-        for (k, c) in &n.claims {
-            let prev = b.claims.get(k);
-            if prev.is_some() == existed && prev != Some(c) {
-                write_claim(tx, k, c)?;
-            }
-        }
-    }
-    for ((p, s), role) in &n.memberships {
-        if b.memberships.get(&(p.clone(), s.clone())) != Some(role) {
-            exec(
-                tx,
-                "INSERT INTO access_memberships (principal_id, session_id, role)
-                 VALUES ($1, $2, $3)
-                 ON CONFLICT (principal_id, session_id) DO UPDATE SET role = EXCLUDED.role",
-                &[p, s, &role.as_str()],
-            )?;
-        }
-    }
-    Ok(())
-}
-
 // ------------------------------------------------------------------ reads
 
 /// The credential row of `digest` (a primary-key probe naming the kind) and
@@ -711,7 +533,15 @@ impl Access for PgCatalogue {
             cat(lock_head(tx, &mut before))?;
             load_footprint(tx, &mut before, req)?;
             let d = access::decide(&before, req).map_err(TxError::Refused)?;
-            store(tx, &before, &d.next)?;
+            for e in &d.effects {
+                crate::effects::apply_access(tx, e).map_err(|e| match e {
+                    EffectError::Db(e) => pg("access-write")(e),
+                    EffectError::TooBig(what, v) => TxError::Refused(AccessError::Invalid {
+                        what,
+                        detail: format!("{v} exceeds a bigint; it cannot be stored"),
+                    }),
+                })?;
+            }
             Ok(d.outcome)
         }))
     }

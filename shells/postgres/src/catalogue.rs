@@ -89,8 +89,8 @@ use std::fmt;
 use custos_core::catalogue::custody::{Custody, MOVE_OP_LIMIT, ORCHESTRATOR_NAME_LIMIT};
 use custos_core::catalogue::{
     self, footprint, is_delegate_pair, Catalogue, CatalogueError, CatalogueState, Delegate,
-    DelegateRow, Deletion, Footprint, InitState, Move, Outcome, Page, Recent, Registration,
-    Request, SessionRow, StoredSession, Visibility, LISTING_LIMIT,
+    DelegateRow, Deletion, Footprint, Move, Outcome, Page, Recent, Registration, Request,
+    StoredSession, Visibility, LISTING_LIMIT,
 };
 use custos_core::catalogue::{
     CREATION_KEY_LIMIT, DISPLAY_NAME_LIMIT, LOCAL_WORKSPACE_LIMIT, MODEL_KEY_LIMIT,
@@ -103,6 +103,7 @@ use crate::conn::Tx as Transaction;
 
 use crate::conn::Conn;
 use crate::conn::{db, Component, Failure, TxError};
+use crate::effects::EffectError;
 use crate::Target;
 
 /// The component name recorded in `custos_versions` (and every table's
@@ -397,10 +398,6 @@ impl Cols<'_> {
 
 /// A `u64` as a stored `bigint`; one above `i64::MAX` cannot be stored and
 /// refuses the write.
-fn big(what: &'static str, v: u64) -> Tx<i64> {
-    i64::try_from(v).map_err(|_| bad(what, format!("{v} exceeds a bigint; it cannot be stored")))
-}
-
 const SESSION_SELECT: &str = "
 SELECT s.session_id, s.creation_key, s.name, s.workspace, s.profile, s.model, s.executor, s.pool,
        s.created_at_ms, s.state, n.name, a.session_id IS NOT NULL, t.subtitle,
@@ -650,225 +647,6 @@ fn load(tx: &mut Transaction<'_>, s: &mut CatalogueState, fp: &Footprint) -> Tx<
     Ok(())
 }
 
-// ------------------------------------------------------------------ write back
-
-fn exec(tx: &mut Transaction<'_>, sql: &str, args: &[Param<'_>]) -> Tx<()> {
-    tx.execute(sql, args).map_err(pg("write"))?;
-    Ok(())
-}
-
-const SIDE_TABLES: [&str; 5] = [
-    "catalogue_session_names",
-    "catalogue_session_archives",
-    "catalogue_session_subtitles",
-    "catalogue_session_moves",
-    "catalogue_session_deletions",
-];
-
-fn write_registration(tx: &mut Transaction<'_>, id: &str, r: &SessionRow) -> Tx<()> {
-    let c = &r.creation;
-    let s = |o: &Option<String>| o.clone().unwrap_or_default();
-    let state = match r.state {
-        InitState::Reserved => "reserved",
-        InitState::Saved => "saved",
-    };
-    exec(
-        tx,
-        "INSERT INTO catalogue_sessions (session_id, creation_key, name, workspace, created_at_ms,
-                                         state, profile, model, executor, pool)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-         ON CONFLICT (session_id) DO UPDATE SET creation_key = EXCLUDED.creation_key,
-             name = EXCLUDED.name, workspace = EXCLUDED.workspace,
-             created_at_ms = EXCLUDED.created_at_ms, state = EXCLUDED.state,
-             profile = EXCLUDED.profile, model = EXCLUDED.model,
-             executor = EXCLUDED.executor, pool = EXCLUDED.pool",
-        &[
-            &id,
-            &c.creation_key,
-            &c.name,
-            &c.workspace,
-            &big("created_at_ms", r.created_at_ms)?,
-            &state,
-            &s(&c.profile),
-            &s(&c.model),
-            &s(&c.executor),
-            &s(&c.pool),
-        ],
-    )
-}
-
-/// Sets (`Some`) or removes (`None`) a session's row in a side table with
-/// one value column.
-fn side_value(
-    tx: &mut Transaction<'_>,
-    table: &str,
-    column: &str,
-    id: &str,
-    v: Option<&str>,
-) -> Tx<()> {
-    match v {
-        Some(v) => exec(
-            tx,
-            &format!(
-                "INSERT INTO {table} (session_id, {column}) VALUES ($1, $2)
-                 ON CONFLICT (session_id) DO UPDATE SET {column} = EXCLUDED.{column}"
-            ),
-            &[&id, &v],
-        ),
-        None => exec(
-            tx,
-            &format!("DELETE FROM {table} WHERE session_id = $1"),
-            &[&id],
-        ),
-    }
-}
-
-/// Sets or removes a session's row in a marker table (no value column).
-fn side_mark(tx: &mut Transaction<'_>, table: &str, id: &str, on: bool) -> Tx<()> {
-    let sql = if on {
-        format!("INSERT INTO {table} (session_id) VALUES ($1) ON CONFLICT DO NOTHING")
-    } else {
-        format!("DELETE FROM {table} WHERE session_id = $1")
-    };
-    exec(tx, &sql, &[&id])
-}
-
-fn write_session(
-    tx: &mut Transaction<'_>,
-    id: &str,
-    before: Option<&SessionRow>,
-    r: &SessionRow,
-) -> Tx<()> {
-    if before.map(|b| (&b.creation, b.created_at_ms, b.state))
-        != Some((&r.creation, r.created_at_ms, r.state))
-    {
-        write_registration(tx, id, r)?;
-    }
-    if before.map(|b| &b.name_override) != Some(&r.name_override) {
-        let v = r.name_override.as_deref();
-        side_value(tx, "catalogue_session_names", "name", id, v)?;
-    }
-    if before.map(|b| b.visibility) != Some(r.visibility) {
-        let on = r.visibility == Visibility::Archived;
-        side_mark(tx, "catalogue_session_archives", id, on)?;
-    }
-    if before.map(|b| &b.subtitle) != Some(&r.subtitle) {
-        let v = r.subtitle.as_deref();
-        side_value(tx, "catalogue_session_subtitles", "subtitle", id, v)?;
-    }
-    if before.map(|b| &b.custody) != Some(&r.custody) {
-        match (r.custody.state_word(), r.custody.row()) {
-            (Some(word), Some((op, peer))) => exec(
-                tx,
-                "INSERT INTO catalogue_session_moves (session_id, op, peer, state)
-                 VALUES ($1, $2, $3, $4)
-                 ON CONFLICT (session_id) DO UPDATE SET op = EXCLUDED.op,
-                     peer = EXCLUDED.peer, state = EXCLUDED.state",
-                &[&id, &op.as_str(), &peer.as_str(), &word],
-            )?,
-            _ => side_mark(tx, "catalogue_session_moves", id, false)?,
-        }
-    }
-    if before.map(|b| b.deleting) != Some(r.deleting) {
-        side_mark(tx, "catalogue_session_deletions", id, r.deleting)?;
-    }
-    Ok(())
-}
-
-/// Writes back the rows that differ between the loaded `before` and `next`.
-fn store(tx: &mut Transaction<'_>, before: &CatalogueState, next: &CatalogueState) -> Tx<()> {
-    if (before.revision, before.recent_seq) != (next.revision, next.recent_seq) {
-        exec(
-            tx,
-            "UPDATE catalogue_head SET revision = $1, recent_seq = $2 WHERE singleton = 1",
-            &[
-                &big("revision", next.revision)?,
-                &big("recent sequence", next.recent_seq)?,
-            ],
-        )?;
-    }
-    // Removals first (children before parents), then upserts (parents first).
-    for ws in before.workspace_defaults.keys() {
-        if !next.workspace_defaults.contains_key(ws) {
-            exec(
-                tx,
-                "DELETE FROM catalogue_workspace_defaults WHERE workspace = $1",
-                &[ws],
-            )?;
-        }
-    }
-    for (sp, pa) in before.delegates.keys() {
-        if !next.delegates.contains_key(&(sp.clone(), pa.clone())) {
-            exec(
-                tx,
-                "DELETE FROM catalogue_delegate_sessions WHERE spawner = $1 AND parent_session = $2",
-                &[sp, pa],
-            )?;
-        }
-    }
-    for id in before.sessions.keys() {
-        if !next.sessions.contains_key(id) {
-            for t in SIDE_TABLES {
-                exec(tx, &format!("DELETE FROM {t} WHERE session_id = $1"), &[id])?;
-            }
-            exec(
-                tx,
-                "DELETE FROM catalogue_sessions WHERE session_id = $1",
-                &[id],
-            )?;
-        }
-    }
-    for (id, row) in &next.sessions {
-        let prev = before.sessions.get(id);
-        if prev != Some(row) {
-            write_session(tx, id, prev, row)?;
-        }
-    }
-    for (ws, id) in &next.workspace_defaults {
-        if before.workspace_defaults.get(ws) != Some(id) {
-            exec(
-                tx,
-                "INSERT INTO catalogue_workspace_defaults (workspace, session_id) VALUES ($1, $2)
-                 ON CONFLICT (workspace) DO UPDATE SET session_id = EXCLUDED.session_id",
-                &[ws, id],
-            )?;
-        }
-    }
-    for ((sp, pa), d) in &next.delegates {
-        if before.delegates.get(&(sp.clone(), pa.clone())) != Some(d) {
-            exec(
-                tx,
-                "INSERT INTO catalogue_delegate_sessions
-                     (spawner, parent_session, session_id, last_contact_ms)
-                 VALUES ($1, $2, $3, $4)
-                 ON CONFLICT (spawner, parent_session) DO UPDATE SET
-                     session_id = EXCLUDED.session_id, last_contact_ms = EXCLUDED.last_contact_ms",
-                &[
-                    sp,
-                    pa,
-                    &d.session_id,
-                    &big("last_contact_ms", d.last_contact_ms)?,
-                ],
-            )?;
-        }
-    }
-    for r in before.recent.difference(&next.recent) {
-        exec(
-            tx,
-            "DELETE FROM catalogue_recent_folders WHERE id = $1",
-            &[&big("recent id", r.id)?],
-        )?;
-    }
-    for r in next.recent.difference(&before.recent) {
-        exec(
-            tx,
-            "INSERT INTO catalogue_recent_folders (id, path) VALUES ($1, $2)",
-            &[&big("recent id", r.id)?, &r.path],
-        )?;
-    }
-    Ok(())
-}
-
 // ------------------------------------------------------------------ the port
 
 impl Catalogue for PgCatalogue {
@@ -888,7 +666,14 @@ impl Catalogue for PgCatalogue {
             lock_head(tx, &mut before)?;
             load(tx, &mut before, &fp)?;
             let d = catalogue::decide(&before, req).map_err(refuse)?;
-            store(tx, &before, &d.next)?;
+            for e in &d.effects {
+                crate::effects::apply(tx, e).map_err(|e| match e {
+                    EffectError::Db(e) => pg("write")(e),
+                    EffectError::TooBig(what, v) => {
+                        bad(what, format!("{v} exceeds a bigint; it cannot be stored"))
+                    }
+                })?;
+            }
             Ok(d.outcome)
         }))
     }

@@ -71,7 +71,7 @@ pub use crate::open::{OpenError, Refusal};
 
 use custos_core::fence::{Holder, WorldFence, MAX_HOLDER_LEN};
 use custos_core::world::{
-    self, codec, ControlCatalog, Outcome, Request, Signature, SignatureRecord, WorldError,
+    self, codec, ControlCatalog, Effect, Outcome, Request, Signature, SignatureRecord, WorldError,
     WorldIdentity, WorldInfo, WorldRecord, WorldSlot, WorldStatus, WriterMode, MAX_ID_LEN,
 };
 use postgres::Row;
@@ -538,41 +538,26 @@ fn write_world(tx: &mut Tx<'_>, r: &WorldRecord) -> TxRes<()> {
     Ok(())
 }
 
-fn write_back(tx: &mut Tx<'_>, before: &WorldSlot, next: &WorldSlot) -> TxRes<()> {
-    if before.record != next.record {
-        if let Some(r) = &next.record {
-            write_world(tx, r)?;
+/// Applies one of a decision's effects: one statement each.
+pub(super) fn apply_effect(tx: &mut Tx<'_>, e: &Effect) -> TxRes<()> {
+    match e {
+        Effect::PutWorld(r) => write_world(tx, r),
+        Effect::PutFence { world_id, fence } => write_fence(tx, world_id, fence),
+        Effect::PutSignature {
+            world_id,
+            signature: s,
+        } => {
+            let components = codec::components_to_json(&s.components)?;
+            let schema = codec::schema_to_json(&s.schema)?;
+            tx.execute(
+                "INSERT INTO control_signatures (world_id, table_id, components, schema, fingerprint)
+                 VALUES ($1, $2, $3, $4, $5)",
+                &[world_id, &s.table_id, &components, &schema, &s.fingerprint],
+            )
+            .map_err(db("write-signature"))?;
+            Ok(())
         }
     }
-    if before.fence != next.fence {
-        if let Some(r) = &next.record {
-            write_fence(tx, &r.identity.world_id, &next.fence)?;
-        }
-    }
-    let world_id = next
-        .record
-        .as_ref()
-        .map(|r| r.identity.world_id.as_str())
-        .unwrap_or_default();
-    for s in &next.signatures {
-        // Signatures are kept sorted by table id, not by their derived order.
-        if before
-            .signatures
-            .binary_search_by(|x| x.table_id.cmp(&s.table_id))
-            .is_ok()
-        {
-            continue;
-        }
-        let components = codec::components_to_json(&s.components)?;
-        let schema = codec::schema_to_json(&s.schema)?;
-        tx.execute(
-            "INSERT INTO control_signatures (world_id, table_id, components, schema, fingerprint)
-             VALUES ($1, $2, $3, $4, $5)",
-            &[&world_id, &s.table_id, &components, &schema, &s.fingerprint],
-        )
-        .map_err(db("write-signature"))?;
-    }
-    Ok(())
 }
 
 /// Takes the catalog's head-row lock: the first statement of every write.
@@ -611,8 +596,8 @@ impl ControlCatalog for PgControlCatalog {
             lock_head(tx)?;
             let slot = load_slot(tx, req.world_id())?;
             let d = world::decide(&slot, req)?;
-            if d.changed {
-                write_back(tx, &slot, &d.next)?;
+            for e in &d.effects {
+                apply_effect(tx, e)?;
             }
             Ok(d.outcome)
         }))

@@ -86,6 +86,7 @@ pub mod catalogue;
 pub mod cluster;
 pub mod conn;
 pub mod control;
+mod effects;
 pub mod ledger;
 mod open;
 pub mod storage;

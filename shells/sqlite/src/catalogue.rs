@@ -60,14 +60,14 @@ use custos_core::catalogue::access::AccessError;
 use custos_core::catalogue::custody::{Custody, MOVE_OP_LIMIT, ORCHESTRATOR_NAME_LIMIT};
 use custos_core::catalogue::{
     self, footprint, is_delegate_pair, Catalogue, CatalogueError, CatalogueState, Delegate,
-    DelegateRow, Deletion, Footprint, InitState, Move, Outcome, Page, Recent, Registration,
-    Request, SessionRow, StoredSession, Visibility, LISTING_LIMIT,
+    DelegateRow, Deletion, Footprint, Move, Outcome, Page, Recent, Registration, Request,
+    StoredSession, Visibility, LISTING_LIMIT,
 };
 use custos_core::catalogue::{
     CREATION_KEY_LIMIT, DISPLAY_NAME_LIMIT, LOCAL_WORKSPACE_LIMIT, MODEL_KEY_LIMIT,
     PROFILE_NAME_LIMIT, SESSION_ID_LIMIT, SUBTITLE_LIMIT,
 };
-use rusqlite::{params, Connection, Row, Transaction, TransactionBehavior};
+use rusqlite::{Connection, Row, Transaction, TransactionBehavior};
 
 use crate::codec::text_ref;
 use crate::config::{self, OpenError, DEFAULT_BUSY_TIMEOUT};
@@ -569,214 +569,6 @@ fn load(tx: &Transaction<'_>, fp: &Footprint) -> Res<CatalogueState> {
     Ok(s)
 }
 
-// ------------------------------------------------------------------ write back
-
-fn i64_of(v: u64) -> i64 {
-    i64::from_ne_bytes(v.to_ne_bytes())
-}
-
-fn exec(tx: &Transaction<'_>, sql: &str, args: &[&dyn rusqlite::ToSql]) -> Res<()> {
-    tx.prepare_cached(sql)
-        .map_err(db("write"))?
-        .execute(args)
-        .map_err(db("write"))?;
-    Ok(())
-}
-
-const SIDE_TABLES: [&str; 5] = [
-    "catalogue_session_names",
-    "catalogue_session_archives",
-    "catalogue_session_subtitles",
-    "catalogue_session_moves",
-    "catalogue_session_deletions",
-];
-
-fn write_session(
-    tx: &Transaction<'_>,
-    id: &str,
-    before: Option<&SessionRow>,
-    r: &SessionRow,
-) -> Res<()> {
-    let c = &r.creation;
-    let s = |o: &Option<String>| o.clone().unwrap_or_default();
-    if before.map(|b| (&b.creation, b.created_at_ms, b.state))
-        != Some((c, r.created_at_ms, r.state))
-    {
-        exec(
-            tx,
-            "INSERT INTO catalogue_sessions (session_id, creation_key, name, workspace, created_at_ms, state, profile, model, executor, pool)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-             ON CONFLICT (session_id) DO UPDATE SET creation_key = ?2, name = ?3, workspace = ?4,
-                 created_at_ms = ?5, state = ?6, profile = ?7, model = ?8, executor = ?9, pool = ?10",
-            params![
-                id,
-                c.creation_key,
-                c.name,
-                c.workspace,
-                i64_of(r.created_at_ms),
-                match r.state {
-                    InitState::Reserved => "reserved",
-                    InitState::Saved => "saved",
-                },
-                s(&c.profile),
-                s(&c.model),
-                s(&c.executor),
-                s(&c.pool)
-            ],
-        )?;
-    }
-    if before.map(|b| &b.name_override) != Some(&r.name_override) {
-        match &r.name_override {
-            Some(n) => exec(
-                tx,
-                "INSERT OR REPLACE INTO catalogue_session_names (session_id, name) VALUES (?1, ?2)",
-                params![id, n],
-            )?,
-            None => exec(
-                tx,
-                "DELETE FROM catalogue_session_names WHERE session_id = ?1",
-                params![id],
-            )?,
-        }
-    }
-    if before.map(|b| b.visibility) != Some(r.visibility) {
-        match r.visibility {
-            Visibility::Archived => exec(
-                tx,
-                "INSERT OR IGNORE INTO catalogue_session_archives (session_id) VALUES (?1)",
-                params![id],
-            )?,
-            Visibility::Active => exec(
-                tx,
-                "DELETE FROM catalogue_session_archives WHERE session_id = ?1",
-                params![id],
-            )?,
-        }
-    }
-    if before.map(|b| &b.subtitle) != Some(&r.subtitle) {
-        match &r.subtitle {
-            Some(t) => exec(
-                tx,
-                "INSERT OR REPLACE INTO catalogue_session_subtitles (session_id, subtitle) VALUES (?1, ?2)",
-                params![id, t],
-            )?,
-            None => exec(tx, "DELETE FROM catalogue_session_subtitles WHERE session_id = ?1", params![id])?,
-        }
-    }
-    if before.map(|b| &b.custody) != Some(&r.custody) {
-        match (r.custody.state_word(), r.custody.row()) {
-            (Some(word), Some((op, peer))) => exec(
-                tx,
-                "INSERT OR REPLACE INTO catalogue_session_moves (session_id, op, peer, state) VALUES (?1, ?2, ?3, ?4)",
-                params![id, op.as_str(), peer.as_str(), word],
-            )?,
-            _ => exec(tx, "DELETE FROM catalogue_session_moves WHERE session_id = ?1", params![id])?,
-        }
-    }
-    if before.map(|b| b.deleting) != Some(r.deleting) {
-        if r.deleting {
-            exec(
-                tx,
-                "INSERT OR IGNORE INTO catalogue_session_deletions (session_id) VALUES (?1)",
-                params![id],
-            )?;
-        } else {
-            exec(
-                tx,
-                "DELETE FROM catalogue_session_deletions WHERE session_id = ?1",
-                params![id],
-            )?;
-        }
-    }
-    Ok(())
-}
-
-/// Writes back the rows that differ between the loaded `before` and `next`.
-fn store(tx: &Transaction<'_>, before: &CatalogueState, next: &CatalogueState) -> Res<()> {
-    if (before.revision, before.recent_seq) != (next.revision, next.recent_seq) {
-        exec(
-            tx,
-            "UPDATE catalogue_meta SET revision = ?1, recent_seq = ?2 WHERE singleton = 1",
-            params![i64_of(next.revision), i64_of(next.recent_seq)],
-        )?;
-    }
-    // Removals first (children before parents), then upserts (parents first).
-    for ws in before.workspace_defaults.keys() {
-        if !next.workspace_defaults.contains_key(ws) {
-            exec(
-                tx,
-                "DELETE FROM catalogue_workspace_defaults WHERE workspace = ?1",
-                params![ws],
-            )?;
-        }
-    }
-    for (sp, pa) in before.delegates.keys() {
-        if !next.delegates.contains_key(&(sp.clone(), pa.clone())) {
-            exec(
-                tx,
-                "DELETE FROM catalogue_delegate_sessions WHERE spawner = ?1 AND parent_session = ?2",
-                params![sp, pa],
-            )?;
-        }
-    }
-    for id in before.sessions.keys() {
-        if !next.sessions.contains_key(id) {
-            for t in SIDE_TABLES {
-                exec(
-                    tx,
-                    &format!("DELETE FROM {t} WHERE session_id = ?1"),
-                    params![id],
-                )?;
-            }
-            exec(
-                tx,
-                "DELETE FROM catalogue_sessions WHERE session_id = ?1",
-                params![id],
-            )?;
-        }
-    }
-    for (id, row) in &next.sessions {
-        let prev = before.sessions.get(id);
-        if prev != Some(row) {
-            write_session(tx, id, prev, row)?;
-        }
-    }
-    for (ws, id) in &next.workspace_defaults {
-        if before.workspace_defaults.get(ws) != Some(id) {
-            exec(
-                tx,
-                "INSERT OR REPLACE INTO catalogue_workspace_defaults (workspace, session_id) VALUES (?1, ?2)",
-                params![ws, id],
-            )?;
-        }
-    }
-    for ((sp, pa), d) in &next.delegates {
-        if before.delegates.get(&(sp.clone(), pa.clone())) != Some(d) {
-            exec(
-                tx,
-                "INSERT OR REPLACE INTO catalogue_delegate_sessions (spawner, parent_session, session_id, last_contact_ms)
-                 VALUES (?1, ?2, ?3, ?4)",
-                params![sp, pa, d.session_id, i64_of(d.last_contact_ms)],
-            )?;
-        }
-    }
-    for r in before.recent.difference(&next.recent) {
-        exec(
-            tx,
-            "DELETE FROM catalogue_recent_folders WHERE id = ?1",
-            params![i64_of(r.id)],
-        )?;
-    }
-    for r in next.recent.difference(&before.recent) {
-        exec(
-            tx,
-            "INSERT INTO catalogue_recent_folders (id, path) VALUES (?1, ?2)",
-            params![i64_of(r.id), r.path],
-        )?;
-    }
-    Ok(())
-}
-
 // ------------------------------------------------------------------ the port
 
 impl Catalogue for SqliteCatalogue {
@@ -784,7 +576,9 @@ impl Catalogue for SqliteCatalogue {
         self.with(TransactionBehavior::Immediate, |tx| {
             let before = load(tx, &footprint(req))?;
             let d = catalogue::decide(&before, req)?;
-            store(tx, &before, &d.next)?;
+            for e in &d.effects {
+                crate::effects::apply(tx, e).map_err(db("write"))?;
+            }
             Ok(d.outcome)
         })
     }

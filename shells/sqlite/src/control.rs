@@ -79,7 +79,7 @@ use std::time::Duration;
 use custos_core::fence::{Epoch, Holder, WorldFence, MAX_HOLDER_LEN};
 use custos_core::identity::{catalog_location, StorageIdentity};
 use custos_core::world::{
-    self, codec, ControlCatalog, Outcome, Request, Signature, SignatureRecord, WorldError,
+    self, codec, ControlCatalog, Effect, Outcome, Request, Signature, SignatureRecord, WorldError,
     WorldIdentity, WorldInfo, WorldRecord, WorldSlot, WorldStatus, WriterMode, MAX_ID_LEN,
 };
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
@@ -616,9 +616,10 @@ fn load_slot(tx: &Transaction<'_>, world_id: &str) -> Res<WorldSlot> {
     })
 }
 
-fn write_back(tx: &Transaction<'_>, before: &WorldSlot, next: &WorldSlot) -> Res<()> {
-    if before.record != next.record {
-        if let Some(r) = &next.record {
+/// Applies one of a decision's effects: one statement each.
+pub(super) fn apply_effect(tx: &Transaction<'_>, e: &Effect) -> Res<()> {
+    match e {
+        Effect::PutWorld(r) => {
             let tick = i64::try_from(r.tick_head).map_err(|_| WorldError::Invalid {
                 what: "tick_head",
                 detail: r.tick_head.to_string(),
@@ -640,39 +641,25 @@ fn write_back(tx: &Transaction<'_>, before: &WorldSlot, next: &WorldSlot) -> Res
             ])
             .map_err(db("write-world"))?;
         }
-    }
-    if before.fence != next.fence {
-        if let Some(r) = &next.record {
-            write_fence(tx, &r.identity.world_id, &next.fence)?;
-        }
-    }
-    for s in &next.signatures {
-        // Signatures are kept sorted by table id, not by their derived order.
-        if before
-            .signatures
-            .binary_search_by(|x| x.table_id.cmp(&s.table_id))
-            .is_ok()
-        {
-            continue;
-        }
-        let world_id = next
-            .record
-            .as_ref()
-            .map(|r| r.identity.world_id.as_str())
-            .unwrap_or_default();
-        tx.prepare_cached(
-            "INSERT INTO control_signatures (world_id, table_id, components, schema, fingerprint)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
-        )
-        .map_err(db("write-signature"))?
-        .execute(params![
+        Effect::PutFence { world_id, fence } => write_fence(tx, world_id, fence)?,
+        Effect::PutSignature {
             world_id,
-            s.table_id,
-            codec::components_to_json(&s.components)?,
-            codec::schema_to_json(&s.schema)?,
-            s.fingerprint
-        ])
-        .map_err(db("write-signature"))?;
+            signature: s,
+        } => {
+            tx.prepare_cached(
+                "INSERT INTO control_signatures (world_id, table_id, components, schema, fingerprint)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .map_err(db("write-signature"))?
+            .execute(params![
+                world_id,
+                s.table_id,
+                codec::components_to_json(&s.components)?,
+                codec::schema_to_json(&s.schema)?,
+                s.fingerprint
+            ])
+            .map_err(db("write-signature"))?;
+        }
     }
     Ok(())
 }
@@ -682,8 +669,8 @@ impl ControlCatalog for SqliteControlCatalog {
         self.with(TransactionBehavior::Immediate, |tx| {
             let slot = load_slot(tx, req.world_id())?;
             let d = world::decide(&slot, req)?;
-            if d.changed {
-                write_back(tx, &slot, &d.next)?;
+            for e in &d.effects {
+                apply_effect(tx, e)?;
             }
             Ok(d.outcome)
         })

@@ -106,12 +106,12 @@ pub(crate) fn decode(row: &rusqlite::Row<'_>) -> Result<LeaseState, Fault> {
     })
 }
 
-/// Writes `next` back, touching only what differs from `prev` (the state it
-/// was decided from). A cleared holder deletes only the previous pair.
-pub(crate) fn store(c: &Connection, prev: &LeaseState, next: &LeaseState) -> Result<(), Fault> {
-    if prev.holder != next.holder {
-        match (&prev.holder, &next.holder) {
-            (_, Some(l)) => {
+/// Applies a decision's effects, one statement each. A cleared holder
+/// deletes only the pair it names.
+pub(crate) fn store(c: &Connection, effects: &[lease::Effect]) -> Result<(), Fault> {
+    for e in effects {
+        match e {
+            lease::Effect::PutHolder(l) => {
                 c.prepare_cached(
                     "INSERT INTO writer_lease (slot, owner, fence, expires_at) VALUES (1, ?1, ?2, ?3)
                      ON CONFLICT (slot) DO UPDATE SET owner = excluded.owner,
@@ -125,25 +125,24 @@ pub(crate) fn store(c: &Connection, prev: &LeaseState, next: &LeaseState) -> Res
                 ])
                 .map_err(Fault::db("lease-store"))?;
             }
-            (Some(p), None) => {
+            lease::Effect::DeleteHolder { owner, fence } => {
                 c.prepare_cached(
                     "DELETE FROM writer_lease WHERE slot = 1 AND owner = ?1 AND fence = ?2",
                 )
                 .map_err(Fault::db("lease-store"))?
-                .execute(params![p.owner.as_str(), u64_to_sql(p.fence)])
+                .execute(params![owner.as_str(), u64_to_sql(*fence)])
                 .map_err(Fault::db("lease-store"))?;
             }
-            (None, None) => {}
+            lease::Effect::SetHighWater(high) => {
+                c.prepare_cached(
+                    "INSERT INTO lease_fence (slot, high_water) VALUES (1, ?1)
+                     ON CONFLICT (slot) DO UPDATE SET high_water = excluded.high_water",
+                )
+                .map_err(Fault::db("lease-store"))?
+                .execute(params![u64_to_sql(*high)])
+                .map_err(Fault::db("lease-store"))?;
+            }
         }
-    }
-    if prev.fence_high_water != next.fence_high_water {
-        c.prepare_cached(
-            "INSERT INTO lease_fence (slot, high_water) VALUES (1, ?1)
-             ON CONFLICT (slot) DO UPDATE SET high_water = excluded.high_water",
-        )
-        .map_err(Fault::db("lease-store"))?
-        .execute(params![u64_to_sql(next.fence_high_water)])
-        .map_err(Fault::db("lease-store"))?;
     }
     Ok(())
 }
@@ -152,7 +151,7 @@ pub(crate) fn store(c: &Connection, prev: &LeaseState, next: &LeaseState) -> Res
 /// the decision back. A refusal writes nothing.
 fn decide_from(c: &Connection, prev: &LeaseState, req: &Request) -> Result<Decision, LeaseFailure> {
     let d = lease::decide(prev, req).map_err(LeaseFailure::Refused)?;
-    store(c, prev, &d.next)?;
+    store(c, &d.effects)?;
     Ok(d)
 }
 
@@ -211,7 +210,7 @@ where
         tx.execute_batch(schema::LEASE_DDL)
             .map_err(Fault::db("admission-ddl"))?;
     }
-    store(&tx, &prev, &d.next)?;
+    store(&tx, &d.effects)?;
     tx.commit().map_err(Fault::db("admission-commit"))?;
     let lease = granted(d, "an acquired")?;
     Ok((

@@ -23,6 +23,7 @@ pub mod catalogue;
 mod codec;
 mod config;
 pub mod control;
+mod effects;
 mod fault;
 mod lease_rows;
 pub mod ledger;

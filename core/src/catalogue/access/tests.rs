@@ -388,6 +388,18 @@ proptest! {
                     merge(&mut merged.access.memberships, &b.memberships, &a.memberships);
                     merged.revision = p.next.revision;
                     prop_assert_eq!(&merged, &w.next, "{:?}", req);
+                    // The partial decision's effects, applied to the whole
+                    // stored state (as a SQL backend applies them to its
+                    // tables), reach the whole decision's state; and they
+                    // turn the loaded rows into the partial `next`.
+                    let mut applied = full.clone();
+                    let mut own = part.clone();
+                    for e in &p.effects {
+                        super::effect::apply(&mut applied, e);
+                        super::effect::apply(&mut own, e);
+                    }
+                    prop_assert_eq!(&applied, &w.next, "{:?}", req);
+                    prop_assert_eq!(&own, &p.next, "{:?}", req);
                     full = w.next.clone();
                     // The state (credentials, claims, memberships: maps
                     // keyed by digests and pairs) has a written form.

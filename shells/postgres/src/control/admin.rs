@@ -29,7 +29,7 @@ use postgres::Row;
 
 use crate::conn::Tx;
 
-use super::{load_slot, lock_head, write_back, PgControlCatalog};
+use super::{apply_effect, load_slot, lock_head, PgControlCatalog};
 use crate::conn::{db, Failure, TxError};
 
 /// The bound on a stored reservation, receipt or staged bundle (the core
@@ -262,7 +262,9 @@ fn perform(tx: &mut Tx<'_>, next: &Destination, effect: &AdminEffect<'_>) -> Adm
             let live = live_records(tx)?;
             let slots = decide_activation(next, staged.as_ref(), live)?;
             for slot in &slots {
-                write_back(tx, &WorldSlot::default(), slot).map_err(lift)?;
+                for e in custos_core::world::effects(&WorldSlot::default(), slot) {
+                    apply_effect(tx, &e).map_err(lift)?;
+                }
             }
             Ok(())
         }

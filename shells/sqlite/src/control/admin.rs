@@ -22,7 +22,7 @@ use custos_core::migration::{Destination, Reservation};
 use custos_core::world::{WorldError, WorldSlot};
 use rusqlite::{params, OptionalExtension, Transaction, TransactionBehavior};
 
-use super::{load_slot, write_back, SqliteControlCatalog};
+use super::{apply_effect, load_slot, SqliteControlCatalog};
 use crate::fault::Fault;
 
 /// The bound on a stored reservation, receipt or staged bundle (the core
@@ -283,7 +283,9 @@ fn perform(
             let staged = load_staged(tx)?;
             let slots = decide_activation(next, staged.as_ref(), live_records(tx)?)?;
             for slot in &slots {
-                write_back(tx, &WorldSlot::default(), slot).map_err(world_err)?;
+                for e in custos_core::world::effects(&WorldSlot::default(), slot) {
+                    apply_effect(tx, &e).map_err(world_err)?;
+                }
             }
             Ok(())
         }
