@@ -421,34 +421,45 @@ fn decide_next(state: &LeaseState, req: &Request) -> Result<(Outcome, LeaseState
             fence,
             now,
             ttl,
-        } => {
-            let expires_at = expiry(*now, *ttl)?;
-            let lease = match &state.holder {
-                Some(h) if h.is_pair(owner, *fence) && h.is_live(*now) => Lease {
-                    owner: owner.clone(),
-                    fence: *fence,
-                    // Renewal never shortens a lease.
-                    expires_at: expires_at.max(h.expires_at),
-                },
-                other => {
-                    return Err(LeaseError::LeaseLost {
-                        held_by: other.as_ref().map(|h| h.owner.clone()),
-                    })
-                }
-            };
-            let next = LeaseState {
-                holder: Some(lease.clone()),
-                fence_high_water: state.fence_high_water,
-            };
-            let outcome = match req {
-                Request::Commit { .. } => Outcome::Admitted { lease },
-                _ => Outcome::Renewed { lease },
-            };
-            Ok((outcome, next))
-        }
+        } => renew(state, req, owner, *fence, *now, *ttl),
         Request::Release { owner, fence } => Ok(release_if(state, |h| h.is_pair(owner, *fence))),
         Request::ReleaseByOwner { owner } => Ok(release_if(state, |h| h.owner == *owner)),
     }
+}
+
+/// `Renew` and `Commit`: only the live exact pair is renewed (never
+/// shortened); a commit is admitted under the same rule.
+fn renew(
+    state: &LeaseState,
+    req: &Request,
+    owner: &Owner,
+    fence: Fence,
+    now: Millis,
+    ttl: Millis,
+) -> Result<(Outcome, LeaseState), LeaseError> {
+    let expires_at = expiry(now, ttl)?;
+    let lease = match &state.holder {
+        Some(h) if h.is_pair(owner, fence) && h.is_live(now) => Lease {
+            owner: owner.clone(),
+            fence,
+            // Renewal never shortens a lease.
+            expires_at: expires_at.max(h.expires_at),
+        },
+        other => {
+            return Err(LeaseError::LeaseLost {
+                held_by: other.as_ref().map(|h| h.owner.clone()),
+            })
+        }
+    };
+    let next = LeaseState {
+        holder: Some(lease.clone()),
+        fence_high_water: state.fence_high_water,
+    };
+    let outcome = match req {
+        Request::Commit { .. } => Outcome::Admitted { lease },
+        _ => Outcome::Renewed { lease },
+    };
+    Ok((outcome, next))
 }
 
 /// A release: deletes the holder if `own` says it is the caller's (keeping

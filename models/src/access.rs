@@ -496,6 +496,7 @@ fn take_for(st: &CatalogueState, principal: &str, digest: &Digest) -> access::Ac
     }
     access::AccessDecision {
         outcome: AccessOutcome::Done { changed: true },
+        effects: access::effect::effects(st, &next),
         next,
     }
 }
@@ -527,6 +528,7 @@ fn claim_mutant(
                 memberships: Vec::new(),
                 bound: false,
             },
+            effects: access::effect::effects(st, &next),
             next,
         });
     }

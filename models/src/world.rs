@@ -176,18 +176,21 @@ impl WorldModel {
         match (self.mutant, req, stored) {
             (Some(Mutant::NoTombstone), Request::Retire { .. }, None) => Ok(Decision {
                 outcome: Outcome::Retired(Retirement::Tombstoned),
+                effects: Vec::new(),
                 next: slot,
                 changed: false,
             }),
             (Some(Mutant::DestroyedAcceptsRegistration), Request::Register { record }, Some(r))
                 if r.status == WorldStatus::Destroyed =>
             {
+                let next = WorldSlot {
+                    record: Some(record.clone()),
+                    ..WorldSlot::default()
+                };
                 Ok(Decision {
                     outcome: Outcome::Registered { created: true },
-                    next: WorldSlot {
-                        record: Some(record.clone()),
-                        ..WorldSlot::default()
-                    },
+                    effects: world::effects(&slot, &next),
+                    next,
                     changed: true,
                 })
             }

@@ -306,16 +306,79 @@ pub fn compile(catalog: &Catalog, source: &dyn ReleaseSource) -> Result<Snapshot
     compile_admitting(catalog, source, &BTreeSet::new())
 }
 
-/// The facts of the releases a catalog names, as its [`ReleaseSource`]
-/// answered: one answer per distinct release (`Err` when it could not be
-/// read). What [`gather`] fetches and [`compile_gathered`] decides over.
-pub type Gathered = BTreeMap<Sha256, Result<Option<ReleaseFacts>, String>>;
+/// What compilation needs of one release, gathered from its
+/// [`ReleaseFacts`]: the owner and the standing, an eligible release's
+/// contract already reduced to its exports (or to why its contract is
+/// malformed). Gathering keeps this and drops the facts, so it holds a few
+/// hundred bytes per release however large the contract's documentation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GatheredRelease {
+    /// The tenant that published the release (`None`: trusted-local).
+    pub owner: Option<String>,
+    /// Its standing.
+    pub standing: GatheredStanding,
+}
+
+/// A gathered release's standing ([`Standing`] with the contract reduced).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GatheredStanding {
+    /// Eligible: its exports, or why its contract cannot be served.
+    Eligible(Result<Vec<Export>, DeploymentError>),
+    /// Revoked.
+    Revoked,
+    /// Retired.
+    Retired,
+    /// Eligible, but its contract could not be read: why.
+    Unreadable(String),
+}
+
+impl GatheredRelease {
+    /// Reduces the facts of `release` to what compilation reads.
+    pub fn of(release: &Sha256, facts: ReleaseFacts) -> Self {
+        GatheredRelease {
+            owner: facts.owner,
+            standing: match facts.standing {
+                Standing::Eligible(c) => GatheredStanding::Eligible(exports_of(release, &c)),
+                Standing::Revoked => GatheredStanding::Revoked,
+                Standing::Retired => GatheredStanding::Retired,
+                Standing::Unreadable(d) => GatheredStanding::Unreadable(d),
+            },
+        }
+    }
+}
+
+/// [`admit`] over a gathered release: the same rule, the same answers.
+fn admit_gathered<'g>(
+    tenant: &str,
+    release: &Sha256,
+    gathered: Option<&'g GatheredRelease>,
+) -> Result<&'g Result<Vec<Export>, DeploymentError>, DeploymentError> {
+    let not_found = || DeploymentError::ReleaseNotFound { release: *release };
+    let g = gathered.ok_or_else(not_found)?;
+    if g.owner.as_deref() != Some(tenant) {
+        return Err(not_found());
+    }
+    match &g.standing {
+        GatheredStanding::Eligible(exports) => Ok(exports),
+        GatheredStanding::Revoked => Err(DeploymentError::ReleaseRevoked { release: *release }),
+        GatheredStanding::Retired => Err(DeploymentError::ReleaseRetired { release: *release }),
+        GatheredStanding::Unreadable(detail) => Err(DeploymentError::ReleaseUnavailable {
+            release: *release,
+            detail: detail.clone(),
+        }),
+    }
+}
+
+/// The releases a catalog names, as its [`ReleaseSource`] answered: one
+/// answer per distinct release (`Err` when it could not be read). What
+/// [`gather`] fetches and [`compile_gathered`] decides over.
+pub type Gathered = BTreeMap<Sha256, Result<Option<GatheredRelease>, String>>;
 
 /// Asks `source` once for each distinct release `catalog`'s deployments
-/// name, in digest order: the port's part of a compilation, done before
+/// name, in digest order, reducing each answer ([`GatheredRelease::of`])
+/// before the next is asked: the port's part of a compilation, done before
 /// the pure part ([`compile_gathered`]) so that deciding never calls a
-/// port. Holds one answer per distinct release (bounded by the catalog's
-/// deployment bound).
+/// port, and holding one release's full facts at a time.
 pub fn gather(catalog: &Catalog, source: &dyn ReleaseSource) -> Gathered {
     let named: BTreeSet<Sha256> = catalog
         .objects
@@ -325,7 +388,9 @@ pub fn gather(catalog: &Catalog, source: &dyn ReleaseSource) -> Gathered {
     named
         .into_iter()
         .map(|r| {
-            let answer = source.release(&r);
+            let answer = source
+                .release(&r)
+                .map(|f| f.map(|f| GatheredRelease::of(&r, f)));
             (r, answer)
         })
         .collect()
@@ -363,40 +428,12 @@ pub fn compile_gathered(
     });
     let mut schemas: BTreeMap<(String, String, String), Sha256> = BTreeMap::new();
     let mut compiled: BTreeMap<String, (Record, Vec<Export>)> = BTreeMap::new();
-    // The release being compiled: its facts and, once derived, its exports.
-    let mut current: Option<(Sha256, Option<&ReleaseFacts>, Option<Vec<Export>>)> = None;
     for d in order {
         let m = &d.manifest;
-        if current.as_ref().is_none_or(|(r, _, _)| *r != m.release) {
-            let facts = match gathered.get(&m.release) {
-                Some(Ok(f)) => f.as_ref(),
-                Some(Err(detail)) => {
-                    return Err(DeploymentError::ReleaseUnavailable {
-                        release: m.release,
-                        detail: detail.clone(),
-                    })
-                }
-                None => {
-                    return Err(DeploymentError::ReleaseUnavailable {
-                        release: m.release,
-                        detail: "not gathered before compilation".into(),
-                    })
-                }
-            };
-            current = Some((m.release, facts, None));
-        }
-        let Some((_, facts, derived)) = current.as_mut() else {
-            continue;
-        };
-        let exports = match admit(&m.tenant, &m.release, *facts) {
-            Ok(contract) => match derived {
-                Some(e) => e.clone(),
-                None => {
-                    let e = exports_of(&m.release, contract)?;
-                    *derived = Some(e.clone());
-                    e
-                }
-            },
+        let facts = gathered_facts(gathered, &m.release)?;
+        let exports = match admit_gathered(&m.tenant, &m.release, facts) {
+            Ok(Ok(e)) => e.clone(),
+            Ok(Err(malformed)) => return Err(malformed.clone()),
             Err(refusal)
                 if admitted.contains(&m.id)
                     || matches!(refusal, DeploymentError::ReleaseUnavailable { .. }) =>
@@ -412,22 +449,7 @@ pub fn compile_gathered(
             // A nonauthorizing row: listed, never resolved.
             Err(_) => Vec::new(),
         };
-        for e in &exports {
-            let key = (m.tenant.clone(), m.service.clone(), e.contract.clone());
-            match schemas.get(&key) {
-                Some(f) if *f != e.fingerprint => {
-                    return Err(DeploymentError::SchemaConflict {
-                        tenant: m.tenant.clone(),
-                        service: m.service.clone(),
-                        contract: e.contract.clone(),
-                    })
-                }
-                Some(_) => {}
-                None => {
-                    schemas.insert(key, e.fingerprint);
-                }
-            }
-        }
+        check_schemas(&mut schemas, m, &exports)?;
         let record = Record {
             id: m.id.clone(),
             tenant: m.tenant.clone(),
@@ -442,6 +464,51 @@ pub fn compile_gathered(
         compiled.insert(m.id.clone(), (record, exports));
     }
     index(catalog.generation, compiled)
+}
+
+/// One (tenant, service, contract) has one schema fingerprint across every
+/// deployment that exports it.
+fn check_schemas(
+    schemas: &mut BTreeMap<(String, String, String), Sha256>,
+    m: &super::manifest::DeploymentManifest,
+    exports: &[Export],
+) -> Result<(), DeploymentError> {
+    for e in exports {
+        let key = (m.tenant.clone(), m.service.clone(), e.contract.clone());
+        match schemas.get(&key) {
+            Some(f) if *f != e.fingerprint => {
+                return Err(DeploymentError::SchemaConflict {
+                    tenant: m.tenant.clone(),
+                    service: m.service.clone(),
+                    contract: e.contract.clone(),
+                })
+            }
+            Some(_) => {}
+            None => {
+                schemas.insert(key, e.fingerprint);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What `gathered` holds for `release`: a read failure, or a release not
+/// gathered at all, is [`DeploymentError::ReleaseUnavailable`].
+fn gathered_facts<'a>(
+    gathered: &'a Gathered,
+    release: &Sha256,
+) -> Result<Option<&'a GatheredRelease>, DeploymentError> {
+    match gathered.get(release) {
+        Some(Ok(f)) => Ok(f.as_ref()),
+        Some(Err(detail)) => Err(DeploymentError::ReleaseUnavailable {
+            release: *release,
+            detail: detail.clone(),
+        }),
+        None => Err(DeploymentError::ReleaseUnavailable {
+            release: *release,
+            detail: "not gathered before compilation".into(),
+        }),
+    }
 }
 
 /// All deployments of one (tenant, service) share one namespace (or all

@@ -396,6 +396,18 @@ fn recover(
             });
         }
     };
+    report_recovery(out, &identity, &path, &recovery, json)
+}
+
+/// Prints what `recover` did and what the catalog holds now (read back as
+/// `discover` reads it).
+fn report_recovery(
+    out: &mut Out,
+    identity: &StorageIdentity,
+    path: &Path,
+    recovery: &Recovery,
+    json: bool,
+) -> std::io::Result<ExitCode> {
     if recovery.rolled_back {
         // The rollback is written: a report that cannot be printed says so.
         out::committed();
@@ -435,7 +447,7 @@ fn recover(
         return print_json(
             out,
             &serde_json::json!({
-                "storage": identity_json(&identity, &place),
+                "storage": identity_json(identity, &place),
                 "rolled_back": recovery.rolled_back,
                 "journal": recovery.journal.display().to_string(),
                 "worlds": worlds,

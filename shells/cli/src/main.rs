@@ -355,12 +355,31 @@ fn check(
     }
     stages.finish();
     let passed = reports.iter().all(ModelReport::passed);
+    if !report(out, format, bound, passed, &reports)? {
+        return Ok(ExitCode::from(2));
+    }
+    Ok(if passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Writes the check's report in `format`; `false` when it could not be
+/// encoded (said on stderr).
+fn report(
+    out: &mut Out,
+    format: Format,
+    bound: Bound,
+    passed: bool,
+    reports: &[ModelReport],
+) -> std::io::Result<bool> {
     if format == Format::Junit {
-        match junit::render(&reports) {
+        match junit::render(reports) {
             Ok(xml) => out.text(xml)?,
             Err(e) => {
                 out::err(format_args!("custos check: cannot encode the report: {e}"));
-                return Ok(ExitCode::from(2));
+                return Ok(false);
             }
         }
     } else if format == Format::Json {
@@ -369,12 +388,12 @@ fn check(
             Ok(s) => out.line(s)?,
             Err(e) => {
                 out::err(format_args!("custos check: cannot encode the report: {e}"));
-                return Ok(ExitCode::from(2));
+                return Ok(false);
             }
         }
     } else {
-        out.text(table(&reports))?;
-        for r in &reports {
+        out.text(table(reports))?;
+        for r in reports {
             for p in r.properties.iter().filter(|p| !p.held) {
                 writeln!(out, "FAILED {}: {} `{}`", r.model, p.kind, p.name)?;
                 if let Some(t) = &p.trace {
@@ -394,11 +413,7 @@ fn check(
             "model check FAILED"
         })?;
     }
-    Ok(if passed {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(true)
 }
 
 /// Renders the summary table and, under it, each mutant's killer.

@@ -867,9 +867,19 @@ fn abandon(
         Err(e) => return Ok(failure_at(&e, &[&d]).exit("migrate")),
     };
     out::committed();
+    show_abandoned(out, &done, json)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints what an abandonment did.
+fn show_abandoned(
+    out: &mut Out,
+    done: &custos_core::migration::workflow::abandon::Abandoned,
+    json: bool,
+) -> std::io::Result<()> {
     if json {
-        out.line(serde_json::to_string_pretty(&done).unwrap_or_default())?;
-        return Ok(ExitCode::SUCCESS);
+        out.line(serde_json::to_string_pretty(done).unwrap_or_default())?;
+        return Ok(());
     }
     out.line(format!(
         "abandoned migration {} at {}{}",
@@ -902,7 +912,7 @@ fn abandon(
                 .join(", ")
         }
     ))?;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// The verification mode `--resume-and-tick` asks for.

@@ -4,7 +4,7 @@
 //! rule are core's; this module only names the tables.
 
 use custos_core::catalogue::access::effect::Effect as AccessEffect;
-use custos_core::catalogue::access::ClaimState;
+use custos_core::catalogue::access::{ClaimDigest, ClaimRow, ClaimState, CredentialRow, Sha};
 use custos_core::catalogue::{Effect, InitState, Visibility};
 use postgres::types::ToSql;
 
@@ -102,6 +102,48 @@ pub(crate) fn apply(tx: &mut Tx<'_>, e: &Effect) -> Res {
             "DELETE FROM catalogue_delegate_sessions WHERE spawner = $1 AND parent_session = $2",
             &[sp, pa],
         ),
+        Effect::PutDefault { workspace, session } => exec(
+            tx,
+            "INSERT INTO catalogue_workspace_defaults (workspace, session_id) VALUES ($1, $2)
+             ON CONFLICT (workspace) DO UPDATE SET session_id = EXCLUDED.session_id",
+            &[workspace, session],
+        ),
+        Effect::PutDelegate {
+            spawner,
+            parent_session,
+            row,
+        } => exec(
+            tx,
+            "INSERT INTO catalogue_delegate_sessions
+                 (spawner, parent_session, session_id, last_contact_ms)
+             VALUES ($1, $2, $3, $4)
+             ON CONFLICT (spawner, parent_session) DO UPDATE SET
+                 session_id = EXCLUDED.session_id, last_contact_ms = EXCLUDED.last_contact_ms",
+            &[
+                spawner,
+                parent_session,
+                &row.session_id,
+                &big("last_contact_ms", row.last_contact_ms)?,
+            ],
+        ),
+        Effect::DeleteRecent(id) => exec(
+            tx,
+            "DELETE FROM catalogue_recent_folders WHERE id = $1",
+            &[&big("recent id", *id)?],
+        ),
+        Effect::PutRecent(r) => exec(
+            tx,
+            "INSERT INTO catalogue_recent_folders (id, path) VALUES ($1, $2)",
+            &[&big("recent id", r.id)?, &r.path],
+        ),
+        session => apply_session(tx, session),
+    }
+}
+
+/// Applies one effect on a session's rows (the registration and its side
+/// rows); any other effect is [`apply`]'s.
+fn apply_session(tx: &mut Tx<'_>, e: &Effect) -> Res {
+    match e {
         Effect::DeleteSession(id) => {
             for t in SIDE_TABLES {
                 side_mark(tx, t, id, false)?;
@@ -175,40 +217,7 @@ pub(crate) fn apply(tx: &mut Tx<'_>, e: &Effect) -> Res {
             _ => side_mark(tx, "catalogue_session_moves", id, false),
         },
         Effect::SetDeleting(id, on) => side_mark(tx, "catalogue_session_deletions", id, *on),
-        Effect::PutDefault { workspace, session } => exec(
-            tx,
-            "INSERT INTO catalogue_workspace_defaults (workspace, session_id) VALUES ($1, $2)
-             ON CONFLICT (workspace) DO UPDATE SET session_id = EXCLUDED.session_id",
-            &[workspace, session],
-        ),
-        Effect::PutDelegate {
-            spawner,
-            parent_session,
-            row,
-        } => exec(
-            tx,
-            "INSERT INTO catalogue_delegate_sessions
-                 (spawner, parent_session, session_id, last_contact_ms)
-             VALUES ($1, $2, $3, $4)
-             ON CONFLICT (spawner, parent_session) DO UPDATE SET
-                 session_id = EXCLUDED.session_id, last_contact_ms = EXCLUDED.last_contact_ms",
-            &[
-                spawner,
-                parent_session,
-                &row.session_id,
-                &big("last_contact_ms", row.last_contact_ms)?,
-            ],
-        ),
-        Effect::DeleteRecent(id) => exec(
-            tx,
-            "DELETE FROM catalogue_recent_folders WHERE id = $1",
-            &[&big("recent id", *id)?],
-        ),
-        Effect::PutRecent(r) => exec(
-            tx,
-            "INSERT INTO catalogue_recent_folders (id, path) VALUES ($1, $2)",
-            &[&big("recent id", r.id)?, &r.path],
-        ),
+        _ => Ok(()),
     }
 }
 
@@ -253,59 +262,8 @@ pub(crate) fn apply_access(tx: &mut Tx<'_>, e: &AccessEffect) -> Res {
                 &big("principal created_at_ms", p.created_at_ms)?,
             ],
         ),
-        AccessEffect::PutCredential(sha, c) => exec(
-            tx,
-            "INSERT INTO access_credentials (digest, kind, principal_id, state, issued_at_ms,
-                 claimed_at_ms, last_resumed_ms, expires_at_ms, issued_by)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-             ON CONFLICT (digest) DO UPDATE SET kind = EXCLUDED.kind,
-                 principal_id = EXCLUDED.principal_id, state = EXCLUDED.state,
-                 issued_at_ms = EXCLUDED.issued_at_ms, claimed_at_ms = EXCLUDED.claimed_at_ms,
-                 last_resumed_ms = EXCLUDED.last_resumed_ms, expires_at_ms = EXCLUDED.expires_at_ms,
-                 issued_by = EXCLUDED.issued_by",
-            &[
-                &sha.to_hex(),
-                &c.kind.as_str(),
-                &c.principal,
-                &c.state.as_str(),
-                &big("credential issued_at_ms", c.issued_at_ms)?,
-                &opt_big("credential claimed_at_ms", c.claimed_at_ms)?,
-                &opt_big("credential last_resumed_ms", c.last_resumed_ms)?,
-                &opt_big("credential expires_at_ms", c.expires_at_ms)?,
-                &c.issued_by,
-            ],
-        ),
-        AccessEffect::PutClaim(claim, c) => {
-            let (word, bound_digest, bound_kind, at) = match &c.state {
-                ClaimState::Open => ("open", None, None, None),
-                ClaimState::Void => ("void", None, None, None),
-                ClaimState::Claimed { digest, at_ms } => (
-                    "claimed",
-                    Some(digest.sha().to_hex()),
-                    Some(digest.kind().as_str()),
-                    Some(*at_ms),
-                ),
-            };
-            exec(
-                tx,
-                "INSERT INTO access_claims (claim, principal_id, expires_at_ms, state, bound_digest,
-                     bound_kind, claimed_at_ms)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)
-                 ON CONFLICT (claim) DO UPDATE SET principal_id = EXCLUDED.principal_id,
-                     expires_at_ms = EXCLUDED.expires_at_ms, state = EXCLUDED.state,
-                     bound_digest = EXCLUDED.bound_digest, bound_kind = EXCLUDED.bound_kind,
-                     claimed_at_ms = EXCLUDED.claimed_at_ms",
-                &[
-                    &claim.sha().to_hex(),
-                    &c.principal,
-                    &big("claim expires_at_ms", c.expires_at_ms)?,
-                    &word,
-                    &bound_digest,
-                    &bound_kind,
-                    &opt_big("claim claimed_at_ms", at)?,
-                ],
-            )
-        }
+        AccessEffect::PutCredential(sha, c) => put_credential(tx, sha, c),
+        AccessEffect::PutClaim(claim, c) => put_claim(tx, claim, c),
         AccessEffect::PutMembership {
             principal,
             session,
@@ -318,4 +276,61 @@ pub(crate) fn apply_access(tx: &mut Tx<'_>, e: &AccessEffect) -> Res {
             &[principal, session, &role.as_str()],
         ),
     }
+}
+
+fn put_credential(tx: &mut Tx<'_>, sha: &Sha, c: &CredentialRow) -> Res {
+    exec(
+        tx,
+        "INSERT INTO access_credentials (digest, kind, principal_id, state, issued_at_ms,
+         claimed_at_ms, last_resumed_ms, expires_at_ms, issued_by)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+     ON CONFLICT (digest) DO UPDATE SET kind = EXCLUDED.kind,
+         principal_id = EXCLUDED.principal_id, state = EXCLUDED.state,
+         issued_at_ms = EXCLUDED.issued_at_ms, claimed_at_ms = EXCLUDED.claimed_at_ms,
+         last_resumed_ms = EXCLUDED.last_resumed_ms, expires_at_ms = EXCLUDED.expires_at_ms,
+         issued_by = EXCLUDED.issued_by",
+        &[
+            &sha.to_hex(),
+            &c.kind.as_str(),
+            &c.principal,
+            &c.state.as_str(),
+            &big("credential issued_at_ms", c.issued_at_ms)?,
+            &opt_big("credential claimed_at_ms", c.claimed_at_ms)?,
+            &opt_big("credential last_resumed_ms", c.last_resumed_ms)?,
+            &opt_big("credential expires_at_ms", c.expires_at_ms)?,
+            &c.issued_by,
+        ],
+    )
+}
+
+fn put_claim(tx: &mut Tx<'_>, claim: &ClaimDigest, c: &ClaimRow) -> Res {
+    let (word, bound_digest, bound_kind, at) = match &c.state {
+        ClaimState::Open => ("open", None, None, None),
+        ClaimState::Void => ("void", None, None, None),
+        ClaimState::Claimed { digest, at_ms } => (
+            "claimed",
+            Some(digest.sha().to_hex()),
+            Some(digest.kind().as_str()),
+            Some(*at_ms),
+        ),
+    };
+    exec(
+        tx,
+        "INSERT INTO access_claims (claim, principal_id, expires_at_ms, state, bound_digest,
+             bound_kind, claimed_at_ms)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)
+         ON CONFLICT (claim) DO UPDATE SET principal_id = EXCLUDED.principal_id,
+             expires_at_ms = EXCLUDED.expires_at_ms, state = EXCLUDED.state,
+             bound_digest = EXCLUDED.bound_digest, bound_kind = EXCLUDED.bound_kind,
+             claimed_at_ms = EXCLUDED.claimed_at_ms",
+        &[
+            &claim.sha().to_hex(),
+            &c.principal,
+            &big("claim expires_at_ms", c.expires_at_ms)?,
+            &word,
+            &bound_digest,
+            &bound_kind,
+            &opt_big("claim claimed_at_ms", at)?,
+        ],
+    )
 }

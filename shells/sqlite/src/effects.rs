@@ -4,7 +4,7 @@
 //! are core's; this module only names the tables.
 
 use custos_core::catalogue::access::effect::Effect as AccessEffect;
-use custos_core::catalogue::access::ClaimState;
+use custos_core::catalogue::access::{ClaimDigest, ClaimRow, ClaimState, CredentialRow, Sha};
 use custos_core::catalogue::{Effect, InitState, Visibility};
 use rusqlite::{params, ToSql, Transaction};
 
@@ -85,6 +85,39 @@ pub(crate) fn apply(tx: &Transaction<'_>, e: &Effect) -> rusqlite::Result<()> {
             "DELETE FROM catalogue_delegate_sessions WHERE spawner = ?1 AND parent_session = ?2",
             params![sp, pa],
         ),
+        Effect::PutDefault { workspace, session } => exec(
+            tx,
+            "INSERT OR REPLACE INTO catalogue_workspace_defaults (workspace, session_id) VALUES (?1, ?2)",
+            params![workspace, session],
+        ),
+        Effect::PutDelegate {
+            spawner,
+            parent_session,
+            row,
+        } => exec(
+            tx,
+            "INSERT OR REPLACE INTO catalogue_delegate_sessions (spawner, parent_session, session_id, last_contact_ms)
+             VALUES (?1, ?2, ?3, ?4)",
+            params![spawner, parent_session, row.session_id, u64_to_sql(row.last_contact_ms)],
+        ),
+        Effect::DeleteRecent(id) => exec(
+            tx,
+            "DELETE FROM catalogue_recent_folders WHERE id = ?1",
+            params![u64_to_sql(*id)],
+        ),
+        Effect::PutRecent(r) => exec(
+            tx,
+            "INSERT INTO catalogue_recent_folders (id, path) VALUES (?1, ?2)",
+            params![u64_to_sql(r.id), r.path],
+        ),
+        session => apply_session(tx, session),
+    }
+}
+
+/// Applies one effect on a session's rows (the registration and its side
+/// rows); any other effect is [`apply`]'s.
+fn apply_session(tx: &Transaction<'_>, e: &Effect) -> rusqlite::Result<()> {
+    match e {
         Effect::DeleteSession(id) => {
             for t in SIDE_TABLES {
                 side_mark(tx, t, id, false)?;
@@ -150,31 +183,7 @@ pub(crate) fn apply(tx: &Transaction<'_>, e: &Effect) -> rusqlite::Result<()> {
             _ => side_mark(tx, "catalogue_session_moves", id, false),
         },
         Effect::SetDeleting(id, on) => side_mark(tx, "catalogue_session_deletions", id, *on),
-        Effect::PutDefault { workspace, session } => exec(
-            tx,
-            "INSERT OR REPLACE INTO catalogue_workspace_defaults (workspace, session_id) VALUES (?1, ?2)",
-            params![workspace, session],
-        ),
-        Effect::PutDelegate {
-            spawner,
-            parent_session,
-            row,
-        } => exec(
-            tx,
-            "INSERT OR REPLACE INTO catalogue_delegate_sessions (spawner, parent_session, session_id, last_contact_ms)
-             VALUES (?1, ?2, ?3, ?4)",
-            params![spawner, parent_session, row.session_id, u64_to_sql(row.last_contact_ms)],
-        ),
-        Effect::DeleteRecent(id) => exec(
-            tx,
-            "DELETE FROM catalogue_recent_folders WHERE id = ?1",
-            params![u64_to_sql(*id)],
-        ),
-        Effect::PutRecent(r) => exec(
-            tx,
-            "INSERT INTO catalogue_recent_folders (id, path) VALUES (?1, ?2)",
-            params![u64_to_sql(r.id), r.path],
-        ),
+        _ => Ok(()),
     }
 }
 
@@ -212,55 +221,8 @@ pub(crate) fn apply_access(tx: &Transaction<'_>, e: &AccessEffect) -> rusqlite::
              ON CONFLICT (principal_id) DO UPDATE SET kind = ?2, name = ?3, created_at_ms = ?4",
             params![id, p.kind.as_str(), p.name, u64_to_sql(p.created_at_ms)],
         ),
-        AccessEffect::PutCredential(sha, c) => exec(
-            tx,
-            "INSERT INTO access_credentials (digest, kind, principal_id, state, issued_at_ms,
-                 claimed_at_ms, last_resumed_ms, expires_at_ms, issued_by)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-             ON CONFLICT (digest) DO UPDATE SET kind = ?2, principal_id = ?3, state = ?4,
-                 issued_at_ms = ?5, claimed_at_ms = ?6, last_resumed_ms = ?7, expires_at_ms = ?8,
-                 issued_by = ?9",
-            params![
-                sha.to_hex(),
-                c.kind.as_str(),
-                c.principal,
-                c.state.as_str(),
-                u64_to_sql(c.issued_at_ms),
-                opt_i64(c.claimed_at_ms),
-                opt_i64(c.last_resumed_ms),
-                opt_i64(c.expires_at_ms),
-                c.issued_by
-            ],
-        ),
-        AccessEffect::PutClaim(claim, c) => {
-            let (state, digest, kind, at) = match &c.state {
-                ClaimState::Open => ("open", None, None, None),
-                ClaimState::Void => ("void", None, None, None),
-                ClaimState::Claimed { digest, at_ms } => (
-                    "claimed",
-                    Some(digest.sha().to_hex()),
-                    Some(digest.kind().as_str()),
-                    Some(u64_to_sql(*at_ms)),
-                ),
-            };
-            exec(
-                tx,
-                "INSERT INTO access_claims (claim, principal_id, expires_at_ms, state, bound_digest,
-                     bound_kind, claimed_at_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-                 ON CONFLICT (claim) DO UPDATE SET principal_id = ?2, expires_at_ms = ?3, state = ?4,
-                     bound_digest = ?5, bound_kind = ?6, claimed_at_ms = ?7",
-                params![
-                    claim.sha().to_hex(),
-                    c.principal,
-                    u64_to_sql(c.expires_at_ms),
-                    state,
-                    digest,
-                    kind,
-                    at
-                ],
-            )
-        }
+        AccessEffect::PutCredential(sha, c) => put_credential(tx, sha, c),
+        AccessEffect::PutClaim(claim, c) => put_claim(tx, claim, c),
         AccessEffect::PutMembership {
             principal,
             session,
@@ -272,4 +234,57 @@ pub(crate) fn apply_access(tx: &Transaction<'_>, e: &AccessEffect) -> rusqlite::
             params![principal, session, role.as_str()],
         ),
     }
+}
+
+fn put_credential(tx: &Transaction<'_>, sha: &Sha, c: &CredentialRow) -> rusqlite::Result<()> {
+    exec(
+        tx,
+        "INSERT INTO access_credentials (digest, kind, principal_id, state, issued_at_ms,
+         claimed_at_ms, last_resumed_ms, expires_at_ms, issued_by)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+     ON CONFLICT (digest) DO UPDATE SET kind = ?2, principal_id = ?3, state = ?4,
+         issued_at_ms = ?5, claimed_at_ms = ?6, last_resumed_ms = ?7, expires_at_ms = ?8,
+         issued_by = ?9",
+        params![
+            sha.to_hex(),
+            c.kind.as_str(),
+            c.principal,
+            c.state.as_str(),
+            u64_to_sql(c.issued_at_ms),
+            opt_i64(c.claimed_at_ms),
+            opt_i64(c.last_resumed_ms),
+            opt_i64(c.expires_at_ms),
+            c.issued_by
+        ],
+    )
+}
+
+fn put_claim(tx: &Transaction<'_>, claim: &ClaimDigest, c: &ClaimRow) -> rusqlite::Result<()> {
+    let (state, digest, kind, at) = match &c.state {
+        ClaimState::Open => ("open", None, None, None),
+        ClaimState::Void => ("void", None, None, None),
+        ClaimState::Claimed { digest, at_ms } => (
+            "claimed",
+            Some(digest.sha().to_hex()),
+            Some(digest.kind().as_str()),
+            Some(u64_to_sql(*at_ms)),
+        ),
+    };
+    exec(
+        tx,
+        "INSERT INTO access_claims (claim, principal_id, expires_at_ms, state, bound_digest,
+             bound_kind, claimed_at_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT (claim) DO UPDATE SET principal_id = ?2, expires_at_ms = ?3, state = ?4,
+             bound_digest = ?5, bound_kind = ?6, claimed_at_ms = ?7",
+        params![
+            claim.sha().to_hex(),
+            c.principal,
+            u64_to_sql(c.expires_at_ms),
+            state,
+            digest,
+            kind,
+            at
+        ],
+    )
 }
