@@ -325,18 +325,12 @@ pub fn enrolling_paths_refuse_the_wrong_kind<C: Access + Catalogue, F: Fn() -> C
         t,
     );
     bootstrap(&c, "root-1");
-    refused(
-        &c,
+    let own = [
         AccessRequest::RotateCredential {
             principal: "owner".into(),
             digest: browser("b1"),
             now_ms: 2,
         },
-        "WrongKind",
-        t,
-    );
-    refused(
-        &c,
         AccessRequest::InviteMember {
             principal: "m1".into(),
             name: None,
@@ -345,11 +339,6 @@ pub fn enrolling_paths_refuse_the_wrong_kind<C: Access + Catalogue, F: Fn() -> C
             enrollment: Enrollment::Digest(browser("b1")),
             now_ms: 2,
         },
-        "WrongKind",
-        t,
-    );
-    refused(
-        &c,
         AccessRequest::IssueLogin {
             principal: "owner".into(),
             digest: bearer("b1"),
@@ -357,24 +346,18 @@ pub fn enrolling_paths_refuse_the_wrong_kind<C: Access + Catalogue, F: Fn() -> C
             expires_at_ms: 90,
             issued_by: None,
         },
-        "WrongKind",
-        t,
-    );
+    ];
+    for req in own {
+        refused(&c, req, "WrongKind", t);
+    }
     invite_claim(&c, "m1", "s1", "c1");
-    let t = &["b1", "root-1", "c1"];
-    refused(
-        &c,
+    let claims = [
         AccessRequest::Claim {
             claim: claim("c1"),
             digest: browser("b1"),
             name: None,
             now_ms: 3,
         },
-        "WrongKind",
-        t,
-    );
-    refused(
-        &c,
         AccessRequest::ClaimLogin {
             claim: claim("c1"),
             digest: bearer("b1"),
@@ -382,9 +365,10 @@ pub fn enrolling_paths_refuse_the_wrong_kind<C: Access + Catalogue, F: Fn() -> C
             now_ms: 3,
             expires_at_ms: 90,
         },
-        "WrongKind",
-        t,
-    );
+    ];
+    for req in claims {
+        refused(&c, req, "WrongKind", &["b1", "root-1", "c1"]);
+    }
 }
 
 /// Rotation changes the credential, not the identity: the old digest
@@ -1030,36 +1014,42 @@ pub fn logins_sign_in_and_out<C: Access + Catalogue, F: Fn() -> C>(factory: F) {
     let rest = c.signins_page("owner", Some(&want[1]), 2, 50).unwrap();
     assert_eq!(rest.rows.len(), 1);
     assert!(!rest.more);
+    revocations_sign_out(&c);
+}
+
+/// The revocations of [`logins_sign_in_and_out`]: by fingerprint (a
+/// bearer's revokes nothing), per principal, then all; bearers stay.
+fn revocations_sign_out<C: Access + Catalogue>(c: &C) {
     // A bearer's fingerprint revokes nothing.
     let revoke = |fp: String| AccessRequest::RevokeLogin {
         principal: "owner".into(),
         fingerprint: fp,
     };
     assert_eq!(
-        ok(&c, revoke(bearer("root-1").fingerprint())),
+        ok(c, revoke(bearer("root-1").fingerprint())),
         AccessOutcome::Revoked { count: 0 }
     );
     assert_eq!(
-        who(&c, &bearer("root-1")),
+        who(c, &bearer("root-1")),
         Some(("owner".into(), PrincipalKind::Owner))
     );
     assert_eq!(
-        ok(&c, revoke(browser("w1").fingerprint())),
+        ok(c, revoke(browser("w1").fingerprint())),
         AccessOutcome::Revoked { count: 1 }
     );
-    assert_eq!(who(&c, &browser("w1")), None);
-    refused(&c, revoke("not-hex".into()), "Invalid", &["w2"]);
+    assert_eq!(who(c, &browser("w1")), None);
+    refused(c, revoke("not-hex".into()), "Invalid", &["w2"]);
     ok(
-        &c,
+        c,
         AccessRequest::RevokeLogins {
             principal: "owner".into(),
         },
     );
-    assert_eq!(who(&c, &browser("w2")), None);
-    assert_eq!(who(&c, &browser("mw")), member("m1"));
-    ok(&c, AccessRequest::RevokeAllLogins);
-    assert_eq!(who(&c, &browser("mw")), None);
-    assert_eq!(who(&c, &bearer("m1-token")), member("m1"), "bearers stay");
+    assert_eq!(who(c, &browser("w2")), None);
+    assert_eq!(who(c, &browser("mw")), member("m1"));
+    ok(c, AccessRequest::RevokeAllLogins);
+    assert_eq!(who(c, &browser("mw")), None);
+    assert_eq!(who(c, &bearer("m1-token")), member("m1"), "bearers stay");
     assert!(c
         .signins_page("owner", None, 100, 50)
         .unwrap()

@@ -1042,13 +1042,10 @@ fn with_run(state: &State, f: impl FnOnce(&mut Run), outcome: Outcome) -> Decisi
     Decision { outcome, next }
 }
 
-fn validate(state: &State, p: &Preflight) -> Result<Decision, MigrationError> {
-    if state.run.validated {
-        return Ok(Decision {
-            outcome: Outcome::AlreadyRecorded,
-            next: state.clone(),
-        });
-    }
+/// The preflight facts that refuse on their own, in order: locality and
+/// audit binding per side, identical or nested identities, an empty
+/// source, unsettled work, activity, unreadable objects.
+fn check_preflight_facts(p: &Preflight) -> Result<(), MigrationError> {
     for (side, e) in [("source", &p.source), ("destination", &p.destination)] {
         if e.catalog != Locality::Local
             || e.control != Locality::Local
@@ -1089,6 +1086,17 @@ fn validate(state: &State, p: &Preflight) -> Result<Decision, MigrationError> {
     if p.unreadable_objects > 0 {
         return Err(MigrationError::ArtifactUnreadable(p.unreadable_objects));
     }
+    Ok(())
+}
+
+fn validate(state: &State, p: &Preflight) -> Result<Decision, MigrationError> {
+    if state.run.validated {
+        return Ok(Decision {
+            outcome: Outcome::AlreadyRecorded,
+            next: state.clone(),
+        });
+    }
+    check_preflight_facts(p)?;
     // A populated destination is admitted only as this plan's reservation.
     let reserved = own_reservation(state)?;
     if reserved.is_none()

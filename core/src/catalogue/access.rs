@@ -1019,12 +1019,26 @@ fn apply(s: &mut CatalogueState, req: &AccessRequest) -> Result<AccessOutcome, A
             principal,
             session_id,
         } => grant(s, principal, session_id, None),
+        AccessRequest::Claim { .. }
+        | AccessRequest::ClaimLogin { .. }
+        | AccessRequest::IssueLogin { .. }
+        | AccessRequest::RevokeLogin { .. }
+        | AccessRequest::RevokeLogins { .. }
+        | AccessRequest::RevokeAllLogins
+        | AccessRequest::Resumed { .. } => apply_login(&mut s.access, req),
+    }
+}
+
+/// The claim and login requests: they touch credentials, claims and
+/// principals only.
+fn apply_login(a: &mut AccessState, req: &AccessRequest) -> Result<AccessOutcome, AccessError> {
+    match req {
         AccessRequest::Claim {
             claim,
             digest,
             name,
             now_ms,
-        } => redeem(&mut s.access, claim, digest, name.as_deref(), *now_ms, None),
+        } => redeem(a, claim, digest, name.as_deref(), *now_ms, None),
         AccessRequest::ClaimLogin {
             claim,
             digest,
@@ -1032,7 +1046,7 @@ fn apply(s: &mut CatalogueState, req: &AccessRequest) -> Result<AccessOutcome, A
             now_ms,
             expires_at_ms,
         } => redeem(
-            &mut s.access,
+            a,
             claim,
             digest,
             name.as_deref(),
@@ -1046,7 +1060,7 @@ fn apply(s: &mut CatalogueState, req: &AccessRequest) -> Result<AccessOutcome, A
             expires_at_ms,
             issued_by,
         } => issue_login(
-            &mut s.access,
+            a,
             principal,
             digest,
             *now_ms,
@@ -1056,18 +1070,23 @@ fn apply(s: &mut CatalogueState, req: &AccessRequest) -> Result<AccessOutcome, A
         AccessRequest::RevokeLogin {
             principal,
             fingerprint,
-        } => revoke_login(&mut s.access, principal, fingerprint),
+        } => revoke_login(a, principal, fingerprint),
         AccessRequest::RevokeLogins { principal } => {
-            known(&s.access, principal)?;
-            let count = revoke_where(&mut s.access, |c| {
+            known(a, principal)?;
+            let count = revoke_where(a, |c| {
                 c.principal == *principal && c.kind == CredentialKind::Browser
             });
             Ok(AccessOutcome::Revoked { count })
         }
         AccessRequest::RevokeAllLogins => Ok(AccessOutcome::Revoked {
-            count: revoke_where(&mut s.access, |c| c.kind == CredentialKind::Browser),
+            count: revoke_where(a, |c| c.kind == CredentialKind::Browser),
         }),
-        AccessRequest::Resumed { digest, now_ms } => resumed(&mut s.access, digest, *now_ms),
+        AccessRequest::Resumed { digest, now_ms } => resumed(a, digest, *now_ms),
+        // The principal and membership requests are `apply`'s.
+        _ => Err(AccessError::Invalid {
+            what: "request",
+            detail: "not a claim or login request".into(),
+        }),
     }
 }
 
@@ -1450,6 +1469,44 @@ fn memberships_of(a: &AccessState, principal: &str, limit: usize) -> Vec<(String
         .collect()
 }
 
+/// Steps 3 to 6 of a redemption of an open claim, in order: expiry, the
+/// claim's own digest, a digest already present, a member that already
+/// holds a credential.
+fn open_claim_conflicts(
+    a: &AccessState,
+    claim: &ClaimDigest,
+    digest: &Digest,
+    row: &ClaimRow,
+    now_ms: u64,
+) -> Result<(), AccessError> {
+    // 3. expiry.
+    if now_ms >= row.expires_at_ms {
+        return Err(AccessError::Claim(ClaimRefusal::ExpiredClaim));
+    }
+    // 4. the claim's own digest would make the claim string a bearer.
+    if claim.sha().ct_eq(&digest.sha) {
+        return Err(AccessError::Claim(ClaimRefusal::ConflictingClaim {
+            rule: "claim-digest-as-credential",
+        }));
+    }
+    // 5. a digest already present in any state.
+    if a.credentials.contains_key(&digest.sha) || a.claims.contains_key(&ClaimDigest(digest.sha)) {
+        return Err(AccessError::Claim(ClaimRefusal::ConflictingClaim {
+            rule: "digest-in-use",
+        }));
+    }
+    // 6. a member that already holds a credential (of either kind).
+    if a.credentials
+        .values()
+        .any(|c| c.principal == row.principal && c.state == CredentialState::Active)
+    {
+        return Err(AccessError::Claim(ClaimRefusal::ConflictingClaim {
+            rule: "member-holds-credential",
+        }));
+    }
+    Ok(())
+}
+
 /// `Claim` and `ClaimLogin`: every refusal before any write, in order.
 fn redeem(
     a: &mut AccessState,
@@ -1492,31 +1549,7 @@ fn redeem(
         }
         ClaimState::Open => {}
     }
-    // 3. expiry.
-    if now_ms >= row.expires_at_ms {
-        return refuse(ClaimRefusal::ExpiredClaim);
-    }
-    // 4. the claim's own digest would make the claim string a bearer.
-    if claim.sha().ct_eq(&digest.sha) {
-        return refuse(ClaimRefusal::ConflictingClaim {
-            rule: "claim-digest-as-credential",
-        });
-    }
-    // 5. a digest already present in any state.
-    if a.credentials.contains_key(&digest.sha) || a.claims.contains_key(&ClaimDigest(digest.sha)) {
-        return refuse(ClaimRefusal::ConflictingClaim {
-            rule: "digest-in-use",
-        });
-    }
-    // 6. a member that already holds a credential (of either kind).
-    if a.credentials
-        .values()
-        .any(|c| c.principal == row.principal && c.state == CredentialState::Active)
-    {
-        return refuse(ClaimRefusal::ConflictingClaim {
-            rule: "member-holds-credential",
-        });
-    }
+    open_claim_conflicts(a, claim, digest, &row, now_ms)?;
     // 7. the name (a refused name leaves the claim open).
     let name = match name.map(valid_name).transpose() {
         Ok(n) => n,

@@ -487,20 +487,7 @@ impl TableStore for MemoryTableStore {
                 ),
             });
         }
-        let rows = match (rows, relocated) {
-            (Some(MemoryRows::Occurrences(src)), Some(rel)) => {
-                check_relocated(name, &src, rel)?;
-                Some(MemoryRows::Occurrences(rel.to_vec()))
-            }
-            (None, Some([])) => None,
-            (_, Some(_)) => {
-                return Err(TableError::Invalid {
-                    table: name.as_str().to_owned(),
-                    detail: "relocated rows for a table without occurrences".into(),
-                })
-            }
-            (rows, None) => rows,
-        };
+        let rows = relocated_rows(name, rows, relocated)?;
         // Check and append under one lock: the commit lands only while the
         // table is still empty.
         {
@@ -557,6 +544,27 @@ impl TableStore for MemoryTableStore {
             });
         }
         Ok(CommitReply::Committed(read))
+    }
+}
+
+/// The rows a copy writes: the source's, or for the occurrence inventory
+/// the relocated rows (checked against the source's).
+fn relocated_rows(
+    name: &Name,
+    rows: Option<MemoryRows>,
+    relocated: Option<&[Occurrence]>,
+) -> Result<Option<MemoryRows>, TableError> {
+    match (rows, relocated) {
+        (Some(MemoryRows::Occurrences(src)), Some(rel)) => {
+            check_relocated(name, &src, rel)?;
+            Ok(Some(MemoryRows::Occurrences(rel.to_vec())))
+        }
+        (None, Some([])) => Ok(None),
+        (_, Some(_)) => Err(TableError::Invalid {
+            table: name.as_str().to_owned(),
+            detail: "relocated rows for a table without occurrences".into(),
+        }),
+        (rows, None) => Ok(rows),
     }
 }
 

@@ -688,6 +688,79 @@ where
             .ok_or_else(|| WorkflowError::Plan("no plan at this step".into()))
     }
 
+    /// `Plan`: the source records the departure, then the plan (the
+    /// caller's, checked against the source; the reservation's; or a new
+    /// one) is frozen.
+    fn plan_step(&self, state: &mut State, plan: &mut Option<Plan>, memo: &mut Memo) -> Res<()> {
+        // The source records this departure before its fences are
+        // taken: a second home is refused before anything moves.
+        self.depart(state.run.second_copy)?;
+        let p = match plan.take() {
+            // A plan the caller holds (a plan file) must still be
+            // the source's, checked before anything is reserved: a
+            // hand-edited or outdated plan would otherwise reserve
+            // the destination and then be invalidated there.
+            Some(p) if Self::own(state).is_none() => {
+                let seen = self.observe(&p)?;
+                if super::drifted(&p, &seen) {
+                    return Err(WorkflowError::Refused(MigrationError::PlanStale));
+                }
+                p
+            }
+            Some(p) => p,
+            // A reservation here is this run's own: the machine
+            // names no step but refuses another migration's
+            // (`next_step`, `OtherMigration`). Its plan is the one
+            // to freeze again.
+            None => match Self::own(state) {
+                Some(r) => r.plan.clone(),
+                None => self.freeze(memo.checked.take())?,
+            },
+        };
+        self.send(
+            state,
+            &Request::Freeze { plan: p.clone() },
+            AdminEffect::None,
+        )?;
+        self.progress.planned(&p);
+        *plan = Some(p);
+        Ok(())
+    }
+
+    /// `VerifyTable`: the copy's read-back (or a fresh read) is checked
+    /// against the plan.
+    fn verify_table(
+        &self,
+        state: &mut State,
+        plan: &Option<Plan>,
+        index: usize,
+        memo: &mut Memo,
+    ) -> Res<()> {
+        let p = Self::current_plan(state, plan)?;
+        let t = p
+            .tables
+            .get(index)
+            .ok_or_else(|| WorkflowError::Plan("table index".into()))?;
+        let read_back = match memo.read.remove(&index) {
+            Some(f) => f,
+            None => match self.destination.tables.inspect(&t.name) {
+                Ok(Some(f)) => f,
+                Ok(None) => self
+                    .destination
+                    .tables
+                    .evidence_at(&t.name, 0)
+                    .map_err(WorkflowError::Tables)?,
+                Err(e) => return Err(WorkflowError::Tables(e)),
+            },
+        };
+        let req = Request::VerifyTable {
+            name: t.name.clone(),
+            read_back,
+        };
+        self.send(state, &req, AdminEffect::None)?;
+        Ok(())
+    }
+
     fn step(
         &self,
         state: &mut State,
@@ -704,36 +777,7 @@ where
                     .map_err(|e| preflight_refusal(e, problem))?;
                 memo.checked = found;
             }
-            Next::Plan => {
-                // The source records this departure before its fences are
-                // taken: a second home is refused before anything moves.
-                self.depart(state.run.second_copy)?;
-                let p = match plan.take() {
-                    // A plan the caller holds (a plan file) must still be
-                    // the source's, checked before anything is reserved: a
-                    // hand-edited or outdated plan would otherwise reserve
-                    // the destination and then be invalidated there.
-                    Some(p) if Self::own(state).is_none() => {
-                        let seen = self.observe(&p)?;
-                        if super::drifted(&p, &seen) {
-                            return Err(WorkflowError::Refused(MigrationError::PlanStale));
-                        }
-                        p
-                    }
-                    Some(p) => p,
-                    // A reservation here is this run's own: the machine
-                    // names no step but refuses another migration's
-                    // (`next_step`, `OtherMigration`). Its plan is the one
-                    // to freeze again.
-                    None => match Self::own(state) {
-                        Some(r) => r.plan.clone(),
-                        None => self.freeze(memo.checked.take())?,
-                    },
-                };
-                self.send(state, &Request::Freeze { plan: p.clone() }, none)?;
-                self.progress.planned(&p);
-                *plan = Some(p);
-            }
+            Next::Plan => self.plan_step(state, plan, memo)?,
             Next::Reserve => {
                 let p = Self::current_plan(state, plan)?;
                 let now = (self.clock)();
@@ -743,30 +787,7 @@ where
             Next::CopyTable { index } => {
                 self.copy_table(state, index, occurrences, &mut memo.read)?;
             }
-            Next::VerifyTable { index } => {
-                let p = Self::current_plan(state, plan)?;
-                let t = p
-                    .tables
-                    .get(index)
-                    .ok_or_else(|| WorkflowError::Plan("table index".into()))?;
-                let read_back = match memo.read.remove(&index) {
-                    Some(f) => f,
-                    None => match self.destination.tables.inspect(&t.name) {
-                        Ok(Some(f)) => f,
-                        Ok(None) => self
-                            .destination
-                            .tables
-                            .evidence_at(&t.name, 0)
-                            .map_err(WorkflowError::Tables)?,
-                        Err(e) => return Err(WorkflowError::Tables(e)),
-                    },
-                };
-                let req = Request::VerifyTable {
-                    name: t.name.clone(),
-                    read_back,
-                };
-                self.send(state, &req, none)?;
-            }
+            Next::VerifyTable { index } => self.verify_table(state, plan, index, memo)?,
             Next::Recheck => {
                 let p = Self::current_plan(state, plan)?;
                 let observed = self.observe(&p)?;

@@ -172,60 +172,7 @@ pub fn check_custody_stream_with(
         let Ok(d) = decide(&before, &req) else {
             continue; // a refusal persists nothing
         };
-        let was = before.sessions.get(SESSION).map(|r| &r.custody);
-        let now = d.next.sessions.get(SESSION).map(|r| &r.custody);
-        let changed = match &d.outcome {
-            Outcome::Custody { changed, .. } | Outcome::Done { changed } => *changed,
-            other => {
-                return Err(violation(
-                    "outcome-matches-request",
-                    step,
-                    format!("{req:?} answered {other:?}"),
-                ))
-            }
-        };
-        if !changed {
-            if d.next != before {
-                return Err(violation(
-                    "unchanged-writes-nothing",
-                    step,
-                    format!("{req:?}: {before:?} -> {:?}", d.next),
-                ));
-            }
-        } else {
-            if d.next.revision != before.revision + 1 {
-                return Err(violation(
-                    "a-change-moves-the-revision-once",
-                    step,
-                    format!("{} -> {}", before.revision, d.next.revision),
-                ));
-            }
-            if !allowed(was, now, &req) {
-                return Err(violation(
-                    "transition-is-listed",
-                    step,
-                    format!("{req:?}: {was:?} -> {now:?}"),
-                ));
-            }
-        }
-        if let Outcome::Custody { custody, .. } = &d.outcome {
-            if Some(custody) != now {
-                return Err(violation(
-                    "answer-is-the-stored-custody",
-                    step,
-                    format!("answered {custody:?}, stored {now:?}"),
-                ));
-            }
-        }
-        if matches!(was, Some(Custody::Moved { .. }))
-            && matches!(now, Some(Custody::Resident | Custody::Moving { .. }) | None)
-        {
-            return Err(violation(
-                "moved-is-undone-only-by-a-new-import",
-                step,
-                format!("{req:?}: {was:?} -> {now:?}"),
-            ));
-        }
+        check_step(step, &req, &before, &d)?;
         if !matches!(req, catalogue::Request::Delete { .. }) {
             match decide(&d.next, &req) {
                 Ok(again) if again.next == d.next => {}
@@ -239,6 +186,73 @@ pub fn check_custody_stream_with(
             }
         }
         cats[c] = d.next;
+    }
+    Ok(())
+}
+
+/// One accepted decision's rules: the outcome matches the request, an
+/// unchanged answer writes nothing, a change moves the revision once and is
+/// a listed transition, the answer is the stored custody, and `Moved` is
+/// undone only by a new import.
+fn check_step(
+    step: usize,
+    req: &catalogue::Request,
+    before: &CatalogueState,
+    d: &catalogue::Decision,
+) -> Result<(), Violation> {
+    let was = before.sessions.get(SESSION).map(|r| &r.custody);
+    let now = d.next.sessions.get(SESSION).map(|r| &r.custody);
+    let changed = match &d.outcome {
+        Outcome::Custody { changed, .. } | Outcome::Done { changed } => *changed,
+        other => {
+            return Err(violation(
+                "outcome-matches-request",
+                step,
+                format!("{req:?} answered {other:?}"),
+            ))
+        }
+    };
+    if !changed {
+        if d.next != *before {
+            return Err(violation(
+                "unchanged-writes-nothing",
+                step,
+                format!("{req:?}: {before:?} -> {:?}", d.next),
+            ));
+        }
+    } else {
+        if d.next.revision != before.revision + 1 {
+            return Err(violation(
+                "a-change-moves-the-revision-once",
+                step,
+                format!("{} -> {}", before.revision, d.next.revision),
+            ));
+        }
+        if !allowed(was, now, req) {
+            return Err(violation(
+                "transition-is-listed",
+                step,
+                format!("{req:?}: {was:?} -> {now:?}"),
+            ));
+        }
+    }
+    if let Outcome::Custody { custody, .. } = &d.outcome {
+        if Some(custody) != now {
+            return Err(violation(
+                "answer-is-the-stored-custody",
+                step,
+                format!("answered {custody:?}, stored {now:?}"),
+            ));
+        }
+    }
+    if matches!(was, Some(Custody::Moved { .. }))
+        && matches!(now, Some(Custody::Resident | Custody::Moving { .. }) | None)
+    {
+        return Err(violation(
+            "moved-is-undone-only-by-a-new-import",
+            step,
+            format!("{req:?}: {was:?} -> {now:?}"),
+        ));
     }
     Ok(())
 }

@@ -627,56 +627,66 @@ fn check_compile(step: usize, catalog: &Catalog) -> Result<(), Violation> {
         ));
     }
     for d in catalog.objects.values() {
-        let m = &d.manifest;
-        for route in [None, Some(m.id.clone())] {
-            let target = Target {
-                tenant: m.tenant.clone(),
-                service: m.service.clone(),
-                route: route.clone(),
-                contract: "kv".to_owned(),
-                function: "get".to_owned(),
-            };
-            let resolved = match snapshot.resolve(&target, Some(m.id.as_str())) {
-                Ok(r) => r,
-                Err(DeploymentError::IncompatibleContract { .. }) => continue,
-                Err(e) => {
-                    return Err(violation(
-                        "an existing route resolves",
-                        step,
-                        format!("{target:?}: {e}"),
-                    ))
-                }
-            };
-            let chosen = catalog.objects.get(&resolved.deployment_id);
-            let ok = match (&route, chosen) {
-                (Some(id), _) => {
-                    resolved.deployment_id == *id && resolved.revision == m.revision_id()
-                }
-                (None, Some(c)) => {
-                    c.manifest.tenant == m.tenant
-                        && c.manifest.service == m.service
-                        && c.generation == resolved.generation
-                        && c.manifest.release == resolved.release
-                }
-                (None, None) => false,
-            };
-            let own = (0..RELEASES)
-                .find(|i| release(*i) == resolved.release)
-                .is_some_and(|i| owner_of(i) == target.tenant);
-            if !own {
+        check_routes(step, catalog, &snapshot, d)?;
+    }
+    Ok(())
+}
+
+/// A deployment's named and default routes resolve within their scope,
+/// and only to releases of the route's tenant.
+fn check_routes(
+    step: usize,
+    catalog: &Catalog,
+    snapshot: &route::Snapshot,
+    d: &crate::deployment::state::VersionedDeployment,
+) -> Result<(), Violation> {
+    let m = &d.manifest;
+    for route in [None, Some(m.id.clone())] {
+        let target = Target {
+            tenant: m.tenant.clone(),
+            service: m.service.clone(),
+            route: route.clone(),
+            contract: "kv".to_owned(),
+            function: "get".to_owned(),
+        };
+        let resolved = match snapshot.resolve(&target, Some(m.id.as_str())) {
+            Ok(r) => r,
+            Err(DeploymentError::IncompatibleContract { .. }) => continue,
+            Err(e) => {
                 return Err(violation(
-                    "a route of tenant T resolves only to T's releases",
+                    "an existing route resolves",
                     step,
-                    format!("{target:?}: {resolved:?}"),
-                ));
+                    format!("{target:?}: {e}"),
+                ))
             }
-            if !ok || resolved.catalog_generation != catalog.generation {
-                return Err(violation(
-                    "a route selects only within its scope",
-                    step,
-                    format!("{target:?}: {resolved:?}"),
-                ));
+        };
+        let chosen = catalog.objects.get(&resolved.deployment_id);
+        let ok = match (&route, chosen) {
+            (Some(id), _) => resolved.deployment_id == *id && resolved.revision == m.revision_id(),
+            (None, Some(c)) => {
+                c.manifest.tenant == m.tenant
+                    && c.manifest.service == m.service
+                    && c.generation == resolved.generation
+                    && c.manifest.release == resolved.release
             }
+            (None, None) => false,
+        };
+        let own = (0..RELEASES)
+            .find(|i| release(*i) == resolved.release)
+            .is_some_and(|i| owner_of(i) == target.tenant);
+        if !own {
+            return Err(violation(
+                "a route of tenant T resolves only to T's releases",
+                step,
+                format!("{target:?}: {resolved:?}"),
+            ));
+        }
+        if !ok || resolved.catalog_generation != catalog.generation {
+            return Err(violation(
+                "a route selects only within its scope",
+                step,
+                format!("{target:?}: {resolved:?}"),
+            ));
         }
     }
     Ok(())

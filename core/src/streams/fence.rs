@@ -52,6 +52,45 @@ pub fn check_fence_stream(ops: &[FenceOp]) -> Result<(), Violation> {
 pub type FenceDecide =
     fn(&WorldFence, &fence::Request) -> Result<fence::Decision, fence::FenceError>;
 
+/// The world, request and (for an acquisition) writer index one
+/// operation stands for; a write carries the epoch its writer believes.
+fn request_of(
+    op: FenceOp,
+    step: usize,
+    believed: &[[Epoch; 3]; 2],
+) -> Result<(usize, fence::Request, Option<usize>), Violation> {
+    Ok(match op {
+        FenceOp::Acquire { world, writer } => {
+            let holder = Holder::new(format!("writer-{}", writer % 3))
+                .map_err(|e| violation("holder-valid", step, e.to_string()))?;
+            (
+                usize::from(world % 2),
+                fence::Request::Acquire { holder },
+                Some(usize::from(writer % 3)),
+            )
+        }
+        FenceOp::Write { world, writer } => {
+            let w = usize::from(world % 2);
+            let epoch = believed[w][usize::from(writer % 3)];
+            (w, fence::Request::AdmitWrite { epoch }, None)
+        }
+        FenceOp::RawWrite { world, epoch } => (
+            usize::from(world % 2),
+            fence::Request::AdmitWrite {
+                epoch: Epoch::from(epoch),
+            },
+            None,
+        ),
+        FenceOp::ImportFloor { world, floor } => (
+            usize::from(world % 2),
+            fence::Request::ImportFloor {
+                floor: Epoch::from(floor),
+            },
+            None,
+        ),
+    })
+}
+
 /// [`check_fence_stream`] over any decision function with the fence machine's
 /// signature.
 pub fn check_fence_stream_with(decide: FenceDecide, ops: &[FenceOp]) -> Result<(), Violation> {
@@ -60,36 +99,7 @@ pub fn check_fence_stream_with(decide: FenceDecide, ops: &[FenceOp]) -> Result<(
     let mut max_issued = [0 as Epoch; 2];
     let mut max_floor = [0 as Epoch; 2];
     for (step, op) in ops.iter().enumerate() {
-        let (w, req, writer) = match *op {
-            FenceOp::Acquire { world, writer } => {
-                let holder = Holder::new(format!("writer-{}", writer % 3))
-                    .map_err(|e| violation("holder-valid", step, e.to_string()))?;
-                (
-                    usize::from(world % 2),
-                    fence::Request::Acquire { holder },
-                    Some(usize::from(writer % 3)),
-                )
-            }
-            FenceOp::Write { world, writer } => {
-                let w = usize::from(world % 2);
-                let epoch = believed[w][usize::from(writer % 3)];
-                (w, fence::Request::AdmitWrite { epoch }, None)
-            }
-            FenceOp::RawWrite { world, epoch } => (
-                usize::from(world % 2),
-                fence::Request::AdmitWrite {
-                    epoch: Epoch::from(epoch),
-                },
-                None,
-            ),
-            FenceOp::ImportFloor { world, floor } => (
-                usize::from(world % 2),
-                fence::Request::ImportFloor {
-                    floor: Epoch::from(floor),
-                },
-                None,
-            ),
-        };
+        let (w, req, writer) = request_of(*op, step, &believed)?;
         let before = worlds[w].clone();
         let Ok(decision) = decide(&before, &req) else {
             continue;

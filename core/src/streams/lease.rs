@@ -199,27 +199,7 @@ impl LeaseWatch {
         before: &LeaseState,
         decision: &lease::Decision,
     ) -> Result<(), Violation> {
-        let mut written = before.clone();
-        for e in &decision.effects {
-            lease::apply_effect(&mut written, e);
-        }
-        if written != decision.next {
-            return Err(violation(
-                "effects-write-the-decided-state",
-                step,
-                format!("{req:?}: effects {:?}", decision.effects),
-            ));
-        }
-        if decision.next.fence_high_water < before.fence_high_water {
-            return Err(violation(
-                "fence-high-water-monotonic",
-                step,
-                format!(
-                    "{} -> {}",
-                    before.fence_high_water, decision.next.fence_high_water
-                ),
-            ));
-        }
+        check_state(step, req, before, decision)?;
         match (req, &decision.outcome) {
             (lease::Request::Acquire { owner: o, .. }, Outcome::Acquired { lease, replaced }) => {
                 self.check_acquired(step, o, lease.fence, replaced.as_ref())
@@ -353,6 +333,38 @@ fn check_release(
             "not-held-release-changes-nothing",
             step,
             format!("{before:?} -> {next:?}"),
+        ));
+    }
+    Ok(())
+}
+
+/// The rules on the decided state alone: the effects write it, and the
+/// fence high-water mark never falls.
+fn check_state(
+    step: usize,
+    req: &lease::Request,
+    before: &LeaseState,
+    decision: &lease::Decision,
+) -> Result<(), Violation> {
+    let mut written = before.clone();
+    for e in &decision.effects {
+        lease::apply_effect(&mut written, e);
+    }
+    if written != decision.next {
+        return Err(violation(
+            "effects-write-the-decided-state",
+            step,
+            format!("{req:?}: effects {:?}", decision.effects),
+        ));
+    }
+    if decision.next.fence_high_water < before.fence_high_water {
+        return Err(violation(
+            "fence-high-water-monotonic",
+            step,
+            format!(
+                "{} -> {}",
+                before.fence_high_water, decision.next.fence_high_water
+            ),
         ));
     }
     Ok(())

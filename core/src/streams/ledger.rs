@@ -209,6 +209,39 @@ impl Names {
                 incarnation: u64::from(incarnation % 4),
                 token: self.tokens[usize::from(token) % 3].clone(),
             },
+            LedgerOp::BeginClose {
+                session,
+                incarnation,
+            } => Request::BeginClose {
+                session: self.session(session),
+                incarnation: u64::from(incarnation % 4),
+            },
+            LedgerOp::FinishClose {
+                session,
+                incarnation,
+            } => Request::FinishClose {
+                session: self.session(session),
+                incarnation: u64::from(incarnation % 4),
+            },
+            LedgerOp::Release { session } => Request::Release {
+                session: self.session(session),
+                now,
+            },
+            LedgerOp::Unacked { session } => Request::Unacked {
+                session: self.session(session),
+            },
+            LedgerOp::Admitted { session, tool } => Request::Admitted {
+                session: self.session(session),
+                tool: self.tool(tool),
+            },
+            keyed => self.keyed_request(keyed, now),
+        }
+    }
+
+    /// The requests on one call's key. (Any other operation handed here
+    /// goes back to [`Self::request`], which answers it itself.)
+    fn keyed_request(&self, op: LedgerOp, now: u64) -> Request {
+        match op {
             LedgerOp::Admit {
                 session,
                 op,
@@ -267,31 +300,13 @@ impl Names {
             } => Request::Ack {
                 key: self.key(session, op, incarnation),
             },
-            LedgerOp::BeginClose {
-                session,
-                incarnation,
-            } => Request::BeginClose {
-                session: self.session(session),
-                incarnation: u64::from(incarnation % 4),
-            },
-            LedgerOp::FinishClose {
-                session,
-                incarnation,
-            } => Request::FinishClose {
-                session: self.session(session),
-                incarnation: u64::from(incarnation % 4),
-            },
-            LedgerOp::Release { session } => Request::Release {
-                session: self.session(session),
-                now,
-            },
-            LedgerOp::Unacked { session } => Request::Unacked {
-                session: self.session(session),
-            },
-            LedgerOp::Admitted { session, tool } => Request::Admitted {
-                session: self.session(session),
-                tool: self.tool(tool),
-            },
+            other @ (LedgerOp::Open
+            | LedgerOp::Attach { .. }
+            | LedgerOp::BeginClose { .. }
+            | LedgerOp::FinishClose { .. }
+            | LedgerOp::Release { .. }
+            | LedgerOp::Unacked { .. }
+            | LedgerOp::Admitted { .. }) => self.request(other, now),
         }
     }
 }

@@ -239,6 +239,15 @@ fn dispatch(cmd: DeploymentsCommand, out: &mut Out) -> Result<(), Failure> {
             );
             mutate(out, &root, &releases, req, json)
         }
+        read => dispatch_read(read, out),
+    }
+}
+
+/// The commands that only read. (A writing command handed here goes back to
+/// [`dispatch`], which answers it itself.)
+fn dispatch_read(cmd: DeploymentsCommand, out: &mut Out) -> Result<(), Failure> {
+    use DeploymentsCommand as C;
+    match cmd {
         C::Get {
             root,
             releases,
@@ -285,6 +294,7 @@ fn dispatch(cmd: DeploymentsCommand, out: &mut Out) -> Result<(), Failure> {
             resolve(out, &root, &releases, &target, routing_key.as_deref(), json)
         }
         C::Revision { manifest, json } => revision(out, &manifest, json),
+        write @ (C::Apply { .. } | C::Delete { .. }) => dispatch(write, out),
     }
 }
 

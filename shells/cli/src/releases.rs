@@ -196,7 +196,20 @@ pub fn run(cmd: ReleasesCommand) -> ExitCode {
 
 fn run_in(cmd: ReleasesCommand, out: &mut Out) -> std::io::Result<ExitCode> {
     let name = cmd.name();
-    let result = match cmd {
+    let result = dispatch(cmd, out);
+    match result {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(Failure::Output(e)) => Err(e),
+        Err(Failure::Refused(code, msg)) => {
+            crate::out::err(format_args!("custos releases {name}: {msg}"));
+            Ok(ExitCode::from(code))
+        }
+    }
+}
+
+/// Runs one releases command.
+fn dispatch(cmd: ReleasesCommand, out: &mut Out) -> Result<(), Failure> {
+    match cmd {
         ReleasesCommand::Publish {
             root,
             manifest,
@@ -259,14 +272,6 @@ fn run_in(cmd: ReleasesCommand, out: &mut Out) -> std::io::Result<ExitCode> {
             json,
         ),
         ReleasesCommand::Upgrade { root, json } => upgrade(out, &root, json),
-    };
-    match result {
-        Ok(()) => Ok(ExitCode::SUCCESS),
-        Err(Failure::Output(e)) => Err(e),
-        Err(Failure::Refused(code, msg)) => {
-            crate::out::err(format_args!("custos releases {name}: {msg}"));
-            Ok(ExitCode::from(code))
-        }
     }
 }
 
@@ -681,7 +686,9 @@ fn print_descriptor(out: &mut Out, d: &Descriptor, m: Membership) -> Result<(), 
     Ok(())
 }
 
-fn verify(out: &mut Out, root: &Path, json: bool) -> Result<(), Failure> {
+/// Opens the catalog for reading (the open verifies every release), with
+/// progress over its directories on stderr.
+fn open_verifying(root: &Path) -> Result<ReleaseRepository<RealFs>, Failure> {
     // The open verifies every release: progress over the directories.
     let progress = std::cell::RefCell::new(None::<crate::progress::Count>);
     let observe = |done: u64, total: u64| {
@@ -713,7 +720,11 @@ fn verify(out: &mut Out, root: &Path, json: bool) -> Result<(), Failure> {
     if let Some(p) = progress.into_inner() {
         p.finish();
     }
-    let repo = repo?;
+    repo
+}
+
+fn verify(out: &mut Out, root: &Path, json: bool) -> Result<(), Failure> {
+    let repo = open_verifying(root)?;
     let usage = repo.usage();
     let counters = repo.verification_snapshot();
     let orphans = repo.orphans();
