@@ -320,38 +320,13 @@ impl AccessModel {
                 },
                 Err(AccessError::OwnerExists { .. }),
             ) if !st.access.principals.contains_key(principal) => {
-                // Decide as if no owner existed, keeping the first.
-                let mut blind = st.clone();
-                for p in blind.access.principals.values_mut() {
-                    p.kind = PrincipalKind::Member;
-                }
-                let mut d = access::decide(
-                    &blind,
-                    &AccessRequest::BootstrapOwner {
-                        principal: principal.clone(),
-                        name: None,
-                        digest: *digest,
-                        now_ms: *now_ms,
-                    },
-                )?;
-                for (id, p) in &st.access.principals {
-                    d.next.access.principals.insert(id.clone(), p.clone());
-                }
-                Ok(d)
+                second_owner(st, principal, *digest, *now_ms)
             }
             (
                 Some(Mutant::LoginBesideOpenClaim),
                 AccessRequest::IssueLogin { principal, .. },
                 Err(AccessError::ClaimPending { .. }),
-            ) => {
-                let mut blind = st.clone();
-                blind.access.claims.retain(|_, c| c.principal != *principal);
-                let mut d = access::decide(&blind, req)?;
-                for (k, c) in &st.access.claims {
-                    d.next.access.claims.insert(*k, c.clone());
-                }
-                Ok(d)
-            }
+            ) => login_beside_claim(st, req, principal),
             (
                 Some(Mutant::RotateMemberKeepsClaim),
                 AccessRequest::RotateMember { .. },
@@ -479,6 +454,50 @@ impl AccessModel {
             }
         }
     }
+}
+
+/// The `SecondOwner` mutant's decision: a bootstrap of `principal` decided
+/// as if no owner existed, with every principal already stored kept as it was.
+fn second_owner(
+    st: &CatalogueState,
+    principal: &str,
+    digest: Digest,
+    now_ms: u64,
+) -> Result<access::AccessDecision, AccessError> {
+    // Decide as if no owner existed, keeping the first.
+    let mut blind = st.clone();
+    for p in blind.access.principals.values_mut() {
+        p.kind = PrincipalKind::Member;
+    }
+    let mut d = access::decide(
+        &blind,
+        &AccessRequest::BootstrapOwner {
+            principal: principal.to_owned(),
+            name: None,
+            digest,
+            now_ms,
+        },
+    )?;
+    for (id, p) in &st.access.principals {
+        d.next.access.principals.insert(id.clone(), p.clone());
+    }
+    Ok(d)
+}
+
+/// The `LoginBesideOpenClaim` mutant's decision: `req` decided as if
+/// `principal` had no claim, with every stored claim kept as it was.
+fn login_beside_claim(
+    st: &CatalogueState,
+    req: &AccessRequest,
+    principal: &str,
+) -> Result<access::AccessDecision, AccessError> {
+    let mut blind = st.clone();
+    blind.access.claims.retain(|_, c| c.principal != principal);
+    let mut d = access::decide(&blind, req)?;
+    for (k, c) in &st.access.claims {
+        d.next.access.claims.insert(*k, c.clone());
+    }
+    Ok(d)
 }
 
 /// The rotation mutants' decision: `digest`'s row is `principal`'s active

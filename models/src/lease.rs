@@ -19,7 +19,7 @@
 //! that call. A monitor records what the store admitted, and the properties
 //! read the record.
 
-use custos_core::lease::{self, Fence, LeaseError, LeaseState, Outcome, Owner};
+use custos_core::lease::{self, Fence, Lease, LeaseError, LeaseState, Outcome, Owner};
 use custos_core::Millis;
 use stateright::{Model, Property};
 
@@ -216,24 +216,10 @@ impl LeaseModel {
                 )
             }
             (Some(Mutant::StealKeepsFence), req @ lease::Request::Acquire { .. }) => {
-                let mut d = lease::decide(state, &req)?;
-                if let Outcome::Acquired {
-                    lease,
-                    replaced: Some(old),
-                } = &mut d.outcome
-                {
-                    lease.fence = old.fence;
-                    d.next.holder = Some(lease.clone());
-                    d.next.fence_high_water = old.fence;
-                }
-                Ok(d)
+                steal_keeping_fence(state, &req)
             }
             (Some(Mutant::ReleaseForgetsHighWater), req @ lease::Request::Release { .. }) => {
-                let mut d = lease::decide(state, &req)?;
-                if d.outcome == Outcome::Released {
-                    d.next.fence_high_water = 0;
-                }
-                Ok(d)
+                release_forgetting_high_water(state, &req)
             }
             (_, req) => lease::decide(state, &req),
         }
@@ -272,36 +258,10 @@ impl LeaseModel {
         };
         match (&req, &d.outcome) {
             (lease::Request::Acquire { .. }, Outcome::Acquired { lease, replaced }) => {
-                if lease.fence <= s.max_issued {
-                    s.broken |= rule::FENCE_INCREASE;
-                }
-                s.max_issued = s.max_issued.max(lease.fence);
-                if let Some(old) = replaced {
-                    let q = self.index_of(&old.owner);
-                    if old.is_live(s.now) && q != p {
-                        s.broken |= rule::LIVE_STOLEN;
-                    }
-                    if !old.is_live(s.now) && q != p {
-                        s.seen |= seen::STEAL;
-                    }
-                    insert_sorted(&mut s.displaced, (q, old.fence));
-                }
+                self.note_acquired(s, p, lease, replaced.as_ref());
             }
             (lease::Request::Commit { fence, .. }, Outcome::Admitted { .. }) => {
-                if s.is_stale(p, *fence)
-                    || !held_live(&before, &self.owners[usize::from(p)], *fence, s.now)
-                {
-                    s.broken |= rule::STALE_COMMIT;
-                }
-                if let Some((q, f)) = s.last_commit {
-                    if *fence < f || (*fence == f && q != p) {
-                        s.broken |= rule::COMMIT_ORDER;
-                    }
-                }
-                s.last_commit = Some((p, *fence));
-                if s.crashes > 0 {
-                    s.seen |= seen::COMMIT_AFTER_RESTART;
-                }
+                self.note_committed(s, p, &before, *fence);
             }
             (lease::Request::Renew { fence, .. }, Outcome::Renewed { .. }) => {
                 if s.is_stale(p, *fence) {
@@ -338,6 +298,73 @@ impl LeaseModel {
         s.store = d.next;
         true
     }
+
+    /// Monitors an acquisition by `p` of `lease`, displacing `replaced`.
+    fn note_acquired(&self, s: &mut SysState, p: u8, lease: &Lease, replaced: Option<&Lease>) {
+        if lease.fence <= s.max_issued {
+            s.broken |= rule::FENCE_INCREASE;
+        }
+        s.max_issued = s.max_issued.max(lease.fence);
+        if let Some(old) = replaced {
+            let q = self.index_of(&old.owner);
+            if old.is_live(s.now) && q != p {
+                s.broken |= rule::LIVE_STOLEN;
+            }
+            if !old.is_live(s.now) && q != p {
+                s.seen |= seen::STEAL;
+            }
+            insert_sorted(&mut s.displaced, (q, old.fence));
+        }
+    }
+
+    /// Monitors a commit admitted for `p` under `fence`, `before` being the
+    /// store it was decided on.
+    fn note_committed(&self, s: &mut SysState, p: u8, before: &LeaseState, fence: Fence) {
+        if s.is_stale(p, fence) || !held_live(before, &self.owners[usize::from(p)], fence, s.now) {
+            s.broken |= rule::STALE_COMMIT;
+        }
+        if let Some((q, f)) = s.last_commit {
+            if fence < f || (fence == f && q != p) {
+                s.broken |= rule::COMMIT_ORDER;
+            }
+        }
+        s.last_commit = Some((p, fence));
+        if s.crashes > 0 {
+            s.seen |= seen::COMMIT_AFTER_RESTART;
+        }
+    }
+}
+
+/// The `StealKeepsFence` mutant's decision: an acquisition that displaces
+/// a lease keeps that lease's fence instead of a new one.
+fn steal_keeping_fence(
+    state: &LeaseState,
+    req: &lease::Request,
+) -> Result<lease::Decision, LeaseError> {
+    let mut d = lease::decide(state, req)?;
+    if let Outcome::Acquired {
+        lease,
+        replaced: Some(old),
+    } = &mut d.outcome
+    {
+        lease.fence = old.fence;
+        d.next.holder = Some(lease.clone());
+        d.next.fence_high_water = old.fence;
+    }
+    Ok(d)
+}
+
+/// The `ReleaseForgetsHighWater` mutant's decision: a release that frees
+/// the slot also resets its fence high-water mark to 0.
+fn release_forgetting_high_water(
+    state: &LeaseState,
+    req: &lease::Request,
+) -> Result<lease::Decision, LeaseError> {
+    let mut d = lease::decide(state, req)?;
+    if d.outcome == Outcome::Released {
+        d.next.fence_high_water = 0;
+    }
+    Ok(d)
 }
 
 fn held_live(state: &LeaseState, owner: &Owner, fence: Fence, now: Millis) -> bool {

@@ -282,6 +282,24 @@ impl LedgerModel {
         Ok(answer)
     }
 
+    /// The process restarts: a new epoch opens the ledger (checking that
+    /// recovery left no call of the dead process admitted) and reattaches.
+    fn process_restart(&self, s: &mut SysState) {
+        s.running = 0;
+        s.epoch += 1;
+        let _ = self.run(s, &Request::Open);
+        // Restart recovery: nothing of the dead process is admitted.
+        if s.ledger
+            .calls
+            .values()
+            .any(|r| matches!(r.state, RowState::Admitted { .. }))
+        {
+            s.broken |= rule::RECOVERY;
+        }
+        let inc = s.incarnation;
+        let _ = self.attach(s, inc);
+    }
+
     fn deliver(&self, s: &mut SysState, m: Msg) {
         match m {
             Msg::Run { key, epoch } => {
@@ -513,21 +531,7 @@ impl Model for LedgerModel {
                 s.running = 0;
                 s.runtime_restarts += 1;
             }
-            Action::ProcessRestart => {
-                s.running = 0;
-                s.epoch += 1;
-                let _ = self.run(&mut s, &Request::Open);
-                // Restart recovery: nothing of the dead process is admitted.
-                if s.ledger
-                    .calls
-                    .values()
-                    .any(|r| matches!(r.state, RowState::Admitted { .. }))
-                {
-                    s.broken |= rule::RECOVERY;
-                }
-                let inc = s.incarnation;
-                let _ = self.attach(&mut s, inc);
-            }
+            Action::ProcessRestart => self.process_restart(&mut s),
             Action::BeginClose => {
                 let req = Request::BeginClose {
                     session: self.names.session.clone(),
@@ -601,12 +605,20 @@ fn rules() -> Vec<Property<LedgerModel>> {
 }
 
 /// The answers the model must reach (`sometimes`), in report order.
+///
+/// Answers are reached by asking the real decision, on a reachable state,
+/// what a request the model could send next would answer: the transition
+/// exists, and keeping a record of past answers in the state would multiply
+/// the state space.
 fn answers() -> Vec<Property<LedgerModel>> {
+    let mut answers = admit_and_stop_answers();
+    answers.extend(lookup_and_close_answers());
+    answers
+}
+
+/// The answers of admit, stop_or_fence and query_or_fence, in report order.
+fn admit_and_stop_answers() -> Vec<Property<LedgerModel>> {
     vec![
-        // Answers are reached by asking the real decision, on a
-        // reachable state, what a request the model could send next would
-        // answer: the transition exists, and keeping a record of past
-        // answers in the state would multiply the state space.
         Property::<LedgerModel>::sometimes("admit answers Fresh", |m, s| {
             m.would_admit(s, s.epoch) == Ok(Admission::Fresh)
         }),
@@ -651,6 +663,13 @@ fn answers() -> Vec<Property<LedgerModel>> {
                 Ok(Answer::Fencing(Fencing::Standing(_)))
             )
         }),
+    ]
+}
+
+/// The answers of query, unacked, ack, close, release, reopen and open, in
+/// report order.
+fn lookup_and_close_answers() -> Vec<Property<LedgerModel>> {
+    vec![
         Property::<LedgerModel>::sometimes("query answers Missing", |m, s| {
             m.would(
                 s,

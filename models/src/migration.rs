@@ -295,83 +295,95 @@ impl Model for MigrationModel {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        let mut p = vec![
-            Property::<Self>::always(
-                "no destination World is discoverable before every table, artifact and control bundle is verified and the source recheck passed",
-                |_, s| s.broken & rule::EARLY_DISCOVERY == 0,
-            ),
-            Property::<Self>::always(
-                "a success receipt exists only after activation and cold verification",
-                |_, s| s.broken & rule::RECEIPT_EARLY == 0,
-            ),
-            Property::<Self>::always("after ACTIVATED no step reads the source", |_, s| {
-                s.broken & rule::SOURCE_READ == 0
-            }),
-            Property::<Self>::always("the receipt never changes once completed", |_, s| {
-                s.broken & rule::RECEIPT_CHANGED == 0
-            }),
-            Property::<Self>::always(
-                "every imported fence floor >= the source's epochs, and the first resume is strictly above it",
-                |_, s| s.broken & rule::FLOOR_LOW == 0,
-            ),
-            Property::<Self>::always("a partial identity is never reported successful", |_, s| {
-                s.broken & rule::PARTIAL_SUCCESS == 0
-            }),
-            Property::<Self>::always(
-                "artifact_files lands only after every referenced object verifies",
-                |_, s| s.broken & rule::FILES_BEFORE_OBJECTS == 0,
-            ),
-            Property::<Self>::always(
-                "no destination table is appended twice (never a blind append)",
-                |_, s| s.broken & rule::DOUBLE_APPEND == 0,
-            ),
-            Property::<Self>::always("cold verification never runs after completion", |_, s| {
-                s.broken & rule::COLD_AFTER_COMPLETE == 0
-            }),
-            Property::<Self>::always(
-                "the reservation's status always carries the evidence it implies",
-                |_, s| s.broken & rule::STATUS_WITHOUT_EVIDENCE == 0,
-            ),
-        ];
-        p.extend([
-            Property::<Self>::sometimes(CRASH_NAMES[0], completes_after::<0>),
-            Property::<Self>::sometimes(CRASH_NAMES[1], completes_after::<1>),
-            Property::<Self>::sometimes(CRASH_NAMES[2], completes_after::<2>),
-            Property::<Self>::sometimes(CRASH_NAMES[3], completes_after::<3>),
-            Property::<Self>::sometimes(CRASH_NAMES[4], completes_after::<4>),
-            Property::<Self>::sometimes(CRASH_NAMES[5], completes_after::<5>),
-            Property::<Self>::sometimes(CRASH_NAMES[6], completes_after::<6>),
-            Property::<Self>::sometimes(CRASH_NAMES[7], completes_after::<7>),
-            Property::<Self>::sometimes(CRASH_NAMES[8], completes_after::<8>),
-            Property::<Self>::sometimes(CRASH_NAMES[9], completes_after::<9>),
-            Property::<Self>::sometimes(CRASH_NAMES[10], completes_after::<10>),
-            Property::<Self>::sometimes(CRASH_NAMES[11], completes_after::<11>),
-            Property::<Self>::sometimes("a drifted source aborts activation", |_, s| {
-                s.seen & seen::DRIFT_ABORTED != 0 && !s.dest_discoverable
-            }),
-            Property::<Self>::sometimes("a retry returns the stored receipt", |_, s| {
-                s.seen & seen::RETRY_RECEIPT != 0
-            }),
-            Property::<Self>::sometimes(
-                "an ambiguous commit that landed converges on inspection",
-                |_, s| s.seen & seen::AMBIGUOUS_CONVERGED != 0,
-            ),
-            Property::<Self>::sometimes(
-                "an ambiguous commit that did not land is appended after inspection",
-                |_, s| s.seen & seen::AMBIGUOUS_RETRIED != 0,
-            ),
-            Property::<Self>::sometimes("a different plan or migration is refused", |_, s| {
-                s.seen & seen::OTHER_REFUSED != 0
-            }),
-            Property::<Self>::sometimes("a second driver resumes the same plan", |_, s| {
-                s.seen & seen::SECOND_RESUMED != 0
-            }),
-            Property::<Self>::sometimes("a verified object left by a crash is reused", |_, s| {
-                s.seen & seen::OBJECT_REUSED != 0
-            }),
-        ]);
+        let mut p = safety();
+        p.extend(reachable());
         p
     }
+}
+
+/// The safety rules (`always`), in report order.
+fn safety() -> Vec<Property<MigrationModel>> {
+    vec![
+        Property::<MigrationModel>::always(
+            "no destination World is discoverable before every table, artifact and control bundle is verified and the source recheck passed",
+            |_, s| s.broken & rule::EARLY_DISCOVERY == 0,
+        ),
+        Property::<MigrationModel>::always(
+            "a success receipt exists only after activation and cold verification",
+            |_, s| s.broken & rule::RECEIPT_EARLY == 0,
+        ),
+        Property::<MigrationModel>::always("after ACTIVATED no step reads the source", |_, s| {
+            s.broken & rule::SOURCE_READ == 0
+        }),
+        Property::<MigrationModel>::always("the receipt never changes once completed", |_, s| {
+            s.broken & rule::RECEIPT_CHANGED == 0
+        }),
+        Property::<MigrationModel>::always(
+            "every imported fence floor >= the source's epochs, and the first resume is strictly above it",
+            |_, s| s.broken & rule::FLOOR_LOW == 0,
+        ),
+        Property::<MigrationModel>::always("a partial identity is never reported successful", |_, s| {
+            s.broken & rule::PARTIAL_SUCCESS == 0
+        }),
+        Property::<MigrationModel>::always(
+            "artifact_files lands only after every referenced object verifies",
+            |_, s| s.broken & rule::FILES_BEFORE_OBJECTS == 0,
+        ),
+        Property::<MigrationModel>::always(
+            "no destination table is appended twice (never a blind append)",
+            |_, s| s.broken & rule::DOUBLE_APPEND == 0,
+        ),
+        Property::<MigrationModel>::always("cold verification never runs after completion", |_, s| {
+            s.broken & rule::COLD_AFTER_COMPLETE == 0
+        }),
+        Property::<MigrationModel>::always(
+            "the reservation's status always carries the evidence it implies",
+            |_, s| s.broken & rule::STATUS_WITHOUT_EVIDENCE == 0,
+        ),
+    ]
+}
+
+/// The outcomes the model must reach (`sometimes`), in report order.
+fn reachable() -> Vec<Property<MigrationModel>> {
+    vec![
+        Property::<MigrationModel>::sometimes(CRASH_NAMES[0], completes_after::<0>),
+        Property::<MigrationModel>::sometimes(CRASH_NAMES[1], completes_after::<1>),
+        Property::<MigrationModel>::sometimes(CRASH_NAMES[2], completes_after::<2>),
+        Property::<MigrationModel>::sometimes(CRASH_NAMES[3], completes_after::<3>),
+        Property::<MigrationModel>::sometimes(CRASH_NAMES[4], completes_after::<4>),
+        Property::<MigrationModel>::sometimes(CRASH_NAMES[5], completes_after::<5>),
+        Property::<MigrationModel>::sometimes(CRASH_NAMES[6], completes_after::<6>),
+        Property::<MigrationModel>::sometimes(CRASH_NAMES[7], completes_after::<7>),
+        Property::<MigrationModel>::sometimes(CRASH_NAMES[8], completes_after::<8>),
+        Property::<MigrationModel>::sometimes(CRASH_NAMES[9], completes_after::<9>),
+        Property::<MigrationModel>::sometimes(CRASH_NAMES[10], completes_after::<10>),
+        Property::<MigrationModel>::sometimes(CRASH_NAMES[11], completes_after::<11>),
+        Property::<MigrationModel>::sometimes("a drifted source aborts activation", |_, s| {
+            s.seen & seen::DRIFT_ABORTED != 0 && !s.dest_discoverable
+        }),
+        Property::<MigrationModel>::sometimes("a retry returns the stored receipt", |_, s| {
+            s.seen & seen::RETRY_RECEIPT != 0
+        }),
+        Property::<MigrationModel>::sometimes(
+            "an ambiguous commit that landed converges on inspection",
+            |_, s| s.seen & seen::AMBIGUOUS_CONVERGED != 0,
+        ),
+        Property::<MigrationModel>::sometimes(
+            "an ambiguous commit that did not land is appended after inspection",
+            |_, s| s.seen & seen::AMBIGUOUS_RETRIED != 0,
+        ),
+        Property::<MigrationModel>::sometimes(
+            "a different plan or migration is refused",
+            |_, s| s.seen & seen::OTHER_REFUSED != 0,
+        ),
+        Property::<MigrationModel>::sometimes("a second driver resumes the same plan", |_, s| {
+            s.seen & seen::SECOND_RESUMED != 0
+        }),
+        Property::<MigrationModel>::sometimes(
+            "a verified object left by a crash is reused",
+            |_, s| s.seen & seen::OBJECT_REUSED != 0,
+        ),
+    ]
 }
 
 /// "completes after a crash at <step>", one per step.

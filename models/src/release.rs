@@ -756,22 +756,7 @@ impl ReleaseModel {
             Step::WriteMetadata
             | Step::WriteManifest
             | Step::WriteComponent
-            | Step::WriteComplete => {
-                let f = match step {
-                    Step::WriteMetadata => 0,
-                    Step::WriteManifest => 1,
-                    Step::WriteComponent => 2,
-                    _ => COMPLETE_FILE,
-                };
-                let dir = self.target(s, &p)?;
-                // Written and fsynced; the entry waits for a directory fsync.
-                let fsynced = !(step == Step::WriteComponent
-                    && self.mutant == Some(Mutant::PayloadFsyncSkipped));
-                dir.files[f] = File::Live {
-                    data: fsynced,
-                    entry: false,
-                };
-            }
+            | Step::WriteComplete => self.write_file(s, &p, step)?,
             Step::SyncStage => {
                 let dir = self.target(s, &p)?;
                 for f in dir.files.iter_mut() {
@@ -809,18 +794,43 @@ impl ReleaseModel {
             Step::CommitLifecycle => {
                 s.lifecycle.apply(LifecycleOp::Publish, &digest).ok()?;
             }
-            Step::Adopt => {
-                s.index[d] = Some((p.req, Membership::Member));
-                s.renamed[d] = None;
-                s.orphans[d] = None;
-                s.gate.on_reconciled(&digest);
-                if s.unreconciled == Some(d as u8) {
-                    s.unreconciled = None;
-                }
-            }
+            Step::Adopt => Self::adopt(s, &p, d, &digest),
         }
         self.step_done(s, p, step, d);
         Some(())
+    }
+
+    /// A write step: the file `step` writes, written and fsynced into the
+    /// publication's directory (None when there is no such directory).
+    fn write_file(&self, s: &mut SysState, p: &Pub, step: Step) -> Option<()> {
+        let f = match step {
+            Step::WriteMetadata => 0,
+            Step::WriteManifest => 1,
+            Step::WriteComponent => 2,
+            _ => COMPLETE_FILE,
+        };
+        let dir = self.target(s, p)?;
+        // Written and fsynced; the entry waits for a directory fsync.
+        let fsynced =
+            !(step == Step::WriteComponent && self.mutant == Some(Mutant::PayloadFsyncSkipped));
+        dir.files[f] = File::Live {
+            data: fsynced,
+            entry: false,
+        };
+        Some(())
+    }
+
+    /// The adoption step: release `d` becomes a member of the index under
+    /// the publication's request, and is no longer renamed, orphaned or
+    /// unreconciled.
+    fn adopt(s: &mut SysState, p: &Pub, d: usize, digest: &Sha256) {
+        s.index[d] = Some((p.req, Membership::Member));
+        s.renamed[d] = None;
+        s.orphans[d] = None;
+        s.gate.on_reconciled(digest);
+        if s.unreconciled == Some(d as u8) {
+            s.unreconciled = None;
+        }
     }
 
     /// The admission step: plans the publication through the real gate and
@@ -1071,21 +1081,7 @@ fn safety() -> Vec<Property<ReleaseModel>> {
         ),
         Property::<ReleaseModel>::always(
             "never two different contents under one reference",
-            |m, s| {
-                let complete: Vec<u8> = s
-                    .releases
-                    .iter()
-                    .flatten()
-                    .filter(|dir| dir.files[COMPLETE_FILE] != File::Absent)
-                    .map(|dir| dir.req)
-                    .collect();
-                complete.iter().enumerate().all(|(i, a)| {
-                    complete
-                        .iter()
-                        .skip(i + 1)
-                        .all(|b| m.reference_of(*a) != m.reference_of(*b) || m.identical(*a, *b))
-                })
-            },
+            one_content_per_reference,
         ),
         Property::<ReleaseModel>::always(
             "the recovery-directory count equals the directories under releases/, within capacity",
@@ -1096,6 +1092,24 @@ fn safety() -> Vec<Property<ReleaseModel>> {
             },
         ),
     ]
+}
+
+/// Whether every two complete directories under `releases/` that share a
+/// reference hold identical contents.
+fn one_content_per_reference(m: &ReleaseModel, s: &SysState) -> bool {
+    let complete: Vec<u8> = s
+        .releases
+        .iter()
+        .flatten()
+        .filter(|dir| dir.files[COMPLETE_FILE] != File::Absent)
+        .map(|dir| dir.req)
+        .collect();
+    complete.iter().enumerate().all(|(i, a)| {
+        complete
+            .iter()
+            .skip(i + 1)
+            .all(|b| m.reference_of(*a) != m.reference_of(*b) || m.identical(*a, *b))
+    })
 }
 
 /// The outcomes the model must reach (`sometimes`), in report order.

@@ -14,7 +14,7 @@ use custos_core::release::bounds::{check_contract_shape, BoundError, MAX_TYPE_DE
 use thiserror::Error;
 use wasmparser::component_types::{
     AliasableResourceId, ComponentAnyTypeId, ComponentDefinedType, ComponentEntityType,
-    ComponentFuncType, ComponentItem, ComponentValType, ResourceId,
+    ComponentFuncType, ComponentItem, ComponentValType, RecordType, ResourceId, VariantType,
 };
 use wasmparser::types::TypesRef;
 use wasmparser::{Parser, Payload, PrimitiveValType, Validator, WasmFeatures};
@@ -587,29 +587,8 @@ impl<'a> Cx<'a> {
         let boxed = |t: &ComponentValType| self.build(function, t, next).map(Box::new);
         Ok(match self.defined(id)? {
             ComponentDefinedType::Primitive(p) => primitive(function, *p)?,
-            ComponentDefinedType::Record(r) => {
-                let mut fields = Vec::with_capacity(r.fields.len());
-                for (name, t) in &r.fields {
-                    fields.push(Field {
-                        name: name.as_str().to_string(),
-                        ty: self.build(function, t, next)?,
-                    });
-                }
-                ValType::Record(fields)
-            }
-            ComponentDefinedType::Variant(v) => {
-                let mut cases = Vec::with_capacity(v.cases.len());
-                for (name, c) in &v.cases {
-                    cases.push(Case {
-                        name: name.as_str().to_string(),
-                        ty: match &c.ty {
-                            Some(t) => Some(self.build(function, t, next)?),
-                            None => None,
-                        },
-                    });
-                }
-                ValType::Variant(cases)
-            }
+            ComponentDefinedType::Record(r) => ValType::Record(self.fields(function, r, next)?),
+            ComponentDefinedType::Variant(v) => ValType::Variant(self.cases(function, v, next)?),
             ComponentDefinedType::Tuple(t) => {
                 let mut elems = Vec::with_capacity(t.types.len());
                 for t in t.types.iter() {
@@ -640,6 +619,38 @@ impl<'a> Cx<'a> {
                 })
             }
         })
+    }
+
+    /// A record's fields, each type built one level deeper.
+    fn fields(
+        &self,
+        function: &str,
+        r: &RecordType,
+        next: u32,
+    ) -> Result<Vec<Field>, InspectError> {
+        let mut fields = Vec::with_capacity(r.fields.len());
+        for (name, t) in &r.fields {
+            fields.push(Field {
+                name: name.as_str().to_string(),
+                ty: self.build(function, t, next)?,
+            });
+        }
+        Ok(fields)
+    }
+
+    /// A variant's cases, each payload type built one level deeper.
+    fn cases(&self, function: &str, v: &VariantType, next: u32) -> Result<Vec<Case>, InspectError> {
+        let mut cases = Vec::with_capacity(v.cases.len());
+        for (name, c) in &v.cases {
+            cases.push(Case {
+                name: name.as_str().to_string(),
+                ty: match &c.ty {
+                    Some(t) => Some(self.build(function, t, next)?),
+                    None => None,
+                },
+            });
+        }
+        Ok(cases)
     }
 
     fn resource_name(&self, r: &AliasableResourceId) -> String {
