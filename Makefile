@@ -30,11 +30,15 @@ test: servers
 	$(CARGO) test --locked --workspace --doc
 	$(CARGO) test --locked -p custos-wasm --features wasmtime --tests
 
-## Formatting and clippy, warnings as errors.
+## Formatting and clippy, warnings as errors; then a second clippy pass over
+## library and binary code only, under lint/library/clippy.toml (no function
+## over 70 lines).
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
 	$(CARGO) clippy --locked -p custos-wasm --all-targets --features wasmtime -- -D warnings
+	CLIPPY_CONF_DIR=$(CURDIR)/lint/library $(CARGO) clippy --locked --workspace --lib --bins -- -D warnings
+	CLIPPY_CONF_DIR=$(CURDIR)/lint/library $(CARGO) clippy --locked -p custos-wasm --lib --features wasmtime -- -D warnings
 
 fmt:
 	$(CARGO) fmt --all

@@ -54,7 +54,7 @@ use custos_core::release::lifecycle::{
     LIFECYCLE_DIR, LIFECYCLE_HEAD, MAX_HEAD_BYTES, MAX_RECORD_BYTES,
 };
 use custos_core::release::manifest::Manifest;
-use custos_core::release::metadata::{Descriptor, ReleaseMetadata};
+use custos_core::release::metadata::{Descriptor, ReferenceKey, ReleaseMetadata};
 use custos_core::release::page::{content_tag, Cursor, PageToken, Scope};
 use custos_core::release::protocol::{
     self, classify_entry, recovered_membership, CompleteProbe, Plan, Probe, Recovered,
@@ -510,7 +510,7 @@ impl<F: Fs> ReleaseRepository<F> {
 
     fn recover(
         &self,
-        mut usage: CatalogUsage,
+        usage: CatalogUsage,
         plan: OpenPlan,
         observe: &dyn Fn(u64, u64),
     ) -> Result<(Writer, Index), ReleaseError> {
@@ -521,86 +521,30 @@ impl<F: Fs> ReleaseRepository<F> {
         // where the records are read). A head without `lifecycle/` is a
         // catalog whose lifecycle state was lost: never bootstrapped again.
         let bootstrap = lifecycle.is_none();
-        if bootstrap
-            && self
-                .fs()
-                .metadata(&self.root.root().join(LIFECYCLE_HEAD))
-                .map_err(io_err("metadata", self.root.root()))?
-                .is_some()
-        {
-            return Err(corrupt(
-                &self.root.root().join(LIFECYCLE_DIR),
-                "lifecycle state is missing but its head (LIFECYCLE) remains: the catalog had lifecycle state and lost it; restore lifecycle/ from a backup (it is never rebuilt from the release directories)",
-            ));
-        }
-        if let Some(l) = &lifecycle {
-            self.reconcile_head(l, plan)?;
-        }
-        if bootstrap && plan != OpenPlan::Upgrade {
-            return Err(corrupt(
-                &self.root.root().join(LIFECYCLE_DIR),
-                "the catalog is initialized but its lifecycle state is missing",
-            ));
-        }
-        let mut boot_records = Vec::new();
+        self.check_lifecycle_presence(lifecycle.as_ref(), plan)?;
         let mut lifecycle = lifecycle.unwrap_or_default();
         let dir = self.releases();
         let names = self.fs().read_dir(&dir).map_err(io_err("read_dir", &dir))?;
-        let mut index = Index::default();
-        let mut orphans = std::collections::BTreeMap::new();
-        let mut references = std::collections::BTreeMap::new();
+        let mut scan = RecoveryScan {
+            usage,
+            bootstrap,
+            boot_records: Vec::new(),
+            index: Index::default(),
+            orphans: std::collections::BTreeMap::new(),
+            references: std::collections::BTreeMap::new(),
+        };
         let total = names.len() as u64;
         for (done, name) in (1..).zip(names) {
-            let path = dir.join(&name);
-            let is_dir = self
-                .fs()
-                .metadata(&path)
-                .map_err(io_err("metadata", &path))?
-                .is_some_and(|m| m.kind == Kind::Dir);
-            let complete = if is_dir && Sha256::parse_hex(&name).is_some() {
-                self.probe_complete(&path)?
-            } else {
-                CompleteProbe::Missing
-            };
-            let probe = Probe {
-                name: &name,
-                is_dir,
-                complete,
-            };
-            match classify_entry(&probe) {
-                Recovered::Debris => usage = usage.charge_debris(&self.bounds)?,
-                Recovered::Corrupt(e) => return Err(e.into()),
-                Recovered::Completed(digest, record) => {
-                    let verified = self.verify_dir(&digest, Some(record), true)?;
-                    let descriptor = verified.descriptor;
-                    usage = usage.charge_recovered(&self.bounds, &descriptor.footprint())?;
-                    if let Some(other) = references.insert(descriptor.reference_key(), digest) {
-                        return Err(corrupt(
-                            &path,
-                            &format!(
-                                "reference {} is held by both {other} and {digest}",
-                                descriptor.reference()
-                            ),
-                        ));
-                    }
-                    if bootstrap {
-                        boot_records.push(lifecycle.apply(LifecycleOp::Publish, &digest)?);
-                    }
-                    let entry = |membership| Entry {
-                        descriptor: descriptor.clone(),
-                        metadata_digest: record.metadata_digest,
-                        membership,
-                    };
-                    match recovered_membership(&lifecycle, &digest) {
-                        RecoveredStanding::Adopted(m) => index.insert(entry(m)),
-                        RecoveredStanding::Orphan => {
-                            orphans.insert(digest, entry(Membership::Member));
-                        }
-                    }
-                }
-            }
+            self.recover_entry(&mut scan, &mut lifecycle, &dir, &name)?;
             observe(done, total);
         }
+        let RecoveryScan {
+            usage,
+            boot_records,
+            index,
+            orphans,
+            ..
+        } = scan;
         if let Some(missing) = lifecycle.releases.keys().find(|d| index.get(d).is_none()) {
             return Err(corrupt(
                 &dir,
@@ -614,6 +558,117 @@ impl<F: Fs> ReleaseRepository<F> {
         let mut writer = Writer::new(usage, lifecycle);
         writer.orphans = orphans;
         Ok((writer, index))
+    }
+
+    /// Recovery's first phase: refuses a lost lifecycle state (its head
+    /// remains, or the catalog is not being upgraded) and reconciles the
+    /// head with the records found.
+    fn check_lifecycle_presence(
+        &self,
+        lifecycle: Option<&LifecycleState>,
+        plan: OpenPlan,
+    ) -> Result<(), ReleaseError> {
+        let bootstrap = lifecycle.is_none();
+        if bootstrap
+            && self
+                .fs()
+                .metadata(&self.root.root().join(LIFECYCLE_HEAD))
+                .map_err(io_err("metadata", self.root.root()))?
+                .is_some()
+        {
+            return Err(corrupt(
+                &self.root.root().join(LIFECYCLE_DIR),
+                "lifecycle state is missing but its head (LIFECYCLE) remains: the catalog had lifecycle state and lost it; restore lifecycle/ from a backup (it is never rebuilt from the release directories)",
+            ));
+        }
+        if let Some(l) = lifecycle {
+            self.reconcile_head(l, plan)?;
+        }
+        if bootstrap && plan != OpenPlan::Upgrade {
+            return Err(corrupt(
+                &self.root.root().join(LIFECYCLE_DIR),
+                "the catalog is initialized but its lifecycle state is missing",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Recovers one entry of `releases/`: classifies it, charges debris,
+    /// refuses corruption, and verifies and places a completed release.
+    fn recover_entry(
+        &self,
+        scan: &mut RecoveryScan,
+        lifecycle: &mut LifecycleState,
+        dir: &Path,
+        name: &str,
+    ) -> Result<(), ReleaseError> {
+        let path = dir.join(name);
+        let is_dir = self
+            .fs()
+            .metadata(&path)
+            .map_err(io_err("metadata", &path))?
+            .is_some_and(|m| m.kind == Kind::Dir);
+        let complete = if is_dir && Sha256::parse_hex(name).is_some() {
+            self.probe_complete(&path)?
+        } else {
+            CompleteProbe::Missing
+        };
+        let probe = Probe {
+            name,
+            is_dir,
+            complete,
+        };
+        match classify_entry(&probe) {
+            Recovered::Debris => scan.usage = scan.usage.charge_debris(&self.bounds)?,
+            Recovered::Corrupt(e) => return Err(e.into()),
+            Recovered::Completed(digest, record) => {
+                self.recover_completed(scan, lifecycle, &path, digest, record)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Verifies a completed release directory in full, charges it, reserves
+    /// its reference, and adopts it (or keeps it as an orphan) as lifecycle
+    /// state says.
+    fn recover_completed(
+        &self,
+        scan: &mut RecoveryScan,
+        lifecycle: &mut LifecycleState,
+        path: &Path,
+        digest: Sha256,
+        record: CompleteRecord,
+    ) -> Result<(), ReleaseError> {
+        let verified = self.verify_dir(&digest, Some(record), true)?;
+        let descriptor = verified.descriptor;
+        scan.usage = scan
+            .usage
+            .charge_recovered(&self.bounds, &descriptor.footprint())?;
+        if let Some(other) = scan.references.insert(descriptor.reference_key(), digest) {
+            return Err(corrupt(
+                path,
+                &format!(
+                    "reference {} is held by both {other} and {digest}",
+                    descriptor.reference()
+                ),
+            ));
+        }
+        if scan.bootstrap {
+            scan.boot_records
+                .push(lifecycle.apply(LifecycleOp::Publish, &digest)?);
+        }
+        let entry = |membership| Entry {
+            descriptor: descriptor.clone(),
+            metadata_digest: record.metadata_digest,
+            membership,
+        };
+        match recovered_membership(lifecycle, &digest) {
+            RecoveredStanding::Adopted(m) => scan.index.insert(entry(m)),
+            RecoveredStanding::Orphan => {
+                scan.orphans.insert(digest, entry(Membership::Member));
+            }
+        }
+        Ok(())
     }
 
     /// Probes `dir/COMPLETE` without reading more than its fixed bound.
@@ -792,72 +847,17 @@ impl<F: Fs> ReleaseRepository<F> {
             metadata_digest: prepared.record.metadata_digest,
             membership: Membership::Member,
         };
-        let mut component = Some(component);
-        let mut stage = PathBuf::new();
-        let mut outcome = None;
+        let mut run = PublishRun {
+            prepared: &prepared,
+            digest,
+            entry,
+            usage: admitted.usage,
+            component: Some(component),
+            stage: PathBuf::new(),
+            outcome: None,
+        };
         for &step in protocol::steps_of(admitted.plan) {
-            let result = match step {
-                Step::Validate | Step::Admit => Ok(()),
-                Step::CreateStage => {
-                    let n = self.stage_seq.fetch_add(1, Ordering::Relaxed);
-                    stage = self
-                        .root
-                        .root()
-                        .join(STAGING_DIR)
-                        .join(format!("{:016x}-{n}", self.epoch));
-                    self.root.create_dir(&stage).map_err(ReleaseError::from)
-                }
-                Step::WriteMetadata => self.write(&stage, METADATA_FILE, &prepared.metadata),
-                Step::WriteManifest => self.write(&stage, MANIFEST_FILE, &prepared.manifest),
-                Step::WriteComponent => {
-                    let r = self.write(&stage, COMPONENT_FILE, component.as_deref().unwrap_or(&[]));
-                    // The caller's buffer is released before the stored
-                    // component is read back.
-                    component = None;
-                    r
-                }
-                Step::WriteComplete => self.write(&stage, COMPLETE_FILE, &prepared.record.encode()),
-                Step::SyncStage => self.root.sync_dir(&stage).map_err(ReleaseError::from),
-                Step::Rename => {
-                    let dest = self.releases().join(digest.hex());
-                    let r = self.root.rename(&stage, &dest).map_err(ReleaseError::from);
-                    if r.is_ok() {
-                        self.shared
-                            .on_renamed(&mut w, entry.clone(), admitted.usage);
-                    }
-                    r
-                }
-                Step::Verify => {
-                    component = None;
-                    self.verify_dir(&digest, None, false).and_then(|r| {
-                        if r.descriptor == prepared.descriptor {
-                            Ok(())
-                        } else {
-                            Err(corrupt(&self.releases(), "stored descriptor differs"))
-                        }
-                    })
-                }
-                Step::SyncReleases => self
-                    .root
-                    .sync_dir(&self.releases())
-                    .map_err(ReleaseError::from),
-                Step::CommitLifecycle => self.commit_publish(&mut w, &digest).map(|o| {
-                    outcome = Some(o);
-                }),
-                Step::Adopt => {
-                    let membership = w
-                        .lifecycle
-                        .membership(&digest)
-                        .unwrap_or(Membership::Member);
-                    let adopted = Entry {
-                        membership,
-                        ..entry.clone()
-                    };
-                    self.shared.adopt(&mut w, adopted);
-                    Ok(())
-                }
-            };
-            if let Err(e) = result {
+            if let Err(e) = self.publish_step(&mut w, &mut run, step) {
                 // A failure once the destination exists leaves the digest
                 // pending: past the rename of a new release, or anywhere in
                 // a reconciliation (its directory already exists). A no-op
@@ -865,7 +865,7 @@ impl<F: Fs> ReleaseRepository<F> {
                 if admitted.plan.failure_leaves_pending(step) {
                     w.gate.on_failure_after_rename(&digest);
                     if w.pending.is_none() {
-                        w.pending = Some(entry.clone());
+                        w.pending = Some(run.entry.clone());
                     }
                 }
                 return Err(step_err(step)(e));
@@ -874,8 +874,86 @@ impl<F: Fs> ReleaseRepository<F> {
         Ok(Published {
             digest,
             plan: admitted.plan,
-            outcome,
+            outcome: run.outcome,
         })
+    }
+
+    /// Runs one step of a publication's plan under the writer mutex.
+    fn publish_step(
+        &self,
+        w: &mut Writer,
+        run: &mut PublishRun<'_>,
+        step: Step,
+    ) -> Result<(), ReleaseError> {
+        let prepared = run.prepared;
+        let digest = run.digest;
+        match step {
+            Step::Validate | Step::Admit => Ok(()),
+            Step::CreateStage => {
+                let n = self.stage_seq.fetch_add(1, Ordering::Relaxed);
+                run.stage = self
+                    .root
+                    .root()
+                    .join(STAGING_DIR)
+                    .join(format!("{:016x}-{n}", self.epoch));
+                self.root.create_dir(&run.stage).map_err(ReleaseError::from)
+            }
+            Step::WriteMetadata => self.write(&run.stage, METADATA_FILE, &prepared.metadata),
+            Step::WriteManifest => self.write(&run.stage, MANIFEST_FILE, &prepared.manifest),
+            Step::WriteComponent => {
+                let r = self.write(
+                    &run.stage,
+                    COMPONENT_FILE,
+                    run.component.as_deref().unwrap_or(&[]),
+                );
+                // The caller's buffer is released before the stored
+                // component is read back.
+                run.component = None;
+                r
+            }
+            Step::WriteComplete => self.write(&run.stage, COMPLETE_FILE, &prepared.record.encode()),
+            Step::SyncStage => self.root.sync_dir(&run.stage).map_err(ReleaseError::from),
+            Step::Rename => {
+                let dest = self.releases().join(digest.hex());
+                let r = self
+                    .root
+                    .rename(&run.stage, &dest)
+                    .map_err(ReleaseError::from);
+                if r.is_ok() {
+                    self.shared.on_renamed(w, run.entry.clone(), run.usage);
+                }
+                r
+            }
+            Step::Verify => {
+                run.component = None;
+                self.verify_dir(&digest, None, false).and_then(|r| {
+                    if r.descriptor == prepared.descriptor {
+                        Ok(())
+                    } else {
+                        Err(corrupt(&self.releases(), "stored descriptor differs"))
+                    }
+                })
+            }
+            Step::SyncReleases => self
+                .root
+                .sync_dir(&self.releases())
+                .map_err(ReleaseError::from),
+            Step::CommitLifecycle => self.commit_publish(w, &digest).map(|o| {
+                run.outcome = Some(o);
+            }),
+            Step::Adopt => {
+                let membership = w
+                    .lifecycle
+                    .membership(&digest)
+                    .unwrap_or(Membership::Member);
+                let adopted = Entry {
+                    membership,
+                    ..run.entry.clone()
+                };
+                self.shared.adopt(w, adopted);
+                Ok(())
+            }
+        }
     }
 
     /// The publication's lifecycle commit: the `Publish` decision, its
@@ -1254,6 +1332,40 @@ impl<F: Fs> ReleaseRepository<F> {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// A publication's state across the steps of its plan.
+struct PublishRun<'a> {
+    /// The validated input.
+    prepared: &'a Prepared,
+    /// The component's digest (the release directory's name).
+    digest: Sha256,
+    /// The index entry the release becomes.
+    entry: Entry,
+    /// The usage after the publication.
+    usage: CatalogUsage,
+    /// The caller's component, until it is written.
+    component: Option<Vec<u8>>,
+    /// The staging directory, once created.
+    stage: PathBuf,
+    /// The lifecycle commit's outcome, once committed.
+    outcome: Option<Outcome>,
+}
+
+/// The state recovery accumulates while it scans `releases/`.
+struct RecoveryScan {
+    /// The catalog's usage, charged entry by entry.
+    usage: CatalogUsage,
+    /// Whether lifecycle state is being bootstrapped (an upgrade).
+    bootstrap: bool,
+    /// The bootstrap's records, one per completed release.
+    boot_records: Vec<Outcome>,
+    /// The adopted releases.
+    index: Index,
+    /// Completed releases lifecycle state does not name.
+    orphans: std::collections::BTreeMap<Sha256, Entry>,
+    /// Which release holds each reference.
+    references: std::collections::BTreeMap<ReferenceKey, Sha256>,
 }
 
 fn corrupt(path: &Path, detail: &str) -> ReleaseError {

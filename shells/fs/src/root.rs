@@ -128,6 +128,39 @@ fn sync_ancestors<F: Fs>(fs: &F, root: &Path) -> Result<(), FsError> {
     Ok(())
 }
 
+/// Takes the root's lock at `lock_path` without waiting: exclusive for a
+/// writing `access`, shared otherwise; a held or missing lock is
+/// [`FsError::Unavailable`].
+fn take_lock<F: Fs>(
+    fs: &F,
+    lock_path: &Path,
+    access: Access,
+) -> Result<Box<dyn LockGuard>, FsError> {
+    let lock = if access.writes() {
+        fs.try_lock_exclusive(lock_path)
+    } else {
+        fs.try_lock_shared(lock_path)
+    };
+    match lock {
+        Ok(Some(lock)) => Ok(lock),
+        Ok(None) => Err(FsError::Unavailable {
+            reason: ROOT_LOCKED,
+            path: lock_path.to_path_buf(),
+            detail: "another live process owns this catalog; stop it, or wait for it \
+                     to finish"
+                .into(),
+        }),
+        Err(e) if not_found(&e) && !access.writes() => Err(FsError::Unavailable {
+            reason: LOCK_MISSING,
+            path: lock_path.to_path_buf(),
+            detail: "the lock file was deleted (a live owner may still hold it); \
+                     once no process uses this catalog, a writing command recreates it"
+                .into(),
+        }),
+        Err(e) => Err(io_err("lock", lock_path)(e)),
+    }
+}
+
 fn not_found(e: &std::io::Error) -> bool {
     e.kind() == std::io::ErrorKind::NotFound
 }
@@ -202,33 +235,7 @@ impl<F: Fs> DurableRoot<F> {
         let plan = decide(layout, &standing(&fs, &root, layout)?, access)
             .map_err(|r| refused(&root, r))?;
         let lock_path = root.join(LOCK_FILE);
-        let lock = if access.writes() {
-            fs.try_lock_exclusive(&lock_path)
-        } else {
-            fs.try_lock_shared(&lock_path)
-        };
-        let lock = match lock {
-            Ok(Some(lock)) => lock,
-            Ok(None) => {
-                return Err(FsError::Unavailable {
-                    reason: ROOT_LOCKED,
-                    path: lock_path,
-                    detail: "another live process owns this catalog; stop it, or wait for it \
-                             to finish"
-                        .into(),
-                })
-            }
-            Err(e) if not_found(&e) && !access.writes() => {
-                return Err(FsError::Unavailable {
-                    reason: LOCK_MISSING,
-                    path: lock_path,
-                    detail: "the lock file was deleted (a live owner may still hold it); \
-                             once no process uses this catalog, a writing command recreates it"
-                        .into(),
-                })
-            }
-            Err(e) => return Err(io_err("lock", &lock_path)(e)),
-        };
+        let lock = take_lock(&fs, &lock_path, access)?;
         let lock_id = lock.file_id().map_err(io_err("fstat", &lock_path))?;
         let handle = DurableRoot {
             fs,

@@ -30,7 +30,7 @@
 
 use std::collections::BTreeMap;
 
-use custos_core::world::{ControlCatalog, Signature};
+use custos_core::world::{ControlCatalog, Signature, SignatureRecord};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -155,6 +155,36 @@ fn covers(sig: &Signature, requested: &[String]) -> bool {
     requested.iter().all(|c| sig.components.contains(c))
 }
 
+/// Why a catalog record is set aside, if it is: it disagrees with the live
+/// signature of its table, or (with none) fails validation or its identity.
+fn skip_verdict(
+    rec: &SignatureRecord,
+    live_by_table: &BTreeMap<&str, &Signature>,
+) -> Option<Skipped> {
+    let sig = &rec.signature;
+    let skip = |reason: SkipReason| Skipped {
+        world_id: rec.world_id.clone(),
+        table_id: sig.table_id.clone(),
+        reason,
+    };
+    if let Some(live) = live_by_table.get(sig.table_id.as_str()) {
+        if live.fingerprint == sig.fingerprint && live.components == sig.components {
+            None
+        } else {
+            Some(skip(SkipReason::LiveMismatch {
+                live_fingerprint: live.fingerprint.clone(),
+            }))
+        }
+    } else if let Err(e) = sig.validate() {
+        Some(skip(SkipReason::Drifted {
+            detail: e.to_string(),
+        }))
+    } else {
+        let expected = table_identity(&sig.components, &sig.fingerprint);
+        (expected != sig.table_id).then(|| skip(SkipReason::IdentityMismatch { expected }))
+    }
+}
+
 /// Plans a query of `requested` components over `live` signatures and the
 /// records of `catalog` (see the module documentation for the rules).
 pub fn query_components(
@@ -189,28 +219,8 @@ pub fn query_components(
         }
     };
     for rec in records {
+        let verdict = skip_verdict(&rec, &live_by_table);
         let sig = rec.signature;
-        let skip = |reason: SkipReason| Skipped {
-            world_id: rec.world_id.clone(),
-            table_id: sig.table_id.clone(),
-            reason,
-        };
-        let verdict = if let Some(live) = live_by_table.get(sig.table_id.as_str()) {
-            if live.fingerprint == sig.fingerprint && live.components == sig.components {
-                None
-            } else {
-                Some(skip(SkipReason::LiveMismatch {
-                    live_fingerprint: live.fingerprint.clone(),
-                }))
-            }
-        } else if let Err(e) = sig.validate() {
-            Some(skip(SkipReason::Drifted {
-                detail: e.to_string(),
-            }))
-        } else {
-            let expected = table_identity(&sig.components, &sig.fingerprint);
-            (expected != sig.table_id).then(|| skip(SkipReason::IdentityMismatch { expected }))
-        };
         if let Some(s) = verdict {
             tracing::warn!(
                 world_id = %s.world_id,

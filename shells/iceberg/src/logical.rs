@@ -253,16 +253,7 @@ fn to_iceberg_type(path: &str, ty: &LogicalType, ids: &mut Ids) -> Result<Type, 
                 "Iceberg stores microsecond timestamps without a zone or in +00:00 only",
             ))
         }
-        LogicalType::List { item, .. } => {
-            if item.name != LIST_ITEM_NAME {
-                return Err(refuse(path, ty, "Iceberg names a list item `element`"));
-            }
-            let id = ids.next();
-            let inner = to_iceberg_type(&format!("{path}[]"), &item.ty, ids)?;
-            Type::List(ListType::new(
-                NestedField::list_element(id, inner, !item.nullable).into(),
-            ))
-        }
+        LogicalType::List { item, .. } => to_iceberg_list(path, ty, item, ids)?,
         LogicalType::Struct(fields) => Type::Struct(StructType::new(
             fields
                 .iter()
@@ -281,6 +272,23 @@ fn to_iceberg_type(path: &str, ty: &LogicalType, ids: &mut Ids) -> Result<Type, 
             ))
         }
     })
+}
+
+/// The Iceberg list type of the list `ty` whose item is `item`.
+fn to_iceberg_list(
+    path: &str,
+    ty: &LogicalType,
+    item: &Field,
+    ids: &mut Ids,
+) -> Result<Type, IcebergError> {
+    if item.name != LIST_ITEM_NAME {
+        return Err(refuse(path, ty, "Iceberg names a list item `element`"));
+    }
+    let id = ids.next();
+    let inner = to_iceberg_type(&format!("{path}[]"), &item.ty, ids)?;
+    Ok(Type::List(ListType::new(
+        NestedField::list_element(id, inner, !item.nullable).into(),
+    )))
 }
 
 fn to_nested(

@@ -101,6 +101,40 @@ pub struct IcebergStore {
     writable: bool,
 }
 
+/// Removes a discarded table's directory `dir`, if it is there, and syncs
+/// its namespace directory `parent`; answers whether it was there. Anything
+/// there but a directory is refused with `conflict`.
+fn remove_table_dir(
+    dir: &Path,
+    parent: &Path,
+    conflict: impl FnOnce(String) -> IcebergError,
+) -> Result<bool, IcebergError> {
+    let had_dir = match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.is_dir() => true,
+        Ok(_) => return Err(conflict(format!("{} is not a directory", dir.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(source) => {
+            return Err(IcebergError::Io {
+                op: "inspect a table directory",
+                source,
+            })
+        }
+    };
+    if had_dir {
+        std::fs::remove_dir_all(dir).map_err(|source| IcebergError::Io {
+            op: "remove a table directory",
+            source,
+        })?;
+        if let Ok(parent) = std::fs::File::open(parent) {
+            parent.sync_all().map_err(|source| IcebergError::Io {
+                op: "sync the namespace directory",
+                source,
+            })?;
+        }
+    }
+    Ok(had_dir)
+}
+
 fn root_of(id: &StorageIdentity) -> Result<PathBuf, IcebergError> {
     if !id.is_local() {
         return Err(IcebergError::UnsupportedIdentity {
@@ -512,29 +546,7 @@ impl IcebergStore {
                 .map_err(ice("drop the table"))?;
             Ok(true)
         })?;
-        let had_dir = match std::fs::symlink_metadata(&dir) {
-            Ok(m) if m.is_dir() => true,
-            Ok(_) => return Err(conflict(format!("{} is not a directory", dir.display()))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
-            Err(source) => {
-                return Err(IcebergError::Io {
-                    op: "inspect a table directory",
-                    source,
-                })
-            }
-        };
-        if had_dir {
-            std::fs::remove_dir_all(&dir).map_err(|source| IcebergError::Io {
-                op: "remove a table directory",
-                source,
-            })?;
-            if let Ok(parent) = std::fs::File::open(root.join(self.identity.namespace())) {
-                parent.sync_all().map_err(|source| IcebergError::Io {
-                    op: "sync the namespace directory",
-                    source,
-                })?;
-            }
-        }
+        let had_dir = remove_table_dir(&dir, &root.join(self.identity.namespace()), conflict)?;
         Ok(had_entry || had_dir)
     }
 

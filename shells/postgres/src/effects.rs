@@ -5,7 +5,8 @@
 
 use custos_core::catalogue::access::effect::Effect as AccessEffect;
 use custos_core::catalogue::access::{ClaimDigest, ClaimRow, ClaimState, CredentialRow, Sha};
-use custos_core::catalogue::{Effect, InitState, Visibility};
+use custos_core::catalogue::{Creation, Effect, InitState, Visibility};
+use custos_core::Millis;
 use postgres::types::ToSql;
 
 use crate::conn::Tx;
@@ -156,39 +157,10 @@ fn apply_session(tx: &mut Tx<'_>, e: &Effect) -> Res {
         }
         Effect::PutRegistration {
             id,
-            creation: c,
+            creation,
             created_at_ms,
             state,
-        } => {
-            let s = |o: &Option<String>| o.clone().unwrap_or_default();
-            let state = match state {
-                InitState::Reserved => "reserved",
-                InitState::Saved => "saved",
-            };
-            exec(
-                tx,
-                "INSERT INTO catalogue_sessions (session_id, creation_key, name, workspace, created_at_ms,
-                                                 state, profile, model, executor, pool)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-                 ON CONFLICT (session_id) DO UPDATE SET creation_key = EXCLUDED.creation_key,
-                     name = EXCLUDED.name, workspace = EXCLUDED.workspace,
-                     created_at_ms = EXCLUDED.created_at_ms, state = EXCLUDED.state,
-                     profile = EXCLUDED.profile, model = EXCLUDED.model,
-                     executor = EXCLUDED.executor, pool = EXCLUDED.pool",
-                &[
-                    id,
-                    &c.creation_key,
-                    &c.name,
-                    &c.workspace,
-                    &big("created_at_ms", *created_at_ms)?,
-                    &state,
-                    &s(&c.profile),
-                    &s(&c.model),
-                    &s(&c.executor),
-                    &s(&c.pool),
-                ],
-            )
-        }
+        } => put_registration(tx, id, creation, *created_at_ms, *state),
         Effect::SetName(id, v) => {
             side_value(tx, "catalogue_session_names", "name", id, v.as_deref())
         }
@@ -219,6 +191,44 @@ fn apply_session(tx: &mut Tx<'_>, e: &Effect) -> Res {
         Effect::SetDeleting(id, on) => side_mark(tx, "catalogue_session_deletions", id, *on),
         _ => Ok(()),
     }
+}
+
+/// Inserts or replaces a session's registration row.
+fn put_registration(
+    tx: &mut Tx<'_>,
+    id: &str,
+    c: &Creation,
+    created_at_ms: Millis,
+    state: InitState,
+) -> Res {
+    let s = |o: &Option<String>| o.clone().unwrap_or_default();
+    let state = match state {
+        InitState::Reserved => "reserved",
+        InitState::Saved => "saved",
+    };
+    exec(
+        tx,
+        "INSERT INTO catalogue_sessions (session_id, creation_key, name, workspace, created_at_ms,
+                                                 state, profile, model, executor, pool)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                 ON CONFLICT (session_id) DO UPDATE SET creation_key = EXCLUDED.creation_key,
+                     name = EXCLUDED.name, workspace = EXCLUDED.workspace,
+                     created_at_ms = EXCLUDED.created_at_ms, state = EXCLUDED.state,
+                     profile = EXCLUDED.profile, model = EXCLUDED.model,
+                     executor = EXCLUDED.executor, pool = EXCLUDED.pool",
+        &[
+            &id,
+            &c.creation_key,
+            &c.name,
+            &c.workspace,
+            &big("created_at_ms", created_at_ms)?,
+            &state,
+            &s(&c.profile),
+            &s(&c.model),
+            &s(&c.executor),
+            &s(&c.pool),
+        ],
+    )
 }
 
 /// Applies one access effect.

@@ -796,62 +796,68 @@ fn lock_head(tx: &mut Tx<'_>) -> Result<(), TxError<LedgerError>> {
         .ok_or_else(|| malformed("ledger_head: the head row (id = 1) is missing"))
 }
 
-fn write(tx: &mut Tx<'_>, effects: &[Effect]) -> Result<(), TxError<LedgerError>> {
-    for e in effects {
-        match e {
-            Effect::PutScope(s) => {
-                let (state, outcome) = encode_scope_state(s.state).map_err(TxError::Refused)?;
-                let inc = encode_u64("incarnation", s.incarnation).map_err(TxError::Refused)?;
-                tx.execute(
-                    "INSERT INTO ledger_scopes (session, workspace, incarnation, state, close_outcome, attach_token)
+/// Writes a scope's row (inserted, or replacing the session's).
+fn put_scope(tx: &mut Tx<'_>, s: &Scope) -> Result<(), TxError<LedgerError>> {
+    let (state, outcome) = encode_scope_state(s.state).map_err(TxError::Refused)?;
+    let inc = encode_u64("incarnation", s.incarnation).map_err(TxError::Refused)?;
+    tx.execute(
+        "INSERT INTO ledger_scopes (session, workspace, incarnation, state, close_outcome, attach_token)
                      VALUES ($1, $2, $3, $4, $5, $6)
                      ON CONFLICT (session) DO UPDATE SET workspace = EXCLUDED.workspace,
                          incarnation = EXCLUDED.incarnation, state = EXCLUDED.state,
                          close_outcome = EXCLUDED.close_outcome, attach_token = EXCLUDED.attach_token",
-                    &[
-                        &s.session.as_str(),
-                        &s.workspace.as_str(),
-                        &inc,
-                        &state,
-                        &outcome,
-                        &s.attach_token.as_str(),
-                    ],
-                )
-                .map_err(sql("put-scope"))?;
-            }
-            Effect::PutCall(k, row) => {
-                let p = key_params_for_write(k).map_err(TxError::Refused)?;
-                let (state, outcome, digest): (&str, Option<&[u8]>, Option<&[u8]>) =
-                    match &row.state {
-                        RowState::Admitted { .. } => ("admitted", None, None),
-                        RowState::Unknown => ("unknown", None, None),
-                        RowState::Terminal {
-                            outcome, digest, ..
-                        } => ("terminal", Some(outcome), Some(digest)),
-                    };
-                let bytes =
-                    encode_u64("outcome_bytes", row.outcome_bytes()).map_err(TxError::Refused)?;
-                tx.execute(
-                    "INSERT INTO ledger_calls (session, op, step, source_index, incarnation, tool, state, outcome, outcome_digest, outcome_bytes)
+        &[
+            &s.session.as_str(),
+            &s.workspace.as_str(),
+            &inc,
+            &state,
+            &outcome,
+            &s.attach_token.as_str(),
+        ],
+    )
+    .map_err(sql("put-scope"))?;
+    Ok(())
+}
+
+/// Writes a call's row (inserted, or replacing the key's).
+fn put_call(tx: &mut Tx<'_>, k: &Key, row: &CallRow) -> Result<(), TxError<LedgerError>> {
+    let p = key_params_for_write(k).map_err(TxError::Refused)?;
+    let (state, outcome, digest): (&str, Option<&[u8]>, Option<&[u8]>) = match &row.state {
+        RowState::Admitted { .. } => ("admitted", None, None),
+        RowState::Unknown => ("unknown", None, None),
+        RowState::Terminal {
+            outcome, digest, ..
+        } => ("terminal", Some(outcome), Some(digest)),
+    };
+    let bytes = encode_u64("outcome_bytes", row.outcome_bytes()).map_err(TxError::Refused)?;
+    tx.execute(
+        "INSERT INTO ledger_calls (session, op, step, source_index, incarnation, tool, state, outcome, outcome_digest, outcome_bytes)
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
                      ON CONFLICT (session, op, step, source_index, incarnation) DO UPDATE SET
                          tool = EXCLUDED.tool, state = EXCLUDED.state, outcome = EXCLUDED.outcome,
                          outcome_digest = EXCLUDED.outcome_digest, outcome_bytes = EXCLUDED.outcome_bytes",
-                    &[
-                        &p.0,
-                        &p.1,
-                        &p.2,
-                        &p.3,
-                        &p.4,
-                        &row.tool.as_str(),
-                        &state,
-                        &outcome,
-                        &digest,
-                        &bytes,
-                    ],
-                )
-                .map_err(sql("put-call"))?;
-            }
+        &[
+            &p.0,
+            &p.1,
+            &p.2,
+            &p.3,
+            &p.4,
+            &row.tool.as_str(),
+            &state,
+            &outcome,
+            &digest,
+            &bytes,
+        ],
+    )
+    .map_err(sql("put-call"))?;
+    Ok(())
+}
+
+fn write(tx: &mut Tx<'_>, effects: &[Effect]) -> Result<(), TxError<LedgerError>> {
+    for e in effects {
+        match e {
+            Effect::PutScope(s) => put_scope(tx, s)?,
+            Effect::PutCall(k, row) => put_call(tx, k, row)?,
             Effect::DeleteCall(k) => {
                 let p = key_params_for_write(k).map_err(TxError::Refused)?;
                 tx.execute(

@@ -656,30 +656,41 @@ fn apply_plan(tx: &mut Tx<'_>, session: &str, plan: &CommitPlan) -> Result<(), F
         .map_err(db("insert-usage"))?;
     }
     for change in &plan.registers {
-        match change {
-            RegisterChange::Set(r) => {
-                tx.execute(
-                    "INSERT INTO storage_registers (session, namespace, key, value, seq)
+        apply_register_change(tx, session, change)?;
+    }
+    Ok(())
+}
+
+/// Writes one register change of an accepted plan: the register set, or
+/// deleted.
+fn apply_register_change(
+    tx: &mut Tx<'_>,
+    session: &str,
+    change: &RegisterChange,
+) -> Result<(), Failure> {
+    match change {
+        RegisterChange::Set(r) => {
+            tx.execute(
+                "INSERT INTO storage_registers (session, namespace, key, value, seq)
                      VALUES ($1, $2, $3, $4, $5::text::numeric)
                      ON CONFLICT (session, namespace, key)
                      DO UPDATE SET value = EXCLUDED.value, seq = EXCLUDED.seq",
-                    &[
-                        &session,
-                        &r.namespace.as_str(),
-                        &r.key.as_str(),
-                        &r.value.as_bytes(),
-                        &num(r.seq),
-                    ],
-                )
-                .map_err(db("set-register"))?;
-            }
-            RegisterChange::Delete { namespace, key, .. } => {
-                tx.execute(
-                    "DELETE FROM storage_registers WHERE session = $1 AND namespace = $2 AND key = $3",
-                    &[&session, &namespace.as_str(), &key.as_str()],
-                )
-                .map_err(db("delete-register"))?;
-            }
+                &[
+                    &session,
+                    &r.namespace.as_str(),
+                    &r.key.as_str(),
+                    &r.value.as_bytes(),
+                    &num(r.seq),
+                ],
+            )
+            .map_err(db("set-register"))?;
+        }
+        RegisterChange::Delete { namespace, key, .. } => {
+            tx.execute(
+                "DELETE FROM storage_registers WHERE session = $1 AND namespace = $2 AND key = $3",
+                &[&session, &namespace.as_str(), &key.as_str()],
+            )
+            .map_err(db("delete-register"))?;
         }
     }
     Ok(())

@@ -831,55 +831,62 @@ fn load_releases(tx: &Transaction<'_>) -> Result<Vec<Release>, LedgerError> {
     Ok(releases)
 }
 
+/// Writes a scope's row (inserted, or replacing the session's).
+fn put_scope(tx: &Transaction<'_>, s: &Scope) -> Result<(), LedgerError> {
+    let (state, outcome) = encode_scope_state(s.state);
+    tx.prepare_cached(
+        "INSERT OR REPLACE INTO scope (session, workspace, incarnation, state, close_outcome, attach_token)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )
+    .map_err(db("prepare"))?
+    .execute(params![
+        s.session.as_str(),
+        s.workspace.as_str(),
+        u64_to_sql(s.incarnation),
+        state,
+        outcome,
+        s.attach_token.as_str()
+    ])
+    .map_err(db("put-scope"))?;
+    Ok(())
+}
+
+/// Writes a call's row (inserted, or replacing the key's).
+fn put_call(tx: &Transaction<'_>, k: &Key, row: &CallRow) -> Result<(), LedgerError> {
+    let p = key_params(k);
+    let (state, outcome, digest): (&str, Option<&[u8]>, Option<&[u8]>) = match &row.state {
+        RowState::Admitted { .. } => ("admitted", None, None),
+        RowState::Unknown => ("unknown", None, None),
+        RowState::Terminal {
+            outcome, digest, ..
+        } => ("terminal", Some(outcome), Some(digest)),
+    };
+    tx.prepare_cached(
+        "INSERT OR REPLACE INTO call (session, op, step, source_index, incarnation, tool, state, outcome, outcome_digest, outcome_bytes)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    )
+    .map_err(db("prepare"))?
+    .execute(params![
+        p.0,
+        p.1,
+        p.2,
+        p.3,
+        p.4,
+        row.tool.as_str(),
+        state,
+        outcome,
+        digest,
+        u64_to_sql(row.outcome_bytes())
+    ])
+    .map_err(db("put-call"))?;
+    Ok(())
+}
+
 fn write(tx: &Transaction<'_>, effects: &[Effect]) -> Result<(), LedgerError> {
     for e in effects {
         match e {
-            Effect::PutScope(s) => {
-                let (state, outcome) = encode_scope_state(s.state);
-                tx.prepare_cached(
-                    "INSERT OR REPLACE INTO scope (session, workspace, incarnation, state, close_outcome, attach_token)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                )
-                .map_err(db("prepare"))?
-                .execute(params![
-                    s.session.as_str(),
-                    s.workspace.as_str(),
-                    u64_to_sql(s.incarnation),
-                    state,
-                    outcome,
-                    s.attach_token.as_str()
-                ])
-                .map_err(db("put-scope"))?;
-            }
-            Effect::PutCall(k, row) => {
-                let p = key_params(k);
-                let (state, outcome, digest): (&str, Option<&[u8]>, Option<&[u8]>) =
-                    match &row.state {
-                        RowState::Admitted { .. } => ("admitted", None, None),
-                        RowState::Unknown => ("unknown", None, None),
-                        RowState::Terminal {
-                            outcome, digest, ..
-                        } => ("terminal", Some(outcome), Some(digest)),
-                    };
-                tx.prepare_cached(
-                    "INSERT OR REPLACE INTO call (session, op, step, source_index, incarnation, tool, state, outcome, outcome_digest, outcome_bytes)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                )
-                .map_err(db("prepare"))?
-                .execute(params![
-                    p.0,
-                    p.1,
-                    p.2,
-                    p.3,
-                    p.4,
-                    row.tool.as_str(),
-                    state,
-                    outcome,
-                    digest,
-                    u64_to_sql(row.outcome_bytes())
-                ])
-                .map_err(db("put-call"))?;
-            }
+            Effect::PutScope(s) => put_scope(tx, s)?,
+            Effect::PutCall(k, row) => put_call(tx, k, row)?,
             Effect::DeleteCall(k) => {
                 let p = key_params(k);
                 tx.prepare_cached(

@@ -552,32 +552,45 @@ fn apply_plan(c: &Connection, ctx: &CommitContext, plan: &CommitPlan) -> Result<
         .map_err(Fault::db("insert-usage"))?;
     }
     for change in &plan.registers {
-        match change {
-            RegisterChange::Set(r) => {
-                c.prepare_cached(
-                    "INSERT INTO registers (namespace, key, value, seq) VALUES (?1, ?2, ?3, ?4)
-                     ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value, seq = excluded.seq",
-                )
-                .map_err(Fault::db("set-register"))?
-                .execute(params![
-                    r.namespace.as_str(),
-                    r.key.as_str(),
-                    r.value.as_bytes(),
-                    seq_to_sql(r.seq)
-                ])
-                .map_err(Fault::db("set-register"))?;
-            }
-            RegisterChange::Delete { namespace, key, .. } => {
-                c.prepare_cached("DELETE FROM registers WHERE namespace = ?1 AND key = ?2")
-                    .map_err(Fault::db("delete-register"))?
-                    .execute(params![namespace.as_str(), key.as_str()])
-                    .map_err(Fault::db("delete-register"))?;
-            }
-        }
+        apply_register_change(c, change)?;
     }
     if head_row_unchanged(ctx, plan) {
         return Ok(());
     }
+    update_head_row(c, plan)
+}
+
+/// Writes one register change of an accepted plan: the register set, or
+/// deleted.
+fn apply_register_change(c: &Connection, change: &RegisterChange) -> Result<(), Fault> {
+    match change {
+        RegisterChange::Set(r) => {
+            c.prepare_cached(
+                "INSERT INTO registers (namespace, key, value, seq) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value, seq = excluded.seq",
+            )
+            .map_err(Fault::db("set-register"))?
+            .execute(params![
+                r.namespace.as_str(),
+                r.key.as_str(),
+                r.value.as_bytes(),
+                seq_to_sql(r.seq)
+            ])
+            .map_err(Fault::db("set-register"))?;
+        }
+        RegisterChange::Delete { namespace, key, .. } => {
+            c.prepare_cached("DELETE FROM registers WHERE namespace = ?1 AND key = ?2")
+                .map_err(Fault::db("delete-register"))?
+                .execute(params![namespace.as_str(), key.as_str()])
+                .map_err(Fault::db("delete-register"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes the plan's head (next seq and usage totals) to the `session`
+/// row, which must exist.
+fn update_head_row(c: &Connection, plan: &CommitPlan) -> Result<(), Fault> {
     let s = &plan.stats;
     let n = c
         .prepare_cached(
@@ -848,6 +861,12 @@ impl<'c> BranchWalk<'c> {
             return Ok(());
         }
         // The segment is exhausted: hop to its parent segment.
+        self.hop_to_parent(segment)
+    }
+
+    /// Moves the walk from the exhausted `segment` to its parent segment
+    /// (or to the end of the branch), as the segment's meta row says.
+    fn hop_to_parent(&mut self, segment: i64) -> Result<(), Fault> {
         let hop = self
             .conn
             .prepare_cached(HOP_SQL)

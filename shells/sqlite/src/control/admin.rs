@@ -158,6 +158,19 @@ fn load(tx: &Transaction<'_>) -> Result<Destination, AdminError> {
             "the row's plan digest is not the reservation's",
         ));
     }
+    check_receipt(&r, receipt, receipt_digest.as_deref())?;
+    Ok(Destination {
+        reservation: Some(r),
+    })
+}
+
+/// Checks the stored receipt against the reservation `r`: present (with
+/// its digest) exactly when the reservation is complete.
+fn check_receipt(
+    r: &Reservation,
+    receipt: Option<Vec<u8>>,
+    receipt_digest: Option<&str>,
+) -> Result<(), AdminError> {
     match (&r.receipt, receipt) {
         (None, None) if receipt_digest.is_none() => {}
         (None, _) => {
@@ -168,8 +181,8 @@ fn load(tx: &Transaction<'_>) -> Result<Destination, AdminError> {
         }
         (Some(_), None) => return Err(stored("receipt", "missing")),
         (Some(_), Some(bytes)) => {
-            let s = decode_stored_receipt(&bytes, &r)?;
-            if receipt_digest.as_deref() != Some(s.digest.to_string().as_str()) {
+            let s = decode_stored_receipt(&bytes, r)?;
+            if receipt_digest != Some(s.digest.to_string().as_str()) {
                 return Err(stored(
                     "receipt",
                     "the stored receipt digest is not the receipt's",
@@ -177,9 +190,7 @@ fn load(tx: &Transaction<'_>) -> Result<Destination, AdminError> {
             }
         }
     }
-    Ok(Destination {
-        reservation: Some(r),
-    })
+    Ok(())
 }
 
 /// The staged bundle, if any (at most one: one reservation).
