@@ -4,7 +4,9 @@
 //!   directly or transitively;
 //! - `custos-models` depends on core and stateright only (among workspace and
 //!   checker crates);
-//! - no shell depends on another shell (the cli composes them all).
+//! - no shell depends on another shell (the cli composes them all);
+//! - `custos-testkit` depends on core and proptest only, and no crate
+//!   depends on it except as a dev-dependency.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -249,5 +251,30 @@ fn heavy_crates_stay_in_their_shells() {
             })
             .collect();
         assert!(heavy.is_empty(), "{krate} reaches heavy crates: {heavy:?}");
+    }
+}
+
+#[test]
+fn the_testkit_is_for_tests_only() {
+    let g = metadata();
+    // It depends on the core and proptest alone …
+    let direct: BTreeSet<String> = g
+        .direct("custos-testkit")
+        .into_iter()
+        .filter(|n| n.starts_with("custos-") || n.as_str() == "proptest")
+        .collect();
+    let expected: BTreeSet<String> = ["custos-core", "proptest"]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    assert_eq!(direct, expected, "custos-testkit's workspace dependencies");
+    // … and no workspace crate reaches it through a normal dependency: a
+    // library never carries test support.
+    let ids: Vec<String> = g.names.keys().cloned().collect();
+    let testkit = g.id_of("custos-testkit");
+    for id in ids {
+        let normal = g.edges.get(&id).into_iter().flatten();
+        let uses = normal.filter(|(d, n)| *n && *d == testkit).count();
+        assert_eq!(uses, 0, "{} depends on custos-testkit", g.names[&id]);
     }
 }

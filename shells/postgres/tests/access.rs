@@ -17,6 +17,9 @@ use custos_postgres::catalogue::{OpenError, PgCatalogue, CATALOGUE_VERSION, COMP
 use custos_postgres::cluster::{shared, unique_schema, Cluster};
 use custos_postgres::conn::{Component, Conn};
 use custos_postgres::Target;
+use custos_testkit::access::{
+    arb_claim, arb_digest, arb_principal, arb_request, arb_role, arb_session,
+};
 use postgres::Client;
 use proptest::prelude::*;
 
@@ -85,140 +88,6 @@ fn ok<A: Access>(a: &A, req: AccessRequest) -> AccessOutcome {
 }
 
 // ------------------------------------------------------------- differential
-
-fn arb_digest() -> impl Strategy<Value = Digest> {
-    (0u8..6, any::<bool>()).prop_map(|(t, browser)| {
-        let tok = format!("tok{t}");
-        if browser {
-            browser_digest(tok.as_bytes())
-        } else {
-            bearer(&tok)
-        }
-    })
-}
-
-fn arb_claim() -> impl Strategy<Value = ClaimDigest> {
-    (0u8..4).prop_map(|c| claim(&format!("claim{c}")))
-}
-
-fn arb_enrollment() -> impl Strategy<Value = Enrollment> {
-    prop_oneof![
-        (arb_claim(), 0u64..40).prop_map(|(claim, expires_at_ms)| Enrollment::Claim {
-            claim,
-            expires_at_ms
-        }),
-        arb_digest().prop_map(Enrollment::Digest),
-    ]
-}
-
-fn arb_principal() -> impl Strategy<Value = String> {
-    (0u8..4).prop_map(|p| format!("p{p}"))
-}
-
-fn arb_session() -> impl Strategy<Value = String> {
-    (0u8..3).prop_map(|s| format!("s{s}"))
-}
-
-fn arb_role() -> impl Strategy<Value = Role> {
-    prop_oneof![Just(Role::Operator), Just(Role::Observer)]
-}
-
-/// The core tests' request generator (a small universe, so collisions are
-/// common).
-fn arb_request() -> impl Strategy<Value = AccessRequest> {
-    let now = 0u64..40;
-    prop_oneof![
-        (arb_principal(), arb_digest(), now.clone()).prop_map(|(principal, digest, now_ms)| {
-            AccessRequest::BootstrapOwner {
-                principal,
-                name: Some("Owner".into()),
-                digest,
-                now_ms,
-            }
-        }),
-        (arb_principal(), arb_digest(), now.clone()).prop_map(|(principal, digest, now_ms)| {
-            AccessRequest::RotateCredential {
-                principal,
-                digest,
-                now_ms,
-            }
-        }),
-        (arb_principal(), prop::option::of("[A-Z][a-z]{0,3}"))
-            .prop_map(|(principal, name)| { AccessRequest::Rename { principal, name } }),
-        (
-            arb_principal(),
-            arb_session(),
-            arb_role(),
-            arb_enrollment(),
-            now.clone()
-        )
-            .prop_map(|(principal, session_id, role, enrollment, now_ms)| {
-                AccessRequest::InviteMember {
-                    principal,
-                    name: Some("M".into()),
-                    session_id,
-                    role,
-                    enrollment,
-                    now_ms,
-                }
-            }),
-        (arb_principal(), arb_enrollment(), now.clone()).prop_map(
-            |(principal, enrollment, now_ms)| AccessRequest::RotateMember {
-                principal,
-                enrollment,
-                now_ms
-            }
-        ),
-        arb_principal().prop_map(|principal| AccessRequest::RevokeMember { principal }),
-        (arb_principal(), arb_session(), arb_role()).prop_map(|(principal, session_id, role)| {
-            AccessRequest::Grant {
-                principal,
-                session_id,
-                role,
-            }
-        }),
-        (arb_principal(), arb_session()).prop_map(|(principal, session_id)| {
-            AccessRequest::Ungrant {
-                principal,
-                session_id,
-            }
-        }),
-        (arb_claim(), arb_digest(), now.clone()).prop_map(|(claim, digest, now_ms)| {
-            AccessRequest::Claim {
-                claim,
-                digest,
-                name: None,
-                now_ms,
-            }
-        }),
-        (arb_claim(), arb_digest(), now.clone(), 0u64..60).prop_map(
-            |(claim, digest, now_ms, expires_at_ms)| AccessRequest::ClaimLogin {
-                claim,
-                digest,
-                name: Some("L".into()),
-                now_ms,
-                expires_at_ms,
-            }
-        ),
-        (arb_principal(), arb_digest(), now.clone(), 0u64..60).prop_map(
-            |(principal, digest, now_ms, expires_at_ms)| AccessRequest::IssueLogin {
-                principal,
-                digest,
-                now_ms,
-                expires_at_ms,
-                issued_by: None,
-            }
-        ),
-        (arb_principal(), arb_digest()).prop_map(|(principal, d)| AccessRequest::RevokeLogin {
-            principal,
-            fingerprint: d.fingerprint(),
-        }),
-        arb_principal().prop_map(|principal| AccessRequest::RevokeLogins { principal }),
-        Just(AccessRequest::RevokeAllLogins),
-        (arb_digest(), 0u64..200_000)
-            .prop_map(|(digest, now_ms)| AccessRequest::Resumed { digest, now_ms }),
-    ]
-}
 
 #[derive(Clone, Debug)]
 enum Op {

@@ -15,55 +15,20 @@
 use std::path::Path;
 
 use custos_core::catalogue::access::{
-    browser_digest, claim_digest, credential_digest, footprint, Access, AccessRequest, ClaimDigest,
-    Digest, Enrollment, Role,
+    browser_digest, claim_digest, credential_digest, footprint, Access, AccessRequest, Digest,
 };
 use custos_core::catalogue::{Catalogue, Creation, MemoryCatalogue, Request};
 use custos_sqlite::catalogue::SqliteCatalogue;
+use custos_testkit::access::{
+    arb_claim, arb_digest, arb_enrollment, arb_principal, arb_role, arb_session,
+};
 use proptest::prelude::*;
 
-// ---- the request generator of core/src/access/tests.rs (copied), with
-// renames, device-link logins and catalogue session operations added ----
+// ---- the testkit's access strategies, with renames, device-link logins
+// and catalogue session operations added ----
 
 fn bearer(t: &str) -> Digest {
     credential_digest(t.as_bytes())
-}
-
-fn arb_digest() -> impl Strategy<Value = Digest> {
-    (0u8..6, any::<bool>()).prop_map(|(t, browser)| {
-        let tok = format!("tok{t}");
-        if browser {
-            browser_digest(tok.as_bytes())
-        } else {
-            bearer(&tok)
-        }
-    })
-}
-
-fn arb_claim() -> impl Strategy<Value = ClaimDigest> {
-    (0u8..4).prop_map(|c| claim_digest(format!("claim{c}").as_bytes()))
-}
-
-fn arb_enrollment() -> impl Strategy<Value = Enrollment> {
-    prop_oneof![
-        (arb_claim(), 0u64..40).prop_map(|(claim, expires_at_ms)| Enrollment::Claim {
-            claim,
-            expires_at_ms
-        }),
-        arb_digest().prop_map(Enrollment::Digest),
-    ]
-}
-
-fn arb_principal() -> impl Strategy<Value = String> {
-    (0u8..4).prop_map(|p| format!("p{p}"))
-}
-
-fn arb_session() -> impl Strategy<Value = String> {
-    (0u8..3).prop_map(|s| format!("s{s}"))
-}
-
-fn arb_role() -> impl Strategy<Value = Role> {
-    prop_oneof![Just(Role::Operator), Just(Role::Observer)]
 }
 
 fn arb_name() -> impl Strategy<Value = Option<String>> {
