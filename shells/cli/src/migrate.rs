@@ -94,10 +94,10 @@ use crate::fail::{read_bounded_from, Failure};
 use crate::out::{self, Out};
 
 mod cold;
-mod lock;
-mod ports;
 mod show;
 mod stop;
+
+use custos_migrate::{lock, ports};
 
 use ports::{Control, Objects, Tables};
 

@@ -4,7 +4,8 @@
 //!   directly or transitively;
 //! - `custos-models` depends on core and stateright only (among workspace and
 //!   checker crates);
-//! - no shell depends on another shell (the cli composes them all);
+//! - no shell depends on another shell (the cli and `custos-migrate`, the
+//!   composition crates, are not shells);
 //! - `custos-testkit` depends on core and proptest only, and no crate
 //!   depends on it except as a dev-dependency.
 
