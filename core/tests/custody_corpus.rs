@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use custos_core::streams::custody::{check_custody_bytes, check_custody_stream, CustodyOp};
+use custos_testkit::streams::custody::{check_custody_bytes, check_custody_stream, CustodyOp};
 use proptest::prelude::*;
 
 #[test]

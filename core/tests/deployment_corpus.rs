@@ -9,7 +9,7 @@ use std::path::Path;
 
 use custos_core::deployment::state::{decide, Catalog, Decision, Request};
 use custos_core::deployment::DeploymentError;
-use custos_core::streams::deployment::{
+use custos_testkit::streams::deployment::{
     check_deployment_bytes, check_deployment_stream, check_deployment_stream_with, DeploymentOp,
     Pick,
 };
@@ -172,7 +172,7 @@ fn delete_keeps_generation(c: &Catalog, r: &Request) -> Result<Decision, Deploym
 }
 
 fn killed_at(
-    decide: custos_core::streams::deployment::DeploymentDecide,
+    decide: custos_testkit::streams::deployment::DeploymentDecide,
     ops: &[DeploymentOp],
 ) -> (usize, &'static str) {
     check_deployment_stream(ops).unwrap();

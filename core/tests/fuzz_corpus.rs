@@ -23,10 +23,10 @@ fn replay(target: &str, run: fn(&[u8]) -> Result<(), custos_core::streams::Viola
 
 #[test]
 fn lease_corpus_replays_clean() {
-    replay("lease", custos_core::streams::lease::check_lease_bytes);
+    replay("lease", custos_testkit::streams::lease::check_lease_bytes);
 }
 
 #[test]
 fn fence_corpus_replays_clean() {
-    replay("fence", custos_core::streams::fence::check_fence_bytes);
+    replay("fence", custos_testkit::streams::fence::check_fence_bytes);
 }

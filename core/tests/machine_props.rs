@@ -4,11 +4,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use custos_core::streams::fence::{check_fence_stream, check_fence_stream_with, FenceOp};
-use custos_core::streams::lease::{
+use custos_core::{fence, lease};
+use custos_testkit::streams::fence::{check_fence_stream, check_fence_stream_with, FenceOp};
+use custos_testkit::streams::lease::{
     check_lease_stream, check_lease_stream_with, FenceChoice, LeaseOp,
 };
-use custos_core::{fence, lease};
 use proptest::prelude::*;
 
 fn fence_choice() -> impl Strategy<Value = FenceChoice> {

@@ -6,10 +6,10 @@
 
 use std::path::Path;
 
-use custos_core::streams::world::{
+use custos_core::world::{decide, Decision, Outcome, Request, WorldError, WorldSlot, WorldStatus};
+use custos_testkit::streams::world::{
     check_world_bytes, check_world_stream, check_world_stream_with, WorldOp,
 };
-use custos_core::world::{decide, Decision, Outcome, Request, WorldError, WorldSlot, WorldStatus};
 use proptest::prelude::*;
 
 #[test]

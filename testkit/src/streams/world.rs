@@ -1,4 +1,4 @@
-//! The control-catalog stream checker ([`crate::world::decide`]),
+//! The control-catalog stream checker ([`custos_core::world::decide`]),
 //! shared by the fuzz target (`fuzz/fuzz_targets/world.rs`), the property
 //! test and the corpus replay (`core/tests/world_corpus.rs`).
 //!
@@ -24,8 +24,8 @@
 //!   unchanged repeat.
 
 use super::{violation, Violation};
-use crate::schema::{Field, LogicalType, Schema};
-use crate::world::{
+use custos_core::schema::{Field, LogicalType, Schema};
+use custos_core::world::{
     apply_effect, decide, Decision, Request, Signature, WorldError, WorldIdentity, WorldRecord,
     WorldSlot, WorldStatus, WriterMode,
 };

@@ -1,5 +1,5 @@
-//! The deployment-catalog stream checker ([`crate::deployment::state::decide`],
-//! [`crate::deployment::route::compile`], [`crate::deployment::page::page`]
+//! The deployment-catalog stream checker ([`custos_core::deployment::state::decide`],
+//! [`custos_core::deployment::route::compile`], [`custos_core::deployment::page::page`]
 //! and [`DeploymentManifest::decode`]), shared by the fuzz target
 //! (`fuzz/fuzz_targets/deployment.rs`), the property tests
 //! (`core/tests/deployment_props.rs`) and the corpus replay
@@ -38,13 +38,17 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use super::{violation, Violation};
-use crate::deployment::manifest::{Availability, DeploymentManifest, Placement, ResourceBudgets};
-use crate::deployment::page::{self, PageIndex, PageRequest, MAX_PAGE_BYTES};
-use crate::deployment::route::{self, ReleaseFacts, Standing, Target};
-use crate::deployment::state::{decide, Catalog, Decision, Mutation, Operation, Receipt, Request};
-use crate::deployment::DeploymentError;
-use crate::release::contract::{Contract, Function, Interface, Param, ValType};
-use crate::release::Sha256;
+use custos_core::deployment::manifest::{
+    Availability, DeploymentManifest, Placement, ResourceBudgets,
+};
+use custos_core::deployment::page::{self, PageIndex, PageRequest, MAX_PAGE_BYTES};
+use custos_core::deployment::route::{self, ReleaseFacts, Standing, Target};
+use custos_core::deployment::state::{
+    decide, Catalog, Decision, Mutation, Operation, Receipt, Request,
+};
+use custos_core::deployment::DeploymentError;
+use custos_core::release::contract::{Contract, Function, Interface, Param, ValType};
+use custos_core::release::Sha256;
 
 /// The decision function of the desired state, as the checker takes it (a
 /// mutant can be passed to show the checker catches it).
@@ -409,7 +413,7 @@ fn carried(req: &Request) -> Vec<&DeploymentManifest> {
 }
 
 /// The objects a published decision touched.
-fn touched(receipt: &Receipt) -> Vec<&crate::deployment::state::VersionedDeployment> {
+fn touched(receipt: &Receipt) -> Vec<&custos_core::deployment::state::VersionedDeployment> {
     match receipt {
         Receipt::Applied { deployments, .. } => deployments.iter().collect(),
         Receipt::Deleted { deployment, .. } => vec![deployment.as_ref()],
@@ -638,7 +642,7 @@ fn check_routes(
     step: usize,
     catalog: &Catalog,
     snapshot: &route::Snapshot,
-    d: &crate::deployment::state::VersionedDeployment,
+    d: &custos_core::deployment::state::VersionedDeployment,
 ) -> Result<(), Violation> {
     let m = &d.manifest;
     for route in [None, Some(m.id.clone())] {

@@ -1,8 +1,8 @@
 //! The fence stream checker: three writers acquiring epochs and writing on
-//! two worlds, floors imported, through [`crate::fence::decide`].
+//! two worlds, floors imported, through [`custos_core::fence::decide`].
 
 use super::{violation, Violation};
-use crate::fence::{self, Epoch, Holder, WorldFence};
+use custos_core::fence::{self, Epoch, Holder, WorldFence};
 
 /// One step of a fence request stream over two worlds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

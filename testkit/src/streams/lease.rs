@@ -1,13 +1,13 @@
 //! The lease stream checker: three owners acquiring, renewing, committing,
 //! releasing and releasing by owner under a monotonic clock, each carrying
 //! the fence it believes it holds or a raw one, through
-//! [`crate::lease::decide`].
+//! [`custos_core::lease::decide`].
 
 use std::collections::BTreeSet;
 
 use super::{violation, Violation};
-use crate::lease::{self, Fence, LeaseState, Outcome, Owner};
-use crate::Millis;
+use custos_core::lease::{self, Fence, LeaseState, Outcome, Owner};
+use custos_core::Millis;
 
 /// Which fence a lease operation carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

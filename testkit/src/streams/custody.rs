@@ -4,7 +4,7 @@
 //!
 //! Three catalogues each hold one session's registration (or none). A stream
 //! of small operations becomes real [`catalogue::Request`]s decided by
-//! [`catalogue::decide`] (which calls [`crate::catalogue::custody::decide`]); after
+//! [`catalogue::decide`] (which calls [`custos_core::catalogue::custody::decide`]); after
 //! every step the checker checks rules stated independently of how the
 //! machine decides:
 //!
@@ -20,8 +20,8 @@
 //!   removes a `Moving` or `Moved` session.
 
 use super::{violation, Violation};
-use crate::catalogue::custody::{Custody, MoveOp, Peer};
-use crate::catalogue::{self, CatalogueState, Creation, Outcome};
+use custos_core::catalogue::custody::{Custody, MoveOp, Peer};
+use custos_core::catalogue::{self, CatalogueState, Creation, Outcome};
 
 /// One step of a custody stream. Catalogue and peer indices are taken mod 3,
 /// ops mod 4.
@@ -89,8 +89,9 @@ pub fn check_custody_stream(ops: &[CustodyOp]) -> Result<(), Violation> {
 }
 
 fn request(op: &CustodyOp) -> Result<(usize, catalogue::Request), Violation> {
-    let bad =
-        |e: crate::catalogue::custody::CustodyError| violation("literals-valid", 0, e.to_string());
+    let bad = |e: custos_core::catalogue::custody::CustodyError| {
+        violation("literals-valid", 0, e.to_string())
+    };
     let mop = |i: u8| MoveOp::new(OPS[usize::from(i) % OPS.len()]).map_err(bad);
     let peer = |i: u8| Peer::new(PEERS[usize::from(i) % PEERS.len()]).map_err(bad);
     let id = SESSION.to_owned();
