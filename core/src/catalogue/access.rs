@@ -8,8 +8,9 @@
 //! deleted session takes its memberships with it. A write is one
 //! [`AccessRequest`] decided by [`decide`]; every read is a pure function of
 //! the state ([`read`]). A shell loads the rows a request reads
-//! ([`footprint`]) into a partial state, decides, and writes back the rows
-//! that differ — it holds no rule of its own.
+//! ([`footprint`]) into a partial state, decides, and applies the
+//! decision's [`effect::Effect`]s in order, one statement each — it holds
+//! no rule, no diff and no ordering of its own.
 //!
 //! Rules, in brief (each has a case in `custos_conformance::access`):
 //! - **Stable identity is not a credential.** A principal's id and display

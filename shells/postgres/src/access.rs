@@ -24,8 +24,8 @@
 //!    rows of its sessions; every browser credential for `all_logins`; and
 //!    the catalogue revision;
 //! 3. calls [`access::decide`], and
-//! 4. writes back the rows that differ (and the revision, which a
-//!    membership change moves),
+//! 4. applies the decision's effects in order, one statement each (the
+//!    revision, which a membership change moves, among them),
 //!
 //! and commits. A refusal rolls back: nothing written.
 //!

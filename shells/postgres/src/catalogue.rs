@@ -12,7 +12,8 @@
 //! 2. loads the rows of the request's [`footprint`] into a partial
 //!    [`CatalogueState`],
 //! 3. calls [`catalogue::decide`], and
-//! 4. writes back exactly the rows that differ,
+//! 4. applies the decision's effects in order, one statement each
+//!    (`crate::effects`),
 //!
 //! and commits. A refusal rolls back: nothing is written. Every read is one
 //! [`Conn::read`] transaction (one REPEATABLE READ snapshot) that loads the

@@ -5,8 +5,8 @@
 //! mirrors the SQLite shell's control catalog (`custos_sqlite::control`):
 //! it holds no rule. Every write is one [`Conn::write`] transaction that
 //! loads the touched world's row, signatures and fence into a
-//! [`WorldSlot`], calls [`world::decide`], and writes back what changed in
-//! the same transaction. Every read is one [`Conn::read`] transaction (one
+//! [`WorldSlot`], calls [`world::decide`], and applies its effects (the
+//! World row, the fence, new signatures) in the same transaction. Every read is one [`Conn::read`] transaction (one
 //! REPEATABLE READ snapshot). Rows decode totally: an unknown status, a
 //! negative integer, a malformed descriptor, a stored fingerprint that is
 //! not its schema's, or a text beyond its bound fails the read with

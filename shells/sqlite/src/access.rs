@@ -4,7 +4,7 @@
 //! It holds no rule. A write is one `BEGIN IMMEDIATE` transaction that loads
 //! the rows of the request's [`access::footprint`] — exactly what
 //! [`AccessFootprint::partial`] loads — into a partial [`CatalogueState`],
-//! calls [`access::decide`], writes back the rows that differ (principals,
+//! calls [`access::decide`], applies its effects in order (principals,
 //! credentials, claims, memberships, the catalogue revision) and commits; a
 //! refusal rolls back with nothing written. A read is one deferred
 //! transaction that loads the bounded rows it needs (a page: at most

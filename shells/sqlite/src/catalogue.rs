@@ -3,7 +3,8 @@
 //! [`SqliteCatalogue`] implements the [`Catalogue`] port. It holds no rule:
 //! every write is one `BEGIN IMMEDIATE` transaction that loads the rows of the
 //! request's [`footprint`] into a partial [`CatalogueState`], calls
-//! [`catalogue::decide`], and writes back exactly the rows that differ. Every
+//! [`catalogue::decide`], and applies its effects in order, one statement
+//! each (`crate::effects`). Every
 //! read is one deferred transaction that loads the rows it needs and calls
 //! the same pure read the memory backend calls. Rows decode totally: a
 //! stored value that breaks its grammar fails the read with `Invalid` (a

@@ -3,8 +3,8 @@
 //! [`SqliteControlCatalog`] implements `custos_core::world::ControlCatalog`.
 //! It holds no rule: every write is one `BEGIN IMMEDIATE` transaction that
 //! loads the touched world's row and signatures into a
-//! [`WorldSlot`], calls [`world::decide`], and writes back what changed in
-//! the same transaction. Every read is one deferred transaction. Rows decode
+//! [`WorldSlot`], calls [`world::decide`], and applies its effects (the
+//! World row, the fence, new signatures) in the same transaction. Every read is one deferred transaction. Rows decode
 //! totally: an unknown status, a malformed descriptor, or a stored
 //! fingerprint that is not its schema's fails the read with `Invalid`; a
 //! missing writer mode (a legacy row) reads as `resumable`, an unknown one
