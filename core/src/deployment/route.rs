@@ -374,11 +374,20 @@ fn admit_gathered<'g>(
 /// [`gather`] fetches and [`compile_gathered`] decides over.
 pub type Gathered = BTreeMap<Sha256, Result<Option<GatheredRelease>, String>>;
 
+/// One release's answer, reduced ([`GatheredRelease::of`]).
+pub type Answer = Result<Option<GatheredRelease>, String>;
+
+/// Asks `source` for `release` and reduces the answer: the port's part of a
+/// compilation, one release at a time.
+pub fn ask(source: &dyn ReleaseSource, release: &Sha256) -> Answer {
+    source
+        .release(release)
+        .map(|f| f.map(|f| GatheredRelease::of(release, f)))
+}
+
 /// Asks `source` once for each distinct release `catalog`'s deployments
-/// name, in digest order, reducing each answer ([`GatheredRelease::of`])
-/// before the next is asked: the port's part of a compilation, done before
-/// the pure part ([`compile_gathered`]) so that deciding never calls a
-/// port, and holding one release's full facts at a time.
+/// name, in digest order, reducing each answer before the next is asked
+/// (one release's full facts held at a time).
 pub fn gather(catalog: &Catalog, source: &dyn ReleaseSource) -> Gathered {
     let named: BTreeSet<Sha256> = catalog
         .objects
@@ -388,54 +397,145 @@ pub fn gather(catalog: &Catalog, source: &dyn ReleaseSource) -> Gathered {
     named
         .into_iter()
         .map(|r| {
-            let answer = source
-                .release(&r)
-                .map(|f| f.map(|f| GatheredRelease::of(&r, f)));
+            let answer = ask(source, &r);
             (r, answer)
         })
         .collect()
 }
 
-/// [`gather`], then [`compile_gathered`]; an ambiguous namespace refuses
-/// before the port is asked anything.
+/// Compiles with `source`: each release is asked ([`ask`]) and then fed to
+/// the pure [`Compilation`] before the next is asked, so a refusal stops
+/// the asking (a compilation refused at its first release costs one
+/// question), and deciding never calls the port. An ambiguous namespace
+/// refuses before the port is asked anything.
 pub fn compile_admitting(
     catalog: &Catalog,
     source: &dyn ReleaseSource,
     admitted: &BTreeSet<String>,
 ) -> Result<Snapshot, DeploymentError> {
-    check_namespaces(catalog)?;
-    compile_gathered(catalog, &gather(catalog, source), admitted)
+    let mut c = Compilation::new(catalog, admitted)?;
+    for r in c.releases() {
+        c.feed(&r, &ask(source, &r))?;
+    }
+    c.finish()
 }
 
-/// Compiles `catalog`'s desired state into the snapshot of its generation
-/// over the release facts gathered before it (pure: it calls no port),
-/// admitting the deployments named in `admitted` (those the publication
-/// being compiled writes: [`super::state::Decision::applied`]): each must
-/// pass [`admit`], or the whole compilation is refused with its answer.
-/// Also refuses the namespace and schema-consistency rules, malformed
-/// contract metadata, an unreadable or ungathered release, and the
-/// endpoint bound (charged before each insertion). Deployments are
-/// compiled in (release digest, deployment id) order.
+/// [`Compilation`] over answers gathered beforehand (pure: it calls no
+/// port); a release `gathered` lacks is `ReleaseUnavailable`.
 pub fn compile_gathered(
     catalog: &Catalog,
     gathered: &Gathered,
     admitted: &BTreeSet<String>,
 ) -> Result<Snapshot, DeploymentError> {
-    check_namespaces(catalog)?;
-    let mut order: Vec<_> = catalog.objects.values().collect();
-    order.sort_by(|a, b| {
-        (a.manifest.release, &a.manifest.id).cmp(&(b.manifest.release, &b.manifest.id))
-    });
-    let mut schemas: BTreeMap<(String, String, String), Sha256> = BTreeMap::new();
-    let mut compiled: BTreeMap<String, (Record, Vec<Export>)> = BTreeMap::new();
-    for d in order {
+    let mut c = Compilation::new(catalog, admitted)?;
+    for r in c.releases() {
+        let answer = gathered
+            .get(&r)
+            .cloned()
+            .unwrap_or_else(|| Err("not gathered before compilation".into()));
+        c.feed(&r, &answer)?;
+    }
+    c.finish()
+}
+
+/// The pure part of a compilation of `catalog`'s desired state into the
+/// snapshot of its generation: fed each release's answer in digest order
+/// ([`Compilation::releases`]), it compiles that release's deployments in
+/// id order, admitting the deployments named in `admitted` (those the
+/// publication being compiled writes: [`super::state::Decision::applied`]):
+/// each must pass [`admit`], or the whole compilation is refused with its
+/// answer. It also refuses the namespace and schema-consistency rules,
+/// malformed contract metadata, an unreadable release, and the endpoint
+/// bound (charged before each insertion).
+pub struct Compilation<'c> {
+    catalog: &'c Catalog,
+    admitted: &'c BTreeSet<String>,
+    /// Deployments in (release digest, deployment id) order.
+    order: Vec<&'c super::state::VersionedDeployment>,
+    /// How many of `order` are compiled.
+    done: usize,
+    schemas: BTreeMap<(String, String, String), Sha256>,
+    compiled: BTreeMap<String, (Record, Vec<Export>)>,
+}
+
+impl<'c> Compilation<'c> {
+    /// Starts a compilation; an ambiguous namespace refuses at once.
+    pub fn new(
+        catalog: &'c Catalog,
+        admitted: &'c BTreeSet<String>,
+    ) -> Result<Self, DeploymentError> {
+        check_namespaces(catalog)?;
+        let mut order: Vec<_> = catalog.objects.values().collect();
+        order.sort_by(|a, b| {
+            (a.manifest.release, &a.manifest.id).cmp(&(b.manifest.release, &b.manifest.id))
+        });
+        Ok(Compilation {
+            catalog,
+            admitted,
+            order,
+            done: 0,
+            schemas: BTreeMap::new(),
+            compiled: BTreeMap::new(),
+        })
+    }
+
+    /// The distinct releases still to feed, in digest order.
+    pub fn releases(&self) -> Vec<Sha256> {
+        let mut out: Vec<Sha256> = self
+            .order
+            .iter()
+            .skip(self.done)
+            .map(|d| d.manifest.release)
+            .collect();
+        out.dedup();
+        out
+    }
+
+    /// Compiles the deployments of `release` (the next in digest order)
+    /// over its answer.
+    pub fn feed(&mut self, release: &Sha256, answer: &Answer) -> Result<(), DeploymentError> {
+        while let Some(d) = self.order.get(self.done).copied() {
+            if d.manifest.release != *release {
+                break;
+            }
+            self.compile_one(d, answer)?;
+            self.done += 1;
+        }
+        Ok(())
+    }
+
+    /// The snapshot, once every release was fed; a release never fed is
+    /// `ReleaseUnavailable`.
+    pub fn finish(self) -> Result<Snapshot, DeploymentError> {
+        if let Some(d) = self.order.get(self.done) {
+            return Err(DeploymentError::ReleaseUnavailable {
+                release: d.manifest.release,
+                detail: "not asked before compilation ended".into(),
+            });
+        }
+        index(self.catalog.generation, self.compiled)
+    }
+
+    fn compile_one(
+        &mut self,
+        d: &super::state::VersionedDeployment,
+        answer: &Answer,
+    ) -> Result<(), DeploymentError> {
         let m = &d.manifest;
-        let facts = gathered_facts(gathered, &m.release)?;
+        let facts = match answer {
+            Ok(f) => f.as_ref(),
+            Err(detail) => {
+                return Err(DeploymentError::ReleaseUnavailable {
+                    release: m.release,
+                    detail: detail.clone(),
+                })
+            }
+        };
         let exports = match admit_gathered(&m.tenant, &m.release, facts) {
             Ok(Ok(e)) => e.clone(),
             Ok(Err(malformed)) => return Err(malformed.clone()),
             Err(refusal)
-                if admitted.contains(&m.id)
+                if self.admitted.contains(&m.id)
                     || matches!(refusal, DeploymentError::ReleaseUnavailable { .. }) =>
             {
                 return Err(refusal)
@@ -449,7 +549,7 @@ pub fn compile_gathered(
             // A nonauthorizing row: listed, never resolved.
             Err(_) => Vec::new(),
         };
-        check_schemas(&mut schemas, m, &exports)?;
+        check_schemas(&mut self.schemas, m, &exports)?;
         let record = Record {
             id: m.id.clone(),
             tenant: m.tenant.clone(),
@@ -461,9 +561,9 @@ pub fn compile_gathered(
             deployment: String::from_utf8(m.canonical()).unwrap_or_default(),
             exports: serde_json_canonicalizer::to_string(&exports).unwrap_or_default(),
         };
-        compiled.insert(m.id.clone(), (record, exports));
+        self.compiled.insert(m.id.clone(), (record, exports));
+        Ok(())
     }
-    index(catalog.generation, compiled)
 }
 
 /// One (tenant, service, contract) has one schema fingerprint across every
@@ -490,25 +590,6 @@ fn check_schemas(
         }
     }
     Ok(())
-}
-
-/// What `gathered` holds for `release`: a read failure, or a release not
-/// gathered at all, is [`DeploymentError::ReleaseUnavailable`].
-fn gathered_facts<'a>(
-    gathered: &'a Gathered,
-    release: &Sha256,
-) -> Result<Option<&'a GatheredRelease>, DeploymentError> {
-    match gathered.get(release) {
-        Some(Ok(f)) => Ok(f.as_ref()),
-        Some(Err(detail)) => Err(DeploymentError::ReleaseUnavailable {
-            release: *release,
-            detail: detail.clone(),
-        }),
-        None => Err(DeploymentError::ReleaseUnavailable {
-            release: *release,
-            detail: "not gathered before compilation".into(),
-        }),
-    }
 }
 
 /// All deployments of one (tenant, service) share one namespace (or all

@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::manifest::{Availability, DeploymentManifest, Placement, ResourceBudgets};
@@ -1030,6 +1030,52 @@ fn malformed_contracts_and_unreadable_releases() {
             release: release(9),
             detail: "disk".into()
         }
+    );
+}
+
+#[test]
+fn a_compilation_refused_at_a_release_asks_no_further() {
+    // Deployments on three releases; the port cannot read the first (in
+    // digest order): the refusal comes after one question, not three, and
+    // the pure compilation over answers gathered beforehand refuses alike.
+    let c = next(batch(
+        &Catalog::default(),
+        None,
+        vec![
+            with_release(m("a"), 1, 1),
+            with_release(m("b"), 2, 1),
+            with_release(manifest("e", "beta", "api"), 1, 1),
+        ],
+    ));
+    let map = source();
+    let mut order = vec![release(1), release(2), release(BETA + 1)];
+    order.sort();
+    let first = order[0];
+    let calls = RefCell::new(Vec::new());
+    let src = |r: &Sha256| {
+        calls.borrow_mut().push(*r);
+        if *r == first {
+            Err("unreadable".to_owned())
+        } else {
+            Ok(map.get(r).cloned())
+        }
+    };
+    let e = route::compile(&c, &src).unwrap_err();
+    assert!(
+        matches!(&e, DeploymentError::ReleaseUnavailable { release, .. } if *release == first),
+        "{e:?}"
+    );
+    assert_eq!(
+        *calls.borrow(),
+        vec![first],
+        "one question, then the refusal"
+    );
+    calls.borrow_mut().clear();
+    let gathered = route::gather(&c, &src);
+    assert_eq!(calls.borrow().len(), 3, "gather asks every release");
+    assert_eq!(
+        route::compile_gathered(&c, &gathered, &BTreeSet::new()).unwrap_err(),
+        e
     );
 }
 
