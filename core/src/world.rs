@@ -426,7 +426,8 @@ pub enum Effect {
         fence: WorldFence,
     },
     /// Insert a table's signature (a recorded signature is never
-    /// rewritten).
+    /// rewritten, and a decision puts only a table the slot does not hold,
+    /// so a backend may insert without an upsert).
     PutSignature {
         /// The world.
         world_id: String,

@@ -74,6 +74,9 @@ pub enum Effect {
         session: String,
     },
     /// Insert or replace the delegate row of `(spawner, parent_session)`.
+    /// A session is the delegate of one pair at most: a decision never puts
+    /// a session another pair's row names (`ClaimDelegate` refuses it), so
+    /// a backend may keep `session_id` unique.
     PutDelegate {
         /// The spawner.
         spawner: String,
