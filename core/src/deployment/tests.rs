@@ -1048,7 +1048,7 @@ fn a_compilation_refused_at_a_release_asks_no_further() {
         ],
     ));
     let map = source();
-    let mut order = vec![release(1), release(2), release(BETA + 1)];
+    let mut order = [release(1), release(2), release(BETA + 1)];
     order.sort();
     let first = order[0];
     let calls = RefCell::new(Vec::new());
