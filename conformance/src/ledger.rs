@@ -9,7 +9,8 @@
 use crate::Place;
 use custos_core::ledger::{
     Admission, AttachToken, CallKind, CallState, CloseOutcome, Fencing, Incarnation, Key, Ledger,
-    LedgerError, Limits, Lookup, OpId, ScopeState, SessionId, Stopping, Tool, Unacked, WorkspaceId,
+    LedgerError, Limits, Lookup, OpId, RequestId, ScopeState, SessionId, Stopping, Tool, Unacked,
+    WorkspaceId,
 };
 
 /// Small limits, so the bounds are reached: 2 unclean scopes, 40 bytes,
@@ -938,6 +939,92 @@ where
     assert!(place.open().scope(&LIMITS, &sid("u")).unwrap().is_some());
 }
 
+fn admit_as<L: Ledger>(l: &L, k: &Key, t: &str, id: &str) -> Result<Admission, LedgerError> {
+    let id = RequestId::new(id).expect("valid request literal");
+    l.admit_once(&LIMITS, k, &tool("program"), &tok(t), &id)
+}
+
+/// A lost reply to an admission: the same request again (its own
+/// [`RequestId`]) is answered `Fresh` — what the lost reply said — and
+/// writes nothing, while the row it inserted is still `admitted`; any other
+/// admission of the key is `Existing(Admitted)`; a close begun since does
+/// not take the `Fresh` back; once a stop settled the row the retry is
+/// refused like any other admission and the call must not start. The
+/// request id is kept by the store, not the handle: a second handle on the
+/// same store recognises it too (where the factory shares one).
+pub fn a_retried_admission_gets_its_own_fresh<L: Ledger>(f: impl Fn() -> L) {
+    let l = f();
+    attach(&l, "s", 1, "a").unwrap();
+    let k = key("s", "o", 1);
+    assert_eq!(admit_as(&l, &k, "a", "r-1"), Ok(Admission::Fresh));
+    let records = l.records().unwrap();
+    assert_eq!(
+        admit_as(&l, &k, "a", "r-1"),
+        Ok(Admission::Fresh),
+        "the retry of a lost Fresh was not its own answer"
+    );
+    assert_eq!(l.records(), Ok(records), "a recognised retry wrote a row");
+    assert_eq!(
+        admit_as(&l, &k, "a", "r-2"),
+        Ok(Admission::Existing(CallState::Admitted)),
+        "another request's admission of a running key was Fresh"
+    );
+    assert_eq!(
+        admit(&l, &k, "a"),
+        Ok(Admission::Existing(CallState::Admitted))
+    );
+    // A close begun after the lost reply does not take the Fresh back.
+    l.begin_close(&LIMITS, &sid("s"), 1).unwrap();
+    assert_eq!(admit_as(&l, &k, "a", "r-1"), Ok(Admission::Fresh));
+    assert_eq!(
+        admit_as(&l, &key("s", "n", 1), "a", "r-3"),
+        Err(LedgerError::ScopeClosing)
+    );
+    // Once a stop settled the row, the retry is an admission like any
+    // other — here into a closing scope — and must not start the call.
+    assert_eq!(
+        l.stop_or_fence(&LIMITS, &k, &tool("program")),
+        Ok(Stopping::Stopped)
+    );
+    assert_eq!(admit_as(&l, &k, "a", "r-1"), Err(LedgerError::ScopeClosing));
+}
+
+/// A lost reply to a `finish`: the same outcome again is answered
+/// `Finished` and writes nothing; another outcome is refused
+/// `NotAdmitted { Terminal }`, and so is a `finish` of a fenced key
+/// whatever its bytes (the fence's row is not the caller's write).
+pub fn a_retried_finish_is_finished<L: Ledger>(f: impl Fn() -> L) {
+    let l = f();
+    attach(&l, "s", 1, "a").unwrap();
+    let k = key("s", "o", 1);
+    admit(&l, &k, "a").unwrap();
+    l.finish(&LIMITS, &k, b"done").unwrap();
+    assert_eq!(
+        l.finish(&LIMITS, &k, b"done"),
+        Ok(()),
+        "the retry of a stored finish was refused"
+    );
+    assert_eq!(
+        l.query(&LIMITS, &k),
+        Ok(Lookup::Found(CallState::Terminal(b"done".to_vec())))
+    );
+    assert_eq!(
+        l.finish(&LIMITS, &k, b"other"),
+        Err(LedgerError::NotAdmitted {
+            state: CallKind::Terminal
+        })
+    );
+    let fenced = key("s", "f", 1);
+    l.query_or_fence(&LIMITS, &fenced, b"done").unwrap();
+    assert_eq!(
+        l.finish(&LIMITS, &fenced, b"done"),
+        Err(LedgerError::NotAdmitted {
+            state: CallKind::Terminal
+        }),
+        "a finish was answered by a fence's row"
+    );
+}
+
 /// Every case name, in the order the macro emits them.
 pub const LEDGER_CASES: &[&str] = &crate::__with_ledger_cases!(__emit_names!());
 
@@ -1014,6 +1101,8 @@ macro_rules! __with_ledger_cases {
             attach_refuses_a_closing_scope,
             mark_unknown_refuses_settled_calls,
             a_closed_handle_refuses,
+            a_retried_admission_gets_its_own_fresh,
+            a_retried_finish_is_finished,
         }
     };
 }

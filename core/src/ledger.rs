@@ -192,6 +192,16 @@ name_type!(
     AttachToken,
     "attach-token"
 );
+name_type!(
+    /// The caller's id for one admission: chosen fresh for each call it
+    /// means to start, and sent again **only** when it retries that same
+    /// admission (after a lost reply, a timeout, a reconnect). The row keeps
+    /// it, so the retry is recognised as the request that inserted the row
+    /// and answered `Fresh` again — the answer the lost reply carried —
+    /// while any other admission of the key is answered `Existing`.
+    RequestId,
+    "request"
+);
 
 impl Tool {
     /// The tool of a row `query_or_fence` inserted: `(fence)`.
@@ -266,6 +276,10 @@ pub enum RowState {
     Admitted {
         /// The reservation.
         reserved: u64,
+        /// The [`RequestId`] of the admission that inserted the row, if it
+        /// carried one.
+        #[serde(default)]
+        request: Option<RequestId>,
     },
     /// Finished (or fenced) with an outcome.
     Terminal {
@@ -293,7 +307,7 @@ impl CallRow {
     /// The bytes this row holds against the budget.
     pub fn outcome_bytes(&self) -> u64 {
         match &self.state {
-            RowState::Admitted { reserved } => *reserved,
+            RowState::Admitted { reserved, .. } => *reserved,
             RowState::Terminal { bytes, .. } => *bytes,
             RowState::Unknown => 0,
         }
@@ -505,6 +519,9 @@ pub enum Request {
         tool: Tool,
         /// The caller's attach token.
         token: AttachToken,
+        /// The admission's own id, when the caller may retry it.
+        #[serde(default)]
+        request: Option<RequestId>,
     },
     /// Settle an `admitted` call with its outcome.
     Finish {
@@ -986,7 +1003,12 @@ pub fn decide(view: &View, limits: &Limits, req: &Request) -> Result<Decision, L
             incarnation,
             token,
         } => attach(view, limits, session, workspace, *incarnation, token),
-        Request::Admit { key, tool, token } => admit(view, limits, key, tool, token),
+        Request::Admit {
+            key,
+            tool,
+            token,
+            request,
+        } => admit(view, limits, key, tool, token, request.as_ref()),
         Request::Finish { key, outcome } => finish(view, key, outcome),
         Request::MarkUnknown { key } => mark_unknown(view, key),
         Request::Query { key } => query(view, key),
@@ -1109,14 +1131,28 @@ fn free_slot(view: &View, limits: &Limits) -> Result<(), LedgerError> {
 /// token (compared by value), inserts the key `admitted` with one
 /// reservation — unless the key already has a row or tombstone, which is
 /// answered instead, or the reservation would exceed the byte budget.
+///
+/// A retry converges: when the key's row is still `admitted`, of this tool,
+/// inserted by this very [`RequestId`], the answer is `Fresh` again and
+/// nothing is written — what the first attempt answered, had its reply
+/// arrived, even if a close has begun since. Once anything else moved the
+/// row on (a stop, recovery, a finish) or the scope's token changed, the
+/// retry is answered as any other admission is: the call must not start
+/// now.
 fn admit(
     view: &View,
     limits: &Limits,
     key: &Key,
     tool: &Tool,
     token: &AttachToken,
+    request: Option<&RequestId>,
 ) -> Result<Decision, LedgerError> {
     let s = scope_at(view, &key.session, key.incarnation)?;
+    // The retry is recognised before the scope's state is: a close begun
+    // after the first attempt does not take back the `Fresh` it answered.
+    if s.attach_token == *token && is_own_admission(view, tool, request) {
+        return done(Answer::Admission(Admission::Fresh), Vec::new());
+    }
     match s.state {
         ScopeState::Open => {}
         ScopeState::Closing => return Err(LedgerError::ScopeClosing),
@@ -1144,6 +1180,7 @@ fn admit(
         tool: tool.clone(),
         state: RowState::Admitted {
             reserved: requested,
+            request: request.cloned(),
         },
     };
     done(
@@ -1152,12 +1189,48 @@ fn admit(
     )
 }
 
+/// Whether the key's row is the `admitted` row this admission inserted.
+fn is_own_admission(view: &View, tool: &Tool, request: Option<&RequestId>) -> bool {
+    match (&view.call, request) {
+        (
+            Some(CallRow {
+                tool: t,
+                state:
+                    RowState::Admitted {
+                        request: Some(stored),
+                        ..
+                    },
+            }),
+            Some(id),
+        ) => !view.acked && t == tool && stored == id,
+        _ => false,
+    }
+}
+
 /// `finish`: an `admitted` row becomes `terminal` with the outcome, which
 /// may not exceed the row's reservation (so the held bytes never grow).
+///
+/// A retry converges: a `terminal` row of a program's tool (not a fence)
+/// holding exactly this outcome is the first attempt's own write, and is
+/// answered `Finished` with nothing written.
 fn finish(view: &View, key: &Key, outcome: &[u8]) -> Result<Decision, LedgerError> {
+    if let Some(
+        row @ CallRow {
+            tool,
+            state: RowState::Terminal { .. },
+        },
+    ) = &view.call
+    {
+        if !view.acked
+            && tool.as_str() != FENCE_TOOL
+            && row.read(key)? == CallState::Terminal(outcome.to_vec())
+        {
+            return done(Answer::Finished, Vec::new());
+        }
+    }
     let Some(CallRow {
         tool,
-        state: RowState::Admitted { reserved },
+        state: RowState::Admitted { reserved, .. },
     }) = &view.call
     else {
         return Err(not_admitted(view, key)?);
@@ -1601,6 +1674,33 @@ pub trait Ledger {
             key: key.clone(),
             tool: tool.clone(),
             token: token.clone(),
+            request: None,
+        };
+        match self.execute(limits, &req)? {
+            Answer::Admission(a) => Ok(a),
+            a => Err(unexpected("admit", a)),
+        }
+    }
+
+    /// [`Ledger::admit`] carrying the admission's own [`RequestId`], so that
+    /// a retry after an ambiguous failure (a lost reply, a timeout, an
+    /// `Unavailable` while committing) converges: while the row it inserted
+    /// is still `admitted`, the retry is answered `Fresh` again and writes
+    /// nothing. Use a new id for every call meant to start; reuse it only to
+    /// retry the same admission.
+    fn admit_once(
+        &self,
+        limits: &Limits,
+        key: &Key,
+        tool: &Tool,
+        token: &AttachToken,
+        request: &RequestId,
+    ) -> Result<Admission, LedgerError> {
+        let req = Request::Admit {
+            key: key.clone(),
+            tool: tool.clone(),
+            token: token.clone(),
+            request: Some(request.clone()),
         };
         match self.execute(limits, &req)? {
             Answer::Admission(a) => Ok(a),

@@ -23,15 +23,27 @@
 //! sender's state (no token), so a duplicating wire for them is the same as
 //! letting them arrive at any step, for any key of this or an earlier
 //! incarnation, any number of times: they are actions, not wire entries,
-//! which keeps the wire (and the state space) small. Every request goes through
+//! which keeps the wire (and the state space) small.
+//!
+//! Replies can be lost (`Lose`): the ledger decides and writes, and the
+//! runtime never hears. Each `Run` carries the admission's own request id
+//! (its key, its process and its runtime generation: a restarted runtime
+//! asks anew), and the runtime acts only on the first reply to a request
+//! it is still awaiting — a real client matches a reply to its outstanding
+//! request. So a lost `Fresh` followed by a redelivery of the same `Run` is
+//! a retry, and the rule "a retried admission gets its own answer" is
+//! checked: while nothing else wrote the key since the lost reply, and
+//! the scope kept its incarnation and attach token, the retry must be
+//! answered `Fresh` (a close begun since included), and acting on it must
+//! not start the key twice. Every request goes through
 //! [`custos_core::ledger::step_with`] over the real [`ledger::decide`]; a
 //! mutant wraps `decide`. A monitor records what the ledger answered and
 //! the properties read the record.
 
 use custos_core::ledger::{
     self, Admission, Answer, AttachToken, CallState, CloseOutcome, Decision, Effect, Fencing, Key,
-    LedgerError, LedgerState, Limits, Lookup, OpId, Request, RowState, ScopeState, SessionId,
-    Stopping, Tool, View, WorkspaceId,
+    LedgerError, LedgerState, Limits, Lookup, OpId, Request, RequestId, RowState, ScopeState,
+    SessionId, Stopping, Tool, View, WorkspaceId,
 };
 use stateright::{Model, Property};
 
@@ -64,6 +76,12 @@ crate::mutants! {
         FenceDoesNotSettle => "query-or-fence-does-not-settle-missing-row",
         /// `admit` skips the attach-token comparison.
         AdmitSkipsToken => "admit-skips-attach-token-comparison",
+        /// `admit` does not keep the admission's request id on the row.
+        AdmitForgetsRequest => "admit-forgets-its-request-id",
+        /// A retry is recognised by the attach token alone, not the request
+        /// id: a restarted runtime's new admission of a running key is
+        /// answered `Fresh`.
+        RetryByTokenAlone => "retry-recognised-by-token-alone",
         /// `open` leaves `admitted` rows `admitted`.
         OpenLeavesAdmitted => "open-leaves-admitted-rows-admitted",
     }
@@ -76,6 +94,8 @@ impl Mutant {
             Mutant::StopDoesNotFence => stop_does_not_fence,
             Mutant::FenceDoesNotSettle => fence_does_not_settle,
             Mutant::AdmitSkipsToken => admit_skips_token,
+            Mutant::AdmitForgetsRequest => admit_forgets_request,
+            Mutant::RetryByTokenAlone => retry_by_token_alone,
             Mutant::OpenLeavesAdmitted => open_leaves_admitted,
         }
     }
@@ -105,17 +125,55 @@ fn fence_does_not_settle(v: &View, l: &Limits, r: &Request) -> Result<Decision, 
 
 fn admit_skips_token(v: &View, l: &Limits, r: &Request) -> Result<Decision, LedgerError> {
     match (r, &v.scope) {
-        (Request::Admit { key, tool, .. }, Some(scope)) => ledger::decide(
+        (
+            Request::Admit {
+                key, tool, request, ..
+            },
+            Some(scope),
+        ) => ledger::decide(
             v,
             l,
             &Request::Admit {
                 key: key.clone(),
                 tool: tool.clone(),
                 token: scope.attach_token.clone(),
+                request: request.clone(),
             },
         ),
         _ => ledger::decide(v, l, r),
     }
+}
+
+fn admit_forgets_request(v: &View, l: &Limits, r: &Request) -> Result<Decision, LedgerError> {
+    let mut d = ledger::decide(v, l, r)?;
+    for e in &mut d.effects {
+        if let Effect::PutCall(
+            _,
+            ledger::CallRow {
+                state: RowState::Admitted { request, .. },
+                ..
+            },
+        ) = e
+        {
+            *request = None;
+        }
+    }
+    Ok(d)
+}
+
+fn retry_by_token_alone(v: &View, l: &Limits, r: &Request) -> Result<Decision, LedgerError> {
+    if let (Request::Admit { token, .. }, Some(scope), Some(row)) = (r, &v.scope, &v.call) {
+        if scope.attach_token == *token
+            && scope.state == ScopeState::Open
+            && matches!(row.state, RowState::Admitted { .. })
+        {
+            return Ok(Decision {
+                answer: Answer::Admission(Admission::Fresh),
+                effects: Vec::new(),
+            });
+        }
+    }
+    ledger::decide(v, l, r)
 }
 
 fn open_leaves_admitted(v: &View, l: &Limits, r: &Request) -> Result<Decision, LedgerError> {
@@ -137,6 +195,10 @@ pub enum Msg {
         key: u8,
         /// The sending process.
         epoch: u8,
+        /// The sending runtime's generation within the process (its
+        /// restarts so far): with the key and the process, the admission's
+        /// request id.
+        generation: u8,
     },
     /// `stop_or_fence(key)` from the host.
     Stop(u8),
@@ -153,6 +215,8 @@ pub enum Action {
     Send(Msg),
     /// The wire delivers a request (again, perhaps).
     Deliver(Msg),
+    /// The wire delivers a request and loses the ledger's reply.
+    Lose(Msg),
     /// `stop_or_fence(key)` from the host, for a key of this or an earlier
     /// incarnation.
     Stop(u8),
@@ -188,6 +252,7 @@ mod rule {
     pub const BUDGET: u8 = 1 << 3;
     pub const REOPEN: u8 = 1 << 4;
     pub const RECOVERY: u8 = 1 << 5;
+    pub const RETRY: u8 = 1 << 6;
 }
 
 /// The global state: the ledger, the actors and the monitor.
@@ -205,6 +270,12 @@ pub struct SysState {
     pub runtime_restarts: u8,
     /// Requests sent (the wire never forgets one).
     pub wire: Vec<Msg>,
+    /// Keys whose `Run` the current runtime sent and has had no reply to
+    /// (bits).
+    pub awaiting: u8,
+    /// Monitor: keys whose admission was answered `Fresh` with the reply
+    /// lost, and which nothing has written since (bits).
+    pub lost_fresh: u8,
     /// Monitor: keys that were ever `Fresh` (bits).
     pub started: u8,
     /// Monitor: keys a stop or fence barred (bits).
@@ -262,6 +333,24 @@ impl LedgerModel {
         let before_bytes = s.ledger.ledger_bytes();
         let before_scope = s.ledger.scopes.get(&self.names.session).cloned();
         let (answer, next) = ledger::step_with(decide, &s.ledger, &MODEL_LIMITS, req)?;
+        // A lost `Fresh` is owed to its retry while nothing else wrote its
+        // key, and the scope kept its incarnation and attach token.
+        let owner = |st: &LedgerState| {
+            st.scopes
+                .get(&self.names.session)
+                .map(|sc| (sc.incarnation, sc.attach_token.clone()))
+        };
+        if owner(&s.ledger) != owner(&next) {
+            s.lost_fresh = 0;
+        }
+        for k in 0..KEYS {
+            let key = self.key(k);
+            if s.ledger.calls.get(&key) != next.calls.get(&key)
+                || s.ledger.acks.contains(&key) != next.acks.contains(&key)
+            {
+                s.lost_fresh &= !bit(k);
+            }
+        }
         if matches!(
             answer,
             Answer::Admission(Admission::Fresh) | Answer::Finished
@@ -286,6 +375,8 @@ impl LedgerModel {
     /// recovery left no call of the dead process admitted) and reattaches.
     fn process_restart(&self, s: &mut SysState) {
         s.running = 0;
+        s.awaiting = 0;
+        s.lost_fresh = 0;
         s.epoch += 1;
         let _ = self.run(s, &Request::Open);
         // Restart recovery: nothing of the dead process is admitted.
@@ -300,30 +391,61 @@ impl LedgerModel {
         let _ = self.attach(s, inc);
     }
 
+    /// The admission's own request id: its key, process and runtime
+    /// generation.
+    fn request(&self, key: u8, epoch: u8, generation: u8) -> RequestId {
+        valid(RequestId::new(format!("k{key}e{epoch}g{generation}")))
+    }
+
+    /// The wire delivers `Run`; the reply reaches the runtime unless
+    /// `lost`, and the runtime acts on it only if it is still awaiting that
+    /// request.
+    fn deliver_run(&self, s: &mut SysState, key: u8, epoch: u8, generation: u8, lost: bool) {
+        let req = Request::Admit {
+            key: self.key(key),
+            tool: self.names.tool.clone(),
+            token: self.token(epoch),
+            request: Some(self.request(key, epoch, generation)),
+        };
+        let fresh = matches!(self.run(s, &req), Ok(Answer::Admission(Admission::Fresh)));
+        if fresh && epoch != s.epoch {
+            s.broken |= rule::STALE;
+        }
+        if fresh && s.barred & bit(key) != 0 {
+            s.broken |= rule::BARRED;
+        }
+        let awaited =
+            epoch == s.epoch && generation == s.runtime_restarts && s.awaiting & bit(key) != 0;
+        if !awaited {
+            return; // the reply goes to nobody
+        }
+        if lost {
+            if fresh {
+                s.lost_fresh |= bit(key);
+            }
+            return;
+        }
+        s.awaiting &= !bit(key);
+        if s.lost_fresh & bit(key) != 0 && !fresh {
+            s.broken |= rule::RETRY;
+        }
+        s.lost_fresh &= !bit(key);
+        if fresh {
+            if s.started & bit(key) != 0 {
+                s.broken |= rule::ONCE;
+            }
+            s.started |= bit(key);
+            s.running |= bit(key);
+        }
+    }
+
     fn deliver(&self, s: &mut SysState, m: Msg) {
         match m {
-            Msg::Run { key, epoch } => {
-                let req = Request::Admit {
-                    key: self.key(key),
-                    tool: self.names.tool.clone(),
-                    token: self.token(epoch),
-                };
-                if let Ok(Answer::Admission(Admission::Fresh)) = self.run(s, &req) {
-                    if s.started & bit(key) != 0 {
-                        s.broken |= rule::ONCE;
-                    }
-                    if epoch != s.epoch {
-                        s.broken |= rule::STALE;
-                    }
-                    if s.barred & bit(key) != 0 {
-                        s.broken |= rule::BARRED;
-                    }
-                    s.started |= bit(key);
-                    if epoch == s.epoch {
-                        s.running |= bit(key);
-                    }
-                }
-            }
+            Msg::Run {
+                key,
+                epoch,
+                generation,
+            } => self.deliver_run(s, key, epoch, generation, false),
             Msg::Stop(key) => {
                 let req = Request::StopOrFence {
                     key: self.key(key),
@@ -380,6 +502,7 @@ impl LedgerModel {
             key: self.key(self.first_key(s)),
             tool: self.names.tool.clone(),
             token: self.token(epoch),
+            request: None,
         };
         match self.would(s, &req)? {
             Answer::Admission(a) => Ok(a),
@@ -442,6 +565,8 @@ impl Model for LedgerModel {
             running: 0,
             runtime_restarts: 0,
             wire: Vec::new(),
+            awaiting: 0,
+            lost_fresh: 0,
             started: 0,
             barred: 0,
             broken: 0,
@@ -467,6 +592,7 @@ impl Model for LedgerModel {
             let run = Msg::Run {
                 key: k,
                 epoch: s.epoch,
+                generation: s.runtime_restarts,
             };
             if open && s.wire.binary_search(&run).is_err() {
                 actions.push(Action::Send(run));
@@ -482,6 +608,19 @@ impl Model for LedgerModel {
         }
         for m in &s.wire {
             actions.push(Action::Deliver(*m));
+            if let Msg::Run {
+                key,
+                epoch,
+                generation,
+            } = *m
+            {
+                if epoch == s.epoch
+                    && generation == s.runtime_restarts
+                    && s.awaiting & bit(key) != 0
+                {
+                    actions.push(Action::Lose(*m));
+                }
+            }
         }
         if s.runtime_restarts < self.max_runtime_restarts {
             actions.push(Action::RuntimeRestart);
@@ -511,8 +650,21 @@ impl Model for LedgerModel {
             Action::Send(m) => {
                 let i = s.wire.binary_search(&m).err()?;
                 s.wire.insert(i, m);
+                if let Msg::Run { key, .. } = m {
+                    s.awaiting |= bit(key);
+                }
             }
             Action::Deliver(m) => self.deliver(&mut s, m),
+            Action::Lose(m) => {
+                if let Msg::Run {
+                    key,
+                    epoch,
+                    generation,
+                } = m
+                {
+                    self.deliver_run(&mut s, key, epoch, generation, true);
+                }
+            }
             Action::Stop(k) => self.deliver(&mut s, Msg::Stop(k)),
             Action::Fence(k) => self.deliver(&mut s, Msg::Fence(k)),
             Action::Ack(k) => self.deliver(&mut s, Msg::Ack(k)),
@@ -529,6 +681,8 @@ impl Model for LedgerModel {
             }
             Action::RuntimeRestart => {
                 s.running = 0;
+                s.awaiting = 0;
+                s.lost_fresh = 0;
                 s.runtime_restarts += 1;
             }
             Action::ProcessRestart => self.process_restart(&mut s),
@@ -601,6 +755,10 @@ fn rules() -> Vec<Property<LedgerModel>> {
             "after restart recovery no call of a dead process is admitted",
             |_, s| s.broken & rule::RECOVERY == 0,
         ),
+        Property::<LedgerModel>::always(
+            "a retried admission whose reply was lost gets its own Fresh",
+            |_, s| s.broken & rule::RETRY == 0,
+        ),
     ]
 }
 
@@ -622,6 +780,10 @@ fn admit_and_stop_answers() -> Vec<Property<LedgerModel>> {
         Property::<LedgerModel>::sometimes("admit answers Fresh", |m, s| {
             m.would_admit(s, s.epoch) == Ok(Admission::Fresh)
         }),
+        Property::<LedgerModel>::sometimes(
+            "an admission's reply is lost and its retry is awaited",
+            |_, s| s.lost_fresh != 0,
+        ),
         Property::<LedgerModel>::sometimes("admit answers Existing(Acked)", |m, s| {
             m.would_admit(s, s.epoch) == Ok(Admission::Existing(CallState::Acked))
         }),
@@ -632,6 +794,7 @@ fn admit_and_stop_answers() -> Vec<Property<LedgerModel>> {
                     && s.wire.contains(&Msg::Run {
                         key: m.first_key(s),
                         epoch: 0,
+                        generation: 0,
                     })
                     && m.would_admit(s, 0) == Err(LedgerError::StaleToken)
             },

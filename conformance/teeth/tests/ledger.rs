@@ -69,6 +69,12 @@ enum Bug {
     /// The loader returns the session's rows ordered by the key's text
     /// (an `ORDER BY` over a string column): step 10 before step 2.
     RowsInTextOrder,
+    /// The store has no column for the admission's request id: the row
+    /// is written without it, so a retry is `Existing(Admitted)`.
+    AdmitRequestNotStored,
+    /// The retry is recognised by the attach token alone: any admission of
+    /// a running key by the current token is answered `Fresh`.
+    RetryByTokenAlone,
 }
 
 const BUGS: &[Bug] = &[
@@ -93,6 +99,8 @@ const BUGS: &[Bug] = &[
     Bug::AttachReopensClosingScope,
     Bug::MarkUnknownOverwritesTerminal,
     Bug::RowsInTextOrder,
+    Bug::AdmitRequestNotStored,
+    Bug::RetryByTokenAlone,
 ];
 
 #[derive(Default)]
@@ -182,7 +190,10 @@ fn judge(bug: Bug, view: &mut View, limits: &Limits, req: &Request) -> (Limits, 
         (Bug::MarkUnknownOverwritesTerminal, Request::MarkUnknown { .. }) => {
             if let Some(row) = &mut view.call {
                 if matches!(row.state, RowState::Terminal { .. }) {
-                    row.state = RowState::Admitted { reserved: 0 };
+                    row.state = RowState::Admitted {
+                        reserved: 0,
+                        request: None,
+                    };
                 }
             }
         }
@@ -201,6 +212,18 @@ fn judge(bug: Bug, view: &mut View, limits: &Limits, req: &Request) -> (Limits, 
         (Bug::FenceSkipsIncarnation, Request::QueryOrFence { key, .. }) => {
             if let Some(s) = &view.scope {
                 key.incarnation = s.incarnation;
+            }
+        }
+        (Bug::RetryByTokenAlone, Request::Admit { request, .. }) => {
+            if let Some(CallRow {
+                state:
+                    RowState::Admitted {
+                        request: stored, ..
+                    },
+                ..
+            }) = &view.call
+            {
+                *request = stored.clone();
             }
         }
         (Bug::BudgetOffByOne, Request::Admit { .. }) => {
@@ -253,6 +276,20 @@ fn distort(bug: Bug, g: &mut Inner, view: &View, req: &Request, d: &mut Decision
                 })
                 .collect();
             d.answer = Answer::Recovered(d.effects.len() as u64);
+        }
+        (Bug::AdmitRequestNotStored, Request::Admit { .. }) => {
+            for e in &mut d.effects {
+                if let Effect::PutCall(
+                    _,
+                    CallRow {
+                        state: RowState::Admitted { request, .. },
+                        ..
+                    },
+                ) = e
+                {
+                    *request = None;
+                }
+            }
         }
         (Bug::MarkUnknownKeepsReservation, Request::MarkUnknown { key }) => {
             g.leaked.insert(key.clone());

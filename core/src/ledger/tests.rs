@@ -63,6 +63,7 @@ impl T {
             key: k.clone(),
             tool: tool("program"),
             token: tok(t),
+            request: None,
         })
     }
     fn finish(&mut self, k: &Key, out: &[u8]) -> Result<Answer, LedgerError> {
@@ -94,6 +95,96 @@ fn fresh() -> Answer {
 }
 fn existing(c: CallState) -> Answer {
     Answer::Admission(Admission::Existing(c))
+}
+
+fn admit_as(k: &Key, t: &str, id: &str) -> Request {
+    Request::Admit {
+        key: k.clone(),
+        tool: tool("program"),
+        token: tok(t),
+        request: Some(RequestId::new(id).unwrap()),
+    }
+}
+
+#[test]
+fn a_retried_admission_gets_its_own_fresh_and_writes_nothing() {
+    let mut t = T::new();
+    t.attach("s", 1, "a").unwrap();
+    let k = key("s", "o", 1);
+    assert_eq!(t.run(admit_as(&k, "a", "r1")), Ok(fresh()));
+    let stored = t.s.clone();
+    // The reply was lost: the same request again is its own answer.
+    assert_eq!(t.run(admit_as(&k, "a", "r1")), Ok(fresh()));
+    assert_eq!(t.s, stored, "a recognised retry writes nothing");
+    // Any other admission of the key is not.
+    assert_eq!(
+        t.run(admit_as(&k, "a", "r2")),
+        Ok(existing(CallState::Admitted))
+    );
+    assert_eq!(t.admit(&k, "a"), Ok(existing(CallState::Admitted)));
+}
+
+#[test]
+fn a_retried_admission_is_not_fresh_once_the_row_moved_on() {
+    let mut t = T::new();
+    t.attach("s", 1, "a").unwrap();
+    let k = key("s", "o", 1);
+    assert_eq!(t.run(admit_as(&k, "a", "r1")), Ok(fresh()));
+    // A stop settled the row: the late retry must not start the call.
+    t.run(Request::StopOrFence {
+        key: k.clone(),
+        tool: tool("program"),
+    })
+    .unwrap();
+    assert_eq!(
+        t.run(admit_as(&k, "a", "r1")),
+        Ok(existing(CallState::Unknown))
+    );
+    // Recovery and a takeover: the old process's retry is stale.
+    let k2 = key("s", "p", 1);
+    assert_eq!(t.run(admit_as(&k2, "a", "r3")), Ok(fresh()));
+    t.run(Request::Open).unwrap();
+    t.attach("s", 1, "b").unwrap();
+    assert_eq!(
+        t.run(admit_as(&k2, "a", "r3")),
+        Err(LedgerError::StaleToken)
+    );
+    assert_eq!(
+        t.run(admit_as(&k2, "b", "r3")),
+        Ok(existing(CallState::Unknown))
+    );
+}
+
+#[test]
+fn a_retried_finish_is_finished_and_writes_nothing() {
+    let mut t = T::new();
+    t.attach("s", 1, "a").unwrap();
+    let k = key("s", "o", 1);
+    t.admit(&k, "a").unwrap();
+    assert_eq!(t.finish(&k, b"ok"), Ok(Answer::Finished));
+    let stored = t.s.clone();
+    assert_eq!(t.finish(&k, b"ok"), Ok(Answer::Finished));
+    assert_eq!(t.s, stored);
+    // Another outcome is not the same request.
+    assert_eq!(
+        t.finish(&k, b"no"),
+        Err(LedgerError::NotAdmitted {
+            state: CallKind::Terminal
+        })
+    );
+    // A fence's row is not a finish, whatever its bytes.
+    let f = key("s", "f", 1);
+    t.run(Request::QueryOrFence {
+        key: f.clone(),
+        outcome: b"ok".to_vec(),
+    })
+    .unwrap();
+    assert_eq!(
+        t.finish(&f, b"ok"),
+        Err(LedgerError::NotAdmitted {
+            state: CallKind::Terminal
+        })
+    );
 }
 
 #[test]
@@ -570,6 +661,7 @@ fn footprints_name_only_what_the_decision_reads() {
             key: key("s", "c", 1),
             tool: tool("program"),
             token: tok("a"),
+            request: None,
         },
         Request::Ack {
             key: key("s", "a", 1),

@@ -252,6 +252,7 @@ impl Names {
                 key: self.key(session, op, incarnation),
                 tool: self.tool(tool),
                 token: self.tokens[usize::from(token) % 3].clone(),
+                request: None,
             },
             LedgerOp::Finish {
                 session,

@@ -42,8 +42,9 @@ impl fmt::Debug for Target {
 /// The bound on every wait of a connection. Each has a default; each can be
 /// set on the [`Target`], and the connection string's own `connect_timeout`,
 /// `keepalives_idle` and `tcp_user_timeout` parameters, and its
-/// `options=-c statement_timeout=… -c lock_timeout=…`, take precedence over
-/// the defaults.
+/// `options=-c statement_timeout=… -c lock_timeout=…
+/// -c idle_in_transaction_session_timeout=…`, take precedence over the
+/// defaults.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Waits {
     /// Connecting, the server's first reply and the login included
@@ -63,6 +64,14 @@ pub struct Waits {
     /// The server's `lock_timeout`: the longest wait for a row lock another
     /// host holds (default [`DEFAULT_LOCK_TIMEOUT`]).
     pub lock: Duration,
+    /// The server's `idle_in_transaction_session_timeout` (default
+    /// [`DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT`]): a host that stalls between
+    /// the statements of an open transaction (frozen, paused, cut off
+    /// behind a proxy that keeps the socket) has its session ended by the
+    /// server, which releases its row locks, so the other hosts' writers
+    /// proceed; the stalled host's transaction rolls back and its next use
+    /// reconnects.
+    pub idle_in_transaction: Duration,
 }
 
 /// The default bound on connecting.
@@ -75,6 +84,11 @@ pub const DEFAULT_TCP_USER_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The default `lock_timeout`.
 pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
+/// The default `idle_in_transaction_session_timeout`: no decision of this
+/// crate leaves the server waiting on the client mid-transaction for more
+/// than a round trip, so 5 s is generous and bounds how long a stalled host
+/// holds the rows every other host's writer locks first.
+pub const DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl Default for Waits {
     fn default() -> Self {
@@ -84,6 +98,7 @@ impl Default for Waits {
             tcp_user: DEFAULT_TCP_USER_TIMEOUT,
             statement: DEFAULT_STATEMENT_TIMEOUT,
             lock: DEFAULT_LOCK_TIMEOUT,
+            idle_in_transaction: DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT,
         }
     }
 }
@@ -272,9 +287,10 @@ impl Target {
         // wins), the schema last (it is not the caller's to change).
         let own = cfg.get_options().unwrap_or("").to_owned();
         cfg.options(&format!(
-            "-c statement_timeout={} -c lock_timeout={} {own} -c search_path={}",
+            "-c statement_timeout={} -c lock_timeout={} -c idle_in_transaction_session_timeout={} {own} -c search_path=\"{}\"",
             w.statement.as_millis(),
             w.lock.as_millis(),
+            w.idle_in_transaction.as_millis(),
             self.schema
         ));
         let unavailable = |reason: String| ConnectError::Unavailable {
@@ -414,7 +430,12 @@ pub fn classify(op: &'static str, e: &postgres::Error) -> Failure {
         return Failure::Unavailable(format!("{op}: connection closed"));
     }
     match e.code() {
-        None => Failure::Unavailable(format!("{op}: {text}")),
+        // No SQLSTATE: the client's own error. An I/O failure (a reset, a
+        // timeout of the socket) leaves the outcome unknown; anything else
+        // (a value that does not decode, a protocol surprise) is a fault
+        // of this process and retrying the same request cannot help.
+        None if is_io(e) => Failure::Unavailable(format!("{op}: {text}")),
+        None => Failure::Db(op, format!("client: {text}")),
         Some(c)
             if *c == SqlState::T_R_SERIALIZATION_FAILURE
                 || *c == SqlState::T_R_DEADLOCK_DETECTED =>
@@ -437,6 +458,19 @@ pub fn classify(op: &'static str, e: &postgres::Error) -> Failure {
         }
         Some(_) => Failure::Db(op, text),
     }
+}
+
+/// Whether a client error was caused by the socket (its source chain holds
+/// an [`std::io::Error`]).
+fn is_io(e: &postgres::Error) -> bool {
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        if s.is::<std::io::Error>() {
+            return true;
+        }
+        src = s.source();
+    }
+    false
 }
 
 /// A `map_err` adapter: classify a client error raised during `op`.
@@ -808,9 +842,11 @@ impl Component {
             if found == supported {
                 return Ok(());
             }
+            // Quoted: a schema named by an SQL key word (`user`, `select`)
+            // is an identifier here as everywhere else.
             tx.batch_execute(&format!(
-                "CREATE SCHEMA IF NOT EXISTS {schema};
-                 CREATE TABLE IF NOT EXISTS {schema}.custos_versions (
+                "CREATE SCHEMA IF NOT EXISTS \"{schema}\";
+                 CREATE TABLE IF NOT EXISTS \"{schema}\".custos_versions (
                      component text PRIMARY KEY,
                      version bigint NOT NULL CHECK (version >= 0)
                  );"

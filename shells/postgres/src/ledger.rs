@@ -55,13 +55,13 @@
 //! `ledger_releases.released_at_ms`, is the operator's `now` carried by
 //! [`Request::Release`] and recorded as given, as on SQLite and in memory.
 //!
-//! ## Schema (component `ledger`, version 1)
+//! ## Schema (component `ledger`, version 2)
 //!
 //! | table | role |
 //! |-------|------|
 //! | `ledger_head(id)` | the one row (`id = 1`) every writer locks first |
 //! | `ledger_scopes(session, workspace, incarnation, state, close_outcome, attach_token)` | one row per session |
-//! | `ledger_calls(session, op, step, source_index, incarnation, tool, state, outcome, outcome_digest, outcome_bytes)` | one row per call key |
+//! | `ledger_calls(session, op, step, source_index, incarnation, tool, state, outcome, outcome_digest, outcome_bytes, admit_request)` | one row per call key (`admit_request`, added by version 2, is the [`RequestId`] an `admitted` row was inserted by) |
 //! | `ledger_acks(session, op, step, source_index, incarnation)` | the acknowledgement tombstones |
 //! | `ledger_releases(id, session, workspace, incarnation, was, released_at_ms)` | the operator release log, in `id` order |
 //!
@@ -105,7 +105,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use custos_core::ledger::{
     self, Answer, AttachToken, CallRow, CloseOutcome, Digest, Effect, Key, Ledger, LedgerError,
-    Limits, OpId, Release, Request, RowState, Scope, ScopeState, SessionId, Tool, View,
+    Limits, OpId, Release, Request, RequestId, RowState, Scope, ScopeState, SessionId, Tool, View,
     WorkspaceId, DEFAULT_MAX_LEDGER_BYTES, MAX_NAME_LEN,
 };
 use postgres::Row;
@@ -168,14 +168,21 @@ CREATE TABLE ledger_releases (
 );
 ";
 
-/// The ledger's versioned schema: `steps[0]` creates version 1.
+/// Version 2: an `admitted` row keeps the [`RequestId`] of the admission
+/// that inserted it (`NULL` without one, and in every other state), so that
+/// its retry is recognised.
+pub const LEDGER_SCHEMA_V2: &str = "
+ALTER TABLE ledger_calls ADD COLUMN admit_request text;
+";
+
+/// The ledger's versioned schema: `steps[i]` creates version `i + 1`.
 pub const LEDGER_COMPONENT: Component = Component {
     name: "ledger",
-    steps: &[LEDGER_SCHEMA_V1],
+    steps: &[LEDGER_SCHEMA_V1, LEDGER_SCHEMA_V2],
 };
 
 /// The ledger schema version this build writes and reads.
-pub const LEDGER_VERSION: i64 = 1;
+pub const LEDGER_VERSION: i64 = 2;
 
 /// A server failure as the ledger port's error.
 fn failure(f: Failure) -> LedgerError {
@@ -626,7 +633,7 @@ fn load_call(tx: &mut Tx<'_>, k: &Key) -> Result<(Option<CallRow>, bool), TxErro
     let at = at_key(k);
     let call = tx
         .query_opt(
-            "SELECT tool, state, outcome, outcome_digest, outcome_bytes FROM ledger_calls
+            "SELECT tool, state, outcome, outcome_digest, outcome_bytes, admit_request FROM ledger_calls
              WHERE session = $1 AND op = $2 AND step = $3 AND source_index = $4 AND incarnation = $5",
             &[&p.0, &p.1, &p.2, &p.3, &p.4],
         )
@@ -644,17 +651,28 @@ fn load_call(tx: &mut Tx<'_>, k: &Key) -> Result<(Option<CallRow>, bool), TxErro
     Ok((call, acked))
 }
 
-/// The call columns `tool, state, outcome, outcome_digest, outcome_bytes`
-/// from column `base`, decoded and bounded.
+/// The call columns `tool, state, outcome, outcome_digest, outcome_bytes,
+/// admit_request` from column `base`, decoded and bounded.
 fn decode_call(r: &Row, base: usize, at: &str) -> Result<CallRow, TxError<LedgerError>> {
     let tool = text_req(r, base, "tool", MAX_NAME_LEN, at)?;
     let state = text_req(r, base + 1, "state", MAX_WORD_LEN, at)?;
     let outcome = blob(r, base + 2, "outcome", MAX_STORED_OUTCOME_BYTES, at)?;
     let digest = blob(r, base + 3, "outcome_digest", 32, at)?;
     let bytes = u64_col(r, base + 4, "outcome_bytes", at)?;
+    let request = text(r, base + 5, "admit_request", MAX_NAME_LEN, at)?;
     let tool = name(Tool::new(tool), "tool", at)?;
     let state = match (state.as_str(), outcome, digest) {
-        ("admitted", None, None) => RowState::Admitted { reserved: bytes },
+        ("admitted", None, None) => RowState::Admitted {
+            reserved: bytes,
+            request: request
+                .map(|q| name(RequestId::new(q), "admit_request", at))
+                .transpose()?,
+        },
+        (s, _, _) if request.is_some() => {
+            return Err(malformed(format!(
+                "{at}: column state {s:?} with an admit_request (only an admitted row keeps one)"
+            )))
+        }
         ("unknown", None, None) if bytes == 0 => RowState::Unknown,
         ("terminal", Some(outcome), Some(digest)) => {
             let digest: Digest = digest.try_into().map_err(|d: Vec<u8>| {
@@ -684,7 +702,7 @@ fn load_calls(
     session: Option<&SessionId>,
 ) -> Result<Vec<(Key, CallRow)>, TxError<LedgerError>> {
     const COLS: &str = "session, op, step, source_index, incarnation, \
-                        tool, state, outcome, outcome_digest, outcome_bytes";
+                        tool, state, outcome, outcome_digest, outcome_bytes, admit_request";
     let rows = match session {
         Some(s) => tx
             .query(
@@ -822,8 +840,12 @@ fn put_scope(tx: &mut Tx<'_>, s: &Scope) -> Result<(), TxError<LedgerError>> {
 /// Writes a call's row (inserted, or replacing the key's).
 fn put_call(tx: &mut Tx<'_>, k: &Key, row: &CallRow) -> Result<(), TxError<LedgerError>> {
     let p = key_params_for_write(k).map_err(TxError::Refused)?;
+    let mut request = None;
     let (state, outcome, digest): (&str, Option<&[u8]>, Option<&[u8]>) = match &row.state {
-        RowState::Admitted { .. } => ("admitted", None, None),
+        RowState::Admitted { request: r, .. } => {
+            request = r.as_ref().map(RequestId::as_str);
+            ("admitted", None, None)
+        }
         RowState::Unknown => ("unknown", None, None),
         RowState::Terminal {
             outcome, digest, ..
@@ -831,11 +853,12 @@ fn put_call(tx: &mut Tx<'_>, k: &Key, row: &CallRow) -> Result<(), TxError<Ledge
     };
     let bytes = encode_u64("outcome_bytes", row.outcome_bytes()).map_err(TxError::Refused)?;
     tx.execute(
-        "INSERT INTO ledger_calls (session, op, step, source_index, incarnation, tool, state, outcome, outcome_digest, outcome_bytes)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+        "INSERT INTO ledger_calls (session, op, step, source_index, incarnation, tool, state, outcome, outcome_digest, outcome_bytes, admit_request)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
                      ON CONFLICT (session, op, step, source_index, incarnation) DO UPDATE SET
                          tool = EXCLUDED.tool, state = EXCLUDED.state, outcome = EXCLUDED.outcome,
-                         outcome_digest = EXCLUDED.outcome_digest, outcome_bytes = EXCLUDED.outcome_bytes",
+                         outcome_digest = EXCLUDED.outcome_digest, outcome_bytes = EXCLUDED.outcome_bytes,
+                         admit_request = EXCLUDED.admit_request",
         &[
             &p.0,
             &p.1,
@@ -847,6 +870,7 @@ fn put_call(tx: &mut Tx<'_>, k: &Key, row: &CallRow) -> Result<(), TxError<Ledge
             &outcome,
             &digest,
             &bytes,
+            &request,
         ],
     )
     .map_err(sql("put-call"))?;

@@ -6,8 +6,9 @@
 //!    registers under a compare-and-set "absent" on the first, so a retry
 //!    of an in-doubt commit converges (refused as already applied, the
 //!    registers read back) and a half-applied commit would show as one
-//!    register without the other. Each ledger step admits one key; a retry
-//!    answers `Fresh` or, if the lost attempt applied, the standing call.
+//!    register without the other. Each ledger step admits one key with its
+//!    own request id; a retry must answer `Fresh` — its own answer, whether
+//!    or not the lost attempt applied — and any other answer fails.
 //!    After the restart every acknowledged commit is present, no commit is
 //!    half-applied, no key was admitted twice, and every client saw a typed
 //!    `Unavailable`.
@@ -28,7 +29,7 @@ use std::time::{Duration, Instant};
 use custos_conformance::ledger::{key, sid, tok, tool, ws};
 use custos_conformance::storage::{key as rkey, ns};
 use custos_core::lease::Owner;
-use custos_core::ledger::{Admission, Ledger, Limits, Lookup};
+use custos_core::ledger::{Admission, Ledger, Limits, Lookup, RequestId};
 use custos_core::storage::{Commit, CommitError, KeyPrefix, Payload, Storage, Write};
 use custos_postgres::cluster::{unique_schema, Cluster};
 use custos_postgres::ledger::PgLedger;
@@ -122,7 +123,6 @@ fn postmaster_kills(cluster: &Cluster, messages: &mut Vec<String>) {
     let mut acked: BTreeMap<usize, BTreeSet<u64>> = BTreeMap::new();
     let mut unavailable: BTreeMap<usize, u64> = BTreeMap::new();
     let mut kills = 0;
-    let mut last_kill = Instant::now();
     let mut acked_at_kill = Vec::new();
     let mut done = BTreeSet::new();
     loop {
@@ -143,14 +143,16 @@ fn postmaster_kills(cluster: &Cluster, messages: &mut Vec<String>) {
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
         let total: usize = acked.values().map(BTreeSet::len).sum();
-        // Kill once the load is well under way, twice, a second apart.
-        if kills < 2 && total > (kills + 1) * 150 && last_kill.elapsed() > Duration::from_secs(1) {
+        // Kill once the load is well under way, twice: at a quarter and at
+        // a half of it (by progress, not by the clock, so a fast machine
+        // cannot finish the load between them).
+        let whole = OPS as usize * (STORAGE_LOADERS + LEDGER_LOADERS);
+        if kills < 2 && total > (kills + 1) * whole / 4 {
             cluster.kill().unwrap();
             kills += 1;
             acked_at_kill.push(total);
             std::thread::sleep(Duration::from_millis(700));
             cluster.restart().unwrap();
-            last_kill = Instant::now();
         }
     }
     for mut c in children {
@@ -398,11 +400,16 @@ fn child(role: &str) {
             let s = format!("s{}", index - STORAGE_LOADERS);
             for n in 0..OPS {
                 let k = key(&s, &format!("op{n}"), 1);
+                // The admission's own id: a retry after a lost reply is
+                // answered as its own (`Fresh`); `Existing` would mean the
+                // ledger took the retry for another caller's admission.
+                let id = RequestId::new(format!("{s}-op{n}")).unwrap();
                 loop {
-                    match l.admit(&LIMITS, &k, &tool("program"), &tok("t")) {
+                    match l.admit_once(&LIMITS, &k, &tool("program"), &tok("t"), &id) {
                         Ok(Admission::Fresh) => break,
-                        // The lost attempt applied: the call stands.
-                        Ok(Admission::Existing(_)) => break,
+                        Ok(other) => {
+                            panic!("admit {n}: a retry answered {other:?}, not its own Fresh")
+                        }
                         Err(custos_core::ledger::LedgerError::Unavailable { reason }) => {
                             say(format!("unavailable {reason}"));
                             backoff();

@@ -18,7 +18,14 @@
 //! - clocks: children run under libfaketime ten minutes ahead of and behind
 //!   the server; a lease written by one is judged by the server's clock for
 //!   the other (held while live, stolen after its ttl), the ledger admits
-//!   one key once.
+//!   one key once;
+//! - a frozen holder: a child locks the ledger's head row inside a
+//!   transaction on a connection made by [`Target::connect`] (custos's
+//!   waits) and is stopped with `SIGSTOP`; a second host's admission of
+//!   another key must come back — admitted once the server ends the frozen
+//!   session (`idle_in_transaction_session_timeout`), or refused
+//!   `Unavailable` naming the lock timeout — and never wait on the frozen
+//!   host for good. The elapsed time is printed, not asserted.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -67,6 +74,7 @@ fn main() {
     delegate_limit_race();
     lease_steal_race();
     clocks_that_disagree();
+    a_frozen_holder_does_not_stop_another_host();
     println!(
         "hosts: every scenario held ({PROCESSES} processes × {ROUNDS} rounds) in {:.1} s",
         started.elapsed().as_secs_f64()
@@ -409,6 +417,54 @@ fn clocks_that_disagree() {
 
 // ------------------------------------------------------------------ child
 
+fn a_frozen_holder_does_not_stop_another_host() {
+    let schema = unique_schema("frozen");
+    let l = PgLedger::open(target(&schema)).unwrap();
+    l.attach(&LIMITS, &sid("s"), &ws("w"), 1, &tok("t"))
+        .unwrap();
+    let mut holder = Kid::spawn("freeze", &schema, 0, &[]);
+    holder.expect("locked");
+    let pid = holder.child.id().to_string();
+    let stop = Command::new("kill").args(["-STOP", &pid]).status().unwrap();
+    assert!(stop.success(), "SIGSTOP failed");
+    // The second host, on its own handle, admits another key. A hang guard
+    // (not a timing assertion): the answer must come back at all.
+    let schema2 = schema.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let started = Instant::now();
+    std::thread::spawn(move || {
+        let r = match PgLedger::open(target(&schema2)) {
+            Ok(l2) => l2
+                .admit(&LIMITS, &key("s", "other", 1), &tool("program"), &tok("t"))
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        let _ = tx.send(r);
+    });
+    let answer = rx.recv_timeout(Duration::from_secs(120));
+    let elapsed = started.elapsed();
+    let _ = Command::new("kill").args(["-CONT", &pid]).status();
+    let answer = answer.expect("the second host waited on the frozen holder past 120 s");
+    match &answer {
+        Ok(Admission::Fresh) => {}
+        Err(e) if e.contains("Unavailable") && e.contains("lock_timeout") => {}
+        other => panic!("the second host's admission: {other:?}"),
+    }
+    // Resumed, the frozen host finds its session ended by the server: its
+    // commit fails and nothing of its transaction applied.
+    holder.say("commit");
+    let said = holder.expect("result");
+    assert!(
+        said.starts_with("commit-failed"),
+        "the frozen host's transaction outlived the idle bound: {said}"
+    );
+    holder.finish();
+    println!(
+        "frozen holder: the second host answered {answer:?} after {:.1} s; the frozen host then said {said:?}",
+        elapsed.as_secs_f64()
+    );
+}
+
 fn child(role: &str) {
     let url = std::env::var("CUSTOS_PG_URL").unwrap();
     let schema = std::env::var("CUSTOS_PG_SCHEMA").unwrap();
@@ -421,6 +477,19 @@ fn child(role: &str) {
         assert_eq!(l, word);
     };
     match role {
+        "freeze" => {
+            // custos's own connection settings; the head row every ledger
+            // writer locks first, held inside an open transaction.
+            let mut c = target.connect().unwrap();
+            c.batch_execute("BEGIN; SELECT id FROM ledger_head FOR UPDATE")
+                .unwrap();
+            println!("locked");
+            wait("commit");
+            match c.batch_execute("COMMIT") {
+                Ok(()) => println!("result committed"),
+                Err(e) => println!("result commit-failed {}", e.to_string().replace('\n', " ")),
+            }
+        }
         "register" => {
             let c = PgControlCatalog::open(target).unwrap();
             println!("ready");

@@ -13,7 +13,7 @@
 //! Opening the file is restart recovery ([`Request::Open`]): every
 //! `admitted` row becomes `unknown`. One opener per VM.
 //!
-//! ## Wire (`PRAGMA user_version` 3, `application_id` [`LEDGER_APPLICATION_ID`])
+//! ## Wire (`PRAGMA user_version` 4, `application_id` [`LEDGER_APPLICATION_ID`])
 //!
 //! | version | table | role |
 //! |---------|-------|------|
@@ -21,6 +21,7 @@
 //! | 1 | `call(session, op, step, source_index, incarnation, tool, state, outcome, outcome_digest, outcome_bytes)` | one row per call key |
 //! | 2 | `scope_release(session, workspace, incarnation, was, released_at_ms)` | the operator release log |
 //! | 3 | `call_ack(session, op, step, source_index, incarnation)` | the acknowledgement tombstones |
+//! | 4 | `call.admit_request` | the [`RequestId`] an `admitted` row was inserted by (its retry answers `Fresh` again) |
 //!
 //! `scope.state` is `open | closing | closed` and decodes together with
 //! `close_outcome`: `NULL` for `open` and `closing`, `0` for
@@ -37,7 +38,7 @@
 //! (busy timeout, `synchronous=FULL`, read back), then one
 //! `BEGIN IMMEDIATE` transaction that reads the version and application
 //! id, refuses a newer or foreign file by rolling back (the file is
-//! byte-untouched), and otherwise applies the missing steps 1 → 2 → 3 and
+//! byte-untouched), and otherwise applies the missing steps 1 → 2 → 3 → 4 and
 //! the identity pragmas; only then WAL, `synchronous=FULL` and foreign keys
 //! (each read back), then recovery. A version-0 file is adopted only when
 //! it is empty: no application id and no schema object. Those steps fail
@@ -68,7 +69,7 @@ use std::time::Duration;
 
 use custos_core::ledger::{
     self, Answer, AttachToken, CallRow, CloseOutcome, Digest, Effect, Key, Ledger, LedgerError,
-    Limits, OpId, Release, Request, RowState, Scope, ScopeState, SessionId, Tool, View,
+    Limits, OpId, Release, Request, RequestId, RowState, Scope, ScopeState, SessionId, Tool, View,
     WorkspaceId, DEFAULT_MAX_LEDGER_BYTES, MAX_NAME_LEN,
 };
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
@@ -95,7 +96,7 @@ const EXPECT: Expect = Expect {
 };
 
 /// The ledger schema version this build writes and reads.
-pub const LEDGER_VERSION: i64 = 3;
+pub const LEDGER_VERSION: i64 = 4;
 
 /// `PRAGMA application_id` of an execution-ledger file (`"CuEL"` in ASCII).
 pub const LEDGER_APPLICATION_ID: i64 = 0x4375_454C;
@@ -153,12 +154,21 @@ CREATE TABLE IF NOT EXISTS call_ack (
 ) STRICT, WITHOUT ROWID;
 ";
 
+/// Version 4: `exec_ledger_admit_request` — an `admitted` row keeps the
+/// [`RequestId`] of the admission that inserted it, so that its retry is
+/// recognised (`NULL` for an admission without one, and for every other
+/// state).
+pub const EXEC_LEDGER_ADMIT_REQUEST_SCHEMA: &str = "
+ALTER TABLE call ADD COLUMN admit_request TEXT;
+";
+
 /// The migration chain: the step that takes version `i` to `i + 1` is
 /// `LEDGER_STEPS[i]`.
-pub const LEDGER_STEPS: [&str; 3] = [
+pub const LEDGER_STEPS: [&str; 4] = [
     EXEC_LEDGER_SCHEMA,
     EXEC_LEDGER_RELEASES_SCHEMA,
     EXEC_LEDGER_ACKS_SCHEMA,
+    EXEC_LEDGER_ADMIT_REQUEST_SCHEMA,
 ];
 
 /// The Activity catalog (execution ledger) file of `id`
@@ -498,6 +508,7 @@ struct RawCall {
     outcome: Option<Vec<u8>>,
     digest: Option<Vec<u8>>,
     bytes: i64,
+    request: Option<String>,
 }
 
 /// A stored text of at most `max` bytes, checked before it is copied;
@@ -539,8 +550,8 @@ fn bounded_blob(
         .map_err(|e| malformed(format!("{row}: column {name}: {e}")))
 }
 
-/// The call columns `tool, state, outcome, outcome_digest, outcome_bytes`
-/// starting at column `base`, bounded.
+/// The call columns `tool, state, outcome, outcome_digest, outcome_bytes,
+/// admit_request` starting at column `base`, bounded.
 fn raw_call(
     r: &Row<'_>,
     base: usize,
@@ -554,6 +565,7 @@ fn raw_call(
             outcome: bounded_blob(r, base + 2, "outcome", MAX_STORED_OUTCOME_BYTES, row)?,
             digest: bounded_blob(r, base + 3, "outcome_digest", 32, row)?,
             bytes,
+            request: bounded(r, base + 5, "admit_request", MAX_NAME_LEN, row)?,
         })
     })())
 }
@@ -561,8 +573,20 @@ fn raw_call(
 fn decode_call(raw: RawCall) -> Result<CallRow, LedgerError> {
     let tool = name(Tool::new(raw.tool), "call.tool")?;
     let bytes = u64_from_sql(raw.bytes);
+    let request = raw.request;
     let state = match (raw.state.as_str(), raw.outcome, raw.digest) {
-        ("admitted", None, None) => RowState::Admitted { reserved: bytes },
+        ("admitted", None, None) => RowState::Admitted {
+            reserved: bytes,
+            request: request
+                .map(|r| name(RequestId::new(r), "call.admit_request"))
+                .transpose()?,
+        },
+        (_, _, _) if request.is_some() => {
+            return Err(malformed(format!(
+                "call state {:?} with an admit_request (only an admitted row keeps one)",
+                raw.state
+            )))
+        }
         ("unknown", None, None) if bytes == 0 => RowState::Unknown,
         ("terminal", Some(outcome), Some(digest)) => {
             let digest: Digest = digest
@@ -586,7 +610,7 @@ fn decode_call(raw: RawCall) -> Result<CallRow, LedgerError> {
 }
 
 const CALL_COLS: &str =
-    "op, step, source_index, incarnation, tool, state, outcome, outcome_digest, outcome_bytes";
+    "op, step, source_index, incarnation, tool, state, outcome, outcome_digest, outcome_bytes, admit_request";
 
 type KeyedCall = (String, i64, i64, i64, RawCall);
 
@@ -706,7 +730,7 @@ fn load_call(tx: &Transaction<'_>, k: &Key) -> Result<(Option<CallRow>, bool), L
     let at = format!("call row ({}, {}, {}, {}, {})", p.0, p.1, p.2, p.3, p.4);
     let raw = tx
         .prepare_cached(
-            "SELECT tool, state, outcome, outcome_digest, outcome_bytes FROM call
+            "SELECT tool, state, outcome, outcome_digest, outcome_bytes, admit_request FROM call
              WHERE session = ?1 AND op = ?2 AND step = ?3 AND source_index = ?4 AND incarnation = ?5",
         )
         .map_err(db("prepare"))?
@@ -854,16 +878,20 @@ fn put_scope(tx: &Transaction<'_>, s: &Scope) -> Result<(), LedgerError> {
 /// Writes a call's row (inserted, or replacing the key's).
 fn put_call(tx: &Transaction<'_>, k: &Key, row: &CallRow) -> Result<(), LedgerError> {
     let p = key_params(k);
+    let mut request = None;
     let (state, outcome, digest): (&str, Option<&[u8]>, Option<&[u8]>) = match &row.state {
-        RowState::Admitted { .. } => ("admitted", None, None),
+        RowState::Admitted { request: r, .. } => {
+            request = r.as_ref().map(RequestId::as_str);
+            ("admitted", None, None)
+        }
         RowState::Unknown => ("unknown", None, None),
         RowState::Terminal {
             outcome, digest, ..
         } => ("terminal", Some(outcome), Some(digest)),
     };
     tx.prepare_cached(
-        "INSERT OR REPLACE INTO call (session, op, step, source_index, incarnation, tool, state, outcome, outcome_digest, outcome_bytes)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        "INSERT OR REPLACE INTO call (session, op, step, source_index, incarnation, tool, state, outcome, outcome_digest, outcome_bytes, admit_request)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     )
     .map_err(db("prepare"))?
     .execute(params![
@@ -876,7 +904,8 @@ fn put_call(tx: &Transaction<'_>, k: &Key, row: &CallRow) -> Result<(), LedgerEr
         state,
         outcome,
         digest,
-        u64_to_sql(row.outcome_bytes())
+        u64_to_sql(row.outcome_bytes()),
+        request
     ])
     .map_err(db("put-call"))?;
     Ok(())

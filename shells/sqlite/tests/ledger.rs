@@ -11,8 +11,8 @@ use std::sync::{Arc, Barrier};
 use custos_conformance::ledger::{key, sid, tok, tool, ws, LIMITS};
 use custos_core::ledger::{self, Admission, Answer, CallState, Ledger, LedgerError, Lookup};
 use custos_sqlite::ledger::{
-    LedgerOpenError, SqliteLedger, EXEC_LEDGER_RELEASES_SCHEMA, EXEC_LEDGER_SCHEMA,
-    LEDGER_APPLICATION_ID, LEDGER_VERSION,
+    LedgerOpenError, SqliteLedger, EXEC_LEDGER_ACKS_SCHEMA, EXEC_LEDGER_RELEASES_SCHEMA,
+    EXEC_LEDGER_SCHEMA, LEDGER_APPLICATION_ID, LEDGER_VERSION,
 };
 use rusqlite::Connection;
 use sha2::{Digest, Sha256};
@@ -83,7 +83,7 @@ fn sha(path: &Path) -> Vec<u8> {
 }
 
 #[test]
-fn a_fresh_file_gets_version_3_and_its_application_id() {
+fn a_fresh_file_gets_the_current_version_and_its_application_id() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("l.db");
     SqliteLedger::open(&path).unwrap().close().unwrap();
@@ -109,6 +109,9 @@ fn old_file(path: &Path, version: i64) {
     if version >= 2 {
         c.execute_batch(EXEC_LEDGER_RELEASES_SCHEMA).unwrap();
     }
+    if version >= 3 {
+        c.execute_batch(EXEC_LEDGER_ACKS_SCHEMA).unwrap();
+    }
     c.execute_batch(&format!(
         "PRAGMA application_id = {LEDGER_APPLICATION_ID}; PRAGMA user_version = {version};
          INSERT INTO scope VALUES ('s', 'w', 1, 'open', NULL, 't');
@@ -119,7 +122,7 @@ fn old_file(path: &Path, version: i64) {
 
 #[test]
 fn older_files_gain_what_they_lack_and_keep_their_rows() {
-    for version in [1, 2] {
+    for version in [1, 2, 3] {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("l.db");
         old_file(&path, version);
@@ -146,15 +149,15 @@ fn a_newer_file_is_refused_byte_untouched() {
     old_file(&path, 2);
     Connection::open(&path)
         .unwrap()
-        .execute_batch("PRAGMA user_version = 4")
+        .execute_batch(&format!("PRAGMA user_version = {}", LEDGER_VERSION + 1))
         .unwrap();
     let before = sha(&path);
     let err = SqliteLedger::open(&path).unwrap_err();
     assert_eq!(
         err,
         LedgerOpenError::Unsupported {
-            found: 4,
-            supported: 3
+            found: LEDGER_VERSION + 1,
+            supported: LEDGER_VERSION
         }
     );
     assert_eq!(sha(&path), before);
