@@ -62,6 +62,18 @@
 //! A shell decodes its rows totally (a state that fits no variant is
 //! [`LedgerError::MalformedRow`]) and leaves the digest check to core.
 //!
+//! ## Retries
+//!
+//! A caller whose request failed ambiguously (a lost reply) retries the
+//! same request. [`Ledger::admit_once`] carries the admission's own
+//! [`RequestId`], which the `admitted` row keeps: its retry is answered
+//! `Fresh` again, writing nothing, while that row stands — the answer the
+//! lost reply carried. A `finish` whose row is already `terminal` with
+//! exactly its outcome (under a program's tool, never a fence's) is
+//! answered `Finished`. `mark_unknown`, `begin_close`, `finish_close` and a
+//! same-token `attach` were idempotent already. Once anything else moved
+//! the row or the scope on, a retry is decided like any other request.
+//!
 //! ## Shape: footprint, view, decision, effects
 //!
 //! A request touches few rows, and a shell should not load a whole ledger to

@@ -50,15 +50,15 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 pub use commit::{
-    decide, Commit, CommitContext, CommitError, CommitPlan, CommitReceipt, Footprint, RecordKind,
-    RegisterChange, SeqExpectation, Write, REASON_HANDLE_CLOSED,
+    decide, Commit, CommitContext, CommitError, CommitPlan, CommitReceipt, Footprint, LastCommit,
+    RecordKind, RegisterChange, SeqExpectation, Write, REASON_HANDLE_CLOSED,
 };
 pub use memory::MemoryStorage;
 pub use query::{branch_scan, entry_seq_range, usage_seq_range, BranchScan, EntryScan, UsageScan};
 pub use state::{StateError, StoreRecord, StoreState};
 pub use types::{
-    BoundError, Entry, EntryHead, KeyPrefix, Kind, Namespace, Payload, RecordId, Register,
-    RegisterKey, Seq, Stats, UsageFigures, UsageRow,
+    BoundError, CommitId, Entry, EntryHead, KeyPrefix, Kind, Namespace, Payload, RecordId,
+    Register, RegisterKey, Seq, Stats, UsageFigures, UsageRow,
 };
 
 /// Why a read (or a close) failed. Distinct from [`CommitError`]: the read

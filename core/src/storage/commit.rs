@@ -23,6 +23,20 @@
 //! with no writes (a CAS-only or empty commit) consumes no seq and changes
 //! nothing. A refused commit consumes no seq. Seqs therefore strictly increase
 //! and gaps are legal.
+//!
+//! ## Retries
+//!
+//! A commit whose reply was lost (the backend answered `Unavailable`) may
+//! or may not have applied. A commit that carries a [`CommitId`] can be
+//! retried as it is: the store keeps its **last identified commit** — the
+//! id, the SHA-256 of the commit's content and its receipt — beside
+//! `next_seq`, written in the same transaction as the commit. A commit whose
+//! id is that one and whose content is the same is answered the stored
+//! receipt and applies nothing (a replay); the same id with other content
+//! is refused [`CommitError::CommitIdReused`]. Any other commit is decided
+//! afresh. One is enough because a store has one writer (its lease): a
+//! writer retries an in-doubt commit before it makes the next one. A commit
+//! without an id leaves the kept one as it is.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -30,7 +44,8 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use super::types::{
-    BoundError, Entry, Kind, Namespace, Payload, RecordId, Register, RegisterKey, Seq, Stats,
+    BoundError, CommitId, Entry, Kind, Namespace, Payload, RecordId, Register, RegisterKey, Seq,
+    Stats,
     UsageFigures, UsageRow, MAX_EXPECTATIONS_PER_COMMIT, MAX_REGISTER_VALUE_LEN,
     MAX_WRITES_PER_COMMIT,
 };
@@ -104,6 +119,10 @@ pub struct Commit {
     pub ts: Millis,
     /// The lowest seq the first write may receive (see the module docs).
     pub seq_floor: Option<Seq>,
+    /// The commit's own id, when the caller may retry it (see the module
+    /// docs' "Retries").
+    #[serde(default)]
+    pub id: Option<CommitId>,
 }
 
 impl Commit {
@@ -113,6 +132,87 @@ impl Commit {
             ts,
             ..Commit::default()
         }
+    }
+
+    /// Gives the commit its own id, so that its retry is recognised.
+    pub fn identified(mut self, id: CommitId) -> Self {
+        self.id = Some(id);
+        self
+    }
+
+    /// The SHA-256 of the commit's content without its id: what a retry
+    /// under the same id must repeat.
+    pub fn content_digest(&self) -> [u8; 32] {
+        use sha2::Digest as _;
+        let mut h = sha2::Sha256::new();
+        // Every part, length-prefixed, in a fixed order: a total, stable
+        // encoding that needs no serializer.
+        let mut put = |b: &[u8]| {
+            h.update((b.len() as u64).to_le_bytes());
+            h.update(b);
+        };
+        put(&self.ts.to_le_bytes());
+        put(&self.seq_floor.map_or([0xff; 9], |s| {
+            let mut b = [0u8; 9];
+            b[1..].copy_from_slice(&s.to_le_bytes());
+            b
+        }));
+        for e in &self.expectations {
+            put(b"expect");
+            put(e.namespace.as_str().as_bytes());
+            put(e.key.as_str().as_bytes());
+            put(&e.expected.map_or([0xff; 9], |s| {
+                let mut b = [0u8; 9];
+                b[1..].copy_from_slice(&s.to_le_bytes());
+                b
+            }));
+        }
+        for w in &self.writes {
+            match w {
+                Write::InsertEntry {
+                    id,
+                    parent,
+                    kind,
+                    payload,
+                } => {
+                    put(b"entry");
+                    put(id.as_str().as_bytes());
+                    put(parent.as_ref().map_or(b"\xff" as &[u8], |p| p.as_str().as_bytes()));
+                    put(kind.as_str().as_bytes());
+                    put(payload.as_bytes());
+                }
+                Write::InsertUsage {
+                    id,
+                    figures,
+                    details,
+                } => {
+                    put(b"usage");
+                    put(id.as_str().as_bytes());
+                    put(&figures.input_tokens.to_le_bytes());
+                    put(&figures.output_tokens.to_le_bytes());
+                    put(&figures.cache_read_tokens.to_le_bytes());
+                    put(&figures.cache_write_tokens.to_le_bytes());
+                    put(&figures.cost_micros.to_le_bytes());
+                    put(details.as_bytes());
+                }
+                Write::SetRegister {
+                    namespace,
+                    key,
+                    value,
+                } => {
+                    put(b"set");
+                    put(namespace.as_str().as_bytes());
+                    put(key.as_str().as_bytes());
+                    put(value.as_bytes());
+                }
+                Write::DeleteRegister { namespace, key } => {
+                    put(b"delete");
+                    put(namespace.as_str().as_bytes());
+                    put(key.as_str().as_bytes());
+                }
+            }
+        }
+        h.finalize().into()
     }
 
     /// Adds an expectation.
@@ -202,6 +302,20 @@ pub struct CommitContext {
     pub ids: BTreeMap<RecordId, RecordKind>,
     /// The seqs of the footprint registers that exist.
     pub registers: BTreeMap<Namespace, BTreeMap<RegisterKey, Seq>>,
+    /// The store's last identified commit, if it kept one.
+    pub last: Option<LastCommit>,
+}
+
+/// What a store keeps of its last identified commit (see the module docs'
+/// "Retries").
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LastCommit {
+    /// The commit's id.
+    pub id: CommitId,
+    /// [`Commit::content_digest`] of the commit.
+    pub digest: [u8; 32],
+    /// What it answered.
+    pub receipt: CommitReceipt,
 }
 
 impl CommitContext {
@@ -242,6 +356,9 @@ pub struct CommitPlan {
     pub next_seq: Seq,
     /// What the caller is told.
     pub receipt: CommitReceipt,
+    /// The last identified commit to keep from now on; `None` leaves the
+    /// kept one as it is (a commit without an id, or a replay).
+    pub last: Option<LastCommit>,
 }
 
 /// What a successful commit answers.
@@ -277,6 +394,13 @@ pub enum CommitError {
         id: RecordId,
         /// The missing parent.
         parent: RecordId,
+    },
+    /// A commit carrying the id of the store's last identified commit with
+    /// other content: an id names one commit.
+    #[error("CommitIdReused: commit id {id} named a commit with other content")]
+    CommitIdReused {
+        /// The id.
+        id: CommitId,
     },
     /// An entry or usage row under an id already in use: corruption, never an update.
     #[error("DuplicateId: corruption: id {id} is already used by an existing {existing:?} record")]
@@ -324,6 +448,7 @@ crate::reasons! {
     /// The stable reason string (the variant name).
     CommitError {
         StaleExpectation,
+        CommitIdReused,
         ParentMissing,
         DuplicateId,
         OutOfBounds,
@@ -349,6 +474,34 @@ pub const REASON_HANDLE_CLOSED: &str = "handle-closed";
 /// validated in list order; only a fully valid commit yields a plan.
 pub fn decide(ctx: &CommitContext, commit: &Commit) -> Result<CommitPlan, CommitError> {
     check_counts(commit)?;
+    let digest = commit.id.as_ref().map(|_| commit.content_digest());
+    if let (Some(id), Some(digest), Some(last)) = (&commit.id, digest, &ctx.last) {
+        if *id == last.id {
+            if digest != last.digest {
+                return Err(CommitError::CommitIdReused { id: id.clone() });
+            }
+            // Its own earlier write: the stored answer, nothing applied.
+            return Ok(CommitPlan {
+                stats: ctx.stats,
+                next_seq: ctx.next_seq,
+                receipt: last.receipt.clone(),
+                ..CommitPlan::default()
+            });
+        }
+    }
+    let mut plan = decide_fresh(ctx, commit)?;
+    if let (Some(id), Some(digest)) = (&commit.id, digest) {
+        plan.last = Some(LastCommit {
+            id: id.clone(),
+            digest,
+            receipt: plan.receipt.clone(),
+        });
+    }
+    Ok(plan)
+}
+
+/// [`decide`] for a commit that is not a replay.
+fn decide_fresh(ctx: &CommitContext, commit: &Commit) -> Result<CommitPlan, CommitError> {
     check_expectations(ctx, commit)?;
     let mut plan = CommitPlan {
         stats: ctx.stats,

@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use super::commit::{
-    decide, Commit, CommitContext, CommitError, CommitPlan, CommitReceipt, Footprint, RecordKind,
-    RegisterChange,
+    decide, Commit, CommitContext, CommitError, CommitPlan, CommitReceipt, Footprint, LastCommit,
+    RecordKind, RegisterChange,
 };
 use super::query::{BranchScan, EntryScan, UsageScan};
 use super::types::{
@@ -39,6 +39,7 @@ pub struct StoreState {
     usage_seqs: BTreeMap<Seq, RecordId>,
     stats: Stats,
     next_seq: Seq,
+    last: Option<LastCommit>,
 }
 
 impl Default for StoreState {
@@ -61,6 +62,9 @@ pub struct StoreRecord {
     pub stats: Stats,
     /// The next seq.
     pub next_seq: Seq,
+    /// The last identified commit (see `storage::commit`'s "Retries").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_commit: Option<LastCommit>,
 }
 
 /// A broken store invariant, found while decoding or checking a state.
@@ -126,6 +130,7 @@ impl TryFrom<StoreRecord> for StoreState {
         let mut s = StoreState::new();
         s.next_seq = r.next_seq;
         s.stats = r.stats;
+        s.last = r.last_commit;
         let mut seqs: BTreeMap<Seq, ()> = BTreeMap::new();
         let mut claim_seq = |seq: Seq| -> Result<(), StateError> {
             if seq == 0 || seq >= r.next_seq {
@@ -199,6 +204,7 @@ impl StoreState {
             usage_seqs: BTreeMap::new(),
             stats: Stats::default(),
             next_seq: 1,
+            last: None,
         }
     }
 
@@ -222,6 +228,7 @@ impl StoreState {
                 .collect(),
             stats: self.stats,
             next_seq: self.next_seq,
+            last_commit: self.last.clone(),
         }
     }
 
@@ -297,6 +304,7 @@ impl StoreState {
         let mut ctx = CommitContext {
             next_seq: self.next_seq,
             stats: self.stats,
+            last: self.last.clone(),
             ..CommitContext::default()
         };
         for id in &fp.ids {
@@ -351,6 +359,9 @@ impl StoreState {
         }
         self.stats = plan.stats;
         self.next_seq = plan.next_seq;
+        if plan.last.is_some() {
+            self.last = plan.last;
+        }
     }
 
     /// Decides and applies one commit: all or none.

@@ -47,6 +47,12 @@ pub enum BoundError {
         /// The rejected id's length in bytes.
         len: usize,
     },
+    /// A commit id that is empty, too long, or has control characters.
+    #[error("InvalidCommitId: a commit id must be 1..={max} bytes without control characters (got {len} bytes)", max = MAX_ID_LEN)]
+    InvalidCommitId {
+        /// The rejected id's length in bytes.
+        len: usize,
+    },
     /// An entry kind that is empty, too long, or has control characters.
     #[error("InvalidKind: an entry kind must be 1..={max} bytes without control characters (got {len} bytes)", max = MAX_KIND_LEN)]
     InvalidKind {
@@ -107,6 +113,7 @@ crate::reasons! {
     /// The stable reason string (the variant name).
     BoundError {
         InvalidId,
+        InvalidCommitId,
         InvalidKind,
         InvalidNamespace,
         InvalidKey,
@@ -215,6 +222,16 @@ bounded_name!(
     1,
     MAX_ID_LEN,
     InvalidId
+);
+
+bounded_name!(
+    /// The caller's id for one commit, chosen fresh for each commit it means
+    /// to make and sent again only to retry that same commit (see
+    /// [`crate::storage::commit`]'s "Retries").
+    CommitId,
+    1,
+    MAX_ID_LEN,
+    InvalidCommitId
 );
 
 bounded_name!(

@@ -71,10 +71,13 @@
 //!
 //! A refused or dropped connection, a server shutting down or restarting,
 //! a terminated backend: the port's `Unavailable` error. A write whose
-//! COMMIT reply was lost is in doubt and also `Unavailable`; each port's
-//! rules make a retry of the same request converge (a compare-and-set that
-//! finds its own write, a ledger key that stands, an idempotent
-//! registration). A handle reconnects on its next call. The connection URL
+//! COMMIT reply was lost is in doubt and also `Unavailable`. A ledger
+//! admission carrying its own request id (`Ledger::admit_once`) and a
+//! `finish` of the same outcome are answered as the first attempt was;
+//! `docs/retries.md` in the repository lists what every other request's
+//! retry is answered (session storage, the catalogue and the access plane
+//! do not yet recognise their own writes). A handle reconnects on its next
+//! call. The connection URL
 //! is a secret: no error, Debug output or log line of this crate shows it
 //! or its password ([`redact`] gives `host:port/database`).
 //!

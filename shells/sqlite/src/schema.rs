@@ -1,6 +1,6 @@
 //! The session file's schema, its identity pragmas and the migration chain.
 //!
-//! ## Wire (storage_version 2)
+//! ## Wire (storage_version 3)
 //!
 //! | table            | role |
 //! |------------------|------|
@@ -12,6 +12,7 @@
 //! | `registers`      | mutable cells `(namespace, key) → (value, seq)` |
 //! | `branch_meta`    | one row per branch **segment**: its parent segment and position |
 //! | `branch_entries` | `(segment, pos) → (seq, kind)`: every entry's place in its segment |
+//! | `last_commit`    | at most one row (version 3): the last identified commit — its id, the SHA-256 of its content, its receipt's seqs (little-endian `u64`s) and next seq — so that its retry is answered, not applied again |
 //!
 //! `writer_lease` and `lease_fence` are created by the admission transaction
 //! (they must exist before anything else can be claimed); everything else is
@@ -65,7 +66,7 @@ use crate::config::OpenError;
 use crate::fault::Fault;
 
 /// The storage version this build writes and reads.
-pub const STORAGE_VERSION: i64 = 2;
+pub const STORAGE_VERSION: i64 = 3;
 
 /// `PRAGMA application_id` of a custos session file (`"CuSe"` in ASCII).
 pub const APPLICATION_ID: i64 = 0x4375_5365;
@@ -167,6 +168,18 @@ CREATE TABLE branch_entries (
 ) STRICT, WITHOUT ROWID;
 ";
 
+/// Version 3: the last identified commit (see `custos_core::storage::commit`,
+/// "Retries").
+pub(crate) const LAST_COMMIT_DDL: &str = "
+CREATE TABLE last_commit (
+    singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+    id TEXT NOT NULL,
+    digest BLOB NOT NULL,
+    seqs BLOB NOT NULL,
+    next_seq INTEGER NOT NULL
+) STRICT;
+";
+
 /// One migrate-on-open step: the statements that take a file from
 /// `from_version` to `from_version + 1`. A step's statements and its version
 /// bump commit in one transaction.
@@ -182,10 +195,17 @@ pub struct Migration {
 /// schema, and a fresh file is created at [`STORAGE_VERSION`] directly).
 /// 1 → 2 changes no table: `session.next_seq` becomes a floor under the
 /// derived head (see the module docs), which version-1 files already meet.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    from_version: 1,
-    statements: "",
-}];
+/// 2 → 3 adds the `last_commit` table.
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        from_version: 1,
+        statements: "",
+    },
+    Migration {
+        from_version: 2,
+        statements: LAST_COMMIT_DDL,
+    },
+];
 
 /// Whether this build can open a file of `version` (0 = fresh).
 pub fn supports(version: i64) -> bool {

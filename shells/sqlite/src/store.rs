@@ -5,10 +5,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
 use custos_core::lease::{Fence, Lease, LeaseError, LeaseState, Owner};
-use custos_core::storage::types::{MAX_GET_ENTRIES, MAX_KEY_LEN};
+use custos_core::storage::types::{
+    MAX_GET_ENTRIES, MAX_ID_LEN, MAX_KEY_LEN, MAX_WRITES_PER_COMMIT,
+};
 use custos_core::storage::{
-    self as core_storage, BoundError, BranchScan, Commit, CommitContext, CommitError, CommitPlan,
-    CommitReceipt, Entry, EntryHead, EntryScan, Footprint, KeyPrefix, Kind, Namespace, RecordId,
+    self as core_storage, BoundError, BranchScan, Commit, CommitContext, CommitError, CommitId,
+    CommitPlan, CommitReceipt, Entry, LastCommit, EntryHead, EntryScan, Footprint, KeyPrefix, Kind, Namespace, RecordId,
     RecordKind, Register, RegisterChange, RegisterKey, Seq, Stats, Storage, StorageError,
     UsageFigures, UsageRow, UsageScan, REASON_HANDLE_CLOSED,
 };
@@ -313,6 +315,8 @@ fn finish_open(conn: &mut Connection, held: &Held, mut version: i64) -> Result<(
         lease_rows::renew(&tx, &held.renew_request()).map_err(map)?;
         tx.execute_batch(schema::SCHEMA_V1)
             .map_err(Fault::db("ddl"))?;
+        tx.execute_batch(schema::LAST_COMMIT_DDL)
+            .map_err(Fault::db("ddl"))?;
         tx.execute_batch(schema::WRITE_ONCE_TRIGGERS)
             .map_err(Fault::db("ddl"))?;
         tx.execute(
@@ -506,6 +510,75 @@ fn load_context(
         }
     }
     Ok(ctx)
+}
+
+/// The kept last identified commit, decoded totally and bounded.
+fn load_last_commit(c: &Connection) -> Result<Option<LastCommit>, Fault> {
+    let t = "last_commit";
+    c.prepare_cached("SELECT id, digest, seqs, next_seq FROM last_commit WHERE singleton = 1")
+        .map_err(Fault::db("load-last-commit"))?
+        .query_row([], |row| {
+            Ok((|| {
+                let id = codec::text_ref(row, 0, MAX_ID_LEN)
+                    .map_err(|e| Fault::Corrupt(format!("{t}: column id: {e}")))?
+                    .ok_or_else(|| Fault::Corrupt(format!("{t}: column id is null")))?;
+                let id = CommitId::new(id)
+                    .map_err(|e| Fault::Corrupt(format!("{t}: column id: {e}")))?;
+                let digest = codec::blob_ref(row, 1, 32)
+                    .map_err(|e| Fault::Corrupt(format!("{t}: column digest: {e}")))?
+                    .and_then(|b| <[u8; 32]>::try_from(b).ok())
+                    .ok_or_else(|| Fault::Corrupt(format!("{t}: column digest is not 32 bytes")))?;
+                let raw = codec::blob_ref(row, 2, MAX_WRITES_PER_COMMIT * 8)
+                    .map_err(|e| Fault::Corrupt(format!("{t}: column seqs: {e}")))?
+                    .ok_or_else(|| Fault::Corrupt(format!("{t}: column seqs is null")))?;
+                if raw.len() % 8 != 0 {
+                    return Err(Fault::Corrupt(format!(
+                        "{t}: column seqs: {} bytes is not a whole number of seqs",
+                        raw.len()
+                    )));
+                }
+                let seqs = raw
+                    .chunks_exact(8)
+                    .map(|c| {
+                        let mut b = [0u8; 8];
+                        b.copy_from_slice(c);
+                        u64::from_le_bytes(b)
+                    })
+                    .collect();
+                let next_seq = codec::seq(row, 3, t)?;
+                Ok(LastCommit {
+                    id,
+                    digest,
+                    receipt: CommitReceipt { seqs, next_seq },
+                })
+            })())
+        })
+        .optional()
+        .map_err(Fault::db("load-last-commit"))?
+        .transpose()
+}
+
+/// Keeps `last` as the last identified commit, in the commit's transaction.
+fn store_last_commit(c: &Connection, last: &LastCommit) -> Result<(), Fault> {
+    let seqs: Vec<u8> = last
+        .receipt
+        .seqs
+        .iter()
+        .flat_map(|s| s.to_le_bytes())
+        .collect();
+    c.prepare_cached(
+        "INSERT OR REPLACE INTO last_commit (singleton, id, digest, seqs, next_seq)
+         VALUES (1, ?1, ?2, ?3, ?4)",
+    )
+    .map_err(Fault::db("store-last-commit"))?
+    .execute(params![
+        last.id.as_str(),
+        &last.digest[..],
+        seqs,
+        seq_to_sql(last.receipt.next_seq)
+    ])
+    .map_err(Fault::db("store-last-commit"))?;
+    Ok(())
 }
 
 /// Writes an accepted plan back, in the commit's transaction. The `session`
@@ -947,9 +1020,15 @@ impl Storage for SqliteStorage {
         self.write(|tx, held| {
             let (lease, head) = load_lease_and_head(tx)?;
             lease_rows::admit_commit(tx, held, &lease)?;
-            let ctx = load_context(tx, head, &commit.footprint())?;
+            let mut ctx = load_context(tx, head, &commit.footprint())?;
+            if commit.id.is_some() {
+                ctx.last = load_last_commit(tx)?;
+            }
             let plan = core_storage::decide(&ctx, commit).map_err(WriteErr::Commit)?;
             apply_plan(tx, &ctx, &plan)?;
+            if let Some(last) = &plan.last {
+                store_last_commit(tx, last)?;
+            }
             Ok(plan.receipt)
         })
     }
