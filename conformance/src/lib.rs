@@ -267,6 +267,7 @@ macro_rules! __with_storage_cases {
             close_is_idempotent,
             closed_reads_answer_handle_closed,
             closed_commit_answers_faulted,
+            a_retried_commit_gets_its_own_receipt,
             branch_scan_query_plan_uses_no_table_scan,
         }
     };

@@ -13,9 +13,9 @@ use crate::Place;
 use custos_core::storage::types::{MAX_GET_ENTRIES, MAX_REGISTER_VALUE_LEN};
 use custos_core::storage::{
     branch_scan, entry_seq_range, usage_seq_range, BoundError, BranchScan, Commit, CommitError,
-    CommitReceipt, Entry, EntryHead, EntryScan, KeyPrefix, Kind, Namespace, Payload, RecordId,
-    Register, RegisterKey, Seq, Stats, Storage, StorageError, UsageFigures, UsageRow, UsageScan,
-    Write,
+    CommitId, CommitReceipt, Entry, EntryHead, EntryScan, KeyPrefix, Kind, Namespace, Payload,
+    RecordId, Register, RegisterKey, Seq, Stats, Storage, StorageError, UsageFigures, UsageRow,
+    UsageScan, Write,
 };
 
 /// The namespaces the suite writes registers into.
@@ -1442,6 +1442,68 @@ pub fn scan_usage_seq_range<S: Storage, F: Fn() -> S>(factory: F) {
         .is_empty());
 }
 
+// ----------------------------------------------------------------- retries
+
+/// A commit id (panics on an invalid literal: test helper).
+#[track_caller]
+pub fn commit_id(s: &str) -> CommitId {
+    CommitId::new(s).expect("valid commit id literal")
+}
+
+/// A lost reply to a commit: the same commit again, under its own
+/// [`CommitId`], is answered the first attempt's receipt and applies
+/// nothing — an inserted entry is not `DuplicateId`, an unconditional
+/// register set does not advance its seq, a compare-and-set is not
+/// `StaleExpectation` — while the same id with other content is
+/// `CommitIdReused` and applies nothing. A later commit under another id is
+/// decided afresh; a commit without an id leaves the kept one as it was.
+pub fn a_retried_commit_gets_its_own_receipt<S: Storage, F: Fn() -> S>(factory: F) {
+    let s = factory();
+    let c = Commit::at(5)
+        .expect(ns("n"), key("k"), None)
+        .write(entry("e1", None, "m"))
+        .write(set("n", "k", b"v"))
+        .write(set("n", "free", b"w"))
+        .write(usage("u1", 3, 4))
+        .identified(commit_id("c-1"));
+    let first = ok(&s, c.clone());
+    let after = dump(&s);
+    let retry = commit_checked(&s, &c);
+    assert_eq!(
+        retry,
+        Ok(first.clone()),
+        "the retry of an applied commit was not answered its own receipt"
+    );
+    assert_eq!(dump(&s), after, "a recognised retry applied something");
+    // The same id with other content: refused, nothing applied.
+    let other = Commit::at(5)
+        .write(set("n", "free", b"changed"))
+        .identified(commit_id("c-1"));
+    assert_eq!(
+        refused(&s, other),
+        CommitError::CommitIdReused {
+            id: commit_id("c-1")
+        }
+    );
+    assert_eq!(dump(&s), after);
+    // A commit without an id leaves the kept one: the retry still answers.
+    let plain = ok(&s, Commit::at(6).write(set("o", "x", b"1")));
+    assert_eq!(commit_checked(&s, &c), Ok(first.clone()));
+    // Another id is decided afresh, and becomes the kept one.
+    let d = Commit::at(7)
+        .write(set("n", "free", b"again"))
+        .identified(commit_id("c-2"));
+    let second = ok(&s, d.clone());
+    assert!(second.seqs[0] > plain.seqs[0]);
+    assert_eq!(commit_checked(&s, &d), Ok(second));
+    // The first commit's id is no longer kept: its retry is decided afresh
+    // and its entry is the DuplicateId it always was.
+    assert!(matches!(
+        refused(&s, c),
+        CommitError::StaleExpectation { .. } | CommitError::DuplicateId { .. }
+    ));
+}
+
 // ------------------------------------------------------------------- close
 
 /// Close is idempotent: a second (and third) close succeeds.
@@ -1734,6 +1796,32 @@ where
     assert_eq!(next, top + 1, "the refused commits consumed seqs");
 }
 
+/// The kept last identified commit is stored, not held by the handle: a
+/// commit whose reply was lost, retried on a handle opened after a drop, is
+/// answered its own receipt and applies nothing.
+pub fn a_retried_commit_is_recognised_across_a_reopen<P: Place>(f: impl Fn() -> P)
+where
+    P::Store: Storage,
+{
+    let place = f();
+    let s = place.open();
+    acknowledged_history(&s);
+    let c = Commit::at(9)
+        .write(entry("late", None, "m"))
+        .write(set("n", "late", b"v"))
+        .identified(commit_id("reopened"));
+    let first = ok(&s, c.clone());
+    let before = dump(&s);
+    drop(s);
+    let s = place.open();
+    assert_eq!(
+        commit_checked(&s, &c),
+        Ok(first),
+        "a reopened store did not recognise the retry"
+    );
+    assert_eq!(dump(&s), before, "the retry applied something");
+}
+
 /// A closed handle refuses every read and commit; a handle opened after it
 /// works and sees what the closed one committed.
 pub fn a_closed_handle_refuses_and_a_reopened_one_works<P: Place>(f: impl Fn() -> P)
@@ -1790,6 +1878,7 @@ macro_rules! __with_storage_reopen_cases {
             acknowledged_commits_survive_a_reopen,
             a_refusal_leaves_the_store_unchanged_across_a_reopen,
             a_closed_handle_refuses_and_a_reopened_one_works,
+            a_retried_commit_is_recognised_across_a_reopen,
         }
     };
 }

@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex};
 
 use custos_conformance::storage as suite;
 use custos_core::storage::{
-    BranchScan, Commit, CommitError, CommitReceipt, Entry, EntryHead, EntryScan, KeyPrefix,
-    MemoryStorage, Namespace, RecordId, Register, RegisterKey, Seq, Stats, Storage, StorageError,
-    UsageRow, UsageScan, Write,
+    BranchScan, Commit, CommitError, CommitId, CommitReceipt, Entry, EntryHead, EntryScan,
+    KeyPrefix, MemoryStorage, Namespace, RecordId, Register, RegisterKey, Seq, Stats, Storage,
+    StorageError, UsageRow, UsageScan, Write,
 };
 use custos_teeth::{run_case, Disk, Durability, Verdicts};
 
@@ -69,6 +69,12 @@ enum Defect {
     EntriesInIdOrder,
     /// Usage scans order by the seq rendered as text (`"10" < "2"`).
     UsageInSeqTextOrder,
+    /// The store has nowhere to keep the last commit's id: every retry is
+    /// decided afresh.
+    ForgetsCommitId,
+    /// A retry is recognised by its id alone, its content unchecked: an id
+    /// reused for another commit replays the old receipt.
+    ReplaysByIdAlone,
 }
 
 const DEFECTS: &[Defect] = &[
@@ -93,6 +99,8 @@ const DEFECTS: &[Defect] = &[
     Defect::SetRegisterKeepsOldSeq,
     Defect::EntryScanLimitBeforeCursor,
     Defect::CompositeRegisterKeys,
+    Defect::ForgetsCommitId,
+    Defect::ReplaysByIdAlone,
 ];
 
 /// The one namespace `CompositeRegisterKeys` stores every cell in.
@@ -149,6 +157,8 @@ struct Mutant {
     closed: AtomicBool,
     /// The seq each live cell was first set at (`SetRegisterKeepsOldSeq`).
     first_seqs: Mutex<BTreeMap<(Namespace, RegisterKey), Seq>>,
+    /// The last identified commit's id and receipt (`ReplaysByIdAlone`).
+    last: Mutex<Option<(CommitId, CommitReceipt)>>,
 }
 
 impl Mutant {
@@ -159,6 +169,7 @@ impl Mutant {
             shadow: MemoryStorage::new(),
             closed: AtomicBool::new(false),
             first_seqs: Mutex::new(BTreeMap::new()),
+            last: Mutex::new(None),
         }
     }
 
@@ -229,6 +240,24 @@ impl Storage for Mutant {
                 let mut c = c.clone();
                 c.expectations.clear();
                 self.inner.commit(&c)
+            }
+            Defect::ForgetsCommitId => {
+                let mut c = c.clone();
+                c.id = None;
+                self.inner.commit(&c)
+            }
+            Defect::ReplaysByIdAlone => {
+                let mut last = self.last.lock().unwrap();
+                if let (Some(id), Some((kept, receipt))) = (&c.id, last.as_ref()) {
+                    if id == kept {
+                        return Ok(receipt.clone());
+                    }
+                }
+                let r = self.inner.commit(c)?;
+                if let Some(id) = &c.id {
+                    *last = Some((id.clone(), r.clone()));
+                }
+                Ok(r)
             }
             Defect::PanicsWhenClosed if self.closed.load(Ordering::SeqCst) => {
                 panic!("mutant: commit on a closed handle")

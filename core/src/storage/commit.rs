@@ -45,8 +45,7 @@ use thiserror::Error;
 
 use super::types::{
     BoundError, CommitId, Entry, Kind, Namespace, Payload, RecordId, Register, RegisterKey, Seq,
-    Stats,
-    UsageFigures, UsageRow, MAX_EXPECTATIONS_PER_COMMIT, MAX_REGISTER_VALUE_LEN,
+    Stats, UsageFigures, UsageRow, MAX_EXPECTATIONS_PER_COMMIT, MAX_REGISTER_VALUE_LEN,
     MAX_WRITES_PER_COMMIT,
 };
 use crate::lease::LeaseError;
@@ -177,7 +176,9 @@ impl Commit {
                 } => {
                     put(b"entry");
                     put(id.as_str().as_bytes());
-                    put(parent.as_ref().map_or(b"\xff" as &[u8], |p| p.as_str().as_bytes()));
+                    put(parent
+                        .as_ref()
+                        .map_or(b"\xff" as &[u8], |p| p.as_str().as_bytes()));
                     put(kind.as_str().as_bytes());
                     put(payload.as_bytes());
                 }

@@ -63,7 +63,7 @@ pub struct StoreRecord {
     /// The next seq.
     pub next_seq: Seq,
     /// The last identified commit (see `storage::commit`'s "Retries").
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub last_commit: Option<LastCommit>,
 }
 

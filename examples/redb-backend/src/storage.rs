@@ -49,6 +49,9 @@ const META: TableDefinition<&[u8], &[u8]> = TableDefinition::new("storage_meta")
 
 const NEXT_SEQ: &[u8] = b"next_seq";
 const STATS: &[u8] = b"stats";
+/// The last identified commit (`custos_core::storage::LastCommit`, JSON),
+/// whose retry is answered, not applied again.
+const LAST_COMMIT: &[u8] = b"last_commit";
 
 /// An entry without its id (the table key) and payload (its own table).
 #[derive(Debug, Serialize, Deserialize)]
@@ -305,6 +308,11 @@ impl WriteTables<'_> {
             stats: stats(&self.meta)?,
             ..CommitContext::default()
         };
+        if commit.id.is_some() {
+            if let Some(v) = self.meta.get(LAST_COMMIT).map_err(backend)? {
+                ctx.last = Some(decode(v.value())?);
+            }
+        }
         for id in &fp.ids {
             let at = id.as_str().as_bytes();
             if self.entries.get(at).map_err(backend)?.is_some() {
@@ -375,6 +383,11 @@ impl WriteTables<'_> {
         self.meta
             .insert(STATS, encode(&plan.stats)?.as_slice())
             .map_err(backend)?;
+        if let Some(last) = &plan.last {
+            self.meta
+                .insert(LAST_COMMIT, encode(last)?.as_slice())
+                .map_err(backend)?;
+        }
         Ok(())
     }
 }

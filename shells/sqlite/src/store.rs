@@ -10,9 +10,9 @@ use custos_core::storage::types::{
 };
 use custos_core::storage::{
     self as core_storage, BoundError, BranchScan, Commit, CommitContext, CommitError, CommitId,
-    CommitPlan, CommitReceipt, Entry, LastCommit, EntryHead, EntryScan, Footprint, KeyPrefix, Kind, Namespace, RecordId,
-    RecordKind, Register, RegisterChange, RegisterKey, Seq, Stats, Storage, StorageError,
-    UsageFigures, UsageRow, UsageScan, REASON_HANDLE_CLOSED,
+    CommitPlan, CommitReceipt, Entry, EntryHead, EntryScan, Footprint, KeyPrefix, Kind, LastCommit,
+    Namespace, RecordId, RecordKind, Register, RegisterChange, RegisterKey, Seq, Stats, Storage,
+    StorageError, UsageFigures, UsageRow, UsageScan, REASON_HANDLE_CLOSED,
 };
 use rusqlite::{
     params, Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior,

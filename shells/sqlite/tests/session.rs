@@ -656,10 +656,12 @@ fn a_version_1_file_migrates_and_keeps_its_head() {
     s.close().unwrap();
     drop(s);
     {
-        // What version 1 wrote: the exact head in the session row.
+        // What version 1 wrote: the exact head in the session row, and no
+        // table of a later version.
         let raw = rusqlite::Connection::open(&path).unwrap();
         raw.execute_batch(
             "UPDATE session SET next_seq = -9223372036854775805, storage_version = 1;
+             DROP TABLE last_commit;
              PRAGMA user_version = 1;",
         )
         .unwrap();

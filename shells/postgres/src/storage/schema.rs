@@ -1,6 +1,6 @@
 //! The storage component's tables (one PostgreSQL schema, many sessions).
 //!
-//! ## Tables (component `storage`, version 1)
+//! ## Tables (component `storage`, version 2)
 //!
 //! Every table is keyed by `session` first, so one schema holds many
 //! sessions and every statement of a session's operation is an index range
@@ -8,7 +8,7 @@
 //!
 //! | table                    | role |
 //! |--------------------------|------|
-//! | `storage_sessions`       | one **head row** per session: the writer lease (`lease_owner`, `lease_fence`, `lease_expires_at`, all null when free), the fence high-water mark, the next seq and the stats projection. Every writing transaction of the session locks it first. |
+//! | `storage_sessions`       | one **head row** per session: the writer lease (`lease_owner`, `lease_fence`, `lease_expires_at`, all null when free), the fence high-water mark, the next seq and the stats projection. Every writing transaction of the session locks it first. Since version 2 it also keeps the session's last identified commit (`last_commit_id`, `last_commit_digest`, `last_commit_seqs`, `last_commit_next_seq`), whose retry is answered, not applied again. |
 //! | `storage_entries`        | write-once entries, primary key `(session, seq)`, `(session, id)` unique, with their branch-index place `(segment, pos)` |
 //! | `storage_usage`          | write-once usage rows, primary key `(session, seq)`, `(session, id)` unique |
 //! | `storage_registers`      | mutable cells `(session, namespace, key) → (value, seq)` |
@@ -195,8 +195,20 @@ const V1: &str = concat!(
     "
 );
 
-/// The version history: `STEPS[0]` creates version 1.
-const STEPS: &[&str] = &[V1];
+/// Version 2: the head row keeps the session's last identified commit (see
+/// `custos_core::storage::commit`, "Retries"): its id, the SHA-256 of its
+/// content, its receipt's seqs (little-endian `u64`s) and next seq; all
+/// null until a commit carries an id.
+const V2: &str = "
+ALTER TABLE storage_sessions
+    ADD COLUMN last_commit_id text COLLATE \"C\",
+    ADD COLUMN last_commit_digest bytea,
+    ADD COLUMN last_commit_seqs bytea,
+    ADD COLUMN last_commit_next_seq numeric(20,0);
+";
+
+/// The version history: `STEPS[i]` creates version `i + 1`.
+const STEPS: &[&str] = &[V1, V2];
 
 /// The storage component, prepared by every open.
 pub const COMPONENT: Component = Component {
