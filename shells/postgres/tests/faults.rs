@@ -4,9 +4,9 @@
 //!    two to session storage, two to the execution ledger — and print each
 //!    commit the server acknowledged. Each storage commit sets two
 //!    registers under a compare-and-set "absent" on the first, so a retry
-//!    of an in-doubt commit converges (refused as already applied, the
-//!    registers read back) and a half-applied commit would show as one
-//!    register without the other. Each ledger step admits one key with its
+//!    of an in-doubt commit converges — under its own commit id it is
+//!    answered its own receipt, and any refusal fails the loader — and a
+//!    half-applied commit would show as one register without the other. Each ledger step admits one key with its
 //!    own request id; a retry must answer `Fresh` — its own answer, whether
 //!    or not the lost attempt applied — and any other answer fails.
 //!    After the restart every acknowledged commit is present, no commit is
@@ -30,7 +30,7 @@ use custos_conformance::ledger::{key, sid, tok, tool, ws};
 use custos_conformance::storage::{key as rkey, ns};
 use custos_core::lease::Owner;
 use custos_core::ledger::{Admission, Ledger, Limits, Lookup, RequestId};
-use custos_core::storage::{Commit, CommitError, KeyPrefix, Payload, Storage, Write};
+use custos_core::storage::{Commit, CommitError, CommitId, KeyPrefix, Payload, Storage, Write};
 use custos_postgres::cluster::{unique_schema, Cluster};
 use custos_postgres::ledger::PgLedger;
 use custos_postgres::storage::{PgStorage, StorageConfig};
@@ -75,12 +75,14 @@ fn set(tag: &str, v: &str) -> Write {
     }
 }
 
-/// Commit `n`: `a{n}` (which must be absent) and `b{n}`.
+/// Commit `n`: `a{n}` (which must be absent) and `b{n}`, under its own
+/// commit id `c{n}`, so a retry is answered its own receipt.
 fn storage_op(n: u64) -> Commit {
     Commit::at(n)
         .expect(ns("n"), rkey(&format!("a{n}")), None)
         .write(set(&format!("a{n}"), &format!("v{n}")))
         .write(set(&format!("b{n}"), &format!("v{n}")))
+        .identified(CommitId::new(format!("c{n}")).unwrap())
 }
 
 fn postmaster_kills(cluster: &Cluster, messages: &mut Vec<String>) {
@@ -312,10 +314,10 @@ fn terminated_backend(cluster: &Cluster, messages: &mut Vec<String>) {
         .map(|r| r.key.as_str().to_owned())
         .collect();
     assert_eq!(before, vec!["a0".to_owned(), "b0".to_owned()]);
-    // The retry (same commit) converges: applied once.
-    s.commit(&storage_op(1)).unwrap();
-    let retry = s.commit(&storage_op(1)).unwrap_err();
-    assert_eq!(retry.reason(), "StaleExpectation");
+    // The retry (same commit) converges: applied once, and a further retry
+    // is answered the same receipt.
+    let applied = s.commit(&storage_op(1)).unwrap();
+    assert_eq!(s.commit(&storage_op(1)), Ok(applied));
     let after = s.list_registers(&ns("n"), &KeyPrefix::all()).unwrap();
     assert_eq!(after.len(), 4);
     println!("pg_terminate_backend mid-commit: Unavailable ({e}), nothing stored, the retry applied once");
@@ -387,8 +389,8 @@ fn child(role: &str) {
                             say(format!("unavailable {reason}"));
                             backoff();
                         }
-                        // The lost attempt applied: converged.
-                        Err(CommitError::StaleExpectation { .. }) => break,
+                        // A retry is answered its own receipt whether or not
+                        // the lost attempt applied: any refusal is a failure.
                         Err(e) => panic!("commit {n}: {e}"),
                     }
                 }

@@ -13,9 +13,13 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use custos_conformance::ledger::{key, sid, tok, tool, ws, LIMITS};
+use custos_conformance::storage::{entry, ns, set};
+use custos_core::lease::Owner;
 use custos_core::ledger::{Admission, CallState, Ledger, LedgerError, Lookup, RequestId};
+use custos_core::storage::{Commit, CommitError, CommitId, KeyPrefix, Storage};
 use custos_postgres::cluster::{shared, unique_schema};
 use custos_postgres::ledger::PgLedger;
+use custos_postgres::storage::{PgStorage, StorageConfig};
 use custos_postgres::Target;
 
 /// The server's `CommandComplete` for `COMMIT`: tag `C`, length 11
@@ -109,13 +113,17 @@ fn pump(client: TcpStream, server: TcpStream, p: Proxy) {
     });
 }
 
-fn ledger_through(proxy: &Proxy) -> PgLedger {
+fn target_through(proxy: &Proxy) -> Target {
     let c = shared().unwrap();
     let url = c
         .url()
         .replace(&format!(":{}/", c.port()), &format!(":{}/", proxy.port));
     assert_ne!(url, c.url(), "the URL was not pointed at the proxy");
-    PgLedger::open(Target::new(url, unique_schema("lost_reply")).unwrap()).unwrap()
+    Target::new(url, unique_schema("lost_reply")).unwrap()
+}
+
+fn ledger_through(proxy: &Proxy) -> PgLedger {
+    PgLedger::open(target_through(proxy)).unwrap()
 }
 
 fn unavailable<T: std::fmt::Debug>(r: Result<T, LedgerError>) {
@@ -168,4 +176,41 @@ fn a_retried_finish_after_a_lost_commit_reply_is_finished() {
         Ok(Lookup::Found(CallState::Terminal(b"outcome".to_vec())))
     );
     println!("lost COMMIT reply: finish retry Finished");
+}
+
+#[test]
+fn a_retried_commit_after_a_lost_commit_reply_gets_its_own_receipt() {
+    let proxy = Proxy::start(shared().unwrap().port());
+    let s = PgStorage::open(StorageConfig::new(
+        target_through(&proxy),
+        "s",
+        Owner::new("writer").unwrap(),
+    ))
+    .unwrap();
+    // An inserted entry, a compare-and-set and an unconditional set: each
+    // refused or applied twice by a retry that is not recognised.
+    let c = Commit::at(1)
+        .expect(ns("n"), custos_conformance::storage::key("cas"), None)
+        .write(entry("e1", None, "m"))
+        .write(set("n", "cas", b"1"))
+        .write(set("n", "free", b"2"))
+        .identified(CommitId::new("commit-1").unwrap());
+    let lost = proxy.lose_next_commit(|| s.commit(&c));
+    assert!(
+        matches!(lost, Err(CommitError::Unavailable { .. })),
+        "a lost COMMIT reply answered {lost:?}"
+    );
+    let retry = s.commit(&c).unwrap();
+    assert_eq!(retry.seqs, vec![1, 2, 3], "the retry was applied anew");
+    let cells = s.list_registers(&ns("n"), &KeyPrefix::all()).unwrap();
+    let seqs: Vec<u64> = cells.iter().map(|r| r.seq).collect();
+    assert_eq!(seqs, vec![2, 3], "a register moved on the retry");
+    // Without an id, the same retry is refused: the entry is taken.
+    let plain = Commit::at(2).write(entry("e2", None, "m"));
+    assert!(matches!(
+        proxy.lose_next_commit(|| s.commit(&plain)),
+        Err(CommitError::Unavailable { .. })
+    ));
+    assert_eq!(s.commit(&plain).unwrap_err().reason(), "DuplicateId");
+    println!("lost COMMIT reply: identified commit retry answered {retry:?}; unidentified retry DuplicateId");
 }

@@ -280,7 +280,7 @@ fn a_newer_stored_version_is_refused_with_nothing_written() {
     s.close().unwrap();
     let mut c = client(&t);
     c.execute(
-        "UPDATE custos_versions SET version = 2 WHERE component = 'storage'",
+        "UPDATE custos_versions SET version = 3 WHERE component = 'storage'",
         &[],
     )
     .unwrap();
@@ -300,8 +300,8 @@ fn a_newer_stored_version_is_refused_with_nothing_written() {
             matches!(
                 e,
                 OpenError::UnsupportedVersion {
-                    found: 2,
-                    supported: 1,
+                    found: 3,
+                    supported: 2,
                     ..
                 }
             ),
