@@ -626,8 +626,97 @@ fn to_commit(t: &Tx, s: &StoreState) -> Commit {
     c
 }
 
+/// A backend's commit as the retry property drives it.
+type CommitFn = fn(&mut StoreState, &Commit) -> Result<CommitReceipt, CommitError>;
+
+/// The retry rule over a stream: every commit carries its own id and is
+/// sent twice (the first reply lost); the second answer must be the
+/// first's, and the second attempt must change nothing.
+fn retries_converge(commit: CommitFn, txs: &[Tx]) -> Result<(), String> {
+    let mut s = StoreState::new();
+    for (i, t) in txs.iter().enumerate() {
+        let c = to_commit(t, &s).identified(CommitId::new(format!("c{i}")).unwrap());
+        let first = commit(&mut s, &c);
+        let after = s.clone();
+        let retry = commit(&mut s, &c);
+        if retry != first {
+            return Err(format!("commit {i}: first {first:?}, retry {retry:?}"));
+        }
+        if s != after {
+            return Err(format!("commit {i}: the retry changed the store"));
+        }
+    }
+    Ok(())
+}
+
+fn honest_commit(s: &mut StoreState, c: &Commit) -> Result<CommitReceipt, CommitError> {
+    s.commit(c)
+}
+
+/// A backend with nowhere to keep the commit id.
+fn forgetful_commit(s: &mut StoreState, c: &Commit) -> Result<CommitReceipt, CommitError> {
+    let mut c = c.clone();
+    c.id = None;
+    s.commit(&c)
+}
+
+#[test]
+fn the_retry_property_catches_a_store_that_forgets_commit_ids() {
+    let one_entry = Tx {
+        expect: Vec::new(),
+        ops: vec![Op::Entry {
+            id: 1,
+            parent: None,
+            kind: 0,
+        }],
+        floor: None,
+        ts: 1,
+    };
+    assert_eq!(
+        retries_converge(honest_commit, std::slice::from_ref(&one_entry)),
+        Ok(())
+    );
+    let caught = retries_converge(forgetful_commit, &[one_entry]);
+    assert!(
+        caught.as_ref().is_err_and(|e| e.contains("DuplicateId")),
+        "{caught:?}"
+    );
+}
+
+#[test]
+fn the_same_commit_id_with_other_content_is_refused_and_applies_nothing() {
+    let mut s = StoreState::new();
+    let c = Commit::at(1)
+        .write(Write::SetRegister {
+            namespace: ns("r"),
+            key: key("k"),
+            value: Payload::new(b"v".to_vec()).unwrap(),
+        })
+        .identified(CommitId::new("c").unwrap());
+    let first = s.commit(&c).unwrap();
+    let after = s.clone();
+    let mut other = c.clone();
+    other.ts = 2;
+    assert_eq!(
+        s.commit(&other),
+        Err(CommitError::CommitIdReused {
+            id: CommitId::new("c").unwrap()
+        })
+    );
+    assert_eq!(s, after);
+    assert_eq!(s.commit(&c), Ok(first));
+    assert_eq!(s, after);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn a_retried_commit_applies_at_most_once_and_gets_its_own_answer(
+        txs in proptest::collection::vec(tx(), 1..25),
+    ) {
+        prop_assert_eq!(retries_converge(honest_commit, &txs), Ok(()));
+    }
 
     #[test]
     fn commits_keep_every_invariant(txs in proptest::collection::vec(tx(), 1..25)) {
