@@ -72,11 +72,12 @@
 //! A refused or dropped connection, a server shutting down or restarting,
 //! a terminated backend: the port's `Unavailable` error. A write whose
 //! COMMIT reply was lost is in doubt and also `Unavailable`. A ledger
-//! admission carrying its own request id (`Ledger::admit_once`) and a
-//! `finish` of the same outcome are answered as the first attempt was;
+//! admission carrying its own request id (`Ledger::admit_once`), a `finish`
+//! of the same outcome and a storage commit carrying its own commit id
+//! (`Commit::identified`) are answered as the first attempt was;
 //! `docs/retries.md` in the repository lists what every other request's
-//! retry is answered (session storage, the catalogue and the access plane
-//! do not yet recognise their own writes). A handle reconnects on its next
+//! retry is answered (the catalogue and the access plane do not yet
+//! recognise their own writes). A handle reconnects on its next
 //! call. The connection URL
 //! is a secret: no error, Debug output or log line of this crate shows it
 //! or its password ([`redact`] gives `host:port/database`).
