@@ -506,6 +506,73 @@ pub fn invite_with_an_existing_id_conflicts<C: Access + Catalogue, F: Fn() -> C>
     }
 }
 
+/// A lost reply to an invitation: the same invitation again — its member,
+/// name, session, role and enrollment under the inviter's own secret — is
+/// answered `Done { changed: true }`, as the first attempt was, and writes
+/// nothing; any other invitation under the id (another token, another
+/// role), or the same one after the member was revoked, is
+/// `PrincipalExists`.
+pub fn a_retried_invitation_is_answered_as_the_first<C: Access + Catalogue, F: Fn() -> C>(
+    factory: F,
+) {
+    let c = factory();
+    sessions(&c, &["s1"]);
+    bootstrap(&c, "root-1");
+    let by_digest = AccessRequest::InviteMember {
+        principal: "m1".into(),
+        name: Some("Member m1".into()),
+        session_id: "s1".into(),
+        role: Role::Observer,
+        enrollment: Enrollment::Digest(bearer("m1-token")),
+        now_ms: 2,
+    };
+    let by_claim = AccessRequest::InviteMember {
+        principal: "m2".into(),
+        name: None,
+        session_id: "s1".into(),
+        role: Role::Operator,
+        enrollment: Enrollment::Claim {
+            claim: claim("m2-claim"),
+            expires_at_ms: 100,
+        },
+        now_ms: 2,
+    };
+    let tokens = ["m1-token", "m2-claim", "other"];
+    for req in [&by_digest, &by_claim] {
+        assert_eq!(ok(&c, req.clone()), AccessOutcome::Done { changed: true });
+        let before = observe(&c, &["m1", "m2"], &["s1"], &tokens, 50);
+        assert_eq!(
+            c.apply_access(req),
+            Ok(AccessOutcome::Done { changed: true }),
+            "the retry of {req:?} was not answered as the first attempt"
+        );
+        assert_eq!(
+            observe(&c, &["m1", "m2"], &["s1"], &tokens, 50),
+            before,
+            "a recognised retry wrote"
+        );
+    }
+    // Another token or another role under the id is another invitation.
+    let mut other_token = by_digest.clone();
+    if let AccessRequest::InviteMember { enrollment, .. } = &mut other_token {
+        *enrollment = Enrollment::Digest(bearer("other"));
+    }
+    refused(&c, other_token, "PrincipalExists", &tokens);
+    let mut other_role = by_digest.clone();
+    if let AccessRequest::InviteMember { role, .. } = &mut other_role {
+        *role = Role::Operator;
+    }
+    refused(&c, other_role, "PrincipalExists", &tokens);
+    // Once the member is revoked, the old invitation is not standing.
+    ok(
+        &c,
+        AccessRequest::RevokeMember {
+            principal: "m1".into(),
+        },
+    );
+    refused(&c, by_digest, "PrincipalExists", &tokens);
+}
+
 /// An invitation naming a session the catalogue lacks, or whose enrollment
 /// is taken, writes nothing at all (no principal is left behind).
 pub fn a_refused_invitation_writes_nothing<C: Access + Catalogue, F: Fn() -> C>(factory: F) {
@@ -1642,6 +1709,7 @@ macro_rules! __with_access_cases {
             a_tombstone_is_never_reassigned,
             invite_creates_member_enrollment_and_membership,
             invite_with_an_existing_id_conflicts,
+            a_retried_invitation_is_answered_as_the_first,
             a_refused_invitation_writes_nothing,
             member_operations_refuse_the_owner,
             rotate_member_voids_the_claim_and_revokes_everything,

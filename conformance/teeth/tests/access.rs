@@ -52,6 +52,9 @@ enum Defect {
     /// The principals listing is ordered (and continued) in a
     /// case-insensitive collation, not byte order.
     PrincipalsInCollationOrder,
+    /// An invitation under an existing member id is taken for a retry
+    /// whatever it carries: a second inviter's token is answered `Done`.
+    InviteRetryByIdAlone,
 }
 
 /// An acknowledged write, as the durable wrapper's disk keeps it.
@@ -154,6 +157,17 @@ impl Broken {
                         principal: owner,
                         created: false,
                     });
+                }
+            }
+            (Defect::InviteRetryByIdAlone, AccessRequest::InviteMember { principal, .. }) => {
+                let exists = self
+                    .inner
+                    .principals_page(None, 100, 0)?
+                    .rows
+                    .iter()
+                    .any(|r| r.principal == *principal);
+                if exists {
+                    return Ok(AccessOutcome::Done { changed: true });
                 }
             }
             (Defect::RevokeDropsGrants, AccessRequest::RevokeMember { principal }) => {
@@ -422,6 +436,7 @@ fn every_broken_access_backend_fails_a_case() {
         Defect::AuthenticationCacheNeverInvalidated,
         Defect::MembershipCursorInclusive,
         Defect::PrincipalsInCollationOrder,
+        Defect::InviteRetryByIdAlone,
     ];
     let mut verdicts = Verdicts::new("access");
     for d in defects {

@@ -1379,6 +1379,10 @@ fn invite_member(
 ) -> Result<AccessOutcome, AccessError> {
     check_principal_id(principal)?;
     let name = opt_name(name)?;
+    if is_own_invite(&s.access, principal, name.as_deref(), session_id, role, e) {
+        // A retry after a lost reply: the first attempt's answer.
+        return Ok(AccessOutcome::Done { changed: true });
+    }
     if s.access.principals.contains_key(principal) {
         return Err(AccessError::PrincipalExists {
             principal: principal.to_owned(),
@@ -1400,6 +1404,46 @@ fn invite_member(
         .insert((principal.to_owned(), session_id.to_owned()), role);
     s.revision += 1;
     Ok(AccessOutcome::Done { changed: true })
+}
+
+/// Whether the stored rows are exactly what this invitation wrote: the
+/// member, its name, its membership with this role and its enrollment row —
+/// a claim or credential under the caller's own digest (the hash of a
+/// secret only the inviter holds), bound to this principal and not voided
+/// or revoked since. Such a request is a retry of the invitation that
+/// wrote them, and is answered as that one was.
+fn is_own_invite(
+    a: &AccessState,
+    principal: &str,
+    name: Option<&str>,
+    session_id: &str,
+    role: Role,
+    e: &Enrollment,
+) -> bool {
+    let member = a
+        .principals
+        .get(principal)
+        .is_some_and(|p| p.kind == PrincipalKind::Member && p.name.as_deref() == name);
+    let membership = a
+        .memberships
+        .get(&(principal.to_owned(), session_id.to_owned()))
+        == Some(&role);
+    let enrolled = match e {
+        Enrollment::Claim {
+            claim,
+            expires_at_ms,
+        } => a.claims.get(claim).is_some_and(|c| {
+            c.principal == principal
+                && c.expires_at_ms == *expires_at_ms
+                && c.state != ClaimState::Void
+        }),
+        Enrollment::Digest(d) => a.credentials.get(&d.sha).is_some_and(|c| {
+            c.principal == principal
+                && c.kind == CredentialKind::Bearer
+                && c.state == CredentialState::Active
+        }),
+    };
+    member && membership && enrolled
 }
 
 fn rotate_member(
