@@ -47,6 +47,9 @@ crate::mutants! {
         RotationTakesAnothersDigest => "rotation-takes-anothers-digest",
         /// A lookup matches the stored hash and ignores the credential kind.
         LookupIgnoresKind => "lookup-ignores-kind",
+        /// An invitation's retry finds its member and is refused
+        /// `PrincipalExists`, as another inviter's would be.
+        InviteRetryRefused => "invite-retry-refused",
     }
 }
 
@@ -158,6 +161,7 @@ mod rule {
     pub const TOMBSTONE_REVIVED: u8 = 1 << 1;
     pub const CREDENTIAL_CHANGED_HANDS: u8 = 1 << 2;
     pub const CLAIM_ROW_CHANGED: u8 = 1 << 3;
+    pub const INVITE_RETRY: u8 = 1 << 4;
 }
 
 mod seen {
@@ -310,6 +314,15 @@ impl AccessModel {
     ) -> Result<access::AccessDecision, AccessError> {
         let real = access::decide(st, req);
         match (self.mutant, req, real) {
+            (
+                Some(Mutant::InviteRetryRefused),
+                AccessRequest::InviteMember { principal, .. },
+                _,
+            ) if st.access.principals.contains_key(principal) => {
+                Err(AccessError::PrincipalExists {
+                    principal: principal.clone(),
+                })
+            }
             (
                 Some(Mutant::SecondOwner),
                 AccessRequest::BootstrapOwner {
@@ -674,6 +687,16 @@ impl Model for AccessModel {
                     }
                     _ => {}
                 }
+                // The reply to an invitation may be lost: its retry, asked
+                // at once, must be answered as it was and write nothing.
+                if matches!(action, Action::Invite { .. }) && d.next != s.stored {
+                    let retry = self.decide(&d.next, &req);
+                    if !retry.as_ref().is_ok_and(|r| {
+                        r.outcome == d.outcome && r.next == d.next && r.effects.is_empty()
+                    }) {
+                        next.broken |= rule::INVITE_RETRY;
+                    }
+                }
                 next.stored = d.next;
             }
         }
@@ -686,6 +709,10 @@ impl Model for AccessModel {
 
     fn properties(&self) -> Vec<Property<Self>> {
         vec![
+            Property::<Self>::always(
+                "a retried invitation is answered as the first and writes nothing",
+                |_, s| s.broken & rule::INVITE_RETRY == 0,
+            ),
             Property::<Self>::always("there is at most one owner", |_, s| {
                 s.stored
                     .access
