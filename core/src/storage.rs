@@ -177,7 +177,10 @@ pub trait Storage {
     /// The stats projection.
     fn stats(&self) -> Result<Stats, StorageError>;
 
-    /// Closes the handle. Idempotent: a second close answers what the first did.
+    /// Closes the handle. Idempotent: a second close answers what the first
+    /// did — except after [`StorageError::Unavailable`], when the release's
+    /// outcome is unknown and a second close retries it. Every other call
+    /// is refused from the first close on.
     fn close(&self) -> Result<(), StorageError>;
 
     /// The query plan a branch scan would use, one line per plan step, for

@@ -1054,8 +1054,14 @@ impl Storage for PgStorage {
 
     fn close(&self) -> Result<(), StorageError> {
         let mut g = self.lock_read()?;
+        // A close whose release was in doubt (`Unavailable`) is retried by
+        // the next `close`: the handle refuses everything else from the
+        // first attempt on, and releasing a lease already released is a
+        // no-op, so the retry converges.
         if let Some(r) = &*g {
-            return r.clone();
+            if !matches!(r, Err(StorageError::Unavailable { .. })) {
+                return r.clone();
+            }
         }
         let released = self.conn.write(|tx| {
             let (prev, _) = lock_head(tx, &self.session)?;

@@ -214,3 +214,37 @@ fn a_retried_commit_after_a_lost_commit_reply_gets_its_own_receipt() {
     assert_eq!(s.commit(&plain).unwrap_err().reason(), "DuplicateId");
     println!("lost COMMIT reply: identified commit retry answered {retry:?}; unidentified retry DuplicateId");
 }
+
+#[test]
+fn a_close_whose_release_reply_was_lost_is_retried_by_the_next_close() {
+    let proxy = Proxy::start(shared().unwrap().port());
+    let t = target_through(&proxy);
+    let s = PgStorage::open(StorageConfig::new(t.clone(), "s", Owner::new("a").unwrap())).unwrap();
+    s.commit(&Commit::at(1).write(set("n", "k", b"v"))).unwrap();
+    let first = proxy.lose_next_commit(|| s.close());
+    assert!(
+        matches!(
+            first,
+            Err(custos_core::storage::StorageError::Unavailable { .. })
+        ),
+        "a lost release reply answered {first:?}"
+    );
+    // Everything but close is refused from the first close on.
+    assert!(s.commit(&Commit::at(2).write(set("n", "k", b"w"))).is_err());
+    assert_eq!(
+        s.close(),
+        Ok(()),
+        "the second close did not retry the release"
+    );
+    assert_eq!(s.close(), Ok(()));
+    // The lease is free: another owner opens at once (no ttl wait).
+    let other = PgStorage::open(StorageConfig::new(t, "s", Owner::new("b").unwrap())).unwrap();
+    assert_eq!(
+        other
+            .get_register(&ns("n"), &custos_conformance::storage::key("k"))
+            .unwrap()
+            .map(|r| r.value.as_bytes().to_vec()),
+        Some(b"v".to_vec())
+    );
+    println!("lost release reply: close Unavailable, the next close Ok, the lease free for another owner");
+}
