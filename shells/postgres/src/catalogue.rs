@@ -498,10 +498,17 @@ pub(crate) fn load_meta(tx: &mut Transaction<'_>, state: &mut CatalogueState) ->
 pub(crate) fn lock_head(tx: &mut Transaction<'_>, state: &mut CatalogueState) -> Tx<()> {
     let row = tx
         .query_opt(
-            "SELECT revision, recent_seq FROM catalogue_head WHERE singleton = 1 FOR UPDATE",
+            &format!(
+                "SELECT revision, recent_seq, {} FROM catalogue_head WHERE singleton = 1 FOR UPDATE",
+                SCHEMA.version_column()
+            ),
             &[],
         )
         .map_err(pg("lock-head"))?;
+    if let Some(r) = &row {
+        let version: Option<i64> = r.try_get(2).map_err(pg("lock-head"))?;
+        SCHEMA.check_written(version).map_err(TxError::Failure)?;
+    }
     head(state, row.as_ref())
 }
 

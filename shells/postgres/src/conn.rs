@@ -797,6 +797,37 @@ impl Component {
         i64::try_from(self.steps.len()).unwrap_or(i64::MAX)
     }
 
+    /// The recorded version of this component, as one more column of a
+    /// writer's head-row lock statement: an open handle reads it in the
+    /// transaction that writes, at no extra round trip, so a newer build's
+    /// migration made since the open is noticed before anything is written.
+    pub(crate) fn version_column(&self) -> String {
+        // The name is one of this crate's literals, never input.
+        format!(
+            "(SELECT version FROM custos_versions WHERE component = '{}')",
+            self.name
+        )
+    }
+
+    /// Refuses a write when the recorded version read by
+    /// [`Component::version_column`] is not this build's: a newer build
+    /// migrated the schema since this handle opened (or the row is gone).
+    /// A fault, not `Unavailable`: retrying the same build cannot help.
+    pub(crate) fn check_written(&self, found: Option<i64>) -> Result<(), Failure> {
+        if found == Some(self.supported()) {
+            return Ok(());
+        }
+        Err(Failure::Db(
+            "schema-version",
+            format!(
+                "the schema records {} version {}, this build writes version {}: reopen with a build that supports it",
+                self.name,
+                found.map_or_else(|| "none".to_owned(), |v| v.to_string()),
+                self.supported()
+            ),
+        ))
+    }
+
     /// Creates or migrates the component's tables in one transaction,
     /// serialized against concurrent first uses by a transaction-scoped
     /// advisory lock (released at commit; it guards DDL only, never

@@ -563,8 +563,18 @@ pub(super) fn apply_effect(tx: &mut Tx<'_>, e: &Effect) -> TxRes<()> {
 /// Takes the catalog's head-row lock: the first statement of every write.
 fn lock_head(tx: &mut Tx<'_>) -> TxRes<()> {
     let locked = tx
-        .query_opt("SELECT id FROM control_head WHERE id = 1 FOR UPDATE", &[])
+        .query_opt(
+            &format!(
+                "SELECT id, {} FROM control_head WHERE id = 1 FOR UPDATE",
+                CONTROL.version_column()
+            ),
+            &[],
+        )
         .map_err(db("lock-head"))?;
+    if let Some(r) = &locked {
+        let version: Option<i64> = r.try_get(1).map_err(db("lock-head"))?;
+        CONTROL.check_written(version).map_err(TxError::Failure)?;
+    }
     if locked.is_none() {
         return Err(invalid(
             "control_head",

@@ -808,10 +808,20 @@ fn load_releases(tx: &mut Tx<'_>) -> Result<Vec<Release>, TxError<LedgerError>> 
 /// Takes the ledger's one head-row lock: the first statement of every
 /// writing transaction.
 fn lock_head(tx: &mut Tx<'_>) -> Result<(), TxError<LedgerError>> {
-    tx.query_opt("SELECT id FROM ledger_head WHERE id = 1 FOR UPDATE", &[])
+    let row = tx
+        .query_opt(
+            &format!(
+                "SELECT id, {} FROM ledger_head WHERE id = 1 FOR UPDATE",
+                LEDGER_COMPONENT.version_column()
+            ),
+            &[],
+        )
         .map_err(sql("lock-head"))?
-        .map(|_| ())
-        .ok_or_else(|| malformed("ledger_head: the head row (id = 1) is missing"))
+        .ok_or_else(|| malformed("ledger_head: the head row (id = 1) is missing"))?;
+    let version: Option<i64> = row.try_get(1).map_err(sql("lock-head"))?;
+    LEDGER_COMPONENT
+        .check_written(version)
+        .map_err(TxError::Failure)
 }
 
 /// Writes a scope's row (inserted, or replacing the session's).

@@ -425,8 +425,9 @@ fn lock_head(tx: &mut Tx<'_>, session: &str) -> Result<(LeaseState, (Seq, Stats)
     let row = tx
         .query_opt(
             &format!(
-                "SELECT {} FROM storage_sessions WHERE session = $1 FOR UPDATE",
-                codec::HEAD_COLS
+                "SELECT {}, {} FROM storage_sessions WHERE session = $1 FOR UPDATE",
+                codec::HEAD_COLS,
+                schema::COMPONENT.version_column()
             ),
             &[&session],
         )
@@ -436,6 +437,10 @@ fn lock_head(tx: &mut Tx<'_>, session: &str) -> Result<(LeaseState, (Seq, Stats)
                 "{SESSIONS}: the head row of session {session:?} is missing"
             ))
         })?;
+    let version: Option<i64> = row
+        .try_get(row.len().saturating_sub(1))
+        .map_err(db("lock-head"))?;
+    schema::COMPONENT.check_written(version)?;
     Ok((codec::decode_lease(&row)?, codec::decode_head(&row)?))
 }
 

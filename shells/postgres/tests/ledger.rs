@@ -90,6 +90,54 @@ fn schema_exists(c: &mut Client, schema: &str) -> bool {
         == 1
 }
 
+/// A schema named by an SQL key word is an identifier like any other: it
+/// is quoted where it is created and where it is searched.
+#[test]
+fn a_schema_named_by_a_reserved_word_works() {
+    for word in ["user", "select"] {
+        let t = Target::new(shared().unwrap().url(), word).unwrap();
+        let l = PgLedger::open(t.clone()).unwrap();
+        l.attach(&LIMITS, &sid("s"), &ws("w"), 1, &tok("t"))
+            .unwrap();
+        let k = key("s", "o", 1);
+        assert_eq!(
+            l.admit(&LIMITS, &k, &tool("program"), &tok("t")),
+            Ok(Admission::Fresh)
+        );
+        drop(l);
+        let l = PgLedger::join(t).unwrap();
+        assert_eq!(
+            l.query(&LIMITS, &k),
+            Ok(Lookup::Found(CallState::Admitted)),
+            "schema {word:?}"
+        );
+    }
+}
+
+/// An open handle notices a newer build's migration before it writes.
+#[test]
+fn an_open_handle_refuses_to_write_under_a_newer_schema_version() {
+    let t = target("ledger_newer");
+    let l = PgLedger::open(t.clone()).unwrap();
+    l.attach(&LIMITS, &sid("s"), &ws("w"), 1, &tok("t"))
+        .unwrap();
+    let mut c = raw(&t);
+    c.execute(
+        "UPDATE custos_versions SET version = version + 1 WHERE component = 'ledger'",
+        &[],
+    )
+    .unwrap();
+    let before = dump(&mut c);
+    let e = l
+        .admit(&LIMITS, &key("s", "o", 1), &tool("program"), &tok("t"))
+        .unwrap_err();
+    assert!(
+        matches!(&e, LedgerError::BackendFault { reason } if reason.contains("schema-version")),
+        "{e}"
+    );
+    assert_eq!(dump(&mut c), before, "the refused admission wrote");
+}
+
 #[test]
 fn a_newer_stored_version_is_refused_with_nothing_written() {
     let t = target("ledger_newer");

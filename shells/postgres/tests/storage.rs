@@ -269,6 +269,33 @@ fn invalid_session_names_are_refused() {
     assert_eq!(n, 0, "a refused name creates no schema");
 }
 
+/// An open handle notices a newer build's migration before it writes: the
+/// commit is refused as a fault naming both versions, and nothing of it is
+/// stored (the version is read by the head-row lock statement itself).
+#[test]
+fn an_open_handle_refuses_to_write_under_a_newer_schema_version() {
+    let t = new_target("storage_newer");
+    let s = PgStorage::open(StorageConfig::new(t.clone(), "s", owner("o"))).unwrap();
+    s.commit(&Commit::at(0).write(entry("a", None, "m")))
+        .unwrap();
+    let mut c = client(&t);
+    c.execute(
+        "UPDATE custos_versions SET version = version + 1 WHERE component = 'storage'",
+        &[],
+    )
+    .unwrap();
+    let e = s
+        .commit(&Commit::at(1).write(entry("b", Some("a"), "m")))
+        .unwrap_err();
+    assert_eq!(e.reason(), "Faulted", "{e}");
+    assert!(e.to_string().contains("schema-version"), "{e}");
+    let stored: i64 = c
+        .query_one("SELECT count(*) FROM storage_entries", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(stored, 1, "the refused commit wrote");
+}
+
 /// A newer stored version is refused, and nothing is written: no head row,
 /// no lease, no table created in a schema that had none.
 #[test]
