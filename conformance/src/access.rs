@@ -507,9 +507,9 @@ pub fn invite_with_an_existing_id_conflicts<C: Access + Catalogue, F: Fn() -> C>
 }
 
 /// A lost reply to an invitation: the same invitation again — its member,
-/// name, session, role and enrollment under the inviter's own secret — is
-/// answered `Done { changed: true }`, as the first attempt was, and writes
-/// nothing; any other invitation under the id (another token, another
+/// name, session, role and enrollment under the inviter's own secret —
+/// succeeds as the first attempt did, `Done` with `changed: false` (it
+/// writes nothing); any other invitation under the id (another token, another
 /// role), or the same one after the member was revoked, is
 /// `PrincipalExists`.
 pub fn a_retried_invitation_is_answered_as_the_first<C: Access + Catalogue, F: Fn() -> C>(
@@ -543,8 +543,8 @@ pub fn a_retried_invitation_is_answered_as_the_first<C: Access + Catalogue, F: F
         let before = observe(&c, &["m1", "m2"], &["s1"], &tokens, 50);
         assert_eq!(
             c.apply_access(req),
-            Ok(AccessOutcome::Done { changed: true }),
-            "the retry of {req:?} was not answered as the first attempt"
+            Ok(AccessOutcome::Done { changed: false }),
+            "the retry of {req:?} did not succeed as the first attempt"
         );
         assert_eq!(
             observe(&c, &["m1", "m2"], &["s1"], &tokens, 50),

@@ -753,6 +753,34 @@ pub fn claim_delegate_refusals<C: Catalogue, F: Fn() -> C>(factory: F) {
     );
 }
 
+/// A lost reply to a `Delete`: the same `Delete` again finds its own
+/// deletion remembered and succeeds as the first attempt did — `Done` with
+/// `changed: false`, writing nothing (the revision stays); a `Delete` of a
+/// session that never existed is still `NotFound`.
+pub fn a_retried_delete_is_answered_as_the_first<C: Catalogue, F: Fn() -> C>(factory: F) {
+    let c = factory();
+    reserve(&c, "d0", local("k0"));
+    let del = || Request::Delete {
+        session_id: "d0".into(),
+    };
+    assert_eq!(ok(&c, del()), Outcome::Done { changed: true });
+    let rev = c.revision().unwrap();
+    assert_eq!(
+        c.apply(&del()),
+        Ok(Outcome::Done { changed: false }),
+        "the retry of a Delete did not succeed as the first"
+    );
+    assert_eq!(c.revision().unwrap(), rev, "a recognised retry wrote");
+    assert_eq!(c.get("d0").unwrap(), None);
+    refused(
+        &c,
+        Request::Delete {
+            session_id: "d9".into(),
+        },
+        "NotFound",
+    );
+}
+
 /// `delete` removes the delegate row first, which frees the slot, and every
 /// side row with the registration.
 pub fn delete_frees_the_delegate_slot_and_side_rows<C: Catalogue, F: Fn() -> C>(factory: F) {
@@ -791,7 +819,7 @@ pub fn delete_frees_the_delegate_slot_and_side_rows<C: Catalogue, F: Fn() -> C>(
     refused(
         &c,
         Request::Delete {
-            session_id: "d0".into(),
+            session_id: "never".into(),
         },
         "NotFound",
     );
@@ -1153,6 +1181,7 @@ macro_rules! __with_catalogue_cases {
             claim_delegate_and_its_limit,
             claim_delegate_refusals,
             delete_frees_the_delegate_slot_and_side_rows,
+            a_retried_delete_is_answered_as_the_first,
             delegate_limits_are_per_spawner,
             a_reused_session_id_starts_clean,
             a_workspace_default_refuses_an_archived_session,

@@ -501,7 +501,16 @@ pub struct CatalogueState {
     /// The access plane (principals, credentials, claims, memberships).
     #[serde(default)]
     pub access: AccessState,
+    /// The most recently deleted sessions (at most [`DELETED_KEPT`]), each
+    /// with the revision its deletion made: a `Delete` retried after a lost
+    /// reply finds its own deletion here and is answered as it was.
+    #[serde(default)]
+    pub deleted: BTreeMap<String, u64>,
 }
+
+/// How many deleted sessions the catalogue remembers for a retried
+/// `Delete` (the oldest, by revision, is forgotten first).
+pub const DELETED_KEPT: usize = 256;
 
 /// A write request. Every outside input is here, including `now`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -721,6 +730,8 @@ pub struct Footprint {
     pub delegates_of_spawner: Option<String>,
     /// The delegate row naming a session.
     pub delegate_of: Option<String>,
+    /// Every remembered deletion ([`CatalogueState::deleted`]).
+    pub deleted: bool,
 }
 
 impl Footprint {
@@ -754,6 +765,9 @@ impl Footprint {
         }
         if self.recent {
             s.recent.clone_from(&full.recent);
+        }
+        if self.deleted {
+            s.deleted.clone_from(&full.deleted);
         }
         for ((sp, pa), d) in &full.delegates {
             let pair = self.delegate_pair.as_ref() == Some(&(sp.clone(), pa.clone()));
@@ -789,10 +803,17 @@ pub fn footprint(req: &Request) -> Footprint {
             creation_key: Some(creation.creation_key.clone()),
             ..Footprint::default()
         },
-        Request::SetVisibility { session_id, .. } | Request::Delete { session_id } => Footprint {
+        Request::SetVisibility { session_id, .. } => Footprint {
             sessions: vec![session_id.clone()],
             defaults_naming: Some(session_id.clone()),
             delegate_of: Some(session_id.clone()),
+            ..Footprint::default()
+        },
+        Request::Delete { session_id } => Footprint {
+            sessions: vec![session_id.clone()],
+            defaults_naming: Some(session_id.clone()),
+            delegate_of: Some(session_id.clone()),
+            deleted: true,
             ..Footprint::default()
         },
         Request::SetWorkspaceDefault {
@@ -1241,8 +1262,17 @@ fn claim_delegate(
 }
 
 /// `Delete`: removes the session with its delegate row and workspace
-/// defaults, when custody allows it (not `Moving` or `Moved`).
+/// defaults, when custody allows it (not `Moving` or `Moved`), and
+/// remembers the deletion. A `Delete` of a session that is gone and
+/// remembered is a retry of that deletion (its reply lost) and succeeds as
+/// it did — `Done`, with `changed: false` since it writes nothing — where
+/// one that was never there, or was forgotten ([`DELETED_KEPT`]), is
+/// `NotFound`.
 fn delete(s: &mut CatalogueState, session_id: &str) -> Result<Outcome, CatalogueError> {
+    if !s.sessions.contains_key(session_id) && s.deleted.contains_key(session_id) {
+        // `changed` says what this call wrote: nothing.
+        return Ok(Outcome::Done { changed: false });
+    }
     let row = row_mut(s, session_id)?;
     custody::decide(Some(&row.custody), &custody::Request::Delete)
         .map_err(|e| CatalogueError::from_custody(e, session_id))?;
@@ -1252,6 +1282,18 @@ fn delete(s: &mut CatalogueState, session_id: &str) -> Result<Outcome, Catalogue
     crate::catalogue::access::forget_session(&mut s.access, session_id);
     s.sessions.remove(session_id);
     s.revision += 1;
+    s.deleted.insert(session_id.to_owned(), s.revision);
+    while s.deleted.len() > DELETED_KEPT {
+        let oldest = s
+            .deleted
+            .iter()
+            .min_by_key(|(id, rev)| (**rev, (*id).clone()))
+            .map(|(id, _)| id.clone());
+        match oldest {
+            Some(id) => s.deleted.remove(&id),
+            None => break,
+        };
+    }
     Ok(Outcome::Done { changed: true })
 }
 
@@ -1667,6 +1709,44 @@ impl Access for MemoryCatalogue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn deletions_are_remembered_up_to_their_bound_and_the_oldest_is_forgotten() {
+        let mut s = CatalogueState::default();
+        let n = DELETED_KEPT + 1;
+        for i in 0..n {
+            let id = format!("s{i}");
+            let reserve = Request::Reserve {
+                session_id: id.clone(),
+                creation: Creation::local(&format!("k{i}"), "name", "/w"),
+                now: 1,
+            };
+            s = decide(&s, &reserve).unwrap().next;
+            s = decide(&s, &Request::Delete { session_id: id })
+                .unwrap()
+                .next;
+        }
+        assert_eq!(s.deleted.len(), DELETED_KEPT);
+        let retry = |s: &CatalogueState, id: &str| {
+            decide(
+                s,
+                &Request::Delete {
+                    session_id: id.into(),
+                },
+            )
+            .map(|d| (d.outcome, d.effects.is_empty()))
+        };
+        // The newest is remembered: its retry is answered and writes nothing.
+        assert_eq!(
+            retry(&s, &format!("s{}", n - 1)),
+            Ok((Outcome::Done { changed: false }, true))
+        );
+        // The oldest was forgotten: its retry is NotFound.
+        assert!(matches!(
+            retry(&s, "s0"),
+            Err(CatalogueError::NotFound { .. })
+        ));
+    }
 
     #[test]
     fn a_stored_session_decodes_only_when_every_grammar_holds() {

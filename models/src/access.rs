@@ -688,11 +688,14 @@ impl Model for AccessModel {
                     _ => {}
                 }
                 // The reply to an invitation may be lost: its retry, asked
-                // at once, must be answered as it was and write nothing.
+                // at once, must succeed (`Done`, nothing changed) and write
+                // nothing.
                 if matches!(action, Action::Invite { .. }) && d.next != s.stored {
                     let retry = self.decide(&d.next, &req);
                     if !retry.as_ref().is_ok_and(|r| {
-                        r.outcome == d.outcome && r.next == d.next && r.effects.is_empty()
+                        r.outcome == AccessOutcome::Done { changed: false }
+                            && r.next == d.next
+                            && r.effects.is_empty()
                     }) {
                         next.broken |= rule::INVITE_RETRY;
                     }
@@ -710,7 +713,7 @@ impl Model for AccessModel {
     fn properties(&self) -> Vec<Property<Self>> {
         vec![
             Property::<Self>::always(
-                "a retried invitation is answered as the first and writes nothing",
+                "a retried invitation succeeds and writes nothing",
                 |_, s| s.broken & rule::INVITE_RETRY == 0,
             ),
             Property::<Self>::always("there is at most one owner", |_, s| {

@@ -167,7 +167,7 @@ impl Broken {
                     .iter()
                     .any(|r| r.principal == *principal);
                 if exists {
-                    return Ok(AccessOutcome::Done { changed: true });
+                    return Ok(AccessOutcome::Done { changed: false });
                 }
             }
             (Defect::RevokeDropsGrants, AccessRequest::RevokeMember { principal }) => {

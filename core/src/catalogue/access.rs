@@ -1380,8 +1380,9 @@ fn invite_member(
     check_principal_id(principal)?;
     let name = opt_name(name)?;
     if is_own_invite(&s.access, principal, name.as_deref(), session_id, role, e) {
-        // A retry after a lost reply: the first attempt's answer.
-        return Ok(AccessOutcome::Done { changed: true });
+        // A retry after a lost reply succeeds as the first attempt did;
+        // `changed` says what this call wrote: nothing.
+        return Ok(AccessOutcome::Done { changed: false });
     }
     if s.access.principals.contains_key(principal) {
         return Err(AccessError::PrincipalExists {
@@ -1411,7 +1412,7 @@ fn invite_member(
 /// a claim or credential under the caller's own digest (the hash of a
 /// secret only the inviter holds), bound to this principal and not voided
 /// or revoked since. Such a request is a retry of the invitation that
-/// wrote them, and is answered as that one was.
+/// wrote them, and succeeds as that one did (`Done`, `changed: false`).
 fn is_own_invite(
     a: &AccessState,
     principal: &str,

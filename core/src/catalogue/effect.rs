@@ -14,7 +14,8 @@
 //! 3. writes, parents before children: the access plane's
 //!    ([`access::effect::writes`]), sessions (the registration row, then
 //!    each side row that differs), workspace defaults, delegates;
-//! 4. recent folders: retired ones removed, then new ones inserted.
+//! 4. recent folders: retired ones removed, then new ones inserted;
+//! 5. remembered deletions: forgotten ones removed, then new ones put.
 //!
 //! A backend therefore keeps no diff and no ordering rule of its own: it
 //! maps each effect to one statement. The memory backend applies them to its
@@ -89,6 +90,10 @@ pub enum Effect {
     DeleteRecent(u64),
     /// Insert a recent folder.
     PutRecent(Recent),
+    /// Remember a deleted session with the revision its deletion made.
+    PutDeleted(String, u64),
+    /// Forget a remembered deletion.
+    ForgetDeleted(String),
 }
 
 /// The effects that turn `before` (the rows a request loaded) into `next`
@@ -132,6 +137,16 @@ pub fn effects(before: &CatalogueState, next: &CatalogueState) -> Vec<Effect> {
     }
     for r in next.recent.difference(&before.recent) {
         out.push(Effect::PutRecent(r.clone()));
+    }
+    for id in before.deleted.keys() {
+        if !next.deleted.contains_key(id) {
+            out.push(Effect::ForgetDeleted(id.clone()));
+        }
+    }
+    for (id, rev) in &next.deleted {
+        if before.deleted.get(id) != Some(rev) {
+            out.push(Effect::PutDeleted(id.clone(), *rev));
+        }
     }
     out
 }
@@ -234,6 +249,12 @@ pub fn apply(s: &mut CatalogueState, e: &Effect) {
         Effect::DeleteRecent(id) => s.recent.retain(|r| r.id != *id),
         Effect::PutRecent(r) => {
             s.recent.insert(r.clone());
+        }
+        Effect::PutDeleted(id, rev) => {
+            s.deleted.insert(id.clone(), *rev);
+        }
+        Effect::ForgetDeleted(id) => {
+            s.deleted.remove(id);
         }
         side => apply_side(s, side),
     }

@@ -49,6 +49,7 @@
 //! |---|---|
 //! | 1 | `catalogue_head`, `catalogue_sessions`, `catalogue_workspace_defaults`, `catalogue_session_names`, `catalogue_session_archives`, `catalogue_session_subtitles`, `catalogue_recent_folders`, `catalogue_session_moves`, `catalogue_session_deletions`, `catalogue_delegate_sessions` |
 //! | 2 | the access plane ([`crate::access`]): `access_principals`, `access_credentials`, `access_claims`, `access_memberships` |
+//! | 3 | `catalogue_deleted`: the remembered deletions (session id, the revision its deletion made; at most `DELETED_KEPT`) a retried `Delete` is answered from |
 //!
 //! Version 1 holds what SQLite catalogue version 4 holds. Every text column
 //! is `COLLATE "C"`, so pages order and continue by bytes, as the core's
@@ -112,7 +113,7 @@ use crate::Target;
 pub const COMPONENT: &str = "catalogue";
 
 /// The catalogue schema version this build writes and reads.
-pub const CATALOGUE_VERSION: i64 = 2;
+pub const CATALOGUE_VERSION: i64 = 3;
 
 /// The bound on a stored state word (`reserved`, `moving`, …).
 pub const MAX_WORD_LEN: usize = 64;
@@ -181,6 +182,12 @@ CREATE TABLE catalogue_delegate_sessions (
 );
 ",
     crate::access::STEP_ACCESS,
+    "
+CREATE TABLE catalogue_deleted (
+    session_id text COLLATE \"C\" PRIMARY KEY,
+    revision bigint NOT NULL CHECK (revision >= 0)
+);
+",
 ];
 
 /// The catalogue's versioned schema.
@@ -621,6 +628,28 @@ fn load_recent(tx: &mut Transaction<'_>, state: &mut CatalogueState) -> Tx<()> {
     Ok(())
 }
 
+/// The remembered deletions (a retried `Delete` is answered from them).
+fn load_deleted(tx: &mut Transaction<'_>, state: &mut CatalogueState) -> Tx<()> {
+    let rows = tx
+        .query("SELECT session_id, revision FROM catalogue_deleted", &[])
+        .map_err(pg("load-deleted"))?;
+    for r in &rows {
+        let mut c = Cols {
+            r,
+            table: "catalogue_deleted",
+            row: "?".to_owned(),
+        };
+        let id = c.text(0, "session_id", SESSION_ID_LIMIT)?;
+        c.row.clone_from(&id);
+        let rev = c.int(1, "revision")?;
+        if !catalogue::is_session_id(&id) {
+            return Err(bad("stored deleted session", format!("{id:?}")));
+        }
+        state.deleted.insert(id, rev);
+    }
+    Ok(())
+}
+
 /// Loads the rows of `fp` into `s` (whose head row is already read).
 fn load(tx: &mut Transaction<'_>, s: &mut CatalogueState, fp: &Footprint) -> Tx<()> {
     for id in &fp.sessions {
@@ -637,6 +666,9 @@ fn load(tx: &mut Transaction<'_>, s: &mut CatalogueState, fp: &Footprint) -> Tx<
     }
     if fp.recent {
         load_recent(tx, s)?;
+    }
+    if fp.deleted {
+        load_deleted(tx, s)?;
     }
     if let Some((sp, pa)) = &fp.delegate_pair {
         load_delegates(

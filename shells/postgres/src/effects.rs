@@ -137,6 +137,17 @@ pub(crate) fn apply(tx: &mut Tx<'_>, e: &Effect) -> Res {
             "INSERT INTO catalogue_recent_folders (id, path) VALUES ($1, $2)",
             &[&big("recent id", r.id)?, &r.path],
         ),
+        Effect::PutDeleted(id, rev) => exec(
+            tx,
+            "INSERT INTO catalogue_deleted (session_id, revision) VALUES ($1, $2)
+             ON CONFLICT (session_id) DO UPDATE SET revision = EXCLUDED.revision",
+            &[id, &big("deletion revision", *rev)?],
+        ),
+        Effect::ForgetDeleted(id) => exec(
+            tx,
+            "DELETE FROM catalogue_deleted WHERE session_id = $1",
+            &[id],
+        ),
         session => apply_session(tx, session),
     }
 }

@@ -414,7 +414,7 @@ fn tables_present(t: &Target) -> Vec<String> {
 
 #[test]
 fn a_version_one_catalogue_migrates_on_open() {
-    assert_eq!(CATALOGUE_VERSION, 2);
+    assert_eq!(CATALOGUE_VERSION, 3);
     let t = target("migrate");
     // Catalogue version 1, as the previous build created it, with a row.
     let v1 = Component {
@@ -447,7 +447,7 @@ fn a_version_one_catalogue_migrates_on_open() {
         )
         .unwrap()
         .get(0);
-    assert_eq!(v, 2);
+    assert_eq!(v, 3);
     assert_eq!(c.get("s1").unwrap().unwrap().creation.name, "one");
     assert_eq!(c.revision().unwrap(), 1);
     ok(
@@ -462,7 +462,7 @@ fn a_version_one_catalogue_migrates_on_open() {
         },
     );
     assert_eq!(c.revision().unwrap(), 2);
-    // Reopening (writing or not) finds version 2 and changes nothing.
+    // Reopening (writing or not) finds version 3 and changes nothing.
     let before = dump(&t);
     drop(PgCatalogue::open(t.clone()).unwrap());
     let ro = PgCatalogue::open_read_only(t.clone()).unwrap();
@@ -480,7 +480,7 @@ fn a_version_one_catalogue_migrates_on_open() {
     // A newer version is refused before anything is written.
     client(&t)
         .execute(
-            "UPDATE custos_versions SET version = 3 WHERE component = $1",
+            "UPDATE custos_versions SET version = 4 WHERE component = $1",
             &[&COMPONENT],
         )
         .unwrap();
@@ -490,8 +490,8 @@ fn a_version_one_catalogue_migrates_on_open() {
         matches!(
             e,
             OpenError::UnsupportedVersion {
-                found: 3,
-                supported: 2,
+                found: 4,
+                supported: 3,
                 ..
             }
         ),

@@ -34,6 +34,8 @@
 //! land in one build, so no catalogue was ever written holding a part of
 //! it, and one step keeps every access table's constraints in one place.
 //!
+//! | 6 | `catalogue_deleted` (session id, the revision its deletion made): the remembered deletions, at most `DELETED_KEPT`, that a retried `Delete` is answered from |
+//!
 //! ## Reading without writing
 //!
 //! [`SqliteCatalogue::open_read_only`] never creates, migrates or writes
@@ -91,7 +93,7 @@ const EXPECT: Expect = Expect {
 };
 
 /// The catalogue version this build writes and reads.
-pub const CATALOGUE_VERSION: i64 = 5;
+pub const CATALOGUE_VERSION: i64 = 6;
 
 /// `PRAGMA application_id` of a custos catalogue (`"CuCa"` in ASCII).
 pub const CATALOGUE_APPLICATION_ID: i64 = 0x4375_4361;
@@ -162,6 +164,12 @@ CREATE TABLE catalogue_delegate_sessions (
 ) STRICT;
 ",
     crate::access::ACCESS_STEP,
+    "
+CREATE TABLE catalogue_deleted (
+    session_id TEXT PRIMARY KEY,
+    revision INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+",
 ];
 
 /// A catalogue database.
@@ -534,6 +542,34 @@ fn load_recent(tx: &Transaction<'_>, state: &mut CatalogueState) -> Res<()> {
     Ok(())
 }
 
+fn load_deleted(tx: &Transaction<'_>, state: &mut CatalogueState) -> Res<()> {
+    let mut st = tx
+        .prepare_cached("SELECT session_id, revision FROM catalogue_deleted")
+        .map_err(db("load-deleted"))?;
+    let t = "catalogue_deleted";
+    let rows = st
+        .query_map([], |r| {
+            let rev = r.get::<_, i64>(1)?;
+            Ok(
+                bounded_req(r, 0, "session_id", SESSION_ID_LIMIT, t, &rev.to_string())
+                    .map(|id| (id, rev)),
+            )
+        })
+        .map_err(db("load-deleted"))?
+        .collect::<Result<Vec<Res<_>>, _>>()
+        .map_err(db("load-deleted"))?;
+    for row in rows {
+        let (id, rev) = row?;
+        let rev =
+            u64::try_from(rev).map_err(|_| bad("stored deletion revision", rev.to_string()))?;
+        if !catalogue::is_session_id(&id) {
+            return Err(bad("stored deleted session", format!("{id:?}")));
+        }
+        state.deleted.insert(id, rev);
+    }
+    Ok(())
+}
+
 /// Loads the rows of `fp` (and the meta row) into a partial state.
 fn load(tx: &Transaction<'_>, fp: &Footprint) -> Res<CatalogueState> {
     let mut s = CatalogueState::default();
@@ -552,6 +588,9 @@ fn load(tx: &Transaction<'_>, fp: &Footprint) -> Res<CatalogueState> {
     }
     if fp.recent {
         load_recent(tx, &mut s)?;
+    }
+    if fp.deleted {
+        load_deleted(tx, &mut s)?;
     }
     if let Some((sp, pa)) = &fp.delegate_pair {
         load_delegates(

@@ -110,6 +110,16 @@ pub(crate) fn apply(tx: &Transaction<'_>, e: &Effect) -> rusqlite::Result<()> {
             "INSERT INTO catalogue_recent_folders (id, path) VALUES (?1, ?2)",
             params![u64_to_sql(r.id), r.path],
         ),
+        Effect::PutDeleted(id, rev) => exec(
+            tx,
+            "INSERT OR REPLACE INTO catalogue_deleted (session_id, revision) VALUES (?1, ?2)",
+            params![id, u64_to_sql(*rev)],
+        ),
+        Effect::ForgetDeleted(id) => exec(
+            tx,
+            "DELETE FROM catalogue_deleted WHERE session_id = ?1",
+            params![id],
+        ),
         session => apply_session(tx, session),
     }
 }

@@ -350,14 +350,17 @@ fn tables(p: &Path) -> Vec<String> {
 
 #[test]
 fn a_version_4_catalogue_migrates_on_open_with_its_sessions_intact() {
-    assert_eq!(CATALOGUE_VERSION, 5);
+    assert_eq!(CATALOGUE_VERSION, 6);
     let d = dir();
     let p = d.path().join("v4.db");
     v4(&p);
     assert_eq!(identity(&p).unwrap(), (4, CATALOGUE_APPLICATION_ID));
     assert!(!tables(&p).iter().any(|t| t.starts_with("access_")));
     let c = SqliteCatalogue::open(&p).unwrap();
-    assert_eq!(identity(&p).unwrap(), (5, CATALOGUE_APPLICATION_ID));
+    assert_eq!(
+        identity(&p).unwrap(),
+        (CATALOGUE_VERSION, CATALOGUE_APPLICATION_ID)
+    );
     let a = c.get("old-a").unwrap().unwrap();
     assert_eq!(a.creation, Creation::local("k-old-a", "Old A", "/home/w"));
     assert_eq!(a.created_at_ms, 42);
