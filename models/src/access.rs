@@ -306,23 +306,36 @@ impl AccessModel {
         })
     }
 
+    /// The `InviteRetryRefused` mutant: an invitation under a stored
+    /// member id is refused, its own retry included.
+    fn invite_retry_refused(
+        &self,
+        st: &CatalogueState,
+        req: &AccessRequest,
+    ) -> Option<Result<access::AccessDecision, AccessError>> {
+        match (self.mutant, req) {
+            (Some(Mutant::InviteRetryRefused), AccessRequest::InviteMember { principal, .. })
+                if st.access.principals.contains_key(principal) =>
+            {
+                Some(Err(AccessError::PrincipalExists {
+                    principal: principal.clone(),
+                }))
+            }
+            _ => None,
+        }
+    }
+
     /// The real decision, or the mutant's variation of it.
     fn decide(
         &self,
         st: &CatalogueState,
         req: &AccessRequest,
     ) -> Result<access::AccessDecision, AccessError> {
+        if let Some(refused) = self.invite_retry_refused(st, req) {
+            return refused;
+        }
         let real = access::decide(st, req);
         match (self.mutant, req, real) {
-            (
-                Some(Mutant::InviteRetryRefused),
-                AccessRequest::InviteMember { principal, .. },
-                _,
-            ) if st.access.principals.contains_key(principal) => {
-                Err(AccessError::PrincipalExists {
-                    principal: principal.clone(),
-                })
-            }
             (
                 Some(Mutant::SecondOwner),
                 AccessRequest::BootstrapOwner {
@@ -711,12 +724,21 @@ impl Model for AccessModel {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
+        let mut properties = vec![Property::<Self>::always(
+            "a retried invitation succeeds and writes nothing",
+            |_, s| s.broken & rule::INVITE_RETRY == 0,
+        )];
+        properties.extend(rules_and_answers());
+        properties
+    }
+}
+
+/// Every property but the retry's, in report order.
+fn rules_and_answers() -> Vec<Property<AccessModel>> {
+    type P = Property<AccessModel>;
+    {
         vec![
-            Property::<Self>::always(
-                "a retried invitation succeeds and writes nothing",
-                |_, s| s.broken & rule::INVITE_RETRY == 0,
-            ),
-            Property::<Self>::always("there is at most one owner", |_, s| {
+            P::always("there is at most one owner", |_, s| {
                 s.stored
                     .access
                     .principals
@@ -725,7 +747,7 @@ impl Model for AccessModel {
                     .count()
                     <= 1
             }),
-            Property::<Self>::always(
+            P::always(
                 "a member has one open claim and no active credential, or no open claim",
                 |_, s| {
                     s.stored.access.principals.keys().all(|p| {
@@ -734,20 +756,20 @@ impl Model for AccessModel {
                     })
                 },
             ),
-            Property::<Self>::always("a revoked digest stays a tombstone", |_, s| {
+            P::always("a revoked digest stays a tombstone", |_, s| {
                 s.broken & rule::TOMBSTONE_REVIVED == 0
             }),
-            Property::<Self>::always("a claim binds one digest, once", |_, s| {
+            P::always("a claim binds one digest, once", |_, s| {
                 s.broken & rule::CLAIM_BOUND_AGAIN == 0
             }),
-            Property::<Self>::always(
+            P::always(
                 "a spent or voided claim row is never deleted or reopened",
                 |_, s| s.broken & rule::CLAIM_ROW_CHANGED == 0,
             ),
-            Property::<Self>::always("a credential keeps its principal and its kind", |_, s| {
+            P::always("a credential keeps its principal and its kind", |_, s| {
                 s.broken & rule::CREDENTIAL_CHANGED_HANDS == 0
             }),
-            Property::<Self>::always(
+            P::always(
                 "every membership names a session the catalogue holds",
                 |_, s| {
                     s.stored
@@ -757,7 +779,7 @@ impl Model for AccessModel {
                         .all(|(_, sess)| s.stored.sessions.contains_key(sess))
                 },
             ),
-            Property::<Self>::always(
+            P::always(
                 "a lookup finds only a row of the digest's own kind",
                 |m, s| {
                     (0..TOKENS).all(|t| {
@@ -767,20 +789,18 @@ impl Model for AccessModel {
                     })
                 },
             ),
-            Property::<Self>::sometimes("a claim is bound", |_, s| s.seen & seen::CLAIM_BOUND != 0),
-            Property::<Self>::sometimes("a claim is bound as a login", |_, s| {
+            P::sometimes("a claim is bound", |_, s| s.seen & seen::CLAIM_BOUND != 0),
+            P::sometimes("a claim is bound as a login", |_, s| {
                 s.seen & seen::LOGIN_CLAIM_BOUND != 0
             }),
-            Property::<Self>::sometimes("a replay of a lost reply is answered", |_, s| {
+            P::sometimes("a replay of a lost reply is answered", |_, s| {
                 s.seen & seen::REPLAY_ANSWERED != 0
             }),
-            Property::<Self>::sometimes("the owner's credential is rotated", |_, s| {
+            P::sometimes("the owner's credential is rotated", |_, s| {
                 s.seen & seen::OWNER_ROTATED != 0
             }),
-            Property::<Self>::sometimes("a login is issued", |_, s| {
-                s.seen & seen::LOGIN_ISSUED != 0
-            }),
-            Property::<Self>::sometimes("a session deletion takes its memberships", |_, s| {
+            P::sometimes("a login is issued", |_, s| s.seen & seen::LOGIN_ISSUED != 0),
+            P::sometimes("a session deletion takes its memberships", |_, s| {
                 s.seen & seen::MEMBERSHIP_DELETED != 0
             }),
         ]

@@ -547,6 +547,17 @@ impl LedgerModel {
     }
 }
 
+/// Puts `m` on the wire (once: the wire is a set); the runtime now awaits
+/// a `Run`'s reply.
+fn send(s: &mut SysState, m: Msg) -> Option<()> {
+    let i = s.wire.binary_search(&m).err()?;
+    s.wire.insert(i, m);
+    if let Msg::Run { key, .. } = m {
+        s.awaiting |= bit(key);
+    }
+    Some(())
+}
+
 /// A name from a literal the model knows is valid.
 #[allow(clippy::expect_used)]
 fn valid<T>(name: Result<T, LedgerError>) -> T {
@@ -647,13 +658,7 @@ impl Model for LedgerModel {
     fn next_state(&self, s: &SysState, action: Action) -> Option<SysState> {
         let mut s = s.clone();
         match action {
-            Action::Send(m) => {
-                let i = s.wire.binary_search(&m).err()?;
-                s.wire.insert(i, m);
-                if let Msg::Run { key, .. } = m {
-                    s.awaiting |= bit(key);
-                }
-            }
+            Action::Send(m) => send(&mut s, m)?,
             Action::Deliver(m) => self.deliver(&mut s, m),
             Action::Lose(m) => {
                 if let Msg::Run {

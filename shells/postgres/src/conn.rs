@@ -495,6 +495,22 @@ struct Session {
     cache: HashMap<String, Statement>,
 }
 
+/// Client round trips made by this process's [`Tx`] transactions: each
+/// `BEGIN`, each statement, each prepare of a statement not yet cached on
+/// its connection, each `COMMIT`. For benchmarks, which print round trips
+/// per operation; it bounds nothing.
+static ROUND_TRIPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The round trips counted so far (see [`ROUND_TRIPS`]'s rule: `BEGIN`,
+/// statements, prepares on a cache miss, `COMMIT`).
+pub fn round_trips() -> u64 {
+    ROUND_TRIPS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+fn trip(n: u64) {
+    ROUND_TRIPS.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// A transaction whose statements are prepared once per connection: a
 /// statement costs one round trip (bind and execute), not two (parse, then
 /// bind and execute). Its methods are those of `postgres::Transaction`
@@ -506,9 +522,11 @@ pub struct Tx<'a> {
 
 impl Tx<'_> {
     fn statement(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
+        trip(1);
         if let Some(s) = self.cache.get(sql) {
             return Ok(s.clone());
         }
+        trip(1);
         let s = self.inner.prepare(sql)?;
         if self.cache.len() >= MAX_CACHED_STATEMENTS {
             self.cache.clear();
@@ -560,6 +578,7 @@ impl Tx<'_> {
     /// Runs statements without parameters over the simple protocol (DDL,
     /// `SET LOCAL`, `EXPLAIN` of several statements); nothing is cached.
     pub fn batch_execute(&mut self, sql: &str) -> Result<(), postgres::Error> {
+        trip(1);
         self.inner.batch_execute(sql)
     }
 
@@ -570,6 +589,7 @@ impl Tx<'_> {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, postgres::Error> {
+        trip(2);
         self.inner.query(sql, params)
     }
 }
@@ -654,6 +674,7 @@ impl Conn {
                 .ok_or_else(|| Failure::Unavailable("no connection".to_owned()))?;
             let result = (|| {
                 let Session { client, cache } = session;
+                trip(1);
                 let inner = client
                     .build_transaction()
                     .isolation_level(IsolationLevel::ReadCommitted)
@@ -661,6 +682,7 @@ impl Conn {
                     .map_err(db("begin"))?;
                 let mut tx = Tx { inner, cache };
                 let v = body(&mut tx)?;
+                trip(1);
                 tx.inner.commit().map_err(db("commit"))?;
                 Ok(v)
             })();
@@ -693,6 +715,7 @@ impl Conn {
             .ok_or_else(|| Failure::Unavailable("no connection".to_owned()))?;
         let result = (|| {
             let Session { client, cache } = session;
+            trip(1);
             let inner = client
                 .build_transaction()
                 .isolation_level(IsolationLevel::RepeatableRead)
@@ -701,6 +724,7 @@ impl Conn {
                 .map_err(db("begin"))?;
             let mut tx = Tx { inner, cache };
             let v = body(&mut tx)?;
+            trip(1);
             tx.inner.commit().map_err(db("commit"))?;
             Ok(v)
         })();
