@@ -1148,9 +1148,9 @@ fn free_slot(view: &View, limits: &Limits) -> Result<(), LedgerError> {
 /// inserted by this very [`RequestId`], the answer is `Fresh` again and
 /// nothing is written — what the first attempt answered, had its reply
 /// arrived, even if a close has begun since. Once anything else moved the
-/// row on (a stop, recovery, a finish) or the scope's token changed, the
-/// retry is answered as any other admission is: the call must not start
-/// now.
+/// row on (a stop, recovery, a finish), the scope's token changed or the
+/// scope closed, the retry is answered as any other admission is: the call
+/// must not start now.
 fn admit(
     view: &View,
     limits: &Limits,
@@ -1160,9 +1160,13 @@ fn admit(
     request: Option<&RequestId>,
 ) -> Result<Decision, LedgerError> {
     let s = scope_at(view, &key.session, key.incarnation)?;
-    // The retry is recognised before the scope's state is: a close begun
+    // The retry is recognised before the `Closing` refusal: a close begun
     // after the first attempt does not take back the `Fresh` it answered.
-    if s.attach_token == *token && is_own_admission(view, tool, request) {
+    // A closed (or released) scope is finished: its retry is refused.
+    if s.attach_token == *token
+        && matches!(s.state, ScopeState::Open | ScopeState::Closing)
+        && is_own_admission(view, tool, request)
+    {
         return done(Answer::Admission(Admission::Fresh), Vec::new());
     }
     match s.state {

@@ -51,7 +51,7 @@ use thiserror::Error;
 
 pub use commit::{
     decide, Commit, CommitContext, CommitError, CommitPlan, CommitReceipt, Footprint, LastCommit,
-    RecordKind, RegisterChange, SeqExpectation, Write, REASON_HANDLE_CLOSED,
+    RecordKind, RegisterChange, SeqExpectation, Write, KEPT_COMMITS, REASON_HANDLE_CLOSED,
 };
 pub use memory::MemoryStorage;
 pub use query::{branch_scan, entry_seq_range, usage_seq_range, BranchScan, EntryScan, UsageScan};

@@ -33,9 +33,9 @@
 //! request. So a lost `Fresh` followed by a redelivery of the same `Run` is
 //! a retry, and the rule "a retried admission gets its own answer" is
 //! checked: while nothing else wrote the key since the lost reply, and
-//! the scope kept its incarnation and attach token, the retry must be
-//! answered `Fresh` (a close begun since included), and acting on it must
-//! not start the key twice. Every request goes through
+//! the scope kept its incarnation and attach token and did not close, the
+//! retry must be answered `Fresh` (a close begun since included), and
+//! acting on it must not start the key twice. Every request goes through
 //! [`custos_core::ledger::step_with`] over the real [`ledger::decide`]; a
 //! mutant wraps `decide`. A monitor records what the ledger answered and
 //! the properties read the record.
@@ -335,10 +335,15 @@ impl LedgerModel {
         let (answer, next) = ledger::step_with(decide, &s.ledger, &MODEL_LIMITS, req)?;
         // A lost `Fresh` is owed to its retry while nothing else wrote its
         // key, and the scope kept its incarnation and attach token.
+        // A closed scope is finished: the debt ends there too.
         let owner = |st: &LedgerState| {
-            st.scopes
-                .get(&self.names.session)
-                .map(|sc| (sc.incarnation, sc.attach_token.clone()))
+            st.scopes.get(&self.names.session).map(|sc| {
+                (
+                    sc.incarnation,
+                    sc.attach_token.clone(),
+                    matches!(sc.state, ScopeState::Closed(_)),
+                )
+            })
         };
         if owner(&s.ledger) != owner(&next) {
             s.lost_fresh = 0;

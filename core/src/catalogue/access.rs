@@ -1434,9 +1434,16 @@ fn is_own_invite(
             claim,
             expires_at_ms,
         } => a.claims.get(claim).is_some_and(|c| {
-            c.principal == principal
-                && c.expires_at_ms == *expires_at_ms
-                && c.state != ClaimState::Void
+            let standing = match c.state {
+                ClaimState::Open => true,
+                ClaimState::Void => false,
+                // Redeemed: the credential it bound must still be active.
+                ClaimState::Claimed { digest, .. } => a
+                    .credentials
+                    .get(digest.sha())
+                    .is_some_and(|cred| cred.state == CredentialState::Active),
+            };
+            c.principal == principal && c.expires_at_ms == *expires_at_ms && standing
         }),
         Enrollment::Digest(d) => a.credentials.get(&d.sha).is_some_and(|c| {
             c.principal == principal

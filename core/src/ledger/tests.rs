@@ -153,6 +153,14 @@ fn a_retried_admission_is_not_fresh_once_the_row_moved_on() {
         t.run(admit_as(&k2, "b", "r3")),
         Ok(existing(CallState::Unknown))
     );
+    // A scope closed since is finished: the retry is refused, not Fresh.
+    let k3 = key("s", "q", 1);
+    assert_eq!(t.run(admit_as(&k3, "b", "r4")), Ok(fresh()));
+    t.close("s", 1).unwrap();
+    assert!(matches!(
+        t.run(admit_as(&k3, "b", "r4")),
+        Err(LedgerError::ScopeNotOpen { .. })
+    ));
 }
 
 #[test]

@@ -28,15 +28,16 @@
 //!
 //! A commit whose reply was lost (the backend answered `Unavailable`) may
 //! or may not have applied. A commit that carries a [`CommitId`] can be
-//! retried as it is: the store keeps its **last identified commit** — the
-//! id, the SHA-256 of the commit's content and its receipt — beside
-//! `next_seq`, written in the same transaction as the commit. A commit whose
-//! id is that one and whose content is the same is answered the stored
-//! receipt and applies nothing (a replay); the same id with other content
-//! is refused [`CommitError::CommitIdReused`]. Any other commit is decided
-//! afresh. One is enough because a store has one writer (its lease): a
-//! writer retries an in-doubt commit before it makes the next one. A commit
-//! without an id leaves the kept one as it is.
+//! retried as it is: the store keeps its last [`KEPT_COMMITS`] identified
+//! commits — each id, the SHA-256 of the commit's content and its receipt —
+//! written in the same transaction as the commit. A commit whose id is kept
+//! and whose content is the same is answered the stored receipt and applies
+//! nothing (a replay); the same id with other content is refused
+//! [`CommitError::CommitIdReused`]. Any other commit is decided afresh. A
+//! store has one writer (its lease), but a handle may be shared by several
+//! callers, so more than one commit can be in doubt at once: each is
+//! recognised until [`KEPT_COMMITS`] later identified commits have pushed
+//! it out (the oldest goes first). A commit without an id keeps nothing.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -241,7 +242,10 @@ impl Commit {
     /// Every fact this commit can observe: the ids it inserts, the parents
     /// it names, and the registers it expects or writes.
     pub fn footprint(&self) -> Footprint {
-        let mut fp = Footprint::default();
+        let mut fp = Footprint {
+            commit: self.id.clone(),
+            ..Footprint::default()
+        };
         for e in &self.expectations {
             fp.registers
                 .entry(e.namespace.clone())
@@ -272,9 +276,16 @@ impl Commit {
     }
 }
 
+/// How many identified commits a store keeps for their retries (see the
+/// module docs' "Retries").
+pub const KEPT_COMMITS: usize = 64;
+
 /// The ids and registers a commit can observe.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Footprint {
+    /// The commit's own id: its kept commit, if the store keeps one.
+    #[serde(default)]
+    pub commit: Option<CommitId>,
     /// Record ids (inserted ids and named parents).
     pub ids: BTreeSet<RecordId>,
     /// Register cells, by namespace.
@@ -303,11 +314,12 @@ pub struct CommitContext {
     pub ids: BTreeMap<RecordId, RecordKind>,
     /// The seqs of the footprint registers that exist.
     pub registers: BTreeMap<Namespace, BTreeMap<RegisterKey, Seq>>,
-    /// The store's last identified commit, if it kept one.
+    /// The kept commit under the commit's own id, if the store keeps one
+    /// ([`Footprint::commit`]).
     pub last: Option<LastCommit>,
 }
 
-/// What a store keeps of its last identified commit (see the module docs'
+/// What a store keeps of an identified commit (see the module docs'
 /// "Retries").
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct LastCommit {
@@ -357,8 +369,9 @@ pub struct CommitPlan {
     pub next_seq: Seq,
     /// What the caller is told.
     pub receipt: CommitReceipt,
-    /// The last identified commit to keep from now on; `None` leaves the
-    /// kept one as it is (a commit without an id, or a replay).
+    /// The identified commit to keep from now on (the oldest kept one goes
+    /// when [`KEPT_COMMITS`] are kept); `None` keeps nothing (a commit
+    /// without an id, or a replay).
     pub last: Option<LastCommit>,
 }
 
@@ -396,8 +409,8 @@ pub enum CommitError {
         /// The missing parent.
         parent: RecordId,
     },
-    /// A commit carrying the id of the store's last identified commit with
-    /// other content: an id names one commit.
+    /// A commit carrying the id of a kept commit with other content: an id
+    /// names one commit.
     #[error("CommitIdReused: commit id {id} named a commit with other content")]
     CommitIdReused {
         /// The id.

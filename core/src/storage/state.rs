@@ -17,7 +17,7 @@ use thiserror::Error;
 
 use super::commit::{
     decide, Commit, CommitContext, CommitError, CommitPlan, CommitReceipt, Footprint, LastCommit,
-    RecordKind, RegisterChange,
+    RecordKind, RegisterChange, KEPT_COMMITS,
 };
 use super::query::{BranchScan, EntryScan, UsageScan};
 use super::types::{
@@ -39,7 +39,7 @@ pub struct StoreState {
     usage_seqs: BTreeMap<Seq, RecordId>,
     stats: Stats,
     next_seq: Seq,
-    last: Option<LastCommit>,
+    kept: Vec<LastCommit>,
 }
 
 impl Default for StoreState {
@@ -62,9 +62,10 @@ pub struct StoreRecord {
     pub stats: Stats,
     /// The next seq.
     pub next_seq: Seq,
-    /// The last identified commit (see `storage::commit`'s "Retries").
+    /// The kept identified commits, oldest first (see `storage::commit`'s
+    /// "Retries").
     #[serde(default)]
-    pub last_commit: Option<LastCommit>,
+    pub kept_commits: Vec<LastCommit>,
 }
 
 /// A broken store invariant, found while decoding or checking a state.
@@ -130,7 +131,20 @@ impl TryFrom<StoreRecord> for StoreState {
         let mut s = StoreState::new();
         s.next_seq = r.next_seq;
         s.stats = r.stats;
-        s.last = r.last_commit;
+        if r.kept_commits.len() > KEPT_COMMITS {
+            return Err(StateError::IndexMismatch(format!(
+                "{} kept commits, over the bound of {KEPT_COMMITS}",
+                r.kept_commits.len()
+            )));
+        }
+        let mut ids = std::collections::BTreeSet::new();
+        if let Some(k) = r.kept_commits.iter().find(|k| !ids.insert(k.id.clone())) {
+            return Err(StateError::IndexMismatch(format!(
+                "commit {} is kept twice",
+                k.id
+            )));
+        }
+        s.kept = r.kept_commits;
         let mut seqs: BTreeMap<Seq, ()> = BTreeMap::new();
         let mut claim_seq = |seq: Seq| -> Result<(), StateError> {
             if seq == 0 || seq >= r.next_seq {
@@ -204,7 +218,7 @@ impl StoreState {
             usage_seqs: BTreeMap::new(),
             stats: Stats::default(),
             next_seq: 1,
-            last: None,
+            kept: Vec::new(),
         }
     }
 
@@ -228,7 +242,7 @@ impl StoreState {
                 .collect(),
             stats: self.stats,
             next_seq: self.next_seq,
-            last_commit: self.last.clone(),
+            kept_commits: self.kept.clone(),
         }
     }
 
@@ -304,7 +318,10 @@ impl StoreState {
         let mut ctx = CommitContext {
             next_seq: self.next_seq,
             stats: self.stats,
-            last: self.last.clone(),
+            last: fp
+                .commit
+                .as_ref()
+                .and_then(|id| self.kept.iter().find(|k| &k.id == id).cloned()),
             ..CommitContext::default()
         };
         for id in &fp.ids {
@@ -359,8 +376,12 @@ impl StoreState {
         }
         self.stats = plan.stats;
         self.next_seq = plan.next_seq;
-        if plan.last.is_some() {
-            self.last = plan.last;
+        if let Some(k) = plan.last {
+            self.kept.retain(|x| x.id != k.id);
+            self.kept.push(k);
+            while self.kept.len() > KEPT_COMMITS {
+                self.kept.remove(0);
+            }
         }
     }
 

@@ -684,6 +684,33 @@ fn the_retry_property_catches_a_store_that_forgets_commit_ids() {
 }
 
 #[test]
+fn the_store_keeps_its_last_identified_commits_and_forgets_the_oldest() {
+    let mut s = StoreState::new();
+    let set = |i: usize| {
+        Commit::at(1)
+            .write(Write::SetRegister {
+                namespace: ns("r"),
+                key: key("k"),
+                value: Payload::new(vec![1]).unwrap(),
+            })
+            .identified(CommitId::new(format!("c{i}")).unwrap())
+    };
+    let first = s.commit(&set(0)).unwrap();
+    for i in 1..KEPT_COMMITS {
+        s.commit(&set(i)).unwrap();
+    }
+    // Still kept: the retry is its own receipt, nothing applied.
+    let before = s.clone();
+    assert_eq!(s.commit(&set(0)), Ok(first.clone()));
+    assert_eq!(s, before);
+    // One more identified commit pushes it out: decided afresh.
+    s.commit(&set(KEPT_COMMITS)).unwrap();
+    let again = s.commit(&set(0)).unwrap();
+    assert_ne!(again, first);
+    assert_eq!(s.record().kept_commits.len(), KEPT_COMMITS);
+}
+
+#[test]
 fn the_same_commit_id_with_other_content_is_refused_and_applies_nothing() {
     let mut s = StoreState::new();
     let c = Commit::at(1)

@@ -49,9 +49,10 @@ const META: TableDefinition<&[u8], &[u8]> = TableDefinition::new("storage_meta")
 
 const NEXT_SEQ: &[u8] = b"next_seq";
 const STATS: &[u8] = b"stats";
-/// The last identified commit (`custos_core::storage::LastCommit`, JSON),
-/// whose retry is answered, not applied again.
-const LAST_COMMIT: &[u8] = b"last_commit";
+/// The kept identified commits, oldest first (`Vec<custos_core::storage::
+/// LastCommit>`, JSON, at most `KEPT_COMMITS`), whose retries are answered,
+/// not applied again.
+const KEPT: &[u8] = b"kept_commits";
 
 /// An entry without its id (the table key) and payload (its own table).
 #[derive(Debug, Serialize, Deserialize)]
@@ -308,10 +309,8 @@ impl WriteTables<'_> {
             stats: stats(&self.meta)?,
             ..CommitContext::default()
         };
-        if commit.id.is_some() {
-            if let Some(v) = self.meta.get(LAST_COMMIT).map_err(backend)? {
-                ctx.last = Some(decode(v.value())?);
-            }
+        if let Some(id) = &commit.id {
+            ctx.last = kept(&self.meta)?.into_iter().find(|k| &k.id == id);
         }
         for id in &fp.ids {
             let at = id.as_str().as_bytes();
@@ -383,12 +382,27 @@ impl WriteTables<'_> {
         self.meta
             .insert(STATS, encode(&plan.stats)?.as_slice())
             .map_err(backend)?;
-        if let Some(last) = &plan.last {
+        if let Some(last) = plan.last {
+            let mut all = kept(&self.meta)?;
+            all.retain(|k| k.id != last.id);
+            all.push(last);
+            let excess = all.len().saturating_sub(custos_core::storage::KEPT_COMMITS);
+            all.drain(..excess);
             self.meta
-                .insert(LAST_COMMIT, encode(last)?.as_slice())
+                .insert(KEPT, encode(&all)?.as_slice())
                 .map_err(backend)?;
         }
         Ok(())
+    }
+}
+
+/// The kept identified commits, oldest first.
+fn kept(
+    meta: &impl ReadableTable<&'static [u8], &'static [u8]>,
+) -> Result<Vec<custos_core::storage::LastCommit>, StorageError> {
+    match meta.get(KEPT).map_err(backend)? {
+        None => Ok(Vec::new()),
+        Some(v) => decode(v.value()),
     }
 }
 

@@ -659,6 +659,9 @@ fn decode_call(r: &Row, base: usize, at: &str) -> Result<CallRow, TxError<Ledger
     let outcome = blob(r, base + 2, "outcome", MAX_STORED_OUTCOME_BYTES, at)?;
     let digest = blob(r, base + 3, "outcome_digest", 32, at)?;
     let bytes = u64_col(r, base + 4, "outcome_bytes", at)?;
+    // Read only for an `admitted` row; in any other state it is ignored (a
+    // build from before version 2, running beside this one, rewrites a row's
+    // state and leaves the column as it was).
     let request = text(r, base + 5, "admit_request", MAX_NAME_LEN, at)?;
     let tool = name(Tool::new(tool), "tool", at)?;
     let state = match (state.as_str(), outcome, digest) {
@@ -668,11 +671,6 @@ fn decode_call(r: &Row, base: usize, at: &str) -> Result<CallRow, TxError<Ledger
                 .map(|q| name(RequestId::new(q), "admit_request", at))
                 .transpose()?,
         },
-        (s, _, _) if request.is_some() => {
-            return Err(malformed(format!(
-                "{at}: column state {s:?} with an admit_request (only an admitted row keeps one)"
-            )))
-        }
         ("unknown", None, None) if bytes == 0 => RowState::Unknown,
         ("terminal", Some(outcome), Some(digest)) => {
             let digest: Digest = digest.try_into().map_err(|d: Vec<u8>| {

@@ -98,13 +98,13 @@ use std::sync::{Mutex, MutexGuard};
 use crate::conn::Tx;
 use custos_core::lease::{self, Fence, Lease, LeaseError, LeaseState, Owner, Request};
 use custos_core::storage::types::{
-    MAX_GET_ENTRIES, MAX_ID_LEN, MAX_KEY_LEN, MAX_NAMESPACE_LEN, MAX_WRITES_PER_COMMIT,
+    MAX_GET_ENTRIES, MAX_KEY_LEN, MAX_NAMESPACE_LEN, MAX_WRITES_PER_COMMIT,
 };
 use custos_core::storage::{
     self as core_storage, BoundError, BranchScan, Commit, CommitContext, CommitError, CommitId,
     CommitPlan, CommitReceipt, Entry, EntryHead, EntryScan, Footprint, KeyPrefix, LastCommit,
     Namespace, RecordId, RecordKind, Register, RegisterChange, RegisterKey, Seq, Stats, Storage,
-    StorageError, UsageFigures, UsageRow, UsageScan, REASON_HANDLE_CLOSED,
+    StorageError, UsageFigures, UsageRow, UsageScan, KEPT_COMMITS, REASON_HANDLE_CLOSED,
 };
 use custos_core::Millis;
 use postgres::types::ToSql;
@@ -545,31 +545,31 @@ fn store_head(
 
 // --------------------------------------------------------------- commit
 
-/// The session's kept last identified commit, decoded totally and bounded.
-fn load_last_commit(tx: &mut Tx<'_>, session: &str) -> Result<Option<LastCommit>, Failure> {
-    let row = tx
-        .query_one(
-            "SELECT last_commit_id, last_commit_digest, last_commit_seqs,
-                    last_commit_next_seq::text
-             FROM storage_sessions WHERE session = $1",
-            &[&session],
+/// The session's kept commit under `id`, decoded totally and bounded.
+fn load_kept_commit(
+    tx: &mut Tx<'_>,
+    session: &str,
+    id: &CommitId,
+) -> Result<Option<LastCommit>, Failure> {
+    let t = "storage_kept_commits";
+    let Some(row) = tx
+        .query_opt(
+            "SELECT digest, seqs, next_seq::text FROM storage_kept_commits
+             WHERE session = $1 AND id = $2",
+            &[&session, &id.as_str()],
         )
-        .map_err(db("load-last-commit"))?;
-    let t = SESSIONS;
-    let Some(id) = codec::opt_text(&row, 0, t, "last_commit_id", MAX_ID_LEN)? else {
+        .map_err(db("load-kept-commit"))?
+    else {
         return Ok(None);
     };
-    let id = CommitId::try_from(id).map_err(|e| codec::corrupt(t, "last_commit_id", e))?;
-    let digest: Option<&[u8]> = codec::get(&row, 1, t, "last_commit_digest")?;
-    let digest = digest
-        .and_then(|d| <[u8; 32]>::try_from(d).ok())
-        .ok_or_else(|| codec::corrupt(t, "last_commit_digest", "not 32 bytes"))?;
-    let raw: Option<&[u8]> = codec::get(&row, 2, t, "last_commit_seqs")?;
-    let raw = raw.ok_or_else(|| codec::corrupt(t, "last_commit_seqs", "null beside an id"))?;
+    let digest: &[u8] = codec::get(&row, 0, t, "digest")?;
+    let digest = <[u8; 32]>::try_from(digest)
+        .map_err(|_| codec::corrupt(t, "digest", format!("{} bytes, not 32", digest.len())))?;
+    let raw: &[u8] = codec::get(&row, 1, t, "seqs")?;
     if raw.len() % 8 != 0 || raw.len() > MAX_WRITES_PER_COMMIT * 8 {
         return Err(codec::corrupt(
             t,
-            "last_commit_seqs",
+            "seqs",
             format!("{} bytes are not a commit's seqs", raw.len()),
         ));
     }
@@ -581,37 +581,43 @@ fn load_last_commit(tx: &mut Tx<'_>, session: &str) -> Result<Option<LastCommit>
             u64::from_le_bytes(b)
         })
         .collect();
-    let next_seq = codec::u64_text(&row, 3, t, "last_commit_next_seq")?;
+    let next_seq = codec::u64_text(&row, 2, t, "next_seq")?;
     Ok(Some(LastCommit {
-        id,
+        id: id.clone(),
         digest,
         receipt: CommitReceipt { seqs, next_seq },
     }))
 }
 
-/// Keeps `last` on the session's head row, in the commit's transaction.
-fn store_last_commit(tx: &mut Tx<'_>, session: &str, last: &LastCommit) -> Result<(), Failure> {
+/// Keeps `last` after the session's kept commits and forgets the oldest
+/// beyond [`KEPT_COMMITS`], in the commit's transaction.
+fn keep_commit(tx: &mut Tx<'_>, session: &str, last: &LastCommit) -> Result<(), Failure> {
     let seqs: Vec<u8> = last
         .receipt
         .seqs
         .iter()
         .flat_map(|s| s.to_le_bytes())
         .collect();
-    let n = tx
-        .execute(
-            "UPDATE storage_sessions SET last_commit_id = $2, last_commit_digest = $3,
-                 last_commit_seqs = $4, last_commit_next_seq = $5::text::numeric
-             WHERE session = $1",
-            &[
-                &session,
-                &last.id.as_str(),
-                &&last.digest[..],
-                &seqs,
-                &num(last.receipt.next_seq),
-            ],
-        )
-        .map_err(db("store-last-commit"))?;
-    one_row(n, session)
+    let keep = i64::try_from(KEPT_COMMITS).unwrap_or(i64::MAX);
+    tx.execute(
+        "WITH top AS (SELECT COALESCE(max(position), 0) AS p
+                      FROM storage_kept_commits WHERE session = $1),
+              added AS (INSERT INTO storage_kept_commits (session, id, position, digest, seqs, next_seq)
+                        SELECT $1, $2, top.p + 1, $3, $4, $5::text::numeric FROM top
+                        RETURNING position)
+         DELETE FROM storage_kept_commits
+         WHERE session = $1 AND position <= (SELECT position FROM added) - $6",
+        &[
+            &session,
+            &last.id.as_str(),
+            &&last.digest[..],
+            &seqs,
+            &num(last.receipt.next_seq),
+            &keep,
+        ],
+    )
+    .map_err(db("keep-commit"))?;
+    Ok(())
 }
 
 /// Loads exactly the commit's footprint into a [`CommitContext`] over the
@@ -862,14 +868,14 @@ impl Storage for PgStorage {
             let (prev, head) = lock_head(tx, &self.session)?;
             let next_lease = self.admit_commit(tx, &prev)?;
             let mut ctx = load_context(tx, &self.session, head, &fp)?;
-            if commit.id.is_some() {
-                ctx.last = load_last_commit(tx, &self.session)?;
+            if let Some(id) = &commit.id {
+                ctx.last = load_kept_commit(tx, &self.session, id)?;
             }
             let plan = core_storage::decide(&ctx, commit).map_err(TxError::Refused)?;
             apply_plan(tx, &self.session, &plan)?;
             store_head(tx, &self.session, &next_lease, &plan)?;
             if let Some(last) = &plan.last {
-                store_last_commit(tx, &self.session, last)?;
+                keep_commit(tx, &self.session, last)?;
             }
             Ok(plan.receipt)
         })

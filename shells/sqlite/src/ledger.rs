@@ -573,6 +573,7 @@ fn raw_call(
 fn decode_call(raw: RawCall) -> Result<CallRow, LedgerError> {
     let tool = name(Tool::new(raw.tool), "call.tool")?;
     let bytes = u64_from_sql(raw.bytes);
+    // Read only for an `admitted` row; ignored in any other state.
     let request = raw.request;
     let state = match (raw.state.as_str(), raw.outcome, raw.digest) {
         ("admitted", None, None) => RowState::Admitted {
@@ -581,12 +582,6 @@ fn decode_call(raw: RawCall) -> Result<CallRow, LedgerError> {
                 .map(|r| name(RequestId::new(r), "call.admit_request"))
                 .transpose()?,
         },
-        (_, _, _) if request.is_some() => {
-            return Err(malformed(format!(
-                "call state {:?} with an admit_request (only an admitted row keeps one)",
-                raw.state
-            )))
-        }
         ("unknown", None, None) if bytes == 0 => RowState::Unknown,
         ("terminal", Some(outcome), Some(digest)) => {
             let digest: Digest = digest

@@ -12,7 +12,7 @@
 //! | `registers`      | mutable cells `(namespace, key) → (value, seq)` |
 //! | `branch_meta`    | one row per branch **segment**: its parent segment and position |
 //! | `branch_entries` | `(segment, pos) → (seq, kind)`: every entry's place in its segment |
-//! | `last_commit`    | at most one row (version 3): the last identified commit — its id, the SHA-256 of its content, its receipt's seqs (little-endian `u64`s) and next seq — so that its retry is answered, not applied again |
+//! | `kept_commits`   | version 3: the last `KEPT_COMMITS` identified commits — each id, its place in the order they were kept, the SHA-256 of its content, its receipt's seqs (little-endian `u64`s) and next seq — so that a retry is answered, not applied again |
 //!
 //! `writer_lease` and `lease_fence` are created by the admission transaction
 //! (they must exist before anything else can be claimed); everything else is
@@ -168,12 +168,12 @@ CREATE TABLE branch_entries (
 ) STRICT, WITHOUT ROWID;
 ";
 
-/// Version 3: the last identified commit (see `custos_core::storage::commit`,
-/// "Retries").
-pub(crate) const LAST_COMMIT_DDL: &str = "
-CREATE TABLE last_commit (
-    singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
-    id TEXT NOT NULL,
+/// Version 3: the kept identified commits (see
+/// `custos_core::storage::commit`, "Retries").
+pub(crate) const KEPT_COMMITS_DDL: &str = "
+CREATE TABLE kept_commits (
+    id TEXT PRIMARY KEY,
+    position INTEGER NOT NULL UNIQUE,
     digest BLOB NOT NULL,
     seqs BLOB NOT NULL,
     next_seq INTEGER NOT NULL
@@ -195,7 +195,7 @@ pub struct Migration {
 /// schema, and a fresh file is created at [`STORAGE_VERSION`] directly).
 /// 1 → 2 changes no table: `session.next_seq` becomes a floor under the
 /// derived head (see the module docs), which version-1 files already meet.
-/// 2 → 3 adds the `last_commit` table.
+/// 2 → 3 adds the `kept_commits` table.
 pub const MIGRATIONS: &[Migration] = &[
     Migration {
         from_version: 1,
@@ -203,7 +203,7 @@ pub const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         from_version: 2,
-        statements: LAST_COMMIT_DDL,
+        statements: KEPT_COMMITS_DDL,
     },
 ];
 

@@ -12,7 +12,7 @@ use custos_core::storage::{
     self as core_storage, BoundError, BranchScan, Commit, CommitContext, CommitError, CommitId,
     CommitPlan, CommitReceipt, Entry, EntryHead, EntryScan, Footprint, KeyPrefix, Kind, LastCommit,
     Namespace, RecordId, RecordKind, Register, RegisterChange, RegisterKey, Seq, Stats, Storage,
-    StorageError, UsageFigures, UsageRow, UsageScan, REASON_HANDLE_CLOSED,
+    StorageError, UsageFigures, UsageRow, UsageScan, KEPT_COMMITS, REASON_HANDLE_CLOSED,
 };
 use rusqlite::{
     params, Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior,
@@ -315,7 +315,7 @@ fn finish_open(conn: &mut Connection, held: &Held, mut version: i64) -> Result<(
         lease_rows::renew(&tx, &held.renew_request()).map_err(map)?;
         tx.execute_batch(schema::SCHEMA_V1)
             .map_err(Fault::db("ddl"))?;
-        tx.execute_batch(schema::LAST_COMMIT_DDL)
+        tx.execute_batch(schema::KEPT_COMMITS_DDL)
             .map_err(Fault::db("ddl"))?;
         tx.execute_batch(schema::WRITE_ONCE_TRIGGERS)
             .map_err(Fault::db("ddl"))?;
@@ -512,12 +512,12 @@ fn load_context(
     Ok(ctx)
 }
 
-/// The kept last identified commit, decoded totally and bounded.
-fn load_last_commit(c: &Connection) -> Result<Option<LastCommit>, Fault> {
-    let t = "last_commit";
-    c.prepare_cached("SELECT id, digest, seqs, next_seq FROM last_commit WHERE singleton = 1")
-        .map_err(Fault::db("load-last-commit"))?
-        .query_row([], |row| {
+/// The kept commit under `id`, decoded totally and bounded.
+fn load_kept_commit(c: &Connection, id: &CommitId) -> Result<Option<LastCommit>, Fault> {
+    let t = "kept_commits";
+    c.prepare_cached("SELECT id, digest, seqs, next_seq FROM kept_commits WHERE id = ?1")
+        .map_err(Fault::db("load-kept-commit"))?
+        .query_row([id.as_str()], |row| {
             Ok((|| {
                 let id = codec::text_ref(row, 0, MAX_ID_LEN)
                     .map_err(|e| Fault::Corrupt(format!("{t}: column id: {e}")))?
@@ -554,12 +554,13 @@ fn load_last_commit(c: &Connection) -> Result<Option<LastCommit>, Fault> {
             })())
         })
         .optional()
-        .map_err(Fault::db("load-last-commit"))?
+        .map_err(Fault::db("load-kept-commit"))?
         .transpose()
 }
 
-/// Keeps `last` as the last identified commit, in the commit's transaction.
-fn store_last_commit(c: &Connection, last: &LastCommit) -> Result<(), Fault> {
+/// Keeps `last` after the kept commits, and forgets the oldest beyond
+/// [`KEPT_COMMITS`], in the commit's transaction.
+fn keep_commit(c: &Connection, last: &LastCommit) -> Result<(), Fault> {
     let seqs: Vec<u8> = last
         .receipt
         .seqs
@@ -567,17 +568,24 @@ fn store_last_commit(c: &Connection, last: &LastCommit) -> Result<(), Fault> {
         .flat_map(|s| s.to_le_bytes())
         .collect();
     c.prepare_cached(
-        "INSERT OR REPLACE INTO last_commit (singleton, id, digest, seqs, next_seq)
-         VALUES (1, ?1, ?2, ?3, ?4)",
+        "INSERT OR REPLACE INTO kept_commits (id, position, digest, seqs, next_seq)
+         VALUES (?1, (SELECT COALESCE(MAX(position), 0) + 1 FROM kept_commits), ?2, ?3, ?4)",
     )
-    .map_err(Fault::db("store-last-commit"))?
+    .map_err(Fault::db("keep-commit"))?
     .execute(params![
         last.id.as_str(),
         &last.digest[..],
         seqs,
         seq_to_sql(last.receipt.next_seq)
     ])
-    .map_err(Fault::db("store-last-commit"))?;
+    .map_err(Fault::db("keep-commit"))?;
+    let keep = i64::try_from(KEPT_COMMITS).unwrap_or(i64::MAX);
+    c.prepare_cached(
+        "DELETE FROM kept_commits WHERE position <= (SELECT MAX(position) FROM kept_commits) - ?1",
+    )
+    .map_err(Fault::db("keep-commit"))?
+    .execute([keep])
+    .map_err(Fault::db("keep-commit"))?;
     Ok(())
 }
 
@@ -1021,13 +1029,13 @@ impl Storage for SqliteStorage {
             let (lease, head) = load_lease_and_head(tx)?;
             lease_rows::admit_commit(tx, held, &lease)?;
             let mut ctx = load_context(tx, head, &commit.footprint())?;
-            if commit.id.is_some() {
-                ctx.last = load_last_commit(tx)?;
+            if let Some(id) = &commit.id {
+                ctx.last = load_kept_commit(tx, id)?;
             }
             let plan = core_storage::decide(&ctx, commit).map_err(WriteErr::Commit)?;
             apply_plan(tx, &ctx, &plan)?;
             if let Some(last) = &plan.last {
-                store_last_commit(tx, last)?;
+                keep_commit(tx, last)?;
             }
             Ok(plan.receipt)
         })

@@ -661,7 +661,7 @@ fn a_version_1_file_migrates_and_keeps_its_head() {
         let raw = rusqlite::Connection::open(&path).unwrap();
         raw.execute_batch(
             "UPDATE session SET next_seq = -9223372036854775805, storage_version = 1;
-             DROP TABLE last_commit;
+             DROP TABLE kept_commits;
              PRAGMA user_version = 1;",
         )
         .unwrap();

@@ -8,7 +8,8 @@
 //!
 //! | table                    | role |
 //! |--------------------------|------|
-//! | `storage_sessions`       | one **head row** per session: the writer lease (`lease_owner`, `lease_fence`, `lease_expires_at`, all null when free), the fence high-water mark, the next seq and the stats projection. Every writing transaction of the session locks it first. Since version 2 it also keeps the session's last identified commit (`last_commit_id`, `last_commit_digest`, `last_commit_seqs`, `last_commit_next_seq`), whose retry is answered, not applied again. |
+//! | `storage_sessions`       | one **head row** per session: the writer lease (`lease_owner`, `lease_fence`, `lease_expires_at`, all null when free), the fence high-water mark, the next seq and the stats projection. Every writing transaction of the session locks it first. |
+//! | `storage_kept_commits`   | version 2: each session's last `KEPT_COMMITS` identified commits `(session, id) → (position, digest, seqs, next_seq)`, whose retries are answered, not applied again |
 //! | `storage_entries`        | write-once entries, primary key `(session, seq)`, `(session, id)` unique, with their branch-index place `(segment, pos)` |
 //! | `storage_usage`          | write-once usage rows, primary key `(session, seq)`, `(session, id)` unique |
 //! | `storage_registers`      | mutable cells `(session, namespace, key) → (value, seq)` |
@@ -195,16 +196,21 @@ const V1: &str = concat!(
     "
 );
 
-/// Version 2: the head row keeps the session's last identified commit (see
-/// `custos_core::storage::commit`, "Retries"): its id, the SHA-256 of its
-/// content, its receipt's seqs (little-endian `u64`s) and next seq; all
-/// null until a commit carries an id.
+/// Version 2: each session's kept identified commits (see
+/// `custos_core::storage::commit`, "Retries"): the id, its place in the
+/// order they were kept, the SHA-256 of its content, its receipt's seqs
+/// (little-endian `u64`s) and next seq.
 const V2: &str = "
-ALTER TABLE storage_sessions
-    ADD COLUMN last_commit_id text COLLATE \"C\",
-    ADD COLUMN last_commit_digest bytea,
-    ADD COLUMN last_commit_seqs bytea,
-    ADD COLUMN last_commit_next_seq numeric(20,0);
+CREATE TABLE storage_kept_commits (
+    session text COLLATE \"C\" NOT NULL,
+    id text COLLATE \"C\" NOT NULL,
+    position bigint NOT NULL,
+    digest bytea NOT NULL,
+    seqs bytea NOT NULL,
+    next_seq numeric(20,0) NOT NULL CHECK (next_seq >= 0 AND next_seq <= 18446744073709551615),
+    PRIMARY KEY (session, id),
+    UNIQUE (session, position)
+);
 ";
 
 /// The version history: `STEPS[i]` creates version `i + 1`.
