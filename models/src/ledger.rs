@@ -82,6 +82,8 @@ crate::mutants! {
         /// id: a restarted runtime's new admission of a running key is
         /// answered `Fresh`.
         RetryByTokenAlone => "retry-recognised-by-token-alone",
+        /// A retried admission is recognised in a closed scope too.
+        RetryInClosedScope => "retry-fresh-in-closed-scope",
         /// `open` leaves `admitted` rows `admitted`.
         OpenLeavesAdmitted => "open-leaves-admitted-rows-admitted",
     }
@@ -96,6 +98,7 @@ impl Mutant {
             Mutant::AdmitSkipsToken => admit_skips_token,
             Mutant::AdmitForgetsRequest => admit_forgets_request,
             Mutant::RetryByTokenAlone => retry_by_token_alone,
+            Mutant::RetryInClosedScope => retry_in_closed_scope,
             Mutant::OpenLeavesAdmitted => open_leaves_admitted,
         }
     }
@@ -167,6 +170,28 @@ fn retry_by_token_alone(v: &View, l: &Limits, r: &Request) -> Result<Decision, L
             && scope.state == ScopeState::Open
             && matches!(row.state, RowState::Admitted { .. })
         {
+            return Ok(Decision {
+                answer: Answer::Admission(Admission::Fresh),
+                effects: Vec::new(),
+            });
+        }
+    }
+    ledger::decide(v, l, r)
+}
+
+fn retry_in_closed_scope(v: &View, l: &Limits, r: &Request) -> Result<Decision, LedgerError> {
+    if let (
+        Request::Admit {
+            token,
+            request: Some(id),
+            ..
+        },
+        Some(scope),
+        Some(row),
+    ) = (r, &v.scope, &v.call)
+    {
+        let own = matches!(&row.state, RowState::Admitted { request: Some(q), .. } if q == id);
+        if own && scope.attach_token == *token && matches!(scope.state, ScopeState::Closed(_)) {
             return Ok(Decision {
                 answer: Answer::Admission(Admission::Fresh),
                 effects: Vec::new(),
@@ -253,6 +278,7 @@ mod rule {
     pub const REOPEN: u8 = 1 << 4;
     pub const RECOVERY: u8 = 1 << 5;
     pub const RETRY: u8 = 1 << 6;
+    pub const CLOSED: u8 = 1 << 7;
 }
 
 /// The global state: the ledger, the actors and the monitor.
@@ -412,7 +438,11 @@ impl LedgerModel {
             token: self.token(epoch),
             request: Some(self.request(key, epoch, generation)),
         };
+        let closed = matches!(self.scope_state(s), Some(ScopeState::Closed(_)));
         let fresh = matches!(self.run(s, &req), Ok(Answer::Admission(Admission::Fresh)));
+        if fresh && closed {
+            s.broken |= rule::CLOSED;
+        }
         if fresh && epoch != s.epoch {
             s.broken |= rule::STALE;
         }
@@ -769,6 +799,9 @@ fn rules() -> Vec<Property<LedgerModel>> {
             "a retried admission whose reply was lost gets its own Fresh",
             |_, s| s.broken & rule::RETRY == 0,
         ),
+        Property::<LedgerModel>::always("no admission is Fresh in a closed scope", |_, s| {
+            s.broken & rule::CLOSED == 0
+        }),
     ]
 }
 

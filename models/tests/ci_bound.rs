@@ -60,7 +60,7 @@ fn fence_model_holds_and_kills_every_mutant() {
 
 #[test]
 fn ledger_model_holds_and_kills_every_mutant() {
-    check("ledger", 311_020);
+    check("ledger", 313_168);
 }
 
 #[test]
