@@ -131,19 +131,7 @@ impl TryFrom<StoreRecord> for StoreState {
         let mut s = StoreState::new();
         s.next_seq = r.next_seq;
         s.stats = r.stats;
-        if r.kept_commits.len() > KEPT_COMMITS {
-            return Err(StateError::IndexMismatch(format!(
-                "{} kept commits, over the bound of {KEPT_COMMITS}",
-                r.kept_commits.len()
-            )));
-        }
-        let mut ids = std::collections::BTreeSet::new();
-        if let Some(k) = r.kept_commits.iter().find(|k| !ids.insert(k.id.clone())) {
-            return Err(StateError::IndexMismatch(format!(
-                "commit {} is kept twice",
-                k.id
-            )));
-        }
+        check_kept(&r.kept_commits)?;
         s.kept = r.kept_commits;
         let mut seqs: BTreeMap<Seq, ()> = BTreeMap::new();
         let mut claim_seq = |seq: Seq| -> Result<(), StateError> {
@@ -203,6 +191,24 @@ impl TryFrom<StoreRecord> for StoreState {
             });
         }
         Ok(s)
+    }
+}
+
+/// The kept commits of a record: at most [`KEPT_COMMITS`], each id once.
+fn check_kept(kept: &[LastCommit]) -> Result<(), StateError> {
+    if kept.len() > KEPT_COMMITS {
+        return Err(StateError::IndexMismatch(format!(
+            "{} kept commits, over the bound of {KEPT_COMMITS}",
+            kept.len()
+        )));
+    }
+    let mut ids = std::collections::BTreeSet::new();
+    match kept.iter().find(|k| !ids.insert(k.id.clone())) {
+        Some(k) => Err(StateError::IndexMismatch(format!(
+            "commit {} is kept twice",
+            k.id
+        ))),
+        None => Ok(()),
     }
 }
 
