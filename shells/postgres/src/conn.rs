@@ -501,8 +501,9 @@ struct Session {
 /// per operation; it bounds nothing.
 static ROUND_TRIPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// The round trips counted so far (see [`ROUND_TRIPS`]'s rule: `BEGIN`,
-/// statements, prepares on a cache miss, `COMMIT`).
+/// The client round trips this process's transactions made so far:
+/// `BEGIN`, statements, prepares of a statement not yet cached on its
+/// connection, `COMMIT`. For benchmarks; it bounds nothing.
 pub fn round_trips() -> u64 {
     ROUND_TRIPS.load(std::sync::atomic::Ordering::Relaxed)
 }
