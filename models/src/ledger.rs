@@ -827,6 +827,13 @@ fn admit_and_stop_answers() -> Vec<Property<LedgerModel>> {
             "an admission's reply is lost and its retry is awaited",
             |_, s| s.lost_fresh != 0,
         ),
+        Property::<LedgerModel>::sometimes("a closed scope holds an admitted call", |m, s| {
+            matches!(m.scope_state(s), Some(ScopeState::Closed(_)))
+                && s.ledger
+                    .calls
+                    .values()
+                    .any(|r| matches!(r.state, RowState::Admitted { .. }))
+        }),
         Property::<LedgerModel>::sometimes("admit answers Existing(Acked)", |m, s| {
             m.would_admit(s, s.epoch) == Ok(Admission::Existing(CallState::Acked))
         }),

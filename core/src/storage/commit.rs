@@ -152,20 +152,12 @@ impl Commit {
             h.update(b);
         };
         put(&self.ts.to_le_bytes());
-        put(&self.seq_floor.map_or([0xff; 9], |s| {
-            let mut b = [0u8; 9];
-            b[1..].copy_from_slice(&s.to_le_bytes());
-            b
-        }));
+        put(&opt_seq_bytes(self.seq_floor));
         for e in &self.expectations {
             put(b"expect");
             put(e.namespace.as_str().as_bytes());
             put(e.key.as_str().as_bytes());
-            put(&e.expected.map_or([0xff; 9], |s| {
-                let mut b = [0u8; 9];
-                b[1..].copy_from_slice(&s.to_le_bytes());
-                b
-            }));
+            put(&opt_seq_bytes(e.expected));
         }
         for w in &self.writes {
             match w {
@@ -317,6 +309,42 @@ pub struct CommitContext {
     /// The kept commit under the commit's own id, if the store keeps one
     /// ([`Footprint::commit`]).
     pub last: Option<LastCommit>,
+}
+
+/// The stored form of a kept commit's receipt seqs: each seq's eight
+/// little-endian bytes, in write order. Written once here so that every
+/// backend stores the same bytes.
+pub fn encode_seqs(seqs: &[Seq]) -> Vec<u8> {
+    seqs.iter().flat_map(|s| s.to_le_bytes()).collect()
+}
+
+/// Decodes [`encode_seqs`]'s bytes, totally: `None` unless they are whole
+/// seqs of at most [`MAX_WRITES_PER_COMMIT`] writes (checked before
+/// anything is allocated).
+pub fn decode_seqs(bytes: &[u8]) -> Option<Vec<Seq>> {
+    if bytes.len() % 8 != 0 || bytes.len() > MAX_WRITES_PER_COMMIT * 8 {
+        return None;
+    }
+    Some(
+        bytes
+            .chunks_exact(8)
+            .map(|c| {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(c);
+                u64::from_le_bytes(b)
+            })
+            .collect(),
+    )
+}
+
+/// An optional seq as nine fixed bytes for [`Commit::content_digest`]:
+/// `None` is all `0xff`, `Some` a `0` tag and the little-endian seq.
+fn opt_seq_bytes(s: Option<Seq>) -> [u8; 9] {
+    s.map_or([0xff; 9], |s| {
+        let mut b = [0u8; 9];
+        b[1..].copy_from_slice(&s.to_le_bytes());
+        b
+    })
 }
 
 /// What a store keeps of an identified commit (see the module docs'

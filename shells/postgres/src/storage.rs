@@ -97,9 +97,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use crate::conn::Tx;
 use custos_core::lease::{self, Fence, Lease, LeaseError, LeaseState, Owner, Request};
-use custos_core::storage::types::{
-    MAX_GET_ENTRIES, MAX_KEY_LEN, MAX_NAMESPACE_LEN, MAX_WRITES_PER_COMMIT,
-};
+use custos_core::storage::types::{MAX_GET_ENTRIES, MAX_KEY_LEN, MAX_NAMESPACE_LEN};
 use custos_core::storage::{
     self as core_storage, BoundError, BranchScan, Commit, CommitContext, CommitError, CommitId,
     CommitPlan, CommitReceipt, Entry, EntryHead, EntryScan, Footprint, KeyPrefix, LastCommit,
@@ -566,21 +564,13 @@ fn load_kept_commit(
     let digest = <[u8; 32]>::try_from(digest)
         .map_err(|_| codec::corrupt(t, "digest", format!("{} bytes, not 32", digest.len())))?;
     let raw: &[u8] = codec::get(&row, 1, t, "seqs")?;
-    if raw.len() % 8 != 0 || raw.len() > MAX_WRITES_PER_COMMIT * 8 {
-        return Err(codec::corrupt(
+    let seqs = core_storage::commit::decode_seqs(raw).ok_or_else(|| {
+        codec::corrupt(
             t,
             "seqs",
             format!("{} bytes are not a commit's seqs", raw.len()),
-        ));
-    }
-    let seqs = raw
-        .chunks_exact(8)
-        .map(|c| {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(c);
-            u64::from_le_bytes(b)
-        })
-        .collect();
+        )
+    })?;
     let next_seq = codec::u64_text(&row, 2, t, "next_seq")?;
     Ok(Some(LastCommit {
         id: id.clone(),
@@ -592,12 +582,7 @@ fn load_kept_commit(
 /// Keeps `last` after the session's kept commits and forgets the oldest
 /// beyond [`KEPT_COMMITS`], in the commit's transaction.
 fn keep_commit(tx: &mut Tx<'_>, session: &str, last: &LastCommit) -> Result<(), Failure> {
-    let seqs: Vec<u8> = last
-        .receipt
-        .seqs
-        .iter()
-        .flat_map(|s| s.to_le_bytes())
-        .collect();
+    let seqs = core_storage::commit::encode_seqs(&last.receipt.seqs);
     let keep = i64::try_from(KEPT_COMMITS).unwrap_or(i64::MAX);
     tx.execute(
         "WITH top AS (SELECT COALESCE(max(position), 0) AS p

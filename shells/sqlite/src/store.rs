@@ -531,20 +531,12 @@ fn load_kept_commit(c: &Connection, id: &CommitId) -> Result<Option<LastCommit>,
                 let raw = codec::blob_ref(row, 2, MAX_WRITES_PER_COMMIT * 8)
                     .map_err(|e| Fault::Corrupt(format!("{t}: column seqs: {e}")))?
                     .ok_or_else(|| Fault::Corrupt(format!("{t}: column seqs is null")))?;
-                if raw.len() % 8 != 0 {
-                    return Err(Fault::Corrupt(format!(
-                        "{t}: column seqs: {} bytes is not a whole number of seqs",
+                let seqs = core_storage::commit::decode_seqs(raw).ok_or_else(|| {
+                    Fault::Corrupt(format!(
+                        "{t}: column seqs: {} bytes are not a commit's seqs",
                         raw.len()
-                    )));
-                }
-                let seqs = raw
-                    .chunks_exact(8)
-                    .map(|c| {
-                        let mut b = [0u8; 8];
-                        b.copy_from_slice(c);
-                        u64::from_le_bytes(b)
-                    })
-                    .collect();
+                    ))
+                })?;
                 let next_seq = codec::seq(row, 3, t)?;
                 Ok(LastCommit {
                     id,
@@ -561,12 +553,7 @@ fn load_kept_commit(c: &Connection, id: &CommitId) -> Result<Option<LastCommit>,
 /// Keeps `last` after the kept commits, and forgets the oldest beyond
 /// [`KEPT_COMMITS`], in the commit's transaction.
 fn keep_commit(c: &Connection, last: &LastCommit) -> Result<(), Fault> {
-    let seqs: Vec<u8> = last
-        .receipt
-        .seqs
-        .iter()
-        .flat_map(|s| s.to_le_bytes())
-        .collect();
+    let seqs = core_storage::commit::encode_seqs(&last.receipt.seqs);
     c.prepare_cached(
         "INSERT OR REPLACE INTO kept_commits (id, position, digest, seqs, next_seq)
          VALUES (?1, (SELECT COALESCE(MAX(position), 0) + 1 FROM kept_commits), ?2, ?3, ?4)",
