@@ -160,6 +160,18 @@ fn random_word() -> String {
 impl Cluster {
     /// Initialises and starts a new private cluster.
     pub fn start() -> Result<Cluster, ClusterError> {
+        Self::start_inner(None)
+    }
+
+    /// Initialises and starts a new private cluster that offers TLS with
+    /// the given certificate chain and private key (PEM; a test makes them
+    /// at run time). Plain connections are still accepted, so a client's
+    /// `sslmode` decides.
+    pub fn start_with_tls(cert_pem: &str, key_pem: &str) -> Result<Cluster, ClusterError> {
+        Self::start_inner(Some((cert_pem, key_pem)))
+    }
+
+    fn start_inner(tls: Option<(&str, &str)>) -> Result<Cluster, ClusterError> {
         let bin = server_bin()?;
         let root = std::env::temp_dir().join(format!("custos-pg-{}", random_word()));
         fs::create_dir_all(root.join("sock")).map_err(io_err("create the cluster directory"))?;
@@ -196,6 +208,9 @@ impl Cluster {
             watchdog: None,
         };
         cluster.initdb()?;
+        if let Some((cert, key)) = tls {
+            cluster.enable_tls(cert, key)?;
+        }
         cluster.watch()?;
         cluster.launch()?;
         cluster.create_database()?;
@@ -266,6 +281,40 @@ impl Cluster {
             .open(self.data().join("postgresql.conf"))
             .map_err(io_err("open postgresql.conf"))?;
         io::Write::write_all(&mut f, conf.as_bytes()).map_err(io_err("write postgresql.conf"))
+    }
+
+    /// Writes the server's certificate and key into the data directory
+    /// (the key readable by the server's user only) and turns `ssl` on.
+    fn enable_tls(&self, cert_pem: &str, key_pem: &str) -> Result<(), ClusterError> {
+        use std::os::unix::fs::PermissionsExt;
+        let data = self.data();
+        fs::write(data.join("server.crt"), cert_pem).map_err(io_err("write server.crt"))?;
+        fs::write(data.join("server.key"), key_pem).map_err(io_err("write server.key"))?;
+        fs::set_permissions(data.join("server.key"), fs::Permissions::from_mode(0o600))
+            .map_err(io_err("chmod server.key"))?;
+        if let Some(user) = &self.run_as {
+            let st = Command::new("chown")
+                .arg(format!("{user}:"))
+                .arg(data.join("server.crt"))
+                .arg(data.join("server.key"))
+                .status()
+                .map_err(io_err("chown the certificate"))?;
+            if !st.success() {
+                return Err(ClusterError::Step {
+                    step: "chown",
+                    detail: format!("cannot give the certificate to user {user:?}"),
+                });
+            }
+        }
+        let mut f = fs::OpenOptions::new()
+            .append(true)
+            .open(data.join("postgresql.conf"))
+            .map_err(io_err("open postgresql.conf"))?;
+        io::Write::write_all(
+            &mut f,
+            b"ssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n",
+        )
+        .map_err(io_err("write postgresql.conf"))
     }
 
     /// A process that stops the server once this process is gone.

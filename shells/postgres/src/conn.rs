@@ -12,6 +12,8 @@ use postgres::error::SqlState;
 use postgres::types::ToSql;
 use postgres::{Client, Config as PgConfig, IsolationLevel, NoTls, Row, Statement, Transaction};
 
+use crate::tls::{self, TlsMode, TlsSettings};
+
 /// How many times a transaction that lost a serialization conflict or a
 /// deadlock is retried before it is reported as a fault.
 pub const MAX_RETRIES: u32 = 8;
@@ -27,6 +29,8 @@ pub struct Target {
     config: PgConfig,
     schema: String,
     waits: Waits,
+    tls: TlsSettings,
+    connector: Option<tokio_postgres_rustls::MakeRustlsConnect>,
 }
 
 impl fmt::Debug for Target {
@@ -35,6 +39,7 @@ impl fmt::Debug for Target {
             .field("endpoint", &self.endpoint())
             .field("schema", &self.schema)
             .field("waits", &self.waits)
+            .field("tls", &self.tls.mode)
             .finish_non_exhaustive()
     }
 }
@@ -125,8 +130,17 @@ pub enum ConnectError {
         /// The name given.
         schema: String,
     },
-    /// The server could not be reached, did not answer in time, or refused
-    /// the login.
+    /// The TLS settings cannot be used: the `sslrootcert` file is missing,
+    /// too long, or holds no PEM certificate.
+    #[error("InvalidTls: {detail}")]
+    InvalidTls {
+        /// What is wrong (the file's path, never its text).
+        detail: String,
+    },
+    /// The server could not be reached, did not answer in time, refused
+    /// the login, or failed the TLS the string asks for (no TLS offered to
+    /// `require`, a certificate that does not chain to the named CA or does
+    /// not name the host).
     #[error("Unavailable: {endpoint}: {reason}")]
     Unavailable {
         /// `host:port/database` — never the user or the password.
@@ -150,6 +164,12 @@ fn invalid(detail: &'static str) -> ConnectError {
 /// not percent-encoded would otherwise spill into the host, the database
 /// name or the parameters), a string longer than [`MAX_URL_LEN`].
 pub fn parse_url(text: &str) -> Result<PgConfig, ConnectError> {
+    parse_parts(text).map(|(cfg, _)| cfg)
+}
+
+/// [`parse_url`], and the TLS settings it takes out of the string before
+/// the client's parser sees it ([`crate::tls`]).
+fn parse_parts(text: &str) -> Result<(PgConfig, TlsSettings), ConnectError> {
     if text.trim().is_empty() {
         return Err(invalid("the string is empty"));
     }
@@ -159,7 +179,7 @@ pub fn parse_url(text: &str) -> Result<PgConfig, ConnectError> {
     let lower = text.get(..14).unwrap_or(text).to_ascii_lowercase();
     let is_url = lower.starts_with("postgres://") || lower.starts_with("postgresql://");
     let normalized = if is_url {
-        let u = url::Url::parse(text)
+        let mut u = url::Url::parse(text)
             .map_err(|_| invalid("not a URL: percent-encode any of @ : / ? # [ ] % or a space in the user, password or database name"))?;
         if text.contains('#') || u.fragment().is_some() {
             return Err(invalid(
@@ -178,10 +198,37 @@ pub fn parse_url(text: &str) -> Result<PgConfig, ConnectError> {
         {
             return Err(invalid("no host"));
         }
-        u.as_str().to_owned()
+        let pairs: Vec<(String, String)> = u.query_pairs().into_owned().collect();
+        let (taken, kept) = take_tls_keys(pairs);
+        if !taken.is_empty() {
+            // Only the TLS keys leave; the rest is written back encoded as
+            // the client's parser decodes it.
+            let query = kept
+                .iter()
+                .map(|(k, v)| format!("{}={}", percent_encode(k), percent_encode(v)))
+                .collect::<Vec<_>>()
+                .join("&");
+            u.set_query((!query.is_empty()).then_some(query.as_str()));
+        }
+        (u.as_str().to_owned(), taken)
     } else {
-        text.to_owned()
+        match key_value_pairs(text) {
+            Some(pairs) if pairs.iter().any(|(k, _)| is_tls_key(k)) => {
+                let (taken, kept) = take_tls_keys(pairs);
+                let rest = kept
+                    .iter()
+                    .map(|(k, v)| format!("{k}='{}'", v.replace('\\', "\\\\").replace('\'', "\\'")))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                (rest, taken)
+            }
+            // Without TLS keys (or unparsable: the client's parser refuses
+            // it below) the string goes to the client as written.
+            _ => (text.to_owned(), Vec::new()),
+        }
     };
+    let (normalized, taken) = normalized;
+    let tls = tls::settings(&taken)?;
     let cfg: PgConfig = normalized
         .parse()
         .map_err(|_| invalid("the postgres client refuses a host, port or parameter of it"))?;
@@ -198,7 +245,82 @@ pub fn parse_url(text: &str) -> Result<PgConfig, ConnectError> {
             }
         }
     }
-    Ok(cfg)
+    Ok((cfg, tls))
+}
+
+fn is_tls_key(k: &str) -> bool {
+    tls::TLS_KEYS.contains(&k) || tls::REFUSED_KEYS.contains(&k)
+}
+
+/// Splits `pairs` into the TLS keys ([`crate::tls`] reads them) and the
+/// rest, each in its order.
+fn take_tls_keys(pairs: Vec<(String, String)>) -> (Vec<(String, String)>, Vec<(String, String)>) {
+    pairs.into_iter().partition(|(k, _)| is_tls_key(k))
+}
+
+/// Percent-encodes every byte but `A-Za-z0-9-._~`.
+fn percent_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The `key=value` pairs of a libpq keyword string (whitespace between
+/// pairs and around `=`; a value single-quoted or bare, `\` escaping the
+/// next character in either), or `None` if it is not one.
+fn key_value_pairs(text: &str) -> Option<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    let mut it = text.chars().peekable();
+    let skip_space = |it: &mut std::iter::Peekable<std::str::Chars<'_>>| {
+        while it.peek().is_some_and(|c| c.is_whitespace()) {
+            it.next();
+        }
+    };
+    loop {
+        skip_space(&mut it);
+        if it.peek().is_none() {
+            return Some(out);
+        }
+        let mut key = String::new();
+        while let Some(&c) = it.peek() {
+            if c == '=' || c.is_whitespace() {
+                break;
+            }
+            key.push(c);
+            it.next();
+        }
+        skip_space(&mut it);
+        if it.next() != Some('=') {
+            return None;
+        }
+        skip_space(&mut it);
+        let mut value = String::new();
+        if it.peek() == Some(&'\'') {
+            it.next();
+            loop {
+                match it.next()? {
+                    '\\' => value.push(it.next()?),
+                    '\'' => break,
+                    c => value.push(c),
+                }
+            }
+        } else {
+            while let Some(&c) = it.peek() {
+                if c.is_whitespace() {
+                    break;
+                }
+                it.next();
+                value.push(if c == '\\' { it.next()? } else { c });
+            }
+        }
+        out.push((key, value));
+    }
 }
 
 impl Target {
@@ -208,7 +330,7 @@ impl Target {
     /// defaults ([`Waits::default`]) except where the string sets them.
     pub fn new(url: impl AsRef<str>, schema: impl Into<String>) -> Result<Self, ConnectError> {
         let text = url.as_ref();
-        let config = parse_url(text)?;
+        let (config, tls) = parse_parts(text)?;
         let schema = schema.into();
         let valid = !schema.is_empty()
             && schema.len() <= MAX_SCHEMA_LEN
@@ -232,11 +354,19 @@ impl Target {
         if text.contains("keepalives_idle") {
             waits.keepalive_idle = config.get_keepalives_idle();
         }
+        let connector = tls::connector(&tls)?;
         Ok(Target {
             config,
             schema,
             waits,
+            tls,
+            connector,
         })
+    }
+
+    /// How this target's connections use TLS.
+    pub fn tls_mode(&self) -> TlsMode {
+        self.tls.mode
     }
 
     /// The schema name.
@@ -297,11 +427,20 @@ impl Target {
             endpoint: self.endpoint(),
             reason,
         };
+        cfg.ssl_mode(match self.tls.mode {
+            TlsMode::Disable => postgres::config::SslMode::Disable,
+            TlsMode::Prefer => postgres::config::SslMode::Prefer,
+            _ => postgres::config::SslMode::Require,
+        });
+        let connector = self.connector.clone();
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         std::thread::Builder::new()
             .name("custos-pg-connect".into())
             .spawn(move || {
-                let _ = tx.send(cfg.connect(NoTls));
+                let _ = tx.send(match connector {
+                    Some(tls) => cfg.connect(tls),
+                    None => cfg.connect(NoTls),
+                });
             })
             .map_err(|e| unavailable(format!("cannot start the connecting thread: {e}")))?;
         match rx.recv_timeout(w.connect) {

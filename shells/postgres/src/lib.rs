@@ -75,15 +75,20 @@
 //! admission carrying its own request id (`Ledger::admit_once`), a `finish`
 //! of the same outcome and a storage commit carrying its own commit id
 //! (`Commit::identified`) are answered as the first attempt was;
+//! so are a retried catalogue `Delete` and access `InviteMember`;
 //! `docs/retries.md` in the repository lists what every other request's
-//! retry is answered (the catalogue and the access plane do not yet
-//! recognise their own writes). A handle reconnects on its next
-//! call. The connection URL
+//! retry is answered. A handle reconnects on its next call. The connection
+//! URL
 //! is a secret: no error, Debug output or log line of this crate shows it
 //! or its password ([`redact`] gives `host:port/database`).
 //!
-//! TLS is not negotiated (`NoTls`): reach the server over loopback, a Unix
-//! socket, or a tunnel you trust.
+//! ## TLS
+//!
+//! The connection string's `sslmode` and `sslrootcert` are read as libpq
+//! reads them and carried out by rustls ([`tls`] tabulates the modes):
+//! `verify-full` checks the server's certificate against the named CA and
+//! the host name, `require` refuses a server that offers no TLS, and
+//! `prefer` (the default) encrypts when the server offers it.
 
 pub mod access;
 pub mod catalogue;
@@ -94,9 +99,11 @@ mod effects;
 pub mod ledger;
 mod open;
 pub mod storage;
+pub mod tls;
 
 pub use conn::{redact, ConnectError, SchemaError, Target};
 pub use open::{OpenError, Refusal};
+pub use tls::TlsMode;
 
 use custos_core::identity::StorageIdentity;
 

@@ -76,6 +76,15 @@ fn no_part_of_a_password_reaches_any_message() {
                 "host=127.0.0.1 port=1 user=custos password='{}'",
                 pw.replace('\'', "")
             ),
+            // With TLS keys, which are taken out and the rest rewritten.
+            format!(
+                "postgresql://custos:{}@127.0.0.1:1/custos?sslmode=disable",
+                percent_encoded(&pw)
+            ),
+            format!(
+                "host=127.0.0.1 port=1 user=custos password='{}' sslmode=disable",
+                pw.replace('\'', "\\'")
+            ),
         ] {
             match Target::new(&url, "public") {
                 Err(e) => {
@@ -92,6 +101,26 @@ fn no_part_of_a_password_reaches_any_message() {
                 }
             }
         }
+    }
+}
+
+#[test]
+fn taking_out_the_tls_keys_keeps_every_other_parameter() {
+    for pw in passwords() {
+        let kv = format!(
+            "host=127.0.0.1 port=1 user=custos sslmode=require password='{}' dbname='a b'",
+            pw.replace('\\', "\\\\").replace('\'', "\\'")
+        );
+        let cfg = custos_postgres::conn::parse_url(&kv).unwrap();
+        assert_eq!(cfg.get_password(), Some(pw.as_bytes()), "{pw:?}");
+        assert_eq!(cfg.get_dbname(), Some("a b"));
+        let url = format!(
+            "postgresql://custos:{}@127.0.0.1:1/custos?sslmode=require&application_name=a%20b%26c",
+            percent_encoded(&pw)
+        );
+        let cfg = custos_postgres::conn::parse_url(&url).unwrap();
+        assert_eq!(cfg.get_password(), Some(pw.as_bytes()), "{pw:?}");
+        assert_eq!(cfg.get_application_name(), Some("a b&c"));
     }
 }
 
