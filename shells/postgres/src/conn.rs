@@ -212,20 +212,7 @@ fn parse_parts(text: &str) -> Result<(PgConfig, TlsSettings), ConnectError> {
         }
         (u.as_str().to_owned(), taken)
     } else {
-        match key_value_pairs(text) {
-            Some(pairs) if pairs.iter().any(|(k, _)| is_tls_key(k)) => {
-                let (taken, kept) = take_tls_keys(pairs);
-                let rest = kept
-                    .iter()
-                    .map(|(k, v)| format!("{k}='{}'", v.replace('\\', "\\\\").replace('\'', "\\'")))
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                (rest, taken)
-            }
-            // Without TLS keys (or unparsable: the client's parser refuses
-            // it below) the string goes to the client as written.
-            _ => (text.to_owned(), Vec::new()),
-        }
+        split_key_value(text)
     };
     let (normalized, taken) = normalized;
     let tls = tls::settings(&taken)?;
@@ -248,13 +235,34 @@ fn parse_parts(text: &str) -> Result<(PgConfig, TlsSettings), ConnectError> {
     Ok((cfg, tls))
 }
 
+/// A keyword string without its TLS keys, and those keys.
+fn split_key_value(text: &str) -> (String, Vec<Pair>) {
+    match key_value_pairs(text) {
+        Some(pairs) if pairs.iter().any(|(k, _)| is_tls_key(k)) => {
+            let (taken, kept) = take_tls_keys(pairs);
+            let rest = kept
+                .iter()
+                .map(|(k, v)| format!("{k}='{}'", v.replace('\\', "\\\\").replace('\'', "\\'")))
+                .collect::<Vec<_>>()
+                .join(" ");
+            (rest, taken)
+        }
+        // Without TLS keys (or unparsable: the client's parser refuses
+        // it below) the string goes to the client as written.
+        _ => (text.to_owned(), Vec::new()),
+    }
+}
+
+/// A connection string's `(key, value)`.
+type Pair = (String, String);
+
 fn is_tls_key(k: &str) -> bool {
     tls::TLS_KEYS.contains(&k) || tls::REFUSED_KEYS.contains(&k)
 }
 
 /// Splits `pairs` into the TLS keys ([`crate::tls`] reads them) and the
 /// rest, each in its order.
-fn take_tls_keys(pairs: Vec<(String, String)>) -> (Vec<(String, String)>, Vec<(String, String)>) {
+fn take_tls_keys(pairs: Vec<Pair>) -> (Vec<Pair>, Vec<Pair>) {
     pairs.into_iter().partition(|(k, _)| is_tls_key(k))
 }
 
