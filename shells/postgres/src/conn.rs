@@ -4,13 +4,15 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use custos_core::Millis;
 use postgres::error::SqlState;
 use postgres::types::ToSql;
-use postgres::{Client, Config as PgConfig, IsolationLevel, NoTls, Row, Statement, Transaction};
+/// The synchronous client [`Target::connect`] returns.
+pub use postgres::Client;
+use postgres::{Config as PgConfig, IsolationLevel, NoTls, Row, Statement, Transaction};
 
 use crate::tls::{self, TlsMode, TlsSettings};
 
@@ -31,6 +33,7 @@ pub struct Target {
     waits: Waits,
     tls: TlsSettings,
     connector: Option<tokio_postgres_rustls::MakeRustlsConnect>,
+    pool_size: usize,
 }
 
 impl fmt::Debug for Target {
@@ -40,6 +43,7 @@ impl fmt::Debug for Target {
             .field("schema", &self.schema)
             .field("waits", &self.waits)
             .field("tls", &self.tls.mode)
+            .field("pool_size", &self.pool_size)
             .finish_non_exhaustive()
     }
 }
@@ -77,6 +81,10 @@ pub struct Waits {
     /// proceed; the stalled host's transaction rolls back and its next use
     /// reconnects.
     pub idle_in_transaction: Duration,
+    /// The longest wait for one of the handle's connections when every one
+    /// is in use by other threads (default [`DEFAULT_CHECKOUT_TIMEOUT`]);
+    /// past it the call is `Unavailable` naming this bound.
+    pub checkout: Duration,
 }
 
 /// The default bound on connecting.
@@ -95,6 +103,16 @@ pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
 /// holds the rows every other host's writer locks first.
 pub const DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The default bound on waiting for a free connection of a handle's pool:
+/// every transaction a connection runs is itself bounded by the statement
+/// and lock timeouts, so a wait past this means the pool is too small for
+/// the load.
+pub const DEFAULT_CHECKOUT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The default number of connections one handle may hold open
+/// ([`Target::pool_size`]).
+pub const DEFAULT_POOL_SIZE: usize = 8;
+
 impl Default for Waits {
     fn default() -> Self {
         Waits {
@@ -104,6 +122,7 @@ impl Default for Waits {
             statement: DEFAULT_STATEMENT_TIMEOUT,
             lock: DEFAULT_LOCK_TIMEOUT,
             idle_in_transaction: DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT,
+            checkout: DEFAULT_CHECKOUT_TIMEOUT,
         }
     }
 }
@@ -369,7 +388,22 @@ impl Target {
             waits,
             tls,
             connector,
+            pool_size: DEFAULT_POOL_SIZE,
         })
+    }
+
+    /// Sets how many connections one handle opened on this target may hold
+    /// (default [`DEFAULT_POOL_SIZE`]; at least 1). A handle opens them as
+    /// threads sharing it need them, never more than this; a thread finding
+    /// every one in use waits up to [`Waits::checkout`].
+    pub fn pool_size(mut self, n: usize) -> Self {
+        self.pool_size = n.max(1);
+        self
+    }
+
+    /// The most connections one handle on this target holds.
+    pub fn max_connections(&self) -> usize {
+        self.pool_size
     }
 
     /// How this target's connections use TLS.
@@ -625,11 +659,68 @@ pub fn db(op: &'static str) -> impl Fn(postgres::Error) -> Failure {
     move |e| classify(op, &e)
 }
 
-/// One handle's connection: opened at the handle's open, reopened on the
-/// next use after the server dropped it (a restart, a terminated backend).
+/// One handle's connections: a bounded pool, so threads sharing a handle
+/// (every handle is `Send + Sync`) run their transactions side by side on
+/// connections of their own. The first connection is opened at the
+/// handle's open; others as concurrent callers need them, up to
+/// [`Target::pool_size`]. A connection the server dropped (a restart, a
+/// terminated backend) is discarded when a transaction on it fails, and
+/// with it every idle one (they met the same restart); the next call
+/// connects afresh.
+///
+/// The pool is this crate's own, some sixty lines over a mutex and a
+/// condition variable, rather than `r2d2`'s: `r2d2` opens connections on
+/// helper threads of its own (three per pool) and retries a failed
+/// connect in the background, so a refused connection becomes a wait for
+/// the whole checkout timeout and its typed error a string; here a caller
+/// that needs a new connection opens it itself, within
+/// [`Waits::connect`], and gets the refusal as it happened.
 pub struct Conn {
     target: Target,
-    client: Mutex<Option<Session>>,
+    pool: Mutex<Pool>,
+    freed: Condvar,
+}
+
+/// The pool's state: idle connections, and how many are open in all
+/// (idle, in use, or being opened).
+struct Pool {
+    idle: Vec<Session>,
+    open: usize,
+}
+
+/// A connection checked out of a [`Conn`]'s pool; back into it when
+/// dropped, unless it was marked broken.
+struct Lease<'a> {
+    conn: &'a Conn,
+    session: Option<Session>,
+    broken: bool,
+}
+
+impl Lease<'_> {
+    fn session(&mut self) -> Result<&mut Session, Failure> {
+        self.session
+            .as_mut()
+            .ok_or_else(|| Failure::Unavailable("no connection".to_owned()))
+    }
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        let mut pool = self.conn.lock_pool();
+        match self.session.take() {
+            Some(s) if !self.broken && !s.client.is_closed() => pool.idle.push(s),
+            _ => {
+                pool.open = pool.open.saturating_sub(1);
+                if self.broken {
+                    // The server went away under this connection: the idle
+                    // ones met the same restart.
+                    pool.open = pool.open.saturating_sub(pool.idle.len());
+                    pool.idle.clear();
+                }
+            }
+        }
+        self.conn.freed.notify_one();
+    }
 }
 
 /// The most statements one connection keeps prepared; past it the cache
@@ -771,10 +862,14 @@ impl Conn {
         let client = target.connect()?;
         Ok(Conn {
             target,
-            client: Mutex::new(Some(Session {
-                client,
-                cache: HashMap::new(),
-            })),
+            pool: Mutex::new(Pool {
+                idle: vec![Session {
+                    client,
+                    cache: HashMap::new(),
+                }],
+                open: 1,
+            }),
+            freed: Condvar::new(),
         })
     }
 
@@ -783,24 +878,74 @@ impl Conn {
         &self.target
     }
 
-    fn client(&self) -> Result<MutexGuard<'_, Option<Session>>, Failure> {
-        let mut g = self
-            .client
-            .lock()
-            .map_err(|_| Failure::Db("lock", "the connection's lock is poisoned".to_owned()))?;
-        if g.as_ref().is_none_or(|s| s.client.is_closed()) {
-            // A new connection prepares its statements afresh.
-            *g = None;
-            let client = self.target.connect().map_err(|e| match e {
-                ConnectError::Unavailable { reason, .. } => Failure::Unavailable(reason),
-                other => Failure::Db("connect", other.to_string()),
-            })?;
-            *g = Some(Session {
-                client,
-                cache: HashMap::new(),
-            });
+    /// The pool's lock. Its state is changed only by a few assignments
+    /// that cannot panic, so a poisoned lock (a caller's thread panicked
+    /// elsewhere while holding it) still guards a consistent state.
+    fn lock_pool(&self) -> MutexGuard<'_, Pool> {
+        self.pool.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// How many connections this handle holds open now (idle or in use).
+    pub fn open_connections(&self) -> usize {
+        self.lock_pool().open
+    }
+
+    /// An idle connection, a new one if fewer than the pool's size are
+    /// open, or the first freed within [`Waits::checkout`].
+    fn checkout(&self) -> Result<Lease<'_>, Failure> {
+        let bound = self.target.waits.checkout;
+        let deadline = Instant::now() + bound;
+        let mut pool = self.lock_pool();
+        loop {
+            while let Some(s) = pool.idle.pop() {
+                if s.client.is_closed() {
+                    pool.open = pool.open.saturating_sub(1);
+                    continue;
+                }
+                return Ok(self.lease(Some(s)));
+            }
+            if pool.open < self.target.pool_size {
+                pool.open += 1;
+                drop(pool);
+                // Counted before connecting, so concurrent callers never
+                // open more than the pool's size; uncounted on failure.
+                return match self.target.connect() {
+                    Ok(client) => Ok(self.lease(Some(Session {
+                        client,
+                        cache: HashMap::new(),
+                    }))),
+                    Err(e) => {
+                        drop(self.lease(None));
+                        Err(match e {
+                            ConnectError::Unavailable { reason, .. } => {
+                                Failure::Unavailable(reason)
+                            }
+                            other => Failure::Db("connect", other.to_string()),
+                        })
+                    }
+                };
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Failure::Unavailable(format!(
+                    "all {} connections of this handle stayed in use for the {} ms checkout bound (Waits::checkout; Target::pool_size sets how many)",
+                    self.target.pool_size,
+                    bound.as_millis()
+                )));
+            }
+            pool = self
+                .freed
+                .wait_timeout(pool, left)
+                .map_or_else(|p| p.into_inner().0, |(g, _)| g);
         }
-        Ok(g)
+    }
+
+    fn lease(&self, session: Option<Session>) -> Lease<'_> {
+        Lease {
+            conn: self,
+            session,
+            broken: false,
+        }
     }
 
     /// Runs `body` in one READ COMMITTED transaction and commits it. The
@@ -816,10 +961,8 @@ impl Conn {
     ) -> Result<T, TxError<E>> {
         let mut attempt = 0;
         loop {
-            let mut guard = self.client()?;
-            let session = guard
-                .as_mut()
-                .ok_or_else(|| Failure::Unavailable("no connection".to_owned()))?;
+            let mut lease = self.checkout()?;
+            let session = lease.session()?;
             let result = (|| {
                 let Session { client, cache } = session;
                 trip(1);
@@ -838,12 +981,12 @@ impl Conn {
                 Err(TxError::Failure(Failure::Retry(r))) if attempt < MAX_RETRIES => {
                     attempt += 1;
                     tracing::debug!("postgres transaction retried ({attempt}): {r}");
-                    drop(guard);
+                    drop(lease);
                     std::thread::sleep(Duration::from_millis(u64::from(attempt) * 5));
                 }
                 Err(TxError::Failure(Failure::Unavailable(r))) => {
-                    // Drop the client so the next use reconnects.
-                    *guard = None;
+                    // Discard the connection so the next use reconnects.
+                    lease.broken = true;
                     return Err(TxError::Failure(Failure::Unavailable(r)));
                 }
                 other => return other,
@@ -857,10 +1000,8 @@ impl Conn {
         &self,
         body: impl FnOnce(&mut Tx<'_>) -> Result<T, TxError<E>>,
     ) -> Result<T, TxError<E>> {
-        let mut guard = self.client()?;
-        let session = guard
-            .as_mut()
-            .ok_or_else(|| Failure::Unavailable("no connection".to_owned()))?;
+        let mut lease = self.checkout()?;
+        let session = lease.session()?;
         let result = (|| {
             let Session { client, cache } = session;
             trip(1);
@@ -877,7 +1018,7 @@ impl Conn {
             Ok(v)
         })();
         if matches!(result, Err(TxError::Failure(Failure::Unavailable(_)))) {
-            *guard = None;
+            lease.broken = true;
         }
         result
     }
@@ -885,15 +1026,16 @@ impl Conn {
     /// The backend's process id (tests terminate it with
     /// `pg_terminate_backend`).
     pub fn backend_pid(&self) -> Result<i32, Failure> {
-        let mut guard = self.client()?;
-        let session = guard
-            .as_mut()
-            .ok_or_else(|| Failure::Unavailable("no connection".to_owned()))?;
+        let mut lease = self.checkout()?;
+        let session = lease.session()?;
         let row = session
             .client
             .query_one("SELECT pg_backend_pid()", &[])
-            .map_err(db("backend-pid"))?;
-        row.try_get(0).map_err(db("backend-pid"))
+            .map_err(db("backend-pid"));
+        if matches!(row, Err(Failure::Unavailable(_))) {
+            lease.broken = true;
+        }
+        row?.try_get(0).map_err(db("backend-pid"))
     }
 }
 

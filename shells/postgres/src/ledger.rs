@@ -101,7 +101,7 @@
 
 pub use crate::open::{OpenError, Refusal};
 use std::fmt;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{RwLock, RwLockReadGuard};
 
 use custos_core::ledger::{
     self, Answer, AttachToken, CallRow, CloseOutcome, Digest, Effect, Key, Ledger, LedgerError,
@@ -218,7 +218,9 @@ fn malformed(detail: impl Into<String>) -> TxError<LedgerError> {
 /// handle, serialized by a mutex; any number of handles (in any number of
 /// processes and hosts) may share the schema.
 pub struct PgLedger {
-    conn: Mutex<Option<Conn>>,
+    /// `None` once closed. Calls share it (each runs on a connection of
+    /// the pool's own); `close` takes it alone, after the calls in flight.
+    conn: RwLock<Option<Conn>>,
     schema: String,
     read_only: bool,
 }
@@ -252,7 +254,7 @@ impl PgLedger {
         let conn = Conn::open(target)?;
         LEDGER_COMPONENT.prepare(&conn)?;
         Ok(PgLedger {
-            conn: Mutex::new(Some(conn)),
+            conn: RwLock::new(Some(conn)),
             schema,
             read_only: false,
         })
@@ -290,7 +292,7 @@ impl PgLedger {
             })?;
         match found {
             Some(v) if v == LEDGER_VERSION => Ok(Existing::Ledger(Box::new(PgLedger {
-                conn: Mutex::new(Some(conn)),
+                conn: RwLock::new(Some(conn)),
                 schema,
                 read_only: true,
             }))),
@@ -326,8 +328,8 @@ impl PgLedger {
             .map_err(failure)
     }
 
-    fn lock(&self) -> Result<MutexGuard<'_, Option<Conn>>, LedgerError> {
-        self.conn.lock().map_err(|_| LedgerError::BackendFault {
+    fn lock(&self) -> Result<RwLockReadGuard<'_, Option<Conn>>, LedgerError> {
+        self.conn.read().map_err(|_| LedgerError::BackendFault {
             reason: "postgres-ledger-poisoned".to_owned(),
         })
     }
@@ -973,7 +975,10 @@ impl Ledger for PgLedger {
 
     fn close(&self) -> Result<(), LedgerError> {
         // Dropping the client ends the session.
-        drop(self.lock()?.take());
+        let mut g = self.conn.write().map_err(|_| LedgerError::BackendFault {
+            reason: "postgres-ledger-poisoned".to_owned(),
+        })?;
+        drop(g.take());
         Ok(())
     }
 

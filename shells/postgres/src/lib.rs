@@ -82,6 +82,18 @@
 //! is a secret: no error, Debug output or log line of this crate shows it
 //! or its password ([`redact`] gives `host:port/database`).
 //!
+//! ## Threads
+//!
+//! Every handle is `Send + Sync`: threads sharing one (in an `Arc`) run
+//! their calls side by side, each on a connection of the handle's bounded
+//! pool ([`Target::pool_size`], 8 by default; opened as needed, never more).
+//! Writers of one scope still serialize on its head row in the server. A
+//! connection the server dropped is discarded, with the idle ones beside
+//! it, and the next call connects afresh; a thread finding every
+//! connection in use waits at most [`conn::Waits::checkout`].
+//! `tests/pool.rs` shares one handle among 32 threads through a postmaster
+//! SIGKILL and restart.
+//!
 //! ## TLS
 //!
 //! The connection string's `sslmode` and `sslrootcert` are read as libpq

@@ -93,7 +93,7 @@ mod snapshot;
 pub use crate::open::{OpenError, Refusal};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::conn::Tx;
 use custos_core::lease::{self, Fence, Lease, LeaseError, LeaseState, Owner, Request};
@@ -202,7 +202,9 @@ pub struct PgStorage {
     fence: Fence,
     ttl: Millis,
     /// `Some` once closed: what the close answered.
-    closed: Mutex<Option<Result<(), StorageError>>>,
+    /// Set by `close`. Calls share it (each runs on a connection of the
+    /// pool's own); `close` takes it alone, after the calls in flight.
+    closed: RwLock<Option<Result<(), StorageError>>>,
 }
 
 impl std::fmt::Debug for PgStorage {
@@ -241,7 +243,7 @@ impl PgStorage {
             owner,
             fence: lease.fence,
             ttl: lease_ttl_ms,
-            closed: Mutex::new(None),
+            closed: RwLock::new(None),
         })
     }
 
@@ -303,8 +305,18 @@ impl PgStorage {
         })
     }
 
-    fn lock_read(&self) -> Result<MutexGuard<'_, Option<Result<(), StorageError>>>, StorageError> {
-        self.closed.lock().map_err(|_| StorageError::BackendFault {
+    fn lock_read(
+        &self,
+    ) -> Result<RwLockReadGuard<'_, Option<Result<(), StorageError>>>, StorageError> {
+        self.closed.read().map_err(|_| StorageError::BackendFault {
+            reason: REASON_POISONED.to_owned(),
+        })
+    }
+
+    fn lock_close(
+        &self,
+    ) -> Result<RwLockWriteGuard<'_, Option<Result<(), StorageError>>>, StorageError> {
+        self.closed.write().map_err(|_| StorageError::BackendFault {
             reason: REASON_POISONED.to_owned(),
         })
     }
@@ -315,7 +327,7 @@ impl PgStorage {
         &self,
         body: impl FnMut(&mut Tx<'_>) -> Result<T, TxError<CommitError>>,
     ) -> Result<T, CommitError> {
-        let g = self.closed.lock().map_err(|_| CommitError::Faulted {
+        let g = self.closed.read().map_err(|_| CommitError::Faulted {
             reason: REASON_POISONED.to_owned(),
         })?;
         if g.is_some() {
@@ -1049,7 +1061,7 @@ impl Storage for PgStorage {
     }
 
     fn close(&self) -> Result<(), StorageError> {
-        let mut g = self.lock_read()?;
+        let mut g = self.lock_close()?;
         // A close whose release was in doubt (`Unavailable`) is retried by
         // the next `close`: the handle refuses everything else from the
         // first attempt on, and releasing a lease already released is a
