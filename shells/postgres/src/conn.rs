@@ -1023,6 +1023,44 @@ impl Conn {
         result
     }
 
+    /// Runs one read statement on its own, outside any explicit
+    /// transaction: the statement is its own transaction and sees one
+    /// snapshot, so a read answered by a single `SELECT` costs one round
+    /// trip (its statement prepared once per connection), not the three of
+    /// `BEGIN`, the statement and `COMMIT`. Only for `SELECT`s: nothing
+    /// here stops a writing statement, so callers pass only their own
+    /// constant reads.
+    pub fn query_alone(
+        &self,
+        op: &'static str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, Failure> {
+        let mut lease = self.checkout()?;
+        let session = lease.session()?;
+        let result = (|| {
+            trip(1);
+            let st = match session.cache.get(sql) {
+                Some(st) => st.clone(),
+                None => {
+                    trip(1);
+                    let st = session.client.prepare(sql)?;
+                    if session.cache.len() >= MAX_CACHED_STATEMENTS {
+                        session.cache.clear();
+                    }
+                    session.cache.insert(sql.to_owned(), st.clone());
+                    st
+                }
+            };
+            session.client.query(&st, params)
+        })()
+        .map_err(db(op));
+        if matches!(result, Err(Failure::Unavailable(_))) {
+            lease.broken = true;
+        }
+        result
+    }
+
     /// The backend's process id (tests terminate it with
     /// `pg_terminate_backend`).
     pub fn backend_pid(&self) -> Result<i32, Failure> {

@@ -4,10 +4,10 @@
 //! a shuffled order, the two loops alternating in chunks so that machine
 //! noise hits both alike. No assertion: it prints µs per call and the ratio.
 //!
-//! The port does more than the raw probe: one deferred transaction, the
-//! credential probe, the principal row, total decoding and the core's pure
-//! read; the raw loop is one prepared statement with no transaction of its
-//! own. `CUSTOS_BENCH_AUTH_CALLS` sets the calls per loop (default 20000);
+//! The port does more than the raw probe: its one statement also joins the
+//! principal row, and it adds the handle's lock, total decoding and the
+//! core's pure read; both are one prepared statement with no transaction of
+//! its own. `CUSTOS_BENCH_AUTH_CALLS` sets the calls per loop (default 20000);
 //! `CUSTOS_BENCH_DIR` the directory (default: cargo's target tmp dir).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -135,10 +135,10 @@ fn main() {
         "raw SELECT … WHERE digest = ? AND kind = ? (prepared, primary key):   {raw_us:.2} µs/call"
     );
     println!(
-        "SqliteCatalogue::authenticate (transaction, probe, principal, core): {ours_us:.2} µs/call"
+        "SqliteCatalogue::authenticate (credential ⋈ principal, decode, core):  {ours_us:.2} µs/call"
     );
     println!(
-        "ratio authenticate / raw: {:.2} overall, {median:.2} median of {} interleaved chunks; {} + {} lookups found",
+        "ratio authenticate / raw: {:.2} overall, {median:.2} median of {} interleaved chunks (goal ≤ 2); {} + {} lookups found",
         ours_us / raw_us,
         ratios.len(),
         found.0,

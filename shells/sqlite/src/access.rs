@@ -58,7 +58,7 @@ use custos_core::catalogue::{
     is_session_id, CatalogueError, CatalogueState, DISPLAY_NAME_LIMIT, SESSION_ID_LIMIT,
 };
 use rusqlite::types::ValueRef;
-use rusqlite::{params, Row, ToSql, Transaction, TransactionBehavior};
+use rusqlite::{params, Connection, Row, ToSql, Transaction, TransactionBehavior};
 
 use crate::catalogue::{load_sessions, SqliteCatalogue, MAX_WORD_LEN};
 use crate::codec::{text_ref, u64_from_sql, u64_to_sql};
@@ -107,12 +107,20 @@ CREATE TABLE access_memberships (
 CREATE INDEX access_memberships_session ON access_memberships (session_id, principal_id);
 ";
 
-/// The authentication probe: the primary key, naming the kind. A row whose
-/// stored kind is outside the grammar is loaded too, so it decodes as
-/// `Corrupt` instead of reading as absent.
-pub const AUTHENTICATE_SQL: &str = "SELECT digest, kind, principal_id, state, issued_at_ms, \
-     claimed_at_ms, last_resumed_ms, expires_at_ms, issued_by FROM access_credentials \
-     WHERE digest = ?1 AND (kind = ?2 OR kind NOT IN ('bearer', 'browser'))";
+/// The authentication probe: the credential by its primary key, naming the
+/// kind, and its principal beside it (one statement). A row whose stored
+/// kind is outside the grammar is loaded too, so it decodes as `Corrupt`
+/// instead of reading as absent.
+pub const AUTHENTICATE_SQL: &str = "SELECT access_credentials.digest, access_credentials.kind, \
+     access_credentials.principal_id, access_credentials.state, access_credentials.issued_at_ms, \
+     access_credentials.claimed_at_ms, access_credentials.last_resumed_ms, \
+     access_credentials.expires_at_ms, access_credentials.issued_by, \
+     access_principals.principal_id, access_principals.kind, access_principals.name, \
+     access_principals.created_at_ms \
+     FROM access_credentials LEFT JOIN access_principals \
+     ON access_principals.principal_id = access_credentials.principal_id \
+     WHERE access_credentials.digest = ?1 \
+     AND (access_credentials.kind = ?2 OR access_credentials.kind NOT IN ('bearer', 'browser'))";
 
 const CREDENTIAL_SELECT: &str = "SELECT digest, kind, principal_id, state, issued_at_ms, \
      claimed_at_ms, last_resumed_ms, expires_at_ms, issued_by FROM access_credentials";
@@ -256,22 +264,50 @@ fn word<T>(r: &Row<'_>, col: usize, at: &Cell<'_>, parse: fn(&str) -> Option<T>)
 }
 
 fn decode_principal(r: &Row<'_>) -> Res<(String, PrincipalRow)> {
+    decode_principal_at(r, 0, &["principal_id", "kind", "name", "created_at_ms"])
+}
+
+/// The columns of [`AUTHENTICATE_SQL`]: the credential's, then its
+/// principal's.
+const AUTHENTICATE_COLS: [&str; 13] = [
+    "digest",
+    "kind",
+    "principal_id",
+    "state",
+    "issued_at_ms",
+    "claimed_at_ms",
+    "last_resumed_ms",
+    "expires_at_ms",
+    "issued_by",
+    "principal_id",
+    "kind",
+    "name",
+    "created_at_ms",
+];
+
+/// A principal whose columns start at `base` in a row whose column names
+/// are `cols`.
+fn decode_principal_at(
+    r: &Row<'_>,
+    base: usize,
+    cols: &'static [&'static str],
+) -> Res<(String, PrincipalRow)> {
     let at = Cell {
         what: "stored principal",
         table: "access_principals",
-        cols: &["principal_id", "kind", "name", "created_at_ms"],
+        cols,
         row: "?",
     };
-    let id = principal_id(r, 0, &at)?;
+    let id = principal_id(r, base, &at)?;
     let at = at.at(&id);
-    let kind = word(r, 1, &at, PrincipalKind::parse)?;
-    let name = text(r, 2, DISPLAY_NAME_LIMIT, &at)?;
+    let kind = word(r, base + 1, &at, PrincipalKind::parse)?;
+    let name = text(r, base + 2, DISPLAY_NAME_LIMIT, &at)?;
     if let Some(n) = &name {
         if valid_name(n).ok().as_deref() != Some(n.as_str()) {
-            return Err(at.bad(2, n));
+            return Err(at.bad(base + 2, n));
         }
     }
-    let created_at_ms = int_req(r, 3, &at)?;
+    let created_at_ms = int_req(r, base + 3, &at)?;
     Ok((
         id,
         PrincipalRow {
@@ -522,16 +558,21 @@ fn load_footprint(tx: &Transaction<'_>, fp: &AccessFootprint) -> Res<CatalogueSt
 
 /// The credential row `digest` names (by hash and kind) and its principal's
 /// row.
-fn probe(tx: &Transaction<'_>, a: &mut AccessState, digest: &Digest) -> Res<()> {
+fn probe(conn: &Connection, a: &mut AccessState, digest: &Digest) -> Res<()> {
     let hex = digest.sha().to_hex();
-    a.credentials.extend(rows(
-        tx,
-        AUTHENTICATE_SQL,
-        params![hex, digest.kind().as_str()],
-        decode_credential,
-    )?);
-    for p in access::named_principals(a) {
-        principals(tx, a, "WHERE principal_id = ?1", &[&p])?;
+    let mut st = conn
+        .prepare_cached(AUTHENTICATE_SQL)
+        .map_err(db("access-load"))?;
+    let mut q = st
+        .query(params![hex, digest.kind().as_str()])
+        .map_err(db("access-load"))?;
+    while let Some(r) = q.next().map_err(db("access-load"))? {
+        let (sha, c) = decode_credential(r)?;
+        a.credentials.insert(sha, c);
+        if !matches!(r.get_ref(9).map_err(db("decode"))?, ValueRef::Null) {
+            let (id, p) = decode_principal_at(r, 9, &AUTHENTICATE_COLS)?;
+            a.principals.insert(id, p);
+        }
     }
     Ok(())
 }
@@ -591,9 +632,11 @@ impl Access for SqliteCatalogue {
     }
 
     fn authenticate(&self, digest: &Digest, now_ms: u64) -> Res<Option<Authority>> {
-        self.access_read(|tx| {
+        // One statement (the credential by its primary key, its principal
+        // beside it), outside any transaction of its own.
+        self.access_alone(|conn| {
             let mut a = AccessState::default();
-            probe(tx, &mut a, digest)?;
+            probe(conn, &mut a, digest)?;
             Ok(a.authenticate(digest, now_ms))
         })
     }

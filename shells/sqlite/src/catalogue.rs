@@ -271,6 +271,19 @@ impl SqliteCatalogue {
 
     /// One transaction of `behavior` on the catalogue's connection, with
     /// the access plane's error type.
+    /// Runs `f`, an access read answered by one statement, without a
+    /// transaction of its own where the connection allows
+    /// ([`Conn::read_alone`]).
+    pub(crate) fn access_alone<T>(
+        &self,
+        f: impl FnMut(&Connection) -> Result<T, AccessError>,
+    ) -> Result<T, AccessError> {
+        let mut g = self.conn.lock().map_err(|_| AccessError::BackendFault {
+            reason: "catalogue connection mutex poisoned".into(),
+        })?;
+        g.read_alone(f, |reason| AccessError::BackendFault { reason })
+    }
+
     pub(crate) fn access_tx<T>(
         &self,
         behavior: TransactionBehavior,

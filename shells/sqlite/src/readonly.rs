@@ -242,6 +242,22 @@ pub(crate) enum Conn {
 }
 
 impl Conn {
+    /// Runs `f`, a read answered by one statement: on a read-write
+    /// connection without a transaction of its own (in autocommit mode one
+    /// statement is atomic and sees one snapshot, and `BEGIN` and `COMMIT`
+    /// would double its cost); on a read-only connection inside the read
+    /// transaction its checks need.
+    pub(crate) fn read_alone<T, E>(
+        &mut self,
+        mut f: impl FnMut(&Connection) -> Result<T, E>,
+        fault: impl Fn(String) -> E,
+    ) -> Result<T, E> {
+        match self {
+            Conn::Write(conn) => f(conn),
+            Conn::Read(ro) => ro.read(|tx| f(tx)).map_err(|e| fault(e.to_string()))?,
+        }
+    }
+
     /// Runs `f` in one transaction of `behavior` and commits it. A
     /// read-only connection runs only deferred (read) transactions: any
     /// other is refused before anything runs, and nothing is written.
