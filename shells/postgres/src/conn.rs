@@ -4,15 +4,19 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
 
 use custos_core::Millis;
 use postgres::error::SqlState;
 use postgres::types::ToSql;
 /// The synchronous client [`Target::connect`] returns.
 pub use postgres::Client;
-use postgres::{Config as PgConfig, IsolationLevel, NoTls, Row, Statement, Transaction};
+use postgres::{NoTls, Row, Statement};
+use tokio_postgres::Config as PgConfig;
 
 use crate::tls::{self, TlsMode, TlsSettings};
 
@@ -182,8 +186,8 @@ fn invalid(detail: &'static str) -> ConnectError {
 /// an `@` after the authority (a password holding `/`, `?` or `#` that was
 /// not percent-encoded would otherwise spill into the host, the database
 /// name or the parameters), a string longer than [`MAX_URL_LEN`].
-pub fn parse_url(text: &str) -> Result<PgConfig, ConnectError> {
-    parse_parts(text).map(|(cfg, _)| cfg)
+pub fn parse_url(text: &str) -> Result<postgres::Config, ConnectError> {
+    parse_parts(text).map(|(cfg, _)| postgres::Config::from(cfg))
 }
 
 /// [`parse_url`], and the TLS settings it takes out of the string before
@@ -239,7 +243,7 @@ fn parse_parts(text: &str) -> Result<(PgConfig, TlsSettings), ConnectError> {
         .parse()
         .map_err(|_| invalid("the postgres client refuses a host, port or parameter of it"))?;
     for h in cfg.get_hosts() {
-        if let postgres::config::Host::Tcp(name) = h {
+        if let tokio_postgres::config::Host::Tcp(name) = h {
             if name.is_empty()
                 || name
                     .chars()
@@ -446,6 +450,48 @@ impl Target {
     /// abandoned attempt's thread ends when its socket does; keepalive and
     /// `TCP_USER_TIMEOUT` bound that for a vanished host).
     pub fn connect(&self) -> Result<Client, ConnectError> {
+        let cfg = postgres::Config::from(self.session_config());
+        let connector = self.connector.clone();
+        self.bounded_connect(move || match connector {
+            Some(tls) => cfg.connect(tls),
+            None => cfg.connect(NoTls),
+        })
+    }
+
+    /// A connection for a handle's pool: the asynchronous client on a
+    /// runtime of its own, so a transaction can pipeline its statements
+    /// ([`Tx::pipeline`]). Bounded as [`Target::connect`] is.
+    fn connect_session(&self) -> Result<Session, ConnectError> {
+        let cfg = self.session_config();
+        let connector = self.connector.clone();
+        self.bounded_connect(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| SessionError::Runtime(e.to_string()))?;
+            let client = match connector {
+                Some(tls) => {
+                    let (client, connection) = rt.block_on(cfg.connect(tls))?;
+                    rt.spawn(connection);
+                    client
+                }
+                None => {
+                    let (client, connection) = rt.block_on(cfg.connect(NoTls))?;
+                    rt.spawn(connection);
+                    client
+                }
+            };
+            Ok::<_, SessionError>(Session {
+                rt,
+                client,
+                cache: HashMap::new(),
+            })
+        })
+    }
+
+    /// The configuration every connection uses: the waits, the keepalives,
+    /// the application name, the schema and the TLS mode applied.
+    fn session_config(&self) -> PgConfig {
         let mut cfg = self.config.clone();
         let w = self.waits;
         cfg.connect_timeout(w.connect);
@@ -458,36 +504,47 @@ impl Target {
         // The defaults first, the string's own options next (a later -c
         // wins), the schema last (it is not the caller's to change).
         let own = cfg.get_options().unwrap_or("").to_owned();
-        cfg.options(&format!(
+        cfg.options(format!(
             "-c statement_timeout={} -c lock_timeout={} -c idle_in_transaction_session_timeout={} {own} -c search_path=\"{}\"",
             w.statement.as_millis(),
             w.lock.as_millis(),
             w.idle_in_transaction.as_millis(),
             self.schema
         ));
+        cfg.ssl_mode(match self.tls.mode {
+            TlsMode::Disable => tokio_postgres::config::SslMode::Disable,
+            TlsMode::Prefer => tokio_postgres::config::SslMode::Prefer,
+            _ => tokio_postgres::config::SslMode::Require,
+        });
+        cfg
+    }
+
+    /// Runs `attempt` on a thread of its own and waits for it at most
+    /// [`Waits::connect`].
+    fn bounded_connect<T: Send + 'static, E: Into<SessionError> + Send + 'static>(
+        &self,
+        attempt: impl FnOnce() -> Result<T, E> + Send + 'static,
+    ) -> Result<T, ConnectError> {
         let unavailable = |reason: String| ConnectError::Unavailable {
             endpoint: self.endpoint(),
             reason,
         };
-        cfg.ssl_mode(match self.tls.mode {
-            TlsMode::Disable => postgres::config::SslMode::Disable,
-            TlsMode::Prefer => postgres::config::SslMode::Prefer,
-            _ => postgres::config::SslMode::Require,
-        });
-        let connector = self.connector.clone();
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         std::thread::Builder::new()
             .name("custos-pg-connect".into())
             .spawn(move || {
-                let _ = tx.send(match connector {
-                    Some(tls) => cfg.connect(tls),
-                    None => cfg.connect(NoTls),
-                });
+                let _ = tx.send(attempt().map_err(Into::into));
             })
             .map_err(|e| unavailable(format!("cannot start the connecting thread: {e}")))?;
+        let w = self.waits;
         match rx.recv_timeout(w.connect) {
-            Ok(Ok(client)) => Ok(client),
-            Ok(Err(e)) => Err(unavailable(scrub_config(&with_source(&e), &self.config))),
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(SessionError::Client(e))) => {
+                Err(unavailable(scrub_config(&with_source(&e), &self.config)))
+            }
+            Ok(Err(SessionError::Runtime(e))) => {
+                Err(unavailable(format!("cannot start the client's runtime: {e}")))
+            }
             Err(_) => Err(unavailable(format!(
                 "no answer within the {} ms connect timeout (set connect_timeout in the connection string, or Target::connect_timeout)",
                 w.connect.as_millis()
@@ -502,6 +559,20 @@ impl Target {
     }
 }
 
+/// Why a connection attempt failed on its thread.
+enum SessionError {
+    /// The client's error.
+    Client(postgres::Error),
+    /// The runtime could not start.
+    Runtime(String),
+}
+
+impl From<postgres::Error> for SessionError {
+    fn from(e: postgres::Error) -> Self {
+        SessionError::Client(e)
+    }
+}
+
 /// `host:port/database` of a parsed connection string, without user
 /// information or options, control characters escaped.
 fn endpoint_of(cfg: &PgConfig) -> String {
@@ -509,8 +580,8 @@ fn endpoint_of(cfg: &PgConfig) -> String {
         .get_hosts()
         .first()
         .map(|h| match h {
-            postgres::config::Host::Tcp(s) => s.clone(),
-            postgres::config::Host::Unix(p) => p.display().to_string(),
+            tokio_postgres::config::Host::Tcp(s) => s.clone(),
+            tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
         })
         .unwrap_or_else(|| "localhost".to_owned());
     let port = cfg.get_ports().first().copied().unwrap_or(5432);
@@ -521,7 +592,7 @@ fn endpoint_of(cfg: &PgConfig) -> String {
 /// `host:port/database` of a connection string (or `<unparsable url>`),
 /// without user information or options: what a message may show.
 pub fn redact(url: &str) -> String {
-    parse_url(url).map_or_else(|_| "<unparsable url>".to_owned(), |c| endpoint_of(&c))
+    parse_parts(url).map_or_else(|_| "<unparsable url>".to_owned(), |(c, _)| endpoint_of(&c))
 }
 
 /// Removes a connection string and its password from a message, should a
@@ -532,8 +603,8 @@ pub fn scrub(message: &str, url: &str) -> String {
     } else {
         message.replace(url, "<url>")
     };
-    match parse_url(url) {
-        Ok(cfg) => scrub_config(&out, &cfg),
+    match parse_parts(url) {
+        Ok((cfg, _)) => scrub_config(&out, &cfg),
         Err(_) => out,
     }
 }
@@ -727,21 +798,81 @@ impl Drop for Lease<'_> {
 /// starts again (every port's SQL is a fixed, small set of texts).
 pub const MAX_CACHED_STATEMENTS: usize = 256;
 
-/// A live connection and the statements prepared on it.
+/// A live connection and the statements prepared on it: the asynchronous
+/// client, driven by a single-threaded runtime of its own only while a
+/// call blocks on it (as the synchronous client does), so statements sent
+/// together are pipelined.
 struct Session {
-    client: Client,
+    rt: tokio::runtime::Runtime,
+    client: tokio_postgres::Client,
     cache: HashMap<String, Statement>,
 }
 
+impl Session {
+    /// The prepared statement of `sql`, prepared now (one round trip) if
+    /// not yet cached on this connection.
+    fn prepared(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
+        if let Some(st) = self.cache.get(sql) {
+            return Ok(st.clone());
+        }
+        trip(1);
+        let st = self.rt.block_on(self.client.prepare(sql))?;
+        self.remember(sql, &st);
+        Ok(st)
+    }
+
+    fn remember(&mut self, sql: &str, st: &Statement) {
+        if self.cache.len() >= MAX_CACHED_STATEMENTS {
+            self.cache.clear();
+        }
+        self.cache.insert(sql.to_owned(), st.clone());
+    }
+
+    /// The prepared statements of `sqls`, in order, preparing those not yet
+    /// cached in one pipelined round trip (none when every one is cached).
+    fn prepare_all(&mut self, sqls: &[&str]) -> Result<Vec<Statement>, postgres::Error> {
+        let mut missing: Vec<&str> = sqls
+            .iter()
+            .copied()
+            .filter(|s| !self.cache.contains_key(*s))
+            .collect();
+        missing.sort_unstable();
+        missing.dedup();
+        let mut fresh: HashMap<&str, Statement> = HashMap::new();
+        if !missing.is_empty() {
+            trip(1);
+            let client = &self.client;
+            let got = self
+                .rt
+                .block_on(join_all(missing.iter().map(|s| client.prepare(s))));
+            for (sql, st) in missing.iter().zip(got) {
+                fresh.insert(sql, st?);
+            }
+        }
+        let mut out = Vec::with_capacity(sqls.len());
+        for sql in sqls {
+            let st = match self.cache.get(*sql).or_else(|| fresh.get(*sql)) {
+                Some(st) => st.clone(),
+                None => self.prepared(sql)?,
+            };
+            out.push(st);
+        }
+        for (sql, st) in fresh {
+            self.remember(sql, &st);
+        }
+        Ok(out)
+    }
+}
+
 /// Client round trips made by this process's [`Tx`] transactions: each
-/// `BEGIN`, each statement, each prepare of a statement not yet cached on
-/// its connection, each `COMMIT`. For benchmarks, which print round trips
-/// per operation; it bounds nothing.
+/// pipelined batch of statements (the deferred `BEGIN` travels with the
+/// first), each batch of prepares of statements not yet cached on its
+/// connection, each `COMMIT`. For benchmarks, which print round trips per
+/// operation; it bounds nothing.
 static ROUND_TRIPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// The client round trips this process's transactions made so far:
-/// `BEGIN`, statements, prepares of a statement not yet cached on its
-/// connection, `COMMIT`. For benchmarks; it bounds nothing.
+/// The client round trips this process's transactions made so far (see
+/// [`Tx`]). For benchmarks; it bounds nothing.
 pub fn round_trips() -> u64 {
     ROUND_TRIPS.load(std::sync::atomic::Ordering::Relaxed)
 }
@@ -750,28 +881,122 @@ fn trip(n: u64) {
     ROUND_TRIPS.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// A transaction whose statements are prepared once per connection: a
-/// statement costs one round trip (bind and execute), not two (parse, then
-/// bind and execute). Its methods are those of `postgres::Transaction`
-/// that the ports use, taking SQL text.
-pub struct Tx<'a> {
-    inner: Transaction<'a>,
-    cache: &'a mut HashMap<String, Statement>,
+/// What one statement of a [`Tx::pipeline`] answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Want {
+    /// Every row.
+    Rows,
+    /// Exactly one row (an error otherwise).
+    One,
+    /// At most one row (an error past one).
+    Opt,
+    /// The number of rows affected.
+    Count,
 }
 
-impl Tx<'_> {
-    fn statement(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
-        trip(1);
-        if let Some(s) = self.cache.get(sql) {
-            return Ok(s.clone());
+/// One statement's answer in a [`Tx::pipeline`].
+#[derive(Debug)]
+pub enum Got {
+    /// [`Want::Rows`].
+    Rows(Vec<Row>),
+    /// [`Want::One`].
+    One(Row),
+    /// [`Want::Opt`].
+    Opt(Option<Row>),
+    /// [`Want::Count`].
+    Count(u64),
+}
+
+/// One statement of a pipeline: what it answers, its SQL, its parameters.
+pub type Step<'p> = (Want, &'p str, &'p [&'p (dyn ToSql + Sync)]);
+
+/// A transaction whose statements are prepared once per connection and
+/// may be pipelined: [`Tx::pipeline`] sends several statements in one
+/// round trip, and the transaction's `BEGIN` is not sent alone but with
+/// its first statements. Its single-statement methods are those of
+/// `postgres::Transaction` that the ports use, taking SQL text.
+pub struct Tx<'a> {
+    session: &'a mut Session,
+    /// The `BEGIN` not yet sent.
+    begin: Option<&'static str>,
+    /// `BEGIN` sent and neither `COMMIT` nor `ROLLBACK` yet.
+    open: bool,
+}
+
+impl<'a> Tx<'a> {
+    fn new(session: &'a mut Session, begin: &'static str) -> Self {
+        Tx {
+            session,
+            begin: Some(begin),
+            open: false,
         }
+    }
+
+    /// Runs `steps` in order in one round trip (after one more for any
+    /// statement not yet prepared on this connection), with the
+    /// transaction's `BEGIN` ahead of them if it is not sent yet. The
+    /// server runs them one after another as if sent one by one: each
+    /// sees what the earlier wrote, and after a failure the rest fail too
+    /// (the transaction is aborted). The first failure, in order, is
+    /// returned.
+    pub fn pipeline(&mut self, steps: &[Step<'_>]) -> Result<Vec<Got>, postgres::Error> {
+        let sqls: Vec<&str> = steps.iter().map(|(_, sql, _)| *sql).collect();
+        let statements = self.session.prepare_all(&sqls)?;
         trip(1);
-        let s = self.inner.prepare(sql)?;
-        if self.cache.len() >= MAX_CACHED_STATEMENTS {
-            self.cache.clear();
-        }
-        self.cache.insert(sql.to_owned(), s.clone());
-        Ok(s)
+        let begin = self.begin.take();
+        self.open |= begin.is_some();
+        let client = &self.session.client;
+        let (began, answers) = self.session.rt.block_on(async {
+            let began = async {
+                match begin {
+                    Some(b) => client.batch_execute(b).await,
+                    None => Ok(()),
+                }
+            };
+            let answers = join_all(steps.iter().zip(&statements).map(
+                |((want, _, params), st)| async move {
+                    match want {
+                        Want::Rows => client.query(st, params).await.map(Got::Rows),
+                        Want::One => client.query_one(st, params).await.map(Got::One),
+                        Want::Opt => client.query_opt(st, params).await.map(Got::Opt),
+                        Want::Count => client.execute(st, params).await.map(Got::Count),
+                    }
+                },
+            ));
+            futures_util::join!(began, answers)
+        });
+        began?;
+        answers.into_iter().collect()
+    }
+
+    /// Runs one statement (with the deferred `BEGIN` ahead of it, in the
+    /// same round trip): `run` makes its future from the client and the
+    /// prepared statement.
+    fn single<'s, T, F>(
+        &'s mut self,
+        sql: &str,
+        run: impl FnOnce(&'s tokio_postgres::Client, Statement) -> F,
+    ) -> Result<T, postgres::Error>
+    where
+        F: Future<Output = Result<T, postgres::Error>> + 's,
+    {
+        let st = self.session.prepared(sql)?;
+        trip(1);
+        let begin = self.begin.take();
+        self.open |= begin.is_some();
+        let session: &'s Session = self.session;
+        let answer = run(&session.client, st);
+        let (began, answer) = session.rt.block_on(async {
+            let began = async {
+                match begin {
+                    Some(b) => session.client.batch_execute(b).await,
+                    None => Ok(()),
+                }
+            };
+            futures_util::join!(began, answer)
+        });
+        began?;
+        answer
     }
 
     /// Runs a statement, returning its rows.
@@ -780,8 +1005,7 @@ impl Tx<'_> {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, postgres::Error> {
-        let st = self.statement(sql)?;
-        self.inner.query(&st, params)
+        self.single(sql, |c, st| async move { c.query(&st, params).await })
     }
 
     /// Runs a statement that returns exactly one row.
@@ -790,8 +1014,7 @@ impl Tx<'_> {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Row, postgres::Error> {
-        let st = self.statement(sql)?;
-        self.inner.query_one(&st, params)
+        self.single(sql, |c, st| async move { c.query_one(&st, params).await })
     }
 
     /// Runs a statement that returns at most one row.
@@ -800,8 +1023,7 @@ impl Tx<'_> {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Option<Row>, postgres::Error> {
-        let st = self.statement(sql)?;
-        self.inner.query_opt(&st, params)
+        self.single(sql, |c, st| async move { c.query_opt(&st, params).await })
     }
 
     /// Runs a statement, returning the rows it affected.
@@ -810,15 +1032,17 @@ impl Tx<'_> {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<u64, postgres::Error> {
-        let st = self.statement(sql)?;
-        self.inner.execute(&st, params)
+        self.single(sql, |c, st| async move { c.execute(&st, params).await })
     }
 
     /// Runs statements without parameters over the simple protocol (DDL,
     /// `SET LOCAL`, `EXPLAIN` of several statements); nothing is cached.
     pub fn batch_execute(&mut self, sql: &str) -> Result<(), postgres::Error> {
+        self.send_begin()?;
         trip(1);
-        self.inner.batch_execute(sql)
+        self.session
+            .rt
+            .block_on(self.session.client.batch_execute(sql))
     }
 
     /// Runs a statement without caching it (statements whose text varies
@@ -828,8 +1052,49 @@ impl Tx<'_> {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, postgres::Error> {
+        self.send_begin()?;
         trip(2);
-        self.inner.query(sql, params)
+        self.session
+            .rt
+            .block_on(self.session.client.query(sql, params))
+    }
+
+    /// Sends the deferred `BEGIN` alone (before a statement that cannot
+    /// carry it).
+    fn send_begin(&mut self) -> Result<(), postgres::Error> {
+        if let Some(b) = self.begin.take() {
+            trip(1);
+            self.open = true;
+            self.session
+                .rt
+                .block_on(self.session.client.batch_execute(b))?;
+        }
+        Ok(())
+    }
+
+    /// Commits: one round trip (none if no statement ran).
+    fn commit(mut self) -> Result<(), postgres::Error> {
+        if !self.open {
+            return Ok(());
+        }
+        self.open = false;
+        trip(1);
+        self.session
+            .rt
+            .block_on(self.session.client.batch_execute("COMMIT"))
+    }
+}
+
+impl Drop for Tx<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            // A body's refusal or a failure: nothing of it is kept. A
+            // connection that is gone rolled back on the server already.
+            let _ = self
+                .session
+                .rt
+                .block_on(self.session.client.batch_execute("ROLLBACK"));
+        }
     }
 }
 
@@ -859,14 +1124,11 @@ impl<E> From<Failure> for TxError<E> {
 impl Conn {
     /// Connects now (an unreachable server fails the open).
     pub fn open(target: Target) -> Result<Conn, ConnectError> {
-        let client = target.connect()?;
+        let session = target.connect_session()?;
         Ok(Conn {
             target,
             pool: Mutex::new(Pool {
-                idle: vec![Session {
-                    client,
-                    cache: HashMap::new(),
-                }],
+                idle: vec![session],
                 open: 1,
             }),
             freed: Condvar::new(),
@@ -909,11 +1171,8 @@ impl Conn {
                 drop(pool);
                 // Counted before connecting, so concurrent callers never
                 // open more than the pool's size; uncounted on failure.
-                return match self.target.connect() {
-                    Ok(client) => Ok(self.lease(Some(Session {
-                        client,
-                        cache: HashMap::new(),
-                    }))),
+                return match self.target.connect_session() {
+                    Ok(session) => Ok(self.lease(Some(session))),
                     Err(e) => {
                         drop(self.lease(None));
                         Err(match e {
@@ -964,17 +1223,9 @@ impl Conn {
             let mut lease = self.checkout()?;
             let session = lease.session()?;
             let result = (|| {
-                let Session { client, cache } = session;
-                trip(1);
-                let inner = client
-                    .build_transaction()
-                    .isolation_level(IsolationLevel::ReadCommitted)
-                    .start()
-                    .map_err(db("begin"))?;
-                let mut tx = Tx { inner, cache };
+                let mut tx = Tx::new(session, "BEGIN ISOLATION LEVEL READ COMMITTED");
                 let v = body(&mut tx)?;
-                trip(1);
-                tx.inner.commit().map_err(db("commit"))?;
+                tx.commit().map_err(db("commit"))?;
                 Ok(v)
             })();
             match result {
@@ -1003,18 +1254,9 @@ impl Conn {
         let mut lease = self.checkout()?;
         let session = lease.session()?;
         let result = (|| {
-            let Session { client, cache } = session;
-            trip(1);
-            let inner = client
-                .build_transaction()
-                .isolation_level(IsolationLevel::RepeatableRead)
-                .read_only(true)
-                .start()
-                .map_err(db("begin"))?;
-            let mut tx = Tx { inner, cache };
+            let mut tx = Tx::new(session, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
             let v = body(&mut tx)?;
-            trip(1);
-            tx.inner.commit().map_err(db("commit"))?;
+            tx.commit().map_err(db("commit"))?;
             Ok(v)
         })();
         if matches!(result, Err(TxError::Failure(Failure::Unavailable(_)))) {
@@ -1039,20 +1281,9 @@ impl Conn {
         let mut lease = self.checkout()?;
         let session = lease.session()?;
         let result = (|| {
+            let st = session.prepared(sql)?;
             trip(1);
-            let st = match session.cache.get(sql) {
-                Some(st) => st.clone(),
-                None => {
-                    trip(1);
-                    let st = session.client.prepare(sql)?;
-                    if session.cache.len() >= MAX_CACHED_STATEMENTS {
-                        session.cache.clear();
-                    }
-                    session.cache.insert(sql.to_owned(), st.clone());
-                    st
-                }
-            };
-            session.client.query(&st, params)
+            session.rt.block_on(session.client.query(&st, params))
         })()
         .map_err(db(op));
         if matches!(result, Err(Failure::Unavailable(_))) {
@@ -1067,8 +1298,8 @@ impl Conn {
         let mut lease = self.checkout()?;
         let session = lease.session()?;
         let row = session
-            .client
-            .query_one("SELECT pg_backend_pid()", &[])
+            .rt
+            .block_on(session.client.query_one("SELECT pg_backend_pid()", &[]))
             .map_err(db("backend-pid"));
         if matches!(row, Err(Failure::Unavailable(_))) {
             lease.broken = true;
