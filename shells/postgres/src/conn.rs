@@ -910,6 +910,90 @@ pub enum Got {
 /// One statement of a pipeline: what it answers, its SQL, its parameters.
 pub type Step<'p> = (Want, &'p str, &'p [&'p (dyn ToSql + Sync)]);
 
+/// One statement of a pipeline built in a loop: its parameters owned, so
+/// a port can gather a whole footprint's reads or a whole decision's
+/// effects before sending them together ([`Tx::run`]).
+pub struct Stmt {
+    want: Want,
+    sql: std::borrow::Cow<'static, str>,
+    args: Vec<Box<dyn ToSql + Sync + Send>>,
+}
+
+impl Stmt {
+    /// A statement answering `want`, without parameters yet.
+    pub fn new(want: Want, sql: impl Into<std::borrow::Cow<'static, str>>) -> Self {
+        Stmt {
+            want,
+            sql: sql.into(),
+            args: Vec::new(),
+        }
+    }
+
+    /// The next parameter (`$1`, `$2`, … in order).
+    #[must_use]
+    pub fn arg(mut self, v: impl ToSql + Sync + Send + 'static) -> Self {
+        self.args.push(Box::new(v));
+        self
+    }
+}
+
+impl fmt::Debug for Stmt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Stmt")
+            .field("want", &self.want)
+            .field("sql", &self.sql)
+            .field("args", &self.args.len())
+            .finish()
+    }
+}
+
+/// The next answer of a pipeline, which must be of the kind asked: a
+/// mismatch (never: one answer per statement, in order) is a fault.
+pub fn next_got(got: &mut impl Iterator<Item = Got>, op: &'static str) -> Result<Got, Failure> {
+    got.next().ok_or_else(|| {
+        Failure::Db(
+            op,
+            "the pipeline answered fewer statements than it sent".to_owned(),
+        )
+    })
+}
+
+impl Got {
+    /// The rows of a [`Want::Rows`] answer.
+    pub fn rows(self, op: &'static str) -> Result<Vec<Row>, Failure> {
+        match self {
+            Got::Rows(r) => Ok(r),
+            other => Err(mismatch(op, &other)),
+        }
+    }
+
+    /// The row of a [`Want::One`] answer.
+    pub fn one(self, op: &'static str) -> Result<Row, Failure> {
+        match self {
+            Got::One(r) => Ok(r),
+            other => Err(mismatch(op, &other)),
+        }
+    }
+
+    /// The row, if any, of a [`Want::Opt`] answer.
+    pub fn opt(self, op: &'static str) -> Result<Option<Row>, Failure> {
+        match self {
+            Got::Opt(r) => Ok(r),
+            other => Err(mismatch(op, &other)),
+        }
+    }
+}
+
+fn mismatch(op: &'static str, got: &Got) -> Failure {
+    let kind = match got {
+        Got::Rows(_) => "rows",
+        Got::One(_) => "one row",
+        Got::Opt(_) => "an optional row",
+        Got::Count(_) => "a count",
+    };
+    Failure::Db(op, format!("the pipeline answered {kind} out of order"))
+}
+
 /// A transaction whose statements are prepared once per connection and
 /// may be pipelined: [`Tx::pipeline`] sends several statements in one
 /// round trip, and the transaction's `BEGIN` is not sent alone but with
@@ -972,6 +1056,25 @@ impl<'a> Tx<'a> {
     /// Runs one statement (with the deferred `BEGIN` ahead of it, in the
     /// same round trip): `run` makes its future from the client and the
     /// prepared statement.
+    /// [`Tx::pipeline`] over statements with owned parameters.
+    pub fn run(&mut self, stmts: &[Stmt]) -> Result<Vec<Got>, postgres::Error> {
+        let args: Vec<Vec<&(dyn ToSql + Sync)>> = stmts
+            .iter()
+            .map(|s| {
+                s.args
+                    .iter()
+                    .map(|a| a.as_ref() as &(dyn ToSql + Sync))
+                    .collect()
+            })
+            .collect();
+        let steps: Vec<Step<'_>> = stmts
+            .iter()
+            .zip(&args)
+            .map(|(s, a)| (s.want, s.sql.as_ref(), a.as_slice()))
+            .collect();
+        self.pipeline(&steps)
+    }
+
     fn single<'s, T, F>(
         &'s mut self,
         sql: &str,

@@ -113,7 +113,7 @@ use postgres::Row;
 use crate::conn::Tx;
 use thiserror::Error;
 
-use crate::conn::{db, Component, Conn, Failure, Target, TxError};
+use crate::conn::{db, next_got, Component, Conn, Failure, Stmt, Target, TxError, Want};
 
 /// The bound on a stored state word (`admitted`, `closed:<n>`, …).
 pub const MAX_WORD_LEN: usize = 64;
@@ -574,83 +574,131 @@ fn at_key(k: &Key) -> String {
 }
 
 /// Loads the rows `req`'s footprint names, each part by its own query.
-fn load(tx: &mut Tx<'_>, req: &Request) -> Result<View, TxError<LedgerError>> {
+fn load(tx: &mut Tx<'_>, req: &Request, lock: bool) -> Result<View, TxError<LedgerError>> {
+    // Every statement of the footprint in one pipeline, behind the head
+    // lock when writing: the server runs them in order, so each read
+    // starts after the lock is held and sees every earlier writer's rows.
     let fp = req.footprint();
-    let mut v = View::default();
-    if let Some(session) = &fp.scope {
-        v.scope = load_scope(tx, session)?;
+    let key = fp.key.as_ref().and_then(|k| key_params(k).map(|p| (k, p)));
+    let mut stmts = Vec::new();
+    if lock {
+        stmts.push(Stmt::new(Want::Opt, lock_sql()));
     }
-    if let Some(k) = &fp.key {
-        (v.call, v.acked) = load_call(tx, k)?;
+    if let Some(session) = &fp.scope {
+        stmts.push(
+            Stmt::new(
+                Want::Opt,
+                "SELECT workspace, incarnation, state, close_outcome, attach_token
+                 FROM ledger_scopes WHERE session = $1",
+            )
+            .arg(session.as_str().to_owned()),
+        );
+    }
+    if let Some((_, p)) = &key {
+        for sql in [CALL_SQL, ACK_SQL] {
+            stmts.push(
+                Stmt::new(Want::Opt, sql)
+                    .arg(p.0.to_owned())
+                    .arg(p.1.to_owned())
+                    .arg(p.2)
+                    .arg(p.3)
+                    .arg(p.4),
+            );
+        }
     }
     if let Some(session) = &fp.session_calls {
-        v.session_calls = load_calls(tx, Some(session))?;
+        stmts.push(Stmt::new(Want::Rows, CALLS_OF_SESSION_SQL).arg(session.as_str().to_owned()));
     }
     if fp.all_admitted {
-        v.admitted = load_calls(tx, None)?;
+        stmts.push(Stmt::new(Want::Rows, ADMITTED_SQL));
     }
     if fp.totals {
-        (v.ledger_bytes, v.unclean_scopes) = load_totals(tx)?;
+        stmts.push(Stmt::new(Want::One, BYTES_SQL));
+        stmts.push(Stmt::new(Want::One, UNCLEAN_SQL));
     }
     if fp.releases {
-        v.releases = load_releases(tx)?;
+        stmts.push(Stmt::new(Want::Rows, RELEASES_SQL));
+    }
+    let got = tx.run(&stmts).map_err(sql("load"))?;
+    let mut got = got.into_iter();
+    let mut next = || next_got(&mut got, "load").map_err(TxError::Failure);
+    if lock {
+        check_lock(next()?.opt("lock-head")?)?;
+    }
+    let mut v = View::default();
+    if let Some(session) = &fp.scope {
+        v.scope = next()?
+            .opt("load-scope")?
+            .map(|r| decode_scope(&r, session))
+            .transpose()?;
+    }
+    if let Some((k, _)) = &key {
+        let at = at_key(k);
+        v.call = next()?
+            .opt("load-call")?
+            .map(|r| decode_call(&r, 0, &at))
+            .transpose()?;
+        v.acked = next()?.opt("load-ack")?.is_some();
+    }
+    if fp.session_calls.is_some() {
+        v.session_calls = decode_calls(&next()?.rows("load-session-calls")?)?;
+    }
+    if fp.all_admitted {
+        v.admitted = decode_calls(&next()?.rows("load-admitted")?)?;
+    }
+    if fp.totals {
+        let bytes = next()?.one("load-bytes")?;
+        let unclean = next()?.one("load-unclean")?;
+        (v.ledger_bytes, v.unclean_scopes) = decode_totals(&bytes, &unclean)?;
+    }
+    if fp.releases {
+        v.releases = decode_releases(&next()?.rows("load-releases")?)?;
     }
     Ok(v)
 }
 
-/// The scope row of `session`, if any.
-fn load_scope(tx: &mut Tx<'_>, session: &SessionId) -> Result<Option<Scope>, TxError<LedgerError>> {
-    let Some(r) = tx
-        .query_opt(
-            "SELECT workspace, incarnation, state, close_outcome, attach_token
-             FROM ledger_scopes WHERE session = $1",
-            &[&session.as_str()],
-        )
-        .map_err(sql("load-scope"))?
-    else {
-        return Ok(None);
-    };
+const CALL_SQL: &str = "SELECT tool, state, outcome, outcome_digest, outcome_bytes, admit_request
+    FROM ledger_calls
+    WHERE session = $1 AND op = $2 AND step = $3 AND source_index = $4 AND incarnation = $5";
+
+const ACK_SQL: &str = "SELECT 1 FROM ledger_acks
+    WHERE session = $1 AND op = $2 AND step = $3 AND source_index = $4 AND incarnation = $5";
+
+const CALLS_OF_SESSION_SQL: &str = "SELECT session, op, step, source_index, incarnation,
+    tool, state, outcome, outcome_digest, outcome_bytes, admit_request
+    FROM ledger_calls WHERE session = $1";
+
+const ADMITTED_SQL: &str = "SELECT session, op, step, source_index, incarnation,
+    tool, state, outcome, outcome_digest, outcome_bytes, admit_request
+    FROM ledger_calls WHERE state = 'admitted'";
+
+const BYTES_SQL: &str = "SELECT COALESCE(SUM(outcome_bytes), 0)::bigint,
+    count(*) FILTER (WHERE outcome_bytes < 0)
+    FROM ledger_calls WHERE state IN ('admitted', 'terminal')";
+
+const UNCLEAN_SQL: &str = "SELECT count(*) FROM ledger_scopes
+    WHERE NOT (state = 'closed' AND close_outcome IS NOT DISTINCT FROM 0)";
+
+const RELEASES_SQL: &str = "SELECT id, session, workspace, incarnation, was, released_at_ms
+    FROM ledger_releases ORDER BY id";
+
+/// The scope row of `session`.
+fn decode_scope(r: &Row, session: &SessionId) -> Result<Scope, TxError<LedgerError>> {
     let at = format!("ledger_scopes row {session}");
-    let workspace = text_req(&r, 0, "workspace", MAX_NAME_LEN, &at)?;
-    let incarnation = u64_col(&r, 1, "incarnation", &at)?;
-    let state = text_req(&r, 2, "state", MAX_WORD_LEN, &at)?;
+    let workspace = text_req(r, 0, "workspace", MAX_NAME_LEN, &at)?;
+    let incarnation = u64_col(r, 1, "incarnation", &at)?;
+    let state = text_req(r, 2, "state", MAX_WORD_LEN, &at)?;
     let outcome: Option<i64> = r
         .try_get(3)
         .map_err(|e| malformed(format!("{at}: column close_outcome: {e}")))?;
-    let token = text_req(&r, 4, "attach_token", MAX_NAME_LEN, &at)?;
-    Ok(Some(Scope {
+    let token = text_req(r, 4, "attach_token", MAX_NAME_LEN, &at)?;
+    Ok(Scope {
         session: session.clone(),
         workspace: name(WorkspaceId::new(workspace), "workspace", &at)?,
         incarnation,
         state: decode_scope_state(&state, outcome, &at)?,
         attach_token: name(AttachToken::new(token), "attach_token", &at)?,
-    }))
-}
-
-/// The call row of `k`, if any, and whether `k` has a tombstone.
-fn load_call(tx: &mut Tx<'_>, k: &Key) -> Result<(Option<CallRow>, bool), TxError<LedgerError>> {
-    let Some(p) = key_params(k) else {
-        return Ok((None, false));
-    };
-    let at = at_key(k);
-    let call = tx
-        .query_opt(
-            "SELECT tool, state, outcome, outcome_digest, outcome_bytes, admit_request FROM ledger_calls
-             WHERE session = $1 AND op = $2 AND step = $3 AND source_index = $4 AND incarnation = $5",
-            &[&p.0, &p.1, &p.2, &p.3, &p.4],
-        )
-        .map_err(sql("load-call"))?
-        .map(|r| decode_call(&r, 0, &at))
-        .transpose()?;
-    let acked = tx
-        .query_opt(
-            "SELECT 1 FROM ledger_acks
-             WHERE session = $1 AND op = $2 AND step = $3 AND source_index = $4 AND incarnation = $5",
-            &[&p.0, &p.1, &p.2, &p.3, &p.4],
-        )
-        .map_err(sql("load-ack"))?
-        .is_some();
-    Ok((call, acked))
+    })
 }
 
 /// The call columns `tool, state, outcome, outcome_digest, outcome_bytes,
@@ -695,30 +743,10 @@ fn decode_call(r: &Row, base: usize, at: &str) -> Result<CallRow, TxError<Ledger
     Ok(CallRow { tool, state })
 }
 
-/// The call rows of `session` (every incarnation), or every `admitted` row
-/// of the ledger when `session` is `None`; ascending by key.
-fn load_calls(
-    tx: &mut Tx<'_>,
-    session: Option<&SessionId>,
-) -> Result<Vec<(Key, CallRow)>, TxError<LedgerError>> {
-    const COLS: &str = "session, op, step, source_index, incarnation, \
-                        tool, state, outcome, outcome_digest, outcome_bytes, admit_request";
-    let rows = match session {
-        Some(s) => tx
-            .query(
-                &format!("SELECT {COLS} FROM ledger_calls WHERE session = $1"),
-                &[&s.as_str()],
-            )
-            .map_err(sql("load-session-calls"))?,
-        None => tx
-            .query(
-                &format!("SELECT {COLS} FROM ledger_calls WHERE state = 'admitted'"),
-                &[],
-            )
-            .map_err(sql("load-admitted"))?,
-    };
+/// Call rows with their keys, ascending by key.
+fn decode_calls(rows: &[Row]) -> Result<Vec<(Key, CallRow)>, TxError<LedgerError>> {
     let mut calls = Vec::with_capacity(rows.len());
-    for r in &rows {
+    for r in rows {
         let session = text_req(r, 0, "session", MAX_NAME_LEN, "ledger_calls row")?;
         let op = text_req(
             r,
@@ -749,44 +777,22 @@ fn load_calls(
 /// `sum(outcome_bytes)` over `admitted` and `terminal` rows, and the number
 /// of scopes that are anything but `Closed(AllRetired)` (a malformed closed
 /// scope counts as unclean).
-fn load_totals(tx: &mut Tx<'_>) -> Result<(u64, u64), TxError<LedgerError>> {
-    let r = tx
-        .query_one(
-            "SELECT COALESCE(SUM(outcome_bytes), 0)::bigint,
-                    count(*) FILTER (WHERE outcome_bytes < 0)
-             FROM ledger_calls WHERE state IN ('admitted', 'terminal')",
-            &[],
-        )
-        .map_err(sql("load-bytes"))?;
-    let negative: i64 = r.try_get(1).map_err(sql("load-bytes"))?;
+fn decode_totals(bytes: &Row, unclean: &Row) -> Result<(u64, u64), TxError<LedgerError>> {
+    let negative: i64 = bytes.try_get(1).map_err(sql("load-bytes"))?;
     if negative != 0 {
         return Err(malformed(format!(
             "ledger_calls: column outcome_bytes: {negative} rows hold a negative value"
         )));
     }
-    let bytes = u64_col(&r, 0, "sum(outcome_bytes)", "ledger_calls")?;
-    let r = tx
-        .query_one(
-            "SELECT count(*) FROM ledger_scopes
-             WHERE NOT (state = 'closed' AND close_outcome IS NOT DISTINCT FROM 0)",
-            &[],
-        )
-        .map_err(sql("load-unclean"))?;
-    let unclean = u64_col(&r, 0, "count(unclean)", "ledger_scopes")?;
-    Ok((bytes, unclean))
+    let total = u64_col(bytes, 0, "sum(outcome_bytes)", "ledger_calls")?;
+    let unclean = u64_col(unclean, 0, "count(unclean)", "ledger_scopes")?;
+    Ok((total, unclean))
 }
 
 /// The release log, in insertion order.
-fn load_releases(tx: &mut Tx<'_>) -> Result<Vec<Release>, TxError<LedgerError>> {
-    let rows = tx
-        .query(
-            "SELECT id, session, workspace, incarnation, was, released_at_ms
-             FROM ledger_releases ORDER BY id",
-            &[],
-        )
-        .map_err(sql("load-releases"))?;
+fn decode_releases(rows: &[Row]) -> Result<Vec<Release>, TxError<LedgerError>> {
     let mut releases = Vec::with_capacity(rows.len());
-    for r in &rows {
+    for r in rows {
         let id: i64 = r.try_get(0).map_err(sql("load-releases"))?;
         let at = format!("ledger_releases row {id}");
         let session = text_req(r, 1, "session", MAX_NAME_LEN, &at)?;
@@ -805,129 +811,147 @@ fn load_releases(tx: &mut Tx<'_>) -> Result<Vec<Release>, TxError<LedgerError>> 
     Ok(releases)
 }
 
-/// Takes the ledger's one head-row lock: the first statement of every
-/// writing transaction.
-fn lock_head(tx: &mut Tx<'_>) -> Result<(), TxError<LedgerError>> {
-    let row = tx
-        .query_opt(
-            &format!(
-                "SELECT id, {} FROM ledger_head WHERE id = 1 FOR UPDATE",
-                LEDGER_COMPONENT.version_column()
-            ),
-            &[],
-        )
-        .map_err(sql("lock-head"))?
-        .ok_or_else(|| malformed("ledger_head: the head row (id = 1) is missing"))?;
+/// The ledger's one head-row lock, the first statement of every writing
+/// transaction: the statement, reading the schema's version beside it.
+fn lock_sql() -> String {
+    format!(
+        "SELECT id, {} FROM ledger_head WHERE id = 1 FOR UPDATE",
+        LEDGER_COMPONENT.version_column()
+    )
+}
+
+/// The head row the lock statement read: present, and the schema at this
+/// build's version.
+fn check_lock(row: Option<Row>) -> Result<(), TxError<LedgerError>> {
+    let row = row.ok_or_else(|| malformed("ledger_head: the head row (id = 1) is missing"))?;
     let version: Option<i64> = row.try_get(1).map_err(sql("lock-head"))?;
     LEDGER_COMPONENT
         .check_written(version)
         .map_err(TxError::Failure)
 }
 
-/// Writes a scope's row (inserted, or replacing the session's).
-fn put_scope(tx: &mut Tx<'_>, s: &Scope) -> Result<(), TxError<LedgerError>> {
-    let (state, outcome) = encode_scope_state(s.state).map_err(TxError::Refused)?;
-    let inc = encode_u64("incarnation", s.incarnation).map_err(TxError::Refused)?;
-    tx.execute(
+/// A scope's row (inserted, or replacing the session's).
+fn put_scope(s: &Scope) -> Result<Stmt, LedgerError> {
+    let (state, outcome) = encode_scope_state(s.state)?;
+    let inc = encode_u64("incarnation", s.incarnation)?;
+    Ok(Stmt::new(
+        Want::Count,
         "INSERT INTO ledger_scopes (session, workspace, incarnation, state, close_outcome, attach_token)
-                     VALUES ($1, $2, $3, $4, $5, $6)
-                     ON CONFLICT (session) DO UPDATE SET workspace = EXCLUDED.workspace,
-                         incarnation = EXCLUDED.incarnation, state = EXCLUDED.state,
-                         close_outcome = EXCLUDED.close_outcome, attach_token = EXCLUDED.attach_token",
-        &[
-            &s.session.as_str(),
-            &s.workspace.as_str(),
-            &inc,
-            &state,
-            &outcome,
-            &s.attach_token.as_str(),
-        ],
+         VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (session) DO UPDATE SET workspace = EXCLUDED.workspace,
+             incarnation = EXCLUDED.incarnation, state = EXCLUDED.state,
+             close_outcome = EXCLUDED.close_outcome, attach_token = EXCLUDED.attach_token",
     )
-    .map_err(sql("put-scope"))?;
-    Ok(())
+    .arg(s.session.as_str().to_owned())
+    .arg(s.workspace.as_str().to_owned())
+    .arg(inc)
+    .arg(state.to_owned())
+    .arg(outcome)
+    .arg(s.attach_token.as_str().to_owned()))
 }
 
-/// Writes a call's row (inserted, or replacing the key's).
-fn put_call(tx: &mut Tx<'_>, k: &Key, row: &CallRow) -> Result<(), TxError<LedgerError>> {
-    let p = key_params_for_write(k).map_err(TxError::Refused)?;
-    let mut request = None;
-    let (state, outcome, digest): (&str, Option<&[u8]>, Option<&[u8]>) = match &row.state {
-        RowState::Admitted { request: r, .. } => {
-            request = r.as_ref().map(RequestId::as_str);
-            ("admitted", None, None)
-        }
-        RowState::Unknown => ("unknown", None, None),
+/// A call's row (inserted, or replacing the key's).
+fn put_call(k: &Key, row: &CallRow) -> Result<Stmt, LedgerError> {
+    let (state, outcome, digest, request): (
+        &str,
+        Option<Vec<u8>>,
+        Option<Vec<u8>>,
+        Option<String>,
+    ) = match &row.state {
+        RowState::Admitted { request: r, .. } => (
+            "admitted",
+            None,
+            None,
+            r.as_ref().map(|q| q.as_str().to_owned()),
+        ),
+        RowState::Unknown => ("unknown", None, None, None),
         RowState::Terminal {
             outcome, digest, ..
-        } => ("terminal", Some(outcome), Some(digest)),
+        } => (
+            "terminal",
+            Some(outcome.clone()),
+            Some(digest.to_vec()),
+            None,
+        ),
     };
-    let bytes = encode_u64("outcome_bytes", row.outcome_bytes()).map_err(TxError::Refused)?;
-    tx.execute(
-        "INSERT INTO ledger_calls (session, op, step, source_index, incarnation, tool, state, outcome, outcome_digest, outcome_bytes, admit_request)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-                     ON CONFLICT (session, op, step, source_index, incarnation) DO UPDATE SET
-                         tool = EXCLUDED.tool, state = EXCLUDED.state, outcome = EXCLUDED.outcome,
-                         outcome_digest = EXCLUDED.outcome_digest, outcome_bytes = EXCLUDED.outcome_bytes,
-                         admit_request = EXCLUDED.admit_request",
-        &[
-            &p.0,
-            &p.1,
-            &p.2,
-            &p.3,
-            &p.4,
-            &row.tool.as_str(),
-            &state,
-            &outcome,
-            &digest,
-            &bytes,
-            &request,
-        ],
-    )
-    .map_err(sql("put-call"))?;
-    Ok(())
+    let bytes = encode_u64("outcome_bytes", row.outcome_bytes())?;
+    Ok(keyed(
+        Stmt::new(
+            Want::Count,
+            "INSERT INTO ledger_calls (session, op, step, source_index, incarnation, tool, state, outcome, outcome_digest, outcome_bytes, admit_request)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+             ON CONFLICT (session, op, step, source_index, incarnation) DO UPDATE SET
+                 tool = EXCLUDED.tool, state = EXCLUDED.state, outcome = EXCLUDED.outcome,
+                 outcome_digest = EXCLUDED.outcome_digest, outcome_bytes = EXCLUDED.outcome_bytes,
+                 admit_request = EXCLUDED.admit_request",
+        ),
+        k,
+    )?
+    .arg(row.tool.as_str().to_owned())
+    .arg(state.to_owned())
+    .arg(outcome)
+    .arg(digest)
+    .arg(bytes)
+    .arg(request))
 }
 
+/// `stmt` with a call key's five columns as its first parameters.
+fn keyed(stmt: Stmt, k: &Key) -> Result<Stmt, LedgerError> {
+    let p = key_params_for_write(k)?;
+    Ok(stmt
+        .arg(p.0.to_owned())
+        .arg(p.1.to_owned())
+        .arg(p.2)
+        .arg(p.3)
+        .arg(p.4))
+}
+
+/// The statement that applies one effect.
+fn effect_stmt(e: &Effect) -> Result<Stmt, LedgerError> {
+    Ok(match e {
+        Effect::PutScope(s) => put_scope(s)?,
+        Effect::PutCall(k, row) => put_call(k, row)?,
+        Effect::DeleteCall(k) => keyed(
+            Stmt::new(
+                Want::Count,
+                "DELETE FROM ledger_calls
+                 WHERE session = $1 AND op = $2 AND step = $3 AND source_index = $4 AND incarnation = $5",
+            ),
+            k,
+        )?,
+        Effect::PutAck(k) => keyed(
+            Stmt::new(
+                Want::Count,
+                "INSERT INTO ledger_acks (session, op, step, source_index, incarnation)
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+            ),
+            k,
+        )?,
+        Effect::ForgetAcks(s) => Stmt::new(Want::Count, "DELETE FROM ledger_acks WHERE session = $1")
+            .arg(s.as_str().to_owned()),
+        Effect::PutRelease(r) => Stmt::new(
+            Want::Count,
+            "INSERT INTO ledger_releases (session, workspace, incarnation, was, released_at_ms)
+             VALUES ($1, $2, $3, $4, $5)",
+        )
+        .arg(r.session.as_str().to_owned())
+        .arg(r.workspace.as_str().to_owned())
+        .arg(encode_u64("incarnation", r.incarnation)?)
+        .arg(encode_was(r.was)?.to_owned())
+        .arg(encode_u64("released_at_ms", r.released_at_ms)?),
+    })
+}
+
+/// Applies a decision's effects, in order, in one round trip. An effect
+/// that cannot be encoded refuses the whole decision before anything is
+/// sent.
 fn write(tx: &mut Tx<'_>, effects: &[Effect]) -> Result<(), TxError<LedgerError>> {
-    for e in effects {
-        match e {
-            Effect::PutScope(s) => put_scope(tx, s)?,
-            Effect::PutCall(k, row) => put_call(tx, k, row)?,
-            Effect::DeleteCall(k) => {
-                let p = key_params_for_write(k).map_err(TxError::Refused)?;
-                tx.execute(
-                    "DELETE FROM ledger_calls
-                     WHERE session = $1 AND op = $2 AND step = $3 AND source_index = $4 AND incarnation = $5",
-                    &[&p.0, &p.1, &p.2, &p.3, &p.4],
-                )
-                .map_err(sql("delete-call"))?;
-            }
-            Effect::PutAck(k) => {
-                let p = key_params_for_write(k).map_err(TxError::Refused)?;
-                tx.execute(
-                    "INSERT INTO ledger_acks (session, op, step, source_index, incarnation)
-                     VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
-                    &[&p.0, &p.1, &p.2, &p.3, &p.4],
-                )
-                .map_err(sql("put-ack"))?;
-            }
-            Effect::ForgetAcks(s) => {
-                tx.execute("DELETE FROM ledger_acks WHERE session = $1", &[&s.as_str()])
-                    .map_err(sql("forget-acks"))?;
-            }
-            Effect::PutRelease(r) => {
-                let inc = encode_u64("incarnation", r.incarnation).map_err(TxError::Refused)?;
-                let was = encode_was(r.was).map_err(TxError::Refused)?;
-                let at =
-                    encode_u64("released_at_ms", r.released_at_ms).map_err(TxError::Refused)?;
-                tx.execute(
-                    "INSERT INTO ledger_releases (session, workspace, incarnation, was, released_at_ms)
-                     VALUES ($1, $2, $3, $4, $5)",
-                    &[&r.session.as_str(), &r.workspace.as_str(), &inc, &was, &at],
-                )
-                .map_err(sql("put-release"))?;
-            }
-        }
-    }
+    let stmts = effects
+        .iter()
+        .map(effect_stmt)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(TxError::Refused)?;
+    tx.run(&stmts).map_err(sql("write"))?;
     Ok(())
 }
 
@@ -938,7 +962,7 @@ impl Ledger for PgLedger {
         if !req.writes() {
             return conn
                 .read(|tx| {
-                    let view = load(tx, req)?;
+                    let view = load(tx, req, false)?;
                     let d = ledger::decide(&view, limits, req).map_err(TxError::Refused)?;
                     // A read decides no effects; one that did is refused.
                     if d.effects.is_empty() {
@@ -961,8 +985,7 @@ impl Ledger for PgLedger {
             });
         }
         conn.write(|tx| {
-            lock_head(tx)?;
-            let view = load(tx, req)?;
+            let view = load(tx, req, true)?;
             // A refusal rolls the transaction back: nothing written.
             let d = ledger::decide(&view, limits, req).map_err(TxError::Refused)?;
             if !d.effects.is_empty() {
