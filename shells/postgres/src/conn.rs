@@ -1415,12 +1415,17 @@ impl Conn {
 /// (`clock_timestamp()`, not the transaction's start: a transaction that
 /// waited for a lock judges leases at the time it decides).
 pub fn server_now(tx: &mut Tx<'_>) -> Result<Millis, Failure> {
-    let row = tx
-        .query_one(
-            "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint",
-            &[],
-        )
-        .map_err(db("clock"))?;
+    let row = tx.query_one(CLOCK_SQL, &[]).map_err(db("clock"))?;
+    decode_clock(&row)
+}
+
+/// The statement reading the server's clock (see [`server_now`]), for a
+/// pipeline: placed after the lock statement, it runs once the lock is
+/// held, so a lease is judged at the time of the decision.
+pub const CLOCK_SQL: &str = "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint";
+
+/// The answer of [`CLOCK_SQL`].
+pub fn decode_clock(row: &Row) -> Result<Millis, Failure> {
     let ms: i64 = row.try_get(0).map_err(db("clock"))?;
     u64::try_from(ms).map_err(|_| Failure::Corrupt(format!("server clock before 1970: {ms}")))
 }

@@ -547,7 +547,10 @@ fn name<T>(r: Result<T, LedgerError>, col: &str, at: &str) -> Result<T, TxError<
 
 /// The key of a call as bound parameters: `None` when it cannot be stored
 /// (an incarnation above `i64::MAX`), so no row of it exists.
-fn key_params(k: &Key) -> Option<(&str, &str, i64, i64, i64)> {
+/// A call key's five columns as parameters.
+type KeyParams<'k> = (&'k str, &'k str, i64, i64, i64);
+
+fn key_params(k: &Key) -> Option<KeyParams<'_>> {
     Some((
         k.session.as_str(),
         k.op.as_str(),
@@ -557,7 +560,7 @@ fn key_params(k: &Key) -> Option<(&str, &str, i64, i64, i64)> {
     ))
 }
 
-fn key_params_for_write(k: &Key) -> Result<(&str, &str, i64, i64, i64), LedgerError> {
+fn key_params_for_write(k: &Key) -> Result<KeyParams<'_>, LedgerError> {
     key_params(k).ok_or_else(|| LedgerError::BackendFault {
         reason: format!(
             "postgres-encode: incarnation {} exceeds bigint; nothing was written",
@@ -580,45 +583,7 @@ fn load(tx: &mut Tx<'_>, req: &Request, lock: bool) -> Result<View, TxError<Ledg
     // starts after the lock is held and sees every earlier writer's rows.
     let fp = req.footprint();
     let key = fp.key.as_ref().and_then(|k| key_params(k).map(|p| (k, p)));
-    let mut stmts = Vec::new();
-    if lock {
-        stmts.push(Stmt::new(Want::Opt, lock_sql()));
-    }
-    if let Some(session) = &fp.scope {
-        stmts.push(
-            Stmt::new(
-                Want::Opt,
-                "SELECT workspace, incarnation, state, close_outcome, attach_token
-                 FROM ledger_scopes WHERE session = $1",
-            )
-            .arg(session.as_str().to_owned()),
-        );
-    }
-    if let Some((_, p)) = &key {
-        for sql in [CALL_SQL, ACK_SQL] {
-            stmts.push(
-                Stmt::new(Want::Opt, sql)
-                    .arg(p.0.to_owned())
-                    .arg(p.1.to_owned())
-                    .arg(p.2)
-                    .arg(p.3)
-                    .arg(p.4),
-            );
-        }
-    }
-    if let Some(session) = &fp.session_calls {
-        stmts.push(Stmt::new(Want::Rows, CALLS_OF_SESSION_SQL).arg(session.as_str().to_owned()));
-    }
-    if fp.all_admitted {
-        stmts.push(Stmt::new(Want::Rows, ADMITTED_SQL));
-    }
-    if fp.totals {
-        stmts.push(Stmt::new(Want::One, BYTES_SQL));
-        stmts.push(Stmt::new(Want::One, UNCLEAN_SQL));
-    }
-    if fp.releases {
-        stmts.push(Stmt::new(Want::Rows, RELEASES_SQL));
-    }
+    let stmts = load_stmts(&fp, key.as_ref().map(|(_, p)| p), lock);
     let got = tx.run(&stmts).map_err(sql("load"))?;
     let mut got = got.into_iter();
     let mut next = || next_got(&mut got, "load").map_err(TxError::Failure);
@@ -655,6 +620,55 @@ fn load(tx: &mut Tx<'_>, req: &Request, lock: bool) -> Result<View, TxError<Ledg
         v.releases = decode_releases(&next()?.rows("load-releases")?)?;
     }
     Ok(v)
+}
+
+/// The statements of a footprint's load, in the order [`load`] decodes
+/// them.
+fn load_stmts(
+    fp: &custos_core::ledger::Footprint,
+    key: Option<&KeyParams<'_>>,
+    lock: bool,
+) -> Vec<Stmt> {
+    let mut stmts = Vec::new();
+    if lock {
+        stmts.push(Stmt::new(Want::Opt, lock_sql()));
+    }
+    if let Some(session) = &fp.scope {
+        stmts.push(
+            Stmt::new(
+                Want::Opt,
+                "SELECT workspace, incarnation, state, close_outcome, attach_token
+                 FROM ledger_scopes WHERE session = $1",
+            )
+            .arg(session.as_str().to_owned()),
+        );
+    }
+    if let Some(p) = key {
+        for sql in [CALL_SQL, ACK_SQL] {
+            stmts.push(
+                Stmt::new(Want::Opt, sql)
+                    .arg(p.0.to_owned())
+                    .arg(p.1.to_owned())
+                    .arg(p.2)
+                    .arg(p.3)
+                    .arg(p.4),
+            );
+        }
+    }
+    if let Some(session) = &fp.session_calls {
+        stmts.push(Stmt::new(Want::Rows, CALLS_OF_SESSION_SQL).arg(session.as_str().to_owned()));
+    }
+    if fp.all_admitted {
+        stmts.push(Stmt::new(Want::Rows, ADMITTED_SQL));
+    }
+    if fp.totals {
+        stmts.push(Stmt::new(Want::One, BYTES_SQL));
+        stmts.push(Stmt::new(Want::One, UNCLEAN_SQL));
+    }
+    if fp.releases {
+        stmts.push(Stmt::new(Want::Rows, RELEASES_SQL));
+    }
+    stmts
 }
 
 const CALL_SQL: &str = "SELECT tool, state, outcome, outcome_digest, outcome_bytes, admit_request
@@ -850,14 +864,17 @@ fn put_scope(s: &Scope) -> Result<Stmt, LedgerError> {
     .arg(s.attach_token.as_str().to_owned()))
 }
 
+/// A call row's state columns: state, outcome, digest, admit request.
+type CallCols = (
+    &'static str,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    Option<String>,
+);
+
 /// A call's row (inserted, or replacing the key's).
 fn put_call(k: &Key, row: &CallRow) -> Result<Stmt, LedgerError> {
-    let (state, outcome, digest, request): (
-        &str,
-        Option<Vec<u8>>,
-        Option<Vec<u8>>,
-        Option<String>,
-    ) = match &row.state {
+    let (state, outcome, digest, request): CallCols = match &row.state {
         RowState::Admitted { request: r, .. } => (
             "admitted",
             None,

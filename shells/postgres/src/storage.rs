@@ -107,7 +107,10 @@ use custos_core::storage::{
 use custos_core::Millis;
 use postgres::types::ToSql;
 
-use crate::conn::{db, server_now, to_i64, Conn, Failure, Target, TxError};
+use crate::conn::{
+    db, decode_clock, next_got, server_now, to_i64, Conn, Failure, Got, Stmt, Target, TxError,
+    Want, CLOCK_SQL,
+};
 use codec::{num, ENTRIES, REGISTERS, SESSIONS, USAGE};
 
 /// The lease lifetime a [`StorageConfig`] asks for unless told otherwise.
@@ -365,12 +368,7 @@ impl PgStorage {
 
     /// Admits a commit under this handle's pair at the server's clock:
     /// answers the renewed lease state to write back.
-    fn admit_commit(
-        &self,
-        tx: &mut Tx<'_>,
-        prev: &LeaseState,
-    ) -> Result<LeaseState, TxError<CommitError>> {
-        let now = server_now(tx)?;
+    fn admit_at(&self, prev: &LeaseState, now: Millis) -> Result<LeaseState, TxError<CommitError>> {
         let d = lease::decide(
             prev,
             &Request::Commit {
@@ -433,20 +431,32 @@ fn admit(conn: &Conn, session: &str, owner: &Owner, ttl: Millis) -> Result<Lease
 /// writing transaction after the open's insert) and decodes it.
 fn lock_head(tx: &mut Tx<'_>, session: &str) -> Result<(LeaseState, (Seq, Stats)), Failure> {
     let row = tx
-        .query_opt(
-            &format!(
-                "SELECT {}, {} FROM storage_sessions WHERE session = $1 FOR UPDATE",
-                codec::HEAD_COLS,
-                schema::COMPONENT.version_column()
-            ),
-            &[&session],
-        )
-        .map_err(db("lock-head"))?
-        .ok_or_else(|| {
-            Failure::Corrupt(format!(
-                "{SESSIONS}: the head row of session {session:?} is missing"
-            ))
-        })?;
+        .query_opt(&lock_sql(), &[&session])
+        .map_err(db("lock-head"))?;
+    decode_locked(row, session)
+}
+
+/// The head-row lock statement (`$1` the session), reading the schema's
+/// version beside the head.
+fn lock_sql() -> String {
+    format!(
+        "SELECT {}, {} FROM storage_sessions WHERE session = $1 FOR UPDATE",
+        codec::HEAD_COLS,
+        schema::COMPONENT.version_column()
+    )
+}
+
+/// The head row the lock statement read, decoded; the schema at this
+/// build's version.
+fn decode_locked(
+    row: Option<postgres::Row>,
+    session: &str,
+) -> Result<(LeaseState, (Seq, Stats)), Failure> {
+    let row = row.ok_or_else(|| {
+        Failure::Corrupt(format!(
+            "{SESSIONS}: the head row of session {session:?} is missing"
+        ))
+    })?;
     let version: Option<i64> = row
         .try_get(row.len().saturating_sub(1))
         .map_err(db("lock-head"))?;
@@ -510,14 +520,9 @@ fn store_lease(tx: &mut Tx<'_>, session: &str, next: &LeaseState) -> Result<(), 
     one_row(n, session)
 }
 
-/// Writes the lease state, the next seq and the stats back to the (locked)
-/// head row: the last statement of an accepted commit.
-fn store_head(
-    tx: &mut Tx<'_>,
-    session: &str,
-    next: &LeaseState,
-    plan: &CommitPlan,
-) -> Result<(), Failure> {
+/// The statement writing the lease state, the next seq and the stats back
+/// to the (locked) head row: the last of an accepted commit.
+fn head_stmt(session: &str, next: &LeaseState, plan: &CommitPlan) -> Result<Stmt, Failure> {
     let LeaseCols {
         owner,
         fence,
@@ -525,57 +530,93 @@ fn store_head(
         high,
     } = LeaseCols::of(next)?;
     let s = &plan.stats;
-    let n = tx
-        .execute(
-            "UPDATE storage_sessions SET lease_owner = $2, lease_fence = $3,
-                 lease_expires_at = $4, fence_high_water = $5,
-                 next_seq = $6::text::numeric, usage_rows = $7::text::numeric,
-                 input_tokens = $8::text::numeric, output_tokens = $9::text::numeric,
-                 cache_read_tokens = $10::text::numeric, cache_write_tokens = $11::text::numeric,
-                 cost_micros = $12::text::numeric
-             WHERE session = $1",
-            &[
-                &session,
-                &owner,
-                &fence,
-                &expires,
-                &high,
-                &num(plan.next_seq),
-                &num(s.usage_rows),
-                &num(s.totals.input_tokens),
-                &num(s.totals.output_tokens),
-                &num(s.totals.cache_read_tokens),
-                &num(s.totals.cache_write_tokens),
-                &num(s.totals.cost_micros),
-            ],
-        )
-        .map_err(db("store-head"))?;
-    one_row(n, session)
+    Ok(Stmt::new(
+        Want::Count,
+        "UPDATE storage_sessions SET lease_owner = $2, lease_fence = $3,
+             lease_expires_at = $4, fence_high_water = $5,
+             next_seq = $6::text::numeric, usage_rows = $7::text::numeric,
+             input_tokens = $8::text::numeric, output_tokens = $9::text::numeric,
+             cache_read_tokens = $10::text::numeric, cache_write_tokens = $11::text::numeric,
+             cost_micros = $12::text::numeric
+         WHERE session = $1",
+    )
+    .arg(session.to_owned())
+    .arg(owner.map(str::to_owned))
+    .arg(fence)
+    .arg(expires)
+    .arg(high)
+    .arg(num(plan.next_seq))
+    .arg(num(s.usage_rows))
+    .arg(num(s.totals.input_tokens))
+    .arg(num(s.totals.output_tokens))
+    .arg(num(s.totals.cache_read_tokens))
+    .arg(num(s.totals.cache_write_tokens))
+    .arg(num(s.totals.cost_micros)))
 }
 
 // --------------------------------------------------------------- commit
 
+/// The statements of [`load_commit`], in the order it decodes them.
+fn commit_stmts(session: &str, fp: &Footprint, id: Option<&CommitId>) -> Vec<Stmt> {
+    let mut stmts = vec![
+        Stmt::new(Want::Opt, lock_sql()).arg(session.to_owned()),
+        Stmt::new(Want::One, CLOCK_SQL),
+    ];
+    if !fp.ids.is_empty() {
+        let ids: Vec<String> = fp.ids.iter().map(|i| i.as_str().to_owned()).collect();
+        stmts.push(
+            Stmt::new(
+                Want::Rows,
+                "SELECT id, true FROM storage_entries WHERE session = $1 AND id = ANY($2)
+                 UNION ALL
+                 SELECT id, false FROM storage_usage WHERE session = $1 AND id = ANY($2)",
+            )
+            .arg(session.to_owned())
+            .arg(ids),
+        );
+    }
+    if !fp.registers.is_empty() {
+        let mut nss: Vec<String> = Vec::new();
+        let mut keys: Vec<String> = Vec::new();
+        for (ns, ks) in &fp.registers {
+            for k in ks {
+                nss.push(ns.as_str().to_owned());
+                keys.push(k.as_str().to_owned());
+            }
+        }
+        stmts.push(
+            Stmt::new(
+                Want::Rows,
+                "SELECT r.namespace, r.key, r.seq::text FROM storage_registers r
+                 JOIN unnest($2::text[], $3::text[]) AS f(namespace, key)
+                   ON r.namespace = f.namespace AND r.key = f.key
+                 WHERE r.session = $1",
+            )
+            .arg(session.to_owned())
+            .arg(nss)
+            .arg(keys),
+        );
+    }
+    if let Some(id) = id {
+        stmts.push(
+            Stmt::new(Want::Opt, KEPT_COMMIT_SQL)
+                .arg(session.to_owned())
+                .arg(id.as_str().to_owned()),
+        );
+    }
+    stmts
+}
+
+const KEPT_COMMIT_SQL: &str = "SELECT digest, seqs, next_seq::text FROM storage_kept_commits
+    WHERE session = $1 AND id = $2";
+
 /// The session's kept commit under `id`, decoded totally and bounded.
-fn load_kept_commit(
-    tx: &mut Tx<'_>,
-    session: &str,
-    id: &CommitId,
-) -> Result<Option<LastCommit>, Failure> {
+fn decode_kept_commit(row: &postgres::Row, id: &CommitId) -> Result<LastCommit, Failure> {
     let t = "storage_kept_commits";
-    let Some(row) = tx
-        .query_opt(
-            "SELECT digest, seqs, next_seq::text FROM storage_kept_commits
-             WHERE session = $1 AND id = $2",
-            &[&session, &id.as_str()],
-        )
-        .map_err(db("load-kept-commit"))?
-    else {
-        return Ok(None);
-    };
-    let digest: &[u8] = codec::get(&row, 0, t, "digest")?;
+    let digest: &[u8] = codec::get(row, 0, t, "digest")?;
     let digest = <[u8; 32]>::try_from(digest)
         .map_err(|_| codec::corrupt(t, "digest", format!("{} bytes, not 32", digest.len())))?;
-    let raw: &[u8] = codec::get(&row, 1, t, "seqs")?;
+    let raw: &[u8] = codec::get(row, 1, t, "seqs")?;
     let seqs = core_storage::commit::decode_seqs(raw).ok_or_else(|| {
         codec::corrupt(
             t,
@@ -583,20 +624,21 @@ fn load_kept_commit(
             format!("{} bytes are not a commit's seqs", raw.len()),
         )
     })?;
-    let next_seq = codec::u64_text(&row, 2, t, "next_seq")?;
-    Ok(Some(LastCommit {
+    let next_seq = codec::u64_text(row, 2, t, "next_seq")?;
+    Ok(LastCommit {
         id: id.clone(),
         digest,
         receipt: CommitReceipt { seqs, next_seq },
-    }))
+    })
 }
 
-/// Keeps `last` after the session's kept commits and forgets the oldest
-/// beyond [`KEPT_COMMITS`], in the commit's transaction.
-fn keep_commit(tx: &mut Tx<'_>, session: &str, last: &LastCommit) -> Result<(), Failure> {
-    let seqs = core_storage::commit::encode_seqs(&last.receipt.seqs);
+/// The statement keeping `last` after the session's kept commits and
+/// forgetting the oldest beyond [`KEPT_COMMITS`], in the commit's
+/// transaction.
+fn keep_stmt(session: &str, last: &LastCommit) -> Stmt {
     let keep = i64::try_from(KEPT_COMMITS).unwrap_or(i64::MAX);
-    tx.execute(
+    Stmt::new(
+        Want::Count,
         "WITH top AS (SELECT COALESCE(max(position), 0) AS p
                       FROM storage_kept_commits WHERE session = $1),
               added AS (INSERT INTO storage_kept_commits (session, id, position, digest, seqs, next_seq)
@@ -604,42 +646,37 @@ fn keep_commit(tx: &mut Tx<'_>, session: &str, last: &LastCommit) -> Result<(), 
                         RETURNING position)
          DELETE FROM storage_kept_commits
          WHERE session = $1 AND position <= (SELECT position FROM added) - $6",
-        &[
-            &session,
-            &last.id.as_str(),
-            &&last.digest[..],
-            &seqs,
-            &num(last.receipt.next_seq),
-            &keep,
-        ],
     )
-    .map_err(db("keep-commit"))?;
-    Ok(())
+    .arg(session.to_owned())
+    .arg(last.id.as_str().to_owned())
+    .arg(last.digest.to_vec())
+    .arg(core_storage::commit::encode_seqs(&last.receipt.seqs))
+    .arg(num(last.receipt.next_seq))
+    .arg(keep)
 }
 
-/// Loads exactly the commit's footprint into a [`CommitContext`] over the
-/// head the commit locked.
-fn load_context(
+/// Locks the head, reads the server's clock and loads exactly the commit's
+/// footprint (and its kept commit, when identified), in one pipeline: the
+/// server runs the reads after the lock is held.
+fn load_commit(
     tx: &mut Tx<'_>,
     session: &str,
-    (next_seq, stats): (Seq, Stats),
     fp: &Footprint,
-) -> Result<CommitContext, Failure> {
+    id: Option<&CommitId>,
+) -> Result<(LeaseState, Millis, CommitContext), Failure> {
+    let stmts = commit_stmts(session, fp, id);
+    let got = tx.run(&stmts).map_err(db("load-commit"))?;
+    let mut got = got.into_iter();
+    let (prev, (next_seq, stats)) =
+        decode_locked(next_got(&mut got, "lock-head")?.opt("lock-head")?, session)?;
+    let now = decode_clock(&next_got(&mut got, "clock")?.one("clock")?)?;
     let mut ctx = CommitContext {
         next_seq,
         stats,
         ..CommitContext::default()
     };
     if !fp.ids.is_empty() {
-        let ids: Vec<&str> = fp.ids.iter().map(RecordId::as_str).collect();
-        let rows = tx
-            .query(
-                "SELECT id, true FROM storage_entries WHERE session = $1 AND id = ANY($2)
-                 UNION ALL
-                 SELECT id, false FROM storage_usage WHERE session = $1 AND id = ANY($2)",
-                &[&session, &ids],
-            )
-            .map_err(db("load-ids"))?;
+        let rows = next_got(&mut got, "load-ids")?.rows("load-ids")?;
         for row in &rows {
             let is_entry: bool = codec::get(row, 1, ENTRIES, "id")?;
             let table = if is_entry { ENTRIES } else { USAGE };
@@ -652,23 +689,7 @@ fn load_context(
         }
     }
     if !fp.registers.is_empty() {
-        let mut nss: Vec<&str> = Vec::new();
-        let mut keys: Vec<&str> = Vec::new();
-        for (ns, ks) in &fp.registers {
-            for k in ks {
-                nss.push(ns.as_str());
-                keys.push(k.as_str());
-            }
-        }
-        let rows = tx
-            .query(
-                "SELECT r.namespace, r.key, r.seq::text FROM storage_registers r
-                 JOIN unnest($2::text[], $3::text[]) AS f(namespace, key)
-                   ON r.namespace = f.namespace AND r.key = f.key
-                 WHERE r.session = $1",
-                &[&session, &nss, &keys],
-            )
-            .map_err(db("load-registers"))?;
+        let rows = next_got(&mut got, "load-registers")?.rows("load-registers")?;
         for row in &rows {
             let ns = Namespace::try_from(codec::text(
                 row,
@@ -684,12 +705,23 @@ fn load_context(
             ctx.registers.entry(ns).or_default().insert(key, seq);
         }
     }
-    Ok(ctx)
+    if let Some(id) = id {
+        let row = next_got(&mut got, "load-kept-commit")?.opt("load-kept-commit")?;
+        ctx.last = row.map(|r| decode_kept_commit(&r, id)).transpose()?;
+    }
+    Ok((prev, now, ctx))
 }
 
-/// Writes an accepted plan's rows back, in the commit's transaction (the
-/// head row is written by [`store_head`]).
-fn apply_plan(tx: &mut Tx<'_>, session: &str, plan: &CommitPlan) -> Result<(), Failure> {
+/// Writes an accepted plan back, in the commit's transaction: its entries
+/// one by one (each finds its branch place from the rows before it), then
+/// its usage rows, its register changes, the head row and the kept commit
+/// in one pipeline.
+fn write_plan(
+    tx: &mut Tx<'_>,
+    session: &str,
+    next: &LeaseState,
+    plan: &CommitPlan,
+) -> Result<(), Failure> {
     for e in &plan.entries {
         let (segment, pos) = branch::link_branch(tx, session, e)?;
         tx.execute(
@@ -712,67 +744,69 @@ fn apply_plan(tx: &mut Tx<'_>, session: &str, plan: &CommitPlan) -> Result<(), F
         )
         .map_err(db("insert-entry"))?;
     }
-    for u in &plan.usage {
-        let f = &u.figures;
-        tx.execute(
-            "INSERT INTO storage_usage (session, seq, id, ts, input_tokens, output_tokens,
-                 cache_read_tokens, cache_write_tokens, cost_micros, details)
-             VALUES ($1, $2::text::numeric, $3, $4::text::numeric, $5::text::numeric,
-                 $6::text::numeric, $7::text::numeric, $8::text::numeric, $9::text::numeric, $10)",
-            &[
-                &session,
-                &num(u.seq),
-                &u.id.as_str(),
-                &num(u.ts),
-                &num(f.input_tokens),
-                &num(f.output_tokens),
-                &num(f.cache_read_tokens),
-                &num(f.cache_write_tokens),
-                &num(f.cost_micros),
-                &u.details.as_bytes(),
-            ],
-        )
-        .map_err(db("insert-usage"))?;
+    let mut stmts: Vec<Stmt> = plan.usage.iter().map(|u| usage_stmt(session, u)).collect();
+    stmts.extend(plan.registers.iter().map(|c| register_stmt(session, c)));
+    let head_at = stmts.len();
+    stmts.push(head_stmt(session, next, plan)?);
+    if let Some(last) = &plan.last {
+        stmts.push(keep_stmt(session, last));
     }
-    for change in &plan.registers {
-        apply_register_change(tx, session, change)?;
+    let got = tx.run(&stmts).map_err(db("write-plan"))?;
+    match got.into_iter().nth(head_at) {
+        Some(Got::Count(n)) => one_row(n, session),
+        _ => Err(Failure::Db(
+            "write-plan",
+            "the pipeline did not answer the head row's update".to_owned(),
+        )),
     }
-    Ok(())
 }
 
-/// Writes one register change of an accepted plan: the register set, or
+/// The statement inserting one usage row.
+fn usage_stmt(session: &str, u: &UsageRow) -> Stmt {
+    let f = &u.figures;
+    Stmt::new(
+        Want::Count,
+        "INSERT INTO storage_usage (session, seq, id, ts, input_tokens, output_tokens,
+             cache_read_tokens, cache_write_tokens, cost_micros, details)
+         VALUES ($1, $2::text::numeric, $3, $4::text::numeric, $5::text::numeric,
+             $6::text::numeric, $7::text::numeric, $8::text::numeric, $9::text::numeric, $10)",
+    )
+    .arg(session.to_owned())
+    .arg(num(u.seq))
+    .arg(u.id.as_str().to_owned())
+    .arg(num(u.ts))
+    .arg(num(f.input_tokens))
+    .arg(num(f.output_tokens))
+    .arg(num(f.cache_read_tokens))
+    .arg(num(f.cache_write_tokens))
+    .arg(num(f.cost_micros))
+    .arg(u.details.as_bytes().to_vec())
+}
+
+/// The statement applying one register change: the register set, or
 /// deleted.
-fn apply_register_change(
-    tx: &mut Tx<'_>,
-    session: &str,
-    change: &RegisterChange,
-) -> Result<(), Failure> {
+fn register_stmt(session: &str, change: &RegisterChange) -> Stmt {
     match change {
-        RegisterChange::Set(r) => {
-            tx.execute(
-                "INSERT INTO storage_registers (session, namespace, key, value, seq)
-                     VALUES ($1, $2, $3, $4, $5::text::numeric)
-                     ON CONFLICT (session, namespace, key)
-                     DO UPDATE SET value = EXCLUDED.value, seq = EXCLUDED.seq",
-                &[
-                    &session,
-                    &r.namespace.as_str(),
-                    &r.key.as_str(),
-                    &r.value.as_bytes(),
-                    &num(r.seq),
-                ],
-            )
-            .map_err(db("set-register"))?;
-        }
-        RegisterChange::Delete { namespace, key, .. } => {
-            tx.execute(
-                "DELETE FROM storage_registers WHERE session = $1 AND namespace = $2 AND key = $3",
-                &[&session, &namespace.as_str(), &key.as_str()],
-            )
-            .map_err(db("delete-register"))?;
-        }
+        RegisterChange::Set(r) => Stmt::new(
+            Want::Count,
+            "INSERT INTO storage_registers (session, namespace, key, value, seq)
+                 VALUES ($1, $2, $3, $4, $5::text::numeric)
+                 ON CONFLICT (session, namespace, key)
+                 DO UPDATE SET value = EXCLUDED.value, seq = EXCLUDED.seq",
+        )
+        .arg(session.to_owned())
+        .arg(r.namespace.as_str().to_owned())
+        .arg(r.key.as_str().to_owned())
+        .arg(r.value.as_bytes().to_vec())
+        .arg(num(r.seq)),
+        RegisterChange::Delete { namespace, key, .. } => Stmt::new(
+            Want::Count,
+            "DELETE FROM storage_registers WHERE session = $1 AND namespace = $2 AND key = $3",
+        )
+        .arg(session.to_owned())
+        .arg(namespace.as_str().to_owned())
+        .arg(key.as_str().to_owned()),
     }
-    Ok(())
 }
 
 // ---------------------------------------------------------------- reads
@@ -862,18 +896,13 @@ impl Storage for PgStorage {
     fn commit(&self, commit: &Commit) -> Result<CommitReceipt, CommitError> {
         let fp = commit.footprint();
         self.write(|tx| {
-            let (prev, head) = lock_head(tx, &self.session)?;
-            let next_lease = self.admit_commit(tx, &prev)?;
-            let mut ctx = load_context(tx, &self.session, head, &fp)?;
-            if let Some(id) = &commit.id {
-                ctx.last = load_kept_commit(tx, &self.session, id)?;
-            }
+            // One round trip: the head lock, the clock and the footprint.
+            let (prev, now, ctx) = load_commit(tx, &self.session, &fp, commit.id.as_ref())?;
+            let next_lease = self.admit_at(&prev, now)?;
             let plan = core_storage::decide(&ctx, commit).map_err(TxError::Refused)?;
-            apply_plan(tx, &self.session, &plan)?;
-            store_head(tx, &self.session, &next_lease, &plan)?;
-            if let Some(last) = &plan.last {
-                keep_commit(tx, &self.session, last)?;
-            }
+            // One more: every row of the plan and the head (entries first
+            // find their branch place, a round trip each).
+            write_plan(tx, &self.session, &next_lease, &plan)?;
             Ok(plan.receipt)
         })
     }
