@@ -65,7 +65,9 @@ fn raw_table(c: &Cluster, schema: &str) -> String {
     client
         .batch_execute(&format!(
             "CREATE SCHEMA {schema};
-             CREATE TABLE {schema}.raw (c bigint, k bigint, v bytea, PRIMARY KEY (c, k))"
+             CREATE TABLE {schema}.raw (c bigint, k bigint, v bytea, PRIMARY KEY (c, k));
+             CREATE TABLE {schema}.head (id bigint PRIMARY KEY, n bigint NOT NULL);
+             INSERT INTO {schema}.head VALUES (1, 0)"
         ))
         .unwrap();
     schema.to_owned()
@@ -154,6 +156,8 @@ struct Single {
     raw: postgres::Client,
     insert: postgres::Statement,
     select: postgres::Statement,
+    lock: postgres::Statement,
+    bump: postgres::Statement,
     storage: PgStorage,
     admits: PgLedger,
     calls: PgLedger,
@@ -170,6 +174,14 @@ impl Single {
             ))
             .unwrap();
         let select = raw.prepare("SELECT 1").unwrap();
+        let lock = raw
+            .prepare(&format!(
+                "SELECT n FROM {schema}.head WHERE id = 1 FOR UPDATE"
+            ))
+            .unwrap();
+        let bump = raw
+            .prepare(&format!("UPDATE {schema}.head SET n = n + 1 WHERE id = 1"))
+            .unwrap();
         let storage = PgStorage::open(StorageConfig::new(
             target(c, &unique_schema("st")),
             "bench",
@@ -186,6 +198,8 @@ impl Single {
             raw,
             insert,
             select,
+            lock,
+            bump,
             storage,
             admits,
             calls,
@@ -194,7 +208,8 @@ impl Single {
     }
 
     /// Times `n` of operation `what` (0 raw insert transaction, 1 storage
-    /// commit, 2 ledger admission, 3 ledger call, 4 one round trip).
+    /// commit, 2 ledger admission, 3 ledger call, 4 one round trip, 5 raw
+    /// head-lock, insert and head-update transaction).
     fn run(&mut self, what: usize, n: usize) -> Duration {
         let start = Instant::now();
         for _ in 0..n {
@@ -226,8 +241,19 @@ impl Single {
                         .unwrap();
                     self.calls.finish(&LIMITS, &k, b"done").unwrap();
                 }
-                _ => {
+                4 => {
                     self.raw.query_one(&self.select, &[]).unwrap();
+                }
+                _ => {
+                    let mut tx = self.raw.transaction().unwrap();
+                    tx.query_one(&self.lock, &[]).unwrap();
+                    tx.execute(
+                        &self.insert,
+                        &[&1i64, &(i as i64), &b"value-of-sixteen".as_slice()],
+                    )
+                    .unwrap();
+                    tx.execute(&self.bump, &[]).unwrap();
+                    tx.commit().unwrap();
                 }
             }
         }
@@ -243,7 +269,7 @@ fn main() {
     let cluster = Arc::new(Cluster::start().unwrap());
     println!("custos-postgres bench: {n} operations per figure, in 10 interleaved chunks; private cluster (fsync on, synchronous_commit on)");
     let mut single = Single::new(&cluster);
-    for what in 0..5 {
+    for what in 0..6 {
         single.run(what, 50); // warm statements and pages
     }
     // Round trips per operation, counted on a warm connection.
@@ -254,7 +280,7 @@ fn main() {
         *out = (custos_postgres::conn::round_trips() - before) as f64 / 100.0;
     }
     let chunk = (n / 10).max(1);
-    let mut t = [Duration::ZERO; 5];
+    let mut t = [Duration::ZERO; 6];
     for _ in 0..10 {
         for (what, total) in t.iter_mut().enumerate() {
             *total += single.run(what, chunk);
@@ -268,6 +294,10 @@ fn main() {
         per_sec(m, t[0]),
         us(t[0]),
         us(t[4])
+    );
+    println!(
+        "raw head-lock + insert + head-update transaction (the shape of a decision, 5 round trips): {:.1} µs",
+        us(t[5])
     );
     println!(
         "storage commit (one register):     {:.0}/s ({:.1} µs, {:.1} round trips) → ratio {:.2} (goal ≥ 0.7)",

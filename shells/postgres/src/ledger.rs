@@ -55,11 +55,11 @@
 //! `ledger_releases.released_at_ms`, is the operator's `now` carried by
 //! [`Request::Release`] and recorded as given, as on SQLite and in memory.
 //!
-//! ## Schema (component `ledger`, version 2)
+//! ## Schema (component `ledger`, version 3)
 //!
 //! | table | role |
 //! |-------|------|
-//! | `ledger_head(id)` | the one row (`id = 1`) every writer locks first |
+//! | `ledger_head(id, held_bytes, negative_rows, unclean_scopes)` | the one row (`id = 1`) every writer locks first; since version 3 it also carries the totals an admission judges, kept by triggers on `ledger_calls` and `ledger_scopes` (an admission reads them with the lock instead of summing the ledger) |
 //! | `ledger_scopes(session, workspace, incarnation, state, close_outcome, attach_token)` | one row per session |
 //! | `ledger_calls(session, op, step, source_index, incarnation, tool, state, outcome, outcome_digest, outcome_bytes, admit_request)` | one row per call key (`admit_request`, added by version 2, is the [`RequestId`] an `admitted` row was inserted by) |
 //! | `ledger_acks(session, op, step, source_index, incarnation)` | the acknowledgement tombstones |
@@ -175,14 +175,65 @@ pub const LEDGER_SCHEMA_V2: &str = "
 ALTER TABLE ledger_calls ADD COLUMN admit_request text;
 ";
 
+/// Version 3: the totals an admission judges (the bytes held by admitted
+/// and terminal calls, how many of those hold a negative byte count, the
+/// scopes not closed clean) are kept on the head row by triggers on every
+/// change of `ledger_calls` and `ledger_scopes`, instead of summed over the
+/// whole ledger on every admission; the writer reads them with the head
+/// row it locks. The functions keep the schema they were created in as
+/// their `search_path`, so any client's change keeps them right.
+pub const LEDGER_SCHEMA_V3: &str = "
+ALTER TABLE ledger_head
+    ADD COLUMN held_bytes numeric NOT NULL DEFAULT 0,
+    ADD COLUMN negative_rows bigint NOT NULL DEFAULT 0,
+    ADD COLUMN unclean_scopes bigint NOT NULL DEFAULT 0;
+UPDATE ledger_head SET
+    held_bytes = (SELECT COALESCE(SUM(outcome_bytes), 0) FROM ledger_calls
+                  WHERE state IN ('admitted', 'terminal')),
+    negative_rows = (SELECT count(*) FROM ledger_calls
+                     WHERE state IN ('admitted', 'terminal') AND outcome_bytes < 0),
+    unclean_scopes = (SELECT count(*) FROM ledger_scopes
+                      WHERE NOT (state = 'closed' AND close_outcome IS NOT DISTINCT FROM 0));
+CREATE FUNCTION ledger_calls_totals() RETURNS trigger LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
+BEGIN
+    IF TG_OP IN ('UPDATE', 'DELETE') AND OLD.state IN ('admitted', 'terminal') THEN
+        UPDATE ledger_head SET held_bytes = held_bytes - OLD.outcome_bytes,
+            negative_rows = negative_rows - (OLD.outcome_bytes < 0)::int;
+    END IF;
+    IF TG_OP IN ('UPDATE', 'INSERT') AND NEW.state IN ('admitted', 'terminal') THEN
+        UPDATE ledger_head SET held_bytes = held_bytes + NEW.outcome_bytes,
+            negative_rows = negative_rows + (NEW.outcome_bytes < 0)::int;
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER ledger_calls_totals AFTER INSERT OR UPDATE OR DELETE ON ledger_calls
+    FOR EACH ROW EXECUTE FUNCTION ledger_calls_totals();
+CREATE FUNCTION ledger_scopes_totals() RETURNS trigger LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
+BEGIN
+    IF TG_OP IN ('UPDATE', 'DELETE')
+       AND NOT (OLD.state = 'closed' AND OLD.close_outcome IS NOT DISTINCT FROM 0) THEN
+        UPDATE ledger_head SET unclean_scopes = unclean_scopes - 1;
+    END IF;
+    IF TG_OP IN ('UPDATE', 'INSERT')
+       AND NOT (NEW.state = 'closed' AND NEW.close_outcome IS NOT DISTINCT FROM 0) THEN
+        UPDATE ledger_head SET unclean_scopes = unclean_scopes + 1;
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER ledger_scopes_totals AFTER INSERT OR UPDATE OR DELETE ON ledger_scopes
+    FOR EACH ROW EXECUTE FUNCTION ledger_scopes_totals();
+";
+
 /// The ledger's versioned schema: `steps[i]` creates version `i + 1`.
 pub const LEDGER_COMPONENT: Component = Component {
     name: "ledger",
-    steps: &[LEDGER_SCHEMA_V1, LEDGER_SCHEMA_V2],
+    steps: &[LEDGER_SCHEMA_V1, LEDGER_SCHEMA_V2, LEDGER_SCHEMA_V3],
 };
 
 /// The ledger schema version this build writes and reads.
-pub const LEDGER_VERSION: i64 = 2;
+pub const LEDGER_VERSION: i64 = 3;
 
 /// A server failure as the ledger port's error.
 fn failure(f: Failure) -> LedgerError {
@@ -587,9 +638,11 @@ fn load(tx: &mut Tx<'_>, req: &Request, lock: bool) -> Result<View, TxError<Ledg
     let got = tx.run(&stmts).map_err(sql("load"))?;
     let mut got = got.into_iter();
     let mut next = || next_got(&mut got, "load").map_err(TxError::Failure);
-    if lock {
-        check_lock(next()?.opt("lock-head")?)?;
-    }
+    let head = if lock {
+        Some(check_lock(next()?.opt("lock-head")?)?)
+    } else {
+        None
+    };
     let mut v = View::default();
     if let Some(session) = &fp.scope {
         v.scope = next()?
@@ -612,9 +665,10 @@ fn load(tx: &mut Tx<'_>, req: &Request, lock: bool) -> Result<View, TxError<Ledg
         v.admitted = decode_calls(&next()?.rows("load-admitted")?)?;
     }
     if fp.totals {
-        let bytes = next()?.one("load-bytes")?;
-        let unclean = next()?.one("load-unclean")?;
-        (v.ledger_bytes, v.unclean_scopes) = decode_totals(&bytes, &unclean)?;
+        (v.ledger_bytes, v.unclean_scopes) = match &head {
+            Some(row) => decode_totals(row, 2)?,
+            None => decode_totals(&next()?.one("load-totals")?, 0)?,
+        };
     }
     if fp.releases {
         v.releases = decode_releases(&next()?.rows("load-releases")?)?;
@@ -661,9 +715,9 @@ fn load_stmts(
     if fp.all_admitted {
         stmts.push(Stmt::new(Want::Rows, ADMITTED_SQL));
     }
-    if fp.totals {
-        stmts.push(Stmt::new(Want::One, BYTES_SQL));
-        stmts.push(Stmt::new(Want::One, UNCLEAN_SQL));
+    if fp.totals && !lock {
+        // A writer reads them with the head row it locks.
+        stmts.push(Stmt::new(Want::One, TOTALS_SQL));
     }
     if fp.releases {
         stmts.push(Stmt::new(Want::Rows, RELEASES_SQL));
@@ -686,12 +740,9 @@ const ADMITTED_SQL: &str = "SELECT session, op, step, source_index, incarnation,
     tool, state, outcome, outcome_digest, outcome_bytes, admit_request
     FROM ledger_calls WHERE state = 'admitted'";
 
-const BYTES_SQL: &str = "SELECT COALESCE(SUM(outcome_bytes), 0)::bigint,
-    count(*) FILTER (WHERE outcome_bytes < 0)
-    FROM ledger_calls WHERE state IN ('admitted', 'terminal')";
-
-const UNCLEAN_SQL: &str = "SELECT count(*) FROM ledger_scopes
-    WHERE NOT (state = 'closed' AND close_outcome IS NOT DISTINCT FROM 0)";
+/// The totals kept on the head row (version 3), for a read.
+const TOTALS_SQL: &str = "SELECT held_bytes::bigint, negative_rows, unclean_scopes
+    FROM ledger_head WHERE id = 1";
 
 const RELEASES_SQL: &str = "SELECT id, session, workspace, incarnation, was, released_at_ms
     FROM ledger_releases ORDER BY id";
@@ -788,18 +839,19 @@ fn decode_calls(rows: &[Row]) -> Result<Vec<(Key, CallRow)>, TxError<LedgerError
     Ok(calls)
 }
 
-/// `sum(outcome_bytes)` over `admitted` and `terminal` rows, and the number
-/// of scopes that are anything but `Closed(AllRetired)` (a malformed closed
-/// scope counts as unclean).
-fn decode_totals(bytes: &Row, unclean: &Row) -> Result<(u64, u64), TxError<LedgerError>> {
-    let negative: i64 = bytes.try_get(1).map_err(sql("load-bytes"))?;
+/// The bytes held by `admitted` and `terminal` rows, and the number of
+/// scopes that are anything but `Closed(AllRetired)` (a malformed closed
+/// scope counts as unclean): the head row's totals from column `base`
+/// (held bytes, rows holding a negative count, unclean scopes).
+fn decode_totals(r: &Row, base: usize) -> Result<(u64, u64), TxError<LedgerError>> {
+    let negative: i64 = r.try_get(base + 1).map_err(sql("load-totals"))?;
     if negative != 0 {
         return Err(malformed(format!(
             "ledger_calls: column outcome_bytes: {negative} rows hold a negative value"
         )));
     }
-    let total = u64_col(bytes, 0, "sum(outcome_bytes)", "ledger_calls")?;
-    let unclean = u64_col(unclean, 0, "count(unclean)", "ledger_scopes")?;
+    let total = u64_col(r, base, "held_bytes", "ledger_head")?;
+    let unclean = u64_col(r, base + 2, "unclean_scopes", "ledger_head")?;
     Ok((total, unclean))
 }
 
@@ -829,19 +881,21 @@ fn decode_releases(rows: &[Row]) -> Result<Vec<Release>, TxError<LedgerError>> {
 /// transaction: the statement, reading the schema's version beside it.
 fn lock_sql() -> String {
     format!(
-        "SELECT id, {} FROM ledger_head WHERE id = 1 FOR UPDATE",
+        "SELECT id, {}, held_bytes::bigint, negative_rows, unclean_scopes
+         FROM ledger_head WHERE id = 1 FOR UPDATE",
         LEDGER_COMPONENT.version_column()
     )
 }
 
 /// The head row the lock statement read: present, and the schema at this
 /// build's version.
-fn check_lock(row: Option<Row>) -> Result<(), TxError<LedgerError>> {
+fn check_lock(row: Option<Row>) -> Result<Row, TxError<LedgerError>> {
     let row = row.ok_or_else(|| malformed("ledger_head: the head row (id = 1) is missing"))?;
     let version: Option<i64> = row.try_get(1).map_err(sql("lock-head"))?;
     LEDGER_COMPONENT
         .check_written(version)
-        .map_err(TxError::Failure)
+        .map_err(TxError::Failure)?;
+    Ok(row)
 }
 
 /// A scope's row (inserted, or replacing the session's).

@@ -509,3 +509,119 @@ fn activity_records_count_without_creating_or_writing() {
     );
     assert!(e.to_string().starts_with("ActivityUnreadable"), "{e}");
 }
+
+/// Room for the totals tests' calls.
+const ROOMY: custos_core::ledger::Limits = custos_core::ledger::Limits {
+    max_unclean_scopes: 8,
+    max_ledger_bytes: 1 << 20,
+    reservation_bytes: 16,
+};
+
+/// The totals on the head row, and the same totals summed over the rows.
+fn totals(c: &mut Client) -> ((i64, i64, i64), (i64, i64, i64)) {
+    let kept = c
+        .query_one(
+            "SELECT held_bytes::bigint, negative_rows, unclean_scopes FROM ledger_head",
+            &[],
+        )
+        .unwrap();
+    let summed = c
+        .query_one(
+            "SELECT (SELECT COALESCE(SUM(outcome_bytes), 0)::bigint FROM ledger_calls
+                     WHERE state IN ('admitted', 'terminal')),
+                    (SELECT count(*) FROM ledger_calls
+                     WHERE state IN ('admitted', 'terminal') AND outcome_bytes < 0),
+                    (SELECT count(*) FROM ledger_scopes
+                     WHERE NOT (state = 'closed' AND close_outcome IS NOT DISTINCT FROM 0))",
+            &[],
+        )
+        .unwrap();
+    (
+        (kept.get(0), kept.get(1), kept.get(2)),
+        (summed.get(0), summed.get(1), summed.get(2)),
+    )
+}
+
+#[test]
+fn the_head_rows_totals_follow_every_change_of_the_rows() {
+    let t = target("ledger_totals");
+    let l = PgLedger::open(t.clone()).unwrap();
+    let mut c = raw(&t);
+    for s in ["a", "b", "c"] {
+        l.attach(&ROOMY, &sid(s), &ws("w"), 1, &tok("t")).unwrap();
+    }
+    for i in 0..6 {
+        let k = key(["a", "b", "c"][i % 3], &format!("op{i}"), 1);
+        l.admit(&ROOMY, &k, &tool("program"), &tok("t")).unwrap();
+        if i % 2 == 0 {
+            l.finish(&ROOMY, &k, b"done").unwrap();
+        }
+        let (kept, summed) = totals(&mut c);
+        assert_eq!(kept, summed, "after call {i}");
+    }
+    l.begin_close(&ROOMY, &sid("c"), 1).unwrap();
+    let (kept, summed) = totals(&mut c);
+    assert_eq!(kept, summed, "after a close began");
+    assert!(kept.0 > 0 && kept.2 > 0, "{kept:?}");
+    // Another client's own change (here a corrupting one) keeps them too,
+    // and the writer refuses to judge over it.
+    c.execute(
+        "UPDATE ledger_calls SET outcome_bytes = -1 WHERE op = 'op1'",
+        &[],
+    )
+    .unwrap();
+    let (kept, summed) = totals(&mut c);
+    assert_eq!(kept, summed, "after a foreign update");
+    assert_eq!(kept.1, 1);
+    let e = l
+        .admit(&ROOMY, &key("a", "op9", 1), &tool("program"), &tok("t"))
+        .unwrap_err();
+    assert!(e.to_string().contains("negative"), "{e}");
+    c.execute("DELETE FROM ledger_calls WHERE op = 'op1'", &[])
+        .unwrap();
+    let (kept, summed) = totals(&mut c);
+    assert_eq!(kept, summed, "after a foreign delete");
+}
+
+#[test]
+fn a_version_2_ledger_gets_its_totals_when_migrated() {
+    let t = target("ledger_v2");
+    let l = PgLedger::open(t.clone()).unwrap();
+    l.attach(&ROOMY, &sid("s"), &ws("w"), 1, &tok("t")).unwrap();
+    for i in 0..3 {
+        let k = key("s", &format!("op{i}"), 1);
+        l.admit(&ROOMY, &k, &tool("program"), &tok("t")).unwrap();
+    }
+    l.finish(&ROOMY, &key("s", "op0", 1), b"outcome").unwrap();
+    drop(l);
+    let mut c = raw(&t);
+    let (before, _) = totals(&mut c);
+    // Back to version 2: no totals, no triggers.
+    c.batch_execute(
+        "DROP TRIGGER ledger_calls_totals ON ledger_calls;
+         DROP TRIGGER ledger_scopes_totals ON ledger_scopes;
+         DROP FUNCTION ledger_calls_totals(); DROP FUNCTION ledger_scopes_totals();
+         ALTER TABLE ledger_head DROP COLUMN held_bytes, DROP COLUMN negative_rows,
+             DROP COLUMN unclean_scopes;
+         UPDATE custos_versions SET version = 2 WHERE component = 'ledger';",
+    )
+    .unwrap();
+    let l = PgLedger::join(t.clone()).unwrap();
+    let (kept, summed) = totals(&mut c);
+    assert_eq!(kept, summed);
+    assert_eq!(kept, before);
+    let v: i64 = c
+        .query_one(
+            "SELECT version FROM custos_versions WHERE component = 'ledger'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(v, LEDGER_VERSION);
+    // And the migrated ledger admits against them.
+    assert_eq!(
+        l.admit(&ROOMY, &key("s", "op7", 1), &tool("program"), &tok("t"))
+            .unwrap(),
+        Admission::Fresh
+    );
+}
