@@ -1,6 +1,7 @@
-//! One connection per handle: connecting with a secret-bearing URL,
-//! classifying server errors, the two transaction shapes every port uses,
-//! the server's clock, and the versioned schema of one component.
+//! Each handle's connections: connecting with a secret-bearing URL (and
+//! TLS), a bounded pool of connections, transactions that pipeline their
+//! statements, classifying server errors, the server's clock, and the
+//! versioned schema of one component.
 
 use std::collections::HashMap;
 use std::fmt;
