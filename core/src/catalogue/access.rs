@@ -814,6 +814,97 @@ pub enum AccessRequest {
     },
 }
 
+/// A deadline `at` kept at its distance from `old_now`, re-based onto
+/// `new_now` (saturating at the ends of `u64`).
+fn rebase(at: u64, old_now: u64, new_now: u64) -> u64 {
+    let moved = i128::from(new_now) + i128::from(at) - i128::from(old_now);
+    u64::try_from(moved.max(0)).unwrap_or(u64::MAX)
+}
+
+impl AccessRequest {
+    /// The time this request is judged at, if it carries one.
+    pub fn now_ms(&self) -> Option<u64> {
+        match self {
+            AccessRequest::BootstrapOwner { now_ms, .. }
+            | AccessRequest::RotateCredential { now_ms, .. }
+            | AccessRequest::InviteMember { now_ms, .. }
+            | AccessRequest::RotateMember { now_ms, .. }
+            | AccessRequest::Claim { now_ms, .. }
+            | AccessRequest::ClaimLogin { now_ms, .. }
+            | AccessRequest::IssueLogin { now_ms, .. }
+            | AccessRequest::Resumed { now_ms, .. } => Some(*now_ms),
+            AccessRequest::Rename { .. }
+            | AccessRequest::RevokeMember { .. }
+            | AccessRequest::Grant { .. }
+            | AccessRequest::Ungrant { .. }
+            | AccessRequest::RevokeLogin { .. }
+            | AccessRequest::RevokeLogins { .. }
+            | AccessRequest::RevokeAllLogins => None,
+        }
+    }
+
+    /// The same request judged at `now_ms` instead of its own time: every
+    /// deadline it carries (a claim's or a login's `expires_at_ms`) keeps
+    /// its distance from the request's own time, so what its caller meant
+    /// to last `d` ms lasts `d` ms from `now_ms`, and what was already past
+    /// its deadline stays past it by as much. A backend shared by hosts
+    /// whose clocks disagree judges every access request by one clock — the
+    /// database server's, as it judges leases — through this; a request
+    /// without a time is returned unchanged.
+    #[must_use]
+    pub fn rebased(&self, now_ms: u64) -> AccessRequest {
+        let Some(old) = self.now_ms() else {
+            return self.clone();
+        };
+        let mut r = self.clone();
+        let move_enrollment = |e: &mut Enrollment| {
+            if let Enrollment::Claim { expires_at_ms, .. } = e {
+                *expires_at_ms = rebase(*expires_at_ms, old, now_ms);
+            }
+        };
+        match &mut r {
+            AccessRequest::InviteMember {
+                enrollment,
+                now_ms: n,
+                ..
+            }
+            | AccessRequest::RotateMember {
+                enrollment,
+                now_ms: n,
+                ..
+            } => {
+                move_enrollment(enrollment);
+                *n = now_ms;
+            }
+            AccessRequest::ClaimLogin {
+                expires_at_ms,
+                now_ms: n,
+                ..
+            }
+            | AccessRequest::IssueLogin {
+                expires_at_ms,
+                now_ms: n,
+                ..
+            } => {
+                *expires_at_ms = rebase(*expires_at_ms, old, now_ms);
+                *n = now_ms;
+            }
+            AccessRequest::BootstrapOwner { now_ms: n, .. }
+            | AccessRequest::RotateCredential { now_ms: n, .. }
+            | AccessRequest::Claim { now_ms: n, .. }
+            | AccessRequest::Resumed { now_ms: n, .. } => *n = now_ms,
+            AccessRequest::Rename { .. }
+            | AccessRequest::RevokeMember { .. }
+            | AccessRequest::Grant { .. }
+            | AccessRequest::Ungrant { .. }
+            | AccessRequest::RevokeLogin { .. }
+            | AccessRequest::RevokeLogins { .. }
+            | AccessRequest::RevokeAllLogins => {}
+        }
+        r
+    }
+}
+
 /// What a successful access request did.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum AccessOutcome {

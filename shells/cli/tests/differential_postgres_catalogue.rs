@@ -181,7 +181,9 @@ fn cases() -> u32 {
 fn run_case(reqs: &[Request], counts: &mut (u64, u64, u64)) -> Result<(), TestCaseError> {
     let mem = MemoryCatalogue::new();
     let sql = SqliteCatalogue::open_temp().unwrap();
-    let target = Target::new(shared().unwrap().url(), unique_schema("diff")).unwrap();
+    let target = Target::new(shared().unwrap().url(), unique_schema("diff"))
+        .unwrap()
+        .access_clock(custos_postgres::AccessClock::Caller);
     let pg = PgCatalogue::open(target).unwrap();
     for req in reqs {
         let a = mem.apply(req);

@@ -81,7 +81,7 @@ use postgres::types::ToSql;
 use postgres::Row;
 
 use crate::catalogue::{load_sessions, lock_head, PgCatalogue};
-use crate::conn::{db, Failure, Tx as Transaction, TxError};
+use crate::conn::{db, server_now, AccessClock, Failure, Tx as Transaction, TxError};
 use crate::effects::EffectError;
 
 /// The catalogue schema step that creates the access tables (version 1 →
@@ -335,9 +335,21 @@ const CREDENTIAL_COLUMNS: usize = 9;
 /// its principal beside it (what `load_authority` reads in two).
 const AUTHENTICATE_SQL: &str = "SELECT c.digest, c.kind, c.principal_id, c.state,
     c.issued_at_ms, c.claimed_at_ms, c.last_resumed_ms, c.expires_at_ms, c.issued_by,
-    p.principal_id, p.kind, p.name, p.created_at_ms
+    p.principal_id, p.kind, p.name, p.created_at_ms,
+    (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint
     FROM access_credentials c LEFT JOIN access_principals p ON p.principal_id = c.principal_id
     WHERE c.digest = $1 AND c.kind = $2";
+
+/// The server's clock in milliseconds, read in column `col`.
+fn clock_at(r: &Row, col: usize) -> Tx<u64> {
+    let ms: i64 = r
+        .try_get(col)
+        .map_err(|e| corrupt(format!("server clock: {e}")))?;
+    u64::try_from(ms).map_err(|_| corrupt(format!("server clock before 1970: {ms}")))
+}
+
+/// The column of [`AUTHENTICATE_SQL`] holding the server's clock.
+const AUTHENTICATE_CLOCK_COLUMN: usize = CREDENTIAL_COLUMNS + 4;
 
 fn decode_credential(r: &Row) -> Tx<(Sha, CredentialRow)> {
     let mut c = Cols::new(r, "access_credentials");
@@ -544,6 +556,20 @@ impl PgCatalogue {
     fn access_read<T>(&self, body: impl FnOnce(&mut Transaction<'_>) -> Tx<T>) -> Res<T> {
         finish(self.conn.read(body))
     }
+
+    fn server_clock(&self) -> bool {
+        self.conn.target().judges_access_by() == AccessClock::Server
+    }
+
+    /// The time a read judges at: the server's clock, read in the read's
+    /// snapshot, or the caller's `now_ms` ([`AccessClock`]).
+    fn read_now(&self, tx: &mut Transaction<'_>, now_ms: u64) -> Tx<u64> {
+        if self.server_clock() {
+            Ok(server_now(tx)?)
+        } else {
+            Ok(now_ms)
+        }
+    }
 }
 
 impl Access for PgCatalogue {
@@ -560,6 +586,14 @@ impl Access for PgCatalogue {
             // The head-row lock first: it orders every catalogue writer.
             let mut before = CatalogueState::default();
             cat(lock_head(tx, &mut before))?;
+            // Judged by the server's clock, read after the lock.
+            let judged;
+            let req = if self.server_clock() && req.now_ms().is_some() {
+                judged = req.rebased(server_now(tx)?);
+                &judged
+            } else {
+                req
+            };
             load_footprint(tx, &mut before, req)?;
             let d = access::decide(&before, req).map_err(TxError::Refused)?;
             for e in &d.effects {
@@ -595,7 +629,11 @@ impl Access for PgCatalogue {
                 .map_err(TxError::from),
         )?;
         let mut a = AccessState::default();
+        let mut now = now_ms;
         finish(rows.iter().try_for_each(|r| {
+            if self.server_clock() {
+                now = clock_at(r, AUTHENTICATE_CLOCK_COLUMN)?;
+            }
             let (sha, c) = decode_credential(r)?;
             a.credentials.insert(sha, c);
             let principal: Option<String> = r
@@ -607,7 +645,7 @@ impl Access for PgCatalogue {
             }
             Ok(())
         }))?;
-        Ok(a.authenticate(digest, now_ms))
+        Ok(a.authenticate(digest, now))
     }
 
     fn authorization(
@@ -633,7 +671,8 @@ impl Access for PgCatalogue {
                     &[&id, &session_id],
                 )?;
             }
-            Ok(s.authorization(digest, session_id, now_ms))
+            let now = self.read_now(tx, now_ms)?;
+            Ok(s.authorization(digest, session_id, now))
         })
     }
 
@@ -647,6 +686,7 @@ impl Access for PgCatalogue {
 
     fn principals_page(&self, after: Option<&str>, limit: usize, now_ms: u64) -> Res<ListingPage> {
         self.access_read(|tx| {
+            let now_ms = self.read_now(tx, now_ms)?;
             let mut a = AccessState::default();
             load_principals(
                 tx,
@@ -757,6 +797,7 @@ impl Access for PgCatalogue {
             return AccessState::default().signins_page(principal, after, limit, now_ms);
         }
         self.access_read(|tx| {
+            let now_ms = self.read_now(tx, now_ms)?;
             let mut a = AccessState::default();
             load_principals(tx, &mut a, "WHERE principal_id = $1", &[&principal])?;
             load_credentials(

@@ -39,6 +39,24 @@ pub struct Target {
     tls: TlsSettings,
     connector: Option<tokio_postgres_rustls::MakeRustlsConnect>,
     pool_size: usize,
+    access_clock: AccessClock,
+}
+
+/// Whose clock the access plane judges expiries by (claims, credentials,
+/// logins) on a catalogue opened on a [`Target`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AccessClock {
+    /// The server's, read inside the deciding transaction after its lock,
+    /// as leases are: hosts whose clocks disagree judge an expiry alike. A
+    /// write's own time is replaced by the server's and every deadline it
+    /// carries keeps its distance from it
+    /// (`custos_core::catalogue::access::AccessRequest::rebased`); a read's
+    /// `now_ms` is the server's. The default.
+    #[default]
+    Server,
+    /// The caller's `now_ms`, as given: for tests and differentials that
+    /// drive time as data, as the memory and SQLite backends do.
+    Caller,
 }
 
 impl fmt::Debug for Target {
@@ -49,6 +67,7 @@ impl fmt::Debug for Target {
             .field("waits", &self.waits)
             .field("tls", &self.tls.mode)
             .field("pool_size", &self.pool_size)
+            .field("access_clock", &self.access_clock)
             .finish_non_exhaustive()
     }
 }
@@ -394,7 +413,20 @@ impl Target {
             tls,
             connector,
             pool_size: DEFAULT_POOL_SIZE,
+            access_clock: AccessClock::default(),
         })
+    }
+
+    /// Sets whose clock a catalogue opened on this target judges access
+    /// expiries by (default [`AccessClock::Server`]).
+    pub fn access_clock(mut self, clock: AccessClock) -> Self {
+        self.access_clock = clock;
+        self
+    }
+
+    /// Whose clock access expiries are judged by.
+    pub fn judges_access_by(&self) -> AccessClock {
+        self.access_clock
     }
 
     /// Sets how many connections one handle opened on this target may hold

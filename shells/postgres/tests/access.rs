@@ -16,15 +16,20 @@ use custos_postgres::access::TABLES;
 use custos_postgres::catalogue::{OpenError, PgCatalogue, CATALOGUE_VERSION, COMPONENT, STEPS};
 use custos_postgres::cluster::{shared, unique_schema, Cluster};
 use custos_postgres::conn::{Component, Conn};
-use custos_postgres::Target;
+use custos_postgres::{AccessClock, Target};
 use custos_testkit::access::{
     arb_claim, arb_digest, arb_principal, arb_request, arb_role, arb_session,
 };
 use postgres::Client;
 use proptest::prelude::*;
 
+/// Time is data in these tests (as on memory and SQLite): the caller's
+/// clock judges expiries. `expiries_are_judged_by_the_servers_clock` tests
+/// the default.
 fn target(prefix: &str) -> Target {
-    Target::new(shared().unwrap().url(), unique_schema(prefix)).unwrap()
+    Target::new(shared().unwrap().url(), unique_schema(prefix))
+        .unwrap()
+        .access_clock(AccessClock::Caller)
 }
 
 fn fresh() -> PgCatalogue {
@@ -891,4 +896,83 @@ fn plaintext_requests() -> Vec<AccessRequest> {
             now_ms: 9,
         },
     ]
+}
+
+/// The server's clock, in milliseconds.
+fn server_ms(c: &mut Client) -> u64 {
+    let ms: i64 = c
+        .query_one(
+            "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    u64::try_from(ms).unwrap()
+}
+
+#[test]
+fn expiries_are_judged_by_the_servers_clock() {
+    // The default clock: the server's. The caller's clock here is ten
+    // minutes ahead of the server's.
+    let t = Target::new(shared().unwrap().url(), unique_schema("acc_clock")).unwrap();
+    assert_eq!(t.judges_access_by(), AccessClock::Server);
+    let c = PgCatalogue::open(t.clone()).unwrap();
+    let mut raw = t.connect().unwrap();
+    let ahead = 10 * 60 * 1000;
+    let caller = server_ms(&mut raw) + ahead;
+    c.apply_access(&AccessRequest::BootstrapOwner {
+        principal: "owner".into(),
+        name: None,
+        digest: credential_digest(b"owner-token"),
+        now_ms: caller,
+    })
+    .unwrap();
+    // A login meant to last 3 s from the caller's now.
+    let login = browser_digest(b"login-token");
+    let before = server_ms(&mut raw);
+    c.apply_access(&AccessRequest::IssueLogin {
+        principal: "owner".into(),
+        digest: login,
+        now_ms: caller,
+        expires_at_ms: caller + 3_000,
+        issued_by: None,
+    })
+    .unwrap();
+    let after = server_ms(&mut raw);
+    // Stored at the server's now + 3 s, not the caller's.
+    let stored: i64 = raw
+        .query_one(
+            "SELECT expires_at_ms FROM access_credentials WHERE kind = 'browser'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let stored = u64::try_from(stored).unwrap();
+    assert!(
+        (before + 3_000..=after + 3_000).contains(&stored),
+        "stored {stored}, server {before}..{after}"
+    );
+    // Whatever the caller's clock says, the login is live until the
+    // server's clock passes its deadline…
+    for now in [0, caller, caller + 3_600_000] {
+        assert!(c.authenticate(&login, now).unwrap().is_some(), "at {now}");
+        assert_eq!(
+            c.signins_page("owner", None, 10, now).unwrap().rows.len(),
+            1
+        );
+    }
+    // …and dead after, whatever the caller's clock says.
+    while server_ms(&mut raw) <= stored {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    for now in [0, caller - ahead, stored - 1] {
+        assert!(c.authenticate(&login, now).unwrap().is_none(), "at {now}");
+    }
+    // The caller's clock, when asked for, judges as given.
+    let by_caller = PgCatalogue::open(t.access_clock(AccessClock::Caller)).unwrap();
+    assert!(by_caller
+        .authenticate(&login, stored - 1)
+        .unwrap()
+        .is_some());
+    assert!(by_caller.authenticate(&login, stored).unwrap().is_none());
 }

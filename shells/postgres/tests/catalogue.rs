@@ -14,8 +14,12 @@ use custos_postgres::cluster::{shared, unique_schema};
 use custos_postgres::Target;
 use postgres::Client;
 
+/// Time is data in the suites (as on memory and SQLite): the caller's
+/// clock judges access expiries.
 fn target(prefix: &str) -> Target {
-    Target::new(shared().unwrap().url(), unique_schema(prefix)).unwrap()
+    Target::new(shared().unwrap().url(), unique_schema(prefix))
+        .unwrap()
+        .access_clock(custos_postgres::AccessClock::Caller)
 }
 
 fn fresh() -> PgCatalogue {

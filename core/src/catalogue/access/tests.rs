@@ -366,8 +366,53 @@ fn merge<K: Ord + Clone, V: Clone + PartialEq>(
     }
 }
 
+/// The deadlines a request carries, in order.
+fn deadlines(r: &AccessRequest) -> Vec<u64> {
+    match r {
+        AccessRequest::InviteMember {
+            enrollment: Enrollment::Claim { expires_at_ms, .. },
+            ..
+        }
+        | AccessRequest::RotateMember {
+            enrollment: Enrollment::Claim { expires_at_ms, .. },
+            ..
+        }
+        | AccessRequest::ClaimLogin { expires_at_ms, .. }
+        | AccessRequest::IssueLogin { expires_at_ms, .. } => vec![*expires_at_ms],
+        _ => Vec::new(),
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn a_rebased_request_keeps_every_deadline_at_its_distance(
+        req in arb_request(),
+        now in 0u64..(1 << 50),
+    ) {
+        // Judged at its own time, a request is itself.
+        if let Some(own) = req.now_ms() {
+            prop_assert_eq!(&req.rebased(own), &req);
+        }
+        let moved = req.rebased(now);
+        prop_assert_eq!(moved.now_ms(), req.now_ms().map(|_| now));
+        match req.now_ms() {
+            None => prop_assert_eq!(&moved, &req),
+            Some(own) => {
+                let before = deadlines(&req);
+                let after = deadlines(&moved);
+                prop_assert_eq!(before.len(), after.len());
+                for (b, a) in before.iter().zip(&after) {
+                    let want = i128::from(now) + i128::from(*b) - i128::from(own);
+                    let want = u64::try_from(want.max(0)).unwrap_or(u64::MAX);
+                    prop_assert_eq!(*a, want);
+                }
+                // Nothing but the times moved.
+                prop_assert_eq!(&moved.rebased(own).now_ms(), &Some(own));
+            }
+        }
+    }
 
     #[test]
     fn a_partial_state_decides_as_the_whole_state(reqs in arb_stream()) {
