@@ -1038,6 +1038,9 @@ pub struct Tx<'a> {
     begin: Option<&'static str>,
     /// `BEGIN` sent and neither `COMMIT` nor `ROLLBACK` yet.
     open: bool,
+    /// When the reply to the round trip that carried `BEGIN` (and a
+    /// writer's head-row lock, its first statement) arrived.
+    held_since: Option<Instant>,
 }
 
 impl<'a> Tx<'a> {
@@ -1046,6 +1049,7 @@ impl<'a> Tx<'a> {
             session,
             begin: Some(begin),
             open: false,
+            held_since: None,
         }
     }
 
@@ -1082,8 +1086,16 @@ impl<'a> Tx<'a> {
             ));
             futures_util::join!(began, answers)
         });
+        self.mark_held();
         began?;
         answers.into_iter().collect()
+    }
+
+    /// Notes when the transaction's first round trip came back.
+    fn mark_held(&mut self) {
+        if self.open && self.held_since.is_none() {
+            self.held_since = Some(Instant::now());
+        }
     }
 
     /// Runs one statement (with the deferred `BEGIN` ahead of it, in the
@@ -1091,21 +1103,8 @@ impl<'a> Tx<'a> {
     /// prepared statement.
     /// [`Tx::pipeline`] over statements with owned parameters.
     pub fn run(&mut self, stmts: &[Stmt]) -> Result<Vec<Got>, postgres::Error> {
-        let args: Vec<Vec<&(dyn ToSql + Sync)>> = stmts
-            .iter()
-            .map(|s| {
-                s.args
-                    .iter()
-                    .map(|a| a.as_ref() as &(dyn ToSql + Sync))
-                    .collect()
-            })
-            .collect();
-        let steps: Vec<Step<'_>> = stmts
-            .iter()
-            .zip(&args)
-            .map(|(s, a)| (s.want, s.sql.as_ref(), a.as_slice()))
-            .collect();
-        self.pipeline(&steps)
+        let args = stmt_args(stmts);
+        self.pipeline(&steps_of(stmts, &args))
     }
 
     fn single<'s, T, F>(
@@ -1120,6 +1119,11 @@ impl<'a> Tx<'a> {
         trip(1);
         let begin = self.begin.take();
         self.open |= begin.is_some();
+        if begin.is_some() {
+            // Sent now; the hold is counted from here (one round trip more
+            // than from its reply).
+            self.held_since = Some(Instant::now());
+        }
         let session: &'s Session = self.session;
         let answer = run(&session.client, st);
         let (began, answer) = session.rt.block_on(async {
@@ -1204,21 +1208,106 @@ impl<'a> Tx<'a> {
             self.session
                 .rt
                 .block_on(self.session.client.batch_execute(b))?;
+            self.mark_held();
         }
         Ok(())
     }
 
     /// Commits: one round trip (none if no statement ran).
-    fn commit(mut self) -> Result<(), postgres::Error> {
-        if !self.open {
+    fn commit(self) -> Result<(), postgres::Error> {
+        self.commit_with(&[])
+    }
+
+    /// Sends `effects` and `COMMIT` in one round trip (the `COMMIT` alone
+    /// when there are none; nothing when no statement ran). After a failed
+    /// statement the server answers the `COMMIT` with a rollback: the
+    /// first failure, in order, is returned, and nothing was written.
+    fn commit_with(mut self, effects: &[Stmt]) -> Result<(), postgres::Error> {
+        if !self.open && self.begin.is_none() {
             return Ok(());
         }
-        self.open = false;
+        if self.begin.is_some() && effects.is_empty() {
+            // No statement ran: nothing to commit.
+            self.begin = None;
+            return Ok(());
+        }
+        let args = stmt_args(effects);
+        let steps = steps_of(effects, &args);
+        let sqls: Vec<&str> = steps.iter().map(|(_, sql, _)| *sql).collect();
+        let statements = self.session.prepare_all(&sqls)?;
         trip(1);
-        self.session
-            .rt
-            .block_on(self.session.client.batch_execute("COMMIT"))
+        let begin = self.begin.take();
+        self.open = false;
+        let client = &self.session.client;
+        let (began, answers, committed) = self.session.rt.block_on(async {
+            let began = async {
+                match begin {
+                    Some(b) => client.batch_execute(b).await,
+                    None => Ok(()),
+                }
+            };
+            let answers = join_all(
+                steps
+                    .iter()
+                    .zip(&statements)
+                    .map(|((_, _, params), st)| client.execute(st, params)),
+            );
+            futures_util::join!(began, answers, client.batch_execute("COMMIT"))
+        });
+        began?;
+        for a in answers {
+            a?;
+        }
+        self.record_hold(&committed);
+        committed
     }
+
+    fn record_hold<T>(&self, committed: &Result<T, postgres::Error>) {
+        if let (Some(t), Ok(_)) = (self.held_since, committed) {
+            let nanos = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            HELD_NANOS.fetch_add(nanos, std::sync::atomic::Ordering::Relaxed);
+            HELD_COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+/// The parameters of `stmts`, as the client takes them.
+fn stmt_args(stmts: &[Stmt]) -> Vec<Vec<&(dyn ToSql + Sync)>> {
+    stmts
+        .iter()
+        .map(|s| {
+            s.args
+                .iter()
+                .map(|a| a.as_ref() as &(dyn ToSql + Sync))
+                .collect()
+        })
+        .collect()
+}
+
+/// `stmts` as pipeline steps over their `args`.
+fn steps_of<'p>(stmts: &'p [Stmt], args: &'p [Vec<&'p (dyn ToSql + Sync)>]) -> Vec<Step<'p>> {
+    stmts
+        .iter()
+        .zip(args)
+        .map(|(s, a)| (s.want, s.sql.as_ref(), a.as_slice()))
+        .collect()
+}
+
+/// Nanoseconds write transactions held their locks, and how many (see
+/// [`lock_held`]).
+static HELD_NANOS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static HELD_COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How long this process's committed transactions held their locks, as the
+/// client sees it (from the reply to the round trip that carried the first
+/// statement — a writer's head-row lock — to the `COMMIT`'s reply), summed,
+/// and how many transactions. For benchmarks, which print the mean hold of
+/// a decision; it bounds nothing.
+pub fn lock_held() -> (u64, Duration) {
+    (
+        HELD_COUNT.load(std::sync::atomic::Ordering::Relaxed),
+        Duration::from_nanos(HELD_NANOS.load(std::sync::atomic::Ordering::Relaxed)),
+    )
 }
 
 impl Drop for Tx<'_> {
@@ -1354,14 +1443,27 @@ impl Conn {
         &self,
         mut body: impl FnMut(&mut Tx<'_>) -> Result<T, TxError<E>>,
     ) -> Result<T, TxError<E>> {
+        self.decide(|tx| body(tx).map(|v| (v, Vec::new())))
+    }
+
+    /// [`Conn::write`] for a decision: `body` locks, loads and decides, and
+    /// answers with the statements applying its effects, which are sent
+    /// with the `COMMIT` in one round trip — so a decision holds its
+    /// head-row lock for one round trip and the commit's flush. A failed
+    /// effect rolls the whole transaction back (the server answers the
+    /// `COMMIT` with a rollback) and is returned.
+    pub fn decide<T, E>(
+        &self,
+        mut body: impl FnMut(&mut Tx<'_>) -> Result<(T, Vec<Stmt>), TxError<E>>,
+    ) -> Result<T, TxError<E>> {
         let mut attempt = 0;
         loop {
             let mut lease = self.checkout()?;
             let session = lease.session()?;
             let result = (|| {
                 let mut tx = Tx::new(session, "BEGIN ISOLATION LEVEL READ COMMITTED");
-                let v = body(&mut tx)?;
-                tx.commit().map_err(db("commit"))?;
+                let (v, effects) = body(&mut tx)?;
+                tx.commit_with(&effects).map_err(db("commit"))?;
                 Ok(v)
             })();
             match result {

@@ -1013,17 +1013,15 @@ fn effect_stmt(e: &Effect) -> Result<Stmt, LedgerError> {
     })
 }
 
-/// Applies a decision's effects, in order, in one round trip. An effect
-/// that cannot be encoded refuses the whole decision before anything is
-/// sent.
-fn write(tx: &mut Tx<'_>, effects: &[Effect]) -> Result<(), TxError<LedgerError>> {
-    let stmts = effects
+/// The statements applying a decision's effects, in order (sent with the
+/// `COMMIT`, [`Conn::decide`]). An effect that cannot be encoded refuses
+/// the whole decision before anything is sent.
+fn effect_stmts(effects: &[Effect]) -> Result<Vec<Stmt>, TxError<LedgerError>> {
+    effects
         .iter()
         .map(effect_stmt)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(TxError::Refused)?;
-    tx.run(&stmts).map_err(sql("write"))?;
-    Ok(())
+        .map_err(TxError::Refused)
 }
 
 impl Ledger for PgLedger {
@@ -1055,14 +1053,13 @@ impl Ledger for PgLedger {
                 ),
             });
         }
-        conn.write(|tx| {
+        // Two round trips: the lock and the footprint; the effects with
+        // the COMMIT.
+        conn.decide(|tx| {
             let view = load(tx, req, true)?;
             // A refusal rolls the transaction back: nothing written.
             let d = ledger::decide(&view, limits, req).map_err(TxError::Refused)?;
-            if !d.effects.is_empty() {
-                write(tx, &d.effects)?;
-            }
-            Ok(d.answer)
+            Ok((d.answer, effect_stmts(&d.effects)?))
         })
         .map_err(tx_error)
     }

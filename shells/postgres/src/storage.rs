@@ -108,8 +108,8 @@ use custos_core::Millis;
 use postgres::types::ToSql;
 
 use crate::conn::{
-    db, decode_clock, next_got, server_now, to_i64, Conn, Failure, Got, Stmt, Target, TxError,
-    Want, CLOCK_SQL,
+    db, decode_clock, next_got, server_now, to_i64, Conn, Failure, Stmt, Target, TxError, Want,
+    CLOCK_SQL,
 };
 use codec::{num, ENTRIES, REGISTERS, SESSIONS, USAGE};
 
@@ -328,7 +328,16 @@ impl PgStorage {
     /// locks the head row first). A closed handle answers `Faulted`.
     fn write<T>(
         &self,
-        body: impl FnMut(&mut Tx<'_>) -> Result<T, TxError<CommitError>>,
+        mut body: impl FnMut(&mut Tx<'_>) -> Result<T, TxError<CommitError>>,
+    ) -> Result<T, CommitError> {
+        self.decide(|tx| body(tx).map(|v| (v, Vec::new())))
+    }
+
+    /// [`PgStorage::write`] for a decision whose effects travel with the
+    /// `COMMIT` ([`Conn::decide`]).
+    fn decide<T>(
+        &self,
+        body: impl FnMut(&mut Tx<'_>) -> Result<(T, Vec<Stmt>), TxError<CommitError>>,
     ) -> Result<T, CommitError> {
         let g = self.closed.read().map_err(|_| CommitError::Faulted {
             reason: REASON_POISONED.to_owned(),
@@ -338,7 +347,7 @@ impl PgStorage {
                 reason: REASON_HANDLE_CLOSED.to_owned(),
             });
         }
-        let r = self.conn.write(body);
+        let r = self.conn.decide(body);
         drop(g);
         match r {
             Ok(v) => Ok(v),
@@ -713,15 +722,17 @@ fn load_commit(
 }
 
 /// Writes an accepted plan back, in the commit's transaction: its entries
-/// one by one (each finds its branch place from the rows before it), then
-/// its usage rows, its register changes, the head row and the kept commit
-/// in one pipeline.
+/// one by one (each finds its branch place from the rows before it); the
+/// rest — its usage rows, its register changes, the head row and the kept
+/// commit — are answered as statements to send with the `COMMIT`
+/// ([`Conn::decide`]). The head row's update needs no check of its count:
+/// this transaction's lock statement read the row and holds it.
 fn write_plan(
     tx: &mut Tx<'_>,
     session: &str,
     next: &LeaseState,
     plan: &CommitPlan,
-) -> Result<(), Failure> {
+) -> Result<Vec<Stmt>, Failure> {
     for e in &plan.entries {
         let (segment, pos) = branch::link_branch(tx, session, e)?;
         tx.execute(
@@ -746,19 +757,11 @@ fn write_plan(
     }
     let mut stmts: Vec<Stmt> = plan.usage.iter().map(|u| usage_stmt(session, u)).collect();
     stmts.extend(plan.registers.iter().map(|c| register_stmt(session, c)));
-    let head_at = stmts.len();
     stmts.push(head_stmt(session, next, plan)?);
     if let Some(last) = &plan.last {
         stmts.push(keep_stmt(session, last));
     }
-    let got = tx.run(&stmts).map_err(db("write-plan"))?;
-    match got.into_iter().nth(head_at) {
-        Some(Got::Count(n)) => one_row(n, session),
-        _ => Err(Failure::Db(
-            "write-plan",
-            "the pipeline did not answer the head row's update".to_owned(),
-        )),
-    }
+    Ok(stmts)
 }
 
 /// The statement inserting one usage row.
@@ -895,15 +898,15 @@ fn prefix_upper_bound(prefix: &str) -> Option<String> {
 impl Storage for PgStorage {
     fn commit(&self, commit: &Commit) -> Result<CommitReceipt, CommitError> {
         let fp = commit.footprint();
-        self.write(|tx| {
+        self.decide(|tx| {
             // One round trip: the head lock, the clock and the footprint.
             let (prev, now, ctx) = load_commit(tx, &self.session, &fp, commit.id.as_ref())?;
             let next_lease = self.admit_at(&prev, now)?;
             let plan = core_storage::decide(&ctx, commit).map_err(TxError::Refused)?;
-            // One more: every row of the plan and the head (entries first
-            // find their branch place, a round trip each).
-            write_plan(tx, &self.session, &next_lease, &plan)?;
-            Ok(plan.receipt)
+            // One more: every row of the plan and the head with the COMMIT
+            // (entries first find their branch place, a round trip each).
+            let effects = write_plan(tx, &self.session, &next_lease, &plan)?;
+            Ok((plan.receipt, effects))
         })
     }
 

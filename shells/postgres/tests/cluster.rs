@@ -89,3 +89,60 @@ fn an_empty_url_is_refused_and_a_refused_connection_says_why() {
     assert!(!e.contains("pw-zz-secret"), "{e}");
     assert_eq!(custos_postgres::conn::scrub("a message", ""), "a message");
 }
+
+/// A decision's effects travel with its COMMIT: all apply, or — one failing
+/// — none does, the first failure is returned, and the connection serves
+/// the next call.
+#[test]
+fn effects_sent_with_the_commit_apply_all_or_none() {
+    use custos_postgres::conn::{Stmt, TxError, Want};
+    let c = shared().unwrap();
+    let schema = unique_schema("decide");
+    let t = Target::new(c.url(), schema.clone()).unwrap();
+    let conn = Conn::open(t.clone()).unwrap();
+    Component {
+        name: "probe",
+        steps: STEPS,
+    }
+    .prepare(&conn)
+    .unwrap();
+    let insert = |k: i64| Stmt::new(Want::Count, "INSERT INTO probe (k) VALUES ($1)").arg(k);
+    // All apply.
+    let n: u64 = conn
+        .decide::<_, ()>(|tx| {
+            let before = tx.query_one("SELECT count(*) FROM probe", &[]).unwrap();
+            let before: i64 = before.get(0);
+            Ok((u64::try_from(before).unwrap(), vec![insert(1), insert(2)]))
+        })
+        .unwrap();
+    assert_eq!(n, 0);
+    // The second effect breaks the primary key: neither the body's own
+    // write nor the first effect stays.
+    let e = conn
+        .decide::<(), ()>(|tx| {
+            tx.execute("INSERT INTO probe (k) VALUES (10)", &[])
+                .unwrap();
+            Ok(((), vec![insert(3), insert(1), insert(4)]))
+        })
+        .unwrap_err();
+    match e {
+        TxError::Failure(f) => assert!(f.to_string().contains("23505"), "{f}"),
+        TxError::Refused(()) => panic!("refused"),
+    }
+    let mut client = t.connect().unwrap();
+    let keys: Vec<i64> = client
+        .query("SELECT k FROM probe ORDER BY k", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(keys, vec![1, 2]);
+    // The connection is usable again.
+    conn.decide::<_, ()>(|_tx| Ok(((), vec![insert(5)])))
+        .unwrap();
+    let n: i64 = client
+        .query_one("SELECT count(*) FROM probe", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 3);
+}
