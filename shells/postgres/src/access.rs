@@ -582,7 +582,7 @@ impl Access for PgCatalogue {
                 ),
             });
         }
-        finish(self.conn.write(|tx| {
+        finish(self.conn.decide(|tx| {
             // The head-row lock first: it orders every catalogue writer.
             let mut before = CatalogueState::default();
             cat(lock_head(tx, &mut before))?;
@@ -596,16 +596,19 @@ impl Access for PgCatalogue {
             };
             load_footprint(tx, &mut before, req)?;
             let d = access::decide(&before, req).map_err(TxError::Refused)?;
+            // Every effect travels with the COMMIT.
+            let mut stmts = Vec::new();
             for e in &d.effects {
-                crate::effects::apply_access(tx, e).map_err(|e| match e {
-                    EffectError::Db(e) => pg("access-write")(e),
-                    EffectError::TooBig(what, v) => TxError::Refused(AccessError::Invalid {
-                        what,
-                        detail: format!("{v} exceeds a bigint; it cannot be stored"),
-                    }),
-                })?;
+                stmts.extend(
+                    crate::effects::apply_access(e).map_err(|EffectError(what, v)| {
+                        TxError::Refused(AccessError::Invalid {
+                            what,
+                            detail: format!("{v} exceeds a bigint; it cannot be stored"),
+                        })
+                    })?,
+                );
             }
-            Ok(d.outcome)
+            Ok((d.outcome, stmts))
         }))
     }
 

@@ -700,21 +700,20 @@ impl Catalogue for PgCatalogue {
             });
         }
         let fp = footprint(req);
-        finish(self.conn.write(|tx| {
+        finish(self.conn.decide(|tx| {
             // The head-row lock first: it orders every writer.
             let mut before = CatalogueState::default();
             lock_head(tx, &mut before)?;
             load(tx, &mut before, &fp)?;
             let d = catalogue::decide(&before, req).map_err(refuse)?;
+            // Every effect travels with the COMMIT.
+            let mut stmts = Vec::new();
             for e in &d.effects {
-                crate::effects::apply(tx, e).map_err(|e| match e {
-                    EffectError::Db(e) => pg("write")(e),
-                    EffectError::TooBig(what, v) => {
-                        bad(what, format!("{v} exceeds a bigint; it cannot be stored"))
-                    }
-                })?;
+                stmts.extend(crate::effects::apply(e).map_err(|EffectError(what, v)| {
+                    bad(what, format!("{v} exceeds a bigint; it cannot be stored"))
+                })?);
             }
-            Ok(d.outcome)
+            Ok((d.outcome, stmts))
         }))
     }
 

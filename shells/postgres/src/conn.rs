@@ -968,6 +968,13 @@ impl Stmt {
         self.args.push(Box::new(v));
         self
     }
+
+    /// The next parameters, in order.
+    #[must_use]
+    pub fn args(mut self, vs: Vec<Box<dyn ToSql + Sync + Send>>) -> Self {
+        self.args.extend(vs);
+        self
+    }
 }
 
 impl fmt::Debug for Stmt {

@@ -1,7 +1,9 @@
 //! The catalogue's and the access plane's effects as PostgreSQL statements:
 //! one statement per [`Effect`] (a session's removal: one per side table,
-//! then its row; its memberships cascade). The order, the diff and every
-//! rule are core's; this module only names the tables.
+//! then its row; its memberships cascade), returned in order with owned
+//! parameters so the port sends them with the `COMMIT` in one round trip
+//! ([`crate::conn::Conn::decide`]). The order, the diff and every rule are
+//! core's; this module only names the tables.
 
 use custos_core::catalogue::access::effect::Effect as AccessEffect;
 use custos_core::catalogue::access::{ClaimDigest, ClaimRow, ClaimState, CredentialRow, Sha};
@@ -9,31 +11,29 @@ use custos_core::catalogue::{Creation, Effect, InitState, Visibility};
 use custos_core::Millis;
 use postgres::types::ToSql;
 
-use crate::conn::Tx;
+use crate::conn::{Stmt, Want};
 
-/// Why an effect was not applied.
-pub(crate) enum EffectError {
-    /// The server refused or failed the statement.
-    Db(postgres::Error),
-    /// A number past a `bigint`: `(what, value)`. Nothing was written.
-    TooBig(&'static str, u64),
+/// Why an effect cannot be sent: a number past a `bigint`, `(what,
+/// value)`. Nothing was written.
+pub(crate) struct EffectError(pub(crate) &'static str, pub(crate) u64);
+
+/// One owned parameter.
+type Arg = Box<dyn ToSql + Sync + Send>;
+
+/// An owned parameter.
+fn o<T: ToSql + Sync + Send + 'static>(v: T) -> Arg {
+    Box::new(v)
 }
 
-impl From<postgres::Error> for EffectError {
-    fn from(e: postgres::Error) -> Self {
-        EffectError::Db(e)
-    }
-}
+type Res = Result<Vec<Stmt>, EffectError>;
 
-type Res = Result<(), EffectError>;
-
-fn exec(tx: &mut Tx<'_>, sql: &str, args: &[&(dyn ToSql + Sync)]) -> Res {
-    tx.execute(sql, args)?;
-    Ok(())
+/// One statement.
+fn exec(sql: impl Into<std::borrow::Cow<'static, str>>, args: Vec<Arg>) -> Res {
+    Ok(vec![Stmt::new(Want::Count, sql).args(args)])
 }
 
 fn big(what: &'static str, v: u64) -> Result<i64, EffectError> {
-    i64::try_from(v).map_err(|_| EffectError::TooBig(what, v))
+    i64::try_from(v).map_err(|_| EffectError(what, v))
 }
 
 fn opt_big(what: &'static str, v: Option<u64>) -> Result<Option<i64>, EffectError> {
@@ -51,174 +51,151 @@ const SIDE_TABLES: [&str; 5] = [
 
 /// Sets (`Some`) or removes (`None`) a session's row in a side table with
 /// one value column.
-fn side_value(tx: &mut Tx<'_>, table: &str, column: &str, id: &str, v: Option<&str>) -> Res {
+fn side_value(table: &str, column: &str, id: &str, v: Option<&str>) -> Res {
     match v {
         Some(v) => exec(
-            tx,
-            &format!(
+            format!(
                 "INSERT INTO {table} (session_id, {column}) VALUES ($1, $2)
                  ON CONFLICT (session_id) DO UPDATE SET {column} = EXCLUDED.{column}"
             ),
-            &[&id, &v],
+            vec![o(id.to_owned()), o(v.to_owned())],
         ),
         None => exec(
-            tx,
-            &format!("DELETE FROM {table} WHERE session_id = $1"),
-            &[&id],
+            format!("DELETE FROM {table} WHERE session_id = $1"),
+            vec![o(id.to_owned())],
         ),
     }
 }
 
 /// Sets or removes a session's row in a marker table (no value column).
-fn side_mark(tx: &mut Tx<'_>, table: &str, id: &str, on: bool) -> Res {
+fn side_mark(table: &str, id: &str, on: bool) -> Res {
     let sql = if on {
         format!("INSERT INTO {table} (session_id) VALUES ($1) ON CONFLICT DO NOTHING")
     } else {
         format!("DELETE FROM {table} WHERE session_id = $1")
     };
-    exec(tx, &sql, &[&id])
+    exec(sql, vec![o(id.to_owned())])
 }
 
-/// Applies one catalogue effect.
-pub(crate) fn apply(tx: &mut Tx<'_>, e: &Effect) -> Res {
+/// The statements of one catalogue effect.
+pub(crate) fn apply(e: &Effect) -> Res {
     match e {
         Effect::SetRevision(r) => exec(
-            tx,
             "UPDATE catalogue_head SET revision = $1 WHERE singleton = 1",
-            &[&big("revision", *r)?],
+            vec![o(big("revision", *r)?)],
         ),
         Effect::SetRecentSeq(q) => exec(
-            tx,
             "UPDATE catalogue_head SET recent_seq = $1 WHERE singleton = 1",
-            &[&big("recent sequence", *q)?],
+            vec![o(big("recent sequence", *q)?)],
         ),
-        Effect::Access(a) => apply_access(tx, a),
+        Effect::Access(a) => apply_access(a),
         Effect::DeleteDefault(ws) => exec(
-            tx,
             "DELETE FROM catalogue_workspace_defaults WHERE workspace = $1",
-            &[ws],
+            vec![o(ws.clone())],
         ),
         Effect::DeleteDelegate(sp, pa) => exec(
-            tx,
             "DELETE FROM catalogue_delegate_sessions WHERE spawner = $1 AND parent_session = $2",
-            &[sp, pa],
+            vec![o(sp.clone()), o(pa.clone())],
         ),
         Effect::PutDefault { workspace, session } => exec(
-            tx,
             "INSERT INTO catalogue_workspace_defaults (workspace, session_id) VALUES ($1, $2)
              ON CONFLICT (workspace) DO UPDATE SET session_id = EXCLUDED.session_id",
-            &[workspace, session],
+            vec![o(workspace.clone()), o(session.clone())],
         ),
         Effect::PutDelegate {
             spawner,
             parent_session,
             row,
         } => exec(
-            tx,
             "INSERT INTO catalogue_delegate_sessions
                  (spawner, parent_session, session_id, last_contact_ms)
              VALUES ($1, $2, $3, $4)
              ON CONFLICT (spawner, parent_session) DO UPDATE SET
                  session_id = EXCLUDED.session_id, last_contact_ms = EXCLUDED.last_contact_ms",
-            &[
-                spawner,
-                parent_session,
-                &row.session_id,
-                &big("last_contact_ms", row.last_contact_ms)?,
+            vec![
+                o(spawner.clone()),
+                o(parent_session.clone()),
+                o(row.session_id.clone()),
+                o(big("last_contact_ms", row.last_contact_ms)?),
             ],
         ),
         Effect::DeleteRecent(id) => exec(
-            tx,
             "DELETE FROM catalogue_recent_folders WHERE id = $1",
-            &[&big("recent id", *id)?],
+            vec![o(big("recent id", *id)?)],
         ),
         Effect::PutRecent(r) => exec(
-            tx,
             "INSERT INTO catalogue_recent_folders (id, path) VALUES ($1, $2)",
-            &[&big("recent id", r.id)?, &r.path],
+            vec![o(big("recent id", r.id)?), o(r.path.clone())],
         ),
         Effect::PutDeleted(id, rev) => exec(
-            tx,
             "INSERT INTO catalogue_deleted (session_id, revision) VALUES ($1, $2)
              ON CONFLICT (session_id) DO UPDATE SET revision = EXCLUDED.revision",
-            &[id, &big("deletion revision", *rev)?],
+            vec![o(id.clone()), o(big("deletion revision", *rev)?)],
         ),
         Effect::ForgetDeleted(id) => exec(
-            tx,
             "DELETE FROM catalogue_deleted WHERE session_id = $1",
-            &[id],
+            vec![o(id.clone())],
         ),
-        session => apply_session(tx, session),
+        session => apply_session(session),
     }
 }
 
-/// Applies one effect on a session's rows (the registration and its side
-/// rows); any other effect is [`apply`]'s.
-fn apply_session(tx: &mut Tx<'_>, e: &Effect) -> Res {
+/// The statements of one effect on a session's rows (the registration and
+/// its side rows); any other effect is [`apply`]'s.
+fn apply_session(e: &Effect) -> Res {
     match e {
         Effect::DeleteSession(id) => {
+            let mut out = Vec::new();
             for t in SIDE_TABLES {
-                side_mark(tx, t, id, false)?;
+                out.extend(side_mark(t, id, false)?);
             }
-            exec(
-                tx,
+            out.extend(exec(
                 "DELETE FROM catalogue_sessions WHERE session_id = $1",
-                &[id],
-            )
+                vec![o(id.clone())],
+            )?);
+            Ok(out)
         }
         Effect::PutRegistration {
             id,
             creation,
             created_at_ms,
             state,
-        } => put_registration(tx, id, creation, *created_at_ms, *state),
-        Effect::SetName(id, v) => {
-            side_value(tx, "catalogue_session_names", "name", id, v.as_deref())
+        } => put_registration(id, creation, *created_at_ms, *state),
+        Effect::SetName(id, v) => side_value("catalogue_session_names", "name", id, v.as_deref()),
+        Effect::SetVisibility(id, v) => {
+            side_mark("catalogue_session_archives", id, *v == Visibility::Archived)
         }
-        Effect::SetVisibility(id, v) => side_mark(
-            tx,
-            "catalogue_session_archives",
-            id,
-            *v == Visibility::Archived,
-        ),
-        Effect::SetSubtitle(id, v) => side_value(
-            tx,
-            "catalogue_session_subtitles",
-            "subtitle",
-            id,
-            v.as_deref(),
-        ),
+        Effect::SetSubtitle(id, v) => {
+            side_value("catalogue_session_subtitles", "subtitle", id, v.as_deref())
+        }
         Effect::SetCustody(id, c) => match (c.state_word(), c.row()) {
             (Some(word), Some((op, peer))) => exec(
-                tx,
                 "INSERT INTO catalogue_session_moves (session_id, op, peer, state)
                  VALUES ($1, $2, $3, $4)
                  ON CONFLICT (session_id) DO UPDATE SET op = EXCLUDED.op,
                      peer = EXCLUDED.peer, state = EXCLUDED.state",
-                &[id, &op.as_str(), &peer.as_str(), &word],
+                vec![
+                    o(id.clone()),
+                    o(op.as_str().to_owned()),
+                    o(peer.as_str().to_owned()),
+                    o(word.to_owned()),
+                ],
             ),
-            _ => side_mark(tx, "catalogue_session_moves", id, false),
+            _ => side_mark("catalogue_session_moves", id, false),
         },
-        Effect::SetDeleting(id, on) => side_mark(tx, "catalogue_session_deletions", id, *on),
-        _ => Ok(()),
+        Effect::SetDeleting(id, on) => side_mark("catalogue_session_deletions", id, *on),
+        _ => Ok(Vec::new()),
     }
 }
 
 /// Inserts or replaces a session's registration row.
-fn put_registration(
-    tx: &mut Tx<'_>,
-    id: &str,
-    c: &Creation,
-    created_at_ms: Millis,
-    state: InitState,
-) -> Res {
+fn put_registration(id: &str, c: &Creation, created_at_ms: Millis, state: InitState) -> Res {
     let s = |o: &Option<String>| o.clone().unwrap_or_default();
     let state = match state {
         InitState::Reserved => "reserved",
         InitState::Saved => "saved",
     };
     exec(
-        tx,
         "INSERT INTO catalogue_sessions (session_id, creation_key, name, workspace, created_at_ms,
                                                  state, profile, model, executor, pool)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
@@ -227,81 +204,77 @@ fn put_registration(
                      created_at_ms = EXCLUDED.created_at_ms, state = EXCLUDED.state,
                      profile = EXCLUDED.profile, model = EXCLUDED.model,
                      executor = EXCLUDED.executor, pool = EXCLUDED.pool",
-        &[
-            &id,
-            &c.creation_key,
-            &c.name,
-            &c.workspace,
-            &big("created_at_ms", created_at_ms)?,
-            &state,
-            &s(&c.profile),
-            &s(&c.model),
-            &s(&c.executor),
-            &s(&c.pool),
+        vec![
+            o(id.to_owned()),
+            o(c.creation_key.clone()),
+            o(c.name.clone()),
+            o(c.workspace.clone()),
+            o(big("created_at_ms", created_at_ms)?),
+            o(state.to_owned()),
+            o(s(&c.profile)),
+            o(s(&c.model)),
+            o(s(&c.executor)),
+            o(s(&c.pool)),
         ],
     )
 }
 
-/// Applies one access effect.
-pub(crate) fn apply_access(tx: &mut Tx<'_>, e: &AccessEffect) -> Res {
+/// The statements of one access effect.
+pub(crate) fn apply_access(e: &AccessEffect) -> Res {
     match e {
         AccessEffect::SetRevision(r) => exec(
-            tx,
             "UPDATE catalogue_head SET revision = $1 WHERE singleton = 1",
-            &[&big("revision", *r)?],
+            vec![o(big("revision", *r)?)],
         ),
         AccessEffect::DeleteMembership { principal, session } => exec(
-            tx,
             "DELETE FROM access_memberships WHERE principal_id = $1 AND session_id = $2",
-            &[principal, session],
+            vec![o(principal.clone()), o(session.clone())],
         ),
         AccessEffect::DeleteClaim(k) => exec(
-            tx,
             "DELETE FROM access_claims WHERE claim = $1",
-            &[&k.sha().to_hex()],
+            vec![o(k.sha().to_hex())],
         ),
         AccessEffect::DeleteCredential(k) => exec(
-            tx,
             "DELETE FROM access_credentials WHERE digest = $1",
-            &[&k.to_hex()],
+            vec![o(k.to_hex())],
         ),
         AccessEffect::DeletePrincipal(k) => exec(
-            tx,
             "DELETE FROM access_principals WHERE principal_id = $1",
-            &[k],
+            vec![o(k.clone())],
         ),
         AccessEffect::PutPrincipal(id, p) => exec(
-            tx,
             "INSERT INTO access_principals (principal_id, kind, name, created_at_ms)
              VALUES ($1, $2, $3, $4)
              ON CONFLICT (principal_id) DO UPDATE SET kind = EXCLUDED.kind,
                  name = EXCLUDED.name, created_at_ms = EXCLUDED.created_at_ms",
-            &[
-                id,
-                &p.kind.as_str(),
-                &p.name,
-                &big("principal created_at_ms", p.created_at_ms)?,
+            vec![
+                o(id.clone()),
+                o(p.kind.as_str().to_owned()),
+                o(p.name.clone()),
+                o(big("principal created_at_ms", p.created_at_ms)?),
             ],
         ),
-        AccessEffect::PutCredential(sha, c) => put_credential(tx, sha, c),
-        AccessEffect::PutClaim(claim, c) => put_claim(tx, claim, c),
+        AccessEffect::PutCredential(sha, c) => put_credential(sha, c),
+        AccessEffect::PutClaim(claim, c) => put_claim(claim, c),
         AccessEffect::PutMembership {
             principal,
             session,
             role,
         } => exec(
-            tx,
             "INSERT INTO access_memberships (principal_id, session_id, role)
              VALUES ($1, $2, $3)
              ON CONFLICT (principal_id, session_id) DO UPDATE SET role = EXCLUDED.role",
-            &[principal, session, &role.as_str()],
+            vec![
+                o(principal.clone()),
+                o(session.clone()),
+                o(role.as_str().to_owned()),
+            ],
         ),
     }
 }
 
-fn put_credential(tx: &mut Tx<'_>, sha: &Sha, c: &CredentialRow) -> Res {
+fn put_credential(sha: &Sha, c: &CredentialRow) -> Res {
     exec(
-        tx,
         "INSERT INTO access_credentials (digest, kind, principal_id, state, issued_at_ms,
          claimed_at_ms, last_resumed_ms, expires_at_ms, issued_by)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
@@ -310,33 +283,32 @@ fn put_credential(tx: &mut Tx<'_>, sha: &Sha, c: &CredentialRow) -> Res {
          issued_at_ms = EXCLUDED.issued_at_ms, claimed_at_ms = EXCLUDED.claimed_at_ms,
          last_resumed_ms = EXCLUDED.last_resumed_ms, expires_at_ms = EXCLUDED.expires_at_ms,
          issued_by = EXCLUDED.issued_by",
-        &[
-            &sha.to_hex(),
-            &c.kind.as_str(),
-            &c.principal,
-            &c.state.as_str(),
-            &big("credential issued_at_ms", c.issued_at_ms)?,
-            &opt_big("credential claimed_at_ms", c.claimed_at_ms)?,
-            &opt_big("credential last_resumed_ms", c.last_resumed_ms)?,
-            &opt_big("credential expires_at_ms", c.expires_at_ms)?,
-            &c.issued_by,
+        vec![
+            o(sha.to_hex()),
+            o(c.kind.as_str().to_owned()),
+            o(c.principal.clone()),
+            o(c.state.as_str().to_owned()),
+            o(big("credential issued_at_ms", c.issued_at_ms)?),
+            o(opt_big("credential claimed_at_ms", c.claimed_at_ms)?),
+            o(opt_big("credential last_resumed_ms", c.last_resumed_ms)?),
+            o(opt_big("credential expires_at_ms", c.expires_at_ms)?),
+            o(c.issued_by.clone()),
         ],
     )
 }
 
-fn put_claim(tx: &mut Tx<'_>, claim: &ClaimDigest, c: &ClaimRow) -> Res {
+fn put_claim(claim: &ClaimDigest, c: &ClaimRow) -> Res {
     let (word, bound_digest, bound_kind, at) = match &c.state {
         ClaimState::Open => ("open", None, None, None),
         ClaimState::Void => ("void", None, None, None),
         ClaimState::Claimed { digest, at_ms } => (
             "claimed",
             Some(digest.sha().to_hex()),
-            Some(digest.kind().as_str()),
+            Some(digest.kind().as_str().to_owned()),
             Some(*at_ms),
         ),
     };
     exec(
-        tx,
         "INSERT INTO access_claims (claim, principal_id, expires_at_ms, state, bound_digest,
              bound_kind, claimed_at_ms)
          VALUES ($1, $2, $3, $4, $5, $6, $7)
@@ -344,14 +316,14 @@ fn put_claim(tx: &mut Tx<'_>, claim: &ClaimDigest, c: &ClaimRow) -> Res {
              expires_at_ms = EXCLUDED.expires_at_ms, state = EXCLUDED.state,
              bound_digest = EXCLUDED.bound_digest, bound_kind = EXCLUDED.bound_kind,
              claimed_at_ms = EXCLUDED.claimed_at_ms",
-        &[
-            &claim.sha().to_hex(),
-            &c.principal,
-            &big("claim expires_at_ms", c.expires_at_ms)?,
-            &word,
-            &bound_digest,
-            &bound_kind,
-            &opt_big("claim claimed_at_ms", at)?,
+        vec![
+            o(claim.sha().to_hex()),
+            o(c.principal.clone()),
+            o(big("claim expires_at_ms", c.expires_at_ms)?),
+            o(word.to_owned()),
+            o(bound_digest),
+            o(bound_kind),
+            o(opt_big("claim claimed_at_ms", at)?),
         ],
     )
 }
