@@ -70,7 +70,14 @@ fn main() {
     let schema = unique_schema("auth");
     let target = Target::new(cluster.url(), &schema).unwrap();
     let c = PgCatalogue::open(target.clone()).unwrap();
+    let before = custos_postgres::conn::round_trips();
     let digests = load(&c);
+    println!(
+        "catalogue and access writes while loading: {:.1} round trips each ({} writes: a reservation, the owner, {} invitations)",
+        (custos_postgres::conn::round_trips() - before) as f64 / (PRINCIPALS + 1) as f64,
+        PRINCIPALS + 1,
+        PRINCIPALS - 1
+    );
     let mut order: Vec<usize> = (0..PRINCIPALS).collect();
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
     for i in (1..order.len()).rev() {

@@ -80,8 +80,13 @@ use custos_core::catalogue::{self, CatalogueError, CatalogueState};
 use postgres::types::ToSql;
 use postgres::Row;
 
-use crate::catalogue::{load_sessions, lock_head, PgCatalogue};
-use crate::conn::{db, server_now, AccessClock, Failure, Tx as Transaction, TxError};
+use crate::catalogue::{
+    decode_locked, load_sessions, lock_sql, put_sessions, sessions_sql, PgCatalogue,
+};
+use crate::conn::{
+    db, decode_clock, next_got, server_now, AccessClock, Failure, Stmt, Tx as Transaction, TxError,
+    Want, CLOCK_SQL,
+};
 use crate::effects::EffectError;
 
 /// The catalogue schema step that creates the access tables (version 1 →
@@ -490,44 +495,170 @@ fn load_memberships(
     Ok(())
 }
 
-/// A principal with all its credentials, claims and memberships (the
-/// reference loader's `load_principal`).
-fn load_principal(tx: &mut Transaction<'_>, a: &mut AccessState, id: &str) -> Tx<()> {
-    let by = "WHERE principal_id = $1";
-    load_principals(tx, a, by, &[&id])?;
-    load_credentials(tx, a, by, &[&id])?;
-    load_claims(tx, a, by, &[&id])?;
-    load_memberships(tx, a, by, &[&id])
+/// One access table's rows in a pipeline: what selects them and where
+/// they go.
+#[derive(Clone, Copy)]
+enum Table {
+    Principals,
+    Credentials,
+    Claims,
+    Memberships,
 }
 
-/// Loads what `AccessFootprint::partial` loads of `req`'s footprint into
-/// `s`, whose head row (the revision) is already read.
-fn load_footprint(tx: &mut Transaction<'_>, s: &mut CatalogueState, req: &AccessRequest) -> Tx<()> {
-    let fp = access::footprint(req);
-    let mut principals: BTreeSet<String> = fp.principals.iter().cloned().collect();
-    let a = &mut s.access;
-    if fp.owner {
-        let mut owner = AccessState::default();
-        load_principals(tx, &mut owner, "WHERE kind = 'owner'", &[])?;
-        principals.extend(owner.principals.into_keys());
+impl Table {
+    fn select(self, where_: &str) -> String {
+        let select = match self {
+            Table::Principals => PRINCIPAL_SELECT,
+            Table::Credentials => CREDENTIAL_SELECT,
+            Table::Claims => CLAIM_SELECT,
+            Table::Memberships => MEMBERSHIP_SELECT,
+        };
+        format!("{select} {where_}")
     }
-    for sha in &fp.digests {
-        load_credentials(tx, a, "WHERE digest = $1", &[&sha.to_hex()])?;
+
+    fn put(self, a: &mut AccessState, rows: &[Row]) -> Tx<()> {
+        for r in rows {
+            match self {
+                Table::Principals => {
+                    let (id, p) = decode_principal(r)?;
+                    a.principals.insert(id, p);
+                }
+                Table::Credentials => {
+                    let (sha, c) = decode_credential(r)?;
+                    a.credentials.insert(sha, c);
+                }
+                Table::Claims => {
+                    let (k, c) = decode_claim(r)?;
+                    a.claims.insert(k, c);
+                }
+                Table::Memberships => {
+                    let (k, role) = decode_membership(r)?;
+                    a.memberships.insert(k, role);
+                }
+            }
+        }
+        Ok(())
     }
-    for claim in &fp.claims {
-        load_claims(tx, a, "WHERE claim = $1", &[&claim.sha().to_hex()])?;
-    }
-    if fp.all_logins {
-        load_credentials(tx, a, "WHERE kind = 'browser'", &[])?;
-    }
-    principals.extend(access::named_principals(a));
-    for id in &principals {
-        load_principal(tx, a, id)?;
-    }
-    for id in &fp.sessions {
-        cat(load_sessions(tx, s, "WHERE s.session_id = $1", &[id]))?;
+}
+
+/// What a row set of the footprint's first round trip is.
+enum Part {
+    Owner,
+    Access(Table),
+    Sessions,
+}
+
+/// Every principal of `ids`, with all its rows (the reference loader's
+/// `load_principal`), in one round trip.
+fn load_principals_fully(
+    tx: &mut Transaction<'_>,
+    a: &mut AccessState,
+    ids: &BTreeSet<String>,
+) -> Tx<()> {
+    const BY: &str = "WHERE principal_id = $1";
+    let tables = [
+        Table::Principals,
+        Table::Credentials,
+        Table::Claims,
+        Table::Memberships,
+    ];
+    let stmts: Vec<Stmt> = ids
+        .iter()
+        .flat_map(|id| {
+            tables
+                .iter()
+                .map(move |t| Stmt::new(Want::Rows, t.select(BY)).arg(id.clone()))
+        })
+        .collect();
+    if !stmts.is_empty() {
+        let got = tx.run(&stmts).map_err(pg("access-load"))?;
+        for (rows, t) in got.into_iter().zip(tables.iter().cycle()) {
+            t.put(a, &rows.rows("access-load")?)?;
+        }
     }
     Ok(())
+}
+
+/// Locks the head (and, judging by the server's clock, reads it) and loads
+/// what `AccessFootprint::partial` loads of `req`'s footprint into `s`, in
+/// two round trips: the head lock, the clock and every row the request
+/// names; then every principal named (with its credentials, claims and
+/// memberships). Answers the server's clock when asked for it.
+fn lock_and_load(
+    tx: &mut Transaction<'_>,
+    s: &mut CatalogueState,
+    req: &AccessRequest,
+    clock: bool,
+) -> Tx<Option<u64>> {
+    let fp = access::footprint(req);
+    let mut stmts = vec![Stmt::new(Want::Opt, lock_sql())];
+    if clock {
+        stmts.push(Stmt::new(Want::One, CLOCK_SQL));
+    }
+    let mut parts = Vec::new();
+    let mut push = |stmt: Stmt, part: Part| {
+        stmts.push(stmt);
+        parts.push(part);
+    };
+    if fp.owner {
+        push(
+            Stmt::new(Want::Rows, Table::Principals.select("WHERE kind = 'owner'")),
+            Part::Owner,
+        );
+    }
+    for sha in &fp.digests {
+        push(
+            Stmt::new(Want::Rows, Table::Credentials.select("WHERE digest = $1")).arg(sha.to_hex()),
+            Part::Access(Table::Credentials),
+        );
+    }
+    for claim in &fp.claims {
+        push(
+            Stmt::new(Want::Rows, Table::Claims.select("WHERE claim = $1"))
+                .arg(claim.sha().to_hex()),
+            Part::Access(Table::Claims),
+        );
+    }
+    if fp.all_logins {
+        push(
+            Stmt::new(
+                Want::Rows,
+                Table::Credentials.select("WHERE kind = 'browser'"),
+            ),
+            Part::Access(Table::Credentials),
+        );
+    }
+    for id in &fp.sessions {
+        push(
+            Stmt::new(Want::Rows, sessions_sql("WHERE s.session_id = $1")).arg(id.clone()),
+            Part::Sessions,
+        );
+    }
+    let got = tx.run(&stmts).map_err(pg("access-load"))?;
+    let mut got = got.into_iter();
+    let mut next = || next_got(&mut got, "access-load").map_err(TxError::Failure);
+    cat(decode_locked(s, next()?.opt("lock-head")?.as_ref()))?;
+    let now = if clock {
+        Some(decode_clock(&next()?.one("clock")?)?)
+    } else {
+        None
+    };
+    let mut principals: BTreeSet<String> = fp.principals.iter().cloned().collect();
+    for part in parts {
+        let rows = next()?.rows("access-load")?;
+        match part {
+            Part::Owner => {
+                let mut owner = AccessState::default();
+                Table::Principals.put(&mut owner, &rows)?;
+                principals.extend(owner.principals.into_keys());
+            }
+            Part::Access(t) => t.put(&mut s.access, &rows)?,
+            Part::Sessions => cat(put_sessions(s, &rows))?,
+        }
+    }
+    principals.extend(access::named_principals(&s.access));
+    load_principals_fully(tx, &mut s.access, &principals)?;
+    Ok(now)
 }
 
 // ------------------------------------------------------------------ reads
@@ -585,16 +716,19 @@ impl Access for PgCatalogue {
         finish(self.conn.decide(|tx| {
             // The head-row lock first: it orders every catalogue writer.
             let mut before = CatalogueState::default();
-            cat(lock_head(tx, &mut before))?;
-            // Judged by the server's clock, read after the lock.
+            // Two round trips: the lock, the clock and the rows named;
+            // then the principals named. Judged by the server's clock,
+            // read after the lock.
+            let clock = self.server_clock() && req.now_ms().is_some();
+            let now = lock_and_load(tx, &mut before, req, clock)?;
             let judged;
-            let req = if self.server_clock() && req.now_ms().is_some() {
-                judged = req.rebased(server_now(tx)?);
-                &judged
-            } else {
-                req
+            let req = match now {
+                Some(now) => {
+                    judged = req.rebased(now);
+                    &judged
+                }
+                None => req,
             };
-            load_footprint(tx, &mut before, req)?;
             let d = access::decide(&before, req).map_err(TxError::Refused)?;
             // Every effect travels with the COMMIT.
             let mut stmts = Vec::new();

@@ -469,7 +469,17 @@ pub(crate) fn load_sessions(
     let rows = tx
         .query(&format!("{SESSION_SELECT} {where_}"), args)
         .map_err(pg("load-sessions"))?;
-    for r in &rows {
+    put_sessions(state, &rows)
+}
+
+/// The session rows `where_` selects, as a pipeline statement.
+pub(crate) fn sessions_sql(where_: &str) -> String {
+    format!("{SESSION_SELECT} {where_}")
+}
+
+/// Session rows (of [`sessions_sql`]) into `state`.
+pub(crate) fn put_sessions(state: &mut CatalogueState, rows: &[Row]) -> Tx<()> {
+    for r in rows {
         let (id, row) = raw_session(r)?.decode().map_err(refuse)?;
         state.sessions.insert(id, row);
     }
@@ -503,20 +513,26 @@ pub(crate) fn load_meta(tx: &mut Transaction<'_>, state: &mut CatalogueState) ->
 
 /// Locks the head row — the first statement of every write — and reads it.
 pub(crate) fn lock_head(tx: &mut Transaction<'_>, state: &mut CatalogueState) -> Tx<()> {
-    let row = tx
-        .query_opt(
-            &format!(
-                "SELECT revision, recent_seq, {} FROM catalogue_head WHERE singleton = 1 FOR UPDATE",
-                SCHEMA.version_column()
-            ),
-            &[],
-        )
-        .map_err(pg("lock-head"))?;
-    if let Some(r) = &row {
+    let row = tx.query_opt(&lock_sql(), &[]).map_err(pg("lock-head"))?;
+    decode_locked(state, row.as_ref())
+}
+
+/// The head-row lock statement, reading the schema's version beside it.
+pub(crate) fn lock_sql() -> String {
+    format!(
+        "SELECT revision, recent_seq, {} FROM catalogue_head WHERE singleton = 1 FOR UPDATE",
+        SCHEMA.version_column()
+    )
+}
+
+/// The head row the lock statement read, into `state`; the schema at this
+/// build's version.
+pub(crate) fn decode_locked(state: &mut CatalogueState, row: Option<&Row>) -> Tx<()> {
+    if let Some(r) = row {
         let version: Option<i64> = r.try_get(2).map_err(pg("lock-head"))?;
         SCHEMA.check_written(version).map_err(TxError::Failure)?;
     }
-    head(state, row.as_ref())
+    head(state, row)
 }
 
 fn load_delegates(
