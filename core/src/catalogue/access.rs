@@ -1470,7 +1470,15 @@ fn invite_member(
 ) -> Result<AccessOutcome, AccessError> {
     check_principal_id(principal)?;
     let name = opt_name(name)?;
-    if is_own_invite(&s.access, principal, name.as_deref(), session_id, role, e) {
+    let invite = Invite {
+        principal,
+        name: name.as_deref(),
+        session_id,
+        role,
+        enrollment: e,
+        now_ms,
+    };
+    if is_own_invite(&s.access, &invite) {
         // A retry after a lost reply succeeds as the first attempt did;
         // `changed` says what this call wrote: nothing.
         return Ok(AccessOutcome::Done { changed: false });
@@ -1498,24 +1506,40 @@ fn invite_member(
     Ok(AccessOutcome::Done { changed: true })
 }
 
+/// An invitation, as [`is_own_invite`] compares it.
+struct Invite<'a> {
+    principal: &'a str,
+    name: Option<&'a str>,
+    session_id: &'a str,
+    role: Role,
+    enrollment: &'a Enrollment,
+    now_ms: u64,
+}
+
 /// Whether the stored rows are exactly what this invitation wrote: the
 /// member, its name, its membership with this role and its enrollment row —
 /// a claim or credential under the caller's own digest (the hash of a
 /// secret only the inviter holds), bound to this principal and not voided
 /// or revoked since. Such a request is a retry of the invitation that
 /// wrote them, and succeeds as that one did (`Done`, `changed: false`).
-fn is_own_invite(
-    a: &AccessState,
-    principal: &str,
-    name: Option<&str>,
-    session_id: &str,
-    role: Role,
-    e: &Enrollment,
-) -> bool {
-    let member = a
-        .principals
-        .get(principal)
-        .is_some_and(|p| p.kind == PrincipalKind::Member && p.name.as_deref() == name);
+/// A claim is
+/// compared by its lifetime — its expiry's distance from the invitation's
+/// time, the member's `created_at_ms` — not by the expiry itself, so a
+/// retry judged at a later time (a backend that judges every request by
+/// its own clock re-bases each attempt) is still recognised.
+fn is_own_invite(a: &AccessState, invite: &Invite<'_>) -> bool {
+    let Invite {
+        principal,
+        name,
+        session_id,
+        role,
+        enrollment: e,
+        now_ms,
+    } = *invite;
+    let member_row = a.principals.get(principal);
+    let member =
+        member_row.is_some_and(|p| p.kind == PrincipalKind::Member && p.name.as_deref() == name);
+    let lifetime = |at: u64, from: u64| i128::from(at) - i128::from(from);
     let membership = a
         .memberships
         .get(&(principal.to_owned(), session_id.to_owned()))
@@ -1534,7 +1558,10 @@ fn is_own_invite(
                     .get(digest.sha())
                     .is_some_and(|cred| cred.state == CredentialState::Active),
             };
-            c.principal == principal && c.expires_at_ms == *expires_at_ms && standing
+            let same_life = member_row.is_some_and(|p| {
+                lifetime(c.expires_at_ms, p.created_at_ms) == lifetime(*expires_at_ms, now_ms)
+            });
+            c.principal == principal && same_life && standing
         }),
         Enrollment::Digest(d) => a.credentials.get(&d.sha).is_some_and(|c| {
             c.principal == principal

@@ -241,27 +241,37 @@ fn parse_parts(text: &str) -> Result<(PgConfig, TlsSettings), ConnectError> {
         {
             return Err(invalid("no host"));
         }
-        let pairs: Vec<(String, String)> = u.query_pairs().into_owned().collect();
-        let (taken, kept) = take_tls_keys(pairs);
+        // Only the TLS keys leave; every other pair stays byte for byte
+        // (percent-decoding, not form-decoding: a '+' is a '+').
+        let mut taken = Vec::new();
+        let mut kept = Vec::new();
+        for part in u.query().unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = part.split_once('=').unwrap_or((part, ""));
+            let key = percent_decode(k)?;
+            if is_tls_key(&key) {
+                taken.push((key, percent_decode(v)?));
+            } else {
+                kept.push(part.to_owned());
+            }
+        }
         if !taken.is_empty() {
-            // Only the TLS keys leave; the rest is written back encoded as
-            // the client's parser decodes it.
-            let query = kept
-                .iter()
-                .map(|(k, v)| format!("{}={}", percent_encode(k), percent_encode(v)))
-                .collect::<Vec<_>>()
-                .join("&");
+            let query = kept.join("&");
             u.set_query((!query.is_empty()).then_some(query.as_str()));
         }
         (u.as_str().to_owned(), taken)
     } else {
-        split_key_value(text)
+        split_key_value(text)?
     };
     let (normalized, taken) = normalized;
     let tls = tls::settings(&taken)?;
     let cfg: PgConfig = normalized
         .parse()
         .map_err(|_| invalid("the postgres client refuses a host, port or parameter of it"))?;
+    // Every sslmode was taken out above; one the client still read would
+    // be overridden silently by the TLS settings.
+    if cfg.get_ssl_mode() != tokio_postgres::config::SslMode::Prefer {
+        return Err(invalid("an sslmode this parser could not read"));
+    }
     for h in cfg.get_hosts() {
         if let tokio_postgres::config::Host::Tcp(name) = h {
             if name.is_empty()
@@ -279,8 +289,15 @@ fn parse_parts(text: &str) -> Result<(PgConfig, TlsSettings), ConnectError> {
 }
 
 /// A keyword string without its TLS keys, and those keys.
-fn split_key_value(text: &str) -> (String, Vec<Pair>) {
-    match key_value_pairs(text) {
+fn split_key_value(text: &str) -> Result<(String, Vec<Pair>), ConnectError> {
+    let Some(pairs) = key_value_pairs(text) else {
+        // Read differently by the client's parser, it could carry an
+        // sslmode this module never saw.
+        return Err(invalid(
+            "not a keyword string of key=value pairs (inside a quoted value, escape ' and \\ with \\)",
+        ));
+    };
+    Ok(match Some(pairs) {
         Some(pairs) if pairs.iter().any(|(k, _)| is_tls_key(k)) => {
             let (taken, kept) = take_tls_keys(pairs);
             let rest = kept
@@ -290,10 +307,9 @@ fn split_key_value(text: &str) -> (String, Vec<Pair>) {
                 .join(" ");
             (rest, taken)
         }
-        // Without TLS keys (or unparsable: the client's parser refuses
-        // it below) the string goes to the client as written.
+        // Without TLS keys the string goes to the client as written.
         _ => (text.to_owned(), Vec::new()),
-    }
+    })
 }
 
 /// A connection string's `(key, value)`.
@@ -309,17 +325,30 @@ fn take_tls_keys(pairs: Vec<Pair>) -> (Vec<Pair>, Vec<Pair>) {
     pairs.into_iter().partition(|(k, _)| is_tls_key(k))
 }
 
-/// Percent-encodes every byte but `A-Za-z0-9-._~`.
-fn percent_encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
+/// Decodes `%XX` escapes (and nothing else: a `+` stays a `+`, as the
+/// client's parser reads a URL's query).
+fn percent_decode(text: &str) -> Result<String, ConnectError> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| char::from(b).to_digit(16);
+        match (
+            bytes[i],
+            bytes.get(i + 1).copied().and_then(hex),
+            bytes.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push(u8::try_from(h * 16 + l).unwrap_or(b'?'));
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
         }
     }
-    out
+    String::from_utf8(out).map_err(|_| invalid("a parameter is not UTF-8 once percent-decoded"))
 }
 
 /// The `key=value` pairs of a libpq keyword string (whitespace between
@@ -801,6 +830,15 @@ struct Lease<'a> {
 }
 
 impl Lease<'_> {
+    /// After an `Unavailable`: discard the connection if it is gone (a lost
+    /// server, a reset); keep it when the server only cancelled a statement
+    /// (a lock or statement timeout), which leaves it usable.
+    fn discard_if_gone(&mut self) {
+        if !self.session.as_mut().is_some_and(Session::alive) {
+            self.broken = true;
+        }
+    }
+
     fn session(&mut self) -> Result<&mut Session, Failure> {
         self.session
             .as_mut()
@@ -842,6 +880,20 @@ struct Session {
 }
 
 impl Session {
+    /// Whether the connection is still there: the runtime is driven once so
+    /// the connection task sees what the server sent while the session sat
+    /// idle (its end after a restart, a terminated backend, an idle
+    /// timeout), and then the client is asked.
+    fn alive(&mut self) -> bool {
+        // The first yield lets the runtime poll its sockets (queuing the
+        // connection task if the server wrote); the second runs the task.
+        self.rt.block_on(async {
+            tokio::task::yield_now().await;
+            tokio::task::yield_now().await;
+        });
+        !self.client.is_closed()
+    }
+
     /// The prepared statement of `sql`, prepared now (one round trip) if
     /// not yet cached on this connection.
     fn prepared(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
@@ -1081,7 +1133,7 @@ impl<'a> Tx<'a> {
                     None => Ok(()),
                 }
             };
-            let answers = join_all(steps.iter().zip(&statements).map(
+            let answers = in_order(steps.iter().zip(&statements).map(
                 |((want, _, params), st)| async move {
                     match want {
                         Want::Rows => client.query(st, params).await.map(Got::Rows),
@@ -1221,7 +1273,7 @@ impl<'a> Tx<'a> {
     }
 
     /// Commits: one round trip (none if no statement ran).
-    fn commit(self) -> Result<(), postgres::Error> {
+    fn commit(self) -> Result<(), Failure> {
         self.commit_with(&[])
     }
 
@@ -1229,7 +1281,7 @@ impl<'a> Tx<'a> {
     /// when there are none; nothing when no statement ran). After a failed
     /// statement the server answers the `COMMIT` with a rollback: the
     /// first failure, in order, is returned, and nothing was written.
-    fn commit_with(mut self, effects: &[Stmt]) -> Result<(), postgres::Error> {
+    fn commit_with(mut self, effects: &[Stmt]) -> Result<(), Failure> {
         if !self.open && self.begin.is_none() {
             return Ok(());
         }
@@ -1241,7 +1293,16 @@ impl<'a> Tx<'a> {
         let args = stmt_args(effects);
         let steps = steps_of(effects, &args);
         let sqls: Vec<&str> = steps.iter().map(|(_, sql, _)| *sql).collect();
-        let statements = self.session.prepare_all(&sqls)?;
+        let statements = self.session.prepare_all(&sqls).map_err(db("prepare"))?;
+        // The server turns the COMMIT into a rollback after a statement it
+        // failed, but a parameter the client cannot encode never reaches
+        // it: encode every one first, and on a refusal send nothing (the
+        // transaction rolls back when `self` drops).
+        for ((_, sql, params), st) in steps.iter().zip(&statements) {
+            encodes(st, params).map_err(|why| {
+                Failure::Db("encode", format!("{why} (statement {})", one_line(sql)))
+            })?;
+        }
         trip(1);
         let begin = self.begin.take();
         self.open = false;
@@ -1253,7 +1314,9 @@ impl<'a> Tx<'a> {
                     None => Ok(()),
                 }
             };
-            let answers = join_all(
+            // Polled in order on every poll: each is sent, in order,
+            // before the COMMIT is.
+            let answers = in_order(
                 steps
                     .iter()
                     .zip(&statements)
@@ -1261,12 +1324,12 @@ impl<'a> Tx<'a> {
             );
             futures_util::join!(began, answers, client.batch_execute("COMMIT"))
         });
-        began?;
+        began.map_err(db("begin"))?;
         for a in answers {
-            a?;
+            a.map_err(db("commit"))?;
         }
         self.record_hold(&committed);
-        committed
+        committed.map_err(db("commit"))
     }
 
     fn record_hold<T>(&self, committed: &Result<T, postgres::Error>) {
@@ -1276,6 +1339,57 @@ impl<'a> Tx<'a> {
             HELD_COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
     }
+}
+
+/// Whether every parameter of `params` encodes as `st` expects it (the
+/// count, each type, each value, each length) — what the client checks
+/// before it sends a statement, done before anything is sent.
+fn encodes(st: &Statement, params: &[&(dyn ToSql + Sync)]) -> Result<(), String> {
+    let types = st.params();
+    if types.len() != params.len() {
+        return Err(format!(
+            "{} parameters for {} placeholders",
+            params.len(),
+            types.len()
+        ));
+    }
+    let mut buf = bytes::BytesMut::new();
+    for (i, (ty, p)) in types.iter().zip(params).enumerate() {
+        buf.clear();
+        p.to_sql_checked(ty, &mut buf)
+            .map_err(|e| format!("parameter ${}: {e}", i + 1))?;
+        if i32::try_from(buf.len()).is_err() {
+            return Err(format!(
+                "parameter ${}: {} bytes is too long",
+                i + 1,
+                buf.len()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Awaits every future of `futs`, polling each, in order, on every poll —
+/// so a future that sends on its first poll sends before the next one does.
+async fn in_order<F: Future>(futs: impl IntoIterator<Item = F>) -> Vec<F::Output> {
+    use futures_util::future::{maybe_done, MaybeDone};
+    let mut all: Vec<std::pin::Pin<Box<MaybeDone<F>>>> =
+        futs.into_iter().map(|f| Box::pin(maybe_done(f))).collect();
+    std::future::poll_fn(|cx| {
+        let mut done = true;
+        for f in &mut all {
+            done &= f.as_mut().poll(cx).is_ready();
+        }
+        if done {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+    all.iter_mut()
+        .filter_map(|f| f.as_mut().take_output())
+        .collect()
 }
 
 /// The parameters of `stmts`, as the client takes them.
@@ -1391,12 +1505,15 @@ impl Conn {
         let deadline = Instant::now() + bound;
         let mut pool = self.lock_pool();
         loop {
-            while let Some(s) = pool.idle.pop() {
-                if s.client.is_closed() {
-                    pool.open = pool.open.saturating_sub(1);
-                    continue;
+            if let Some(mut s) = pool.idle.pop() {
+                drop(pool);
+                if s.alive() {
+                    return Ok(self.lease(Some(s)));
                 }
-                return Ok(self.lease(Some(s)));
+                // Gone while idle: uncounted, and the next is tried.
+                pool = self.lock_pool();
+                pool.open = pool.open.saturating_sub(1);
+                continue;
             }
             if pool.open < self.target.pool_size {
                 pool.open += 1;
@@ -1470,7 +1587,7 @@ impl Conn {
             let result = (|| {
                 let mut tx = Tx::new(session, "BEGIN ISOLATION LEVEL READ COMMITTED");
                 let (v, effects) = body(&mut tx)?;
-                tx.commit_with(&effects).map_err(db("commit"))?;
+                tx.commit_with(&effects)?;
                 Ok(v)
             })();
             match result {
@@ -1481,8 +1598,9 @@ impl Conn {
                     std::thread::sleep(Duration::from_millis(u64::from(attempt) * 5));
                 }
                 Err(TxError::Failure(Failure::Unavailable(r))) => {
-                    // Discard the connection so the next use reconnects.
-                    lease.broken = true;
+                    // Discard the connection if it is gone, so the next
+                    // use reconnects.
+                    lease.discard_if_gone();
                     return Err(TxError::Failure(Failure::Unavailable(r)));
                 }
                 other => return other,
@@ -1501,11 +1619,11 @@ impl Conn {
         let result = (|| {
             let mut tx = Tx::new(session, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
             let v = body(&mut tx)?;
-            tx.commit().map_err(db("commit"))?;
+            tx.commit()?;
             Ok(v)
         })();
         if matches!(result, Err(TxError::Failure(Failure::Unavailable(_)))) {
-            lease.broken = true;
+            lease.discard_if_gone();
         }
         result
     }
@@ -1532,7 +1650,7 @@ impl Conn {
         })()
         .map_err(db(op));
         if matches!(result, Err(Failure::Unavailable(_))) {
-            lease.broken = true;
+            lease.discard_if_gone();
         }
         result
     }
@@ -1547,7 +1665,7 @@ impl Conn {
             .block_on(session.client.query_one("SELECT pg_backend_pid()", &[]))
             .map_err(db("backend-pid"));
         if matches!(row, Err(Failure::Unavailable(_))) {
-            lease.broken = true;
+            lease.discard_if_gone();
         }
         row?.try_get(0).map_err(db("backend-pid"))
     }

@@ -88,9 +88,11 @@
 //! their calls side by side, each on a connection of the handle's bounded
 //! pool ([`Target::pool_size`], 8 by default; opened as needed, never more).
 //! Writers of one scope still serialize on its head row in the server. A
-//! connection the server dropped is discarded, with the idle ones beside
-//! it, and the next call connects afresh; a thread finding every
-//! connection in use waits at most [`conn::Waits::checkout`].
+//! connection the server ended while it sat idle is noticed when next
+//! taken and replaced before use; one lost under a call is discarded with
+//! the idle ones beside it (they met the same restart), while a lock or
+//! statement timeout keeps it; a thread finding every connection in use
+//! waits at most [`conn::Waits::checkout`].
 //! `tests/pool.rs` shares one handle among 32 threads through a postmaster
 //! SIGKILL and restart.
 //!

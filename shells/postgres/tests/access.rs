@@ -976,3 +976,71 @@ fn expiries_are_judged_by_the_servers_clock() {
         .is_some());
     assert!(by_caller.authenticate(&login, stored).unwrap().is_none());
 }
+
+#[test]
+fn a_retried_invitation_is_recognised_under_the_servers_clock() {
+    // Each attempt is re-based onto the server's clock at its own time: the
+    // retry's claim expires later than the first attempt's, by as much as
+    // the retry came later, and is still recognised as its own.
+    let t = Target::new(shared().unwrap().url(), unique_schema("acc_retry")).unwrap();
+    let c = PgCatalogue::open(t).unwrap();
+    c.apply(&Request::Reserve {
+        session_id: "s1".into(),
+        creation: Creation::local("k-s1", "s", "/w"),
+        now: 1,
+    })
+    .unwrap();
+    c.apply_access(&AccessRequest::BootstrapOwner {
+        principal: "owner".into(),
+        name: None,
+        digest: credential_digest(b"owner-token"),
+        now_ms: 1,
+    })
+    .unwrap();
+    let invite = AccessRequest::InviteMember {
+        principal: "member-1".into(),
+        name: Some("Member".into()),
+        session_id: "s1".into(),
+        role: Role::Observer,
+        enrollment: Enrollment::Claim {
+            claim: claim_digest(b"claim-token"),
+            expires_at_ms: 60_000,
+        },
+        now_ms: 0,
+    };
+    assert_eq!(
+        c.apply_access(&invite).unwrap(),
+        AccessOutcome::Done { changed: true }
+    );
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(
+        c.apply_access(&invite).unwrap(),
+        AccessOutcome::Done { changed: false }
+    );
+    // Another lifetime is another invitation: refused.
+    let other = match invite {
+        AccessRequest::InviteMember {
+            principal,
+            name,
+            session_id,
+            role,
+            enrollment: Enrollment::Claim { claim, .. },
+            now_ms,
+        } => AccessRequest::InviteMember {
+            principal,
+            name,
+            session_id,
+            role,
+            enrollment: Enrollment::Claim {
+                claim,
+                expires_at_ms: 90_000,
+            },
+            now_ms,
+        },
+        other => other,
+    };
+    assert!(matches!(
+        c.apply_access(&other),
+        Err(AccessError::PrincipalExists { .. })
+    ));
+}

@@ -146,3 +146,45 @@ fn effects_sent_with_the_commit_apply_all_or_none() {
         .get(0);
     assert_eq!(n, 3);
 }
+
+/// A parameter the client cannot encode fails the decision before anything
+/// is sent: the body's own writes and every effect roll back.
+#[test]
+fn an_effect_that_cannot_be_encoded_sends_nothing() {
+    use custos_postgres::conn::{Stmt, TxError, Want};
+    let c = shared().unwrap();
+    let t = Target::new(c.url(), unique_schema("encode")).unwrap();
+    let conn = Conn::open(t.clone()).unwrap();
+    Component {
+        name: "probe",
+        steps: STEPS,
+    }
+    .prepare(&conn)
+    .unwrap();
+    let e = conn
+        .decide::<(), ()>(|tx| {
+            tx.execute("INSERT INTO probe (k) VALUES (10)", &[])
+                .unwrap();
+            Ok((
+                (),
+                vec![
+                    Stmt::new(Want::Count, "INSERT INTO probe (k) VALUES ($1)").arg(1i64),
+                    // A text for a bigint column: refused by the client.
+                    Stmt::new(Want::Count, "INSERT INTO probe (k) VALUES ($1)")
+                        .arg("two".to_owned()),
+                ],
+            ))
+        })
+        .unwrap_err();
+    match e {
+        TxError::Failure(f) => assert!(f.to_string().contains("encode"), "{f}"),
+        TxError::Refused(()) => panic!("refused"),
+    }
+    let n: i64 = t
+        .connect()
+        .unwrap()
+        .query_one("SELECT count(*) FROM probe", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 0);
+}

@@ -230,3 +230,66 @@ fn check_every_commit(s: &PgStorage, total: usize) {
     }
     assert_eq!(regs.len(), 2 * total);
 }
+
+#[test]
+fn an_idle_connection_the_server_ended_is_replaced_before_use() {
+    let c = shared().unwrap();
+    let t = Target::new(c.url(), unique_schema("idle")).unwrap();
+    let conn = Conn::open(t.clone()).unwrap();
+    let pid = conn.backend_pid().unwrap();
+    let mut probe = t.connect().unwrap();
+    probe
+        .execute("SELECT pg_terminate_backend($1)", &[&pid])
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    // The next call sees no failure: the ended connection is noticed at
+    // checkout and replaced.
+    conn.read::<_, ()>(|tx| Ok(tx.query_one("SELECT 1", &[]).unwrap().get::<_, i32>(0)))
+        .unwrap();
+    assert_ne!(conn.backend_pid().unwrap(), pid);
+    assert_eq!(conn.open_connections(), 1);
+}
+
+#[test]
+fn a_lock_timeout_keeps_the_connection() {
+    let c = shared().unwrap();
+    let waits = Waits {
+        lock: Duration::from_millis(200),
+        ..Waits::default()
+    };
+    let t = Target::new(c.url(), unique_schema("locktimeout"))
+        .unwrap()
+        .with_waits(waits);
+    let conn = Conn::open(t.clone()).unwrap();
+    let schema = t.schema().to_owned();
+    conn.write::<_, ()>(|tx| {
+        tx.batch_execute(&format!(
+            "CREATE SCHEMA {schema}; CREATE TABLE {schema}.held (k bigint PRIMARY KEY);
+             INSERT INTO {schema}.held VALUES (1)"
+        ))
+        .unwrap();
+        Ok(())
+    })
+    .unwrap();
+    let pid = conn.backend_pid().unwrap();
+    let mut holder = t.connect().unwrap();
+    let mut hold = holder.transaction().unwrap();
+    hold.query("SELECT k FROM held WHERE k = 1 FOR UPDATE", &[])
+        .unwrap();
+    let e = conn
+        .write::<(), ()>(|tx| {
+            tx.query("SELECT k FROM held WHERE k = 1 FOR UPDATE", &[])
+                .map_err(|e| {
+                    custos_postgres::conn::TxError::Failure(custos_postgres::conn::classify(
+                        "lock", &e,
+                    ))
+                })?;
+            Ok(())
+        })
+        .unwrap_err();
+    assert!(format!("{e:?}").contains("lock_timeout"), "{e:?}");
+    hold.rollback().unwrap();
+    // The server only cancelled the statement: the same connection serves.
+    assert_eq!(conn.backend_pid().unwrap(), pid);
+    assert_eq!(conn.open_connections(), 1);
+}

@@ -122,6 +122,30 @@ fn taking_out_the_tls_keys_keeps_every_other_parameter() {
         assert_eq!(cfg.get_password(), Some(pw.as_bytes()), "{pw:?}");
         assert_eq!(cfg.get_application_name(), Some("a b&c"));
     }
+    // A '+' in the query is a '+' (percent-decoding, not form-decoding),
+    // with or without TLS keys beside it.
+    for tls in ["", "&sslmode=disable"] {
+        let cfg = custos_postgres::conn::parse_url(&format!(
+            "postgresql://custos:a+b@127.0.0.1:1/custos?application_name=x+y{tls}"
+        ))
+        .unwrap();
+        assert_eq!(cfg.get_password(), Some(b"a+b".as_slice()));
+        assert_eq!(cfg.get_application_name(), Some("x+y"), "{tls}");
+    }
+}
+
+#[test]
+fn a_keyword_string_this_parser_cannot_read_is_refused() {
+    // The client's own parser would read sslmode=require from it; ours
+    // cannot, so it must not pass with TLS downgraded to `prefer`.
+    for text in [
+        "host=127.0.0.1 port=1 sslmode=require password=Hunter2SecretTail\\",
+        "host=127.0.0.1 port=1 sslmode=require password='unterminated",
+    ] {
+        let e = Target::new(text, "public").unwrap_err();
+        assert!(matches!(e, ConnectError::InvalidUrl { .. }), "{e}");
+        check_no_leak("a refusal", &e.to_string(), "Hunter2SecretTail");
+    }
 }
 
 #[test]
