@@ -104,7 +104,7 @@ use postgres::Row;
 use crate::conn::Tx as Transaction;
 
 use crate::conn::Conn;
-use crate::conn::{db, Component, Failure, TxError};
+use crate::conn::{db, next_got, Component, Failure, Stmt, TxError, Want};
 use crate::effects::EffectError;
 use crate::Target;
 
@@ -511,12 +511,6 @@ pub(crate) fn load_meta(tx: &mut Transaction<'_>, state: &mut CatalogueState) ->
     head(state, row.as_ref())
 }
 
-/// Locks the head row — the first statement of every write — and reads it.
-pub(crate) fn lock_head(tx: &mut Transaction<'_>, state: &mut CatalogueState) -> Tx<()> {
-    let row = tx.query_opt(&lock_sql(), &[]).map_err(pg("lock-head"))?;
-    decode_locked(state, row.as_ref())
-}
-
 /// The head-row lock statement, reading the schema's version beside it.
 pub(crate) fn lock_sql() -> String {
     format!(
@@ -542,15 +536,20 @@ fn load_delegates(
     args: &[Param<'_>],
 ) -> Tx<()> {
     let rows = tx
-        .query(
-            &format!(
-                "SELECT spawner, parent_session, session_id, last_contact_ms
-                 FROM catalogue_delegate_sessions {where_}"
-            ),
-            args,
-        )
+        .query(&delegates_sql(where_), args)
         .map_err(pg("load-delegates"))?;
-    for r in &rows {
+    put_delegates(state, &rows)
+}
+
+fn delegates_sql(where_: &str) -> String {
+    format!(
+        "SELECT spawner, parent_session, session_id, last_contact_ms
+         FROM catalogue_delegate_sessions {where_}"
+    )
+}
+
+fn put_delegates(state: &mut CatalogueState, rows: &[Row]) -> Tx<()> {
+    for r in rows {
         let mut c = Cols {
             r,
             table: "catalogue_delegate_sessions",
@@ -604,12 +603,17 @@ fn load_defaults(
     args: &[Param<'_>],
 ) -> Tx<()> {
     let rows = tx
-        .query(
-            &format!("SELECT workspace, session_id FROM catalogue_workspace_defaults {where_}"),
-            args,
-        )
+        .query(&defaults_sql(where_), args)
         .map_err(pg("load-defaults"))?;
-    for r in &rows {
+    put_defaults(state, &rows)
+}
+
+fn defaults_sql(where_: &str) -> String {
+    format!("SELECT workspace, session_id FROM catalogue_workspace_defaults {where_}")
+}
+
+fn put_defaults(state: &mut CatalogueState, rows: &[Row]) -> Tx<()> {
+    for r in rows {
         let mut c = Cols {
             r,
             table: "catalogue_workspace_defaults",
@@ -623,11 +627,15 @@ fn load_defaults(
     Ok(())
 }
 
+const RECENT_SQL: &str = "SELECT id, path FROM catalogue_recent_folders";
+
 fn load_recent(tx: &mut Transaction<'_>, state: &mut CatalogueState) -> Tx<()> {
-    let rows = tx
-        .query("SELECT id, path FROM catalogue_recent_folders", &[])
-        .map_err(pg("load-recent"))?;
-    for r in &rows {
+    let rows = tx.query(RECENT_SQL, &[]).map_err(pg("load-recent"))?;
+    put_recent(state, &rows)
+}
+
+fn put_recent(state: &mut CatalogueState, rows: &[Row]) -> Tx<()> {
+    for r in rows {
         let mut c = Cols {
             r,
             table: "catalogue_recent_folders",
@@ -645,11 +653,10 @@ fn load_recent(tx: &mut Transaction<'_>, state: &mut CatalogueState) -> Tx<()> {
 }
 
 /// The remembered deletions (a retried `Delete` is answered from them).
-fn load_deleted(tx: &mut Transaction<'_>, state: &mut CatalogueState) -> Tx<()> {
-    let rows = tx
-        .query("SELECT session_id, revision FROM catalogue_deleted", &[])
-        .map_err(pg("load-deleted"))?;
-    for r in &rows {
+const DELETED_SQL: &str = "SELECT session_id, revision FROM catalogue_deleted";
+
+fn put_deleted(state: &mut CatalogueState, rows: &[Row]) -> Tx<()> {
+    for r in rows {
         let mut c = Cols {
             r,
             table: "catalogue_deleted",
@@ -666,39 +673,106 @@ fn load_deleted(tx: &mut Transaction<'_>, state: &mut CatalogueState) -> Tx<()> 
     Ok(())
 }
 
-/// Loads the rows of `fp` into `s` (whose head row is already read).
-fn load(tx: &mut Transaction<'_>, s: &mut CatalogueState, fp: &Footprint) -> Tx<()> {
+/// Where a row set of a catalogue footprint goes.
+#[derive(Clone, Copy)]
+enum Part {
+    Sessions,
+    Defaults,
+    Recent,
+    Deleted,
+    Delegates,
+}
+
+/// The reads of a footprint: where each row set goes, its statement and
+/// its parameters.
+fn footprint_reads(fp: &Footprint) -> Vec<(Part, String, Vec<String>)> {
+    let mut out = Vec::new();
+    let mut push = |part: Part, sql: String, args: Vec<String>| out.push((part, sql, args));
     for id in &fp.sessions {
-        load_sessions(tx, s, "WHERE s.session_id = $1", &[id])?;
+        push(
+            Part::Sessions,
+            sessions_sql("WHERE s.session_id = $1"),
+            vec![id.clone()],
+        );
     }
     if let Some(k) = &fp.creation_key {
-        load_sessions(tx, s, "WHERE s.creation_key = $1", &[k])?;
+        push(
+            Part::Sessions,
+            sessions_sql("WHERE s.creation_key = $1"),
+            vec![k.clone()],
+        );
     }
     for ws in &fp.defaults {
-        load_defaults(tx, s, "WHERE workspace = $1", &[ws])?;
+        push(
+            Part::Defaults,
+            defaults_sql("WHERE workspace = $1"),
+            vec![ws.clone()],
+        );
     }
     if let Some(id) = &fp.defaults_naming {
-        load_defaults(tx, s, "WHERE session_id = $1", &[id])?;
+        push(
+            Part::Defaults,
+            defaults_sql("WHERE session_id = $1"),
+            vec![id.clone()],
+        );
     }
     if fp.recent {
-        load_recent(tx, s)?;
+        push(Part::Recent, RECENT_SQL.to_owned(), Vec::new());
     }
     if fp.deleted {
-        load_deleted(tx, s)?;
+        push(Part::Deleted, DELETED_SQL.to_owned(), Vec::new());
     }
     if let Some((sp, pa)) = &fp.delegate_pair {
-        load_delegates(
-            tx,
-            s,
-            "WHERE spawner = $1 AND parent_session = $2",
-            &[sp, pa],
-        )?;
+        push(
+            Part::Delegates,
+            delegates_sql("WHERE spawner = $1 AND parent_session = $2"),
+            vec![sp.clone(), pa.clone()],
+        );
     }
     if let Some(sp) = &fp.delegates_of_spawner {
-        load_delegates(tx, s, "WHERE spawner = $1", &[sp])?;
+        push(
+            Part::Delegates,
+            delegates_sql("WHERE spawner = $1"),
+            vec![sp.clone()],
+        );
     }
     if let Some(id) = &fp.delegate_of {
-        load_delegates(tx, s, "WHERE session_id = $1", &[id])?;
+        push(
+            Part::Delegates,
+            delegates_sql("WHERE session_id = $1"),
+            vec![id.clone()],
+        );
+    }
+    out
+}
+
+/// Locks the head and loads the rows of `fp` into `s`, in one round trip:
+/// the lock first, every read after it (the server runs them in order).
+fn lock_and_load(tx: &mut Transaction<'_>, s: &mut CatalogueState, fp: &Footprint) -> Tx<()> {
+    let reads = footprint_reads(fp);
+    let mut stmts = vec![Stmt::new(Want::Opt, lock_sql())];
+    let mut parts = Vec::new();
+    for (part, sql, args) in reads {
+        let mut st = Stmt::new(Want::Rows, sql);
+        for a in args {
+            st = st.arg(a);
+        }
+        stmts.push(st);
+        parts.push(part);
+    }
+    let got = tx.run(&stmts).map_err(pg("load"))?;
+    let mut got = got.into_iter();
+    let mut next = || next_got(&mut got, "load").map_err(TxError::Failure);
+    decode_locked(s, next()?.opt("lock-head")?.as_ref())?;
+    for part in parts {
+        let rows = next()?.rows("load")?;
+        match part {
+            Part::Sessions => put_sessions(s, &rows)?,
+            Part::Defaults => put_defaults(s, &rows)?,
+            Part::Recent => put_recent(s, &rows)?,
+            Part::Deleted => put_deleted(s, &rows)?,
+            Part::Delegates => put_delegates(s, &rows)?,
+        }
     }
     Ok(())
 }
@@ -718,9 +792,9 @@ impl Catalogue for PgCatalogue {
         let fp = footprint(req);
         finish(self.conn.decide(|tx| {
             // The head-row lock first: it orders every writer.
+            // One round trip: the lock and the whole footprint.
             let mut before = CatalogueState::default();
-            lock_head(tx, &mut before)?;
-            load(tx, &mut before, &fp)?;
+            lock_and_load(tx, &mut before, &fp)?;
             let d = catalogue::decide(&before, req).map_err(refuse)?;
             // Every effect travels with the COMMIT.
             let mut stmts = Vec::new();
