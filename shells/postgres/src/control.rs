@@ -80,7 +80,7 @@ use crate::conn::Tx;
 
 mod admin;
 
-use crate::conn::{db, Component, Failure, TxError};
+use crate::conn::{db, next_got, Component, Failure, Stmt, TxError, Want};
 use crate::{conn::Conn, Target};
 
 /// The component's name in `custos_versions` (its tables are `control_*`).
@@ -447,20 +447,17 @@ fn decode_sig(r: &Row) -> Res<SignatureRecord> {
 }
 
 /// The world's fence row, decoded totally (default when there is none).
-fn load_fence(tx: &mut Tx<'_>, world_id: &str) -> TxRes<WorldFence> {
+const FENCE_SQL: &str = "SELECT issued, floor, holder FROM control_fences WHERE world_id = $1";
+
+/// A world's fence row (absent: the default fence).
+fn decode_fence(row: Option<&postgres::Row>, world_id: &str) -> TxRes<WorldFence> {
     let t = "control_fences";
-    let Some(r) = tx
-        .query_opt(
-            "SELECT issued, floor, holder FROM control_fences WHERE world_id = $1",
-            &[&world_id],
-        )
-        .map_err(db("load-fence"))?
-    else {
+    let Some(r) = row else {
         return Ok(WorldFence::default());
     };
-    let issued = unsigned(&r, 0, "issued", t, world_id)?;
-    let floor = unsigned(&r, 1, "floor", t, world_id)?;
-    let holder = bounded(&r, 2, "holder", MAX_HOLDER_LEN, t, world_id)?
+    let issued = unsigned(r, 0, "issued", t, world_id)?;
+    let floor = unsigned(r, 1, "floor", t, world_id)?;
+    let holder = bounded(r, 2, "holder", MAX_HOLDER_LEN, t, world_id)?
         .map(Holder::new)
         .transpose()
         .map_err(|e| invalid("holder", format!("{t} row {world_id}: column holder: {e}")))?;
@@ -472,21 +469,45 @@ fn load_fence(tx: &mut Tx<'_>, world_id: &str) -> TxRes<WorldFence> {
 }
 
 fn load_slot(tx: &mut Tx<'_>, world_id: &str) -> TxRes<WorldSlot> {
-    let record = tx
-        .query_opt(&format!("{WORLD_SELECT} WHERE world_id = $1"), &[&world_id])
-        .map_err(db("load-world"))?
+    load_slot_locked(tx, world_id, false)
+}
+
+/// A world's slot — its record, signatures and fence — read in one round
+/// trip; behind the catalog's head-row lock when `lock` (the server runs
+/// the reads after it).
+fn load_slot_locked(tx: &mut Tx<'_>, world_id: &str, lock: bool) -> TxRes<WorldSlot> {
+    let mut stmts = Vec::new();
+    if lock {
+        stmts.push(Stmt::new(Want::Opt, lock_sql()));
+    }
+    stmts.push(
+        Stmt::new(Want::Opt, format!("{WORLD_SELECT} WHERE world_id = $1"))
+            .arg(world_id.to_owned()),
+    );
+    stmts.push(
+        Stmt::new(
+            Want::Rows,
+            format!("{SIG_SELECT} WHERE world_id = $1 ORDER BY table_id COLLATE \"C\""),
+        )
+        .arg(world_id.to_owned()),
+    );
+    stmts.push(Stmt::new(Want::Opt, FENCE_SQL).arg(world_id.to_owned()));
+    let got = tx.run(&stmts).map_err(db("load-world"))?;
+    let mut got = got.into_iter();
+    let mut next = || next_got(&mut got, "load-world").map_err(TxError::Failure);
+    if lock {
+        check_lock(next()?.opt("lock-head")?.as_ref())?;
+    }
+    let record = next()?
+        .opt("load-world")?
         .map(|r| decode_world(&r))
         .transpose()?;
-    let signatures = tx
-        .query(
-            &format!("{SIG_SELECT} WHERE world_id = $1 ORDER BY table_id COLLATE \"C\""),
-            &[&world_id],
-        )
-        .map_err(db("load-signatures"))?
+    let signatures = next()?
+        .rows("load-signatures")?
         .iter()
         .map(|r| decode_sig(r).map(|s| s.signature))
         .collect::<Res<Vec<_>>>()?;
-    let fence = load_fence(tx, world_id)?;
+    let fence = decode_fence(next()?.opt("load-fence")?.as_ref(), world_id)?;
     Ok(WorldSlot {
         record,
         signatures,
@@ -562,16 +583,21 @@ pub(super) fn apply_effect(tx: &mut Tx<'_>, e: &Effect) -> TxRes<()> {
 
 /// Takes the catalog's head-row lock: the first statement of every write.
 fn lock_head(tx: &mut Tx<'_>) -> TxRes<()> {
-    let locked = tx
-        .query_opt(
-            &format!(
-                "SELECT id, {} FROM control_head WHERE id = 1 FOR UPDATE",
-                CONTROL.version_column()
-            ),
-            &[],
-        )
-        .map_err(db("lock-head"))?;
-    if let Some(r) = &locked {
+    let locked = tx.query_opt(&lock_sql(), &[]).map_err(db("lock-head"))?;
+    check_lock(locked.as_ref())
+}
+
+/// The head-row lock statement, reading the schema's version beside it.
+fn lock_sql() -> String {
+    format!(
+        "SELECT id, {} FROM control_head WHERE id = 1 FOR UPDATE",
+        CONTROL.version_column()
+    )
+}
+
+/// The head row the lock statement read: present, at this build's version.
+fn check_lock(locked: Option<&postgres::Row>) -> TxRes<()> {
+    if let Some(r) = locked {
         let version: Option<i64> = r.try_get(1).map_err(db("lock-head"))?;
         CONTROL.check_written(version).map_err(TxError::Failure)?;
     }
@@ -603,8 +629,8 @@ impl ControlCatalog for PgControlCatalog {
     fn apply(&self, req: &Request) -> Result<Outcome, WorldError> {
         self.refuse_read_only()?;
         settle(self.conn.write(|tx| {
-            lock_head(tx)?;
-            let slot = load_slot(tx, req.world_id())?;
+            // One round trip: the lock and the world's slot.
+            let slot = load_slot_locked(tx, req.world_id(), true)?;
             let d = world::decide(&slot, req)?;
             for e in &d.effects {
                 apply_effect(tx, e)?;
