@@ -41,9 +41,11 @@ use custody::{Custody, CustodyError, MoveOp, Peer};
 pub mod access;
 pub mod custody;
 pub mod effect;
+mod stored;
 mod text;
 
 pub use effect::Effect;
+pub use stored::StoredDelegate;
 
 pub use text::{
     display_name, invisible, is_creation_key, is_executor_name, is_local_workspace, is_model_key,

@@ -104,10 +104,12 @@ use thiserror::Error;
 use crate::Millis;
 
 mod memory;
+mod stored;
 #[cfg(test)]
 mod tests;
 
 pub use memory::{MemoryLedger, REASON_POISONED};
+pub use stored::StoredCall;
 
 /// A scope's incarnation: bumped by exactly one on each reopen.
 pub type Incarnation = u64;

@@ -996,15 +996,142 @@ pub trait ControlCatalog {
 }
 
 /// Text encodings a shell stores a signature's columns in (JSON), so that
-/// every backend stores and decodes descriptors the same way.
+/// every backend stores and decodes descriptors the same way; and the rows
+/// a backend reads back, as plain columns, checked here once
+/// ([`StoredWorld`], [`StoredSignature`], [`StoredFence`]): a backend
+/// decodes each column's type and byte bound and nothing else.
 pub mod codec {
-    use super::{Schema, WorldError};
+    use super::{
+        Holder, Schema, Signature, SignatureRecord, WorldError, WorldFence, WorldIdentity,
+        WorldRecord, WorldStatus, WriterMode,
+    };
+
+    fn bad(what: &'static str, detail: String) -> WorldError {
+        WorldError::Invalid { what, detail }
+    }
+
+    /// A stored integer that must be a `u64`: `table`'s row `row`, column
+    /// `what`.
+    pub fn unsigned(v: i64, what: &'static str, table: &str, row: &str) -> Result<u64, WorldError> {
+        u64::try_from(v).map_err(|_| {
+            bad(
+                what,
+                format!("{table} row {row}: column {what}: negative value {v}"),
+            )
+        })
+    }
+
+    /// A `control_worlds` row as stored.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct StoredWorld {
+        /// The world id.
+        pub world_id: String,
+        /// Its name.
+        pub name: String,
+        /// The run that made it, if any.
+        pub run_id: Option<String>,
+        /// Its parent world, if any.
+        pub parent_world_id: Option<String>,
+        /// The writer mode's word, if any.
+        pub writer_mode: Option<String>,
+        /// The status word.
+        pub status: String,
+        /// The tick head as stored.
+        pub tick_head: i64,
+    }
+
+    impl StoredWorld {
+        /// The record: a known status word and a non-negative tick head.
+        pub fn decode(self) -> Result<WorldRecord, WorldError> {
+            let t = "control_worlds";
+            let id = self.world_id;
+            let status = WorldStatus::parse(&self.status).ok_or_else(|| {
+                bad(
+                    "status",
+                    format!(
+                        "{t} row {id}: column status: unknown status {:?}",
+                        self.status
+                    ),
+                )
+            })?;
+            let tick_head = unsigned(self.tick_head, "tick_head", t, &id)?;
+            Ok(WorldRecord {
+                identity: WorldIdentity {
+                    world_id: id,
+                    name: self.name,
+                    run_id: self.run_id,
+                    parent_world_id: self.parent_world_id,
+                },
+                writer_mode: WriterMode::parse(self.writer_mode.as_deref()),
+                status,
+                tick_head,
+            })
+        }
+    }
+
+    /// A `control_signatures` row as stored.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct StoredSignature {
+        /// The world id.
+        pub world_id: String,
+        /// The table id.
+        pub table_id: String,
+        /// The component names, as [`components_to_json`] wrote them.
+        pub components: String,
+        /// The schema, as [`schema_to_json`] wrote it.
+        pub schema: String,
+        /// The fingerprint.
+        pub fingerprint: String,
+    }
+
+    impl StoredSignature {
+        /// The record: both JSON columns decode and the signature is valid
+        /// (its fingerprint is its schema's).
+        pub fn decode(self) -> Result<SignatureRecord, WorldError> {
+            let signature = Signature {
+                components: components_from_json(&self.components)?,
+                schema: schema_from_json(&self.schema)?,
+                fingerprint: self.fingerprint,
+                table_id: self.table_id,
+            };
+            signature.validate()?;
+            Ok(SignatureRecord {
+                world_id: self.world_id,
+                signature,
+            })
+        }
+    }
+
+    /// A `control_fences` row as stored.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct StoredFence {
+        /// The highest epoch issued.
+        pub issued: i64,
+        /// The floor.
+        pub floor: i64,
+        /// The holder, if any.
+        pub holder: Option<String>,
+    }
+
+    impl StoredFence {
+        /// The fence of `world_id`: non-negative epochs and a holder in
+        /// its grammar.
+        pub fn decode(self, world_id: &str) -> Result<WorldFence, WorldError> {
+            let t = "control_fences";
+            let holder =
+                self.holder.map(Holder::new).transpose().map_err(|e| {
+                    bad("holder", format!("{t} row {world_id}: column holder: {e}"))
+                })?;
+            Ok(WorldFence {
+                issued: unsigned(self.issued, "issued", t, world_id)?,
+                floor: unsigned(self.floor, "floor", t, world_id)?,
+                holder,
+            })
+        }
+    }
 
     fn invalid(what: &'static str, e: serde_json::Error) -> WorldError {
-        WorldError::Invalid {
-            what,
-            detail: e.to_string(),
-        }
+        bad(what, e.to_string())
     }
 
     /// The schema as JSON.

@@ -85,14 +85,13 @@
 //! or its password.
 
 pub use crate::open::{OpenError, Refusal};
-use std::collections::BTreeSet;
 use std::fmt;
 
 use custos_core::catalogue::custody::{Custody, MOVE_OP_LIMIT, ORCHESTRATOR_NAME_LIMIT};
 use custos_core::catalogue::{
-    self, footprint, is_delegate_pair, Catalogue, CatalogueError, CatalogueState, Delegate,
-    DelegateRow, Deletion, Footprint, Move, Outcome, Page, Recent, Registration, Request,
-    StoredSession, Visibility, LISTING_LIMIT,
+    self, footprint, Catalogue, CatalogueError, CatalogueState, Delegate, Deletion, Footprint,
+    Move, Outcome, Page, Recent, Registration, Request, StoredDelegate, StoredSession, Visibility,
+    LISTING_LIMIT,
 };
 use custos_core::catalogue::{
     CREATION_KEY_LIMIT, DISPLAY_NAME_LIMIT, LOCAL_WORKSPACE_LIMIT, MODEL_KEY_LIMIT,
@@ -480,8 +479,7 @@ pub(crate) fn sessions_sql(where_: &str) -> String {
 /// Session rows (of [`sessions_sql`]) into `state`.
 pub(crate) fn put_sessions(state: &mut CatalogueState, rows: &[Row]) -> Tx<()> {
     for r in rows {
-        let (id, row) = raw_session(r)?.decode().map_err(refuse)?;
-        state.sessions.insert(id, row);
+        state.put_stored_session(raw_session(r)?).map_err(refuse)?;
     }
     Ok(())
 }
@@ -549,6 +547,7 @@ fn delegates_sql(where_: &str) -> String {
 }
 
 fn put_delegates(state: &mut CatalogueState, rows: &[Row]) -> Tx<()> {
+    let mut stored = Vec::with_capacity(rows.len());
     for r in rows {
         let mut c = Cols {
             r,
@@ -559,41 +558,14 @@ fn put_delegates(state: &mut CatalogueState, rows: &[Row]) -> Tx<()> {
         c.row.clone_from(&spawner);
         let parent = c.text(1, "parent_session", SESSION_ID_LIMIT)?;
         c.row = format!("({spawner}, {parent})");
-        let session_id = c.text(2, "session_id", SESSION_ID_LIMIT)?;
-        let at = c.int(3, "last_contact_ms")?;
-        if !is_delegate_pair(&spawner, &parent) || !catalogue::is_session_id(&session_id) {
-            return Err(bad(
-                "stored delegate row",
-                format!("({spawner:?}, {parent:?}) -> {session_id:?}"),
-            ));
-        }
-        let row = DelegateRow {
-            session_id,
-            last_contact_ms: at,
-        };
-        if let Some(prev) = state
-            .delegates
-            .insert((spawner.clone(), parent.clone()), row.clone())
-        {
-            if prev != row {
-                return Err(bad(
-                    "stored delegate row",
-                    format!("({spawner}, {parent}) is duplicated"),
-                ));
-            }
-        }
+        stored.push(StoredDelegate {
+            session_id: c.text(2, "session_id", SESSION_ID_LIMIT)?,
+            last_contact_ms: c.int(3, "last_contact_ms")?,
+            spawner,
+            parent,
+        });
     }
-    // A session is the delegate of one pair at most.
-    let mut seen = BTreeSet::new();
-    for d in state.delegates.values() {
-        if !seen.insert(d.session_id.clone()) {
-            return Err(bad(
-                "stored delegate row",
-                format!("{} is duplicated", d.session_id),
-            ));
-        }
-    }
-    Ok(())
+    state.put_stored_delegates(stored).map_err(refuse)
 }
 
 fn load_defaults(
@@ -622,7 +594,7 @@ fn put_defaults(state: &mut CatalogueState, rows: &[Row]) -> Tx<()> {
         let ws = c.text(0, "workspace", LOCAL_WORKSPACE_LIMIT)?;
         c.row.clone_from(&ws);
         let id = c.text(1, "session_id", SESSION_ID_LIMIT)?;
-        state.workspace_defaults.insert(ws, id);
+        state.put_stored_default(ws, id).map_err(refuse)?;
     }
     Ok(())
 }
@@ -644,10 +616,7 @@ fn put_recent(state: &mut CatalogueState, rows: &[Row]) -> Tx<()> {
         let id = c.int(0, "id")?;
         c.row = id.to_string();
         let path = c.text(1, "path", LOCAL_WORKSPACE_LIMIT)?;
-        if !catalogue::is_local_workspace(&path) {
-            return Err(bad("stored recent folder", format!("{path:?}")));
-        }
-        state.recent.insert(Recent { id, path });
+        state.put_stored_recent(id, path).map_err(refuse)?;
     }
     Ok(())
 }
@@ -665,10 +634,7 @@ fn put_deleted(state: &mut CatalogueState, rows: &[Row]) -> Tx<()> {
         let id = c.text(0, "session_id", SESSION_ID_LIMIT)?;
         c.row.clone_from(&id);
         let rev = c.int(1, "revision")?;
-        if !catalogue::is_session_id(&id) {
-            return Err(bad("stored deleted session", format!("{id:?}")));
-        }
-        state.deleted.insert(id, rev);
+        state.put_stored_deletion(id, rev).map_err(refuse)?;
     }
     Ok(())
 }

@@ -71,8 +71,10 @@ pub use crate::open::{OpenError, Refusal};
 
 use custos_core::fence::{Holder, WorldFence, MAX_HOLDER_LEN};
 use custos_core::world::{
-    self, codec, ControlCatalog, Effect, Outcome, Request, Signature, SignatureRecord, WorldError,
-    WorldIdentity, WorldInfo, WorldRecord, WorldSlot, WorldStatus, WriterMode, MAX_ID_LEN,
+    self,
+    codec::{self, StoredFence, StoredSignature, StoredWorld},
+    ControlCatalog, Effect, Outcome, Request, SignatureRecord, WorldError, WorldInfo, WorldRecord,
+    WorldSlot, MAX_ID_LEN,
 };
 use postgres::Row;
 
@@ -361,17 +363,10 @@ fn required(v: Option<String>, name: &'static str, table: &str, row: &str) -> Re
     v.ok_or_else(|| invalid(name, format!("{table} row {row}: column {name} is null")))
 }
 
-/// A stored `bigint` that must be non-negative.
-fn unsigned(r: &Row, col: usize, name: &'static str, table: &str, row: &str) -> Res<u64> {
-    let v: i64 = r
-        .try_get(col)
-        .map_err(|e| invalid(name, format!("{table} row {row}: column {name}: {e}")))?;
-    u64::try_from(v).map_err(|_| {
-        invalid(
-            name,
-            format!("{table} row {row}: column {name}: negative value {v}"),
-        )
-    })
+/// A stored `bigint`.
+fn bigint(r: &Row, col: usize, name: &'static str, table: &str, row: &str) -> Res<i64> {
+    r.try_get(col)
+        .map_err(|e| invalid(name, format!("{table} row {row}: column {name}: {e}")))
 }
 
 /// One `control_worlds` row, decoded totally.
@@ -384,29 +379,16 @@ fn decode_world(r: &Row) -> Res<WorldRecord> {
         "?",
     )?;
     let text = |col, name, max| bounded(r, col, name, max, t, &id);
-    let name = required(text(1, "name", MAX_ID_LEN)?, "name", t, &id)?;
-    let run_id = text(2, "run_id", MAX_ID_LEN)?;
-    let parent = text(3, "parent_world_id", MAX_ID_LEN)?;
-    let mode = text(4, "writer_mode", MAX_WORD_LEN)?;
-    let status = required(text(5, "status", MAX_WORD_LEN)?, "status", t, &id)?;
-    let tick_head = unsigned(r, 6, "tick_head", t, &id)?;
-    let status = WorldStatus::parse(&status).ok_or_else(|| {
-        invalid(
-            "status",
-            format!("{t} row {id}: column status: unknown status {status:?}"),
-        )
-    })?;
-    Ok(WorldRecord {
-        identity: WorldIdentity {
-            world_id: id,
-            name,
-            run_id,
-            parent_world_id: parent,
-        },
-        writer_mode: WriterMode::parse(mode.as_deref()),
-        status,
-        tick_head,
-    })
+    StoredWorld {
+        name: required(text(1, "name", MAX_ID_LEN)?, "name", t, &id)?,
+        run_id: text(2, "run_id", MAX_ID_LEN)?,
+        parent_world_id: text(3, "parent_world_id", MAX_ID_LEN)?,
+        writer_mode: text(4, "writer_mode", MAX_WORD_LEN)?,
+        status: required(text(5, "status", MAX_WORD_LEN)?, "status", t, &id)?,
+        tick_head: bigint(r, 6, "tick_head", t, &id)?,
+        world_id: id,
+    }
+    .decode()
 }
 
 /// One `control_signatures` row, decoded totally and validated (the
@@ -429,21 +411,15 @@ fn decode_sig(r: &Row) -> Res<SignatureRecord> {
     let text = |col, name, max| -> Res<String> {
         required(bounded(r, col, name, max, t, &at)?, name, t, &at)
     };
-    let components = text(2, "components", MAX_SIGNATURE_JSON_LEN)?;
-    let schema = text(3, "schema", MAX_SIGNATURE_JSON_LEN)?;
-    // A fingerprint is a SHA-256 in hex; the id bound is generous.
-    let fingerprint = text(4, "fingerprint", MAX_ID_LEN)?;
-    let signature = Signature {
-        components: codec::components_from_json(&components)?,
-        schema: codec::schema_from_json(&schema)?,
-        fingerprint,
-        table_id,
-    };
-    signature.validate()?;
-    Ok(SignatureRecord {
+    StoredSignature {
+        components: text(2, "components", MAX_SIGNATURE_JSON_LEN)?,
+        schema: text(3, "schema", MAX_SIGNATURE_JSON_LEN)?,
+        // A fingerprint is a SHA-256 in hex; the id bound is generous.
+        fingerprint: text(4, "fingerprint", MAX_ID_LEN)?,
         world_id,
-        signature,
-    })
+        table_id,
+    }
+    .decode()
 }
 
 /// The world's fence row, decoded totally (default when there is none).
@@ -455,17 +431,12 @@ fn decode_fence(row: Option<&postgres::Row>, world_id: &str) -> TxRes<WorldFence
     let Some(r) = row else {
         return Ok(WorldFence::default());
     };
-    let issued = unsigned(r, 0, "issued", t, world_id)?;
-    let floor = unsigned(r, 1, "floor", t, world_id)?;
-    let holder = bounded(r, 2, "holder", MAX_HOLDER_LEN, t, world_id)?
-        .map(Holder::new)
-        .transpose()
-        .map_err(|e| invalid("holder", format!("{t} row {world_id}: column holder: {e}")))?;
-    Ok(WorldFence {
-        issued,
-        floor,
-        holder,
-    })
+    Ok(StoredFence {
+        issued: bigint(r, 0, "issued", t, world_id)?,
+        floor: bigint(r, 1, "floor", t, world_id)?,
+        holder: bounded(r, 2, "holder", MAX_HOLDER_LEN, t, world_id)?,
+    }
+    .decode(world_id)?)
 }
 
 fn load_slot(tx: &mut Tx<'_>, world_id: &str) -> TxRes<WorldSlot> {

@@ -104,9 +104,9 @@ use std::fmt;
 use std::sync::{RwLock, RwLockReadGuard};
 
 use custos_core::ledger::{
-    self, Answer, AttachToken, CallRow, CloseOutcome, Digest, Effect, Key, Ledger, LedgerError,
-    Limits, OpId, Release, Request, RequestId, RowState, Scope, ScopeState, SessionId, Tool, View,
-    WorkspaceId, DEFAULT_MAX_LEDGER_BYTES, MAX_NAME_LEN,
+    self, Answer, AttachToken, CallRow, CloseOutcome, Effect, Key, Ledger, LedgerError, Limits,
+    OpId, Release, Request, RowState, Scope, ScopeState, SessionId, StoredCall, View, WorkspaceId,
+    DEFAULT_MAX_LEDGER_BYTES, MAX_NAME_LEN,
 };
 use postgres::Row;
 
@@ -778,34 +778,16 @@ fn decode_call(r: &Row, base: usize, at: &str) -> Result<CallRow, TxError<Ledger
     // build from before version 2, running beside this one, rewrites a row's
     // state and leaves the column as it was).
     let request = text(r, base + 5, "admit_request", MAX_NAME_LEN, at)?;
-    let tool = name(Tool::new(tool), "tool", at)?;
-    let state = match (state.as_str(), outcome, digest) {
-        ("admitted", None, None) => RowState::Admitted {
-            reserved: bytes,
-            request: request
-                .map(|q| name(RequestId::new(q), "admit_request", at))
-                .transpose()?,
-        },
-        ("unknown", None, None) if bytes == 0 => RowState::Unknown,
-        ("terminal", Some(outcome), Some(digest)) => {
-            let digest: Digest = digest.try_into().map_err(|d: Vec<u8>| {
-                malformed(format!("{at}: column outcome_digest: {} bytes", d.len()))
-            })?;
-            RowState::Terminal {
-                outcome,
-                digest,
-                bytes,
-            }
-        }
-        (s, o, d) => {
-            return Err(malformed(format!(
-                "{at}: column state {s:?} with outcome {} and digest {} (outcome_bytes {bytes})",
-                if o.is_some() { "set" } else { "null" },
-                if d.is_some() { "set" } else { "null" }
-            )))
-        }
-    };
-    Ok(CallRow { tool, state })
+    StoredCall {
+        tool,
+        state,
+        outcome,
+        digest,
+        bytes,
+        request,
+    }
+    .decode(at)
+    .map_err(TxError::Refused)
 }
 
 /// Call rows with their keys, ascending by key.

@@ -54,7 +54,6 @@
 //! naming the table, row and column. A subtitle longer than any subtitle
 //! can be reads as none, as a subtitle that breaks its rule always has.
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -62,9 +61,9 @@ use std::time::Duration;
 use custos_core::catalogue::access::AccessError;
 use custos_core::catalogue::custody::{Custody, MOVE_OP_LIMIT, ORCHESTRATOR_NAME_LIMIT};
 use custos_core::catalogue::{
-    self, footprint, is_delegate_pair, Catalogue, CatalogueError, CatalogueState, Delegate,
-    DelegateRow, Deletion, Footprint, Move, Outcome, Page, Recent, Registration, Request,
-    StoredSession, Visibility, LISTING_LIMIT,
+    self, footprint, Catalogue, CatalogueError, CatalogueState, Delegate, Deletion, Footprint,
+    Move, Outcome, Page, Recent, Registration, Request, StoredDelegate, StoredSession, Visibility,
+    LISTING_LIMIT,
 };
 use custos_core::catalogue::{
     CREATION_KEY_LIMIT, DISPLAY_NAME_LIMIT, LOCAL_WORKSPACE_LIMIT, MODEL_KEY_LIMIT,
@@ -420,8 +419,7 @@ pub(crate) fn load_sessions(
         .collect::<Result<Vec<_>, _>>()
         .map_err(db("load-sessions"))?;
     for raw in rows {
-        let (id, row) = raw?.decode()?;
-        state.sessions.insert(id, row);
+        state.put_stored_session(raw?)?;
     }
     Ok(())
 }
@@ -464,41 +462,18 @@ fn load_delegates(
         .map_err(db("load-delegates"))?
         .collect::<Result<Vec<Res<_>>, _>>()
         .map_err(db("load-delegates"))?;
-    for row in rows {
-        let (spawner, parent, session_id, at) = row?;
-        if !is_delegate_pair(&spawner, &parent) || !catalogue::is_session_id(&session_id) {
-            return Err(bad(
-                "stored delegate row",
-                format!("({spawner:?}, {parent:?}) -> {session_id:?}"),
-            ));
-        }
-        let row = DelegateRow {
-            session_id,
-            last_contact_ms: u64::from_ne_bytes(at.to_ne_bytes()),
-        };
-        if let Some(prev) = state
-            .delegates
-            .insert((spawner.clone(), parent.clone()), row.clone())
-        {
-            if prev != row {
-                return Err(bad(
-                    "stored delegate row",
-                    format!("({spawner}, {parent}) is duplicated"),
-                ));
-            }
-        }
-    }
-    // A session is the delegate of one pair at most.
-    let mut seen = BTreeSet::new();
-    for d in state.delegates.values() {
-        if !seen.insert(d.session_id.clone()) {
-            return Err(bad(
-                "stored delegate row",
-                format!("{} is duplicated", d.session_id),
-            ));
-        }
-    }
-    Ok(())
+    let rows = rows
+        .into_iter()
+        .map(|row| {
+            row.map(|(spawner, parent, session_id, at)| StoredDelegate {
+                spawner,
+                parent,
+                session_id,
+                last_contact_ms: u64::from_ne_bytes(i64::to_ne_bytes(at)),
+            })
+        })
+        .collect::<Res<Vec<_>>>()?;
+    state.put_stored_delegates(rows)
 }
 
 fn load_defaults(
@@ -523,7 +498,7 @@ fn load_defaults(
         .map_err(db("load-defaults"))?;
     for row in rows {
         let (ws, id) = row?;
-        state.workspace_defaults.insert(ws, id);
+        state.put_stored_default(ws, id)?;
     }
     Ok(())
 }
@@ -547,10 +522,7 @@ fn load_recent(tx: &Transaction<'_>, state: &mut CatalogueState) -> Res<()> {
     for row in rows {
         let (id, path) = row?;
         let id = u64::try_from(id).map_err(|_| bad("stored recent id", id.to_string()))?;
-        if !catalogue::is_local_workspace(&path) {
-            return Err(bad("stored recent folder", format!("{path:?}")));
-        }
-        state.recent.insert(Recent { id, path });
+        state.put_stored_recent(id, path)?;
     }
     Ok(())
 }
@@ -575,10 +547,7 @@ fn load_deleted(tx: &Transaction<'_>, state: &mut CatalogueState) -> Res<()> {
         let (id, rev) = row?;
         let rev =
             u64::try_from(rev).map_err(|_| bad("stored deletion revision", rev.to_string()))?;
-        if !catalogue::is_session_id(&id) {
-            return Err(bad("stored deleted session", format!("{id:?}")));
-        }
-        state.deleted.insert(id, rev);
+        state.put_stored_deletion(id, rev)?;
     }
     Ok(())
 }

@@ -79,8 +79,10 @@ use std::time::Duration;
 use custos_core::fence::{Epoch, Holder, WorldFence, MAX_HOLDER_LEN};
 use custos_core::identity::{catalog_location, StorageIdentity};
 use custos_core::world::{
-    self, codec, ControlCatalog, Effect, Outcome, Request, Signature, SignatureRecord, WorldError,
-    WorldIdentity, WorldInfo, WorldRecord, WorldSlot, WorldStatus, WriterMode, MAX_ID_LEN,
+    self,
+    codec::{self, StoredFence, StoredSignature, StoredWorld},
+    ControlCatalog, Effect, Outcome, Request, SignatureRecord, WorldError, WorldInfo, WorldRecord,
+    WorldSlot, MAX_ID_LEN,
 };
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
 
@@ -379,16 +381,6 @@ const WORLD_SELECT: &str = "SELECT world_id, name, run_id, parent_world_id, writ
 const SIG_SELECT: &str =
     "SELECT world_id, table_id, components, schema, fingerprint FROM control_signatures";
 
-type RawWorld = (
-    String,
-    String,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    String,
-    i64,
-);
-
 /// A stored text of at most `max` bytes, checked before it is copied.
 /// `row` names the row for the error (the world id once it is known).
 fn bounded(
@@ -415,7 +407,7 @@ fn required(v: Option<String>, name: &'static str, table: &str, row: &str) -> Re
 }
 
 /// One `control_worlds` row, every text bounded before it is copied.
-fn raw_world(r: &Row<'_>) -> rusqlite::Result<Res<RawWorld>> {
+fn raw_world(r: &Row<'_>) -> rusqlite::Result<Res<StoredWorld>> {
     let t = "control_worlds";
     Ok((|| {
         let id = required(
@@ -425,46 +417,20 @@ fn raw_world(r: &Row<'_>) -> rusqlite::Result<Res<RawWorld>> {
             "?",
         )?;
         let text = |col, name, max| bounded(r, col, name, max, t, &id);
-        let name = required(text(1, "name", MAX_ID_LEN)?, "name", t, &id)?;
-        let run_id = text(2, "run_id", MAX_ID_LEN)?;
-        let parent = text(3, "parent_world_id", MAX_ID_LEN)?;
-        let mode = text(4, "writer_mode", MAX_WORD_LEN)?;
-        let status = required(text(5, "status", MAX_WORD_LEN)?, "status", t, &id)?;
-        let tick: i64 = r.get(6).map_err(|e| WorldError::Invalid {
-            what: "tick_head",
-            detail: format!("{t} row {id}: {e}"),
-        })?;
-        Ok((id, name, run_id, parent, mode, status, tick))
+        Ok(StoredWorld {
+            name: required(text(1, "name", MAX_ID_LEN)?, "name", t, &id)?,
+            run_id: text(2, "run_id", MAX_ID_LEN)?,
+            parent_world_id: text(3, "parent_world_id", MAX_ID_LEN)?,
+            writer_mode: text(4, "writer_mode", MAX_WORD_LEN)?,
+            status: required(text(5, "status", MAX_WORD_LEN)?, "status", t, &id)?,
+            tick_head: int(r, 6, "tick_head", t, &id)?,
+            world_id: id,
+        })
     })())
 }
 
-fn decode_world(raw: RawWorld) -> Res<WorldRecord> {
-    let (world_id, name, run_id, parent_world_id, mode, status, tick) = raw;
-    let status = WorldStatus::parse(&status).ok_or_else(|| WorldError::Invalid {
-        what: "status",
-        detail: format!("world {world_id}: unknown status {status:?}"),
-    })?;
-    let tick_head = u64::try_from(tick).map_err(|_| WorldError::Invalid {
-        what: "tick_head",
-        detail: format!("world {world_id}: {tick}"),
-    })?;
-    Ok(WorldRecord {
-        identity: WorldIdentity {
-            world_id,
-            name,
-            run_id,
-            parent_world_id,
-        },
-        writer_mode: WriterMode::parse(mode.as_deref()),
-        status,
-        tick_head,
-    })
-}
-
-type RawSig = (String, String, String, String, String);
-
 /// One `control_signatures` row, every text bounded before it is copied.
-fn raw_sig(r: &Row<'_>) -> rusqlite::Result<Res<RawSig>> {
+fn raw_sig(r: &Row<'_>) -> rusqlite::Result<Res<StoredSignature>> {
     let t = "control_signatures";
     Ok((|| {
         let world = required(
@@ -483,27 +449,15 @@ fn raw_sig(r: &Row<'_>) -> rusqlite::Result<Res<RawSig>> {
         let text = |col, name, max| -> Res<String> {
             required(bounded(r, col, name, max, t, &at)?, name, t, &at)
         };
-        let components = text(2, "components", MAX_SIGNATURE_JSON_LEN)?;
-        let schema = text(3, "schema", MAX_SIGNATURE_JSON_LEN)?;
-        // A fingerprint is a SHA-256 in hex; the id bound is generous.
-        let fingerprint = text(4, "fingerprint", MAX_ID_LEN)?;
-        Ok((world, table, components, schema, fingerprint))
+        Ok(StoredSignature {
+            components: text(2, "components", MAX_SIGNATURE_JSON_LEN)?,
+            schema: text(3, "schema", MAX_SIGNATURE_JSON_LEN)?,
+            // A fingerprint is a SHA-256 in hex; the id bound is generous.
+            fingerprint: text(4, "fingerprint", MAX_ID_LEN)?,
+            world_id: world,
+            table_id: table,
+        })
     })())
-}
-
-fn decode_sig(raw: RawSig) -> Res<SignatureRecord> {
-    let (world_id, table_id, components, schema, fingerprint) = raw;
-    let signature = Signature {
-        components: codec::components_from_json(&components)?,
-        schema: codec::schema_from_json(&schema)?,
-        fingerprint,
-        table_id,
-    };
-    signature.validate()?;
-    Ok(SignatureRecord {
-        world_id,
-        signature,
-    })
 }
 
 /// Whether the file has the fence table (a version-1 file read through a
@@ -518,15 +472,11 @@ fn has_fences(tx: &Transaction<'_>) -> Res<bool> {
     .map_err(db("load-fence"))
 }
 
-/// One stored epoch column: a non-negative integer.
-fn epoch(r: &Row<'_>, col: usize, name: &'static str, world_id: &str) -> Res<Epoch> {
-    let v: i64 = r.get(col).map_err(|e| WorldError::Invalid {
+/// One stored integer column.
+fn int(r: &Row<'_>, col: usize, name: &'static str, table: &str, row: &str) -> Res<i64> {
+    r.get(col).map_err(|e| WorldError::Invalid {
         what: name,
-        detail: format!("control_fences row {world_id}: {e}"),
-    })?;
-    u64::try_from(v).map_err(|_| WorldError::Invalid {
-        what: name,
-        detail: format!("control_fences row {world_id}: {v}"),
+        detail: format!("{table} row {row}: column {name}: {e}"),
     })
 }
 
@@ -540,20 +490,12 @@ fn load_fence(tx: &Transaction<'_>, world_id: &str) -> Res<WorldFence> {
         .map_err(db("load-fence"))?
         .query_row([world_id], |r| {
             Ok((|| {
-                let issued = epoch(r, 0, "issued", world_id)?;
-                let floor = epoch(r, 1, "floor", world_id)?;
-                let holder = bounded(r, 2, "holder", MAX_HOLDER_LEN, t, world_id)?
-                    .map(Holder::new)
-                    .transpose()
-                    .map_err(|e| WorldError::Invalid {
-                        what: "holder",
-                        detail: format!("{t} row {world_id}: {e}"),
-                    })?;
-                Ok(WorldFence {
-                    issued,
-                    floor,
-                    holder,
-                })
+                StoredFence {
+                    issued: int(r, 0, "issued", t, world_id)?,
+                    floor: int(r, 1, "floor", t, world_id)?,
+                    holder: bounded(r, 2, "holder", MAX_HOLDER_LEN, t, world_id)?,
+                }
+                .decode(world_id)
             })())
         })
         .optional()
@@ -592,7 +534,7 @@ fn load_slot(tx: &Transaction<'_>, world_id: &str) -> Res<WorldSlot> {
         .optional()
         .map_err(db("load-world"))?
         .transpose()?
-        .map(decode_world)
+        .map(StoredWorld::decode)
         .transpose()?;
     let mut stmt = tx
         .prepare_cached(&format!(
@@ -606,7 +548,7 @@ fn load_slot(tx: &Transaction<'_>, world_id: &str) -> Res<WorldSlot> {
         .map_err(db("load-signatures"))?;
     let signatures = raws
         .into_iter()
-        .map(|r| decode_sig(r?).map(|s| s.signature))
+        .map(|r| r?.decode().map(|s| s.signature))
         .collect::<Res<Vec<_>>>()?;
     let fence = load_fence(tx, world_id)?;
     Ok(WorldSlot {
@@ -686,7 +628,7 @@ impl ControlCatalog for SqliteControlCatalog {
                 .map_err(db("discover"))?
                 .collect::<rusqlite::Result<Vec<_>>>()
                 .map_err(db("discover"))?;
-            raws.into_iter().map(|r| decode_world(r?)).collect()
+            raws.into_iter().map(|r| r?.decode()).collect()
         })
     }
 
@@ -716,7 +658,7 @@ impl ControlCatalog for SqliteControlCatalog {
                 .map_err(db("list-signatures"))?
                 .collect::<rusqlite::Result<Vec<_>>>()
                 .map_err(db("list-signatures"))?;
-            raws.into_iter().map(|r| decode_sig(r?)).collect()
+            raws.into_iter().map(|r| r?.decode()).collect()
         })
     }
 }

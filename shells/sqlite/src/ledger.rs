@@ -68,8 +68,8 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use custos_core::ledger::{
-    self, Answer, AttachToken, CallRow, CloseOutcome, Digest, Effect, Key, Ledger, LedgerError,
-    Limits, OpId, Release, Request, RequestId, RowState, Scope, ScopeState, SessionId, Tool, View,
+    self, Answer, AttachToken, CallRow, CloseOutcome, Effect, Key, Ledger, LedgerError, Limits,
+    OpId, Release, Request, RequestId, RowState, Scope, ScopeState, SessionId, StoredCall, View,
     WorkspaceId, DEFAULT_MAX_LEDGER_BYTES, MAX_NAME_LEN,
 };
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
@@ -501,16 +501,6 @@ fn u32_col(v: i64, col: &str) -> Result<u32, LedgerError> {
     u32::try_from(v).map_err(|_| malformed(format!("{col} {v} out of range")))
 }
 
-/// The columns of one call row, as read.
-struct RawCall {
-    tool: String,
-    state: String,
-    outcome: Option<Vec<u8>>,
-    digest: Option<Vec<u8>>,
-    bytes: i64,
-    request: Option<String>,
-}
-
 /// A stored text of at most `max` bytes, checked before it is copied;
 /// `MalformedRow` names the table, the row and the column.
 fn bounded(
@@ -551,63 +541,30 @@ fn bounded_blob(
 }
 
 /// The call columns `tool, state, outcome, outcome_digest, outcome_bytes,
-/// admit_request` starting at column `base`, bounded.
+/// admit_request` starting at column `base`, bounded and decoded.
 fn raw_call(
     r: &Row<'_>,
     base: usize,
     row: &dyn std::fmt::Display,
-) -> rusqlite::Result<Result<RawCall, LedgerError>> {
+) -> rusqlite::Result<Result<CallRow, LedgerError>> {
     let bytes: i64 = r.get(base + 4)?;
     Ok((|| {
-        Ok(RawCall {
+        StoredCall {
             tool: bounded_req(r, base, "tool", MAX_NAME_LEN, row)?,
             state: bounded_req(r, base + 1, "state", MAX_WORD_LEN, row)?,
             outcome: bounded_blob(r, base + 2, "outcome", MAX_STORED_OUTCOME_BYTES, row)?,
             digest: bounded_blob(r, base + 3, "outcome_digest", 32, row)?,
-            bytes,
+            bytes: u64_from_sql(bytes),
             request: bounded(r, base + 5, "admit_request", MAX_NAME_LEN, row)?,
-        })
+        }
+        .decode(&row.to_string())
     })())
-}
-
-fn decode_call(raw: RawCall) -> Result<CallRow, LedgerError> {
-    let tool = name(Tool::new(raw.tool), "call.tool")?;
-    let bytes = u64_from_sql(raw.bytes);
-    // Read only for an `admitted` row; ignored in any other state.
-    let request = raw.request;
-    let state = match (raw.state.as_str(), raw.outcome, raw.digest) {
-        ("admitted", None, None) => RowState::Admitted {
-            reserved: bytes,
-            request: request
-                .map(|r| name(RequestId::new(r), "call.admit_request"))
-                .transpose()?,
-        },
-        ("unknown", None, None) if bytes == 0 => RowState::Unknown,
-        ("terminal", Some(outcome), Some(digest)) => {
-            let digest: Digest = digest
-                .try_into()
-                .map_err(|d: Vec<u8>| malformed(format!("outcome_digest of {} bytes", d.len())))?;
-            RowState::Terminal {
-                outcome,
-                digest,
-                bytes,
-            }
-        }
-        (s, o, d) => {
-            return Err(malformed(format!(
-                "call state {s:?} with outcome {} and digest {}",
-                if o.is_some() { "set" } else { "null" },
-                if d.is_some() { "set" } else { "null" }
-            )))
-        }
-    };
-    Ok(CallRow { tool, state })
 }
 
 const CALL_COLS: &str =
     "op, step, source_index, incarnation, tool, state, outcome, outcome_digest, outcome_bytes, admit_request";
 
-type KeyedCall = (String, i64, i64, i64, RawCall);
+type KeyedCall = (String, i64, i64, i64, CallRow);
 
 /// [`CALL_COLS`] from column `base` (a session column may precede them).
 fn read_keyed_call(
@@ -733,7 +690,7 @@ fn load_call(tx: &Transaction<'_>, k: &Key) -> Result<(Option<CallRow>, bool), L
         .optional()
         .map_err(db("load-call"))?
         .transpose()?;
-    let call = raw.map(decode_call).transpose()?;
+    let call = raw;
     let acked = tx
         .prepare_cached(
             "SELECT 1 FROM call_ack
@@ -761,7 +718,7 @@ fn load_session_calls(
     let mut calls = Vec::new();
     for row in rows {
         let (op, step, si, inc, raw) = row.map_err(db("load-session-calls"))??;
-        calls.push((make_key(session, op, step, si, inc)?, decode_call(raw)?));
+        calls.push((make_key(session, op, step, si, inc)?, raw));
     }
     calls.sort();
     Ok(calls)
@@ -787,7 +744,7 @@ fn load_admitted(tx: &Transaction<'_>) -> Result<Vec<(Key, CallRow)>, LedgerErro
     for row in rows {
         let (session, (op, step, si, inc, raw)) = row.map_err(db("load-admitted"))??;
         let session = name(SessionId::new(session), "call.session")?;
-        admitted.push((make_key(&session, op, step, si, inc)?, decode_call(raw)?));
+        admitted.push((make_key(&session, op, step, si, inc)?, raw));
     }
     admitted.sort();
     Ok(admitted)

@@ -1,0 +1,203 @@
+//! Rows as a backend reads them back, checked here once.
+//!
+//! A backend loads the part of a [`CatalogueState`] a request needs (its
+//! [`footprint`](super::footprint)) by reading its own rows and handing each
+//! one, as plain columns, to one of these methods. Every rule a stored row
+//! must keep is checked here — the grammar of each identifier, one delegate
+//! session per pair and one pair per delegate session, one default per
+//! workspace — so a backend decodes columns (their types and byte bounds)
+//! and nothing else. A row that breaks a rule is
+//! [`CatalogueError::Invalid`] naming the row, and the load it was part of is refused.
+
+use super::{
+    is_delegate_pair, is_local_workspace, is_session_id, CatalogueError, CatalogueState,
+    DelegateRow, Recent, StoredSession,
+};
+use crate::Millis;
+use std::collections::BTreeMap;
+
+/// A delegate row as stored: `(spawner, parent)` names the pair.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredDelegate {
+    /// The orchestrator that spawned the delegate.
+    pub spawner: String,
+    /// The session it was spawned for.
+    pub parent: String,
+    /// The delegate session.
+    pub session_id: String,
+    /// The last claim's clock reading.
+    pub last_contact_ms: Millis,
+}
+
+fn bad(what: &'static str, detail: String) -> CatalogueError {
+    CatalogueError::Invalid { what, detail }
+}
+
+impl CatalogueState {
+    /// Adds a stored session ([`StoredSession::decode`] checks it).
+    pub fn put_stored_session(&mut self, stored: StoredSession) -> Result<(), CatalogueError> {
+        let (id, row) = stored.decode()?;
+        self.sessions.insert(id, row);
+        Ok(())
+    }
+
+    /// Adds delegate rows: each pair's grammar and its session id's, and —
+    /// over these rows and the delegates already loaded — one row per pair
+    /// (a repeated identical row, from two overlapping reads, is the same
+    /// row) and one pair per delegate session.
+    pub fn put_stored_delegates(
+        &mut self,
+        rows: impl IntoIterator<Item = StoredDelegate>,
+    ) -> Result<(), CatalogueError> {
+        const WHAT: &str = "stored delegate row";
+        let mut sessions: BTreeMap<String, (String, String)> = self
+            .delegates
+            .iter()
+            .map(|(pair, d)| (d.session_id.clone(), pair.clone()))
+            .collect();
+        for StoredDelegate {
+            spawner,
+            parent,
+            session_id,
+            last_contact_ms,
+        } in rows
+        {
+            if !is_delegate_pair(&spawner, &parent) || !is_session_id(&session_id) {
+                return Err(bad(
+                    WHAT,
+                    format!("({spawner:?}, {parent:?}) -> {session_id:?}"),
+                ));
+            }
+            let pair = (spawner, parent);
+            let row = DelegateRow {
+                session_id,
+                last_contact_ms,
+            };
+            match self.delegates.get(&pair) {
+                Some(prev) if *prev == row => continue,
+                Some(_) => {
+                    return Err(bad(WHAT, format!("({}, {}) is duplicated", pair.0, pair.1)))
+                }
+                None => {}
+            }
+            if sessions.contains_key(&row.session_id) {
+                return Err(bad(WHAT, format!("{} is duplicated", row.session_id)));
+            }
+            sessions.insert(row.session_id.clone(), pair.clone());
+            self.delegates.insert(pair, row);
+        }
+        Ok(())
+    }
+
+    /// Adds a workspace's default session (the session id's grammar).
+    pub fn put_stored_default(
+        &mut self,
+        workspace: String,
+        session_id: String,
+    ) -> Result<(), CatalogueError> {
+        if !is_session_id(&session_id) {
+            return Err(bad(
+                "stored workspace default",
+                format!("{workspace:?} -> {session_id:?}"),
+            ));
+        }
+        self.workspace_defaults.insert(workspace, session_id);
+        Ok(())
+    }
+
+    /// Adds a recent folder (a local workspace path).
+    pub fn put_stored_recent(&mut self, id: u64, path: String) -> Result<(), CatalogueError> {
+        if !is_local_workspace(&path) {
+            return Err(bad("stored recent folder", format!("{path:?}")));
+        }
+        self.recent.insert(Recent { id, path });
+        Ok(())
+    }
+
+    /// Adds a remembered deletion (a session id and the revision its
+    /// deletion made).
+    pub fn put_stored_deletion(
+        &mut self,
+        session_id: String,
+        revision: u64,
+    ) -> Result<(), CatalogueError> {
+        if !is_session_id(&session_id) {
+            return Err(bad("stored deleted session", format!("{session_id:?}")));
+        }
+        self.deleted.insert(session_id, revision);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn invalid(e: Result<(), CatalogueError>) -> &'static str {
+        match e {
+            Err(CatalogueError::Invalid { what, .. }) => what,
+            other => panic!("expected Invalid, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_delegate_is_one_row_per_pair_and_one_pair_per_session() {
+        let d = |spawner: &str, parent: &str, id: &str| StoredDelegate {
+            spawner: spawner.into(),
+            parent: parent.into(),
+            session_id: id.into(),
+            last_contact_ms: 5,
+        };
+        let mut s = CatalogueState::default();
+        // The same row twice (two overlapping reads) is one row.
+        let row = d("orch", "s-parent", "s-child");
+        assert_eq!(s.put_stored_delegates([row.clone(), row.clone()]), Ok(()));
+        assert_eq!(s.put_stored_delegates([row]), Ok(()));
+        assert_eq!(s.delegates.len(), 1);
+        for broken in [
+            d("orch", "s-parent", "s-other"),
+            d("orch", "s-second", "s-child"),
+            d("not a name!", "s-parent", "s-x"),
+            d("orch", "s-parent", "bad id!"),
+        ] {
+            let mut t = s.clone();
+            assert_eq!(
+                invalid(t.put_stored_delegates([broken])),
+                "stored delegate row"
+            );
+        }
+        // Within one batch too.
+        let mut t = CatalogueState::default();
+        assert_eq!(
+            invalid(t.put_stored_delegates([d("orch", "s-a", "s-x"), d("orch", "s-b", "s-x")])),
+            "stored delegate row"
+        );
+    }
+
+    #[test]
+    fn defaults_recent_folders_and_deletions_keep_their_grammar() {
+        let mut s = CatalogueState::default();
+        assert_eq!(
+            invalid(s.put_stored_default("/w".into(), "bad id!".into())),
+            "stored workspace default"
+        );
+        assert_eq!(
+            invalid(s.put_stored_recent(1, "relative/path".into())),
+            "stored recent folder"
+        );
+        assert_eq!(
+            invalid(s.put_stored_deletion("bad id!".into(), 3)),
+            "stored deleted session"
+        );
+        assert_eq!(s, CatalogueState::default());
+        assert_eq!(s.put_stored_default("/w".into(), "s-1".into()), Ok(()));
+        assert_eq!(s.put_stored_recent(1, "/w".into()), Ok(()));
+        assert_eq!(s.put_stored_deletion("s-2".into(), 3), Ok(()));
+        assert_eq!(
+            s.workspace_defaults.get("/w").map(String::as_str),
+            Some("s-1")
+        );
+        assert_eq!(s.recent.len(), 1);
+        assert_eq!(s.deleted.get("s-2"), Some(&3));
+    }
+}
