@@ -36,6 +36,7 @@
 //! The read path's error, [`StorageError`], is deliberately distinct from the
 //! commit path's [`CommitError`]: only commits know about leases.
 
+pub mod branch;
 pub mod commit;
 pub mod memory;
 pub mod query;

@@ -55,11 +55,13 @@ impl StoredCall {
                     bytes,
                 }
             }
-            (s, o, d) => return Err(malformed(format!(
+            (s, o, d) => {
+                return Err(malformed(format!(
                 "{at}: column state {s:?} with outcome {} and digest {} (outcome_bytes {bytes})",
                 if o.is_some() { "set" } else { "null" },
                 if d.is_some() { "set" } else { "null" }
-            ))),
+            )))
+            }
         };
         Ok(CallRow { tool, state })
     }

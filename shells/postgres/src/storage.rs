@@ -1001,7 +1001,7 @@ impl Storage for PgStorage {
     fn scan_branch(&self, q: &BranchScan) -> Result<Vec<Entry>, StorageError> {
         self.read(|tx| {
             let cell = RefCell::new(tx);
-            let walk = branch::BranchWalk::start(&cell, &self.session, &q.leaf);
+            let walk = branch::walk(&cell, &self.session, &q.leaf);
             q.refine_heads(
                 walk,
                 |h| (&h.kind, h.seq),

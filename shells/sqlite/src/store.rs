@@ -1,6 +1,6 @@
 //! [`SqliteStorage`]: the [`Storage`] port over one SQLite file per session.
 
-use std::collections::VecDeque;
+use custos_core::storage::branch::{BranchHead, BranchRows, BranchWalk};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
@@ -10,7 +10,7 @@ use custos_core::storage::types::{
 };
 use custos_core::storage::{
     self as core_storage, BoundError, BranchScan, Commit, CommitContext, CommitError, CommitId,
-    CommitPlan, CommitReceipt, Entry, EntryHead, EntryScan, Footprint, KeyPrefix, Kind, LastCommit,
+    CommitPlan, CommitReceipt, Entry, EntryHead, EntryScan, Footprint, KeyPrefix, LastCommit,
     Namespace, RecordId, RecordKind, Register, RegisterChange, RegisterKey, Seq, Stats, Storage,
     StorageError, UsageFigures, UsageRow, UsageScan, KEPT_COMMITS, REASON_HANDLE_CLOSED,
 };
@@ -30,7 +30,6 @@ mod snapshot;
 pub const REASON_POISONED: &str = "sqlite-handle-poisoned";
 
 /// How many branch-index rows one page of a branch scan reads.
-const BRANCH_PAGE: i64 = 64;
 
 /// The session store over one SQLite file. One connection, serialized by a
 /// mutex; the writer lease is held from a successful open until close.
@@ -819,12 +818,6 @@ fn sql_limit(limit: Option<usize>) -> i64 {
     limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX))
 }
 
-/// One branch-index row.
-struct BranchHead {
-    seq: Seq,
-    kind: Kind,
-}
-
 const LEAF_SQL: &str = "SELECT entries.segment, entries.pos FROM entries WHERE entries.id = ?1";
 const PAGE_SQL: &str = "SELECT branch_entries.pos, branch_entries.seq, branch_entries.kind
      FROM branch_entries
@@ -835,107 +828,64 @@ const HOP_SQL: &str =
 const FETCH_SQL: &str =
     "SELECT seq, id, parent, kind, payload, ts FROM entries WHERE entries.seq = ?1";
 
-/// The unfiltered walk from a leaf, as branch-index heads, a page at a time.
-struct BranchWalk<'c> {
+/// The rows a [`BranchWalk`] pages through: the file's branch index.
+struct Rows<'c> {
     conn: &'c Connection,
-    /// `(segment, highest pos still to read)`; `None` once past the root.
-    at: Option<(i64, i64)>,
-    buf: VecDeque<BranchHead>,
-    last_seq: Option<Seq>,
-    pending_err: Option<StorageError>,
 }
 
-impl<'c> BranchWalk<'c> {
-    fn start(conn: &'c Connection, leaf: &RecordId) -> Self {
-        let mut w = BranchWalk {
-            conn,
-            at: None,
-            buf: VecDeque::new(),
-            last_seq: None,
-            pending_err: None,
-        };
-        let found = conn
-            .prepare_cached(LEAF_SQL)
+/// The walk from `leaf` to its root (core's walk over these rows).
+fn walk<'c>(conn: &'c Connection, leaf: &RecordId) -> BranchWalk<Rows<'c>> {
+    let place = conn
+        .prepare_cached(LEAF_SQL)
+        .map_err(Fault::db("branch-leaf"))
+        .and_then(|mut st| {
+            st.query_row([leaf.as_str()], |row| {
+                Ok((|| {
+                    Ok::<_, Fault>((
+                        codec::int(row, 0, "entries")?,
+                        codec::int(row, 1, "entries")?,
+                    ))
+                })())
+            })
+            .optional()
             .map_err(Fault::db("branch-leaf"))
-            .and_then(|mut st| {
-                st.query_row([leaf.as_str()], |row| {
-                    Ok((|| {
-                        Ok::<_, Fault>((
-                            codec::int(row, 0, "entries")?,
-                            codec::int(row, 1, "entries")?,
-                        ))
-                    })())
-                })
-                .optional()
-                .map_err(Fault::db("branch-leaf"))
-            });
-        match found {
-            Ok(Some(Ok(at))) => w.at = Some(at),
-            Ok(None) => w.pending_err = Some(StorageError::UnknownEntry { id: leaf.clone() }),
-            Ok(Some(Err(f))) | Err(f) => w.pending_err = Some(f.into()),
-        }
-        w
-    }
+        })
+        .and_then(Option::transpose)
+        .map_err(StorageError::from);
+    BranchWalk::start(Rows { conn }, leaf, place)
+}
 
-    fn fill(&mut self) -> Result<(), Fault> {
-        let Some((segment, upper)) = self.at else {
-            return Ok(());
-        };
+impl BranchRows for Rows<'_> {
+    fn page(
+        &mut self,
+        segment: i64,
+        upper: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, BranchHead)>, StorageError> {
         let mut st = self
             .conn
             .prepare_cached(PAGE_SQL)
             .map_err(Fault::db("branch-page"))?;
-        let rows = collect(
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        Ok(collect(
             &mut st,
-            params![segment, upper, BRANCH_PAGE],
+            params![segment, upper, limit],
             "branch-page",
             |row| {
                 let t = "branch_entries";
                 Ok((
                     codec::int(row, 0, t)?,
-                    codec::seq(row, 1, t)?,
-                    codec::kind(row, 2, t)?,
+                    BranchHead {
+                        seq: codec::seq(row, 1, t)?,
+                        kind: codec::kind(row, 2, t)?,
+                    },
                 ))
             },
-        )?;
-        let mut expect = upper;
-        for (pos, seq, kind) in &rows {
-            if *pos != expect {
-                return Err(Fault::Corrupt(format!(
-                    "branch segment {segment} has no position {expect}"
-                )));
-            }
-            if self.last_seq.is_some_and(|l| *seq >= l) {
-                return Err(Fault::Corrupt(format!(
-                    "branch segment {segment} position {pos}: seq does not decrease"
-                )));
-            }
-            self.last_seq = Some(*seq);
-            expect = expect.checked_sub(1).ok_or_else(|| {
-                Fault::Corrupt(format!("branch segment {segment}: position underflow"))
-            })?;
-            self.buf.push_back(BranchHead {
-                seq: *seq,
-                kind: kind.clone(),
-            });
-        }
-        if rows.is_empty() {
-            return Err(Fault::Corrupt(format!(
-                "branch segment {segment} has no position {upper}"
-            )));
-        }
-        if expect >= 0 {
-            self.at = Some((segment, expect));
-            return Ok(());
-        }
-        // The segment is exhausted: hop to its parent segment.
-        self.hop_to_parent(segment)
+        )?)
     }
 
-    /// Moves the walk from the exhausted `segment` to its parent segment
-    /// (or to the end of the branch), as the segment's meta row says.
-    fn hop_to_parent(&mut self, segment: i64) -> Result<(), Fault> {
-        let hop = self
+    fn parent(&mut self, segment: i64) -> Result<Option<(Option<i64>, Option<i64>)>, StorageError> {
+        Ok(self
             .conn
             .prepare_cached(HOP_SQL)
             .map_err(Fault::db("branch-hop"))?
@@ -949,40 +899,7 @@ impl<'c> BranchWalk<'c> {
             })
             .optional()
             .map_err(Fault::db("branch-hop"))?
-            .transpose()?
-            .ok_or_else(|| Fault::Corrupt(format!("branch segment {segment} has no meta row")))?;
-        self.at = match hop {
-            (None, None) => None,
-            (Some(ps), Some(pp)) if ps < segment && pp >= 0 => Some((ps, pp)),
-            _ => {
-                return Err(Fault::Corrupt(format!(
-                    "branch segment {segment} has a malformed parent link"
-                )))
-            }
-        };
-        Ok(())
-    }
-}
-
-impl Iterator for BranchWalk<'_> {
-    type Item = Result<BranchHead, StorageError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if let Some(e) = self.pending_err.take() {
-            self.at = None;
-            self.buf.clear();
-            return Some(Err(e));
-        }
-        loop {
-            if let Some(h) = self.buf.pop_front() {
-                return Some(Ok(h));
-            }
-            self.at?;
-            if let Err(f) = self.fill() {
-                self.at = None;
-                return Some(Err(f.into()));
-            }
-        }
+            .transpose()?)
     }
 }
 
@@ -1110,7 +1027,7 @@ impl Storage for SqliteStorage {
 
     fn scan_branch(&self, q: &BranchScan) -> Result<Vec<Entry>, StorageError> {
         self.read(|tx| {
-            let walk = BranchWalk::start(tx, &q.leaf);
+            let walk = walk(tx, &q.leaf);
             q.refine_heads(walk, |h| (&h.kind, h.seq), |h| fetch_entry(tx, h))
         })
     }

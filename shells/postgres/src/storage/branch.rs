@@ -1,20 +1,22 @@
 //! The branch index: placing a new entry ([`link_branch`]) and the lazy,
-//! paged walk from a leaf to its root ([`BranchWalk`]), whose four
+//! rows the paged walk from a leaf to its root reads ([`walk`], core's
+//! [`BranchWalk`] over [`Rows`]), whose four
 //! statements are also what [`explain`] shows. See [`super::schema`],
 //! "The branch index".
 
 use std::cell::RefCell;
-use std::collections::VecDeque;
 
 use crate::conn::Tx;
-use custos_core::storage::{Entry, Kind, RecordId, Seq, StorageError};
+use custos_core::storage::branch::{BranchHead, BranchRows, BranchWalk};
+use custos_core::storage::{Entry, RecordId, StorageError};
 use postgres::types::ToSql;
 
 use super::codec::{self, num, BRANCH_ENTRIES, BRANCH_META, ENTRIES};
 use crate::conn::{db, Failure};
 
-/// How many branch-index rows one page of a walk reads.
-pub(crate) const BRANCH_PAGE: i64 = 64;
+/// How many branch-index rows one page of a walk reads (core's page, as
+/// a bound parameter).
+const BRANCH_PAGE: i64 = 64;
 
 /// A transaction shared by a walk and the loader of the entries it keeps
 /// (they take turns; never both at once).
@@ -116,127 +118,65 @@ pub(crate) fn link_branch(
     Ok((segment, pos))
 }
 
-/// One branch-index row.
-pub(crate) struct BranchHead {
-    /// The entry's seq.
-    pub(crate) seq: Seq,
-    /// The entry's kind.
-    pub(crate) kind: Kind,
-}
-
-/// The unfiltered walk from a leaf, as branch-index heads, a page at a
-/// time (nothing past what the caller pulls is read).
-pub(crate) struct BranchWalk<'w, 'x, 't> {
+/// The rows a [`BranchWalk`] pages through: this session's branch index,
+/// read in the walk's transaction.
+pub(crate) struct Rows<'w, 'x, 't> {
     tx: &'w SharedTx<'x, 't>,
     session: &'w str,
-    /// `(segment, highest pos still to read)`; `None` once past the root.
-    at: Option<(i64, i64)>,
-    buf: VecDeque<BranchHead>,
-    last_seq: Option<Seq>,
-    pending_err: Option<StorageError>,
 }
 
-impl<'w, 'x, 't> BranchWalk<'w, 'x, 't> {
-    /// Starts at `leaf` (an unknown leaf is the walk's first item, as
-    /// `UnknownEntry`).
-    pub(crate) fn start(tx: &'w SharedTx<'x, 't>, session: &'w str, leaf: &RecordId) -> Self {
-        let mut w = BranchWalk {
-            tx,
-            session,
-            at: None,
-            buf: VecDeque::new(),
-            last_seq: None,
-            pending_err: None,
-        };
-        match leaf_place(tx, session, leaf) {
-            Ok(Some(at)) => w.at = Some(at),
-            Ok(None) => w.pending_err = Some(StorageError::UnknownEntry { id: leaf.clone() }),
-            Err(f) => w.pending_err = Some(super::storage_error(f)),
-        }
-        w
-    }
+/// The walk from `leaf` to its root (core's walk over these rows).
+pub(crate) fn walk<'w, 'x, 't>(
+    tx: &'w SharedTx<'x, 't>,
+    session: &'w str,
+    leaf: &RecordId,
+) -> BranchWalk<Rows<'w, 'x, 't>> {
+    let place = leaf_place(tx, session, leaf).map_err(super::storage_error);
+    BranchWalk::start(Rows { tx, session }, leaf, place)
+}
 
-    fn fill(&mut self) -> Result<(), Failure> {
-        let Some((segment, upper)) = self.at else {
-            return Ok(());
-        };
-        let rows = borrow(self.tx)?
-            .query(PAGE_SQL, &[&self.session, &segment, &upper, &BRANCH_PAGE])
-            .map_err(db("branch-page"))?;
-        if rows.is_empty() {
-            return Err(Failure::Corrupt(format!(
-                "{BRANCH_ENTRIES}: segment {segment} has no position {upper}"
-            )));
-        }
-        let mut expect = upper;
-        for row in &rows {
+impl BranchRows for Rows<'_, '_, '_> {
+    fn page(
+        &mut self,
+        segment: i64,
+        upper: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, BranchHead)>, StorageError> {
+        let page = || -> Result<_, Failure> {
+            let limit = i64::try_from(limit).unwrap_or(BRANCH_PAGE);
+            let rows = borrow(self.tx)?
+                .query(PAGE_SQL, &[&self.session, &segment, &upper, &limit])
+                .map_err(db("branch-page"))?;
             let t = BRANCH_ENTRIES;
-            let pos = codec::int(row, 0, t, "pos")?;
-            let seq = codec::u64_text(row, 1, t, "seq")?;
-            let kind = codec::kind(row, 2, t, "kind")?;
-            if pos != expect {
-                return Err(Failure::Corrupt(format!(
-                    "{t}: segment {segment} has no position {expect}"
-                )));
-            }
-            if self.last_seq.is_some_and(|l| seq >= l) {
-                return Err(Failure::Corrupt(format!(
-                    "{t}: segment {segment} position {pos}: seq does not decrease"
-                )));
-            }
-            self.last_seq = Some(seq);
-            expect = expect.checked_sub(1).ok_or_else(|| {
-                Failure::Corrupt(format!("{t}: segment {segment}: position underflow"))
-            })?;
-            self.buf.push_back(BranchHead { seq, kind });
-        }
-        if expect >= 0 {
-            self.at = Some((segment, expect));
-            return Ok(());
-        }
-        // The segment is exhausted: hop to its parent segment.
-        let row = borrow(self.tx)?
-            .query_opt(HOP_SQL, &[&self.session, &segment])
-            .map_err(db("branch-hop"))?
-            .ok_or_else(|| {
-                Failure::Corrupt(format!("{BRANCH_META}: segment {segment} has no row"))
-            })?;
-        let hop: (Option<i64>, Option<i64>) = (
-            codec::get(&row, 0, BRANCH_META, "parent_segment")?,
-            codec::get(&row, 1, BRANCH_META, "parent_pos")?,
-        );
-        self.at = match hop {
-            (None, None) => None,
-            (Some(ps), Some(pp)) if ps < segment && pp >= 0 => Some((ps, pp)),
-            _ => {
-                return Err(Failure::Corrupt(format!(
-                    "{BRANCH_META}: segment {segment} has a malformed parent link"
-                )))
-            }
+            rows.iter()
+                .map(|row| {
+                    Ok((
+                        codec::int(row, 0, t, "pos")?,
+                        BranchHead {
+                            seq: codec::u64_text(row, 1, t, "seq")?,
+                            kind: codec::kind(row, 2, t, "kind")?,
+                        },
+                    ))
+                })
+                .collect()
         };
-        Ok(())
+        page().map_err(super::storage_error)
     }
-}
 
-impl Iterator for BranchWalk<'_, '_, '_> {
-    type Item = Result<BranchHead, StorageError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if let Some(e) = self.pending_err.take() {
-            self.at = None;
-            self.buf.clear();
-            return Some(Err(e));
-        }
-        loop {
-            if let Some(h) = self.buf.pop_front() {
-                return Some(Ok(h));
-            }
-            self.at?;
-            if let Err(f) = self.fill() {
-                self.at = None;
-                return Some(Err(super::storage_error(f)));
-            }
-        }
+    fn parent(&mut self, segment: i64) -> Result<Option<(Option<i64>, Option<i64>)>, StorageError> {
+        let hop = || -> Result<_, Failure> {
+            borrow(self.tx)?
+                .query_opt(HOP_SQL, &[&self.session, &segment])
+                .map_err(db("branch-hop"))?
+                .map(|row| {
+                    Ok((
+                        codec::get(&row, 0, BRANCH_META, "parent_segment")?,
+                        codec::get(&row, 1, BRANCH_META, "parent_pos")?,
+                    ))
+                })
+                .transpose()
+        };
+        hop().map_err(super::storage_error)
     }
 }
 
