@@ -94,6 +94,7 @@
 
 pub mod effect;
 pub mod read;
+mod stored;
 
 #[cfg(test)]
 mod tests;
@@ -112,6 +113,7 @@ pub use read::{
     Authority, Authorization, CredentialSummary, Listing, ListingPage, MembershipPage,
     MembershipRow, SessionMember, SessionMemberPage, Signin, SigninPage,
 };
+pub use stored::{StoredClaim, StoredCredential, StoredMembership, StoredPrincipal};
 
 /// The most rows a page returns.
 pub const LISTING_LIMIT: usize = 100;

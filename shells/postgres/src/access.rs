@@ -72,9 +72,9 @@ use custos_core::catalogue::access::read::page_window;
 use custos_core::catalogue::access::AccessFootprint;
 use custos_core::catalogue::access::{
     self, Access, AccessError, AccessOutcome, AccessRequest, AccessState, Authority, Authorization,
-    ClaimDigest, ClaimRow, ClaimState, CredentialKind, CredentialRow, CredentialState, Digest,
-    ListingPage, MembershipPage, PrincipalKind, PrincipalRow, Role, SessionMemberPage, Sha,
-    SigninPage,
+    ClaimDigest, ClaimRow, CredentialRow, Digest, ListingPage, MembershipPage, PrincipalRow, Role,
+    SessionMemberPage, Sha, SigninPage, StoredClaim, StoredCredential, StoredMembership,
+    StoredPrincipal,
 };
 use custos_core::catalogue::{self, CatalogueError, CatalogueState};
 use postgres::types::ToSql;
@@ -265,39 +265,6 @@ impl<'r> Cols<'r> {
         self.opt_int(col, name)?
             .ok_or_else(|| self.fail(name, "null"))
     }
-
-    fn sha(&self, col: usize, name: &str) -> Tx<Sha> {
-        let s = self.text(col, name)?;
-        Sha::from_hex(&s).ok_or_else(|| self.fail(name, "not 64 lower-case hex digits"))
-    }
-
-    /// A hex key column, naming the row by the key's first 16 characters.
-    fn key_sha(&mut self, col: usize, name: &str) -> Tx<Sha> {
-        let s = self.text(col, name)?;
-        self.row = s.chars().take(access::FINGERPRINT_LEN).collect();
-        Sha::from_hex(&s).ok_or_else(|| self.fail(name, "not 64 lower-case hex digits"))
-    }
-
-    fn principal(&self, col: usize, name: &str) -> Tx<String> {
-        let id = self.text(col, name)?;
-        if access::is_principal_id(&id) {
-            Ok(id)
-        } else {
-            Err(self.fail(name, format!("{id:?} is not a principal id")))
-        }
-    }
-
-    fn word<T>(&self, col: usize, name: &str, parse: impl Fn(&str) -> Option<T>) -> Tx<T> {
-        let w = self.text(col, name)?;
-        parse(&w).ok_or_else(|| self.fail(name, format!("unknown value {w:?}")))
-    }
-}
-
-fn digest_of(kind: CredentialKind, sha: &Sha) -> Digest {
-    match kind {
-        CredentialKind::Bearer => Digest::bearer_from_sha256(*sha.bytes()),
-        CredentialKind::Browser => Digest::browser_from_sha256(*sha.bytes()),
-    }
 }
 
 const PRINCIPAL_SELECT: &str =
@@ -310,24 +277,16 @@ fn decode_principal(r: &Row) -> Tx<(String, PrincipalRow)> {
 /// A principal whose columns start at `base` in the row.
 fn decode_principal_at(r: &Row, base: usize) -> Tx<(String, PrincipalRow)> {
     let mut c = Cols::at(r, "access_principals", base);
-    let id = c.principal(0, "principal_id")?;
-    c.row.clone_from(&id);
-    let kind = c.word(1, "kind", PrincipalKind::parse)?;
-    let name = c.opt_text(2, "name")?;
-    if let Some(n) = &name {
-        if access::valid_name(n).ok().as_ref() != Some(n) {
-            return Err(c.fail("name", format!("{n:?} breaks the display-name rule")));
-        }
+    let principal_id = c.text(0, "principal_id")?;
+    c.row.clone_from(&principal_id);
+    StoredPrincipal {
+        principal_id,
+        kind: c.text(1, "kind")?,
+        name: c.opt_text(2, "name")?,
+        created_at_ms: c.int(3, "created_at_ms")?,
     }
-    let created_at_ms = c.int(3, "created_at_ms")?;
-    Ok((
-        id,
-        PrincipalRow {
-            kind,
-            name,
-            created_at_ms,
-        },
-    ))
+    .decode()
+    .map_err(TxError::Refused)
 }
 
 const CREDENTIAL_SELECT: &str = "SELECT digest, kind, principal_id, state, issued_at_ms,
@@ -358,24 +317,21 @@ const AUTHENTICATE_CLOCK_COLUMN: usize = CREDENTIAL_COLUMNS + 4;
 
 fn decode_credential(r: &Row) -> Tx<(Sha, CredentialRow)> {
     let mut c = Cols::new(r, "access_credentials");
-    let sha = c.key_sha(0, "digest")?;
-    let issued_by = c.opt_text(8, "issued_by")?;
-    if let Some(f) = &issued_by {
-        if !access::is_fingerprint(f) {
-            return Err(c.fail("issued_by", format!("{f:?} is not a fingerprint")));
-        }
-    }
-    let row = CredentialRow {
-        kind: c.word(1, "kind", CredentialKind::parse)?,
-        principal: c.principal(2, "principal_id")?,
-        state: c.word(3, "state", CredentialState::parse)?,
+    let digest = c.text(0, "digest")?;
+    c.row = digest.chars().take(access::FINGERPRINT_LEN).collect();
+    StoredCredential {
+        digest,
+        kind: c.text(1, "kind")?,
+        principal_id: c.text(2, "principal_id")?,
+        state: c.text(3, "state")?,
         issued_at_ms: c.int(4, "issued_at_ms")?,
         claimed_at_ms: c.opt_int(5, "claimed_at_ms")?,
         last_resumed_ms: c.opt_int(6, "last_resumed_ms")?,
         expires_at_ms: c.opt_int(7, "expires_at_ms")?,
-        issued_by,
-    };
-    Ok((sha, row))
+        issued_by: c.opt_text(8, "issued_by")?,
+    }
+    .decode()
+    .map_err(TxError::Refused)
 }
 
 const CLAIM_SELECT: &str = "SELECT claim, principal_id, expires_at_ms, state, bound_digest,
@@ -383,59 +339,32 @@ const CLAIM_SELECT: &str = "SELECT claim, principal_id, expires_at_ms, state, bo
 
 fn decode_claim(r: &Row) -> Tx<(ClaimDigest, ClaimRow)> {
     let mut c = Cols::new(r, "access_claims");
-    let sha = c.key_sha(0, "claim")?;
-    let principal = c.principal(1, "principal_id")?;
-    let expires_at_ms = c.int(2, "expires_at_ms")?;
-    let word = c.text(3, "state")?;
-    let bound = (
-        c.opt_text(4, "bound_digest")?,
-        c.opt_text(5, "bound_kind")?,
-        c.opt_int(6, "claimed_at_ms")?,
-    );
-    let state = match (word.as_str(), &bound) {
-        ("open", (None, None, None)) => ClaimState::Open,
-        ("void", (None, None, None)) => ClaimState::Void,
-        ("claimed", (Some(_), Some(_), Some(at_ms))) => {
-            let kind = c.word(5, "bound_kind", CredentialKind::parse)?;
-            let sha = c.sha(4, "bound_digest")?;
-            ClaimState::Claimed {
-                digest: digest_of(kind, &sha),
-                at_ms: *at_ms,
-            }
-        }
-        ("claimed", _) => {
-            return Err(c.fail(
-                "state",
-                "a claimed claim without its bound digest, kind and time",
-            ))
-        }
-        ("open" | "void", _) => {
-            return Err(c.fail("state", format!("a {word} claim with a bound digest")))
-        }
-        _ => return Err(c.fail("state", format!("unknown value {word:?}"))),
-    };
-    Ok((
-        ClaimDigest::from_sha256(*sha.bytes()),
-        ClaimRow {
-            principal,
-            expires_at_ms,
-            state,
-        },
-    ))
+    let claim = c.text(0, "claim")?;
+    c.row = claim.chars().take(access::FINGERPRINT_LEN).collect();
+    StoredClaim {
+        claim,
+        principal_id: c.text(1, "principal_id")?,
+        expires_at_ms: c.int(2, "expires_at_ms")?,
+        state: c.text(3, "state")?,
+        bound_digest: c.opt_text(4, "bound_digest")?,
+        bound_kind: c.opt_text(5, "bound_kind")?,
+        claimed_at_ms: c.opt_int(6, "claimed_at_ms")?,
+    }
+    .decode()
+    .map_err(TxError::Refused)
 }
 
 const MEMBERSHIP_SELECT: &str = "SELECT principal_id, session_id, role FROM access_memberships";
 
 fn decode_membership(r: &Row) -> Tx<((String, String), Role)> {
-    let mut c = Cols::new(r, "access_memberships");
-    let p = c.principal(0, "principal_id")?;
-    let s = c.text(1, "session_id")?;
-    c.row = format!("({p}, {s})");
-    if !catalogue::is_session_id(&s) {
-        return Err(c.fail("session_id", format!("{s:?} is not a session id")));
+    let c = Cols::new(r, "access_memberships");
+    StoredMembership {
+        principal_id: c.text(0, "principal_id")?,
+        session_id: c.text(1, "session_id")?,
+        role: c.text(2, "role")?,
     }
-    let role = c.word(2, "role", Role::parse)?;
-    Ok(((p, s), role))
+    .decode()
+    .map_err(TxError::Refused)
 }
 
 fn rows(tx: &mut Transaction<'_>, select: &str, where_: &str, args: &[Param<'_>]) -> Tx<Vec<Row>> {

@@ -48,14 +48,13 @@ use std::collections::BTreeSet;
 
 use custos_core::catalogue::access::read::page_window;
 use custos_core::catalogue::access::{
-    self, is_fingerprint, is_principal_id, valid_name, Access, AccessError, AccessFootprint,
-    AccessOutcome, AccessRequest, AccessState, Authority, Authorization, ClaimDigest, ClaimRow,
-    ClaimState, CredentialKind, CredentialRow, CredentialState, Digest, ListingPage,
-    MembershipPage, PrincipalKind, PrincipalRow, Role, SessionMemberPage, Sha, SigninPage,
-    FINGERPRINT_LEN, PRINCIPAL_ID_LIMIT,
+    self, Access, AccessError, AccessFootprint, AccessOutcome, AccessRequest, AccessState,
+    Authority, Authorization, ClaimDigest, ClaimRow, CredentialRow, Digest, ListingPage,
+    MembershipPage, PrincipalRow, Role, SessionMemberPage, Sha, SigninPage, StoredClaim,
+    StoredCredential, StoredMembership, StoredPrincipal, FINGERPRINT_LEN, PRINCIPAL_ID_LIMIT,
 };
 use custos_core::catalogue::{
-    is_session_id, CatalogueError, CatalogueState, DISPLAY_NAME_LIMIT, SESSION_ID_LIMIT,
+    CatalogueError, CatalogueState, DISPLAY_NAME_LIMIT, SESSION_ID_LIMIT,
 };
 use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, Row, ToSql, Transaction, TransactionBehavior};
@@ -221,46 +220,6 @@ impl Cell<'_> {
             row,
         }
     }
-
-    fn bad(&self, col: usize, value: &str) -> AccessError {
-        corrupt(
-            self.what,
-            format!("{}: {value:?} breaks its grammar", self.place(col)),
-        )
-    }
-}
-
-fn sha(r: &Row<'_>, col: usize, at: &Cell<'_>) -> Res<Sha> {
-    let hex = text_req(r, col, 64, at)?;
-    Sha::from_hex(&hex).ok_or_else(|| bad_hex(col, &hex, at))
-}
-
-/// A stored digest that is not 64 lower-case hex: named by its length and
-/// its first [`FINGERPRINT_LEN`] characters only.
-fn bad_hex(col: usize, hex: &str, at: &Cell<'_>) -> AccessError {
-    let head: String = hex.chars().take(FINGERPRINT_LEN).collect();
-    corrupt(
-        at.what,
-        format!(
-            "{}: {} bytes starting {head:?}, not 64 lower-case hex digits",
-            at.place(col),
-            hex.len()
-        ),
-    )
-}
-
-fn principal_id(r: &Row<'_>, col: usize, at: &Cell<'_>) -> Res<String> {
-    let id = text_req(r, col, PRINCIPAL_ID_LIMIT, at)?;
-    if is_principal_id(&id) {
-        Ok(id)
-    } else {
-        Err(at.bad(col, &id))
-    }
-}
-
-fn word<T>(r: &Row<'_>, col: usize, at: &Cell<'_>, parse: fn(&str) -> Option<T>) -> Res<T> {
-    let w = text_req(r, col, MAX_WORD_LEN, at)?;
-    parse(&w).ok_or_else(|| at.bad(col, &w))
 }
 
 fn decode_principal(r: &Row<'_>) -> Res<(String, PrincipalRow)> {
@@ -298,24 +257,15 @@ fn decode_principal_at(
         cols,
         row: "?",
     };
-    let id = principal_id(r, base, &at)?;
-    let at = at.at(&id);
-    let kind = word(r, base + 1, &at, PrincipalKind::parse)?;
-    let name = text(r, base + 2, DISPLAY_NAME_LIMIT, &at)?;
-    if let Some(n) = &name {
-        if valid_name(n).ok().as_deref() != Some(n.as_str()) {
-            return Err(at.bad(base + 2, n));
-        }
+    let principal_id = text_req(r, base, PRINCIPAL_ID_LIMIT, &at)?;
+    let at = at.at(&principal_id);
+    StoredPrincipal {
+        kind: text_req(r, base + 1, MAX_WORD_LEN, &at)?,
+        name: text(r, base + 2, DISPLAY_NAME_LIMIT, &at)?,
+        created_at_ms: int_req(r, base + 3, &at)?,
+        principal_id,
     }
-    let created_at_ms = int_req(r, base + 3, &at)?;
-    Ok((
-        id,
-        PrincipalRow {
-            kind,
-            name,
-            created_at_ms,
-        },
-    ))
+    .decode()
 }
 
 fn decode_credential(r: &Row<'_>) -> Res<(Sha, CredentialRow)> {
@@ -335,26 +285,21 @@ fn decode_credential(r: &Row<'_>) -> Res<(Sha, CredentialRow)> {
         ],
         row: "?",
     };
-    let digest = sha(r, 0, &at)?;
-    let fp = digest.fingerprint();
-    let at = at.at(&fp);
-    let issued_by = text(r, 8, FINGERPRINT_LEN, &at)?;
-    if let Some(f) = &issued_by {
-        if !is_fingerprint(f) {
-            return Err(at.bad(8, f));
-        }
-    }
-    let row = CredentialRow {
-        kind: word(r, 1, &at, CredentialKind::parse)?,
-        principal: principal_id(r, 2, &at)?,
-        state: word(r, 3, &at, CredentialState::parse)?,
+    let digest = text_req(r, 0, 64, &at)?;
+    let head: String = digest.chars().take(FINGERPRINT_LEN).collect();
+    let at = at.at(&head);
+    StoredCredential {
+        kind: text_req(r, 1, MAX_WORD_LEN, &at)?,
+        principal_id: text_req(r, 2, PRINCIPAL_ID_LIMIT, &at)?,
+        state: text_req(r, 3, MAX_WORD_LEN, &at)?,
         issued_at_ms: int_req(r, 4, &at)?,
         claimed_at_ms: int(r, 5, &at)?,
         last_resumed_ms: int(r, 6, &at)?,
         expires_at_ms: int(r, 7, &at)?,
-        issued_by,
-    };
-    Ok((digest, row))
+        issued_by: text(r, 8, FINGERPRINT_LEN, &at)?,
+        digest,
+    }
+    .decode()
 }
 
 fn decode_claim(r: &Row<'_>) -> Res<(ClaimDigest, ClaimRow)> {
@@ -372,50 +317,19 @@ fn decode_claim(r: &Row<'_>) -> Res<(ClaimDigest, ClaimRow)> {
         ],
         row: "?",
     };
-    let claim = sha(r, 0, &at)?;
-    let fp = claim.fingerprint();
-    let at = at.at(&fp);
-    let principal = principal_id(r, 1, &at)?;
-    let expires_at_ms = int_req(r, 2, &at)?;
-    let state_word = text_req(r, 3, MAX_WORD_LEN, &at)?;
-    let bound = (
-        text(r, 4, 64, &at)?,
-        text(r, 5, MAX_WORD_LEN, &at)?,
-        int(r, 6, &at)?,
-    );
-    let state = match (state_word.as_str(), bound) {
-        ("open", (None, None, None)) => ClaimState::Open,
-        ("void", (None, None, None)) => ClaimState::Void,
-        ("claimed", (Some(hex), Some(kind), Some(at_ms))) => {
-            let sha = Sha::from_hex(&hex).ok_or_else(|| bad_hex(4, &hex, &at))?;
-            let digest = match CredentialKind::parse(&kind) {
-                Some(CredentialKind::Bearer) => Digest::bearer_from_sha256(*sha.bytes()),
-                Some(CredentialKind::Browser) => Digest::browser_from_sha256(*sha.bytes()),
-                None => return Err(at.bad(5, &kind)),
-            };
-            ClaimState::Claimed { digest, at_ms }
-        }
-        (w @ ("open" | "void" | "claimed"), _) => {
-            let how = if w == "claimed" {
-                "lacks its bound digest, kind or time"
-            } else {
-                "carries a bound digest, kind or time"
-            };
-            return Err(corrupt(
-                at.what,
-                format!("{}: a claim in state {w} {how}", at.place(3)),
-            ));
-        }
-        (w, _) => return Err(at.bad(3, w)),
-    };
-    Ok((
-        ClaimDigest::from_sha256(*claim.bytes()),
-        ClaimRow {
-            principal,
-            expires_at_ms,
-            state,
-        },
-    ))
+    let claim = text_req(r, 0, 64, &at)?;
+    let head: String = claim.chars().take(FINGERPRINT_LEN).collect();
+    let at = at.at(&head);
+    StoredClaim {
+        principal_id: text_req(r, 1, PRINCIPAL_ID_LIMIT, &at)?,
+        expires_at_ms: int_req(r, 2, &at)?,
+        state: text_req(r, 3, MAX_WORD_LEN, &at)?,
+        bound_digest: text(r, 4, 64, &at)?,
+        bound_kind: text(r, 5, MAX_WORD_LEN, &at)?,
+        claimed_at_ms: int(r, 6, &at)?,
+        claim,
+    }
+    .decode()
 }
 
 fn decode_membership(r: &Row<'_>) -> Res<((String, String), Role)> {
@@ -425,14 +339,14 @@ fn decode_membership(r: &Row<'_>) -> Res<((String, String), Role)> {
         cols: &["principal_id", "session_id", "role"],
         row: "?",
     };
-    let principal = principal_id(r, 0, &at)?;
-    let session = text_req(r, 1, SESSION_ID_LIMIT, &at)?;
-    if !is_session_id(&session) {
-        return Err(at.bad(1, &session));
+    let principal_id = text_req(r, 0, PRINCIPAL_ID_LIMIT, &at)?;
+    let session_id = text_req(r, 1, SESSION_ID_LIMIT, &at)?;
+    StoredMembership {
+        role: text_req(r, 2, MAX_WORD_LEN, &at)?,
+        principal_id,
+        session_id,
     }
-    let key = format!("({principal}, {session})");
-    let role = word(r, 2, &at.at(&key), Role::parse)?;
-    Ok(((principal, session), role))
+    .decode()
 }
 
 // ------------------------------------------------------------------ load
