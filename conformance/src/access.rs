@@ -1231,9 +1231,9 @@ pub fn the_listing_shows_credential_states_and_no_secret<C: Access + Catalogue, 
     assert_eq!(listing(&c, "m2", 40).credential, CredentialSummary::Nothing);
     let shown = format!("{:?}", c.principals_page(None, 100, 40).unwrap());
     for secret in [
-        bearer("root-1").sha().to_hex(),
-        claim("c1").sha().to_hex(),
-        bearer("m2-token").sha().to_hex(),
+        bearer("root-1").sha().hex(),
+        claim("c1").sha().hex(),
+        bearer("m2-token").sha().hex(),
         "root-1".to_owned(),
         "m2-token".to_owned(),
     ] {

@@ -47,6 +47,7 @@ pub mod catalogue;
 pub mod class;
 pub mod control_memory;
 pub mod deployment;
+pub mod digest;
 pub mod fence;
 pub mod hex;
 pub mod identity;

@@ -55,47 +55,7 @@ pub mod metadata;
 pub mod page;
 pub mod protocol;
 
-use sha2::{Digest as _, Sha256 as Hasher};
-
-/// The length of a SHA-256 digest, in bytes.
-pub const SHA256_LEN: usize = 32;
-
-/// The textual prefix of every digest the catalog writes.
-pub const SHA256_PREFIX: &str = "sha256:";
-
-/// A SHA-256 digest, written `sha256:` followed by 64 lowercase hex digits.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Sha256(pub [u8; SHA256_LEN]);
-
-impl Sha256 {
-    /// The SHA-256 of `bytes`.
-    pub fn of(bytes: &[u8]) -> Self {
-        Sha256(Hasher::digest(bytes).into())
-    }
-
-    /// Parses exactly `sha256:` and 64 lowercase hex digits; anything else
-    /// (upper case, a missing prefix, a wrong length) is `None`.
-    pub fn parse(text: &str) -> Option<Self> {
-        crate::hex::decode::<SHA256_LEN>(text.strip_prefix(SHA256_PREFIX)?).map(Sha256)
-    }
-
-    /// The 64 lowercase hex digits, without the prefix (the directory name
-    /// of a release under `releases/`).
-    pub fn hex(&self) -> String {
-        crate::hex::encode(self.0)
-    }
-
-    /// Parses a bare 64-digit lowercase hex name (a digest directory name).
-    pub fn parse_hex(name: &str) -> Option<Self> {
-        crate::hex::decode::<SHA256_LEN>(name).map(Sha256)
-    }
-}
-
-impl std::fmt::Display for Sha256 {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{SHA256_PREFIX}{}", self.hex())
-    }
-}
+pub use crate::digest::{Sha256, SHA256_LEN, SHA256_PREFIX};
 
 /// The contract of every release decoder on arbitrary input, run by the
 /// `release_decoders` fuzz target, its corpus replay and the property
@@ -135,57 +95,4 @@ pub fn check_decoders(bytes: &[u8]) -> Result<(), complete::DecoderViolation> {
         }
     }
     Ok(())
-}
-
-/// The wire form, as [`Sha256::parse`] accepts it: a string of `sha256:`
-/// and 64 lowercase hex digits (a derive would describe a byte array).
-#[cfg(feature = "schema")]
-impl schemars::JsonSchema for Sha256 {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Sha256".into()
-    }
-
-    fn schema_id() -> std::borrow::Cow<'static, str> {
-        "custos_core::release::Sha256".into()
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({
-            "description": "A SHA-256 digest: `sha256:` followed by 64 lowercase hex digits.",
-            "type": "string",
-            "pattern": "^sha256:[0-9a-f]{64}$"
-        })
-    }
-}
-
-impl serde::Serialize for Sha256 {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for Sha256 {
-    /// Accepts exactly the form [`Sha256::parse`] accepts.
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        Sha256::parse(&text).ok_or_else(|| {
-            serde::de::Error::custom("not a sha256: digest with 64 lowercase hex digits")
-        })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn digest_text_round_trips_and_is_strict() {
-        let d = Sha256::of(b"component");
-        assert_eq!(Sha256::parse(&d.to_string()), Some(d));
-        assert_eq!(Sha256::parse_hex(&d.hex()), Some(d));
-        assert_eq!(Sha256::parse(&d.hex()), None);
-        assert_eq!(Sha256::parse(&d.to_string().to_uppercase()), None);
-        assert_eq!(Sha256::parse(&d.to_string()[..70]), None);
-        assert_eq!(Sha256::parse_hex("sha256:ab"), None);
-    }
 }

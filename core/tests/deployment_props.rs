@@ -344,8 +344,11 @@ proptest! {
 // ------------------------------------------------------- (c) selection
 
 fn candidates() -> impl Strategy<Value = Vec<(RevisionId, u32)>> {
-    proptest::collection::btree_map(any::<[u8; 32]>(), 1u32..=10_000, 1..8)
-        .prop_map(|m| m.into_iter().map(|(r, w)| (RevisionId(r), w)).collect())
+    proptest::collection::btree_map(any::<[u8; 32]>(), 1u32..=10_000, 1..8).prop_map(|m| {
+        m.into_iter()
+            .map(|(r, w)| (RevisionId(Sha256(r)), w))
+            .collect()
+    })
 }
 
 fn parts() -> impl Strategy<Value = [String; 6]> {
@@ -402,8 +405,8 @@ proptest! {
 fn selection_edge_cases() {
     let p = ["t", "s", "default", "c", "f", ""];
     assert_eq!(route::select(&[], p), None);
-    let one = [(RevisionId([7; 32]), 1)];
-    assert_eq!(route::select(&one, p), Some(RevisionId([7; 32])));
+    let one = [(RevisionId(Sha256([7; 32])), 1)];
+    assert_eq!(route::select(&one, p), Some(RevisionId(Sha256([7; 32]))));
     assert_eq!(route::pick(&[], 5), None);
     assert_eq!(route::pick(&[0], 5), None);
     // Cumulative [3, 10]: buckets 0..3 pick the first, 3..10 the second.

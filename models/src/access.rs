@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use custos_core::catalogue::access::{
     self, browser_digest, claim_digest, credential_digest, AccessError, AccessOutcome,
     AccessRequest, ClaimDigest, ClaimRefusal, ClaimState, CredentialKind, CredentialState, Digest,
-    Enrollment, PrincipalKind, Role, Sha,
+    Enrollment, PrincipalKind, Role, Sha256,
 };
 use custos_core::catalogue::{self, CatalogueState, Creation};
 use stateright::{Model, Property};
@@ -183,9 +183,9 @@ pub struct SysState {
     /// State-changing writes so far.
     pub steps: u8,
     /// Monitor: every digest ever revoked.
-    pub tombstones: BTreeSet<Sha>,
+    pub tombstones: BTreeSet<Sha256>,
     /// Monitor: each credential's first `(principal, kind)`.
-    pub owners_of: BTreeMap<Sha, (String, CredentialKind)>,
+    pub owners_of: BTreeMap<Sha256, (String, CredentialKind)>,
     /// Monitor: the digest each claim first bound.
     pub bound: BTreeMap<ClaimDigest, Digest>,
     /// Monitor: rules seen broken.

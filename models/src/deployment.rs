@@ -440,7 +440,7 @@ impl DeploymentModel {
         if self.mutant(Mutant::WeightInRevision) {
             for r in &mut s.records {
                 if let Some(d) = c.objects.get(&r.id) {
-                    r.revision = RevisionId(Sha256::of(&d.manifest.canonical()).0);
+                    r.revision = RevisionId(Sha256::of(&d.manifest.canonical()));
                 }
             }
         }

@@ -102,9 +102,8 @@ mod tests;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
+pub use crate::digest::Sha256;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest as _, Sha256};
-use subtle::ConstantTimeEq;
 use thiserror::Error;
 
 use crate::catalogue::{display_name, CatalogueState};
@@ -124,7 +123,7 @@ pub const RESUME_STAMP_WINDOW_MS: u64 = 60_000;
 /// The longest principal id, in bytes.
 pub const PRINCIPAL_ID_LIMIT: usize = 128;
 /// The length of a digest's fingerprint, in hex digits.
-pub const FINGERPRINT_LEN: usize = 16;
+pub const FINGERPRINT_LEN: usize = crate::digest::FINGERPRINT_LEN;
 
 /// A principal id: 1 to [`PRINCIPAL_ID_LIMIT`] bytes of ASCII letters,
 /// digits, `.`, `_` and `-`. The caller chooses it (its recovery id) before
@@ -187,50 +186,6 @@ impl fmt::Display for CredentialKind {
     }
 }
 
-/// The 32 bytes of a SHA-256, as stored. Displayed and stored as 64
-/// lower-case hex digits; its `Debug` shows the fingerprint only.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Sha([u8; 32]);
-
-impl Sha {
-    fn of(token: &[u8]) -> Self {
-        Sha(Sha256::digest(token).into())
-    }
-
-    /// The raw bytes.
-    pub fn bytes(&self) -> &[u8; 32] {
-        &self.0
-    }
-
-    /// 64 lower-case hex digits (the stored form).
-    pub fn to_hex(&self) -> String {
-        crate::hex::encode(self.0)
-    }
-
-    /// Parses 64 lower-case hex digits (total).
-    pub fn from_hex(s: &str) -> Option<Self> {
-        crate::hex::decode::<32>(s).map(Sha)
-    }
-
-    /// The first [`FINGERPRINT_LEN`] hex digits.
-    pub fn fingerprint(&self) -> String {
-        let mut h = self.to_hex();
-        h.truncate(FINGERPRINT_LEN);
-        h
-    }
-
-    /// Constant-time equality.
-    pub fn ct_eq(&self, other: &Sha) -> bool {
-        bool::from(self.0.ct_eq(&other.0))
-    }
-}
-
-impl fmt::Debug for Sha {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Sha({}…)", self.fingerprint())
-    }
-}
-
 /// A credential digest: the SHA-256 of a caller's token and its kind. The
 /// fields are private: a bearer is made only by [`credential_digest`] (or
 /// [`Digest::bearer_from_sha256`]), a browser login only by
@@ -239,14 +194,14 @@ impl fmt::Debug for Sha {
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Digest {
     kind: CredentialKind,
-    sha: Sha,
+    sha: Sha256,
 }
 
 /// The bearer digest of a token (every wire path).
 pub fn credential_digest(token: &[u8]) -> Digest {
     Digest {
         kind: CredentialKind::Bearer,
-        sha: Sha::of(token),
+        sha: Sha256::of(token),
     }
 }
 
@@ -254,13 +209,13 @@ pub fn credential_digest(token: &[u8]) -> Digest {
 pub fn browser_digest(token: &[u8]) -> Digest {
     Digest {
         kind: CredentialKind::Browser,
-        sha: Sha::of(token),
+        sha: Sha256::of(token),
     }
 }
 
 /// The claim digest of a claim token.
 pub fn claim_digest(token: &[u8]) -> ClaimDigest {
-    ClaimDigest(Sha::of(token))
+    ClaimDigest(Sha256::of(token))
 }
 
 impl Digest {
@@ -268,7 +223,7 @@ impl Digest {
     pub fn bearer_from_sha256(sha: [u8; 32]) -> Self {
         Digest {
             kind: CredentialKind::Bearer,
-            sha: Sha(sha),
+            sha: Sha256(sha),
         }
     }
 
@@ -276,7 +231,7 @@ impl Digest {
     pub fn browser_from_sha256(sha: [u8; 32]) -> Self {
         Digest {
             kind: CredentialKind::Browser,
-            sha: Sha(sha),
+            sha: Sha256(sha),
         }
     }
 
@@ -286,7 +241,7 @@ impl Digest {
     }
 
     /// The hash.
-    pub fn sha(&self) -> &Sha {
+    pub fn sha(&self) -> &Sha256 {
         &self.sha
     }
 
@@ -305,16 +260,16 @@ impl fmt::Debug for Digest {
 /// A claim token's digest: a distinct type from [`Digest`], so a claim
 /// cannot be passed where a credential is looked up.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct ClaimDigest(Sha);
+pub struct ClaimDigest(Sha256);
 
 impl ClaimDigest {
     /// A claim digest from a SHA-256 the caller computed.
     pub fn from_sha256(sha: [u8; 32]) -> Self {
-        ClaimDigest(Sha(sha))
+        ClaimDigest(Sha256(sha))
     }
 
     /// The hash.
-    pub fn sha(&self) -> &Sha {
+    pub fn sha(&self) -> &Sha256 {
         &self.0
     }
 }
@@ -499,7 +454,7 @@ pub struct AccessState {
     pub principals: BTreeMap<String, PrincipalRow>,
     /// Credentials by digest hash.
     #[serde(with = "crate::pairs")]
-    pub credentials: BTreeMap<Sha, CredentialRow>,
+    pub credentials: BTreeMap<Sha256, CredentialRow>,
     /// Claims by claim digest.
     #[serde(with = "crate::pairs")]
     pub claims: BTreeMap<ClaimDigest, ClaimRow>,
@@ -965,7 +920,7 @@ pub struct AccessFootprint {
     /// Principals (with their credentials, claims and memberships).
     pub principals: Vec<String>,
     /// Credential rows by hash (either kind).
-    pub digests: Vec<Sha>,
+    pub digests: Vec<Sha256>,
     /// Claim rows by claim digest.
     pub claims: Vec<ClaimDigest>,
     /// Catalogue sessions whose existence a request checks.
@@ -1263,7 +1218,7 @@ fn want_kind(path: &'static str, expected: CredentialKind, d: &Digest) -> Result
     }
 }
 
-fn unused(a: &AccessState, sha: &Sha) -> Result<(), AccessError> {
+fn unused(a: &AccessState, sha: &Sha256) -> Result<(), AccessError> {
     // One primary key for both kinds, and a claim's own hash is never a
     // credential.
     let as_claim = ClaimDigest(*sha);

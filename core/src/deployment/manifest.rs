@@ -240,11 +240,11 @@ pub struct DeploymentManifest {
 /// A deployment's logical revision: `revision-v1:sha256:<hex>`. Ordered by
 /// its digest bytes, which is the order of its text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct RevisionId(pub [u8; 32]);
+pub struct RevisionId(pub Sha256);
 
 impl fmt::Display for RevisionId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{REVISION_PREFIX}{}", Sha256(self.0).hex())
+        write!(f, "{REVISION_PREFIX}{}", self.0.hex())
     }
 }
 
@@ -266,7 +266,7 @@ impl RevisionId {
     /// Parses exactly the text [`Display`](fmt::Display) writes.
     pub fn parse(text: &str) -> Option<Self> {
         let hex = text.strip_prefix(REVISION_PREFIX)?;
-        Sha256::parse_hex(hex).map(|d| RevisionId(d.0))
+        Sha256::parse_hex(hex).map(RevisionId)
     }
 }
 
@@ -476,7 +476,7 @@ impl DeploymentManifest {
     /// The deployment's logical revision. Depends on every field but the
     /// route weight; no clock, randomness, generation or iteration order.
     pub fn revision_id(&self) -> RevisionId {
-        RevisionId(Sha256::of(&self.revision_preimage()).0)
+        RevisionId(Sha256::of(&self.revision_preimage()))
     }
 }
 

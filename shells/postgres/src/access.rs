@@ -73,7 +73,7 @@ use custos_core::catalogue::access::AccessFootprint;
 use custos_core::catalogue::access::{
     self, Access, AccessError, AccessOutcome, AccessRequest, AccessState, Authority, Authorization,
     ClaimDigest, ClaimRow, CredentialRow, Digest, ListingPage, MembershipPage, PrincipalRow, Role,
-    SessionMemberPage, Sha, SigninPage, StoredClaim, StoredCredential, StoredMembership,
+    SessionMemberPage, Sha256, SigninPage, StoredClaim, StoredCredential, StoredMembership,
     StoredPrincipal,
 };
 use custos_core::catalogue::{self, CatalogueError, CatalogueState};
@@ -315,7 +315,7 @@ fn clock_at(r: &Row, col: usize) -> Tx<u64> {
 /// The column of [`AUTHENTICATE_SQL`] holding the server's clock.
 const AUTHENTICATE_CLOCK_COLUMN: usize = CREDENTIAL_COLUMNS + 4;
 
-fn decode_credential(r: &Row) -> Tx<(Sha, CredentialRow)> {
+fn decode_credential(r: &Row) -> Tx<(Sha256, CredentialRow)> {
     let mut c = Cols::new(r, "access_credentials");
     let digest = c.text(0, "digest")?;
     c.row = digest.chars().take(access::FINGERPRINT_LEN).collect();
@@ -537,14 +537,13 @@ fn lock_and_load(
     }
     for sha in &fp.digests {
         push(
-            Stmt::new(Want::Rows, Table::Credentials.select("WHERE digest = $1")).arg(sha.to_hex()),
+            Stmt::new(Want::Rows, Table::Credentials.select("WHERE digest = $1")).arg(sha.hex()),
             Part::Access(Table::Credentials),
         );
     }
     for claim in &fp.claims {
         push(
-            Stmt::new(Want::Rows, Table::Claims.select("WHERE claim = $1"))
-                .arg(claim.sha().to_hex()),
+            Stmt::new(Want::Rows, Table::Claims.select("WHERE claim = $1")).arg(claim.sha().hex()),
             Part::Access(Table::Claims),
         );
     }
@@ -599,7 +598,7 @@ fn load_authority(tx: &mut Transaction<'_>, a: &mut AccessState, digest: &Digest
         tx,
         a,
         "WHERE digest = $1 AND kind = $2",
-        &[&digest.sha().to_hex(), &digest.kind().as_str()],
+        &[&digest.sha().hex(), &digest.kind().as_str()],
     )?;
     for id in access::named_principals(a) {
         load_principals(tx, a, "WHERE principal_id = $1", &[&id])?;
@@ -690,7 +689,7 @@ impl Access for PgCatalogue {
                 .query_alone(
                     "authenticate",
                     AUTHENTICATE_SQL,
-                    &[&digest.sha().to_hex(), &digest.kind().as_str()],
+                    &[&digest.sha().hex(), &digest.kind().as_str()],
                 )
                 .map_err(TxError::from),
         )?;
@@ -745,7 +744,7 @@ impl Access for PgCatalogue {
     fn claim_known(&self, claim: &ClaimDigest) -> Res<bool> {
         self.access_read(|tx| {
             let mut a = AccessState::default();
-            load_claims(tx, &mut a, "WHERE claim = $1", &[&claim.sha().to_hex()])?;
+            load_claims(tx, &mut a, "WHERE claim = $1", &[&claim.sha().hex()])?;
             Ok(a.claim_known(claim))
         })
     }

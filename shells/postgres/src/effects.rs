@@ -6,7 +6,7 @@
 //! core's; this module only names the tables.
 
 use custos_core::catalogue::access::effect::Effect as AccessEffect;
-use custos_core::catalogue::access::{ClaimDigest, ClaimRow, ClaimState, CredentialRow, Sha};
+use custos_core::catalogue::access::{ClaimDigest, ClaimRow, ClaimState, CredentialRow, Sha256};
 use custos_core::catalogue::{Creation, Effect, InitState, Visibility};
 use custos_core::Millis;
 use postgres::types::ToSql;
@@ -232,11 +232,11 @@ pub(crate) fn apply_access(e: &AccessEffect) -> Res {
         ),
         AccessEffect::DeleteClaim(k) => exec(
             "DELETE FROM access_claims WHERE claim = $1",
-            vec![o(k.sha().to_hex())],
+            vec![o(k.sha().hex())],
         ),
         AccessEffect::DeleteCredential(k) => exec(
             "DELETE FROM access_credentials WHERE digest = $1",
-            vec![o(k.to_hex())],
+            vec![o(k.hex())],
         ),
         AccessEffect::DeletePrincipal(k) => exec(
             "DELETE FROM access_principals WHERE principal_id = $1",
@@ -273,7 +273,7 @@ pub(crate) fn apply_access(e: &AccessEffect) -> Res {
     }
 }
 
-fn put_credential(sha: &Sha, c: &CredentialRow) -> Res {
+fn put_credential(sha: &Sha256, c: &CredentialRow) -> Res {
     exec(
         "INSERT INTO access_credentials (digest, kind, principal_id, state, issued_at_ms,
          claimed_at_ms, last_resumed_ms, expires_at_ms, issued_by)
@@ -284,7 +284,7 @@ fn put_credential(sha: &Sha, c: &CredentialRow) -> Res {
          last_resumed_ms = EXCLUDED.last_resumed_ms, expires_at_ms = EXCLUDED.expires_at_ms,
          issued_by = EXCLUDED.issued_by",
         vec![
-            o(sha.to_hex()),
+            o(sha.hex()),
             o(c.kind.as_str().to_owned()),
             o(c.principal.clone()),
             o(c.state.as_str().to_owned()),
@@ -303,7 +303,7 @@ fn put_claim(claim: &ClaimDigest, c: &ClaimRow) -> Res {
         ClaimState::Void => ("void", None, None, None),
         ClaimState::Claimed { digest, at_ms } => (
             "claimed",
-            Some(digest.sha().to_hex()),
+            Some(digest.sha().hex()),
             Some(digest.kind().as_str().to_owned()),
             Some(*at_ms),
         ),
@@ -317,7 +317,7 @@ fn put_claim(claim: &ClaimDigest, c: &ClaimRow) -> Res {
              bound_digest = EXCLUDED.bound_digest, bound_kind = EXCLUDED.bound_kind,
              claimed_at_ms = EXCLUDED.claimed_at_ms",
         vec![
-            o(claim.sha().to_hex()),
+            o(claim.sha().hex()),
             o(c.principal.clone()),
             o(big("claim expires_at_ms", c.expires_at_ms)?),
             o(word.to_owned()),

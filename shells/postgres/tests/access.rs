@@ -626,7 +626,7 @@ fn corrupt_stored_values_fail_the_read_never_absent() {
     let (t, c) = seeded("corrupt");
     let mut raw = client(&t);
     let mut sql = |q: &str| raw.batch_execute(q).unwrap();
-    let own = bearer("own-tok").sha().to_hex();
+    let own = bearer("own-tok").sha().hex();
     // A credential state no grammar knows: the probe fails, not None.
     sql(&format!(
         "UPDATE access_credentials SET state = 'garbage' WHERE digest = '{own}'"
@@ -803,9 +803,9 @@ fn no_plaintext_token_reaches_storage() {
             "{plain} is stored: {text:?}"
         );
     }
-    let hex = tb("owner").sha().to_hex();
+    let hex = tb("owner").sha().hex();
     assert!(text.iter().any(|row| row.contains(&hex)), "{hex} not found");
-    let claim_hex = tk("claim2").sha().to_hex();
+    let claim_hex = tk("claim2").sha().hex();
     assert!(text.iter().any(|row| row.contains(&claim_hex)));
     println!("plaintext search: {} rows, no token found", text.len());
 }

@@ -96,7 +96,7 @@ fn main() {
              FROM access_credentials WHERE digest = ?1 AND kind = ?2",
         )
         .unwrap();
-    let hex: Vec<String> = digests.iter().map(|d| d.sha().to_hex()).collect();
+    let hex: Vec<String> = digests.iter().map(|d| d.sha().hex()).collect();
     let mut k = 0usize;
     let mut next = || {
         k += 1;

@@ -50,7 +50,7 @@ use custos_core::catalogue::access::read::page_window;
 use custos_core::catalogue::access::{
     self, Access, AccessError, AccessFootprint, AccessOutcome, AccessRequest, AccessState,
     Authority, Authorization, ClaimDigest, ClaimRow, CredentialRow, Digest, ListingPage,
-    MembershipPage, PrincipalRow, Role, SessionMemberPage, Sha, SigninPage, StoredClaim,
+    MembershipPage, PrincipalRow, Role, SessionMemberPage, Sha256, SigninPage, StoredClaim,
     StoredCredential, StoredMembership, StoredPrincipal, FINGERPRINT_LEN, PRINCIPAL_ID_LIMIT,
 };
 use custos_core::catalogue::{
@@ -268,7 +268,7 @@ fn decode_principal_at(
     .decode()
 }
 
-fn decode_credential(r: &Row<'_>) -> Res<(Sha, CredentialRow)> {
+fn decode_credential(r: &Row<'_>) -> Res<(Sha256, CredentialRow)> {
     let at = Cell {
         what: "stored credential",
         table: "access_credentials",
@@ -452,10 +452,10 @@ fn load_footprint(tx: &Transaction<'_>, fp: &AccessFootprint) -> Res<CatalogueSt
     }
     let a = &mut s.access;
     for d in &fp.digests {
-        credentials(tx, a, "WHERE digest = ?1", &[&d.to_hex()])?;
+        credentials(tx, a, "WHERE digest = ?1", &[&d.hex()])?;
     }
     for c in &fp.claims {
-        claims(tx, a, "WHERE claim = ?1", &[&c.sha().to_hex()])?;
+        claims(tx, a, "WHERE claim = ?1", &[&c.sha().hex()])?;
     }
     if fp.all_logins {
         credentials(tx, a, "WHERE kind = 'browser'", &[])?;
@@ -473,7 +473,7 @@ fn load_footprint(tx: &Transaction<'_>, fp: &AccessFootprint) -> Res<CatalogueSt
 /// The credential row `digest` names (by hash and kind) and its principal's
 /// row.
 fn probe(conn: &Connection, a: &mut AccessState, digest: &Digest) -> Res<()> {
-    let hex = digest.sha().to_hex();
+    let hex = digest.sha().hex();
     let mut st = conn
         .prepare_cached(AUTHENTICATE_SQL)
         .map_err(db("access-load"))?;
@@ -581,7 +581,7 @@ impl Access for SqliteCatalogue {
     fn claim_known(&self, claim: &ClaimDigest) -> Res<bool> {
         self.access_read(|tx| {
             let mut a = AccessState::default();
-            claims(tx, &mut a, "WHERE claim = ?1", &[&claim.sha().to_hex()])?;
+            claims(tx, &mut a, "WHERE claim = ?1", &[&claim.sha().hex()])?;
             Ok(a.claim_known(claim))
         })
     }

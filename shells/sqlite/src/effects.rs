@@ -4,7 +4,7 @@
 //! are core's; this module only names the tables.
 
 use custos_core::catalogue::access::effect::Effect as AccessEffect;
-use custos_core::catalogue::access::{ClaimDigest, ClaimRow, ClaimState, CredentialRow, Sha};
+use custos_core::catalogue::access::{ClaimDigest, ClaimRow, ClaimState, CredentialRow, Sha256};
 use custos_core::catalogue::{Effect, InitState, Visibility};
 use rusqlite::{params, ToSql, Transaction};
 
@@ -213,12 +213,12 @@ pub(crate) fn apply_access(tx: &Transaction<'_>, e: &AccessEffect) -> rusqlite::
         AccessEffect::DeleteClaim(k) => exec(
             tx,
             "DELETE FROM access_claims WHERE claim = ?1",
-            params![k.sha().to_hex()],
+            params![k.sha().hex()],
         ),
         AccessEffect::DeleteCredential(k) => exec(
             tx,
             "DELETE FROM access_credentials WHERE digest = ?1",
-            params![k.to_hex()],
+            params![k.hex()],
         ),
         AccessEffect::DeletePrincipal(k) => exec(
             tx,
@@ -246,7 +246,7 @@ pub(crate) fn apply_access(tx: &Transaction<'_>, e: &AccessEffect) -> rusqlite::
     }
 }
 
-fn put_credential(tx: &Transaction<'_>, sha: &Sha, c: &CredentialRow) -> rusqlite::Result<()> {
+fn put_credential(tx: &Transaction<'_>, sha: &Sha256, c: &CredentialRow) -> rusqlite::Result<()> {
     exec(
         tx,
         "INSERT INTO access_credentials (digest, kind, principal_id, state, issued_at_ms,
@@ -256,7 +256,7 @@ fn put_credential(tx: &Transaction<'_>, sha: &Sha, c: &CredentialRow) -> rusqlit
          issued_at_ms = ?5, claimed_at_ms = ?6, last_resumed_ms = ?7, expires_at_ms = ?8,
          issued_by = ?9",
         params![
-            sha.to_hex(),
+            sha.hex(),
             c.kind.as_str(),
             c.principal,
             c.state.as_str(),
@@ -275,7 +275,7 @@ fn put_claim(tx: &Transaction<'_>, claim: &ClaimDigest, c: &ClaimRow) -> rusqlit
         ClaimState::Void => ("void", None, None, None),
         ClaimState::Claimed { digest, at_ms } => (
             "claimed",
-            Some(digest.sha().to_hex()),
+            Some(digest.sha().hex()),
             Some(digest.kind().as_str()),
             Some(u64_to_sql(*at_ms)),
         ),
@@ -288,7 +288,7 @@ fn put_claim(tx: &Transaction<'_>, claim: &ClaimDigest, c: &ClaimRow) -> rusqlit
          ON CONFLICT (claim) DO UPDATE SET principal_id = ?2, expires_at_ms = ?3, state = ?4,
              bound_digest = ?5, bound_kind = ?6, claimed_at_ms = ?7",
         params![
-            claim.sha().to_hex(),
+            claim.sha().hex(),
             c.principal,
             u64_to_sql(c.expires_at_ms),
             state,

@@ -298,7 +298,7 @@ fn no_plaintext_token_reaches_any_byte_of_the_catalogue() {
     let p = d.path().join("cat.db");
     let t = |n: &str| format!("PLAINTEXT-TOKEN-{n}-q7Zx9");
     let tokens: Vec<String> = TOKEN_NAMES.iter().map(|n| t(n)).collect();
-    let digest_hex = credential_digest(t("bootstrap").as_bytes()).sha().to_hex();
+    let digest_hex = credential_digest(t("bootstrap").as_bytes()).sha().hex();
     let c = SqliteCatalogue::open(&p).unwrap();
     write_every_path(&c, &t);
     // Every path answered: the owner's login was stamped, then revoked.
@@ -501,7 +501,7 @@ fn stored_values_that_break_their_grammar_read_as_corrupt() {
     let auth = |c: &SqliteCatalogue| c.authenticate(&m, 5).map(|a| format!("{a:?}"));
     let authz = |c: &SqliteCatalogue| c.authorization(&m, "s1", 5).map(|a| format!("{a:?}"));
     let list = |c: &SqliteCatalogue| c.principals_page(None, 10, 5).map(|a| format!("{a:?}"));
-    let hex = m.sha().to_hex();
+    let hex = m.sha().hex();
     for sql in [
         format!("UPDATE access_credentials SET kind = 'bearr' WHERE digest = '{hex}'"),
         format!("UPDATE access_credentials SET state = 'actve' WHERE digest = '{hex}'"),
@@ -591,7 +591,7 @@ fn a_corrupt_row_refuses_a_write_with_nothing_written() {
     let p = d.path().join("cat.db");
     let c = SqliteCatalogue::open(&p).unwrap();
     owner_and_member(&c);
-    let hex = credential_digest(b"member-token").sha().to_hex();
+    let hex = credential_digest(b"member-token").sha().hex();
     raw(&p)
         .execute(
             &format!("UPDATE access_credentials SET kind = 'bearr' WHERE digest = '{hex}'"),

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ClaimDigest, ClaimRow, CredentialRow, PrincipalRow, Role, Sha};
+use super::{ClaimDigest, ClaimRow, CredentialRow, PrincipalRow, Role, Sha256};
 use crate::catalogue::CatalogueState;
 
 /// One row write of the access plane.
@@ -35,13 +35,13 @@ pub enum Effect {
     /// Remove a claim row.
     DeleteClaim(ClaimDigest),
     /// Remove a credential row.
-    DeleteCredential(Sha),
+    DeleteCredential(Sha256),
     /// Remove a principal row.
     DeletePrincipal(String),
     /// Insert or replace a principal row.
     PutPrincipal(String, PrincipalRow),
     /// Insert or replace a credential row.
-    PutCredential(Sha, CredentialRow),
+    PutCredential(Sha256, CredentialRow),
     /// Insert or replace a claim row.
     PutClaim(ClaimDigest, ClaimRow),
     /// Insert or replace a membership row.

@@ -10,8 +10,8 @@
 
 use super::{
     is_fingerprint, is_principal_id, valid_name, AccessError, ClaimDigest, ClaimRow, ClaimState,
-    CredentialKind, CredentialRow, CredentialState, Digest, PrincipalKind, PrincipalRow, Role, Sha,
-    FINGERPRINT_LEN,
+    CredentialKind, CredentialRow, CredentialState, Digest, PrincipalKind, PrincipalRow, Role,
+    Sha256, FINGERPRINT_LEN,
 };
 use crate::catalogue::is_session_id;
 
@@ -42,8 +42,8 @@ impl At<'_> {
         parse(w).ok_or_else(|| self.fail(col, format!("unknown value {w:?}")))
     }
 
-    fn sha(&self, col: &str, hex: &str) -> Result<Sha, AccessError> {
-        Sha::from_hex(hex).ok_or_else(|| {
+    fn sha(&self, col: &str, hex: &str) -> Result<Sha256, AccessError> {
+        Sha256::parse_hex(hex).ok_or_else(|| {
             let head: String = hex.chars().take(FINGERPRINT_LEN).collect();
             self.fail(
                 col,
@@ -121,7 +121,7 @@ pub struct StoredCredential {
 impl StoredCredential {
     /// The credential: 64-hex digest, known kind and state, a principal id
     /// and an issuer fingerprint in their grammars.
-    pub fn decode(self) -> Result<(Sha, CredentialRow), AccessError> {
+    pub fn decode(self) -> Result<(Sha256, CredentialRow), AccessError> {
         let at = At {
             what: "stored credential",
             table: "access_credentials",

@@ -126,11 +126,11 @@ fn a_member_holding_a_credential_binds_no_claim() {
 fn digest_debug_shows_only_a_fingerprint() {
     let d = bearer("secret-token");
     let shown = format!("{d:?} {:?}", claim_digest(b"secret-token"));
-    assert!(!shown.contains(&d.sha().to_hex()));
+    assert!(!shown.contains(&d.sha().hex()));
     assert!(shown.contains(&d.fingerprint()));
-    assert_eq!(Sha::from_hex(&d.sha().to_hex()), Some(*d.sha()));
-    assert_eq!(Sha::from_hex("zz"), None);
-    assert_eq!(Sha::from_hex(&"A".repeat(64)), None);
+    assert_eq!(Sha256::parse_hex(&d.sha().hex()), Some(*d.sha()));
+    assert_eq!(Sha256::parse_hex("zz"), None);
+    assert_eq!(Sha256::parse_hex(&"A".repeat(64)), None);
 }
 
 // ---- footprint: a partial state decides as the whole state does ----
@@ -471,7 +471,7 @@ proptest! {
     #[test]
     fn a_tombstone_is_never_reactivated(reqs in arb_stream()) {
         let mut s = with_sessions(&["s0", "s1"]);
-        let mut revoked: BTreeSet<Sha> = BTreeSet::new();
+        let mut revoked: BTreeSet<Sha256> = BTreeSet::new();
         for req in &reqs {
             let _ = run(&mut s, req.clone());
             for (sha, c) in &s.access.credentials {
