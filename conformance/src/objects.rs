@@ -259,7 +259,8 @@ pub fn only_content_addresses_beneath_the_root_are_served<X: ObjectFixture>(fx: 
         &d,
     )
     .unwrap();
-    let malformed = NormalizedUri::parse(&format!("{}/sha256/zz/{d}", root.as_str())).unwrap();
+    let malformed =
+        NormalizedUri::parse(&format!("{}/sha256/zz/{}", root.as_str(), d.hex())).unwrap();
     for uri in [elsewhere, root.clone(), malformed] {
         assert_eq!(s.probe(&uri), Err(ObjectError::NotServed), "{uri}");
         assert_eq!(

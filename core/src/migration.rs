@@ -207,6 +207,7 @@ pub struct Run {
     pub migration_id: Name,
     /// The plan this run drives: held by the caller on a retry, or frozen
     /// in this run.
+    #[serde(with = "crate::digest::bare::option")]
     pub plan: Option<Digest>,
     /// Preflight passed in this run.
     pub validated: bool,
@@ -281,6 +282,7 @@ pub struct WorldFloor {
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct StagedControl {
     /// The staged snapshot's digest.
+    #[serde(with = "crate::digest::bare")]
     pub snapshot_digest: Digest,
     /// Floors, one per World in plan order.
     pub floors: Vec<WorldFloor>,
@@ -292,6 +294,7 @@ pub struct Reservation {
     /// The exact reserved plan (rehydrated after activation).
     pub plan: Plan,
     /// Its digest.
+    #[serde(with = "crate::digest::bare")]
     pub plan_digest: Digest,
     /// When it was reserved.
     pub reserved_at: Millis,
@@ -302,6 +305,7 @@ pub struct Reservation {
     /// Per table of `plan.tables`.
     pub tables: Vec<TableState>,
     /// The source-stability digest, once the recheck passed.
+    #[serde(with = "crate::digest::bare::option")]
     pub source_stability: Option<Digest>,
     /// The staged control bundle.
     pub control: Option<StagedControl>,
@@ -405,10 +409,12 @@ pub enum CommitReply {
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct SourceObservation {
     /// The recaptured control snapshot digest.
+    #[serde(with = "crate::digest::bare")]
     pub control_digest: Digest,
     /// Every table's current snapshot, sorted by name.
     pub tables: Vec<(Name, u64)>,
     /// The recaptured Artifact inventory digest.
+    #[serde(with = "crate::digest::bare")]
     pub inventory_digest: Digest,
     /// Every World's current source fence epoch, sorted by name.
     pub world_epochs: Vec<(Name, Epoch)>,
@@ -508,6 +514,7 @@ pub enum Request {
     /// or the read-back after copying).
     Object {
         /// The object.
+        #[serde(with = "crate::digest::bare")]
         sha256: Digest,
         /// The verified facts of the bytes found, if any.
         found: Option<ObjectFacts>,
@@ -542,6 +549,7 @@ pub enum Request {
     /// Step 9: stage the control bundle whose snapshot has this digest.
     StageControl {
         /// The staged snapshot's digest.
+        #[serde(with = "crate::digest::bare")]
         snapshot_digest: Digest,
     },
     /// Step 10: activate World discovery.
@@ -592,6 +600,7 @@ pub enum Outcome {
     /// The plan is accepted for this run.
     Frozen {
         /// Its digest.
+        #[serde(with = "crate::digest::bare")]
         plan_digest: Digest,
     },
     /// The plan is reserved; `resumed` when the reservation already existed.
@@ -624,6 +633,7 @@ pub enum Outcome {
     /// Cold verification recorded.
     ColdVerified {
         /// The evidence digest.
+        #[serde(with = "crate::digest::bare")]
         evidence_digest: Digest,
     },
     /// The receipt is durably complete. On a repeat it is the exact stored
@@ -704,8 +714,8 @@ pub enum MigrationError {
     #[error("destination-not-empty: {0}; choose an empty or new directory")]
     DestinationForeign(String),
     /// A destination object whose bytes conflict with its content address.
-    #[error("destination-object-conflict: {0}")]
-    ObjectConflict(Digest),
+    #[error("destination-object-conflict: {d0_hex}", d0_hex = .0.hex())]
+    ObjectConflict(#[serde(with = "crate::digest::bare")] Digest),
     /// A request that is not the legal next step.
     #[error("out-of-order: expected {expected:?}, got {got:?}")]
     OutOfOrder {
@@ -1291,7 +1301,7 @@ fn object_found(
         .objects
         .iter()
         .position(|o| o.sha256 == *sha256)
-        .ok_or_else(|| MigrationError::UnknownItem(sha256.to_string()))?;
+        .ok_or_else(|| MigrationError::UnknownItem(sha256.hex()))?;
     let planned = r.plan.artifacts.objects.get(i);
     let recorded = r.objects.get(i) == Some(&true);
     match found {

@@ -1,9 +1,59 @@
-//! A call row as a backend reads it back, checked here once: a backend
-//! decodes each column's type and byte bound (and its own integer
-//! encoding) and hands the columns to [`StoredCall::decode`], which holds
-//! every rule that ties them together.
+//! The ledger's rows as a backend stores and reads them back, written here
+//! once: a call row's columns ([`StoredCall::decode`] holds every rule that
+//! ties them together) and a scope state's stored forms
+//! ([`ScopeState::to_stored`], [`ScopeState::to_stored_text`] and their
+//! inverses). A backend decodes each column's type and byte bound (and its
+//! own integer encoding) and nothing else.
 
-use super::{CallRow, Digest, LedgerError, RequestId, RowState, Tool};
+use super::{CallRow, CloseOutcome, Digest, LedgerError, RequestId, RowState, ScopeState, Tool};
+
+impl ScopeState {
+    /// The stored form: a state word (`open`, `closing`, `closed`) and,
+    /// for a closed scope only, its close outcome (0: every call retired;
+    /// `n > 0`: `n` calls left terminal or unknown).
+    pub fn to_stored(self) -> (&'static str, Option<u64>) {
+        match self {
+            ScopeState::Open => ("open", None),
+            ScopeState::Closing => ("closing", None),
+            ScopeState::Closed(CloseOutcome::AllRetired) => ("closed", Some(0)),
+            ScopeState::Closed(CloseOutcome::UnknownCleanup(n)) => ("closed", Some(n)),
+        }
+    }
+
+    /// The inverse of [`ScopeState::to_stored`]; `None` for any other
+    /// combination (a word no state has, an outcome beside an open scope,
+    /// a closed scope without one).
+    pub fn from_stored(state: &str, outcome: Option<u64>) -> Option<ScopeState> {
+        match (state, outcome) {
+            ("open", None) => Some(ScopeState::Open),
+            ("closing", None) => Some(ScopeState::Closing),
+            ("closed", Some(0)) => Some(ScopeState::Closed(CloseOutcome::AllRetired)),
+            ("closed", Some(n)) => Some(ScopeState::Closed(CloseOutcome::UnknownCleanup(n))),
+            _ => None,
+        }
+    }
+
+    /// The one-text form a release log keeps: the word, or `word:n` with
+    /// the outcome in decimal.
+    pub fn to_stored_text(self) -> String {
+        match self.to_stored() {
+            (state, None) => state.to_owned(),
+            (state, Some(n)) => format!("{state}:{n}"),
+        }
+    }
+
+    /// The inverse of [`ScopeState::to_stored_text`] (the outcome exactly
+    /// as written: decimal digits, no sign).
+    pub fn from_stored_text(text: &str) -> Option<ScopeState> {
+        match text.split_once(':') {
+            None => Self::from_stored(text, None),
+            Some((state, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+                Self::from_stored(state, Some(n.parse().ok()?))
+            }
+            Some(_) => None,
+        }
+    }
+}
 
 /// The columns of one `ledger_calls` row, as stored.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,6 +120,40 @@ impl StoredCall {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scope_state_reads_back_from_its_stored_forms_and_nothing_else_does() {
+        for s in [
+            ScopeState::Open,
+            ScopeState::Closing,
+            ScopeState::Closed(CloseOutcome::AllRetired),
+            ScopeState::Closed(CloseOutcome::UnknownCleanup(3)),
+            ScopeState::Closed(CloseOutcome::UnknownCleanup(u64::MAX)),
+        ] {
+            let (w, o) = s.to_stored();
+            assert_eq!(ScopeState::from_stored(w, o), Some(s));
+            assert_eq!(ScopeState::from_stored_text(&s.to_stored_text()), Some(s));
+        }
+        for (w, o) in [
+            ("open", Some(0)),
+            ("closing", Some(1)),
+            ("closed", None),
+            ("gone", None),
+        ] {
+            assert_eq!(ScopeState::from_stored(w, o), None, "{w} {o:?}");
+        }
+        for t in [
+            "closed",
+            "closed:",
+            "closed:-1",
+            "closed:+1",
+            "open:0",
+            "closed:1x",
+            "x:1",
+        ] {
+            assert_eq!(ScopeState::from_stored_text(t), None, "{t}");
+        }
+    }
 
     fn call(
         state: &str,

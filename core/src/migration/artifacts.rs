@@ -103,6 +103,7 @@ pub struct Occurrence {
     /// The tick it is attributed to, if any.
     pub tick: Option<u64>,
     /// SHA-256 of the object (its content address).
+    #[serde(with = "crate::digest::bare")]
     pub sha256: Digest,
     /// XXH3-64 of the object.
     pub xxh3_64: u64,
@@ -186,7 +187,7 @@ impl Occurrence {
 /// path `/`). Fails only when the result would exceed
 /// [`super::MAX_URI_LEN`]: such a root can hold no object.
 pub fn content_address(root: &NormalizedUri, sha256: &Digest) -> Result<NormalizedUri, DataError> {
-    let hex = sha256.to_string();
+    let hex = sha256.hex();
     let fan = hex.get(..2).unwrap_or_default();
     let base = root.as_str().strip_suffix('/').unwrap_or(root.as_str());
     NormalizedUri::parse(&format!("{base}/{CONTENT_DIR}/{fan}/{hex}"))
@@ -200,7 +201,7 @@ pub fn addressed_digest(root: &NormalizedUri, uri: &NormalizedUri) -> Option<Dig
         return None;
     }
     let last = uri.path().rsplit('/').next()?;
-    let digest = Digest::parse_hex(last).ok()?;
+    let digest = Digest::parse_hex(last)?;
     let expected = content_address(root, &digest).ok()?;
     (expected == *uri).then_some(digest)
 }
@@ -597,7 +598,9 @@ impl fmt::Display for Found {
             Found::Facts(o) => write!(
                 f,
                 "an object of {} bytes, sha256 {}, xxh3-64 {:016x}",
-                o.size, o.sha256, o.xxh3_64
+                o.size,
+                o.sha256.hex(),
+                o.xxh3_64
             ),
             Found::Longer => f.write_str("an object longer than expected"),
             Found::Entry(e) => write!(f, "{e}"),
@@ -663,7 +666,7 @@ pub enum RelocationError {
         expected: NormalizedUri,
     },
     /// No object at a source content address.
-    #[error("artifact-object-missing: artifact {artifact_id}: no object at {uri} (sha256 {sha256}) at the {side}")]
+    #[error("artifact-object-missing: artifact {artifact_id}: no object at {uri} (sha256 {sha256_hex}) at the {side}", sha256_hex = .sha256.hex())]
     ObjectMissing {
         /// Where.
         side: Side,
@@ -675,7 +678,7 @@ pub enum RelocationError {
         sha256: Digest,
     },
     /// A symbolic link, directory or other entry at a content address.
-    #[error("artifact-object-not-regular-file: artifact {artifact_id}: {uri} (sha256 {sha256}) at the {side} is {found}; content objects must be regular files")]
+    #[error("artifact-object-not-regular-file: artifact {artifact_id}: {uri} (sha256 {sha256_hex}) at the {side} is {found}; content objects must be regular files", sha256_hex = .sha256.hex())]
     NotRegularFile {
         /// Where.
         side: Side,
@@ -689,7 +692,7 @@ pub enum RelocationError {
         found: Entry,
     },
     /// The object's size differs from a row's.
-    #[error("artifact-size-mismatch: artifact {artifact_id}: {uri} (sha256 {sha256}) has {}, the row says {expected}", size_text(found))]
+    #[error("artifact-size-mismatch: artifact {artifact_id}: {uri} (sha256 {sha256_hex}) has {}, the row says {expected}", size_text(found), sha256_hex = .sha256.hex())]
     SizeMismatch {
         /// The row.
         artifact_id: Name,
@@ -704,7 +707,7 @@ pub enum RelocationError {
         found: Option<u64>,
     },
     /// The object's SHA-256 differs from a row's.
-    #[error("artifact-sha256-mismatch: artifact {artifact_id}: {uri} hashes to sha256 {found}, the row says {expected}")]
+    #[error("artifact-sha256-mismatch: artifact {artifact_id}: {uri} hashes to sha256 {found_hex}, the row says {expected_hex}", expected_hex = .expected.hex(), found_hex = .found.hex())]
     Sha256Mismatch {
         /// The row.
         artifact_id: Name,
@@ -716,7 +719,7 @@ pub enum RelocationError {
         found: Digest,
     },
     /// The object's XXH3-64 differs from a row's.
-    #[error("artifact-xxh3-mismatch: artifact {artifact_id}: {uri} (sha256 {sha256}) hashes to xxh3-64 {found:016x}, the row says {expected:016x}")]
+    #[error("artifact-xxh3-mismatch: artifact {artifact_id}: {uri} (sha256 {sha256_hex}) hashes to xxh3-64 {found:016x}, the row says {expected:016x}", sha256_hex = .sha256.hex())]
     Xxh3Mismatch {
         /// The row.
         artifact_id: Name,
@@ -731,7 +734,7 @@ pub enum RelocationError {
     },
     /// Bytes that do not verify already at a destination content address:
     /// never overwritten.
-    #[error("artifact-destination-conflict: artifact {artifact_id}: the destination {uri} (sha256 {sha256}) already holds {found}; it is not overwritten")]
+    #[error("artifact-destination-conflict: artifact {artifact_id}: the destination {uri} (sha256 {sha256_hex}) already holds {found}; it is not overwritten", sha256_hex = .sha256.hex())]
     DestinationConflict {
         /// The first row referencing the object.
         artifact_id: Name,
@@ -743,7 +746,7 @@ pub enum RelocationError {
         found: Found,
     },
     /// The copied object does not read back as the verified one.
-    #[error("artifact-readback-mismatch: artifact {artifact_id}: the destination {uri} (sha256 {sha256}) reads back as {found}")]
+    #[error("artifact-readback-mismatch: artifact {artifact_id}: the destination {uri} (sha256 {sha256_hex}) reads back as {found}", sha256_hex = .sha256.hex())]
     ReadbackMismatch {
         /// The first row referencing the object.
         artifact_id: Name,

@@ -132,7 +132,7 @@ impl ControlSnapshot {
 
     /// SHA-256 over a domain prefix and the canonical bytes.
     pub fn digest(&self) -> Digest {
-        Digest::domain(SNAPSHOT_DOMAIN, &self.canonical())
+        crate::migration::data::domain(SNAPSHOT_DOMAIN, &self.canonical())
     }
 
     /// Decodes a snapshot, refusing oversized, malformed, non-canonical or

@@ -19,7 +19,6 @@
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest as _, Sha256};
 use thiserror::Error;
 
 use crate::fence::{self, Epoch};
@@ -76,11 +75,13 @@ pub enum DataError {
     #[error("non-canonical-encoding: re-encoding differs from the input")]
     NonCanonical,
     /// A stored digest that does not match the recomputed one.
-    #[error("digest-mismatch: stored {stored}, computed {computed}")]
+    #[error("digest-mismatch: stored {stored_hex}, computed {computed_hex}", stored_hex = .stored.hex(), computed_hex = .computed.hex())]
     DigestMismatch {
         /// The digest found in the input.
+        #[serde(with = "crate::digest::bare")]
         stored: Digest,
         /// The digest of the decoded value.
+        #[serde(with = "crate::digest::bare")]
         computed: Digest,
     },
     /// The value decodes but breaks a structural rule of its type.
@@ -214,73 +215,15 @@ impl From<Name> for String {
     }
 }
 
-/// A SHA-256 digest; serialized as 64 lowercase hex digits.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
-#[serde(try_from = "String", into = "String")]
-pub struct Digest(pub [u8; 32]);
+/// The one digest type ([`crate::digest::Sha256`]), under the name the
+/// migration has always used. Migration formats (plans, receipts,
+/// evidence, rows) store it as its bare 64 lowercase hex digits
+/// ([`crate::digest::bare`]); messages print [`Sha256::hex`](crate::digest::Sha256::hex).
+pub use crate::digest::Sha256 as Digest;
 
-impl Digest {
-    /// SHA-256 of `bytes`.
-    pub fn of(bytes: &[u8]) -> Self {
-        Digest(Sha256::digest(bytes).into())
-    }
-
-    /// SHA-256 of a domain prefix followed by `bytes`.
-    pub(crate) fn domain(domain: &[u8], bytes: &[u8]) -> Self {
-        let mut h = Sha256::new();
-        h.update(domain);
-        h.update(bytes);
-        Digest(h.finalize().into())
-    }
-
-    /// Parses 64 lowercase hex digits.
-    pub fn parse_hex(s: &str) -> Result<Self, DataError> {
-        crate::hex::decode::<32>(s)
-            .map(Digest)
-            .ok_or(DataError::InvalidDigest)
-    }
-}
-
-impl fmt::Display for Digest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&crate::hex::encode(self.0))
-    }
-}
-
-/// The wire form: 64 lowercase hex digits (a derive would describe a byte
-/// array).
-#[cfg(feature = "schema")]
-impl schemars::JsonSchema for Digest {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Digest".into()
-    }
-
-    fn schema_id() -> std::borrow::Cow<'static, str> {
-        "custos_core::migration::data::Digest".into()
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({
-            "description": "A SHA-256 digest: 64 lowercase hex digits (no prefix).",
-            "type": "string",
-            "pattern": "^[0-9a-f]{64}$"
-        })
-    }
-}
-
-impl TryFrom<String> for Digest {
-    type Error = DataError;
-    fn try_from(value: String) -> Result<Self, Self::Error> {
-        Digest::parse_hex(&value)
-    }
-}
-
-impl From<Digest> for String {
-    fn from(value: Digest) -> Self {
-        value.to_string()
-    }
+/// SHA-256 of a domain prefix followed by `bytes`.
+pub(crate) fn domain(domain: &[u8], bytes: &[u8]) -> Digest {
+    Digest::of_parts(&[domain, bytes])
 }
 
 /// A normalized, credential-free URI identity: `scheme://authority/path`
@@ -483,7 +426,7 @@ pub struct StorageIdentity {
 impl StorageIdentity {
     /// A digest of the identity (the receipt's storage fingerprint).
     pub fn fingerprint(&self) -> Digest {
-        Digest::domain(b"custos.migration.identity.v1\0", &canonical_bytes(self))
+        crate::migration::data::domain(b"custos.migration.identity.v1\0", &canonical_bytes(self))
     }
 }
 
@@ -510,6 +453,8 @@ pub struct TableFacts {
     /// The snapshot read (physical; may differ at the destination).
     pub snapshot: u64,
     /// The logical-schema fingerprint.
+    #[serde(with = "crate::digest::bare")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::digest::bare::BareHex"))]
     pub schema_fingerprint: Digest,
     /// The fingerprint of the table's partition spec, sort order and
     /// owner's properties ([`super::metadata::TableMetadata::fingerprint`]).
@@ -520,10 +465,14 @@ pub struct TableFacts {
                                 owner's properties."
         )
     )]
+    #[serde(with = "crate::digest::bare")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::digest::bare::BareHex"))]
     pub metadata_fingerprint: Digest,
     /// The row count.
     pub rows: u64,
     /// The deterministic, order-independent content digest.
+    #[serde(with = "crate::digest::bare")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::digest::bare::BareHex"))]
     pub content_digest: Digest,
 }
 
@@ -578,6 +527,8 @@ pub struct TablePlan {
     pub source: TableFacts,
     /// The content digest the destination must reproduce: equal to the
     /// source's except for `artifact_files`, whose `object_uri` is relocated.
+    #[serde(with = "crate::digest::bare")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::digest::bare::BareHex"))]
     pub destination_content_digest: Digest,
 }
 
@@ -599,6 +550,8 @@ impl TablePlan {
 #[serde(deny_unknown_fields)]
 pub struct ObjectFacts {
     /// SHA-256 of the bytes (the content address).
+    #[serde(with = "crate::digest::bare")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::digest::bare::BareHex"))]
     pub sha256: Digest,
     /// XXH3-64 of the bytes.
     pub xxh3_64: u64,
@@ -621,7 +574,7 @@ pub struct ArtifactPlan {
 impl ArtifactPlan {
     /// The inventory digest: binds every object and the occurrence count.
     pub fn inventory_digest(&self) -> Digest {
-        Digest::domain(b"custos.migration.inventory.v1\0", &canonical_bytes(self))
+        crate::migration::data::domain(b"custos.migration.inventory.v1\0", &canonical_bytes(self))
     }
 
     /// Total bytes of the distinct objects (saturating).
@@ -663,6 +616,8 @@ impl WorldPlan {
 #[serde(deny_unknown_fields)]
 pub struct ControlPlan {
     /// Digest of the typed, versioned control snapshot.
+    #[serde(with = "crate::digest::bare")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::digest::bare::BareHex"))]
     pub snapshot_digest: Digest,
     /// Control records in the snapshot.
     pub records: u64,
@@ -790,7 +745,7 @@ impl Plan {
 
     /// The plan digest: SHA-256 over a domain prefix and the canonical bytes.
     pub fn digest(&self) -> Digest {
-        Digest::domain(PLAN_DOMAIN, &self.canonical())
+        crate::migration::data::domain(PLAN_DOMAIN, &self.canonical())
     }
 
     /// Decodes a plan, refusing oversized, malformed, non-canonical or
@@ -847,7 +802,7 @@ pub(crate) fn decode_canonical<T: Serialize + for<'de> Deserialize<'de>>(
 /// Evidence digest of any canonical evidence value (observations, cold
 /// verification).
 pub fn evidence_digest<T: Serialize>(value: &T) -> Digest {
-    Digest::domain(EVIDENCE_DOMAIN, &canonical_bytes(value))
+    crate::migration::data::domain(EVIDENCE_DOMAIN, &canonical_bytes(value))
 }
 
 /// The per-table line of a receipt.
@@ -864,15 +819,23 @@ pub struct TableReceipt {
     /// Destination snapshot identity.
     pub destination_snapshot: u64,
     /// Logical-schema fingerprint.
+    #[serde(with = "crate::digest::bare")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::digest::bare::BareHex"))]
     pub schema_fingerprint: Digest,
     /// Fingerprint of the partition spec, sort order and owner's
     /// properties, the same at both ends.
+    #[serde(with = "crate::digest::bare")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::digest::bare::BareHex"))]
     pub metadata_fingerprint: Digest,
     /// Row count.
     pub rows: u64,
     /// Source content digest.
+    #[serde(with = "crate::digest::bare")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::digest::bare::BareHex"))]
     pub source_content_digest: Digest,
     /// Destination (relocated) content digest.
+    #[serde(with = "crate::digest::bare")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::digest::bare::BareHex"))]
     pub destination_content_digest: Digest,
 }
 
@@ -888,6 +851,8 @@ pub struct ArtifactReceipt {
     /// Bytes read back and verified.
     pub verified_bytes: u64,
     /// The inventory digest.
+    #[serde(with = "crate::digest::bare")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::digest::bare::BareHex"))]
     pub inventory_digest: Digest,
 }
 
@@ -912,6 +877,8 @@ pub struct ControlReceipt {
     /// Writer-fence floors imported.
     pub fence_floors: u64,
     /// The control snapshot digest.
+    #[serde(with = "crate::digest::bare")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::digest::bare::BareHex"))]
     pub snapshot_digest: Digest,
     /// Activation status.
     pub activation: Activation,
@@ -954,6 +921,7 @@ pub enum Resume {
 #[serde(deny_unknown_fields)]
 pub struct ColdEvidence {
     /// The plan the verifier checked against.
+    #[serde(with = "crate::digest::bare")]
     pub plan_digest: Digest,
     /// Worlds discovered at the destination.
     pub worlds_discovered: u64,
@@ -979,6 +947,7 @@ pub struct ColdEvidence {
 #[serde(deny_unknown_fields)]
 pub struct ObjectMismatch {
     /// The planned object's SHA-256 (its content address).
+    #[serde(with = "crate::digest::bare")]
     pub sha256: Digest,
     /// The address the verifier read.
     pub uri: NormalizedUri,
@@ -1006,6 +975,8 @@ pub enum ObjectFound {
 #[serde(deny_unknown_fields)]
 pub struct ColdReceipt {
     /// Digest of the cold evidence.
+    #[serde(with = "crate::digest::bare")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::digest::bare::BareHex"))]
     pub evidence_digest: Digest,
     /// The resume exercise.
     pub resume: Resume,
@@ -1031,12 +1002,20 @@ pub struct Receipt {
     /// When the receipt was completed (caller's clock).
     pub completed_at: Millis,
     /// Source storage fingerprint.
+    #[serde(with = "crate::digest::bare")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::digest::bare::BareHex"))]
     pub source_fingerprint: Digest,
     /// Destination storage fingerprint.
+    #[serde(with = "crate::digest::bare")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::digest::bare::BareHex"))]
     pub destination_fingerprint: Digest,
     /// The plan digest.
+    #[serde(with = "crate::digest::bare")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::digest::bare::BareHex"))]
     pub plan_digest: Digest,
     /// The source-stability (recheck) digest.
+    #[serde(with = "crate::digest::bare")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::digest::bare::BareHex"))]
     pub source_stability_digest: Digest,
     /// Every table, sorted by name.
     #[cfg_attr(feature = "schema", schemars(length(max = MAX_ITEMS)))]
@@ -1072,7 +1051,7 @@ impl Receipt {
     /// The receipt digest: SHA-256 over a domain prefix and the canonical
     /// bytes of the complete receipt.
     pub fn digest(&self) -> Digest {
-        Digest::domain(RECEIPT_DOMAIN, &canonical_bytes(self))
+        crate::migration::data::domain(RECEIPT_DOMAIN, &canonical_bytes(self))
     }
 }
 
@@ -1095,6 +1074,8 @@ pub struct StoredReceipt {
     /// The receipt.
     pub receipt: Receipt,
     /// Its digest.
+    #[serde(with = "crate::digest::bare")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::digest::bare::BareHex"))]
     pub digest: Digest,
 }
 

@@ -215,7 +215,7 @@ pub fn occurrence_row(w: &mut RowWriter, o: &Occurrence) {
         Some(t) => w.int(i128::from(t)),
         None => w.null(),
     }
-    w.utf8(&o.sha256.to_string());
+    w.utf8(&o.sha256.hex());
     w.int(i128::from(o.xxh3_64));
     w.int(i128::from(o.size));
     w.utf8(&o.media_type);
@@ -497,7 +497,8 @@ impl TableStore for MemoryTableStore {
                     table: name.as_str().to_owned(),
                     detail: format!(
                         "an existing table of schema {} and metadata {} is not the source's",
-                        t.schema, t.metadata
+                        t.schema.hex(),
+                        t.metadata.hex()
                     ),
                 });
             }

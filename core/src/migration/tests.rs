@@ -601,11 +601,7 @@ fn receipt_decoder_refuses_missing_noncanonical_and_digest_invalid() {
         StoredReceipt::decode(missing.as_bytes()),
         Err(DataError::Malformed(_))
     ));
-    let upper = text.replacen(
-        &stored.digest.to_string(),
-        &stored.digest.to_string().to_uppercase(),
-        1,
-    );
+    let upper = text.replacen(&stored.digest.hex(), &stored.digest.hex().to_uppercase(), 1);
     assert!(StoredReceipt::decode(upper.as_bytes()).is_err());
     let tampered = text.replacen("\"rows\":3", "\"rows\":4", 1);
     assert!(matches!(
@@ -913,7 +909,7 @@ fn cold_evidence_names_the_world_and_the_object_that_do_not_verify() {
     );
     assert_eq!(
         found[1].to_string(),
-        format!("object {} at {uri}: missing", object.sha256)
+        format!("object {} at {uri}: missing", object.sha256.hex())
     );
     // A named failure refuses even when the counts look complete.
     let mut listed = e;
@@ -1628,7 +1624,7 @@ fn the_receipt_binds_each_identity_and_counts_every_verified_byte() {
     assert_ne!(receipt.source_fingerprint, receipt.destination_fingerprint);
     assert_eq!(
         receipt.source_fingerprint,
-        Digest::domain(
+        crate::migration::data::domain(
             b"custos.migration.identity.v1\0",
             &data::canonical_bytes(src)
         )

@@ -70,11 +70,13 @@ impl fmt::Display for VerifyMode {
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Discrepancy {
     /// The evidence answers another plan than the reserved one.
-    #[error("the evidence is for plan {found}, not the reserved plan {expected}")]
+    #[error("the evidence is for plan {found_hex}, not the reserved plan {expected_hex}", expected_hex = .expected.hex(), found_hex = .found.hex())]
     OtherPlan {
         /// The reserved plan's digest.
+        #[serde(with = "crate::digest::bare")]
         expected: Digest,
         /// The plan digest the evidence names.
+        #[serde(with = "crate::digest::bare")]
         found: Digest,
     },
     /// A planned World the destination does not discover as active.
@@ -98,25 +100,29 @@ pub enum Discrepancy {
         table: Name,
     },
     /// A table whose logical-schema fingerprint is not the plan's.
-    #[error("table {table}: schema fingerprint {found}, the plan's is {expected}")]
+    #[error("table {table}: schema fingerprint {found_hex}, the plan's is {expected_hex}", expected_hex = .expected.hex(), found_hex = .found.hex())]
     TableSchemaFingerprint {
         /// The table.
         table: Name,
         /// The plan's fingerprint.
+        #[serde(with = "crate::digest::bare")]
         expected: Digest,
         /// The destination's.
+        #[serde(with = "crate::digest::bare")]
         found: Digest,
     },
     /// A table whose partition spec, sort order or owner's properties are
     /// not the plan's ([`super::metadata`]): a destination that lost its
     /// partitioning, say.
-    #[error("table {table}: metadata fingerprint {found} (partition spec, sort order, properties), the plan's is {expected}")]
+    #[error("table {table}: metadata fingerprint {found_hex} (partition spec, sort order, properties), the plan's is {expected_hex}", expected_hex = .expected.hex(), found_hex = .found.hex())]
     TableMetadataFingerprint {
         /// The table.
         table: Name,
         /// The plan's fingerprint.
+        #[serde(with = "crate::digest::bare")]
         expected: Digest,
         /// The destination's.
+        #[serde(with = "crate::digest::bare")]
         found: Digest,
     },
     /// A table whose row count is not the plan's.
@@ -130,13 +136,15 @@ pub enum Discrepancy {
         found: u64,
     },
     /// A table whose content digest is not the plan's destination digest.
-    #[error("table {table}: content digest {found}, the plan's is {expected}")]
+    #[error("table {table}: content digest {found_hex}, the plan's is {expected_hex}", expected_hex = .expected.hex(), found_hex = .found.hex())]
     TableContentDigest {
         /// The table.
         table: Name,
         /// The plan's destination content digest.
+        #[serde(with = "crate::digest::bare")]
         expected: Digest,
         /// The destination's.
+        #[serde(with = "crate::digest::bare")]
         found: Digest,
     },
     /// A table the evidence reports that the plan does not list.
@@ -150,9 +158,10 @@ pub enum Discrepancy {
     #[error("the evidence lists the plan's tables out of order or twice")]
     TableOrder,
     /// A planned object whose bytes at the destination do not verify.
-    #[error("object {sha256} at {uri}: {}", object_detail(.expected, .found))]
+    #[error("object {sha256_hex} at {uri}: {}", object_detail(.expected, .found), sha256_hex = .sha256.hex())]
     Object {
         /// The object's SHA-256 (its content address).
+        #[serde(with = "crate::digest::bare")]
         sha256: Digest,
         /// The address read.
         uri: NormalizedUri,
@@ -203,7 +212,7 @@ fn object_detail(expected: &ObjectFacts, found: &ObjectFound) -> String {
                 parts.push(format!("size {}, the plan's is {}", f.size, expected.size));
             }
             if f.sha256 != expected.sha256 {
-                parts.push(format!("sha256 {}", f.sha256));
+                parts.push(format!("sha256 {}", f.sha256.hex()));
             }
             if f.xxh3_64 != expected.xxh3_64 {
                 parts.push(format!(
@@ -272,11 +281,13 @@ impl fmt::Display for ColdFailure {
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum ReceiptMismatch {
     /// The receipt's digest does not bind its content.
-    #[error("the receipt's digest {stored} does not bind it (its content hashes to {computed})")]
+    #[error("the receipt's digest {stored_hex} does not bind it (its content hashes to {computed_hex})", stored_hex = .stored.hex(), computed_hex = .computed.hex())]
     Digest {
         /// The digest the receipt carries.
+        #[serde(with = "crate::digest::bare")]
         stored: Digest,
         /// The digest of its content.
+        #[serde(with = "crate::digest::bare")]
         computed: Digest,
     },
     /// The destination holds no migration at all.
@@ -302,33 +313,39 @@ pub enum ReceiptMismatch {
         status: Status,
     },
     /// The destination stores another receipt for the migration.
-    #[error("the destination stores receipt {}, not {receipt}", digest_text(.held))]
+    #[error("the destination stores receipt {}, not {receipt_hex}", digest_text(.held), receipt_hex = .receipt.hex())]
     OtherReceipt {
         /// The stored receipt's digest (`None`: none stored).
+        #[serde(with = "crate::digest::bare::option")]
         held: Option<Digest>,
         /// The given receipt's digest.
+        #[serde(with = "crate::digest::bare")]
         receipt: Digest,
     },
     /// The receipt names another plan than the reserved one.
-    #[error("the receipt names plan {receipt}, the destination reserved plan {reserved}")]
+    #[error("the receipt names plan {receipt_hex}, the destination reserved plan {reserved_hex}", reserved_hex = .reserved.hex(), receipt_hex = .receipt.hex())]
     PlanDigest {
         /// The reserved plan's digest.
+        #[serde(with = "crate::digest::bare")]
         reserved: Digest,
         /// The receipt's plan digest.
+        #[serde(with = "crate::digest::bare")]
         receipt: Digest,
     },
     /// The reserved plan's stored bytes no longer hash to its digest.
-    #[error("the reserved plan hashes to {computed}, not its recorded digest {stored}")]
+    #[error("the reserved plan hashes to {computed_hex}, not its recorded digest {stored_hex}", stored_hex = .stored.hex(), computed_hex = .computed.hex())]
     PlanCorrupt {
         /// The recorded digest.
+        #[serde(with = "crate::digest::bare")]
         stored: Digest,
         /// The digest of the stored plan.
+        #[serde(with = "crate::digest::bare")]
         computed: Digest,
     },
 }
 
 fn digest_text(d: &Option<Digest>) -> String {
-    d.map_or_else(|| "none".into(), |d| d.to_string())
+    d.map_or_else(|| "none".into(), |d| d.hex())
 }
 
 /// The completed reservation of `d` that holds `receipt` (module docs):

@@ -392,11 +392,12 @@ fn a_receipt_the_destination_does_not_hold_is_named() {
     assert_eq!(v.code, 7, "{}", v.stderr);
     let needle = format!(
         "receipt-mismatch: the destination stores receipt {}, not {}",
-        stored.digest, other.digest
+        stored.digest.hex(),
+        other.digest.hex()
     );
     assert!(v.stderr.contains(&needle), "{}", v.stderr);
     let j: Value = serde_json::from_str(&v.stdout).unwrap();
     assert_eq!(j["reason"], "receipt-mismatch");
     assert_eq!(j["receipt_mismatch"]["kind"], "other-receipt");
-    assert_eq!(j["receipt_mismatch"]["held"], stored.digest.to_string());
+    assert_eq!(j["receipt_mismatch"]["held"], stored.digest.hex());
 }

@@ -443,7 +443,7 @@ fn migration_plans() {
     let is = |what, pointer, v| sample(&good, what, pointer, Some(v), true);
     let no = |what, pointer, v| sample(&good, what, pointer, Some(v), false);
     let (src, root) = ("/source/uri", "/source_artifact_root");
-    let upper = Digest::of(b"c").to_string().to_uppercase();
+    let upper = Digest::of(b"c").hex().to_uppercase();
     let samples = [
         ("a plan", good.clone(), true),
         is("a second copy", "/second_copy", json!(true)),
@@ -570,7 +570,7 @@ fn receipts() {
     let is = |what, pointer, v| sample(&good, what, pointer, Some(v), true);
     let no = |what, pointer, v| sample(&good, what, pointer, Some(v), false);
     let resume = "/receipt/cold_verification/resume";
-    let prefixed = format!("sha256:{}", stored.digest);
+    let prefixed = format!("sha256:{}", stored.digest.hex());
     let samples = [
         ("a receipt", good.clone(), true),
         is("no resumable World", resume, json!("not-applicable")),

@@ -217,7 +217,7 @@ impl<F: Fs> ArtifactStore<F> {
 
     /// The fan-out directory and file name of `digest`.
     fn parts(&self, digest: &Digest) -> (PathBuf, String) {
-        let hex = digest.to_string();
+        let hex = digest.hex();
         let fan = hex.get(..2).unwrap_or_default().to_string();
         (self.root.root().join(CONTENT_DIR).join(fan), hex)
     }
@@ -284,7 +284,7 @@ impl<F: Fs> ArtifactStore<F> {
         self.root
             .root()
             .join(STAGING_DIR)
-            .join(format!("{digest}.{n}"))
+            .join(format!("{}.{n}", digest.hex()))
     }
 
     /// Best effort: a staged file that will not be renamed is removed now

@@ -558,7 +558,8 @@ fn object_uri_outside_the_source_root_is_refused() {
     let mut rows = env.rows.clone();
     let elsewhere = NormalizedUri::parse(&format!(
         "file:///{}/sha256/aa/{}",
-        "tmp/elsewhere", rows[1].sha256
+        "tmp/elsewhere",
+        rows[1].sha256.hex()
     ))
     .unwrap();
     rows[1].object_uri = elsewhere.clone();

@@ -131,7 +131,7 @@ pub fn to_batch(schema: SchemaRef, rows: &[Occurrence]) -> Result<RecordBatch, I
         text(&|r| Some(r.world.as_str().to_owned())),
         text(&|r| r.run.as_ref().map(|n| n.as_str().to_owned())),
         Arc::new(Int64Array::from(ticks)),
-        text(&|r| Some(r.sha256.to_string())),
+        text(&|r| Some(r.sha256.hex())),
         long(&|r| Some(i64::from_ne_bytes(r.xxh3_64.to_ne_bytes()))),
         Arc::new(Int64Array::from(sizes)),
         text(&|r| Some(r.media_type.clone())),
@@ -203,7 +203,12 @@ pub fn from_batch(batch: &RecordBatch) -> Result<Vec<Occurrence>, IcebergError> 
                         .map_err(|_| bad(format!("row {i}: negative tick")))?,
                 )
             },
-            sha256: Digest::parse_hex(sha.value(i)).map_err(|e| bad(format!("row {i}: {e}")))?,
+            sha256: Digest::parse_hex(sha.value(i)).ok_or_else(|| {
+                bad(format!(
+                    "row {i}: {}",
+                    custos_core::migration::DataError::InvalidDigest
+                ))
+            })?,
             xxh3_64: u64::from_ne_bytes(xxh.value(i).to_ne_bytes()),
             size: u64::try_from(size.value(i))
                 .map_err(|_| bad(format!("row {i}: negative size")))?,
@@ -352,7 +357,8 @@ impl IcebergStore {
                     table: ARTIFACT_FILES.to_owned(),
                     detail: format!(
                         "destination artifact_files holds {} rows of digest {}",
-                        e.content.rows, e.content.digest
+                        e.content.rows,
+                        e.content.digest.hex()
                     ),
                 })
             }

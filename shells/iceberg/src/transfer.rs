@@ -487,13 +487,13 @@ fn drift(table: &str, what: &str, expected: &TableEvidence, got: &TableEvidence)
     format!(
         "{what}: expected {} rows, digest {}, schema {}, metadata {}; read {} rows, digest {}, schema {}, metadata {} ({table})",
         expected.content.rows,
-        expected.content.digest,
-        expected.schema_fingerprint,
-        expected.metadata_fingerprint,
+        expected.content.digest.hex(),
+        expected.schema_fingerprint.hex(),
+        expected.metadata_fingerprint.hex(),
         got.content.rows,
-        got.content.digest,
-        got.schema_fingerprint,
-        got.metadata_fingerprint,
+        got.content.digest.hex(),
+        got.schema_fingerprint.hex(),
+        got.metadata_fingerprint.hex(),
     )
 }
 
@@ -600,8 +600,8 @@ impl IcebergStore {
                 table: expected.name.clone(),
                 detail: format!(
                     "the source's partition spec, sort order or properties changed: metadata {} now, {} planned",
-                    metadata.fingerprint(),
-                    expected.metadata_fingerprint
+                    metadata.fingerprint().hex(),
+                    expected.metadata_fingerprint.hex()
                 ),
             });
         }

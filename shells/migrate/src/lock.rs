@@ -28,7 +28,7 @@ pub struct HostLock {
 
 /// The lock's name for `identity`.
 pub fn name(identity: &StorageIdentity) -> String {
-    format!("custos-migrate-{}", identity.fingerprint())
+    format!("custos-migrate-{}", identity.fingerprint().hex())
 }
 
 /// Takes the lock of `identity`: `Ok(None)` when another process holds it.

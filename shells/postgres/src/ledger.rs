@@ -104,8 +104,8 @@ use std::fmt;
 use std::sync::{RwLock, RwLockReadGuard};
 
 use custos_core::ledger::{
-    self, Answer, AttachToken, CallRow, CloseOutcome, Effect, Key, Ledger, LedgerError, Limits,
-    OpId, Release, Request, RowState, Scope, ScopeState, SessionId, StoredCall, View, WorkspaceId,
+    self, Answer, AttachToken, CallRow, Effect, Key, Ledger, LedgerError, Limits, OpId, Release,
+    Request, RowState, Scope, ScopeState, SessionId, StoredCall, View, WorkspaceId,
     DEFAULT_MAX_LEDGER_BYTES, MAX_NAME_LEN,
 };
 use postgres::Row;
@@ -470,14 +470,13 @@ fn stored_version(
 }
 
 fn encode_scope_state(s: ScopeState) -> Result<(&'static str, Option<i64>), LedgerError> {
-    Ok(match s {
-        ScopeState::Open => ("open", None),
-        ScopeState::Closing => ("closing", None),
-        ScopeState::Closed(CloseOutcome::AllRetired) => ("closed", Some(0)),
-        ScopeState::Closed(CloseOutcome::UnknownCleanup(n)) => {
-            ("closed", Some(encode_u64("close_outcome", n)?))
-        }
-    })
+    let (state, outcome) = s.to_stored();
+    Ok((
+        state,
+        outcome
+            .map(|n| encode_u64("close_outcome", n))
+            .transpose()?,
+    ))
 }
 
 fn decode_scope_state(
@@ -485,36 +484,20 @@ fn decode_scope_state(
     outcome: Option<i64>,
     at: &str,
 ) -> Result<ScopeState, TxError<LedgerError>> {
-    match (state, outcome) {
-        ("open", None) => Ok(ScopeState::Open),
-        ("closing", None) => Ok(ScopeState::Closing),
-        ("closed", Some(0)) => Ok(ScopeState::Closed(CloseOutcome::AllRetired)),
-        ("closed", Some(n)) if n > 0 => Ok(ScopeState::Closed(CloseOutcome::UnknownCleanup(
-            n.unsigned_abs(),
-        ))),
-        (s, o) => Err(malformed(format!(
-            "{at}: state {s:?} with close_outcome {o:?}"
-        ))),
-    }
-}
-
-fn encode_was(s: ScopeState) -> Result<String, LedgerError> {
-    Ok(match encode_scope_state(s)? {
-        (state, None) => state.to_owned(),
-        (state, Some(n)) => format!("{state}:{n}"),
-    })
+    outcome
+        .map(u64::try_from)
+        .transpose()
+        .ok()
+        .and_then(|o| ScopeState::from_stored(state, o))
+        .ok_or_else(|| {
+            malformed(format!(
+                "{at}: state {state:?} with close_outcome {outcome:?}"
+            ))
+        })
 }
 
 fn decode_was(was: &str, at: &str) -> Result<ScopeState, TxError<LedgerError>> {
-    match was.split_once(':') {
-        None => decode_scope_state(was, None, at),
-        Some((state, n)) => {
-            let n: i64 = n
-                .parse()
-                .map_err(|_| malformed(format!("{at}: column was {was:?}")))?;
-            decode_scope_state(state, Some(n), at)
-        }
-    }
+    ScopeState::from_stored_text(was).ok_or_else(|| malformed(format!("{at}: column was {was:?}")))
 }
 
 /// A `u64` as a stored `bigint`; above `i64::MAX` is not storable.
@@ -990,7 +973,7 @@ fn effect_stmt(e: &Effect) -> Result<Stmt, LedgerError> {
         .arg(r.session.as_str().to_owned())
         .arg(r.workspace.as_str().to_owned())
         .arg(encode_u64("incarnation", r.incarnation)?)
-        .arg(encode_was(r.was)?.to_owned())
+        .arg(r.was.to_stored_text())
         .arg(encode_u64("released_at_ms", r.released_at_ms)?),
     })
 }

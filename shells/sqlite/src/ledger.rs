@@ -68,9 +68,9 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use custos_core::ledger::{
-    self, Answer, AttachToken, CallRow, CloseOutcome, Effect, Key, Ledger, LedgerError, Limits,
-    OpId, Release, Request, RequestId, RowState, Scope, ScopeState, SessionId, StoredCall, View,
-    WorkspaceId, DEFAULT_MAX_LEDGER_BYTES, MAX_NAME_LEN,
+    self, Answer, AttachToken, CallRow, Effect, Key, Ledger, LedgerError, Limits, OpId, Release,
+    Request, RequestId, RowState, Scope, ScopeState, SessionId, StoredCall, View, WorkspaceId,
+    DEFAULT_MAX_LEDGER_BYTES, MAX_NAME_LEN,
 };
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
 use thiserror::Error;
@@ -451,46 +451,20 @@ impl SqliteLedger {
 }
 
 fn encode_scope_state(s: ScopeState) -> (&'static str, Option<i64>) {
-    match s {
-        ScopeState::Open => ("open", None),
-        ScopeState::Closing => ("closing", None),
-        ScopeState::Closed(CloseOutcome::AllRetired) => ("closed", Some(0)),
-        ScopeState::Closed(CloseOutcome::UnknownCleanup(n)) => ("closed", Some(u64_to_sql(n))),
-    }
+    let (state, outcome) = s.to_stored();
+    (state, outcome.map(u64_to_sql))
 }
 
 fn decode_scope_state(state: &str, outcome: Option<i64>) -> Result<ScopeState, LedgerError> {
-    match (state, outcome) {
-        ("open", None) => Ok(ScopeState::Open),
-        ("closing", None) => Ok(ScopeState::Closing),
-        ("closed", Some(0)) => Ok(ScopeState::Closed(CloseOutcome::AllRetired)),
-        ("closed", Some(n)) if n > 0 => Ok(ScopeState::Closed(CloseOutcome::UnknownCleanup(
-            u64_from_sql(n),
-        ))),
-        (s, o) => Err(malformed(format!(
-            "scope state {s:?} with close_outcome {o:?}"
-        ))),
-    }
-}
-
-fn encode_was(s: ScopeState) -> String {
-    match encode_scope_state(s) {
-        (state, None) => state.to_owned(),
-        (state, Some(n)) => format!("{state}:{n}"),
-    }
+    ScopeState::from_stored(state, outcome.map(u64_from_sql)).ok_or_else(|| {
+        malformed(format!(
+            "scope state {state:?} with close_outcome {outcome:?}"
+        ))
+    })
 }
 
 fn decode_was(was: &str) -> Result<ScopeState, LedgerError> {
-    match was.split_once(':') {
-        None => decode_scope_state(was, None),
-        Some((state, n)) => decode_scope_state(
-            state,
-            Some(
-                n.parse()
-                    .map_err(|_| malformed(format!("release was {was:?}")))?,
-            ),
-        ),
-    }
+    ScopeState::from_stored_text(was).ok_or_else(|| malformed(format!("release was {was:?}")))
 }
 
 fn name<T>(r: Result<T, LedgerError>, col: &str) -> Result<T, LedgerError> {
@@ -904,7 +878,7 @@ fn write(tx: &Transaction<'_>, effects: &[Effect]) -> Result<(), LedgerError> {
                     r.session.as_str(),
                     r.workspace.as_str(),
                     u64_to_sql(r.incarnation),
-                    encode_was(r.was),
+                    r.was.to_stored_text(),
                     u64_to_sql(r.released_at_ms)
                 ])
                 .map_err(db("put-release"))?;

@@ -189,13 +189,13 @@ fn xxh3_64_and_sha256_match_known_vectors() {
     let empty = facts_of(b"");
     assert_eq!(empty.xxh3_64, 0x2D06_8005_38D3_94C2);
     assert_eq!(
-        empty.sha256.to_string(),
+        empty.sha256.hex(),
         "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
     );
     assert_eq!(empty.size, 0);
     let abc = facts_of(b"abc");
     assert_eq!(
-        abc.sha256.to_string(),
+        abc.sha256.hex(),
         "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
     );
     assert_eq!(abc.xxh3_64, twox_hash::XxHash3_64::oneshot(b"abc"));
@@ -225,7 +225,7 @@ fn xxh3_64_and_sha256_match_known_vectors() {
 #[test]
 fn content_address_layout_and_its_inverse() {
     let d = facts_of(b"x").sha256;
-    let hex = d.to_string();
+    let hex = d.hex();
     let at = content_address(&src_root(), &d).unwrap();
     assert_eq!(
         at.as_str(),
@@ -384,7 +384,7 @@ fn object_uri_not_its_content_address_is_refused() {
     // Beneath the root, but at another digest's address, a wrong fan-out,
     // or a path of its own.
     let other = content_address(&src_root(), &rows[1].sha256).unwrap();
-    let hex = rows[0].sha256.to_string();
+    let hex = rows[0].sha256.hex();
     for wrong in [
         other,
         uri(&format!("file:///src/artifacts/sha256/zz/{hex}")),
@@ -1076,7 +1076,8 @@ fn what_was_found_displays_as_a_person_reads_it() {
         Found::Facts(f).to_string(),
         format!(
             "an object of 3 bytes, sha256 {}, xxh3-64 {:016x}",
-            f.sha256, f.xxh3_64
+            f.sha256.hex(),
+            f.xxh3_64
         )
     );
     assert_eq!(Found::Longer.to_string(), "an object longer than expected");

@@ -526,8 +526,8 @@ fn pinned_vectors() {
     );
     assert_eq!(empty.rows, 0);
     assert_eq!(two.rows, 2);
-    assert_eq!(empty.digest.to_string(), EMPTY_DIGEST);
-    assert_eq!(two.digest.to_string(), TWO_ROW_DIGEST);
+    assert_eq!(empty.digest.hex(), EMPTY_DIGEST);
+    assert_eq!(two.digest.hex(), TWO_ROW_DIGEST);
 }
 
 // Recomputed independently (Python's hashlib, the blake3 package and the

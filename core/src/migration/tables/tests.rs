@@ -19,7 +19,7 @@ fn occurrence(i: u8, root: &str) -> Occurrence {
         xxh3_64: u64::from(i),
         size: 1,
         media_type: "image/png".into(),
-        object_uri: NormalizedUri::parse(&format!("{root}/sha256/{}", sha)).unwrap(),
+        object_uri: NormalizedUri::parse(&format!("{root}/sha256/{}", sha.hex())).unwrap(),
     }
 }
 

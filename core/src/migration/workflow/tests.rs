@@ -424,7 +424,7 @@ fn a_verification_names_the_table_and_the_object_that_differ() {
     let text = err.to_string();
     assert!(text.contains("table events: row count"), "{text}");
     assert!(
-        text.contains(&format!("object {} at {at}", object.sha256)),
+        text.contains(&format!("object {} at {at}", object.sha256.hex())),
         "{text}"
     );
     assert_eq!(err.reason(), "cold-verification-failed");

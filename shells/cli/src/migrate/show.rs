@@ -126,7 +126,7 @@ impl Progress for Bars {
             Mode::Silent => {}
             Mode::Lines => out::err(format_args!(
                 "migrate: plan {}: {} tables, {total_rows} rows, {} objects, {bytes} bytes, {} worlds",
-                plan.digest(),
+                plan.digest().hex(),
                 plan.tables.len(),
                 plan.artifacts.objects.len(),
                 plan.worlds.len()
@@ -199,7 +199,7 @@ pub fn plan(out: &mut Out, plan: &Plan, json: bool) -> std::io::Result<()> {
     writeln!(
         out,
         "plan {} for migration {}",
-        plan.digest(),
+        plan.digest().hex(),
         plan.migration_id
     )?;
     writeln!(out, "source      {}", plan.source.uri)?;
@@ -250,8 +250,8 @@ pub fn receipt(out: &mut Out, stored: &StoredReceipt, json: bool) -> std::io::Re
     }
     let r = &stored.receipt;
     writeln!(out, "migration {} completed", r.migration_id)?;
-    writeln!(out, "receipt digest {}", stored.digest)?;
-    writeln!(out, "plan digest    {}", r.plan_digest)?;
+    writeln!(out, "receipt digest {}", stored.digest.hex())?;
+    writeln!(out, "plan digest    {}", r.plan_digest.hex())?;
     for t in &r.tables {
         writeln!(
             out,
@@ -296,8 +296,8 @@ pub fn evidence(
             }),
         );
     }
-    writeln!(out, "receipt {} verified ({mode})", stored.digest)?;
-    writeln!(out, "plan {}", stored.receipt.plan_digest)?;
+    writeln!(out, "receipt {} verified ({mode})", stored.digest.hex())?;
+    writeln!(out, "plan {}", stored.receipt.plan_digest.hex())?;
     writeln!(
         out,
         "{} worlds discovered, {} tables, {} objects verified",

@@ -147,7 +147,7 @@ fn load(tx: &mut Tx<'_>) -> AdminTx<Destination> {
         )
         .into());
     }
-    if digest.as_deref() != Some(r.plan_digest.to_string().as_str()) {
+    if digest.as_deref() != Some(r.plan_digest.hex().as_str()) {
         return Err(stored(
             "reservation",
             "the row's plan digest is not the reservation's",
@@ -162,7 +162,7 @@ fn load(tx: &mut Tx<'_>) -> AdminTx<Destination> {
         (Some(_), None) => return Err(stored("receipt", "missing").into()),
         (Some(_), Some(bytes)) => {
             let s = decode_stored_receipt(&bytes, &r)?;
-            if receipt_digest.as_deref() != Some(s.digest.to_string().as_str()) {
+            if receipt_digest.as_deref() != Some(s.digest.hex().as_str()) {
                 return Err(
                     stored("receipt", "the stored receipt digest is not the receipt's").into(),
                 );
@@ -224,7 +224,7 @@ fn store(tx: &mut Tx<'_>, r: &Reservation) -> AdminTx<()> {
     }
     let bytes = encode_reservation(r);
     let receipt_bytes = receipt.map(|s| s.encode());
-    let receipt_digest = receipt.map(|s| s.digest.to_string());
+    let receipt_digest = receipt.map(|s| s.digest.hex());
     tx.execute(
         "INSERT INTO control_migrations (migration_id, plan_digest, reservation, receipt, receipt_digest)
          VALUES ($1, $2, $3, $4, $5)
@@ -233,7 +233,7 @@ fn store(tx: &mut Tx<'_>, r: &Reservation) -> AdminTx<()> {
            receipt_digest = EXCLUDED.receipt_digest",
         &[
             &r.plan.migration_id.as_str(),
-            &r.plan_digest.to_string(),
+            &r.plan_digest.hex(),
             &bytes,
             &receipt_bytes,
             &receipt_digest,

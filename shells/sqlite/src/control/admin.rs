@@ -152,7 +152,7 @@ fn load(tx: &Transaction<'_>) -> Result<Destination, AdminError> {
             "the row's migration id is not the reservation's",
         ));
     }
-    if digest.as_deref() != Some(r.plan_digest.to_string().as_str()) {
+    if digest.as_deref() != Some(r.plan_digest.hex().as_str()) {
         return Err(stored(
             "reservation",
             "the row's plan digest is not the reservation's",
@@ -182,7 +182,7 @@ fn check_receipt(
         (Some(_), None) => return Err(stored("receipt", "missing")),
         (Some(_), Some(bytes)) => {
             let s = decode_stored_receipt(&bytes, r)?;
-            if receipt_digest != Some(s.digest.to_string().as_str()) {
+            if receipt_digest != Some(s.digest.hex().as_str()) {
                 return Err(stored(
                     "receipt",
                     "the stored receipt digest is not the receipt's",
@@ -262,10 +262,10 @@ fn store(tx: &Transaction<'_>, r: &Reservation) -> Result<(), AdminError> {
     .map_err(backend("store-reservation"))?
     .execute(params![
         r.plan.migration_id.as_str(),
-        r.plan_digest.to_string(),
+        r.plan_digest.hex(),
         encode_reservation(r),
         receipt.map(|s| s.encode()),
-        receipt.map(|s| s.digest.to_string()),
+        receipt.map(|s| s.digest.hex()),
     ])
     .map_err(backend("store-reservation"))?;
     Ok(())
