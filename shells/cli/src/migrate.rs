@@ -79,14 +79,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
 use clap::{Args, Subcommand};
-use custos_core::fence::Holder;
 use custos_core::identity::{self, StorageIdentity as Identity};
 use custos_core::migration::workflow::{
-    verify_receipt, ColdVerifier, Endpoint, Migration, Progress, WorkflowError,
+    verify_receipt, ColdVerifier, Migration, Progress, WorkflowError,
 };
 use custos_core::migration::{
-    check_destination_listing, ColdEvidence, DestinationListing, Locality, Name, NormalizedUri,
-    Plan, StorageIdentity, StoredReceipt, VerifyMode,
+    check_destination_listing, ColdEvidence, Locality, Name, Plan, StorageIdentity, StoredReceipt,
+    VerifyMode,
 };
 
 use crate::absolute;
@@ -97,6 +96,7 @@ mod cold;
 mod show;
 mod stop;
 
+use custos_migrate::endpoint::{destination_listing, Job, LocalEndpoint};
 use custos_migrate::{lock, ports};
 
 use ports::{Control, Objects, Tables};
@@ -314,130 +314,61 @@ fn failure_at(e: &WorkflowError, ends: &[&Local]) -> Failure {
         .unwrap_or_else(|| workflow_failure(e))
 }
 
-/// One endpoint, composed: its identities and its lazily opened ports.
-pub struct Local {
-    id: Identity,
-    identity: StorageIdentity,
-    locality: Locality,
-    control: Control,
-    tables: Tables,
-    objects: Objects,
+/// One endpoint, composed (custos-migrate's; the uri made absolute here).
+pub type Local = LocalEndpoint;
+
+/// Composes the endpoint of `uri` (nothing is opened yet); a relative path
+/// is taken from the working directory.
+fn compose(
+    uri: &str,
+    namespace: &str,
+    backend: &str,
+    artifacts: Option<&Path>,
+    side: &str,
+) -> Result<Local, Failure> {
+    let artifacts = artifacts.map(|p| PathBuf::from(absolute(&p.to_string_lossy())));
+    LocalEndpoint::compose(
+        &absolute(uri),
+        namespace,
+        backend,
+        artifacts.as_deref(),
+        side,
+    )
+    .map_err(|e| Failure::new(Exit::of(e.class()).code(), e))
 }
 
-impl Local {
-    /// Composes the endpoint of `uri` (nothing is opened yet).
-    fn compose(
-        uri: &str,
-        namespace: &str,
-        backend: &str,
-        artifacts: Option<&Path>,
-        side: &str,
-    ) -> Result<Local, Failure> {
-        // The uri itself is never echoed: it may carry a credential.
-        let bad = |e: &dyn std::fmt::Display| Failure::new(2, format_args!("{side}: {e}"));
-        let id = Identity::new(&absolute(uri), namespace, backend).map_err(|e| bad(&e))?;
-        let local = id.is_local();
-        let text = if local {
-            format!("file://{}", id.uri())
-        } else {
-            id.uri().to_owned()
-        };
-        let identity = StorageIdentity {
-            uri: NormalizedUri::parse(&text).map_err(|e| bad(&e))?,
-            namespace: Name::new(namespace).map_err(|e| bad(&e))?,
-            backend: Name::new(backend).map_err(|e| bad(&e))?,
-        };
-        let root = match artifacts {
-            Some(p) => PathBuf::from(absolute(&p.to_string_lossy())),
-            None if local => Path::new(id.uri())
-                .join(namespace)
-                .join(".custos-artifacts"),
-            // A remote identity has no local Artifact root to derive: it is
-            // refused here as preflight would refuse it, before anything is
-            // opened (the uri itself is never echoed).
-            None => {
-                return Err(Failure::new(
-                    Exit::Refused.code(),
-                    format_args!(
-                        "endpoint-outside-local-v1: {side} is not a local storage identity; this version migrates local identities only [endpoint-outside-local-v1]"
-                    ),
-                ))
-            }
-        };
-        let objects = Objects::new(root, local).map_err(|e| bad(&e))?;
-        let control =
-            Control::new(local.then(|| PathBuf::from(identity::catalog_location(&id, ""))));
-        let tables = Tables::new(local.then(|| id.clone()));
-        Ok(Local {
-            locality: if local {
-                Locality::Local
-            } else {
-                Locality::Remote
-            },
-            id,
-            identity,
-            control,
-            tables,
-            objects,
-        })
-    }
+/// The destination of `verify` and of the cold verifier, composed for
+/// reading: unlike a run's destination, its tables never open for writing
+/// to recover an interrupted commit.
+fn destination(d: &DestinationArgs) -> Result<Local, Failure> {
+    compose(
+        &d.dest,
+        &d.namespace,
+        &d.backend,
+        d.dest_artifacts.as_deref(),
+        "--dest",
+    )
+}
 
-    /// The destination of `verify` and of the cold verifier, composed for
-    /// reading: unlike a run's destination, its tables never open for
-    /// writing to recover an interrupted commit.
-    fn destination(d: &DestinationArgs) -> Result<Local, Failure> {
-        Local::compose(
-            &d.dest,
-            &d.namespace,
-            &d.backend,
-            d.dest_artifacts.as_deref(),
-            "--dest",
-        )
-    }
+/// The Activity records of `end`, as a failure naming its uri.
+fn activity(end: &Local) -> Result<u64, Failure> {
+    end.activity()
+        .map_err(|e| Failure::new(1, format_args!("{}: Activity catalog: {e}", end.id.uri())))
+}
 
-    /// This endpoint as a destination (its tables recover a commit a
-    /// killed run left behind).
-    fn into_destination(mut self) -> Local {
-        self.tables = self.tables.recovering();
-        self
-    }
-
-    /// Activity records of the endpoint (0 for a remote one: the machine
-    /// refuses it before it matters).
-    fn activity(&self) -> Result<u64, Failure> {
-        if self.locality != Locality::Local {
-            return Ok(0);
-        }
-        custos_sqlite::ledger::activity_records(&self.id)
-            .map_err(|e| Failure::new(1, format_args!("{}: Activity catalog: {e}", self.id.uri())))
-    }
-
-    fn endpoint(&self) -> Result<Endpoint<'_, Control, Tables, Objects>, Failure> {
-        Ok(Endpoint {
-            identity: self.identity.clone(),
-            audit: Some(self.identity.clone()),
-            control: &self.control,
-            tables: &self.tables,
-            objects: &self.objects,
-            artifact_root: self.objects.uri().clone(),
-            locality: self.locality,
-            activity_records: self.activity()?,
-        })
-    }
-
-    /// The arguments that name this endpoint as a destination.
-    fn destination_args(&self) -> Vec<String> {
-        vec![
-            "--dest".into(),
-            self.id.uri().to_owned(),
-            "--namespace".into(),
-            self.id.namespace().to_owned(),
-            "--backend".into(),
-            self.id.backend().to_owned(),
-            "--dest-artifacts".into(),
-            self.objects.uri().path().to_owned(),
-        ]
-    }
+/// The arguments that name `end` as a destination (for the cold
+/// verifier child).
+fn destination_args(end: &Local) -> Vec<String> {
+    vec![
+        "--dest".into(),
+        end.id.uri().to_owned(),
+        "--namespace".into(),
+        end.id.namespace().to_owned(),
+        "--backend".into(),
+        end.id.backend().to_owned(),
+        "--dest-artifacts".into(),
+        end.objects.uri().path().to_owned(),
+    ]
 }
 
 fn now() -> custos_core::Millis {
@@ -446,174 +377,60 @@ fn now() -> custos_core::Millis {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// Holds the host-wide locks ([`lock`]) of `identities` for a command's
-/// lifetime (neither endpoint is written for them). A second `plan`, `run`
-/// or `abandon` on either endpoint while one runs is refused at once — two
-/// drivers would fence the source under each other and invalidate the
-/// plan.
+/// Holds the host-wide locks ([`lock::take_all`]) of `identities` for a
+/// command's lifetime.
 fn host_locks(identities: &[&StorageIdentity]) -> Result<Vec<lock::HostLock>, Failure> {
-    let mut held = Vec::new();
-    let mut seen: Vec<&StorageIdentity> = Vec::new();
-    for id in identities {
-        // Identical identities share one lock (preflight then refuses them).
-        if seen.contains(id) {
-            continue;
-        }
-        seen.push(id);
-        match lock::try_lock(id) {
-            Ok(Some(g)) => held.push(g),
-            Ok(None) => {
-                return Err(Failure::new(
-                    Exit::Unavailable.code(),
-                    format_args!(
-                    "migration-running: another custos migrate holds {}; wait for it, then retry",
-                    id.uri
-                ),
-                ))
-            }
-            Err(e) => {
-                return Err(Failure::new(
-                    1,
-                    format_args!("the host lock of {}: {e}", id.uri),
-                ))
-            }
-        }
-    }
-    Ok(held)
+    lock::take_all(identities).map_err(|e| Failure::new(Exit::of(e.class()).code(), e))
 }
 
 fn run_locks(job: &Job) -> Result<Vec<lock::HostLock>, Failure> {
     host_locks(&[&job.source.identity, &job.destination.identity])
 }
 
-/// Both endpoints and the migration's own values.
-struct Job {
-    source: Local,
-    destination: Local,
-    migration_id: Name,
-    holder: Holder,
-    version: Name,
-    second_copy: bool,
-}
-
-/// Lists a local destination directory for core's rule
-/// ([`check_destination_listing`]): which top-level names are this storage
-/// identity's own (the Iceberg catalog file and its SQLite siblings, the
-/// namespace directory), whether a catalog exists, whether the namespace
-/// directory holds only the Artifact root, and whether a writing open
-/// would refuse the Artifact root (core's root rule, so a root whose
-/// initialization a killed run cut off is adopted). Reads only.
+/// Refuses a local destination directory that holds what is not this
+/// storage identity's (core's rule over custos-migrate's listing).
 fn foreign_destination(d: &Local) -> Result<(), Failure> {
-    if d.locality != Locality::Local {
-        return Ok(());
+    match destination_listing(d) {
+        None => Ok(()),
+        Some(listing) => check_destination_listing(&listing)
+            .map_err(|e| Failure::new(Exit::of(e.class()).code(), e)),
     }
-    let root = Path::new(d.id.uri());
-    let own = |name: &str| {
-        name == d.id.namespace()
-            || name
-                .strip_prefix(custos_iceberg::store::ICEBERG_CATALOG_FILE)
-                .is_some_and(|rest| ["", "-journal", "-wal", "-shm"].contains(&rest))
-    };
-    let top = std::fs::read_dir(root)
-        .map(|entries| {
-            entries
-                .flatten()
-                .map(|e| {
-                    let name = e.file_name().to_string_lossy().into_owned();
-                    let mine = own(&name);
-                    (name, mine)
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let ns = root.join(d.id.namespace());
-    let catalogs = root
-        .join(custos_iceberg::store::ICEBERG_CATALOG_FILE)
-        .exists()
-        || Path::new(&identity::catalog_location(&d.id, "")).exists();
-    let artifacts_name = d.objects.root().file_name().map(ToOwned::to_owned);
-    let namespace_only_artifacts = std::fs::read_dir(&ns).is_ok_and(|entries| {
-        entries
-            .flatten()
-            .all(|e| Some(e.file_name()) == artifacts_name && e.path().parent() == Some(&ns))
-    });
-    let artifacts = d.objects.root();
-    let artifacts_refused = if artifacts.is_dir() {
-        let layout = &custos_fs::artifacts::LAYOUT;
-        match custos_fs::root::standing(&custos_fs::RealFs, artifacts, layout) {
-            Err(e) => Some((artifacts.display().to_string(), e.to_string())),
-            Ok(standing) => {
-                custos_core::root::decide(layout, &standing, custos_core::root::Access::Write)
-                    .err()
-                    .map(|why| (artifacts.display().to_string(), why.to_string()))
-            }
-        }
-    } else {
-        None
-    };
-    let listing = DestinationListing {
-        root: root.display().to_string(),
-        top,
-        namespace: ns.exists().then(|| ns.display().to_string()),
-        catalogs,
-        namespace_only_artifacts,
-        artifacts_refused,
-    };
-    check_destination_listing(&listing).map_err(|e| Failure::new(Exit::of(e.class()).code(), e))
 }
 
-impl Job {
-    fn new(ends: &Endpoints, migration_id: &str) -> Result<Job, Failure> {
-        let migration_id = Name::new(migration_id)
-            .map_err(|e| Failure::new(2, format_args!("--migration-id {migration_id:?}: {e}")))?;
-        let holder = Holder::new(format!("custos-migrate-{migration_id}"))
-            .map_err(|e| Failure::new(2, format_args!("--migration-id {migration_id}: {e}")))?;
-        let version = Name::new(format!("custos-{}", env!("CARGO_PKG_VERSION")))
-            .map_err(|e| Failure::new(1, e))?;
-        let job = Job {
-            source: Local::compose(
-                &ends.source,
-                &ends.namespace,
-                &ends.backend,
-                ends.source_artifacts.as_deref(),
-                "--source",
-            )?,
-            destination: Local::compose(
-                &ends.dest,
-                &ends.namespace,
-                &ends.backend,
-                ends.dest_artifacts.as_deref(),
-                "--dest",
-            )?
-            .into_destination(),
-            migration_id,
-            holder,
-            version,
-            second_copy: ends.second_copy,
-        };
-        foreign_destination(&job.destination)?;
-        Ok(job)
-    }
+/// The job of `migration_id` between the endpoints `ends` names, its
+/// destination checked for foreign contents.
+fn job(ends: &Endpoints, migration_id: &str) -> Result<Job, Failure> {
+    let version = Name::new(format!("custos-{}", env!("CARGO_PKG_VERSION")))
+        .map_err(|e| Failure::new(1, e))?;
+    let source = compose(
+        &ends.source,
+        &ends.namespace,
+        &ends.backend,
+        ends.source_artifacts.as_deref(),
+        "--source",
+    )?;
+    let destination = compose(
+        &ends.dest,
+        &ends.namespace,
+        &ends.backend,
+        ends.dest_artifacts.as_deref(),
+        "--dest",
+    )?;
+    let job = Job::new(source, destination, migration_id, version, ends.second_copy)
+        .map_err(|e| Failure::new(2, e))?;
+    foreign_destination(&job.destination)?;
+    Ok(job)
+}
 
-    fn with<R>(
-        &self,
-        progress: &dyn Progress,
-        f: impl FnOnce(&Migration<'_, Control, Tables, Objects, cold::Child<'_>>) -> R,
-    ) -> Result<R, Failure> {
-        let cold = cold::Child::new(&self.destination);
-        let m = Migration {
-            source: self.source.endpoint()?,
-            destination: self.destination.endpoint()?,
-            migration_id: self.migration_id.clone(),
-            holder: self.holder.clone(),
-            cold: &cold,
-            version: self.version.clone(),
-            clock: &now,
-            progress,
-            second_copy: self.second_copy,
-        };
-        Ok(f(&m))
-    }
+/// Runs `f` over the workflow of `job`, the cold verifier a child process.
+fn with<R>(
+    job: &Job,
+    progress: &dyn Progress,
+    f: impl FnOnce(&Migration<'_, Control, Tables, Objects, cold::Child<'_>>) -> R,
+) -> Result<R, Failure> {
+    let cold = cold::Child::new(&job.destination);
+    let counts = (activity(&job.source)?, activity(&job.destination)?);
+    Ok(f(&job.migration(counts, &cold, &now, progress)))
 }
 
 /// Writes `bytes` to a new file (refusing an existing one), synced.
@@ -654,12 +471,12 @@ fn check(
     migration_id: &str,
     json: bool,
 ) -> std::io::Result<ExitCode> {
-    let job = match Job::new(ends, migration_id) {
+    let job = match job(ends, migration_id) {
         Ok(j) => j,
         Err(f) => return Ok(f.exit("migrate")),
     };
     let progress = show::Bars::new(json);
-    let report = match job.with(&progress, |m| m.validate()) {
+    let report = match with(&job, &progress, |m| m.validate()) {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => return Ok(failure_at(&e, &[&job.source, &job.destination]).exit("migrate")),
         Err(f) => return Ok(f.exit("migrate")),
@@ -703,7 +520,7 @@ fn plan(
     file: Option<&Path>,
     json: bool,
 ) -> std::io::Result<ExitCode> {
-    let job = match Job::new(ends, migration_id) {
+    let job = match job(ends, migration_id) {
         Ok(j) => j,
         Err(f) => return Ok(f.exit("migrate")),
     };
@@ -720,7 +537,7 @@ fn plan(
         .exit("migrate"));
     }
     let progress = show::Bars::new(json);
-    let planned = match job.with(&progress, |m| m.plan()) {
+    let planned = match with(&job, &progress, |m| m.plan()) {
         Ok(Ok(p)) => p,
         Ok(Err(e)) => return Ok(failure_at(&e, &[&job.source, &job.destination]).exit("migrate")),
         Err(f) => return Ok(f.exit("migrate")),
@@ -743,7 +560,7 @@ fn migrate(
     receipt_file: Option<&Path>,
     json: bool,
 ) -> std::io::Result<ExitCode> {
-    let job = match Job::new(ends, migration_id) {
+    let job = match job(ends, migration_id) {
         Ok(j) => j,
         Err(f) => return Ok(f.exit("migrate")),
     };
@@ -770,7 +587,7 @@ fn migrate(
     };
     stop::install();
     let progress = show::Bars::new(json);
-    let receipt = match job.with(&progress, |m| m.migrate(held.as_ref())) {
+    let receipt = match with(&job, &progress, |m| m.migrate(held.as_ref())) {
         Ok(Ok(r)) => r,
         Ok(Err(e @ WorkflowError::Interrupted(_))) => {
             progress.finish();
@@ -822,7 +639,7 @@ fn abandon(
             )
         }
     };
-    let d = match Local::destination(dest) {
+    let d = match destination(dest) {
         Ok(d) => d,
         Err(f) => return Ok(f.exit("migrate")),
     };
@@ -945,7 +762,7 @@ fn verify(
         Ok(r) => r,
         Err(f) => return Ok(f.exit("migrate")),
     };
-    let d = match Local::destination(dest) {
+    let d = match destination(dest) {
         Ok(d) => d,
         Err(f) => return Ok(f.exit("migrate")),
     };

@@ -56,6 +56,59 @@ pub fn try_lock(identity: &StorageIdentity) -> std::io::Result<Option<HostLock>>
     }
 }
 
+/// Why the locks of a command's endpoints could not all be taken (those
+/// taken before are released).
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    /// Another driver holds the lock of `uri`: retry when it ends.
+    #[error("migration-running: another custos migrate holds {uri}; wait for it, then retry")]
+    Running {
+        /// The endpoint's uri.
+        uri: String,
+    },
+    /// The lock of `uri` could not be taken at all.
+    #[error("the host lock of {uri}: {source}")]
+    Io {
+        /// The endpoint's uri.
+        uri: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+impl LockError {
+    /// The class: unavailable (another driver runs), or internal.
+    pub fn class(&self) -> custos_core::Class {
+        match self {
+            LockError::Running { .. } => custos_core::Class::Unavailable,
+            LockError::Io { .. } => custos_core::Class::Internal,
+        }
+    }
+}
+
+/// Takes the locks of every identity of `identities` for a command's
+/// lifetime (identical identities share one: preflight then refuses
+/// them). A second `plan`, `run` or `abandon` on either endpoint while one
+/// runs is refused at once — two drivers would fence the source under
+/// each other and invalidate the plan.
+pub fn take_all(identities: &[&StorageIdentity]) -> Result<Vec<HostLock>, LockError> {
+    let mut held = Vec::new();
+    let mut seen: Vec<&StorageIdentity> = Vec::new();
+    for id in identities {
+        if seen.contains(id) {
+            continue;
+        }
+        seen.push(id);
+        let uri = || id.uri.to_string();
+        match try_lock(id) {
+            Ok(Some(g)) => held.push(g),
+            Ok(None) => return Err(LockError::Running { uri: uri() }),
+            Err(source) => return Err(LockError::Io { uri: uri(), source }),
+        }
+    }
+    Ok(held)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -80,5 +133,25 @@ mod tests {
         drop(held);
         assert!(try_lock(&a).unwrap().is_some(), "released on drop");
         drop(other);
+    }
+
+    #[test]
+    fn taking_all_refuses_a_held_one_and_releases_what_it_took() {
+        let a = id("file:///lock-test/all-a");
+        let b = id("file:///lock-test/all-b");
+        let both = take_all(&[&a, &b, &a]).unwrap();
+        assert_eq!(both.len(), 2, "an identity named twice is one lock");
+        assert!(matches!(take_all(&[&b]), Err(LockError::Running { .. })));
+        drop(both);
+        let held_b = try_lock(&b).unwrap().expect("free");
+        assert!(matches!(
+            take_all(&[&a, &b]),
+            Err(LockError::Running { .. })
+        ));
+        assert!(
+            try_lock(&a).unwrap().is_some(),
+            "a refused take released what it took"
+        );
+        drop(held_b);
     }
 }

@@ -64,7 +64,7 @@ impl<'a> Child<'a> {
     /// Runs the child on `plan` in `mode` and answers its evidence.
     pub fn run(&self, plan: &Plan, mode: VerifyMode) -> Result<ColdEvidence, String> {
         self.destination.objects.release();
-        let mut args = self.destination.destination_args();
+        let mut args = super::destination_args(self.destination);
         if mode == VerifyMode::ResumeAndTick {
             args.push(RESUME_AND_TICK.into());
         }
@@ -113,7 +113,7 @@ pub fn child(out: &mut Out, dest: &DestinationArgs, mode: VerifyMode) -> std::io
         Ok(p) => p,
         Err(e) => return fail(format!("the plan does not decode: {e}")),
     };
-    let d = match Local::destination(dest) {
+    let d = match super::destination(dest) {
         Ok(d) => d,
         Err(f) => return fail(f.message()),
     };
