@@ -998,7 +998,7 @@ pub trait ControlCatalog {
 /// Text encodings a shell stores a signature's columns in (JSON), so that
 /// every backend stores and decodes descriptors the same way; and the rows
 /// a backend reads back, as plain columns, checked here once
-/// ([`StoredWorld`], [`StoredSignature`], [`StoredFence`]): a backend
+/// ([`codec::StoredWorld`], [`codec::StoredSignature`], [`codec::StoredFence`]): a backend
 /// decodes each column's type and byte bound and nothing else.
 pub mod codec {
     use super::{

@@ -30,6 +30,10 @@ pub struct BranchHead {
     pub kind: Kind,
 }
 
+/// A segment's parent link as stored: `(parent_segment, parent_pos)`,
+/// both `None` for a root's segment.
+pub type ParentLink = (Option<i64>, Option<i64>);
+
 /// What a walk asks its backend.
 pub trait BranchRows {
     /// The rows of `segment` at positions `<= upper`, highest position
@@ -43,7 +47,7 @@ pub trait BranchRows {
 
     /// `segment`'s parent link `(parent_segment, parent_pos)` as stored;
     /// `None` when the segment has no meta row.
-    fn parent(&mut self, segment: i64) -> Result<Option<(Option<i64>, Option<i64>)>, StorageError>;
+    fn parent(&mut self, segment: i64) -> Result<Option<ParentLink>, StorageError>;
 }
 
 /// The walk from a leaf to its root, as branch-index heads, a page at a
@@ -174,7 +178,7 @@ mod tests {
     #[derive(Default)]
     struct Rows {
         entries: BTreeMap<(i64, i64), Seq>,
-        meta: BTreeMap<i64, (Option<i64>, Option<i64>)>,
+        meta: BTreeMap<i64, ParentLink>,
         pages: usize,
     }
 
@@ -203,10 +207,7 @@ mod tests {
                 .collect())
         }
 
-        fn parent(
-            &mut self,
-            segment: i64,
-        ) -> Result<Option<(Option<i64>, Option<i64>)>, StorageError> {
+        fn parent(&mut self, segment: i64) -> Result<Option<ParentLink>, StorageError> {
             Ok(self.meta.get(&segment).copied())
         }
     }

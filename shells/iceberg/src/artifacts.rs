@@ -143,6 +143,14 @@ pub fn to_batch(schema: SchemaRef, rows: &[Occurrence]) -> Result<RecordBatch, I
     })
 }
 
+/// Row `i`'s stored digest: 64 lowercase hex digits.
+fn digest_at(hex: &str, i: usize) -> Result<Digest, IcebergError> {
+    Digest::parse_hex(hex).ok_or_else(|| {
+        let why = custos_core::migration::DataError::InvalidDigest;
+        bad(format!("row {i}: {why}"))
+    })
+}
+
 /// Decodes every row of `batch` (typed refusals for anything that is not
 /// a valid occurrence; nothing is guessed).
 pub fn from_batch(batch: &RecordBatch) -> Result<Vec<Occurrence>, IcebergError> {
@@ -203,12 +211,7 @@ pub fn from_batch(batch: &RecordBatch) -> Result<Vec<Occurrence>, IcebergError> 
                         .map_err(|_| bad(format!("row {i}: negative tick")))?,
                 )
             },
-            sha256: Digest::parse_hex(sha.value(i)).ok_or_else(|| {
-                bad(format!(
-                    "row {i}: {}",
-                    custos_core::migration::DataError::InvalidDigest
-                ))
-            })?,
+            sha256: digest_at(sha.value(i), i)?,
             xxh3_64: u64::from_ne_bytes(xxh.value(i).to_ne_bytes()),
             size: u64::try_from(size.value(i))
                 .map_err(|_| bad(format!("row {i}: negative size")))?,

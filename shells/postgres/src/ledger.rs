@@ -61,7 +61,7 @@
 //! |-------|------|
 //! | `ledger_head(id, held_bytes, negative_rows, unclean_scopes)` | the one row (`id = 1`) every writer locks first; since version 3 it also carries the totals an admission judges, kept by triggers on `ledger_calls` and `ledger_scopes` (an admission reads them with the lock instead of summing the ledger) |
 //! | `ledger_scopes(session, workspace, incarnation, state, close_outcome, attach_token)` | one row per session |
-//! | `ledger_calls(session, op, step, source_index, incarnation, tool, state, outcome, outcome_digest, outcome_bytes, admit_request)` | one row per call key (`admit_request`, added by version 2, is the [`RequestId`] an `admitted` row was inserted by) |
+//! | `ledger_calls(session, op, step, source_index, incarnation, tool, state, outcome, outcome_digest, outcome_bytes, admit_request)` | one row per call key (`admit_request`, added by version 2, is the [`RequestId`](custos_core::ledger::RequestId) an `admitted` row was inserted by) |
 //! | `ledger_acks(session, op, step, source_index, incarnation)` | the acknowledgement tombstones |
 //! | `ledger_releases(id, session, workspace, incarnation, was, released_at_ms)` | the operator release log, in `id` order |
 //!
@@ -168,7 +168,7 @@ CREATE TABLE ledger_releases (
 );
 ";
 
-/// Version 2: an `admitted` row keeps the [`RequestId`] of the admission
+/// Version 2: an `admitted` row keeps the [`RequestId`](custos_core::ledger::RequestId) of the admission
 /// that inserted it (`NULL` without one, and in every other state), so that
 /// its retry is recognised.
 pub const LEDGER_SCHEMA_V2: &str = "

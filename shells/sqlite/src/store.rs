@@ -1,6 +1,6 @@
 //! [`SqliteStorage`]: the [`Storage`] port over one SQLite file per session.
 
-use custos_core::storage::branch::{BranchHead, BranchRows, BranchWalk};
+use custos_core::storage::branch::{BranchHead, BranchRows, BranchWalk, ParentLink};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
@@ -28,8 +28,6 @@ mod snapshot;
 
 /// The `Faulted` / `BackendFault` reason a poisoned handle answers.
 pub const REASON_POISONED: &str = "sqlite-handle-poisoned";
-
-/// How many branch-index rows one page of a branch scan reads.
 
 /// The session store over one SQLite file. One connection, serialized by a
 /// mutex; the writer lease is held from a successful open until close.
@@ -884,7 +882,7 @@ impl BranchRows for Rows<'_> {
         )?)
     }
 
-    fn parent(&mut self, segment: i64) -> Result<Option<(Option<i64>, Option<i64>)>, StorageError> {
+    fn parent(&mut self, segment: i64) -> Result<Option<ParentLink>, StorageError> {
         Ok(self
             .conn
             .prepare_cached(HOP_SQL)

@@ -7,7 +7,7 @@
 use std::cell::RefCell;
 
 use crate::conn::Tx;
-use custos_core::storage::branch::{BranchHead, BranchRows, BranchWalk};
+use custos_core::storage::branch::{BranchHead, BranchRows, BranchWalk, ParentLink};
 use custos_core::storage::{Entry, RecordId, StorageError};
 use postgres::types::ToSql;
 
@@ -163,7 +163,7 @@ impl BranchRows for Rows<'_, '_, '_> {
         page().map_err(super::storage_error)
     }
 
-    fn parent(&mut self, segment: i64) -> Result<Option<(Option<i64>, Option<i64>)>, StorageError> {
+    fn parent(&mut self, segment: i64) -> Result<Option<ParentLink>, StorageError> {
         let hop = || -> Result<_, Failure> {
             borrow(self.tx)?
                 .query_opt(HOP_SQL, &[&self.session, &segment])
