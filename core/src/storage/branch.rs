@@ -30,6 +30,9 @@ pub struct BranchHead {
     pub kind: Kind,
 }
 
+/// A page of a segment's rows: `(pos, head)`, highest position first.
+pub type Page = Vec<(i64, BranchHead)>;
+
 /// A segment's parent link as stored: `(parent_segment, parent_pos)`,
 /// both `None` for a root's segment.
 pub type ParentLink = (Option<i64>, Option<i64>);
@@ -38,12 +41,7 @@ pub type ParentLink = (Option<i64>, Option<i64>);
 pub trait BranchRows {
     /// The rows of `segment` at positions `<= upper`, highest position
     /// first, at most `limit` of them: `(pos, head)`.
-    fn page(
-        &mut self,
-        segment: i64,
-        upper: i64,
-        limit: usize,
-    ) -> Result<Vec<(i64, BranchHead)>, StorageError>;
+    fn page(&mut self, segment: i64, upper: i64, limit: usize) -> Result<Page, StorageError>;
 
     /// `segment`'s parent link `(parent_segment, parent_pos)` as stored;
     /// `None` when the segment has no meta row.
@@ -183,12 +181,7 @@ mod tests {
     }
 
     impl BranchRows for &mut Rows {
-        fn page(
-            &mut self,
-            segment: i64,
-            upper: i64,
-            limit: usize,
-        ) -> Result<Vec<(i64, BranchHead)>, StorageError> {
+        fn page(&mut self, segment: i64, upper: i64, limit: usize) -> Result<Page, StorageError> {
             self.pages += 1;
             Ok(self
                 .entries

@@ -1,6 +1,6 @@
 //! [`SqliteStorage`]: the [`Storage`] port over one SQLite file per session.
 
-use custos_core::storage::branch::{BranchHead, BranchRows, BranchWalk, ParentLink};
+use custos_core::storage::branch::{BranchHead, BranchRows, BranchWalk, Page, ParentLink};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
@@ -854,12 +854,7 @@ fn walk<'c>(conn: &'c Connection, leaf: &RecordId) -> BranchWalk<Rows<'c>> {
 }
 
 impl BranchRows for Rows<'_> {
-    fn page(
-        &mut self,
-        segment: i64,
-        upper: i64,
-        limit: usize,
-    ) -> Result<Vec<(i64, BranchHead)>, StorageError> {
+    fn page(&mut self, segment: i64, upper: i64, limit: usize) -> Result<Page, StorageError> {
         let mut st = self
             .conn
             .prepare_cached(PAGE_SQL)

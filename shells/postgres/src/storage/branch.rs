@@ -7,7 +7,7 @@
 use std::cell::RefCell;
 
 use crate::conn::Tx;
-use custos_core::storage::branch::{BranchHead, BranchRows, BranchWalk, ParentLink};
+use custos_core::storage::branch::{BranchHead, BranchRows, BranchWalk, Page, ParentLink};
 use custos_core::storage::{Entry, RecordId, StorageError};
 use postgres::types::ToSql;
 
@@ -136,12 +136,7 @@ pub(crate) fn walk<'w, 'x, 't>(
 }
 
 impl BranchRows for Rows<'_, '_, '_> {
-    fn page(
-        &mut self,
-        segment: i64,
-        upper: i64,
-        limit: usize,
-    ) -> Result<Vec<(i64, BranchHead)>, StorageError> {
+    fn page(&mut self, segment: i64, upper: i64, limit: usize) -> Result<Page, StorageError> {
         let page = || -> Result<_, Failure> {
             let limit = i64::try_from(limit).unwrap_or(BRANCH_PAGE);
             let rows = borrow(self.tx)?
