@@ -566,6 +566,17 @@ pub trait CutView {
     ) -> Result<Vec<Option<Register>>, StorageError>;
 }
 
+/// The seqs `after < seq < below` a descriptor page reads, as the
+/// inclusive-exclusive range `lo..below` a backend's query binds; `None`
+/// when it is empty (nothing to read).
+pub fn descriptor_range(after: Option<Seq>, below: Seq) -> Option<(Seq, Seq)> {
+    let lo = match after {
+        Some(a) => a.checked_add(1)?,
+        None => 0,
+    };
+    (lo < below).then_some((lo, below))
+}
+
 /// The snapshot port: the steps a backend supplies to [`Reader`]. No rule
 /// lives in an implementation; `custos-conformance::snapshot_suite!`
 /// defines what correct means. No method may write or panic.
@@ -606,5 +617,19 @@ pub trait SnapshotSource {
     fn explain_snapshot(&self, step: SnapshotStep) -> Result<Option<Vec<String>>, StorageError> {
         let _ = step;
         Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod range_tests {
+    use super::descriptor_range;
+
+    #[test]
+    fn a_descriptor_range_is_strictly_between_and_empty_when_nothing_is() {
+        assert_eq!(descriptor_range(None, 5), Some((0, 5)));
+        assert_eq!(descriptor_range(Some(1), 5), Some((2, 5)));
+        assert_eq!(descriptor_range(Some(4), 5), None);
+        assert_eq!(descriptor_range(None, 0), None);
+        assert_eq!(descriptor_range(Some(u64::MAX), u64::MAX), None);
     }
 }

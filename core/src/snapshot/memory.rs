@@ -106,14 +106,9 @@ pub fn state_descriptors(
     below: Seq,
     limit: usize,
 ) -> Vec<Descriptor> {
-    let start = match after {
-        Some(Seq::MAX) => return Vec::new(),
-        Some(a) => a + 1,
-        None => 0,
-    };
-    if start >= below {
+    let Some((start, below)) = super::descriptor_range(after, below) else {
         return Vec::new();
-    }
+    };
     s.entry_seq_index()
         .range(start..below)
         .take(limit)

@@ -241,14 +241,9 @@ impl SnapshotSource for PgStorage {
         below: Seq,
         limit: usize,
     ) -> Result<Vec<Descriptor>, StorageError> {
-        let lo = match after {
-            Some(Seq::MAX) => return Ok(Vec::new()),
-            Some(a) => a + 1,
-            None => 0,
-        };
-        if lo >= below {
+        let Some((lo, below)) = custos_core::snapshot::descriptor_range(after, below) else {
             return Ok(Vec::new());
-        }
+        };
         self.read(|tx| {
             let rows = tx
                 .query(

@@ -195,14 +195,9 @@ impl SnapshotSource for SqliteStorage {
         below: Seq,
         limit: usize,
     ) -> Result<Vec<Descriptor>, StorageError> {
-        let lo = match after {
-            Some(Seq::MAX) => return Ok(Vec::new()),
-            Some(a) => a + 1,
-            None => 0,
-        };
-        if lo >= below {
+        let Some((lo, below)) = custos_core::snapshot::descriptor_range(after, below) else {
             return Ok(Vec::new());
-        }
+        };
         self.read(|tx| {
             let op = "snapshot-descriptors";
             let mut st = tx.prepare_cached(DESCRIPTORS_SQL).map_err(Fault::db(op))?;
