@@ -7,7 +7,9 @@
 //! serde, [`Sha256::parse`]); formats that store the bare 64 digits (the
 //! migration's plans and receipts, the access plane's rows) say so with
 //! [`Sha256::hex`] / [`Sha256::parse_hex`] and, for serde, the [`bare`]
-//! adapter. `Debug` shows the first [`FINGERPRINT_LEN`] digits only.
+//! adapter. `Debug` shows all 64 digits (two digests that differ late must
+//! not look alike in a message); the access plane's credential and claim
+//! digests wrap it and show their fingerprint only.
 
 use sha2::{Digest as _, Sha256 as Hasher};
 use subtle::ConstantTimeEq as _;
@@ -18,7 +20,7 @@ pub const SHA256_LEN: usize = 32;
 /// The textual prefix of every digest written in its own text.
 pub const SHA256_PREFIX: &str = "sha256:";
 
-/// How many hex digits `Debug` and [`Sha256::fingerprint`] show.
+/// How many hex digits [`Sha256::fingerprint`] shows.
 pub const FINGERPRINT_LEN: usize = 16;
 
 /// A SHA-256 digest.
@@ -83,7 +85,7 @@ impl std::fmt::Display for Sha256 {
 
 impl std::fmt::Debug for Sha256 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Sha256({}…)", self.fingerprint())
+        write!(f, "Sha256({})", self.hex())
     }
 }
 
@@ -131,6 +133,9 @@ pub mod bare {
     use super::Sha256;
     use serde::Deserialize as _;
 
+    /// What a bare digest that does not read is refused with.
+    pub const BARE_REFUSED: &str = "non-canonical-digest: a digest is 64 lowercase hex digits";
+
     /// Writes the 64 digits.
     pub fn serialize<S: serde::Serializer>(d: &Sha256, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&d.hex())
@@ -139,13 +144,12 @@ pub mod bare {
     /// Reads exactly 64 lowercase hex digits.
     pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Sha256, D::Error> {
         let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        Sha256::parse_hex(&text)
-            .ok_or_else(|| serde::de::Error::custom("not 64 lowercase hex digits"))
+        Sha256::parse_hex(&text).ok_or_else(|| serde::de::Error::custom(BARE_REFUSED))
     }
 
     /// The same for an `Option<Sha256>` (`null` for `None`).
     pub mod option {
-        use super::Sha256;
+        use super::{Sha256, BARE_REFUSED};
         use serde::Deserialize as _;
 
         /// Writes the 64 digits, or `null`.
@@ -165,8 +169,7 @@ pub mod bare {
         ) -> Result<Option<Sha256>, D::Error> {
             Option::<std::borrow::Cow<'de, str>>::deserialize(d)?
                 .map(|text| {
-                    Sha256::parse_hex(&text)
-                        .ok_or_else(|| serde::de::Error::custom("not 64 lowercase hex digits"))
+                    Sha256::parse_hex(&text).ok_or_else(|| serde::de::Error::custom(BARE_REFUSED))
                 })
                 .transpose()
         }
@@ -211,10 +214,7 @@ mod tests {
         assert_eq!(Sha256::parse_hex("sha256:ab"), None);
         assert_eq!(Sha256::of_parts(&[b"comp", b"onent"]), d);
         assert!(d.ct_eq(&d) && !d.ct_eq(&Sha256::default()));
-        assert_eq!(
-            format!("{d:?}"),
-            format!("Sha256({}…)", &d.hex()[..FINGERPRINT_LEN])
-        );
+        assert_eq!(format!("{d:?}"), format!("Sha256({})", d.hex()));
     }
 
     #[test]

@@ -309,10 +309,34 @@ pub struct Reservation {
     pub source_stability: Option<Digest>,
     /// The staged control bundle.
     pub control: Option<StagedControl>,
-    /// Cold-verification evidence and its digest.
+    /// Cold-verification evidence and its digest (the digest stored as its
+    /// bare 64 hex digits, as every migration digest is).
+    #[serde(with = "cold_pair")]
     pub cold: Option<(ColdEvidence, Digest)>,
     /// The completed receipt.
     pub receipt: Option<StoredReceipt>,
+}
+
+/// Serde for [`Reservation::cold`]: `null`, or `[evidence, "<64 hex>"]`.
+mod cold_pair {
+    use super::{ColdEvidence, Digest};
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Serialize, Deserialize)]
+    struct Bare(#[serde(with = "crate::digest::bare")] Digest);
+
+    pub fn serialize<S: serde::Serializer>(
+        v: &Option<(ColdEvidence, Digest)>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        v.as_ref().map(|(e, d)| (e, Bare(*d))).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<(ColdEvidence, Digest)>, D::Error> {
+        Ok(Option::<(ColdEvidence, Bare)>::deserialize(d)?.map(|(e, b)| (e, b.0)))
+    }
 }
 
 impl Reservation {

@@ -4,9 +4,10 @@
 //! [`footprint`](super::footprint)) by reading its own rows and handing each
 //! one, as plain columns, to one of these methods. Every rule a stored row
 //! must keep is checked here — the grammar of each identifier, one delegate
-//! session per pair and one pair per delegate session, one default per
-//! workspace — so a backend decodes columns (their types and byte bounds)
-//! and nothing else. A row that breaks a rule is
+//! session per pair and one pair per delegate session — so a backend
+//! decodes columns (their types and byte bounds) and nothing else. (A
+//! workspace has one default by the state's shape: a later row for the
+//! same workspace replaces the earlier.) A row that breaks a rule is
 //! [`CatalogueError::Invalid`] naming the row, and the load it was part of is refused.
 
 use super::{

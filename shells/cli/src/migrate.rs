@@ -400,6 +400,8 @@ fn foreign_destination(d: &Local) -> Result<(), Failure> {
 /// The job of `migration_id` between the endpoints `ends` names, its
 /// destination checked for foreign contents.
 fn job(ends: &Endpoints, migration_id: &str) -> Result<Job, Failure> {
+    // The id first: a bad id is the answer whatever else is wrong.
+    custos_migrate::endpoint::job_id(migration_id).map_err(|e| Failure::new(2, e))?;
     let version = Name::new(format!("custos-{}", env!("CARGO_PKG_VERSION")))
         .map_err(|e| Failure::new(1, e))?;
     let source = compose(

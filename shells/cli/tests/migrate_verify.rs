@@ -252,6 +252,21 @@ fn verify_reads_only_and_verifies_a_destination_it_cannot_write() {
     assert_eq!(j["evidence"]["resume"], "not-exercised");
     assert_eq!(j["evidence"]["objects_verified"], Size::SMALL.objects);
     assert_eq!(j["evidence"]["worlds_discovered"], 1);
+    // Digests print as every migration format stores them: 64 hex digits.
+    let bare = |v: &Value| {
+        v.as_str().is_some_and(|s| {
+            s.len() == 64
+                && s.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        })
+    };
+    assert!(bare(&j["receipt_digest"]), "{}", v.stdout);
+    assert!(bare(&j["plan_digest"]), "{}", v.stdout);
+    assert_eq!(
+        j["plan_digest"], j["evidence"]["plan_digest"],
+        "{}",
+        v.stdout
+    );
     unchanged(&m.dst, &before);
     assert_eq!(m.live(), world);
 

@@ -239,14 +239,41 @@ pub struct Job {
     pub second_copy: bool,
 }
 
-/// Why a job's own values are invalid.
+/// Why a migration id cannot name a job.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("--migration-id {id:?}: {detail}")]
-pub struct JobError {
-    /// The id given.
-    pub id: String,
-    /// What is wrong.
-    pub detail: String,
+pub enum JobError {
+    /// Not a name.
+    #[error("--migration-id {id:?}: {detail}")]
+    Id {
+        /// The id given.
+        id: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A name, but its fence holder (`custos-migrate-<id>`) is not a
+    /// holder (too long, say).
+    #[error("--migration-id {id}: {detail}")]
+    Holder {
+        /// The id given.
+        id: String,
+        /// What is wrong.
+        detail: String,
+    },
+}
+
+/// The migration's id and its source fence holder (`custos-migrate-<id>`)
+/// for `migration_id`; checked before anything else of a job, so a bad id
+/// is the answer whatever else is wrong.
+pub fn job_id(migration_id: &str) -> Result<(Name, Holder), JobError> {
+    let id = Name::new(migration_id).map_err(|e| JobError::Id {
+        id: migration_id.to_owned(),
+        detail: e.to_string(),
+    })?;
+    let holder = Holder::new(format!("custos-migrate-{id}")).map_err(|e| JobError::Holder {
+        id: migration_id.to_owned(),
+        detail: e.to_string(),
+    })?;
+    Ok((id, holder))
 }
 
 impl Job {
@@ -259,16 +286,11 @@ impl Job {
         version: Name,
         second_copy: bool,
     ) -> Result<Job, JobError> {
-        let bad = |e: &dyn std::fmt::Display| JobError {
-            id: migration_id.to_owned(),
-            detail: e.to_string(),
-        };
-        let id = Name::new(migration_id).map_err(|e| bad(&e))?;
-        let holder = Holder::new(format!("custos-migrate-{id}")).map_err(|e| bad(&e))?;
+        let (migration_id, holder) = job_id(migration_id)?;
         Ok(Job {
             source,
             destination: destination.into_destination(),
-            migration_id: id,
+            migration_id,
             holder,
             version,
             second_copy,

@@ -278,7 +278,9 @@ fn decode_principal(r: &Row) -> Tx<(String, PrincipalRow)> {
 fn decode_principal_at(r: &Row, base: usize) -> Tx<(String, PrincipalRow)> {
     let mut c = Cols::at(r, "access_principals", base);
     let principal_id = c.text(0, "principal_id")?;
-    c.row.clone_from(&principal_id);
+    if access::is_principal_id(&principal_id) {
+        c.row.clone_from(&principal_id);
+    }
     StoredPrincipal {
         principal_id,
         kind: c.text(1, "kind")?,
@@ -318,7 +320,11 @@ const AUTHENTICATE_CLOCK_COLUMN: usize = CREDENTIAL_COLUMNS + 4;
 fn decode_credential(r: &Row) -> Tx<(Sha256, CredentialRow)> {
     let mut c = Cols::new(r, "access_credentials");
     let digest = c.text(0, "digest")?;
-    c.row = digest.chars().take(access::FINGERPRINT_LEN).collect();
+    c.row = digest
+        .chars()
+        .take(access::FINGERPRINT_LEN)
+        .flat_map(char::escape_debug)
+        .collect();
     StoredCredential {
         digest,
         kind: c.text(1, "kind")?,
@@ -340,7 +346,11 @@ const CLAIM_SELECT: &str = "SELECT claim, principal_id, expires_at_ms, state, bo
 fn decode_claim(r: &Row) -> Tx<(ClaimDigest, ClaimRow)> {
     let mut c = Cols::new(r, "access_claims");
     let claim = c.text(0, "claim")?;
-    c.row = claim.chars().take(access::FINGERPRINT_LEN).collect();
+    c.row = claim
+        .chars()
+        .take(access::FINGERPRINT_LEN)
+        .flat_map(char::escape_debug)
+        .collect();
     StoredClaim {
         claim,
         principal_id: c.text(1, "principal_id")?,

@@ -496,6 +496,13 @@ fn decode_scope_state(
         })
 }
 
+/// A scope state as a release row's one text; refused, like the scope
+/// row's, when its close outcome exceeds `bigint`.
+fn encode_was(s: ScopeState) -> Result<String, LedgerError> {
+    encode_scope_state(s)?;
+    Ok(s.to_stored_text())
+}
+
 fn decode_was(was: &str, at: &str) -> Result<ScopeState, TxError<LedgerError>> {
     ScopeState::from_stored_text(was).ok_or_else(|| malformed(format!("{at}: column was {was:?}")))
 }
@@ -973,7 +980,7 @@ fn effect_stmt(e: &Effect) -> Result<Stmt, LedgerError> {
         .arg(r.session.as_str().to_owned())
         .arg(r.workspace.as_str().to_owned())
         .arg(encode_u64("incarnation", r.incarnation)?)
-        .arg(r.was.to_stored_text())
+        .arg(encode_was(r.was)?)
         .arg(encode_u64("released_at_ms", r.released_at_ms)?),
     })
 }

@@ -48,10 +48,11 @@ use std::collections::BTreeSet;
 
 use custos_core::catalogue::access::read::page_window;
 use custos_core::catalogue::access::{
-    self, Access, AccessError, AccessFootprint, AccessOutcome, AccessRequest, AccessState,
-    Authority, Authorization, ClaimDigest, ClaimRow, CredentialRow, Digest, ListingPage,
-    MembershipPage, PrincipalRow, Role, SessionMemberPage, Sha256, SigninPage, StoredClaim,
-    StoredCredential, StoredMembership, StoredPrincipal, FINGERPRINT_LEN, PRINCIPAL_ID_LIMIT,
+    self, is_principal_id, Access, AccessError, AccessFootprint, AccessOutcome, AccessRequest,
+    AccessState, Authority, Authorization, ClaimDigest, ClaimRow, CredentialRow, Digest,
+    ListingPage, MembershipPage, PrincipalRow, Role, SessionMemberPage, Sha256, SigninPage,
+    StoredClaim, StoredCredential, StoredMembership, StoredPrincipal, FINGERPRINT_LEN,
+    PRINCIPAL_ID_LIMIT,
 };
 use custos_core::catalogue::{
     CatalogueError, CatalogueState, DISPLAY_NAME_LIMIT, SESSION_ID_LIMIT,
@@ -258,7 +259,14 @@ fn decode_principal_at(
         row: "?",
     };
     let principal_id = text_req(r, base, PRINCIPAL_ID_LIMIT, &at)?;
-    let at = at.at(&principal_id);
+    // The row is named by its id only once the id is one (core names a bad
+    // id itself).
+    let row = if is_principal_id(&principal_id) {
+        principal_id.clone()
+    } else {
+        "?".to_owned()
+    };
+    let at = at.at(&row);
     StoredPrincipal {
         kind: text_req(r, base + 1, MAX_WORD_LEN, &at)?,
         name: text(r, base + 2, DISPLAY_NAME_LIMIT, &at)?,
@@ -286,7 +294,11 @@ fn decode_credential(r: &Row<'_>) -> Res<(Sha256, CredentialRow)> {
         row: "?",
     };
     let digest = text_req(r, 0, 64, &at)?;
-    let head: String = digest.chars().take(FINGERPRINT_LEN).collect();
+    let head: String = digest
+        .chars()
+        .take(FINGERPRINT_LEN)
+        .flat_map(char::escape_debug)
+        .collect();
     let at = at.at(&head);
     StoredCredential {
         kind: text_req(r, 1, MAX_WORD_LEN, &at)?,
@@ -318,7 +330,11 @@ fn decode_claim(r: &Row<'_>) -> Res<(ClaimDigest, ClaimRow)> {
         row: "?",
     };
     let claim = text_req(r, 0, 64, &at)?;
-    let head: String = claim.chars().take(FINGERPRINT_LEN).collect();
+    let head: String = claim
+        .chars()
+        .take(FINGERPRINT_LEN)
+        .flat_map(char::escape_debug)
+        .collect();
     let at = at.at(&head);
     StoredClaim {
         principal_id: text_req(r, 1, PRINCIPAL_ID_LIMIT, &at)?,

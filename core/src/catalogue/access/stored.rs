@@ -234,7 +234,7 @@ impl StoredMembership {
             row: "?",
         };
         let p = at.principal("principal_id", self.principal_id)?;
-        let key = format!("({p}, {})", self.session_id);
+        let key = format!("({p}, {})", self.session_id.escape_debug());
         let at = At { row: &key, ..at };
         if !is_session_id(&self.session_id) {
             return Err(at.fail(

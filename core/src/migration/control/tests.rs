@@ -345,6 +345,41 @@ fn a_reservation_and_a_staged_bundle_round_trip_through_their_encoders() {
     assert!(StagedBundle::decode(&bytes[1..]).is_err());
 }
 
+/// Every digest a stored reservation holds is written as its bare 64 hex
+/// digits, as builds before the one digest type wrote it — the cold
+/// verification's too, which sits in a tuple — so reservations stored by
+/// either read back.
+#[test]
+fn a_reservations_digests_are_stored_bare_the_cold_ones_too() {
+    use crate::migration::{ColdEvidence, Digest, Resume};
+    let s = snapshot();
+    let mut r = reserved(&s, Status::Reserved).reservation.unwrap();
+    let stability = Digest::of(b"stability");
+    let cold = Digest::of(b"cold evidence");
+    r.source_stability = Some(stability);
+    r.cold = Some((
+        ColdEvidence {
+            plan_digest: r.plan_digest,
+            worlds_discovered: 1,
+            tables: Vec::new(),
+            objects_verified: 0,
+            resume: Resume::NotApplicable,
+            worlds_missing: Vec::new(),
+            objects_failed: Vec::new(),
+        },
+        cold,
+    ));
+    let bytes = encode_reservation(&r);
+    let text = String::from_utf8(bytes.clone()).unwrap();
+    assert!(!text.contains("sha256:"), "{text}");
+    assert!(text.contains(&format!("\"{}\"]", cold.hex())), "{text}");
+    assert!(text.contains(&format!("\"{}\"", stability.hex())), "{text}");
+    assert_eq!(decode_reservation(&bytes).unwrap(), r);
+    // The prefixed form is not a stored reservation's.
+    let prefixed = text.replace(&cold.hex(), &cold.to_string());
+    assert!(decode_reservation(prefixed.as_bytes()).is_err());
+}
+
 #[test]
 fn a_stored_receipt_reads_back_only_as_its_reservations_own() {
     let sim = crate::streams::migration::check_clean_run().unwrap();

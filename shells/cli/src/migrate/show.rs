@@ -290,8 +290,8 @@ pub fn evidence(
             &serde_json::json!({
                 "verified": true,
                 "mode": mode,
-                "receipt_digest": stored.digest,
-                "plan_digest": stored.receipt.plan_digest,
+                "receipt_digest": stored.digest.hex(),
+                "plan_digest": stored.receipt.plan_digest.hex(),
                 "evidence": e,
             }),
         );
@@ -332,7 +332,7 @@ pub fn verify_failure(
         &serde_json::json!({
             "verified": false,
             "mode": mode,
-            "receipt_digest": stored.digest,
+            "receipt_digest": stored.digest.hex(),
             "reason": e.reason(),
             "message": e.to_string(),
             "discrepancies": discrepancies,
