@@ -77,6 +77,16 @@ impl Sha256 {
     }
 }
 
+/// How a stored digest column is named in a message, whatever it holds:
+/// its first [`FINGERPRINT_LEN`] characters, escaped — never more (a
+/// plaintext token stored there by mistake reaches no message whole).
+pub fn head_of(text: &str) -> String {
+    text.chars()
+        .take(FINGERPRINT_LEN)
+        .flat_map(char::escape_debug)
+        .collect()
+}
+
 impl std::fmt::Display for Sha256 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{SHA256_PREFIX}{}", self.hex())
@@ -215,6 +225,14 @@ mod tests {
         assert_eq!(Sha256::of_parts(&[b"comp", b"onent"]), d);
         assert!(d.ct_eq(&d) && !d.ct_eq(&Sha256::default()));
         assert_eq!(format!("{d:?}"), format!("Sha256({})", d.hex()));
+    }
+
+    #[test]
+    fn a_column_is_named_by_its_escaped_head_only() {
+        let token = "plaintext-token-that-must-not-leak";
+        assert_eq!(head_of(token), token[..FINGERPRINT_LEN]);
+        assert_eq!(head_of("a\nb"), "a\\nb");
+        assert_eq!(head_of(""), "");
     }
 
     #[test]

@@ -320,11 +320,7 @@ const AUTHENTICATE_CLOCK_COLUMN: usize = CREDENTIAL_COLUMNS + 4;
 fn decode_credential(r: &Row) -> Tx<(Sha256, CredentialRow)> {
     let mut c = Cols::new(r, "access_credentials");
     let digest = c.text(0, "digest")?;
-    c.row = digest
-        .chars()
-        .take(access::FINGERPRINT_LEN)
-        .flat_map(char::escape_debug)
-        .collect();
+    c.row = custos_core::digest::head_of(&digest);
     StoredCredential {
         digest,
         kind: c.text(1, "kind")?,
@@ -346,11 +342,7 @@ const CLAIM_SELECT: &str = "SELECT claim, principal_id, expires_at_ms, state, bo
 fn decode_claim(r: &Row) -> Tx<(ClaimDigest, ClaimRow)> {
     let mut c = Cols::new(r, "access_claims");
     let claim = c.text(0, "claim")?;
-    c.row = claim
-        .chars()
-        .take(access::FINGERPRINT_LEN)
-        .flat_map(char::escape_debug)
-        .collect();
+    c.row = custos_core::digest::head_of(&claim);
     StoredClaim {
         claim,
         principal_id: c.text(1, "principal_id")?,

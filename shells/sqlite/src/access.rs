@@ -294,11 +294,7 @@ fn decode_credential(r: &Row<'_>) -> Res<(Sha256, CredentialRow)> {
         row: "?",
     };
     let digest = text_req(r, 0, 64, &at)?;
-    let head: String = digest
-        .chars()
-        .take(FINGERPRINT_LEN)
-        .flat_map(char::escape_debug)
-        .collect();
+    let head = custos_core::digest::head_of(&digest);
     let at = at.at(&head);
     StoredCredential {
         kind: text_req(r, 1, MAX_WORD_LEN, &at)?,
@@ -330,11 +326,7 @@ fn decode_claim(r: &Row<'_>) -> Res<(ClaimDigest, ClaimRow)> {
         row: "?",
     };
     let claim = text_req(r, 0, 64, &at)?;
-    let head: String = claim
-        .chars()
-        .take(FINGERPRINT_LEN)
-        .flat_map(char::escape_debug)
-        .collect();
+    let head = custos_core::digest::head_of(&claim);
     let at = at.at(&head);
     StoredClaim {
         principal_id: text_req(r, 1, PRINCIPAL_ID_LIMIT, &at)?,

@@ -5,13 +5,13 @@
 //! [`AccessError::Corrupt`] naming the table, the row and the column, in
 //! the form `<table> row <key>: column <name>: <why>`. A digest column that
 //! is not 64 lower-case hex digits is named by its length and its first
-//! [`FINGERPRINT_LEN`] characters only (a misplaced plaintext token would
+//! [`FINGERPRINT_LEN`](super::FINGERPRINT_LEN) characters only ([`crate::digest::head_of`]) (a misplaced plaintext token would
 //! otherwise reach the message whole).
 
 use super::{
     is_fingerprint, is_principal_id, valid_name, AccessError, ClaimDigest, ClaimRow, ClaimState,
     CredentialKind, CredentialRow, CredentialState, Digest, PrincipalKind, PrincipalRow, Role,
-    Sha256, FINGERPRINT_LEN,
+    Sha256,
 };
 use crate::catalogue::is_session_id;
 
@@ -44,11 +44,11 @@ impl At<'_> {
 
     fn sha(&self, col: &str, hex: &str) -> Result<Sha256, AccessError> {
         Sha256::parse_hex(hex).ok_or_else(|| {
-            let head: String = hex.chars().take(FINGERPRINT_LEN).collect();
+            let head = crate::digest::head_of(hex);
             self.fail(
                 col,
                 format!(
-                    "{} bytes starting {head:?}, not 64 lower-case hex digits",
+                    "{} bytes starting \"{head}\", not 64 lower-case hex digits",
                     hex.len()
                 ),
             )
@@ -407,6 +407,7 @@ mod tests {
 
     #[test]
     fn a_digest_that_is_not_hex_is_named_by_its_length_and_head_only() {
+        use super::super::FINGERPRINT_LEN;
         let token = "plaintext-token-that-must-not-leak-0123456789";
         let e = StoredCredential {
             digest: token.into(),
