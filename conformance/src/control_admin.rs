@@ -13,11 +13,11 @@
 
 use custos_core::fence::{Holder, WorldFence};
 use custos_core::migration::control::{AdminEffect, AdminError, ControlAdmin, ControlSnapshot};
-use custos_core::migration::simulate::{Driver, Fault, Fixture, Machine, Sim, SimOp};
 use custos_core::migration::{
     import_floors, Destination, Name, Reservation, StagedControl, Status, TableState, WorldPlan,
 };
 use custos_core::world::{ControlCatalog, FencePurpose, WorldRecord, WriterMode};
+use custos_testkit::simulate::{Driver, Fault, Fixture, Machine, Sim, SimOp};
 
 use crate::control::{record, signature};
 use crate::Place;

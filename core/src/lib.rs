@@ -21,8 +21,7 @@
 //!   commit decision, the query shapes and the `Storage` port.
 //! - [`migration`] — the whole-identity migration workflow: plan
 //!   and receipt as canonical digest-bound data, the ordered steps, retry
-//!   convergence; [`migration::simulate`] runs it in a simulated
-//!   environment for the model, the fuzz target and the tests.
+//!   convergence.
 //! - [`deployment`] — the deployment catalog's rules: manifests,
 //!   revision ids, route compilation and weighted selection, versioned
 //!   desired state, bounded pages.
@@ -39,9 +38,10 @@
 //! - [`class`] — the one vocabulary of failure kinds every error answers.
 //! - [`schema`] — logical table schemas and their fingerprint.
 //!
-//! [`streams`] holds one stream checker per machine: a stream of requests
-//! through the machine's decision, its invariants checked after every step;
-//! the fuzz targets, the property tests and the corpus replay all run them.
+//! The machines' stream checkers, the migration's simulated environment and
+//! the proptest strategies over requests are test support, not part of this
+//! crate's API: they live in the `custos-testkit` crate, which the fuzz
+//! targets, the models and the test suites depend on.
 
 pub mod catalogue;
 pub mod class;
@@ -61,7 +61,6 @@ pub mod root;
 pub mod schema;
 pub mod snapshot;
 pub mod storage;
-pub mod streams;
 pub mod world;
 
 pub use class::Class;

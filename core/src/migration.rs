@@ -47,7 +47,6 @@ pub mod control;
 mod data;
 pub mod departure;
 pub mod metadata;
-pub mod simulate;
 pub mod tables;
 
 /// What a local destination directory holds, listed by the shell that
@@ -101,8 +100,6 @@ pub fn check_destination_listing(l: &DestinationListing) -> Result<(), Migration
     }
     Ok(())
 }
-#[cfg(test)]
-mod tests;
 pub mod verify;
 pub mod workflow;
 

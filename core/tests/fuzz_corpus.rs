@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-fn replay(target: &str, run: fn(&[u8]) -> Result<(), custos_core::streams::Violation>) {
+fn replay(target: &str, run: fn(&[u8]) -> Result<(), custos_testkit::streams::Violation>) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../fuzz/corpus")
         .join(target);

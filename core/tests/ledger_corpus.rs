@@ -12,7 +12,7 @@ fn ledger_corpus_replays_clean() {
     for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
         let path = entry.unwrap().path();
         let data = std::fs::read(&path).unwrap();
-        if let Err(v) = custos_core::streams::ledger::check_ledger_bytes(&data) {
+        if let Err(v) = custos_testkit::streams::ledger::check_ledger_bytes(&data) {
             panic!("{}: {v}", path.display());
         }
         files += 1;

@@ -1,5 +1,5 @@
 //! Property tests: random request streams through the lease and fence
-//! machines never break the invariants `custos_core::streams` checks — and
+//! machines never break the invariants `custos_testkit::streams` checks — and
 //! the checkers catch a broken machine, so they are not vacuous.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]

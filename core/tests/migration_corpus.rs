@@ -7,9 +7,9 @@
 use std::path::{Path, PathBuf};
 
 use arbitrary::{Arbitrary, Unstructured};
-use custos_core::migration::simulate::{seen, Fixture, Machine, Sim, SimOp};
 use custos_core::migration::Status;
-use custos_core::streams::migration::{check_migration_bytes, STREAM_BUDGET};
+use custos_testkit::simulate::{seen, Fixture, Machine, Sim, SimOp};
+use custos_testkit::streams::migration::{check_migration_bytes, STREAM_BUDGET};
 
 fn corpus() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/migration")

@@ -5,12 +5,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test helpers outside #[test] fns
 
-use custos_core::migration::simulate::{self, Fault, Forced, Machine, SimOp};
 use custos_core::migration::{
     self, CommitReply, Decision, Digest, MigrationError, Name, NormalizedUri, Outcome, Plan,
     Request, State, StoredReceipt,
 };
-use custos_core::streams::migration::{
+use custos_testkit::simulate::{self, Fault, Forced, Machine, SimOp};
+use custos_testkit::streams::migration::{
     check_clean_run, check_migration_stream, check_migration_stream_with,
 };
 use proptest::prelude::*;

@@ -25,10 +25,10 @@
 //! A mutant wraps one of those real decisions (see [`Mutant`]).
 
 use custos_core::migration::departure::{self, Departures, Leg};
-use custos_core::migration::simulate::Fixture;
 use custos_core::migration::{
     self, Destination, MigrationError, Name, Plan, Request, Run, State, Status, StorageIdentity,
 };
+use custos_testkit::simulate::Fixture;
 use stateright::{Model, Property};
 
 use crate::family::MutantModel;

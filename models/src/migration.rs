@@ -1,6 +1,6 @@
 //! Model of the whole-identity migration workflow (`custos_core::migration`).
 //!
-//! The state is [`custos_core::migration::simulate::Sim`]: the destination's
+//! The state is [`custos_testkit::simulate::Sim`]: the destination's
 //! durable migration administration (the real machine's `Destination`), the
 //! destination's data plane (objects, landed table appends, staged control,
 //! discovery, a World fence), the source (a World fence, a drift generation),
@@ -23,11 +23,11 @@
 //!
 //! A mutant wraps `next_step` and/or `decide` (see [`Mutant`]).
 
-use custos_core::migration::simulate::{rule, seen, Budget, Fixture, Machine, Sim, SimOp};
 use custos_core::migration::{
     self, import_floors, CommitReply, Decision, MigrationError, Next, Outcome, Request,
     StagedControl, State, Status, TableState, STEPS,
 };
+use custos_testkit::simulate::{rule, seen, Budget, Fixture, Machine, Sim, SimOp};
 use stateright::{Model, Property};
 
 use crate::family::MutantModel;

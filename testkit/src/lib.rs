@@ -1,11 +1,23 @@
-//! Test support shared by custos's test suites: the machines' stream
-//! checkers (what the fuzz targets, property tests and corpus replays run)
-//! and proptest strategies over the core's requests, written once instead
-//! of copied into each shell's tests.
+//! Verification support shared by custos's models, conformance suites,
+//! fuzz targets and tests, written once instead of copied into each:
 //!
-//! A dependency of tests only (the workspace's architecture test holds
-//! that no library crate depends on it, and that it depends on the core
-//! and proptest alone).
+//! - [`streams`] — one stream checker per machine: a stream of requests
+//!   through the machine's decision, its invariants checked after every
+//!   step (what the fuzz targets, property tests and corpus replays run);
+//! - [`simulate`] — the migration's simulated environment around the real
+//!   migration machine, with a monitor of the workflow's safety rules (what
+//!   the migration model, its fuzz target and the conformance suite of a
+//!   destination's administration run);
+//! - `access` (feature `proptest`) — proptest strategies
+//!   over the access plane's requests.
+//!
+//! None of it is part of `custos-core`'s API. The workspace's architecture
+//! test holds that no library crate reaches this one through its normal
+//! dependencies (the models, the conformance suites and the binary that
+//! runs the models may), and that it depends on the core and proptest
+//! alone.
 
+#[cfg(feature = "proptest")]
 pub mod access;
+pub mod simulate;
 pub mod streams;

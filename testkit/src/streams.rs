@@ -19,17 +19,61 @@
 //! - [`fence`] — writer-fence epochs and imported floors;
 //! - [`custody`] — custody transitions, through the catalogue;
 //! - [`world`] — the control catalog;
-//! - [`deployment`] — the deployment catalog, its compilation and pages.
-//!
-//! The ledger's and the migration's checkers are `custos_core::streams`'s.
+//! - [`deployment`] — the deployment catalog, its compilation and pages;
+//! - [`ledger`] — the execution ledger;
+//! - [`migration`] — the migration workflow, run in [`crate::simulate`].
 
 pub mod custody;
 pub mod deployment;
 pub mod fence;
 pub mod lease;
+pub mod ledger;
+pub mod migration;
 pub mod world;
 
+/// An invariant a checker found broken, with the step at which it broke.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// The invariant's name.
+    pub invariant: &'static str,
+    /// The index of the operation that broke it.
+    pub step: usize,
+    /// What was observed.
+    pub detail: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "invariant `{}` broken at step {}: {}",
+            self.invariant, self.step, self.detail
+        )
+    }
+}
+
+impl std::error::Error for Violation {}
+
+/// The violation of `invariant` at `step`, with what was observed.
+pub fn violation(invariant: &'static str, step: usize, detail: String) -> Violation {
+    Violation {
+        invariant,
+        step,
+        detail,
+    }
+}
+
+/// Decodes `data` as a stream of at most `max_ops` operations (bounded work
+/// per input). An undecodable tail is ignored: every input is a stream.
 #[cfg(feature = "arbitrary")]
-pub(crate) use custos_core::streams::decode_ops;
-pub(crate) use custos_core::streams::violation;
-pub use custos_core::streams::Violation;
+pub fn decode_ops<T: for<'a> arbitrary::Arbitrary<'a>>(data: &[u8], max_ops: usize) -> Vec<T> {
+    let mut u = arbitrary::Unstructured::new(data);
+    let mut ops = Vec::new();
+    while !u.is_empty() && ops.len() < max_ops {
+        match T::arbitrary(&mut u) {
+            Ok(op) => ops.push(op),
+            Err(_) => break,
+        }
+    }
+    ops
+}

@@ -689,6 +689,3 @@ pub(crate) struct MemoryAdmin {
     pub(crate) departures: Departures,
     pub(crate) staged: Option<StagedBundle>,
 }
-
-#[cfg(test)]
-mod tests;

@@ -777,15 +777,20 @@ fn strictly_sorted<'a, T: Ord + 'a>(mut it: impl Iterator<Item = &'a T>) -> bool
     true
 }
 
-/// The canonical encoding of a value: compact `serde_json`.
-pub(crate) fn canonical_bytes<T: Serialize>(value: &T) -> Vec<u8> {
+/// The canonical encoding of a value: compact `serde_json`, the bytes every
+/// migration digest (plan, receipt, identity, evidence) is taken over.
+pub fn canonical_bytes<T: Serialize>(value: &T) -> Vec<u8> {
     // Serializing these plain-data types cannot fail: no maps with non-string
     // keys, no custom serializers that error. Fall back to empty bytes (which
     // never decodes) rather than panic.
     serde_json::to_vec(value).unwrap_or_default()
 }
 
-pub(crate) fn decode_canonical<T: Serialize + for<'de> Deserialize<'de>>(
+/// Decodes `bytes` as a `T` in its canonical encoding: at most
+/// [`MAX_ENCODED_LEN`] bytes, well formed, and byte for byte what
+/// [`canonical_bytes`] writes for the value decoded (anything else is
+/// [`DataError::NonCanonical`]).
+pub fn decode_canonical<T: Serialize + for<'de> Deserialize<'de>>(
     bytes: &[u8],
 ) -> Result<T, DataError> {
     if bytes.len() > MAX_ENCODED_LEN {

@@ -20,8 +20,8 @@ fn fresh() -> PgLedger {
     PgLedger::open(t).unwrap()
 }
 
-fn ops() -> impl Strategy<Value = Vec<custos_core::streams::ledger::LedgerOp>> {
-    use custos_core::streams::ledger::LedgerOp as O;
+fn ops() -> impl Strategy<Value = Vec<custos_testkit::streams::ledger::LedgerOp>> {
+    use custos_testkit::streams::ledger::LedgerOp as O;
     let op = prop_oneof![
         Just(O::Open),
         (0u8..2, 0u8..2, 1u8..3, 0u8..2).prop_map(|(session, workspace, incarnation, token)| {
@@ -100,8 +100,8 @@ proptest! {
         let sqlite = SqliteLedger::open(dir.path().join("ledger.db")).unwrap();
         let memory = MemoryLedger::new();
         let mut state = LedgerState::default();
-        let limits = custos_core::streams::ledger::STREAM_LIMITS;
-        for req in custos_core::streams::ledger::requests(&ops).unwrap() {
+        let limits = custos_testkit::streams::ledger::STREAM_LIMITS;
+        for req in custos_testkit::streams::ledger::requests(&ops).unwrap() {
             let want = step(&state, &limits, &req);
             let answer = want.clone().map(|(a, _)| a);
             prop_assert_eq!(memory.execute(&limits, &req), answer.clone(), "memory: {:?}", req);

@@ -1,14 +1,12 @@
 //! The migration stream checker: environment operations (steps under
 //! faults, crashes, restarts, a second driver, an intruder, source drift,
 //! and forced out-of-order steps of a confused driver) applied to the
-//! simulation of [`crate::migration::simulate`] around the real machine,
+//! simulation of [`crate::simulate`] around the real machine,
 //! with every rule of its monitor
-//! ([`rule`](crate::migration::simulate::rule)) checked after every operation.
+//! ([`rule`](crate::simulate::rule)) checked after every operation.
 
 use super::{violation, Violation};
-use crate::migration::simulate::{
-    broken_names, Budget, Driver, Fault, Fixture, Machine, Sim, SimOp,
-};
+use crate::simulate::{broken_names, Budget, Driver, Fault, Fixture, Machine, Sim, SimOp};
 
 /// The budget the stream checker runs under: generous, every fault
 /// everywhere.
@@ -24,7 +22,7 @@ pub const STREAM_BUDGET: Budget = Budget {
 /// Runs a stream of environment operations (including forced, out-of-order
 /// steps of a confused driver) through the real machine and checks, after
 /// every operation, every rule of
-/// [`rule`](crate::migration::simulate::rule). Operations that are not possible
+/// [`rule`](crate::simulate::rule). Operations that are not possible
 /// in the current world, or beyond [`STREAM_BUDGET`], are skipped.
 pub fn check_migration_stream(ops: &[SimOp]) -> Result<(), Violation> {
     check_migration_stream_with(Machine::REAL, ops)

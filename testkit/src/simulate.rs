@@ -16,8 +16,8 @@
 //! The stateright model (`custos-models`), the fuzz target, the property
 //! tests and the corpus replay all run this same simulation.
 
-use crate::fence::{self, Epoch, Holder, WorldFence};
-use crate::migration::{
+use custos_core::fence::{self, Epoch, Holder, WorldFence};
+use custos_core::migration::{
     self, Classification, ColdEvidence, CommitReply, ControlPlan, DataError, Decision, Destination,
     Digest, EndpointFacts, Locality, MigrationError, Name, Next, NormalizedUri, ObjectFacts,
     Outcome, Plan, Preflight, Request, Resume, Run, SourceObservation, State, Status,

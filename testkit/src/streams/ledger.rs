@@ -1,6 +1,6 @@
 //! The ledger's stream checker: small closed operations (derivable
 //! with `arbitrary` behind the `arbitrary` feature) turned into real
-//! requests, run through [`crate::ledger::step`], with invariants checked after
+//! requests, run through [`custos_core::ledger::step`], with invariants checked after
 //! every step that are stated independently of how the ledger decides. The
 //! fuzz target (`fuzz/fuzz_targets/ledger.rs`), the property tests and the
 //! corpus replay all run [`check_ledger_stream`].
@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 
 use super::{violation, Violation};
-use crate::ledger::{
+use custos_core::ledger::{
     decide, step_with, Admission, Answer, AttachToken, CloseOutcome, Decide, Key, LedgerError,
     LedgerState, Limits, OpId, Request, RowState, ScopeState, SessionId, Tool, WorkspaceId,
 };
@@ -313,7 +313,7 @@ impl Names {
 }
 
 /// The real requests a stream stands for (the `n`th request carries
-/// `now = n`): for differential tests of a backend against [`crate::ledger::step`].
+/// `now = n`): for differential tests of a backend against [`custos_core::ledger::step`].
 pub fn requests(ops: &[LedgerOp]) -> Result<Vec<Request>, Violation> {
     let names = Names::new().map_err(|e| violation("names-valid", 0, e.to_string()))?;
     Ok(ops

@@ -1,9 +1,19 @@
-use super::*;
-use crate::fence::Holder;
-use crate::migration::simulate::Fixture;
-use crate::migration::{StagedControl, Status};
-use crate::schema::{Field, LogicalType, Schema};
-use crate::world::{Signature, WorldIdentity, WriterMode};
+//! A migration destination's administration: staging worlds, floors,
+//! activation and the stored bundle.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use custos_core::fence::Holder;
+use custos_core::fence::WorldFence;
+use custos_core::migration::control::*;
+use custos_core::migration::{
+    canonical_bytes, DataError, Destination, Name, Reservation, WorldFloor,
+};
+use custos_core::migration::{StagedControl, Status};
+use custos_core::schema::{Field, LogicalType, Schema};
+use custos_core::world::{Signature, WorldIdentity, WriterMode};
+use custos_core::world::{WorldRecord, WorldSlot};
+use custos_testkit::simulate::Fixture;
 
 fn slot(id: &str, tick: u64, fence: WorldFence, tables: &[&str]) -> WorldSlot {
     let mut record = WorldRecord::active(
@@ -150,14 +160,14 @@ fn reserved(snapshot: &ControlSnapshot, status: Status) -> Destination {
     let mut w = plan.worlds[0].clone();
     w.world = Name::new("w-b").unwrap();
     plan.worlds.push(w);
-    let floors = crate::migration::import_floors(&plan);
+    let floors = custos_core::migration::import_floors(&plan);
     Destination {
         reservation: Some(Reservation {
             plan_digest: plan.digest(),
             reserved_at: 1,
             status,
             objects: vec![true; plan.artifacts.objects.len()],
-            tables: vec![crate::migration::TableState::Pending; plan.tables.len()],
+            tables: vec![custos_core::migration::TableState::Pending; plan.tables.len()],
             source_stability: None,
             control: Some(StagedControl {
                 snapshot_digest: snapshot.digest(),
@@ -351,7 +361,7 @@ fn a_reservation_and_a_staged_bundle_round_trip_through_their_encoders() {
 /// either read back.
 #[test]
 fn a_reservations_digests_are_stored_bare_the_cold_ones_too() {
-    use crate::migration::{ColdEvidence, Digest, Resume};
+    use custos_core::migration::{ColdEvidence, Digest, Resume};
     let s = snapshot();
     let mut r = reserved(&s, Status::Reserved).reservation.unwrap();
     let stability = Digest::of(b"stability");
@@ -382,7 +392,7 @@ fn a_reservations_digests_are_stored_bare_the_cold_ones_too() {
 
 #[test]
 fn a_stored_receipt_reads_back_only_as_its_reservations_own() {
-    let sim = crate::streams::migration::check_clean_run().unwrap();
+    let sim = custos_testkit::streams::migration::check_clean_run().unwrap();
     let r = sim.dest.reservation.unwrap();
     let stored = r.receipt.clone().unwrap();
     let bytes = stored.encode();

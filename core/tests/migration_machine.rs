@@ -1,7 +1,14 @@
-use super::simulate::{self, Fault, Fixture, Machine, Sim, SimOp};
-use super::verify::Discrepancy;
-use super::*;
-use crate::streams::migration::check_clean_run;
+//! The migration machine through its simulated environment: each request
+//! at each step, refusals and their reasons, drift, ambiguous commits, cold
+//! verification and the receipt.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use custos_core::fence::Epoch;
+use custos_core::migration::verify::Discrepancy;
+use custos_core::migration::*;
+use custos_testkit::simulate::{self, Fault, Fixture, Machine, Sim, SimOp};
+use custos_testkit::streams::migration::check_clean_run;
 
 fn fx() -> Fixture {
     Fixture::new().unwrap()
@@ -238,7 +245,7 @@ fn preflight(fx: &Fixture) -> Preflight {
         destination_tables: 0,
         destination_control_records: 0,
         conflicting_destination_objects: 0,
-        departures: crate::migration::departure::Departures::default(),
+        departures: custos_core::migration::departure::Departures::default(),
     }
 }
 
@@ -276,7 +283,7 @@ fn preflight_refusals_have_stable_reasons() {
             (inner, outer)
         };
         for (e, uri) in [(&mut p.source, a), (&mut p.destination, b)] {
-            e.identity.uri = crate::migration::data::NormalizedUri::parse(uri).unwrap();
+            e.identity.uri = custos_core::migration::NormalizedUri::parse(uri).unwrap();
             e.audit = Some(e.identity.clone());
         }
         let e = decide(&st, &Request::Validate { report: p }).unwrap_err();
@@ -303,7 +310,7 @@ fn preflight_refusals_have_stable_reasons() {
         (&mut p.source, "file:///t/src"),
         (&mut p.destination, "file:///t/src2"),
     ] {
-        e.identity.uri = crate::migration::data::NormalizedUri::parse(uri).unwrap();
+        e.identity.uri = custos_core::migration::NormalizedUri::parse(uri).unwrap();
         e.audit = Some(e.identity.clone());
     }
     assert!(decide(&st, &Request::Validate { report: p }).is_ok());
@@ -788,7 +795,7 @@ fn cold_evidence_with_a_table_that_differs_from_the_plan_is_refused_naming_it() 
     // A table that lost its partitioning (or sort order, or properties):
     // same rows, other metadata — named.
     let mut unpartitioned = e.clone();
-    let plain = crate::migration::metadata::TableMetadata::default().fingerprint();
+    let plain = custos_core::migration::metadata::TableMetadata::default().fingerprint();
     unpartitioned.tables[1].1.metadata_fingerprint = plain;
     let found = cold_refusal(&r, &unpartitioned);
     assert_eq!(
@@ -1277,7 +1284,8 @@ fn a_destination_table_with_other_metadata_is_refused_at_every_step() {
     // but another partition spec, sort order or properties.
     let (st, name, c) = a_committed_table(&fx());
     let lost = TableFacts {
-        metadata_fingerprint: crate::migration::metadata::TableMetadata::default().fingerprint(),
+        metadata_fingerprint: custos_core::migration::metadata::TableMetadata::default()
+            .fingerprint(),
         ..c
     };
     assert_ne!(lost.metadata_fingerprint, c.metadata_fingerprint);
@@ -1319,7 +1327,8 @@ fn a_destination_table_with_other_metadata_is_refused_at_every_step() {
         _ => None,
     });
     let lost = TableFacts {
-        metadata_fingerprint: crate::migration::metadata::TableMetadata::default().fingerprint(),
+        metadata_fingerprint: custos_core::migration::metadata::TableMetadata::default()
+            .fingerprint(),
         ..c
     };
     assert_eq!(
@@ -1624,10 +1633,7 @@ fn the_receipt_binds_each_identity_and_counts_every_verified_byte() {
     assert_ne!(receipt.source_fingerprint, receipt.destination_fingerprint);
     assert_eq!(
         receipt.source_fingerprint,
-        crate::migration::data::domain(
-            b"custos.migration.identity.v1\0",
-            &data::canonical_bytes(src)
-        )
+        Digest::of_parts(&[b"custos.migration.identity.v1\0", &canonical_bytes(src)])
     );
     // Each part of an identity is bound on its own.
     let mut namespace = src.clone();
@@ -1679,11 +1685,11 @@ fn canonical_evidence_of_exactly_the_bound_decodes_and_a_byte_more_is_refused() 
     let at = |len: usize| format!("\"{}\"", "a".repeat(len - 2)).into_bytes();
     let exact = at(MAX_ENCODED_LEN);
     assert_eq!(
-        data::decode_canonical::<String>(&exact).map(|s| s.len()),
+        decode_canonical::<String>(&exact).map(|s| s.len()),
         Ok(MAX_ENCODED_LEN - 2)
     );
     assert_eq!(
-        data::decode_canonical::<String>(&at(MAX_ENCODED_LEN + 1)),
+        decode_canonical::<String>(&at(MAX_ENCODED_LEN + 1)),
         Err(DataError::TooLarge {
             len: MAX_ENCODED_LEN + 1
         })
@@ -1692,7 +1698,7 @@ fn canonical_evidence_of_exactly_the_bound_decodes_and_a_byte_more_is_refused() 
 
 #[test]
 fn a_destination_directory_holding_anything_else_is_refused() {
-    use super::{check_destination_listing, DestinationListing, MigrationError};
+    use custos_core::migration::{check_destination_listing, DestinationListing, MigrationError};
     let ours = DestinationListing {
         root: "/d".into(),
         top: vec![("iceberg.db".into(), true), ("default".into(), true)],
