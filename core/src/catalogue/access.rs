@@ -96,9 +96,6 @@ pub mod effect;
 pub mod read;
 mod stored;
 
-#[cfg(test)]
-mod tests;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 

@@ -19,138 +19,14 @@ use custos_core::catalogue::access::{
 };
 use custos_core::catalogue::{Catalogue, Creation, MemoryCatalogue, Request};
 use custos_sqlite::catalogue::SqliteCatalogue;
-use custos_testkit::access::{
-    arb_claim, arb_digest, arb_enrollment, arb_principal, arb_role, arb_session,
-};
+use custos_testkit::access::{arb_request, arb_session};
 use proptest::prelude::*;
 
-// ---- the testkit's access strategies, with renames, device-link logins
-// and catalogue session operations added ----
+// ---- the testkit's access requests, with catalogue session operations
+// added ----
 
 fn bearer(t: &str) -> Digest {
     credential_digest(t.as_bytes())
-}
-
-fn arb_name() -> impl Strategy<Value = Option<String>> {
-    prop_oneof![
-        Just(None),
-        Just(Some("Ann".to_owned())),
-        Just(Some(" Bob ".to_owned())),
-        Just(Some(" \u{200B}".to_owned())),
-    ]
-}
-
-fn arb_owner_and_rotation() -> impl Strategy<Value = AccessRequest> {
-    let now = 0u64..40;
-    prop_oneof![
-        (arb_principal(), arb_name(), arb_digest(), now.clone()).prop_map(
-            |(principal, name, digest, now_ms)| AccessRequest::BootstrapOwner {
-                principal,
-                name,
-                digest,
-                now_ms,
-            }
-        ),
-        (arb_principal(), arb_digest(), now.clone()).prop_map(|(principal, digest, now_ms)| {
-            AccessRequest::RotateCredential {
-                principal,
-                digest,
-                now_ms,
-            }
-        }),
-        (arb_principal(), arb_name())
-            .prop_map(|(principal, name)| AccessRequest::Rename { principal, name }),
-        (
-            arb_principal(),
-            arb_session(),
-            arb_role(),
-            arb_enrollment(),
-            now.clone()
-        )
-            .prop_map(|(principal, session_id, role, enrollment, now_ms)| {
-                AccessRequest::InviteMember {
-                    principal,
-                    name: Some("M".into()),
-                    session_id,
-                    role,
-                    enrollment,
-                    now_ms,
-                }
-            }),
-        (arb_principal(), arb_enrollment(), now).prop_map(|(principal, enrollment, now_ms)| {
-            AccessRequest::RotateMember {
-                principal,
-                enrollment,
-                now_ms,
-            }
-        }),
-        arb_principal().prop_map(|principal| AccessRequest::RevokeMember { principal }),
-        (arb_principal(), arb_session(), arb_role()).prop_map(|(principal, session_id, role)| {
-            AccessRequest::Grant {
-                principal,
-                session_id,
-                role,
-            }
-        }),
-        (arb_principal(), arb_session()).prop_map(|(principal, session_id)| {
-            AccessRequest::Ungrant {
-                principal,
-                session_id,
-            }
-        }),
-    ]
-}
-
-fn arb_claims_and_logins() -> impl Strategy<Value = AccessRequest> {
-    let now = 0u64..40;
-    prop_oneof![
-        (arb_claim(), arb_digest(), arb_name(), now.clone()).prop_map(
-            |(claim, digest, name, now_ms)| AccessRequest::Claim {
-                claim,
-                digest,
-                name,
-                now_ms,
-            }
-        ),
-        (arb_claim(), arb_digest(), now.clone(), 0u64..60).prop_map(
-            |(claim, digest, now_ms, expires_at_ms)| AccessRequest::ClaimLogin {
-                claim,
-                digest,
-                name: Some("L".into()),
-                now_ms,
-                expires_at_ms,
-            }
-        ),
-        (
-            arb_principal(),
-            arb_digest(),
-            now,
-            0u64..60,
-            proptest::option::of(arb_digest())
-        )
-            .prop_map(|(principal, digest, now_ms, expires_at_ms, by)| {
-                AccessRequest::IssueLogin {
-                    principal,
-                    digest,
-                    now_ms,
-                    expires_at_ms,
-                    issued_by: by.map(|d| d.fingerprint()),
-                }
-            }),
-        (arb_principal(), arb_digest()).prop_map(|(principal, d)| AccessRequest::RevokeLogin {
-            principal,
-            fingerprint: d.fingerprint(),
-        }),
-        arb_principal().prop_map(|principal| AccessRequest::RevokeLogins { principal }),
-        Just(AccessRequest::RevokeAllLogins),
-        (arb_digest(), 0u64..200_000)
-            .prop_map(|(digest, now_ms)| AccessRequest::Resumed { digest, now_ms }),
-    ]
-}
-
-/// Random access requests over a small universe, so collisions are common.
-fn arb_request() -> impl Strategy<Value = AccessRequest> {
-    prop_oneof![8 => arb_owner_and_rotation(), 7 => arb_claims_and_logins()]
 }
 
 #[derive(Clone, Debug)]

@@ -1,11 +1,17 @@
+//! The access plane's decision: claims and their replays, members holding
+//! credentials, digests' Debug, and random streams (from the testkit's
+//! strategies) through the whole state and through a footprint's partial
+//! state, whose effects applied to the loaded rows give the same next state.
+
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
 
-use super::*;
-use crate::catalogue::{self, Creation};
+use custos_core::catalogue::access::*;
+use custos_core::catalogue::{self, CatalogueState, Creation};
+use custos_testkit::access::{arb_request, arb_stream};
 
 fn with_sessions(ids: &[&str]) -> CatalogueState {
     let mut s = CatalogueState::default();
@@ -100,7 +106,16 @@ fn a_member_holding_a_credential_binds_no_claim() {
     assert_eq!(e.reason(), "ClaimPending");
     s.access.credentials.insert(
         *browser_digest(b"w").sha(),
-        new_credential("m1", CredentialKind::Browser, 2),
+        CredentialRow {
+            principal: "m1".into(),
+            kind: CredentialKind::Browser,
+            state: CredentialState::Active,
+            issued_at_ms: 2,
+            claimed_at_ms: None,
+            last_resumed_ms: None,
+            expires_at_ms: None,
+            issued_by: None,
+        },
     );
     let before = s.clone();
     let e = run(
@@ -134,193 +149,6 @@ fn digest_debug_shows_only_a_fingerprint() {
 }
 
 // ---- footprint: a partial state decides as the whole state does ----
-
-fn arb_digest() -> impl Strategy<Value = Digest> {
-    (0u8..6, any::<bool>()).prop_map(|(t, browser)| {
-        let tok = format!("tok{t}");
-        if browser {
-            browser_digest(tok.as_bytes())
-        } else {
-            bearer(&tok)
-        }
-    })
-}
-
-fn arb_claim() -> impl Strategy<Value = ClaimDigest> {
-    (0u8..4).prop_map(|c| claim_digest(format!("claim{c}").as_bytes()))
-}
-
-fn arb_enrollment() -> impl Strategy<Value = Enrollment> {
-    prop_oneof![
-        (arb_claim(), 0u64..40).prop_map(|(claim, expires_at_ms)| Enrollment::Claim {
-            claim,
-            expires_at_ms
-        }),
-        arb_digest().prop_map(Enrollment::Digest),
-    ]
-}
-
-fn arb_principal() -> impl Strategy<Value = String> {
-    (0u8..4).prop_map(|p| format!("p{p}"))
-}
-
-fn arb_session() -> impl Strategy<Value = String> {
-    (0u8..3).prop_map(|s| format!("s{s}"))
-}
-
-fn arb_role() -> impl Strategy<Value = Role> {
-    prop_oneof![Just(Role::Operator), Just(Role::Observer)]
-}
-
-/// Random access requests over a small universe, so collisions are common.
-pub(crate) fn arb_request() -> impl Strategy<Value = AccessRequest> {
-    let now = 0u64..40;
-    prop_oneof![
-        (arb_principal(), arb_digest(), now.clone()).prop_map(|(principal, digest, now_ms)| {
-            AccessRequest::BootstrapOwner {
-                principal,
-                name: None,
-                digest,
-                now_ms,
-            }
-        }),
-        (arb_principal(), arb_digest(), now.clone()).prop_map(|(principal, digest, now_ms)| {
-            AccessRequest::RotateCredential {
-                principal,
-                digest,
-                now_ms,
-            }
-        }),
-        (
-            arb_principal(),
-            arb_session(),
-            arb_role(),
-            arb_enrollment(),
-            now.clone()
-        )
-            .prop_map(|(principal, session_id, role, enrollment, now_ms)| {
-                AccessRequest::InviteMember {
-                    principal,
-                    name: Some("M".into()),
-                    session_id,
-                    role,
-                    enrollment,
-                    now_ms,
-                }
-            }),
-        (arb_principal(), arb_enrollment(), now.clone()).prop_map(
-            |(principal, enrollment, now_ms)| AccessRequest::RotateMember {
-                principal,
-                enrollment,
-                now_ms
-            }
-        ),
-        arb_principal().prop_map(|principal| AccessRequest::RevokeMember { principal }),
-        (arb_principal(), arb_session(), arb_role()).prop_map(|(principal, session_id, role)| {
-            AccessRequest::Grant {
-                principal,
-                session_id,
-                role,
-            }
-        }),
-        (arb_principal(), arb_session()).prop_map(|(principal, session_id)| {
-            AccessRequest::Ungrant {
-                principal,
-                session_id,
-            }
-        }),
-        (arb_claim(), arb_digest(), now.clone()).prop_map(|(claim, digest, now_ms)| {
-            AccessRequest::Claim {
-                claim,
-                digest,
-                name: None,
-                now_ms,
-            }
-        }),
-        (arb_claim(), arb_digest(), now.clone(), 0u64..60).prop_map(
-            |(claim, digest, now_ms, expires_at_ms)| AccessRequest::ClaimLogin {
-                claim,
-                digest,
-                name: Some("L".into()),
-                now_ms,
-                expires_at_ms,
-            }
-        ),
-        (arb_principal(), arb_digest(), now.clone(), 0u64..60).prop_map(
-            |(principal, digest, now_ms, expires_at_ms)| AccessRequest::IssueLogin {
-                principal,
-                digest,
-                now_ms,
-                expires_at_ms,
-                issued_by: None,
-            }
-        ),
-        (arb_principal(), arb_digest()).prop_map(|(principal, d)| AccessRequest::RevokeLogin {
-            principal,
-            fingerprint: d.fingerprint(),
-        }),
-        arb_principal().prop_map(|principal| AccessRequest::RevokeLogins { principal }),
-        Just(AccessRequest::RevokeAllLogins),
-        (arb_digest(), 0u64..200_000)
-            .prop_map(|(digest, now_ms)| AccessRequest::Resumed { digest, now_ms }),
-    ]
-}
-
-/// An invitation by claim followed by its redemption (as a bearer or a
-/// login), so streams bind claims often enough to exercise the claim rows.
-fn arb_claim_flow() -> impl Strategy<Value = Vec<AccessRequest>> {
-    (
-        arb_principal(),
-        arb_session(),
-        arb_claim(),
-        arb_digest(),
-        0u64..10,
-    )
-        .prop_map(|(principal, session_id, claim, digest, now_ms)| {
-            let redeem = match digest.kind() {
-                CredentialKind::Bearer => AccessRequest::Claim {
-                    claim,
-                    digest,
-                    name: None,
-                    now_ms: now_ms + 1,
-                },
-                CredentialKind::Browser => AccessRequest::ClaimLogin {
-                    claim,
-                    digest,
-                    name: None,
-                    now_ms: now_ms + 1,
-                    expires_at_ms: now_ms + 30,
-                },
-            };
-            vec![
-                AccessRequest::InviteMember {
-                    principal,
-                    name: None,
-                    session_id,
-                    role: Role::Operator,
-                    enrollment: Enrollment::Claim {
-                        claim,
-                        expires_at_ms: now_ms + 20,
-                    },
-                    now_ms,
-                },
-                redeem.clone(),
-                redeem,
-            ]
-        })
-}
-
-/// Streams of random requests mixed with claim flows.
-pub(crate) fn arb_stream() -> impl Strategy<Value = Vec<AccessRequest>> {
-    proptest::collection::vec(
-        prop_oneof![
-            3 => arb_request().prop_map(|r| vec![r]),
-            1 => arb_claim_flow(),
-        ],
-        1..30,
-    )
-    .prop_map(|v| v.into_iter().flatten().collect())
-}
 
 #[test]
 fn the_streams_bind_claims_and_answer_replays() {
@@ -440,15 +268,18 @@ proptest! {
                     let mut applied = full.clone();
                     let mut own = part.clone();
                     for e in &p.effects {
-                        super::effect::apply(&mut applied, e);
-                        super::effect::apply(&mut own, e);
+                        effect::apply(&mut applied, e);
+                        effect::apply(&mut own, e);
                     }
                     prop_assert_eq!(&applied, &w.next, "{:?}", req);
                     prop_assert_eq!(&own, &p.next, "{:?}", req);
                     full = w.next.clone();
                     // The state (credentials, claims, memberships: maps
                     // keyed by digests and pairs) has a written form.
-                    prop_assert_eq!(crate::pairs::round_trips(&full), Ok(()));
+                    let text = serde_json::to_string(&full).unwrap();
+                    prop_assert_eq!(&serde_json::from_str::<CatalogueState>(&text).unwrap(), &full);
+                    let bytes = postcard::to_allocvec(&full).unwrap();
+                    prop_assert_eq!(&postcard::from_bytes::<CatalogueState>(&bytes).unwrap(), &full);
                 }
                 (Err(w), Err(p)) => prop_assert_eq!(w, p, "{:?}", req),
                 _ => prop_assert!(false, "{:?}: whole {:?} vs partial {:?}", req, whole, partly),
