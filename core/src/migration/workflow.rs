@@ -227,7 +227,7 @@ type Res<T> = Result<T, WorkflowError>;
 type Findings = (u64, u64, Option<Box<RelocationError>>, Option<Checked>);
 
 /// What one run remembers between steps so that nothing is read twice.
-#[derive(Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 struct Memo {
     /// Preflight's verified inventory, for the plan.
     checked: Option<Checked>,
@@ -240,10 +240,32 @@ struct Memo {
 /// The source's Artifact rows and their verified inventory, as preflight
 /// found them at one `artifact_files` snapshot (0: none), kept for the
 /// plan of the same run so that the objects are read once.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Checked {
     snapshot: u64,
     occurrences: Vec<Occurrence>,
     inventory: SourceInventory,
+}
+
+/// One run of a migration between its steps ([`Migration::start`],
+/// [`Migration::advance`]): the machine's state as this run knows it, the
+/// plan it holds or froze, and what it read that a later step of the same
+/// run reuses rather than reads again. A plain value: a model checker
+/// keeps it in its state; a crash loses it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Stepping {
+    state: State,
+    plan: Option<Plan>,
+    occurrences: Option<Vec<Occurrence>>,
+    memo: Memo,
+}
+
+impl Stepping {
+    /// The machine's state as this run knows it: its run and the
+    /// destination's administration it last stored or loaded.
+    pub fn state(&self) -> &State {
+        &self.state
+    }
 }
 
 /// A migration between two endpoints.
@@ -624,7 +646,25 @@ where
     /// source) unless `held` is the plan of an earlier run, copies,
     /// verifies, rechecks, stages, activates, cold-verifies and completes.
     /// A completed migration answers its stored receipt, running nothing.
+    ///
+    /// It is [`Migration::start`] and then [`Migration::advance`] until a
+    /// receipt: the same step function a caller (or a model checker) can
+    /// take one step at a time.
     pub fn migrate(&self, held: Option<&Plan>) -> Res<StoredReceipt> {
+        let mut run = self.start(held)?;
+        for _ in 0..MAX_STEPS {
+            if let Some(receipt) = self.advance(&mut run)? {
+                return Ok(receipt);
+            }
+        }
+        Err(WorkflowError::Stuck(MAX_STEPS))
+    }
+
+    /// Starts a run: loads the destination's stored administration (the
+    /// recovery authority) and what this run remembers between steps.
+    /// `held` is the plan of an earlier run the caller holds, if any.
+    /// Nothing is written.
+    pub fn start(&self, held: Option<&Plan>) -> Res<Stepping> {
         let stored = self
             .destination
             .control
@@ -646,27 +686,46 @@ where
                 .is_some_and(|r| r.plan.migration_id == self.migration_id && r.plan.second_copy);
         let mut run = self.run(held_digest);
         run.second_copy |= acknowledged;
-        let mut state = State {
-            run,
-            destination: stored,
-        };
-        let mut plan: Option<Plan> = held.cloned();
-        let mut occurrences: Option<Vec<Occurrence>> = None;
-        let mut memo = Memo::default();
-        for _ in 0..MAX_STEPS {
-            let next = next_step(&state).map_err(WorkflowError::Refused)?;
-            if let Next::Done(receipt) = next {
-                self.mark_moved();
-                return Ok(*receipt);
-            }
-            if self.progress.interrupted() {
-                let known = Self::own(&state).map(|r| &r.plan).or(plan.as_ref());
-                return Err(WorkflowError::Interrupted(next.step(known).name().into()));
-            }
-            self.progress.step(&next);
-            self.step(&mut state, next, &mut plan, &mut occurrences, &mut memo)?;
+        Ok(Stepping {
+            state: State {
+                run,
+                destination: stored,
+            },
+            plan: held.cloned(),
+            occurrences: None,
+            memo: Memo::default(),
+        })
+    }
+
+    /// Takes one step of `run`: asks the machine for the next step
+    /// ([`next_step`]), gathers its evidence through the ports, lets the
+    /// machine decide and stores the destination's next administration.
+    /// Answers the receipt once the machine names none (marking the
+    /// source's departure moved), else `None`. A failure leaves `run` as
+    /// far as the destination's stored administration goes; a caller that
+    /// lost it starts again ([`Migration::start`]) and resumes from the
+    /// destination.
+    pub fn advance(&self, run: &mut Stepping) -> Res<Option<StoredReceipt>> {
+        let next = next_step(&run.state).map_err(WorkflowError::Refused)?;
+        if let Next::Done(receipt) = next {
+            self.mark_moved();
+            return Ok(Some(*receipt));
         }
-        Err(WorkflowError::Stuck(MAX_STEPS))
+        if self.progress.interrupted() {
+            let known = Self::own(&run.state)
+                .map(|r| &r.plan)
+                .or(run.plan.as_ref());
+            return Err(WorkflowError::Interrupted(next.step(known).name().into()));
+        }
+        self.progress.step(&next);
+        let Stepping {
+            state,
+            plan,
+            occurrences,
+            memo,
+        } = run;
+        self.step(state, next, plan, occurrences, memo)?;
+        Ok(None)
     }
 
     /// This migration's reservation at the destination, if it has one
