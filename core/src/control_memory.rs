@@ -13,7 +13,7 @@ use std::sync::Mutex;
 
 use crate::migration::control::{
     check_departures, check_reservation, check_transition, decide_activation, decide_stage,
-    AdminEffect, AdminError, ControlAdmin, ControlSnapshot, MemoryAdmin,
+    AdminEffect, AdminError, ControlAdmin, ControlSnapshot, MemoryAdmin, StagedBundle,
 };
 use crate::migration::departure::Departures;
 use crate::migration::{Destination, Status, StoredReceipt};
@@ -21,6 +21,19 @@ use crate::world::{
     apply_effect, decide, ControlCatalog, Outcome, Request, SignatureRecord, WorldError, WorldInfo,
     WorldRecord, WorldSlot,
 };
+
+/// What a [`MemoryControlCatalog`] holds, as a plain value.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ControlImage {
+    /// Each world's stored slot, by world id.
+    pub worlds: BTreeMap<String, WorldSlot>,
+    /// The migration administration of this identity as a destination.
+    pub destination: Destination,
+    /// This identity's departures as a source.
+    pub departures: Departures,
+    /// The staged control bundle, until activation imports it.
+    pub staged: Option<StagedBundle>,
+}
 
 /// The control catalog over the pure state, behind a mutex; its migration
 /// administration ([`ControlAdmin`]) behind
@@ -45,6 +58,32 @@ impl MemoryControlCatalog {
         MemoryControlCatalog {
             worlds: std::sync::Arc::clone(&self.worlds),
             admin: std::sync::Arc::clone(&self.admin),
+        }
+    }
+
+    /// Everything it holds — the worlds and the migration administration —
+    /// as a plain value (a model checker keeps it in its state and builds
+    /// the catalog again with [`MemoryControlCatalog::from_image`]).
+    pub fn image(&self) -> Result<ControlImage, AdminError> {
+        let worlds = self.lock().map_err(|_| poisoned("worlds"))?.clone();
+        let admin = self.admin.lock().map_err(|_| poisoned("admin"))?;
+        Ok(ControlImage {
+            worlds,
+            destination: admin.destination.clone(),
+            departures: admin.departures.clone(),
+            staged: admin.staged.clone(),
+        })
+    }
+
+    /// A catalog holding `image` ([`MemoryControlCatalog::image`]).
+    pub fn from_image(image: ControlImage) -> Self {
+        MemoryControlCatalog {
+            worlds: std::sync::Arc::new(Mutex::new(image.worlds)),
+            admin: std::sync::Arc::new(Mutex::new(MemoryAdmin {
+                destination: image.destination,
+                departures: image.departures,
+                staged: image.staged,
+            })),
         }
     }
 

@@ -33,6 +33,7 @@ pub mod lease;
 pub mod ledger;
 pub mod migration;
 pub mod release;
+pub mod run;
 pub mod trace;
 pub mod world;
 
@@ -163,6 +164,7 @@ pub fn registry() -> Vec<Box<dyn Registered>> {
         Box::new(family::family::<ledger::LedgerModel>()),
         Box::new(family::family::<migration::MigrationModel>()),
         Box::new(family::family::<homes::HomesModel>()),
+        Box::new(family::family::<run::RunModel>()),
         Box::new(family::family::<world::WorldModel>()),
         Box::new(family::family::<release::ReleaseModel>()),
         Box::new(family::family::<deployment::DeploymentModel>()),

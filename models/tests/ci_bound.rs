@@ -106,3 +106,8 @@ fn access_model_holds_and_kills_every_mutant() {
 fn migration_homes_model_holds_and_kills_every_mutant() {
     check("migration-homes", 1_009);
 }
+
+#[test]
+fn migration_run_model_holds_and_kills_every_mutant() {
+    check("migration-run", 2_243);
+}

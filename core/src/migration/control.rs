@@ -485,7 +485,7 @@ pub fn decode_stored_receipt(bytes: &[u8], r: &Reservation) -> Result<StoredRece
 
 /// A staged control bundle: what [`AdminEffect::Stage`] stores, invisible
 /// to discovery, until activation imports it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StagedBundle {
     /// The migration it belongs to.

@@ -223,7 +223,7 @@ pub fn occurrence_row(w: &mut RowWriter, o: &Occurrence) {
 }
 
 /// The rows of one snapshot of a memory table.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum MemoryRows {
     /// Opaque rows, as canonical row bytes ([`RowWriter`]).
     Canonical(Vec<Vec<u8>>),
@@ -231,7 +231,30 @@ pub enum MemoryRows {
     Occurrences(Vec<Occurrence>),
 }
 
-#[derive(Clone, Debug)]
+/// What a [`MemoryTableStore`] holds, as a plain value
+/// ([`MemoryTableStore::image`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct TableImage {
+    tables: BTreeMap<Name, MemoryTable>,
+    next_snapshot: u64,
+}
+
+impl TableImage {
+    /// How many appends landed in `table` (0 for a table it lacks).
+    pub fn appends(&self, table: &Name) -> usize {
+        self.tables.get(table).map_or(0, |t| t.snapshots.len())
+    }
+
+    /// The rows of `table`'s latest snapshot, if it has one.
+    pub fn latest(&self, table: &Name) -> Option<&MemoryRows> {
+        self.tables
+            .get(table)
+            .and_then(|t| t.snapshots.last())
+            .map(|(_, rows)| rows)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct MemoryTable {
     schema: Digest,
     /// The metadata fingerprint ([`TableMetadata::fingerprint`]).
@@ -345,6 +368,31 @@ impl MemoryTableStore {
         };
         t.snapshots.push((id, merged));
         Ok(id)
+    }
+
+    /// Everything it holds: each table's fingerprints and snapshots, and
+    /// the next snapshot id. A plain value (a model checker keeps it in its
+    /// state and builds the store again with
+    /// [`MemoryTableStore::from_image`]); a lost reply armed is not part
+    /// of it.
+    pub fn image(&self) -> Result<TableImage, TableError> {
+        let tables = self.lock()?.clone();
+        let next_snapshot = *self.next_snapshot.lock().map_err(|_| TableError::Backend {
+            reason: "memory table store mutex poisoned".into(),
+        })?;
+        Ok(TableImage {
+            tables,
+            next_snapshot,
+        })
+    }
+
+    /// A store holding `image` ([`MemoryTableStore::image`]).
+    pub fn from_image(image: TableImage) -> Self {
+        MemoryTableStore {
+            tables: Mutex::new(image.tables),
+            next_snapshot: Mutex::new(image.next_snapshot),
+            lose_next_reply: Mutex::new(false),
+        }
     }
 
     /// Makes the next commit's reply lost: the commit lands, the answer is

@@ -712,9 +712,7 @@ where
             return Ok(Some(*receipt));
         }
         if self.progress.interrupted() {
-            let known = Self::own(&run.state)
-                .map(|r| &r.plan)
-                .or(run.plan.as_ref());
+            let known = Self::own(&run.state).map(|r| &r.plan).or(run.plan.as_ref());
             return Err(WorkflowError::Interrupted(next.step(known).name().into()));
         }
         self.progress.step(&next);

@@ -12,7 +12,7 @@ use super::{
 use crate::migration::{Digest, NormalizedUri, ObjectFacts};
 
 /// What a [`MemoryObjectStore`] holds at one content address.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum MemoryEntry {
     /// A regular object.
     Bytes(Vec<u8>),
@@ -49,6 +49,21 @@ impl MemoryObjectStore {
         MemoryObjectStore {
             root: self.root.clone(),
             entries: Arc::clone(&self.entries),
+        }
+    }
+
+    /// Everything it holds, by SHA-256 of the content address: a plain
+    /// value (a model checker keeps it in its state and builds the store
+    /// again with [`MemoryObjectStore::from_image`]).
+    pub fn image(&self) -> Result<BTreeMap<Digest, MemoryEntry>, ObjectError> {
+        Ok(self.lock()?.clone())
+    }
+
+    /// A store beneath `root` holding `entries` ([`MemoryObjectStore::image`]).
+    pub fn from_image(root: NormalizedUri, entries: BTreeMap<Digest, MemoryEntry>) -> Self {
+        MemoryObjectStore {
+            root,
+            entries: Arc::new(Mutex::new(entries)),
         }
     }
 

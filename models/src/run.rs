@@ -1,0 +1,878 @@
+//! Model of the production migration workflow, one step at a time
+//! (`custos_core::migration::workflow`).
+//!
+//! The migration model proves the machine's rules under an adversarial
+//! driver of its own; this one checks what runs. Its driver *is*
+//! [`Migration::start`] and [`Migration::advance`], the functions
+//! `Migration::migrate` loops over, over the memory ports of both
+//! endpoints (control catalog and administration, table store, object
+//! store) and a cold verifier that reads only the destination. The state
+//! holds each store as a plain value ([`MemoryControlCatalog::image`] and
+//! the like) and the run between steps ([`Stepping`]); every action builds
+//! the stores from the state, takes one real step and reads them back.
+//!
+//! The adversary crashes the driver between steps (the run is forgotten; a
+//! new one starts from the destination's stored administration), loses
+//! the reply of the step's administration commit after it applied, fails
+//! the commit before it applies, and makes a table append ambiguous
+//! (landed or not). A monitor checks the truth of the stores after every
+//! action: nothing is discoverable at the destination before the
+//! reservation is activated with every table and object in place, no
+//! table is appended twice, the source is never touched after activation
+//! (but for the departure mark the completion writes), the receipt never
+//! changes, imported floors cover the source's fence epoch, and a receipt
+//! is answered only once the destination is activated and cold-verified.
+//!
+//! A mutant is a broken backend around the real workflow (see [`Mutant`]).
+
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use custos_core::control_memory::{ControlImage, MemoryControlCatalog};
+use custos_core::fence::Holder;
+use custos_core::migration::artifacts::{
+    content_address, facts_of, put_bytes, Entry, MemoryEntry, MemoryObjectStore, ObjectError,
+    ObjectRead, ObjectStore, Occurrence, OccurrenceMeta,
+};
+use custos_core::migration::control::{AdminEffect, AdminError, ControlAdmin, ControlSnapshot};
+use custos_core::migration::departure::Departures;
+use custos_core::migration::tables::{
+    MemoryRows, MemoryTableStore, TableError, TableImage, TableStore,
+};
+use custos_core::migration::verify::VerifyMode;
+use custos_core::migration::workflow::{
+    ColdVerifier, Endpoint, Migration, Quiet, Stepping, ARTIFACT_FILES,
+};
+use custos_core::migration::{
+    next_step, ColdEvidence, CommitReply, Destination, Digest, Locality, Name, Next, NormalizedUri,
+    ObjectFacts, Plan, Resume, Status, StorageIdentity, TableFacts, TablePlan,
+};
+use custos_core::world::{
+    ControlCatalog, FencePurpose, Outcome, Request as WorldRequest, SignatureRecord, WorldError,
+    WorldIdentity, WorldInfo, WorldRecord, WriterMode,
+};
+use stateright::{Model, Property};
+
+use crate::family::MutantModel;
+use crate::Bound;
+
+crate::mutants! {
+    /// A broken backend the model runs the real workflow over.
+    pub enum Mutant {
+        /// The destination's administration makes a staged bundle
+        /// discoverable at once (it imports on staging).
+        StagedVisible => "staged-bundle-discoverable-before-activation",
+        /// The destination's administration loads an activated
+        /// reservation as if the recheck had not happened (a stale read).
+        StaleLoad => "destination-load-forgets-the-recheck",
+        /// The destination's catalog imports every World with floor 0.
+        FloorDropped => "activation-drops-the-import-floor",
+        /// The destination's table store resends an append whose reply
+        /// it lost, and both land.
+        ResentAppend => "an-ambiguous-append-lands-twice",
+    }
+}
+
+/// A fault injected into one step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fault {
+    /// The step's administration commit applies; its reply is lost.
+    ReplyLost,
+    /// The step's administration commit fails before it applies.
+    CommitFails,
+    /// The step's table append lands; its reply is ambiguous.
+    AmbiguousLanded,
+    /// The step's table append does not land; its reply is ambiguous.
+    AmbiguousLost,
+}
+
+/// An action.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// A run starts (the operator runs `migrate`), resuming from the
+    /// destination.
+    Start,
+    /// The run takes its next step, under a fault or none.
+    Step(Option<Fault>),
+    /// The run crashes between steps.
+    Crash,
+}
+
+/// One endpoint's stores, as values.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Side {
+    /// The control catalog and the migration administration.
+    pub control: ControlImage,
+    /// The table store.
+    pub tables: TableImage,
+    /// The object store.
+    pub objects: BTreeMap<Digest, MemoryEntry>,
+}
+
+/// Bits of [`RunState::broken`].
+pub mod rule {
+    /// A World discoverable at the destination before the reservation was
+    /// activated with every table and object in place.
+    pub const EARLY_DISCOVERY: u8 = 1 << 0;
+    /// A destination table appended twice.
+    pub const DOUBLE_APPEND: u8 = 1 << 1;
+    /// The source read or written after activation (but for the
+    /// completion's departure mark).
+    pub const SOURCE_TOUCHED: u8 = 1 << 2;
+    /// The completed receipt changed.
+    pub const RECEIPT_CHANGED: u8 = 1 << 3;
+    /// An imported floor below the source's fence epoch.
+    pub const FLOOR_LOW: u8 = 1 << 4;
+    /// A receipt answered before activation and cold verification.
+    pub const RECEIPT_EARLY: u8 = 1 << 5;
+}
+
+/// The model's state.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RunState {
+    /// The source.
+    pub source: Side,
+    /// The destination.
+    pub dest: Side,
+    /// The run under way, if any.
+    pub run: Option<Stepping>,
+    /// Crashes left.
+    pub crashes: u8,
+    /// Faults left.
+    pub faults: u8,
+    /// Monitor: the receipt's digest, once answered.
+    pub receipt: Option<Digest>,
+    /// Monitor: a receipt was answered after a fault or a crash.
+    pub recovered: bool,
+    /// Monitor: a fault or a crash happened.
+    pub hurt: bool,
+    /// Monitor: rules broken (bits of [`rule`]).
+    pub broken: u8,
+}
+
+/// The model.
+#[derive(Clone, Debug)]
+pub struct RunModel {
+    source: Side,
+    src_id: StorageIdentity,
+    dst_id: StorageIdentity,
+    dst_root: NormalizedUri,
+    src_root: NormalizedUri,
+    crashes: u8,
+    faults: u8,
+    mutant: Option<Mutant>,
+}
+
+// ---- ports over the state's images, with faults and a touch count ----
+
+/// A control catalog and administration over a [`ControlImage`].
+struct Ctl {
+    inner: MemoryControlCatalog,
+    touches: Cell<u32>,
+    fault: Cell<Option<Fault>>,
+    mutant: Option<Mutant>,
+}
+
+impl Ctl {
+    fn new(image: &ControlImage, mutant: Option<Mutant>) -> Self {
+        Ctl {
+            inner: MemoryControlCatalog::from_image(image.clone()),
+            touches: Cell::new(0),
+            fault: Cell::new(None),
+            mutant,
+        }
+    }
+
+    fn touch(&self) {
+        self.touches.set(self.touches.get().saturating_add(1));
+    }
+}
+
+fn lost() -> AdminError {
+    AdminError::Backend {
+        reason: "the commit's reply was lost".into(),
+    }
+}
+
+impl ControlCatalog for Ctl {
+    fn apply(&self, req: &WorldRequest) -> Result<Outcome, WorldError> {
+        self.touch();
+        self.inner.apply(req)
+    }
+    fn discover_worlds(&self) -> Result<Vec<WorldRecord>, WorldError> {
+        self.touch();
+        self.inner.discover_worlds()
+    }
+    fn open_world_readonly(&self, world_id: &str) -> Result<WorldInfo, WorldError> {
+        self.touch();
+        self.inner.open_world_readonly(world_id)
+    }
+    fn list_signatures(&self) -> Result<Vec<SignatureRecord>, WorldError> {
+        self.touch();
+        self.inner.list_signatures()
+    }
+}
+
+impl ControlAdmin for Ctl {
+    fn export_snapshot(&self) -> Result<ControlSnapshot, AdminError> {
+        self.touch();
+        self.inner.export_snapshot()
+    }
+    fn load_destination(&self) -> Result<Destination, AdminError> {
+        self.touch();
+        let mut d = self.inner.load_destination()?;
+        if self.mutant == Some(Mutant::StaleLoad) {
+            if let Some(r) = d.reservation.as_mut() {
+                if r.status == Status::Activated {
+                    r.status = Status::Reserved;
+                    r.source_stability = None;
+                }
+            }
+        }
+        Ok(d)
+    }
+    fn commit_destination(
+        &self,
+        expected: &Destination,
+        next: &Destination,
+        effect: AdminEffect<'_>,
+    ) -> Result<(), AdminError> {
+        self.touch();
+        match self.fault.take() {
+            Some(Fault::CommitFails) => return Err(lost()),
+            Some(Fault::ReplyLost) => {
+                self.inner.commit_destination(expected, next, effect)?;
+                return Err(lost());
+            }
+            other => self.fault.set(other),
+        }
+        self.inner.commit_destination(expected, next, effect)
+    }
+    fn stored_receipt(&self) -> Result<Option<Vec<u8>>, AdminError> {
+        self.touch();
+        self.inner.stored_receipt()
+    }
+    fn load_departures(&self) -> Result<Departures, AdminError> {
+        self.touch();
+        self.inner.load_departures()
+    }
+    fn commit_departures(
+        &self,
+        expected: &Departures,
+        next: &Departures,
+    ) -> Result<(), AdminError> {
+        self.touch();
+        self.inner.commit_departures(expected, next)
+    }
+}
+
+/// A table store over a [`TableImage`].
+struct Tables {
+    inner: MemoryTableStore,
+    touches: Cell<u32>,
+    fault: Cell<Option<Fault>>,
+    /// The mutant's backend: an append whose reply it lost is sent again.
+    resends: bool,
+}
+
+impl Tables {
+    fn new(image: &TableImage, resends: bool) -> Self {
+        Tables {
+            inner: MemoryTableStore::from_image(image.clone()),
+            touches: Cell::new(0),
+            fault: Cell::new(None),
+            resends,
+        }
+    }
+
+    fn touch(&self) {
+        self.touches.set(self.touches.get().saturating_add(1));
+    }
+}
+
+impl TableStore for Tables {
+    fn namespace(&self) -> Result<Vec<(Name, TableFacts)>, TableError> {
+        self.touch();
+        self.inner.namespace()
+    }
+    fn evidence_at(&self, table: &Name, snapshot: u64) -> Result<TableFacts, TableError> {
+        self.touch();
+        self.inner.evidence_at(table, snapshot)
+    }
+    fn inspect(&self, table: &Name) -> Result<Option<TableFacts>, TableError> {
+        self.touch();
+        self.inner.inspect(table)
+    }
+    fn occurrences(&self, table: &Name, snapshot: u64) -> Result<Vec<Occurrence>, TableError> {
+        self.touch();
+        self.inner.occurrences(table, snapshot)
+    }
+    fn relocated_digest(
+        &self,
+        table: &Name,
+        snapshot: u64,
+        relocated: &[Occurrence],
+    ) -> Result<Digest, TableError> {
+        self.touch();
+        self.inner.relocated_digest(table, snapshot, relocated)
+    }
+    fn copy_from(
+        &self,
+        source: &Self,
+        plan: &TablePlan,
+        relocated: Option<&[Occurrence]>,
+    ) -> Result<CommitReply, TableError> {
+        self.touch();
+        source.touch();
+        match self.fault.take() {
+            Some(Fault::AmbiguousLost) => return Ok(CommitReply::Ambiguous),
+            Some(Fault::AmbiguousLanded) if self.resends => {
+                self.inner.lose_next_reply();
+                let reply = self.inner.copy_from(&source.inner, plan, relocated)?;
+                let rows = match relocated {
+                    Some(r) => MemoryRows::Occurrences(r.to_vec()),
+                    None => source
+                        .inner
+                        .image()?
+                        .latest(&plan.name)
+                        .cloned()
+                        .unwrap_or(MemoryRows::Canonical(Vec::new())),
+                };
+                self.inner.append(&plan.name, rows)?;
+                return Ok(reply);
+            }
+            Some(Fault::AmbiguousLanded) => self.inner.lose_next_reply(),
+            other => self.fault.set(other),
+        }
+        self.inner.copy_from(&source.inner, plan, relocated)
+    }
+}
+
+/// An object store over an image.
+struct Objects {
+    inner: MemoryObjectStore,
+    touches: AtomicU32,
+}
+
+impl Objects {
+    fn new(root: &NormalizedUri, image: &BTreeMap<Digest, MemoryEntry>) -> Self {
+        Objects {
+            inner: MemoryObjectStore::from_image(root.clone(), image.clone()),
+            touches: AtomicU32::new(0),
+        }
+    }
+}
+
+impl ObjectStore for Objects {
+    fn probe(&self, uri: &NormalizedUri) -> Result<Entry, ObjectError> {
+        self.touches.fetch_add(1, Ordering::Relaxed);
+        self.inner.probe(uri)
+    }
+    fn read(&self, uri: &NormalizedUri, limit: u64) -> Result<ObjectRead, ObjectError> {
+        self.touches.fetch_add(1, Ordering::Relaxed);
+        self.inner.read(uri, limit)
+    }
+    fn put_new(
+        &self,
+        uri: &NormalizedUri,
+        bytes: &mut dyn Read,
+        expect: &ObjectFacts,
+    ) -> Result<(), ObjectError> {
+        self.touches.fetch_add(1, Ordering::Relaxed);
+        self.inner.put_new(uri, bytes, expect)
+    }
+}
+
+/// One endpoint's ports, built from its images.
+struct Ports {
+    control: Ctl,
+    tables: Tables,
+    objects: Objects,
+}
+
+impl Ports {
+    fn new(side: &Side, root: &NormalizedUri, mutant: Option<Mutant>) -> Self {
+        Ports {
+            control: Ctl::new(&side.control, mutant),
+            tables: Tables::new(&side.tables, mutant == Some(Mutant::ResentAppend)),
+            objects: Objects::new(root, &side.objects),
+        }
+    }
+
+    fn touches(&self) -> u32 {
+        self.control.touches.get()
+            + self.tables.touches.get()
+            + self.objects.touches.load(Ordering::Relaxed)
+    }
+
+    fn image(&self) -> Option<Side> {
+        Some(Side {
+            control: self.control.inner.image().ok()?,
+            tables: self.tables.inner.image().ok()?,
+            objects: self.objects.inner.image().ok()?,
+        })
+    }
+
+    fn endpoint(
+        &self,
+        identity: &StorageIdentity,
+        root: &NormalizedUri,
+    ) -> Endpoint<'_, Ctl, Tables, Objects> {
+        Endpoint {
+            identity: identity.clone(),
+            audit: Some(identity.clone()),
+            control: &self.control,
+            tables: &self.tables,
+            objects: &self.objects,
+            artifact_root: root.clone(),
+            locality: Locality::Local,
+            activity_records: 0,
+        }
+    }
+}
+
+/// The cold verifier: fresh reads of the destination's ports only; in
+/// [`VerifyMode::ResumeAndTick`] it resumes the resumable World.
+struct Cold<'a>(&'a Ports);
+
+impl ColdVerifier for Cold<'_> {
+    fn verify(&self, plan: &Plan, mode: VerifyMode) -> Result<ColdEvidence, String> {
+        let d = self.0;
+        let worlds_missing: Vec<Name> = plan
+            .worlds
+            .iter()
+            .filter(|w| d.control.open_world_readonly(w.world.as_str()).is_err())
+            .map(|w| w.world.clone())
+            .collect();
+        let mut tables = Vec::new();
+        for t in &plan.tables {
+            let f = match d.tables.inspect(&t.name).map_err(|e| e.to_string())? {
+                Some(f) => f,
+                None => d
+                    .tables
+                    .evidence_at(&t.name, 0)
+                    .map_err(|e| e.to_string())?,
+            };
+            tables.push((t.name.clone(), f));
+        }
+        let held = d.objects.inner.image().map_err(|e| e.to_string())?;
+        let mut objects_verified = 0;
+        let mut objects_failed = Vec::new();
+        for o in &plan.artifacts.objects {
+            let uri =
+                content_address(d.objects.inner.root(), &o.sha256).map_err(|e| format!("{e:?}"))?;
+            match held.get(&o.sha256) {
+                Some(MemoryEntry::Bytes(b)) if facts_of(b) == *o => objects_verified += 1,
+                _ => objects_failed.push(custos_core::migration::ObjectMismatch {
+                    sha256: o.sha256,
+                    uri,
+                    found: custos_core::migration::ObjectFound::Missing,
+                }),
+            }
+        }
+        let resume = match plan.worlds.iter().find(|w| w.resumable) {
+            None => Resume::NotApplicable,
+            Some(_) if mode == VerifyMode::ReadOnly => Resume::NotExercised,
+            Some(w) => {
+                let id = w.world.as_str();
+                let holder = Holder::new("cold-verifier").map_err(|e| e.to_string())?;
+                let (epoch, _) = d
+                    .control
+                    .acquire_fence(id, &holder, FencePurpose::Resume)
+                    .map_err(|e| e.to_string())?;
+                let head = d
+                    .control
+                    .open_world_readonly(id)
+                    .map_err(|e| e.to_string())?;
+                let tick = head.record.tick_head + 1;
+                d.control
+                    .commit_tick(id, epoch, tick)
+                    .map_err(|e| e.to_string())?;
+                Resume::Resumed {
+                    world: w.world.clone(),
+                    epoch,
+                    tick,
+                }
+            }
+        };
+        Ok(ColdEvidence {
+            plan_digest: plan.digest(),
+            worlds_discovered: (plan.worlds.len() - worlds_missing.len()) as u64,
+            tables,
+            objects_verified,
+            resume,
+            worlds_missing,
+            objects_failed,
+        })
+    }
+}
+
+fn clock() -> custos_core::Millis {
+    1_764_600_000_000
+}
+
+const WORLD: &str = "w-live";
+const EVENTS: &str = "events";
+
+fn name(s: &str) -> Result<Name, String> {
+    Name::new(s).map_err(|e| format!("fixture invalid: {s}: {e}"))
+}
+
+fn identity(uri: &str) -> Result<StorageIdentity, String> {
+    Ok(StorageIdentity {
+        uri: NormalizedUri::parse(uri).map_err(|e| format!("fixture invalid: {e:?}"))?,
+        namespace: name("app")?,
+        backend: name("iceberg-sql")?,
+    })
+}
+
+/// The source: one resumable World at tick 3 (its writer's fence taken),
+/// an application table of three rows, and `artifact_files` with one
+/// occurrence of one object.
+fn source_side(root: &NormalizedUri) -> Result<Side, String> {
+    let e = |x: &dyn std::fmt::Debug| format!("fixture invalid: {x:?}");
+    let control = MemoryControlCatalog::new();
+    let live = WorldRecord::active(WorldIdentity::new(WORLD, "live"), WriterMode::Resumable);
+    control.register(&live).map_err(|x| e(&x))?;
+    let writer = Holder::new("writer").map_err(|x| e(&x))?;
+    let (epoch, _) = control
+        .acquire_fence(WORLD, &writer, FencePurpose::Resume)
+        .map_err(|x| e(&x))?;
+    control.commit_tick(WORLD, epoch, 3).map_err(|x| e(&x))?;
+    let tables = MemoryTableStore::new();
+    let events = name(EVENTS)?;
+    tables
+        .create(&events, Digest::of(b"events"))
+        .map_err(|x| e(&x))?;
+    let rows = (0..3).map(|i| format!("e{i}").into_bytes()).collect();
+    tables
+        .append(&events, MemoryRows::Canonical(rows))
+        .map_err(|x| e(&x))?;
+    let objects = MemoryObjectStore::new(root.clone());
+    let bytes = b"frame one";
+    let facts = facts_of(bytes);
+    let at = content_address(root, &facts.sha256).map_err(|x| e(&x))?;
+    put_bytes(&objects, &at, bytes).map_err(|x| e(&x))?;
+    let meta = OccurrenceMeta {
+        artifact_id: name("a0")?,
+        ingested_at: 1_700_000_000_000_000,
+        source_uri: "camera://0".into(),
+        logical_path: "frames/0.raw".into(),
+        world: name(WORLD)?,
+        run: None,
+        tick: Some(1),
+        media_type: "application/octet-stream".into(),
+    };
+    let files = name(ARTIFACT_FILES)?;
+    tables
+        .create(&files, Digest::of(b"artifact_files"))
+        .map_err(|x| e(&x))?;
+    tables
+        .append(
+            &files,
+            MemoryRows::Occurrences(vec![Occurrence::new(meta, facts, at)]),
+        )
+        .map_err(|x| e(&x))?;
+    Ok(Side {
+        control: control.image().map_err(|x| e(&x))?,
+        tables: tables.image().map_err(|x| e(&x))?,
+        objects: objects.image().map_err(|x| e(&x))?,
+    })
+}
+
+fn empty_side() -> Side {
+    Side {
+        control: ControlImage::default(),
+        tables: TableImage::default(),
+        objects: BTreeMap::new(),
+    }
+}
+
+fn status(side: &Side) -> Option<Status> {
+    side.control
+        .destination
+        .reservation
+        .as_ref()
+        .map(|r| r.status)
+}
+
+fn activated(side: &Side) -> bool {
+    matches!(status(side), Some(Status::Activated | Status::Completed))
+}
+
+fn discoverable(side: &Side) -> bool {
+    side.control.worlds.values().any(|s| s.record.is_some())
+}
+
+impl RunModel {
+    /// Everything in place at the destination: each application table
+    /// holds the source's rows, `artifact_files` one append, every source
+    /// object is present with the source's bytes.
+    fn in_place(&self, s: &RunState) -> bool {
+        let (src, dst) = (&s.source.tables, &s.dest.tables);
+        let Ok(events) = Name::new(EVENTS) else {
+            return false;
+        };
+        let Ok(files) = Name::new(ARTIFACT_FILES) else {
+            return false;
+        };
+        dst.latest(&events) == src.latest(&events)
+            && dst.appends(&files) == 1
+            && s.source
+                .objects
+                .iter()
+                .all(|(d, e)| s.dest.objects.get(d) == Some(e))
+    }
+
+    /// The rules the truth of the stores must keep after every action.
+    fn monitor(&self, s: &mut RunState) {
+        if discoverable(&s.dest) && !(activated(&s.dest) && self.in_place(s)) {
+            s.broken |= rule::EARLY_DISCOVERY;
+        }
+        for n in [EVENTS, ARTIFACT_FILES] {
+            if Name::new(n).is_ok_and(|n| s.dest.tables.appends(&n) > 1) {
+                s.broken |= rule::DOUBLE_APPEND;
+            }
+        }
+        for (w, slot) in &s.dest.control.worlds {
+            let issued = s
+                .source
+                .control
+                .worlds
+                .get(w)
+                .map_or(0, |src| src.fence.issued);
+            if slot.record.is_some() && slot.fence.floor < issued {
+                s.broken |= rule::FLOOR_LOW;
+            }
+        }
+    }
+
+    /// The broken backends that act on what a step stored.
+    fn corrupt(&self, before: &RunState, s: &mut RunState) {
+        match self.mutant {
+            Some(Mutant::StagedVisible)
+                if s.dest.control.staged.is_some() && !discoverable(&s.dest) =>
+            {
+                s.dest.control.worlds = s.source.control.worlds.clone();
+            }
+            Some(Mutant::FloorDropped) if activated(&s.dest) && !activated(&before.dest) => {
+                for slot in s.dest.control.worlds.values_mut() {
+                    slot.fence.floor = 0;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Builds the ports from `s`, runs `f` over the migration, reads the
+    /// stores back. `None` when a store cannot be read back.
+    fn with_migration<R>(
+        &self,
+        s: &mut RunState,
+        fault: Option<Fault>,
+        f: impl FnOnce(&Migration<'_, Ctl, Tables, Objects, Cold<'_>>) -> R,
+    ) -> Option<(R, u32)> {
+        let src = Ports::new(&s.source, &self.src_root, None);
+        let dst = Ports::new(&s.dest, &self.dst_root, self.mutant);
+        dst.control.fault.set(fault);
+        dst.tables.fault.set(fault);
+        let cold = Cold(&dst);
+        let holder = Holder::new("migration").ok()?;
+        let m = Migration {
+            source: src.endpoint(&self.src_id, &self.src_root),
+            destination: dst.endpoint(&self.dst_id, &self.dst_root),
+            migration_id: Name::new("m1").ok()?,
+            holder,
+            cold: &cold,
+            version: Name::new("custos-model").ok()?,
+            clock: &clock,
+            progress: &Quiet,
+            second_copy: false,
+        };
+        let r = f(&m);
+        s.source = src.image()?;
+        s.dest = dst.image()?;
+        Some((r, src.touches()))
+    }
+
+    fn start(&self, s: &mut RunState) -> Option<()> {
+        let (r, _) = self.with_migration(s, None, |m| m.start(None))?;
+        s.run = r.ok();
+        Some(())
+    }
+
+    fn step(&self, s: &mut RunState, fault: Option<Fault>) -> Option<()> {
+        let mut run = s.run.take()?;
+        // Activated before the step, and the step is not the completion's
+        // answer (whose departure mark is the one source write allowed).
+        let closed = activated(&s.dest) && !matches!(next_step(run.state()), Ok(Next::Done(_)));
+        let (r, touched) = self.with_migration(s, fault, |m| m.advance(&mut run))?;
+        if closed && touched > 0 {
+            s.broken |= rule::SOURCE_TOUCHED;
+        }
+        match r {
+            Ok(None) => s.run = Some(run),
+            Ok(Some(receipt)) => {
+                let digest = Digest::of(&custos_core::migration::canonical_bytes(&receipt));
+                if s.receipt.is_some_and(|d| d != digest) {
+                    s.broken |= rule::RECEIPT_CHANGED;
+                }
+                let cold = s
+                    .dest
+                    .control
+                    .destination
+                    .reservation
+                    .as_ref()
+                    .is_some_and(|r| r.cold.is_some());
+                if status(&s.dest) != Some(Status::Completed) || !cold || !discoverable(&s.dest) {
+                    s.broken |= rule::RECEIPT_EARLY;
+                }
+                s.receipt = Some(digest);
+                s.recovered |= s.hurt;
+            }
+            // The run stops; the operator runs it again (Start).
+            Err(_) => {}
+        }
+        Some(())
+    }
+}
+
+impl Model for RunModel {
+    type State = RunState;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<RunState> {
+        vec![RunState {
+            source: self.source.clone(),
+            dest: empty_side(),
+            run: None,
+            crashes: self.crashes,
+            faults: self.faults,
+            receipt: None,
+            recovered: false,
+            hurt: false,
+            broken: 0,
+        }]
+    }
+
+    fn actions(&self, s: &RunState, actions: &mut Vec<Action>) {
+        if s.broken != 0 {
+            return; // a counterexample ends where a rule first breaks
+        }
+        let Some(run) = &s.run else {
+            // A finished migration is run again too: it answers its receipt.
+            actions.push(Action::Start);
+            return;
+        };
+        actions.push(Action::Step(None));
+        let next = next_step(run.state());
+        if matches!(next, Ok(Next::Done(_)) | Err(_)) {
+            return;
+        }
+        if s.crashes > 0 {
+            actions.push(Action::Crash);
+        }
+        if s.faults > 0 {
+            actions.push(Action::Step(Some(Fault::ReplyLost)));
+            actions.push(Action::Step(Some(Fault::CommitFails)));
+            if matches!(next, Ok(Next::CopyTable { .. })) {
+                actions.push(Action::Step(Some(Fault::AmbiguousLanded)));
+                actions.push(Action::Step(Some(Fault::AmbiguousLost)));
+            }
+        }
+    }
+
+    fn next_state(&self, s: &RunState, action: Action) -> Option<RunState> {
+        let mut n = s.clone();
+        match action {
+            Action::Start => self.start(&mut n)?,
+            Action::Step(fault) => {
+                if fault.is_some() {
+                    n.faults -= 1;
+                    n.hurt = true;
+                }
+                self.step(&mut n, fault)?;
+            }
+            Action::Crash => {
+                n.crashes -= 1;
+                n.hurt = true;
+                n.run = None;
+            }
+        }
+        self.corrupt(s, &mut n);
+        self.monitor(&mut n);
+        (n != *s).then_some(n)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        vec![
+            Property::<Self>::always(
+                "nothing is discoverable at the destination before activation with every table and object in place",
+                |_, s| s.broken & rule::EARLY_DISCOVERY == 0,
+            ),
+            Property::<Self>::always("no destination table is appended twice", |_, s| {
+                s.broken & rule::DOUBLE_APPEND == 0
+            }),
+            Property::<Self>::always(
+                "the source is never touched once the destination is activated",
+                |_, s| s.broken & rule::SOURCE_TOUCHED == 0,
+            ),
+            Property::<Self>::always("the receipt never changes", |_, s| {
+                s.broken & rule::RECEIPT_CHANGED == 0
+            }),
+            Property::<Self>::always("an imported floor covers the source's fence epoch", |_, s| {
+                s.broken & rule::FLOOR_LOW == 0
+            }),
+            Property::<Self>::always(
+                "a receipt is answered only once the destination is activated and cold-verified",
+                |_, s| s.broken & rule::RECEIPT_EARLY == 0,
+            ),
+            Property::<Self>::sometimes("the migration completes", |_, s| s.receipt.is_some()),
+            Property::<Self>::sometimes(
+                "the migration completes after a crash or a fault",
+                |_, s| s.recovered,
+            ),
+        ]
+    }
+}
+
+impl MutantModel for RunModel {
+    type Mutant = Mutant;
+    const NAME: &'static str = "migration-run";
+    const SUMMARY: &'static str = "the production migration workflow (start, then advance one step at a time) over memory ports, under crashes, lost replies, failed commits and ambiguous appends: nothing discoverable early, no double append, the source untouched after activation, one receipt";
+
+    fn at(bound: Bound) -> Result<Self, String> {
+        let src_root = NormalizedUri::parse("file:///src/artifacts")
+            .map_err(|e| format!("fixture invalid: {e:?}"))?;
+        let dst_root = NormalizedUri::parse("file:///dst/artifacts")
+            .map_err(|e| format!("fixture invalid: {e:?}"))?;
+        let (crashes, faults) = match bound {
+            Bound::Ci => (2, 2),
+            Bound::Deep => (3, 3),
+        };
+        Ok(RunModel {
+            source: source_side(&src_root)?,
+            src_id: identity("file:///src/warehouse")?,
+            dst_id: identity("file:///dst/warehouse")?,
+            src_root,
+            dst_root,
+            crashes,
+            faults,
+            mutant: None,
+        })
+    }
+
+    fn with_mutant(mut self, mutant: Mutant) -> Self {
+        self.mutant = Some(mutant);
+        self
+    }
+
+    fn describe_bound(&self) -> String {
+        format!(
+            "1 World, 2 tables, 1 object; 1 driver restarted at will; crashes <= {}, faults <= {}",
+            self.crashes, self.faults
+        )
+    }
+}
