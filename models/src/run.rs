@@ -11,17 +11,20 @@
 //! the like) and the run between steps ([`Stepping`]); every action builds
 //! the stores from the state, takes one real step and reads them back.
 //!
-//! The adversary crashes the driver between steps (the run is forgotten; a
-//! new one starts from the destination's stored administration), loses
-//! the reply of the step's administration commit after it applied, fails
-//! the commit before it applies, and makes a table append ambiguous
-//! (landed or not). A monitor checks the truth of the stores after every
+//! Two hosts run the same migration. The adversary crashes a host's run
+//! between steps (the run is forgotten; a new one starts from the
+//! destination's stored administration), loses the reply of a step's
+//! administration commit after it applied, fails the commit before it
+//! applies, makes a table append ambiguous (landed or not), and lets a
+//! writer that did not stop commit a tick at the source until the recheck
+//! records it stable. A monitor checks the truth of the stores after every
 //! action: nothing is discoverable at the destination before the
 //! reservation is activated with every table and object in place, no
 //! table is appended twice, the source is never touched after activation
 //! (but for the departure mark the completion writes), the receipt never
-//! changes, imported floors cover the source's fence epoch, and a receipt
-//! is answered only once the destination is activated and cold-verified.
+//! changes, imported floors cover every epoch a source writer held, a
+//! discoverable World holds the source's last tick, and a receipt is
+//! answered only once the destination is activated and cold-verified.
 //!
 //! A mutant is a broken backend around the real workflow (see [`Mutant`]).
 
@@ -88,16 +91,24 @@ pub enum Fault {
     AmbiguousLost,
 }
 
+/// Hosts running the migration: two hosts may run it at once (each
+/// host's run lock is its own).
+pub const HOSTS: usize = 2;
+
 /// An action.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Action {
-    /// A run starts (the operator runs `migrate`), resuming from the
-    /// destination.
-    Start,
-    /// The run takes its next step, under a fault or none.
-    Step(Option<Fault>),
-    /// The run crashes between steps.
-    Crash,
+    /// Host `i` starts a run (an operator runs `migrate`), resuming from
+    /// the destination.
+    Start(u8),
+    /// Host `i`'s run takes its next step, under a fault or none.
+    Step(u8, Option<Fault>),
+    /// Host `i`'s run crashes between steps.
+    Crash(u8),
+    /// A writer of the source's World takes its fence and commits a tick
+    /// (a writer that did not stop), before the recheck records the source
+    /// stable.
+    Drift,
 }
 
 /// One endpoint's stores, as values.
@@ -123,10 +134,12 @@ pub mod rule {
     pub const SOURCE_TOUCHED: u8 = 1 << 2;
     /// The completed receipt changed.
     pub const RECEIPT_CHANGED: u8 = 1 << 3;
-    /// An imported floor below the source's fence epoch.
+    /// An imported floor below an epoch a source writer held.
     pub const FLOOR_LOW: u8 = 1 << 4;
     /// A receipt answered before activation and cold verification.
     pub const RECEIPT_EARLY: u8 = 1 << 5;
+    /// A World discoverable at the destination behind the source's tick.
+    pub const BEHIND_SOURCE: u8 = 1 << 6;
 }
 
 /// The model's state.
@@ -136,12 +149,16 @@ pub struct RunState {
     pub source: Side,
     /// The destination.
     pub dest: Side,
-    /// The run under way, if any.
-    pub run: Option<Stepping>,
+    /// Each host's run under way, if any.
+    pub runs: [Option<Stepping>; HOSTS],
     /// Crashes left.
     pub crashes: u8,
     /// Faults left.
     pub faults: u8,
+    /// Source drifts left.
+    pub drifts: u8,
+    /// The highest fence epoch a writer of the source's World held.
+    pub writer_epoch: u64,
     /// Monitor: the receipt's digest, once answered.
     pub receipt: Option<Digest>,
     /// Monitor: a receipt was answered after a fault or a crash.
@@ -162,6 +179,8 @@ pub struct RunModel {
     src_root: NormalizedUri,
     crashes: u8,
     faults: u8,
+    drifts: u8,
+    writer_epoch: u64,
     mutant: Option<Mutant>,
 }
 
@@ -531,7 +550,7 @@ fn identity(uri: &str) -> Result<StorageIdentity, String> {
 /// The source: one resumable World at tick 3 (its writer's fence taken),
 /// an application table of three rows, and `artifact_files` with one
 /// occurrence of one object.
-fn source_side(root: &NormalizedUri) -> Result<Side, String> {
+fn source_side(root: &NormalizedUri) -> Result<(Side, u64), String> {
     let e = |x: &dyn std::fmt::Debug| format!("fixture invalid: {x:?}");
     let control = MemoryControlCatalog::new();
     let live = WorldRecord::active(WorldIdentity::new(WORLD, "live"), WriterMode::Resumable);
@@ -575,11 +594,12 @@ fn source_side(root: &NormalizedUri) -> Result<Side, String> {
             MemoryRows::Occurrences(vec![Occurrence::new(meta, facts, at)]),
         )
         .map_err(|x| e(&x))?;
-    Ok(Side {
+    let side = Side {
         control: control.image().map_err(|x| e(&x))?,
         tables: tables.image().map_err(|x| e(&x))?,
         objects: objects.image().map_err(|x| e(&x))?,
-    })
+    };
+    Ok((side, epoch))
 }
 
 fn empty_side() -> Side {
@@ -637,14 +657,22 @@ impl RunModel {
             }
         }
         for (w, slot) in &s.dest.control.worlds {
-            let issued = s
+            if slot.record.is_some() && slot.fence.floor < s.writer_epoch {
+                s.broken |= rule::FLOOR_LOW;
+            }
+            let source_tick = s
                 .source
                 .control
                 .worlds
                 .get(w)
-                .map_or(0, |src| src.fence.issued);
-            if slot.record.is_some() && slot.fence.floor < issued {
-                s.broken |= rule::FLOOR_LOW;
+                .and_then(|src| src.record.as_ref())
+                .map_or(0, |r| r.tick_head);
+            if slot
+                .record
+                .as_ref()
+                .is_some_and(|r| r.tick_head < source_tick)
+            {
+                s.broken |= rule::BEHIND_SOURCE;
             }
         }
     }
@@ -697,23 +725,40 @@ impl RunModel {
         Some((r, src.touches()))
     }
 
-    fn start(&self, s: &mut RunState) -> Option<()> {
+    fn start(&self, s: &mut RunState, i: usize) -> Option<()> {
+        if s.runs.get(i)?.is_some() {
+            return None;
+        }
         let (r, _) = self.with_migration(s, None, |m| m.start(None))?;
-        s.run = r.ok();
+        s.runs[i] = r.ok();
         Some(())
     }
 
-    fn step(&self, s: &mut RunState, fault: Option<Fault>) -> Option<()> {
-        let mut run = s.run.take()?;
-        // Activated before the step, and the step is not the completion's
-        // answer (whose departure mark is the one source write allowed).
-        let closed = activated(&s.dest) && !matches!(next_step(run.state()), Ok(Next::Done(_)));
+    /// A source writer takes the World's fence and commits the next tick.
+    fn drift(&self, s: &mut RunState) -> Option<()> {
+        let c = MemoryControlCatalog::from_image(s.source.control.clone());
+        let writer = Holder::new("late-writer").ok()?;
+        let (epoch, _) = c.acquire_fence(WORLD, &writer, FencePurpose::Resume).ok()?;
+        let head = c.open_world_readonly(WORLD).ok()?.record.tick_head;
+        c.commit_tick(WORLD, epoch, head + 1).ok()?;
+        s.source.control = c.image().ok()?;
+        s.writer_epoch = s.writer_epoch.max(epoch);
+        s.drifts -= 1;
+        Some(())
+    }
+
+    fn step(&self, s: &mut RunState, i: usize, fault: Option<Fault>) -> Option<()> {
+        let mut run = s.runs.get_mut(i)?.take()?;
+        // Activated and not yet completed when the step starts (a step
+        // that finds the migration completed answers the receipt and marks
+        // the departure moved: the one source write allowed after it).
+        let closed = status(&s.dest) == Some(Status::Activated);
         let (r, touched) = self.with_migration(s, fault, |m| m.advance(&mut run))?;
         if closed && touched > 0 {
             s.broken |= rule::SOURCE_TOUCHED;
         }
         match r {
-            Ok(None) => s.run = Some(run),
+            Ok(None) => s.runs[i] = Some(run),
             Ok(Some(receipt)) => {
                 let digest = Digest::of(&custos_core::migration::canonical_bytes(&receipt));
                 if s.receipt.is_some_and(|d| d != digest) {
@@ -747,9 +792,11 @@ impl Model for RunModel {
         vec![RunState {
             source: self.source.clone(),
             dest: empty_side(),
-            run: None,
+            runs: [None, None],
             crashes: self.crashes,
             faults: self.faults,
+            drifts: self.drifts,
+            writer_epoch: self.writer_epoch,
             receipt: None,
             recovered: false,
             hurt: false,
@@ -761,25 +808,41 @@ impl Model for RunModel {
         if s.broken != 0 {
             return; // a counterexample ends where a rule first breaks
         }
-        let Some(run) = &s.run else {
-            // A finished migration is run again too: it answers its receipt.
-            actions.push(Action::Start);
-            return;
-        };
-        actions.push(Action::Step(None));
-        let next = next_step(run.state());
-        if matches!(next, Ok(Next::Done(_)) | Err(_)) {
-            return;
+        // The window the recheck covers: until it records the source
+        // stable (the `migration` model's bound too).
+        let rechecked = s
+            .dest
+            .control
+            .destination
+            .reservation
+            .as_ref()
+            .is_some_and(|r| r.source_stability.is_some() || r.status != Status::Reserved);
+        if s.drifts > 0 && !rechecked {
+            actions.push(Action::Drift);
         }
-        if s.crashes > 0 {
-            actions.push(Action::Crash);
-        }
-        if s.faults > 0 {
-            actions.push(Action::Step(Some(Fault::ReplyLost)));
-            actions.push(Action::Step(Some(Fault::CommitFails)));
-            if matches!(next, Ok(Next::CopyTable { .. })) {
-                actions.push(Action::Step(Some(Fault::AmbiguousLanded)));
-                actions.push(Action::Step(Some(Fault::AmbiguousLost)));
+        for (i, run) in s.runs.iter().enumerate() {
+            let h = i as u8;
+            let Some(run) = run else {
+                // A finished migration is run again too: it answers its
+                // receipt.
+                actions.push(Action::Start(h));
+                continue;
+            };
+            actions.push(Action::Step(h, None));
+            let next = next_step(run.state());
+            if matches!(next, Ok(Next::Done(_)) | Err(_)) {
+                continue;
+            }
+            if s.crashes > 0 {
+                actions.push(Action::Crash(h));
+            }
+            if s.faults > 0 {
+                actions.push(Action::Step(h, Some(Fault::ReplyLost)));
+                actions.push(Action::Step(h, Some(Fault::CommitFails)));
+                if matches!(next, Ok(Next::CopyTable { .. })) {
+                    actions.push(Action::Step(h, Some(Fault::AmbiguousLanded)));
+                    actions.push(Action::Step(h, Some(Fault::AmbiguousLost)));
+                }
             }
         }
     }
@@ -787,19 +850,20 @@ impl Model for RunModel {
     fn next_state(&self, s: &RunState, action: Action) -> Option<RunState> {
         let mut n = s.clone();
         match action {
-            Action::Start => self.start(&mut n)?,
-            Action::Step(fault) => {
+            Action::Start(i) => self.start(&mut n, usize::from(i))?,
+            Action::Step(i, fault) => {
                 if fault.is_some() {
                     n.faults -= 1;
                     n.hurt = true;
                 }
-                self.step(&mut n, fault)?;
+                self.step(&mut n, usize::from(i), fault)?;
             }
-            Action::Crash => {
+            Action::Crash(i) => {
                 n.crashes -= 1;
                 n.hurt = true;
-                n.run = None;
+                *n.runs.get_mut(usize::from(i))? = None;
             }
+            Action::Drift => self.drift(&mut n)?,
         }
         self.corrupt(s, &mut n);
         self.monitor(&mut n);
@@ -822,14 +886,26 @@ impl Model for RunModel {
             Property::<Self>::always("the receipt never changes", |_, s| {
                 s.broken & rule::RECEIPT_CHANGED == 0
             }),
-            Property::<Self>::always("an imported floor covers the source's fence epoch", |_, s| {
-                s.broken & rule::FLOOR_LOW == 0
-            }),
+            Property::<Self>::always(
+                "an imported floor covers every epoch a source writer held",
+                |_, s| s.broken & rule::FLOOR_LOW == 0,
+            ),
             Property::<Self>::always(
                 "a receipt is answered only once the destination is activated and cold-verified",
                 |_, s| s.broken & rule::RECEIPT_EARLY == 0,
             ),
+            Property::<Self>::always(
+                "a World discoverable at the destination holds the source's last tick",
+                |_, s| s.broken & rule::BEHIND_SOURCE == 0,
+            ),
             Property::<Self>::sometimes("the migration completes", |_, s| s.receipt.is_some()),
+            Property::<Self>::sometimes("a source that drifted invalidates the plan", |_, s| {
+                status(&s.dest) == Some(Status::Invalidated)
+            }),
+            Property::<Self>::sometimes(
+                "two hosts run the migration at once",
+                |_, s| s.runs.iter().all(|r| r.as_ref().is_some_and(|r| r.state().run.reserved)),
+            ),
             Property::<Self>::sometimes(
                 "the migration completes after a crash or a fault",
                 |_, s| s.recovered,
@@ -848,18 +924,21 @@ impl MutantModel for RunModel {
             .map_err(|e| format!("fixture invalid: {e:?}"))?;
         let dst_root = NormalizedUri::parse("file:///dst/artifacts")
             .map_err(|e| format!("fixture invalid: {e:?}"))?;
-        let (crashes, faults) = match bound {
-            Bound::Ci => (2, 2),
-            Bound::Deep => (3, 3),
+        let (crashes, faults, drifts) = match bound {
+            Bound::Ci => (1, 1, 1),
+            Bound::Deep => (2, 2, 1),
         };
+        let (source, writer_epoch) = source_side(&src_root)?;
         Ok(RunModel {
-            source: source_side(&src_root)?,
+            source,
+            writer_epoch,
             src_id: identity("file:///src/warehouse")?,
             dst_id: identity("file:///dst/warehouse")?,
             src_root,
             dst_root,
             crashes,
             faults,
+            drifts,
             mutant: None,
         })
     }
@@ -871,8 +950,8 @@ impl MutantModel for RunModel {
 
     fn describe_bound(&self) -> String {
         format!(
-            "1 World, 2 tables, 1 object; 1 driver restarted at will; crashes <= {}, faults <= {}",
-            self.crashes, self.faults
+            "1 World, 2 tables, 1 object; {HOSTS} hosts, each restarting its run at will; crashes <= {}, faults <= {}, source drifts <= {}",
+            self.crashes, self.faults, self.drifts
         )
     }
 }

@@ -706,6 +706,20 @@ where
     /// lost it starts again ([`Migration::start`]) and resumes from the
     /// destination.
     pub fn advance(&self, run: &mut Stepping) -> Res<Option<StoredReceipt>> {
+        // The destination is the recovery authority, and another host may
+        // run the same migration: each step starts from what is stored
+        // there now, so a run that another has carried past its recheck
+        // (or activated) asks for no source step. What another run stored
+        // is adopted here; a decision taken on an older view is refused by
+        // the commit's compare-and-swap anyway.
+        let stored = self
+            .destination
+            .control
+            .load_destination()
+            .map_err(WorkflowError::Admin)?;
+        if stored != run.state.destination {
+            run.state.destination = stored;
+        }
         let next = next_step(&run.state).map_err(WorkflowError::Refused)?;
         if let Next::Done(receipt) = next {
             self.mark_moved();
