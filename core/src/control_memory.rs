@@ -75,7 +75,9 @@ impl MemoryControlCatalog {
         })
     }
 
-    /// A catalog holding `image` ([`MemoryControlCatalog::image`]).
+    /// A catalog holding `image` ([`MemoryControlCatalog::image`]), as
+    /// given: nothing is checked (a fixture's or a model's state; a
+    /// reservation in it is checked when it is loaded).
     pub fn from_image(image: ControlImage) -> Self {
         MemoryControlCatalog {
             worlds: std::sync::Arc::new(Mutex::new(image.worlds)),

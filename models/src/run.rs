@@ -159,6 +159,8 @@ pub struct RunState {
     pub drifts: u8,
     /// The highest fence epoch a writer of the source's World held.
     pub writer_epoch: u64,
+    /// Monitor: a writer drifted the source.
+    pub drifted: bool,
     /// Monitor: the receipt's digest, once answered.
     pub receipt: Option<Digest>,
     /// Monitor: a receipt was answered after a fault or a crash.
@@ -190,6 +192,8 @@ pub struct RunModel {
 struct Ctl {
     inner: MemoryControlCatalog,
     touches: Cell<u32>,
+    /// Calls on the departure record (the completion's mark).
+    departures: Cell<u32>,
     fault: Cell<Option<Fault>>,
     mutant: Option<Mutant>,
 }
@@ -199,6 +203,7 @@ impl Ctl {
         Ctl {
             inner: MemoryControlCatalog::from_image(image.clone()),
             touches: Cell::new(0),
+            departures: Cell::new(0),
             fault: Cell::new(None),
             mutant,
         }
@@ -275,6 +280,7 @@ impl ControlAdmin for Ctl {
     }
     fn load_departures(&self) -> Result<Departures, AdminError> {
         self.touch();
+        self.departures.set(self.departures.get().saturating_add(1));
         self.inner.load_departures()
     }
     fn commit_departures(
@@ -283,6 +289,7 @@ impl ControlAdmin for Ctl {
         next: &Departures,
     ) -> Result<(), AdminError> {
         self.touch();
+        self.departures.set(self.departures.get().saturating_add(1));
         self.inner.commit_departures(expected, next)
     }
 }
@@ -420,10 +427,12 @@ impl Ports {
         }
     }
 
-    fn touches(&self) -> u32 {
-        self.control.touches.get()
+    /// Calls on any port, and calls on the departure record alone.
+    fn touches(&self) -> (u32, u32) {
+        let all = self.control.touches.get()
             + self.tables.touches.get()
-            + self.objects.touches.load(Ordering::Relaxed)
+            + self.objects.touches.load(Ordering::Relaxed);
+        (all, self.control.departures.get())
     }
 
     fn image(&self) -> Option<Side> {
@@ -701,7 +710,7 @@ impl RunModel {
         s: &mut RunState,
         fault: Option<Fault>,
         f: impl FnOnce(&Migration<'_, Ctl, Tables, Objects, Cold<'_>>) -> R,
-    ) -> Option<(R, u32)> {
+    ) -> Option<(R, (u32, u32), bool)> {
         let src = Ports::new(&s.source, &self.src_root, None);
         let dst = Ports::new(&s.dest, &self.dst_root, self.mutant);
         dst.control.fault.set(fault);
@@ -720,16 +729,20 @@ impl RunModel {
             second_copy: false,
         };
         let r = f(&m);
+        // A fault is used when a port took it (a step that commits
+        // nothing, or appends nothing, leaves it).
+        let used = fault.is_some()
+            && (dst.control.fault.get().is_none() || dst.tables.fault.get().is_none());
         s.source = src.image()?;
         s.dest = dst.image()?;
-        Some((r, src.touches()))
+        Some((r, src.touches(), used))
     }
 
     fn start(&self, s: &mut RunState, i: usize) -> Option<()> {
         if s.runs.get(i)?.is_some() {
             return None;
         }
-        let (r, _) = self.with_migration(s, None, |m| m.start(None))?;
+        let (r, _, _) = self.with_migration(s, None, |m| m.start(None))?;
         s.runs[i] = r.ok();
         Some(())
     }
@@ -744,17 +757,27 @@ impl RunModel {
         s.source.control = c.image().ok()?;
         s.writer_epoch = s.writer_epoch.max(epoch);
         s.drifts -= 1;
+        s.drifted = true;
         Some(())
     }
 
     fn step(&self, s: &mut RunState, i: usize, fault: Option<Fault>) -> Option<()> {
         let mut run = s.runs.get_mut(i)?.take()?;
-        // Activated and not yet completed when the step starts (a step
-        // that finds the migration completed answers the receipt and marks
-        // the departure moved: the one source write allowed after it).
-        let closed = status(&s.dest) == Some(Status::Activated);
-        let (r, touched) = self.with_migration(s, fault, |m| m.advance(&mut run))?;
-        if closed && touched > 0 {
+        // Once activated nothing touches the source, but for the
+        // completion's mark of the departure record, made by a step that
+        // finds the migration completed.
+        let before = status(&s.dest);
+        let (r, (touched, departures), used) =
+            self.with_migration(s, fault, |m| m.advance(&mut run))?;
+        if fault.is_some() && !used {
+            return None; // the step is the same as one without the fault
+        }
+        let allowed = match before {
+            Some(Status::Activated) => 0,
+            Some(Status::Completed) => departures,
+            _ => touched,
+        };
+        if touched > allowed {
             s.broken |= rule::SOURCE_TOUCHED;
         }
         match r {
@@ -797,6 +820,7 @@ impl Model for RunModel {
             faults: self.faults,
             drifts: self.drifts,
             writer_epoch: self.writer_epoch,
+            drifted: false,
             receipt: None,
             recovered: false,
             hurt: false,
@@ -900,7 +924,7 @@ impl Model for RunModel {
             ),
             Property::<Self>::sometimes("the migration completes", |_, s| s.receipt.is_some()),
             Property::<Self>::sometimes("a source that drifted invalidates the plan", |_, s| {
-                status(&s.dest) == Some(Status::Invalidated)
+                s.drifted && status(&s.dest) == Some(Status::Invalidated)
             }),
             Property::<Self>::sometimes(
                 "two hosts run the migration at once",

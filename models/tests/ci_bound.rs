@@ -109,5 +109,5 @@ fn migration_homes_model_holds_and_kills_every_mutant() {
 
 #[test]
 fn migration_run_model_holds_and_kills_every_mutant() {
-    check("migration-run", 435_712);
+    check("migration-run", 267_221);
 }

@@ -12,9 +12,10 @@
 //!   over the access plane's requests.
 //!
 //! None of it is part of `custos-core`'s API. The workspace's architecture
-//! test holds that no library crate reaches this one through its normal
-//! dependencies (the models, the conformance suites and the binary that
-//! runs the models may), and that it depends on the core and proptest
+//! test holds that no product crate (the core, the shells, the migration's
+//! composition) reaches this one through its normal dependencies — the
+//! verification crates (the models, the conformance suites) and the binary
+//! that runs the models may — and that it depends on the core and proptest
 //! alone.
 
 #[cfg(feature = "proptest")]

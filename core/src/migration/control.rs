@@ -610,7 +610,10 @@ pub trait ControlAdmin {
     fn export_snapshot(&self) -> Result<ControlSnapshot, AdminError>;
 
     /// The stored migration administration, every stored piece decoded
-    /// canonically and checked ([`check_reservation`]).
+    /// canonically and checked ([`check_reservation`]). It reflects every
+    /// [`ControlAdmin::commit_destination`] that answered `Ok` before it
+    /// was called (the workflow starts each step from it: a stale read
+    /// would send a run back to steps it has passed).
     fn load_destination(&self) -> Result<Destination, AdminError>;
 
     /// Atomically: checks that the stored administration is `expected`

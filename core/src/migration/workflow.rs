@@ -1,5 +1,7 @@
 //! The whole-identity migration workflow over ports:
-//! [`Migration::plan`], [`Migration::migrate`] and [`Migration::verify`],
+//! [`Migration::plan`], [`Migration::migrate`] (or the same run one step
+//! at a time: [`Migration::start`], then [`Migration::advance`]) and
+//! [`Migration::verify`],
 //! generic over the control catalog ([`ControlCatalog`] +
 //! [`ControlAdmin`]), the table store ([`TableStore`]), the Artifact object
 //! store ([`ObjectStore`]) and a host-injected [`ColdVerifier`]. The cli
@@ -12,7 +14,12 @@
 //! its effect (staging, activation) in the same transaction — before the
 //! next step, so a run that stops anywhere leaves a destination the next
 //! run resumes from. Once the reservation is activated the source is never
-//! read again: `next_step` names no source step and `decide` refuses one.
+//! read again: `next_step` names no source step and `decide` refuses one,
+//! and every step starts from the destination as stored, so a run another
+//! host carried past activation asks for none either. (Between a step's
+//! load of the destination and its source reads another host may activate
+//! it: that step may still read the source, or at its plan step record the
+//! departure and fence the source, once.)
 //!
 //! What the ports cannot know is fixed here: every table other than
 //! `artifact_files` is copied uninterpreted ([`Classification::Application`]);
@@ -255,6 +262,8 @@ struct Checked {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Stepping {
     state: State,
+    /// The plan the caller gave [`Migration::start`], if any.
+    held: Option<Plan>,
     plan: Option<Plan>,
     occurrences: Option<Vec<Occurrence>>,
     memo: Memo,
@@ -670,6 +679,12 @@ where
             .control
             .load_destination()
             .map_err(WorkflowError::Admin)?;
+        Ok(self.start_from(held, stored))
+    }
+
+    /// A run of `held` (if any) from the destination's administration
+    /// `stored`.
+    fn start_from(&self, held: Option<&Plan>, stored: super::Destination) -> Stepping {
         let held_digest = held.map(Plan::digest).or_else(|| {
             stored
                 .reservation
@@ -686,15 +701,16 @@ where
                 .is_some_and(|r| r.plan.migration_id == self.migration_id && r.plan.second_copy);
         let mut run = self.run(held_digest);
         run.second_copy |= acknowledged;
-        Ok(Stepping {
+        Stepping {
             state: State {
                 run,
                 destination: stored,
             },
+            held: held.cloned(),
             plan: held.cloned(),
             occurrences: None,
             memo: Memo::default(),
-        })
+        }
     }
 
     /// Takes one step of `run`: asks the machine for the next step
@@ -707,18 +723,22 @@ where
     /// destination.
     pub fn advance(&self, run: &mut Stepping) -> Res<Option<StoredReceipt>> {
         // The destination is the recovery authority, and another host may
-        // run the same migration: each step starts from what is stored
-        // there now, so a run that another has carried past its recheck
-        // (or activated) asks for no source step. What another run stored
-        // is adopted here; a decision taken on an older view is refused by
-        // the commit's compare-and-swap anyway.
+        // run the same migration (or another migration may take the
+        // destination): each step starts from what is stored there now.
+        // When that is not what this run last stored or loaded, someone
+        // else moved it, and this run starts again from it exactly as a
+        // new `migrate` with the same held plan would — nothing this run
+        // decided on the older view (validation, a frozen plan, reads it
+        // remembers) is kept. So a run that another carried past its
+        // recheck asks for no source step, and a destination another
+        // migration touched is validated again.
         let stored = self
             .destination
             .control
             .load_destination()
             .map_err(WorkflowError::Admin)?;
         if stored != run.state.destination {
-            run.state.destination = stored;
+            *run = self.start_from(run.held.clone().as_ref(), stored);
         }
         let next = next_step(&run.state).map_err(WorkflowError::Refused)?;
         if let Next::Done(receipt) = next {
@@ -735,6 +755,7 @@ where
             plan,
             occurrences,
             memo,
+            ..
         } = run;
         self.step(state, next, plan, occurrences, memo)?;
         Ok(None)

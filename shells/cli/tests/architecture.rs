@@ -9,7 +9,8 @@
 //! - `custos-testkit` depends on core and proptest only, and only the
 //!   verification crates (the models and the conformance suites, and the
 //!   binary that runs the models) depend on it other than as a
-//!   dev-dependency: no library crate's normal closure reaches it.
+//!   dev-dependency: no product crate's (core, shells, the migration's
+//!   composition) normal closure reaches it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -274,7 +275,7 @@ fn the_testkit_is_for_tests_only() {
         .map(|s| (*s).to_owned())
         .collect();
     assert_eq!(direct, expected, "custos-testkit's workspace dependencies");
-    // … and no library crate reaches it through its normal dependencies: a
+    // … and no product crate reaches it through its normal dependencies: a
     // library never carries test support. The verification crates may (the
     // models run the migration's simulation, the conformance suites drive a
     // backend through it), and so may the `custos` binary, whose
@@ -300,5 +301,5 @@ fn the_testkit_is_for_tests_only() {
             "{name} reaches custos-testkit through its normal dependencies"
         );
     }
-    assert!(products >= 8, "only {products} library crates were checked");
+    assert!(products >= 8, "only {products} product crates were checked");
 }

@@ -52,7 +52,8 @@ impl MemoryObjectStore {
         }
     }
 
-    /// Everything it holds, by SHA-256 of the content address: a plain
+    /// Everything it holds, keyed by the SHA-256 each content address
+    /// names: a plain
     /// value (a model checker keeps it in its state and builds the store
     /// again with [`MemoryObjectStore::from_image`]).
     pub fn image(&self) -> Result<BTreeMap<Digest, MemoryEntry>, ObjectError> {

@@ -902,3 +902,36 @@ fn a_tables_metadata_arrives_and_is_bound_in_the_receipt() {
         .filter(|t| t.name != n("partitioned"))
         .all(|t| t.metadata_fingerprint == plain));
 }
+
+#[test]
+fn a_run_another_host_carried_past_activation_resumes_without_touching_the_source() {
+    let src = source();
+    let dst = Side::new("file:///dst/artifacts");
+    let cold = Cold(&dst);
+    let m = migration(&src, &dst, &cold);
+    // Host A starts and validates; host B then runs the whole migration.
+    let mut a = m.start(None).unwrap();
+    assert_eq!(m.advance(&mut a).unwrap(), None);
+    let receipt = m.migrate(None).unwrap();
+    let before = (
+        src.control.image().unwrap(),
+        src.tables.image().unwrap(),
+        src.objects().image().unwrap(),
+    );
+    // Host A's next steps start from what the destination holds now: the
+    // completed migration's receipt, with no source step on the way.
+    let mut answered = None;
+    for _ in 0..32 {
+        if let Some(r) = m.advance(&mut a).unwrap() {
+            answered = Some(r);
+            break;
+        }
+    }
+    assert_eq!(answered, Some(receipt));
+    let after = (
+        src.control.image().unwrap(),
+        src.tables.image().unwrap(),
+        src.objects().image().unwrap(),
+    );
+    assert_eq!(after, before, "host A changed the source after activation");
+}
