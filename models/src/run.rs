@@ -44,13 +44,12 @@ use custos_core::migration::departure::Departures;
 use custos_core::migration::tables::{
     MemoryRows, MemoryTableStore, TableError, TableImage, TableStore,
 };
-use custos_core::migration::verify::VerifyMode;
 use custos_core::migration::workflow::{
-    ColdVerifier, Endpoint, Migration, Quiet, Stepping, ARTIFACT_FILES,
+    Endpoint, Migration, PortsColdVerifier, Quiet, Stepping, ARTIFACT_FILES,
 };
 use custos_core::migration::{
-    next_step, ColdEvidence, CommitReply, Destination, Digest, Locality, Name, Next, NormalizedUri,
-    ObjectFacts, Plan, Resume, Status, StorageIdentity, TableFacts, TablePlan,
+    next_step, CommitReply, Destination, Digest, Locality, Name, Next, NormalizedUri, ObjectFacts,
+    Status, StorageIdentity, TableFacts, TablePlan,
 };
 use custos_core::world::{
     ControlCatalog, FencePurpose, Outcome, Request as WorldRequest, SignatureRecord, WorldError,
@@ -411,6 +410,9 @@ impl ObjectStore for Objects {
     }
 }
 
+/// The destination's cold verifier over the model's ports.
+type Cold<'a> = PortsColdVerifier<'a, Ctl, Tables, Objects>;
+
 /// One endpoint's ports, built from its images.
 struct Ports {
     control: Ctl,
@@ -458,82 +460,6 @@ impl Ports {
             locality: Locality::Local,
             activity_records: 0,
         }
-    }
-}
-
-/// The cold verifier: fresh reads of the destination's ports only; in
-/// [`VerifyMode::ResumeAndTick`] it resumes the resumable World.
-struct Cold<'a>(&'a Ports);
-
-impl ColdVerifier for Cold<'_> {
-    fn verify(&self, plan: &Plan, mode: VerifyMode) -> Result<ColdEvidence, String> {
-        let d = self.0;
-        let worlds_missing: Vec<Name> = plan
-            .worlds
-            .iter()
-            .filter(|w| d.control.open_world_readonly(w.world.as_str()).is_err())
-            .map(|w| w.world.clone())
-            .collect();
-        let mut tables = Vec::new();
-        for t in &plan.tables {
-            let f = match d.tables.inspect(&t.name).map_err(|e| e.to_string())? {
-                Some(f) => f,
-                None => d
-                    .tables
-                    .evidence_at(&t.name, 0)
-                    .map_err(|e| e.to_string())?,
-            };
-            tables.push((t.name.clone(), f));
-        }
-        let held = d.objects.inner.image().map_err(|e| e.to_string())?;
-        let mut objects_verified = 0;
-        let mut objects_failed = Vec::new();
-        for o in &plan.artifacts.objects {
-            let uri =
-                content_address(d.objects.inner.root(), &o.sha256).map_err(|e| format!("{e:?}"))?;
-            match held.get(&o.sha256) {
-                Some(MemoryEntry::Bytes(b)) if facts_of(b) == *o => objects_verified += 1,
-                _ => objects_failed.push(custos_core::migration::ObjectMismatch {
-                    sha256: o.sha256,
-                    uri,
-                    found: custos_core::migration::ObjectFound::Missing,
-                }),
-            }
-        }
-        let resume = match plan.worlds.iter().find(|w| w.resumable) {
-            None => Resume::NotApplicable,
-            Some(_) if mode == VerifyMode::ReadOnly => Resume::NotExercised,
-            Some(w) => {
-                let id = w.world.as_str();
-                let holder = Holder::new("cold-verifier").map_err(|e| e.to_string())?;
-                let (epoch, _) = d
-                    .control
-                    .acquire_fence(id, &holder, FencePurpose::Resume)
-                    .map_err(|e| e.to_string())?;
-                let head = d
-                    .control
-                    .open_world_readonly(id)
-                    .map_err(|e| e.to_string())?;
-                let tick = head.record.tick_head + 1;
-                d.control
-                    .commit_tick(id, epoch, tick)
-                    .map_err(|e| e.to_string())?;
-                Resume::Resumed {
-                    world: w.world.clone(),
-                    epoch,
-                    tick,
-                }
-            }
-        };
-        Ok(ColdEvidence {
-            plan_digest: plan.digest(),
-            worlds_discovered: (plan.worlds.len() - worlds_missing.len()) as u64,
-            tables,
-            objects_verified,
-            resume,
-            worlds_missing,
-            objects_failed,
-        })
     }
 }
 
@@ -715,7 +641,13 @@ impl RunModel {
         let dst = Ports::new(&s.dest, &self.dst_root, self.mutant);
         dst.control.fault.set(fault);
         dst.tables.fault.set(fault);
-        let cold = Cold(&dst);
+        // The cold verifier reads only the destination's ports.
+        let cold = PortsColdVerifier {
+            control: &dst.control,
+            tables: &dst.tables,
+            objects: &dst.objects,
+            artifact_root: self.dst_root.clone(),
+        };
         let holder = Holder::new("migration").ok()?;
         let m = Migration {
             source: src.endpoint(&self.src_id, &self.src_root),

@@ -1110,6 +1110,9 @@ fn plan_worlds(snapshot: &ControlSnapshot) -> Res<Vec<WorldPlan>> {
 }
 
 pub mod abandon;
+mod cold;
+
+pub use cold::{PortsColdVerifier, COLD_HOLDER};
 
 #[cfg(test)]
 mod tests;

@@ -2,12 +2,12 @@ use super::*;
 use crate::control_memory::MemoryControlCatalog;
 use crate::fence::Holder;
 use crate::migration::artifacts::{
-    facts_of, measure, put_bytes, Measured, MemoryEntry, MemoryObjectStore, OccurrenceMeta,
+    facts_of, put_bytes, MemoryEntry, MemoryObjectStore, OccurrenceMeta,
 };
 use crate::migration::control::ControlAdmin;
 use crate::migration::tables::{MemoryRows, MemoryTableStore};
 use crate::migration::verify::{Discrepancy, ReceiptMismatch};
-use crate::migration::{Digest, ObjectFound, ObjectMismatch, Resume, Status};
+use crate::migration::{Digest, ObjectFound, Resume, Status};
 use crate::world::{
     ControlCatalog, Request as WorldRequest, Signature, WorldIdentity, WorldRecord,
 };
@@ -114,89 +114,15 @@ fn source() -> Side {
     s
 }
 
-/// A cold verifier reading only the destination's ports; it resumes only
-/// in [`VerifyMode::ResumeAndTick`].
-struct Cold<'a>(&'a Side);
+/// The destination's cold verifier over its ports.
+type Cold<'a> = PortsColdVerifier<'a, MemoryControlCatalog, MemoryTableStore, MemoryObjectStore>;
 
-impl ColdVerifier for Cold<'_> {
-    fn verify(&self, plan: &Plan, mode: VerifyMode) -> Result<ColdEvidence, String> {
-        let d = self.0;
-        let worlds_missing: Vec<Name> = plan
-            .worlds
-            .iter()
-            .filter(|w| d.control.open_world_readonly(w.world.as_str()).is_err())
-            .map(|w| w.world.clone())
-            .collect();
-        let mut tables = Vec::new();
-        for t in &plan.tables {
-            let f = match d.tables.inspect(&t.name).map_err(|e| e.to_string())? {
-                Some(f) => f,
-                None => d
-                    .tables
-                    .evidence_at(&t.name, 0)
-                    .map_err(|e| e.to_string())?,
-            };
-            tables.push((t.name.clone(), f));
-        }
-        let mut verified = 0;
-        let mut objects_failed = Vec::new();
-        for o in &plan.artifacts.objects {
-            let at =
-                content_address(d.objects().root(), &o.sha256).map_err(|e| format!("{e:?}"))?;
-            let found = match d.objects().read(&at, o.size) {
-                Ok(read) => match measure(read, o.size).map_err(|e| e.to_string())? {
-                    Measured::Facts(f) if f == *o => {
-                        verified += 1;
-                        continue;
-                    }
-                    Measured::Facts(f) => ObjectFound::Facts(f),
-                    Measured::Longer => ObjectFound::Longer,
-                },
-                Err(ObjectError::Missing) => ObjectFound::Missing,
-                Err(ObjectError::NotRegularFile(entry)) => ObjectFound::NotRegularFile(entry),
-                Err(ObjectError::TooLong { .. }) => ObjectFound::Longer,
-                Err(e) => return Err(e.to_string()),
-            };
-            objects_failed.push(ObjectMismatch {
-                sha256: o.sha256,
-                uri: at,
-                found,
-            });
-        }
-        let resume = match plan.worlds.iter().find(|w| w.resumable) {
-            None => Resume::NotApplicable,
-            Some(_) if mode == VerifyMode::ReadOnly => Resume::NotExercised,
-            Some(w) => {
-                let id = w.world.as_str();
-                let holder = Holder::new("cold-verifier").unwrap();
-                let (epoch, _) = d
-                    .control
-                    .acquire_fence(id, &holder, FencePurpose::Resume)
-                    .map_err(|e| e.to_string())?;
-                let head = d
-                    .control
-                    .open_world_readonly(id)
-                    .map_err(|e| e.to_string())?;
-                let tick = head.record.tick_head + 1;
-                d.control
-                    .commit_tick(id, epoch, tick)
-                    .map_err(|e| e.to_string())?;
-                Resume::Resumed {
-                    world: w.world.clone(),
-                    epoch,
-                    tick,
-                }
-            }
-        };
-        Ok(ColdEvidence {
-            plan_digest: plan.digest(),
-            worlds_discovered: (plan.worlds.len() - worlds_missing.len()) as u64,
-            tables,
-            objects_verified: verified,
-            resume,
-            worlds_missing,
-            objects_failed,
-        })
+fn cold_of(d: &Side) -> Cold<'_> {
+    PortsColdVerifier {
+        control: &d.control,
+        tables: &d.tables,
+        objects: d.objects(),
+        artifact_root: d.objects().root().clone(),
     }
 }
 
@@ -242,7 +168,7 @@ fn migration<'a>(
 fn a_whole_identity_migrates_over_memory_ports_and_a_retry_returns_the_receipt() {
     let src = source();
     let dst = Side::new("file:///dst/artifacts");
-    let cold = Cold(&dst);
+    let cold = cold_of(&dst);
     let m = migration(&src, &dst, &cold);
     let receipt = m.migrate(None).unwrap();
     assert_eq!(receipt.receipt.migration_id, n("m1"));
@@ -334,7 +260,7 @@ fn a_whole_identity_migrates_over_memory_ports_and_a_retry_returns_the_receipt()
 fn a_later_verification_reads_only_unless_asked_to_resume() {
     let src = source();
     let dst = Side::new("file:///dst/artifacts");
-    let cold = Cold(&dst);
+    let cold = cold_of(&dst);
     let receipt = migration(&src, &dst, &cold).migrate(None).unwrap();
     let before = dst.control.open_world_readonly("w-live").unwrap();
     let evidence = migration(&src, &dst, &cold)
@@ -375,7 +301,7 @@ fn a_later_verification_reads_only_unless_asked_to_resume() {
 fn a_verification_names_the_table_and_the_object_that_differ() {
     let src = source();
     let dst = Side::new("file:///dst/artifacts");
-    let cold = Cold(&dst);
+    let cold = cold_of(&dst);
     let receipt = migration(&src, &dst, &cold).migrate(None).unwrap();
     let plan = dst
         .control
@@ -440,7 +366,7 @@ fn a_populated_destination_is_refused_before_anything_is_written() {
             WriterMode::Resumable,
         ))
         .unwrap();
-    let cold = Cold(&dst);
+    let cold = cold_of(&dst);
     let e = migration(&src, &dst, &cold).migrate(None).unwrap_err();
     assert_eq!(e.reason(), "destination-not-empty", "{e}");
     assert!(dst
@@ -466,7 +392,7 @@ fn preflight_refuses_corrupt_sources_and_conflicting_destinations_before_writing
         .plant(&at, MemoryEntry::Bytes(b"frame TWO".to_vec()))
         .unwrap();
     let dst = Side::new("file:///dst/artifacts");
-    let cold = Cold(&dst);
+    let cold = cold_of(&dst);
     let e = migration(&src, &dst, &cold).migrate(None).unwrap_err();
     // The machine decides (its report carries the count); the error also
     // names the object and the rule that refused it.
@@ -490,7 +416,7 @@ fn preflight_refuses_corrupt_sources_and_conflicting_destinations_before_writing
     dst.objects()
         .plant(&there, MemoryEntry::Bytes(b"not frame two".to_vec()))
         .unwrap();
-    let cold = Cold(&dst);
+    let cold = cold_of(&dst);
     let e = migration(&src, &dst, &cold).migrate(None).unwrap_err();
     assert_eq!(e.reason(), "destination-not-empty", "{e}");
     assert!(
@@ -526,7 +452,7 @@ fn the_machine_orders_preflight_refusals_over_object_findings() {
         .plant(&at, MemoryEntry::Bytes(b"frame TWO".to_vec()))
         .unwrap();
     let dst = Side::new("file:///dst/artifacts");
-    let cold = Cold(&dst);
+    let cold = cold_of(&dst);
     let mut m = migration(&src, &dst, &cold);
     m.source.activity_records = 1;
     let e = m.migrate(None).unwrap_err();
@@ -564,7 +490,7 @@ fn a_refused_plan_fences_nothing() {
             WriterMode::Resumable,
         ))
         .unwrap();
-    let cold = Cold(&dst);
+    let cold = cold_of(&dst);
     let before = src.control.open_world_readonly("w-live").unwrap().fence;
     let e = migration(&src, &dst, &cold).plan().unwrap_err();
     assert_eq!(e.reason(), "destination-not-empty", "{e}");
@@ -574,7 +500,7 @@ fn a_refused_plan_fences_nothing() {
     );
     // An admitted preflight answers the report; planning then fences.
     let dst = Side::new("file:///dst/artifacts");
-    let cold = Cold(&dst);
+    let cold = cold_of(&dst);
     let m = migration(&src, &dst, &cold);
     assert_eq!(m.validate().unwrap().unreadable_objects, 0);
     let plan = m.plan().unwrap();
@@ -601,7 +527,7 @@ fn an_identity_without_artifact_files_migrates_with_no_artifacts() {
         .append(&n("events"), MemoryRows::Canonical(vec![b"e".to_vec()]))
         .unwrap();
     let dst = Side::new("file:///dst/artifacts");
-    let cold = Cold(&dst);
+    let cold = cold_of(&dst);
     let receipt = migration(&src, &dst, &cold).migrate(None).unwrap();
     assert_eq!(receipt.receipt.tables.len(), 1);
     assert_eq!(receipt.receipt.artifacts.occurrences, 0);
@@ -648,7 +574,7 @@ impl Progress for GrowBeforePlan<'_> {
 fn an_inventory_remembered_from_preflight_is_used_only_for_the_snapshot_it_checked() {
     let src = source();
     let dst = Side::new("file:///dst/artifacts");
-    let cold = Cold(&dst);
+    let cold = cold_of(&dst);
     let grow = GrowBeforePlan(&src, std::sync::atomic::AtomicBool::new(false));
     let m = Migration {
         progress: &grow,
@@ -705,7 +631,7 @@ fn stopped_at<'a>(
 fn an_interrupted_run_stops_at_a_step_boundary_and_a_retry_resumes_it() {
     // How many steps a whole run takes.
     let (src, dst) = (source(), Side::new("file:///dst/artifacts"));
-    let cold = Cold(&dst);
+    let cold = cold_of(&dst);
     let all = StopAt {
         at: usize::MAX,
         asked: 0.into(),
@@ -715,7 +641,7 @@ fn an_interrupted_run_stops_at_a_step_boundary_and_a_retry_resumes_it() {
     assert!(steps >= 12, "{steps} steps");
     for at in 0..steps {
         let (src, dst) = (source(), Side::new("file:///dst/artifacts"));
-        let cold = Cold(&dst);
+        let cold = cold_of(&dst);
         let stop = StopAt {
             at,
             asked: 0.into(),
@@ -740,7 +666,7 @@ fn a_migration_abandoned_before_activation_frees_its_source_and_destination() {
     use super::abandon::abandon;
     let (_, steps) = {
         let (src, dst) = (source(), Side::new("file:///dst/artifacts"));
-        let cold = Cold(&dst);
+        let cold = cold_of(&dst);
         let all = StopAt {
             at: usize::MAX,
             asked: 0.into(),
@@ -751,7 +677,7 @@ fn a_migration_abandoned_before_activation_frees_its_source_and_destination() {
     let (mut abandoned, mut refused) = (0, 0);
     for at in 0..steps {
         let (src, dst) = (source(), Side::new("file:///dst/artifacts"));
-        let cold = Cold(&dst);
+        let cold = cold_of(&dst);
         let stop = StopAt {
             at,
             asked: 0.into(),
@@ -796,7 +722,7 @@ fn a_migration_abandoned_before_activation_frees_its_source_and_destination() {
         let again = abandon(&dst.control, &dst.tables, source_admin, &n("m1")).unwrap();
         assert!(again.already && again.source_marked && again.tables_removed.is_empty());
         // The abandoned id never resumes.
-        let cold = Cold(&dst);
+        let cold = cold_of(&dst);
         assert_eq!(
             migration(&src, &dst, &cold)
                 .migrate(None)
@@ -842,7 +768,7 @@ fn each_table_is_reported_once_even_after_a_lost_commit_reply() {
     // The first commit lands and its reply is lost: the table is
     // inspected at a second copy step, found matching, and reported then.
     dst.tables.lose_next_reply();
-    let cold = Cold(&dst);
+    let cold = cold_of(&dst);
     let counting = Counting::default();
     let m = Migration {
         progress: &counting,
@@ -882,7 +808,7 @@ fn a_tables_metadata_arrives_and_is_bound_in_the_receipt() {
         )
         .unwrap();
     let dst = Side::new("file:///dst/artifacts");
-    let cold = Cold(&dst);
+    let cold = cold_of(&dst);
     let receipt = migration(&src, &dst, &cold).migrate(None).unwrap();
     let line = receipt
         .receipt
@@ -907,7 +833,7 @@ fn a_tables_metadata_arrives_and_is_bound_in_the_receipt() {
 fn a_run_another_host_carried_past_activation_resumes_without_touching_the_source() {
     let src = source();
     let dst = Side::new("file:///dst/artifacts");
-    let cold = Cold(&dst);
+    let cold = cold_of(&dst);
     let m = migration(&src, &dst, &cold);
     // Host A starts and validates; host B then runs the whole migration.
     let mut a = m.start(None).unwrap();
