@@ -74,6 +74,9 @@ crate::mutants! {
         /// The destination's table store resends an append whose reply
         /// it lost, and both land.
         ResentAppend => "an-ambiguous-append-lands-twice",
+        /// The source's catalog exports the control snapshot it first
+        /// served (a cache): the recheck cannot see a drift.
+        CachedSnapshot => "the-source-exports-a-cached-snapshot",
     }
 }
 
@@ -190,6 +193,8 @@ pub struct RunModel {
 /// A control catalog and administration over a [`ControlImage`].
 struct Ctl {
     inner: MemoryControlCatalog,
+    /// The mutant's cache: the snapshot exported is this catalog's.
+    cached: Option<MemoryControlCatalog>,
     touches: Cell<u32>,
     /// Calls on the departure record (the completion's mark).
     departures: Cell<u32>,
@@ -198,9 +203,10 @@ struct Ctl {
 }
 
 impl Ctl {
-    fn new(image: &ControlImage, mutant: Option<Mutant>) -> Self {
+    fn new(image: &ControlImage, mutant: Option<Mutant>, cached: Option<&ControlImage>) -> Self {
         Ctl {
             inner: MemoryControlCatalog::from_image(image.clone()),
+            cached: cached.map(|c| MemoryControlCatalog::from_image(c.clone())),
             touches: Cell::new(0),
             departures: Cell::new(0),
             fault: Cell::new(None),
@@ -241,7 +247,10 @@ impl ControlCatalog for Ctl {
 impl ControlAdmin for Ctl {
     fn export_snapshot(&self) -> Result<ControlSnapshot, AdminError> {
         self.touch();
-        self.inner.export_snapshot()
+        match &self.cached {
+            Some(cache) => cache.export_snapshot(),
+            None => self.inner.export_snapshot(),
+        }
     }
     fn load_destination(&self) -> Result<Destination, AdminError> {
         self.touch();
@@ -421,9 +430,14 @@ struct Ports {
 }
 
 impl Ports {
-    fn new(side: &Side, root: &NormalizedUri, mutant: Option<Mutant>) -> Self {
+    fn new(
+        side: &Side,
+        root: &NormalizedUri,
+        mutant: Option<Mutant>,
+        cached: Option<&ControlImage>,
+    ) -> Self {
         Ports {
-            control: Ctl::new(&side.control, mutant),
+            control: Ctl::new(&side.control, mutant, cached),
             tables: Tables::new(&side.tables, mutant == Some(Mutant::ResentAppend)),
             objects: Objects::new(root, &side.objects),
         }
@@ -637,8 +651,11 @@ impl RunModel {
         fault: Option<Fault>,
         f: impl FnOnce(&Migration<'_, Ctl, Tables, Objects, Cold<'_>>) -> R,
     ) -> Option<(R, (u32, u32), bool)> {
-        let src = Ports::new(&s.source, &self.src_root, None);
-        let dst = Ports::new(&s.dest, &self.dst_root, self.mutant);
+        // The mutant's cache: the source as the model began, before any
+        // fence or drift.
+        let cached = (self.mutant == Some(Mutant::CachedSnapshot)).then_some(&self.source.control);
+        let src = Ports::new(&s.source, &self.src_root, None, cached);
+        let dst = Ports::new(&s.dest, &self.dst_root, self.mutant, None);
         dst.control.fault.set(fault);
         dst.tables.fault.set(fault);
         // The cold verifier reads only the destination's ports.
