@@ -17,10 +17,10 @@ use crate::migration::verify::VerifyMode;
 use crate::migration::{
     ColdEvidence, Name, NormalizedUri, ObjectFound, ObjectMismatch, Plan, Resume,
 };
-use crate::world::{ControlCatalog, FencePurpose};
+use crate::world::{ControlCatalog, FencePurpose, WorldError};
 
-/// The fence holder the verifier resumes a World under.
-pub const COLD_HOLDER: &str = "cold-verifier";
+/// The fence holder a cold verifier resumes a World under.
+pub const COLD_HOLDER: &str = "custos-cold-verifier";
 
 /// A cold verifier over a destination's ports.
 pub struct PortsColdVerifier<'a, C, T, O> {
@@ -34,71 +34,76 @@ pub struct PortsColdVerifier<'a, C, T, O> {
     pub artifact_root: NormalizedUri,
 }
 
-impl<C, T, O> PortsColdVerifier<'_, C, T, O>
-where
-    C: ControlCatalog,
-    T: TableStore,
-    O: ObjectStore,
-{
-    /// How many planned objects' full bytes verify, and each one that does
-    /// not with what its address holds. An I/O error is a failure naming
-    /// the address: it is not evidence of the object.
-    fn objects(&self, plan: &Plan) -> Result<(u64, Vec<ObjectMismatch>), String> {
-        let mut verified = 0;
-        let mut failed = Vec::new();
-        for o in &plan.artifacts.objects {
-            let at = content_address(&self.artifact_root, &o.sha256).map_err(|e| e.to_string())?;
-            let found = match self.objects.read(&at, o.size) {
-                Ok(read) => match measure(read, o.size).map_err(|e| format!("{at}: {e}"))? {
-                    Measured::Facts(f) if f == *o => {
-                        verified += 1;
-                        continue;
-                    }
-                    Measured::Facts(f) => ObjectFound::Facts(f),
-                    Measured::Longer => ObjectFound::Longer,
-                },
-                Err(ObjectError::Missing) => ObjectFound::Missing,
-                Err(ObjectError::NotRegularFile(entry)) => ObjectFound::NotRegularFile(entry),
-                Err(ObjectError::TooLong { .. }) => ObjectFound::Longer,
-                Err(e) => return Err(format!("{at}: {e}")),
-            };
-            failed.push(ObjectMismatch {
-                sha256: o.sha256,
-                uri: at,
-                found,
-            });
-        }
-        Ok((verified, failed))
-    }
-
-    /// Resumes the plan's resumable World, if it has one.
-    fn resume(&self, plan: &Plan, mode: VerifyMode) -> Result<Resume, String> {
-        let Some(w) = plan.worlds.iter().find(|w| w.resumable) else {
-            return Ok(Resume::NotApplicable);
+/// How many of `plan`'s objects verify in full in `objects` (beneath
+/// `root`), and each one that does not with what its address holds. An
+/// I/O error is a failure naming the address: it is not evidence of the
+/// object.
+pub fn verify_objects<O: ObjectStore + ?Sized>(
+    objects: &O,
+    root: &NormalizedUri,
+    plan: &Plan,
+) -> Result<(u64, Vec<ObjectMismatch>), String> {
+    let mut verified = 0;
+    let mut failed = Vec::new();
+    for o in &plan.artifacts.objects {
+        let at = content_address(root, &o.sha256).map_err(|e| e.to_string())?;
+        let found = match objects.read(&at, o.size) {
+            Ok(read) => match measure(read, o.size).map_err(|e| format!("{at}: {e}"))? {
+                Measured::Facts(f) if f == *o => {
+                    verified += 1;
+                    continue;
+                }
+                Measured::Facts(f) => ObjectFound::Facts(f),
+                Measured::Longer => ObjectFound::Longer,
+            },
+            Err(ObjectError::Missing) => ObjectFound::Missing,
+            Err(ObjectError::NotRegularFile(entry)) => ObjectFound::NotRegularFile(entry),
+            Err(ObjectError::TooLong { .. }) => ObjectFound::Longer,
+            Err(e) => return Err(format!("{at}: {e}")),
         };
-        if mode == VerifyMode::ReadOnly {
-            return Ok(Resume::NotExercised);
-        }
-        let id = w.world.as_str();
-        let holder = Holder::new(COLD_HOLDER).map_err(|e| e.to_string())?;
-        let (epoch, _) = self
-            .control
+        failed.push(ObjectMismatch {
+            sha256: o.sha256,
+            uri: at,
+            found,
+        });
+    }
+    Ok((verified, failed))
+}
+
+/// Resumes `plan`'s resumable World in `control` under [`COLD_HOLDER`]: a
+/// strictly higher epoch, the tick after the durable head. Another
+/// verifier fencing the World in between (one left running by a killed
+/// run) makes the commit stale; the resume then takes a still-higher
+/// epoch, at most eight times.
+pub fn resume_world<C: ControlCatalog + ?Sized>(
+    control: &C,
+    plan: &Plan,
+) -> Result<Resume, String> {
+    let Some(w) = plan.worlds.iter().find(|w| w.resumable) else {
+        return Ok(Resume::NotApplicable);
+    };
+    let id = w.world.as_str();
+    let holder = Holder::new(COLD_HOLDER).map_err(|e| e.to_string())?;
+    let mut last = String::new();
+    for _ in 0..8 {
+        let (epoch, _) = control
             .acquire_fence(id, &holder, FencePurpose::Resume)
             .map_err(|e| e.to_string())?;
-        let head = self
-            .control
-            .open_world_readonly(id)
-            .map_err(|e| e.to_string())?;
+        let head = control.open_world_readonly(id).map_err(|e| e.to_string())?;
         let tick = head.record.tick_head + 1;
-        self.control
-            .commit_tick(id, epoch, tick)
-            .map_err(|e| e.to_string())?;
-        Ok(Resume::Resumed {
-            world: w.world.clone(),
-            epoch,
-            tick,
-        })
+        match control.commit_tick(id, epoch, tick) {
+            Ok(_) => {
+                return Ok(Resume::Resumed {
+                    world: w.world.clone(),
+                    epoch,
+                    tick,
+                })
+            }
+            Err(e @ WorldError::StaleFence { .. }) => last = e.to_string(),
+            Err(e) => return Err(e.to_string()),
+        }
     }
+    Err(format!("the resume of {id} was fenced out 8 times: {last}"))
 }
 
 impl<C, T, O> ColdVerifier for PortsColdVerifier<'_, C, T, O>
@@ -125,8 +130,13 @@ where
             };
             tables.push((t.name.clone(), f));
         }
-        let (objects_verified, objects_failed) = self.objects(plan)?;
-        let resume = self.resume(plan, mode)?;
+        let (objects_verified, objects_failed) =
+            verify_objects(self.objects, &self.artifact_root, plan)?;
+        let resume = match mode {
+            VerifyMode::ReadOnly if plan.worlds.iter().any(|w| w.resumable) => Resume::NotExercised,
+            VerifyMode::ReadOnly => Resume::NotApplicable,
+            VerifyMode::ResumeAndTick => resume_world(self.control, plan)?,
+        };
         Ok(ColdEvidence {
             plan_digest: plan.digest(),
             worlds_discovered: (plan.worlds.len() - worlds_missing.len()) as u64,

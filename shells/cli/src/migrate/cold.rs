@@ -27,15 +27,12 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use custos_core::fence::Holder;
-use custos_core::migration::artifacts::{
-    content_address, measure, Measured, ObjectError, ObjectStore,
-};
 use custos_core::migration::tables::TableStore;
+use custos_core::migration::workflow::{resume_world, verify_objects};
 use custos_core::migration::{
-    ColdEvidence, Name, ObjectFound, ObjectMismatch, Plan, Resume, TableFacts, VerifyMode,
+    ColdEvidence, Name, ObjectMismatch, Plan, Resume, TableFacts, VerifyMode,
 };
-use custos_core::world::{ControlCatalog, FencePurpose, WorldStatus};
+use custos_core::world::{ControlCatalog, WorldStatus};
 use custos_fs::artifacts::ArtifactStore;
 use custos_fs::RealFs;
 use custos_iceberg::IcebergStore;
@@ -171,7 +168,7 @@ fn evidence(d: &Local, plan: &Plan, mode: VerifyMode) -> Result<ColdEvidence, St
     let resume = match mode {
         VerifyMode::ReadOnly if plan.worlds.iter().any(|w| w.resumable) => Resume::NotExercised,
         VerifyMode::ReadOnly => Resume::NotApplicable,
-        VerifyMode::ResumeAndTick => resume(&control, plan)?,
+        VerifyMode::ResumeAndTick => resume_world(&control, plan)?,
     };
     Ok(ColdEvidence {
         plan_digest: plan.digest(),
@@ -224,61 +221,5 @@ fn objects(d: &Local, plan: &Plan) -> Result<(u64, Vec<ObjectMismatch>), String>
         return Ok((0, Vec::new()));
     }
     let store = ArtifactStore::open_read_only(RealFs, d.objects.root()).map_err(text)?;
-    let mut verified = 0;
-    let mut failed = Vec::new();
-    for o in &plan.artifacts.objects {
-        let at = content_address(store.root_uri(), &o.sha256).map_err(text)?;
-        let found = match store.read(&at, o.size) {
-            Ok(read) => match measure(read, o.size).map_err(|e| format!("{at}: {e}"))? {
-                Measured::Facts(f) if f == *o => {
-                    verified += 1;
-                    continue;
-                }
-                Measured::Facts(f) => ObjectFound::Facts(f),
-                Measured::Longer => ObjectFound::Longer,
-            },
-            Err(ObjectError::Missing) => ObjectFound::Missing,
-            Err(ObjectError::NotRegularFile(entry)) => ObjectFound::NotRegularFile(entry),
-            Err(ObjectError::TooLong { .. }) => ObjectFound::Longer,
-            Err(e) => return Err(format!("{at}: {e}")),
-        };
-        failed.push(ObjectMismatch {
-            sha256: o.sha256,
-            uri: at,
-            found,
-        });
-    }
-    Ok((verified, failed))
-}
-
-/// Resumes the plan's resumable World: a strictly higher epoch, the tick
-/// after the durable head. Another verifier fencing the World in between
-/// (a verifier left running by a killed run) makes the commit stale; the
-/// resume then takes a still-higher epoch, a bounded number of times.
-fn resume(control: &SqliteControlCatalog, plan: &Plan) -> Result<Resume, String> {
-    let Some(w) = plan.worlds.iter().find(|w| w.resumable) else {
-        return Ok(Resume::NotApplicable);
-    };
-    let id = w.world.as_str();
-    let holder = Holder::new("custos-cold-verifier").map_err(text)?;
-    let mut last = String::new();
-    for _ in 0..8 {
-        let (epoch, _) = control
-            .acquire_fence(id, &holder, FencePurpose::Resume)
-            .map_err(text)?;
-        let head = control.open_world_readonly(id).map_err(text)?;
-        let tick = head.record.tick_head + 1;
-        match control.commit_tick(id, epoch, tick) {
-            Ok(_) => {
-                return Ok(Resume::Resumed {
-                    world: w.world.clone(),
-                    epoch,
-                    tick,
-                })
-            }
-            Err(e @ custos_core::world::WorldError::StaleFence { .. }) => last = e.to_string(),
-            Err(e) => return Err(e.to_string()),
-        }
-    }
-    Err(format!("the resume of {id} was fenced out 8 times: {last}"))
+    verify_objects(&store, store.root_uri(), plan)
 }
