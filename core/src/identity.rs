@@ -1,15 +1,18 @@
 //! Storage identity and the location of its control catalog.
 //!
 //! A storage identity is `uri + namespace + backend` — the key a store is
-//! pooled by. [`StorageIdentity::new`] normalizes it so that equivalent
-//! spellings compare equal: a plain absolute path and its `file://` form,
-//! trailing slashes, repeated slashes, `.` and `..` segments (resolved
-//! lexically), an upper-case scheme or host, an upper-case backend name.
-//! Its [`fingerprint`](StorageIdentity::fingerprint) is the SHA-256 of the
-//! normalized identity.
+//! pooled by, and the endpoint a migration plan and receipt name. It is
+//! one type, [`StorageIdentity`] (defined beside the migration's other
+//! stored data, whose format it shares). [`StorageIdentity::new`]
+//! normalizes it so that equivalent spellings compare equal: a plain
+//! absolute path and its `file://` form, trailing slashes, repeated
+//! slashes, `.` and `..` segments (resolved lexically), an upper-case
+//! scheme or host, an upper-case backend name. Its
+//! [`catalog_fingerprint`](StorageIdentity::catalog_fingerprint) is the
+//! SHA-256 of the normalized identity and names a remote store's files.
 //!
 //! [`catalog_location`] is a pure function of the identity: a local identity
-//! keeps its catalog beside the data (`<uri>/<namespace>/.custos-catalog-<backend>.db`),
+//! keeps its catalog beside the data (`<path>/<namespace>/.custos-catalog-<backend>.db`),
 //! a remote one under a directory the **caller** supplies
 //! (`<dir>/<fingerprint>.db`). The shell resolves that directory
 //! (`CUSTOS_CATALOG_DIR`, else `~/.custos/catalogs`) and makes a relative
@@ -17,209 +20,18 @@
 //! no environment and no working directory. The backend is part of both
 //! locations, so two backends on one uri and namespace never share a catalog.
 
-use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
-use thiserror::Error;
-
-/// The longest uri, namespace or backend accepted, in bytes.
-pub const MAX_PART_LEN: usize = 4096;
-
-/// Why an identity was refused.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Error, Serialize, Deserialize)]
-pub enum IdentityError {
-    /// A part is empty, too long, or carries control characters.
-    #[error("InvalidIdentity: {part}: {detail}")]
-    Invalid {
-        /// `uri`, `namespace` or `backend`.
-        part: String,
-        /// What is wrong with it.
-        detail: String,
-    },
-}
-
-impl IdentityError {
-    /// The failure's [`Class`](crate::Class): what the caller does next
-    /// (always `InvalidArgument`).
-    pub fn class(&self) -> crate::Class {
-        use crate::Class;
-        match self {
-            IdentityError::Invalid { .. } => Class::InvalidArgument,
-        }
-    }
-}
-
-fn invalid(part: &str, detail: &str) -> IdentityError {
-    IdentityError::Invalid {
-        part: part.to_owned(),
-        detail: detail.to_owned(),
-    }
-}
-
-/// A normalized storage identity.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct StorageIdentity {
-    uri: String,
-    namespace: String,
-    backend: String,
-    local: bool,
-}
-
-/// Resolves `.`, `..`, empty segments and trailing slashes lexically; the
-/// result starts with `/` and has no trailing slash (except the root).
-fn normalize_path(path: &str) -> String {
-    let mut out: Vec<&str> = Vec::new();
-    for seg in path.split('/') {
-        match seg {
-            "" | "." => {}
-            ".." => {
-                out.pop();
-            }
-            s => out.push(s),
-        }
-    }
-    format!("/{}", out.join("/"))
-}
-
-fn check_text(part: &str, s: &str) -> Result<(), IdentityError> {
-    if s.is_empty() {
-        return Err(invalid(part, "empty"));
-    }
-    if s.len() > MAX_PART_LEN {
-        return Err(invalid(part, "too long"));
-    }
-    if s.chars().any(char::is_control) {
-        return Err(invalid(part, "control character"));
-    }
-    Ok(())
-}
-
-fn normalize_uri(uri: &str) -> Result<(String, bool), IdentityError> {
-    check_text("uri", uri)?;
-    if uri.contains('?') || uri.contains('#') {
-        return Err(invalid(
-            "uri",
-            "a query or fragment is not part of a storage identity",
-        ));
-    }
-    let Some((scheme, rest)) = uri.split_once("://") else {
-        if uri.starts_with('/') {
-            return Ok((normalize_path(uri), true));
-        }
-        return Err(invalid(
-            "uri",
-            "a local path must be absolute (the shell resolves relative paths)",
-        ));
-    };
-    let scheme = scheme.to_ascii_lowercase();
-    let mut sc = scheme.chars();
-    if !sc.next().is_some_and(|c| c.is_ascii_lowercase())
-        || !sc.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "+.-".contains(c))
-    {
-        return Err(invalid("uri", "bad scheme"));
-    }
-    let (authority, path) = match rest.find('/') {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    if authority.contains('@') {
-        return Err(invalid(
-            "uri",
-            "credentials are not part of a storage identity",
-        ));
-    }
-    let authority = authority.to_ascii_lowercase();
-    if scheme == "file" {
-        if !(authority.is_empty() || authority == "localhost") {
-            return Err(invalid("uri", "a file uri names no remote host"));
-        }
-        return Ok((normalize_path(path), true));
-    }
-    if authority.is_empty() {
-        return Err(invalid("uri", "a remote uri needs a host or bucket"));
-    }
-    let path = normalize_path(path);
-    let path = if path == "/" { "" } else { path.as_str() };
-    Ok((format!("{scheme}://{authority}{path}"), false))
-}
-
-impl StorageIdentity {
-    /// Normalizes `uri`, `namespace` and `backend` into an identity.
-    ///
-    /// The namespace is one path segment (no `/`, `\`, and not `.` or
-    /// `..`); the backend is ASCII letters, digits, `-` and `_`, compared
-    /// case-insensitively.
-    pub fn new(uri: &str, namespace: &str, backend: &str) -> Result<Self, IdentityError> {
-        let (uri, local) = normalize_uri(uri)?;
-        check_text("namespace", namespace)?;
-        if namespace.contains('/')
-            || namespace.contains('\\')
-            || namespace == "."
-            || namespace == ".."
-        {
-            return Err(invalid("namespace", "must be one path segment"));
-        }
-        check_text("backend", backend)?;
-        if !backend
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
-            return Err(invalid(
-                "backend",
-                "ASCII letters, digits, '-' and '_' only",
-            ));
-        }
-        Ok(StorageIdentity {
-            uri,
-            namespace: namespace.to_owned(),
-            backend: backend.to_ascii_lowercase(),
-            local,
-        })
-    }
-
-    /// The normalized uri: an absolute path for a local store, else
-    /// `scheme://host/path` without a trailing slash.
-    pub fn uri(&self) -> &str {
-        &self.uri
-    }
-
-    /// The namespace.
-    pub fn namespace(&self) -> &str {
-        &self.namespace
-    }
-
-    /// The backend name, lower-case.
-    pub fn backend(&self) -> &str {
-        &self.backend
-    }
-
-    /// Whether the data lives on the local filesystem.
-    pub fn is_local(&self) -> bool {
-        self.local
-    }
-
-    /// The canonical bytes the fingerprint hashes: a version tag and the
-    /// three normalized parts, each length-prefixed.
-    pub fn canonical_bytes(&self) -> Vec<u8> {
-        let mut out = b"custos-storage-identity/v1".to_vec();
-        for part in [&self.uri, &self.namespace, &self.backend] {
-            out.extend_from_slice(&(part.len() as u64).to_be_bytes());
-            out.extend_from_slice(part.as_bytes());
-        }
-        out
-    }
-
-    /// SHA-256 of [`canonical_bytes`](Self::canonical_bytes), lower-case hex.
-    pub fn fingerprint(&self) -> String {
-        crate::hex::encode(Sha256::digest(self.canonical_bytes()))
-    }
-}
+pub use crate::migration::{IdentityError, StorageIdentity, MAX_PART_LEN};
 
 /// Where the control catalog of `id` lives. `remote_dir` is used only for a
 /// remote identity (the shell passes `CUSTOS_CATALOG_DIR` or
 /// `~/.custos/catalogs`); a trailing slash on it is ignored.
 pub fn catalog_location(id: &StorageIdentity, remote_dir: &str) -> String {
     if id.is_local() {
-        let base = if id.uri() == "/" { "" } else { id.uri() };
+        let base = if id.location() == "/" {
+            ""
+        } else {
+            id.location()
+        };
         format!(
             "{base}/{}/.custos-catalog-{}.db",
             id.namespace(),
@@ -227,7 +39,7 @@ pub fn catalog_location(id: &StorageIdentity, remote_dir: &str) -> String {
         )
     } else {
         let dir = remote_dir.trim_end_matches('/');
-        format!("{dir}/{}.db", id.fingerprint())
+        format!("{dir}/{}.db", id.catalog_fingerprint())
     }
 }
 
@@ -238,7 +50,11 @@ pub fn catalog_location(id: &StorageIdentity, remote_dir: &str) -> String {
 /// reads it to refuse an identity with any Activity history, settled or not.
 pub fn activity_location(id: &StorageIdentity, remote_dir: &str) -> String {
     if id.is_local() {
-        let base = if id.uri() == "/" { "" } else { id.uri() };
+        let base = if id.location() == "/" {
+            ""
+        } else {
+            id.location()
+        };
         format!(
             "{base}/{}/.custos-activity-{}.db",
             id.namespace(),
@@ -246,7 +62,7 @@ pub fn activity_location(id: &StorageIdentity, remote_dir: &str) -> String {
         )
     } else {
         let dir = remote_dir.trim_end_matches('/');
-        format!("{dir}/{}.activity.db", id.fingerprint())
+        format!("{dir}/{}.activity.db", id.catalog_fingerprint())
     }
 }
 
@@ -269,7 +85,7 @@ mod tests {
         let remote = StorageIdentity::new("s3://bucket/x", "ns", "iceberg").unwrap();
         assert_eq!(
             activity_location(&remote, "/c/"),
-            format!("/c/{}.activity.db", remote.fingerprint())
+            format!("/c/{}.activity.db", remote.catalog_fingerprint())
         );
         assert_ne!(
             activity_location(&remote, "/c"),
@@ -320,9 +136,9 @@ mod tests {
         let loc = catalog_location(&a, "/home/u/.custos/catalogs/");
         assert_eq!(
             loc,
-            format!("/home/u/.custos/catalogs/{}.db", a.fingerprint())
+            format!("/home/u/.custos/catalogs/{}.db", a.catalog_fingerprint())
         );
-        assert_eq!(a.fingerprint().len(), 64);
+        assert_eq!(a.catalog_fingerprint().len(), 64);
     }
 
     #[test]
@@ -332,7 +148,7 @@ mod tests {
         assert_ne!(catalog_location(&l1, "/c"), catalog_location(&l2, "/c"));
         let r1 = id("s3://b/w", "ns", "iceberg");
         let r2 = id("s3://b/w", "ns", "lancedb");
-        assert_ne!(r1.fingerprint(), r2.fingerprint());
+        assert_ne!(r1.catalog_fingerprint(), r2.catalog_fingerprint());
         assert_ne!(catalog_location(&r1, "/c"), catalog_location(&r2, "/c"));
     }
 
@@ -340,22 +156,79 @@ mod tests {
     fn namespaces_and_uris_separate_catalogs() {
         let base = id("s3://b/w", "ns", "iceberg");
         assert_ne!(
-            base.fingerprint(),
-            id("s3://b/w", "ns2", "iceberg").fingerprint()
+            base.catalog_fingerprint(),
+            id("s3://b/w", "ns2", "iceberg").catalog_fingerprint()
         );
         assert_ne!(
-            base.fingerprint(),
-            id("s3://b/w2", "ns", "iceberg").fingerprint()
+            base.catalog_fingerprint(),
+            id("s3://b/w2", "ns", "iceberg").catalog_fingerprint()
         );
         assert_ne!(
-            base.fingerprint(),
-            id("gs://b/w", "ns", "iceberg").fingerprint()
+            base.catalog_fingerprint(),
+            id("gs://b/w", "ns", "iceberg").catalog_fingerprint()
         );
         // Length prefixes: moving a byte between parts changes the fingerprint.
         assert_ne!(
-            id("s3://b/w", "ab", "c").fingerprint(),
-            id("s3://b/w", "a", "bc").fingerprint()
+            id("s3://b/w", "ab", "c").catalog_fingerprint(),
+            id("s3://b/w", "a", "bc").catalog_fingerprint()
         );
+    }
+
+    #[test]
+    fn catalog_file_names_are_the_ones_earlier_versions_chose() {
+        // The hex below was computed outside this crate from the stored
+        // layout (tag, then each part's u64 length and bytes), so a change
+        // to the layout or the parts cannot pass by changing both sides.
+        assert_eq!(
+            id("s3://bucket/warehouse/", "ns", "ICEBERG").catalog_fingerprint(),
+            "399d941c5f5589da66a2e87644dcafcf9ce5ba4c0afaf70efa788b024049318a"
+        );
+        assert_eq!(
+            id("s3://bucket/", "ns", "iceberg").catalog_fingerprint(),
+            "eaff5a5028d7766f5045935712aea00fe74b58027e96c3b4d3c3155f416d1909"
+        );
+        let spaced = id("/srv/my data/", "ns", "iceberg");
+        assert_eq!(
+            spaced.catalog_fingerprint(),
+            "6db784cece4187eb69c81c699522394c5c466d2842141947a9dbe1a7bf6872c4"
+        );
+        assert_eq!(spaced.location(), "/srv/my data");
+        assert_eq!(spaced.uri().as_str(), "file:///srv/my data");
+        assert_eq!(
+            catalog_location(&spaced, "/c"),
+            "/srv/my data/ns/.custos-catalog-iceberg.db"
+        );
+        assert_eq!(id("s3://bucket", "ns", "iceberg").location(), "s3://bucket");
+        assert_eq!(
+            id("s3://bucket", "ns", "iceberg").uri().as_str(),
+            "s3://bucket/"
+        );
+    }
+
+    #[test]
+    fn a_decoded_identity_is_one_new_would_make() {
+        let good = id("/srv/data", "ns", "iceberg");
+        let text = serde_json::to_string(&good).unwrap();
+        assert_eq!(
+            text,
+            r#"{"uri":"file:///srv/data","namespace":"ns","backend":"iceberg"}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<StorageIdentity>(&text).unwrap(),
+            good
+        );
+        for bad in [
+            r#"{"uri":"file:///srv/data","namespace":"ns","backend":"ICEBERG"}"#,
+            r#"{"uri":"file:///srv/data","namespace":"a/b","backend":"iceberg"}"#,
+            r#"{"uri":"file:///srv/data","namespace":"ns","backend":"ice berg"}"#,
+            r#"{"uri":"s3:///w","namespace":"ns","backend":"iceberg"}"#,
+            r#"{"uri":"file:///srv/data","namespace":"ns","backend":"iceberg","x":1}"#,
+        ] {
+            assert!(
+                serde_json::from_str::<StorageIdentity>(bad).is_err(),
+                "{bad}"
+            );
+        }
     }
 
     #[test]
@@ -372,6 +245,9 @@ mod tests {
             ("/d", "", "iceberg"),
             ("/d", "ns", "ice berg"),
             ("/d", "ns", ""),
+            ("/d\tx", "ns", "iceberg"),
+            ("/d/%41", "ns", "iceberg"),
+            ("s3://buck et/w", "ns", "iceberg"),
         ] {
             assert!(StorageIdentity::new(u, n, b).is_err(), "{u:?} {n:?} {b:?}");
         }

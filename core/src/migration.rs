@@ -1081,7 +1081,7 @@ fn check_preflight_facts(p: &Preflight) -> Result<(), MigrationError> {
         if e.catalog != Locality::Local
             || e.control != Locality::Local
             || e.objects != Locality::Local
-            || !e.identity.uri.is_local_file()
+            || !e.identity.uri().is_local_file()
         {
             return Err(MigrationError::OutsideLocalV1(side.into()));
         }
@@ -1095,7 +1095,7 @@ fn check_preflight_facts(p: &Preflight) -> Result<(), MigrationError> {
     if p.source_tables == 0 && p.source_control_records == 0 {
         return Err(MigrationError::SourceNotFound);
     }
-    let (src, dst) = (&p.source.identity.uri, &p.destination.identity.uri);
+    let (src, dst) = (p.source.identity.uri(), p.destination.identity.uri());
     if src != dst && src.contains(dst) {
         return Err(MigrationError::NestedIdentity("destination".into()));
     }

@@ -46,10 +46,18 @@ fn uri_refuses_credentials_and_normalizes() {
         "file:///a/../b",
         "file:///a/",
         "1x://h/p",
-        "file:///a b",
+        "file:///a\u{a0}b",
+        "file:///a\tb",
+        "s3://buck et/p",
     ] {
         assert!(NormalizedUri::parse(bad).is_err(), "{bad}");
     }
+    // A space is a path character (a directory may be named so); no other
+    // whitespace is.
+    assert_eq!(
+        NormalizedUri::parse("file:///my data/a b").unwrap().path(),
+        "/my data/a b"
+    );
     // A URI of exactly the bound is one; a byte more is refused.
     let at = |len: usize| format!("file:///{}", "a".repeat(len - "file:///".len()));
     assert_eq!(
@@ -283,7 +291,7 @@ fn preflight_refusals_have_stable_reasons() {
             (inner, outer)
         };
         for (e, uri) in [(&mut p.source, a), (&mut p.destination, b)] {
-            e.identity.uri = custos_core::migration::NormalizedUri::parse(uri).unwrap();
+            e.identity = with_uri(&e.identity, uri);
             e.audit = Some(e.identity.clone());
         }
         let e = decide(&st, &Request::Validate { report: p }).unwrap_err();
@@ -310,7 +318,7 @@ fn preflight_refusals_have_stable_reasons() {
         (&mut p.source, "file:///t/src"),
         (&mut p.destination, "file:///t/src2"),
     ] {
-        e.identity.uri = custos_core::migration::NormalizedUri::parse(uri).unwrap();
+        e.identity = with_uri(&e.identity, uri);
         e.audit = Some(e.identity.clone());
     }
     assert!(decide(&st, &Request::Validate { report: p }).is_ok());
@@ -338,6 +346,11 @@ fn preflight_refusals_have_stable_reasons() {
     .is_ok());
 }
 
+/// `id` at another uri.
+fn with_uri(id: &StorageIdentity, uri: &str) -> StorageIdentity {
+    StorageIdentity::new(uri, id.namespace(), id.backend()).unwrap()
+}
+
 /// One change to one side's preflight facts (the URI is a remote one).
 type EndpointChange = fn(&mut EndpointFacts, &NormalizedUri);
 
@@ -357,7 +370,7 @@ fn each_preflight_fact_refuses_on_its_own_on_either_side() {
             }),
             ("remote objects", |e, _| e.objects = Locality::Remote),
             ("a storage URI that is no local file", |e, uri| {
-                e.identity.uri = uri.clone();
+                e.identity = with_uri(&e.identity, uri.as_str());
                 e.audit = Some(e.identity.clone());
             }),
         ];
@@ -1636,10 +1649,8 @@ fn the_receipt_binds_each_identity_and_counts_every_verified_byte() {
         Digest::of_parts(&[b"custos.migration.identity.v1\0", &canonical_bytes(src)])
     );
     // Each part of an identity is bound on its own.
-    let mut namespace = src.clone();
-    namespace.namespace = Name::new("other").unwrap();
-    let mut backend = src.clone();
-    backend.backend = Name::new("other").unwrap();
+    let namespace = StorageIdentity::new(src.location(), "other", src.backend()).unwrap();
+    let backend = StorageIdentity::new(src.location(), src.namespace(), "other").unwrap();
     for other in [dst, &namespace, &backend] {
         assert_ne!(src.fingerprint(), other.fingerprint(), "{other:?}");
     }

@@ -7,7 +7,7 @@
 
 use custos_core::migration::{
     self, CommitReply, Decision, Digest, MigrationError, Name, NormalizedUri, Outcome, Plan,
-    Request, State, StoredReceipt,
+    Request, State, StorageIdentity, StoredReceipt,
 };
 use custos_testkit::simulate::{self, Fault, Forced, Machine, SimOp};
 use custos_testkit::streams::migration::{
@@ -41,8 +41,12 @@ fn plan() -> impl Strategy<Value = Plan> {
                 let fx = fixture();
                 let mut p = fx.plan(0, epoch, 0);
                 p.migration_id = Name::new(id).unwrap();
-                p.destination.uri =
-                    NormalizedUri::parse(&format!("file:///dest-{dir}/warehouse")).unwrap();
+                p.destination = StorageIdentity::new(
+                    &format!("file:///dest-{dir}/warehouse"),
+                    p.destination.namespace(),
+                    p.destination.backend(),
+                )
+                .unwrap();
                 p.worlds[0].manifest_writer_epochs = manifests;
                 p.worlds[0].resumable = resumable;
                 p.tables[1].source.rows = rows;
@@ -61,8 +65,16 @@ fn perturb_plan(p: &mut Plan, k: u8) {
     match k % 16 {
         0 => p.format += 1,
         1 => p.migration_id = Name::new(format!("{}x", p.migration_id)).unwrap(),
-        2 => p.source.namespace = Name::new(format!("{}x", p.source.namespace)).unwrap(),
-        3 => p.destination.backend = Name::new(format!("{}x", p.destination.backend)).unwrap(),
+        2 => {
+            let s = &p.source;
+            let ns = format!("{}x", s.namespace());
+            p.source = StorageIdentity::new(s.location(), &ns, s.backend()).unwrap()
+        }
+        3 => {
+            let d = &p.destination;
+            let backend = format!("{}x", d.backend());
+            p.destination = StorageIdentity::new(d.location(), d.namespace(), &backend).unwrap()
+        }
         4 => {
             p.source_artifact_root =
                 NormalizedUri::parse(&format!("{}/x", p.source_artifact_root)).unwrap()

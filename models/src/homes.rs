@@ -496,9 +496,12 @@ impl MutantModel for HomesModel {
 
     fn at(bound: Bound) -> Result<Self, String> {
         let fx = Fixture::new().map_err(|e| format!("fixture invalid: {e}"))?;
-        let mut d2 = fx.destination.clone();
-        d2.uri = migration::NormalizedUri::parse("file:///custos-model/destination-2")
-            .map_err(|e| format!("fixture invalid: {e:?}"))?;
+        let d2 = migration::StorageIdentity::new(
+            "file:///custos-model/destination-2",
+            fx.destination.namespace(),
+            fx.destination.backend(),
+        )
+        .map_err(|e| format!("fixture invalid: {e}"))?;
         let mut root2 = fx.plan(0, 1, 0);
         root2.destination = d2.clone();
         if root2.check().is_err() {

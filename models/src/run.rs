@@ -489,11 +489,7 @@ fn name(s: &str) -> Result<Name, String> {
 }
 
 fn identity(uri: &str) -> Result<StorageIdentity, String> {
-    Ok(StorageIdentity {
-        uri: NormalizedUri::parse(uri).map_err(|e| format!("fixture invalid: {e:?}"))?,
-        namespace: name("app")?,
-        backend: name("iceberg-sql")?,
-    })
+    StorageIdentity::new(uri, "app", "iceberg-sql").map_err(|e| format!("fixture invalid: {e}"))
 }
 
 /// The source: one resumable World at tick 3 (its writer's fence taken),

@@ -93,11 +93,7 @@ impl Fixture {
     /// Builds the fixture.
     pub fn new() -> Result<Self, DataError> {
         let id = |u: &str, ns: &str| -> Result<StorageIdentity, DataError> {
-            Ok(StorageIdentity {
-                uri: NormalizedUri::parse(u)?,
-                namespace: Name::new(ns)?,
-                backend: Name::new("iceberg-sql")?,
-            })
+            StorageIdentity::new(u, ns, "iceberg-sql").map_err(data_err)
         };
         Ok(Fixture {
             migration: Name::new("m1")?,

@@ -119,7 +119,8 @@ pub enum UriProblem {
     Fragment,
     /// `%`-encoding, which could hide any of the above.
     PercentEncoded,
-    /// Empty, too long, whitespace or control characters.
+    /// Empty, too long, whitespace (a space aside, in the path) or control
+    /// characters.
     Shape,
     /// A scheme that is not `[a-z][a-z0-9+.-]*`.
     Scheme,
@@ -139,7 +140,7 @@ impl fmt::Display for UriProblem {
             UriProblem::Query => "a query is not allowed",
             UriProblem::Fragment => "a fragment is not allowed",
             UriProblem::PercentEncoded => "percent-encoding is not allowed",
-            UriProblem::Shape => "empty, too long, or has whitespace or control characters",
+            UriProblem::Shape => "empty, too long, or has control characters or whitespace other than a space in the path",
             UriProblem::Scheme => "scheme must be [a-z][a-z0-9+.-]*",
             UriProblem::NotHierarchical => "expected scheme://authority/path",
             UriProblem::PathSegment => "empty, '.' or '..' path segment or trailing slash",
@@ -251,7 +252,8 @@ impl NormalizedUri {
         let cred = |p| Err(DataError::CredentialBearingUri(p));
         if s.is_empty()
             || s.len() > MAX_URI_LEN
-            || s.chars().any(|c| c.is_control() || c.is_whitespace())
+            || s.chars()
+                .any(|c| c.is_control() || (c.is_whitespace() && c != ' '))
         {
             return bad(UriProblem::Shape);
         }
@@ -283,6 +285,9 @@ impl NormalizedUri {
         };
         if authority.contains('@') {
             return cred(UriProblem::Userinfo);
+        }
+        if authority.contains(' ') {
+            return bad(UriProblem::Shape);
         }
         let mut authority = authority.to_ascii_lowercase();
         if scheme == "file" && authority == "localhost" {
@@ -358,8 +363,8 @@ impl fmt::Display for NormalizedUri {
 
 /// The wire form the deserializer accepts: already-normalized text,
 /// `scheme://authority/path` with a lowercase scheme and authority, no
-/// userinfo, query, fragment, percent-encoding, whitespace or control
-/// character, no empty, `.` or `..` segment and no trailing slash (the path
+/// userinfo, query, fragment, percent-encoding, control character or
+/// whitespace (a space in the path aside), no empty, `.` or `..` segment and no trailing slash (the path
 /// `/` alone aside). Not stated by the pattern: `file://localhost/…` is not
 /// normalized (it is `file:///…`).
 #[cfg(feature = "schema")]
@@ -374,15 +379,19 @@ impl schemars::JsonSchema for NormalizedUri {
 
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         // A path character, one that is not a dot, and an authority one.
-        const C: &str = r"[^\s\u0000-\u001F\u007F-\u009F/#?%]";
-        const D: &str = r"[^\s\u0000-\u001F\u007F-\u009F/#?%.]";
+        // A path character may be a space (U+0020); no other whitespace.
+        const W: &str = r"\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000\uFEFF";
+        let c = format!(r"[^{W}\u0000-\u001F\u007F-\u009F/#?%]");
+        let d = format!(r"[^{W}\u0000-\u001F\u007F-\u009F/#?%.]");
+        let (c, d) = (c.as_str(), d.as_str());
         const A: &str = r"[^\s\u0000-\u001F\u007F-\u009F/#?%@A-Z]";
         let pattern =
-            format!("^[a-z][a-z0-9+.-]*://{A}*(?:/|(?:/(?:{D}{C}*|\\.{D}{C}*|\\.\\.{C}+))+)$");
+            format!("^[a-z][a-z0-9+.-]*://{A}*(?:/|(?:/(?:{d}{c}*|\\.{d}{c}*|\\.\\.{c}+))+)$");
         schemars::json_schema!({
             "description": "A normalized, credential-free URI: `scheme://authority/path` with a \
                             lowercase scheme and authority; no userinfo, query, fragment, \
-                            percent-encoding, whitespace or control character; no empty, `.` or \
+                            percent-encoding or control character, no whitespace but a space in \
+                            the path; no empty, `.` or \
                             `..` path segment and no trailing slash (a path of `/` alone aside); \
                             a local file is `file:///path` (never `file://localhost/path`). At \
                             most 2048 bytes.",
@@ -410,23 +419,296 @@ impl From<NormalizedUri> for String {
     }
 }
 
+/// The longest uri, namespace or backend [`StorageIdentity::new`] reads,
+/// in bytes, before it normalizes anything (a normalized uri is further
+/// bounded by [`MAX_URI_LEN`], a namespace and a backend by
+/// [`MAX_NAME_LEN`]).
+pub const MAX_PART_LEN: usize = 4096;
+
+/// Why a storage identity was refused.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Error, Serialize, Deserialize)]
+pub enum IdentityError {
+    /// A part is empty, too long, or breaks its rule.
+    #[error("InvalidIdentity: {part}: {detail}")]
+    Invalid {
+        /// `uri`, `namespace` or `backend`.
+        part: String,
+        /// What is wrong with it.
+        detail: String,
+    },
+}
+
+impl IdentityError {
+    /// The failure's [`Class`](crate::Class): what the caller does next
+    /// (always `InvalidArgument`).
+    pub fn class(&self) -> crate::Class {
+        match self {
+            IdentityError::Invalid { .. } => crate::Class::InvalidArgument,
+        }
+    }
+}
+
+fn invalid_part(part: &str, detail: impl fmt::Display) -> IdentityError {
+    IdentityError::Invalid {
+        part: part.to_owned(),
+        detail: detail.to_string(),
+    }
+}
+
+/// Resolves `.`, `..`, empty segments and trailing slashes lexically; the
+/// result starts with `/` and has no trailing slash (except the root).
+fn resolve_path(path: &str) -> String {
+    let mut out: Vec<&str> = Vec::new();
+    for seg in path.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                out.pop();
+            }
+            s => out.push(s),
+        }
+    }
+    format!("/{}", out.join("/"))
+}
+
+fn check_part(part: &str, s: &str) -> Result<(), IdentityError> {
+    if s.is_empty() {
+        return Err(invalid_part(part, "empty"));
+    }
+    if s.len() > MAX_PART_LEN {
+        return Err(invalid_part(part, "too long"));
+    }
+    if s.chars().any(char::is_control) {
+        return Err(invalid_part(part, "control character"));
+    }
+    Ok(())
+}
+
+/// A user's spelling of a uri in the [`NormalizedUri`] form: a plain
+/// absolute path is a local file; `.`, `..`, repeated and trailing slashes
+/// are resolved lexically; a remote uri needs a host or bucket.
+fn spell_uri(uri: &str) -> Result<NormalizedUri, IdentityError> {
+    check_part("uri", uri)?;
+    if uri.contains('?') || uri.contains('#') {
+        return Err(invalid_part(
+            "uri",
+            "a query or fragment is not part of a storage identity",
+        ));
+    }
+    let text = match uri.split_once("://") {
+        None if uri.starts_with('/') => format!("file://{}", resolve_path(uri)),
+        None => {
+            return Err(invalid_part(
+                "uri",
+                "a local path must be absolute (the shell resolves relative paths)",
+            ))
+        }
+        Some((scheme, rest)) => {
+            let (authority, path) = match rest.find('/') {
+                Some(i) => rest.split_at(i),
+                None => (rest, ""),
+            };
+            if authority.contains('@') {
+                return Err(invalid_part(
+                    "uri",
+                    "credentials are not part of a storage identity",
+                ));
+            }
+            let file = scheme.eq_ignore_ascii_case("file");
+            if file && !(authority.is_empty() || authority.eq_ignore_ascii_case("localhost")) {
+                return Err(invalid_part("uri", "a file uri names no remote host"));
+            }
+            if !file && authority.is_empty() {
+                return Err(invalid_part("uri", "a remote uri needs a host or bucket"));
+            }
+            format!("{scheme}://{authority}{}", resolve_path(path))
+        }
+    };
+    NormalizedUri::parse(&text).map_err(|e| invalid_part("uri", e))
+}
+
 /// A storage identity: normalized storage URI, namespace and backend.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+///
+/// The one identity of a store, for every use: the key its handles are
+/// pooled by, the name of its control catalog and Activity catalog
+/// ([`crate::identity::catalog_location`]), and the two endpoints a
+/// migration plan and receipt bind. [`StorageIdentity::new`] normalizes a
+/// user's spelling so that equivalent ones compare equal: a plain absolute
+/// path and its `file://` form, trailing, repeated, `.` and `..` segments
+/// (resolved lexically), an upper-case scheme or host, an upper-case
+/// backend. The fields are private, so every value is normalized: a
+/// decoded identity must already be in the form `new` gives, or it is
+/// refused.
+///
+/// Two fingerprints, two stored formats, both stable:
+/// [`fingerprint`](Self::fingerprint) is a digest of the canonical JSON
+/// (what receipts bind); [`catalog_fingerprint`](Self::catalog_fingerprint)
+/// is the hex digest that names a remote store's catalog files.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(description = "A storage identity: normalized storage URI, namespace and backend.")
+)]
 #[serde(deny_unknown_fields)]
 pub struct StorageIdentity {
     /// The normalized storage URI (the warehouse root).
-    pub uri: NormalizedUri,
+    uri: NormalizedUri,
     /// The Iceberg namespace.
-    pub namespace: Name,
+    #[cfg_attr(feature = "schema", schemars(schema_with = "namespace_schema"))]
+    namespace: Name,
     /// The backend name.
-    pub backend: Name,
+    #[cfg_attr(feature = "schema", schemars(schema_with = "backend_schema"))]
+    backend: Name,
+}
+
+/// A namespace's wire form: one path segment of a [`Name`].
+#[cfg(feature = "schema")]
+fn namespace_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    // A segment character, and one that is not a dot.
+    const C: &str = r"[^/\\\u0000-\u001F\u007F-\u009F]";
+    const D: &str = r"[^./\\\u0000-\u001F\u007F-\u009F]";
+    schemars::json_schema!({
+        "description": "The Iceberg namespace: one path segment (no `/` or `\\`, not `.` or \
+                        `..`) of 1 to 256 bytes without control characters.",
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_NAME_LEN,
+        "pattern": format!("^(?:{D}{C}*|\\.{D}{C}*|\\.\\.{C}+)$")
+    })
+}
+
+/// A backend's wire form: lower-case ASCII letters, digits, `-` and `_`.
+#[cfg(feature = "schema")]
+fn backend_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "description": "The backend name: lower-case ASCII letters, digits, `-` and `_`.",
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_NAME_LEN,
+        "pattern": "^[a-z0-9_-]+$"
+    })
+}
+
+/// The wire form a decoded identity is read through before it is held to
+/// [`StorageIdentity::new`]'s form.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IdentityWire {
+    uri: NormalizedUri,
+    namespace: Name,
+    backend: Name,
+}
+
+impl<'de> Deserialize<'de> for StorageIdentity {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let wire = IdentityWire::deserialize(d)?;
+        let id = StorageIdentity::new(
+            wire.uri.as_str(),
+            wire.namespace.as_str(),
+            wire.backend.as_str(),
+        )
+        .map_err(serde::de::Error::custom)?;
+        if id.uri != wire.uri || id.backend != wire.backend {
+            return Err(serde::de::Error::custom(
+                "a storage identity that is not in its normalized form",
+            ));
+        }
+        Ok(id)
+    }
 }
 
 impl StorageIdentity {
-    /// A digest of the identity (the receipt's storage fingerprint).
+    /// Normalizes `uri`, `namespace` and `backend` into an identity.
+    ///
+    /// The uri is an absolute path or `scheme://authority/path`, without
+    /// credentials, query, fragment, percent-encoding or whitespace other
+    /// than a space in the path, at most [`MAX_URI_LEN`] bytes once
+    /// normalized. The namespace is one path segment (no `/`, `\`, and not
+    /// `.` or `..`); the backend is ASCII letters, digits, `-` and `_`,
+    /// compared case-insensitively; each at most [`MAX_NAME_LEN`] bytes.
+    pub fn new(uri: &str, namespace: &str, backend: &str) -> Result<Self, IdentityError> {
+        let uri = spell_uri(uri)?;
+        check_part("namespace", namespace)?;
+        if namespace.contains('/')
+            || namespace.contains('\\')
+            || namespace == "."
+            || namespace == ".."
+        {
+            return Err(invalid_part("namespace", "must be one path segment"));
+        }
+        check_part("backend", backend)?;
+        if !backend
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(invalid_part(
+                "backend",
+                "ASCII letters, digits, '-' and '_' only",
+            ));
+        }
+        Ok(StorageIdentity {
+            uri,
+            namespace: Name::new(namespace).map_err(|e| invalid_part("namespace", e))?,
+            backend: Name::new(backend.to_ascii_lowercase())
+                .map_err(|e| invalid_part("backend", e))?,
+        })
+    }
+
+    /// The normalized storage URI (`file:///path` for a local store).
+    pub fn uri(&self) -> &NormalizedUri {
+        &self.uri
+    }
+
+    /// Where the store is, as a user names it: the absolute path of a
+    /// local store, else `scheme://host/path` without a trailing slash.
+    pub fn location(&self) -> &str {
+        if self.is_local() {
+            return self.uri.path();
+        }
+        let text = self.uri.as_str();
+        text.strip_suffix('/')
+            .filter(|_| self.uri.path() == "/")
+            .unwrap_or(text)
+    }
+
+    /// The namespace.
+    pub fn namespace(&self) -> &str {
+        self.namespace.as_str()
+    }
+
+    /// The backend name, lower-case.
+    pub fn backend(&self) -> &str {
+        self.backend.as_str()
+    }
+
+    /// Whether the data lives on the local filesystem.
+    pub fn is_local(&self) -> bool {
+        self.uri.is_local_file()
+    }
+
+    /// A digest of the identity's canonical JSON (what a receipt binds as
+    /// its storage fingerprint).
     pub fn fingerprint(&self) -> Digest {
         crate::migration::data::domain(b"custos.migration.identity.v1\0", &canonical_bytes(self))
+    }
+
+    /// The bytes [`catalog_fingerprint`](Self::catalog_fingerprint) hashes:
+    /// a version tag and the [`location`](Self::location), namespace and
+    /// backend, each length-prefixed.
+    pub fn catalog_bytes(&self) -> Vec<u8> {
+        let mut out = b"custos-storage-identity/v1".to_vec();
+        for part in [self.location(), self.namespace(), self.backend()] {
+            out.extend_from_slice(&(part.len() as u64).to_be_bytes());
+            out.extend_from_slice(part.as_bytes());
+        }
+        out
+    }
+
+    /// The SHA-256 of [`catalog_bytes`](Self::catalog_bytes), 64 lower-case
+    /// hex digits: the name of a remote store's catalog files.
+    pub fn catalog_fingerprint(&self) -> String {
+        Digest::of(&self.catalog_bytes()).hex()
     }
 }
 

@@ -179,7 +179,7 @@ pub fn depart(
         if let Some(first) = stored.live().next() {
             return Err(MigrationError::SourceMigrated {
                 migration_id: first.migration_id.clone(),
-                destination: first.destination.uri.to_string(),
+                destination: first.destination.uri().to_string(),
                 leg: first.leg.as_str().into(),
             });
         }
@@ -233,14 +233,9 @@ pub fn arrived(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::migration::NormalizedUri;
 
     fn id(uri: &str) -> StorageIdentity {
-        StorageIdentity {
-            uri: NormalizedUri::parse(uri).unwrap(),
-            namespace: Name::new("default").unwrap(),
-            backend: Name::new("iceberg").unwrap(),
-        }
+        StorageIdentity::new(uri, "default", "iceberg").unwrap()
     }
 
     fn n(s: &str) -> Name {

@@ -212,7 +212,7 @@ fn shell_word(s: &str) -> String {
 pub fn recover_command(id: &StorageIdentity) -> String {
     format!(
         "custos catalog recover {} --namespace {} --backend {}",
-        shell_word(id.uri()),
+        shell_word(id.location()),
         shell_word(id.namespace()),
         shell_word(id.backend())
     )
@@ -256,7 +256,7 @@ fn departure_lines(d: &Departures) -> Vec<String> {
             format!(
                 "{} to {} by migration {}{}",
                 r.leg.as_str(),
-                printable(&r.destination.uri.to_string()),
+                printable(&r.destination.uri().to_string()),
                 printable(r.migration_id.as_str()),
                 if r.second_copy {
                     " (an acknowledged second copy)"
@@ -323,7 +323,7 @@ fn open_local(identity: StorageIdentity) -> Result<Opened, ExitCode> {
             3,
             format!(
                 "NotFound: no control catalog for {} (namespace {}, backend {}) at {}",
-                identity.uri(),
+                identity.location(),
                 identity.namespace(),
                 identity.backend(),
                 path.display()
@@ -373,7 +373,7 @@ fn recover(
             3,
             format!(
                 "NotFound: no control catalog for {} (namespace {}, backend {}) at {}",
-                identity.uri(),
+                identity.location(),
                 identity.namespace(),
                 identity.backend(),
                 path.display()
@@ -460,7 +460,7 @@ fn report_recovery(
 
 fn identity_json(id: &StorageIdentity, place: &str) -> serde_json::Value {
     serde_json::json!({
-        "uri": id.uri(),
+        "uri": id.location(),
         "namespace": id.namespace(),
         "backend": id.backend(),
         "catalog": place,

@@ -352,7 +352,7 @@ fn object(i: u64) -> Vec<u8> {
 }
 
 fn artifacts(iceberg: &IcebergStore, id: &StorageIdentity) -> Result<(), Failure> {
-    let root = Path::new(id.uri())
+    let root = Path::new(id.location())
         .join(id.namespace())
         .join(".custos-artifacts");
     let objects = ArtifactStore::open(RealFs, &root).map_err(fault("open the Artifact root"))?;

@@ -79,7 +79,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
 use clap::{Args, Subcommand};
-use custos_core::identity::{self, StorageIdentity as Identity};
+use custos_core::identity;
 use custos_core::migration::workflow::{
     verify_receipt, ColdVerifier, Migration, Progress, WorkflowError,
 };
@@ -352,8 +352,12 @@ fn destination(d: &DestinationArgs) -> Result<Local, Failure> {
 
 /// The Activity records of `end`, as a failure naming its uri.
 fn activity(end: &Local) -> Result<u64, Failure> {
-    end.activity()
-        .map_err(|e| Failure::new(1, format_args!("{}: Activity catalog: {e}", end.id.uri())))
+    end.activity().map_err(|e| {
+        Failure::new(
+            1,
+            format_args!("{}: Activity catalog: {e}", end.id.location()),
+        )
+    })
 }
 
 /// The arguments that name `end` as a destination (for the cold
@@ -361,7 +365,7 @@ fn activity(end: &Local) -> Result<u64, Failure> {
 fn destination_args(end: &Local) -> Vec<String> {
     vec![
         "--dest".into(),
-        end.id.uri().to_owned(),
+        end.id.location().to_owned(),
         "--namespace".into(),
         end.id.namespace().to_owned(),
         "--backend".into(),
@@ -384,7 +388,7 @@ fn host_locks(identities: &[&StorageIdentity]) -> Result<Vec<lock::HostLock>, Fa
 }
 
 fn run_locks(job: &Job) -> Result<Vec<lock::HostLock>, Failure> {
-    host_locks(&[&job.source.identity, &job.destination.identity])
+    host_locks(&[&job.source.id, &job.destination.id])
 }
 
 /// Refuses a local destination directory that holds what is not this
@@ -491,7 +495,8 @@ fn check(
     }
     out.line(format!(
         "preflight admitted: {} -> {} (nothing fenced, nothing written)",
-        report.source.identity.uri, report.destination.identity.uri
+        report.source.identity.uri(),
+        report.destination.identity.uri()
     ))?;
     for (what, n) in [
         ("source Activity records", report.source.activity_records),
@@ -659,23 +664,18 @@ fn abandon(
             return Ok(workflow_failure(&WorkflowError::Admin(e)).exit("migrate"));
         }
     };
-    let mut ends = vec![&d.identity];
+    let mut ends = vec![&d.id];
     ends.extend(source.as_ref());
     let _locks = match host_locks(&ends) {
         Ok(l) => l,
         Err(f) => return Ok(f.exit("migrate")),
     };
-    let namespace = d.id.namespace().to_owned();
-    let backend = d.id.backend().to_owned();
     let open_source =
         |s: &StorageIdentity| -> Result<Option<Box<dyn ControlAdmin>>, WorkflowError> {
-            if !s.uri.is_local_file() {
+            if !s.is_local() {
                 return Ok(None);
             }
-            let Ok(sid) = Identity::new(s.uri.path(), &namespace, &backend) else {
-                return Ok(None);
-            };
-            let path = PathBuf::from(identity::catalog_location(&sid, ""));
+            let path = PathBuf::from(identity::catalog_location(s, ""));
             if !path.is_file() {
                 return Ok(None);
             }
@@ -703,7 +703,7 @@ fn show_abandoned(
     out.line(format!(
         "abandoned migration {} at {}{}",
         done.migration_id,
-        done.destination.uri,
+        done.destination.uri(),
         if done.already {
             " (it was abandoned already)"
         } else {
@@ -712,7 +712,7 @@ fn show_abandoned(
     ))?;
     out.line(format!(
         "  source {}: {}",
-        done.source.uri,
+        done.source.uri(),
         if done.source_marked {
             "its departure is marked abandoned; it may be planned again"
         } else {

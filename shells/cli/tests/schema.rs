@@ -372,11 +372,7 @@ fn uri(s: &str) -> NormalizedUri {
 /// A plan that passes `Plan::check`: two tables (one relocated), one
 /// World, one object.
 fn sample_plan() -> Plan {
-    let identity = |u: &str| StorageIdentity {
-        uri: uri(u),
-        namespace: name("default"),
-        backend: name("iceberg"),
-    };
+    let identity = |u: &str| StorageIdentity::new(u, "default", "iceberg").unwrap();
     let facts = |seed: &[u8]| TableFacts {
         snapshot: 7,
         schema_fingerprint: Digest::of(b"schema"),
@@ -470,7 +466,26 @@ fn migration_plans() {
             "/destination/uri",
             json!("s3://bucket"),
         ),
-        no("a uri with a space", src, json!("file:///my src")),
+        is(
+            "a uri with a space in its path",
+            src,
+            json!("file:///my src"),
+        ),
+        no(
+            "a uri with a no-break space",
+            src,
+            json!("file:///my\u{a0}src"),
+        ),
+        no("a host with a space", src, json!("s3://buck et/src")),
+        no("an upper-case backend", "/source/backend", json!("Iceberg")),
+        no("a backend with a dot", "/source/backend", json!("ice.berg")),
+        no(
+            "a namespace of two segments",
+            "/source/namespace",
+            json!("a/b"),
+        ),
+        no("a namespace '..'", "/destination/namespace", json!("..")),
+        is("a namespace '..x'", "/destination/namespace", json!("..x")),
         no("not a uri", src, json!("/data/src")),
         no(
             "an upper-case digest",

@@ -140,11 +140,11 @@ fn root_of(id: &StorageIdentity) -> Result<PathBuf, IcebergError> {
         return Err(IcebergError::UnsupportedIdentity {
             detail: format!(
                 "{} is not a local uri; only local warehouses are served",
-                id.uri()
+                id.location()
             ),
         });
     }
-    Ok(PathBuf::from(id.uri()))
+    Ok(PathBuf::from(id.location()))
 }
 
 /// Where the Iceberg catalog of `id` lives (`<uri>/.custos-iceberg.db`).

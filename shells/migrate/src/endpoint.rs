@@ -1,5 +1,5 @@
-//! One local endpoint of a migration, composed: its two identities (the
-//! store's and the migration's), its locality, and its lazily opened ports
+//! One local endpoint of a migration, composed: its storage identity, its
+//! locality, and its lazily opened ports
 //! ([`crate::ports`]); the destination directory's listing for core's
 //! destination rule ([`destination_listing`]); and a migration's own values
 //! ([`Job`]). Nothing here opens or creates anything: a refused preflight
@@ -8,9 +8,9 @@
 use std::path::{Path, PathBuf};
 
 use custos_core::fence::Holder;
-use custos_core::identity::{self, StorageIdentity as Identity};
+use custos_core::identity::{self, StorageIdentity};
 use custos_core::migration::workflow::{ColdVerifier, Endpoint, Migration, Progress};
-use custos_core::migration::{DestinationListing, Locality, Name, NormalizedUri, StorageIdentity};
+use custos_core::migration::{DestinationListing, Locality, Name};
 use custos_core::Class;
 
 use crate::ports::{Control, Objects, Tables};
@@ -47,10 +47,9 @@ impl ComposeError {
 
 /// One endpoint, composed.
 pub struct LocalEndpoint {
-    /// The store's identity (names its catalog files and host locks).
-    pub id: Identity,
-    /// The migration's identity (in plans and receipts).
-    pub identity: StorageIdentity,
+    /// The store's identity: it names the catalog files and host locks,
+    /// and it is the endpoint plans and receipts bind.
+    pub id: StorageIdentity,
     /// Local or remote.
     pub locality: Locality,
     /// Its control catalog.
@@ -77,22 +76,12 @@ impl LocalEndpoint {
             side: side.to_owned(),
             detail: e.to_string(),
         };
-        let id = Identity::new(uri, namespace, backend).map_err(|e| bad(&e))?;
+        let id = StorageIdentity::new(uri, namespace, backend).map_err(|e| bad(&e))?;
         let local = id.is_local();
-        let text = if local {
-            format!("file://{}", id.uri())
-        } else {
-            id.uri().to_owned()
-        };
-        let identity = StorageIdentity {
-            uri: NormalizedUri::parse(&text).map_err(|e| bad(&e))?,
-            namespace: Name::new(namespace).map_err(|e| bad(&e))?,
-            backend: Name::new(backend).map_err(|e| bad(&e))?,
-        };
         let root = match artifacts {
             Some(p) => p.to_path_buf(),
-            None if local => Path::new(id.uri())
-                .join(namespace)
+            None if local => Path::new(id.location())
+                .join(id.namespace())
                 .join(".custos-artifacts"),
             // A remote identity has no local Artifact root to derive: it is
             // refused here as preflight would refuse it, before anything is
@@ -114,7 +103,6 @@ impl LocalEndpoint {
                 Locality::Remote
             },
             id,
-            identity,
             control,
             tables,
             objects,
@@ -142,8 +130,8 @@ impl LocalEndpoint {
     /// The workflow's view of this endpoint, with its Activity count.
     pub fn endpoint(&self, activity_records: u64) -> Endpoint<'_, Control, Tables, Objects> {
         Endpoint {
-            identity: self.identity.clone(),
-            audit: Some(self.identity.clone()),
+            identity: self.id.clone(),
+            audit: Some(self.id.clone()),
             control: &self.control,
             tables: &self.tables,
             objects: &self.objects,
@@ -166,7 +154,7 @@ pub fn destination_listing(d: &LocalEndpoint) -> Option<DestinationListing> {
     if d.locality != Locality::Local {
         return None;
     }
-    let root = Path::new(d.id.uri());
+    let root = Path::new(d.id.location());
     let own = |name: &str| {
         name == d.id.namespace()
             || name

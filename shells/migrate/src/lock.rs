@@ -99,7 +99,7 @@ pub fn take_all(identities: &[&StorageIdentity]) -> Result<Vec<HostLock>, LockEr
             continue;
         }
         seen.push(id);
-        let uri = || id.uri.to_string();
+        let uri = || id.uri().to_string();
         match try_lock(id) {
             Ok(Some(g)) => held.push(g),
             Ok(None) => return Err(LockError::Running { uri: uri() }),
@@ -113,14 +113,9 @@ pub fn take_all(identities: &[&StorageIdentity]) -> Result<Vec<HostLock>, LockEr
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use custos_core::migration::{Name, NormalizedUri};
 
     fn id(uri: &str) -> StorageIdentity {
-        StorageIdentity {
-            uri: NormalizedUri::parse(uri).unwrap(),
-            namespace: Name::new("default").unwrap(),
-            backend: Name::new("iceberg").unwrap(),
-        }
+        StorageIdentity::new(uri, "default", "iceberg").unwrap()
     }
 
     #[test]

@@ -123,10 +123,10 @@ use custos_core::identity::StorageIdentity;
 
 /// The PostgreSQL schema holding the control catalog of `id` when the
 /// catalog lives on a server: `custos_ctl_` and the first 32 hex digits of
-/// the identity's fingerprint (128 bits; 43 characters, within
+/// the identity's catalog fingerprint (128 bits; 43 characters, within
 /// PostgreSQL's 63). Every host that names the same storage identity finds
 /// the same catalog.
 pub fn control_schema(id: &StorageIdentity) -> String {
-    let fp = id.fingerprint();
+    let fp = id.catalog_fingerprint();
     format!("custos_ctl_{}", fp.get(..32).unwrap_or(&fp))
 }

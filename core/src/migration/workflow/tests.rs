@@ -21,11 +21,7 @@ fn uri(s: &str) -> NormalizedUri {
 }
 
 fn identity(path: &str) -> StorageIdentity {
-    StorageIdentity {
-        uri: uri(path),
-        namespace: n("app"),
-        backend: n("iceberg-sql"),
-    }
+    StorageIdentity::new(path, "app", "iceberg-sql").unwrap()
 }
 
 /// One identity's ports.

@@ -202,8 +202,8 @@ pub fn plan(out: &mut Out, plan: &Plan, json: bool) -> std::io::Result<()> {
         plan.digest().hex(),
         plan.migration_id
     )?;
-    writeln!(out, "source      {}", plan.source.uri)?;
-    writeln!(out, "destination {}", plan.destination.uri)?;
+    writeln!(out, "source      {}", plan.source.uri())?;
+    writeln!(out, "destination {}", plan.destination.uri())?;
     for w in &plan.worlds {
         writeln!(
             out,
