@@ -8,8 +8,10 @@
 //! absolute path and its `file://` form, trailing slashes, repeated
 //! slashes, `.` and `..` segments (resolved lexically), an upper-case
 //! scheme or host, an upper-case backend name. Its
-//! [`catalog_fingerprint`](StorageIdentity::catalog_fingerprint) is the
-//! SHA-256 of the normalized identity and names a remote store's files.
+//! [`catalog_fingerprint`](StorageIdentity::catalog_fingerprint) — the
+//! SHA-256 of its [`location`](StorageIdentity::location) (the plain path
+//! of a local store, the uri without a trailing slash of a remote one),
+//! namespace and backend — names a remote store's files.
 //!
 //! [`catalog_location`] is a pure function of the identity: a local identity
 //! keeps its catalog beside the data (`<path>/<namespace>/.custos-catalog-<backend>.db`),
@@ -206,7 +208,7 @@ mod tests {
     }
 
     #[test]
-    fn a_decoded_identity_is_one_new_would_make() {
+    fn a_decoded_identity_is_one_new_makes_or_an_older_spelling_of_it() {
         let good = id("/srv/data", "ns", "iceberg");
         let text = serde_json::to_string(&good).unwrap();
         assert_eq!(
@@ -217,8 +219,21 @@ mod tests {
             serde_json::from_str::<StorageIdentity>(&text).unwrap(),
             good
         );
+        // A backend stored before backends were lower-cased decodes as
+        // written (so the digests binding it hold) and is another identity.
+        let old = r#"{"uri":"file:///srv/data","namespace":"ns","backend":"Iceberg"}"#;
+        let decoded = serde_json::from_str::<StorageIdentity>(old).unwrap();
+        assert_eq!(decoded.backend(), "Iceberg");
+        assert_eq!(serde_json::to_string(&decoded).unwrap(), old);
+        assert_ne!(decoded, id("/srv/data", "ns", "Iceberg"));
+        // A uri at the bound once normalized is one, however it was spelled.
+        let long = format!(
+            "/{}",
+            "a".repeat(crate::migration::MAX_URI_LEN - "file:///".len())
+        );
+        assert!(StorageIdentity::new(&format!("file://localhost{long}"), "ns", "b").is_ok());
         for bad in [
-            r#"{"uri":"file:///srv/data","namespace":"ns","backend":"ICEBERG"}"#,
+            r#"{"uri":"file://localhost/srv/data","namespace":"ns","backend":"iceberg"}"#,
             r#"{"uri":"file:///srv/data","namespace":"a/b","backend":"iceberg"}"#,
             r#"{"uri":"file:///srv/data","namespace":"ns","backend":"ice berg"}"#,
             r#"{"uri":"s3:///w","namespace":"ns","backend":"iceberg"}"#,
@@ -248,6 +263,10 @@ mod tests {
             ("/d\tx", "ns", "iceberg"),
             ("/d/%41", "ns", "iceberg"),
             ("s3://buck et/w", "ns", "iceberg"),
+            // What a plan's uri cannot hold is no identity either.
+            ("/data/100%", "ns", "iceberg"),
+            ("/data/no\u{a0}break", "ns", "iceberg"),
+            ("/d", "n".repeat(257).as_str(), "iceberg"),
         ] {
             assert!(StorageIdentity::new(u, n, b).is_err(), "{u:?} {n:?} {b:?}");
         }

@@ -380,7 +380,7 @@ impl schemars::JsonSchema for NormalizedUri {
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         // A path character, one that is not a dot, and an authority one.
         // A path character may be a space (U+0020); no other whitespace.
-        const W: &str = r"\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000\uFEFF";
+        const W: &str = r"\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000";
         let c = format!(r"[^{W}\u0000-\u001F\u007F-\u009F/#?%]");
         let d = format!(r"[^{W}\u0000-\u001F\u007F-\u009F/#?%.]");
         let (c, d) = (c.as_str(), d.as_str());
@@ -521,6 +521,7 @@ fn spell_uri(uri: &str) -> Result<NormalizedUri, IdentityError> {
             if !file && authority.is_empty() {
                 return Err(invalid_part("uri", "a remote uri needs a host or bucket"));
             }
+            let authority = if file { "" } else { authority };
             format!("{scheme}://{authority}{}", resolve_path(path))
         }
     };
@@ -536,9 +537,18 @@ fn spell_uri(uri: &str) -> Result<NormalizedUri, IdentityError> {
 /// user's spelling so that equivalent ones compare equal: a plain absolute
 /// path and its `file://` form, trailing, repeated, `.` and `..` segments
 /// (resolved lexically), an upper-case scheme or host, an upper-case
-/// backend. The fields are private, so every value is normalized: a
-/// decoded identity must already be in the form `new` gives, or it is
-/// refused.
+/// backend. The fields are private: a decoded identity must have the uri
+/// and namespace `new` gives and a backend `new` accepts, or it is
+/// refused. One spelling is kept as stored: a backend with upper-case
+/// letters, written before backends were lower-cased, decodes as written
+/// so that the digests binding it still hold (it compares unequal to the
+/// lower-case one `new` makes, as it did when it was written).
+///
+/// The identity is a uri that can travel in a plan, so `new` refuses what
+/// a [`NormalizedUri`] cannot hold: a `%` or whitespace other than a space
+/// (U+0020) in the path, whitespace in the host, a uri over
+/// [`MAX_URI_LEN`] bytes once normalized, a namespace or backend over
+/// [`MAX_NAME_LEN`] bytes.
 ///
 /// Two fingerprints, two stored formats, both stable:
 /// [`fingerprint`](Self::fingerprint) is a digest of the canonical JSON
@@ -578,15 +588,18 @@ fn namespace_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     })
 }
 
-/// A backend's wire form: lower-case ASCII letters, digits, `-` and `_`.
+/// A backend's wire form: ASCII letters, digits, `-` and `_` (lower-case
+/// when written now; an older identity may keep an upper-case letter).
 #[cfg(feature = "schema")]
 fn backend_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
-        "description": "The backend name: lower-case ASCII letters, digits, `-` and `_`.",
+        "description": "The backend name: ASCII letters, digits, `-` and `_`, written \
+                        lower-case (an identity stored before backends were lower-cased keeps \
+                        its spelling).",
         "type": "string",
         "minLength": 1,
         "maxLength": MAX_NAME_LEN,
-        "pattern": "^[a-z0-9_-]+$"
+        "pattern": "^[A-Za-z0-9_-]+$"
     })
 }
 
@@ -609,12 +622,18 @@ impl<'de> Deserialize<'de> for StorageIdentity {
             wire.backend.as_str(),
         )
         .map_err(serde::de::Error::custom)?;
-        if id.uri != wire.uri || id.backend != wire.backend {
+        if id.uri != wire.uri {
             return Err(serde::de::Error::custom(
-                "a storage identity that is not in its normalized form",
+                "a storage identity whose uri is not in its normalized form",
             ));
         }
-        Ok(id)
+        // A backend written before backends were lower-cased keeps the
+        // spelling it was stored with, so the digests that bind it (a
+        // plan's, a receipt's fingerprints) still hold.
+        Ok(StorageIdentity {
+            backend: wire.backend,
+            ..id
+        })
     }
 }
 
@@ -624,7 +643,8 @@ impl StorageIdentity {
     /// The uri is an absolute path or `scheme://authority/path`, without
     /// credentials, query, fragment, percent-encoding or whitespace other
     /// than a space in the path, at most [`MAX_URI_LEN`] bytes once
-    /// normalized. The namespace is one path segment (no `/`, `\`, and not
+    /// normalized (a plain path `p` is `file://p`, `file://localhost/p`
+    /// is `file:///p`). The namespace is one path segment (no `/`, `\`, and not
     /// `.` or `..`); the backend is ASCII letters, digits, `-` and `_`,
     /// compared case-insensitively; each at most [`MAX_NAME_LEN`] bytes.
     pub fn new(uri: &str, namespace: &str, backend: &str) -> Result<Self, IdentityError> {

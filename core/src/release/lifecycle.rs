@@ -302,7 +302,78 @@ pub struct LifecycleState {
     pub next_seq: u64,
 }
 
+/// One change a lifecycle decision asks of its store, applied in the
+/// order given. The store makes each durable write durable before the
+/// next; the order is the rule that keeps the head honest (records are
+/// never more than one ahead of it), and it is decided here, not by the
+/// store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LifecycleEffect {
+    /// Durably replace the lifecycle head with this one ([`Head::encode`]
+    /// under [`LIFECYCLE_HEAD`]). A head that fails to write stays the
+    /// store's pending head, and the next decision that adds a record
+    /// writes it first.
+    Head(Head),
+    /// Durably replace the release's record with the outcome
+    /// ([`Outcome::encode`] under `lifecycle/<hex>`) — the commit point —
+    /// and then retain it ([`LifecycleState::record`]). A write whose
+    /// result is unknown only reserves its number
+    /// ([`LifecycleState::reserve`]).
+    Record(Outcome),
+    /// Retain the outcome without writing anything (a republication the
+    /// state already holds keeps its own number).
+    Retain(Outcome),
+}
+
+/// What [`LifecycleState::decide_effects`] answers: the outcome the caller
+/// is told and the changes that make it so, in order.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LifecycleDecision {
+    /// The outcome.
+    pub outcome: Outcome,
+    /// The changes, in order (none for a revocation or retirement that
+    /// changes nothing: its number is not used).
+    pub effects: Vec<LifecycleEffect>,
+}
+
 impl LifecycleState {
+    /// The decision of `op` on `digest` as the changes a store applies,
+    /// in order. `head` is the head that counts this state's records and
+    /// `head_durable` whether the store holds it (a head whose write
+    /// failed is written again before the next record it would not count).
+    ///
+    /// - A publication of a release without a record: the pending head if
+    ///   any, the record, then the head that counts it.
+    /// - A revocation or retirement that changes the membership: the record
+    ///   (the count of records, and so the head, is unchanged).
+    /// - A republication: the outcome is retained, nothing is written.
+    /// - A revocation or retirement that changes nothing: no change.
+    pub fn decide_effects(
+        &self,
+        op: LifecycleOp,
+        digest: &Sha256,
+        head: &Head,
+        head_durable: bool,
+    ) -> Result<LifecycleDecision, LifecycleError> {
+        let outcome = self.decide(op, digest)?;
+        let mut effects = Vec::new();
+        match (outcome.kind, op) {
+            (OutcomeKind::Applied, LifecycleOp::Publish) => {
+                if !head_durable {
+                    effects.push(LifecycleEffect::Head(*head));
+                }
+                effects.push(LifecycleEffect::Record(outcome));
+                effects.push(LifecycleEffect::Head(head.with(digest)));
+            }
+            (OutcomeKind::Applied, _) => effects.push(LifecycleEffect::Record(outcome)),
+            (OutcomeKind::Unchanged, LifecycleOp::Publish) => {
+                effects.push(LifecycleEffect::Retain(outcome))
+            }
+            (OutcomeKind::Unchanged, _) => {}
+        }
+        Ok(LifecycleDecision { outcome, effects })
+    }
+
     /// The membership of `digest`, if it has a record.
     pub fn membership(&self, digest: &Sha256) -> Option<Membership> {
         self.releases.get(digest).copied()
@@ -442,6 +513,72 @@ mod tests {
                     state.record(outcome);
                 }
                 proptest::prop_assert_eq!(crate::pairs::round_trips(&state), Ok(()));
+            }
+        }
+
+        /// Applying a decision's effects to the store a catalog loads (its
+        /// records and its head) gives the state and the head the old
+        /// contract produced (`apply`, and a head counting every record),
+        /// whether or not the previous head write failed; and the records
+        /// on disk are never more than one ahead of the durable head.
+        #[test]
+        fn applying_the_effects_equals_the_next_state(
+            ops in proptest::collection::vec((0u8..3, 0u8..6, proptest::bool::ANY), 0..60),
+        ) {
+            let mut old = LifecycleState::default();
+            let mut state = LifecycleState::default();
+            let mut records: BTreeMap<Sha256, Outcome> = BTreeMap::new();
+            let (mut durable, mut head, mut head_ok) = (Head::default(), Head::default(), true);
+            for (op, release, head_fails) in ops {
+                let op = [LifecycleOp::Publish, LifecycleOp::Revoke, LifecycleOp::Retire][usize::from(op)];
+                let digest = Sha256::of(&[release]);
+                let want = old.decide(op, &digest);
+                let Ok(d) = state.decide_effects(op, &digest, &head, head_ok) else {
+                    proptest::prop_assert!(want.is_err());
+                    continue;
+                };
+                proptest::prop_assert_eq!(Ok(d.outcome), want);
+                // A failed head write ends the decision's changes there, as
+                // a store's error does.
+                let mut recorded = false;
+                for e in d.effects {
+                    match e {
+                        LifecycleEffect::Head(h) => {
+                            head = h;
+                            head_ok = !head_fails;
+                            if !head_ok {
+                                break;
+                            }
+                            durable = h;
+                        }
+                        LifecycleEffect::Record(o) => {
+                            // A record that adds a release is written
+                            // only onto a disk its durable head counts.
+                            let found: Vec<Sha256> = records.keys().copied().collect();
+                            proptest::prop_assert!(
+                                records.contains_key(&o.digest)
+                                    || durable.check(&found) == Ok(HeadCheck::Current),
+                                "a record added while the disk is already ahead of its head"
+                            );
+                            records.insert(o.digest, o);
+                            state.record(o);
+                            recorded = true;
+                        }
+                        LifecycleEffect::Retain(o) => {
+                            state.record(o);
+                            recorded = true;
+                        }
+                    }
+                }
+                if recorded {
+                    old.record(d.outcome);
+                }
+                proptest::prop_assert_eq!(&state, &old);
+                let on_disk = LifecycleState::from_records(records.values().copied()).unwrap();
+                proptest::prop_assert_eq!(&on_disk.releases, &old.releases);
+                proptest::prop_assert_eq!(head, Head::of(records.keys()));
+                let found: Vec<Sha256> = records.keys().copied().collect();
+                proptest::prop_assert!(durable.check(&found).is_ok());
             }
         }
     }

@@ -477,7 +477,11 @@ fn migration_plans() {
             json!("file:///my\u{a0}src"),
         ),
         no("a host with a space", src, json!("s3://buck et/src")),
-        no("an upper-case backend", "/source/backend", json!("Iceberg")),
+        is(
+            "an older plan's upper-case backend",
+            "/source/backend",
+            json!("Iceberg"),
+        ),
         no("a backend with a dot", "/source/backend", json!("ice.berg")),
         no(
             "a namespace of two segments",

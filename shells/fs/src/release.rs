@@ -50,8 +50,8 @@ use custos_core::release::bounds::{
 use custos_core::release::complete::{self, CompleteRecord, StoredRelease, COMPLETE_FILE};
 use custos_core::release::contract::{ComponentInspector, Contract};
 use custos_core::release::lifecycle::{
-    Head, HeadCheck, LifecycleOp, LifecycleState, Membership, Outcome, OutcomeKind, OutcomeStatus,
-    LIFECYCLE_DIR, LIFECYCLE_HEAD, MAX_HEAD_BYTES, MAX_RECORD_BYTES,
+    Head, HeadCheck, LifecycleDecision, LifecycleEffect, LifecycleOp, LifecycleState, Membership,
+    Outcome, OutcomeStatus, LIFECYCLE_DIR, LIFECYCLE_HEAD, MAX_HEAD_BYTES, MAX_RECORD_BYTES,
 };
 use custos_core::release::manifest::Manifest;
 use custos_core::release::metadata::{Descriptor, ReferenceKey, ReleaseMetadata};
@@ -956,39 +956,48 @@ impl<F: Fs> ReleaseRepository<F> {
         }
     }
 
-    /// The publication's lifecycle commit: the `Publish` decision, its
-    /// record written durably, then recorded. A record that may or may not
-    /// have been written reserves its seq and is
-    /// [`ReleaseError::LifecycleUncertain`].
-    ///
-    /// A new record is followed by the head that counts it; a head that
-    /// could not be written is written again before the next record, so
-    /// the records on disk are never more than one ahead of the head.
+    /// The publication's lifecycle commit: the `Publish` decision's
+    /// changes, applied in core's order ([`Self::apply_lifecycle`]).
     fn commit_publish(&self, w: &mut Writer, digest: &Sha256) -> Result<Outcome, ReleaseError> {
-        if w.head_stale {
-            self.write_head(&w.head)?;
-            w.head_stale = false;
+        let d = w
+            .lifecycle
+            .decide_effects(LifecycleOp::Publish, digest, &w.head, !w.head_stale)?;
+        self.apply_lifecycle(w, d)
+    }
+
+    /// Applies a lifecycle decision's changes in order, each durable
+    /// before the next; the first failure ends them. A record that may or
+    /// may not have been written reserves its seq and is
+    /// [`ReleaseError::LifecycleUncertain`]; a head that could not be
+    /// written stays pending ([`Writer::head_stale`]), and core writes it
+    /// again before the next record.
+    fn apply_lifecycle(
+        &self,
+        w: &mut Writer,
+        d: LifecycleDecision,
+    ) -> Result<Outcome, ReleaseError> {
+        for effect in d.effects {
+            match effect {
+                LifecycleEffect::Head(head) => {
+                    w.head = head;
+                    w.head_stale = true;
+                    self.write_head(&head)?;
+                    w.head_stale = false;
+                }
+                LifecycleEffect::Record(o) => {
+                    if let Err(e) = self.write_record(&o) {
+                        w.lifecycle.reserve(&o);
+                        return Err(ReleaseError::LifecycleUncertain {
+                            seq: o.seq,
+                            source: Box::new(e),
+                        });
+                    }
+                    w.lifecycle.record(o);
+                }
+                LifecycleEffect::Retain(o) => w.lifecycle.record(o),
+            }
         }
-        let o = w.lifecycle.decide(LifecycleOp::Publish, digest)?;
-        if o.kind == OutcomeKind::Unchanged {
-            // Republication never touches an existing record.
-            w.lifecycle.record(o);
-            return Ok(o);
-        }
-        if let Err(e) = self.write_record(&o) {
-            w.lifecycle.reserve(&o);
-            return Err(ReleaseError::LifecycleUncertain {
-                seq: o.seq,
-                source: Box::new(e),
-            });
-        }
-        w.lifecycle.record(o);
-        w.head = w.head.with(digest);
-        if let Err(e) = self.write_head(&w.head) {
-            w.head_stale = true;
-            return Err(e);
-        }
-        Ok(o)
+        Ok(d.outcome)
     }
 
     fn write(&self, stage: &Path, name: &str, data: &[u8]) -> Result<(), ReleaseError> {
@@ -1217,27 +1226,20 @@ impl<F: Fs> ReleaseRepository<F> {
         if self.shared.read(|ix| ix.get(digest).is_none()) {
             return Err(ReleaseError::NotFound(digest.to_string()));
         }
-        let outcome = w.lifecycle.decide(op, digest)?;
-        // Already so: nothing is written, and the number is not used.
-        if outcome.kind == OutcomeKind::Unchanged {
-            return Ok(outcome);
+        let d = w
+            .lifecycle
+            .decide_effects(op, digest, &w.head, !w.head_stale)?;
+        let after = d.outcome.after;
+        let changes = !d.effects.is_empty();
+        let done = self.apply_lifecycle(&mut w, d);
+        // Revocation and retirement only withdraw eligibility, so the
+        // index takes the new membership even when the record's write is
+        // uncertain: an uncertain write never leaves a release positively
+        // eligible. Reopen reads the durable truth.
+        if changes && matches!(done, Ok(_) | Err(ReleaseError::LifecycleUncertain { .. })) {
+            self.shared.set_membership(digest, after);
         }
-        if let Err(e) = self.write_record(&outcome) {
-            // The durable state may or may not say so now. Revocation and
-            // retirement only withdraw eligibility, so the index takes the
-            // new membership anyway: an uncertain write never leaves a
-            // release positively eligible. Reopen reads the durable truth.
-            // The seq is reserved (never reused) and named in the error.
-            w.lifecycle.reserve(&outcome);
-            self.shared.set_membership(digest, outcome.after);
-            return Err(ReleaseError::LifecycleUncertain {
-                seq: outcome.seq,
-                source: Box::new(e),
-            });
-        }
-        w.lifecycle.record(outcome);
-        self.shared.set_membership(digest, outcome.after);
-        Ok(outcome)
+        done
     }
 
     /// The status of lifecycle operation `seq`: retained, or unknown.
