@@ -41,6 +41,7 @@ use custody::{Custody, CustodyError, MoveOp, Peer};
 pub mod access;
 pub mod custody;
 pub mod effect;
+pub mod rows;
 mod stored;
 mod text;
 

@@ -88,10 +88,10 @@ pub use crate::open::{OpenError, Refusal};
 use std::fmt;
 
 use custos_core::catalogue::custody::{Custody, MOVE_OP_LIMIT, ORCHESTRATOR_NAME_LIMIT};
+use custos_core::catalogue::rows::{reads, CatalogueRows, Defaults, Delegates, Load, Sessions};
 use custos_core::catalogue::{
     self, footprint, Catalogue, CatalogueError, CatalogueState, Delegate, Deletion, Footprint,
     Move, Outcome, Page, Recent, Registration, Request, StoredDelegate, StoredSession, Visibility,
-    LISTING_LIMIT,
 };
 use custos_core::catalogue::{
     CREATION_KEY_LIMIT, DISPLAY_NAME_LIMIT, LOCAL_WORKSPACE_LIMIT, MODEL_KEY_LIMIT,
@@ -527,18 +527,6 @@ pub(crate) fn decode_locked(state: &mut CatalogueState, row: Option<&Row>) -> Tx
     head(state, row)
 }
 
-fn load_delegates(
-    tx: &mut Transaction<'_>,
-    state: &mut CatalogueState,
-    where_: &str,
-    args: &[Param<'_>],
-) -> Tx<()> {
-    let rows = tx
-        .query(&delegates_sql(where_), args)
-        .map_err(pg("load-delegates"))?;
-    put_delegates(state, &rows)
-}
-
 fn delegates_sql(where_: &str) -> String {
     format!(
         "SELECT spawner, parent_session, session_id, last_contact_ms
@@ -568,18 +556,6 @@ fn put_delegates(state: &mut CatalogueState, rows: &[Row]) -> Tx<()> {
     state.put_stored_delegates(stored).map_err(refuse)
 }
 
-fn load_defaults(
-    tx: &mut Transaction<'_>,
-    state: &mut CatalogueState,
-    where_: &str,
-    args: &[Param<'_>],
-) -> Tx<()> {
-    let rows = tx
-        .query(&defaults_sql(where_), args)
-        .map_err(pg("load-defaults"))?;
-    put_defaults(state, &rows)
-}
-
 fn defaults_sql(where_: &str) -> String {
     format!("SELECT workspace, session_id FROM catalogue_workspace_defaults {where_}")
 }
@@ -600,11 +576,6 @@ fn put_defaults(state: &mut CatalogueState, rows: &[Row]) -> Tx<()> {
 }
 
 const RECENT_SQL: &str = "SELECT id, path FROM catalogue_recent_folders";
-
-fn load_recent(tx: &mut Transaction<'_>, state: &mut CatalogueState) -> Tx<()> {
-    let rows = tx.query(RECENT_SQL, &[]).map_err(pg("load-recent"))?;
-    put_recent(state, &rows)
-}
 
 fn put_recent(state: &mut CatalogueState, rows: &[Row]) -> Tx<()> {
     for r in rows {
@@ -639,7 +610,7 @@ fn put_deleted(state: &mut CatalogueState, rows: &[Row]) -> Tx<()> {
     Ok(())
 }
 
-/// Where a row set of a catalogue footprint goes.
+/// Where a row set goes.
 #[derive(Clone, Copy)]
 enum Part {
     Sessions,
@@ -649,80 +620,80 @@ enum Part {
     Delegates,
 }
 
-/// The reads of a footprint: where each row set goes, its statement and
-/// its parameters.
-fn footprint_reads(fp: &Footprint) -> Vec<(Part, String, Vec<String>)> {
-    let mut out = Vec::new();
-    let mut push = |part: Part, sql: String, args: Vec<String>| out.push((part, sql, args));
-    for id in &fp.sessions {
-        push(
+/// The statement of one [`Load`] and where its rows go: the one SQL text
+/// a read sends alone and a write pipelines behind its head lock.
+fn statement(load: Load<'_>) -> (Part, Stmt) {
+    let rows = |sql: String| Stmt::new(Want::Rows, sql);
+    let text = |v: &str| v.to_owned();
+    match load {
+        Load::Sessions(which) => (
             Part::Sessions,
-            sessions_sql("WHERE s.session_id = $1"),
-            vec![id.clone()],
-        );
-    }
-    if let Some(k) = &fp.creation_key {
-        push(
-            Part::Sessions,
-            sessions_sql("WHERE s.creation_key = $1"),
-            vec![k.clone()],
-        );
-    }
-    for ws in &fp.defaults {
-        push(
+            match which {
+                Sessions::Id(id) => rows(sessions_sql("WHERE s.session_id = $1")).arg(text(id)),
+                Sessions::CreationKey(k) => {
+                    rows(sessions_sql("WHERE s.creation_key = $1")).arg(text(k))
+                }
+                Sessions::Page {
+                    archived,
+                    after,
+                    fetch,
+                } => rows(sessions_sql(
+                    "WHERE (a.session_id IS NOT NULL) = $1
+                       AND ($2::text IS NULL OR s.session_id > $2::text)
+                     ORDER BY s.session_id LIMIT $3",
+                ))
+                .arg(archived)
+                .arg(after.map(str::to_owned))
+                .arg(i64::try_from(fetch).unwrap_or(i64::MAX)),
+                Sessions::Moving => rows(sessions_sql("WHERE m.state = 'moving'")),
+                Sessions::Deleting => rows(sessions_sql("WHERE d.session_id IS NOT NULL")),
+            },
+        ),
+        Load::Defaults(Defaults::Workspace(ws)) => (
             Part::Defaults,
-            defaults_sql("WHERE workspace = $1"),
-            vec![ws.clone()],
-        );
-    }
-    if let Some(id) = &fp.defaults_naming {
-        push(
+            rows(defaults_sql("WHERE workspace = $1")).arg(text(ws)),
+        ),
+        Load::Defaults(Defaults::Naming(id)) => (
             Part::Defaults,
-            defaults_sql("WHERE session_id = $1"),
-            vec![id.clone()],
-        );
-    }
-    if fp.recent {
-        push(Part::Recent, RECENT_SQL.to_owned(), Vec::new());
-    }
-    if fp.deleted {
-        push(Part::Deleted, DELETED_SQL.to_owned(), Vec::new());
-    }
-    if let Some((sp, pa)) = &fp.delegate_pair {
-        push(
+            rows(defaults_sql("WHERE session_id = $1")).arg(text(id)),
+        ),
+        Load::Recent => (Part::Recent, rows(RECENT_SQL.to_owned())),
+        Load::Deleted => (Part::Deleted, rows(DELETED_SQL.to_owned())),
+        Load::Delegates(which) => (
             Part::Delegates,
-            delegates_sql("WHERE spawner = $1 AND parent_session = $2"),
-            vec![sp.clone(), pa.clone()],
-        );
+            match which {
+                Delegates::Pair(sp, pa) => {
+                    rows(delegates_sql("WHERE spawner = $1 AND parent_session = $2"))
+                        .arg(text(sp))
+                        .arg(text(pa))
+                }
+                Delegates::Spawner(sp) => rows(delegates_sql("WHERE spawner = $1")).arg(text(sp)),
+                Delegates::Session(id) => {
+                    rows(delegates_sql("WHERE session_id = $1")).arg(text(id))
+                }
+            },
+        ),
     }
-    if let Some(sp) = &fp.delegates_of_spawner {
-        push(
-            Part::Delegates,
-            delegates_sql("WHERE spawner = $1"),
-            vec![sp.clone()],
-        );
+}
+
+/// Rows of `part` into `s`.
+fn put(part: Part, s: &mut CatalogueState, rows: &[Row]) -> Tx<()> {
+    match part {
+        Part::Sessions => put_sessions(s, rows),
+        Part::Defaults => put_defaults(s, rows),
+        Part::Recent => put_recent(s, rows),
+        Part::Deleted => put_deleted(s, rows),
+        Part::Delegates => put_delegates(s, rows),
     }
-    if let Some(id) = &fp.delegate_of {
-        push(
-            Part::Delegates,
-            delegates_sql("WHERE session_id = $1"),
-            vec![id.clone()],
-        );
-    }
-    out
 }
 
 /// Locks the head and loads the rows of `fp` into `s`, in one round trip:
 /// the lock first, every read after it (the server runs them in order).
 fn lock_and_load(tx: &mut Transaction<'_>, s: &mut CatalogueState, fp: &Footprint) -> Tx<()> {
-    let reads = footprint_reads(fp);
     let mut stmts = vec![Stmt::new(Want::Opt, lock_sql())];
     let mut parts = Vec::new();
-    for (part, sql, args) in reads {
-        let mut st = Stmt::new(Want::Rows, sql);
-        for a in args {
-            st = st.arg(a);
-        }
+    for load in fp.loads() {
+        let (part, st) = statement(load);
         stmts.push(st);
         parts.push(part);
     }
@@ -731,16 +702,36 @@ fn lock_and_load(tx: &mut Transaction<'_>, s: &mut CatalogueState, fp: &Footprin
     let mut next = || next_got(&mut got, "load").map_err(TxError::Failure);
     decode_locked(s, next()?.opt("lock-head")?.as_ref())?;
     for part in parts {
-        let rows = next()?.rows("load")?;
-        match part {
-            Part::Sessions => put_sessions(s, &rows)?,
-            Part::Defaults => put_defaults(s, &rows)?,
-            Part::Recent => put_recent(s, &rows)?,
-            Part::Deleted => put_deleted(s, &rows)?,
-            Part::Delegates => put_delegates(s, &rows)?,
-        }
+        put(part, s, &next()?.rows("load")?)?;
     }
     Ok(())
+}
+
+impl From<CatalogueError> for TxError<CatalogueError> {
+    fn from(e: CatalogueError) -> Self {
+        TxError::Refused(e)
+    }
+}
+
+/// The catalogue's rows in one read: one statement per [`Load`].
+struct Rows<'a, 'b>(&'a mut Transaction<'b>);
+
+impl CatalogueRows for Rows<'_, '_> {
+    type Error = TxError<CatalogueError>;
+
+    fn head(&mut self, s: &mut CatalogueState) -> Tx<()> {
+        load_meta(self.0, s)
+    }
+
+    fn load(&mut self, load: Load<'_>, s: &mut CatalogueState) -> Tx<()> {
+        let (part, st) = statement(load);
+        let got = self.0.run(&[st]).map_err(pg("load"))?;
+        let mut got = got.into_iter();
+        let rows = next_got(&mut got, "load")
+            .map_err(TxError::Failure)?
+            .rows("load")?;
+        put(part, s, &rows)
+    }
 }
 
 // ------------------------------------------------------------------ the port
@@ -774,126 +765,55 @@ impl Catalogue for PgCatalogue {
     }
 
     fn get(&self, session_id: &str) -> Res<Option<Registration>> {
-        self.read(|tx| {
-            let mut s = CatalogueState::default();
-            load_sessions(tx, &mut s, "WHERE s.session_id = $1", &[&session_id])?;
-            Ok(s.get(session_id))
-        })
+        self.read(|tx| reads::get(&mut Rows(tx), session_id))
     }
 
     fn by_request_key(&self, key: &str) -> Res<Option<Registration>> {
-        self.read(|tx| {
-            let mut s = CatalogueState::default();
-            load_sessions(tx, &mut s, "WHERE s.creation_key = $1", &[&key])?;
-            Ok(s.by_request_key(key))
-        })
+        self.read(|tx| reads::by_request_key(&mut Rows(tx), key))
     }
 
     fn page(&self, visibility: Visibility, after: Option<&str>, limit: usize) -> Res<Page> {
-        self.read(|tx| {
-            let mut s = CatalogueState::default();
-            load_meta(tx, &mut s)?;
-            let fetch = i64::try_from(limit.min(LISTING_LIMIT) + 1).unwrap_or(i64::MAX);
-            let archived = matches!(visibility, Visibility::Archived);
-            load_sessions(
-                tx,
-                &mut s,
-                "WHERE (a.session_id IS NOT NULL) = $1
-                   AND ($2::text IS NULL OR s.session_id > $2::text)
-                 ORDER BY s.session_id LIMIT $3",
-                &[&archived, &after, &fetch],
-            )?;
-            Ok(s.page(visibility, after, limit))
-        })
+        self.read(|tx| reads::page(&mut Rows(tx), visibility, after, limit))
     }
 
     fn workspace_default(&self, workspace: &str) -> Res<Option<String>> {
-        self.read(|tx| {
-            let mut s = CatalogueState::default();
-            load_defaults(tx, &mut s, "WHERE workspace = $1", &[&workspace])?;
-            if let Some(id) = s.workspace_defaults.get(workspace).cloned() {
-                load_sessions(tx, &mut s, "WHERE s.session_id = $1", &[&id])?;
-            }
-            s.workspace_default(workspace).map_err(refuse)
-        })
+        self.read(|tx| reads::workspace_default(&mut Rows(tx), workspace))
     }
 
     fn recent_folders(&self) -> Res<Vec<Recent>> {
-        self.read(|tx| {
-            let mut s = CatalogueState::default();
-            load_recent(tx, &mut s)?;
-            Ok(s.recent_folders())
-        })
+        self.read(|tx| reads::recent_folders(&mut Rows(tx)))
     }
 
     fn custody(&self, session_id: &str) -> Res<Custody> {
-        self.read(|tx| {
-            let mut s = CatalogueState::default();
-            load_sessions(tx, &mut s, "WHERE s.session_id = $1", &[&session_id])?;
-            s.custody(session_id).map_err(refuse)
-        })
+        self.read(|tx| reads::custody(&mut Rows(tx), session_id))
     }
 
     fn moving(&self) -> Res<Vec<Move>> {
-        self.read(|tx| {
-            let mut s = CatalogueState::default();
-            load_sessions(tx, &mut s, "WHERE m.state = 'moving'", &[])?;
-            Ok(s.moving())
-        })
+        self.read(|tx| reads::moving(&mut Rows(tx)))
     }
 
     fn deletion(&self, session_id: &str) -> Res<Deletion> {
-        self.read(|tx| {
-            let mut s = CatalogueState::default();
-            load_sessions(tx, &mut s, "WHERE s.session_id = $1", &[&session_id])?;
-            s.deletion(session_id).map_err(refuse)
-        })
+        self.read(|tx| reads::deletion(&mut Rows(tx), session_id))
     }
 
     fn deleting(&self) -> Res<Vec<String>> {
-        self.read(|tx| {
-            let mut s = CatalogueState::default();
-            load_sessions(tx, &mut s, "WHERE d.session_id IS NOT NULL", &[])?;
-            Ok(s.deleting())
-        })
+        self.read(|tx| reads::deleting(&mut Rows(tx)))
     }
 
     fn delegate_for(&self, spawner: &str, parent_session: &str) -> Res<Option<Delegate>> {
-        // A malformed pair is refused before anything is read.
-        CatalogueState::default().delegate_for(spawner, parent_session)?;
-        self.read(|tx| {
-            let mut s = CatalogueState::default();
-            load_delegates(
-                tx,
-                &mut s,
-                "WHERE spawner = $1 AND parent_session = $2",
-                &[&spawner, &parent_session],
-            )?;
-            s.delegate_for(spawner, parent_session).map_err(refuse)
-        })
+        reads::check_delegate_pair(spawner, parent_session)?;
+        self.read(|tx| reads::delegate_for(&mut Rows(tx), spawner, parent_session))
     }
 
     fn delegate_of(&self, session_id: &str) -> Res<Option<Delegate>> {
-        self.read(|tx| {
-            let mut s = CatalogueState::default();
-            load_delegates(tx, &mut s, "WHERE session_id = $1", &[&session_id])?;
-            Ok(s.delegate_of(session_id))
-        })
+        self.read(|tx| reads::delegate_of(&mut Rows(tx), session_id))
     }
 
     fn delegates_held(&self, spawner: &str) -> Res<u32> {
-        self.read(|tx| {
-            let mut s = CatalogueState::default();
-            load_delegates(tx, &mut s, "WHERE spawner = $1", &[&spawner])?;
-            Ok(s.delegates_held(spawner))
-        })
+        self.read(|tx| reads::delegates_held(&mut Rows(tx), spawner))
     }
 
     fn revision(&self) -> Res<u64> {
-        self.read(|tx| {
-            let mut s = CatalogueState::default();
-            load_meta(tx, &mut s)?;
-            Ok(s.revision)
-        })
+        self.read(|tx| reads::revision(&mut Rows(tx)))
     }
 }

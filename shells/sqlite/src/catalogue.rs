@@ -60,10 +60,12 @@ use std::time::Duration;
 
 use custos_core::catalogue::access::AccessError;
 use custos_core::catalogue::custody::{Custody, MOVE_OP_LIMIT, ORCHESTRATOR_NAME_LIMIT};
+use custos_core::catalogue::rows::{
+    self, reads, CatalogueRows, Defaults, Delegates, Load, Sessions,
+};
 use custos_core::catalogue::{
-    self, footprint, Catalogue, CatalogueError, CatalogueState, Delegate, Deletion, Footprint,
-    Move, Outcome, Page, Recent, Registration, Request, StoredDelegate, StoredSession, Visibility,
-    LISTING_LIMIT,
+    self, footprint, Catalogue, CatalogueError, CatalogueState, Delegate, Deletion, Move, Outcome,
+    Page, Recent, Registration, Request, StoredDelegate, StoredSession, Visibility,
 };
 use custos_core::catalogue::{
     CREATION_KEY_LIMIT, DISPLAY_NAME_LIMIT, LOCAL_WORKSPACE_LIMIT, MODEL_KEY_LIMIT,
@@ -552,43 +554,64 @@ fn load_deleted(tx: &Transaction<'_>, state: &mut CatalogueState) -> Res<()> {
     Ok(())
 }
 
-/// Loads the rows of `fp` (and the meta row) into a partial state.
-fn load(tx: &Transaction<'_>, fp: &Footprint) -> Res<CatalogueState> {
-    let mut s = CatalogueState::default();
-    load_meta(tx, &mut s)?;
-    for id in &fp.sessions {
-        load_sessions(tx, &mut s, "WHERE s.session_id = ?1", &[id])?;
+/// The catalogue's rows in one transaction: one statement per [`Load`].
+struct Rows<'t, 'c>(&'t Transaction<'c>);
+
+impl CatalogueRows for Rows<'_, '_> {
+    type Error = CatalogueError;
+
+    fn head(&mut self, s: &mut CatalogueState) -> Res<()> {
+        load_meta(self.0, s)
     }
-    if let Some(k) = &fp.creation_key {
-        load_sessions(tx, &mut s, "WHERE s.creation_key = ?1", &[k])?;
+
+    fn load(&mut self, load: Load<'_>, s: &mut CatalogueState) -> Res<()> {
+        let tx = self.0;
+        match load {
+            Load::Sessions(Sessions::Id(id)) => {
+                load_sessions(tx, s, "WHERE s.session_id = ?1", &[&id])
+            }
+            Load::Sessions(Sessions::CreationKey(k)) => {
+                load_sessions(tx, s, "WHERE s.creation_key = ?1", &[&k])
+            }
+            Load::Sessions(Sessions::Page {
+                archived,
+                after,
+                fetch,
+            }) => load_sessions(
+                tx,
+                s,
+                "WHERE (a.session_id IS NOT NULL) = ?1 AND (?2 IS NULL OR s.session_id > ?2)
+                 ORDER BY s.session_id LIMIT ?3",
+                &[&archived, &after, &i64::try_from(fetch).unwrap_or(i64::MAX)],
+            ),
+            Load::Sessions(Sessions::Moving) => {
+                load_sessions(tx, s, "WHERE m.state = 'moving'", &[])
+            }
+            Load::Sessions(Sessions::Deleting) => {
+                load_sessions(tx, s, "WHERE d.session_id IS NOT NULL", &[])
+            }
+            Load::Defaults(Defaults::Workspace(ws)) => {
+                load_defaults(tx, s, "WHERE workspace = ?1", &[&ws])
+            }
+            Load::Defaults(Defaults::Naming(id)) => {
+                load_defaults(tx, s, "WHERE session_id = ?1", &[&id])
+            }
+            Load::Recent => load_recent(tx, s),
+            Load::Deleted => load_deleted(tx, s),
+            Load::Delegates(Delegates::Pair(sp, pa)) => load_delegates(
+                tx,
+                s,
+                "WHERE spawner = ?1 AND parent_session = ?2",
+                &[&sp, &pa],
+            ),
+            Load::Delegates(Delegates::Spawner(sp)) => {
+                load_delegates(tx, s, "WHERE spawner = ?1", &[&sp])
+            }
+            Load::Delegates(Delegates::Session(id)) => {
+                load_delegates(tx, s, "WHERE session_id = ?1", &[&id])
+            }
+        }
     }
-    for ws in &fp.defaults {
-        load_defaults(tx, &mut s, "WHERE workspace = ?1", &[ws])?;
-    }
-    if let Some(id) = &fp.defaults_naming {
-        load_defaults(tx, &mut s, "WHERE session_id = ?1", &[id])?;
-    }
-    if fp.recent {
-        load_recent(tx, &mut s)?;
-    }
-    if fp.deleted {
-        load_deleted(tx, &mut s)?;
-    }
-    if let Some((sp, pa)) = &fp.delegate_pair {
-        load_delegates(
-            tx,
-            &mut s,
-            "WHERE spawner = ?1 AND parent_session = ?2",
-            &[sp, pa],
-        )?;
-    }
-    if let Some(sp) = &fp.delegates_of_spawner {
-        load_delegates(tx, &mut s, "WHERE spawner = ?1", &[sp])?;
-    }
-    if let Some(id) = &fp.delegate_of {
-        load_delegates(tx, &mut s, "WHERE session_id = ?1", &[id])?;
-    }
-    Ok(s)
 }
 
 // ------------------------------------------------------------------ the port
@@ -596,7 +619,7 @@ fn load(tx: &Transaction<'_>, fp: &Footprint) -> Res<CatalogueState> {
 impl Catalogue for SqliteCatalogue {
     fn apply(&self, req: &Request) -> Res<Outcome> {
         self.with(TransactionBehavior::Immediate, |tx| {
-            let before = load(tx, &footprint(req))?;
+            let before = rows::load_footprint(&mut Rows(tx), &footprint(req))?;
             let d = catalogue::decide(&before, req)?;
             for e in &d.effects {
                 crate::effects::apply(tx, e).map_err(db("write"))?;
@@ -606,126 +629,56 @@ impl Catalogue for SqliteCatalogue {
     }
 
     fn get(&self, session_id: &str) -> Res<Option<Registration>> {
-        self.read(|tx| {
-            let mut s = CatalogueState::default();
-            load_sessions(tx, &mut s, "WHERE s.session_id = ?1", &[&session_id])?;
-            Ok(s.get(session_id))
-        })
+        self.read(|tx| reads::get(&mut Rows(tx), session_id))
     }
 
     fn by_request_key(&self, key: &str) -> Res<Option<Registration>> {
-        self.read(|tx| {
-            let mut s = CatalogueState::default();
-            load_sessions(tx, &mut s, "WHERE s.creation_key = ?1", &[&key])?;
-            Ok(s.by_request_key(key))
-        })
+        self.read(|tx| reads::by_request_key(&mut Rows(tx), key))
     }
 
     fn page(&self, visibility: Visibility, after: Option<&str>, limit: usize) -> Res<Page> {
-        self.read(|tx| {
-            let mut s = CatalogueState::default();
-            load_meta(tx, &mut s)?;
-            let fetch = i64::try_from(limit.min(LISTING_LIMIT) + 1).unwrap_or(i64::MAX);
-            let archived = matches!(visibility, Visibility::Archived);
-            load_sessions(
-                tx,
-                &mut s,
-                "WHERE (a.session_id IS NOT NULL) = ?1 AND (?2 IS NULL OR s.session_id > ?2)
-                 ORDER BY s.session_id LIMIT ?3",
-                &[&archived, &after, &fetch],
-            )?;
-            Ok(s.page(visibility, after, limit))
-        })
+        self.read(|tx| reads::page(&mut Rows(tx), visibility, after, limit))
     }
 
     fn workspace_default(&self, workspace: &str) -> Res<Option<String>> {
-        self.read(|tx| {
-            let mut s = CatalogueState::default();
-            load_defaults(tx, &mut s, "WHERE workspace = ?1", &[&workspace])?;
-            if let Some(id) = s.workspace_defaults.get(workspace).cloned() {
-                load_sessions(tx, &mut s, "WHERE s.session_id = ?1", &[&id])?;
-            }
-            s.workspace_default(workspace)
-        })
+        self.read(|tx| reads::workspace_default(&mut Rows(tx), workspace))
     }
 
     fn recent_folders(&self) -> Res<Vec<Recent>> {
-        self.read(|tx| {
-            let mut s = CatalogueState::default();
-            load_recent(tx, &mut s)?;
-            Ok(s.recent_folders())
-        })
+        self.read(|tx| reads::recent_folders(&mut Rows(tx)))
     }
 
     fn custody(&self, session_id: &str) -> Res<Custody> {
-        self.read(|tx| {
-            let mut s = CatalogueState::default();
-            load_sessions(tx, &mut s, "WHERE s.session_id = ?1", &[&session_id])?;
-            s.custody(session_id)
-        })
+        self.read(|tx| reads::custody(&mut Rows(tx), session_id))
     }
 
     fn moving(&self) -> Res<Vec<Move>> {
-        self.read(|tx| {
-            let mut s = CatalogueState::default();
-            load_sessions(tx, &mut s, "WHERE m.state = 'moving'", &[])?;
-            Ok(s.moving())
-        })
+        self.read(|tx| reads::moving(&mut Rows(tx)))
     }
 
     fn deletion(&self, session_id: &str) -> Res<Deletion> {
-        self.read(|tx| {
-            let mut s = CatalogueState::default();
-            load_sessions(tx, &mut s, "WHERE s.session_id = ?1", &[&session_id])?;
-            s.deletion(session_id)
-        })
+        self.read(|tx| reads::deletion(&mut Rows(tx), session_id))
     }
 
     fn deleting(&self) -> Res<Vec<String>> {
-        self.read(|tx| {
-            let mut s = CatalogueState::default();
-            load_sessions(tx, &mut s, "WHERE d.session_id IS NOT NULL", &[])?;
-            Ok(s.deleting())
-        })
+        self.read(|tx| reads::deleting(&mut Rows(tx)))
     }
 
     fn delegate_for(&self, spawner: &str, parent_session: &str) -> Res<Option<Delegate>> {
-        // A malformed pair is refused before anything is read.
-        CatalogueState::default().delegate_for(spawner, parent_session)?;
-        self.read(|tx| {
-            let mut s = CatalogueState::default();
-            load_delegates(
-                tx,
-                &mut s,
-                "WHERE spawner = ?1 AND parent_session = ?2",
-                &[&spawner, &parent_session],
-            )?;
-            s.delegate_for(spawner, parent_session)
-        })
+        reads::check_delegate_pair(spawner, parent_session)?;
+        self.read(|tx| reads::delegate_for(&mut Rows(tx), spawner, parent_session))
     }
 
     fn delegate_of(&self, session_id: &str) -> Res<Option<Delegate>> {
-        self.read(|tx| {
-            let mut s = CatalogueState::default();
-            load_delegates(tx, &mut s, "WHERE session_id = ?1", &[&session_id])?;
-            Ok(s.delegate_of(session_id))
-        })
+        self.read(|tx| reads::delegate_of(&mut Rows(tx), session_id))
     }
 
     fn delegates_held(&self, spawner: &str) -> Res<u32> {
-        self.read(|tx| {
-            let mut s = CatalogueState::default();
-            load_delegates(tx, &mut s, "WHERE spawner = ?1", &[&spawner])?;
-            Ok(s.delegates_held(spawner))
-        })
+        self.read(|tx| reads::delegates_held(&mut Rows(tx), spawner))
     }
 
     fn revision(&self) -> Res<u64> {
-        self.read(|tx| {
-            let mut s = CatalogueState::default();
-            load_meta(tx, &mut s)?;
-            Ok(s.revision)
-        })
+        self.read(|tx| reads::revision(&mut Rows(tx)))
     }
 }
 
