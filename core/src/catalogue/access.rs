@@ -94,6 +94,7 @@
 
 pub mod effect;
 pub mod read;
+pub mod rows;
 mod stored;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -65,9 +65,9 @@
 //! | `access_claims` | `claim` | `principal_id` references a principal; one `open` claim per principal at most (a partial unique index) |
 //! | `access_memberships` | `(principal_id, session_id)` | `session_id` references `catalogue_sessions` `ON DELETE CASCADE` (a deleted session takes its memberships, as `access::forget_session` does); `role` is `operator` or `observer`; indexed by session |
 
-use std::collections::BTreeSet;
-
-use custos_core::catalogue::access::read::page_window;
+use custos_core::catalogue::access::rows::{
+    self, reads, AccessLoad, AccessRows, Claims, Credentials, Memberships, Principals,
+};
 #[cfg(doc)]
 use custos_core::catalogue::access::AccessFootprint;
 use custos_core::catalogue::access::{
@@ -76,12 +76,11 @@ use custos_core::catalogue::access::{
     SessionMemberPage, Sha256, SigninPage, StoredClaim, StoredCredential, StoredMembership,
     StoredPrincipal,
 };
-use custos_core::catalogue::{self, CatalogueError, CatalogueState};
-use postgres::types::ToSql;
+use custos_core::catalogue::{CatalogueError, CatalogueState};
 use postgres::Row;
 
 use crate::catalogue::{
-    decode_locked, load_sessions, lock_sql, put_sessions, sessions_sql, PgCatalogue,
+    decode_locked, load_meta, lock_sql, put_sessions, sessions_sql, PgCatalogue,
 };
 use crate::conn::{
     db, decode_clock, next_got, server_now, AccessClock, Failure, Stmt, Tx as Transaction, TxError,
@@ -145,7 +144,6 @@ pub const TABLES: [&str; 4] = [
 
 type Res<T> = Result<T, AccessError>;
 type Tx<T> = Result<T, TxError<AccessError>>;
-type Param<'a> = &'a (dyn ToSql + Sync);
 
 fn failure(f: Failure) -> AccessError {
     match f {
@@ -201,10 +199,6 @@ fn cat<T>(r: Result<T, TxError<CatalogueError>>) -> Tx<T> {
 /// than every storable expiry, as `i64::MAX` is.
 fn now_bound(now_ms: u64) -> i64 {
     i64::try_from(now_ms).unwrap_or(i64::MAX)
-}
-
-fn window(limit: usize) -> i64 {
-    i64::try_from(page_window(limit)).unwrap_or(i64::MAX)
 }
 
 // ------------------------------------------------------------------ decode
@@ -369,63 +363,6 @@ fn decode_membership(r: &Row) -> Tx<((String, String), Role)> {
     .map_err(TxError::Refused)
 }
 
-fn rows(tx: &mut Transaction<'_>, select: &str, where_: &str, args: &[Param<'_>]) -> Tx<Vec<Row>> {
-    tx.query(&format!("{select} {where_}"), args)
-        .map_err(pg("access-load"))
-}
-
-fn load_principals(
-    tx: &mut Transaction<'_>,
-    a: &mut AccessState,
-    where_: &str,
-    args: &[Param<'_>],
-) -> Tx<()> {
-    for r in &rows(tx, PRINCIPAL_SELECT, where_, args)? {
-        let (id, p) = decode_principal(r)?;
-        a.principals.insert(id, p);
-    }
-    Ok(())
-}
-
-fn load_credentials(
-    tx: &mut Transaction<'_>,
-    a: &mut AccessState,
-    where_: &str,
-    args: &[Param<'_>],
-) -> Tx<()> {
-    for r in &rows(tx, CREDENTIAL_SELECT, where_, args)? {
-        let (sha, c) = decode_credential(r)?;
-        a.credentials.insert(sha, c);
-    }
-    Ok(())
-}
-
-fn load_claims(
-    tx: &mut Transaction<'_>,
-    a: &mut AccessState,
-    where_: &str,
-    args: &[Param<'_>],
-) -> Tx<()> {
-    for r in &rows(tx, CLAIM_SELECT, where_, args)? {
-        let (k, c) = decode_claim(r)?;
-        a.claims.insert(k, c);
-    }
-    Ok(())
-}
-
-fn load_memberships(
-    tx: &mut Transaction<'_>,
-    a: &mut AccessState,
-    where_: &str,
-    args: &[Param<'_>],
-) -> Tx<()> {
-    for r in &rows(tx, MEMBERSHIP_SELECT, where_, args)? {
-        let (k, role) = decode_membership(r)?;
-        a.memberships.insert(k, role);
-    }
-    Ok(())
-}
-
 /// One access table's rows in a pipeline: what selects them and where
 /// they go.
 #[derive(Clone, Copy)]
@@ -472,49 +409,189 @@ impl Table {
     }
 }
 
-/// What a row set of the footprint's first round trip is.
-enum Part {
-    Owner,
+/// Where a row set goes.
+#[derive(Clone, Copy)]
+enum Into {
     Access(Table),
     Sessions,
 }
 
-/// Every principal of `ids`, with all its rows (the reference loader's
-/// `load_principal`), in one round trip.
-fn load_principals_fully(
-    tx: &mut Transaction<'_>,
-    a: &mut AccessState,
-    ids: &BTreeSet<String>,
-) -> Tx<()> {
-    const BY: &str = "WHERE principal_id = $1";
-    let tables = [
-        Table::Principals,
-        Table::Credentials,
-        Table::Claims,
-        Table::Memberships,
-    ];
-    let stmts: Vec<Stmt> = ids
-        .iter()
-        .flat_map(|id| {
-            tables
-                .iter()
-                .map(move |t| Stmt::new(Want::Rows, t.select(BY)).arg(id.clone()))
-        })
-        .collect();
-    if !stmts.is_empty() {
-        let got = tx.run(&stmts).map_err(pg("access-load"))?;
-        for (rows, t) in got.into_iter().zip(tables.iter().cycle()) {
-            t.put(a, &rows.rows("access-load")?)?;
+/// Credentials neither revoked nor expired (a grammar-breaking state or
+/// expiry included, so it fails the decode): the rows a listing reads.
+const NOT_DEAD: &str = "state <> 'revoked'
+    AND (expires_at_ms IS NULL OR $2 < expires_at_ms OR expires_at_ms < 0)";
+
+/// The statement of one [`AccessLoad`] and where its rows go: one SQL
+/// text for a read alone and a write's pipeline (a set of ids is one
+/// statement, `= ANY($1)`).
+fn statement(load: AccessLoad<'_>) -> (Into, Stmt) {
+    let on = |t: Table, where_: &str| (Into::Access(t), Stmt::new(Want::Rows, t.select(where_)));
+    let by = "WHERE principal_id = $1";
+    let text = |v: &str| v.to_owned();
+    let fetch = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    let (into, st) = match load {
+        AccessLoad::Principals(p) => match p {
+            Principals::Owner => on(Table::Principals, "WHERE kind = 'owner'"),
+            Principals::Id(id) => {
+                let (i, st) = on(Table::Principals, by);
+                (i, st.arg(text(id)))
+            }
+            Principals::Ids(ids) => {
+                let (i, st) = on(Table::Principals, "WHERE principal_id = ANY($1)");
+                (i, st.arg(ids.to_vec()))
+            }
+            Principals::Page { after, fetch: n } => {
+                let (i, st) = on(
+                    Table::Principals,
+                    "WHERE ($1::text IS NULL OR principal_id > $1::text)
+                     ORDER BY principal_id LIMIT $2",
+                );
+                (i, st.arg(after.map(text)).arg(fetch(n)))
+            }
+        },
+        AccessLoad::Credentials(c) => credential_statement(c),
+        AccessLoad::Claims(c) => match c {
+            Claims::Claim(claim) => {
+                let (i, st) = on(Table::Claims, "WHERE claim = $1");
+                (i, st.arg(claim.sha().hex()))
+            }
+            Claims::Of(id) => {
+                let (i, st) = on(Table::Claims, by);
+                (i, st.arg(text(id)))
+            }
+            Claims::Open(ids) => {
+                let (i, st) = on(
+                    Table::Claims,
+                    "WHERE principal_id = ANY($1) AND state NOT IN ('claimed', 'void')",
+                );
+                (i, st.arg(ids.to_vec()))
+            }
+        },
+        AccessLoad::Memberships(m) => membership_statement(m),
+        AccessLoad::Sessions(ids) => (
+            Into::Sessions,
+            Stmt::new(Want::Rows, sessions_sql("WHERE s.session_id = ANY($1)")).arg(ids.to_vec()),
+        ),
+    };
+    (into, st)
+}
+
+fn credential_statement(c: Credentials<'_>) -> (Into, Stmt) {
+    let t = Table::Credentials;
+    let on = |where_: &str| Stmt::new(Want::Rows, t.select(where_));
+    let st = match c {
+        Credentials::Hash(sha) => on("WHERE digest = $1").arg(sha.hex()),
+        Credentials::Digest(d) => {
+            on("WHERE digest = $1 AND (kind = $2 OR kind NOT IN ('bearer', 'browser'))")
+                .arg(d.sha().hex())
+                .arg(d.kind().as_str().to_owned())
         }
+        Credentials::Logins => on("WHERE kind = 'browser'"),
+        Credentials::Of(id) => on("WHERE principal_id = $1").arg(id.to_owned()),
+        Credentials::Listed { ids, now_ms } => {
+            on(&format!("WHERE principal_id = ANY($1) AND {NOT_DEAD}"))
+                .arg(ids.to_vec())
+                .arg(now_bound(now_ms))
+        }
+        Credentials::Signins {
+            principal,
+            now_ms,
+            after,
+            fetch,
+        } => on(&format!(
+            "WHERE principal_id = $1 AND kind <> 'bearer' AND {NOT_DEAD}
+               AND ($3::text IS NULL OR substr(digest, 1, 16) > $3::text)
+             ORDER BY digest LIMIT $4"
+        ))
+        .arg(principal.to_owned())
+        .arg(now_bound(now_ms))
+        .arg(after.map(str::to_owned))
+        .arg(i64::try_from(fetch).unwrap_or(i64::MAX)),
+    };
+    (Into::Access(t), st)
+}
+
+fn membership_statement(m: Memberships<'_>) -> (Into, Stmt) {
+    let t = Table::Memberships;
+    let on = |where_: &str| Stmt::new(Want::Rows, t.select(where_));
+    let fetch = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    let st = match m {
+        Memberships::Of(id) => on("WHERE principal_id = $1").arg(id.to_owned()),
+        Memberships::In { principal, session } => on("WHERE principal_id = $1 AND session_id = $2")
+            .arg(principal.to_owned())
+            .arg(session.to_owned()),
+        Memberships::OfPage {
+            principal,
+            after,
+            fetch: n,
+        } => on(
+            "WHERE principal_id = $1 AND ($2::text IS NULL OR session_id > $2::text)
+                 ORDER BY session_id LIMIT $3",
+        )
+        .arg(principal.to_owned())
+        .arg(after.map(str::to_owned))
+        .arg(fetch(n)),
+        Memberships::InPage {
+            session,
+            after,
+            fetch: n,
+        } => on(
+            "WHERE session_id = $1 AND ($2::text IS NULL OR principal_id > $2::text)
+                 ORDER BY principal_id LIMIT $3",
+        )
+        .arg(session.to_owned())
+        .arg(after.map(str::to_owned))
+        .arg(fetch(n)),
+    };
+    (Into::Access(t), st)
+}
+
+/// The rows of `into` into `s`.
+fn put(into: Into, s: &mut CatalogueState, rows: &[Row]) -> Tx<()> {
+    match into {
+        Into::Access(t) => t.put(&mut s.access, rows),
+        Into::Sessions => cat(put_sessions(s, rows)),
     }
-    Ok(())
+}
+
+impl From<AccessError> for TxError<AccessError> {
+    fn from(e: AccessError) -> Self {
+        TxError::Refused(e)
+    }
+}
+
+/// The access rows in one transaction; a batch of loads is one round trip.
+struct Rows<'a, 'b>(&'a mut Transaction<'b>);
+
+impl AccessRows for Rows<'_, '_> {
+    type Error = TxError<AccessError>;
+
+    fn revision(&mut self, s: &mut CatalogueState) -> Tx<()> {
+        cat(load_meta(self.0, s))
+    }
+
+    fn load(&mut self, load: AccessLoad<'_>, s: &mut CatalogueState) -> Tx<()> {
+        self.load_all(&[load], s)
+    }
+
+    fn load_all(&mut self, loads: &[AccessLoad<'_>], s: &mut CatalogueState) -> Tx<()> {
+        if loads.is_empty() {
+            return Ok(());
+        }
+        let (into, stmts): (Vec<Into>, Vec<Stmt>) = loads.iter().map(|l| statement(*l)).unzip();
+        let got = self.0.run(&stmts).map_err(pg("access-load"))?;
+        for (rows, into) in got.into_iter().zip(into) {
+            put(into, s, &rows.rows("access-load")?)?;
+        }
+        Ok(())
+    }
 }
 
 /// Locks the head (and, judging by the server's clock, reads it) and loads
 /// what `AccessFootprint::partial` loads of `req`'s footprint into `s`, in
-/// two round trips: the head lock, the clock and every row the request
-/// names; then every principal named (with its credentials, claims and
-/// memberships). Answers the server's clock when asked for it.
+/// two round trips: the head lock, the clock and the footprint's row sets
+/// ([`AccessFootprint::loads`]); then every principal they name, whole.
+/// Answers the server's clock when asked for it.
 fn lock_and_load(
     tx: &mut Transaction<'_>,
     s: &mut CatalogueState,
@@ -526,44 +603,8 @@ fn lock_and_load(
     if clock {
         stmts.push(Stmt::new(Want::One, CLOCK_SQL));
     }
-    let mut parts = Vec::new();
-    let mut push = |stmt: Stmt, part: Part| {
-        stmts.push(stmt);
-        parts.push(part);
-    };
-    if fp.owner {
-        push(
-            Stmt::new(Want::Rows, Table::Principals.select("WHERE kind = 'owner'")),
-            Part::Owner,
-        );
-    }
-    for sha in &fp.digests {
-        push(
-            Stmt::new(Want::Rows, Table::Credentials.select("WHERE digest = $1")).arg(sha.hex()),
-            Part::Access(Table::Credentials),
-        );
-    }
-    for claim in &fp.claims {
-        push(
-            Stmt::new(Want::Rows, Table::Claims.select("WHERE claim = $1")).arg(claim.sha().hex()),
-            Part::Access(Table::Claims),
-        );
-    }
-    if fp.all_logins {
-        push(
-            Stmt::new(
-                Want::Rows,
-                Table::Credentials.select("WHERE kind = 'browser'"),
-            ),
-            Part::Access(Table::Credentials),
-        );
-    }
-    for id in &fp.sessions {
-        push(
-            Stmt::new(Want::Rows, sessions_sql("WHERE s.session_id = $1")).arg(id.clone()),
-            Part::Sessions,
-        );
-    }
+    let (into, loads): (Vec<Into>, Vec<Stmt>) = fp.loads().into_iter().map(statement).unzip();
+    stmts.extend(loads);
     let got = tx.run(&stmts).map_err(pg("access-load"))?;
     let mut got = got.into_iter();
     let mut next = || next_got(&mut got, "access-load").map_err(TxError::Failure);
@@ -573,45 +614,13 @@ fn lock_and_load(
     } else {
         None
     };
-    let mut principals: BTreeSet<String> = fp.principals.iter().cloned().collect();
-    for part in parts {
-        let rows = next()?.rows("access-load")?;
-        match part {
-            Part::Owner => {
-                let mut owner = AccessState::default();
-                Table::Principals.put(&mut owner, &rows)?;
-                principals.extend(owner.principals.into_keys());
-            }
-            Part::Access(t) => t.put(&mut s.access, &rows)?,
-            Part::Sessions => cat(put_sessions(s, &rows))?,
-        }
+    for into in into {
+        put(into, s, &next()?.rows("access-load")?)?;
     }
-    principals.extend(access::named_principals(&s.access));
-    load_principals_fully(tx, &mut s.access, &principals)?;
+    let named = fp.named(s);
+    Rows(tx).load_all(&rows::whole(&named), s)?;
     Ok(now)
 }
-
-// ------------------------------------------------------------------ reads
-
-/// The credential row of `digest` (a primary-key probe naming the kind) and
-/// the principal it names.
-fn load_authority(tx: &mut Transaction<'_>, a: &mut AccessState, digest: &Digest) -> Tx<()> {
-    load_credentials(
-        tx,
-        a,
-        "WHERE digest = $1 AND kind = $2",
-        &[&digest.sha().hex(), &digest.kind().as_str()],
-    )?;
-    for id in access::named_principals(a) {
-        load_principals(tx, a, "WHERE principal_id = $1", &[&id])?;
-    }
-    Ok(())
-}
-
-/// Credentials neither revoked nor expired (a grammar-breaking state or
-/// expiry included, so it fails the decode): the rows a listing reads.
-const NOT_DEAD: &str = "state <> 'revoked'
-    AND (expires_at_ms IS NULL OR $2 < expires_at_ms OR expires_at_ms < 0)";
 
 impl PgCatalogue {
     fn access_read<T>(&self, body: impl FnOnce(&mut Transaction<'_>) -> Tx<T>) -> Res<T> {
@@ -677,11 +686,7 @@ impl Access for PgCatalogue {
     }
 
     fn owner(&self) -> Res<Option<(String, Option<String>)>> {
-        self.access_read(|tx| {
-            let mut a = AccessState::default();
-            load_principals(tx, &mut a, "WHERE kind = 'owner'", &[])?;
-            Ok(a.owner())
-        })
+        self.access_read(|tx| reads::owner(&mut Rows(tx)))
     }
 
     fn authenticate(&self, digest: &Digest, now_ms: u64) -> Res<Option<Authority>> {
@@ -722,60 +727,19 @@ impl Access for PgCatalogue {
         now_ms: u64,
     ) -> Res<Option<Authorization>> {
         self.access_read(|tx| {
-            let mut s = CatalogueState::default();
-            load_authority(tx, &mut s.access, digest)?;
-            cat(load_sessions(
-                tx,
-                &mut s,
-                "WHERE s.session_id = $1",
-                &[&session_id],
-            ))?;
-            for id in access::named_principals(&s.access) {
-                load_memberships(
-                    tx,
-                    &mut s.access,
-                    "WHERE principal_id = $1 AND session_id = $2",
-                    &[&id, &session_id],
-                )?;
-            }
             let now = self.read_now(tx, now_ms)?;
-            Ok(s.authorization(digest, session_id, now))
+            reads::authorization(&mut Rows(tx), digest, session_id, now)
         })
     }
 
     fn claim_known(&self, claim: &ClaimDigest) -> Res<bool> {
-        self.access_read(|tx| {
-            let mut a = AccessState::default();
-            load_claims(tx, &mut a, "WHERE claim = $1", &[&claim.sha().hex()])?;
-            Ok(a.claim_known(claim))
-        })
+        self.access_read(|tx| reads::claim_known(&mut Rows(tx), claim))
     }
 
     fn principals_page(&self, after: Option<&str>, limit: usize, now_ms: u64) -> Res<ListingPage> {
         self.access_read(|tx| {
-            let now_ms = self.read_now(tx, now_ms)?;
-            let mut a = AccessState::default();
-            load_principals(
-                tx,
-                &mut a,
-                "WHERE ($1::text IS NULL OR principal_id > $1::text)
-                 ORDER BY principal_id LIMIT $2",
-                &[&after, &window(limit)],
-            )?;
-            let ids: Vec<String> = a.principals.keys().cloned().collect();
-            load_credentials(
-                tx,
-                &mut a,
-                &format!("WHERE principal_id = ANY($1) AND {NOT_DEAD}"),
-                &[&ids, &now_bound(now_ms)],
-            )?;
-            load_claims(
-                tx,
-                &mut a,
-                "WHERE principal_id = ANY($1) AND state NOT IN ('claimed', 'void')",
-                &[&ids],
-            )?;
-            Ok(a.principals_page(after, limit, now_ms))
+            let now = self.read_now(tx, now_ms)?;
+            reads::principals_page(&mut Rows(tx), after, limit, now)
         })
     }
 
@@ -785,35 +749,7 @@ impl Access for PgCatalogue {
         after: Option<&str>,
         limit: usize,
     ) -> Res<MembershipPage> {
-        if !access::is_principal_id(principal) {
-            // Refused by the core's rule before anything is read.
-            return CatalogueState::default().memberships_page(principal, after, limit);
-        }
-        self.access_read(|tx| {
-            let mut s = CatalogueState::default();
-            load_principals(tx, &mut s.access, "WHERE principal_id = $1", &[&principal])?;
-            load_memberships(
-                tx,
-                &mut s.access,
-                "WHERE principal_id = $1 AND ($2::text IS NULL OR session_id > $2::text)
-                 ORDER BY session_id LIMIT $3",
-                &[&principal, &after, &window(limit)],
-            )?;
-            let ids: Vec<String> = s
-                .access
-                .memberships
-                .keys()
-                .map(|(_, s)| s.clone())
-                .collect();
-            cat(load_sessions(
-                tx,
-                &mut s,
-                "WHERE s.session_id = ANY($1)",
-                &[&ids],
-            ))?;
-            s.memberships_page(principal, after, limit)
-                .map_err(TxError::Refused)
-        })
+        self.access_read(|tx| reads::memberships_page(&mut Rows(tx), principal, after, limit))
     }
 
     fn session_members_page(
@@ -822,35 +758,7 @@ impl Access for PgCatalogue {
         after: Option<&str>,
         limit: usize,
     ) -> Res<SessionMemberPage> {
-        if !catalogue::is_session_id(session_id) {
-            // No such session can be stored: the core's answer on nothing.
-            return CatalogueState::default().session_members_page(session_id, after, limit);
-        }
-        self.access_read(|tx| {
-            let mut s = CatalogueState::default();
-            cat(load_sessions(
-                tx,
-                &mut s,
-                "WHERE s.session_id = $1",
-                &[&session_id],
-            ))?;
-            load_memberships(
-                tx,
-                &mut s.access,
-                "WHERE session_id = $1 AND ($2::text IS NULL OR principal_id > $2::text)
-                 ORDER BY principal_id LIMIT $3",
-                &[&session_id, &after, &window(limit)],
-            )?;
-            let ids: Vec<String> = s
-                .access
-                .memberships
-                .keys()
-                .map(|(p, _)| p.clone())
-                .collect();
-            load_principals(tx, &mut s.access, "WHERE principal_id = ANY($1)", &[&ids])?;
-            s.session_members_page(session_id, after, limit)
-                .map_err(TxError::Refused)
-        })
+        self.access_read(|tx| reads::session_members_page(&mut Rows(tx), session_id, after, limit))
     }
 
     fn signins_page(
@@ -860,25 +768,9 @@ impl Access for PgCatalogue {
         limit: usize,
         now_ms: u64,
     ) -> Res<SigninPage> {
-        if !access::is_principal_id(principal) {
-            return AccessState::default().signins_page(principal, after, limit, now_ms);
-        }
         self.access_read(|tx| {
-            let now_ms = self.read_now(tx, now_ms)?;
-            let mut a = AccessState::default();
-            load_principals(tx, &mut a, "WHERE principal_id = $1", &[&principal])?;
-            load_credentials(
-                tx,
-                &mut a,
-                &format!(
-                    "WHERE principal_id = $1 AND kind <> 'bearer' AND {NOT_DEAD}
-                       AND ($3::text IS NULL OR substr(digest, 1, 16) > $3::text)
-                     ORDER BY digest LIMIT $4"
-                ),
-                &[&principal, &now_bound(now_ms), &after, &window(limit)],
-            )?;
-            a.signins_page(principal, after, limit, now_ms)
-                .map_err(TxError::Refused)
+            let now = self.read_now(tx, now_ms)?;
+            reads::signins_page(&mut Rows(tx), principal, after, limit, now)
         })
     }
 }

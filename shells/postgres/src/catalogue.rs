@@ -97,7 +97,6 @@ use custos_core::catalogue::{
     CREATION_KEY_LIMIT, DISPLAY_NAME_LIMIT, LOCAL_WORKSPACE_LIMIT, MODEL_KEY_LIMIT,
     PROFILE_NAME_LIMIT, SESSION_ID_LIMIT, SUBTITLE_LIMIT,
 };
-use postgres::types::ToSql;
 use postgres::Row;
 
 use crate::conn::Tx as Transaction;
@@ -316,7 +315,6 @@ fn stored_version(tx: &mut Transaction<'_>, schema: &str) -> Result<Option<i64>,
 
 type Res<T> = Result<T, CatalogueError>;
 type Tx<T> = Result<T, TxError<CatalogueError>>;
-type Param<'a> = &'a (dyn ToSql + Sync);
 
 /// A server failure as the port's error.
 fn failure(f: Failure) -> CatalogueError {
@@ -457,18 +455,6 @@ fn raw_session(r: &Row) -> Tx<StoredSession> {
         deleting: c.flag(16, "deleting")?,
         id,
     })
-}
-
-pub(crate) fn load_sessions(
-    tx: &mut Transaction<'_>,
-    state: &mut CatalogueState,
-    where_: &str,
-    args: &[Param<'_>],
-) -> Tx<()> {
-    let rows = tx
-        .query(&format!("{SESSION_SELECT} {where_}"), args)
-        .map_err(pg("load-sessions"))?;
-    put_sessions(state, &rows)
 }
 
 /// The session rows `where_` selects, as a pipeline statement.

@@ -44,9 +44,9 @@
 //! file only around SQLite's constraints (the tests write them with
 //! `PRAGMA ignore_check_constraints`).
 
-use std::collections::BTreeSet;
-
-use custos_core::catalogue::access::read::page_window;
+use custos_core::catalogue::access::rows::{
+    self, reads, AccessLoad, AccessRows, Claims, Credentials, Memberships, Principals,
+};
 use custos_core::catalogue::access::{
     self, is_principal_id, Access, AccessError, AccessFootprint, AccessOutcome, AccessRequest,
     AccessState, Authority, Authorization, ClaimDigest, ClaimRow, CredentialRow, Digest,
@@ -160,10 +160,6 @@ fn from_catalogue(e: CatalogueError) -> AccessError {
             reason: other.to_string(),
         },
     }
-}
-
-fn window(limit: usize) -> i64 {
-    i64::try_from(page_window(limit)).unwrap_or(i64::MAX)
 }
 
 // ------------------------------------------------------------------ decode
@@ -434,48 +430,124 @@ fn revision(tx: &Transaction<'_>) -> Res<u64> {
     u64::try_from(rev).map_err(|_| corrupt("stored revision", rev.to_string()))
 }
 
-/// One principal's row with every credential, claim and membership of it.
-fn principal_whole(tx: &Transaction<'_>, a: &mut AccessState, id: &str) -> Res<()> {
-    principals(tx, a, "WHERE principal_id = ?1", &[&id])?;
-    credentials(tx, a, "WHERE principal_id = ?1", &[&id])?;
-    claims(tx, a, "WHERE principal_id = ?1", &[&id])?;
-    memberships(tx, a, "WHERE principal_id = ?1", &[&id])?;
-    Ok(())
+/// The access rows in one transaction: one statement per [`AccessLoad`]
+/// (a set of ids, one per id).
+struct Rows<'t, 'c>(&'t Transaction<'c>);
+
+const BY_PRINCIPAL: &str = "WHERE principal_id = ?1";
+
+impl AccessRows for Rows<'_, '_> {
+    type Error = AccessError;
+
+    fn revision(&mut self, s: &mut CatalogueState) -> Res<()> {
+        s.revision = revision(self.0)?;
+        Ok(())
+    }
+
+    fn load(&mut self, load: AccessLoad<'_>, s: &mut CatalogueState) -> Res<()> {
+        let tx = self.0;
+        let a = &mut s.access;
+        match load {
+            AccessLoad::Principals(p) => load_principals(tx, a, p),
+            AccessLoad::Credentials(c) => load_credentials(tx, a, c),
+            AccessLoad::Claims(Claims::Claim(c)) => {
+                claims(tx, a, "WHERE claim = ?1", &[&c.sha().hex()])
+            }
+            AccessLoad::Claims(Claims::Of(id)) => claims(tx, a, BY_PRINCIPAL, &[&id]),
+            AccessLoad::Claims(Claims::Open(ids)) => ids.iter().try_for_each(|id| {
+                let open = "WHERE principal_id = ?1 AND state NOT IN ('void', 'claimed')";
+                claims(tx, a, open, &[id])
+            }),
+            AccessLoad::Memberships(m) => load_memberships(tx, a, m),
+            AccessLoad::Sessions(ids) => ids.iter().try_for_each(|id| session(tx, s, id)),
+        }
+    }
 }
 
-/// Loads the rows of `fp` in [`AccessFootprint::partial`]'s order: the
-/// owner and the named principals; the credential rows of its digests, its
-/// claim rows and (when asked) every browser credential; then the
-/// principals those name, each whole; the catalogue session rows; and the
-/// catalogue revision.
-fn load_footprint(tx: &Transaction<'_>, fp: &AccessFootprint) -> Res<CatalogueState> {
-    let mut s = CatalogueState {
-        revision: revision(tx)?,
-        ..CatalogueState::default()
-    };
-    let mut named: BTreeSet<String> = fp.principals.iter().cloned().collect();
-    if fp.owner {
-        let mut owner = AccessState::default();
-        named.extend(principals(tx, &mut owner, "WHERE kind = 'owner'", &[])?);
+fn load_principals(tx: &Transaction<'_>, a: &mut AccessState, p: Principals<'_>) -> Res<()> {
+    match p {
+        Principals::Owner => principals(tx, a, "WHERE kind = 'owner'", &[]),
+        Principals::Id(id) => principals(tx, a, BY_PRINCIPAL, &[&id]),
+        Principals::Ids(ids) => ids
+            .iter()
+            .try_for_each(|id| principals(tx, a, BY_PRINCIPAL, &[id]).map(drop))
+            .map(|()| Vec::new()),
+        Principals::Page { after, fetch } => principals(
+            tx,
+            a,
+            "WHERE (?1 IS NULL OR principal_id > ?1) ORDER BY principal_id LIMIT ?2",
+            params![after, u64_to_sql(fetch)],
+        ),
     }
-    let a = &mut s.access;
-    for d in &fp.digests {
-        credentials(tx, a, "WHERE digest = ?1", &[&d.hex()])?;
+    .map(drop)
+}
+
+fn load_credentials(tx: &Transaction<'_>, a: &mut AccessState, c: Credentials<'_>) -> Res<()> {
+    match c {
+        Credentials::Hash(sha) => credentials(tx, a, "WHERE digest = ?1", &[&sha.hex()]),
+        Credentials::Digest(d) => credentials(
+            tx,
+            a,
+            "WHERE digest = ?1 AND (kind = ?2 OR kind NOT IN ('bearer', 'browser'))",
+            params![d.sha().hex(), d.kind().as_str()],
+        ),
+        Credentials::Logins => credentials(tx, a, "WHERE kind = 'browser'", &[]),
+        Credentials::Of(id) => credentials(tx, a, BY_PRINCIPAL, &[&id]),
+        Credentials::Listed { ids, now_ms } => ids.iter().try_for_each(|id| {
+            let live = format!("WHERE principal_id = ?1 AND {LIVE}");
+            credentials(tx, a, &live, params![id, u64_to_sql(now_ms)])
+        }),
+        Credentials::Signins {
+            principal,
+            now_ms,
+            after,
+            fetch,
+        } => credentials(
+            tx,
+            a,
+            &format!(
+                "WHERE principal_id = ?1 AND kind <> 'bearer' AND {LIVE}
+                 AND (?3 IS NULL OR substr(digest, 1, {FINGERPRINT_LEN}) > ?3)
+                 ORDER BY digest LIMIT ?4"
+            ),
+            params![principal, u64_to_sql(now_ms), after, u64_to_sql(fetch)],
+        ),
     }
-    for c in &fp.claims {
-        claims(tx, a, "WHERE claim = ?1", &[&c.sha().hex()])?;
+}
+
+fn load_memberships(tx: &Transaction<'_>, a: &mut AccessState, m: Memberships<'_>) -> Res<()> {
+    match m {
+        Memberships::Of(id) => memberships(tx, a, BY_PRINCIPAL, &[&id]),
+        Memberships::In { principal, session } => memberships(
+            tx,
+            a,
+            "WHERE principal_id = ?1 AND session_id = ?2",
+            params![principal, session],
+        ),
+        Memberships::OfPage {
+            principal,
+            after,
+            fetch,
+        } => memberships(
+            tx,
+            a,
+            "WHERE principal_id = ?1 AND (?2 IS NULL OR session_id > ?2)
+             ORDER BY session_id LIMIT ?3",
+            params![principal, after, u64_to_sql(fetch)],
+        ),
+        Memberships::InPage {
+            session,
+            after,
+            fetch,
+        } => memberships(
+            tx,
+            a,
+            "WHERE session_id = ?1 AND (?2 IS NULL OR principal_id > ?2)
+             ORDER BY principal_id LIMIT ?3",
+            params![session, after, u64_to_sql(fetch)],
+        ),
     }
-    if fp.all_logins {
-        credentials(tx, a, "WHERE kind = 'browser'", &[])?;
-    }
-    named.extend(access::named_principals(a));
-    for id in &named {
-        principal_whole(tx, a, id)?;
-    }
-    for id in &fp.sessions {
-        session(tx, &mut s, id)?;
-    }
-    Ok(s)
+    .map(drop)
 }
 
 /// The credential row `digest` names (by hash and kind) and its principal's
@@ -511,7 +583,7 @@ impl SqliteCatalogue {
     /// [`AccessFootprint::partial`].
     #[doc(hidden)]
     pub fn load_access_footprint(&self, fp: &AccessFootprint) -> Res<CatalogueState> {
-        self.access_read(|tx| load_footprint(tx, fp))
+        self.access_read(|tx| rows::load_footprint(&mut Rows(tx), fp))
     }
 
     /// SQLite's plan for the authentication probe ([`AUTHENTICATE_SQL`]):
@@ -536,7 +608,7 @@ impl SqliteCatalogue {
 impl Access for SqliteCatalogue {
     fn apply_access(&self, req: &AccessRequest) -> Res<AccessOutcome> {
         self.access_tx(TransactionBehavior::Immediate, |tx| {
-            let before = load_footprint(tx, &access::footprint(req))?;
+            let before = rows::load_footprint(&mut Rows(tx), &access::footprint(req))?;
             let d = access::decide(&before, req)?;
             for e in &d.effects {
                 crate::effects::apply_access(tx, e).map_err(db("access-write"))?;
@@ -546,11 +618,7 @@ impl Access for SqliteCatalogue {
     }
 
     fn owner(&self) -> Res<Option<(String, Option<String>)>> {
-        self.access_read(|tx| {
-            let mut a = AccessState::default();
-            principals(tx, &mut a, "WHERE kind = 'owner'", &[])?;
-            Ok(a.owner())
-        })
+        self.access_read(|tx| reads::owner(&mut Rows(tx)))
     }
 
     fn authenticate(&self, digest: &Digest, now_ms: u64) -> Res<Option<Authority>> {
@@ -569,57 +637,15 @@ impl Access for SqliteCatalogue {
         session_id: &str,
         now_ms: u64,
     ) -> Res<Option<Authorization>> {
-        self.access_read(|tx| {
-            let mut s = CatalogueState::default();
-            probe(tx, &mut s.access, digest)?;
-            let Some(who) = s.access.authenticate(digest, now_ms) else {
-                return Ok(None);
-            };
-            session(tx, &mut s, session_id)?;
-            memberships(
-                tx,
-                &mut s.access,
-                "WHERE principal_id = ?1 AND session_id = ?2",
-                params![who.principal, session_id],
-            )?;
-            Ok(s.authorization(digest, session_id, now_ms))
-        })
+        self.access_read(|tx| reads::authorization(&mut Rows(tx), digest, session_id, now_ms))
     }
 
     fn claim_known(&self, claim: &ClaimDigest) -> Res<bool> {
-        self.access_read(|tx| {
-            let mut a = AccessState::default();
-            claims(tx, &mut a, "WHERE claim = ?1", &[&claim.sha().hex()])?;
-            Ok(a.claim_known(claim))
-        })
+        self.access_read(|tx| reads::claim_known(&mut Rows(tx), claim))
     }
 
     fn principals_page(&self, after: Option<&str>, limit: usize, now_ms: u64) -> Res<ListingPage> {
-        self.access_read(|tx| {
-            let mut a = AccessState::default();
-            let ids = principals(
-                tx,
-                &mut a,
-                "WHERE (?1 IS NULL OR principal_id > ?1) ORDER BY principal_id LIMIT ?2",
-                params![after, window(limit)],
-            )?;
-            let now = u64_to_sql(now_ms);
-            for id in &ids {
-                credentials(
-                    tx,
-                    &mut a,
-                    &format!("WHERE principal_id = ?1 AND {LIVE}"),
-                    params![id, now],
-                )?;
-                claims(
-                    tx,
-                    &mut a,
-                    "WHERE principal_id = ?1 AND state NOT IN ('void', 'claimed')",
-                    params![id],
-                )?;
-            }
-            Ok(a.principals_page(after, limit, now_ms))
-        })
+        self.access_read(|tx| reads::principals_page(&mut Rows(tx), after, limit, now_ms))
     }
 
     fn memberships_page(
@@ -628,21 +654,7 @@ impl Access for SqliteCatalogue {
         after: Option<&str>,
         limit: usize,
     ) -> Res<MembershipPage> {
-        self.access_read(|tx| {
-            let mut s = CatalogueState::default();
-            principals(tx, &mut s.access, "WHERE principal_id = ?1", &[&principal])?;
-            let keys = memberships(
-                tx,
-                &mut s.access,
-                "WHERE principal_id = ?1 AND (?2 IS NULL OR session_id > ?2)
-                 ORDER BY session_id LIMIT ?3",
-                params![principal, after, window(limit)],
-            )?;
-            for (_, id) in &keys {
-                session(tx, &mut s, id)?;
-            }
-            s.memberships_page(principal, after, limit)
-        })
+        self.access_read(|tx| reads::memberships_page(&mut Rows(tx), principal, after, limit))
     }
 
     fn session_members_page(
@@ -651,21 +663,7 @@ impl Access for SqliteCatalogue {
         after: Option<&str>,
         limit: usize,
     ) -> Res<SessionMemberPage> {
-        self.access_read(|tx| {
-            let mut s = CatalogueState::default();
-            session(tx, &mut s, session_id)?;
-            let keys = memberships(
-                tx,
-                &mut s.access,
-                "WHERE session_id = ?1 AND (?2 IS NULL OR principal_id > ?2)
-                 ORDER BY principal_id LIMIT ?3",
-                params![session_id, after, window(limit)],
-            )?;
-            for (p, _) in &keys {
-                principals(tx, &mut s.access, "WHERE principal_id = ?1", &[p])?;
-            }
-            s.session_members_page(session_id, after, limit)
-        })
+        self.access_read(|tx| reads::session_members_page(&mut Rows(tx), session_id, after, limit))
     }
 
     fn signins_page(
@@ -675,20 +673,6 @@ impl Access for SqliteCatalogue {
         limit: usize,
         now_ms: u64,
     ) -> Res<SigninPage> {
-        self.access_read(|tx| {
-            let mut a = AccessState::default();
-            principals(tx, &mut a, "WHERE principal_id = ?1", &[&principal])?;
-            credentials(
-                tx,
-                &mut a,
-                &format!(
-                    "WHERE principal_id = ?1 AND kind <> 'bearer' AND {LIVE}
-                     AND (?3 IS NULL OR substr(digest, 1, {FINGERPRINT_LEN}) > ?3)
-                     ORDER BY digest LIMIT ?4"
-                ),
-                params![principal, u64_to_sql(now_ms), after, window(limit)],
-            )?;
-            a.signins_page(principal, after, limit, now_ms)
-        })
+        self.access_read(|tx| reads::signins_page(&mut Rows(tx), principal, after, limit, now_ms))
     }
 }
