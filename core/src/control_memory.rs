@@ -121,21 +121,8 @@ impl ControlCatalog for MemoryControlCatalog {
     }
 
     fn open_world_readonly(&self, world_id: &str) -> Result<WorldInfo, WorldError> {
-        let worlds = self.lock()?;
-        match worlds.get(world_id) {
-            Some(WorldSlot {
-                record: Some(record),
-                signatures,
-                fence,
-            }) => Ok(WorldInfo {
-                record: record.clone(),
-                signatures: signatures.clone(),
-                fence: fence.clone(),
-            }),
-            _ => Err(WorldError::NotFound {
-                world_id: world_id.to_owned(),
-            }),
-        }
+        let slot = self.lock()?.get(world_id).cloned().unwrap_or_default();
+        slot.into_info(world_id)
     }
 
     fn list_signatures(&self) -> Result<Vec<SignatureRecord>, WorldError> {

@@ -276,6 +276,24 @@ pub struct WorldSlot {
     pub fence: WorldFence,
 }
 
+impl WorldSlot {
+    /// What `open_world_readonly` answers from this slot of `world_id`:
+    /// its record, signatures and fence, or `NotFound` for a World the
+    /// catalog does not hold.
+    pub fn into_info(self, world_id: &str) -> Result<WorldInfo, WorldError> {
+        match self.record {
+            Some(record) => Ok(WorldInfo {
+                record,
+                signatures: self.signatures,
+                fence: self.fence,
+            }),
+            None => Err(WorldError::NotFound {
+                world_id: world_id.to_owned(),
+            }),
+        }
+    }
+}
+
 /// Why a fence is acquired; it decides what the world's writer mode must
 /// allow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

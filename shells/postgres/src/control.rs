@@ -623,20 +623,10 @@ impl ControlCatalog for PgControlCatalog {
     }
 
     fn open_world_readonly(&self, world_id: &str) -> Result<WorldInfo, WorldError> {
-        settle(self.conn.read(|tx| {
-            let slot = load_slot(tx, world_id)?;
-            match slot.record {
-                Some(record) => Ok(WorldInfo {
-                    record,
-                    signatures: slot.signatures,
-                    fence: slot.fence,
-                }),
-                None => Err(WorldError::NotFound {
-                    world_id: world_id.to_owned(),
-                }
-                .into()),
-            }
-        }))
+        settle(
+            self.conn
+                .read(|tx| Ok(load_slot(tx, world_id)?.into_info(world_id)?)),
+        )
     }
 
     fn list_signatures(&self) -> Result<Vec<SignatureRecord>, WorldError> {

@@ -634,17 +634,7 @@ impl ControlCatalog for SqliteControlCatalog {
 
     fn open_world_readonly(&self, world_id: &str) -> Result<WorldInfo, WorldError> {
         self.with(TransactionBehavior::Deferred, |tx| {
-            let slot = load_slot(tx, world_id)?;
-            match slot.record {
-                Some(record) => Ok(WorldInfo {
-                    record,
-                    signatures: slot.signatures,
-                    fence: slot.fence,
-                }),
-                None => Err(WorldError::NotFound {
-                    world_id: world_id.to_owned(),
-                }),
-            }
+            load_slot(tx, world_id)?.into_info(world_id)
         })
     }
 
