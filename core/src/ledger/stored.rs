@@ -1,11 +1,90 @@
 //! The ledger's rows as a backend stores and reads them back, written here
 //! once: a call row's columns ([`StoredCall::decode`] holds every rule that
-//! ties them together) and a scope state's stored forms
+//! ties them together), a scope row's ([`StoredScope::decode`]), a release
+//! row's ([`StoredRelease::decode`]) and a scope state's stored forms
 //! ([`ScopeState::to_stored`], [`ScopeState::to_stored_text`] and their
 //! inverses). A backend decodes each column's type and byte bound (and its
 //! own integer encoding) and nothing else.
 
-use super::{CallRow, CloseOutcome, Digest, LedgerError, RequestId, RowState, ScopeState, Tool};
+use super::{
+    AttachToken, CallRow, CloseOutcome, Digest, LedgerError, Release, RequestId, RowState, Scope,
+    ScopeState, SessionId, Tool, WorkspaceId,
+};
+
+fn malformed(detail: String) -> LedgerError {
+    LedgerError::MalformedRow { detail }
+}
+
+/// The columns of one scope row, as stored (the session is its key).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredScope {
+    /// The workspace.
+    pub workspace: String,
+    /// The incarnation.
+    pub incarnation: u64,
+    /// The state word ([`ScopeState::to_stored`]).
+    pub state: String,
+    /// A closed scope's outcome; `None` for any other state.
+    pub close_outcome: Option<u64>,
+    /// The last attach's token.
+    pub attach_token: String,
+}
+
+impl StoredScope {
+    /// The scope of `session`: the workspace's and the token's grammar, a
+    /// state word with exactly the outcome it owns. A row that breaks one
+    /// is [`LedgerError::MalformedRow`] naming `at` and the column.
+    pub fn decode(self, session: &SessionId, at: &str) -> Result<Scope, LedgerError> {
+        let named = |e: LedgerError, col: &str| malformed(format!("{at}: column {col}: {e}"));
+        let state = ScopeState::from_stored(&self.state, self.close_outcome).ok_or_else(|| {
+            malformed(format!(
+                "{at}: state {:?} with close_outcome {:?}",
+                self.state, self.close_outcome
+            ))
+        })?;
+        Ok(Scope {
+            session: session.clone(),
+            workspace: WorkspaceId::new(self.workspace).map_err(|e| named(e, "workspace"))?,
+            incarnation: self.incarnation,
+            state,
+            attach_token: AttachToken::new(self.attach_token)
+                .map_err(|e| named(e, "attach_token"))?,
+        })
+    }
+}
+
+/// The columns of one release-log row, as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredRelease {
+    /// The session.
+    pub session: String,
+    /// Its workspace.
+    pub workspace: String,
+    /// The incarnation released.
+    pub incarnation: u64,
+    /// The state it was released from ([`ScopeState::to_stored_text`]).
+    pub was: String,
+    /// The operator's clock at release.
+    pub released_at_ms: u64,
+}
+
+impl StoredRelease {
+    /// The release: the session's and workspace's grammar and a state
+    /// text that reads back. A row that breaks one is
+    /// [`LedgerError::MalformedRow`] naming `at` and the column.
+    pub fn decode(self, at: &str) -> Result<Release, LedgerError> {
+        let named = |e: LedgerError, col: &str| malformed(format!("{at}: column {col}: {e}"));
+        let was = ScopeState::from_stored_text(&self.was)
+            .ok_or_else(|| malformed(format!("{at}: column was {:?}", self.was)))?;
+        Ok(Release {
+            session: SessionId::new(self.session).map_err(|e| named(e, "session"))?,
+            workspace: WorkspaceId::new(self.workspace).map_err(|e| named(e, "workspace"))?,
+            incarnation: self.incarnation,
+            was,
+            released_at_ms: self.released_at_ms,
+        })
+    }
+}
 
 impl ScopeState {
     /// The stored form: a state word (`open`, `closing`, `closed`) and,
@@ -120,6 +199,60 @@ impl StoredCall {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scope_and_release_rows_read_back_and_name_what_is_wrong() {
+        let session = SessionId::new("s1").unwrap();
+        let row = |state: &str, outcome: Option<u64>, ws: &str| StoredScope {
+            workspace: ws.to_owned(),
+            incarnation: 7,
+            state: state.to_owned(),
+            close_outcome: outcome,
+            attach_token: "t1".to_owned(),
+        };
+        let scope = row("closed", Some(3), "w")
+            .decode(&session, "scope s1")
+            .unwrap();
+        assert_eq!(
+            scope.state,
+            ScopeState::Closed(CloseOutcome::UnknownCleanup(3))
+        );
+        assert_eq!((scope.incarnation, scope.workspace.as_str()), (7, "w"));
+        for (bad, says) in [
+            (
+                row("open", Some(0), "w"),
+                "scope s1: state \"open\" with close_outcome Some(0)",
+            ),
+            (row("closed", None, "w"), "scope s1: state \"closed\""),
+            (row("open", None, ""), "scope s1: column workspace"),
+        ] {
+            let e = bad.decode(&session, "scope s1").unwrap_err().to_string();
+            assert!(e.contains(says), "{e}");
+        }
+        let release = |was: &str, session: &str| StoredRelease {
+            session: session.to_owned(),
+            workspace: "w".to_owned(),
+            incarnation: 2,
+            was: was.to_owned(),
+            released_at_ms: 9,
+        };
+        let text = ScopeState::Closing.to_stored_text();
+        let r = release(&text, "s1").decode("release 1").unwrap();
+        assert_eq!(
+            (r.was, r.incarnation, r.released_at_ms),
+            (ScopeState::Closing, 2, 9)
+        );
+        let e = release("later", "s1")
+            .decode("release 1")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("release 1: column was \"later\""), "{e}");
+        let e = release(&text, "")
+            .decode("release 1")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("release 1: column session"), "{e}");
+    }
 
     #[test]
     fn a_scope_state_reads_back_from_its_stored_forms_and_nothing_else_does() {

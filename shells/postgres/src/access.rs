@@ -34,7 +34,7 @@
 //! Each read is one REPEATABLE READ, READ ONLY transaction that loads only
 //! bounded rows: a primary-key probe (`authenticate` is
 //! `WHERE digest = $1 AND kind = $2`), or for a page at most
-//! [`page_window`] rows after the cursor (`ORDER BY … LIMIT`) and then the
+//! [`page_window`](custos_core::catalogue::access::read::page_window) rows after the cursor (`ORDER BY … LIMIT`) and then the
 //! rows those name. A page of principals loads, of each listed principal,
 //! only its credentials not revoked and not expired and its claims neither
 //! claimed nor void — the rows the listing's summary reads; a row whose
@@ -66,7 +66,7 @@
 //! | `access_memberships` | `(principal_id, session_id)` | `session_id` references `catalogue_sessions` `ON DELETE CASCADE` (a deleted session takes its memberships, as `access::forget_session` does); `role` is `operator` or `observer`; indexed by session |
 
 use custos_core::catalogue::access::rows::{
-    self, reads, AccessLoad, AccessRows, Claims, Credentials, Memberships, Principals,
+    self, reads, reads::early, AccessLoad, AccessRows, Claims, Credentials, Memberships, Principals,
 };
 #[cfg(doc)]
 use custos_core::catalogue::access::AccessFootprint;
@@ -292,13 +292,14 @@ const CREDENTIAL_SELECT: &str = "SELECT digest, kind, principal_id, state, issue
 const CREDENTIAL_COLUMNS: usize = 9;
 
 /// Authentication's one statement: the credential by its primary key and
-/// its principal beside it (what `load_authority` reads in two).
+/// its principal beside it. A row whose stored kind is outside the grammar
+/// is read too, so it decodes as corrupt (as `Credentials::Digest` reads).
 const AUTHENTICATE_SQL: &str = "SELECT c.digest, c.kind, c.principal_id, c.state,
     c.issued_at_ms, c.claimed_at_ms, c.last_resumed_ms, c.expires_at_ms, c.issued_by,
     p.principal_id, p.kind, p.name, p.created_at_ms,
     (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint
     FROM access_credentials c LEFT JOIN access_principals p ON p.principal_id = c.principal_id
-    WHERE c.digest = $1 AND c.kind = $2";
+    WHERE c.digest = $1 AND (c.kind = $2 OR c.kind NOT IN ('bearer', 'browser'))";
 
 /// The server's clock in milliseconds, read in column `col`.
 fn clock_at(r: &Row, col: usize) -> Tx<u64> {
@@ -411,7 +412,7 @@ impl Table {
 
 /// Where a row set goes.
 #[derive(Clone, Copy)]
-enum Into {
+enum Dest {
     Access(Table),
     Sessions,
 }
@@ -424,8 +425,8 @@ const NOT_DEAD: &str = "state <> 'revoked'
 /// The statement of one [`AccessLoad`] and where its rows go: one SQL
 /// text for a read alone and a write's pipeline (a set of ids is one
 /// statement, `= ANY($1)`).
-fn statement(load: AccessLoad<'_>) -> (Into, Stmt) {
-    let on = |t: Table, where_: &str| (Into::Access(t), Stmt::new(Want::Rows, t.select(where_)));
+fn statement(load: AccessLoad<'_>) -> (Dest, Stmt) {
+    let on = |t: Table, where_: &str| (Dest::Access(t), Stmt::new(Want::Rows, t.select(where_)));
     let by = "WHERE principal_id = $1";
     let text = |v: &str| v.to_owned();
     let fetch = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
@@ -469,14 +470,14 @@ fn statement(load: AccessLoad<'_>) -> (Into, Stmt) {
         },
         AccessLoad::Memberships(m) => membership_statement(m),
         AccessLoad::Sessions(ids) => (
-            Into::Sessions,
+            Dest::Sessions,
             Stmt::new(Want::Rows, sessions_sql("WHERE s.session_id = ANY($1)")).arg(ids.to_vec()),
         ),
     };
     (into, st)
 }
 
-fn credential_statement(c: Credentials<'_>) -> (Into, Stmt) {
+fn credential_statement(c: Credentials<'_>) -> (Dest, Stmt) {
     let t = Table::Credentials;
     let on = |where_: &str| Stmt::new(Want::Rows, t.select(where_));
     let st = match c {
@@ -508,10 +509,10 @@ fn credential_statement(c: Credentials<'_>) -> (Into, Stmt) {
         .arg(after.map(str::to_owned))
         .arg(i64::try_from(fetch).unwrap_or(i64::MAX)),
     };
-    (Into::Access(t), st)
+    (Dest::Access(t), st)
 }
 
-fn membership_statement(m: Memberships<'_>) -> (Into, Stmt) {
+fn membership_statement(m: Memberships<'_>) -> (Dest, Stmt) {
     let t = Table::Memberships;
     let on = |where_: &str| Stmt::new(Want::Rows, t.select(where_));
     let fetch = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
@@ -543,17 +544,20 @@ fn membership_statement(m: Memberships<'_>) -> (Into, Stmt) {
         .arg(after.map(str::to_owned))
         .arg(fetch(n)),
     };
-    (Into::Access(t), st)
+    (Dest::Access(t), st)
 }
 
 /// The rows of `into` into `s`.
-fn put(into: Into, s: &mut CatalogueState, rows: &[Row]) -> Tx<()> {
+fn put(into: Dest, s: &mut CatalogueState, rows: &[Row]) -> Tx<()> {
     match into {
-        Into::Access(t) => t.put(&mut s.access, rows),
-        Into::Sessions => cat(put_sessions(s, rows)),
+        Dest::Access(t) => t.put(&mut s.access, rows),
+        Dest::Sessions => cat(put_sessions(s, rows)),
     }
 }
 
+/// Core's refusals as this shell's transaction error (what `?` on a read's
+/// answer gives). A server failure is never built as an `AccessError` and
+/// passed through here: it is `TxError::Failure` from the start.
 impl From<AccessError> for TxError<AccessError> {
     fn from(e: AccessError) -> Self {
         TxError::Refused(e)
@@ -578,7 +582,7 @@ impl AccessRows for Rows<'_, '_> {
         if loads.is_empty() {
             return Ok(());
         }
-        let (into, stmts): (Vec<Into>, Vec<Stmt>) = loads.iter().map(|l| statement(*l)).unzip();
+        let (into, stmts): (Vec<Dest>, Vec<Stmt>) = loads.iter().map(|l| statement(*l)).unzip();
         let got = self.0.run(&stmts).map_err(pg("access-load"))?;
         for (rows, into) in got.into_iter().zip(into) {
             put(into, s, &rows.rows("access-load")?)?;
@@ -603,7 +607,7 @@ fn lock_and_load(
     if clock {
         stmts.push(Stmt::new(Want::One, CLOCK_SQL));
     }
-    let (into, loads): (Vec<Into>, Vec<Stmt>) = fp.loads().into_iter().map(statement).unzip();
+    let (into, loads): (Vec<Dest>, Vec<Stmt>) = fp.loads().into_iter().map(statement).unzip();
     stmts.extend(loads);
     let got = tx.run(&stmts).map_err(pg("access-load"))?;
     let mut got = got.into_iter();
@@ -749,6 +753,10 @@ impl Access for PgCatalogue {
         after: Option<&str>,
         limit: usize,
     ) -> Res<MembershipPage> {
+        // A malformed id is answered before a connection is taken.
+        if let Some(answer) = early::memberships_page(principal, after, limit) {
+            return answer;
+        }
         self.access_read(|tx| reads::memberships_page(&mut Rows(tx), principal, after, limit))
     }
 
@@ -758,6 +766,9 @@ impl Access for PgCatalogue {
         after: Option<&str>,
         limit: usize,
     ) -> Res<SessionMemberPage> {
+        if let Some(answer) = early::session_members_page(session_id, after, limit) {
+            return answer;
+        }
         self.access_read(|tx| reads::session_members_page(&mut Rows(tx), session_id, after, limit))
     }
 
@@ -768,6 +779,9 @@ impl Access for PgCatalogue {
         limit: usize,
         now_ms: u64,
     ) -> Res<SigninPage> {
+        if let Some(answer) = early::signins_page(principal, after, limit, now_ms) {
+            return answer;
+        }
         self.access_read(|tx| {
             let now = self.read_now(tx, now_ms)?;
             reads::signins_page(&mut Rows(tx), principal, after, limit, now)

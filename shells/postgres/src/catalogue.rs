@@ -693,6 +693,9 @@ fn lock_and_load(tx: &mut Transaction<'_>, s: &mut CatalogueState, fp: &Footprin
     Ok(())
 }
 
+/// Core's refusals as this shell's transaction error (what `?` on a read's
+/// answer gives). A server failure is never built as a `CatalogueError`
+/// and passed through here: it is `TxError::Failure` from the start.
 impl From<CatalogueError> for TxError<CatalogueError> {
     fn from(e: CatalogueError) -> Self {
         TxError::Refused(e)

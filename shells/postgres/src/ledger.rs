@@ -104,8 +104,8 @@ use std::fmt;
 use std::sync::{RwLock, RwLockReadGuard};
 
 use custos_core::ledger::{
-    self, Answer, AttachToken, CallRow, Effect, Key, Ledger, LedgerError, Limits, OpId, Release,
-    Request, RowState, Scope, ScopeState, SessionId, StoredCall, View, WorkspaceId,
+    self, Answer, CallRow, Effect, Key, Ledger, LedgerError, Limits, OpId, Release, Request,
+    RowState, Scope, ScopeState, SessionId, StoredCall, StoredRelease, StoredScope, View,
     DEFAULT_MAX_LEDGER_BYTES, MAX_NAME_LEN,
 };
 use postgres::Row;
@@ -479,32 +479,11 @@ fn encode_scope_state(s: ScopeState) -> Result<(&'static str, Option<i64>), Ledg
     ))
 }
 
-fn decode_scope_state(
-    state: &str,
-    outcome: Option<i64>,
-    at: &str,
-) -> Result<ScopeState, TxError<LedgerError>> {
-    outcome
-        .map(u64::try_from)
-        .transpose()
-        .ok()
-        .and_then(|o| ScopeState::from_stored(state, o))
-        .ok_or_else(|| {
-            malformed(format!(
-                "{at}: state {state:?} with close_outcome {outcome:?}"
-            ))
-        })
-}
-
 /// A scope state as a release row's one text; refused, like the scope
 /// row's, when its close outcome exceeds `bigint`.
 fn encode_was(s: ScopeState) -> Result<String, LedgerError> {
     encode_scope_state(s)?;
     Ok(s.to_stored_text())
-}
-
-fn decode_was(was: &str, at: &str) -> Result<ScopeState, TxError<LedgerError>> {
-    ScopeState::from_stored_text(was).ok_or_else(|| malformed(format!("{at}: column was {was:?}")))
 }
 
 /// A `u64` as a stored `bigint`; above `i64::MAX` is not storable.
@@ -746,14 +725,19 @@ fn decode_scope(r: &Row, session: &SessionId) -> Result<Scope, TxError<LedgerErr
     let outcome: Option<i64> = r
         .try_get(3)
         .map_err(|e| malformed(format!("{at}: column close_outcome: {e}")))?;
-    let token = text_req(r, 4, "attach_token", MAX_NAME_LEN, &at)?;
-    Ok(Scope {
-        session: session.clone(),
-        workspace: name(WorkspaceId::new(workspace), "workspace", &at)?,
+    let attach_token = text_req(r, 4, "attach_token", MAX_NAME_LEN, &at)?;
+    let close_outcome = outcome
+        .map(u64::try_from)
+        .transpose()
+        .map_err(|_| malformed(format!("{at}: column close_outcome: {outcome:?}")))?;
+    let stored = StoredScope {
+        workspace,
         incarnation,
-        state: decode_scope_state(&state, outcome, &at)?,
-        attach_token: name(AttachToken::new(token), "attach_token", &at)?,
-    })
+        state,
+        close_outcome,
+        attach_token,
+    };
+    stored.decode(session, &at).map_err(TxError::Refused)
 }
 
 /// The call columns `tool, state, outcome, outcome_digest, outcome_bytes,
@@ -838,13 +822,14 @@ fn decode_releases(rows: &[Row]) -> Result<Vec<Release>, TxError<LedgerError>> {
         let incarnation = u64_col(r, 3, "incarnation", &at)?;
         let was = text_req(r, 4, "was", MAX_WORD_LEN, &at)?;
         let released_at_ms = u64_col(r, 5, "released_at_ms", &at)?;
-        releases.push(Release {
-            session: name(SessionId::new(session), "session", &at)?,
-            workspace: name(WorkspaceId::new(workspace), "workspace", &at)?,
+        let stored = StoredRelease {
+            session,
+            workspace,
             incarnation,
-            was: decode_was(&was, &at)?,
+            was,
             released_at_ms,
-        });
+        };
+        releases.push(stored.decode(&at).map_err(TxError::Refused)?);
     }
     Ok(releases)
 }

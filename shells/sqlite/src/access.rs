@@ -8,7 +8,7 @@
 //! credentials, claims, memberships, the catalogue revision) and commits; a
 //! refusal rolls back with nothing written. A read is one deferred
 //! transaction that loads the bounded rows it needs (a page: at most
-//! [`page_window`] rows after the cursor, by `ORDER BY … LIMIT` in SQL, then
+//! [`page_window`](custos_core::catalogue::access::read::page_window) rows after the cursor, by `ORDER BY … LIMIT` in SQL, then
 //! the rows those name) and calls the core's pure read.
 //!
 //! ## Tables (catalogue version 5)

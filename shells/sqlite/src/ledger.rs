@@ -68,9 +68,9 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use custos_core::ledger::{
-    self, Answer, AttachToken, CallRow, Effect, Key, Ledger, LedgerError, Limits, OpId, Release,
-    Request, RequestId, RowState, Scope, ScopeState, SessionId, StoredCall, View, WorkspaceId,
-    DEFAULT_MAX_LEDGER_BYTES, MAX_NAME_LEN,
+    self, Answer, CallRow, Effect, Key, Ledger, LedgerError, Limits, OpId, Release, Request,
+    RequestId, RowState, Scope, ScopeState, SessionId, StoredCall, StoredRelease, StoredScope,
+    View, DEFAULT_MAX_LEDGER_BYTES, MAX_NAME_LEN,
 };
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
 use thiserror::Error;
@@ -455,18 +455,6 @@ fn encode_scope_state(s: ScopeState) -> (&'static str, Option<i64>) {
     (state, outcome.map(u64_to_sql))
 }
 
-fn decode_scope_state(state: &str, outcome: Option<i64>) -> Result<ScopeState, LedgerError> {
-    ScopeState::from_stored(state, outcome.map(u64_from_sql)).ok_or_else(|| {
-        malformed(format!(
-            "scope state {state:?} with close_outcome {outcome:?}"
-        ))
-    })
-}
-
-fn decode_was(was: &str) -> Result<ScopeState, LedgerError> {
-    ScopeState::from_stored_text(was).ok_or_else(|| malformed(format!("release was {was:?}")))
-}
-
 fn name<T>(r: Result<T, LedgerError>, col: &str) -> Result<T, LedgerError> {
     r.map_err(|e| malformed(format!("{col}: {e}")))
 }
@@ -638,14 +626,15 @@ fn load_scope(tx: &Transaction<'_>, session: &SessionId) -> Result<Option<Scope>
         .optional()
         .map_err(db("load-scope"))?
         .transpose()?;
-    row.map(|(ws, inc, state, outcome, token)| {
-        Ok(Scope {
-            session: session.clone(),
-            workspace: name(WorkspaceId::new(ws), "scope.workspace")?,
+    row.map(|(workspace, inc, state, outcome, attach_token)| {
+        StoredScope {
+            workspace,
             incarnation: u64_from_sql(inc),
-            state: decode_scope_state(&state, outcome)?,
-            attach_token: name(AttachToken::new(token), "scope.attach_token")?,
-        })
+            state,
+            close_outcome: outcome.map(u64_from_sql),
+            attach_token,
+        }
+        .decode(session, &at)
     })
     .transpose()
 }
@@ -753,30 +742,23 @@ fn load_releases(tx: &Transaction<'_>) -> Result<Vec<Release>, LedgerError> {
         .map_err(db("prepare"))?;
     let rows = stmt
         .query_map([], |r| {
-            let inc = r.get::<_, i64>(2)?;
-            let released = r.get::<_, i64>(4)?;
+            let (inc, released) = (r.get::<_, i64>(2)?, r.get::<_, i64>(4)?);
             let at = format!("scope_release row {}", r.get::<_, i64>(5)?);
             Ok((|| {
-                Ok((
-                    bounded_req(r, 0, "session", MAX_NAME_LEN, &at)?,
-                    bounded_req(r, 1, "workspace", MAX_NAME_LEN, &at)?,
-                    inc,
-                    bounded_req(r, 3, "was", MAX_WORD_LEN, &at)?,
-                    released,
-                ))
+                let release = StoredRelease {
+                    session: bounded_req(r, 0, "session", MAX_NAME_LEN, &at)?,
+                    workspace: bounded_req(r, 1, "workspace", MAX_NAME_LEN, &at)?,
+                    incarnation: u64_from_sql(inc),
+                    was: bounded_req(r, 3, "was", MAX_WORD_LEN, &at)?,
+                    released_at_ms: u64_from_sql(released),
+                };
+                release.decode(&at)
             })())
         })
         .map_err(db("load-releases"))?;
     let mut releases = Vec::new();
     for row in rows {
-        let (session, ws, inc, was, at) = row.map_err(db("load-releases"))??;
-        releases.push(Release {
-            session: name(SessionId::new(session), "scope_release.session")?,
-            workspace: name(WorkspaceId::new(ws), "scope_release.workspace")?,
-            incarnation: u64_from_sql(inc),
-            was: decode_was(&was)?,
-            released_at_ms: u64_from_sql(at),
-        });
+        releases.push(row.map_err(db("load-releases"))??);
     }
     Ok(releases)
 }

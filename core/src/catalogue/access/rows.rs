@@ -327,10 +327,10 @@ pub mod reads {
         after: Option<&str>,
         limit: usize,
     ) -> Result<MembershipPage, R::Error> {
-        let mut s = CatalogueState::default();
-        if !is_principal_id(principal) {
-            return Ok(s.memberships_page(principal, after, limit)?);
+        if let Some(answer) = early::memberships_page(principal, after, limit) {
+            return Ok(answer?);
         }
+        let mut s = CatalogueState::default();
         let page = Memberships::OfPage {
             principal,
             after,
@@ -363,10 +363,10 @@ pub mod reads {
         after: Option<&str>,
         limit: usize,
     ) -> Result<SessionMemberPage, R::Error> {
-        let mut s = CatalogueState::default();
-        if !is_session_id(session_id) {
-            return Ok(s.session_members_page(session_id, after, limit)?);
+        if let Some(answer) = early::session_members_page(session_id, after, limit) {
+            return Ok(answer?);
         }
+        let mut s = CatalogueState::default();
         let session = [session_id.to_owned()];
         let page = Memberships::InPage {
             session: session_id,
@@ -401,10 +401,10 @@ pub mod reads {
         limit: usize,
         now_ms: u64,
     ) -> Result<SigninPage, R::Error> {
-        let mut s = CatalogueState::default();
-        if !is_principal_id(principal) {
-            return Ok(s.access.signins_page(principal, after, limit, now_ms)?);
+        if let Some(answer) = early::signins_page(principal, after, limit, now_ms) {
+            return Ok(answer?);
         }
+        let mut s = CatalogueState::default();
         let page = Credentials::Signins {
             principal,
             now_ms,
@@ -419,5 +419,46 @@ pub mod reads {
             &mut s,
         )?;
         Ok(s.access.signins_page(principal, after, limit, now_ms)?)
+    }
+
+    /// The answers that need no row: a read naming an id no row can have
+    /// answers from nothing (`Some`), and a backend may give it before it
+    /// opens a read or takes a connection; `None` when rows are needed.
+    /// The reads above call these first.
+    pub mod early {
+        use super::*;
+
+        /// [`super::memberships_page`] of a malformed principal id.
+        pub fn memberships_page(
+            principal: &str,
+            after: Option<&str>,
+            limit: usize,
+        ) -> Option<Result<MembershipPage, AccessError>> {
+            (!is_principal_id(principal))
+                .then(|| CatalogueState::default().memberships_page(principal, after, limit))
+        }
+
+        /// [`super::session_members_page`] of a malformed session id.
+        pub fn session_members_page(
+            session_id: &str,
+            after: Option<&str>,
+            limit: usize,
+        ) -> Option<Result<SessionMemberPage, AccessError>> {
+            (!is_session_id(session_id))
+                .then(|| CatalogueState::default().session_members_page(session_id, after, limit))
+        }
+
+        /// [`super::signins_page`] of a malformed principal id.
+        pub fn signins_page(
+            principal: &str,
+            after: Option<&str>,
+            limit: usize,
+            now_ms: u64,
+        ) -> Option<Result<SigninPage, AccessError>> {
+            (!is_principal_id(principal)).then(|| {
+                crate::catalogue::access::AccessState::default()
+                    .signins_page(principal, after, limit, now_ms)
+            })
+        }
     }
 }
