@@ -485,12 +485,8 @@ fn load_principals(tx: &Transaction<'_>, a: &mut AccessState, p: Principals<'_>)
 fn load_credentials(tx: &Transaction<'_>, a: &mut AccessState, c: Credentials<'_>) -> Res<()> {
     match c {
         Credentials::Hash(sha) => credentials(tx, a, "WHERE digest = ?1", &[&sha.hex()]),
-        Credentials::Digest(d) => credentials(
-            tx,
-            a,
-            "WHERE digest = ?1 AND (kind = ?2 OR kind NOT IN ('bearer', 'browser'))",
-            params![d.sha().hex(), d.kind().as_str()],
-        ),
+        // The authentication probe: the principal comes in beside it.
+        Credentials::Digest(d) => probe(tx, a, d),
         Credentials::Logins => credentials(tx, a, "WHERE kind = 'browser'", &[]),
         Credentials::Of(id) => credentials(tx, a, BY_PRINCIPAL, &[&id]),
         Credentials::Listed { ids, now_ms } => ids.iter().try_for_each(|id| {

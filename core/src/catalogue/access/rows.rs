@@ -50,7 +50,10 @@ pub enum Credentials<'a> {
     /// The credential with this hash (either kind).
     Hash(&'a Sha256),
     /// The credential with this hash and kind (a row whose stored kind is
-    /// outside the grammar is read too, so it decodes as corrupt).
+    /// outside the grammar is read too, so it decodes as corrupt). A
+    /// backend may put the principal it names in beside it (one joined
+    /// statement, as its authentication probe reads); the reads then do
+    /// not load that principal again.
     Digest(&'a Digest),
     /// Every browser login.
     Logins,
@@ -264,7 +267,10 @@ pub mod reads {
     ) -> Result<Option<Authorization>, R::Error> {
         let mut s = CatalogueState::default();
         rows.load(AccessLoad::Credentials(Credentials::Digest(digest)), &mut s)?;
-        let named: Vec<String> = named_principals(&s.access).into_iter().collect();
+        let named: Vec<String> = named_principals(&s.access)
+            .into_iter()
+            .filter(|id| !s.access.principals.contains_key(id))
+            .collect();
         if !named.is_empty() {
             rows.load(AccessLoad::Principals(Principals::Ids(&named)), &mut s)?;
         }
