@@ -1112,7 +1112,7 @@ fn plan_worlds(snapshot: &ControlSnapshot) -> Res<Vec<WorldPlan>> {
 pub mod abandon;
 mod cold;
 
-pub use cold::{resume_world, verify_objects, PortsColdVerifier, COLD_HOLDER};
+pub use cold::{resume_for, resume_world, verify_objects, PortsColdVerifier, COLD_HOLDER};
 
 #[cfg(test)]
 mod tests;

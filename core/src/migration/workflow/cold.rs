@@ -70,6 +70,22 @@ pub fn verify_objects<O: ObjectStore + ?Sized>(
     Ok((verified, failed))
 }
 
+/// What a cold verification in `mode` says of resuming: a read-only
+/// verification does not exercise a resumable World (and has none to
+/// exercise when the plan lists none); a resuming one resumes it
+/// ([`resume_world`]).
+pub fn resume_for<C: ControlCatalog + ?Sized>(
+    control: &C,
+    plan: &Plan,
+    mode: VerifyMode,
+) -> Result<Resume, String> {
+    match mode {
+        VerifyMode::ReadOnly if plan.worlds.iter().any(|w| w.resumable) => Ok(Resume::NotExercised),
+        VerifyMode::ReadOnly => Ok(Resume::NotApplicable),
+        VerifyMode::ResumeAndTick => resume_world(control, plan),
+    }
+}
+
 /// Resumes `plan`'s resumable World in `control` under [`COLD_HOLDER`]: a
 /// strictly higher epoch, the tick after the durable head. Another
 /// verifier fencing the World in between (one left running by a killed
@@ -132,11 +148,7 @@ where
         }
         let (objects_verified, objects_failed) =
             verify_objects(self.objects, &self.artifact_root, plan)?;
-        let resume = match mode {
-            VerifyMode::ReadOnly if plan.worlds.iter().any(|w| w.resumable) => Resume::NotExercised,
-            VerifyMode::ReadOnly => Resume::NotApplicable,
-            VerifyMode::ResumeAndTick => resume_world(self.control, plan)?,
-        };
+        let resume = resume_for(self.control, plan, mode)?;
         Ok(ColdEvidence {
             plan_digest: plan.digest(),
             worlds_discovered: (plan.worlds.len() - worlds_missing.len()) as u64,

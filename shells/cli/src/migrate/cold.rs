@@ -28,10 +28,8 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use custos_core::migration::tables::TableStore;
-use custos_core::migration::workflow::{resume_world, verify_objects};
-use custos_core::migration::{
-    ColdEvidence, Name, ObjectMismatch, Plan, Resume, TableFacts, VerifyMode,
-};
+use custos_core::migration::workflow::{resume_for, verify_objects};
+use custos_core::migration::{ColdEvidence, Name, ObjectMismatch, Plan, TableFacts, VerifyMode};
 use custos_core::world::{ControlCatalog, WorldStatus};
 use custos_fs::artifacts::ArtifactStore;
 use custos_fs::RealFs;
@@ -165,11 +163,7 @@ fn evidence(d: &Local, plan: &Plan, mode: VerifyMode) -> Result<ColdEvidence, St
         query(&store, &control)?;
     }
     let (objects_verified, objects_failed) = objects(d, plan)?;
-    let resume = match mode {
-        VerifyMode::ReadOnly if plan.worlds.iter().any(|w| w.resumable) => Resume::NotExercised,
-        VerifyMode::ReadOnly => Resume::NotApplicable,
-        VerifyMode::ResumeAndTick => resume_world(&control, plan)?,
-    };
+    let resume = resume_for(&control, plan, mode)?;
     Ok(ColdEvidence {
         plan_digest: plan.digest(),
         worlds_discovered: (plan.worlds.len() - worlds_missing.len()) as u64,
