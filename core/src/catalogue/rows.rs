@@ -12,8 +12,8 @@
 //! [`Effect`](super::Effect)s; it holds no rule of its own.
 
 use super::{
-    CatalogueError, CatalogueState, Custody, Delegate, Deletion, Footprint, Move, Page, Recent,
-    Registration, Visibility, LISTING_LIMIT,
+    Catalogue, CatalogueError, CatalogueState, Custody, Delegate, Deletion, Footprint, Move,
+    Outcome, Page, Recent, Registration, Request, Visibility, LISTING_LIMIT,
 };
 
 /// Which sessions a [`Load::Sessions`] reads (each with every side row).
@@ -131,7 +131,7 @@ pub trait CatalogueRows {
 
 /// The partial state a write decides on: the head, then every row set of
 /// `fp` ([`Footprint::loads`]).
-pub fn load_footprint<R: CatalogueRows>(
+pub fn load_footprint<R: CatalogueRows + ?Sized>(
     rows: &mut R,
     fp: &Footprint,
 ) -> Result<CatalogueState, R::Error> {
@@ -143,13 +143,106 @@ pub fn load_footprint<R: CatalogueRows>(
     Ok(s)
 }
 
+/// A catalogue kept in a backend's rows. Implement this, and
+/// [`Catalogue`] follows: every read is the [`reads`] function of the
+/// same name over the rows of one read transaction, and a write is the
+/// backend's own transaction (its head lock, [`load_footprint`],
+/// [`decide`](super::decide), its effects applied in order).
+pub trait RowsCatalogue {
+    /// The error of the backend's rows; the read's end maps it to a
+    /// [`CatalogueError`].
+    type RowsError: From<CatalogueError>;
+
+    /// Decides and persists one write request atomically
+    /// ([`Catalogue::apply`]).
+    fn write(&self, req: &Request) -> Result<Outcome, CatalogueError>;
+
+    /// Runs `f` over the rows of one read transaction. A backend that
+    /// retries a busy read may call `f` again; `f` writes nothing.
+    fn read_rows<T>(
+        &self,
+        f: &mut dyn FnMut(
+            &mut dyn CatalogueRows<Error = Self::RowsError>,
+        ) -> Result<T, Self::RowsError>,
+    ) -> Result<T, CatalogueError>;
+}
+
+impl<B: RowsCatalogue> Catalogue for B {
+    fn apply(&self, req: &Request) -> Result<Outcome, CatalogueError> {
+        self.write(req)
+    }
+
+    fn get(&self, session_id: &str) -> Result<Option<Registration>, CatalogueError> {
+        self.read_rows(&mut |r| reads::get(r, session_id))
+    }
+
+    fn by_request_key(&self, key: &str) -> Result<Option<Registration>, CatalogueError> {
+        self.read_rows(&mut |r| reads::by_request_key(r, key))
+    }
+
+    fn page(
+        &self,
+        visibility: Visibility,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Page, CatalogueError> {
+        self.read_rows(&mut |r| reads::page(r, visibility, after, limit))
+    }
+
+    fn workspace_default(&self, workspace: &str) -> Result<Option<String>, CatalogueError> {
+        self.read_rows(&mut |r| reads::workspace_default(r, workspace))
+    }
+
+    fn recent_folders(&self) -> Result<Vec<Recent>, CatalogueError> {
+        self.read_rows(&mut |r| reads::recent_folders(r))
+    }
+
+    fn custody(&self, session_id: &str) -> Result<Custody, CatalogueError> {
+        self.read_rows(&mut |r| reads::custody(r, session_id))
+    }
+
+    fn moving(&self) -> Result<Vec<Move>, CatalogueError> {
+        self.read_rows(&mut |r| reads::moving(r))
+    }
+
+    fn deletion(&self, session_id: &str) -> Result<Deletion, CatalogueError> {
+        self.read_rows(&mut |r| reads::deletion(r, session_id))
+    }
+
+    fn deleting(&self) -> Result<Vec<String>, CatalogueError> {
+        self.read_rows(&mut |r| reads::deleting(r))
+    }
+
+    fn delegate_for(
+        &self,
+        spawner: &str,
+        parent_session: &str,
+    ) -> Result<Option<Delegate>, CatalogueError> {
+        // A malformed pair is refused before a read is opened.
+        reads::check_delegate_pair(spawner, parent_session)?;
+        self.read_rows(&mut |r| reads::delegate_for(r, spawner, parent_session))
+    }
+
+    fn delegate_of(&self, session_id: &str) -> Result<Option<Delegate>, CatalogueError> {
+        self.read_rows(&mut |r| reads::delegate_of(r, session_id))
+    }
+
+    fn delegates_held(&self, spawner: &str) -> Result<u32, CatalogueError> {
+        self.read_rows(&mut |r| reads::delegates_held(r, spawner))
+    }
+
+    fn revision(&self) -> Result<u64, CatalogueError> {
+        self.read_rows(&mut |r| reads::revision(r))
+    }
+}
+
 /// The catalogue's reads over a backend's rows: each loads the row sets
 /// it needs into an empty state and answers from it, as
 /// [`CatalogueState`]'s method of the same name answers from the whole.
 pub mod reads {
     use super::*;
 
-    fn with<R: CatalogueRows>(
+    fn with<R: CatalogueRows + ?Sized>(
         rows: &mut R,
         loads: &[Load<'_>],
     ) -> Result<CatalogueState, R::Error> {
@@ -160,17 +253,23 @@ pub mod reads {
         Ok(s)
     }
 
-    fn session<R: CatalogueRows>(rows: &mut R, id: &str) -> Result<CatalogueState, R::Error> {
+    fn session<R: CatalogueRows + ?Sized>(
+        rows: &mut R,
+        id: &str,
+    ) -> Result<CatalogueState, R::Error> {
         with(rows, &[Load::Sessions(Sessions::Id(id))])
     }
 
     /// [`CatalogueState::get`].
-    pub fn get<R: CatalogueRows>(rows: &mut R, id: &str) -> Result<Option<Registration>, R::Error> {
+    pub fn get<R: CatalogueRows + ?Sized>(
+        rows: &mut R,
+        id: &str,
+    ) -> Result<Option<Registration>, R::Error> {
         Ok(session(rows, id)?.get(id))
     }
 
     /// [`CatalogueState::by_request_key`].
-    pub fn by_request_key<R: CatalogueRows>(
+    pub fn by_request_key<R: CatalogueRows + ?Sized>(
         rows: &mut R,
         key: &str,
     ) -> Result<Option<Registration>, R::Error> {
@@ -180,7 +279,7 @@ pub mod reads {
 
     /// [`CatalogueState::page`]: the head (for the revision) and one row
     /// more than the page.
-    pub fn page<R: CatalogueRows>(
+    pub fn page<R: CatalogueRows + ?Sized>(
         rows: &mut R,
         visibility: Visibility,
         after: Option<&str>,
@@ -201,7 +300,7 @@ pub mod reads {
 
     /// [`CatalogueState::workspace_default`]: the default, then the
     /// session it names.
-    pub fn workspace_default<R: CatalogueRows>(
+    pub fn workspace_default<R: CatalogueRows + ?Sized>(
         rows: &mut R,
         workspace: &str,
     ) -> Result<Option<String>, R::Error> {
@@ -213,34 +312,39 @@ pub mod reads {
     }
 
     /// [`CatalogueState::recent_folders`].
-    pub fn recent_folders<R: CatalogueRows>(rows: &mut R) -> Result<Vec<Recent>, R::Error> {
+    pub fn recent_folders<R: CatalogueRows + ?Sized>(
+        rows: &mut R,
+    ) -> Result<Vec<Recent>, R::Error> {
         Ok(with(rows, &[Load::Recent])?.recent_folders())
     }
 
     /// [`CatalogueState::custody`].
-    pub fn custody<R: CatalogueRows>(rows: &mut R, id: &str) -> Result<Custody, R::Error> {
+    pub fn custody<R: CatalogueRows + ?Sized>(rows: &mut R, id: &str) -> Result<Custody, R::Error> {
         Ok(session(rows, id)?.custody(id)?)
     }
 
     /// [`CatalogueState::moving`].
-    pub fn moving<R: CatalogueRows>(rows: &mut R) -> Result<Vec<Move>, R::Error> {
+    pub fn moving<R: CatalogueRows + ?Sized>(rows: &mut R) -> Result<Vec<Move>, R::Error> {
         Ok(with(rows, &[Load::Sessions(Sessions::Moving)])?.moving())
     }
 
     /// [`CatalogueState::deletion`].
-    pub fn deletion<R: CatalogueRows>(rows: &mut R, id: &str) -> Result<Deletion, R::Error> {
+    pub fn deletion<R: CatalogueRows + ?Sized>(
+        rows: &mut R,
+        id: &str,
+    ) -> Result<Deletion, R::Error> {
         Ok(session(rows, id)?.deletion(id)?)
     }
 
     /// [`CatalogueState::deleting`].
-    pub fn deleting<R: CatalogueRows>(rows: &mut R) -> Result<Vec<String>, R::Error> {
+    pub fn deleting<R: CatalogueRows + ?Sized>(rows: &mut R) -> Result<Vec<String>, R::Error> {
         Ok(with(rows, &[Load::Sessions(Sessions::Deleting)])?.deleting())
     }
 
     /// [`CatalogueState::delegate_for`]. Call [`check_delegate_pair`]
     /// before opening the read: a malformed pair is refused before
     /// anything is read.
-    pub fn delegate_for<R: CatalogueRows>(
+    pub fn delegate_for<R: CatalogueRows + ?Sized>(
         rows: &mut R,
         spawner: &str,
         parent: &str,
@@ -257,7 +361,7 @@ pub mod reads {
     }
 
     /// [`CatalogueState::delegate_of`].
-    pub fn delegate_of<R: CatalogueRows>(
+    pub fn delegate_of<R: CatalogueRows + ?Sized>(
         rows: &mut R,
         id: &str,
     ) -> Result<Option<Delegate>, R::Error> {
@@ -266,13 +370,16 @@ pub mod reads {
     }
 
     /// [`CatalogueState::delegates_held`].
-    pub fn delegates_held<R: CatalogueRows>(rows: &mut R, spawner: &str) -> Result<u32, R::Error> {
+    pub fn delegates_held<R: CatalogueRows + ?Sized>(
+        rows: &mut R,
+        spawner: &str,
+    ) -> Result<u32, R::Error> {
         let s = with(rows, &[Load::Delegates(Delegates::Spawner(spawner))])?;
         Ok(s.delegates_held(spawner))
     }
 
     /// The revision, from the head alone.
-    pub fn revision<R: CatalogueRows>(rows: &mut R) -> Result<u64, R::Error> {
+    pub fn revision<R: CatalogueRows + ?Sized>(rows: &mut R) -> Result<u64, R::Error> {
         let mut s = CatalogueState::default();
         rows.head(&mut s)?;
         Ok(s.revision)

@@ -66,15 +66,14 @@
 //! | `access_memberships` | `(principal_id, session_id)` | `session_id` references `catalogue_sessions` `ON DELETE CASCADE` (a deleted session takes its memberships, as `access::forget_session` does); `role` is `operator` or `observer`; indexed by session |
 
 use custos_core::catalogue::access::rows::{
-    self, reads, reads::early, AccessLoad, AccessRows, Claims, Credentials, Memberships, Principals,
+    self, AccessLoad, AccessRows, Claims, Credentials, Memberships, Principals, RowsAccess,
 };
 #[cfg(doc)]
 use custos_core::catalogue::access::AccessFootprint;
 use custos_core::catalogue::access::{
-    self, Access, AccessError, AccessOutcome, AccessRequest, AccessState, Authority, Authorization,
-    ClaimDigest, ClaimRow, CredentialRow, Digest, ListingPage, MembershipPage, PrincipalRow, Role,
-    SessionMemberPage, Sha256, SigninPage, StoredClaim, StoredCredential, StoredMembership,
-    StoredPrincipal,
+    self, AccessError, AccessOutcome, AccessRequest, AccessState, Authority, ClaimDigest, ClaimRow,
+    CredentialRow, Digest, PrincipalRow, Role, Sha256, StoredClaim, StoredCredential,
+    StoredMembership, StoredPrincipal,
 };
 use custos_core::catalogue::{CatalogueError, CatalogueState};
 use postgres::Row;
@@ -565,7 +564,8 @@ impl From<AccessError> for TxError<AccessError> {
 }
 
 /// The access rows in one transaction; a batch of loads is one round trip.
-struct Rows<'a, 'b>(&'a mut Transaction<'b>);
+/// The flag: reads judge expiries by the server's clock ([`AccessClock`]).
+struct Rows<'a, 'b>(&'a mut Transaction<'b>, bool);
 
 impl AccessRows for Rows<'_, '_> {
     type Error = TxError<AccessError>;
@@ -588,6 +588,14 @@ impl AccessRows for Rows<'_, '_> {
             put(into, s, &rows.rows("access-load")?)?;
         }
         Ok(())
+    }
+
+    fn now(&mut self, now_ms: u64) -> Tx<u64> {
+        if self.1 {
+            Ok(server_now(self.0)?)
+        } else {
+            Ok(now_ms)
+        }
     }
 }
 
@@ -622,32 +630,20 @@ fn lock_and_load(
         put(into, s, &next()?.rows("access-load")?)?;
     }
     let named = fp.named(s);
-    Rows(tx).load_all(&rows::whole(&named), s)?;
+    Rows(tx, false).load_all(&rows::whole(&named), s)?;
     Ok(now)
 }
 
 impl PgCatalogue {
-    fn access_read<T>(&self, body: impl FnOnce(&mut Transaction<'_>) -> Tx<T>) -> Res<T> {
-        finish(self.conn.read(body))
-    }
-
     fn server_clock(&self) -> bool {
         self.conn.target().judges_access_by() == AccessClock::Server
     }
-
-    /// The time a read judges at: the server's clock, read in the read's
-    /// snapshot, or the caller's `now_ms` ([`AccessClock`]).
-    fn read_now(&self, tx: &mut Transaction<'_>, now_ms: u64) -> Tx<u64> {
-        if self.server_clock() {
-            Ok(server_now(tx)?)
-        } else {
-            Ok(now_ms)
-        }
-    }
 }
 
-impl Access for PgCatalogue {
-    fn apply_access(&self, req: &AccessRequest) -> Res<AccessOutcome> {
+impl RowsAccess for PgCatalogue {
+    type AccessRowsError = TxError<AccessError>;
+
+    fn write_access(&self, req: &AccessRequest) -> Res<AccessOutcome> {
         if self.read_only {
             return Err(AccessError::BackendFault {
                 reason: format!(
@@ -689,11 +685,7 @@ impl Access for PgCatalogue {
         }))
     }
 
-    fn owner(&self) -> Res<Option<(String, Option<String>)>> {
-        self.access_read(|tx| reads::owner(&mut Rows(tx)))
-    }
-
-    fn authenticate(&self, digest: &Digest, now_ms: u64) -> Res<Option<Authority>> {
+    fn authenticate_probe(&self, digest: &Digest, now_ms: u64) -> Res<Option<Authority>> {
         // One statement on its own (its own snapshot): one round trip.
         let rows = finish(
             self.conn
@@ -724,67 +716,11 @@ impl Access for PgCatalogue {
         Ok(a.authenticate(digest, now))
     }
 
-    fn authorization(
+    fn read_access_rows<T>(
         &self,
-        digest: &Digest,
-        session_id: &str,
-        now_ms: u64,
-    ) -> Res<Option<Authorization>> {
-        self.access_read(|tx| {
-            let now = self.read_now(tx, now_ms)?;
-            reads::authorization(&mut Rows(tx), digest, session_id, now)
-        })
-    }
-
-    fn claim_known(&self, claim: &ClaimDigest) -> Res<bool> {
-        self.access_read(|tx| reads::claim_known(&mut Rows(tx), claim))
-    }
-
-    fn principals_page(&self, after: Option<&str>, limit: usize, now_ms: u64) -> Res<ListingPage> {
-        self.access_read(|tx| {
-            let now = self.read_now(tx, now_ms)?;
-            reads::principals_page(&mut Rows(tx), after, limit, now)
-        })
-    }
-
-    fn memberships_page(
-        &self,
-        principal: &str,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Res<MembershipPage> {
-        // A malformed id is answered before a connection is taken.
-        if let Some(answer) = early::memberships_page(principal, after, limit) {
-            return answer;
-        }
-        self.access_read(|tx| reads::memberships_page(&mut Rows(tx), principal, after, limit))
-    }
-
-    fn session_members_page(
-        &self,
-        session_id: &str,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Res<SessionMemberPage> {
-        if let Some(answer) = early::session_members_page(session_id, after, limit) {
-            return answer;
-        }
-        self.access_read(|tx| reads::session_members_page(&mut Rows(tx), session_id, after, limit))
-    }
-
-    fn signins_page(
-        &self,
-        principal: &str,
-        after: Option<&str>,
-        limit: usize,
-        now_ms: u64,
-    ) -> Res<SigninPage> {
-        if let Some(answer) = early::signins_page(principal, after, limit, now_ms) {
-            return answer;
-        }
-        self.access_read(|tx| {
-            let now = self.read_now(tx, now_ms)?;
-            reads::signins_page(&mut Rows(tx), principal, after, limit, now)
-        })
+        f: &mut dyn FnMut(&mut dyn AccessRows<Error = TxError<AccessError>>) -> Tx<T>,
+    ) -> Res<T> {
+        let server_clock = self.server_clock();
+        finish(self.conn.read(|tx| f(&mut Rows(tx, server_clock))))
     }
 }

@@ -87,11 +87,13 @@
 pub use crate::open::{OpenError, Refusal};
 use std::fmt;
 
-use custos_core::catalogue::custody::{Custody, MOVE_OP_LIMIT, ORCHESTRATOR_NAME_LIMIT};
-use custos_core::catalogue::rows::{reads, CatalogueRows, Defaults, Delegates, Load, Sessions};
+use custos_core::catalogue::custody::{MOVE_OP_LIMIT, ORCHESTRATOR_NAME_LIMIT};
+use custos_core::catalogue::rows::{
+    CatalogueRows, Defaults, Delegates, Load, RowsCatalogue, Sessions,
+};
 use custos_core::catalogue::{
-    self, footprint, Catalogue, CatalogueError, CatalogueState, Delegate, Deletion, Footprint,
-    Move, Outcome, Page, Recent, Registration, Request, StoredDelegate, StoredSession, Visibility,
+    self, footprint, CatalogueError, CatalogueState, Footprint, Outcome, Request, StoredDelegate,
+    StoredSession,
 };
 use custos_core::catalogue::{
     CREATION_KEY_LIMIT, DISPLAY_NAME_LIMIT, LOCAL_WORKSPACE_LIMIT, MODEL_KEY_LIMIT,
@@ -279,10 +281,6 @@ impl PgCatalogue {
     /// it to exercise reconnection).
     pub fn backend_pid(&self) -> Result<i32, CatalogueError> {
         self.conn.backend_pid().map_err(failure)
-    }
-
-    fn read<T>(&self, body: impl FnOnce(&mut Transaction<'_>) -> Tx<T>) -> Res<T> {
-        finish(self.conn.read(body))
     }
 }
 
@@ -725,8 +723,10 @@ impl CatalogueRows for Rows<'_, '_> {
 
 // ------------------------------------------------------------------ the port
 
-impl Catalogue for PgCatalogue {
-    fn apply(&self, req: &Request) -> Res<Outcome> {
+impl RowsCatalogue for PgCatalogue {
+    type RowsError = TxError<CatalogueError>;
+
+    fn write(&self, req: &Request) -> Res<Outcome> {
         if self.read_only {
             return Err(CatalogueError::BackendFault {
                 reason: format!(
@@ -753,56 +753,10 @@ impl Catalogue for PgCatalogue {
         }))
     }
 
-    fn get(&self, session_id: &str) -> Res<Option<Registration>> {
-        self.read(|tx| reads::get(&mut Rows(tx), session_id))
-    }
-
-    fn by_request_key(&self, key: &str) -> Res<Option<Registration>> {
-        self.read(|tx| reads::by_request_key(&mut Rows(tx), key))
-    }
-
-    fn page(&self, visibility: Visibility, after: Option<&str>, limit: usize) -> Res<Page> {
-        self.read(|tx| reads::page(&mut Rows(tx), visibility, after, limit))
-    }
-
-    fn workspace_default(&self, workspace: &str) -> Res<Option<String>> {
-        self.read(|tx| reads::workspace_default(&mut Rows(tx), workspace))
-    }
-
-    fn recent_folders(&self) -> Res<Vec<Recent>> {
-        self.read(|tx| reads::recent_folders(&mut Rows(tx)))
-    }
-
-    fn custody(&self, session_id: &str) -> Res<Custody> {
-        self.read(|tx| reads::custody(&mut Rows(tx), session_id))
-    }
-
-    fn moving(&self) -> Res<Vec<Move>> {
-        self.read(|tx| reads::moving(&mut Rows(tx)))
-    }
-
-    fn deletion(&self, session_id: &str) -> Res<Deletion> {
-        self.read(|tx| reads::deletion(&mut Rows(tx), session_id))
-    }
-
-    fn deleting(&self) -> Res<Vec<String>> {
-        self.read(|tx| reads::deleting(&mut Rows(tx)))
-    }
-
-    fn delegate_for(&self, spawner: &str, parent_session: &str) -> Res<Option<Delegate>> {
-        reads::check_delegate_pair(spawner, parent_session)?;
-        self.read(|tx| reads::delegate_for(&mut Rows(tx), spawner, parent_session))
-    }
-
-    fn delegate_of(&self, session_id: &str) -> Res<Option<Delegate>> {
-        self.read(|tx| reads::delegate_of(&mut Rows(tx), session_id))
-    }
-
-    fn delegates_held(&self, spawner: &str) -> Res<u32> {
-        self.read(|tx| reads::delegates_held(&mut Rows(tx), spawner))
-    }
-
-    fn revision(&self) -> Res<u64> {
-        self.read(|tx| reads::revision(&mut Rows(tx)))
+    fn read_rows<T>(
+        &self,
+        f: &mut dyn FnMut(&mut dyn CatalogueRows<Error = TxError<CatalogueError>>) -> Tx<T>,
+    ) -> Res<T> {
+        finish(self.conn.read(|tx| f(&mut Rows(tx))))
     }
 }

@@ -45,12 +45,11 @@
 //! `PRAGMA ignore_check_constraints`).
 
 use custos_core::catalogue::access::rows::{
-    self, reads, AccessLoad, AccessRows, Claims, Credentials, Memberships, Principals,
+    self, AccessLoad, AccessRows, Claims, Credentials, Memberships, Principals, RowsAccess,
 };
 use custos_core::catalogue::access::{
-    self, is_principal_id, Access, AccessError, AccessFootprint, AccessOutcome, AccessRequest,
-    AccessState, Authority, Authorization, ClaimDigest, ClaimRow, CredentialRow, Digest,
-    ListingPage, MembershipPage, PrincipalRow, Role, SessionMemberPage, Sha256, SigninPage,
+    self, is_principal_id, AccessError, AccessFootprint, AccessOutcome, AccessRequest, AccessState,
+    Authority, ClaimDigest, ClaimRow, CredentialRow, Digest, PrincipalRow, Role, Sha256,
     StoredClaim, StoredCredential, StoredMembership, StoredPrincipal, FINGERPRINT_LEN,
     PRINCIPAL_ID_LIMIT,
 };
@@ -601,8 +600,10 @@ impl SqliteCatalogue {
     }
 }
 
-impl Access for SqliteCatalogue {
-    fn apply_access(&self, req: &AccessRequest) -> Res<AccessOutcome> {
+impl RowsAccess for SqliteCatalogue {
+    type AccessRowsError = AccessError;
+
+    fn write_access(&self, req: &AccessRequest) -> Res<AccessOutcome> {
         self.access_tx(TransactionBehavior::Immediate, |tx| {
             let before = rows::load_footprint(&mut Rows(tx), &access::footprint(req))?;
             let d = access::decide(&before, req)?;
@@ -613,11 +614,7 @@ impl Access for SqliteCatalogue {
         })
     }
 
-    fn owner(&self) -> Res<Option<(String, Option<String>)>> {
-        self.access_read(|tx| reads::owner(&mut Rows(tx)))
-    }
-
-    fn authenticate(&self, digest: &Digest, now_ms: u64) -> Res<Option<Authority>> {
+    fn authenticate_probe(&self, digest: &Digest, now_ms: u64) -> Res<Option<Authority>> {
         // One statement (the credential by its primary key, its principal
         // beside it), outside any transaction of its own.
         self.access_alone(|conn| {
@@ -627,48 +624,10 @@ impl Access for SqliteCatalogue {
         })
     }
 
-    fn authorization(
+    fn read_access_rows<T>(
         &self,
-        digest: &Digest,
-        session_id: &str,
-        now_ms: u64,
-    ) -> Res<Option<Authorization>> {
-        self.access_read(|tx| reads::authorization(&mut Rows(tx), digest, session_id, now_ms))
-    }
-
-    fn claim_known(&self, claim: &ClaimDigest) -> Res<bool> {
-        self.access_read(|tx| reads::claim_known(&mut Rows(tx), claim))
-    }
-
-    fn principals_page(&self, after: Option<&str>, limit: usize, now_ms: u64) -> Res<ListingPage> {
-        self.access_read(|tx| reads::principals_page(&mut Rows(tx), after, limit, now_ms))
-    }
-
-    fn memberships_page(
-        &self,
-        principal: &str,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Res<MembershipPage> {
-        self.access_read(|tx| reads::memberships_page(&mut Rows(tx), principal, after, limit))
-    }
-
-    fn session_members_page(
-        &self,
-        session_id: &str,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Res<SessionMemberPage> {
-        self.access_read(|tx| reads::session_members_page(&mut Rows(tx), session_id, after, limit))
-    }
-
-    fn signins_page(
-        &self,
-        principal: &str,
-        after: Option<&str>,
-        limit: usize,
-        now_ms: u64,
-    ) -> Res<SigninPage> {
-        self.access_read(|tx| reads::signins_page(&mut Rows(tx), principal, after, limit, now_ms))
+        f: &mut dyn FnMut(&mut dyn AccessRows<Error = AccessError>) -> Res<T>,
+    ) -> Res<T> {
+        self.access_read(|tx| f(&mut Rows(tx)))
     }
 }

@@ -59,13 +59,13 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use custos_core::catalogue::access::AccessError;
-use custos_core::catalogue::custody::{Custody, MOVE_OP_LIMIT, ORCHESTRATOR_NAME_LIMIT};
+use custos_core::catalogue::custody::{MOVE_OP_LIMIT, ORCHESTRATOR_NAME_LIMIT};
 use custos_core::catalogue::rows::{
-    self, reads, CatalogueRows, Defaults, Delegates, Load, Sessions,
+    self, CatalogueRows, Defaults, Delegates, Load, RowsCatalogue, Sessions,
 };
 use custos_core::catalogue::{
-    self, footprint, Catalogue, CatalogueError, CatalogueState, Delegate, Deletion, Move, Outcome,
-    Page, Recent, Registration, Request, StoredDelegate, StoredSession, Visibility,
+    self, footprint, CatalogueError, CatalogueState, Outcome, Request, StoredDelegate,
+    StoredSession,
 };
 use custos_core::catalogue::{
     CREATION_KEY_LIMIT, DISPLAY_NAME_LIMIT, LOCAL_WORKSPACE_LIMIT, MODEL_KEY_LIMIT,
@@ -264,10 +264,6 @@ impl SqliteCatalogue {
         g.transact(behavior, f, |reason| CatalogueError::BackendFault {
             reason,
         })
-    }
-
-    fn read<T>(&self, f: impl FnMut(&Transaction<'_>) -> Res<T>) -> Res<T> {
-        self.with(TransactionBehavior::Deferred, f)
     }
 
     /// One transaction of `behavior` on the catalogue's connection, with
@@ -616,8 +612,10 @@ impl CatalogueRows for Rows<'_, '_> {
 
 // ------------------------------------------------------------------ the port
 
-impl Catalogue for SqliteCatalogue {
-    fn apply(&self, req: &Request) -> Res<Outcome> {
+impl RowsCatalogue for SqliteCatalogue {
+    type RowsError = CatalogueError;
+
+    fn write(&self, req: &Request) -> Res<Outcome> {
         self.with(TransactionBehavior::Immediate, |tx| {
             let before = rows::load_footprint(&mut Rows(tx), &footprint(req))?;
             let d = catalogue::decide(&before, req)?;
@@ -628,57 +626,11 @@ impl Catalogue for SqliteCatalogue {
         })
     }
 
-    fn get(&self, session_id: &str) -> Res<Option<Registration>> {
-        self.read(|tx| reads::get(&mut Rows(tx), session_id))
-    }
-
-    fn by_request_key(&self, key: &str) -> Res<Option<Registration>> {
-        self.read(|tx| reads::by_request_key(&mut Rows(tx), key))
-    }
-
-    fn page(&self, visibility: Visibility, after: Option<&str>, limit: usize) -> Res<Page> {
-        self.read(|tx| reads::page(&mut Rows(tx), visibility, after, limit))
-    }
-
-    fn workspace_default(&self, workspace: &str) -> Res<Option<String>> {
-        self.read(|tx| reads::workspace_default(&mut Rows(tx), workspace))
-    }
-
-    fn recent_folders(&self) -> Res<Vec<Recent>> {
-        self.read(|tx| reads::recent_folders(&mut Rows(tx)))
-    }
-
-    fn custody(&self, session_id: &str) -> Res<Custody> {
-        self.read(|tx| reads::custody(&mut Rows(tx), session_id))
-    }
-
-    fn moving(&self) -> Res<Vec<Move>> {
-        self.read(|tx| reads::moving(&mut Rows(tx)))
-    }
-
-    fn deletion(&self, session_id: &str) -> Res<Deletion> {
-        self.read(|tx| reads::deletion(&mut Rows(tx), session_id))
-    }
-
-    fn deleting(&self) -> Res<Vec<String>> {
-        self.read(|tx| reads::deleting(&mut Rows(tx)))
-    }
-
-    fn delegate_for(&self, spawner: &str, parent_session: &str) -> Res<Option<Delegate>> {
-        reads::check_delegate_pair(spawner, parent_session)?;
-        self.read(|tx| reads::delegate_for(&mut Rows(tx), spawner, parent_session))
-    }
-
-    fn delegate_of(&self, session_id: &str) -> Res<Option<Delegate>> {
-        self.read(|tx| reads::delegate_of(&mut Rows(tx), session_id))
-    }
-
-    fn delegates_held(&self, spawner: &str) -> Res<u32> {
-        self.read(|tx| reads::delegates_held(&mut Rows(tx), spawner))
-    }
-
-    fn revision(&self) -> Res<u64> {
-        self.read(|tx| reads::revision(&mut Rows(tx)))
+    fn read_rows<T>(
+        &self,
+        f: &mut dyn FnMut(&mut dyn CatalogueRows<Error = CatalogueError>) -> Res<T>,
+    ) -> Res<T> {
+        self.with(TransactionBehavior::Deferred, |tx| f(&mut Rows(tx)))
     }
 }
 

@@ -17,8 +17,9 @@
 use std::collections::BTreeSet;
 
 use super::{
-    is_principal_id, named_principals, owner_row, AccessError, AccessFootprint, Authorization,
-    ClaimDigest, Digest, ListingPage, MembershipPage, SessionMemberPage, SigninPage,
+    is_principal_id, named_principals, owner_row, Access, AccessError, AccessFootprint,
+    AccessOutcome, AccessRequest, Authority, Authorization, ClaimDigest, Digest, ListingPage,
+    MembershipPage, SessionMemberPage, SigninPage,
 };
 use crate::catalogue::{is_session_id, CatalogueState};
 use crate::digest::Sha256;
@@ -161,6 +162,121 @@ pub trait AccessRows {
     ) -> Result<(), Self::Error> {
         loads.iter().try_for_each(|l| self.load(*l, s))
     }
+
+    /// The time a read judges expiries at, read first in the read's
+    /// snapshot: the caller's `now_ms` by default; a backend that judges
+    /// by its server's clock answers that clock instead.
+    fn now(&mut self, now_ms: u64) -> Result<u64, Self::Error> {
+        Ok(now_ms)
+    }
+}
+
+/// An access plane kept in a backend's rows. Implement this, and
+/// [`Access`] follows: every read but `authenticate` is the [`reads`]
+/// function of the same name over the rows of one read transaction (a
+/// malformed id answered by [`reads::early`] before a read is opened),
+/// and a write is the backend's own transaction (its head lock,
+/// [`load_footprint`], [`decide`](super::decide), its effects applied in
+/// order).
+pub trait RowsAccess {
+    /// The error of the backend's access rows; the read's end maps it to
+    /// an [`AccessError`].
+    type AccessRowsError: From<AccessError>;
+
+    /// Decides and persists one access request atomically
+    /// ([`Access::apply_access`]).
+    fn write_access(&self, req: &AccessRequest) -> Result<AccessOutcome, AccessError>;
+
+    /// Who a digest authenticates ([`Access::authenticate`]): the one
+    /// probe each backend writes for speed, answered by
+    /// [`AccessState::authenticate`](crate::catalogue::access::AccessState::authenticate).
+    fn authenticate_probe(
+        &self,
+        digest: &Digest,
+        now_ms: u64,
+    ) -> Result<Option<Authority>, AccessError>;
+
+    /// Runs `f` over the access rows of one read transaction. A backend
+    /// that retries a busy read may call `f` again; `f` writes nothing.
+    fn read_access_rows<T>(
+        &self,
+        f: &mut dyn FnMut(
+            &mut dyn AccessRows<Error = Self::AccessRowsError>,
+        ) -> Result<T, Self::AccessRowsError>,
+    ) -> Result<T, AccessError>;
+}
+
+impl<B: RowsAccess> Access for B {
+    fn apply_access(&self, req: &AccessRequest) -> Result<AccessOutcome, AccessError> {
+        self.write_access(req)
+    }
+
+    fn owner(&self) -> Result<Option<(String, Option<String>)>, AccessError> {
+        self.read_access_rows(&mut |r| reads::owner(r))
+    }
+
+    fn authenticate(&self, digest: &Digest, now_ms: u64) -> Result<Option<Authority>, AccessError> {
+        self.authenticate_probe(digest, now_ms)
+    }
+
+    fn authorization(
+        &self,
+        digest: &Digest,
+        session_id: &str,
+        now_ms: u64,
+    ) -> Result<Option<Authorization>, AccessError> {
+        self.read_access_rows(&mut |r| reads::authorization(r, digest, session_id, now_ms))
+    }
+
+    fn claim_known(&self, claim: &ClaimDigest) -> Result<bool, AccessError> {
+        self.read_access_rows(&mut |r| reads::claim_known(r, claim))
+    }
+
+    fn principals_page(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+        now_ms: u64,
+    ) -> Result<ListingPage, AccessError> {
+        self.read_access_rows(&mut |r| reads::principals_page(r, after, limit, now_ms))
+    }
+
+    fn memberships_page(
+        &self,
+        principal: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<MembershipPage, AccessError> {
+        if let Some(answer) = reads::early::memberships_page(principal, after, limit) {
+            return answer;
+        }
+        self.read_access_rows(&mut |r| reads::memberships_page(r, principal, after, limit))
+    }
+
+    fn session_members_page(
+        &self,
+        session_id: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<SessionMemberPage, AccessError> {
+        if let Some(answer) = reads::early::session_members_page(session_id, after, limit) {
+            return answer;
+        }
+        self.read_access_rows(&mut |r| reads::session_members_page(r, session_id, after, limit))
+    }
+
+    fn signins_page(
+        &self,
+        principal: &str,
+        after: Option<&str>,
+        limit: usize,
+        now_ms: u64,
+    ) -> Result<SigninPage, AccessError> {
+        if let Some(answer) = reads::early::signins_page(principal, after, limit, now_ms) {
+            return answer;
+        }
+        self.read_access_rows(&mut |r| reads::signins_page(r, principal, after, limit, now_ms))
+    }
 }
 
 impl AccessFootprint {
@@ -222,7 +338,7 @@ pub fn whole(ids: &BTreeSet<String>) -> Vec<AccessLoad<'_>> {
 /// The partial state a write decides on: the revision, the footprint's
 /// row sets, then every principal they name, whole. Equal to
 /// [`AccessFootprint::partial`] of the whole state.
-pub fn load_footprint<R: AccessRows>(
+pub fn load_footprint<R: AccessRows + ?Sized>(
     rows: &mut R,
     fp: &AccessFootprint,
 ) -> Result<CatalogueState, R::Error> {
@@ -241,14 +357,13 @@ fn window(limit: usize) -> u64 {
 /// The access plane's reads over a backend's rows: each loads the row
 /// sets it needs into an empty state and answers as [`AccessState`](crate::catalogue::access::AccessState)'s or
 /// [`CatalogueState`]'s method of the same name. A malformed id is
-/// answered before anything is read. A read judged by time takes its
-/// `now_ms` from the caller (a backend judging by its server's clock reads
-/// it first, in the same snapshot).
+/// answered before anything is read. A read judged by time judges at
+/// [`AccessRows::now`], read first in the same snapshot.
 pub mod reads {
     use super::*;
 
     /// [`AccessState::owner`](crate::catalogue::access::AccessState::owner).
-    pub fn owner<R: AccessRows>(
+    pub fn owner<R: AccessRows + ?Sized>(
         rows: &mut R,
     ) -> Result<Option<(String, Option<String>)>, R::Error> {
         let mut s = CatalogueState::default();
@@ -259,12 +374,13 @@ pub mod reads {
     /// [`CatalogueState::authorization`]: the credential and its
     /// principal; nothing more when it authenticates no one; else the
     /// session and the principal's membership in it.
-    pub fn authorization<R: AccessRows>(
+    pub fn authorization<R: AccessRows + ?Sized>(
         rows: &mut R,
         digest: &Digest,
         session_id: &str,
         now_ms: u64,
     ) -> Result<Option<Authorization>, R::Error> {
+        let now_ms = rows.now(now_ms)?;
         let mut s = CatalogueState::default();
         rows.load(AccessLoad::Credentials(Credentials::Digest(digest)), &mut s)?;
         let named: Vec<String> = named_principals(&s.access)
@@ -292,7 +408,10 @@ pub mod reads {
     }
 
     /// [`AccessState::claim_known`](crate::catalogue::access::AccessState::claim_known).
-    pub fn claim_known<R: AccessRows>(rows: &mut R, claim: &ClaimDigest) -> Result<bool, R::Error> {
+    pub fn claim_known<R: AccessRows + ?Sized>(
+        rows: &mut R,
+        claim: &ClaimDigest,
+    ) -> Result<bool, R::Error> {
         let mut s = CatalogueState::default();
         rows.load(AccessLoad::Claims(Claims::Claim(claim)), &mut s)?;
         Ok(s.access.claim_known(claim))
@@ -300,12 +419,13 @@ pub mod reads {
 
     /// [`AccessState::principals_page`](crate::catalogue::access::AccessState::principals_page): a window of principals, then the
     /// live credentials and open claims of those.
-    pub fn principals_page<R: AccessRows>(
+    pub fn principals_page<R: AccessRows + ?Sized>(
         rows: &mut R,
         after: Option<&str>,
         limit: usize,
         now_ms: u64,
     ) -> Result<ListingPage, R::Error> {
+        let now_ms = rows.now(now_ms)?;
         let mut s = CatalogueState::default();
         let fetch = window(limit);
         rows.load(
@@ -327,7 +447,7 @@ pub mod reads {
 
     /// [`CatalogueState::memberships_page`]: the principal, a window of its
     /// memberships, then the sessions those name.
-    pub fn memberships_page<R: AccessRows>(
+    pub fn memberships_page<R: AccessRows + ?Sized>(
         rows: &mut R,
         principal: &str,
         after: Option<&str>,
@@ -363,7 +483,7 @@ pub mod reads {
 
     /// [`CatalogueState::session_members_page`]: the session, a window of
     /// its members, then the principals those name.
-    pub fn session_members_page<R: AccessRows>(
+    pub fn session_members_page<R: AccessRows + ?Sized>(
         rows: &mut R,
         session_id: &str,
         after: Option<&str>,
@@ -400,7 +520,7 @@ pub mod reads {
 
     /// [`AccessState::signins_page`](crate::catalogue::access::AccessState::signins_page): the principal and a window of its
     /// live sign-ins.
-    pub fn signins_page<R: AccessRows>(
+    pub fn signins_page<R: AccessRows + ?Sized>(
         rows: &mut R,
         principal: &str,
         after: Option<&str>,
@@ -410,6 +530,7 @@ pub mod reads {
         if let Some(answer) = early::signins_page(principal, after, limit, now_ms) {
             return Ok(answer?);
         }
+        let now_ms = rows.now(now_ms)?;
         let mut s = CatalogueState::default();
         let page = Credentials::Signins {
             principal,
