@@ -89,15 +89,24 @@ pub enum CatalogueError {
         /// What failed.
         reason: String,
     },
-    /// The backend could not be reached (a refused or dropped connection,
-    /// a server shutting down or restarting). A write in flight may or may
-    /// not have applied; the remedy is to reconnect and retry the same
-    /// request, which the port's rules make converge.
+    /// The backend could not be reached
+    /// ([`Class::Unavailable`](crate::Class::Unavailable)): retry the same request.
     #[error("Unavailable: {reason}")]
     Unavailable {
         /// What failed (never a credential).
         reason: String,
     },
+}
+
+/// A stored column that breaks its rule is `Invalid` ("stored row"),
+/// naming the table, the row and the column.
+impl From<crate::columns::ColumnError> for CatalogueError {
+    fn from(e: crate::columns::ColumnError) -> Self {
+        CatalogueError::Invalid {
+            what: "stored row",
+            detail: e.to_string(),
+        }
+    }
 }
 
 impl CatalogueError {

@@ -23,7 +23,10 @@ pub enum Class {
     /// expectation, an expired page continuation): read again, decide again.
     StateConflict,
     /// Not now: locked by another process, a timeout, a server that does
-    /// not answer, a durability not yet certain. Retry later.
+    /// not answer (a refused or dropped connection, a server shutting down
+    /// or restarting), a durability not yet certain. Retry later. A write
+    /// in flight may or may not have applied: reconnect and retry the same
+    /// request, which every port's rules make converge.
     Unavailable,
     /// A rule or the object's state forbids it (revoked, fenced out, not
     /// eligible): an unchanged retry cannot succeed.

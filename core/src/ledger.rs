@@ -913,10 +913,8 @@ pub enum LedgerError {
         /// Why.
         reason: String,
     },
-    /// The backend could not be reached (a refused or dropped connection,
-    /// a server shutting down or restarting). A write in flight may or may
-    /// not have applied; the remedy is to reconnect and retry the same
-    /// request, which the port's rules make converge.
+    /// The backend could not be reached
+    /// ([`Class::Unavailable`](crate::Class::Unavailable)): retry the same request.
     #[error("Unavailable: {reason}")]
     Unavailable {
         /// What failed (never a credential).

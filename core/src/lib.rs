@@ -45,6 +45,7 @@
 
 pub mod catalogue;
 pub mod class;
+pub mod columns;
 pub mod control_memory;
 pub mod deployment;
 pub mod digest;

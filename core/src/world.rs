@@ -577,15 +577,24 @@ pub enum WorldError {
         /// What failed.
         reason: String,
     },
-    /// The backend could not be reached (a refused or dropped connection,
-    /// a server shutting down or restarting). A write in flight may or may
-    /// not have applied; the remedy is to reconnect and retry the same
-    /// request, which the port's rules make converge.
+    /// The backend could not be reached
+    /// ([`Class::Unavailable`](crate::Class::Unavailable)): retry the same request.
     #[error("Unavailable: {reason}")]
     Unavailable {
         /// What failed (never a credential).
         reason: String,
     },
+}
+
+/// A stored column that breaks its rule is `Invalid`, `what` being the
+/// column, the detail naming the table and the row too.
+impl From<crate::columns::ColumnError> for WorldError {
+    fn from(e: crate::columns::ColumnError) -> Self {
+        WorldError::Invalid {
+            what: e.column,
+            detail: e.to_string(),
+        }
+    }
 }
 
 impl WorldError {

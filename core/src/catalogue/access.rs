@@ -591,6 +591,17 @@ pub enum AccessError {
     },
 }
 
+/// A stored column that breaks its rule is `Corrupt` ("stored row"),
+/// naming the table, the row and the column.
+impl From<crate::columns::ColumnError> for AccessError {
+    fn from(e: crate::columns::ColumnError) -> Self {
+        AccessError::Corrupt {
+            what: "stored row",
+            detail: e.to_string(),
+        }
+    }
+}
+
 impl AccessError {
     /// The failure's [`Class`](crate::Class): what the caller does next
     /// (a refused claim is `PermissionDenied`; a name or digest already held is `AlreadyExists`).

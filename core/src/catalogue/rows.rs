@@ -143,6 +143,10 @@ pub fn load_footprint<R: CatalogueRows + ?Sized>(
     Ok(s)
 }
 
+/// A read over the catalogue rows of one transaction
+/// ([`RowsCatalogue::read_rows`]).
+pub type RowsRead<'f, T, E> = dyn FnMut(&mut dyn CatalogueRows<Error = E>) -> Result<T, E> + 'f;
+
 /// A catalogue kept in a backend's rows. Implement this, and
 /// [`Catalogue`] follows: every read is the [`reads`] function of the
 /// same name over the rows of one read transaction, and a write is the
@@ -159,12 +163,7 @@ pub trait RowsCatalogue {
 
     /// Runs `f` over the rows of one read transaction. A backend that
     /// retries a busy read may call `f` again; `f` writes nothing.
-    fn read_rows<T>(
-        &self,
-        f: &mut dyn FnMut(
-            &mut dyn CatalogueRows<Error = Self::RowsError>,
-        ) -> Result<T, Self::RowsError>,
-    ) -> Result<T, CatalogueError>;
+    fn read_rows<T>(&self, f: &mut RowsRead<'_, T, Self::RowsError>) -> Result<T, CatalogueError>;
 }
 
 impl<B: RowsCatalogue> Catalogue for B {

@@ -66,7 +66,8 @@
 //! | `access_memberships` | `(principal_id, session_id)` | `session_id` references `catalogue_sessions` `ON DELETE CASCADE` (a deleted session takes its memberships, as `access::forget_session` does); `role` is `operator` or `observer`; indexed by session |
 
 use custos_core::catalogue::access::rows::{
-    self, AccessLoad, AccessRows, Claims, Credentials, Memberships, Principals, RowsAccess,
+    self, AccessLoad, AccessRead, AccessRows, Claims, Credentials, Memberships, Principals,
+    RowsAccess,
 };
 #[cfg(doc)]
 use custos_core::catalogue::access::AccessFootprint;
@@ -75,8 +76,14 @@ use custos_core::catalogue::access::{
     CredentialRow, Digest, PrincipalRow, Role, Sha256, StoredClaim, StoredCredential,
     StoredMembership, StoredPrincipal,
 };
-use custos_core::catalogue::{CatalogueError, CatalogueState};
+use custos_core::catalogue::access::{FINGERPRINT_LEN, PRINCIPAL_ID_LIMIT};
+use custos_core::catalogue::{
+    CatalogueError, CatalogueState, DISPLAY_NAME_LIMIT, SESSION_ID_LIMIT,
+};
 use postgres::Row;
+
+use crate::catalogue::MAX_WORD_LEN;
+use crate::cols::{cells, cells_from};
 
 use crate::catalogue::{
     decode_locked, load_meta, lock_sql, put_sessions, sessions_sql, PgCatalogue,
@@ -193,7 +200,9 @@ fn cat<T>(r: Result<T, TxError<CatalogueError>>) -> Tx<T> {
     })
 }
 
-/// A `u64` as a stored `bigint`; one above `i64::MAX` refuses the write.
+/// The length of a stored digest: a SHA-256 in hex.
+const DIGEST_HEX_LEN: usize = 64;
+
 /// A read's `now` as a `bigint` bound: a `now` beyond `i64::MAX` is later
 /// than every storable expiry, as `i64::MAX` is.
 fn now_bound(now_ms: u64) -> i64 {
@@ -201,64 +210,6 @@ fn now_bound(now_ms: u64) -> i64 {
 }
 
 // ------------------------------------------------------------------ decode
-
-/// One stored row being decoded: every failure names the table, the row and
-/// the column (a digest row by its fingerprint only).
-struct Cols<'r> {
-    r: &'r Row,
-    table: &'static str,
-    row: String,
-    /// The index of the table's first column in the row (a join's later
-    /// table starts past the earlier's columns).
-    base: usize,
-}
-
-impl<'r> Cols<'r> {
-    fn new(r: &'r Row, table: &'static str) -> Self {
-        Self::at(r, table, 0)
-    }
-
-    fn at(r: &'r Row, table: &'static str, base: usize) -> Self {
-        Cols {
-            r,
-            table,
-            row: "?".to_owned(),
-            base,
-        }
-    }
-
-    fn fail(&self, name: &str, why: impl std::fmt::Display) -> TxError<AccessError> {
-        corrupt(format!(
-            "{} row {}: column {name}: {why}",
-            self.table, self.row
-        ))
-    }
-
-    fn opt_text(&self, col: usize, name: &str) -> Tx<Option<String>> {
-        self.r
-            .try_get(self.base + col)
-            .map_err(|e| self.fail(name, e))
-    }
-
-    fn text(&self, col: usize, name: &str) -> Tx<String> {
-        self.opt_text(col, name)?
-            .ok_or_else(|| self.fail(name, "null"))
-    }
-
-    fn opt_int(&self, col: usize, name: &str) -> Tx<Option<u64>> {
-        let v: Option<i64> = self
-            .r
-            .try_get(self.base + col)
-            .map_err(|e| self.fail(name, e))?;
-        v.map(|v| u64::try_from(v).map_err(|_| self.fail(name, format!("negative value {v}"))))
-            .transpose()
-    }
-
-    fn int(&self, col: usize, name: &str) -> Tx<u64> {
-        self.opt_int(col, name)?
-            .ok_or_else(|| self.fail(name, "null"))
-    }
-}
 
 const PRINCIPAL_SELECT: &str =
     "SELECT principal_id, kind, name, created_at_ms FROM access_principals";
@@ -269,16 +220,18 @@ fn decode_principal(r: &Row) -> Tx<(String, PrincipalRow)> {
 
 /// A principal whose columns start at `base` in the row.
 fn decode_principal_at(r: &Row, base: usize) -> Tx<(String, PrincipalRow)> {
-    let mut c = Cols::at(r, "access_principals", base);
-    let principal_id = c.text(0, "principal_id")?;
+    let mut c = cells_from(r, "access_principals", base);
+    let principal_id = c.text(0, "principal_id", PRINCIPAL_ID_LIMIT)?;
+    // The row is named by its id only once the id is one (core names a
+    // bad id itself).
     if access::is_principal_id(&principal_id) {
-        c.row.clone_from(&principal_id);
+        c.at(principal_id.as_str());
     }
     StoredPrincipal {
         principal_id,
-        kind: c.text(1, "kind")?,
-        name: c.opt_text(2, "name")?,
-        created_at_ms: c.int(3, "created_at_ms")?,
+        kind: c.text(1, "kind", MAX_WORD_LEN)?,
+        name: c.opt_text(2, "name", DISPLAY_NAME_LIMIT)?,
+        created_at_ms: c.unsigned(3, "created_at_ms")?,
     }
     .decode()
     .map_err(TxError::Refused)
@@ -312,19 +265,19 @@ fn clock_at(r: &Row, col: usize) -> Tx<u64> {
 const AUTHENTICATE_CLOCK_COLUMN: usize = CREDENTIAL_COLUMNS + 4;
 
 fn decode_credential(r: &Row) -> Tx<(Sha256, CredentialRow)> {
-    let mut c = Cols::new(r, "access_credentials");
-    let digest = c.text(0, "digest")?;
-    c.row = custos_core::digest::head_of(&digest);
+    let mut c = cells(r, "access_credentials");
+    let digest = c.text(0, "digest", DIGEST_HEX_LEN)?;
+    c.at(custos_core::digest::head_of(&digest));
     StoredCredential {
         digest,
-        kind: c.text(1, "kind")?,
-        principal_id: c.text(2, "principal_id")?,
-        state: c.text(3, "state")?,
-        issued_at_ms: c.int(4, "issued_at_ms")?,
-        claimed_at_ms: c.opt_int(5, "claimed_at_ms")?,
-        last_resumed_ms: c.opt_int(6, "last_resumed_ms")?,
-        expires_at_ms: c.opt_int(7, "expires_at_ms")?,
-        issued_by: c.opt_text(8, "issued_by")?,
+        kind: c.text(1, "kind", MAX_WORD_LEN)?,
+        principal_id: c.text(2, "principal_id", PRINCIPAL_ID_LIMIT)?,
+        state: c.text(3, "state", MAX_WORD_LEN)?,
+        issued_at_ms: c.unsigned(4, "issued_at_ms")?,
+        claimed_at_ms: c.opt_unsigned(5, "claimed_at_ms")?,
+        last_resumed_ms: c.opt_unsigned(6, "last_resumed_ms")?,
+        expires_at_ms: c.opt_unsigned(7, "expires_at_ms")?,
+        issued_by: c.opt_text(8, "issued_by", FINGERPRINT_LEN)?,
     }
     .decode()
     .map_err(TxError::Refused)
@@ -334,17 +287,17 @@ const CLAIM_SELECT: &str = "SELECT claim, principal_id, expires_at_ms, state, bo
     bound_kind, claimed_at_ms FROM access_claims";
 
 fn decode_claim(r: &Row) -> Tx<(ClaimDigest, ClaimRow)> {
-    let mut c = Cols::new(r, "access_claims");
-    let claim = c.text(0, "claim")?;
-    c.row = custos_core::digest::head_of(&claim);
+    let mut c = cells(r, "access_claims");
+    let claim = c.text(0, "claim", DIGEST_HEX_LEN)?;
+    c.at(custos_core::digest::head_of(&claim));
     StoredClaim {
         claim,
-        principal_id: c.text(1, "principal_id")?,
-        expires_at_ms: c.int(2, "expires_at_ms")?,
-        state: c.text(3, "state")?,
-        bound_digest: c.opt_text(4, "bound_digest")?,
-        bound_kind: c.opt_text(5, "bound_kind")?,
-        claimed_at_ms: c.opt_int(6, "claimed_at_ms")?,
+        principal_id: c.text(1, "principal_id", PRINCIPAL_ID_LIMIT)?,
+        expires_at_ms: c.unsigned(2, "expires_at_ms")?,
+        state: c.text(3, "state", MAX_WORD_LEN)?,
+        bound_digest: c.opt_text(4, "bound_digest", DIGEST_HEX_LEN)?,
+        bound_kind: c.opt_text(5, "bound_kind", MAX_WORD_LEN)?,
+        claimed_at_ms: c.opt_unsigned(6, "claimed_at_ms")?,
     }
     .decode()
     .map_err(TxError::Refused)
@@ -353,11 +306,11 @@ fn decode_claim(r: &Row) -> Tx<(ClaimDigest, ClaimRow)> {
 const MEMBERSHIP_SELECT: &str = "SELECT principal_id, session_id, role FROM access_memberships";
 
 fn decode_membership(r: &Row) -> Tx<((String, String), Role)> {
-    let c = Cols::new(r, "access_memberships");
+    let c = cells(r, "access_memberships");
     StoredMembership {
-        principal_id: c.text(0, "principal_id")?,
-        session_id: c.text(1, "session_id")?,
-        role: c.text(2, "role")?,
+        principal_id: c.text(0, "principal_id", PRINCIPAL_ID_LIMIT)?,
+        session_id: c.text(1, "session_id", SESSION_ID_LIMIT)?,
+        role: c.text(2, "role", MAX_WORD_LEN)?,
     }
     .decode()
     .map_err(TxError::Refused)
@@ -716,10 +669,7 @@ impl RowsAccess for PgCatalogue {
         Ok(a.authenticate(digest, now))
     }
 
-    fn read_access_rows<T>(
-        &self,
-        f: &mut dyn FnMut(&mut dyn AccessRows<Error = TxError<AccessError>>) -> Tx<T>,
-    ) -> Res<T> {
+    fn read_access_rows<T>(&self, f: &mut AccessRead<'_, T, TxError<AccessError>>) -> Res<T> {
         let server_clock = self.server_clock();
         finish(self.conn.read(|tx| f(&mut Rows(tx, server_clock))))
     }

@@ -87,9 +87,10 @@
 pub use crate::open::{OpenError, Refusal};
 use std::fmt;
 
+use crate::cols::cells;
 use custos_core::catalogue::custody::{MOVE_OP_LIMIT, ORCHESTRATOR_NAME_LIMIT};
 use custos_core::catalogue::rows::{
-    CatalogueRows, Defaults, Delegates, Load, RowsCatalogue, Sessions,
+    CatalogueRows, Defaults, Delegates, Load, RowsCatalogue, RowsRead, Sessions,
 };
 use custos_core::catalogue::{
     self, footprint, CatalogueError, CatalogueState, Footprint, Outcome, Request, StoredDelegate,
@@ -353,54 +354,6 @@ fn pg(op: &'static str) -> impl Fn(postgres::Error) -> TxError<CatalogueError> {
 
 // ------------------------------------------------------------------ decode
 
-/// One stored row being decoded: every failure names the table, the row
-/// and the column.
-struct Cols<'r> {
-    r: &'r Row,
-    table: &'static str,
-    row: String,
-}
-
-impl Cols<'_> {
-    fn fail(&self, name: &str, why: impl fmt::Display) -> TxError<CatalogueError> {
-        bad(
-            "stored row",
-            format!("{} row {}: column {name}: {why}", self.table, self.row),
-        )
-    }
-
-    /// A nullable text column, at most `max` bytes.
-    fn opt_text(&self, col: usize, name: &str, max: usize) -> Tx<Option<String>> {
-        let v: Option<String> = self.r.try_get(col).map_err(|e| self.fail(name, e))?;
-        match v {
-            Some(s) if s.len() > max => Err(self.fail(
-                name,
-                format!("{} bytes, longer than its bound of {max}", s.len()),
-            )),
-            other => Ok(other),
-        }
-    }
-
-    /// A `NOT NULL` text column, at most `max` bytes.
-    fn text(&self, col: usize, name: &str, max: usize) -> Tx<String> {
-        self.opt_text(col, name, max)?
-            .ok_or_else(|| self.fail(name, "null"))
-    }
-
-    /// A `bigint` column that must be a `u64`.
-    fn int(&self, col: usize, name: &str) -> Tx<u64> {
-        let v: i64 = self.r.try_get(col).map_err(|e| self.fail(name, e))?;
-        u64::try_from(v).map_err(|_| self.fail(name, format!("negative value {v}")))
-    }
-
-    /// A boolean column.
-    fn flag(&self, col: usize, name: &str) -> Tx<bool> {
-        self.r.try_get(col).map_err(|e| self.fail(name, e))
-    }
-}
-
-/// A `u64` as a stored `bigint`; one above `i64::MAX` cannot be stored and
-/// refuses the write.
 const SESSION_SELECT: &str = "
 SELECT s.session_id, s.creation_key, s.name, s.workspace, s.profile, s.model, s.executor, s.pool,
        s.created_at_ms, s.state, n.name, a.session_id IS NOT NULL, t.subtitle,
@@ -414,13 +367,9 @@ LEFT JOIN catalogue_session_deletions d ON d.session_id = s.session_id
 ";
 
 fn raw_session(r: &Row) -> Tx<StoredSession> {
-    let mut c = Cols {
-        r,
-        table: "catalogue_sessions",
-        row: "?".to_owned(),
-    };
+    let mut c = cells(r, "catalogue_sessions");
     let id = c.text(0, "session_id", SESSION_ID_LIMIT)?;
-    c.row.clone_from(&id);
+    c.at(id.as_str());
     let move_row = match c.opt_text(13, "move state", MAX_WORD_LEN)? {
         Some(s) => Some((
             s,
@@ -429,13 +378,6 @@ fn raw_session(r: &Row) -> Tx<StoredSession> {
         )),
         None => None,
     };
-    // A stored subtitle that breaks its rule reads as none, one longer than
-    // any subtitle can be included.
-    let subtitle = r
-        .try_get::<_, Option<String>>(12)
-        .ok()
-        .flatten()
-        .filter(|s| s.len() <= SUBTITLE_BYTES);
     Ok(StoredSession {
         creation_key: c.text(1, "creation_key", CREATION_KEY_LIMIT)?,
         name: c.text(2, "name", DISPLAY_NAME_LIMIT)?,
@@ -444,11 +386,13 @@ fn raw_session(r: &Row) -> Tx<StoredSession> {
         model: c.text(5, "model", MODEL_KEY_LIMIT)?,
         executor: c.text(6, "executor", PROFILE_NAME_LIMIT)?,
         pool: c.text(7, "pool", PROFILE_NAME_LIMIT)?,
-        created_at_ms: c.int(8, "created_at_ms")?,
+        created_at_ms: c.unsigned(8, "created_at_ms")?,
         state: c.text(9, "state", MAX_WORD_LEN)?,
         name_override: c.opt_text(10, "name override", DISPLAY_NAME_LIMIT)?,
         archived: c.flag(11, "archived")?,
-        subtitle,
+        // A stored subtitle that breaks its rule reads as none; one longer
+        // than any subtitle can be is not even copied.
+        subtitle: c.lenient_text(12, SUBTITLE_BYTES),
         move_row,
         deleting: c.flag(16, "deleting")?,
         id,
@@ -472,13 +416,10 @@ pub(crate) fn put_sessions(state: &mut CatalogueState, rows: &[Row]) -> Tx<()> {
 /// missing head row is `Invalid`, never read as revision 0.
 fn head(state: &mut CatalogueState, row: Option<&Row>) -> Tx<()> {
     let r = row.ok_or_else(|| bad("stored row", "catalogue_head: the head row is missing"))?;
-    let c = Cols {
-        r,
-        table: "catalogue_head",
-        row: "1".to_owned(),
-    };
-    state.revision = c.int(0, "revision")?;
-    state.recent_seq = c.int(1, "recent_seq")?;
+    let mut c = cells(r, "catalogue_head");
+    c.at("1");
+    state.revision = c.unsigned(0, "revision")?;
+    state.recent_seq = c.unsigned(1, "recent_seq")?;
     Ok(())
 }
 
@@ -521,18 +462,14 @@ fn delegates_sql(where_: &str) -> String {
 fn put_delegates(state: &mut CatalogueState, rows: &[Row]) -> Tx<()> {
     let mut stored = Vec::with_capacity(rows.len());
     for r in rows {
-        let mut c = Cols {
-            r,
-            table: "catalogue_delegate_sessions",
-            row: "?".to_owned(),
-        };
+        let mut c = cells(r, "catalogue_delegate_sessions");
         let spawner = c.text(0, "spawner", ORCHESTRATOR_NAME_LIMIT)?;
-        c.row.clone_from(&spawner);
+        c.at(spawner.as_str());
         let parent = c.text(1, "parent_session", SESSION_ID_LIMIT)?;
-        c.row = format!("({spawner}, {parent})");
+        c.at(format!("({spawner}, {parent})"));
         stored.push(StoredDelegate {
             session_id: c.text(2, "session_id", SESSION_ID_LIMIT)?,
-            last_contact_ms: c.int(3, "last_contact_ms")?,
+            last_contact_ms: c.unsigned(3, "last_contact_ms")?,
             spawner,
             parent,
         });
@@ -546,13 +483,9 @@ fn defaults_sql(where_: &str) -> String {
 
 fn put_defaults(state: &mut CatalogueState, rows: &[Row]) -> Tx<()> {
     for r in rows {
-        let mut c = Cols {
-            r,
-            table: "catalogue_workspace_defaults",
-            row: "?".to_owned(),
-        };
+        let mut c = cells(r, "catalogue_workspace_defaults");
         let ws = c.text(0, "workspace", LOCAL_WORKSPACE_LIMIT)?;
-        c.row.clone_from(&ws);
+        c.at(ws.as_str());
         let id = c.text(1, "session_id", SESSION_ID_LIMIT)?;
         state.put_stored_default(ws, id).map_err(refuse)?;
     }
@@ -563,13 +496,9 @@ const RECENT_SQL: &str = "SELECT id, path FROM catalogue_recent_folders";
 
 fn put_recent(state: &mut CatalogueState, rows: &[Row]) -> Tx<()> {
     for r in rows {
-        let mut c = Cols {
-            r,
-            table: "catalogue_recent_folders",
-            row: "?".to_owned(),
-        };
-        let id = c.int(0, "id")?;
-        c.row = id.to_string();
+        let mut c = cells(r, "catalogue_recent_folders");
+        let id = c.unsigned(0, "id")?;
+        c.at(id.to_string());
         let path = c.text(1, "path", LOCAL_WORKSPACE_LIMIT)?;
         state.put_stored_recent(id, path).map_err(refuse)?;
     }
@@ -581,14 +510,10 @@ const DELETED_SQL: &str = "SELECT session_id, revision FROM catalogue_deleted";
 
 fn put_deleted(state: &mut CatalogueState, rows: &[Row]) -> Tx<()> {
     for r in rows {
-        let mut c = Cols {
-            r,
-            table: "catalogue_deleted",
-            row: "?".to_owned(),
-        };
+        let mut c = cells(r, "catalogue_deleted");
         let id = c.text(0, "session_id", SESSION_ID_LIMIT)?;
-        c.row.clone_from(&id);
-        let rev = c.int(1, "revision")?;
+        c.at(id.as_str());
+        let rev = c.unsigned(1, "revision")?;
         state.put_stored_deletion(id, rev).map_err(refuse)?;
     }
     Ok(())
@@ -753,10 +678,7 @@ impl RowsCatalogue for PgCatalogue {
         }))
     }
 
-    fn read_rows<T>(
-        &self,
-        f: &mut dyn FnMut(&mut dyn CatalogueRows<Error = TxError<CatalogueError>>) -> Tx<T>,
-    ) -> Res<T> {
+    fn read_rows<T>(&self, f: &mut RowsRead<'_, T, TxError<CatalogueError>>) -> Res<T> {
         finish(self.conn.read(|tx| f(&mut Rows(tx))))
     }
 }

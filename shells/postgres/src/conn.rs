@@ -1467,6 +1467,16 @@ impl<E> From<Failure> for TxError<E> {
     }
 }
 
+/// A stored column that breaks its rule is the machine's own refusal
+/// (its `From<ColumnError>`), never a server failure.
+impl<E: From<custos_core::columns::ColumnError>> From<custos_core::columns::ColumnError>
+    for TxError<E>
+{
+    fn from(e: custos_core::columns::ColumnError) -> Self {
+        TxError::Refused(E::from(e))
+    }
+}
+
 impl Conn {
     /// Connects now (an unreachable server fails the open).
     pub fn open(target: Target) -> Result<Conn, ConnectError> {

@@ -78,6 +78,8 @@ use custos_core::world::{
 };
 use postgres::Row;
 
+use crate::cols::cells;
+
 use crate::conn::Tx;
 
 mod admin;
@@ -334,58 +336,18 @@ fn invalid(what: &'static str, detail: String) -> WorldError {
     WorldError::Invalid { what, detail }
 }
 
-/// A stored text of at most `max` bytes, checked before it is copied.
-/// `row` names the row for the error (the world id once it is known).
-fn bounded(
-    r: &Row,
-    col: usize,
-    name: &'static str,
-    max: usize,
-    table: &str,
-    row: &str,
-) -> Res<Option<String>> {
-    let v: Option<&str> = r
-        .try_get(col)
-        .map_err(|e| invalid(name, format!("{table} row {row}: column {name}: {e}")))?;
-    match v {
-        Some(s) if s.len() > max => Err(invalid(
-            name,
-            format!(
-                "{table} row {row}: column {name}: {} bytes exceeds the bound {max}",
-                s.len()
-            ),
-        )),
-        other => Ok(other.map(str::to_owned)),
-    }
-}
-
-fn required(v: Option<String>, name: &'static str, table: &str, row: &str) -> Res<String> {
-    v.ok_or_else(|| invalid(name, format!("{table} row {row}: column {name} is null")))
-}
-
-/// A stored `bigint`.
-fn bigint(r: &Row, col: usize, name: &'static str, table: &str, row: &str) -> Res<i64> {
-    r.try_get(col)
-        .map_err(|e| invalid(name, format!("{table} row {row}: column {name}: {e}")))
-}
-
 /// One `control_worlds` row, decoded totally.
 fn decode_world(r: &Row) -> Res<WorldRecord> {
-    let t = "control_worlds";
-    let id = required(
-        bounded(r, 0, "world_id", MAX_ID_LEN, t, "?")?,
-        "world_id",
-        t,
-        "?",
-    )?;
-    let text = |col, name, max| bounded(r, col, name, max, t, &id);
+    let mut c = cells(r, "control_worlds");
+    let id = c.text(0, "world_id", MAX_ID_LEN)?;
+    c.at(id.as_str());
     StoredWorld {
-        name: required(text(1, "name", MAX_ID_LEN)?, "name", t, &id)?,
-        run_id: text(2, "run_id", MAX_ID_LEN)?,
-        parent_world_id: text(3, "parent_world_id", MAX_ID_LEN)?,
-        writer_mode: text(4, "writer_mode", MAX_WORD_LEN)?,
-        status: required(text(5, "status", MAX_WORD_LEN)?, "status", t, &id)?,
-        tick_head: bigint(r, 6, "tick_head", t, &id)?,
+        name: c.text(1, "name", MAX_ID_LEN)?,
+        run_id: c.opt_text(2, "run_id", MAX_ID_LEN)?,
+        parent_world_id: c.opt_text(3, "parent_world_id", MAX_ID_LEN)?,
+        writer_mode: c.opt_text(4, "writer_mode", MAX_WORD_LEN)?,
+        status: c.text(5, "status", MAX_WORD_LEN)?,
+        tick_head: c.int(6, "tick_head")?,
         world_id: id,
     }
     .decode()
@@ -394,28 +356,16 @@ fn decode_world(r: &Row) -> Res<WorldRecord> {
 /// One `control_signatures` row, decoded totally and validated (the
 /// fingerprint must be its schema's).
 fn decode_sig(r: &Row) -> Res<SignatureRecord> {
-    let t = "control_signatures";
-    let world_id = required(
-        bounded(r, 0, "world_id", MAX_ID_LEN, t, "?")?,
-        "world_id",
-        t,
-        "?",
-    )?;
-    let table_id = required(
-        bounded(r, 1, "table_id", MAX_ID_LEN, t, &world_id)?,
-        "table_id",
-        t,
-        &world_id,
-    )?;
-    let at = format!("({world_id}, {table_id})");
-    let text = |col, name, max| -> Res<String> {
-        required(bounded(r, col, name, max, t, &at)?, name, t, &at)
-    };
+    let mut c = cells(r, "control_signatures");
+    let world_id = c.text(0, "world_id", MAX_ID_LEN)?;
+    c.at(world_id.as_str());
+    let table_id = c.text(1, "table_id", MAX_ID_LEN)?;
+    c.at(format!("({world_id}, {table_id})"));
     StoredSignature {
-        components: text(2, "components", MAX_SIGNATURE_JSON_LEN)?,
-        schema: text(3, "schema", MAX_SIGNATURE_JSON_LEN)?,
+        components: c.text(2, "components", MAX_SIGNATURE_JSON_LEN)?,
+        schema: c.text(3, "schema", MAX_SIGNATURE_JSON_LEN)?,
         // A fingerprint is a SHA-256 in hex; the id bound is generous.
-        fingerprint: text(4, "fingerprint", MAX_ID_LEN)?,
+        fingerprint: c.text(4, "fingerprint", MAX_ID_LEN)?,
         world_id,
         table_id,
     }
@@ -427,14 +377,15 @@ const FENCE_SQL: &str = "SELECT issued, floor, holder FROM control_fences WHERE 
 
 /// A world's fence row (absent: the default fence).
 fn decode_fence(row: Option<&postgres::Row>, world_id: &str) -> TxRes<WorldFence> {
-    let t = "control_fences";
     let Some(r) = row else {
         return Ok(WorldFence::default());
     };
+    let mut c = cells(r, "control_fences");
+    c.at(world_id);
     Ok(StoredFence {
-        issued: bigint(r, 0, "issued", t, world_id)?,
-        floor: bigint(r, 1, "floor", t, world_id)?,
-        holder: bounded(r, 2, "holder", MAX_HOLDER_LEN, t, world_id)?,
+        issued: c.int(0, "issued")?,
+        floor: c.int(1, "floor")?,
+        holder: c.opt_text(2, "holder", MAX_HOLDER_LEN)?,
     }
     .decode(world_id)?)
 }

@@ -107,6 +107,7 @@
 pub mod access;
 pub mod catalogue;
 pub mod cluster;
+mod cols;
 pub mod conn;
 pub mod control;
 mod effects;

@@ -172,7 +172,7 @@ fn stored_values_that_break_their_grammar_fail_typed() {
     raw.execute("UPDATE control_worlds SET status = repeat('a', 65)", &[])
         .unwrap();
     let e = c.discover_worlds().unwrap_err();
-    assert!(e.to_string().contains("exceeds the bound 64"), "{e}");
+    assert!(e.to_string().contains("exceed the bound 64"), "{e}");
     raw.execute("UPDATE control_worlds SET status = 'active'", &[])
         .unwrap();
     // A stored fingerprint that is not its schema's.

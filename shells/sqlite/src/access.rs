@@ -45,7 +45,8 @@
 //! `PRAGMA ignore_check_constraints`).
 
 use custos_core::catalogue::access::rows::{
-    self, AccessLoad, AccessRows, Claims, Credentials, Memberships, Principals, RowsAccess,
+    self, AccessLoad, AccessRead, AccessRows, Claims, Credentials, Memberships, Principals,
+    RowsAccess,
 };
 use custos_core::catalogue::access::{
     self, is_principal_id, AccessError, AccessFootprint, AccessOutcome, AccessRequest, AccessState,
@@ -60,8 +61,9 @@ use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, Row, ToSql, Transaction, TransactionBehavior};
 
 use crate::catalogue::{load_sessions, SqliteCatalogue, MAX_WORD_LEN};
-use crate::codec::{text_ref, u64_from_sql, u64_to_sql};
+use crate::codec::{cells, cells_from, u64_from_sql, u64_to_sql};
 use crate::fault::Fault;
+use custos_core::columns::{Cells, Columns};
 
 /// The catalogue's migration step from version 4 to 5: the access tables.
 pub(crate) const ACCESS_STEP: &str = "
@@ -163,194 +165,81 @@ fn from_catalogue(e: CatalogueError) -> AccessError {
 
 // ------------------------------------------------------------------ decode
 
-/// A text column of at most `max` bytes (checked before it is copied).
-fn text(r: &Row<'_>, col: usize, max: usize, at: &Cell<'_>) -> Res<Option<String>> {
-    text_ref(r, col, max)
-        .map(|t| t.map(str::to_owned))
-        .map_err(|e| corrupt(at.what, format!("{}: {e}", at.place(col))))
-}
-
-fn text_req(r: &Row<'_>, col: usize, max: usize, at: &Cell<'_>) -> Res<String> {
-    text(r, col, max, at)?.ok_or_else(|| corrupt(at.what, format!("{} is null", at.place(col))))
-}
-
-fn int(r: &Row<'_>, col: usize, at: &Cell<'_>) -> Res<Option<u64>> {
-    match r.get_ref(col).map_err(db("decode"))? {
-        ValueRef::Null => Ok(None),
-        ValueRef::Integer(i) => Ok(Some(u64_from_sql(i))),
-        other => Err(corrupt(
-            at.what,
-            format!(
-                "{}: expected an integer, found {:?}",
-                at.place(col),
-                other.data_type()
-            ),
-        )),
-    }
-}
-
-fn int_req(r: &Row<'_>, col: usize, at: &Cell<'_>) -> Res<u64> {
-    int(r, col, at)?.ok_or_else(|| corrupt(at.what, format!("{} is null", at.place(col))))
-}
-
-/// Where a decoded value sits: the error's `what`, the table, its columns
-/// and the row's key once known.
-struct Cell<'a> {
-    what: &'static str,
-    table: &'static str,
-    cols: &'static [&'static str],
-    row: &'a str,
-}
-
-impl Cell<'_> {
-    fn place(&self, col: usize) -> String {
-        let name = self.cols.get(col).copied().unwrap_or("?");
-        format!("{} row {} column {name}", self.table, self.row)
-    }
-
-    fn at<'b>(&self, row: &'b str) -> Cell<'b> {
-        Cell {
-            what: self.what,
-            table: self.table,
-            cols: self.cols,
-            row,
-        }
-    }
-}
-
-fn decode_principal(r: &Row<'_>) -> Res<(String, PrincipalRow)> {
-    decode_principal_at(r, 0, &["principal_id", "kind", "name", "created_at_ms"])
-}
-
-/// The columns of [`AUTHENTICATE_SQL`]: the credential's, then its
-/// principal's.
-const AUTHENTICATE_COLS: [&str; 13] = [
-    "digest",
-    "kind",
-    "principal_id",
-    "state",
-    "issued_at_ms",
-    "claimed_at_ms",
-    "last_resumed_ms",
-    "expires_at_ms",
-    "issued_by",
-    "principal_id",
-    "kind",
-    "name",
-    "created_at_ms",
-];
-
-/// A principal whose columns start at `base` in a row whose column names
-/// are `cols`.
-fn decode_principal_at(
-    r: &Row<'_>,
-    base: usize,
-    cols: &'static [&'static str],
-) -> Res<(String, PrincipalRow)> {
-    let at = Cell {
-        what: "stored principal",
-        table: "access_principals",
-        cols,
-        row: "?",
-    };
-    let principal_id = text_req(r, base, PRINCIPAL_ID_LIMIT, &at)?;
+/// A principal whose columns start at `base` in the row (a join's later
+/// table).
+fn decode_principal_at(r: &Row<'_>, base: usize) -> Res<(String, PrincipalRow)> {
+    let mut c = cells_from(r, "access_principals", base);
+    let principal_id = c.text(0, "principal_id", PRINCIPAL_ID_LIMIT)?;
     // The row is named by its id only once the id is one (core names a bad
     // id itself).
-    let row = if is_principal_id(&principal_id) {
-        principal_id.clone()
-    } else {
-        "?".to_owned()
-    };
-    let at = at.at(&row);
+    if is_principal_id(&principal_id) {
+        c.at(principal_id.as_str());
+    }
     StoredPrincipal {
-        kind: text_req(r, base + 1, MAX_WORD_LEN, &at)?,
-        name: text(r, base + 2, DISPLAY_NAME_LIMIT, &at)?,
-        created_at_ms: int_req(r, base + 3, &at)?,
+        kind: c.text(1, "kind", MAX_WORD_LEN)?,
+        name: c.opt_text(2, "name", DISPLAY_NAME_LIMIT)?,
+        // A time is stored bit for bit ([`u64_from_sql`]).
+        created_at_ms: u64_from_sql(c.int(3, "created_at_ms")?),
         principal_id,
     }
     .decode()
 }
 
+fn decode_principal(r: &Row<'_>) -> Res<(String, PrincipalRow)> {
+    decode_principal_at(r, 0)
+}
+
+/// A nullable time, stored bit for bit ([`u64_from_sql`]).
+fn opt_time<C: Columns>(c: &Cells<C>, col: usize, name: &'static str) -> Res<Option<u64>> {
+    Ok(c.opt_int(col, name)?.map(u64_from_sql))
+}
+
 fn decode_credential(r: &Row<'_>) -> Res<(Sha256, CredentialRow)> {
-    let at = Cell {
-        what: "stored credential",
-        table: "access_credentials",
-        cols: &[
-            "digest",
-            "kind",
-            "principal_id",
-            "state",
-            "issued_at_ms",
-            "claimed_at_ms",
-            "last_resumed_ms",
-            "expires_at_ms",
-            "issued_by",
-        ],
-        row: "?",
-    };
-    let digest = text_req(r, 0, 64, &at)?;
-    let head = custos_core::digest::head_of(&digest);
-    let at = at.at(&head);
+    let mut c = cells(r, "access_credentials");
+    let digest = c.text(0, "digest", DIGEST_HEX_LEN)?;
+    c.at(custos_core::digest::head_of(&digest));
     StoredCredential {
-        kind: text_req(r, 1, MAX_WORD_LEN, &at)?,
-        principal_id: text_req(r, 2, PRINCIPAL_ID_LIMIT, &at)?,
-        state: text_req(r, 3, MAX_WORD_LEN, &at)?,
-        issued_at_ms: int_req(r, 4, &at)?,
-        claimed_at_ms: int(r, 5, &at)?,
-        last_resumed_ms: int(r, 6, &at)?,
-        expires_at_ms: int(r, 7, &at)?,
-        issued_by: text(r, 8, FINGERPRINT_LEN, &at)?,
+        kind: c.text(1, "kind", MAX_WORD_LEN)?,
+        principal_id: c.text(2, "principal_id", PRINCIPAL_ID_LIMIT)?,
+        state: c.text(3, "state", MAX_WORD_LEN)?,
+        issued_at_ms: u64_from_sql(c.int(4, "issued_at_ms")?),
+        claimed_at_ms: opt_time(&c, 5, "claimed_at_ms")?,
+        last_resumed_ms: opt_time(&c, 6, "last_resumed_ms")?,
+        expires_at_ms: opt_time(&c, 7, "expires_at_ms")?,
+        issued_by: c.opt_text(8, "issued_by", FINGERPRINT_LEN)?,
         digest,
     }
     .decode()
 }
 
 fn decode_claim(r: &Row<'_>) -> Res<(ClaimDigest, ClaimRow)> {
-    let at = Cell {
-        what: "stored claim",
-        table: "access_claims",
-        cols: &[
-            "claim",
-            "principal_id",
-            "expires_at_ms",
-            "state",
-            "bound_digest",
-            "bound_kind",
-            "claimed_at_ms",
-        ],
-        row: "?",
-    };
-    let claim = text_req(r, 0, 64, &at)?;
-    let head = custos_core::digest::head_of(&claim);
-    let at = at.at(&head);
+    let mut c = cells(r, "access_claims");
+    let claim = c.text(0, "claim", DIGEST_HEX_LEN)?;
+    c.at(custos_core::digest::head_of(&claim));
     StoredClaim {
-        principal_id: text_req(r, 1, PRINCIPAL_ID_LIMIT, &at)?,
-        expires_at_ms: int_req(r, 2, &at)?,
-        state: text_req(r, 3, MAX_WORD_LEN, &at)?,
-        bound_digest: text(r, 4, 64, &at)?,
-        bound_kind: text(r, 5, MAX_WORD_LEN, &at)?,
-        claimed_at_ms: int(r, 6, &at)?,
+        principal_id: c.text(1, "principal_id", PRINCIPAL_ID_LIMIT)?,
+        expires_at_ms: u64_from_sql(c.int(2, "expires_at_ms")?),
+        state: c.text(3, "state", MAX_WORD_LEN)?,
+        bound_digest: c.opt_text(4, "bound_digest", DIGEST_HEX_LEN)?,
+        bound_kind: c.opt_text(5, "bound_kind", MAX_WORD_LEN)?,
+        claimed_at_ms: opt_time(&c, 6, "claimed_at_ms")?,
         claim,
     }
     .decode()
 }
 
 fn decode_membership(r: &Row<'_>) -> Res<((String, String), Role)> {
-    let at = Cell {
-        what: "stored membership",
-        table: "access_memberships",
-        cols: &["principal_id", "session_id", "role"],
-        row: "?",
-    };
-    let principal_id = text_req(r, 0, PRINCIPAL_ID_LIMIT, &at)?;
-    let session_id = text_req(r, 1, SESSION_ID_LIMIT, &at)?;
+    let c = cells(r, "access_memberships");
     StoredMembership {
-        role: text_req(r, 2, MAX_WORD_LEN, &at)?,
-        principal_id,
-        session_id,
+        principal_id: c.text(0, "principal_id", PRINCIPAL_ID_LIMIT)?,
+        session_id: c.text(1, "session_id", SESSION_ID_LIMIT)?,
+        role: c.text(2, "role", MAX_WORD_LEN)?,
     }
     .decode()
 }
+
+/// The length of a stored digest: a SHA-256 in hex.
+const DIGEST_HEX_LEN: usize = 64;
 
 // ------------------------------------------------------------------ load
 
@@ -559,7 +448,7 @@ fn probe(conn: &Connection, a: &mut AccessState, digest: &Digest) -> Res<()> {
         let (sha, c) = decode_credential(r)?;
         a.credentials.insert(sha, c);
         if !matches!(r.get_ref(9).map_err(db("decode"))?, ValueRef::Null) {
-            let (id, p) = decode_principal_at(r, 9, &AUTHENTICATE_COLS)?;
+            let (id, p) = decode_principal_at(r, 9)?;
             a.principals.insert(id, p);
         }
     }
@@ -624,10 +513,7 @@ impl RowsAccess for SqliteCatalogue {
         })
     }
 
-    fn read_access_rows<T>(
-        &self,
-        f: &mut dyn FnMut(&mut dyn AccessRows<Error = AccessError>) -> Res<T>,
-    ) -> Res<T> {
+    fn read_access_rows<T>(&self, f: &mut AccessRead<'_, T, AccessError>) -> Res<T> {
         self.access_read(|tx| f(&mut Rows(tx)))
     }
 }

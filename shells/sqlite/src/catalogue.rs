@@ -61,7 +61,7 @@ use std::time::Duration;
 use custos_core::catalogue::access::AccessError;
 use custos_core::catalogue::custody::{MOVE_OP_LIMIT, ORCHESTRATOR_NAME_LIMIT};
 use custos_core::catalogue::rows::{
-    self, CatalogueRows, Defaults, Delegates, Load, RowsCatalogue, Sessions,
+    self, CatalogueRows, Defaults, Delegates, Load, RowsCatalogue, RowsRead, Sessions,
 };
 use custos_core::catalogue::{
     self, footprint, CatalogueError, CatalogueState, Outcome, Request, StoredDelegate,
@@ -73,7 +73,7 @@ use custos_core::catalogue::{
 };
 use rusqlite::{Connection, Row, Transaction, TransactionBehavior};
 
-use crate::codec::text_ref;
+use crate::codec::{cells, u64_from_sql};
 use crate::config::{self, OpenError, DEFAULT_BUSY_TIMEOUT};
 use crate::fault::Fault;
 use crate::readonly::{Conn, Expect, ReadOnly};
@@ -320,84 +320,37 @@ LEFT JOIN catalogue_session_moves m ON m.session_id = s.session_id
 LEFT JOIN catalogue_session_deletions d ON d.session_id = s.session_id
 ";
 
-/// Column `col` of a row of `table`, at most `max` bytes, checked before it
-/// is copied; a longer or non-text value fails with `Invalid` naming the
-/// table, the row (`row`) and the column.
-fn bounded(
-    r: &Row<'_>,
-    col: usize,
-    name: &str,
-    max: usize,
-    table: &str,
-    row: &str,
-) -> Res<Option<String>> {
-    text_ref(r, col, max)
-        .map(|t| t.map(str::to_owned))
-        .map_err(|e| {
-            bad(
-                "stored row",
-                format!("{table} row {row}: column {name}: {e}"),
-            )
-        })
-}
-
-/// [`bounded`] for a `NOT NULL` column.
-fn bounded_req(
-    r: &Row<'_>,
-    col: usize,
-    name: &str,
-    max: usize,
-    table: &str,
-    row: &str,
-) -> Res<String> {
-    bounded(r, col, name, max, table, row)?.ok_or_else(|| {
-        bad(
-            "stored row",
-            format!("{table} row {row}: column {name} is null"),
-        )
-    })
-}
-
 fn raw_session(r: &Row<'_>) -> rusqlite::Result<Res<StoredSession>> {
-    // Integers and booleans are read as before (no allocation).
-    let created_at: i64 = r.get(8)?;
-    let archived: bool = r.get(11)?;
-    let deleting: bool = r.get(16)?;
-    let t = "catalogue_sessions";
+    let mut c = cells(r, "catalogue_sessions");
     Ok((|| {
-        let id = bounded_req(r, 0, "session_id", SESSION_ID_LIMIT, t, "?")?;
-        let req = |col, name, max| bounded_req(r, col, name, max, t, &id);
-        let opt = |col, name, max| bounded(r, col, name, max, t, &id);
-        let move_state = opt(13, "move state", MAX_WORD_LEN)?;
-        let move_row = match move_state {
+        let id = c.text(0, "session_id", SESSION_ID_LIMIT)?;
+        c.at(id.as_str());
+        let move_row = match c.opt_text(13, "move state", MAX_WORD_LEN)? {
             Some(s) => Some((
                 s,
-                req(14, "move op", MOVE_OP_LIMIT)?,
-                req(15, "move peer", ORCHESTRATOR_NAME_LIMIT)?,
+                c.text(14, "move op", MOVE_OP_LIMIT)?,
+                c.text(15, "move peer", ORCHESTRATOR_NAME_LIMIT)?,
             )),
             None => None,
         };
-        // A stored subtitle that breaks its rule reads as none: one longer
-        // than any subtitle can be is not even copied.
-        let subtitle = text_ref(r, 12, SUBTITLE_BYTES)
-            .ok()
-            .flatten()
-            .map(str::to_owned);
         Ok(StoredSession {
-            creation_key: req(1, "creation_key", CREATION_KEY_LIMIT)?,
-            name: req(2, "name", DISPLAY_NAME_LIMIT)?,
-            workspace: req(3, "workspace", LOCAL_WORKSPACE_LIMIT)?,
-            profile: req(4, "profile", PROFILE_NAME_LIMIT)?,
-            model: req(5, "model", MODEL_KEY_LIMIT)?,
-            executor: req(6, "executor", PROFILE_NAME_LIMIT)?,
-            pool: req(7, "pool", PROFILE_NAME_LIMIT)?,
-            created_at_ms: u64::from_ne_bytes(created_at.to_ne_bytes()),
-            state: req(9, "state", MAX_WORD_LEN)?,
-            name_override: opt(10, "name override", DISPLAY_NAME_LIMIT)?,
-            archived,
-            subtitle,
+            creation_key: c.text(1, "creation_key", CREATION_KEY_LIMIT)?,
+            name: c.text(2, "name", DISPLAY_NAME_LIMIT)?,
+            workspace: c.text(3, "workspace", LOCAL_WORKSPACE_LIMIT)?,
+            profile: c.text(4, "profile", PROFILE_NAME_LIMIT)?,
+            model: c.text(5, "model", MODEL_KEY_LIMIT)?,
+            executor: c.text(6, "executor", PROFILE_NAME_LIMIT)?,
+            pool: c.text(7, "pool", PROFILE_NAME_LIMIT)?,
+            // A time is stored bit for bit ([`u64_from_sql`]).
+            created_at_ms: u64_from_sql(c.int(8, "created_at_ms")?),
+            state: c.text(9, "state", MAX_WORD_LEN)?,
+            name_override: c.opt_text(10, "name override", DISPLAY_NAME_LIMIT)?,
+            archived: c.flag(11, "archived")?,
+            // A stored subtitle that breaks its rule reads as none: one
+            // longer than any subtitle can be is not even copied.
+            subtitle: c.lenient_text(12, SUBTITLE_BYTES),
             move_row,
-            deleting,
+            deleting: c.flag(16, "deleting")?,
             id,
         })
     })())
@@ -445,31 +398,27 @@ fn load_delegates(
         "SELECT spawner, parent_session, session_id, last_contact_ms FROM catalogue_delegate_sessions {where_}"
     );
     let mut st = tx.prepare_cached(&sql).map_err(db("load-delegates"))?;
-    let t = "catalogue_delegate_sessions";
     let rows = st
         .query_map(args, |r| {
-            let at = r.get::<_, i64>(3)?;
+            let mut c = cells(r, "catalogue_delegate_sessions");
             Ok((|| {
-                let spawner = bounded_req(r, 0, "spawner", ORCHESTRATOR_NAME_LIMIT, t, "?")?;
-                let parent = bounded_req(r, 1, "parent_session", SESSION_ID_LIMIT, t, &spawner)?;
-                let row = format!("({spawner}, {parent})");
-                let session_id = bounded_req(r, 2, "session_id", SESSION_ID_LIMIT, t, &row)?;
-                Ok((spawner, parent, session_id, at))
+                let spawner = c.text(0, "spawner", ORCHESTRATOR_NAME_LIMIT)?;
+                c.at(spawner.as_str());
+                let parent = c.text(1, "parent_session", SESSION_ID_LIMIT)?;
+                c.at(format!("({spawner}, {parent})"));
+                Ok(StoredDelegate {
+                    session_id: c.text(2, "session_id", SESSION_ID_LIMIT)?,
+                    // A time is stored bit for bit ([`u64_from_sql`]).
+                    last_contact_ms: u64_from_sql(c.int(3, "last_contact_ms")?),
+                    spawner,
+                    parent,
+                })
             })())
         })
         .map_err(db("load-delegates"))?
         .collect::<Result<Vec<Res<_>>, _>>()
-        .map_err(db("load-delegates"))?;
-    let rows = rows
+        .map_err(db("load-delegates"))?
         .into_iter()
-        .map(|row| {
-            row.map(|(spawner, parent, session_id, at)| StoredDelegate {
-                spawner,
-                parent,
-                session_id,
-                last_contact_ms: u64::from_ne_bytes(i64::to_ne_bytes(at)),
-            })
-        })
         .collect::<Res<Vec<_>>>()?;
     state.put_stored_delegates(rows)
 }
@@ -482,13 +431,13 @@ fn load_defaults(
 ) -> Res<()> {
     let sql = format!("SELECT workspace, session_id FROM catalogue_workspace_defaults {where_}");
     let mut st = tx.prepare_cached(&sql).map_err(db("load-defaults"))?;
-    let t = "catalogue_workspace_defaults";
     let rows = st
         .query_map(args, |r| {
+            let mut c = cells(r, "catalogue_workspace_defaults");
             Ok((|| {
-                let ws = bounded_req(r, 0, "workspace", LOCAL_WORKSPACE_LIMIT, t, "?")?;
-                let id = bounded_req(r, 1, "session_id", SESSION_ID_LIMIT, t, &ws)?;
-                Ok((ws, id))
+                let ws = c.text(0, "workspace", LOCAL_WORKSPACE_LIMIT)?;
+                c.at(ws.as_str());
+                Ok((ws, c.text(1, "session_id", SESSION_ID_LIMIT)?))
             })())
         })
         .map_err(db("load-defaults"))?
@@ -505,21 +454,20 @@ fn load_recent(tx: &Transaction<'_>, state: &mut CatalogueState) -> Res<()> {
     let mut st = tx
         .prepare_cached("SELECT id, path FROM catalogue_recent_folders")
         .map_err(db("load-recent"))?;
-    let t = "catalogue_recent_folders";
     let rows = st
         .query_map([], |r| {
-            let id = r.get::<_, i64>(0)?;
-            Ok(
-                bounded_req(r, 1, "path", LOCAL_WORKSPACE_LIMIT, t, &id.to_string())
-                    .map(|p| (id, p)),
-            )
+            let mut c = cells(r, "catalogue_recent_folders");
+            Ok((|| {
+                let id = c.unsigned(0, "id")?;
+                c.at(id.to_string());
+                Ok((id, c.text(1, "path", LOCAL_WORKSPACE_LIMIT)?))
+            })())
         })
         .map_err(db("load-recent"))?
         .collect::<Result<Vec<Res<_>>, _>>()
         .map_err(db("load-recent"))?;
     for row in rows {
         let (id, path) = row?;
-        let id = u64::try_from(id).map_err(|_| bad("stored recent id", id.to_string()))?;
         state.put_stored_recent(id, path)?;
     }
     Ok(())
@@ -529,22 +477,20 @@ fn load_deleted(tx: &Transaction<'_>, state: &mut CatalogueState) -> Res<()> {
     let mut st = tx
         .prepare_cached("SELECT session_id, revision FROM catalogue_deleted")
         .map_err(db("load-deleted"))?;
-    let t = "catalogue_deleted";
     let rows = st
         .query_map([], |r| {
-            let rev = r.get::<_, i64>(1)?;
-            Ok(
-                bounded_req(r, 0, "session_id", SESSION_ID_LIMIT, t, &rev.to_string())
-                    .map(|id| (id, rev)),
-            )
+            let mut c = cells(r, "catalogue_deleted");
+            Ok((|| {
+                let id = c.text(0, "session_id", SESSION_ID_LIMIT)?;
+                c.at(id.as_str());
+                Ok((id, c.unsigned(1, "revision")?))
+            })())
         })
         .map_err(db("load-deleted"))?
         .collect::<Result<Vec<Res<_>>, _>>()
         .map_err(db("load-deleted"))?;
     for row in rows {
         let (id, rev) = row?;
-        let rev =
-            u64::try_from(rev).map_err(|_| bad("stored deletion revision", rev.to_string()))?;
         state.put_stored_deletion(id, rev)?;
     }
     Ok(())
@@ -626,10 +572,7 @@ impl RowsCatalogue for SqliteCatalogue {
         })
     }
 
-    fn read_rows<T>(
-        &self,
-        f: &mut dyn FnMut(&mut dyn CatalogueRows<Error = CatalogueError>) -> Res<T>,
-    ) -> Res<T> {
+    fn read_rows<T>(&self, f: &mut RowsRead<'_, T, CatalogueError>) -> Res<T> {
         self.with(TransactionBehavior::Deferred, |tx| f(&mut Rows(tx)))
     }
 }

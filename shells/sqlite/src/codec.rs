@@ -203,3 +203,53 @@ mod tests {
         }
     }
 }
+
+/// A SQLite row's columns as core's [`Columns`], borrowed: a text is
+/// bounded ([`Cells`](custos_core::columns::Cells)) before it is copied.
+#[derive(Clone, Copy)]
+pub(crate) struct Lite<'a, 'r>(&'a Row<'r>);
+
+impl custos_core::columns::Columns for Lite<'_, '_> {
+    fn text(&self, col: usize) -> Result<Option<&str>, String> {
+        match self.0.get_ref(col).map_err(|e| e.to_string())? {
+            ValueRef::Null => Ok(None),
+            ValueRef::Text(b) => std::str::from_utf8(b)
+                .map(Some)
+                .map_err(|e| format!("text is not UTF-8: {e}")),
+            other => Err(format!("expected text, found {:?}", other.data_type())),
+        }
+    }
+
+    fn int(&self, col: usize) -> Result<Option<i64>, String> {
+        match self.0.get_ref(col).map_err(|e| e.to_string())? {
+            ValueRef::Null => Ok(None),
+            ValueRef::Integer(i) => Ok(Some(i)),
+            other => Err(format!(
+                "expected an integer, found {:?}",
+                other.data_type()
+            )),
+        }
+    }
+
+    fn flag(&self, col: usize) -> Result<Option<bool>, String> {
+        Ok(self.int(col)?.map(|i| i != 0))
+    }
+}
+
+/// The cells of `r`, a row of `table`.
+pub(crate) fn cells<'a, 'r>(
+    r: &'a Row<'r>,
+    table: &'static str,
+) -> custos_core::columns::Cells<Lite<'a, 'r>> {
+    custos_core::columns::Cells::new(Lite(r), table)
+}
+
+/// The cells of `r` from position `base` on, a row of `table` (a later
+/// table of a join).
+pub(crate) fn cells_from<'a, 'r>(
+    r: &'a Row<'r>,
+    table: &'static str,
+    base: usize,
+) -> custos_core::columns::Cells<Lite<'a, 'r>> {
+    custos_core::columns::Cells::joined(Lite(r), table, base)
+}

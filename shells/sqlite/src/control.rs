@@ -88,7 +88,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, Transact
 
 mod admin;
 
-use crate::codec::text_ref;
+use crate::codec::cells;
 use crate::config::{self, OpenError, DEFAULT_BUSY_TIMEOUT};
 use crate::fault::Fault;
 pub use crate::readonly::Recovery;
@@ -381,49 +381,19 @@ const WORLD_SELECT: &str = "SELECT world_id, name, run_id, parent_world_id, writ
 const SIG_SELECT: &str =
     "SELECT world_id, table_id, components, schema, fingerprint FROM control_signatures";
 
-/// A stored text of at most `max` bytes, checked before it is copied.
-/// `row` names the row for the error (the world id once it is known).
-fn bounded(
-    r: &Row<'_>,
-    col: usize,
-    name: &'static str,
-    max: usize,
-    table: &str,
-    row: &str,
-) -> Res<Option<String>> {
-    text_ref(r, col, max)
-        .map(|t| t.map(str::to_owned))
-        .map_err(|e| WorldError::Invalid {
-            what: name,
-            detail: format!("{table} row {row}: column {name}: {e}"),
-        })
-}
-
-fn required(v: Option<String>, name: &'static str, table: &str, row: &str) -> Res<String> {
-    v.ok_or_else(|| WorldError::Invalid {
-        what: name,
-        detail: format!("{table} row {row}: column {name} is null"),
-    })
-}
-
 /// One `control_worlds` row, every text bounded before it is copied.
 fn raw_world(r: &Row<'_>) -> rusqlite::Result<Res<StoredWorld>> {
-    let t = "control_worlds";
+    let mut c = cells(r, "control_worlds");
     Ok((|| {
-        let id = required(
-            bounded(r, 0, "world_id", MAX_ID_LEN, t, "?")?,
-            "world_id",
-            t,
-            "?",
-        )?;
-        let text = |col, name, max| bounded(r, col, name, max, t, &id);
+        let id = c.text(0, "world_id", MAX_ID_LEN)?;
+        c.at(id.as_str());
         Ok(StoredWorld {
-            name: required(text(1, "name", MAX_ID_LEN)?, "name", t, &id)?,
-            run_id: text(2, "run_id", MAX_ID_LEN)?,
-            parent_world_id: text(3, "parent_world_id", MAX_ID_LEN)?,
-            writer_mode: text(4, "writer_mode", MAX_WORD_LEN)?,
-            status: required(text(5, "status", MAX_WORD_LEN)?, "status", t, &id)?,
-            tick_head: int(r, 6, "tick_head", t, &id)?,
+            name: c.text(1, "name", MAX_ID_LEN)?,
+            run_id: c.opt_text(2, "run_id", MAX_ID_LEN)?,
+            parent_world_id: c.opt_text(3, "parent_world_id", MAX_ID_LEN)?,
+            writer_mode: c.opt_text(4, "writer_mode", MAX_WORD_LEN)?,
+            status: c.text(5, "status", MAX_WORD_LEN)?,
+            tick_head: c.int(6, "tick_head")?,
             world_id: id,
         })
     })())
@@ -431,29 +401,17 @@ fn raw_world(r: &Row<'_>) -> rusqlite::Result<Res<StoredWorld>> {
 
 /// One `control_signatures` row, every text bounded before it is copied.
 fn raw_sig(r: &Row<'_>) -> rusqlite::Result<Res<StoredSignature>> {
-    let t = "control_signatures";
+    let mut c = cells(r, "control_signatures");
     Ok((|| {
-        let world = required(
-            bounded(r, 0, "world_id", MAX_ID_LEN, t, "?")?,
-            "world_id",
-            t,
-            "?",
-        )?;
-        let table = required(
-            bounded(r, 1, "table_id", MAX_ID_LEN, t, &world)?,
-            "table_id",
-            t,
-            &world,
-        )?;
-        let at = format!("({world}, {table})");
-        let text = |col, name, max| -> Res<String> {
-            required(bounded(r, col, name, max, t, &at)?, name, t, &at)
-        };
+        let world = c.text(0, "world_id", MAX_ID_LEN)?;
+        c.at(world.as_str());
+        let table = c.text(1, "table_id", MAX_ID_LEN)?;
+        c.at(format!("({world}, {table})"));
         Ok(StoredSignature {
-            components: text(2, "components", MAX_SIGNATURE_JSON_LEN)?,
-            schema: text(3, "schema", MAX_SIGNATURE_JSON_LEN)?,
+            components: c.text(2, "components", MAX_SIGNATURE_JSON_LEN)?,
+            schema: c.text(3, "schema", MAX_SIGNATURE_JSON_LEN)?,
             // A fingerprint is a SHA-256 in hex; the id bound is generous.
-            fingerprint: text(4, "fingerprint", MAX_ID_LEN)?,
+            fingerprint: c.text(4, "fingerprint", MAX_ID_LEN)?,
             world_id: world,
             table_id: table,
         })
@@ -472,28 +430,21 @@ fn has_fences(tx: &Transaction<'_>) -> Res<bool> {
     .map_err(db("load-fence"))
 }
 
-/// One stored integer column.
-fn int(r: &Row<'_>, col: usize, name: &'static str, table: &str, row: &str) -> Res<i64> {
-    r.get(col).map_err(|e| WorldError::Invalid {
-        what: name,
-        detail: format!("{table} row {row}: column {name}: {e}"),
-    })
-}
-
 /// The world's fence row, decoded totally (default when there is none).
 fn load_fence(tx: &Transaction<'_>, world_id: &str) -> Res<WorldFence> {
     if !has_fences(tx)? {
         return Ok(WorldFence::default());
     }
-    let t = "control_fences";
     tx.prepare_cached("SELECT issued, floor, holder FROM control_fences WHERE world_id = ?1")
         .map_err(db("load-fence"))?
         .query_row([world_id], |r| {
+            let mut c = cells(r, "control_fences");
+            c.at(world_id);
             Ok((|| {
                 StoredFence {
-                    issued: int(r, 0, "issued", t, world_id)?,
-                    floor: int(r, 1, "floor", t, world_id)?,
-                    holder: bounded(r, 2, "holder", MAX_HOLDER_LEN, t, world_id)?,
+                    issued: c.int(0, "issued")?,
+                    floor: c.int(1, "floor")?,
+                    holder: c.opt_text(2, "holder", MAX_HOLDER_LEN)?,
                 }
                 .decode(world_id)
             })())

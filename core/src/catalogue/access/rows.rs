@@ -171,6 +171,10 @@ pub trait AccessRows {
     }
 }
 
+/// A read over the access rows of one transaction
+/// ([`RowsAccess::read_access_rows`]).
+pub type AccessRead<'f, T, E> = dyn FnMut(&mut dyn AccessRows<Error = E>) -> Result<T, E> + 'f;
+
 /// An access plane kept in a backend's rows. Implement this, and
 /// [`Access`] follows: every read but `authenticate` is the [`reads`]
 /// function of the same name over the rows of one read transaction (a
@@ -200,9 +204,7 @@ pub trait RowsAccess {
     /// that retries a busy read may call `f` again; `f` writes nothing.
     fn read_access_rows<T>(
         &self,
-        f: &mut dyn FnMut(
-            &mut dyn AccessRows<Error = Self::AccessRowsError>,
-        ) -> Result<T, Self::AccessRowsError>,
+        f: &mut AccessRead<'_, T, Self::AccessRowsError>,
     ) -> Result<T, AccessError>;
 }
 
