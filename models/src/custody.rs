@@ -586,9 +586,8 @@ impl crate::family::MutantModel for CustodyModel {
         })
     }
 
-    fn with_mutant(mut self, mutant: Mutant) -> Self {
-        self.mutant = Some(mutant);
-        self
+    fn mutant_slot(&mut self) -> &mut Option<Mutant> {
+        &mut self.mutant
     }
 
     fn describe_bound(&self) -> String {

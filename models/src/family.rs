@@ -32,8 +32,10 @@
 //!
 //! 3. An `impl MutantModel for ThatModel` with `type Mutant`, `NAME`,
 //!    `SUMMARY`, [`at`](MutantModel::at) (the real model at a bound; `Err`
-//!    when its fixture cannot be built), [`with_mutant`](MutantModel::with_mutant)
-//!    and [`describe_bound`](MutantModel::describe_bound):
+//!    when its fixture cannot be built), [`mutant_slot`](MutantModel::mutant_slot)
+//!    (the model's `mutant` field, which the provided
+//!    [`with_mutant`](MutantModel::with_mutant) sets) and
+//!    [`describe_bound`](MutantModel::describe_bound):
 //!
 //!    ```ignore
 //!    impl MutantModel for FooModel {
@@ -45,9 +47,8 @@
 //!            Ok(FooModel { max_time: match bound { Bound::Ci => 4, Bound::Deep => 6 }, mutant: None })
 //!        }
 //!
-//!        fn with_mutant(mut self, mutant: Mutant) -> Self {
-//!            self.mutant = Some(mutant);
-//!            self
+//!        fn mutant_slot(&mut self) -> &mut Option<Mutant> {
+//!            &mut self.mutant
 //!        }
 //!
 //!        fn describe_bound(&self) -> String {
@@ -132,9 +133,16 @@ where
     /// fixture): `custos check` then reports the model as not exhaustive,
     /// with the reason as its bound detail.
     fn at(bound: Bound) -> Result<Self, String>;
-    /// This model exhibiting `mutant` (usually: set the model's
-    /// `mutant: Option<Self::Mutant>` field).
-    fn with_mutant(self, mutant: Self::Mutant) -> Self;
+    /// The model's `mutant: Option<Self::Mutant>` field: `None` for the
+    /// real model.
+    fn mutant_slot(&mut self) -> &mut Option<Self::Mutant>;
+    /// This model exhibiting `mutant`. The default sets
+    /// [`mutant_slot`](Self::mutant_slot); a model whose mutant also changes
+    /// its fixture overrides it.
+    fn with_mutant(mut self, mutant: Self::Mutant) -> Self {
+        *self.mutant_slot() = Some(mutant);
+        self
+    }
     /// A one-line description of this model's bound.
     fn describe_bound(&self) -> String;
 }

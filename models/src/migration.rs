@@ -438,9 +438,8 @@ impl MutantModel for MigrationModel {
         })
     }
 
-    fn with_mutant(mut self, mutant: Mutant) -> Self {
-        self.mutant = Some(mutant);
-        self
+    fn mutant_slot(&mut self) -> &mut Option<Mutant> {
+        &mut self.mutant
     }
 
     fn describe_bound(&self) -> String {

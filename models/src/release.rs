@@ -1191,8 +1191,14 @@ impl crate::family::MutantModel for ReleaseModel {
         })
     }
 
+    fn mutant_slot(&mut self) -> &mut Option<Mutant> {
+        &mut self.mutant
+    }
+
+    /// Sets the slot and, for the mutants that reorder or drop a step of
+    /// the protocol, rewrites the step lists the model runs.
     fn with_mutant(mut self, mutant: Mutant) -> Self {
-        self.mutant = Some(mutant);
+        *self.mutant_slot() = Some(mutant);
         match mutant {
             Mutant::RenameBeforeComplete => {
                 self.new_steps.retain(|s| *s != Step::WriteComplete);

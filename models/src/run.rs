@@ -912,9 +912,8 @@ impl MutantModel for RunModel {
         })
     }
 
-    fn with_mutant(mut self, mutant: Mutant) -> Self {
-        self.mutant = Some(mutant);
-        self
+    fn mutant_slot(&mut self) -> &mut Option<Mutant> {
+        &mut self.mutant
     }
 
     fn describe_bound(&self) -> String {
