@@ -15,60 +15,35 @@
 #![cfg(feature = "sqlite")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "support/binary.rs"]
+mod binary;
 #[path = "support/hot_journal.rs"]
 #[allow(dead_code)]
 mod hot_journal;
+#[path = "support/worlds.rs"]
+mod worlds;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 use custos_core::identity::StorageIdentity;
 use custos_core::ledger::sha256;
-use custos_core::schema::{Field, LogicalType, Schema};
+use custos_core::schema::{Field, Schema};
 use custos_core::world::{
     ControlCatalog, Request, Signature, WorldIdentity, WorldRecord, WriterMode,
 };
 use custos_sqlite::control::{catalog_path, SqliteControlCatalog};
 
-fn custos(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_custos"))
-        .args(args)
-        .output()
-        .expect("custos runs")
-}
+use binary::{closed_pipe, custos, custos_into, full_device, stderr};
+use worlds::{entity, int64, live_world, show_args};
 
 fn seed(uri: &Path) -> Signature {
     let id = StorageIdentity::new(uri.to_str().unwrap(), "ns", "iceberg").unwrap();
     let c = SqliteControlCatalog::open_for(&id).unwrap();
-    let live = WorldRecord::active(
-        WorldIdentity {
-            world_id: "w-live".into(),
-            name: "the live one".into(),
-            run_id: Some("run-7".into()),
-            parent_world_id: None,
-        },
-        WriterMode::Resumable,
-    );
+    let live = live_world();
     c.register(&live).unwrap();
-    let schema = Schema::new(vec![
-        Field::new(
-            "entity",
-            LogicalType::Int {
-                bits: 64,
-                signed: true,
-            },
-            false,
-        ),
-        Field::new(
-            "Score",
-            LogicalType::Int {
-                bits: 64,
-                signed: true,
-            },
-            true,
-        ),
-    ]);
+    let schema = Schema::new(vec![entity(), Field::new("Score", int64(), true)]);
     let sig = Signature::new(vec!["Score".into()], schema, "t_score");
     c.apply(&Request::RegisterSignature {
         world_id: "w-live".into(),
@@ -150,15 +125,7 @@ fn show_prints_the_descriptor_and_signatures() {
     let dir = tempfile::tempdir().unwrap();
     let sig = seed(dir.path());
     let uri = dir.path().to_str().unwrap();
-    let out = custos(&[
-        "catalog",
-        "show",
-        uri,
-        "w-live",
-        "--namespace",
-        "ns",
-        "--json",
-    ]);
+    let out = custos(&show_args(uri, "w-live", &["--json"]));
     assert!(
         out.status.success(),
         "{}",
@@ -181,15 +148,7 @@ fn show_prints_the_descriptor_and_signatures() {
     assert!(text.contains("column      entity"), "{text}");
 
     // A destroyed world is still described.
-    let out = custos(&[
-        "catalog",
-        "show",
-        uri,
-        "w-gone",
-        "--namespace",
-        "ns",
-        "--json",
-    ]);
+    let out = custos(&show_args(uri, "w-gone", &["--json"]));
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["world"]["record"]["status"], "destroyed");
@@ -281,15 +240,7 @@ fn read_commands(uri: &str) -> Vec<Vec<String>> {
         vec!["catalog", "discover", uri, "--namespace", "ns"],
         vec!["catalog", "discover", uri, "--namespace", "ns", "--json"],
         vec!["catalog", "show", uri, "w-live", "--namespace", "ns"],
-        vec![
-            "catalog",
-            "show",
-            uri,
-            "w-live",
-            "--namespace",
-            "ns",
-            "--json",
-        ],
+        show_args(uri, "w-live", &["--json"]),
     ]
     .into_iter()
     .map(|v| v.into_iter().map(String::from).collect())
@@ -470,30 +421,9 @@ fn reads_leave_a_catalog_untouched_and_never_wait_for_a_writer() {
 /// the child writes (closed before it is spawned), then with stdout
 /// `/dev/full`; answers both exit codes and stderrs.
 fn output_failures(args: &[&str]) -> [(Option<i32>, String); 2] {
-    let (reader, writer) = std::io::pipe().unwrap();
-    drop(reader);
-    let closed = Command::new(env!("CARGO_BIN_EXE_custos"))
-        .args(args)
-        .stdout(writer)
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
-    let full = std::fs::OpenOptions::new()
-        .write(true)
-        .open("/dev/full")
-        .unwrap();
-    let full = Command::new(env!("CARGO_BIN_EXE_custos"))
-        .args(args)
-        .stdout(Stdio::from(full))
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
-    [closed, full].map(|o| {
-        (
-            o.status.code(),
-            String::from_utf8_lossy(&o.stderr).into_owned(),
-        )
-    })
+    let closed = custos_into(args, closed_pipe());
+    let full = custos_into(args, full_device());
+    [closed, full].map(|o| (o.status.code(), stderr(&o)))
 }
 
 #[test]

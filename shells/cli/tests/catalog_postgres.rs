@@ -9,6 +9,9 @@
 #![cfg(feature = "postgres")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "support/worlds.rs"]
+mod worlds;
+
 use std::process::{Command, Output};
 
 use custos_core::identity::StorageIdentity;
@@ -20,6 +23,8 @@ use custos_postgres::cluster::shared;
 use custos_postgres::control::PgControlCatalog;
 use custos_postgres::{control_schema, Target};
 use custos_sqlite::control::SqliteControlCatalog;
+
+use worlds::{discover_args, entity, live_world, show_args};
 
 fn custos(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_custos"));
@@ -35,15 +40,7 @@ fn text(b: &[u8]) -> String {
 }
 
 fn seed(c: &dyn ControlCatalog) {
-    let live = WorldRecord::active(
-        WorldIdentity {
-            world_id: "w-live".into(),
-            name: "the live one".into(),
-            run_id: Some("run-7".into()),
-            parent_world_id: None,
-        },
-        WriterMode::Resumable,
-    );
+    let live = live_world();
     c.register(&live).unwrap();
     let gone = WorldRecord::active(
         WorldIdentity {
@@ -57,14 +54,7 @@ fn seed(c: &dyn ControlCatalog) {
     c.register(&gone).unwrap();
     c.retire(&gone).unwrap();
     let schema = Schema::new(vec![
-        Field::new(
-            "entity",
-            LogicalType::Int {
-                bits: 64,
-                signed: true,
-            },
-            false,
-        ),
+        entity(),
         Field::new("score", LogicalType::Float { bits: 64 }, true),
     ]);
     c.apply(&Request::RegisterSignature {
@@ -113,19 +103,7 @@ fn a_postgres_control_catalog_is_discovered_as_the_sqlite_one() {
         &["catalog", "discover", uri, "--namespace", "ns", "--json"],
         &[],
     ));
-    let remote_run = custos(
-        &[
-            "catalog",
-            "discover",
-            uri,
-            "--namespace",
-            "ns",
-            "--json",
-            "--catalog-url",
-            &url,
-        ],
-        &[],
-    );
+    let remote_run = custos(&discover_args(uri, &["--json", "--catalog-url", &url]), &[]);
     no_password(&remote_run);
     let remote = json(&remote_run);
     assert_eq!(local["worlds"], remote["worlds"]);
@@ -160,53 +138,19 @@ fn a_postgres_control_catalog_shows_worlds_as_the_sqlite_one() {
             &[],
         ));
         let b = json(&custos(
-            &[
-                "catalog",
-                "show",
-                uri,
-                world,
-                "--namespace",
-                "ns",
-                "--json",
-                "--catalog-url",
-                &url,
-            ],
+            &show_args(uri, world, &["--json", "--catalog-url", &url]),
             &[],
         ));
         assert_eq!(a["world"], b["world"], "{world}");
     }
-    let shown = custos(
-        &[
-            "catalog",
-            "show",
-            uri,
-            "w-live",
-            "--namespace",
-            "ns",
-            "--catalog-url",
-            &url,
-        ],
-        &[],
-    );
+    let shown = custos(&show_args(uri, "w-live", &["--catalog-url", &url]), &[]);
     no_password(&shown);
     let shown_text = text(&shown.stdout);
     assert!(shown_text.contains("tick_head       9"), "{shown_text}");
     assert!(shown_text.contains("table t-score"), "{shown_text}");
     println!("{shown_text}");
     // An unknown world: 3.
-    let o = custos(
-        &[
-            "catalog",
-            "show",
-            uri,
-            "w-none",
-            "--namespace",
-            "ns",
-            "--catalog-url",
-            &url,
-        ],
-        &[],
-    );
+    let o = custos(&show_args(uri, "w-none", &["--catalog-url", &url]), &[]);
     assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
     no_password(&o);
 }
@@ -266,25 +210,17 @@ fn an_unreachable_server_or_a_refused_login_exits_5_without_the_password() {
     }
     // A schema without a url is a usage error; with the url from the
     // environment it is honoured (here: a schema that holds no catalog).
-    let o = custos(
-        &[
-            "catalog",
-            "discover",
-            "/srv/x",
-            "--catalog-schema",
-            "custos_none",
-        ],
-        &[],
-    );
+    let no_catalog_schema = [
+        "catalog",
+        "discover",
+        "/srv/x",
+        "--catalog-schema",
+        "custos_none",
+    ];
+    let o = custos(&no_catalog_schema, &[]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
     let o = custos(
-        &[
-            "catalog",
-            "discover",
-            "/srv/x",
-            "--catalog-schema",
-            "custos_none",
-        ],
+        &no_catalog_schema,
         &[("CUSTOS_CONTROL_CATALOG_URL", &cluster.url())],
     );
     assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));

@@ -9,12 +9,10 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn custos(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_custos"))
-        .args(args)
-        .output()
-        .expect("custos runs")
-}
+#[path = "support/binary.rs"]
+mod binary;
+
+use binary::{closed_pipe, custos, custos_into, full_device};
 
 #[test]
 fn check_json_reports_every_property_and_mutant() {
@@ -65,15 +63,23 @@ fn check_table_names_columns_and_mutants() {
     assert!(text.contains("all models passed"), "{text}");
 }
 
-#[test]
-fn a_failing_property_prints_its_shortest_trace_step_by_step() {
-    let out = custos(&[
+/// `custos check` of model `fence` with mutant `acquire-ignores-floor`
+/// (a broken property), with `extra` arguments.
+fn check_broken_fence(extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
         "check",
         "--model",
         "fence",
         "--mutant",
         "acquire-ignores-floor",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    custos(&args)
+}
+
+#[test]
+fn a_failing_property_prints_its_shortest_trace_step_by_step() {
+    let out = check_broken_fence(&[]);
     assert_eq!(
         out.status.code(),
         Some(1),
@@ -98,14 +104,7 @@ fn a_failing_property_prints_its_shortest_trace_step_by_step() {
     }
     assert!(text.contains("model check FAILED"), "{text}");
 
-    let out = custos(&[
-        "check",
-        "--model",
-        "fence",
-        "--mutant",
-        "acquire-ignores-floor",
-        "--json",
-    ]);
+    let out = check_broken_fence(&["--json"]);
     assert_eq!(out.status.code(), Some(1));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let props = doc["models"][0]["properties"].as_array().unwrap();
@@ -186,15 +185,7 @@ fn check_speaks_junit_one_case_per_property_and_mutant() {
 
     // A failing check: the broken property is a failure whose text is the
     // counterexample, and the exit code says so.
-    let out = custos(&[
-        "check",
-        "--model",
-        "fence",
-        "--mutant",
-        "acquire-ignores-floor",
-        "--format",
-        "junit",
-    ]);
+    let out = check_broken_fence(&["--format", "junit"]);
     assert_eq!(out.status.code(), Some(1));
     let xml = String::from_utf8(out.stdout).unwrap();
     assert!(
@@ -287,35 +278,18 @@ struct Ended {
 /// scheduling lets a short output slip into the pipe's buffer first (the
 /// `Stdio::piped()`-then-drop form raced on a loaded machine).
 fn with_closed_stdout(args: &[&str]) -> Ended {
-    let (reader, writer) = std::io::pipe().expect("a pipe");
-    drop(reader);
-    let out = Command::new(env!("CARGO_BIN_EXE_custos"))
-        .args(args)
-        .stdout(writer)
-        .stderr(Stdio::piped())
-        .output()
-        .expect("custos runs");
-    Ended {
-        code: out.status.code(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    ended(custos_into(args, closed_pipe()))
 }
 
 /// Runs `custos args` with stdout `/dev/full` (every write fails ENOSPC).
 fn with_full_stdout(args: &[&str]) -> Ended {
-    let full = std::fs::OpenOptions::new()
-        .write(true)
-        .open("/dev/full")
-        .expect("/dev/full opens");
-    let out = Command::new(env!("CARGO_BIN_EXE_custos"))
-        .args(args)
-        .stdout(Stdio::from(full))
-        .stderr(Stdio::piped())
-        .output()
-        .expect("custos runs");
+    ended(custos_into(args, full_device()))
+}
+
+fn ended(out: std::process::Output) -> Ended {
     Ended {
         code: out.status.code(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        stderr: binary::stderr(&out),
     }
 }
 

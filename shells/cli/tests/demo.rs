@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 use custos_core::identity::StorageIdentity;
 use custos_core::world::ControlCatalog;
@@ -15,11 +15,23 @@ use custos_iceberg::arrow::array::{Array, Int64Array, StructArray};
 use custos_iceberg::IcebergStore;
 use custos_sqlite::control::SqliteControlCatalog;
 
-fn custos(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_custos"))
-        .args(args)
-        .output()
-        .expect("custos runs")
+#[path = "support/binary.rs"]
+mod binary;
+
+use binary::custos;
+
+/// Asserts `custos releases list` shows tenant `acme` the sample's two
+/// releases in `dir/releases`.
+#[track_caller]
+fn assert_two_releases(dir: &Path) {
+    let list = custos(&[
+        "releases",
+        "list",
+        dir.join("releases").to_str().unwrap(),
+        "--tenant",
+        "acme",
+    ]);
+    assert!(String::from_utf8_lossy(&list.stdout).contains("2 release(s)"));
 }
 
 fn listing(dir: &Path) -> BTreeSet<String> {
@@ -148,14 +160,7 @@ fn the_demo_makes_a_complete_sample_through_custos_writers() {
     ] {
         assert!(dir.join("inputs").join(f).is_file(), "{f}");
     }
-    let list = custos(&[
-        "releases",
-        "list",
-        dir.join("releases").to_str().unwrap(),
-        "--tenant",
-        "acme",
-    ]);
-    assert!(String::from_utf8_lossy(&list.stdout).contains("2 release(s)"));
+    assert_two_releases(&dir);
     // A second demo into the same directory is refused and changes nothing.
     let before = listing(&dir);
     assert_eq!(
@@ -192,13 +197,6 @@ fn two_demos_at_once_make_one_sample() {
             String::from_utf8_lossy(&b.stderr)
         );
         assert!(!dir.join(".custos-demo-incomplete").exists());
-        let list = custos(&[
-            "releases",
-            "list",
-            dir.join("releases").to_str().unwrap(),
-            "--tenant",
-            "acme",
-        ]);
-        assert!(String::from_utf8_lossy(&list.stdout).contains("2 release(s)"));
+        assert_two_releases(&dir);
     }
 }

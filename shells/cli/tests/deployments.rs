@@ -6,54 +6,23 @@
 #![cfg(feature = "fs")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "support/binary.rs"]
+mod binary;
+#[path = "support/release_inputs.rs"]
+mod release_inputs;
+
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use custos_core::release::Sha256;
 use custos_fs::crash::image_of;
 
-fn custos(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_custos"))
-        .args(args)
-        .output()
-        .expect("custos runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-const CONTRACT: &str = r#"{"interfaces":[{"name":"add","functions":[{"name":"add","params":[{"name":"a","ty":"u32"},{"name":"b","ty":"u32"}],"results":["u32"]}]}]}"#;
-
-fn component() -> Vec<u8> {
-    #[cfg(feature = "wasm")]
-    let bytes = wat::parse_str(
-        r#"(component
-  (core module $m
-    (func (export "add") (param i32 i32) (result i32)
-      local.get 0 local.get 1 i32.add))
-  (core instance $i (instantiate $m))
-  (func $add (param "a" u32) (param "b" u32) (result u32)
-    (canon lift (core func $i "add")))
-  (export "add" (func $add)))"#,
-    )
-    .unwrap();
-    #[cfg(not(feature = "wasm"))]
-    let bytes = {
-        let mut c = b"\0asm\x0d\0\x01\0".to_vec();
-        c.extend(std::iter::repeat_n(7u8, 100));
-        c
-    };
-    bytes
-}
+use binary::{closed_pipe, custos, custos_into, full_device, stderr, stdout};
+use release_inputs::{component, CONTRACT};
 
 /// Publishes one release into `dir/releases`; returns its digest.
 fn release(dir: &Path) -> Sha256 {
-    let comp = component();
+    let comp = component(7);
     let digest = Sha256::of(&comp);
     let manifest = format!(
         r#"{{"name":"adder","version":"1.0.0","tenant":"acme","service":"calc","component_digest":"{digest}","exports":["add"]}}"#
@@ -88,6 +57,16 @@ fn deployment(dir: &Path, name: &str, id: &str, release: &str, weight: u32) -> S
     path.to_str().unwrap().to_owned()
 }
 
+/// The catalog arguments of tenant `acme`'s deployment catalog in `dir`
+/// (`dir/deployments`, its releases at `dir/releases`).
+fn at(dir: &Path) -> String {
+    format!(
+        "{} --releases {} --tenant acme",
+        dir.join("deployments").display(),
+        dir.join("releases").display()
+    )
+}
+
 /// Runs `custos deployments <line>`, the line split at whitespace (the
 /// temporary paths hold none).
 fn dep(line: &str) -> Output {
@@ -105,11 +84,7 @@ fn json_of(o: &Output) -> serde_json::Value {
 fn apply_resolve_get_list_delete_and_revision() {
     let tmp = tempfile::tempdir().unwrap();
     let digest = release(tmp.path());
-    let at = format!(
-        "{} --releases {} --tenant acme",
-        tmp.path().join("deployments").display(),
-        tmp.path().join("releases").display()
-    );
+    let at = at(tmp.path());
     assert!(!at.contains("  "));
     let blue = deployment(tmp.path(), "blue.json", "blue", &digest.to_string(), 3);
     let out = dep(&format!(
@@ -248,11 +223,7 @@ fn every_bad_input_is_refused_with_the_catalog_byte_untouched() {
     let tmp = tempfile::tempdir().unwrap();
     let digest = release(tmp.path());
     let root = tmp.path().join("deployments");
-    let at = format!(
-        "{} --releases {} --tenant acme",
-        root.display(),
-        tmp.path().join("releases").display()
-    );
+    let at = at(tmp.path());
     let blue = deployment(tmp.path(), "blue.json", "blue", &digest.to_string(), 3);
     assert!(dep(&format!("apply {at} --manifest {blue}"))
         .status
@@ -330,12 +301,7 @@ fn every_bad_input_is_refused_with_the_catalog_byte_untouched() {
 fn dep_into(line: &str, stdout: impl Into<std::process::Stdio>) -> Output {
     let mut args = vec!["deployments"];
     args.extend(line.split_whitespace());
-    Command::new(env!("CARGO_BIN_EXE_custos"))
-        .args(&args)
-        .stdout(stdout)
-        .stderr(std::process::Stdio::piped())
-        .output()
-        .unwrap()
+    custos_into(&args, stdout)
 }
 
 /// Every command, writing ones included (an unconditional apply reports
@@ -345,11 +311,7 @@ fn dep_into(line: &str, stdout: impl Into<std::process::Stdio>) -> Output {
 fn every_deployments_command_survives_a_closed_pipe_and_a_full_disk() {
     let tmp = tempfile::tempdir().unwrap();
     let digest = release(tmp.path());
-    let at = format!(
-        "{} --releases {} --tenant acme",
-        tmp.path().join("deployments").display(),
-        tmp.path().join("releases").display()
-    );
+    let at = at(tmp.path());
     let blue = deployment(tmp.path(), "blue.json", "blue", &digest.to_string(), 3);
     assert!(dep(&format!("apply {at} --manifest {blue}"))
         .status
@@ -366,9 +328,7 @@ fn every_deployments_command_survives_a_closed_pipe_and_a_full_disk() {
         // A committed apply whose report is lost says so: 8, never the
         // status of a command that changed nothing.
         let committed = line.starts_with("apply");
-        let (reader, writer) = std::io::pipe().unwrap();
-        drop(reader);
-        let out = dep_into(line, writer);
+        let out = dep_into(line, closed_pipe());
         let want = if committed { 8 } else { 141 };
         assert_eq!(out.status.code(), Some(want), "{line}: {}", stderr(&out));
         assert!(
@@ -376,11 +336,7 @@ fn every_deployments_command_survives_a_closed_pipe_and_a_full_disk() {
             "{line}: {}",
             stderr(&out)
         );
-        let full = std::fs::OpenOptions::new()
-            .write(true)
-            .open("/dev/full")
-            .unwrap();
-        let out = dep_into(line, full);
+        let out = dep_into(line, full_device());
         let want = if committed { 8 } else { 1 };
         assert_eq!(out.status.code(), Some(want), "{line}: {}", stderr(&out));
         assert!(
@@ -506,11 +462,7 @@ fn a_batch_applies_atomically_with_bounded_progress_on_stderr() {
     let tmp = tempfile::tempdir().unwrap();
     let digest = release(tmp.path()).to_string();
     let root = tmp.path().join("deployments");
-    let at = format!(
-        "{} --releases {} --tenant acme",
-        root.display(),
-        tmp.path().join("releases").display()
-    );
+    let at = at(tmp.path());
     // 150 manifests in one call: one catalog generation, all applied.
     let manifests: Vec<String> = (0..150)
         .map(|i| {

@@ -20,6 +20,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "support/worlds.rs"]
+mod worlds;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -40,6 +43,8 @@ use custos_iceberg::iceberg::{Catalog, NamespaceIdent, TableIdent};
 use custos_iceberg::{query_components, IcebergStore, Source};
 use custos_sqlite::control::{catalog_path, SqliteControlCatalog};
 
+use worlds::{entity, int64};
+
 const ROLE: &str = "CUSTOS_E2E_ROLE";
 const URI: &str = "CUSTOS_E2E_URI";
 const NAMESPACE: &str = "CUSTOS_E2E_NAMESPACE";
@@ -57,14 +62,7 @@ fn identity() -> StorageIdentity {
 
 fn schema() -> Schema {
     Schema::new(vec![
-        Field::new(
-            "entity",
-            LogicalType::Int {
-                bits: 64,
-                signed: true,
-            },
-            false,
-        ),
+        entity(),
         Field::new(
             "Position",
             LogicalType::Struct(vec![
@@ -73,14 +71,7 @@ fn schema() -> Schema {
             ]),
             true,
         ),
-        Field::new(
-            "Score",
-            LogicalType::Int {
-                bits: 64,
-                signed: true,
-            },
-            true,
-        ),
+        Field::new("Score", int64(), true),
     ])
 }
 

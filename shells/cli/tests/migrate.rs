@@ -46,14 +46,7 @@ fn a_whole_identity_migrates_and_the_destination_stands_alone() {
     let f = fixture::build(&src, Size::SMALL);
     let before = migration::source_state(&f);
     let receipt_file = dir.path().join("receipt.json");
-    let out = run(
-        &src,
-        &dst,
-        "m1",
-        &["--receipt", receipt_file.to_str().unwrap(), "--json"],
-    );
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    let stored: StoredReceipt = serde_json::from_str(&out.stdout).unwrap();
+    let (out, stored) = run_with_receipt(&src, &dst, &receipt_file);
     let on_file = StoredReceipt::decode(&std::fs::read(&receipt_file).unwrap()).unwrap();
     assert_eq!(on_file, stored);
     let r = &stored.receipt;
@@ -116,17 +109,43 @@ fn a_whole_identity_migrates_and_the_destination_stands_alone() {
     assert_eq!(again.code, 0, "{}", again.stderr);
     assert_eq!(again.stdout, out.stdout);
     // Re-verification later, from the destination alone.
-    let v = custos(&[
-        "migrate",
-        "verify",
-        "--dest",
-        dst.to_str().unwrap(),
-        "--receipt",
-        receipt_file.to_str().unwrap(),
-    ]);
+    let v = migration::verify(&dst, &receipt_file, &[]);
     assert_eq!(v.code, 0, "{}", v.stderr);
     assert!(v.stdout.contains("verified"), "{}", v.stdout);
     println!("receipt of the fixture:\n{}", out.stdout);
+}
+
+/// `custos migrate run` (id `m1`) from `src` to `dst`, its receipt written
+/// to `receipt_file` and printed as JSON: the run, which succeeded, and
+/// the receipt it printed.
+#[track_caller]
+fn run_with_receipt(src: &Path, dst: &Path, receipt_file: &Path) -> (Run, StoredReceipt) {
+    let out = run(
+        src,
+        dst,
+        "m1",
+        &["--receipt", receipt_file.to_str().unwrap(), "--json"],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let stored: StoredReceipt = serde_json::from_str(&out.stdout).unwrap();
+    (out, stored)
+}
+
+/// `custos migrate run` (id `m1`) from `src` to the uri `dest` (not a
+/// path: one outside local v1, say), with `extra` arguments.
+fn run_to(src: &Path, dest: &str, extra: &[&str]) -> Run {
+    let mut args = vec![
+        "migrate",
+        "run",
+        "--source",
+        src.to_str().unwrap(),
+        "--dest",
+        dest,
+        "--migration-id",
+        "m1",
+    ];
+    args.extend_from_slice(extra);
+    custos(&args)
 }
 
 /// Asserts `out` refused with exit code 6 and `reason`, and that the
@@ -374,44 +393,20 @@ fn an_endpoint_outside_local_v1_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("src");
     fixture::build(&src, Size::SMALL);
-    let out = custos(&[
-        "migrate",
-        "run",
-        "--source",
-        src.to_str().unwrap(),
-        "--dest",
+    let artifacts = dir.path().join("a");
+    let out = run_to(
+        &src,
         "s3://bucket/warehouse",
-        "--dest-artifacts",
-        dir.path().join("a").to_str().unwrap(),
-        "--migration-id",
-        "m1",
-    ]);
-    refused(&out, "outside-local-v1", &dir.path().join("a"));
+        &["--dest-artifacts", artifacts.to_str().unwrap()],
+    );
+    refused(&out, "outside-local-v1", &artifacts);
     // Without --dest-artifacts too: the same refusal, not a message about
     // the artifact root's path segments.
-    let out = custos(&[
-        "migrate",
-        "run",
-        "--source",
-        src.to_str().unwrap(),
-        "--dest",
-        "s3://bucket/warehouse",
-        "--migration-id",
-        "m1",
-    ]);
-    refused(&out, "outside-local-v1", &dir.path().join("a"));
+    let out = run_to(&src, "s3://bucket/warehouse", &[]);
+    refused(&out, "outside-local-v1", &artifacts);
     assert!(!out.stderr.contains("path segment"), "{}", out.stderr);
     // A credential-bearing uri is refused as an argument (exit 2).
-    let out = custos(&[
-        "migrate",
-        "run",
-        "--source",
-        src.to_str().unwrap(),
-        "--dest",
-        "s3://user:secret@bucket/warehouse",
-        "--migration-id",
-        "m1",
-    ]);
+    let out = run_to(&src, "s3://user:secret@bucket/warehouse", &[]);
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(!out.stderr.contains("secret"), "{}", out.stderr);
 }
@@ -800,14 +795,7 @@ fn table_metadata_survives_the_move_and_verification_checks_it() {
     fixture::build(&src, Size::SMALL);
     fixture::add_partitioned_table(&src, 90);
     let receipt_file = dir.path().join("receipt.json");
-    let out = run(
-        &src,
-        &dst,
-        "m1",
-        &["--receipt", receipt_file.to_str().unwrap(), "--json"],
-    );
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    let stored: StoredReceipt = serde_json::from_str(&out.stdout).unwrap();
+    let (_, stored) = run_with_receipt(&src, &dst, &receipt_file);
     let (s, d) = (store_at(&src, false), store_at(&dst, false));
     let (sf, df) = (
         facts_of_table(&s, PARTITIONED),
@@ -856,14 +844,7 @@ fn table_metadata_survives_the_move_and_verification_checks_it() {
     // The destination loses the partitioning, sort order and properties
     // (rows and schema kept): re-verification fails and names the table.
     strip_metadata(&dst, PARTITIONED, 90);
-    let v = custos(&[
-        "migrate",
-        "verify",
-        "--dest",
-        dst.to_str().unwrap(),
-        "--receipt",
-        receipt_file.to_str().unwrap(),
-    ]);
+    let v = migration::verify(&dst, &receipt_file, &[]);
     assert_ne!(v.code, 0, "{}", v.stdout);
     assert!(
         v.stderr

@@ -318,6 +318,23 @@ fn killed_copying(src: &Path, dst: &Path, plan: &str) -> String {
     seen
 }
 
+/// The arguments of `custos migrate plan` from `src` to `dst` under
+/// migration id `id`, writing the plan to `out`.
+fn plan_args<'a>(src: &'a str, dst: &'a str, id: &'a str, out: &'a str) -> [&'a str; 10] {
+    [
+        "migrate",
+        "plan",
+        "--source",
+        src,
+        "--dest",
+        dst,
+        "--migration-id",
+        id,
+        "--out",
+        out,
+    ]
+}
+
 /// The operator's flow, as a transcript (`--nocapture` prints it, with the
 /// temporary paths shown as `S`, `D` and `W`): plan, a run killed while it
 /// copies, abandon, plan again under a new id, run, verify read-only.
@@ -339,23 +356,16 @@ fn operator_flow_plan_kill_abandon_plan_again_run_verify() {
         }
         t.push_str(&format!("# exit {}\n", out.code));
     };
+    // Runs `custos args`, writes it into the transcript and asserts its
+    // exit code.
+    let step = |args: &[&str], code: i32| {
+        let out = custos(args);
+        say(args, &out);
+        assert_eq!(out.code, code, "{args:?}: {}", out.stderr);
+    };
     let plan1 = dir.path().join("move-1.plan");
     let p1 = plan1.to_str().unwrap();
-    let args = [
-        "migrate",
-        "plan",
-        "--source",
-        s,
-        "--dest",
-        d,
-        "--migration-id",
-        "move-1",
-        "--out",
-        p1,
-    ];
-    let out = custos(&args);
-    say(&args, &out);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    step(&plan_args(s, d, "move-1", p1), 0);
     let seen = killed_copying(&src, &dst, p1);
     transcript.borrow_mut().push_str(&format!(
         "$ custos migrate run --source S --dest D --migration-id move-1 --plan W/move-1.plan\n{}# SIGKILL\n",
@@ -365,59 +375,41 @@ fn operator_flow_plan_kill_abandon_plan_again_run_verify() {
     // Another id is refused while move-1 holds the destination.
     let plan2 = dir.path().join("move-2.plan");
     let p2 = plan2.to_str().unwrap();
-    let args2 = [
-        "migrate",
-        "plan",
-        "--source",
-        s,
-        "--dest",
-        d,
-        "--migration-id",
-        "move-2",
-        "--out",
-        p2,
-    ];
-    let out = custos(&args2);
-    say(&args2, &out);
-    assert_eq!(out.code, 6, "{}", out.stderr);
-    let args = [
-        "migrate",
-        "abandon",
-        "--dest",
-        d,
-        "--migration-id",
-        "move-1",
-    ];
-    let out = custos(&args);
-    say(&args, &out);
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    let out = custos(&args2);
-    say(&args2, &out);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    let args2 = plan_args(s, d, "move-2", p2);
+    step(&args2, 6);
+    step(
+        &[
+            "migrate",
+            "abandon",
+            "--dest",
+            d,
+            "--migration-id",
+            "move-1",
+        ],
+        0,
+    );
+    step(&args2, 0);
     let receipt = dir.path().join("move-2.receipt");
     let r = receipt.to_str().unwrap();
-    let args = [
-        "migrate",
-        "run",
-        "--source",
-        s,
-        "--dest",
-        d,
-        "--migration-id",
-        "move-2",
-        "--plan",
-        p2,
-        "--receipt",
-        r,
-    ];
-    let out = custos(&args);
-    say(&args, &out);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    step(
+        &[
+            "migrate",
+            "run",
+            "--source",
+            s,
+            "--dest",
+            d,
+            "--migration-id",
+            "move-2",
+            "--plan",
+            p2,
+            "--receipt",
+            r,
+        ],
+        0,
+    );
     let before = migration::tree(&dst);
-    let args = ["migrate", "verify", "--dest", d, "--receipt", r];
-    let out = custos(&args);
-    say(&args, &out);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    step(&["migrate", "verify", "--dest", d, "--receipt", r], 0);
     assert_eq!(migration::tree(&dst), before, "verify wrote");
     println!("{}", transcript.borrow());
 }

@@ -28,7 +28,7 @@ use custos_sqlite::control::{catalog_path, SqliteControlCatalog};
 use serde_json::Value;
 
 use fixture::{Size, LIVE, TICK};
-use migration::{custos, Run};
+use migration::Run;
 
 /// A completed migration of the small fixture.
 struct Migrated {
@@ -56,26 +56,12 @@ fn migrated() -> Migrated {
 
 impl Migrated {
     fn verify_args(&self, extra: &[&str]) -> Vec<String> {
-        let mut args: Vec<String> = [
-            "migrate",
-            "verify",
-            "--dest",
-            self.dst.to_str().unwrap(),
-            "--receipt",
-            self.receipt.to_str().unwrap(),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        args.extend(extra.iter().map(|s| s.to_string()));
-        args
+        migration::verify_args(&self.dst, &self.receipt, extra)
     }
 
     /// `custos migrate verify` of this destination, with `extra`.
     fn verify(&self, extra: &[&str]) -> Run {
-        let args = self.verify_args(extra);
-        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        custos(&refs)
+        migration::verify(&self.dst, &self.receipt, extra)
     }
 
     /// The live World at the destination, read without a write.
@@ -394,16 +380,7 @@ fn a_receipt_the_destination_does_not_hold_is_named() {
     let other = StoredReceipt::seal(other);
     let file = m.dir.path().join("other-receipt.json");
     std::fs::write(&file, other.encode()).unwrap();
-    let args = [
-        "migrate",
-        "verify",
-        "--dest",
-        m.dst.to_str().unwrap(),
-        "--receipt",
-        file.to_str().unwrap(),
-        "--json",
-    ];
-    let v = custos(&args);
+    let v = migration::verify(&m.dst, &file, &["--json"]);
     assert_eq!(v.code, 7, "{}", v.stderr);
     let needle = format!(
         "receipt-mismatch: the destination stores receipt {}, not {}",

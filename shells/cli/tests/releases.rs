@@ -7,59 +7,24 @@
 #![cfg(feature = "fs")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "support/binary.rs"]
+mod binary;
+#[path = "support/release_inputs.rs"]
+mod release_inputs;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use custos_core::release::Sha256;
 
-fn custos(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_custos"))
-        .args(args)
-        .output()
-        .expect("custos runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use binary::{closed_pipe, custos, custos_into, full_device, stderr, stdout};
+use release_inputs::{component, CONTRACT};
 
 struct Files {
     manifest: PathBuf,
     component: PathBuf,
     contract: PathBuf,
     digest: Sha256,
-}
-
-/// The contract of [`component`]: one exported function `add`.
-const CONTRACT: &str = r#"{"interfaces":[{"name":"add","functions":[{"name":"add","params":[{"name":"a","ty":"u32"},{"name":"b","ty":"u32"}],"results":["u32"]}]}]}"#;
-
-/// Component `n`: with the `wasm` feature a real component (the Wasm
-/// inspector validates it and extracts [`CONTRACT`]); without it, bytes
-/// with the Wasm magic (all the trusted-local inspector checks).
-fn component(n: u8) -> Vec<u8> {
-    #[cfg(feature = "wasm")]
-    let bytes = wat::parse_str(format!(
-        r#"(component
-  (core module $m
-    (func (export "add") (param i32 i32) (result i32)
-      local.get 0 local.get 1 i32.add i32.const {n} i32.add))
-  (core instance $i (instantiate $m))
-  (func $add (param "a" u32) (param "b" u32) (result u32)
-    (canon lift (core func $i "add")))
-  (export "add" (func $add)))"#
-    ))
-    .unwrap();
-    #[cfg(not(feature = "wasm"))]
-    let bytes = {
-        let mut c = b"\0asm\x0d\0\x01\0".to_vec();
-        c.extend(std::iter::repeat_n(n, 100));
-        c
-    };
-    bytes
 }
 
 fn files(dir: &Path, name: &str, n: u8) -> Files {
@@ -129,16 +94,7 @@ fn publish_then_list_show_and_verify() {
     assert!(text.contains(&a.digest.to_string()) && text.contains("greeter@1.2.1"));
     assert!(text.contains(&b.digest.to_string()) && text.contains("welcome@1.2.2"));
     assert!(text.contains("2 release(s)"), "{text}");
-    let out = custos(&[
-        "releases",
-        "list",
-        r,
-        "--tenant",
-        "acme",
-        "--service",
-        "greeter",
-        "--json",
-    ]);
+    let out = list(r, "acme", &["--service", "greeter", "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let rows = v["releases"].as_array().unwrap();
@@ -697,14 +653,7 @@ fn every_releases_command_survives_a_closed_pipe_and_a_full_disk() {
         vec!["releases", "upgrade", r],
     ];
     for args in &cases {
-        let (reader, writer) = std::io::pipe().unwrap();
-        drop(reader);
-        let out = Command::new(env!("CARGO_BIN_EXE_custos"))
-            .args(args)
-            .stdout(writer)
-            .stderr(std::process::Stdio::piped())
-            .output()
-            .unwrap();
+        let out = custos_into(args, closed_pipe());
         // The first revoke commits a change, and a lost report of a
         // committed change is 8; every other case changes nothing (an
         // identical publication, an unchanged retire, reads).
@@ -715,15 +664,7 @@ fn every_releases_command_survives_a_closed_pipe_and_a_full_disk() {
             "{args:?}: {}",
             stderr(&out)
         );
-        let full = std::fs::OpenOptions::new()
-            .write(true)
-            .open("/dev/full")
-            .unwrap();
-        let out = Command::new(env!("CARGO_BIN_EXE_custos"))
-            .args(args)
-            .stdout(full)
-            .output()
-            .unwrap();
+        let out = custos_into(args, full_device());
         assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
         assert!(
             !stderr(&out).contains("panicked"),
@@ -739,6 +680,22 @@ fn every_releases_command_survives_a_closed_pipe_and_a_full_disk() {
     }
 }
 
+/// `custos releases list <root> --tenant <tenant>` with `extra` arguments.
+fn list(root: &str, tenant: &str, extra: &[&str]) -> Output {
+    let mut args = vec!["releases", "list", root, "--tenant", tenant];
+    args.extend_from_slice(extra);
+    custos(&args)
+}
+
+/// The continuation a text listing printed (`next page: --page-token …`).
+fn next_page_token(out: &Output) -> String {
+    stdout(out)
+        .lines()
+        .find_map(|l| l.strip_prefix("next page: --page-token "))
+        .expect("a next page")
+        .to_owned()
+}
+
 /// Every page of `releases list` with `size` rows per page, each a new
 /// invocation continued by the previous page's cursor: the digests in
 /// order and the number of pages.
@@ -747,20 +704,11 @@ fn list_pages(root: &str, size: &str) -> (Vec<String>, usize) {
     let mut token: Option<String> = None;
     let mut pages = 0;
     loop {
-        let mut args = vec![
-            "releases",
-            "list",
-            root,
-            "--tenant",
-            "acme",
-            "--page-size",
-            size,
-            "--json",
-        ];
+        let mut extra = vec!["--page-size", size, "--json"];
         if let Some(t) = &token {
-            args.extend(["--page-token", t.as_str()]);
+            extra.extend(["--page-token", t.as_str()]);
         }
-        let out = custos(&args);
+        let out = list(root, "acme", &extra);
         assert!(out.status.success(), "{}", stderr(&out));
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         pages += 1;
@@ -821,46 +769,13 @@ fn a_release_listing_continues_across_invocations_and_expires_on_any_change() {
     assert_eq!(listed, published);
     verify_shows_bounded_progress(r, 200);
     // The text form prints the same continuation.
-    let out = custos(&[
-        "releases",
-        "list",
-        r,
-        "--tenant",
-        "acme",
-        "--page-size",
-        "17",
-    ]);
-    let text = stdout(&out);
-    let cursor = text
-        .lines()
-        .find_map(|l| l.strip_prefix("next page: --page-token "))
-        .expect("a next page")
-        .to_owned();
+    let out = list(r, "acme", &["--page-size", "17"]);
+    let cursor = next_page_token(&out);
     assert!(cursor.starts_with("c1-"), "{cursor}");
-    let next = |c: &str| {
-        custos(&[
-            "releases",
-            "list",
-            r,
-            "--tenant",
-            "acme",
-            "--page-size",
-            "17",
-            "--page-token",
-            c,
-        ])
-    };
+    let next = |c: &str| list(r, "acme", &["--page-size", "17", "--page-token", c]);
     assert!(next(&cursor).status.success());
     // Another scope's cursor is invalid (2), never another tenant's page.
-    let other = custos(&[
-        "releases",
-        "list",
-        r,
-        "--tenant",
-        "other",
-        "--page-token",
-        &cursor,
-    ]);
+    let other = list(r, "other", &["--page-token", &cursor]);
     assert_eq!(other.status.code(), Some(2), "{}", stderr(&other));
     // A revocation between pages expires it: 4, re-list from the start.
     let out = custos(&["releases", "revoke", r, &published[0], "--tenant", "acme"]);
@@ -869,43 +784,13 @@ fn a_release_listing_continues_across_invocations_and_expires_on_any_change() {
     assert_eq!(expired.status.code(), Some(4), "{}", stderr(&expired));
     assert!(stderr(&expired).contains("expired"), "{}", stderr(&expired));
     // So does a publication.
-    let out = custos(&[
-        "releases",
-        "list",
-        r,
-        "--tenant",
-        "acme",
-        "--page-size",
-        "50",
-    ]);
-    let cursor = stdout(&out)
-        .lines()
-        .find_map(|l| l.strip_prefix("next page: --page-token "))
-        .expect("a next page")
-        .to_owned();
+    let out = list(r, "acme", &["--page-size", "50"]);
+    let cursor = next_page_token(&out);
     let f = files(dir.path(), "late", 250);
     assert!(publish(&root, &f, &[]).status.success());
-    let expired = custos(&[
-        "releases",
-        "list",
-        r,
-        "--tenant",
-        "acme",
-        "--page-size",
-        "50",
-        "--page-token",
-        &cursor,
-    ]);
+    let expired = list(r, "acme", &["--page-size", "50", "--page-token", &cursor]);
     assert_eq!(expired.status.code(), Some(4), "{}", stderr(&expired));
     // A damaged cursor is a usage error.
-    let damaged = custos(&[
-        "releases",
-        "list",
-        r,
-        "--tenant",
-        "acme",
-        "--page-token",
-        "c1-00",
-    ]);
+    let damaged = list(r, "acme", &["--page-token", "c1-00"]);
     assert_eq!(damaged.status.code(), Some(2), "{}", stderr(&damaged));
 }

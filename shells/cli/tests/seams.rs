@@ -49,6 +49,56 @@ fn leaks(text: &str, secret: &str) -> Vec<String> {
     found
 }
 
+/// Writes the inputs of release `name@1.0.0` of tenant `acme` (exporting
+/// nothing) into `dir`: the component `component` (from `wat_text`), the
+/// manifest `manifest` naming it, and the empty contract `k.json`. Answers
+/// the component's digest.
+#[cfg(feature = "fs")]
+fn write_release(
+    dir: &std::path::Path,
+    component: &str,
+    manifest: &str,
+    name: &str,
+    wat_text: &str,
+) -> custos_core::release::Sha256 {
+    let comp = wat::parse_str(wat_text).unwrap();
+    let d = custos_core::release::Sha256::of(&comp);
+    std::fs::write(dir.join(component), &comp).unwrap();
+    std::fs::write(
+        dir.join(manifest),
+        format!(r#"{{"name":"{name}","version":"1.0.0","tenant":"acme","component_digest":"{d}","exports":[]}}"#),
+    )
+    .unwrap();
+    std::fs::write(dir.join("k.json"), r#"{"interfaces":[]}"#).unwrap();
+    d
+}
+
+/// The arguments of `custos releases publish` into the catalog `root` of
+/// the manifest `manifest` and the component `component` in `dir`, with
+/// its contract `k.json` ([`write_release`]'s files).
+#[cfg(feature = "fs")]
+fn publish_args(root: &str, dir: &std::path::Path, manifest: &str, component: &str) -> Vec<String> {
+    let p = |n: &str| dir.join(n).display().to_string();
+    vec![
+        "releases".into(),
+        "publish".into(),
+        root.into(),
+        "--manifest".into(),
+        p(manifest),
+        "--component".into(),
+        p(component),
+        "--contract".into(),
+        p("k.json"),
+    ]
+}
+
+/// Runs custos with `args`.
+#[cfg(feature = "fs")]
+fn custos_owned(args: &[String]) -> Output {
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    custos(&a)
+}
+
 #[cfg(feature = "postgres")]
 #[test]
 fn no_part_of_a_password_reaches_the_output_of_catalog_commands() {
@@ -126,31 +176,9 @@ fn a_locked_catalog_fails_at_once_or_waits_as_told() {
     use fs2::FileExt;
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("releases");
-    let manifest = dir.path().join("m.json");
-    let component = dir.path().join("c.wasm");
-    let comp = wat::parse_str("(component)").unwrap();
-    let digest = custos_core::release::Sha256::of(&comp);
-    std::fs::write(&component, &comp).unwrap();
-    std::fs::write(
-        &manifest,
-        format!(r#"{{"name":"a","version":"1.0.0","tenant":"acme","component_digest":"{digest}","exports":[]}}"#),
-    )
-    .unwrap();
-    std::fs::write(dir.path().join("contract.json"), r#"{"interfaces":[]}"#).unwrap();
+    write_release(dir.path(), "c.wasm", "m.json", "a", "(component)");
     let r = root.to_str().unwrap().to_owned();
-    let publish = |extra: &[&str]| {
-        let mut args: Vec<String> = ["releases", "publish", &r, "--manifest"]
-            .map(str::to_owned)
-            .to_vec();
-        args.push(manifest.display().to_string());
-        args.push("--component".into());
-        args.push(component.display().to_string());
-        args.push("--contract".into());
-        args.push(dir.path().join("contract.json").display().to_string());
-        args.extend(extra.iter().map(|s| (*s).to_owned()));
-        custos_bounded(args)
-    };
-    let o = publish(&[]);
+    let o = custos_bounded(publish_args(&r, dir.path(), "m.json", "c.wasm"));
     assert!(o.status.success(), "{}", text(&o.stderr));
     let lock = std::fs::File::open(root.join(".catalog.lock")).unwrap();
     lock.lock_exclusive().unwrap();
@@ -202,30 +230,10 @@ fn commands_that_change_nothing_create_nothing() {
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
     // A real release catalog for the deployment command to open.
-    let comp = wat::parse_str("(component)").unwrap();
-    let d = custos_core::release::Sha256::of(&comp);
-    std::fs::write(dir.path().join("c.wasm"), &comp).unwrap();
-    std::fs::write(
-        dir.path().join("m.json"),
-        format!(r#"{{"name":"a","version":"1.0.0","tenant":"acme","component_digest":"{d}","exports":[]}}"#),
-    )
-    .unwrap();
-    std::fs::write(dir.path().join("k.json"), r#"{"interfaces":[]}"#).unwrap();
+    let d = write_release(dir.path(), "c.wasm", "m.json", "a", "(component)");
     let releases = dir.path().join("releases");
     let rel = releases.to_str().unwrap();
-    let p = |n: &str| dir.path().join(n).display().to_string();
-    let (m, c, k) = (p("m.json"), p("c.wasm"), p("k.json"));
-    let o = custos(&[
-        "releases",
-        "publish",
-        rel,
-        "--manifest",
-        &m,
-        "--component",
-        &c,
-        "--contract",
-        &k,
-    ]);
+    let o = custos_owned(&publish_args(rel, dir.path(), "m.json", "c.wasm"));
     assert!(o.status.success(), "{}", text(&o.stderr));
     let digest = d.to_string();
     for root in [&missing, &empty] {
@@ -296,28 +304,10 @@ fn the_exit_status_table_is_printed_and_documented() {
 /// `bad`. Answers the first component's digest.
 #[cfg(all(feature = "fs", feature = "sqlite"))]
 fn exit_fixture(dir: &std::path::Path) -> custos_core::release::Sha256 {
-    let comp = wat::parse_str("(component)").unwrap();
-    let d = custos_core::release::Sha256::of(&comp);
-    let p = |n: &str| dir.join(n).display().to_string();
-    std::fs::write(p("c.wasm"), &comp).unwrap();
-    std::fs::write(
-        p("m.json"),
-        format!(r#"{{"name":"a","version":"1.0.0","tenant":"acme","component_digest":"{d}","exports":[]}}"#),
-    )
-    .unwrap();
+    let d = write_release(dir, "c.wasm", "m.json", "a", "(component)");
     // Another component under the same reference: a conflict.
-    let comp2 = wat::parse_str("(component (core module))").unwrap();
-    std::fs::write(p("c2.wasm"), &comp2).unwrap();
-    std::fs::write(
-        p("m2.json"),
-        format!(
-            r#"{{"name":"a","version":"1.0.0","tenant":"acme","component_digest":"{}","exports":[]}}"#,
-            custos_core::release::Sha256::of(&comp2)
-        ),
-    )
-    .unwrap();
-    std::fs::write(p("k.json"), r#"{"interfaces":[]}"#).unwrap();
-    std::fs::write(p("bad.json"), "{").unwrap();
+    write_release(dir, "c2.wasm", "m2.json", "a", "(component (core module))");
+    std::fs::write(dir.join("bad.json"), "{").unwrap();
     d
 }
 
@@ -398,47 +388,23 @@ fn show_explains_a_hidden_release_that_reserves_a_reference() {
     let dir = tempfile::tempdir().unwrap();
     let p = |n: &str| dir.path().join(n).display().to_string();
     let rel = p("releases");
-    let write_release = |tag: &str, wat_text: &str| {
-        let comp = wat::parse_str(wat_text).unwrap();
-        let d = custos_core::release::Sha256::of(&comp);
-        std::fs::write(p(&format!("{tag}.wasm")), &comp).unwrap();
-        std::fs::write(
-            p(&format!("{tag}.json")),
-            format!(r#"{{"name":"calc","version":"1.0.0","tenant":"acme","component_digest":"{d}","exports":[]}}"#),
-        )
-        .unwrap();
-        d
+    // Release `name` from `wat_text` as the files `<tag>.wasm` and
+    // `<tag>.json`.
+    let release = |tag: &str, name: &str, wat_text: &str| {
+        let (c, m) = (format!("{tag}.wasm"), format!("{tag}.json"));
+        write_release(dir.path(), &c, &m, name, wat_text)
     };
-    std::fs::write(p("k.json"), r#"{"interfaces":[]}"#).unwrap();
+    let calc = |tag: &str, wat_text: &str| release(tag, "calc", wat_text);
     let publish = |tag: &str| {
-        let (m, c, k) = (
-            p(&format!("{tag}.json")),
-            p(&format!("{tag}.wasm")),
-            p("k.json"),
-        );
-        custos(&[
-            "releases",
-            "publish",
-            &rel,
-            "--manifest",
-            &m,
-            "--component",
-            &c,
-            "--contract",
-            &k,
-        ])
+        let (m, c) = (format!("{tag}.json"), format!("{tag}.wasm"));
+        custos_owned(&publish_args(&rel, dir.path(), &m, &c))
     };
     // An empty catalog first, so that its head exists to be restored.
-    let other = write_release("o", "(component (core module (func)))");
-    std::fs::write(
-        p("o.json"),
-        format!(r#"{{"name":"other","version":"1.0.0","tenant":"acme","component_digest":"{other}","exports":[]}}"#),
-    )
-    .unwrap();
+    release("o", "other", "(component (core module (func)))");
     assert!(publish("o").status.success());
     let root = std::path::Path::new(&rel);
     let head = std::fs::read(root.join("LIFECYCLE")).unwrap();
-    let a = write_release("a", "(component)");
+    let a = calc("a", "(component)");
     assert!(publish("a").status.success());
     // The state a crash before the lifecycle commit leaves.
     std::fs::remove_file(root.join("lifecycle").join(a.hex())).unwrap();
@@ -451,7 +417,7 @@ fn show_explains_a_hidden_release_that_reserves_a_reference() {
         "{err}"
     );
     // Another digest under the reference: held by the same hidden release.
-    write_release("b", "(component (core module))");
+    calc("b", "(component (core module))");
     let o = publish("b");
     assert_eq!(o.status.code(), Some(4), "{}", text(&o.stderr));
     assert!(
@@ -460,7 +426,7 @@ fn show_explains_a_hidden_release_that_reserves_a_reference() {
         text(&o.stderr)
     );
     // Its exact publication reconciles it.
-    let a2 = write_release("a", "(component)");
+    let a2 = calc("a", "(component)");
     assert_eq!(a, a2);
     assert!(publish("a").status.success());
     let o = custos(&["releases", "show", &rel, "calc@1.0.0", "--tenant", "acme"]);

@@ -25,26 +25,18 @@ use std::time::Instant;
 use custos_core::deployment::manifest::DeploymentManifest;
 use custos_core::deployment::route::{ReleaseFacts, ReleaseSource, ResolvedRevision, Target};
 use custos_core::deployment::state::{Mutation, Request};
-use custos_core::release::contract::{Contract, Function, Interface};
 use custos_core::release::Sha256;
 use custos_fs::deployment::DeploymentRepository;
 use custos_fs::{Access, Op, RealFs, RecordingFs};
 
+#[path = "../tests/support/mod.rs"]
+mod support;
+use support::contract_of;
+
 fn contract(_: &Sha256) -> Result<Option<ReleaseFacts>, String> {
     Ok(Some(ReleaseFacts::eligible(
         "bench",
-        Contract {
-            interfaces: vec![Interface {
-                docs: None,
-                name: "api".into(),
-                functions: vec![Function {
-                    docs: None,
-                    name: "run".into(),
-                    params: vec![],
-                    results: vec![],
-                }],
-            }],
-        },
+        contract_of("api", vec![], vec![]),
     )))
 }
 

@@ -18,31 +18,25 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use custos_core::release::bounds::Bounds;
-use custos_core::release::contract::{Contract, Function, Interface, MagicOnly, Param, ValType};
+use custos_core::release::contract::{Contract, MagicOnly, ValType};
 use custos_core::release::Sha256;
 use custos_fs::release::ReleaseRepository;
 use custos_fs::{Fs, Op, RealFs, RecordingFs};
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+use support::{contract_of, param};
 
 /// Bytes of each synthetic component (and of the baseline's file).
 const COMPONENT: usize = 4096;
 const BLOCK: u64 = 25;
 
 fn contract() -> Contract {
-    Contract {
-        interfaces: vec![Interface {
-            docs: None,
-            name: "api:bench/run".into(),
-            functions: vec![Function {
-                docs: None,
-                name: "run".into(),
-                params: vec![Param {
-                    name: "n".into(),
-                    ty: ValType::U64,
-                }],
-                results: vec![ValType::String],
-            }],
-        }],
-    }
+    contract_of(
+        "api:bench/run",
+        vec![param("n", ValType::U64)],
+        vec![ValType::String],
+    )
 }
 
 /// Release `n`: manifest, component.

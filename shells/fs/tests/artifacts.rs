@@ -279,21 +279,24 @@ fn corrupt_object_flipped_byte_is_refused() {
     );
 }
 
+/// The refusal of object `b` (row 1, 200,000 bytes) found `found` bytes
+/// long.
+fn size_mismatch_of_b(env: &Env, found: u64) -> RelocationError {
+    RelocationError::SizeMismatch {
+        artifact_id: name("b"),
+        uri: env.rows[1].object_uri.clone(),
+        sha256: env.rows[1].sha256,
+        expected: 200_000,
+        found: Some(found),
+    }
+}
+
 #[test]
 fn truncated_object_is_refused() {
     let env = Env::new();
     rewrite(&env.src_file(1), |b| b.truncate(150_000));
     let err = env.refused_untouched(&env.rows, "artifact-size-mismatch");
-    assert_eq!(
-        err,
-        RelocationError::SizeMismatch {
-            artifact_id: name("b"),
-            uri: env.rows[1].object_uri.clone(),
-            sha256: env.rows[1].sha256,
-            expected: 200_000,
-            found: Some(150_000),
-        }
-    );
+    assert_eq!(err, size_mismatch_of_b(&env, 150_000));
 }
 
 #[test]
@@ -338,16 +341,7 @@ fn oversized_object_is_refused_without_reading_it_whole() {
     let before = snapshot(&env.dst);
     rec.clear_trace();
     let err = *relocate(&env.rows, &s, s.root_uri(), &d, d.root_uri()).unwrap_err();
-    assert_eq!(
-        err,
-        RelocationError::SizeMismatch {
-            artifact_id: name("b"),
-            uri: env.rows[1].object_uri.clone(),
-            sha256: env.rows[1].sha256,
-            expected: 200_000,
-            found: Some(64 << 30),
-        }
-    );
+    assert_eq!(err, size_mismatch_of_b(&env, 64 << 30));
     assert!(!rec.trace().iter().any(|r| r.op == Op::Read(path.clone())));
     assert_eq!(snapshot(&env.dst), before);
 }

@@ -22,19 +22,13 @@ use custos_core::migration::{Name, NormalizedUri, ObjectFacts};
 use custos_fs::artifacts::ArtifactStore;
 use custos_fs::RealFs;
 
+mod support;
+use support::status_kib;
+
 const OBJECT_BYTES: usize = 128 << 20;
 const ALLOWANCE_KIB: u64 = 16 * 1024;
 const MODE_ENV: &str = "CUSTOS_ARTIFACT_MEMORY_MODE";
 const ROOT_ENV: &str = "CUSTOS_ARTIFACT_MEMORY_ROOT";
-
-fn status_kib(field: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in /proc/self/status"))
-}
 
 /// A destination that reads each object whole into memory before storing
 /// it: the mutant the allowance must catch.

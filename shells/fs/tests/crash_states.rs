@@ -12,19 +12,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use custos_core::root::Layout;
 use custos_fs::crash::{crash_states, Image, Node};
 use custos_fs::{Access, DurableRoot, RealFs, RecordingFs};
 
-const LAYOUT: Layout = Layout {
-    kind: "test catalog",
-    marker: b"custos test catalog 1\n",
-    dirs: &[".tmp", "releases"],
-    staging: Some(".tmp"),
-    files: &[],
-    scratch: &[],
-    signs: &[],
-};
+mod support;
+use support::LAYOUT;
 
 #[test]
 fn a_durable_publication_recovers_to_old_or_new_in_every_crash_state() {

@@ -25,7 +25,6 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use custos_core::deployment::page::PageRequest;
 use custos_core::deployment::state::{Mutation, Receipt, Request, VersionedDeployment};
 use custos_core::release::Sha256;
 use custos_core::root::MARKER_FILE;
@@ -37,7 +36,7 @@ use custos_fs::{
 };
 
 mod support;
-use support::{apply, component, releases, request, Source};
+use support::{acme_page, apply, component, names, releases, request, Source};
 
 /// What a reader can see of a catalog: its generation and both records.
 type State = (
@@ -231,29 +230,12 @@ fn every_failpoint_of_a_delete() {
     assert!(n >= 5, "only {n} operations");
 }
 
-/// The names in a catalog directory, sorted.
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    names.sort();
-    names
-}
-
 /// A retry with the real filesystem opens an empty, marked catalog.
 fn retry_opens_empty_and_marked(path: &Path, source: &Source, what: &str) {
     let repo = DeploymentRepository::open(RealFs, path, Arc::clone(source), Access::Write)
         .unwrap_or_else(|e| panic!("{what}: retry: {e}"));
     assert_eq!(repo.generation().unwrap(), 0, "{what}");
-    let page = repo
-        .page(&PageRequest {
-            tenant: "acme".into(),
-            service: None,
-            page_size: 10,
-            page_token: None,
-        })
-        .unwrap();
+    let page = repo.page(&acme_page(10)).unwrap();
     assert!(page.deployments.is_empty(), "{what}");
     assert_eq!(
         names(repo.root()),

@@ -30,13 +30,15 @@ use std::sync::{Arc, Mutex};
 
 use custos_core::deployment::manifest::DeploymentManifest;
 use custos_core::deployment::route::{ReleaseFacts, ReleaseSource, Standing, Target};
-use custos_core::deployment::state::{Mutation, Request};
-use custos_core::release::bounds::Bounds;
-use custos_core::release::contract::{Contract, Function, Interface, MagicOnly};
+use custos_core::deployment::state::Mutation;
+use custos_core::release::contract::{Contract, Function, Interface};
 use custos_core::release::Sha256;
 use custos_fs::deployment::{DeploymentRepository, ReleaseCatalog};
 use custos_fs::release::ReleaseRepository;
 use custos_fs::{Access, RealFs};
+
+mod support;
+use support::{apply_manifest, component, open_releases_at, publish_app, request, status_kib};
 
 const RELEASES: u32 = 32;
 const DOC_BYTES: usize = 3 * 1024 * 1024;
@@ -46,16 +48,6 @@ const CATALOG_LIMIT: u64 = 512 * 1024;
 const PHASE_ENV: &str = "CUSTOS_MEMORY_PHASE";
 const ROOT_ENV: &str = "CUSTOS_MEMORY_ROOT";
 const SHAPE_ENV: &str = "CUSTOS_MEMORY_SHAPE";
-
-/// One `/proc/self/status` field, in KiB.
-fn status_kib(field: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in /proc/self/status"))
-}
 
 /// Resets the peak resident size to the current one; returns the current.
 fn reset_peak() -> u64 {
@@ -127,37 +119,15 @@ fn contract() -> Contract {
 }
 
 fn open_releases(root: &Path) -> Arc<ReleaseRepository<RealFs>> {
-    Arc::new(
-        ReleaseRepository::open(
-            RealFs,
-            &root.join("releases"),
-            Bounds::default(),
-            Arc::new(MagicOnly),
-        )
-        .unwrap(),
-    )
+    Arc::new(open_releases_at(&root.join("releases")))
 }
 
-/// Release `n`'s component: distinct bytes per release.
-fn component(n: u32) -> Vec<u8> {
-    let mut comp = b"\0asm\x0d\0\x01\0".to_vec();
-    comp.extend_from_slice(&n.to_le_bytes());
-    comp
-}
-
+/// Publishes the releases, each with its own component (distinct bytes per
+/// release, [`component`]).
 fn publish_all(root: &Path) {
     let repo = open_releases(root);
     for n in 0..RELEASES {
-        let comp = component(n);
-        let manifest = serde_json::json!({
-            "name": format!("app{n}"),
-            "version": "1.0.0",
-            "tenant": "acme",
-            "component_digest": Sha256::of(&comp).to_string(),
-            "exports": ["api"],
-        });
-        repo.publish(&serde_json::to_vec(&manifest).unwrap(), comp, contract())
-            .unwrap();
+        publish_app(&repo, n, contract());
     }
 }
 
@@ -259,26 +229,12 @@ fn apply_phase(root: &Path, shape: &str, retaining: bool) -> Growth {
     .unwrap();
     meter.step();
     let manifests = deps.iter().map(|(s, id, r)| manifest(s, id, *r)).collect();
-    repo.mutate(Request {
-        tenant: Some("acme".into()),
-        mutation: Mutation::ApplyMany { manifests },
-        compiled_at: 0,
-        operation: None,
-    })
-    .unwrap();
+    repo.mutate(request(Mutation::ApplyMany { manifests }))
+        .unwrap();
     let (service, id, r) = &deps[0];
     let mut m = manifest(service, id, *r);
     m.route_weight = 2;
-    repo.mutate(Request {
-        tenant: Some("acme".into()),
-        mutation: Mutation::Apply {
-            manifest: Box::new(m),
-            expected: None,
-        },
-        compiled_at: 0,
-        operation: None,
-    })
-    .unwrap();
+    repo.mutate(apply_manifest(m, None)).unwrap();
     let growth = meter.stop();
     check_resolves(&repo, &deps);
     growth

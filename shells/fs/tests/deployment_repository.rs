@@ -8,11 +8,9 @@ use custos_core::Class;
 use std::path::Path;
 use std::sync::Arc;
 
-use custos_core::deployment::page::PageRequest;
 use custos_core::deployment::route::{ReleaseFacts, ReleaseSource, Target};
 use custos_core::deployment::state::{Mutation, Receipt, Request};
-use custos_core::release::bounds::Bounds;
-use custos_core::release::contract::{MagicOnly, ValType};
+use custos_core::release::contract::ValType;
 use custos_core::release::Sha256;
 use custos_core::root::MARKER_FILE;
 use custos_fs::crash::{crash_states, image_of, materialize};
@@ -23,7 +21,10 @@ use custos_fs::release::ReleaseRepository;
 use custos_fs::{Access, RealFs, RecordingFs, ROOT_LOCKED};
 
 mod support;
-use support::{apply_manifest, contract_returning, delete, manifest, publish_two, source};
+use support::{
+    acme_page, apply_manifest, contract_returning, delete, manifest, names, open_releases_at,
+    publish_two, source,
+};
 
 fn target() -> Target {
     Target {
@@ -94,21 +95,12 @@ fn apply_resolve_reopen_and_the_three_fixed_files() {
         .release,
         r2
     );
-    let page = repo
-        .page(&PageRequest {
-            tenant: "acme".into(),
-            service: None,
-            page_size: 10,
-            page_token: None,
-        })
-        .unwrap();
+    let page = repo.page(&acme_page(10)).unwrap();
     assert_eq!(page.deployments.len(), 1);
-    let mut names: Vec<_> = std::fs::read_dir(repo.root())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    names.sort();
-    assert_eq!(names, [".catalog.lock", MARKER_FILE, CATALOG_FILE]);
+    assert_eq!(
+        names(repo.root()),
+        [".catalog.lock", MARKER_FILE, CATALOG_FILE]
+    );
     // A second opener is refused.
     let err = DeploymentRepository::open(RealFs, &root, source(&rel), Access::Write)
         .err()
@@ -166,15 +158,7 @@ fn damaged_missing_or_unverifiable_state_fails_the_open_untouched() {
     std::fs::write(&record, &good).unwrap();
 
     // A release catalog that no longer has the release.
-    let empty = Arc::new(
-        ReleaseRepository::open(
-            RealFs,
-            &tmp.path().join("other"),
-            Bounds::default(),
-            Arc::new(MagicOnly),
-        )
-        .unwrap(),
-    );
+    let empty = Arc::new(open_releases_at(&tmp.path().join("other")));
     let err = DeploymentRepository::open(RealFs, &root, source(&empty), Access::Write)
         .err()
         .unwrap();

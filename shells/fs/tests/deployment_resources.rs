@@ -7,18 +7,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::Path;
 use std::sync::Arc;
 
 use custos_core::deployment::manifest::DeploymentManifest;
-use custos_core::deployment::route::{ReleaseSource, Target};
-use custos_core::deployment::state::{Mutation, Request};
-use custos_core::release::bounds::Bounds;
-use custos_core::release::contract::{Contract, Function, Interface, MagicOnly};
+use custos_core::deployment::route::Target;
+use custos_core::deployment::state::Mutation;
 use custos_core::release::Sha256;
-use custos_fs::deployment::{DeploymentRepository, ReleaseCatalog};
-use custos_fs::release::ReleaseRepository;
+use custos_fs::deployment::DeploymentRepository;
 use custos_fs::{Access, RealFs};
+
+mod support;
+use support::{apply_manifest, contract_of, names, open_releases_at, publish_app, request};
 
 /// (threads, child processes, open fds, sockets) of this process.
 fn resources() -> (usize, usize, usize, usize) {
@@ -46,33 +45,6 @@ fn resources() -> (usize, usize, usize, usize) {
     (threads, children, fds, sockets)
 }
 
-fn publish(repo: &ReleaseRepository<RealFs>, n: u32) -> Sha256 {
-    let mut comp = b"\0asm\x0d\0\x01\0".to_vec();
-    comp.extend_from_slice(&n.to_le_bytes());
-    let manifest = serde_json::json!({
-        "name": format!("app{n}"),
-        "version": "1.0.0",
-        "tenant": "acme",
-        "component_digest": Sha256::of(&comp).to_string(),
-        "exports": ["api"],
-    });
-    let contract = Contract {
-        interfaces: vec![Interface {
-            docs: None,
-            name: "api".into(),
-            functions: vec![Function {
-                docs: None,
-                name: "run".into(),
-                params: vec![],
-                results: vec![],
-            }],
-        }],
-    };
-    repo.publish(&serde_json::to_vec(&manifest).unwrap(), comp, contract)
-        .unwrap()
-        .digest
-}
-
 fn manifest(id: &str, release: Sha256) -> DeploymentManifest {
     DeploymentManifest::decode(
         format!(
@@ -84,30 +56,14 @@ fn manifest(id: &str, release: Sha256) -> DeploymentManifest {
     .unwrap()
 }
 
-fn names(dir: &Path) -> Vec<String> {
-    let mut n: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    n.sort();
-    n
-}
-
 #[test]
 fn a_thousand_dormant_deployments_use_no_runtime_resources() {
     let tmp = tempfile::tempdir().unwrap();
-    let releases = Arc::new(
-        ReleaseRepository::open(
-            RealFs,
-            &tmp.path().join("releases"),
-            Bounds::default(),
-            Arc::new(MagicOnly),
-        )
-        .unwrap(),
-    );
-    let digests: Vec<Sha256> = (0..4).map(|n| publish(&releases, n)).collect();
-    let source: Arc<dyn ReleaseSource + Send + Sync> =
-        Arc::new(ReleaseCatalog(Arc::clone(&releases)));
+    let releases = Arc::new(open_releases_at(&tmp.path().join("releases")));
+    let digests: Vec<Sha256> = (0..4)
+        .map(|n| publish_app(&releases, n, contract_of("api", vec![], vec![])))
+        .collect();
+    let source = support::source(&releases);
     let root = tmp.path().join("deployments");
     let before = resources();
     let repo = DeploymentRepository::open(RealFs, &root, source, Access::Write).unwrap();
@@ -116,27 +72,17 @@ fn a_thousand_dormant_deployments_use_no_runtime_resources() {
         .map(|i| manifest(&format!("d{i:04}"), digests[i % 4]))
         .collect();
     let fetches = releases.verification_snapshot().full_fetch_attempts;
-    repo.mutate(Request {
-        tenant: Some("acme".into()),
-        mutation: Mutation::ApplyMany { manifests },
-        compiled_at: 0,
-        operation: None,
-    })
-    .unwrap();
+    repo.mutate(request(Mutation::ApplyMany { manifests }))
+        .unwrap();
     let per_compile = releases.verification_snapshot().full_fetch_attempts - fetches;
     assert_eq!(per_compile, 4, "one fetch per distinct release");
     // Ten single applies: still one fetch per distinct release each.
     for i in 0..10 {
         let f = releases.verification_snapshot().full_fetch_attempts;
-        repo.mutate(Request {
-            tenant: Some("acme".into()),
-            mutation: Mutation::Apply {
-                manifest: Box::new(manifest(&format!("d{i:04}"), digests[(i + 1) % 4])),
-                expected: None,
-            },
-            compiled_at: 0,
-            operation: None,
-        })
+        repo.mutate(apply_manifest(
+            manifest(&format!("d{i:04}"), digests[(i + 1) % 4]),
+            None,
+        ))
         .unwrap();
         assert_eq!(releases.verification_snapshot().full_fetch_attempts - f, 4);
     }

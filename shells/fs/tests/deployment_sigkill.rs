@@ -29,7 +29,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use custos_core::deployment::manifest::DeploymentManifest;
-use custos_core::deployment::page::PageRequest;
 use custos_core::deployment::route::{ReleaseSource, Target};
 use custos_core::deployment::state::{Mutation, Receipt};
 use custos_core::release::bounds::Bounds;
@@ -40,7 +39,7 @@ use custos_fs::{Access, RealFs};
 use custos_torture::{self as torture, splitmix, xorshift, Replay};
 
 mod support;
-use support::{digests, publish_two, request};
+use support::{acme_page, digests, publish_two, request};
 
 const ROOT_ENV: &str = "CUSTOS_DEPLOY_KILL_ROOT";
 const ACK_ENV: &str = "CUSTOS_DEPLOY_KILL_ACKS";
@@ -335,14 +334,7 @@ fn check(
         }
         found.insert(id.into(), got);
     }
-    let page = repo
-        .page(&PageRequest {
-            tenant: "acme".into(),
-            service: None,
-            page_size: 100,
-            page_token: None,
-        })
-        .unwrap();
+    let page = repo.page(&acme_page(100)).unwrap();
     let present = found.values().filter(|v| v.is_some()).count();
     assert_eq!(
         page.deployments.len(),

@@ -10,22 +10,15 @@ use custos_core::Class;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use custos_core::root::{Layout, MARKER_FILE, MARKER_PENDING};
+use custos_core::root::{MARKER_FILE, MARKER_PENDING};
 use custos_fs::fs::LockGuard;
 use custos_fs::{
     Access, DurableRoot, Fs, FsError, Op, OpenPlan, RealFs, RecordingFs, LOCK_FILE,
     PATH_DURABILITY_UNCERTAIN, ROOT_LOCKED,
 };
 
-const LAYOUT: Layout = Layout {
-    kind: "test catalog",
-    marker: b"custos test catalog 1\n",
-    dirs: &[".tmp", "releases"],
-    staging: Some(".tmp"),
-    files: &[],
-    scratch: &[],
-    signs: &[],
-};
+mod support;
+use support::LAYOUT;
 
 fn open<F: Fs>(fs: F, path: &Path) -> Result<DurableRoot<F>, FsError> {
     DurableRoot::open(fs, path, &LAYOUT, Access::Write).map(|(root, _)| root)

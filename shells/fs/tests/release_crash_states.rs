@@ -35,7 +35,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use custos_core::release::bounds::Bounds;
-use custos_core::release::contract::{Contract, Function, Interface, MagicOnly, Param, ValType};
+use custos_core::release::contract::{Contract, MagicOnly, ValType};
 use custos_core::release::lifecycle::Membership;
 use custos_core::release::Sha256;
 use custos_fs::crash::{
@@ -43,6 +43,9 @@ use custos_fs::crash::{
 };
 use custos_fs::release::{ReleaseError, ReleaseRepository, RELEASES_DIR, STAGING_DIR};
 use custos_fs::{Fs, Op, RealFs, Recorded, RecordingFs, LOCK_FILE};
+
+mod support;
+use support::{contract_of, param};
 
 const TENANT: &str = "acme";
 
@@ -87,21 +90,11 @@ fn input(n: u32, len: usize) -> Input {
         component.push(x as u8);
     }
     let digest = Sha256::of(&component);
-    let contract = Contract {
-        interfaces: vec![Interface {
-            docs: None,
-            name: "api:demo/run".into(),
-            functions: vec![Function {
-                docs: None,
-                name: "run".into(),
-                params: vec![Param {
-                    name: "x".into(),
-                    ty: ValType::List(Box::new(ValType::U8)),
-                }],
-                results: vec![ValType::Option(Box::new(ValType::String))],
-            }],
-        }],
-    };
+    let contract = contract_of(
+        "api:demo/run",
+        vec![param("x", ValType::List(Box::new(ValType::U8)))],
+        vec![ValType::Option(Box::new(ValType::String))],
+    );
     // Deliberately not canonical (field order, spacing): stored canonically.
     let manifest = format!(
         r#"{{ "version": "1.0.{n}", "name": "rel-{n}", "tenant": "{TENANT}", "service": "svc", "exports": ["api:demo/run"], "component_digest": "{digest}" }}"#

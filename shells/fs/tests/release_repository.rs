@@ -11,9 +11,7 @@ use std::sync::Arc;
 
 use custos_core::release::bounds::{Bound, BoundError, Bounds};
 use custos_core::release::complete::{self, COMPLETE_FILE};
-use custos_core::release::contract::{
-    ComponentRejected, Contract, Function, Interface, MagicOnly, Param, ValType,
-};
+use custos_core::release::contract::{ComponentRejected, Contract, MagicOnly, ValType};
 use custos_core::release::lifecycle::{Membership, OutcomeStatus, LIFECYCLE_HEAD};
 use custos_core::release::page::PageError;
 use custos_core::release::protocol::{Plan, ProtocolError, RecoveryError, Step};
@@ -24,31 +22,21 @@ use custos_fs::release::{
 };
 use custos_fs::{Access, Fs, FsError, Op, RealFs, RecordingFs, ROOT_LOCKED};
 
-fn component(n: u32) -> Vec<u8> {
-    let mut c = b"\0asm\x0d\0\x01\0".to_vec();
-    c.extend_from_slice(&n.to_le_bytes());
-    c
-}
+mod support;
+use support::{component, contract_of, param};
 
 fn contract() -> Contract {
-    Contract {
-        interfaces: vec![Interface {
-            docs: None,
-            name: "api".into(),
-            functions: vec![Function {
-                docs: None,
-                name: "run".into(),
-                params: vec![Param {
-                    name: "x".into(),
-                    ty: ValType::Result {
-                        ok: Some(Box::new(ValType::U32)),
-                        err: Some(Box::new(ValType::String)),
-                    },
-                }],
-                results: vec![ValType::List(Box::new(ValType::U8))],
-            }],
-        }],
-    }
+    contract_of(
+        "api",
+        vec![param(
+            "x",
+            ValType::Result {
+                ok: Some(Box::new(ValType::U32)),
+                err: Some(Box::new(ValType::String)),
+            },
+        )],
+        vec![ValType::List(Box::new(ValType::U8))],
+    )
 }
 
 fn manifest(name: &str, tenant: Option<&str>, service: Option<&str>, comp: &[u8]) -> Vec<u8> {
@@ -71,6 +59,12 @@ type Repo<F = RealFs> = ReleaseRepository<F>;
 
 fn open_with<F: Fs>(fs: F, dir: &Path, bounds: Bounds) -> Result<Repo<F>, ReleaseError> {
     ReleaseRepository::open(fs, dir, bounds, Arc::new(MagicOnly))
+}
+
+/// The catalog at `dir` on the real filesystem, default bounds, opened as
+/// `access`.
+fn open_as(access: Access, dir: &Path) -> Result<Repo, ReleaseError> {
+    ReleaseRepository::open_as(access, RealFs, dir, Bounds::default(), Arc::new(MagicOnly))
 }
 
 fn open(dir: &Path, bounds: Bounds) -> Repo {
@@ -256,14 +250,7 @@ fn only_an_upgrade_bootstraps_a_catalog_without_lifecycle_state() {
     assert_eq!(e.class(), Class::InvalidArgument, "{e}");
     assert!(e.to_string().contains("upgrade"), "{e}");
     assert_eq!(snapshot(&root), before);
-    let repo = ReleaseRepository::open_as(
-        Access::Upgrade,
-        RealFs,
-        &root,
-        Bounds::default(),
-        Arc::new(MagicOnly),
-    )
-    .unwrap();
+    let repo = open_as(Access::Upgrade, &root).unwrap();
     assert_eq!(repo.len(), 70);
     assert!(repo.orphans().is_empty());
     assert_eq!(
@@ -289,14 +276,7 @@ fn a_user_directory_is_refused_and_left_byte_untouched() {
     std::fs::write(root.join(".tmp/cache/important.txt"), b"keep me").unwrap();
     let before = snapshot(root);
     for access in [Access::Write, Access::Read, Access::Upgrade] {
-        let e = ReleaseRepository::open_as(
-            access,
-            RealFs,
-            root,
-            Bounds::default(),
-            Arc::new(MagicOnly),
-        )
-        .unwrap_err();
+        let e = open_as(access, root).unwrap_err();
         assert!(
             matches!(e, ReleaseError::Fs(custos_fs::FsError::Refused { .. })),
             "{access:?}: {e}"
@@ -584,18 +564,24 @@ fn ops_before_lifecycle_write(fs: &RecordingFs, root: &Path) -> usize {
             .unwrap()
 }
 
-#[test]
-fn pending_gate_blocks_other_digests_until_the_exact_retry_reconciles() {
-    let tmp = tempfile::tempdir().unwrap();
+/// A recording catalog in `dir` whose next publication fails at the same
+/// step (the lifecycle commit, past the rename) as release 1's: the
+/// operation count of that one publication is learned first.
+fn failing_at_lifecycle_commit(dir: &Path) -> (RecordingFs, Repo<RecordingFs>) {
     let fs = RecordingFs::new(RealFs);
-    let repo = open_with(fs.clone(), tmp.path(), Bounds::default()).unwrap();
-    // Learn the operation count of one publication, then fail the same
-    // step (the lifecycle commit, past the rename) of the next one.
+    let repo = open_with(fs.clone(), dir, Bounds::default()).unwrap();
     fs.clear_trace();
     publish(&repo, 1).unwrap();
     let k = ops_before_lifecycle_write(&fs, repo.root());
     fs.clear_trace();
     fs.fail_at(k);
+    (fs, repo)
+}
+
+#[test]
+fn pending_gate_blocks_other_digests_until_the_exact_retry_reconciles() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (fs, repo) = failing_at_lifecycle_commit(tmp.path());
     let e = publish(&repo, 2).unwrap_err();
     assert_eq!(e.step(), Some(Step::CommitLifecycle), "{e}");
     assert!(release_dir(repo.root(), 2).join(COMPLETE_FILE).is_file());
@@ -638,13 +624,7 @@ fn pending_gate_blocks_other_digests_until_the_exact_retry_reconciles() {
 #[test]
 fn a_pending_release_after_reopen_is_an_orphan_that_reserves_its_reference() {
     let tmp = tempfile::tempdir().unwrap();
-    let fs = RecordingFs::new(RealFs);
-    let repo = open_with(fs.clone(), tmp.path(), Bounds::default()).unwrap();
-    fs.clear_trace();
-    publish(&repo, 1).unwrap();
-    let k = ops_before_lifecycle_write(&fs, repo.root());
-    fs.clear_trace();
-    fs.fail_at(k);
+    let (_fs, repo) = failing_at_lifecycle_commit(tmp.path());
     assert!(publish(&repo, 2).is_err());
     let root = repo.root().to_path_buf();
     drop(repo);
@@ -1478,15 +1458,9 @@ fn a_lost_lifecycle_record_is_corruption_and_revives_nothing() {
             &[Access::Read, Access::Write, Access::Upgrade]
         };
         for &access in accesses {
-            let e = ReleaseRepository::open_as(
-                access,
-                RealFs,
-                &root,
-                Bounds::default(),
-                Arc::new(MagicOnly),
-            )
-            .err()
-            .unwrap_or_else(|| panic!("{lose}: {access:?} opened a catalog that lost state"));
+            let e = open_as(access, &root)
+                .err()
+                .unwrap_or_else(|| panic!("{lose}: {access:?} opened a catalog that lost state"));
             // An unmarked root is no catalog to a reading open at all.
             let want = if access == Access::Read && lose != "record" && lose != "head" {
                 Class::NotFound
@@ -1501,14 +1475,7 @@ fn a_lost_lifecycle_record_is_corruption_and_revives_nothing() {
             );
         }
         if lose == "head" {
-            let up = ReleaseRepository::open_as(
-                Access::Upgrade,
-                RealFs,
-                &root,
-                Bounds::default(),
-                Arc::new(MagicOnly),
-            )
-            .unwrap();
+            let up = open_as(Access::Upgrade, &root).unwrap();
             assert_eq!(up.membership(&digest(1)), Some(Membership::Revoked));
             drop(up);
             assert!(root.join(LIFECYCLE_HEAD).is_file());

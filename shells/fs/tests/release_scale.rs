@@ -32,10 +32,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use custos_core::release::bounds::{Bounds, KIB, MIB};
-use custos_core::release::contract::{Contract, Function, Interface, MagicOnly, Param, ValType};
+use custos_core::release::contract::{Contract, MagicOnly, ValType};
 use custos_core::release::Sha256;
 use custos_fs::release::ReleaseRepository;
 use custos_fs::RealFs;
+
+mod support;
+use support::{contract_of, param};
 
 const MODE_ENV: &str = "CUSTOS_SCALE_CHILD";
 const ROOT_ENV: &str = "CUSTOS_SCALE_ROOT";
@@ -53,21 +56,11 @@ fn bounds() -> Bounds {
 }
 
 fn contract() -> Contract {
-    Contract {
-        interfaces: vec![Interface {
-            docs: None,
-            name: "api:scale/run".into(),
-            functions: vec![Function {
-                docs: None,
-                name: "run".into(),
-                params: vec![Param {
-                    name: "n".into(),
-                    ty: ValType::U64,
-                }],
-                results: vec![ValType::List(Box::new(ValType::U8))],
-            }],
-        }],
-    }
+    contract_of(
+        "api:scale/run",
+        vec![param("n", ValType::U64)],
+        vec![ValType::List(Box::new(ValType::U8))],
+    )
 }
 
 fn component(n: u64) -> Vec<u8> {

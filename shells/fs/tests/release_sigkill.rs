@@ -25,12 +25,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use custos_core::release::bounds::Bounds;
-use custos_core::release::contract::{Contract, Function, Interface, MagicOnly, Param, ValType};
+use custos_core::release::contract::{Contract, MagicOnly, ValType};
 use custos_core::release::lifecycle::Membership;
 use custos_core::release::Sha256;
 use custos_fs::release::ReleaseRepository;
 use custos_fs::RealFs;
+
+mod support;
 use custos_torture::{self as torture, xorshift, Out, Replay};
+use support::{contract_of, param};
 
 const ROOT_ENV: &str = "CUSTOS_RELEASE_KILL_ROOT";
 const TAG_ENV: &str = "CUSTOS_RELEASE_KILL_TAG";
@@ -60,21 +63,11 @@ fn release(tag: u64, n: u64) -> (Vec<u8>, Vec<u8>, Contract) {
         r#"{{"name":"k{tag}-r{n}","version":"0.{tag}.{n}","tenant":"crash","service":"child-{tag}","component_digest":"{digest}","exports":["api:kill/run"]}}"#
     )
     .into_bytes();
-    let contract = Contract {
-        interfaces: vec![Interface {
-            docs: None,
-            name: "api:kill/run".into(),
-            functions: vec![Function {
-                docs: None,
-                name: "run".into(),
-                params: vec![Param {
-                    name: "n".into(),
-                    ty: ValType::U64,
-                }],
-                results: vec![ValType::String],
-            }],
-        }],
-    };
+    let contract = contract_of(
+        "api:kill/run",
+        vec![param("n", ValType::U64)],
+        vec![ValType::String],
+    );
     (manifest, component, contract)
 }
 

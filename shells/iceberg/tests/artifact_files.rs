@@ -9,17 +9,14 @@ use std::path::Path;
 use std::sync::Arc;
 
 use arrow::array::{Int32Array, RecordBatch, StringArray};
-use custos_core::identity::StorageIdentity;
 use custos_core::migration::artifacts::{content_address, Occurrence};
 use custos_core::migration::{Digest, Name, NormalizedUri};
 use custos_iceberg::artifacts::ARTIFACT_FILES;
-use custos_iceberg::{CopyOutcome, Fault, IcebergError, IcebergStore, Inspection};
+use custos_iceberg::{CopyOutcome, Fault, IcebergStore, Inspection};
 use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
-use iceberg::{Catalog, NamespaceIdent, TableCreation};
 
-fn id(dir: &Path) -> StorageIdentity {
-    StorageIdentity::new(dir.to_str().unwrap(), "app", "iceberg").unwrap()
-}
+mod support;
+use support::{create_with, id};
 
 fn root(p: &str) -> NormalizedUri {
     NormalizedUri::parse(&format!("file:///artifacts/{p}")).unwrap()
@@ -69,24 +66,7 @@ fn index(store: &IcebergStore) {
         ])
         .build()
         .unwrap();
-    store
-        .run(async {
-            store
-                .iceberg_catalog()
-                .create_table(
-                    &NamespaceIdent::new("app".into()),
-                    TableCreation::builder()
-                        .name("artifact_images".into())
-                        .schema(schema)
-                        .build(),
-                )
-                .await
-                .map_err(|e| IcebergError::Iceberg {
-                    op: "create",
-                    source: Box::new(e),
-                })
-        })
-        .unwrap();
+    create_with(store, "artifact_images", schema);
     let arrow = store.table_arrow_schema("artifact_images").unwrap();
     let batch = RecordBatch::try_new(
         arrow,

@@ -12,34 +12,25 @@ use std::path::Path;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
-use custos_core::identity::StorageIdentity;
 use custos_core::migration::metadata::{self, TableMetadata};
 use custos_core::migration::tables::TableStore;
 use custos_core::migration::{Classification, CommitReply, Name, TableFacts, TablePlan};
 use custos_iceberg::transfer::logical_metadata;
-use custos_iceberg::{CopyOutcome, Fault, IcebergError, IcebergStore, Inspection};
+use custos_iceberg::{CopyOutcome, Fault, IcebergStore, Inspection};
 use iceberg::spec::{
     Literal, NestedField, NullOrder, PrimitiveType, Schema, Transform, Type, UnboundPartitionSpec,
 };
 use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
-use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent};
+use iceberg::TableCreation;
+
+mod support;
+use support::{create, ice, id, load};
 
 const REGIONS: [Option<&str>; 4] = [Some("eu"), Some("us"), Some("ap"), None];
 
-fn id(dir: &Path) -> StorageIdentity {
-    StorageIdentity::new(dir.to_str().unwrap(), "app", "iceberg").unwrap()
-}
-
 fn name(s: &str) -> Name {
     Name::new(s).unwrap()
-}
-
-fn ice(op: &'static str) -> impl FnOnce(iceberg::Error) -> IcebergError {
-    move |e| IcebergError::Iceberg {
-        op,
-        source: Box::new(e),
-    }
 }
 
 /// `key long (required), scratch string, region string, n int`.
@@ -55,34 +46,6 @@ fn wide_schema() -> Schema {
         .unwrap()
 }
 
-fn load(store: &IcebergStore, table: &str) -> Table {
-    store
-        .run(async {
-            store
-                .iceberg_catalog()
-                .load_table(&TableIdent::new(
-                    NamespaceIdent::new("app".into()),
-                    table.into(),
-                ))
-                .await
-                .map_err(ice("load"))
-        })
-        .unwrap()
-}
-
-/// Creates `table` with `creation`'s schema (and whatever else it sets).
-fn create(store: &IcebergStore, creation: TableCreation) {
-    store
-        .run(async {
-            store
-                .iceberg_catalog()
-                .create_table(&NamespaceIdent::new("app".into()), creation)
-                .await
-                .map_err(ice("create"))
-        })
-        .unwrap();
-}
-
 /// Commits `tx` to `store`'s catalog.
 fn commit(store: &IcebergStore, tx: Transaction) {
     store
@@ -92,6 +55,20 @@ fn commit(store: &IcebergStore, tx: Transaction) {
                 .map_err(ice("commit"))
         })
         .unwrap();
+}
+
+/// Deletes column `scratch` of `table` (so the ids left are not the
+/// fresh ones a copy would assign); answers the table reloaded.
+fn drop_scratch(store: &IcebergStore, table: &str) -> Table {
+    let t = load(store, table);
+    let tx = Transaction::new(&t);
+    let tx = tx
+        .update_schema()
+        .delete_column("scratch")
+        .apply(tx)
+        .unwrap();
+    commit(store, tx);
+    load(store, table)
 }
 
 /// Rows `from..from + n`: `region` cycles through [`REGIONS`] (nulls
@@ -132,15 +109,7 @@ fn partitioned_source(dir: &Path) -> IcebergStore {
             .partition_spec(spec)
             .build(),
     );
-    let t = load(&store, "events");
-    let tx = Transaction::new(&t);
-    let tx = tx
-        .update_schema()
-        .delete_column("scratch")
-        .apply(tx)
-        .unwrap();
-    commit(&store, tx);
-    let t = load(&store, "events");
+    let t = drop_scratch(&store, "events");
     let s = t.metadata().current_schema();
     assert_eq!(
         (
@@ -171,15 +140,7 @@ fn sorted_source(dir: &Path) -> IcebergStore {
             .properties([("owner".to_string(), "ops".to_string())])
             .build(),
     );
-    let t = load(&store, "sorted");
-    let tx = Transaction::new(&t);
-    let tx = tx
-        .update_schema()
-        .delete_column("scratch")
-        .apply(tx)
-        .unwrap();
-    commit(&store, tx);
-    let t = load(&store, "sorted");
+    let t = drop_scratch(&store, "sorted");
     let tx = Transaction::new(&t);
     let tx = tx
         .replace_sort_order()

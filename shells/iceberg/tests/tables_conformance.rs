@@ -8,11 +8,12 @@ use std::sync::{Arc, Mutex};
 
 use arrow::array::{Int64Array, RecordBatch, StringArray};
 use custos_conformance::tables::TableFixture;
-use custos_core::identity::StorageIdentity;
 use custos_core::migration::artifacts::Occurrence;
-use custos_iceberg::{IcebergError, IcebergStore};
+use custos_iceberg::IcebergStore;
 use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
-use iceberg::{Catalog, NamespaceIdent, TableCreation};
+
+mod support;
+use support::{create_with, id};
 
 /// Fresh stores in temp dirs, kept until the fixture is dropped.
 #[derive(Default)]
@@ -31,32 +32,14 @@ fn create(store: &IcebergStore, name: &str) {
         ])
         .build()
         .unwrap();
-    store
-        .run(async {
-            store
-                .iceberg_catalog()
-                .create_table(
-                    &NamespaceIdent::new("app".into()),
-                    TableCreation::builder()
-                        .name(name.into())
-                        .schema(schema)
-                        .build(),
-                )
-                .await
-                .map_err(|e| IcebergError::Iceberg {
-                    op: "create",
-                    source: Box::new(e),
-                })
-        })
-        .unwrap();
+    create_with(store, name, schema);
 }
 
 impl TableFixture for Iceberg {
     type Store = IcebergStore;
     fn fresh(&self) -> IcebergStore {
         let dir = tempfile::tempdir().unwrap();
-        let id = StorageIdentity::new(dir.path().to_str().unwrap(), "app", "iceberg").unwrap();
-        let store = IcebergStore::open_writable(&id).unwrap();
+        let store = IcebergStore::open_writable(&id(dir.path())).unwrap();
         self.dirs.lock().unwrap().push(dir);
         store
     }

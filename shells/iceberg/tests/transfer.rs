@@ -15,17 +15,15 @@ use arrow::array::{
     StringArray, StructArray,
 };
 use arrow::datatypes::{DataType, Field as ArrowField, Int32Type, Schema as ArrowSchema};
-use custos_core::identity::StorageIdentity;
 use custos_core::migration::content::schema_fingerprint;
 use custos_iceberg::evidence::content_of;
 use custos_iceberg::logical::arrow_schema_to_logical;
-use custos_iceberg::{CopyOutcome, Fault, IcebergError, IcebergStore, Inspection, TableEvidence};
+use custos_iceberg::{CopyOutcome, Fault, IcebergStore, Inspection, TableEvidence};
 use iceberg::spec::{ListType, NestedField, PrimitiveType, Schema, StructType, Type};
-use iceberg::{Catalog, NamespaceIdent, TableCreation};
+use iceberg::Catalog;
 
-fn id(dir: &Path) -> StorageIdentity {
-    StorageIdentity::new(dir.to_str().unwrap(), "app", "iceberg").unwrap()
-}
+mod support;
+use support::{create_with, id, ident};
 
 /// An application table no descriptor knows: a key, text, a flag, a list
 /// of ints and a struct.
@@ -59,27 +57,6 @@ fn app_schema() -> Schema {
 
 fn create(store: &IcebergStore, name: &str) {
     create_with(store, name, app_schema());
-}
-
-fn create_with(store: &IcebergStore, name: &str, schema: Schema) {
-    store
-        .run(async {
-            store
-                .iceberg_catalog()
-                .create_table(
-                    &NamespaceIdent::new("app".into()),
-                    TableCreation::builder()
-                        .name(name.into())
-                        .schema(schema)
-                        .build(),
-                )
-                .await
-                .map_err(|e| IcebergError::Iceberg {
-                    op: "create",
-                    source: Box::new(e),
-                })
-        })
-        .unwrap();
 }
 
 /// Rows `from..from + n` of the application table (duplicates on purpose:
@@ -153,16 +130,12 @@ fn snapshots(store: &IcebergStore, name: &str) -> usize {
         .run(async {
             let t = store
                 .iceberg_catalog()
-                .load_table(&store_ident(name))
+                .load_table(&ident(name))
                 .await
                 .unwrap();
             Ok(t.metadata().snapshots().count())
         })
         .unwrap()
-}
-
-fn store_ident(name: &str) -> iceberg::TableIdent {
-    iceberg::TableIdent::new(NamespaceIdent::new("app".into()), name.into())
 }
 
 fn evidence(store: &IcebergStore, name: &str) -> TableEvidence {
@@ -228,7 +201,7 @@ fn a_snapshot_without_rows_is_copied_without_a_commit() {
     create(&src, "drained");
     src.run(async {
         let c = src.iceberg_catalog();
-        let t = c.load_table(&store_ident("drained")).await.unwrap();
+        let t = c.load_table(&ident("drained")).await.unwrap();
         let tx = Transaction::new(&t);
         let tx = tx
             .fast_append()
@@ -478,7 +451,7 @@ fn a_plain_iceberg_commit_re_bases_blindly_after_a_race() {
     let snapshots_after = s
         .run(async {
             let catalog = s.iceberg_catalog();
-            let stale = catalog.load_table(&store_ident("t")).await.unwrap();
+            let stale = catalog.load_table(&ident("t")).await.unwrap();
             assert!(stale.metadata().current_snapshot_id().is_none());
             let parquet = ParquetWriterBuilder::new(
                 WriterProperties::default(),
@@ -497,7 +470,7 @@ fn a_plain_iceberg_commit_re_bases_blindly_after_a_race() {
             w.write(batch.clone()).await.unwrap();
             let files = w.close().await.unwrap();
             // The racing writer lands first (through its own transaction).
-            let fresh = catalog.load_table(&store_ident("t")).await.unwrap();
+            let fresh = catalog.load_table(&ident("t")).await.unwrap();
             let parquet = ParquetWriterBuilder::new(
                 WriterProperties::default(),
                 fresh.metadata().current_schema().clone(),

@@ -77,6 +77,32 @@ pub fn migrate(verb: &str, src: &Path, dst: &Path, id: &str, extra: &[&str]) -> 
     custos(&refs)
 }
 
+/// The arguments of `custos migrate verify` of `dst` against the receipt
+/// file `receipt`, with `extra` arguments.
+pub fn verify_args(dst: &Path, receipt: &Path, extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "migrate",
+        "verify",
+        "--dest",
+        dst.to_str().unwrap(),
+        "--receipt",
+        receipt.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
+/// `custos migrate verify` of `dst` against the receipt file `receipt`,
+/// with `extra` arguments.
+pub fn verify(dst: &Path, receipt: &Path, extra: &[&str]) -> Run {
+    let args = verify_args(dst, receipt, extra);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    custos(&refs)
+}
+
 /// Every file beneath `root` with its bytes (directories implied).
 pub fn tree(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut out = BTreeMap::new();

@@ -1,19 +1,23 @@
-//! Fixtures shared by the deployment tests of this shell: a release
-//! catalog of two tiny releases, and deployment requests under tenant
-//! `acme`. Each test binary includes this module (`mod support;`) and uses
+//! Fixtures shared by the tests (and benchmarks) of this shell: release
+//! contracts and components, a release catalog of two tiny releases,
+//! deployment requests under tenant `acme`, a durable-root layout, and
+//! readings of `/proc/self/status` and of a directory. Each test binary
+//! includes this module (`mod support;`; a benchmark by `#[path]`) and uses
 //! what it needs.
 
-#![allow(dead_code, clippy::unwrap_used)]
+#![allow(dead_code, clippy::unwrap_used, clippy::panic)]
 
 use std::path::Path;
 use std::sync::Arc;
 
 use custos_core::deployment::manifest::DeploymentManifest;
+use custos_core::deployment::page::PageRequest;
 use custos_core::deployment::route::ReleaseSource;
 use custos_core::deployment::state::{Mutation, Request};
 use custos_core::release::bounds::Bounds;
 use custos_core::release::contract::{Contract, Function, Interface, MagicOnly, Param, ValType};
 use custos_core::release::Sha256;
+use custos_core::root::Layout;
 use custos_fs::deployment::ReleaseCatalog;
 use custos_fs::release::ReleaseRepository;
 use custos_fs::RealFs;
@@ -28,23 +32,34 @@ pub fn component(n: u32) -> Vec<u8> {
     c
 }
 
-/// Interface `api` with one function `run(x: u32) -> result`.
-pub fn contract_returning(result: ValType) -> Contract {
+/// Interface `interface` with one undocumented function `run(params) ->
+/// results`.
+pub fn contract_of(interface: &str, params: Vec<Param>, results: Vec<ValType>) -> Contract {
     Contract {
         interfaces: vec![Interface {
             docs: None,
-            name: "api".into(),
+            name: interface.into(),
             functions: vec![Function {
                 docs: None,
                 name: "run".into(),
-                params: vec![Param {
-                    name: "x".into(),
-                    ty: ValType::U32,
-                }],
-                results: vec![result],
+                params,
+                results,
             }],
         }],
     }
+}
+
+/// Parameter `name: ty`.
+pub fn param(name: &str, ty: ValType) -> Param {
+    Param {
+        name: name.into(),
+        ty,
+    }
+}
+
+/// Interface `api` with one function `run(x: u32) -> result`.
+pub fn contract_returning(result: ValType) -> Contract {
+    contract_of("api", vec![param("x", ValType::U32)], vec![result])
 }
 
 /// [`contract_returning`] a string: the contract every release here has.
@@ -57,31 +72,33 @@ pub fn digests() -> [Sha256; 2] {
     [Sha256::of(&component(1)), Sha256::of(&component(2))]
 }
 
+/// The release catalog at `path` on the real filesystem: default bounds,
+/// the magic-only inspector.
+pub fn open_releases_at(path: &Path) -> ReleaseRepository<RealFs> {
+    ReleaseRepository::open(RealFs, path, Bounds::default(), Arc::new(MagicOnly)).unwrap()
+}
+
+/// Publishes tenant `acme`'s release `n` (`app{n}` 1.0.0 exporting `api`,
+/// component [`component`]`(n)`) with `contract`; answers its digest.
+pub fn publish_app(repo: &ReleaseRepository<RealFs>, n: u32, contract: Contract) -> Sha256 {
+    let comp = component(n);
+    let manifest = serde_json::json!({
+        "name": format!("app{n}"),
+        "version": "1.0.0",
+        "tenant": "acme",
+        "component_digest": Sha256::of(&comp).to_string(),
+        "exports": ["api"],
+    });
+    repo.publish(&serde_json::to_vec(&manifest).unwrap(), comp, contract)
+        .unwrap()
+        .digest
+}
+
 /// Publishes tenant `acme`'s releases 1 and 2 (`app1`, `app2`) into `dir/releases` on the
 /// real filesystem (never traced); the repository and the two digests.
 pub fn publish_two(dir: &Path) -> (Arc<ReleaseRepository<RealFs>>, [Sha256; 2]) {
-    let repo = ReleaseRepository::open(
-        RealFs,
-        &dir.join("releases"),
-        Bounds::default(),
-        Arc::new(MagicOnly),
-    )
-    .unwrap();
-    let mut digests = [Sha256::default(); 2];
-    for (i, n) in [1u32, 2].into_iter().enumerate() {
-        let comp = component(n);
-        let manifest = serde_json::json!({
-            "name": format!("app{n}"),
-            "version": "1.0.0",
-            "tenant": "acme",
-            "component_digest": Sha256::of(&comp).to_string(),
-            "exports": ["api"],
-        });
-        digests[i] = repo
-            .publish(&serde_json::to_vec(&manifest).unwrap(), comp, contract())
-            .unwrap()
-            .digest;
-    }
+    let repo = open_releases_at(&dir.join("releases"));
+    let digests = [1u32, 2].map(|n| publish_app(&repo, n, contract()));
     (Arc::new(repo), digests)
 }
 
@@ -137,3 +154,45 @@ pub fn delete(id: &str, expected: Option<u64>) -> Request {
         expected,
     })
 }
+
+/// The first page (of at most `page_size` records) of tenant `acme`'s
+/// deployments, over every service.
+pub fn acme_page(page_size: u32) -> PageRequest {
+    PageRequest {
+        tenant: "acme".into(),
+        service: None,
+        page_size,
+        page_token: None,
+    }
+}
+
+/// The names in directory `dir`, sorted.
+pub fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+/// One `/proc/self/status` field (its name with the colon), in KiB.
+pub fn status_kib(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/self/status"))
+}
+
+/// The layout of the durable-root tests' catalog.
+pub const LAYOUT: Layout = Layout {
+    kind: "test catalog",
+    marker: b"custos test catalog 1\n",
+    dirs: &[".tmp", "releases"],
+    staging: Some(".tmp"),
+    files: &[],
+    scratch: &[],
+    signs: &[],
+};
