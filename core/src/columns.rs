@@ -26,6 +26,10 @@ pub trait Columns {
 
     /// Column `col` as a boolean; `Ok(None)` is SQL `NULL`.
     fn flag(&self, col: usize) -> Result<Option<bool>, String>;
+
+    /// Column `col` as bytes, borrowed from the row (nothing copied);
+    /// `Ok(None)` is SQL `NULL`.
+    fn blob(&self, col: usize) -> Result<Option<&[u8]>, String>;
 }
 
 /// A stored column that breaks its rule.
@@ -65,6 +69,10 @@ impl<T: Columns + ?Sized> Columns for &T {
     fn flag(&self, col: usize) -> Result<Option<bool>, String> {
         (**self).flag(col)
     }
+
+    fn blob(&self, col: usize) -> Result<Option<&[u8]>, String> {
+        (**self).blob(col)
+    }
 }
 
 /// One stored row being decoded: its columns, its table, and the row's key
@@ -96,6 +104,11 @@ impl<C: Columns> Cells<C> {
     /// Names the row (its key, now read) in every later refusal.
     pub fn at(&mut self, row: impl Into<String>) {
         self.row = row.into();
+    }
+
+    /// The row as every refusal names it: `{table} row {row}`.
+    pub fn place(&self) -> String {
+        format!("{} row {}", self.table, self.row)
     }
 
     /// A refusal of `column` of this row.
@@ -168,6 +181,39 @@ impl<C: Columns> Cells<C> {
             .ok_or_else(|| self.fail(name, "null"))
     }
 
+    /// A `NOT NULL` integer column that must fit a `u32`.
+    pub fn small(&self, col: usize, name: &'static str) -> Result<u32, ColumnError> {
+        let v = self.int(col, name)?;
+        u32::try_from(v).map_err(|_| self.fail(name, format!("{v} out of range")))
+    }
+
+    /// A nullable bytes column of at most `max` bytes, checked before it
+    /// is copied.
+    pub fn opt_blob(
+        &self,
+        col: usize,
+        name: &'static str,
+        max: usize,
+    ) -> Result<Option<Vec<u8>>, ColumnError> {
+        match self.cols.blob(self.base + col) {
+            Err(why) => Err(self.fail(name, why)),
+            Ok(Some(b)) if b.len() > max => {
+                Err(self.fail(name, format!("{} bytes exceed the bound {max}", b.len())))
+            }
+            Ok(b) => Ok(b.map(<[u8]>::to_vec)),
+        }
+    }
+
+    /// `parsed`, the value of column `name` checked by its own type, or
+    /// the type's refusal as this column's.
+    pub fn check<T, E: fmt::Display>(
+        &self,
+        name: &'static str,
+        parsed: Result<T, E>,
+    ) -> Result<T, ColumnError> {
+        parsed.map_err(|e| self.fail(name, e))
+    }
+
     /// A `NOT NULL` boolean column.
     pub fn flag(&self, col: usize, name: &'static str) -> Result<bool, ColumnError> {
         self.cols
@@ -211,6 +257,13 @@ mod tests {
                 _ => Err("not a boolean".to_owned()),
             }
         }
+        fn blob(&self, col: usize) -> Result<Option<&[u8]>, String> {
+            match self.get(col) {
+                Some(V::T(t)) => Ok(Some(t.as_bytes())),
+                Some(V::N) => Ok(None),
+                _ => Err("not bytes".to_owned()),
+            }
+        }
     }
 
     #[test]
@@ -247,6 +300,21 @@ mod tests {
         assert_eq!(c.lenient_text(1, 5), None);
         assert_eq!(c.lenient_text(3, 5), None);
         assert_eq!(c.lenient_text(1, 6).as_deref(), Some("abcdef"));
+        assert_eq!(c.small(5, "m").unwrap(), 7);
+        assert_eq!(c.small(3, "n").unwrap_err().detail, "-1 out of range");
+        assert_eq!(
+            c.opt_blob(1, "b", 6).unwrap().as_deref(),
+            Some(&b"abcdef"[..])
+        );
+        assert_eq!(
+            c.opt_blob(1, "b", 5).unwrap_err().detail,
+            "6 bytes exceed the bound 5"
+        );
+        assert_eq!(c.opt_blob(2, "b", 5).unwrap(), None);
+        assert_eq!(c.place(), "things row k1");
+        let e = c.check("m", "x".parse::<u8>()).unwrap_err();
+        assert_eq!(e.column, "m");
+        assert_eq!(e.row, "k1");
         // A join's later table: positions from its base.
         let later = Cells::joined(&row[..], "others", 4);
         assert!(later.flag(0, "on").unwrap());

@@ -922,6 +922,16 @@ pub enum LedgerError {
     },
 }
 
+/// A stored column that breaks its rule is `MalformedRow`, naming the
+/// table, the row and the column.
+impl From<crate::columns::ColumnError> for LedgerError {
+    fn from(e: crate::columns::ColumnError) -> Self {
+        LedgerError::MalformedRow {
+            detail: e.to_string(),
+        }
+    }
+}
+
 impl LedgerError {
     /// The failure's [`Class`](crate::Class): what the caller does next
     /// (a refusal of the scope's or the call's state (stale, closing, not admitted, a closed handle) is `FailedPrecondition`; a stored row that does not decode or verify is `CorruptArtifact`).

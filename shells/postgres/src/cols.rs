@@ -21,6 +21,10 @@ impl Columns for Pg<'_> {
     fn flag(&self, col: usize) -> Result<Option<bool>, String> {
         self.0.try_get(col).map_err(|e| e.to_string())
     }
+
+    fn blob(&self, col: usize) -> Result<Option<&[u8]>, String> {
+        self.0.try_get(col).map_err(|e| e.to_string())
+    }
 }
 
 /// The cells of `r`, a row of `table`.

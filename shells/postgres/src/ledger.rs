@@ -103,12 +103,15 @@ pub use crate::open::{OpenError, Refusal};
 use std::fmt;
 use std::sync::{RwLock, RwLockReadGuard};
 
+use custos_core::columns::Cells;
 use custos_core::ledger::{
     self, Answer, CallRow, Effect, Key, Ledger, LedgerError, Limits, OpId, Release, Request,
     RowState, Scope, ScopeState, SessionId, StoredCall, StoredRelease, StoredScope, View,
     DEFAULT_MAX_LEDGER_BYTES, MAX_NAME_LEN,
 };
 use postgres::Row;
+
+use crate::cols::{cells, Pg};
 
 use crate::conn::Tx;
 use thiserror::Error;
@@ -493,78 +496,6 @@ fn encode_u64(what: &str, v: u64) -> Result<i64, LedgerError> {
     })
 }
 
-/// A stored non-negative `bigint` column.
-fn u64_col(r: &Row, idx: usize, col: &str, at: &str) -> Result<u64, TxError<LedgerError>> {
-    let v: i64 = r
-        .try_get(idx)
-        .map_err(|e| malformed(format!("{at}: column {col}: {e}")))?;
-    u64::try_from(v).map_err(|_| malformed(format!("{at}: column {col}: negative value {v}")))
-}
-
-/// A stored `bigint` column that must fit a `u32`.
-fn u32_col(r: &Row, idx: usize, col: &str, at: &str) -> Result<u32, TxError<LedgerError>> {
-    let v: i64 = r
-        .try_get(idx)
-        .map_err(|e| malformed(format!("{at}: column {col}: {e}")))?;
-    u32::try_from(v).map_err(|_| malformed(format!("{at}: column {col}: {v} out of range")))
-}
-
-/// A stored text of at most `max` bytes, checked before it is copied.
-fn text(
-    r: &Row,
-    idx: usize,
-    col: &str,
-    max: usize,
-    at: &str,
-) -> Result<Option<String>, TxError<LedgerError>> {
-    let t: Option<&str> = r
-        .try_get(idx)
-        .map_err(|e| malformed(format!("{at}: column {col}: {e}")))?;
-    match t {
-        Some(t) if t.len() > max => Err(malformed(format!(
-            "{at}: column {col}: {} bytes exceed {max}",
-            t.len()
-        ))),
-        t => Ok(t.map(str::to_owned)),
-    }
-}
-
-/// [`text`] for a `NOT NULL` column.
-fn text_req(
-    r: &Row,
-    idx: usize,
-    col: &str,
-    max: usize,
-    at: &str,
-) -> Result<String, TxError<LedgerError>> {
-    text(r, idx, col, max, at)?.ok_or_else(|| malformed(format!("{at}: column {col} is null")))
-}
-
-/// A stored `bytea` of at most `max` bytes, checked before it is copied.
-fn blob(
-    r: &Row,
-    idx: usize,
-    col: &str,
-    max: usize,
-    at: &str,
-) -> Result<Option<Vec<u8>>, TxError<LedgerError>> {
-    let b: Option<&[u8]> = r
-        .try_get(idx)
-        .map_err(|e| malformed(format!("{at}: column {col}: {e}")))?;
-    match b {
-        Some(b) if b.len() > max => Err(malformed(format!(
-            "{at}: column {col}: {} bytes exceed {max}",
-            b.len()
-        ))),
-        b => Ok(b.map(<[u8]>::to_vec)),
-    }
-}
-
-/// A stored name, validated by its core type.
-fn name<T>(r: Result<T, LedgerError>, col: &str, at: &str) -> Result<T, TxError<LedgerError>> {
-    r.map_err(|e| malformed(format!("{at}: column {col}: {e}")))
-}
-
 /// The key of a call as bound parameters: `None` when it cannot be stored
 /// (an incarnation above `i64::MAX`), so no row of it exists.
 /// A call key's five columns as parameters.
@@ -589,9 +520,10 @@ fn key_params_for_write(k: &Key) -> Result<KeyParams<'_>, LedgerError> {
     })
 }
 
+/// A call row named by its key.
 fn at_key(k: &Key) -> String {
     format!(
-        "ledger_calls row ({}, {}, {}, {}, {})",
+        "({}, {}, {}, {}, {})",
         k.session, k.op, k.step, k.source_index, k.incarnation
     )
 }
@@ -623,7 +555,11 @@ fn load(tx: &mut Tx<'_>, req: &Request, lock: bool) -> Result<View, TxError<Ledg
         let at = at_key(k);
         v.call = next()?
             .opt("load-call")?
-            .map(|r| decode_call(&r, 0, &at))
+            .map(|r| {
+                let mut c = cells(&r, "ledger_calls");
+                c.at(at.as_str());
+                decode_call(&c, 0)
+            })
             .transpose()?;
         v.acked = next()?.opt("load-ack")?.is_some();
     }
@@ -718,78 +654,58 @@ const RELEASES_SQL: &str = "SELECT id, session, workspace, incarnation, was, rel
 
 /// The scope row of `session`.
 fn decode_scope(r: &Row, session: &SessionId) -> Result<Scope, TxError<LedgerError>> {
-    let at = format!("ledger_scopes row {session}");
-    let workspace = text_req(r, 0, "workspace", MAX_NAME_LEN, &at)?;
-    let incarnation = u64_col(r, 1, "incarnation", &at)?;
-    let state = text_req(r, 2, "state", MAX_WORD_LEN, &at)?;
-    let outcome: Option<i64> = r
-        .try_get(3)
-        .map_err(|e| malformed(format!("{at}: column close_outcome: {e}")))?;
-    let attach_token = text_req(r, 4, "attach_token", MAX_NAME_LEN, &at)?;
-    let close_outcome = outcome
-        .map(u64::try_from)
-        .transpose()
-        .map_err(|_| malformed(format!("{at}: column close_outcome: {outcome:?}")))?;
+    let mut c = cells(r, "ledger_scopes");
+    c.at(session.as_str());
     let stored = StoredScope {
-        workspace,
-        incarnation,
-        state,
-        close_outcome,
-        attach_token,
+        workspace: c.text(0, "workspace", MAX_NAME_LEN)?,
+        incarnation: c.unsigned(1, "incarnation")?,
+        state: c.text(2, "state", MAX_WORD_LEN)?,
+        close_outcome: c.opt_unsigned(3, "close_outcome")?,
+        attach_token: c.text(4, "attach_token", MAX_NAME_LEN)?,
     };
-    stored.decode(session, &at).map_err(TxError::Refused)
+    stored.decode(session, &c.place()).map_err(TxError::Refused)
 }
 
 /// The call columns `tool, state, outcome, outcome_digest, outcome_bytes,
-/// admit_request` from column `base`, decoded and bounded.
-fn decode_call(r: &Row, base: usize, at: &str) -> Result<CallRow, TxError<LedgerError>> {
-    let tool = text_req(r, base, "tool", MAX_NAME_LEN, at)?;
-    let state = text_req(r, base + 1, "state", MAX_WORD_LEN, at)?;
-    let outcome = blob(r, base + 2, "outcome", MAX_STORED_OUTCOME_BYTES, at)?;
-    let digest = blob(r, base + 3, "outcome_digest", 32, at)?;
-    let bytes = u64_col(r, base + 4, "outcome_bytes", at)?;
-    // Read only for an `admitted` row; in any other state it is ignored (a
-    // build from before version 2, running beside this one, rewrites a row's
-    // state and leaves the column as it was).
-    let request = text(r, base + 5, "admit_request", MAX_NAME_LEN, at)?;
-    StoredCall {
-        tool,
-        state,
-        outcome,
-        digest,
-        bytes,
-        request,
-    }
-    .decode(at)
-    .map_err(TxError::Refused)
+/// admit_request` of `c` from position `base`, decoded and bounded.
+fn decode_call(c: &Cells<Pg<'_>>, base: usize) -> Result<CallRow, TxError<LedgerError>> {
+    let stored = StoredCall {
+        tool: c.text(base, "tool", MAX_NAME_LEN)?,
+        state: c.text(base + 1, "state", MAX_WORD_LEN)?,
+        outcome: c.opt_blob(base + 2, "outcome", MAX_STORED_OUTCOME_BYTES)?,
+        digest: c.opt_blob(base + 3, "outcome_digest", 32)?,
+        bytes: c.unsigned(base + 4, "outcome_bytes")?,
+        // Read only for an `admitted` row; in any other state it is ignored
+        // (a build from before version 2, running beside this one, rewrites
+        // a row's state and leaves the column as it was).
+        request: c.opt_text(base + 5, "admit_request", MAX_NAME_LEN)?,
+    };
+    stored.decode(&c.place()).map_err(TxError::Refused)
 }
 
 /// Call rows with their keys, ascending by key.
 fn decode_calls(rows: &[Row]) -> Result<Vec<(Key, CallRow)>, TxError<LedgerError>> {
     let mut calls = Vec::with_capacity(rows.len());
     for r in rows {
-        let session = text_req(r, 0, "session", MAX_NAME_LEN, "ledger_calls row")?;
-        let op = text_req(
-            r,
-            1,
-            "op",
-            MAX_NAME_LEN,
-            &format!("ledger_calls row of {session}"),
-        )?;
-        let at = format!("ledger_calls row ({session}, {op}, …)");
-        let step = u32_col(r, 2, "step", &at)?;
-        let source_index = u32_col(r, 3, "source_index", &at)?;
-        let incarnation = u64_col(r, 4, "incarnation", &at)?;
-        let at =
-            format!("ledger_calls row ({session}, {op}, {step}, {source_index}, {incarnation})");
+        let mut c = cells(r, "ledger_calls");
+        let session = c.text(0, "session", MAX_NAME_LEN)?;
+        c.at(format!("of {session}"));
+        let op = c.text(1, "op", MAX_NAME_LEN)?;
+        c.at(format!("({session}, {op}, …)"));
+        let step = c.small(2, "step")?;
+        let source_index = c.small(3, "source_index")?;
+        let incarnation = c.unsigned(4, "incarnation")?;
+        c.at(format!(
+            "({session}, {op}, {step}, {source_index}, {incarnation})"
+        ));
         let key = Key {
-            session: name(SessionId::new(session), "session", &at)?,
-            op: name(OpId::new(op), "op", &at)?,
+            session: c.check("session", SessionId::new(session))?,
+            op: c.check("op", OpId::new(op))?,
             step,
             source_index,
             incarnation,
         };
-        calls.push((key, decode_call(r, 5, &at)?));
+        calls.push((key, decode_call(&c, 5)?));
     }
     calls.sort();
     Ok(calls)
@@ -806,9 +722,12 @@ fn decode_totals(r: &Row, base: usize) -> Result<(u64, u64), TxError<LedgerError
             "ledger_calls: column outcome_bytes: {negative} rows hold a negative value"
         )));
     }
-    let total = u64_col(r, base, "held_bytes", "ledger_head")?;
-    let unclean = u64_col(r, base + 2, "unclean_scopes", "ledger_head")?;
-    Ok((total, unclean))
+    let mut c = cells(r, "ledger_head");
+    c.at("1");
+    Ok((
+        c.unsigned(base, "held_bytes")?,
+        c.unsigned(base + 2, "unclean_scopes")?,
+    ))
 }
 
 /// The release log, in insertion order.
@@ -816,20 +735,16 @@ fn decode_releases(rows: &[Row]) -> Result<Vec<Release>, TxError<LedgerError>> {
     let mut releases = Vec::with_capacity(rows.len());
     for r in rows {
         let id: i64 = r.try_get(0).map_err(sql("load-releases"))?;
-        let at = format!("ledger_releases row {id}");
-        let session = text_req(r, 1, "session", MAX_NAME_LEN, &at)?;
-        let workspace = text_req(r, 2, "workspace", MAX_NAME_LEN, &at)?;
-        let incarnation = u64_col(r, 3, "incarnation", &at)?;
-        let was = text_req(r, 4, "was", MAX_WORD_LEN, &at)?;
-        let released_at_ms = u64_col(r, 5, "released_at_ms", &at)?;
+        let mut c = cells(r, "ledger_releases");
+        c.at(id.to_string());
         let stored = StoredRelease {
-            session,
-            workspace,
-            incarnation,
-            was,
-            released_at_ms,
+            session: c.text(1, "session", MAX_NAME_LEN)?,
+            workspace: c.text(2, "workspace", MAX_NAME_LEN)?,
+            incarnation: c.unsigned(3, "incarnation")?,
+            was: c.text(4, "was", MAX_WORD_LEN)?,
+            released_at_ms: c.unsigned(5, "released_at_ms")?,
         };
-        releases.push(stored.decode(&at).map_err(TxError::Refused)?);
+        releases.push(stored.decode(&c.place()).map_err(TxError::Refused)?);
     }
     Ok(releases)
 }
@@ -1041,7 +956,7 @@ impl Ledger for PgLedger {
                     &[],
                 )
                 .map_err(sql("count-records"))?;
-            u64_col(&r, 0, "count(*)", "ledger tables")
+            Ok(cells(&r, "ledger tables").unsigned(0, "count(*)")?)
         })
         .map_err(tx_error)
     }

@@ -234,6 +234,14 @@ impl custos_core::columns::Columns for Lite<'_, '_> {
     fn flag(&self, col: usize) -> Result<Option<bool>, String> {
         Ok(self.int(col)?.map(|i| i != 0))
     }
+
+    fn blob(&self, col: usize) -> Result<Option<&[u8]>, String> {
+        match self.0.get_ref(col).map_err(|e| e.to_string())? {
+            ValueRef::Null => Ok(None),
+            ValueRef::Blob(b) => Ok(Some(b)),
+            other => Err(format!("expected a blob, found {:?}", other.data_type())),
+        }
+    }
 }
 
 /// The cells of `r`, a row of `table`.

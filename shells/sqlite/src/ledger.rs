@@ -75,10 +75,11 @@ use custos_core::ledger::{
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
 use thiserror::Error;
 
-use crate::codec::{blob_ref, text_ref, u64_from_sql, u64_to_sql};
+use crate::codec::{cells, cells_from, u64_from_sql, u64_to_sql};
 use crate::config::{self, OpenError, Refusal, DEFAULT_BUSY_TIMEOUT};
 use crate::fault::Fault;
 use crate::readonly::{Expect, ReadOnly};
+use custos_core::columns::{Cells, Columns};
 
 /// The bound on a stored state word (`admitted`, `closed:<n>`, …).
 pub const MAX_WORD_LEN: usize = 64;
@@ -371,12 +372,6 @@ fn db(op: &'static str) -> impl FnOnce(rusqlite::Error) -> LedgerError {
     }
 }
 
-fn malformed(detail: impl Into<String>) -> LedgerError {
-    LedgerError::MalformedRow {
-        detail: detail.into(),
-    }
-}
-
 /// The execution ledger over one SQLite file. One connection, serialized
 /// by a mutex (a node-level actor owns it in production).
 #[derive(Debug)]
@@ -455,116 +450,47 @@ fn encode_scope_state(s: ScopeState) -> (&'static str, Option<i64>) {
     (state, outcome.map(u64_to_sql))
 }
 
-fn name<T>(r: Result<T, LedgerError>, col: &str) -> Result<T, LedgerError> {
-    r.map_err(|e| malformed(format!("{col}: {e}")))
-}
-
-fn u32_col(v: i64, col: &str) -> Result<u32, LedgerError> {
-    u32::try_from(v).map_err(|_| malformed(format!("{col} {v} out of range")))
-}
-
-/// A stored text of at most `max` bytes, checked before it is copied;
-/// `MalformedRow` names the table, the row and the column.
-fn bounded(
-    r: &Row<'_>,
-    col: usize,
-    name: &str,
-    max: usize,
-    row: &dyn std::fmt::Display,
-) -> Result<Option<String>, LedgerError> {
-    text_ref(r, col, max)
-        .map(|t| t.map(str::to_owned))
-        .map_err(|e| malformed(format!("{row}: column {name}: {e}")))
-}
-
-/// [`bounded`] for a `NOT NULL` column.
-fn bounded_req(
-    r: &Row<'_>,
-    col: usize,
-    name: &str,
-    max: usize,
-    row: &dyn std::fmt::Display,
-) -> Result<String, LedgerError> {
-    bounded(r, col, name, max, row)?
-        .ok_or_else(|| malformed(format!("{row}: column {name} is null")))
-}
-
-/// A stored blob of at most `max` bytes, checked before it is copied.
-fn bounded_blob(
-    r: &Row<'_>,
-    col: usize,
-    name: &str,
-    max: usize,
-    row: &dyn std::fmt::Display,
-) -> Result<Option<Vec<u8>>, LedgerError> {
-    blob_ref(r, col, max)
-        .map(|b| b.map(<[u8]>::to_vec))
-        .map_err(|e| malformed(format!("{row}: column {name}: {e}")))
-}
-
 /// The call columns `tool, state, outcome, outcome_digest, outcome_bytes,
-/// admit_request` starting at column `base`, bounded and decoded.
-fn raw_call(
-    r: &Row<'_>,
-    base: usize,
-    row: &dyn std::fmt::Display,
-) -> rusqlite::Result<Result<CallRow, LedgerError>> {
-    let bytes: i64 = r.get(base + 4)?;
-    Ok((|| {
-        StoredCall {
-            tool: bounded_req(r, base, "tool", MAX_NAME_LEN, row)?,
-            state: bounded_req(r, base + 1, "state", MAX_WORD_LEN, row)?,
-            outcome: bounded_blob(r, base + 2, "outcome", MAX_STORED_OUTCOME_BYTES, row)?,
-            digest: bounded_blob(r, base + 3, "outcome_digest", 32, row)?,
-            bytes: u64_from_sql(bytes),
-            request: bounded(r, base + 5, "admit_request", MAX_NAME_LEN, row)?,
-        }
-        .decode(&row.to_string())
-    })())
+/// admit_request` of `c` from position `base`, bounded and decoded.
+fn raw_call<C: Columns>(c: &Cells<C>, base: usize) -> Result<CallRow, LedgerError> {
+    StoredCall {
+        tool: c.text(base, "tool", MAX_NAME_LEN)?,
+        state: c.text(base + 1, "state", MAX_WORD_LEN)?,
+        outcome: c.opt_blob(base + 2, "outcome", MAX_STORED_OUTCOME_BYTES)?,
+        digest: c.opt_blob(base + 3, "outcome_digest", 32)?,
+        bytes: u64_from_sql(c.int(base + 4, "outcome_bytes")?),
+        request: c.opt_text(base + 5, "admit_request", MAX_NAME_LEN)?,
+    }
+    .decode(&c.place())
 }
 
 const CALL_COLS: &str =
     "op, step, source_index, incarnation, tool, state, outcome, outcome_digest, outcome_bytes, admit_request";
 
-type KeyedCall = (String, i64, i64, i64, CallRow);
-
-/// [`CALL_COLS`] from column `base` (a session column may precede them).
-fn read_keyed_call(
-    r: &rusqlite::Row<'_>,
+/// A call row of `session`: [`CALL_COLS`] from column `base` (a session
+/// column may precede them), keyed and decoded.
+fn keyed_call(
+    r: &Row<'_>,
     base: usize,
-    session: &str,
-) -> rusqlite::Result<Result<KeyedCall, LedgerError>> {
-    let step: i64 = r.get(base + 1)?;
-    let si: i64 = r.get(base + 2)?;
-    let inc: i64 = r.get(base + 3)?;
-    let op = match bounded_req(
-        r,
-        base,
-        "op",
-        MAX_NAME_LEN,
-        &format_args!("call row of {session}"),
-    ) {
-        Ok(op) => op,
-        Err(e) => return Ok(Err(e)),
-    };
-    let at = format!("call row ({session}, {op}, {step}, {si}, {inc})");
-    Ok(raw_call(r, base + 4, &at)?.map(|raw| (op, step, si, inc, raw)))
-}
-
-fn make_key(
     session: &SessionId,
-    op: String,
-    step: i64,
-    source_index: i64,
-    incarnation: i64,
-) -> Result<Key, LedgerError> {
-    Ok(Key {
+) -> Result<(Key, CallRow), LedgerError> {
+    let mut c = cells_from(r, "call", base);
+    c.at(format!("of {}", session.as_str()));
+    let op = c.text(0, "op", MAX_NAME_LEN)?;
+    let (step, source_index) = (c.small(1, "step")?, c.small(2, "source_index")?);
+    let incarnation = u64_from_sql(c.int(3, "incarnation")?);
+    c.at(format!(
+        "({}, {op}, {step}, {source_index}, {incarnation})",
+        session.as_str()
+    ));
+    let key = Key {
         session: session.clone(),
-        op: name(OpId::new(op), "call.op")?,
-        step: u32_col(step, "call.step")?,
-        source_index: u32_col(source_index, "call.source_index")?,
-        incarnation: u64_from_sql(incarnation),
-    })
+        op: c.check("op", OpId::new(op))?,
+        step,
+        source_index,
+        incarnation,
+    };
+    Ok((key, raw_call(&c, 4)?))
 }
 
 fn key_params(k: &Key) -> (String, String, i64, i64, i64) {
@@ -604,52 +530,44 @@ fn load(tx: &Transaction<'_>, req: &Request) -> Result<View, LedgerError> {
 
 /// The scope row of `session`, if any.
 fn load_scope(tx: &Transaction<'_>, session: &SessionId) -> Result<Option<Scope>, LedgerError> {
-    let at = format!("scope row {}", session.as_str());
-    let row = tx
-        .prepare_cached(
-            "SELECT workspace, incarnation, state, close_outcome, attach_token FROM scope WHERE session = ?1",
-        )
-        .map_err(db("prepare"))?
-        .query_row([session.as_str()], |r| {
-            let inc = r.get::<_, i64>(1)?;
-            let outcome = r.get::<_, Option<i64>>(3)?;
-            Ok((|| {
-                Ok((
-                    bounded_req(r, 0, "workspace", MAX_NAME_LEN, &at)?,
-                    inc,
-                    bounded_req(r, 2, "state", MAX_WORD_LEN, &at)?,
-                    outcome,
-                    bounded_req(r, 4, "attach_token", MAX_NAME_LEN, &at)?,
-                ))
-            })())
-        })
-        .optional()
-        .map_err(db("load-scope"))?
-        .transpose()?;
-    row.map(|(workspace, inc, state, outcome, attach_token)| {
-        StoredScope {
-            workspace,
-            incarnation: u64_from_sql(inc),
-            state,
-            close_outcome: outcome.map(u64_from_sql),
-            attach_token,
-        }
-        .decode(session, &at)
+    tx.prepare_cached(
+        "SELECT workspace, incarnation, state, close_outcome, attach_token FROM scope WHERE session = ?1",
+    )
+    .map_err(db("prepare"))?
+    .query_row([session.as_str()], |r| {
+        let mut c = cells(r, "scope");
+        c.at(session.as_str());
+        Ok((|| {
+            StoredScope {
+                workspace: c.text(0, "workspace", MAX_NAME_LEN)?,
+                incarnation: u64_from_sql(c.int(1, "incarnation")?),
+                state: c.text(2, "state", MAX_WORD_LEN)?,
+                close_outcome: c.opt_int(3, "close_outcome")?.map(u64_from_sql),
+                attach_token: c.text(4, "attach_token", MAX_NAME_LEN)?,
+            }
+            .decode(session, &c.place())
+        })())
     })
+    .optional()
+    .map_err(db("load-scope"))?
     .transpose()
 }
 
 /// The call row of `k`, if any, and whether `k` has a tombstone.
 fn load_call(tx: &Transaction<'_>, k: &Key) -> Result<(Option<CallRow>, bool), LedgerError> {
     let p = key_params(k);
-    let at = format!("call row ({}, {}, {}, {}, {})", p.0, p.1, p.2, p.3, p.4);
+    let at = format!("({}, {}, {}, {}, {})", p.0, p.1, p.2, p.3, p.4);
     let raw = tx
         .prepare_cached(
             "SELECT tool, state, outcome, outcome_digest, outcome_bytes, admit_request FROM call
              WHERE session = ?1 AND op = ?2 AND step = ?3 AND source_index = ?4 AND incarnation = ?5",
         )
         .map_err(db("prepare"))?
-        .query_row(params![p.0, p.1, p.2, p.3, p.4], |r| raw_call(r, 0, &at))
+        .query_row(params![p.0, p.1, p.2, p.3, p.4], |r| {
+            let mut c = cells(r, "call");
+            c.at(at.as_str());
+            Ok(raw_call(&c, 0))
+        })
         .optional()
         .map_err(db("load-call"))?
         .transpose()?;
@@ -674,14 +592,11 @@ fn load_session_calls(
         .prepare_cached(&format!("SELECT {CALL_COLS} FROM call WHERE session = ?1"))
         .map_err(db("prepare"))?;
     let rows = stmt
-        .query_map([session.as_str()], |r| {
-            read_keyed_call(r, 0, session.as_str())
-        })
+        .query_map([session.as_str()], |r| Ok(keyed_call(r, 0, session)))
         .map_err(db("load-session-calls"))?;
     let mut calls = Vec::new();
     for row in rows {
-        let (op, step, si, inc, raw) = row.map_err(db("load-session-calls"))??;
-        calls.push((make_key(session, op, step, si, inc)?, raw));
+        calls.push(row.map_err(db("load-session-calls"))??);
     }
     calls.sort();
     Ok(calls)
@@ -696,18 +611,16 @@ fn load_admitted(tx: &Transaction<'_>) -> Result<Vec<(Key, CallRow)>, LedgerErro
         .map_err(db("prepare"))?;
     let rows = stmt
         .query_map([], |r| {
-            let session = match bounded_req(r, 0, "session", MAX_NAME_LEN, &"call row") {
-                Ok(s) => s,
-                Err(e) => return Ok(Err(e)),
-            };
-            Ok(read_keyed_call(r, 1, &session)?.map(|call| (session, call)))
+            Ok((|| {
+                let c = cells(r, "call");
+                let session = c.text(0, "session", MAX_NAME_LEN)?;
+                keyed_call(r, 1, &c.check("session", SessionId::new(session))?)
+            })())
         })
         .map_err(db("load-admitted"))?;
     let mut admitted = Vec::new();
     for row in rows {
-        let (session, (op, step, si, inc, raw)) = row.map_err(db("load-admitted"))??;
-        let session = name(SessionId::new(session), "call.session")?;
-        admitted.push((make_key(&session, op, step, si, inc)?, raw));
+        admitted.push(row.map_err(db("load-admitted"))??);
     }
     admitted.sort();
     Ok(admitted)
@@ -742,17 +655,17 @@ fn load_releases(tx: &Transaction<'_>) -> Result<Vec<Release>, LedgerError> {
         .map_err(db("prepare"))?;
     let rows = stmt
         .query_map([], |r| {
-            let (inc, released) = (r.get::<_, i64>(2)?, r.get::<_, i64>(4)?);
-            let at = format!("scope_release row {}", r.get::<_, i64>(5)?);
+            let mut c = cells(r, "scope_release");
             Ok((|| {
-                let release = StoredRelease {
-                    session: bounded_req(r, 0, "session", MAX_NAME_LEN, &at)?,
-                    workspace: bounded_req(r, 1, "workspace", MAX_NAME_LEN, &at)?,
-                    incarnation: u64_from_sql(inc),
-                    was: bounded_req(r, 3, "was", MAX_WORD_LEN, &at)?,
-                    released_at_ms: u64_from_sql(released),
-                };
-                release.decode(&at)
+                c.at(c.int(5, "id")?.to_string());
+                StoredRelease {
+                    session: c.text(0, "session", MAX_NAME_LEN)?,
+                    workspace: c.text(1, "workspace", MAX_NAME_LEN)?,
+                    incarnation: u64_from_sql(c.int(2, "incarnation")?),
+                    was: c.text(3, "was", MAX_WORD_LEN)?,
+                    released_at_ms: u64_from_sql(c.int(4, "released_at_ms")?),
+                }
+                .decode(&c.place())
             })())
         })
         .map_err(db("load-releases"))?;
