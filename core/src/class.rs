@@ -25,8 +25,8 @@ pub enum Class {
     /// Not now: locked by another process, a timeout, a server that does
     /// not answer (a refused or dropped connection, a server shutting down
     /// or restarting), a durability not yet certain. Retry later. A write
-    /// in flight may or may not have applied: reconnect and retry the same
-    /// request, which every port's rules make converge.
+    /// in flight may or may not have applied: retry the same request; what
+    /// its retry is answered, request by request, is `docs/retries.md`.
     Unavailable,
     /// A rule or the object's state forbids it (revoked, fenced out, not
     /// eligible): an unchanged retry cannot succeed.

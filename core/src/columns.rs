@@ -5,10 +5,11 @@
 //! Every decoder then reads through [`Cells`], which holds the rules a
 //! stored value meets before it reaches a machine's `Stored*` checks:
 //!
-//! - a text is bounded before it is copied (a value longer than any the
-//!   machine writes is refused, never allocated);
-//! - a `NOT NULL` column that is null, a value of the wrong type, and a
-//!   negative integer where a count or a time is stored are refused;
+//! - a text is bounded before it is validated or copied (a value longer
+//!   than any the machine writes is refused, never allocated);
+//! - a `NOT NULL` column that is null and a value of the wrong type are
+//!   refused; an unsigned value is read in the backend's own encoding
+//!   ([`Columns::unsigned`]);
 //! - every refusal is a [`ColumnError`] naming the table, the row (by its
 //!   key, once the key is read) and the column, which each machine turns
 //!   into its own typed error.
@@ -17,15 +18,29 @@ use std::fmt;
 
 /// The columns of one stored row, by position.
 pub trait Columns {
-    /// Column `col` as text, borrowed from the row (nothing copied);
+    /// Column `col` as the bytes of a text, borrowed from the row (nothing
+    /// copied, not yet checked as UTF-8: [`Cells`] bounds them first);
     /// `Ok(None)` is SQL `NULL`; `Err` says why it is not text.
-    fn text(&self, col: usize) -> Result<Option<&str>, String>;
+    fn text(&self, col: usize) -> Result<Option<&[u8]>, String>;
 
     /// Column `col` as a 64-bit signed integer; `Ok(None)` is SQL `NULL`.
     fn int(&self, col: usize) -> Result<Option<i64>, String>;
 
-    /// Column `col` as a boolean; `Ok(None)` is SQL `NULL`.
-    fn flag(&self, col: usize) -> Result<Option<bool>, String>;
+    /// Column `col` as a `u64` in this backend's encoding. By default a
+    /// negative integer is refused (a store that cannot hold a `u64` above
+    /// `i64::MAX` never writes one); a store that keeps a `u64` bit for bit
+    /// in a signed column answers its own decoding.
+    fn unsigned(&self, col: usize) -> Result<Option<u64>, String> {
+        self.int(col)?
+            .map(|v| u64::try_from(v).map_err(|_| format!("negative value {v}")))
+            .transpose()
+    }
+
+    /// Column `col` as a boolean; `Ok(None)` is SQL `NULL`. By default an
+    /// integer, true when it is not 0.
+    fn flag(&self, col: usize) -> Result<Option<bool>, String> {
+        Ok(self.int(col)?.map(|i| i != 0))
+    }
 
     /// Column `col` as bytes, borrowed from the row (nothing copied);
     /// `Ok(None)` is SQL `NULL`.
@@ -34,6 +49,7 @@ pub trait Columns {
 
 /// A stored column that breaks its rule.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ColumnError {
     /// The table.
     pub table: &'static str,
@@ -58,12 +74,16 @@ impl fmt::Display for ColumnError {
 impl std::error::Error for ColumnError {}
 
 impl<T: Columns + ?Sized> Columns for &T {
-    fn text(&self, col: usize) -> Result<Option<&str>, String> {
+    fn text(&self, col: usize) -> Result<Option<&[u8]>, String> {
         (**self).text(col)
     }
 
     fn int(&self, col: usize) -> Result<Option<i64>, String> {
         (**self).int(col)
+    }
+
+    fn unsigned(&self, col: usize) -> Result<Option<u64>, String> {
+        (**self).unsigned(col)
     }
 
     fn flag(&self, col: usize) -> Result<Option<bool>, String> {
@@ -121,8 +141,8 @@ impl<C: Columns> Cells<C> {
         }
     }
 
-    /// A nullable text column of at most `max` bytes, checked before it is
-    /// copied.
+    /// A nullable text column of at most `max` bytes, bounded before it is
+    /// checked as UTF-8 or copied.
     pub fn opt_text(
         &self,
         col: usize,
@@ -131,11 +151,14 @@ impl<C: Columns> Cells<C> {
     ) -> Result<Option<String>, ColumnError> {
         match self.cols.text(self.base + col) {
             Err(why) => Err(self.fail(name, why)),
-            Ok(Some(t)) if t.len() > max => Err(self.fail(
+            Ok(Some(b)) if b.len() > max => Err(self.fail(
                 name,
-                format!("{} bytes of text exceed the bound {max}", t.len()),
+                format!("{} bytes of text exceed the bound {max}", b.len()),
             )),
-            Ok(t) => Ok(t.map(str::to_owned)),
+            Ok(Some(b)) => std::str::from_utf8(b)
+                .map(|t| Some(t.to_owned()))
+                .map_err(|e| self.fail(name, format!("text is not UTF-8: {e}"))),
+            Ok(None) => Ok(None),
         }
     }
 
@@ -150,7 +173,7 @@ impl<C: Columns> Cells<C> {
     /// its rule means "absent", never copied when too long).
     pub fn lenient_text(&self, col: usize, max: usize) -> Option<String> {
         match self.cols.text(self.base + col) {
-            Ok(Some(t)) if t.len() <= max => Some(t.to_owned()),
+            Ok(Some(b)) if b.len() <= max => std::str::from_utf8(b).ok().map(str::to_owned),
             _ => None,
         }
     }
@@ -168,14 +191,15 @@ impl<C: Columns> Cells<C> {
             .ok_or_else(|| self.fail(name, "null"))
     }
 
-    /// A nullable integer column that must not be negative.
+    /// A nullable `u64` column, in the backend's encoding
+    /// ([`Columns::unsigned`]).
     pub fn opt_unsigned(&self, col: usize, name: &'static str) -> Result<Option<u64>, ColumnError> {
-        self.opt_int(col, name)?
-            .map(|v| u64::try_from(v).map_err(|_| self.fail(name, format!("negative value {v}"))))
-            .transpose()
+        self.cols
+            .unsigned(self.base + col)
+            .map_err(|why| self.fail(name, why))
     }
 
-    /// A `NOT NULL` integer column that must not be negative.
+    /// A `NOT NULL` `u64` column, in the backend's encoding.
     pub fn unsigned(&self, col: usize, name: &'static str) -> Result<u64, ColumnError> {
         self.opt_unsigned(col, name)?
             .ok_or_else(|| self.fail(name, "null"))
@@ -236,9 +260,9 @@ mod tests {
     }
 
     impl Columns for [V] {
-        fn text(&self, col: usize) -> Result<Option<&str>, String> {
+        fn text(&self, col: usize) -> Result<Option<&[u8]>, String> {
             match self.get(col) {
-                Some(V::T(t)) => Ok(Some(t)),
+                Some(V::T(t)) => Ok(Some(t.as_bytes())),
                 Some(V::N) => Ok(None),
                 _ => Err("not text".to_owned()),
             }

@@ -36,6 +36,9 @@
 //! - [`control_memory`] — the memory backend of the control catalog and of
 //!   a migration destination's administration, over the same worlds.
 //! - [`class`] — the one vocabulary of failure kinds every error answers.
+//! - [`columns`] — a stored row's columns, decoded by one set of rules
+//!   (bounded before copied, typed refusals naming table, row and column)
+//!   for every backend over rows.
 //! - [`schema`] — logical table schemas and their fingerprint.
 //!
 //! The machines' stream checkers, the migration's simulated environment and

@@ -201,7 +201,7 @@ fn cat<T>(r: Result<T, TxError<CatalogueError>>) -> Tx<T> {
 }
 
 /// The length of a stored digest: a SHA-256 in hex.
-const DIGEST_HEX_LEN: usize = 64;
+const DIGEST_HEX_LEN: usize = 2 * custos_core::digest::SHA256_LEN;
 
 /// A read's `now` as a `bigint` bound: a `now` beyond `i64::MAX` is later
 /// than every storable expiry, as `i64::MAX` is.
@@ -657,10 +657,12 @@ impl RowsAccess for PgCatalogue {
             }
             let (sha, c) = decode_credential(r)?;
             a.credentials.insert(sha, c);
-            let principal: Option<String> = r
-                .try_get(CREDENTIAL_COLUMNS)
-                .map_err(|e| corrupt(format!("access_principals: {e}")))?;
-            if principal.is_some() {
+            // The joined principal, if any (its id bounded, not copied).
+            let principal = cells_from(r, "access_principals", CREDENTIAL_COLUMNS);
+            if principal
+                .opt_text(0, "principal_id", PRINCIPAL_ID_LIMIT)?
+                .is_some()
+            {
                 let (id, p) = decode_principal_at(r, CREDENTIAL_COLUMNS)?;
                 a.principals.insert(id, p);
             }

@@ -5,19 +5,22 @@ use custos_core::columns::{Cells, Columns};
 use postgres::Row;
 
 /// A PostgreSQL row's columns, borrowed (a text is not copied to be
-/// bounded).
+/// bounded). A `u64` is a non-negative `bigint` (the default
+/// [`Columns::unsigned`]): one above `i64::MAX` is never written.
 #[derive(Clone, Copy)]
 pub(crate) struct Pg<'r>(&'r Row);
 
 impl Columns for Pg<'_> {
-    fn text(&self, col: usize) -> Result<Option<&str>, String> {
-        self.0.try_get(col).map_err(|e| e.to_string())
+    fn text(&self, col: usize) -> Result<Option<&[u8]>, String> {
+        let t: Option<&str> = self.0.try_get(col).map_err(|e| e.to_string())?;
+        Ok(t.map(str::as_bytes))
     }
 
     fn int(&self, col: usize) -> Result<Option<i64>, String> {
         self.0.try_get(col).map_err(|e| e.to_string())
     }
 
+    /// A `boolean` column (not an integer, as the default reads).
     fn flag(&self, col: usize) -> Result<Option<bool>, String> {
         self.0.try_get(col).map_err(|e| e.to_string())
     }

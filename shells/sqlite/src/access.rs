@@ -61,9 +61,8 @@ use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, Row, ToSql, Transaction, TransactionBehavior};
 
 use crate::catalogue::{load_sessions, SqliteCatalogue, MAX_WORD_LEN};
-use crate::codec::{cells, cells_from, u64_from_sql, u64_to_sql};
+use crate::codec::{cells, cells_from, u64_to_sql};
 use crate::fault::Fault;
-use custos_core::columns::{Cells, Columns};
 
 /// The catalogue's migration step from version 4 to 5: the access tables.
 pub(crate) const ACCESS_STEP: &str = "
@@ -178,8 +177,7 @@ fn decode_principal_at(r: &Row<'_>, base: usize) -> Res<(String, PrincipalRow)> 
     StoredPrincipal {
         kind: c.text(1, "kind", MAX_WORD_LEN)?,
         name: c.opt_text(2, "name", DISPLAY_NAME_LIMIT)?,
-        // A time is stored bit for bit ([`u64_from_sql`]).
-        created_at_ms: u64_from_sql(c.int(3, "created_at_ms")?),
+        created_at_ms: c.unsigned(3, "created_at_ms")?,
         principal_id,
     }
     .decode()
@@ -187,11 +185,6 @@ fn decode_principal_at(r: &Row<'_>, base: usize) -> Res<(String, PrincipalRow)> 
 
 fn decode_principal(r: &Row<'_>) -> Res<(String, PrincipalRow)> {
     decode_principal_at(r, 0)
-}
-
-/// A nullable time, stored bit for bit ([`u64_from_sql`]).
-fn opt_time<C: Columns>(c: &Cells<C>, col: usize, name: &'static str) -> Res<Option<u64>> {
-    Ok(c.opt_int(col, name)?.map(u64_from_sql))
 }
 
 fn decode_credential(r: &Row<'_>) -> Res<(Sha256, CredentialRow)> {
@@ -202,10 +195,10 @@ fn decode_credential(r: &Row<'_>) -> Res<(Sha256, CredentialRow)> {
         kind: c.text(1, "kind", MAX_WORD_LEN)?,
         principal_id: c.text(2, "principal_id", PRINCIPAL_ID_LIMIT)?,
         state: c.text(3, "state", MAX_WORD_LEN)?,
-        issued_at_ms: u64_from_sql(c.int(4, "issued_at_ms")?),
-        claimed_at_ms: opt_time(&c, 5, "claimed_at_ms")?,
-        last_resumed_ms: opt_time(&c, 6, "last_resumed_ms")?,
-        expires_at_ms: opt_time(&c, 7, "expires_at_ms")?,
+        issued_at_ms: c.unsigned(4, "issued_at_ms")?,
+        claimed_at_ms: c.opt_unsigned(5, "claimed_at_ms")?,
+        last_resumed_ms: c.opt_unsigned(6, "last_resumed_ms")?,
+        expires_at_ms: c.opt_unsigned(7, "expires_at_ms")?,
         issued_by: c.opt_text(8, "issued_by", FINGERPRINT_LEN)?,
         digest,
     }
@@ -218,11 +211,11 @@ fn decode_claim(r: &Row<'_>) -> Res<(ClaimDigest, ClaimRow)> {
     c.at(custos_core::digest::head_of(&claim));
     StoredClaim {
         principal_id: c.text(1, "principal_id", PRINCIPAL_ID_LIMIT)?,
-        expires_at_ms: u64_from_sql(c.int(2, "expires_at_ms")?),
+        expires_at_ms: c.unsigned(2, "expires_at_ms")?,
         state: c.text(3, "state", MAX_WORD_LEN)?,
         bound_digest: c.opt_text(4, "bound_digest", DIGEST_HEX_LEN)?,
         bound_kind: c.opt_text(5, "bound_kind", MAX_WORD_LEN)?,
-        claimed_at_ms: opt_time(&c, 6, "claimed_at_ms")?,
+        claimed_at_ms: c.opt_unsigned(6, "claimed_at_ms")?,
         claim,
     }
     .decode()
@@ -239,7 +232,7 @@ fn decode_membership(r: &Row<'_>) -> Res<((String, String), Role)> {
 }
 
 /// The length of a stored digest: a SHA-256 in hex.
-const DIGEST_HEX_LEN: usize = 64;
+const DIGEST_HEX_LEN: usize = 2 * custos_core::digest::SHA256_LEN;
 
 // ------------------------------------------------------------------ load
 
@@ -308,14 +301,16 @@ fn session(tx: &Transaction<'_>, s: &mut CatalogueState, id: &str) -> Res<()> {
 }
 
 fn revision(tx: &Transaction<'_>) -> Res<u64> {
-    let rev: i64 = tx
-        .query_row(
-            "SELECT revision FROM catalogue_meta WHERE singleton = 1",
-            [],
-            |r| r.get(0),
-        )
-        .map_err(db("access-load-revision"))?;
-    u64::try_from(rev).map_err(|_| corrupt("stored revision", rev.to_string()))
+    tx.query_row(
+        "SELECT revision FROM catalogue_meta WHERE singleton = 1",
+        [],
+        |r| {
+            let mut c = cells(r, "catalogue_meta");
+            c.at("1");
+            Ok(c.unsigned(0, "revision").map_err(AccessError::from))
+        },
+    )
+    .map_err(db("access-load-revision"))?
 }
 
 /// The access rows in one transaction: one statement per [`AccessLoad`]

@@ -73,7 +73,7 @@ use custos_core::catalogue::{
 };
 use rusqlite::{Connection, Row, Transaction, TransactionBehavior};
 
-use crate::codec::{cells, u64_from_sql};
+use crate::codec::cells;
 use crate::config::{self, OpenError, DEFAULT_BUSY_TIMEOUT};
 use crate::fault::Fault;
 use crate::readonly::{Conn, Expect, ReadOnly};
@@ -189,13 +189,6 @@ fn fault(f: Fault) -> CatalogueError {
 
 fn db(op: &'static str) -> impl FnOnce(rusqlite::Error) -> CatalogueError {
     move |e| fault(Fault::Db(op, e))
-}
-
-fn bad(what: &'static str, detail: impl Into<String>) -> CatalogueError {
-    CatalogueError::Invalid {
-        what,
-        detail: detail.into(),
-    }
 }
 
 impl SqliteCatalogue {
@@ -341,8 +334,7 @@ fn raw_session(r: &Row<'_>) -> rusqlite::Result<Res<StoredSession>> {
             model: c.text(5, "model", MODEL_KEY_LIMIT)?,
             executor: c.text(6, "executor", PROFILE_NAME_LIMIT)?,
             pool: c.text(7, "pool", PROFILE_NAME_LIMIT)?,
-            // A time is stored bit for bit ([`u64_from_sql`]).
-            created_at_ms: u64_from_sql(c.int(8, "created_at_ms")?),
+            created_at_ms: c.unsigned(8, "created_at_ms")?,
             state: c.text(9, "state", MAX_WORD_LEN)?,
             name_override: c.opt_text(10, "name override", DISPLAY_NAME_LIMIT)?,
             archived: c.flag(11, "archived")?,
@@ -375,16 +367,23 @@ pub(crate) fn load_sessions(
     Ok(())
 }
 
+/// The head row (revision and recent sequence) into `state`.
 fn load_meta(tx: &Transaction<'_>, state: &mut CatalogueState) -> Res<()> {
-    let (rev, seq): (i64, i64) = tx
+    let (rev, seq) = tx
         .query_row(
             "SELECT revision, recent_seq FROM catalogue_meta WHERE singleton = 1",
             [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| {
+                let mut c = cells(r, "catalogue_meta");
+                c.at("1");
+                Ok((|| -> Res<(u64, u64)> {
+                    Ok((c.unsigned(0, "revision")?, c.unsigned(1, "recent_seq")?))
+                })())
+            },
         )
-        .map_err(db("load-meta"))?;
-    state.revision = u64::try_from(rev).map_err(|_| bad("stored revision", rev.to_string()))?;
-    state.recent_seq = u64::try_from(seq).map_err(|_| bad("stored sequence", seq.to_string()))?;
+        .map_err(db("load-meta"))??;
+    state.revision = rev;
+    state.recent_seq = seq;
     Ok(())
 }
 
@@ -408,8 +407,7 @@ fn load_delegates(
                 c.at(format!("({spawner}, {parent})"));
                 Ok(StoredDelegate {
                     session_id: c.text(2, "session_id", SESSION_ID_LIMIT)?,
-                    // A time is stored bit for bit ([`u64_from_sql`]).
-                    last_contact_ms: u64_from_sql(c.int(3, "last_contact_ms")?),
+                    last_contact_ms: c.unsigned(3, "last_contact_ms")?,
                     spawner,
                     parent,
                 })

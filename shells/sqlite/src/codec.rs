@@ -204,18 +204,18 @@ mod tests {
     }
 }
 
-/// A SQLite row's columns as core's [`Columns`], borrowed: a text is
-/// bounded ([`Cells`](custos_core::columns::Cells)) before it is copied.
+/// A SQLite row's columns as core's
+/// [`Columns`](custos_core::columns::Columns), borrowed: a text is bounded
+/// ([`Cells`](custos_core::columns::Cells)) before it is checked as UTF-8
+/// or copied, and a `u64` is stored bit for bit ([`u64_from_sql`]).
 #[derive(Clone, Copy)]
 pub(crate) struct Lite<'a, 'r>(&'a Row<'r>);
 
 impl custos_core::columns::Columns for Lite<'_, '_> {
-    fn text(&self, col: usize) -> Result<Option<&str>, String> {
+    fn text(&self, col: usize) -> Result<Option<&[u8]>, String> {
         match self.0.get_ref(col).map_err(|e| e.to_string())? {
             ValueRef::Null => Ok(None),
-            ValueRef::Text(b) => std::str::from_utf8(b)
-                .map(Some)
-                .map_err(|e| format!("text is not UTF-8: {e}")),
+            ValueRef::Text(b) => Ok(Some(b)),
             other => Err(format!("expected text, found {:?}", other.data_type())),
         }
     }
@@ -231,8 +231,8 @@ impl custos_core::columns::Columns for Lite<'_, '_> {
         }
     }
 
-    fn flag(&self, col: usize) -> Result<Option<bool>, String> {
-        Ok(self.int(col)?.map(|i| i != 0))
+    fn unsigned(&self, col: usize) -> Result<Option<u64>, String> {
+        Ok(self.int(col)?.map(u64_from_sql))
     }
 
     fn blob(&self, col: usize) -> Result<Option<&[u8]>, String> {

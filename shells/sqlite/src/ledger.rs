@@ -458,7 +458,7 @@ fn raw_call<C: Columns>(c: &Cells<C>, base: usize) -> Result<CallRow, LedgerErro
         state: c.text(base + 1, "state", MAX_WORD_LEN)?,
         outcome: c.opt_blob(base + 2, "outcome", MAX_STORED_OUTCOME_BYTES)?,
         digest: c.opt_blob(base + 3, "outcome_digest", 32)?,
-        bytes: u64_from_sql(c.int(base + 4, "outcome_bytes")?),
+        bytes: c.unsigned(base + 4, "outcome_bytes")?,
         request: c.opt_text(base + 5, "admit_request", MAX_NAME_LEN)?,
     }
     .decode(&c.place())
@@ -478,7 +478,7 @@ fn keyed_call(
     c.at(format!("of {}", session.as_str()));
     let op = c.text(0, "op", MAX_NAME_LEN)?;
     let (step, source_index) = (c.small(1, "step")?, c.small(2, "source_index")?);
-    let incarnation = u64_from_sql(c.int(3, "incarnation")?);
+    let incarnation = c.unsigned(3, "incarnation")?;
     c.at(format!(
         "({}, {op}, {step}, {source_index}, {incarnation})",
         session.as_str()
@@ -540,9 +540,9 @@ fn load_scope(tx: &Transaction<'_>, session: &SessionId) -> Result<Option<Scope>
         Ok((|| {
             StoredScope {
                 workspace: c.text(0, "workspace", MAX_NAME_LEN)?,
-                incarnation: u64_from_sql(c.int(1, "incarnation")?),
+                incarnation: c.unsigned(1, "incarnation")?,
                 state: c.text(2, "state", MAX_WORD_LEN)?,
-                close_outcome: c.opt_int(3, "close_outcome")?.map(u64_from_sql),
+                close_outcome: c.opt_unsigned(3, "close_outcome")?,
                 attach_token: c.text(4, "attach_token", MAX_NAME_LEN)?,
             }
             .decode(session, &c.place())
@@ -661,9 +661,9 @@ fn load_releases(tx: &Transaction<'_>) -> Result<Vec<Release>, LedgerError> {
                 StoredRelease {
                     session: c.text(0, "session", MAX_NAME_LEN)?,
                     workspace: c.text(1, "workspace", MAX_NAME_LEN)?,
-                    incarnation: u64_from_sql(c.int(2, "incarnation")?),
+                    incarnation: c.unsigned(2, "incarnation")?,
                     was: c.text(3, "was", MAX_WORD_LEN)?,
-                    released_at_ms: u64_from_sql(c.int(4, "released_at_ms")?),
+                    released_at_ms: c.unsigned(4, "released_at_ms")?,
                 }
                 .decode(&c.place())
             })())
