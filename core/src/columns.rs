@@ -16,6 +16,10 @@
 
 use std::fmt;
 
+/// The bound on a stored word (a state, status, kind, role or mode): every
+/// word the machines write is shorter.
+pub const MAX_WORD_LEN: usize = 64;
+
 /// The columns of one stored row, by position.
 pub trait Columns {
     /// Column `col` as the bytes of a text, borrowed from the row (nothing

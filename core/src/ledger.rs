@@ -109,7 +109,7 @@ mod stored;
 mod tests;
 
 pub use memory::{MemoryLedger, REASON_POISONED};
-pub use stored::{StoredCall, StoredRelease, StoredScope};
+pub use stored::{StoredCall, StoredRelease, StoredScope, MAX_STORED_OUTCOME_BYTES};
 
 /// A scope's incarnation: bumped by exactly one on each reopen.
 pub type Incarnation = u64;

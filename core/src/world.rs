@@ -1030,8 +1030,13 @@ pub trait ControlCatalog {
 pub mod codec {
     use super::{
         Holder, Schema, Signature, SignatureRecord, WorldError, WorldFence, WorldIdentity,
-        WorldRecord, WorldStatus, WriterMode,
+        WorldRecord, WorldStatus, WriterMode, MAX_ID_LEN,
     };
+    use crate::columns::{Cells, ColumnError, Columns, MAX_WORD_LEN};
+    use crate::fence::MAX_HOLDER_LEN;
+
+    /// The bound on a stored signature's JSON column (components, schema).
+    pub const MAX_SIGNATURE_JSON_LEN: usize = 4 * 1024 * 1024;
 
     fn bad(what: &'static str, detail: String) -> WorldError {
         WorldError::Invalid { what, detail }
@@ -1111,7 +1116,44 @@ pub mod codec {
         pub fingerprint: String,
     }
 
+    impl StoredWorld {
+        /// A `control_worlds` row from `c`, in the order `world_id, name,
+        /// run_id, parent_world_id, writer_mode, status, tick_head`, every
+        /// text bounded before it is copied; `c` names the row by its id.
+        pub fn read<C: Columns>(c: &mut Cells<C>) -> Result<Self, ColumnError> {
+            let world_id = c.text(0, "world_id", MAX_ID_LEN)?;
+            c.at(world_id.as_str());
+            Ok(StoredWorld {
+                name: c.text(1, "name", MAX_ID_LEN)?,
+                run_id: c.opt_text(2, "run_id", MAX_ID_LEN)?,
+                parent_world_id: c.opt_text(3, "parent_world_id", MAX_ID_LEN)?,
+                writer_mode: c.opt_text(4, "writer_mode", MAX_WORD_LEN)?,
+                status: c.text(5, "status", MAX_WORD_LEN)?,
+                tick_head: c.int(6, "tick_head")?,
+                world_id,
+            })
+        }
+    }
+
     impl StoredSignature {
+        /// A `control_signatures` row from `c`, in the order `world_id,
+        /// table_id, components, schema, fingerprint`, every text bounded
+        /// before it is copied; `c` names the row by its pair of ids.
+        pub fn read<C: Columns>(c: &mut Cells<C>) -> Result<Self, ColumnError> {
+            let world_id = c.text(0, "world_id", MAX_ID_LEN)?;
+            c.at(world_id.as_str());
+            let table_id = c.text(1, "table_id", MAX_ID_LEN)?;
+            c.at(format!("({world_id}, {table_id})"));
+            Ok(StoredSignature {
+                components: c.text(2, "components", MAX_SIGNATURE_JSON_LEN)?,
+                schema: c.text(3, "schema", MAX_SIGNATURE_JSON_LEN)?,
+                // A fingerprint is a SHA-256 in hex; the id bound is generous.
+                fingerprint: c.text(4, "fingerprint", MAX_ID_LEN)?,
+                world_id,
+                table_id,
+            })
+        }
+
         /// The record: both JSON columns decode and the signature is valid
         /// (its fingerprint is its schema's).
         pub fn decode(self) -> Result<SignatureRecord, WorldError> {
@@ -1141,6 +1183,17 @@ pub mod codec {
     }
 
     impl StoredFence {
+        /// A `control_fences` row of `world_id` from `c`, in the order
+        /// `issued, floor, holder`.
+        pub fn read<C: Columns>(c: &mut Cells<C>, world_id: &str) -> Result<Self, ColumnError> {
+            c.at(world_id);
+            Ok(StoredFence {
+                issued: c.int(0, "issued")?,
+                floor: c.int(1, "floor")?,
+                holder: c.opt_text(2, "holder", MAX_HOLDER_LEN)?,
+            })
+        }
+
         /// The fence of `world_id`: non-negative epochs and a holder in
         /// its grammar.
         pub fn decode(self, world_id: &str) -> Result<WorldFence, WorldError> {

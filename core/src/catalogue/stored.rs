@@ -14,6 +14,7 @@ use super::{
     is_delegate_pair, is_local_workspace, is_session_id, CatalogueError, CatalogueState,
     DelegateRow, Recent, StoredSession,
 };
+use crate::columns::{Cells, ColumnError, Columns, MAX_WORD_LEN};
 use crate::Millis;
 use std::collections::BTreeMap;
 
@@ -28,6 +29,74 @@ pub struct StoredDelegate {
     pub session_id: String,
     /// The last claim's clock reading.
     pub last_contact_ms: Millis,
+}
+
+/// The bound on a stored subtitle's bytes: a subtitle is at most
+/// [`SUBTITLE_LIMIT`](super::SUBTITLE_LIMIT) characters of up to four
+/// bytes each.
+const SUBTITLE_BYTES: usize = super::SUBTITLE_LIMIT * 4;
+
+impl StoredSession {
+    /// A session row and its side rows from `c`, in the order
+    /// `session_id, creation_key, name, workspace, profile, model,
+    /// executor, pool, created_at_ms, state, name override, archived,
+    /// subtitle, move state, move op, move peer, deleting`, every text
+    /// bounded before it is copied; `c` names the row by its id. A
+    /// subtitle that breaks its rule reads as none, one longer than any
+    /// subtitle can be not even copied.
+    pub fn read<C: Columns>(c: &mut Cells<C>) -> Result<Self, ColumnError> {
+        use super::custody::{MOVE_OP_LIMIT, ORCHESTRATOR_NAME_LIMIT};
+        use super::{
+            CREATION_KEY_LIMIT, DISPLAY_NAME_LIMIT, LOCAL_WORKSPACE_LIMIT, MODEL_KEY_LIMIT,
+            PROFILE_NAME_LIMIT, SESSION_ID_LIMIT,
+        };
+        let id = c.text(0, "session_id", SESSION_ID_LIMIT)?;
+        c.at(id.as_str());
+        let move_row = match c.opt_text(13, "move state", MAX_WORD_LEN)? {
+            Some(s) => Some((
+                s,
+                c.text(14, "move op", MOVE_OP_LIMIT)?,
+                c.text(15, "move peer", ORCHESTRATOR_NAME_LIMIT)?,
+            )),
+            None => None,
+        };
+        Ok(StoredSession {
+            creation_key: c.text(1, "creation_key", CREATION_KEY_LIMIT)?,
+            name: c.text(2, "name", DISPLAY_NAME_LIMIT)?,
+            workspace: c.text(3, "workspace", LOCAL_WORKSPACE_LIMIT)?,
+            profile: c.text(4, "profile", PROFILE_NAME_LIMIT)?,
+            model: c.text(5, "model", MODEL_KEY_LIMIT)?,
+            executor: c.text(6, "executor", PROFILE_NAME_LIMIT)?,
+            pool: c.text(7, "pool", PROFILE_NAME_LIMIT)?,
+            created_at_ms: c.unsigned(8, "created_at_ms")?,
+            state: c.text(9, "state", MAX_WORD_LEN)?,
+            name_override: c.opt_text(10, "name override", DISPLAY_NAME_LIMIT)?,
+            archived: c.flag(11, "archived")?,
+            subtitle: c.lenient_text(12, SUBTITLE_BYTES),
+            move_row,
+            deleting: c.flag(16, "deleting")?,
+            id,
+        })
+    }
+}
+
+impl StoredDelegate {
+    /// A delegate row from `c`, in the order `spawner, parent_session,
+    /// session_id, last_contact_ms`; `c` names the row by its pair.
+    pub fn read<C: Columns>(c: &mut Cells<C>) -> Result<Self, ColumnError> {
+        use super::custody::ORCHESTRATOR_NAME_LIMIT;
+        use super::SESSION_ID_LIMIT;
+        let spawner = c.text(0, "spawner", ORCHESTRATOR_NAME_LIMIT)?;
+        c.at(spawner.as_str());
+        let parent = c.text(1, "parent_session", SESSION_ID_LIMIT)?;
+        c.at(format!("({spawner}, {parent})"));
+        Ok(StoredDelegate {
+            session_id: c.text(2, "session_id", SESSION_ID_LIMIT)?,
+            last_contact_ms: c.unsigned(3, "last_contact_ms")?,
+            spawner,
+            parent,
+        })
+    }
 }
 
 fn bad(what: &'static str, detail: String) -> CatalogueError {

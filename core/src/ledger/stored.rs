@@ -7,9 +7,85 @@
 //! own integer encoding) and nothing else.
 
 use super::{
-    AttachToken, CallRow, CloseOutcome, Digest, LedgerError, Release, RequestId, RowState, Scope,
-    ScopeState, SessionId, Tool, WorkspaceId,
+    AttachToken, CallRow, CloseOutcome, Digest, Key, LedgerError, OpId, Release, RequestId,
+    RowState, Scope, ScopeState, SessionId, Tool, WorkspaceId, MAX_NAME_LEN,
 };
+use crate::columns::{Cells, ColumnError, Columns, MAX_WORD_LEN};
+
+/// The bound on a stored outcome's bytes: the most a ledger may ever hold.
+pub const MAX_STORED_OUTCOME_BYTES: usize = super::DEFAULT_MAX_LEDGER_BYTES as usize;
+
+impl StoredScope {
+    /// The scope row of `session` from `c`, in the order `workspace,
+    /// incarnation, state, close_outcome, attach_token`; `c` names the row
+    /// by its session.
+    pub fn read<C: Columns>(c: &mut Cells<C>, session: &SessionId) -> Result<Self, ColumnError> {
+        c.at(session.as_str());
+        Ok(StoredScope {
+            workspace: c.text(0, "workspace", MAX_NAME_LEN)?,
+            incarnation: c.unsigned(1, "incarnation")?,
+            state: c.text(2, "state", MAX_WORD_LEN)?,
+            close_outcome: c.opt_unsigned(3, "close_outcome")?,
+            attach_token: c.text(4, "attach_token", MAX_NAME_LEN)?,
+        })
+    }
+}
+
+impl StoredCall {
+    /// A call row's own columns from `c` at `base`, in the order `tool,
+    /// state, outcome, outcome_digest, outcome_bytes, admit_request`,
+    /// every text and byte column bounded before it is copied.
+    pub fn read<C: Columns>(c: &Cells<C>, base: usize) -> Result<Self, ColumnError> {
+        Ok(StoredCall {
+            tool: c.text(base, "tool", MAX_NAME_LEN)?,
+            state: c.text(base + 1, "state", MAX_WORD_LEN)?,
+            outcome: c.opt_blob(base + 2, "outcome", MAX_STORED_OUTCOME_BYTES)?,
+            digest: c.opt_blob(base + 3, "outcome_digest", 32)?,
+            bytes: c.unsigned(base + 4, "outcome_bytes")?,
+            request: c.opt_text(base + 5, "admit_request", MAX_NAME_LEN)?,
+        })
+    }
+
+    /// A call row of `session` with its key from `c`, in the order `op,
+    /// step, source_index, incarnation`, then [`StoredCall::read`]'s;
+    /// decoded, `c` naming the row by its whole key.
+    pub fn read_keyed<C: Columns>(
+        c: &mut Cells<C>,
+        session: &SessionId,
+    ) -> Result<(Key, CallRow), LedgerError> {
+        c.at(format!("of {}", session.as_str()));
+        let op = c.text(0, "op", MAX_NAME_LEN)?;
+        let (step, source_index) = (c.small(1, "step")?, c.small(2, "source_index")?);
+        let incarnation = c.unsigned(3, "incarnation")?;
+        c.at(format!(
+            "({}, {op}, {step}, {source_index}, {incarnation})",
+            session.as_str()
+        ));
+        let key = Key {
+            session: session.clone(),
+            op: c.check("op", OpId::new(op))?,
+            step,
+            source_index,
+            incarnation,
+        };
+        Ok((key, StoredCall::read(c, 4)?.decode(&c.place())?))
+    }
+}
+
+impl StoredRelease {
+    /// A release row from `c`, in the order `id, session, workspace,
+    /// incarnation, was, released_at_ms`; `c` names the row by its id.
+    pub fn read<C: Columns>(c: &mut Cells<C>) -> Result<Self, ColumnError> {
+        c.at(c.int(0, "id")?.to_string());
+        Ok(StoredRelease {
+            session: c.text(1, "session", MAX_NAME_LEN)?,
+            workspace: c.text(2, "workspace", MAX_NAME_LEN)?,
+            incarnation: c.unsigned(3, "incarnation")?,
+            was: c.text(4, "was", MAX_WORD_LEN)?,
+            released_at_ms: c.unsigned(5, "released_at_ms")?,
+        })
+    }
+}
 
 fn malformed(detail: String) -> LedgerError {
     LedgerError::MalformedRow { detail }

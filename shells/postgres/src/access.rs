@@ -71,18 +71,15 @@ use custos_core::catalogue::access::rows::{
 };
 #[cfg(doc)]
 use custos_core::catalogue::access::AccessFootprint;
+use custos_core::catalogue::access::PRINCIPAL_ID_LIMIT;
 use custos_core::catalogue::access::{
     self, AccessError, AccessOutcome, AccessRequest, AccessState, Authority, ClaimDigest, ClaimRow,
     CredentialRow, Digest, PrincipalRow, Role, Sha256, StoredClaim, StoredCredential,
     StoredMembership, StoredPrincipal,
 };
-use custos_core::catalogue::access::{FINGERPRINT_LEN, PRINCIPAL_ID_LIMIT};
-use custos_core::catalogue::{
-    CatalogueError, CatalogueState, DISPLAY_NAME_LIMIT, SESSION_ID_LIMIT,
-};
+use custos_core::catalogue::{CatalogueError, CatalogueState};
 use postgres::Row;
 
-use crate::catalogue::MAX_WORD_LEN;
 use crate::cols::{cells, cells_from};
 
 use crate::catalogue::{
@@ -200,9 +197,6 @@ fn cat<T>(r: Result<T, TxError<CatalogueError>>) -> Tx<T> {
     })
 }
 
-/// The length of a stored digest: a SHA-256 in hex.
-const DIGEST_HEX_LEN: usize = 2 * custos_core::digest::SHA256_LEN;
-
 /// A read's `now` as a `bigint` bound: a `now` beyond `i64::MAX` is later
 /// than every storable expiry, as `i64::MAX` is.
 fn now_bound(now_ms: u64) -> i64 {
@@ -221,20 +215,7 @@ fn decode_principal(r: &Row) -> Tx<(String, PrincipalRow)> {
 /// A principal whose columns start at `base` in the row.
 fn decode_principal_at(r: &Row, base: usize) -> Tx<(String, PrincipalRow)> {
     let mut c = cells_from(r, "access_principals", base);
-    let principal_id = c.text(0, "principal_id", PRINCIPAL_ID_LIMIT)?;
-    // The row is named by its id only once the id is one (core names a
-    // bad id itself).
-    if access::is_principal_id(&principal_id) {
-        c.at(principal_id.as_str());
-    }
-    StoredPrincipal {
-        principal_id,
-        kind: c.text(1, "kind", MAX_WORD_LEN)?,
-        name: c.opt_text(2, "name", DISPLAY_NAME_LIMIT)?,
-        created_at_ms: c.unsigned(3, "created_at_ms")?,
-    }
-    .decode()
-    .map_err(TxError::Refused)
+    Ok(StoredPrincipal::read(&mut c)?.decode()?)
 }
 
 const CREDENTIAL_SELECT: &str = "SELECT digest, kind, principal_id, state, issued_at_ms,
@@ -265,55 +246,20 @@ fn clock_at(r: &Row, col: usize) -> Tx<u64> {
 const AUTHENTICATE_CLOCK_COLUMN: usize = CREDENTIAL_COLUMNS + 4;
 
 fn decode_credential(r: &Row) -> Tx<(Sha256, CredentialRow)> {
-    let mut c = cells(r, "access_credentials");
-    let digest = c.text(0, "digest", DIGEST_HEX_LEN)?;
-    c.at(custos_core::digest::head_of(&digest));
-    StoredCredential {
-        digest,
-        kind: c.text(1, "kind", MAX_WORD_LEN)?,
-        principal_id: c.text(2, "principal_id", PRINCIPAL_ID_LIMIT)?,
-        state: c.text(3, "state", MAX_WORD_LEN)?,
-        issued_at_ms: c.unsigned(4, "issued_at_ms")?,
-        claimed_at_ms: c.opt_unsigned(5, "claimed_at_ms")?,
-        last_resumed_ms: c.opt_unsigned(6, "last_resumed_ms")?,
-        expires_at_ms: c.opt_unsigned(7, "expires_at_ms")?,
-        issued_by: c.opt_text(8, "issued_by", FINGERPRINT_LEN)?,
-    }
-    .decode()
-    .map_err(TxError::Refused)
+    Ok(StoredCredential::read(&mut cells(r, "access_credentials"))?.decode()?)
 }
 
 const CLAIM_SELECT: &str = "SELECT claim, principal_id, expires_at_ms, state, bound_digest,
     bound_kind, claimed_at_ms FROM access_claims";
 
 fn decode_claim(r: &Row) -> Tx<(ClaimDigest, ClaimRow)> {
-    let mut c = cells(r, "access_claims");
-    let claim = c.text(0, "claim", DIGEST_HEX_LEN)?;
-    c.at(custos_core::digest::head_of(&claim));
-    StoredClaim {
-        claim,
-        principal_id: c.text(1, "principal_id", PRINCIPAL_ID_LIMIT)?,
-        expires_at_ms: c.unsigned(2, "expires_at_ms")?,
-        state: c.text(3, "state", MAX_WORD_LEN)?,
-        bound_digest: c.opt_text(4, "bound_digest", DIGEST_HEX_LEN)?,
-        bound_kind: c.opt_text(5, "bound_kind", MAX_WORD_LEN)?,
-        claimed_at_ms: c.opt_unsigned(6, "claimed_at_ms")?,
-    }
-    .decode()
-    .map_err(TxError::Refused)
+    Ok(StoredClaim::read(&mut cells(r, "access_claims"))?.decode()?)
 }
 
 const MEMBERSHIP_SELECT: &str = "SELECT principal_id, session_id, role FROM access_memberships";
 
 fn decode_membership(r: &Row) -> Tx<((String, String), Role)> {
-    let c = cells(r, "access_memberships");
-    StoredMembership {
-        principal_id: c.text(0, "principal_id", PRINCIPAL_ID_LIMIT)?,
-        session_id: c.text(1, "session_id", SESSION_ID_LIMIT)?,
-        role: c.text(2, "role", MAX_WORD_LEN)?,
-    }
-    .decode()
-    .map_err(TxError::Refused)
+    Ok(StoredMembership::read(&mut cells(r, "access_memberships"))?.decode()?)
 }
 
 /// One access table's rows in a pipeline: what selects them and where

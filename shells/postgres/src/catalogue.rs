@@ -88,7 +88,6 @@ pub use crate::open::{OpenError, Refusal};
 use std::fmt;
 
 use crate::cols::cells;
-use custos_core::catalogue::custody::{MOVE_OP_LIMIT, ORCHESTRATOR_NAME_LIMIT};
 use custos_core::catalogue::rows::{
     CatalogueRows, Defaults, Delegates, Load, RowsCatalogue, RowsRead, Sessions,
 };
@@ -96,10 +95,7 @@ use custos_core::catalogue::{
     self, footprint, CatalogueError, CatalogueState, Footprint, Outcome, Request, StoredDelegate,
     StoredSession,
 };
-use custos_core::catalogue::{
-    CREATION_KEY_LIMIT, DISPLAY_NAME_LIMIT, LOCAL_WORKSPACE_LIMIT, MODEL_KEY_LIMIT,
-    PROFILE_NAME_LIMIT, SESSION_ID_LIMIT, SUBTITLE_LIMIT,
-};
+use custos_core::catalogue::{LOCAL_WORKSPACE_LIMIT, SESSION_ID_LIMIT};
 use postgres::Row;
 
 use crate::conn::Tx as Transaction;
@@ -116,12 +112,7 @@ pub const COMPONENT: &str = "catalogue";
 /// The catalogue schema version this build writes and reads.
 pub const CATALOGUE_VERSION: i64 = 3;
 
-/// The bound on a stored state word (`reserved`, `moving`, …).
-pub const MAX_WORD_LEN: usize = 64;
-
-/// The longest a stored subtitle can be in bytes: [`SUBTITLE_LIMIT`]
-/// characters of at most four bytes each.
-const SUBTITLE_BYTES: usize = SUBTITLE_LIMIT * 4;
+pub use custos_core::columns::MAX_WORD_LEN;
 
 /// The schema steps; step `i` takes version `i` to `i + 1`.
 pub const STEPS: &[&str] = &[
@@ -367,36 +358,7 @@ LEFT JOIN catalogue_session_deletions d ON d.session_id = s.session_id
 ";
 
 fn raw_session(r: &Row) -> Tx<StoredSession> {
-    let mut c = cells(r, "catalogue_sessions");
-    let id = c.text(0, "session_id", SESSION_ID_LIMIT)?;
-    c.at(id.as_str());
-    let move_row = match c.opt_text(13, "move state", MAX_WORD_LEN)? {
-        Some(s) => Some((
-            s,
-            c.text(14, "move op", MOVE_OP_LIMIT)?,
-            c.text(15, "move peer", ORCHESTRATOR_NAME_LIMIT)?,
-        )),
-        None => None,
-    };
-    Ok(StoredSession {
-        creation_key: c.text(1, "creation_key", CREATION_KEY_LIMIT)?,
-        name: c.text(2, "name", DISPLAY_NAME_LIMIT)?,
-        workspace: c.text(3, "workspace", LOCAL_WORKSPACE_LIMIT)?,
-        profile: c.text(4, "profile", PROFILE_NAME_LIMIT)?,
-        model: c.text(5, "model", MODEL_KEY_LIMIT)?,
-        executor: c.text(6, "executor", PROFILE_NAME_LIMIT)?,
-        pool: c.text(7, "pool", PROFILE_NAME_LIMIT)?,
-        created_at_ms: c.unsigned(8, "created_at_ms")?,
-        state: c.text(9, "state", MAX_WORD_LEN)?,
-        name_override: c.opt_text(10, "name override", DISPLAY_NAME_LIMIT)?,
-        archived: c.flag(11, "archived")?,
-        // A stored subtitle that breaks its rule reads as none; one longer
-        // than any subtitle can be is not even copied.
-        subtitle: c.lenient_text(12, SUBTITLE_BYTES),
-        move_row,
-        deleting: c.flag(16, "deleting")?,
-        id,
-    })
+    Ok(StoredSession::read(&mut cells(r, "catalogue_sessions"))?)
 }
 
 /// The session rows `where_` selects, as a pipeline statement.
@@ -462,17 +424,10 @@ fn delegates_sql(where_: &str) -> String {
 fn put_delegates(state: &mut CatalogueState, rows: &[Row]) -> Tx<()> {
     let mut stored = Vec::with_capacity(rows.len());
     for r in rows {
-        let mut c = cells(r, "catalogue_delegate_sessions");
-        let spawner = c.text(0, "spawner", ORCHESTRATOR_NAME_LIMIT)?;
-        c.at(spawner.as_str());
-        let parent = c.text(1, "parent_session", SESSION_ID_LIMIT)?;
-        c.at(format!("({spawner}, {parent})"));
-        stored.push(StoredDelegate {
-            session_id: c.text(2, "session_id", SESSION_ID_LIMIT)?,
-            last_contact_ms: c.unsigned(3, "last_contact_ms")?,
-            spawner,
-            parent,
-        });
+        stored.push(StoredDelegate::read(&mut cells(
+            r,
+            "catalogue_delegate_sessions",
+        ))?);
     }
     state.put_stored_delegates(stored).map_err(refuse)
 }

@@ -50,11 +50,14 @@
 //!
 //! ## Bounded rows
 //!
-//! Every stored text is checked against a bound before it is copied or
-//! decoded — identity columns against [`MAX_ID_LEN`], status and writer
-//! mode against [`MAX_WORD_LEN`], the holder against [`MAX_HOLDER_LEN`], the
+//! Every row is read by core's readers (`StoredWorld::read`,
+//! `StoredSignature::read`, `StoredFence::read`): every stored text is
+//! checked against its bound before it is copied or decoded — identity
+//! columns against `world::MAX_ID_LEN`, status and writer mode against
+//! [`MAX_WORD_LEN`], the holder against `fence::MAX_HOLDER_LEN`, the
 //! signature's schema and component JSON against
-//! [`MAX_SIGNATURE_JSON_LEN`] — the same bounds as the SQLite shell.
+//! [`MAX_SIGNATURE_JSON_LEN`] — and a value beyond it fails the read with
+//! `Invalid` naming the table, row and column.
 //!
 //! ## Migration administration
 //!
@@ -69,12 +72,12 @@
 
 pub use crate::open::{OpenError, Refusal};
 
-use custos_core::fence::{Holder, WorldFence, MAX_HOLDER_LEN};
+use custos_core::fence::{Holder, WorldFence};
 use custos_core::world::{
     self,
     codec::{self, StoredFence, StoredSignature, StoredWorld},
     ControlCatalog, Effect, Outcome, Request, SignatureRecord, WorldError, WorldInfo, WorldRecord,
-    WorldSlot, MAX_ID_LEN,
+    WorldSlot,
 };
 use postgres::Row;
 
@@ -171,13 +174,8 @@ pub const CONTROL_TABLES: &[&str] = &[
     "control_departures",
 ];
 
-/// The bound on a stored status or writer-mode word (the SQLite shell's
-/// `MAX_WORD_LEN`, duplicated: it lives in that shell, not in core).
-pub const MAX_WORD_LEN: usize = 64;
-
-/// The bound on a stored signature's schema or component JSON, 4 MiB (the
-/// SQLite shell's `MAX_SIGNATURE_JSON_LEN`, duplicated likewise).
-pub const MAX_SIGNATURE_JSON_LEN: usize = 4 * 1024 * 1024;
+pub use custos_core::columns::MAX_WORD_LEN;
+pub use custos_core::world::codec::MAX_SIGNATURE_JSON_LEN;
 /// A control catalog in one PostgreSQL schema (see the module
 /// documentation). `Debug` shows the endpoint and schema, never the URL.
 #[derive(Debug)]
@@ -338,38 +336,13 @@ fn invalid(what: &'static str, detail: String) -> WorldError {
 
 /// One `control_worlds` row, decoded totally.
 fn decode_world(r: &Row) -> Res<WorldRecord> {
-    let mut c = cells(r, "control_worlds");
-    let id = c.text(0, "world_id", MAX_ID_LEN)?;
-    c.at(id.as_str());
-    StoredWorld {
-        name: c.text(1, "name", MAX_ID_LEN)?,
-        run_id: c.opt_text(2, "run_id", MAX_ID_LEN)?,
-        parent_world_id: c.opt_text(3, "parent_world_id", MAX_ID_LEN)?,
-        writer_mode: c.opt_text(4, "writer_mode", MAX_WORD_LEN)?,
-        status: c.text(5, "status", MAX_WORD_LEN)?,
-        tick_head: c.int(6, "tick_head")?,
-        world_id: id,
-    }
-    .decode()
+    StoredWorld::read(&mut cells(r, "control_worlds"))?.decode()
 }
 
 /// One `control_signatures` row, decoded totally and validated (the
 /// fingerprint must be its schema's).
 fn decode_sig(r: &Row) -> Res<SignatureRecord> {
-    let mut c = cells(r, "control_signatures");
-    let world_id = c.text(0, "world_id", MAX_ID_LEN)?;
-    c.at(world_id.as_str());
-    let table_id = c.text(1, "table_id", MAX_ID_LEN)?;
-    c.at(format!("({world_id}, {table_id})"));
-    StoredSignature {
-        components: c.text(2, "components", MAX_SIGNATURE_JSON_LEN)?,
-        schema: c.text(3, "schema", MAX_SIGNATURE_JSON_LEN)?,
-        // A fingerprint is a SHA-256 in hex; the id bound is generous.
-        fingerprint: c.text(4, "fingerprint", MAX_ID_LEN)?,
-        world_id,
-        table_id,
-    }
-    .decode()
+    StoredSignature::read(&mut cells(r, "control_signatures"))?.decode()
 }
 
 /// The world's fence row, decoded totally (default when there is none).
@@ -380,14 +353,7 @@ fn decode_fence(row: Option<&postgres::Row>, world_id: &str) -> TxRes<WorldFence
     let Some(r) = row else {
         return Ok(WorldFence::default());
     };
-    let mut c = cells(r, "control_fences");
-    c.at(world_id);
-    Ok(StoredFence {
-        issued: c.int(0, "issued")?,
-        floor: c.int(1, "floor")?,
-        holder: c.opt_text(2, "holder", MAX_HOLDER_LEN)?,
-    }
-    .decode(world_id)?)
+    Ok(StoredFence::read(&mut cells(r, "control_fences"), world_id)?.decode(world_id)?)
 }
 
 fn load_slot(tx: &mut Tx<'_>, world_id: &str) -> TxRes<WorldSlot> {

@@ -103,27 +103,21 @@ pub use crate::open::{OpenError, Refusal};
 use std::fmt;
 use std::sync::{RwLock, RwLockReadGuard};
 
-use custos_core::columns::Cells;
 use custos_core::ledger::{
-    self, Answer, CallRow, Effect, Key, Ledger, LedgerError, Limits, OpId, Release, Request,
-    RowState, Scope, ScopeState, SessionId, StoredCall, StoredRelease, StoredScope, View,
-    DEFAULT_MAX_LEDGER_BYTES, MAX_NAME_LEN,
+    self, Answer, CallRow, Effect, Key, Ledger, LedgerError, Limits, Release, Request, RowState,
+    Scope, ScopeState, SessionId, StoredCall, StoredRelease, StoredScope, View, MAX_NAME_LEN,
 };
 use postgres::Row;
 
-use crate::cols::{cells, Pg};
+use crate::cols::{cells, cells_from};
 
 use crate::conn::Tx;
 use thiserror::Error;
 
 use crate::conn::{db, next_got, Component, Conn, Failure, Stmt, Target, TxError, Want};
 
-/// The bound on a stored state word (`admitted`, `closed:<n>`, …).
-pub const MAX_WORD_LEN: usize = 64;
-
-/// The bound on a stored outcome: the default ledger budget (512 MiB), the
-/// most a ledger under the default limits can hold at all.
-pub const MAX_STORED_OUTCOME_BYTES: usize = DEFAULT_MAX_LEDGER_BYTES as usize;
+pub use custos_core::columns::MAX_WORD_LEN;
+pub use custos_core::ledger::MAX_STORED_OUTCOME_BYTES;
 
 /// Version 1 of the `ledger` component: every table, and the head row.
 pub const LEDGER_SCHEMA_V1: &str = "
@@ -558,7 +552,8 @@ fn load(tx: &mut Tx<'_>, req: &Request, lock: bool) -> Result<View, TxError<Ledg
             .map(|r| {
                 let mut c = cells(&r, "ledger_calls");
                 c.at(at.as_str());
-                decode_call(&c, 0)
+                let call = StoredCall::read(&c, 0)?;
+                call.decode(&c.place()).map_err(TxError::Refused)
             })
             .transpose()?;
         v.acked = next()?.opt("load-ack")?.is_some();
@@ -655,57 +650,19 @@ const RELEASES_SQL: &str = "SELECT id, session, workspace, incarnation, was, rel
 /// The scope row of `session`.
 fn decode_scope(r: &Row, session: &SessionId) -> Result<Scope, TxError<LedgerError>> {
     let mut c = cells(r, "ledger_scopes");
-    c.at(session.as_str());
-    let stored = StoredScope {
-        workspace: c.text(0, "workspace", MAX_NAME_LEN)?,
-        incarnation: c.unsigned(1, "incarnation")?,
-        state: c.text(2, "state", MAX_WORD_LEN)?,
-        close_outcome: c.opt_unsigned(3, "close_outcome")?,
-        attach_token: c.text(4, "attach_token", MAX_NAME_LEN)?,
-    };
+    let stored = StoredScope::read(&mut c, session)?;
     stored.decode(session, &c.place()).map_err(TxError::Refused)
-}
-
-/// The call columns `tool, state, outcome, outcome_digest, outcome_bytes,
-/// admit_request` of `c` from position `base`, decoded and bounded.
-fn decode_call(c: &Cells<Pg<'_>>, base: usize) -> Result<CallRow, TxError<LedgerError>> {
-    let stored = StoredCall {
-        tool: c.text(base, "tool", MAX_NAME_LEN)?,
-        state: c.text(base + 1, "state", MAX_WORD_LEN)?,
-        outcome: c.opt_blob(base + 2, "outcome", MAX_STORED_OUTCOME_BYTES)?,
-        digest: c.opt_blob(base + 3, "outcome_digest", 32)?,
-        bytes: c.unsigned(base + 4, "outcome_bytes")?,
-        // Read only for an `admitted` row; in any other state it is ignored
-        // (a build from before version 2, running beside this one, rewrites
-        // a row's state and leaves the column as it was).
-        request: c.opt_text(base + 5, "admit_request", MAX_NAME_LEN)?,
-    };
-    stored.decode(&c.place()).map_err(TxError::Refused)
 }
 
 /// Call rows with their keys, ascending by key.
 fn decode_calls(rows: &[Row]) -> Result<Vec<(Key, CallRow)>, TxError<LedgerError>> {
     let mut calls = Vec::with_capacity(rows.len());
     for r in rows {
-        let mut c = cells(r, "ledger_calls");
+        let c = cells(r, "ledger_calls");
         let session = c.text(0, "session", MAX_NAME_LEN)?;
-        c.at(format!("of {session}"));
-        let op = c.text(1, "op", MAX_NAME_LEN)?;
-        c.at(format!("({session}, {op}, …)"));
-        let step = c.small(2, "step")?;
-        let source_index = c.small(3, "source_index")?;
-        let incarnation = c.unsigned(4, "incarnation")?;
-        c.at(format!(
-            "({session}, {op}, {step}, {source_index}, {incarnation})"
-        ));
-        let key = Key {
-            session: c.check("session", SessionId::new(session))?,
-            op: c.check("op", OpId::new(op))?,
-            step,
-            source_index,
-            incarnation,
-        };
-        calls.push((key, decode_call(&c, 5)?));
+        let session = c.check("session", SessionId::new(session))?;
+        let mut call = cells_from(r, "ledger_calls", 1);
+        calls.push(StoredCall::read_keyed(&mut call, &session).map_err(TxError::Refused)?);
     }
     calls.sort();
     Ok(calls)
@@ -734,16 +691,8 @@ fn decode_totals(r: &Row, base: usize) -> Result<(u64, u64), TxError<LedgerError
 fn decode_releases(rows: &[Row]) -> Result<Vec<Release>, TxError<LedgerError>> {
     let mut releases = Vec::with_capacity(rows.len());
     for r in rows {
-        let id: i64 = r.try_get(0).map_err(sql("load-releases"))?;
         let mut c = cells(r, "ledger_releases");
-        c.at(id.to_string());
-        let stored = StoredRelease {
-            session: c.text(1, "session", MAX_NAME_LEN)?,
-            workspace: c.text(2, "workspace", MAX_NAME_LEN)?,
-            incarnation: c.unsigned(3, "incarnation")?,
-            was: c.text(4, "was", MAX_WORD_LEN)?,
-            released_at_ms: c.unsigned(5, "released_at_ms")?,
-        };
+        let stored = StoredRelease::read(&mut c)?;
         releases.push(stored.decode(&c.place()).map_err(TxError::Refused)?);
     }
     Ok(releases)

@@ -49,18 +49,15 @@ use custos_core::catalogue::access::rows::{
     RowsAccess,
 };
 use custos_core::catalogue::access::{
-    self, is_principal_id, AccessError, AccessFootprint, AccessOutcome, AccessRequest, AccessState,
-    Authority, ClaimDigest, ClaimRow, CredentialRow, Digest, PrincipalRow, Role, Sha256,
-    StoredClaim, StoredCredential, StoredMembership, StoredPrincipal, FINGERPRINT_LEN,
-    PRINCIPAL_ID_LIMIT,
+    self, AccessError, AccessFootprint, AccessOutcome, AccessRequest, AccessState, Authority,
+    ClaimDigest, ClaimRow, CredentialRow, Digest, PrincipalRow, Role, Sha256, StoredClaim,
+    StoredCredential, StoredMembership, StoredPrincipal, FINGERPRINT_LEN,
 };
-use custos_core::catalogue::{
-    CatalogueError, CatalogueState, DISPLAY_NAME_LIMIT, SESSION_ID_LIMIT,
-};
+use custos_core::catalogue::{CatalogueError, CatalogueState};
 use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, Row, ToSql, Transaction, TransactionBehavior};
 
-use crate::catalogue::{load_sessions, SqliteCatalogue, MAX_WORD_LEN};
+use crate::catalogue::{load_sessions, SqliteCatalogue};
 use crate::codec::{cells, cells_from, u64_to_sql};
 use crate::fault::Fault;
 
@@ -167,20 +164,7 @@ fn from_catalogue(e: CatalogueError) -> AccessError {
 /// A principal whose columns start at `base` in the row (a join's later
 /// table).
 fn decode_principal_at(r: &Row<'_>, base: usize) -> Res<(String, PrincipalRow)> {
-    let mut c = cells_from(r, "access_principals", base);
-    let principal_id = c.text(0, "principal_id", PRINCIPAL_ID_LIMIT)?;
-    // The row is named by its id only once the id is one (core names a bad
-    // id itself).
-    if is_principal_id(&principal_id) {
-        c.at(principal_id.as_str());
-    }
-    StoredPrincipal {
-        kind: c.text(1, "kind", MAX_WORD_LEN)?,
-        name: c.opt_text(2, "name", DISPLAY_NAME_LIMIT)?,
-        created_at_ms: c.unsigned(3, "created_at_ms")?,
-        principal_id,
-    }
-    .decode()
+    StoredPrincipal::read(&mut cells_from(r, "access_principals", base))?.decode()
 }
 
 fn decode_principal(r: &Row<'_>) -> Res<(String, PrincipalRow)> {
@@ -188,51 +172,16 @@ fn decode_principal(r: &Row<'_>) -> Res<(String, PrincipalRow)> {
 }
 
 fn decode_credential(r: &Row<'_>) -> Res<(Sha256, CredentialRow)> {
-    let mut c = cells(r, "access_credentials");
-    let digest = c.text(0, "digest", DIGEST_HEX_LEN)?;
-    c.at(custos_core::digest::head_of(&digest));
-    StoredCredential {
-        kind: c.text(1, "kind", MAX_WORD_LEN)?,
-        principal_id: c.text(2, "principal_id", PRINCIPAL_ID_LIMIT)?,
-        state: c.text(3, "state", MAX_WORD_LEN)?,
-        issued_at_ms: c.unsigned(4, "issued_at_ms")?,
-        claimed_at_ms: c.opt_unsigned(5, "claimed_at_ms")?,
-        last_resumed_ms: c.opt_unsigned(6, "last_resumed_ms")?,
-        expires_at_ms: c.opt_unsigned(7, "expires_at_ms")?,
-        issued_by: c.opt_text(8, "issued_by", FINGERPRINT_LEN)?,
-        digest,
-    }
-    .decode()
+    StoredCredential::read(&mut cells(r, "access_credentials"))?.decode()
 }
 
 fn decode_claim(r: &Row<'_>) -> Res<(ClaimDigest, ClaimRow)> {
-    let mut c = cells(r, "access_claims");
-    let claim = c.text(0, "claim", DIGEST_HEX_LEN)?;
-    c.at(custos_core::digest::head_of(&claim));
-    StoredClaim {
-        principal_id: c.text(1, "principal_id", PRINCIPAL_ID_LIMIT)?,
-        expires_at_ms: c.unsigned(2, "expires_at_ms")?,
-        state: c.text(3, "state", MAX_WORD_LEN)?,
-        bound_digest: c.opt_text(4, "bound_digest", DIGEST_HEX_LEN)?,
-        bound_kind: c.opt_text(5, "bound_kind", MAX_WORD_LEN)?,
-        claimed_at_ms: c.opt_unsigned(6, "claimed_at_ms")?,
-        claim,
-    }
-    .decode()
+    StoredClaim::read(&mut cells(r, "access_claims"))?.decode()
 }
 
 fn decode_membership(r: &Row<'_>) -> Res<((String, String), Role)> {
-    let c = cells(r, "access_memberships");
-    StoredMembership {
-        principal_id: c.text(0, "principal_id", PRINCIPAL_ID_LIMIT)?,
-        session_id: c.text(1, "session_id", SESSION_ID_LIMIT)?,
-        role: c.text(2, "role", MAX_WORD_LEN)?,
-    }
-    .decode()
+    StoredMembership::read(&mut cells(r, "access_memberships"))?.decode()
 }
-
-/// The length of a stored digest: a SHA-256 in hex.
-const DIGEST_HEX_LEN: usize = 2 * custos_core::digest::SHA256_LEN;
 
 // ------------------------------------------------------------------ load
 

@@ -66,23 +66,26 @@
 //!
 //! ## Bounded rows
 //!
-//! Every stored text is checked against a bound before it is copied or
-//! decoded — identity columns against [`MAX_ID_LEN`], status and writer
-//! mode against [`MAX_WORD_LEN`], the signature's schema and component JSON
-//! against [`MAX_SIGNATURE_JSON_LEN`] — and a value beyond it fails the read
-//! with `Invalid` naming the table, row and column.
+//! Every row is read by core's readers (`StoredWorld::read`,
+//! `StoredSignature::read`, `StoredFence::read`): every stored text is
+//! checked against its bound before it is copied or decoded — identity
+//! columns against `world::MAX_ID_LEN`, status and writer mode against
+//! [`MAX_WORD_LEN`], the holder against `fence::MAX_HOLDER_LEN`, the
+//! signature's schema and component JSON against
+//! [`MAX_SIGNATURE_JSON_LEN`] — and a value beyond it fails the read with
+//! `Invalid` naming the table, row and column.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use custos_core::fence::{Epoch, Holder, WorldFence, MAX_HOLDER_LEN};
+use custos_core::fence::{Epoch, Holder, WorldFence};
 use custos_core::identity::{catalog_location, StorageIdentity};
 use custos_core::world::{
     self,
     codec::{self, StoredFence, StoredSignature, StoredWorld},
     ControlCatalog, Effect, Outcome, Request, SignatureRecord, WorldError, WorldInfo, WorldRecord,
-    WorldSlot, MAX_ID_LEN,
+    WorldSlot,
 };
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
 
@@ -162,11 +165,8 @@ CREATE TABLE control_departures (
 ) STRICT;
 ";
 
-/// The bound on a stored status or writer-mode word.
-pub const MAX_WORD_LEN: usize = 64;
-
-/// The bound on a stored signature's schema or component JSON (4 MiB).
-pub const MAX_SIGNATURE_JSON_LEN: usize = 4 * 1024 * 1024;
+pub use custos_core::columns::MAX_WORD_LEN;
+pub use custos_core::world::codec::MAX_SIGNATURE_JSON_LEN;
 
 /// What the read-only open reads.
 const EXPECT: Expect = Expect {
@@ -383,39 +383,12 @@ const SIG_SELECT: &str =
 
 /// One `control_worlds` row, every text bounded before it is copied.
 fn raw_world(r: &Row<'_>) -> rusqlite::Result<Res<StoredWorld>> {
-    let mut c = cells(r, "control_worlds");
-    Ok((|| {
-        let id = c.text(0, "world_id", MAX_ID_LEN)?;
-        c.at(id.as_str());
-        Ok(StoredWorld {
-            name: c.text(1, "name", MAX_ID_LEN)?,
-            run_id: c.opt_text(2, "run_id", MAX_ID_LEN)?,
-            parent_world_id: c.opt_text(3, "parent_world_id", MAX_ID_LEN)?,
-            writer_mode: c.opt_text(4, "writer_mode", MAX_WORD_LEN)?,
-            status: c.text(5, "status", MAX_WORD_LEN)?,
-            tick_head: c.int(6, "tick_head")?,
-            world_id: id,
-        })
-    })())
+    Ok(StoredWorld::read(&mut cells(r, "control_worlds")).map_err(WorldError::from))
 }
 
 /// One `control_signatures` row, every text bounded before it is copied.
 fn raw_sig(r: &Row<'_>) -> rusqlite::Result<Res<StoredSignature>> {
-    let mut c = cells(r, "control_signatures");
-    Ok((|| {
-        let world = c.text(0, "world_id", MAX_ID_LEN)?;
-        c.at(world.as_str());
-        let table = c.text(1, "table_id", MAX_ID_LEN)?;
-        c.at(format!("({world}, {table})"));
-        Ok(StoredSignature {
-            components: c.text(2, "components", MAX_SIGNATURE_JSON_LEN)?,
-            schema: c.text(3, "schema", MAX_SIGNATURE_JSON_LEN)?,
-            // A fingerprint is a SHA-256 in hex; the id bound is generous.
-            fingerprint: c.text(4, "fingerprint", MAX_ID_LEN)?,
-            world_id: world,
-            table_id: table,
-        })
-    })())
+    Ok(StoredSignature::read(&mut cells(r, "control_signatures")).map_err(WorldError::from))
 }
 
 /// Whether the file has the fence table (a version-1 file read through a
@@ -438,16 +411,9 @@ fn load_fence(tx: &Transaction<'_>, world_id: &str) -> Res<WorldFence> {
     tx.prepare_cached("SELECT issued, floor, holder FROM control_fences WHERE world_id = ?1")
         .map_err(db("load-fence"))?
         .query_row([world_id], |r| {
-            let mut c = cells(r, "control_fences");
-            c.at(world_id);
-            Ok((|| {
-                StoredFence {
-                    issued: c.int(0, "issued")?,
-                    floor: c.int(1, "floor")?,
-                    holder: c.opt_text(2, "holder", MAX_HOLDER_LEN)?,
-                }
-                .decode(world_id)
-            })())
+            Ok(StoredFence::read(&mut cells(r, "control_fences"), world_id)
+                .map_err(WorldError::from)
+                .and_then(|f| f.decode(world_id)))
         })
         .optional()
         .map_err(db("load-fence"))?

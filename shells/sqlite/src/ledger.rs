@@ -68,9 +68,9 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use custos_core::ledger::{
-    self, Answer, CallRow, Effect, Key, Ledger, LedgerError, Limits, OpId, Release, Request,
-    RequestId, RowState, Scope, ScopeState, SessionId, StoredCall, StoredRelease, StoredScope,
-    View, DEFAULT_MAX_LEDGER_BYTES, MAX_NAME_LEN,
+    self, Answer, CallRow, Effect, Key, Ledger, LedgerError, Limits, Release, Request, RequestId,
+    RowState, Scope, ScopeState, SessionId, StoredCall, StoredRelease, StoredScope, View,
+    MAX_NAME_LEN,
 };
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
 use thiserror::Error;
@@ -79,14 +79,9 @@ use crate::codec::{cells, cells_from, u64_from_sql, u64_to_sql};
 use crate::config::{self, OpenError, Refusal, DEFAULT_BUSY_TIMEOUT};
 use crate::fault::Fault;
 use crate::readonly::{Expect, ReadOnly};
-use custos_core::columns::{Cells, Columns};
 
-/// The bound on a stored state word (`admitted`, `closed:<n>`, …).
-pub const MAX_WORD_LEN: usize = 64;
-
-/// The bound on a stored outcome: the default ledger budget (512 MiB), the
-/// most a ledger under the default limits can hold at all.
-pub const MAX_STORED_OUTCOME_BYTES: usize = DEFAULT_MAX_LEDGER_BYTES as usize;
+pub use custos_core::columns::MAX_WORD_LEN;
+pub use custos_core::ledger::MAX_STORED_OUTCOME_BYTES;
 
 /// What the read-only open reads.
 const EXPECT: Expect = Expect {
@@ -450,20 +445,6 @@ fn encode_scope_state(s: ScopeState) -> (&'static str, Option<i64>) {
     (state, outcome.map(u64_to_sql))
 }
 
-/// The call columns `tool, state, outcome, outcome_digest, outcome_bytes,
-/// admit_request` of `c` from position `base`, bounded and decoded.
-fn raw_call<C: Columns>(c: &Cells<C>, base: usize) -> Result<CallRow, LedgerError> {
-    StoredCall {
-        tool: c.text(base, "tool", MAX_NAME_LEN)?,
-        state: c.text(base + 1, "state", MAX_WORD_LEN)?,
-        outcome: c.opt_blob(base + 2, "outcome", MAX_STORED_OUTCOME_BYTES)?,
-        digest: c.opt_blob(base + 3, "outcome_digest", 32)?,
-        bytes: c.unsigned(base + 4, "outcome_bytes")?,
-        request: c.opt_text(base + 5, "admit_request", MAX_NAME_LEN)?,
-    }
-    .decode(&c.place())
-}
-
 const CALL_COLS: &str =
     "op, step, source_index, incarnation, tool, state, outcome, outcome_digest, outcome_bytes, admit_request";
 
@@ -474,23 +455,7 @@ fn keyed_call(
     base: usize,
     session: &SessionId,
 ) -> Result<(Key, CallRow), LedgerError> {
-    let mut c = cells_from(r, "call", base);
-    c.at(format!("of {}", session.as_str()));
-    let op = c.text(0, "op", MAX_NAME_LEN)?;
-    let (step, source_index) = (c.small(1, "step")?, c.small(2, "source_index")?);
-    let incarnation = c.unsigned(3, "incarnation")?;
-    c.at(format!(
-        "({}, {op}, {step}, {source_index}, {incarnation})",
-        session.as_str()
-    ));
-    let key = Key {
-        session: session.clone(),
-        op: c.check("op", OpId::new(op))?,
-        step,
-        source_index,
-        incarnation,
-    };
-    Ok((key, raw_call(&c, 4)?))
+    StoredCall::read_keyed(&mut cells_from(r, "call", base), session)
 }
 
 fn key_params(k: &Key) -> (String, String, i64, i64, i64) {
@@ -536,17 +501,9 @@ fn load_scope(tx: &Transaction<'_>, session: &SessionId) -> Result<Option<Scope>
     .map_err(db("prepare"))?
     .query_row([session.as_str()], |r| {
         let mut c = cells(r, "scope");
-        c.at(session.as_str());
-        Ok((|| {
-            StoredScope {
-                workspace: c.text(0, "workspace", MAX_NAME_LEN)?,
-                incarnation: c.unsigned(1, "incarnation")?,
-                state: c.text(2, "state", MAX_WORD_LEN)?,
-                close_outcome: c.opt_unsigned(3, "close_outcome")?,
-                attach_token: c.text(4, "attach_token", MAX_NAME_LEN)?,
-            }
-            .decode(session, &c.place())
-        })())
+        Ok(StoredScope::read(&mut c, session)
+            .map_err(LedgerError::from)
+            .and_then(|s| s.decode(session, &c.place())))
     })
     .optional()
     .map_err(db("load-scope"))?
@@ -566,7 +523,9 @@ fn load_call(tx: &Transaction<'_>, k: &Key) -> Result<(Option<CallRow>, bool), L
         .query_row(params![p.0, p.1, p.2, p.3, p.4], |r| {
             let mut c = cells(r, "call");
             c.at(at.as_str());
-            Ok(raw_call(&c, 0))
+            Ok(StoredCall::read(&c, 0)
+                .map_err(LedgerError::from)
+                .and_then(|call| call.decode(&c.place())))
         })
         .optional()
         .map_err(db("load-call"))?
@@ -650,23 +609,15 @@ fn load_totals(tx: &Transaction<'_>) -> Result<(u64, u64), LedgerError> {
 fn load_releases(tx: &Transaction<'_>) -> Result<Vec<Release>, LedgerError> {
     let mut stmt = tx
         .prepare_cached(
-            "SELECT session, workspace, incarnation, was, released_at_ms, id FROM scope_release ORDER BY id",
+            "SELECT id, session, workspace, incarnation, was, released_at_ms FROM scope_release ORDER BY id",
         )
         .map_err(db("prepare"))?;
     let rows = stmt
         .query_map([], |r| {
             let mut c = cells(r, "scope_release");
-            Ok((|| {
-                c.at(c.int(5, "id")?.to_string());
-                StoredRelease {
-                    session: c.text(0, "session", MAX_NAME_LEN)?,
-                    workspace: c.text(1, "workspace", MAX_NAME_LEN)?,
-                    incarnation: c.unsigned(2, "incarnation")?,
-                    was: c.text(3, "was", MAX_WORD_LEN)?,
-                    released_at_ms: c.unsigned(4, "released_at_ms")?,
-                }
-                .decode(&c.place())
-            })())
+            Ok(StoredRelease::read(&mut c)
+                .map_err(LedgerError::from)
+                .and_then(|release| release.decode(&c.place())))
         })
         .map_err(db("load-releases"))?;
     let mut releases = Vec::new();

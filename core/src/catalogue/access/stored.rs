@@ -5,15 +5,16 @@
 //! [`AccessError::Corrupt`] naming the table, the row and the column, in
 //! the form `<table> row <key>: column <name>: <why>`. A digest column that
 //! is not 64 lower-case hex digits is named by its length and its first
-//! [`FINGERPRINT_LEN`](super::FINGERPRINT_LEN) characters only ([`crate::digest::head_of`]) (a misplaced plaintext token would
+//! [`FINGERPRINT_LEN`] characters only ([`crate::digest::head_of`]) (a misplaced plaintext token would
 //! otherwise reach the message whole).
 
 use super::{
     is_fingerprint, is_principal_id, valid_name, AccessError, ClaimDigest, ClaimRow, ClaimState,
     CredentialKind, CredentialRow, CredentialState, Digest, PrincipalKind, PrincipalRow, Role,
-    Sha256,
+    Sha256, FINGERPRINT_LEN, PRINCIPAL_ID_LIMIT,
 };
-use crate::catalogue::is_session_id;
+use crate::catalogue::{is_session_id, DISPLAY_NAME_LIMIT, SESSION_ID_LIMIT};
+use crate::columns::{Cells, ColumnError, Columns, MAX_WORD_LEN};
 
 /// Where a value sits: the error's `what`, the table and the row's key.
 struct At<'a> {
@@ -244,6 +245,84 @@ impl StoredMembership {
         }
         let role = at.word("role", &self.role, Role::parse)?;
         Ok(((p, self.session_id), role))
+    }
+}
+
+/// The bound on a stored digest column: a SHA-256 in hex.
+const DIGEST_HEX_LEN: usize = 2 * crate::digest::SHA256_LEN;
+
+impl StoredPrincipal {
+    /// An `access_principals` row from `c`, in the order `principal_id,
+    /// kind, name, created_at_ms`, every text bounded before it is copied;
+    /// `c` names the row by its id once the id is one.
+    pub fn read<C: Columns>(c: &mut Cells<C>) -> Result<Self, ColumnError> {
+        let principal_id = c.text(0, "principal_id", PRINCIPAL_ID_LIMIT)?;
+        // Core names a malformed id itself (`decode`).
+        if super::is_principal_id(&principal_id) {
+            c.at(principal_id.as_str());
+        }
+        Ok(StoredPrincipal {
+            kind: c.text(1, "kind", MAX_WORD_LEN)?,
+            name: c.opt_text(2, "name", DISPLAY_NAME_LIMIT)?,
+            created_at_ms: c.unsigned(3, "created_at_ms")?,
+            principal_id,
+        })
+    }
+}
+
+impl StoredCredential {
+    /// An `access_credentials` row from `c`, in the order `digest, kind,
+    /// principal_id, state, issued_at_ms, claimed_at_ms, last_resumed_ms,
+    /// expires_at_ms, issued_by`; `c` names the row by its digest's head
+    /// only.
+    pub fn read<C: Columns>(c: &mut Cells<C>) -> Result<Self, ColumnError> {
+        let digest = c.text(0, "digest", DIGEST_HEX_LEN)?;
+        c.at(crate::digest::head_of(&digest));
+        Ok(StoredCredential {
+            kind: c.text(1, "kind", MAX_WORD_LEN)?,
+            principal_id: c.text(2, "principal_id", PRINCIPAL_ID_LIMIT)?,
+            state: c.text(3, "state", MAX_WORD_LEN)?,
+            issued_at_ms: c.unsigned(4, "issued_at_ms")?,
+            claimed_at_ms: c.opt_unsigned(5, "claimed_at_ms")?,
+            last_resumed_ms: c.opt_unsigned(6, "last_resumed_ms")?,
+            expires_at_ms: c.opt_unsigned(7, "expires_at_ms")?,
+            issued_by: c.opt_text(8, "issued_by", FINGERPRINT_LEN)?,
+            digest,
+        })
+    }
+}
+
+impl StoredClaim {
+    /// An `access_claims` row from `c`, in the order `claim, principal_id,
+    /// expires_at_ms, state, bound_digest, bound_kind, claimed_at_ms`; `c`
+    /// names the row by its claim's head only.
+    pub fn read<C: Columns>(c: &mut Cells<C>) -> Result<Self, ColumnError> {
+        let claim = c.text(0, "claim", DIGEST_HEX_LEN)?;
+        c.at(crate::digest::head_of(&claim));
+        Ok(StoredClaim {
+            principal_id: c.text(1, "principal_id", PRINCIPAL_ID_LIMIT)?,
+            expires_at_ms: c.unsigned(2, "expires_at_ms")?,
+            state: c.text(3, "state", MAX_WORD_LEN)?,
+            bound_digest: c.opt_text(4, "bound_digest", DIGEST_HEX_LEN)?,
+            bound_kind: c.opt_text(5, "bound_kind", MAX_WORD_LEN)?,
+            claimed_at_ms: c.opt_unsigned(6, "claimed_at_ms")?,
+            claim,
+        })
+    }
+}
+
+impl StoredMembership {
+    /// An `access_memberships` row from `c`, in the order `principal_id,
+    /// session_id, role`.
+    pub fn read<C: Columns>(c: &mut Cells<C>) -> Result<Self, ColumnError> {
+        let principal_id = c.text(0, "principal_id", PRINCIPAL_ID_LIMIT)?;
+        let session_id = c.text(1, "session_id", SESSION_ID_LIMIT)?;
+        c.at(format!("({principal_id}, {session_id})"));
+        Ok(StoredMembership {
+            role: c.text(2, "role", MAX_WORD_LEN)?,
+            principal_id,
+            session_id,
+        })
     }
 }
 
