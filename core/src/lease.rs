@@ -495,22 +495,9 @@ mod tests {
     fn a_commit_is_admitted_and_a_renewal_renewed() {
         let held = acquire(&LeaseState::default(), "a", 0).unwrap().next;
         let fence = held.holder.as_ref().unwrap().fence;
-        let (owner, now, ttl) = (o("a"), 5, 10);
-        let commit = Request::Commit {
-            owner: owner.clone(),
-            fence,
-            now,
-            ttl,
-        };
-        let renew = Request::Renew {
-            owner,
-            fence,
-            now,
-            ttl,
-        };
         let (c, r) = (
-            decide(&held, &commit).unwrap(),
-            decide(&held, &renew).unwrap(),
+            commit(&held, "a", fence, 5).unwrap(),
+            renew(&held, "a", fence, 5, 10).unwrap(),
         );
         assert!(
             matches!(&c.outcome, Outcome::Admitted { lease } if lease.expires_at == 15),
@@ -535,12 +522,68 @@ mod tests {
     }
 
     fn acquire(s: &LeaseState, who: &str, now: Millis) -> Result<Decision, LeaseError> {
+        acquire_ttl(s, who, now, 10)
+    }
+
+    fn acquire_ttl(
+        s: &LeaseState,
+        who: &str,
+        now: Millis,
+        ttl: Millis,
+    ) -> Result<Decision, LeaseError> {
         decide(
             s,
             &Request::Acquire {
                 owner: o(who),
                 now,
+                ttl,
+            },
+        )
+    }
+
+    /// A commit of `who`'s pair at `now`, extending it by 10.
+    fn commit(
+        s: &LeaseState,
+        who: &str,
+        fence: Fence,
+        now: Millis,
+    ) -> Result<Decision, LeaseError> {
+        let owner = o(who);
+        decide(
+            s,
+            &Request::Commit {
+                owner,
+                fence,
+                now,
                 ttl: 10,
+            },
+        )
+    }
+
+    fn renew(
+        s: &LeaseState,
+        who: &str,
+        fence: Fence,
+        now: Millis,
+        ttl: Millis,
+    ) -> Result<Decision, LeaseError> {
+        decide(
+            s,
+            &Request::Renew {
+                owner: o(who),
+                fence,
+                now,
+                ttl,
+            },
+        )
+    }
+
+    fn release(s: &LeaseState, who: &str, fence: Fence) -> Result<Decision, LeaseError> {
+        decide(
+            s,
+            &Request::Release {
+                owner: o(who),
+                fence,
             },
         )
     }
@@ -593,38 +636,9 @@ mod tests {
         let lost = Err(LeaseError::LeaseLost {
             held_by: Some(o("b")),
         });
-        assert_eq!(
-            decide(
-                &s,
-                &Request::Commit {
-                    owner: o("a"),
-                    fence: 1,
-                    now: 11,
-                    ttl: 10
-                }
-            ),
-            lost
-        );
-        assert_eq!(
-            decide(
-                &s,
-                &Request::Renew {
-                    owner: o("a"),
-                    fence: 1,
-                    now: 11,
-                    ttl: 10
-                }
-            ),
-            lost
-        );
-        let r = decide(
-            &s,
-            &Request::Release {
-                owner: o("a"),
-                fence: 1,
-            },
-        )
-        .unwrap();
+        assert_eq!(commit(&s, "a", 1, 11), lost);
+        assert_eq!(renew(&s, "a", 1, 11, 10), lost);
+        let r = release(&s, "a", 1).unwrap();
         assert_eq!(
             r.outcome,
             Outcome::NotHeld {
@@ -637,37 +651,11 @@ mod tests {
     #[test]
     fn commit_needs_exact_pair_and_unexpired() {
         let s = acquire(&LeaseState::default(), "a", 0).unwrap().next;
-        let ok = decide(
-            &s,
-            &Request::Commit {
-                owner: o("a"),
-                fence: 1,
-                now: 5,
-                ttl: 10,
-            },
-        )
-        .unwrap();
+        let ok = commit(&s, "a", 1, 5).unwrap();
         assert_eq!(ok.next.holder.as_ref().unwrap().expires_at, 15);
-        assert!(decide(
-            &s,
-            &Request::Commit {
-                owner: o("a"),
-                fence: 2,
-                now: 5,
-                ttl: 10
-            }
-        )
-        .is_err());
+        assert!(commit(&s, "a", 2, 5).is_err());
         assert_eq!(
-            decide(
-                &s,
-                &Request::Commit {
-                    owner: o("a"),
-                    fence: 1,
-                    now: 10,
-                    ttl: 10
-                }
-            ),
+            commit(&s, "a", 1, 10),
             Err(LeaseError::LeaseLost {
                 held_by: Some(o("a"))
             })
@@ -677,29 +665,13 @@ mod tests {
     #[test]
     fn release_keeps_the_high_water_mark() {
         let s = acquire(&LeaseState::default(), "a", 0).unwrap().next;
-        let s = decide(
-            &s,
-            &Request::Release {
-                owner: o("a"),
-                fence: 1,
-            },
-        )
-        .unwrap()
-        .next;
+        let s = release(&s, "a", 1).unwrap().next;
         assert_eq!(s.holder, None);
         let d = acquire(&s, "a", 1).unwrap();
         assert_eq!(d.next.holder.unwrap().fence, 2);
         // A commit by the released pair on a free slot names no holder.
         assert_eq!(
-            decide(
-                &s,
-                &Request::Commit {
-                    owner: o("a"),
-                    fence: 1,
-                    now: 1,
-                    ttl: 10
-                }
-            ),
+            commit(&s, "a", 1, 1),
             Err(LeaseError::LeaseLost { held_by: None })
         );
     }
@@ -709,16 +681,7 @@ mod tests {
         let s = acquire(&LeaseState::default(), "a", 0).unwrap().next;
         let s2 = acquire(&s, "a", 3).unwrap().next;
         assert_eq!(s2.holder.as_ref().unwrap().fence, 2);
-        assert!(decide(
-            &s2,
-            &Request::Commit {
-                owner: o("a"),
-                fence: 1,
-                now: 4,
-                ttl: 10
-            }
-        )
-        .is_err());
+        assert!(commit(&s2, "a", 1, 4).is_err());
     }
 
     #[test]
@@ -728,26 +691,9 @@ mod tests {
         assert!(Owner::new("x".repeat(MAX_OWNER_LEN + 1)).is_err());
         assert!(Owner::new("x".repeat(MAX_OWNER_LEN)).is_ok());
         let s = LeaseState::default();
-        assert_eq!(
-            decide(
-                &s,
-                &Request::Acquire {
-                    owner: o("a"),
-                    now: 0,
-                    ttl: 0
-                }
-            ),
-            Err(LeaseError::InvalidTtl)
-        );
+        assert_eq!(acquire_ttl(&s, "a", 0, 0), Err(LeaseError::InvalidTtl));
         assert!(matches!(
-            decide(
-                &s,
-                &Request::Acquire {
-                    owner: o("a"),
-                    now: u64::MAX,
-                    ttl: 1
-                }
-            ),
+            acquire_ttl(&s, "a", u64::MAX, 1),
             Err(LeaseError::ClockOverflow { .. })
         ));
         let full = LeaseState {
@@ -755,14 +701,7 @@ mod tests {
             fence_high_water: u64::MAX,
         };
         assert_eq!(
-            decide(
-                &full,
-                &Request::Acquire {
-                    owner: o("a"),
-                    now: 0,
-                    ttl: 1
-                }
-            ),
+            acquire_ttl(&full, "a", 0, 1),
             Err(LeaseError::FenceExhausted(u64::MAX))
         );
         let bad: Result<Owner, _> = serde_json::from_str("\"\"");
@@ -793,15 +732,7 @@ mod tests {
             3
         );
         assert_eq!(
-            decide(
-                &free,
-                &Request::Commit {
-                    owner: o("a"),
-                    fence: 2,
-                    now: 4,
-                    ttl: 10
-                }
-            ),
+            commit(&free, "a", 2, 4),
             Err(LeaseError::LeaseLost { held_by: None })
         );
     }
@@ -841,14 +772,7 @@ mod tests {
                     .as_ref()
                     .filter(|h| h.owner == o(who))
                     .map_or(0, |h| h.fence);
-                let by_pair = decide(
-                    &s,
-                    &Request::Release {
-                        owner: o(who),
-                        fence,
-                    },
-                )
-                .unwrap();
+                let by_pair = release(&s, who, fence).unwrap();
                 assert_eq!(by_owner(&s, who), by_pair, "{who} over {s:?}");
             }
         }
@@ -856,26 +780,10 @@ mod tests {
 
     #[test]
     fn renewal_never_shortens() {
-        let s = decide(
-            &LeaseState::default(),
-            &Request::Acquire {
-                owner: o("a"),
-                now: 0,
-                ttl: 100,
-            },
-        )
-        .unwrap()
-        .next;
-        let d = decide(
-            &s,
-            &Request::Renew {
-                owner: o("a"),
-                fence: 1,
-                now: 1,
-                ttl: 5,
-            },
-        )
-        .unwrap();
+        let s = acquire_ttl(&LeaseState::default(), "a", 0, 100)
+            .unwrap()
+            .next;
+        let d = renew(&s, "a", 1, 1, 5).unwrap();
         assert_eq!(d.next.holder.unwrap().expires_at, 100);
     }
 }

@@ -32,28 +32,31 @@ fn run(s: &mut CatalogueState, req: AccessRequest) -> Result<AccessOutcome, Acce
     Ok(d.outcome)
 }
 
+/// Session `s1` with observer `m1` invited at 1 by claim `c1`, open until 100.
+fn invited_by_claim() -> CatalogueState {
+    let mut s = with_sessions(&["s1"]);
+    let invite = AccessRequest::InviteMember {
+        principal: "m1".into(),
+        name: None,
+        session_id: "s1".into(),
+        role: Role::Observer,
+        enrollment: Enrollment::Claim {
+            claim: claim_digest(b"c1"),
+            expires_at_ms: 100,
+        },
+        now_ms: 1,
+    };
+    run(&mut s, invite).unwrap();
+    s
+}
+
 fn bearer(t: &str) -> Digest {
     credential_digest(t.as_bytes())
 }
 
 #[test]
 fn a_refused_claim_name_leaves_the_claim_open_and_a_replay_never_renames() {
-    let mut s = with_sessions(&["s1"]);
-    run(
-        &mut s,
-        AccessRequest::InviteMember {
-            principal: "m1".into(),
-            name: None,
-            session_id: "s1".into(),
-            role: Role::Observer,
-            enrollment: Enrollment::Claim {
-                claim: claim_digest(b"c1"),
-                expires_at_ms: 100,
-            },
-            now_ms: 1,
-        },
-    )
-    .unwrap();
+    let mut s = invited_by_claim();
     let claim = |name: &str| AccessRequest::Claim {
         claim: claim_digest(b"c1"),
         digest: bearer("t1"),
@@ -76,22 +79,7 @@ fn a_member_holding_a_credential_binds_no_claim() {
     // Unreachable through requests (a login is `ClaimPending` while a claim
     // is open), so the state is built by hand: the claim's rule 6 still
     // refuses, before any write.
-    let mut s = with_sessions(&["s1"]);
-    run(
-        &mut s,
-        AccessRequest::InviteMember {
-            principal: "m1".into(),
-            name: None,
-            session_id: "s1".into(),
-            role: Role::Observer,
-            enrollment: Enrollment::Claim {
-                claim: claim_digest(b"c1"),
-                expires_at_ms: 100,
-            },
-            now_ms: 1,
-        },
-    )
-    .unwrap();
+    let mut s = invited_by_claim();
     let e = run(
         &mut s,
         AccessRequest::IssueLogin {

@@ -421,21 +421,17 @@ fn selection_edge_cases() {
 const IDS: [&str; 4] = ["blue", "green", "red", "white"];
 const TENANTS: [&str; 2] = ["acme", "beta"];
 
+/// A manifest of service `api` on release `sha256(id)`, every optional
+/// field defaulted by the public decoder; `weight` is set afterwards, so it
+/// may be one the decoder refuses.
 fn sample(id: &str, tenant: &str, weight: u32) -> DeploymentManifest {
-    DeploymentManifest {
-        id: id.into(),
-        tenant: tenant.into(),
-        namespace: None,
-        service: "api".into(),
-        release: Sha256::of(id.as_bytes()),
-        route_weight: weight,
-        grants: vec![],
-        budgets: ResourceBudgets::default(),
-        placement: Placement::default(),
-        availability: Availability::default(),
-        labels: BTreeMap::new(),
-        annotations: BTreeMap::new(),
-    }
+    let doc = format!(
+        r#"{{"id":"{id}","tenant":"{tenant}","service":"api","release":"{}","route_weight":1}}"#,
+        Sha256::of(id.as_bytes())
+    );
+    let mut m = DeploymentManifest::decode(doc.as_bytes()).unwrap();
+    m.route_weight = weight;
+    m
 }
 
 /// `c` through JSON and through CBOR, back unchanged.

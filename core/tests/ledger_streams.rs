@@ -72,6 +72,15 @@ proptest! {
 
 #[test]
 fn the_checker_catches_an_ack_without_tombstone() {
+    // Session 0 attaches; its op 0 is admitted, finished, acknowledged and
+    // admitted again.
+    let admit = LedgerOp::Admit {
+        session: 0,
+        op: 0,
+        incarnation: 1,
+        token: 0,
+        tool: 0,
+    };
     let ops = [
         LedgerOp::Attach {
             session: 0,
@@ -79,13 +88,7 @@ fn the_checker_catches_an_ack_without_tombstone() {
             incarnation: 1,
             token: 0,
         },
-        LedgerOp::Admit {
-            session: 0,
-            op: 0,
-            incarnation: 1,
-            token: 0,
-            tool: 0,
-        },
+        admit,
         LedgerOp::Finish {
             session: 0,
             op: 0,
@@ -97,13 +100,7 @@ fn the_checker_catches_an_ack_without_tombstone() {
             op: 0,
             incarnation: 1,
         },
-        LedgerOp::Admit {
-            session: 0,
-            op: 0,
-            incarnation: 1,
-            token: 0,
-            tool: 0,
-        },
+        admit,
     ];
     assert_eq!(check_ledger_stream(&ops), Ok(()));
     let v = check_ledger_stream_with(ack_without_tombstone, &ops).unwrap_err();

@@ -180,18 +180,17 @@ fn reserved(snapshot: &ControlSnapshot, status: Status) -> Destination {
     }
 }
 
+/// The floors the reservation of `d` staged.
+fn staged_floors(d: &Destination) -> Vec<WorldFloor> {
+    let reservation = d.reservation.as_ref().unwrap();
+    reservation.control.clone().unwrap().floors
+}
+
 #[test]
 fn staging_is_idempotent_and_another_bundle_conflicts() {
     let s = snapshot();
     let d = reserved(&s, Status::Reserved);
-    let floors = d
-        .reservation
-        .as_ref()
-        .unwrap()
-        .control
-        .clone()
-        .unwrap()
-        .floors;
+    let floors = staged_floors(&d);
     let bundle = decide_stage(&d, None, &s, &floors).unwrap().unwrap();
     assert_eq!(decide_stage(&d, Some(&bundle), &s, &floors).unwrap(), None);
     let mut other = bundle.clone();
@@ -217,14 +216,7 @@ fn staging_is_idempotent_and_another_bundle_conflicts() {
 fn activation_needs_the_reserved_bundle_and_an_empty_destination() {
     let s = snapshot();
     let active = reserved(&s, Status::Activated);
-    let floors = active
-        .reservation
-        .as_ref()
-        .unwrap()
-        .control
-        .clone()
-        .unwrap()
-        .floors;
+    let floors = staged_floors(&active);
     let bundle = decide_stage(&reserved(&s, Status::Reserved), None, &s, &floors)
         .unwrap()
         .unwrap();

@@ -553,9 +553,11 @@ fn bounded_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, Strin
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
+    /// A valid manifest of tenant `acme`, service `api`; also the base of
+    /// the deployment catalog's own fixtures.
     pub(crate) fn sample(id: &str) -> DeploymentManifest {
         DeploymentManifest {
             id: id.into(),

@@ -259,24 +259,11 @@ mod tests {
     use super::*;
     use crate::deployment::route::{compile, ReleaseFacts};
     use crate::deployment::state::{decide, Mutation, Request};
-    use crate::release::contract::{Contract, Function, Interface};
+    use crate::release::contract::tests::api_contract;
 
     fn source(_: &Sha256) -> Result<Option<ReleaseFacts>, String> {
-        Ok(Some(ReleaseFacts::eligible(
-            "acme",
-            Contract {
-                interfaces: vec![Interface {
-                    docs: None,
-                    name: "api".into(),
-                    functions: vec![Function {
-                        docs: None,
-                        name: "run".into(),
-                        params: vec![],
-                        results: vec![],
-                    }],
-                }],
-            },
-        )))
+        let contract = api_contract("run", vec![], vec![]);
+        Ok(Some(ReleaseFacts::eligible("acme", contract)))
     }
 
     fn sample() -> (Catalog, Snapshot) {

@@ -9,7 +9,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use super::manifest::{Availability, DeploymentManifest, Placement, ResourceBudgets};
+use super::manifest::DeploymentManifest;
 use super::page::{self, PageIndex, PageRequest, PageToken, MAX_PAGE_BYTES};
 use super::route::{self, PinnedRoutes, ReleaseFacts, ReleaseSource, Snapshot, Standing, Target};
 use super::state::{
@@ -28,18 +28,10 @@ fn release(n: u8) -> Sha256 {
 
 fn manifest(id: &str, tenant: &str, service: &str) -> DeploymentManifest {
     DeploymentManifest {
-        id: id.into(),
         tenant: tenant.into(),
-        namespace: None,
         service: service.into(),
         release: release(1),
-        route_weight: 1,
-        grants: vec![],
-        budgets: ResourceBudgets::default(),
-        placement: Placement::default(),
-        availability: Availability::default(),
-        labels: BTreeMap::new(),
-        annotations: BTreeMap::new(),
+        ..super::manifest::tests::sample(id)
     }
 }
 
@@ -56,23 +48,23 @@ fn request(tenant: Option<&str>, mutation: Mutation, compiled_at: u64) -> Reques
     }
 }
 
+/// `mutation` decided against `c`, compiled at its live generation.
+fn decide_live(
+    c: &Catalog,
+    tenant: Option<&str>,
+    mutation: Mutation,
+) -> Result<Decision, DeploymentError> {
+    decide(c, &request(tenant, mutation, c.generation))
+}
+
 fn apply(
     c: &Catalog,
     tenant: Option<&str>,
     d: DeploymentManifest,
     expected: Option<u64>,
 ) -> Result<Decision, DeploymentError> {
-    decide(
-        c,
-        &request(
-            tenant,
-            Mutation::Apply {
-                manifest: Box::new(d),
-                expected,
-            },
-            c.generation,
-        ),
-    )
+    let manifest = Box::new(d);
+    decide_live(c, tenant, Mutation::Apply { manifest, expected })
 }
 
 fn delete(
@@ -81,17 +73,8 @@ fn delete(
     id: &str,
     expected: Option<u64>,
 ) -> Result<Decision, DeploymentError> {
-    decide(
-        c,
-        &request(
-            tenant,
-            Mutation::Delete {
-                id: id.into(),
-                expected,
-            },
-            c.generation,
-        ),
-    )
+    let id = id.into();
+    decide_live(c, tenant, Mutation::Delete { id, expected })
 }
 
 fn batch(
@@ -99,17 +82,25 @@ fn batch(
     tenant: Option<&str>,
     manifests: Vec<DeploymentManifest>,
 ) -> Result<Decision, DeploymentError> {
-    decide(
-        c,
-        &request(tenant, Mutation::ApplyMany { manifests }, c.generation),
-    )
+    decide_live(c, tenant, Mutation::ApplyMany { manifests })
 }
 
 fn publish(c: &Catalog) -> Catalog {
-    next(decide(
-        c,
-        &request(None, Mutation::PublishSnapshot, c.generation),
-    ))
+    next(decide_live(c, None, Mutation::PublishSnapshot))
+}
+
+/// The catalog an unscoped batch of `manifests` publishes over an empty one.
+fn catalog_of(manifests: Vec<DeploymentManifest>) -> Catalog {
+    next(batch(&Catalog::default(), None, manifests))
+}
+
+/// The refusal of a write expecting generation `expected` of `id`.
+fn conflict(id: &str, expected: u64, live: Option<u64>) -> DeploymentError {
+    DeploymentError::GenerationConflict {
+        id: id.into(),
+        expected,
+        live,
+    }
 }
 
 /// The next catalog of a published decision, after checking it and its
@@ -171,11 +162,7 @@ fn apply_expected_generation_table() {
     assert_eq!(gen_of(&created, "white"), 4);
     assert_eq!(
         apply(&c, Some("acme"), m("blue"), Some(0)).unwrap_err(),
-        DeploymentError::GenerationConflict {
-            id: "blue".into(),
-            expected: 0,
-            live: Some(1)
-        }
+        conflict("blue", 0, Some(1))
     );
     // Some(g): exactly g.
     assert_eq!(
@@ -187,11 +174,7 @@ fn apply_expected_generation_table() {
     assert!(e.retryable());
     assert_eq!(
         apply(&c, Some("acme"), m("white"), Some(2)).unwrap_err(),
-        DeploymentError::GenerationConflict {
-            id: "white".into(),
-            expected: 2,
-            live: None
-        }
+        conflict("white", 2, None)
     );
 }
 
@@ -208,11 +191,7 @@ fn delete_expected_generation_table() {
     // Some(0): an existing object conflicts; absence is NotFound.
     assert_eq!(
         delete(&c, Some("acme"), "blue", Some(0)).unwrap_err(),
-        DeploymentError::GenerationConflict {
-            id: "blue".into(),
-            expected: 0,
-            live: Some(1)
-        }
+        conflict("blue", 0, Some(1))
     );
     assert_eq!(
         delete(&c, Some("acme"), "white", Some(0)).unwrap_err(),
@@ -773,14 +752,10 @@ fn default_and_named_routes() {
 
 #[test]
 fn unknown_routes_and_endpoints() {
-    let c = next(batch(
-        &Catalog::default(),
-        None,
-        vec![
-            with_release(m("blue"), 1, 1),
-            with_release(manifest("red", "beta", "web"), 5, 1),
-        ],
-    ));
+    let c = catalog_of(vec![
+        with_release(m("blue"), 1, 1),
+        with_release(manifest("red", "beta", "web"), 5, 1),
+    ]);
     let snap = compile_with(&c, &source()).unwrap();
     let e = snap
         .resolve(&target("acme", Some("nope"), "kv", "get"), None)
@@ -836,11 +811,7 @@ fn unknown_routes_and_endpoints() {
 fn ambiguous_namespace() {
     let mut prod = with_release(m("green"), 1, 1);
     prod.namespace = Some("prod".into());
-    let c = next(batch(
-        &Catalog::default(),
-        None,
-        vec![with_release(m("blue"), 1, 1), prod.clone()],
-    ));
+    let c = catalog_of(vec![with_release(m("blue"), 1, 1), prod.clone()]);
     let e = compile_with(&c, &source()).unwrap_err();
     assert_eq!(
         e,
@@ -853,24 +824,16 @@ fn ambiguous_namespace() {
     // Another tenant may use another namespace for the same service.
     let mut other = with_release(manifest("red", "beta", "api"), 1, 1);
     other.namespace = Some("prod".into());
-    let c = next(batch(
-        &Catalog::default(),
-        None,
-        vec![with_release(m("blue"), 1, 1), other],
-    ));
+    let c = catalog_of(vec![with_release(m("blue"), 1, 1), other]);
     compile_with(&c, &source()).unwrap();
 }
 
 #[test]
 fn schema_conflict_within_a_scope_only() {
-    let c = next(batch(
-        &Catalog::default(),
-        None,
-        vec![
-            with_release(m("blue"), 1, 1),
-            with_release(m("green"), 4, 1),
-        ],
-    ));
+    let c = catalog_of(vec![
+        with_release(m("blue"), 1, 1),
+        with_release(m("green"), 4, 1),
+    ]);
     let e = compile_with(&c, &source()).unwrap_err();
     assert_eq!(
         e,
@@ -882,25 +845,17 @@ fn schema_conflict_within_a_scope_only() {
     );
     assert_eq!(e.reason(), "contract-schema-conflict");
     // Across tenants, or across services, the same contract id may differ.
-    let c = next(batch(
-        &Catalog::default(),
-        None,
-        vec![
-            with_release(m("blue"), 1, 1),
-            with_release(manifest("red", "beta", "api"), 4, 1),
-            with_release(manifest("white", "acme", "web"), 4, 1),
-        ],
-    ));
+    let c = catalog_of(vec![
+        with_release(m("blue"), 1, 1),
+        with_release(manifest("red", "beta", "api"), 4, 1),
+        with_release(manifest("white", "acme", "web"), 4, 1),
+    ]);
     compile_with(&c, &source()).unwrap();
     // Equal metadata from two releases is no conflict.
-    let c = next(batch(
-        &Catalog::default(),
-        None,
-        vec![
-            with_release(m("blue"), 1, 1),
-            with_release(m("green"), 2, 1),
-        ],
-    ));
+    let c = catalog_of(vec![
+        with_release(m("blue"), 1, 1),
+        with_release(m("green"), 2, 1),
+    ]);
     compile_with(&c, &source()).unwrap();
 }
 
@@ -909,14 +864,10 @@ fn schema_conflict_within_a_scope_only() {
 /// at the interface or at a function.
 #[test]
 fn documentation_is_part_of_the_schema_fingerprint() {
-    let c = next(batch(
-        &Catalog::default(),
-        None,
-        vec![
-            with_release(m("blue"), 1, 1),
-            with_release(m("green"), 2, 1),
-        ],
-    ));
+    let c = catalog_of(vec![
+        with_release(m("blue"), 1, 1),
+        with_release(m("green"), 2, 1),
+    ]);
     let documented = |interface_docs: Option<&str>, function_docs: Option<&str>| {
         let mut map = source();
         let mut kv = interface("kv", &["get", "put"]);
@@ -1038,15 +989,11 @@ fn a_compilation_refused_at_a_release_asks_no_further() {
     // Deployments on three releases; the port cannot read the first (in
     // digest order): the refusal comes after one question, not three, and
     // the pure compilation over answers gathered beforehand refuses alike.
-    let c = next(batch(
-        &Catalog::default(),
-        None,
-        vec![
-            with_release(m("a"), 1, 1),
-            with_release(m("b"), 2, 1),
-            with_release(manifest("e", "beta", "api"), 1, 1),
-        ],
-    ));
+    let c = catalog_of(vec![
+        with_release(m("a"), 1, 1),
+        with_release(m("b"), 2, 1),
+        with_release(manifest("e", "beta", "api"), 1, 1),
+    ]);
     let map = source();
     let mut order = [release(1), release(2), release(BETA + 1)];
     order.sort();
@@ -1082,17 +1029,13 @@ fn a_compilation_refused_at_a_release_asks_no_further() {
 #[test]
 fn each_release_is_fetched_once_per_compile() {
     // Interleaved ids: a and c on release 1, b and d on release 2.
-    let c = next(batch(
-        &Catalog::default(),
-        None,
-        vec![
-            with_release(m("a"), 1, 1),
-            with_release(m("b"), 2, 1),
-            with_release(m("c"), 1, 1),
-            with_release(m("d"), 2, 1),
-            with_release(manifest("e", "beta", "api"), 1, 1),
-        ],
-    ));
+    let c = catalog_of(vec![
+        with_release(m("a"), 1, 1),
+        with_release(m("b"), 2, 1),
+        with_release(m("c"), 1, 1),
+        with_release(m("d"), 2, 1),
+        with_release(manifest("e", "beta", "api"), 1, 1),
+    ]);
     let map = source();
     let calls = RefCell::new(Vec::new());
     let src = |r: &Sha256| {
@@ -1123,14 +1066,10 @@ fn each_release_is_fetched_once_per_compile() {
 
 #[test]
 fn pinned_routes_survive_later_generations() {
-    let c = next(batch(
-        &Catalog::default(),
-        None,
-        vec![
-            with_release(m("blue"), 1, 1),
-            with_release(m("green"), 2, 1),
-        ],
-    ));
+    let c = catalog_of(vec![
+        with_release(m("blue"), 1, 1),
+        with_release(m("green"), 2, 1),
+    ]);
     let snap = Arc::new(compile_with(&c, &source()).unwrap());
     let pin = PinnedRoutes::pin(&snap);
     drop(snap);
@@ -1190,7 +1129,7 @@ fn paged() -> Catalog {
         list.push(manifest(id, "acme", service));
     }
     list.push(manifest("x", "beta", "api"));
-    next(batch(&Catalog::default(), None, list))
+    catalog_of(list)
 }
 
 fn preq(tenant: &str, service: Option<&str>, size: u32, token: Option<String>) -> PageRequest {
@@ -1202,6 +1141,11 @@ fn preq(tenant: &str, service: Option<&str>, size: u32, token: Option<String>) -
     }
 }
 
+/// The page of `req` over `c`, as this instance with the full byte budget.
+fn page_at(c: &Catalog, idx: &PageIndex, req: PageRequest) -> Result<page::Page, DeploymentError> {
+    page::page(c, idx, &req, INSTANCE, MAX_PAGE_BYTES)
+}
+
 fn ids(p: &page::Page) -> Vec<&str> {
     p.deployments
         .iter()
@@ -1209,29 +1153,34 @@ fn ids(p: &page::Page) -> Vec<&str> {
         .collect()
 }
 
-fn list_all(c: &Catalog, tenant: &str, service: Option<&str>, size: u32) -> Vec<String> {
-    let idx = PageIndex::build(c);
+/// Every id of a scope, page after page: `fetch` reads the page a
+/// continuation (none at first) asks for, `check` vets each continuation.
+fn drain(mut fetch: impl FnMut(Option<String>) -> page::Page, check: impl Fn(&str)) -> Vec<String> {
     let mut out = Vec::new();
     let mut token = None;
     loop {
-        let p = page::page(
-            c,
-            &idx,
-            &preq(tenant, service, size, token),
-            INSTANCE,
-            MAX_PAGE_BYTES,
-        )
-        .unwrap();
-        assert_eq!(p.catalog_generation, c.generation);
+        let p = fetch(token);
         out.extend(ids(&p).into_iter().map(str::to_owned));
         match p.next_page_token {
             Some(t) => {
-                assert_eq!(t.len(), page::TOKEN_LEN);
+                check(&t);
                 token = Some(t);
             }
             None => return out,
         }
     }
+}
+
+fn list_all(c: &Catalog, tenant: &str, service: Option<&str>, size: u32) -> Vec<String> {
+    let idx = PageIndex::build(c);
+    drain(
+        |token| {
+            let p = page_at(c, &idx, preq(tenant, service, size, token)).unwrap();
+            assert_eq!(p.catalog_generation, c.generation);
+            p
+        },
+        |t| assert_eq!(t.len(), page::TOKEN_LEN),
+    )
 }
 
 #[test]
@@ -1247,23 +1196,9 @@ fn pages_are_ascending_with_continuation() {
     }
     // Page size may change between continuations.
     let idx = PageIndex::build(&c);
-    let p = page::page(
-        &c,
-        &idx,
-        &preq("acme", None, 2, None),
-        INSTANCE,
-        MAX_PAGE_BYTES,
-    )
-    .unwrap();
+    let p = page_at(&c, &idx, preq("acme", None, 2, None)).unwrap();
     assert_eq!(ids(&p), ["a", "b"]);
-    let p = page::page(
-        &c,
-        &idx,
-        &preq("acme", None, 3, p.next_page_token),
-        INSTANCE,
-        MAX_PAGE_BYTES,
-    )
-    .unwrap();
+    let p = page_at(&c, &idx, preq("acme", None, 3, p.next_page_token)).unwrap();
     assert_eq!(ids(&p), ["c", "d", "e"]);
     assert_eq!(p.next_page_token, None);
     // The records are the catalog's own.
@@ -1275,70 +1210,36 @@ fn page_size_and_scope_are_checked() {
     let c = paged();
     let idx = PageIndex::build(&c);
     for size in [0, 1001] {
-        let e = page::page(
-            &c,
-            &idx,
-            &preq("acme", None, size, None),
-            INSTANCE,
-            MAX_PAGE_BYTES,
-        )
-        .unwrap_err();
+        let e = page_at(&c, &idx, preq("acme", None, size, None)).unwrap_err();
         assert_eq!(e, DeploymentError::PageSize(size));
         assert_eq!(e.reason(), "invalid-deployment-page-size");
         assert_eq!(e.class(), super::Class::InvalidArgument);
     }
-    assert!(page::page(
-        &c,
-        &idx,
-        &preq("acme", None, 1000, None),
-        INSTANCE,
-        MAX_PAGE_BYTES
-    )
-    .is_ok());
+    assert!(page_at(&c, &idx, preq("acme", None, 1000, None)).is_ok());
     for (tenant, service) in [
         ("", None),
         ("-acme", None),
         ("acme", Some("")),
         ("acme", Some("a b")),
     ] {
-        let e = page::page(
-            &c,
-            &idx,
-            &preq(tenant, service, 10, None),
-            INSTANCE,
-            MAX_PAGE_BYTES,
-        )
-        .unwrap_err();
+        let e = page_at(&c, &idx, preq(tenant, service, 10, None)).unwrap_err();
         assert_eq!(e, DeploymentError::PageScope);
         assert_eq!(e.reason(), "invalid-deployment-page-scope");
     }
     // An index of another generation is refused.
     let later = publish(&c);
     assert_eq!(
-        page::page(
-            &later,
-            &idx,
-            &preq("acme", None, 1, None),
-            INSTANCE,
-            MAX_PAGE_BYTES
-        )
-        .unwrap_err(),
+        page_at(&later, &idx, preq("acme", None, 1, None)).unwrap_err(),
         DeploymentError::StaleSnapshot
     );
 }
 
 fn first_token(c: &Catalog, service: Option<&str>) -> String {
     let idx = PageIndex::build(c);
-    page::page(
-        c,
-        &idx,
-        &preq("acme", service, 1, None),
-        INSTANCE,
-        MAX_PAGE_BYTES,
-    )
-    .unwrap()
-    .next_page_token
-    .unwrap()
+    page_at(c, &idx, preq("acme", service, 1, None))
+        .unwrap()
+        .next_page_token
+        .unwrap()
 }
 
 #[test]
@@ -1431,14 +1332,7 @@ fn older_tokens_expire_on_any_publication() {
     let token = first_token(&c, None);
     let expired = |later: &Catalog| {
         let idx = PageIndex::build(later);
-        let e = page::page(
-            later,
-            &idx,
-            &preq("acme", None, 1, Some(token.clone())),
-            INSTANCE,
-            MAX_PAGE_BYTES,
-        )
-        .unwrap_err();
+        let e = page_at(later, &idx, preq("acme", None, 1, Some(token.clone()))).unwrap_err();
         assert_eq!(e, DeploymentError::PageTokenExpired);
         assert_eq!(e.reason(), "expired-deployment-page-token");
         assert!(e.retryable());
@@ -1670,11 +1564,7 @@ fn a_tenant_deploys_only_its_own_eligible_releases() {
     // and beta's route never resolves to acme's code.
     let mut stolen = manifest("steal", "beta", "api");
     stolen.release = release(1);
-    let c = next(batch(
-        &Catalog::default(),
-        None,
-        vec![with_release(m("blue"), 1, 1), stolen],
-    ));
+    let c = catalog_of(vec![with_release(m("blue"), 1, 1), stolen]);
     let snap = route::compile(&c, &src).unwrap();
     assert_eq!(snap.records.len(), 2);
     snap.resolve(&target("acme", None, "kv", "get"), None)
@@ -1731,26 +1621,14 @@ fn only_an_apply_may_initialize_a_root() {
 /// Every page by cursor, each read through a freshly built index (as a
 /// process that reopens the catalog for every page would).
 fn list_by_cursor(c: &Catalog, tenant: &str, service: Option<&str>, size: u32) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cursor = None;
-    loop {
-        let idx = PageIndex::build(c);
-        let p = page::page_by_cursor(
-            c,
-            &idx,
-            &preq(tenant, service, size, cursor),
-            MAX_PAGE_BYTES,
-        )
-        .unwrap();
-        out.extend(ids(&p).into_iter().map(str::to_owned));
-        match p.next_page_token {
-            Some(t) => {
-                assert!(t.starts_with(page::CURSOR_PREFIX), "{t}");
-                cursor = Some(t);
-            }
-            None => return out,
-        }
-    }
+    drain(
+        |cursor| {
+            let idx = PageIndex::build(c);
+            let req = preq(tenant, service, size, cursor);
+            page::page_by_cursor(c, &idx, &req, MAX_PAGE_BYTES).unwrap()
+        },
+        |t| assert!(t.starts_with(page::CURSOR_PREFIX), "{t}"),
+    )
 }
 
 #[test]
@@ -1769,7 +1647,7 @@ fn cursors_continue_across_reopens_with_every_id_once() {
         assert!(list_by_cursor(&c, "gamma", None, size).is_empty());
     }
     let many: Vec<DeploymentManifest> = (0..2_500).map(|i| m(&format!("d{i}"))).collect();
-    let big = next(batch(&Catalog::default(), None, many));
+    let big = catalog_of(many);
     let listed = list_by_cursor(&big, "acme", None, 97);
     let mut want: Vec<String> = (0..2_500).map(|i| format!("d{i}")).collect();
     want.sort();
@@ -1797,7 +1675,7 @@ fn a_cursor_expires_with_any_publication_and_names_only_its_catalog() {
         ["a", "b", "c", "d", "e"].iter().map(|id| m(id)).collect();
     other_list[4].route_weight = 9;
     other_list.push(manifest("x", "beta", "api"));
-    let other = next(batch(&Catalog::default(), None, other_list));
+    let other = catalog_of(other_list);
     assert_eq!(other.generation, c.generation);
     assert_eq!(
         again(&other, preq("acme", None, 2, Some(cursor.clone()))),

@@ -391,8 +391,29 @@ impl ComponentInspector for MagicOnly {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A contract of one interface, `api`, exporting one function; the
+    /// release and deployment tests build theirs with it too.
+    pub(crate) fn api_contract(
+        function: &str,
+        params: Vec<Param>,
+        results: Vec<ValType>,
+    ) -> Contract {
+        Contract {
+            interfaces: vec![Interface {
+                docs: None,
+                name: "api".into(),
+                functions: vec![Function {
+                    docs: None,
+                    name: function.into(),
+                    params,
+                    results,
+                }],
+            }],
+        }
+    }
 
     fn nest(depth: u32) -> ValType {
         let mut t = ValType::U8;
@@ -414,21 +435,11 @@ mod tests {
     }
 
     fn contract(ty: ValType) -> Contract {
-        Contract {
-            interfaces: vec![Interface {
-                docs: None,
-                name: "api".into(),
-                functions: vec![Function {
-                    docs: None,
-                    name: "f".into(),
-                    params: vec![Param {
-                        name: "x".into(),
-                        ty: ty.clone(),
-                    }],
-                    results: vec![ty],
-                }],
-            }],
-        }
+        let x = Param {
+            name: "x".into(),
+            ty: ty.clone(),
+        };
+        api_contract("f", vec![x], vec![ty])
     }
 
     #[test]

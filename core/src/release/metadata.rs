@@ -238,7 +238,8 @@ impl ReleaseMetadata {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::release::contract::{Field, Function, Interface, Param, ValType};
+    use crate::release::contract::tests::api_contract;
+    use crate::release::contract::{Field, Param, ValType};
 
     fn manifest() -> Manifest {
         Manifest {
@@ -252,21 +253,11 @@ mod tests {
     }
 
     fn contract(ty: ValType) -> Contract {
-        Contract {
-            interfaces: vec![Interface {
-                docs: None,
-                name: "api".into(),
-                functions: vec![Function {
-                    docs: None,
-                    name: "f".into(),
-                    params: vec![Param {
-                        name: "x".into(),
-                        ty,
-                    }],
-                    results: vec![ValType::String],
-                }],
-            }],
-        }
+        let x = Param {
+            name: "x".into(),
+            ty,
+        };
+        api_contract("f", vec![x], vec![ValType::String])
     }
 
     fn deep(n: u32) -> ValType {

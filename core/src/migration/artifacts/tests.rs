@@ -22,15 +22,50 @@ enum Obj {
 /// An in-memory object store. `stream` hands every object over as an
 /// unbounded reader (so the caller's `limit + 1` cap is what bounds it);
 /// `corrupt_puts` stores each put with its first byte flipped (a store
-/// whose writes do not read back); `fail_puts` refuses every put.
+/// whose writes do not read back); `fail_puts` refuses every put;
+/// `changes` makes it a source that changes after some reads.
 #[derive(Default)]
 struct Mem {
     objects: Mutex<BTreeMap<String, Obj>>,
     stream: bool,
     corrupt_puts: bool,
     fail_puts: bool,
+    changes: Option<Changes>,
     puts: Mutex<u64>,
     reads: Mutex<u64>,
+}
+
+/// A source store that answers its first `honest` reads truthfully and
+/// then changes: each later read of an object's bytes has the first byte
+/// flipped, or (`fail`) fails after 3 bytes.
+#[derive(Clone, Copy)]
+struct Changes {
+    honest: u64,
+    fail: bool,
+}
+
+impl Changes {
+    /// What a changed source streams for an object of `bytes`.
+    fn read(self, mut bytes: Vec<u8>) -> ObjectRead {
+        if self.fail {
+            bytes.truncate(3);
+            return ObjectRead::Stream(Box::new(FailingAfter(Cursor::new(bytes))));
+        }
+        bytes[0] ^= 1;
+        ObjectRead::Stream(Box::new(Cursor::new(bytes)))
+    }
+}
+
+/// Fails after the bytes it holds.
+struct FailingAfter(Cursor<Vec<u8>>);
+
+impl std::io::Read for FailingAfter {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self.0.read(buf)? {
+            0 => Err(std::io::Error::other("injected source read failure")),
+            n => Ok(n),
+        }
+    }
 }
 
 impl Mem {
@@ -78,8 +113,18 @@ impl ObjectStore for Mem {
         Ok(entry_of(self.get(uri).as_ref()))
     }
     fn read(&self, uri: &NormalizedUri, limit: u64) -> Result<ObjectRead, ObjectError> {
-        *self.reads.lock().unwrap() += 1;
-        match self.get(uri) {
+        let reads = {
+            let mut reads = self.reads.lock().unwrap();
+            *reads += 1;
+            *reads
+        };
+        let found = self.get(uri);
+        if let (Some(changes), Some(Obj::Bytes(b))) = (self.changes, &found) {
+            if reads > changes.honest {
+                return Ok(changes.read(b.clone()));
+            }
+        }
+        match found {
             None => Err(ObjectError::Missing),
             Some(Obj::Endless) => Ok(ObjectRead::Stream(Box::new(std::io::repeat(7)))),
             Some(Obj::Bytes(b)) if self.stream => Ok(ObjectRead::Stream(Box::new(Cursor::new(b)))),
@@ -127,6 +172,14 @@ impl ObjectStore for Mem {
 
 fn uri(s: &str) -> NormalizedUri {
     NormalizedUri::parse(s).unwrap()
+}
+
+/// The bytes `store` holds at `at`.
+fn bytes_at(store: &Mem, at: &NormalizedUri) -> Vec<u8> {
+    match store.get(at) {
+        Some(Obj::Bytes(b)) => b,
+        other => panic!("no bytes at {at}: {other:?}"),
+    }
 }
 
 fn src_root() -> NormalizedUri {
@@ -182,6 +235,13 @@ fn refused_untouched(rows: &[Occurrence], src: &Mem, dst: &Mem, reason: &str) ->
     assert_eq!(dst.snapshot(), before, "destination changed by a refusal");
     assert_eq!(dst.puts(), 0);
     err
+}
+
+/// Relocates the [`fixture`] into `dst`, which must refuse it.
+fn refused_into(dst: &Mem) -> RelocationError {
+    let src = Mem::default();
+    let rows = fixture(&src);
+    *run(&rows, &src, dst).unwrap_err()
 }
 
 #[test]
@@ -455,9 +515,7 @@ fn truncated_object_is_a_size_mismatch() {
     for src in [Mem::default(), Mem::streaming()] {
         let dst = Mem::default();
         let rows = fixture(&src);
-        let Some(Obj::Bytes(mut b)) = src.get(&rows[1].object_uri) else {
-            panic!()
-        };
+        let mut b = bytes_at(&src, &rows[1].object_uri);
         b.truncate(b.len() - 5);
         src.set(&rows[1].object_uri, Obj::Bytes(b));
         let err = refused_untouched(&rows, &src, &dst, "artifact-size-mismatch");
@@ -475,9 +533,7 @@ fn oversized_object_is_refused_without_reading_it_whole() {
     let src = Mem::default();
     let dst = Mem::default();
     let rows = fixture(&src);
-    let Some(Obj::Bytes(mut b)) = src.get(&rows[0].object_uri) else {
-        panic!()
-    };
+    let mut b = bytes_at(&src, &rows[0].object_uri);
     b.push(0);
     src.set(&rows[0].object_uri, Obj::Bytes(b));
     let reads = src.reads();
@@ -507,9 +563,7 @@ fn corrupt_object_is_a_sha256_mismatch() {
     let src = Mem::default();
     let dst = Mem::default();
     let rows = fixture(&src);
-    let Some(Obj::Bytes(mut b)) = src.get(&rows[1].object_uri) else {
-        panic!()
-    };
+    let mut b = bytes_at(&src, &rows[1].object_uri);
     b[100] ^= 0x40;
     let found = Digest::of(&b);
     src.set(&rows[1].object_uri, Obj::Bytes(b));
@@ -657,13 +711,11 @@ fn a_verified_destination_object_is_reused_and_others_copied() {
 
 #[test]
 fn a_store_whose_writes_do_not_read_back_is_a_readback_mismatch() {
-    let src = Mem::default();
     let dst = Mem {
         corrupt_puts: true,
         ..Mem::default()
     };
-    let rows = fixture(&src);
-    let err = *run(&rows, &src, &dst).unwrap_err();
+    let err = refused_into(&dst);
     assert_eq!(err.reason(), "artifact-readback-mismatch", "{err}");
     assert!(matches!(
         err,
@@ -676,13 +728,11 @@ fn a_store_whose_writes_do_not_read_back_is_a_readback_mismatch() {
 
 #[test]
 fn a_failed_put_is_an_io_refusal_naming_the_object() {
-    let src = Mem::default();
     let dst = Mem {
         fail_puts: true,
         ..Mem::default()
     };
-    let rows = fixture(&src);
-    let err = *run(&rows, &src, &dst).unwrap_err();
+    let err = refused_into(&dst);
     assert_eq!(err.reason(), "artifact-io");
     let RelocationError::Io {
         side, uri, detail, ..
@@ -696,58 +746,6 @@ fn a_failed_put_is_an_io_refusal_naming_the_object() {
     assert!(dst.snapshot().is_empty());
 }
 
-/// A source store that answers its first `honest` reads truthfully and
-/// then changes: each later read's bytes have the first byte flipped
-/// (`flip`), or fail after 3 bytes (`fail`).
-struct Changing {
-    inner: Mem,
-    honest: u64,
-    reads: Mutex<u64>,
-    fail: bool,
-}
-
-/// Fails after the bytes it holds.
-struct FailingAfter(Cursor<Vec<u8>>);
-
-impl std::io::Read for FailingAfter {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        match self.0.read(buf)? {
-            0 => Err(std::io::Error::other("injected source read failure")),
-            n => Ok(n),
-        }
-    }
-}
-
-impl ObjectStore for Changing {
-    fn probe(&self, uri: &NormalizedUri) -> Result<Entry, ObjectError> {
-        self.inner.probe(uri)
-    }
-    fn read(&self, uri: &NormalizedUri, limit: u64) -> Result<ObjectRead, ObjectError> {
-        let mut reads = self.reads.lock().unwrap();
-        *reads += 1;
-        if *reads <= self.honest {
-            return self.inner.read(uri, limit);
-        }
-        let Some(Obj::Bytes(mut b)) = self.inner.get(uri) else {
-            return self.inner.read(uri, limit);
-        };
-        if self.fail {
-            b.truncate(3);
-            return Ok(ObjectRead::Stream(Box::new(FailingAfter(Cursor::new(b)))));
-        }
-        b[0] ^= 1;
-        Ok(ObjectRead::Stream(Box::new(Cursor::new(b))))
-    }
-    fn put_new(
-        &self,
-        uri: &NormalizedUri,
-        bytes: &mut dyn std::io::Read,
-        expect: &ObjectFacts,
-    ) -> Result<(), ObjectError> {
-        self.inner.put_new(uri, bytes, expect)
-    }
-}
-
 /// The source verifies in phase 1 (two distinct objects, two reads) and
 /// then changes before the copy reads it again: the streamed bytes do not
 /// verify, so `put_new` stores nothing and the refusal is the source's
@@ -756,15 +754,13 @@ impl ObjectStore for Changing {
 #[test]
 fn a_source_that_changes_after_verification_stores_nothing() {
     for fail in [false, true] {
-        let src = Changing {
-            inner: Mem::default(),
-            honest: 2,
-            reads: Mutex::new(0),
-            fail,
+        let src = Mem {
+            changes: Some(Changes { honest: 2, fail }),
+            ..Mem::default()
         };
-        let rows = fixture(&src.inner);
+        let rows = fixture(&src);
         let dst = Mem::default();
-        let err = *relocate(&rows, &src, &src_root(), &dst, &dst_root()).unwrap_err();
+        let err = *run(&rows, &src, &dst).unwrap_err();
         if fail {
             assert_eq!(err.reason(), "artifact-io", "{err}");
             let RelocationError::Io { side, detail, .. } = &err else {

@@ -7,7 +7,7 @@ use crate::migration::artifacts::{
 use crate::migration::control::ControlAdmin;
 use crate::migration::tables::{MemoryRows, MemoryTableStore};
 use crate::migration::verify::{Discrepancy, ReceiptMismatch};
-use crate::migration::{Digest, ObjectFound, Resume, Status};
+use crate::migration::{Digest, ObjectFound, Reservation, Resume, Status};
 use crate::world::{
     ControlCatalog, Request as WorldRequest, Signature, WorldIdentity, WorldRecord,
 };
@@ -42,6 +42,28 @@ impl Side {
     fn objects(&self) -> &MemoryObjectStore {
         self.objects.as_ref().unwrap()
     }
+    /// The destination's reservation, if any.
+    fn reservation(&self) -> Option<Reservation> {
+        self.control.load_destination().unwrap().reservation
+    }
+    /// Nothing reserved and no table written.
+    fn assert_untouched(&self) {
+        assert!(self.reservation().is_none());
+        assert!(self.tables.namespace().unwrap().is_empty());
+    }
+}
+
+/// An empty destination.
+fn destination() -> Side {
+    Side::new("file:///dst/artifacts")
+}
+
+/// A destination that already holds a World.
+fn populated() -> Side {
+    let dst = destination();
+    let x = WorldRecord::active(WorldIdentity::new("w-x", "x"), WriterMode::Resumable);
+    dst.control.register(&x).unwrap();
+    dst
 }
 
 /// A source with two worlds (one resumable at tick 7 written by a writer,
@@ -110,6 +132,21 @@ fn source() -> Side {
     s
 }
 
+/// The digest of the source's `frame two`.
+fn frame_two() -> Digest {
+    facts_of(b"frame two").sha256
+}
+
+/// [`source`] with `frame two`'s bytes replaced by others of its length.
+fn corrupt_source() -> Side {
+    let src = source();
+    let at = content_address(src.objects().root(), &frame_two()).unwrap();
+    src.objects()
+        .plant(&at, MemoryEntry::Bytes(b"frame TWO".to_vec()))
+        .unwrap();
+    src
+}
+
 /// The destination's cold verifier over its ports.
 type Cold<'a> = PortsColdVerifier<'a, MemoryControlCatalog, MemoryTableStore, MemoryObjectStore>;
 
@@ -163,7 +200,7 @@ fn migration<'a>(
 #[test]
 fn a_whole_identity_migrates_over_memory_ports_and_a_retry_returns_the_receipt() {
     let src = source();
-    let dst = Side::new("file:///dst/artifacts");
+    let dst = destination();
     let cold = cold_of(&dst);
     let m = migration(&src, &dst, &cold);
     let receipt = m.migrate(None).unwrap();
@@ -237,15 +274,7 @@ fn a_whole_identity_migrates_over_memory_ports_and_a_retry_returns_the_receipt()
             .issued,
         3
     );
-    assert_eq!(
-        dst.control
-            .load_destination()
-            .unwrap()
-            .reservation
-            .unwrap()
-            .status,
-        Status::Completed
-    );
+    assert_eq!(dst.reservation().unwrap().status, Status::Completed);
 }
 
 /// A later verification reproduces cold evidence for the receipt's plan:
@@ -255,7 +284,7 @@ fn a_whole_identity_migrates_over_memory_ports_and_a_retry_returns_the_receipt()
 #[test]
 fn a_later_verification_reads_only_unless_asked_to_resume() {
     let src = source();
-    let dst = Side::new("file:///dst/artifacts");
+    let dst = destination();
     let cold = cold_of(&dst);
     let receipt = migration(&src, &dst, &cold).migrate(None).unwrap();
     let before = dst.control.open_world_readonly("w-live").unwrap();
@@ -296,16 +325,10 @@ fn a_later_verification_reads_only_unless_asked_to_resume() {
 #[test]
 fn a_verification_names_the_table_and_the_object_that_differ() {
     let src = source();
-    let dst = Side::new("file:///dst/artifacts");
+    let dst = destination();
     let cold = cold_of(&dst);
     let receipt = migration(&src, &dst, &cold).migrate(None).unwrap();
-    let plan = dst
-        .control
-        .load_destination()
-        .unwrap()
-        .reservation
-        .unwrap()
-        .plan;
+    let plan = dst.reservation().unwrap().plan;
     // One more row in `events`; one object's bytes replaced.
     let events = plan.tables.iter().find(|t| t.name == n("events")).unwrap();
     let extra = MemoryRows::Canonical(vec![b"tampered".to_vec()]);
@@ -355,23 +378,11 @@ fn a_verification_names_the_table_and_the_object_that_differ() {
 #[test]
 fn a_populated_destination_is_refused_before_anything_is_written() {
     let src = source();
-    let dst = Side::new("file:///dst/artifacts");
-    dst.control
-        .register(&WorldRecord::active(
-            WorldIdentity::new("w-x", "x"),
-            WriterMode::Resumable,
-        ))
-        .unwrap();
+    let dst = populated();
     let cold = cold_of(&dst);
     let e = migration(&src, &dst, &cold).migrate(None).unwrap_err();
     assert_eq!(e.reason(), "destination-not-empty", "{e}");
-    assert!(dst
-        .control
-        .load_destination()
-        .unwrap()
-        .reservation
-        .is_none());
-    assert!(dst.tables.namespace().unwrap().is_empty());
+    dst.assert_untouched();
 }
 
 /// A corrupt indexed source object, or conflicting bytes at a destination
@@ -379,15 +390,9 @@ fn a_populated_destination_is_refused_before_anything_is_written() {
 /// with nothing reserved and nothing written at the destination.
 #[test]
 fn preflight_refuses_corrupt_sources_and_conflicting_destinations_before_writing() {
-    use crate::migration::artifacts::MemoryEntry;
-    let sha = facts_of(b"frame two").sha256;
     // A corrupt source object (same length, other bytes).
-    let src = source();
-    let at = content_address(src.objects().root(), &sha).unwrap();
-    src.objects()
-        .plant(&at, MemoryEntry::Bytes(b"frame TWO".to_vec()))
-        .unwrap();
-    let dst = Side::new("file:///dst/artifacts");
+    let src = corrupt_source();
+    let dst = destination();
     let cold = cold_of(&dst);
     let e = migration(&src, &dst, &cold).migrate(None).unwrap_err();
     // The machine decides (its report carries the count); the error also
@@ -398,17 +403,11 @@ fn preflight_refuses_corrupt_sources_and_conflicting_destinations_before_writing
         e.to_string().contains("a1"),
         "the refusal names the artifact: {e}"
     );
-    assert!(dst
-        .control
-        .load_destination()
-        .unwrap()
-        .reservation
-        .is_none());
-    assert!(dst.tables.namespace().unwrap().is_empty());
+    dst.assert_untouched();
     // Conflicting bytes already at the destination's content address.
     let src = source();
-    let dst = Side::new("file:///dst/artifacts");
-    let there = content_address(dst.objects().root(), &sha).unwrap();
+    let dst = destination();
+    let there = content_address(dst.objects().root(), &frame_two()).unwrap();
     dst.objects()
         .plant(&there, MemoryEntry::Bytes(b"not frame two".to_vec()))
         .unwrap();
@@ -419,12 +418,7 @@ fn preflight_refuses_corrupt_sources_and_conflicting_destinations_before_writing
         e.to_string().contains("artifact-destination-conflict"),
         "{e}"
     );
-    assert!(dst
-        .control
-        .load_destination()
-        .unwrap()
-        .reservation
-        .is_none());
+    assert!(dst.reservation().is_none());
     assert_eq!(
         dst.objects().read(&there, 100).map(|r| match r {
             crate::migration::artifacts::ObjectRead::Bytes(b) => b,
@@ -440,14 +434,8 @@ fn preflight_refuses_corrupt_sources_and_conflicting_destinations_before_writing
 /// is in the report, the machine's order puts quiescence first).
 #[test]
 fn the_machine_orders_preflight_refusals_over_object_findings() {
-    use crate::migration::artifacts::MemoryEntry;
-    let sha = facts_of(b"frame two").sha256;
-    let src = source();
-    let at = content_address(src.objects().root(), &sha).unwrap();
-    src.objects()
-        .plant(&at, MemoryEntry::Bytes(b"frame TWO".to_vec()))
-        .unwrap();
-    let dst = Side::new("file:///dst/artifacts");
+    let src = corrupt_source();
+    let dst = destination();
     let cold = cold_of(&dst);
     let mut m = migration(&src, &dst, &cold);
     m.source.activity_records = 1;
@@ -466,12 +454,7 @@ fn the_machine_orders_preflight_refusals_over_object_findings() {
     m.destination.audit = m.source.audit.clone();
     let e = m.migrate(None).unwrap_err();
     assert_eq!(e.reason(), "identical-storage-identity", "{e}");
-    assert!(dst
-        .control
-        .load_destination()
-        .unwrap()
-        .reservation
-        .is_none());
+    assert!(dst.reservation().is_none());
 }
 
 /// Planning runs preflight first: a refused preflight fences nothing at
@@ -479,13 +462,7 @@ fn the_machine_orders_preflight_refusals_over_object_findings() {
 #[test]
 fn a_refused_plan_fences_nothing() {
     let src = source();
-    let dst = Side::new("file:///dst/artifacts");
-    dst.control
-        .register(&WorldRecord::active(
-            WorldIdentity::new("w-x", "x"),
-            WriterMode::Resumable,
-        ))
-        .unwrap();
+    let dst = populated();
     let cold = cold_of(&dst);
     let before = src.control.open_world_readonly("w-live").unwrap().fence;
     let e = migration(&src, &dst, &cold).plan().unwrap_err();
@@ -495,7 +472,7 @@ fn a_refused_plan_fences_nothing() {
         before
     );
     // An admitted preflight answers the report; planning then fences.
-    let dst = Side::new("file:///dst/artifacts");
+    let dst = destination();
     let cold = cold_of(&dst);
     let m = migration(&src, &dst, &cold);
     assert_eq!(m.validate().unwrap().unreadable_objects, 0);
@@ -522,7 +499,7 @@ fn an_identity_without_artifact_files_migrates_with_no_artifacts() {
     src.tables
         .append(&n("events"), MemoryRows::Canonical(vec![b"e".to_vec()]))
         .unwrap();
-    let dst = Side::new("file:///dst/artifacts");
+    let dst = destination();
     let cold = cold_of(&dst);
     let receipt = migration(&src, &dst, &cold).migrate(None).unwrap();
     assert_eq!(receipt.receipt.tables.len(), 1);
@@ -569,7 +546,7 @@ impl Progress for GrowBeforePlan<'_> {
 #[test]
 fn an_inventory_remembered_from_preflight_is_used_only_for_the_snapshot_it_checked() {
     let src = source();
-    let dst = Side::new("file:///dst/artifacts");
+    let dst = destination();
     let cold = cold_of(&dst);
     let grow = GrowBeforePlan(&src, std::sync::atomic::AtomicBool::new(false));
     let m = Migration {
@@ -579,13 +556,7 @@ fn an_inventory_remembered_from_preflight_is_used_only_for_the_snapshot_it_check
     };
     let receipt = m.migrate(None).unwrap();
     assert!(grow.1.load(std::sync::atomic::Ordering::SeqCst));
-    let plan = dst
-        .control
-        .load_destination()
-        .unwrap()
-        .reservation
-        .unwrap()
-        .plan;
+    let plan = dst.reservation().unwrap().plan;
     // The plan is of the grown table: three distinct objects, four
     // occurrences, all at the destination.
     assert_eq!(plan.artifacts.objects.len(), 3);
@@ -603,12 +574,30 @@ struct StopAt {
     asked: std::cell::Cell<usize>,
 }
 
+impl StopAt {
+    fn new(at: usize) -> Self {
+        StopAt {
+            at,
+            asked: 0.into(),
+        }
+    }
+}
+
 impl Progress for StopAt {
     fn interrupted(&self) -> bool {
         let n = self.asked.get();
         self.asked.set(n + 1);
         n >= self.at
     }
+}
+
+/// A whole run, never stopped: its receipt and how many steps it took.
+fn a_whole_run() -> (StoredReceipt, usize) {
+    let (src, dst) = (source(), destination());
+    let cold = cold_of(&dst);
+    let all = StopAt::new(usize::MAX);
+    let receipt = stopped_at(&src, &dst, &cold, &all).migrate(None).unwrap();
+    (receipt, all.asked.get())
 }
 
 fn stopped_at<'a>(
@@ -626,22 +615,12 @@ fn stopped_at<'a>(
 #[test]
 fn an_interrupted_run_stops_at_a_step_boundary_and_a_retry_resumes_it() {
     // How many steps a whole run takes.
-    let (src, dst) = (source(), Side::new("file:///dst/artifacts"));
-    let cold = cold_of(&dst);
-    let all = StopAt {
-        at: usize::MAX,
-        asked: 0.into(),
-    };
-    let receipt = stopped_at(&src, &dst, &cold, &all).migrate(None).unwrap();
-    let steps = all.asked.get();
+    let (receipt, steps) = a_whole_run();
     assert!(steps >= 12, "{steps} steps");
     for at in 0..steps {
-        let (src, dst) = (source(), Side::new("file:///dst/artifacts"));
+        let (src, dst) = (source(), destination());
         let cold = cold_of(&dst);
-        let stop = StopAt {
-            at,
-            asked: 0.into(),
-        };
+        let stop = StopAt::new(at);
         let e = stopped_at(&src, &dst, &cold, &stop)
             .migrate(None)
             .unwrap_err();
@@ -660,33 +639,16 @@ fn an_interrupted_run_stops_at_a_step_boundary_and_a_retry_resumes_it() {
 #[test]
 fn a_migration_abandoned_before_activation_frees_its_source_and_destination() {
     use super::abandon::abandon;
-    let (_, steps) = {
-        let (src, dst) = (source(), Side::new("file:///dst/artifacts"));
-        let cold = cold_of(&dst);
-        let all = StopAt {
-            at: usize::MAX,
-            asked: 0.into(),
-        };
-        stopped_at(&src, &dst, &cold, &all).migrate(None).unwrap();
-        ((), all.asked.get())
-    };
+    let (_, steps) = a_whole_run();
     let (mut abandoned, mut refused) = (0, 0);
     for at in 0..steps {
-        let (src, dst) = (source(), Side::new("file:///dst/artifacts"));
+        let (src, dst) = (source(), destination());
         let cold = cold_of(&dst);
-        let stop = StopAt {
-            at,
-            asked: 0.into(),
-        };
+        let stop = StopAt::new(at);
         stopped_at(&src, &dst, &cold, &stop)
             .migrate(None)
             .unwrap_err();
-        let status = dst
-            .control
-            .load_destination()
-            .unwrap()
-            .reservation
-            .map(|r| r.status);
+        let status = dst.reservation().map(|r| r.status);
         let source_admin = |_: &StorageIdentity| -> Res<Option<Box<dyn ControlAdmin + '_>>> {
             Ok(Some(Box::new(&src.control)))
         };
@@ -760,7 +722,7 @@ impl Progress for Counting {
 #[test]
 fn each_table_is_reported_once_even_after_a_lost_commit_reply() {
     let src = source();
-    let dst = Side::new("file:///dst/artifacts");
+    let dst = destination();
     // The first commit lands and its reply is lost: the table is
     // inspected at a second copy step, found matching, and reported then.
     dst.tables.lose_next_reply();
@@ -803,7 +765,7 @@ fn a_tables_metadata_arrives_and_is_bound_in_the_receipt() {
             MemoryRows::Canonical(vec![b"p".to_vec()]),
         )
         .unwrap();
-    let dst = Side::new("file:///dst/artifacts");
+    let dst = destination();
     let cold = cold_of(&dst);
     let receipt = migration(&src, &dst, &cold).migrate(None).unwrap();
     let line = receipt
@@ -828,7 +790,7 @@ fn a_tables_metadata_arrives_and_is_bound_in_the_receipt() {
 #[test]
 fn a_run_another_host_carried_past_activation_resumes_without_touching_the_source() {
     let src = source();
-    let dst = Side::new("file:///dst/artifacts");
+    let dst = destination();
     let cold = cold_of(&dst);
     let m = migration(&src, &dst, &cold);
     // Host A starts and validates; host B then runs the whole migration.
