@@ -37,6 +37,23 @@ pub fn claim(token: &str) -> ClaimDigest {
     claim_digest(token.as_bytes())
 }
 
+/// Every digest the request generators of `custos_testkit::access` can
+/// name (bearer and browser digests of its six tokens), and its four
+/// claims' own hashes as bearers (a claim authenticates nothing): what a
+/// differential compares `authenticate` over.
+pub fn generated_digests() -> Vec<Digest> {
+    let mut out = Vec::new();
+    for t in 0..6 {
+        let tok = format!("tok{t}");
+        out.push(bearer(&tok));
+        out.push(browser(&tok));
+    }
+    for c in 0..4 {
+        out.push(bearer(&format!("claim{c}")));
+    }
+    out
+}
+
 /// Everything a caller can observe of the access plane at `now_ms` for the
 /// given principals, sessions and tokens: used to prove a refusal wrote
 /// nothing.
@@ -1587,9 +1604,7 @@ where
     P::Store: Access + Catalogue,
 {
     let place = f();
-    let c = place.open();
-    access_history(&c);
-    let before = seen_access(&c);
+    let (c, _, before) = crate::open_with_history(&place, access_history, seen_access);
     assert_eq!(
         c.authorization(&bearer("m1-token"), "s3", 50).unwrap(),
         Some(Authorization::Member(Role::Observer))
@@ -1622,9 +1637,7 @@ pub fn a_refused_access_request_leaves_the_store_unchanged_across_a_reopen<P: Pl
     P::Store: Access + Catalogue,
 {
     let place = f();
-    let c = place.open();
-    access_history(&c);
-    let before = seen_access(&c);
+    let (c, _, before) = crate::open_with_history(&place, access_history, seen_access);
     assert!(c
         .apply_access(&AccessRequest::BootstrapOwner {
             principal: "owner-2".into(),

@@ -67,17 +67,19 @@ pub fn pooled(key: &str) -> Creation {
     }
 }
 
+/// A `Reserve` of session `id` at `now`.
+pub fn reserve_req(id: &str, creation: Creation, now: u64) -> Request {
+    Request::Reserve {
+        session_id: id.into(),
+        creation,
+        now,
+    }
+}
+
 /// Reserves `id` with `creation`.
 #[track_caller]
 pub fn reserve<C: Catalogue>(c: &C, id: &str, creation: Creation) -> Registration {
-    match ok(
-        c,
-        Request::Reserve {
-            session_id: id.into(),
-            creation,
-            now: 1_000,
-        },
-    ) {
+    match ok(c, reserve_req(id, creation, 1_000)) {
         Outcome::Reserved { registration, .. } => registration,
         other => panic!("reserve answered {other:?}"),
     }
@@ -161,14 +163,7 @@ pub fn reserve_creates_a_reserved_registration<C: Catalogue, F: Fn() -> C>(facto
 pub fn reserve_retry_answers_the_original<C: Catalogue, F: Fn() -> C>(factory: F) {
     let c = factory();
     let first = reserve(&c, "s1", local("k1"));
-    let out = ok(
-        &c,
-        Request::Reserve {
-            session_id: "s2".into(),
-            creation: local("k1"),
-            now: 9_999,
-        },
-    );
+    let out = ok(&c, reserve_req("s2", local("k1"), 9_999));
     assert_eq!(
         out,
         Outcome::Reserved {
@@ -214,15 +209,7 @@ pub fn reserve_retry_that_differs_conflicts<C: Catalogue, F: Fn() -> C>(factory:
         },
     ];
     for creation in variants {
-        refused(
-            &c,
-            Request::Reserve {
-                session_id: "s2".into(),
-                creation,
-                now: 2,
-            },
-            "Conflict",
-        );
+        refused(&c, reserve_req("s2", creation, 2), "Conflict");
     }
 }
 
@@ -230,15 +217,7 @@ pub fn reserve_retry_that_differs_conflicts<C: Catalogue, F: Fn() -> C>(factory:
 pub fn reserve_with_a_taken_session_id_conflicts<C: Catalogue, F: Fn() -> C>(factory: F) {
     let c = factory();
     reserve(&c, "s1", local("k1"));
-    refused(
-        &c,
-        Request::Reserve {
-            session_id: "s1".into(),
-            creation: local("k2"),
-            now: 2,
-        },
-        "Conflict",
-    );
+    refused(&c, reserve_req("s1", local("k2"), 2), "Conflict");
 }
 
 /// A pooled registration's retry compares the pool, not the executor
@@ -307,25 +286,9 @@ pub fn name_grammars_refuse_invalid<C: Catalogue, F: Fn() -> C>(factory: F) {
         },
     ];
     for creation in bad {
-        refused(
-            &c,
-            Request::Reserve {
-                session_id: "s1".into(),
-                creation,
-                now: 1,
-            },
-            "Invalid",
-        );
+        refused(&c, reserve_req("s1", creation, 1), "Invalid");
     }
-    refused(
-        &c,
-        Request::Reserve {
-            session_id: "bad id/".into(),
-            creation: local("k1"),
-            now: 1,
-        },
-        "Invalid",
-    );
+    refused(&c, reserve_req("bad id/", local("k1"), 1), "Invalid");
     assert_eq!(c.get("s1").unwrap(), None);
 }
 
@@ -348,15 +311,7 @@ pub fn workspace_split_local_and_registered<C: Catalogue, F: Fn() -> C>(factory:
             ..pooled("k1")
         },
     ] {
-        refused(
-            &c,
-            Request::Reserve {
-                session_id: "s1".into(),
-                creation,
-                now: 1,
-            },
-            "Invalid",
-        );
+        refused(&c, reserve_req("s1", creation, 1), "Invalid");
     }
     assert_eq!(
         reserve(&c, "s1", on_executor("k1")).creation.workspace,
@@ -492,15 +447,7 @@ pub fn set_profile_rules<C: Catalogue, F: Fn() -> C>(factory: F) {
         c.get("s1").unwrap().unwrap().creation.profile.as_deref(),
         Some("fast")
     );
-    refused(
-        &c,
-        Request::Reserve {
-            session_id: "s2".into(),
-            creation: local("k1"),
-            now: 1,
-        },
-        "Conflict",
-    );
+    refused(&c, reserve_req("s2", local("k1"), 1), "Conflict");
     assert!(changed(&ok(&c, set(None))));
 }
 
@@ -1069,9 +1016,7 @@ where
     P::Store: Catalogue,
 {
     let place = f();
-    let c = place.open();
-    acknowledged_history(&c);
-    let before = seen(&c);
+    let (c, _, before) = crate::open_with_history(&place, acknowledged_history, seen);
     let top = c
         .recent_folders()
         .unwrap()
@@ -1097,15 +1042,9 @@ where
     P::Store: Catalogue,
 {
     let place = f();
-    let c = place.open();
-    acknowledged_history(&c);
-    let before = seen(&c);
+    let (c, _, before) = crate::open_with_history(&place, acknowledged_history, seen);
     assert!(c
-        .apply(&Request::Reserve {
-            session_id: "s1".into(),
-            creation: local("another-key"),
-            now: 2_000,
-        })
+        .apply(&reserve_req("s1", local("another-key"), 2_000))
         .is_err());
     assert!(c.apply(&rename("s9", "nobody")).is_err());
     assert!(c.apply(&claim("orch", "p2", "s1", 20, 4)).is_err());

@@ -630,9 +630,7 @@ where
     P::Store: ControlCatalog,
 {
     let place = f();
-    let c = place.open();
-    let epoch = acknowledged_history(&c);
-    let before = seen(&c);
+    let (c, epoch, before) = crate::open_with_history(&place, acknowledged_history, seen);
     assert_eq!(head_of(&c, "w-1"), 7);
     drop(c);
     let c = place.open();
@@ -653,9 +651,7 @@ where
     P::Store: ControlCatalog,
 {
     let place = f();
-    let c = place.open();
-    let epoch = acknowledged_history(&c);
-    let before = seen(&c);
+    let (c, epoch, before) = crate::open_with_history(&place, acknowledged_history, seen);
     let mut other = record("w-1", WriterMode::Resumable);
     other.identity.name = "another name".into();
     assert!(c.register(&other).is_err());

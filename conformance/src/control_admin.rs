@@ -123,12 +123,52 @@ pub fn completed() -> Destination {
     sim.dest
 }
 
+/// Commits the [`completed`] administration into the empty `c`, asserts
+/// its receipt is stored, and answers it.
+#[track_caller]
+pub fn commit_completed<C: ControlAdmin>(c: &C) -> Destination {
+    let done = completed();
+    c.commit_destination(&Destination::default(), &done, AdminEffect::None)
+        .unwrap();
+    assert!(c.stored_receipt().unwrap().is_some());
+    done
+}
+
+/// Asserts that `c`, whose stored administration `done` was tampered with
+/// (`what` says how), refuses it typed: loading it, reading its receipt
+/// and committing over it each answer `StoredEvidenceInvalid`.
+#[track_caller]
+pub fn assert_evidence_refused<C: ControlAdmin>(c: &C, done: &Destination, what: &str) {
+    let e = c.load_destination().unwrap_err();
+    assert_eq!(e.reason(), "StoredEvidenceInvalid", "{what}: {e}");
+    assert_eq!(
+        c.stored_receipt().unwrap_err().reason(),
+        "StoredEvidenceInvalid",
+        "{what}"
+    );
+    let e = c
+        .commit_destination(done, done, AdminEffect::None)
+        .unwrap_err();
+    assert_eq!(e.reason(), "StoredEvidenceInvalid", "{what}: {e}");
+}
+
 fn staged_floors(d: &Destination) -> Vec<custos_core::migration::WorldFloor> {
     d.reservation
         .as_ref()
         .and_then(|r| r.control.clone())
         .map(|c| c.floors)
         .unwrap_or_default()
+}
+
+/// A [`populate`]d source, its export, and a new destination (each store
+/// from `factory`, the source first).
+fn populated_export<C: ControlCatalog + ControlAdmin>(
+    factory: impl Fn() -> C,
+) -> (C, ControlSnapshot, C) {
+    let source = factory();
+    populate(&source);
+    let s = source.export_snapshot().unwrap();
+    (source, s, factory())
 }
 
 /// Reserves and stages `snapshot` at `c` through the port: the reserved
@@ -274,10 +314,7 @@ pub fn an_abandoned_reservation_stages_nothing_and_is_replaced<
 >(
     factory: F,
 ) {
-    let source = factory();
-    populate(&source);
-    let s = source.export_snapshot().unwrap();
-    let c = factory();
+    let (_source, s, c) = populated_export(&factory);
     let (reserved, staged) = reserve_and_stage(&c, &s);
     let fx = Fixture::new().unwrap();
     let gone = custos_core::migration::abandon(&staged, &fx.migration)
@@ -344,10 +381,7 @@ pub fn staging_is_invisible_idempotent_and_exclusive<
 >(
     factory: F,
 ) {
-    let source = factory();
-    populate(&source);
-    let s = source.export_snapshot().unwrap();
-    let c = factory();
+    let (_source, s, c) = populated_export(&factory);
     let (_, staged) = reserve_and_stage(&c, &s);
     let floors = staged_floors(&staged);
     let stage = AdminEffect::Stage {
@@ -392,10 +426,7 @@ pub fn activation_imports_exact_records_and_floors<
 >(
     factory: F,
 ) {
-    let source = factory();
-    populate(&source);
-    let s = source.export_snapshot().unwrap();
-    let c = factory();
+    let (source, s, c) = populated_export(&factory);
     let active = stage_and_activate(&c, &s);
     assert_eq!(c.load_destination().unwrap(), active);
     assert_eq!(
@@ -457,10 +488,7 @@ pub fn activation_refuses_a_populated_destination<
 >(
     factory: F,
 ) {
-    let source = factory();
-    populate(&source);
-    let s = source.export_snapshot().unwrap();
-    let c = factory();
+    let (_source, s, c) = populated_export(&factory);
     let reserved = reservation_for(&s, Status::Reserved, false);
     c.commit_destination(&Destination::default(), &reserved, AdminEffect::None)
         .unwrap();
@@ -549,9 +577,7 @@ where
     P::Store: ControlCatalog + ControlAdmin,
 {
     let place = f();
-    let c = place.open();
-    let departed = administered(&c);
-    let before = administration(&c);
+    let (c, departed, before) = crate::open_with_history(&place, administered, administration);
     drop(c);
     let c = place.open();
     assert_eq!(
@@ -591,9 +617,7 @@ where
 {
     use custos_core::migration::departure::{self, Departures};
     let place = f();
-    let c = place.open();
-    administered(&c);
-    let before = administration(&c);
+    let (c, _, before) = crate::open_with_history(&place, administered, administration);
     let s = c.export_snapshot().unwrap();
     let other = reservation_for(&s, Status::Activated, false);
     let r = c.commit_destination(&Destination::default(), &other, AdminEffect::None);

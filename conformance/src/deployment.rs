@@ -1206,9 +1206,7 @@ where
     P::Store: DeploymentCatalog,
 {
     let place = f();
-    let b = place.open();
-    let (op, receipt) = acknowledged_history(&b);
-    let before = seen(&b);
+    let (b, (op, receipt), before) = crate::open_with_history(&place, acknowledged_history, seen);
     assert!(b.get("acme", "last").unwrap().is_some());
     let token = b
         .page(&page_req("acme", None, 1, None))
@@ -1240,9 +1238,7 @@ where
     P::Store: DeploymentCatalog,
 {
     let place = f();
-    let b = place.open();
-    acknowledged_history(&b);
-    let before = seen(&b);
+    let (b, _, before) = crate::open_with_history(&place, acknowledged_history, seen);
     assert!(b.mutate(apply_req(acme("blue"), Some(1))).is_err());
     assert!(b.mutate(delete_req("acme", "red", None)).is_err());
     assert!(b.mutate(delete_req("acme", "nothing", None)).is_err());

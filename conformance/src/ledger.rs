@@ -832,9 +832,7 @@ where
     P::Store: Ledger,
 {
     let place = f();
-    let l = place.open();
-    settled_history(&l);
-    let before = seen(&l);
+    let (l, _, before) = crate::open_with_history(&place, settled_history, seen);
     assert_eq!(
         before.3[2],
         Lookup::Found(CallState::Terminal(b"the last outcome".to_vec()))
@@ -891,9 +889,7 @@ where
     P::Store: Ledger,
 {
     let place = f();
-    let l = place.open();
-    settled_history(&l);
-    let before = seen(&l);
+    let (l, _, before) = crate::open_with_history(&place, settled_history, seen);
     assert!(l
         .attach(&LIMITS, &sid("s"), &ws("other"), 1, &tok("a"))
         .is_err());
@@ -921,9 +917,7 @@ where
     P::Store: Ledger,
 {
     let place = f();
-    let l = place.open();
-    settled_history(&l);
-    let before = seen(&l);
+    let (l, _, before) = crate::open_with_history(&place, settled_history, seen);
     l.close().unwrap();
     assert_eq!(l.records(), Err(LedgerError::HandleClosed));
     assert_eq!(

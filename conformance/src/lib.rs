@@ -84,6 +84,7 @@
 //! deployment pages and default-route candidates; each fails its case.
 
 pub mod access;
+pub mod bench;
 pub mod catalogue;
 pub mod control;
 pub mod control_admin;
@@ -122,6 +123,104 @@ impl<S, F: Fn() -> S> Place for F {
     fn open(&self) -> S {
         self()
     }
+}
+
+/// The start of a reopen case: opens `place`, writes a history into the
+/// new store (`history`), and answers the open store, what `history`
+/// answered, and what `seen` reads back after it.
+#[track_caller]
+pub fn open_with_history<P: Place, H, V>(
+    place: &P,
+    history: impl FnOnce(&P::Store) -> H,
+    seen: impl FnOnce(&P::Store) -> V,
+) -> (P::Store, H, V) {
+    let store = place.open();
+    let written = history(&store);
+    let read = seen(&store);
+    (store, written, read)
+}
+
+/// The lines of an exposed query plan, each with its text from its first
+/// letter or digit on (a plan tree's drawing trimmed); an empty plan is
+/// refused.
+pub(crate) fn plan_lines(lines: &[String]) -> Result<Vec<(&str, &str)>, String> {
+    if lines.is_empty() {
+        return Err("the backend exposed an empty query plan".to_owned());
+    }
+    Ok(lines
+        .iter()
+        .map(|line| {
+            let l = line.trim_start_matches(|c: char| !c.is_ascii_alphanumeric());
+            (line.as_str(), l.trim())
+        })
+        .collect())
+}
+
+/// Every substring of four or more characters of `secret` that `text`
+/// contains: what a message, a log line or a `Debug` form must not show
+/// of a secret, even in part.
+pub fn leaked_parts(text: &str, secret: &str) -> Vec<String> {
+    let chars: Vec<char> = secret.chars().collect();
+    let mut found = Vec::new();
+    for i in 0..chars.len() {
+        for j in i + 4..=chars.len() {
+            let part: String = chars[i..j].iter().collect();
+            if text.contains(&part) {
+                found.push(part);
+            }
+        }
+    }
+    found
+}
+
+/// One row of a suite's runtime table (e.g. [`storage::storage_cases`]):
+/// the case's name, and the case called with a backend factory.
+pub type TableCase<B> = (&'static str, fn(&dyn Fn() -> B));
+
+/// The names of the cases of `table` that fail (panic) against backends
+/// built by `factory`, in table order. Each case runs under
+/// [`std::panic::catch_unwind`]; a failing case's panic message is printed
+/// as usual.
+pub fn failing_table_cases<B>(
+    table: &[TableCase<B>],
+    factory: &dyn Fn() -> B,
+) -> Vec<&'static str> {
+    table
+        .iter()
+        .filter(|(_, case)| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| case(factory))).is_err()
+        })
+        .map(|(name, _)| *name)
+        .collect()
+}
+
+/// Asserts that `table` lists exactly the cases `names` lists (a suite's
+/// `*_CASES`), in the same order, none twice.
+#[track_caller]
+pub fn assert_table_lists<B>(table: &[TableCase<B>], names: &[&str]) {
+    let listed: Vec<&str> = table.iter().map(|(n, _)| *n).collect();
+    assert_eq!(listed, names, "the runtime table and the case list differ");
+    let mut sorted = listed.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted.len(), listed.len(), "duplicate case names");
+}
+
+/// The runtime table names the suite's cases (`names`, its `*_CASES`), and
+/// every one passes through it against `factory`: asserts both, then
+/// prints `<backend>: N of N <what> pass`.
+#[track_caller]
+pub fn assert_every_case_passes<B>(
+    backend: &str,
+    what: &str,
+    table: &[TableCase<B>],
+    names: &[&str],
+    factory: &dyn Fn() -> B,
+) {
+    assert_eq!(table.len(), names.len());
+    let failed = failing_table_cases(table, factory);
+    assert!(failed.is_empty(), "failed: {failed:?}");
+    println!("{backend}: {} of {} {what} pass", table.len(), names.len());
 }
 
 /// The body of every `<suite>_suite!` macro: `mod $name { #[test] fn

@@ -241,6 +241,14 @@ pub fn commit_all<S: Storage>(s: &S, ts: u64, writes: impl IntoIterator<Item = W
     ok(s, c).next_seq
 }
 
+/// A new store from `factory` holding `writes`, one commit at ts 1.
+#[track_caller]
+fn fresh_with<S: Storage>(factory: impl Fn() -> S, writes: impl IntoIterator<Item = Write>) -> S {
+    let s = factory();
+    commit_all(&s, 1, writes);
+    s
+}
+
 /// A `SetRegister` of `len` bytes.
 #[track_caller]
 pub fn set_len(n: &str, k: &str, len: usize) -> Write {
@@ -324,8 +332,7 @@ pub fn capture_copies_high_water_stats_and_selected_cells<
 >(
     factory: F,
 ) {
-    let s = factory();
-    commit_all(&s, 1, [entry("e1", None, "m"), usage("u1", 10, 5)]);
+    let s = fresh_with(&factory, [entry("e1", None, "m"), usage("u1", 10, 5)]);
     let next = commit_all(
         &s,
         2,
@@ -378,10 +385,8 @@ pub fn capture_namespace_selection_isolates_namespaces_and_dedups<
 >(
     factory: F,
 ) {
-    let s = factory();
-    commit_all(
-        &s,
-        1,
+    let s = fresh_with(
+        &factory,
         [
             set("n", "a", b"1"),
             set("n", "b", b"2"),
@@ -450,10 +455,8 @@ pub fn capture_exact_keys_probe_the_index_and_omit_missing<
 >(
     factory: F,
 ) {
-    let s = factory();
-    commit_all(
-        &s,
-        1,
+    let s = fresh_with(
+        &factory,
         [
             set("n", "ab", b"2"),
             set("n", "b", b"3"),
@@ -489,10 +492,8 @@ pub fn capture_exact_keys_probe_the_index_and_omit_missing<
 pub fn capture_follows_optional_prefixed_field<S: Storage + SnapshotSource, F: Fn() -> S>(
     factory: F,
 ) {
-    let s = factory();
-    commit_all(
-        &s,
-        1,
+    let s = fresh_with(
+        &factory,
         [
             set("strand", "s1", br#"{"latest":"op-7","other":1}"#),
             set("op", "life/op-7", b"running"),
@@ -518,10 +519,8 @@ pub fn capture_follows_optional_prefixed_field<S: Storage + SnapshotSource, F: F
 pub fn capture_omits_missing_optional_metadata<S: Storage + SnapshotSource, F: Fn() -> S>(
     factory: F,
 ) {
-    let s = factory();
-    commit_all(
-        &s,
-        1,
+    let s = fresh_with(
+        &factory,
         [
             set("strand", "null", br#"{"latest":null}"#),
             set("strand", "absent", br#"{"x":"1"}"#),
@@ -555,10 +554,8 @@ pub fn capture_refuses_malformed_references_and_invalid_plans<
 >(
     factory: F,
 ) {
-    let s = factory();
-    commit_all(
-        &s,
-        1,
+    let s = fresh_with(
+        &factory,
         [
             set("strand", "num", br#"{"latest":7}"#),
             set("strand", "raw", b"not json"),
@@ -639,10 +636,8 @@ pub fn capture_over_byte_budget_is_refused_before_values<
 >(
     factory: F,
 ) {
-    let s = factory();
-    commit_all(
-        &s,
-        1,
+    let s = fresh_with(
+        &factory,
         [set_len("n", "a", 600 * 1024), set_len("n", "b", 600 * 1024)],
     );
     let probe = Probe::new(&s);
@@ -702,10 +697,8 @@ pub fn capture_counts_referenced_cells<S: Storage + SnapshotSource, F: Fn() -> S
 /// after the cursor, inside the prefix, with the next cursor while more
 /// follow; limits of 0 or above 100 are refused.
 pub fn key_page_bounds_limit_and_cursor<S: Storage + SnapshotSource, F: Fn() -> S>(factory: F) {
-    let s = factory();
-    commit_all(
-        &s,
-        1,
+    let s = fresh_with(
+        &factory,
         (0..250)
             .map(|i| set("n", &format!("k{i:03}"), b"v"))
             .chain([
@@ -752,8 +745,7 @@ pub fn key_page_bounds_limit_and_cursor<S: Storage + SnapshotSource, F: Fn() -> 
 /// A cursor key that was removed still names the same boundary; a cursor
 /// below the prefix starts at the prefix, one above it answers nothing.
 pub fn key_page_removed_cursor_still_bounds<S: Storage + SnapshotSource, F: Fn() -> S>(factory: F) {
-    let s = factory();
-    commit_all(&s, 1, (0..10).map(|i| set("n", &format!("k{i}"), b"v")));
+    let s = fresh_with(&factory, (0..10).map(|i| set("n", &format!("k{i}"), b"v")));
     let r = Reader::new(&s);
     let (n, p) = (ns("n"), prefix("k"));
     let page = r.key_page(&n, &p, None, 5).unwrap();
@@ -771,10 +763,8 @@ pub fn key_page_removed_cursor_still_bounds<S: Storage + SnapshotSource, F: Fn()
 /// A key page whose window passes the byte budget is refused before its
 /// values are fetched; one outside that window is not affected.
 pub fn key_page_accounts_only_its_window<S: Storage + SnapshotSource, F: Fn() -> S>(factory: F) {
-    let s = factory();
-    commit_all(
-        &s,
-        1,
+    let s = fresh_with(
+        &factory,
         [
             set_len("n", "a1", 600 * 1024),
             set_len("n", "a2", 600 * 1024),
@@ -799,10 +789,8 @@ pub fn key_page_accounts_only_its_window<S: Storage + SnapshotSource, F: Fn() ->
 /// key page (with a higher high-water), while descriptor pages of the first
 /// cut stay below its high-water.
 pub fn each_page_is_a_fresh_cut<S: Storage + SnapshotSource, F: Fn() -> S>(factory: F) {
-    let s = factory();
-    commit_all(
-        &s,
-        1,
+    let s = fresh_with(
+        &factory,
         [
             entry("e1", None, "m"),
             set("n", "k1", b"1"),
@@ -857,10 +845,8 @@ pub fn descriptor_pages_are_bounded_ascending_and_below_the_cut<
 >(
     factory: F,
 ) {
-    let s = factory();
-    commit_all(
-        &s,
-        1,
+    let s = fresh_with(
+        &factory,
         (0..230).map(|i| entry_len(&format!("e{i:03}"), None, i)),
     );
     let hw = commit_all(&s, 2, [usage("u", 1, 1)]);
@@ -1158,13 +1144,7 @@ pub fn snapshot_query_plans_use_indexes<S: Storage + SnapshotSource, F: Fn() -> 
 /// `USE TEMP B-TREE`; PostgreSQL (`EXPLAIN` lines) — no `Seq Scan` of a
 /// storage table, no `Sort`.
 pub fn check_snapshot_plan(lines: &[String]) -> Result<(), String> {
-    if lines.is_empty() {
-        return Err("the backend exposed an empty query plan".to_owned());
-    }
-    for line in lines {
-        let l = line
-            .trim_start_matches(|c: char| !c.is_ascii_alphanumeric())
-            .trim();
+    for (line, l) in crate::plan_lines(lines)? {
         if l.contains("USE TEMP B-TREE") {
             return Err(format!("sorts through a temp b-tree: {line}"));
         }

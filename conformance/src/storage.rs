@@ -93,6 +93,19 @@ pub fn del(n: &str, k: &str) -> Write {
     }
 }
 
+/// A commit at ts 0 of the entries `ids` (kind `m`), each the child of
+/// the one before it, the first a root.
+#[track_caller]
+fn chained(ids: &[&str]) -> Commit {
+    let mut c = Commit::at(0);
+    let mut parent = None;
+    for &i in ids {
+        c = c.write(entry(i, parent, "m"));
+        parent = Some(i);
+    }
+    c
+}
+
 /// Asserts that the stats projection equals the sum of the usage ledger.
 #[track_caller]
 pub fn assert_stats_equal_ledger<S: Storage>(s: &S) {
@@ -392,13 +405,7 @@ pub fn entry_round_trips<S: Storage, F: Fn() -> S>(factory: F) {
 /// repeated ids repeated.
 pub fn get_entries_is_aligned_and_answers_none_for_unknown<S: Storage, F: Fn() -> S>(factory: F) {
     let s = factory();
-    ok(
-        &s,
-        Commit::at(0)
-            .write(entry("a", None, "m"))
-            .write(entry("b", Some("a"), "m"))
-            .write(usage("u", 1, 1)),
-    );
+    ok(&s, chained(&["a", "b"]).write(usage("u", 1, 1)));
     let got = s
         .get_entries(&[id("b"), id("zz"), id("a"), id("u"), id("b")])
         .unwrap();
@@ -499,13 +506,7 @@ pub fn parent_must_exist<S: Storage, F: Fn() -> S>(factory: F) {
 /// A parent inserted earlier in the same commit counts.
 pub fn parent_inserted_earlier_in_the_commit_counts<S: Storage, F: Fn() -> S>(factory: F) {
     let s = factory();
-    ok(
-        &s,
-        Commit::at(0)
-            .write(entry("a", None, "m"))
-            .write(entry("b", Some("a"), "m"))
-            .write(entry("c", Some("b"), "m")),
-    );
+    ok(&s, chained(&["a", "b", "c"]));
     assert_eq!(
         ids(&s.scan_branch(&branch_scan(id("c"))).unwrap()),
         ["c", "b", "a"]
@@ -1572,13 +1573,7 @@ pub fn closed_commit_answers_faulted<S: Storage, F: Fn() -> S>(factory: F) {
 ///   `storage_entries` (schema-qualified or not); index, index-only and
 ///   bitmap scans are fine.
 pub fn check_branch_plan(lines: &[String]) -> Result<(), String> {
-    if lines.is_empty() {
-        return Err("the backend exposed an empty query plan".to_owned());
-    }
-    for line in lines {
-        let l = line
-            .trim_start_matches(|c: char| !c.is_ascii_alphanumeric())
-            .trim();
+    for (line, l) in crate::plan_lines(lines)? {
         if l.contains("USE TEMP B-TREE FOR ORDER BY") {
             return Err(format!("branch scan sorts through a temp b-tree: {line}"));
         }
@@ -1745,9 +1740,7 @@ where
     P::Store: Storage,
 {
     let place = f();
-    let s = place.open();
-    let last = acknowledged_history(&s);
-    let before = dump(&s);
+    let (s, last, before) = crate::open_with_history(&place, acknowledged_history, dump);
     assert!(reg(&s, "n", "last").is_some());
     drop(s);
     let s = place.open();
@@ -1773,9 +1766,7 @@ where
     P::Store: Storage,
 {
     let place = f();
-    let s = place.open();
-    let last = acknowledged_history(&s);
-    let before = dump(&s);
+    let (s, last, before) = crate::open_with_history(&place, acknowledged_history, dump);
     refused(
         &s,
         Commit::at(0)
@@ -1829,9 +1820,7 @@ where
     P::Store: Storage,
 {
     let place = f();
-    let s = place.open();
-    acknowledged_history(&s);
-    let before = dump(&s);
+    let (s, _, before) = crate::open_with_history(&place, acknowledged_history, dump);
     s.close().unwrap();
     assert_eq!(s.stats(), Err(StorageError::HandleClosed));
     assert!(s

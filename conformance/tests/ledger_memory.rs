@@ -14,16 +14,14 @@ custos_conformance::ledger_suite!(memory, MemoryLedger::new, reopen: || {
 /// The runtime table names the same cases, and every one passes through it.
 #[test]
 fn every_ledger_case_passes_through_the_table() {
-    let table = custos_conformance::ledger::ledger_cases::<MemoryLedger>();
-    assert_eq!(table.len(), custos_conformance::ledger::LEDGER_CASES.len());
-    for (name, case) in &table {
-        let ok = std::panic::catch_unwind(|| case(&MemoryLedger::new)).is_ok();
-        assert!(ok, "{name} failed");
-    }
-    println!(
-        "memory: {} of {} ledger conformance cases pass",
-        table.len(),
-        table.len()
+    use custos_conformance::ledger::{ledger_cases, LEDGER_CASES};
+    let table = ledger_cases::<MemoryLedger>();
+    custos_conformance::assert_every_case_passes(
+        "memory",
+        "ledger conformance cases",
+        &table,
+        LEDGER_CASES,
+        &MemoryLedger::new,
     );
 }
 

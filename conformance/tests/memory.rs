@@ -12,19 +12,18 @@ custos_conformance::storage_suite!(memory, MemoryStorage::new, reopen: || {
 /// The runtime table agrees with the macro and names at least 40 cases.
 #[test]
 fn table_matches_the_case_list() {
-    let table = custos_conformance::storage::storage_cases::<MemoryStorage>();
-    let names: Vec<&str> = table.iter().map(|(n, _)| *n).collect();
-    assert_eq!(names, custos_conformance::storage::STORAGE_CASES);
-    assert!(names.len() >= 40, "only {} cases", names.len());
-    let mut sorted = names.clone();
-    sorted.sort_unstable();
-    sorted.dedup();
-    assert_eq!(sorted.len(), names.len(), "duplicate case names");
+    use custos_conformance::storage::{storage_cases, STORAGE_CASES};
+    let table = storage_cases::<MemoryStorage>();
+    custos_conformance::assert_table_lists(&table, STORAGE_CASES);
+    assert!(table.len() >= 40, "only {} cases", table.len());
     // The table runs: every case passes through it too.
-    for (name, case) in table {
-        let r = std::panic::catch_unwind(|| case(&MemoryStorage::new));
-        assert!(r.is_ok(), "case {name} failed through the table");
-    }
+    custos_conformance::assert_every_case_passes(
+        "memory",
+        "conformance cases",
+        &table,
+        STORAGE_CASES,
+        &MemoryStorage::new,
+    );
 }
 
 /// The plan check refuses the two forbidden plan shapes and accepts an

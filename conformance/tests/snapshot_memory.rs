@@ -10,21 +10,15 @@ custos_conformance::snapshot_suite!(memory, MemoryStorage::new);
 /// every case passes through it.
 #[test]
 fn table_matches_the_case_list() {
-    let table = custos_conformance::snapshot::snapshot_cases::<MemoryStorage>();
-    let names: Vec<&str> = table.iter().map(|(n, _)| *n).collect();
-    assert_eq!(names, custos_conformance::snapshot::SNAPSHOT_CASES);
-    let mut sorted = names.clone();
-    sorted.sort_unstable();
-    sorted.dedup();
-    assert_eq!(sorted.len(), names.len(), "duplicate case names");
-    for (name, case) in table {
-        let r = std::panic::catch_unwind(|| case(&MemoryStorage::new));
-        assert!(r.is_ok(), "case {name} failed through the table");
-    }
-    println!(
-        "memory: {} of {} snapshot cases pass",
-        names.len(),
-        names.len()
+    use custos_conformance::snapshot::{snapshot_cases, SNAPSHOT_CASES};
+    let table = snapshot_cases::<MemoryStorage>();
+    custos_conformance::assert_table_lists(&table, SNAPSHOT_CASES);
+    custos_conformance::assert_every_case_passes(
+        "memory",
+        "snapshot cases",
+        &table,
+        SNAPSHOT_CASES,
+        &MemoryStorage::new,
     );
 }
 

@@ -13,12 +13,11 @@ use custos_core::catalogue::access::{
     ClaimRefusal, Digest, Enrollment, ListingPage, MembershipPage, PrincipalKind,
     SessionMemberPage, SigninPage, LISTING_LIMIT,
 };
-use custos_core::catalogue::custody::Custody;
-use custos_core::catalogue::{
-    Catalogue, CatalogueError, Delegate, Deletion, MemoryCatalogue, Move, Outcome, Page, Recent,
-    Registration, Request, Visibility,
+use custos_core::catalogue::{Catalogue, CatalogueError, MemoryCatalogue, Outcome, Request};
+use custos_teeth::{
+    assert_reopen_caught, failing_cases, reopen_failing_cases, Disk, Verdicts,
+    HONEST_WITHOUT_RECOVERY, LOSSES,
 };
-use custos_teeth::{failing_cases, run_case, Disk, Durability, Verdicts};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Defect {
@@ -371,50 +370,7 @@ impl Catalogue for Broken {
         }
         Ok(o)
     }
-    fn get(&self, id: &str) -> Result<Option<Registration>, CatalogueError> {
-        self.inner.get(id)
-    }
-    fn by_request_key(&self, key: &str) -> Result<Option<Registration>, CatalogueError> {
-        self.inner.by_request_key(key)
-    }
-    fn page(
-        &self,
-        visibility: Visibility,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Page, CatalogueError> {
-        self.inner.page(visibility, after, limit)
-    }
-    fn workspace_default(&self, workspace: &str) -> Result<Option<String>, CatalogueError> {
-        self.inner.workspace_default(workspace)
-    }
-    fn recent_folders(&self) -> Result<Vec<Recent>, CatalogueError> {
-        self.inner.recent_folders()
-    }
-    fn custody(&self, id: &str) -> Result<Custody, CatalogueError> {
-        self.inner.custody(id)
-    }
-    fn moving(&self) -> Result<Vec<Move>, CatalogueError> {
-        self.inner.moving()
-    }
-    fn deletion(&self, id: &str) -> Result<Deletion, CatalogueError> {
-        self.inner.deletion(id)
-    }
-    fn deleting(&self) -> Result<Vec<String>, CatalogueError> {
-        self.inner.deleting()
-    }
-    fn delegate_for(&self, s: &str, p: &str) -> Result<Option<Delegate>, CatalogueError> {
-        self.inner.delegate_for(s, p)
-    }
-    fn delegate_of(&self, id: &str) -> Result<Option<Delegate>, CatalogueError> {
-        self.inner.delegate_of(id)
-    }
-    fn delegates_held(&self, s: &str) -> Result<u32, CatalogueError> {
-        self.inner.delegates_held(s)
-    }
-    fn revision(&self) -> Result<u64, CatalogueError> {
-        self.inner.revision()
-    }
+    custos_teeth::forward_catalogue_reads!(inner);
 }
 
 #[test]
@@ -438,42 +394,15 @@ fn every_broken_access_backend_fails_a_case() {
         Defect::PrincipalsInCollationOrder,
         Defect::InviteRetryByIdAlone,
     ];
-    let mut verdicts = Verdicts::new("access");
-    for d in defects {
-        verdicts.record(
-            format!("{d:?}"),
-            failing_cases(&cases, &move || Broken::new(d)),
-        );
-    }
-    verdicts.assert_all_caught(8);
-}
-
-/// The reopen cases `mode` fails.
-fn reopen_failures(mode: Durability) -> Vec<String> {
-    let places = move || {
-        let disk = Disk::new(mode);
-        move || Broken::open(&disk)
-    };
-    custos_conformance::access::access_reopen_cases()
-        .into_iter()
-        .filter(|(_, case)| run_case(|| case(&places)))
-        .map(|(name, _)| name.to_owned())
-        .collect()
+    let failures = |d| failing_cases(&cases, &move || Broken::new(d));
+    Verdicts::of("access", defects, failures).assert_all_caught(8);
 }
 
 #[test]
 fn every_access_plane_that_loses_durability_fails_a_reopen_case() {
-    for mode in [Durability::Honest, Durability::SkipsRecovery] {
-        // The access plane has no open-time recovery to skip.
-        let honest = reopen_failures(mode);
-        assert!(
-            honest.is_empty(),
-            "the durable shell ({mode:?}) fails {honest:?}"
-        );
-    }
-    let mut verdicts = Verdicts::new("access reopen");
-    for mode in [Durability::MemoryOnly, Durability::LosesLastWrite] {
-        verdicts.record(format!("{mode:?}"), reopen_failures(mode));
-    }
-    verdicts.assert_all_caught(2);
+    // The access plane has no open-time recovery to skip.
+    let cases = custos_conformance::access::access_reopen_cases();
+    assert_reopen_caught("access reopen", HONEST_WITHOUT_RECOVERY, LOSSES, |mode| {
+        reopen_failing_cases(&cases, mode, Broken::open)
+    });
 }

@@ -9,13 +9,15 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use custos_conformance::catalogue as suite;
-use custos_core::catalogue::custody::Custody;
 use custos_core::catalogue::MemoryCatalogue;
 use custos_core::catalogue::{
-    decide, Catalogue, CatalogueError, CatalogueState, Claim, Delegate, Deletion, Move, Outcome,
-    Page, Recent, Registration, Request, Visibility,
+    decide, Catalogue, CatalogueError, CatalogueState, Claim, Outcome, Page, Registration, Request,
+    Visibility,
 };
-use custos_teeth::{run_case, Disk, Durability, Verdicts};
+use custos_teeth::{
+    assert_reopen_caught, failing_cases, reopen_failing_cases, Disk, Verdicts,
+    HONEST_WITHOUT_RECOVERY, LOSSES,
+};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Bug {
@@ -256,8 +258,10 @@ impl Catalogue for Shell {
         *g = d.next;
         Ok(d.outcome)
     }
-    fn get(&self, id: &str) -> Result<Option<Registration>, CatalogueError> {
-        Ok(self.read(|s| s.get(id)))
+    // Every read but `by_request_key` and `page` is the state's own.
+    custos_teeth::catalogue_state_reads! {
+        get, workspace_default, recent_folders, custody, moving, deletion, deleting,
+        delegate_for, delegate_of, delegates_held, revision
     }
     fn by_request_key(&self, key: &str) -> Result<Option<Registration>, CatalogueError> {
         Ok(self.read(|s| {
@@ -327,57 +331,15 @@ impl Catalogue for Shell {
             _ => s.page(visibility, after, limit),
         }))
     }
-    fn workspace_default(&self, workspace: &str) -> Result<Option<String>, CatalogueError> {
-        self.read(|s| s.workspace_default(workspace))
-    }
-    fn recent_folders(&self) -> Result<Vec<Recent>, CatalogueError> {
-        Ok(self.read(CatalogueState::recent_folders))
-    }
-    fn custody(&self, id: &str) -> Result<Custody, CatalogueError> {
-        self.read(|s| s.custody(id))
-    }
-    fn moving(&self) -> Result<Vec<Move>, CatalogueError> {
-        Ok(self.read(CatalogueState::moving))
-    }
-    fn deletion(&self, id: &str) -> Result<Deletion, CatalogueError> {
-        self.read(|s| s.deletion(id))
-    }
-    fn deleting(&self) -> Result<Vec<String>, CatalogueError> {
-        Ok(self.read(CatalogueState::deleting))
-    }
-    fn delegate_for(&self, sp: &str, parent: &str) -> Result<Option<Delegate>, CatalogueError> {
-        self.read(|s| s.delegate_for(sp, parent))
-    }
-    fn delegate_of(&self, id: &str) -> Result<Option<Delegate>, CatalogueError> {
-        Ok(self.read(|s| s.delegate_of(id)))
-    }
-    fn delegates_held(&self, spawner: &str) -> Result<u32, CatalogueError> {
-        Ok(self.read(|s| s.delegates_held(spawner)))
-    }
-    fn revision(&self) -> Result<u64, CatalogueError> {
-        Ok(self.read(|s| s.revision))
-    }
-}
-
-/// The cases `bug` fails.
-fn failures(bug: Bug) -> Vec<String> {
-    let factory = move || Shell::new(bug);
-    suite::catalogue_cases::<Shell>()
-        .into_iter()
-        .filter(|(_, case)| run_case(|| case(&factory)))
-        .map(|(name, _)| name.to_owned())
-        .collect()
 }
 
 #[test]
 fn every_broken_catalogue_backend_fails_a_case() {
+    let cases = suite::catalogue_cases::<Shell>();
+    let failures = |bug| failing_cases(&cases, &move || Shell::new(bug));
     let honest = failures(Bug::None);
     assert!(honest.is_empty(), "the honest shell fails {honest:?}");
-    let mut verdicts = Verdicts::new("catalogue");
-    for &bug in BUGS {
-        verdicts.record(format!("{bug:?}"), failures(bug));
-    }
-    verdicts.assert_all_caught(8);
+    Verdicts::of("catalogue", BUGS.iter().copied(), failures).assert_all_caught(8);
 }
 
 /// A catalogue over a [`Disk`] of acknowledged writes: each open replays
@@ -406,82 +368,17 @@ impl Catalogue for Durable {
         self.disk.record(req.clone());
         Ok(o)
     }
-    fn get(&self, session_id: &str) -> Result<Option<Registration>, CatalogueError> {
-        self.inner.get(session_id)
-    }
-    fn by_request_key(&self, key: &str) -> Result<Option<Registration>, CatalogueError> {
-        self.inner.by_request_key(key)
-    }
-    fn page(
-        &self,
-        visibility: Visibility,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Page, CatalogueError> {
-        self.inner.page(visibility, after, limit)
-    }
-    fn workspace_default(&self, workspace: &str) -> Result<Option<String>, CatalogueError> {
-        self.inner.workspace_default(workspace)
-    }
-    fn recent_folders(&self) -> Result<Vec<Recent>, CatalogueError> {
-        self.inner.recent_folders()
-    }
-    fn custody(&self, session_id: &str) -> Result<Custody, CatalogueError> {
-        self.inner.custody(session_id)
-    }
-    fn moving(&self) -> Result<Vec<Move>, CatalogueError> {
-        self.inner.moving()
-    }
-    fn deletion(&self, session_id: &str) -> Result<Deletion, CatalogueError> {
-        self.inner.deletion(session_id)
-    }
-    fn deleting(&self) -> Result<Vec<String>, CatalogueError> {
-        self.inner.deleting()
-    }
-    fn delegate_for(
-        &self,
-        spawner: &str,
-        parent_session: &str,
-    ) -> Result<Option<Delegate>, CatalogueError> {
-        self.inner.delegate_for(spawner, parent_session)
-    }
-    fn delegate_of(&self, session_id: &str) -> Result<Option<Delegate>, CatalogueError> {
-        self.inner.delegate_of(session_id)
-    }
-    fn delegates_held(&self, spawner: &str) -> Result<u32, CatalogueError> {
-        self.inner.delegates_held(spawner)
-    }
-    fn revision(&self) -> Result<u64, CatalogueError> {
-        self.inner.revision()
-    }
-}
-
-/// The reopen cases `mode` fails.
-fn reopen_failures(mode: Durability) -> Vec<String> {
-    let places = move || {
-        let disk = Disk::new(mode);
-        move || Durable::open(&disk)
-    };
-    suite::catalogue_reopen_cases()
-        .into_iter()
-        .filter(|(_, case)| run_case(|| case(&places)))
-        .map(|(name, _)| name.to_owned())
-        .collect()
+    custos_teeth::forward_catalogue_reads!(inner);
 }
 
 #[test]
 fn every_catalogue_that_loses_durability_fails_a_reopen_case() {
-    for mode in [Durability::Honest, Durability::SkipsRecovery] {
-        // The catalogue has no open-time recovery to skip.
-        let honest = reopen_failures(mode);
-        assert!(
-            honest.is_empty(),
-            "the durable shell ({mode:?}) fails {honest:?}"
-        );
-    }
-    let mut verdicts = Verdicts::new("catalogue reopen");
-    for mode in [Durability::MemoryOnly, Durability::LosesLastWrite] {
-        verdicts.record(format!("{mode:?}"), reopen_failures(mode));
-    }
-    verdicts.assert_all_caught(2);
+    // The catalogue has no open-time recovery to skip.
+    let cases = suite::catalogue_reopen_cases();
+    assert_reopen_caught(
+        "catalogue reopen",
+        HONEST_WITHOUT_RECOVERY,
+        LOSSES,
+        |mode| reopen_failing_cases(&cases, mode, Durable::open),
+    );
 }

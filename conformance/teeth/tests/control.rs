@@ -16,7 +16,10 @@ use custos_core::world::{
     ControlCatalog, FencePurpose, Outcome, Request, Signature, SignatureRecord, WorldError,
     WorldInfo, WorldRecord, WorldStatus,
 };
-use custos_teeth::{failing_cases, Disk, Durability, Verdicts};
+use custos_teeth::{
+    assert_reopen_caught, failing_cases, reopen_failing_cases, Disk, Verdicts,
+    HONEST_WITHOUT_RECOVERY, LOSSES,
+};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Defect {
@@ -243,14 +246,8 @@ fn every_broken_control_catalog_is_caught() {
     let cases = control_catalog_cases::<Mutant>();
     let honest = failing_cases(&cases, &|| Mutant::new(None));
     assert!(honest.is_empty(), "the honest wrapper fails {honest:?}");
-    let mut verdicts = Verdicts::new("control catalog");
-    for d in DEFECTS {
-        verdicts.record(
-            format!("{d:?}"),
-            failing_cases(&cases, &move || Mutant::new(Some(d))),
-        );
-    }
-    verdicts.assert_all_caught(8);
+    let failures = |d| failing_cases(&cases, &move || Mutant::new(Some(d)));
+    Verdicts::of("control catalog", DEFECTS, failures).assert_all_caught(8);
 }
 
 // ------------------------------------------------- the administrative suite
@@ -317,18 +314,11 @@ impl ControlCatalog for AdminMutant {
     fn apply(&self, req: &Request) -> Result<Outcome, WorldError> {
         self.inner.apply(req)
     }
-    fn discover_worlds(&self) -> Result<Vec<WorldRecord>, WorldError> {
-        self.inner.discover_worlds()
-    }
-    fn open_world_readonly(&self, world_id: &str) -> Result<WorldInfo, WorldError> {
-        self.inner.open_world_readonly(world_id)
-    }
-    fn list_signatures(&self) -> Result<Vec<SignatureRecord>, WorldError> {
-        self.inner.list_signatures()
-    }
+    custos_teeth::forward_control_reads!(inner);
 }
 
 impl ControlAdmin for AdminMutant {
+    custos_teeth::forward_admin_reads!(inner: load_destination, load_departures);
     fn export_snapshot(&self) -> Result<ControlSnapshot, AdminError> {
         let mut s = self.inner.export_snapshot()?;
         match self.defect {
@@ -359,9 +349,6 @@ impl ControlAdmin for AdminMutant {
             _ => {}
         }
         Ok(s)
-    }
-    fn load_destination(&self) -> Result<Destination, AdminError> {
-        self.inner.load_destination()
     }
     fn commit_destination(
         &self,
@@ -414,9 +401,6 @@ impl ControlAdmin for AdminMutant {
         }
         Ok(())
     }
-    fn load_departures(&self) -> Result<Departures, AdminError> {
-        self.inner.load_departures()
-    }
     fn commit_departures(
         &self,
         expected: &Departures,
@@ -445,20 +429,16 @@ impl ControlAdmin for AdminMutant {
 #[test]
 fn every_broken_control_administration_is_caught() {
     let cases = control_admin_cases::<AdminMutant>();
-    let honest = failing_cases(&cases, &|| AdminMutant {
-        defect: None,
-        inner: MemoryControlCatalog::new(),
-    });
-    assert!(honest.is_empty(), "the honest wrapper fails {honest:?}");
-    let mut verdicts = Verdicts::new("control admin");
-    for d in ADMIN_DEFECTS {
+    let failures = |defect| {
         let factory = move || AdminMutant {
-            defect: Some(d),
+            defect,
             inner: MemoryControlCatalog::new(),
         };
-        verdicts.record(format!("{d:?}"), failing_cases(&cases, &factory));
-    }
-    verdicts.assert_all_caught(8);
+        failing_cases(&cases, &factory)
+    };
+    let honest = failures(None);
+    assert!(honest.is_empty(), "the honest wrapper fails {honest:?}");
+    Verdicts::of("control admin", ADMIN_DEFECTS, |d| failures(Some(d))).assert_all_caught(8);
 }
 
 /// A control catalog over a [`Disk`] of acknowledged requests: each open
@@ -521,24 +501,16 @@ impl ControlCatalog for Durable {
         self.disk.record(Stored::Request(req.clone()));
         Ok(o)
     }
-    fn discover_worlds(&self) -> Result<Vec<WorldRecord>, WorldError> {
-        self.inner.discover_worlds()
-    }
-    fn open_world_readonly(&self, world_id: &str) -> Result<WorldInfo, WorldError> {
-        self.inner.open_world_readonly(world_id)
-    }
-    fn list_signatures(&self) -> Result<Vec<SignatureRecord>, WorldError> {
-        self.inner.list_signatures()
-    }
+    custos_teeth::forward_control_reads!(inner);
 }
 
 impl ControlAdmin for Durable {
-    fn export_snapshot(&self) -> Result<ControlSnapshot, AdminError> {
-        self.inner.export_snapshot()
-    }
-    fn load_destination(&self) -> Result<Destination, AdminError> {
-        self.inner.load_destination()
-    }
+    custos_teeth::forward_admin_reads!(
+        inner: export_snapshot,
+        load_destination,
+        load_departures,
+        stored_receipt,
+    );
     fn commit_destination(
         &self,
         expected: &Destination,
@@ -561,12 +533,6 @@ impl ControlAdmin for Durable {
         });
         Ok(())
     }
-    fn stored_receipt(&self) -> Result<Option<Vec<u8>>, AdminError> {
-        self.inner.stored_receipt()
-    }
-    fn load_departures(&self) -> Result<Departures, AdminError> {
-        self.inner.load_departures()
-    }
     fn commit_departures(
         &self,
         expected: &Departures,
@@ -579,53 +545,25 @@ impl ControlAdmin for Durable {
     }
 }
 
-/// The reopen cases `mode` fails.
-fn reopen_failures(mode: Durability) -> Vec<String> {
-    let places = move || {
-        let disk = Disk::new(mode);
-        move || Durable::open(&disk)
-    };
-    failing_cases(&control_catalog_reopen_cases(), &places)
-}
-
 #[test]
 fn every_control_catalog_that_loses_durability_fails_a_reopen_case() {
-    for mode in [Durability::Honest, Durability::SkipsRecovery] {
-        // The control catalog has no open-time recovery to skip.
-        let honest = reopen_failures(mode);
-        assert!(
-            honest.is_empty(),
-            "the durable shell ({mode:?}) fails {honest:?}"
-        );
-    }
-    let mut verdicts = Verdicts::new("control catalog reopen");
-    for mode in [Durability::MemoryOnly, Durability::LosesLastWrite] {
-        verdicts.record(format!("{mode:?}"), reopen_failures(mode));
-    }
-    verdicts.assert_all_caught(2);
-}
-
-/// The administrative reopen cases `mode` fails.
-fn admin_reopen_failures(mode: Durability) -> Vec<String> {
-    let places = move || {
-        let disk = Disk::new(mode);
-        move || Durable::open(&disk)
-    };
-    failing_cases(&control_admin_reopen_cases(), &places)
+    // The control catalog has no open-time recovery to skip.
+    let cases = control_catalog_reopen_cases();
+    assert_reopen_caught(
+        "control catalog reopen",
+        HONEST_WITHOUT_RECOVERY,
+        LOSSES,
+        |mode| reopen_failing_cases(&cases, mode, Durable::open),
+    );
 }
 
 #[test]
 fn every_administration_that_loses_durability_fails_a_reopen_case() {
-    for mode in [Durability::Honest, Durability::SkipsRecovery] {
-        let honest = admin_reopen_failures(mode);
-        assert!(
-            honest.is_empty(),
-            "the durable shell ({mode:?}) fails {honest:?}"
-        );
-    }
-    let mut verdicts = Verdicts::new("control admin reopen");
-    for mode in [Durability::MemoryOnly, Durability::LosesLastWrite] {
-        verdicts.record(format!("{mode:?}"), admin_reopen_failures(mode));
-    }
-    verdicts.assert_all_caught(2);
+    let cases = control_admin_reopen_cases();
+    assert_reopen_caught(
+        "control admin reopen",
+        HONEST_WITHOUT_RECOVERY,
+        LOSSES,
+        |mode| reopen_failing_cases(&cases, mode, Durable::open),
+    );
 }

@@ -9,12 +9,14 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use custos_conformance::custody as suite;
-use custos_core::catalogue::custody::Custody;
+use custos_core::catalogue::custody::{Custody, MoveOp, Peer};
 use custos_core::catalogue::{
-    decide, Catalogue, CatalogueError, CatalogueState, Delegate, Deletion, InitState, Move,
-    Outcome, Page, Recent, Registration, Request, Visibility,
+    decide, Catalogue, CatalogueError, CatalogueState, InitState, Move, Outcome, Request,
 };
-use custos_teeth::{run_case, Disk, Durability, Verdicts};
+use custos_teeth::{
+    assert_reopen_caught, failing_cases, reopen_failing_cases, Disk, Verdicts,
+    HONEST_WITHOUT_RECOVERY, LOSSES,
+};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Bug {
@@ -81,23 +83,22 @@ struct Shell {
 }
 
 impl Shell {
-    fn new(bug: Bug) -> Self {
+    fn new(bug: Bug, disk: Option<Arc<Disk<Request>>>) -> Self {
         Shell {
             bug,
+            disk,
             state: Mutex::new(CatalogueState::default()),
             ghosts: Mutex::new(BTreeMap::new()),
-            disk: None,
         }
     }
 
     /// The honest shell over a [`Disk`]: an open replays it, as its mode
-    /// allows.
+    /// allows (a replayed request is not recorded again).
     fn open(disk: &Arc<Disk<Request>>) -> Self {
-        let mut shell = Shell::new(Bug::None);
+        let shell = Shell::new(Bug::None, Some(Arc::clone(disk)));
         for r in disk.replay() {
             let _ = shell.apply_unrecorded(&r);
         }
-        shell.disk = Some(Arc::clone(disk));
         shell
     }
 
@@ -268,6 +269,23 @@ impl Shell {
     }
 }
 
+/// Every move `moving()` lists, and as moves too the sessions whose
+/// custody `also` reads as an `(op, to)`: in session order.
+fn moves_and(s: &CatalogueState, also: impl Fn(&Custody) -> Option<(&MoveOp, &Peer)>) -> Vec<Move> {
+    let mut all = s.moving();
+    for (id, r) in &s.sessions {
+        if let Some((op, to)) = also(&r.custody) {
+            all.push(Move {
+                session_id: id.clone(),
+                op: op.clone(),
+                to: to.clone(),
+            });
+        }
+    }
+    all.sort_by(|a, b| a.session_id.cmp(&b.session_id));
+    all
+}
+
 impl Catalogue for Shell {
     fn apply(&self, req: &Request) -> Result<Outcome, CatalogueError> {
         let o = self.apply_unrecorded(req)?;
@@ -276,63 +294,26 @@ impl Catalogue for Shell {
         }
         Ok(o)
     }
-    fn get(&self, id: &str) -> Result<Option<Registration>, CatalogueError> {
-        Ok(self.read(|s| s.get(id)))
-    }
-    fn by_request_key(&self, key: &str) -> Result<Option<Registration>, CatalogueError> {
-        Ok(self.read(|s| s.by_request_key(key)))
-    }
-    fn page(
-        &self,
-        visibility: Visibility,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Page, CatalogueError> {
-        Ok(self.read(|s| s.page(visibility, after, limit)))
-    }
-    fn workspace_default(&self, workspace: &str) -> Result<Option<String>, CatalogueError> {
-        self.read(|s| s.workspace_default(workspace))
-    }
-    fn recent_folders(&self) -> Result<Vec<Recent>, CatalogueError> {
-        Ok(self.read(CatalogueState::recent_folders))
-    }
-    fn custody(&self, id: &str) -> Result<Custody, CatalogueError> {
-        self.read(|s| s.custody(id))
+    // Every read but `moving` is the state's own.
+    custos_teeth::catalogue_state_reads! {
+        get, by_request_key, page, workspace_default, recent_folders, custody, deletion,
+        deleting, delegate_for, delegate_of, delegates_held, revision
     }
     fn moving(&self) -> Result<Vec<Move>, CatalogueError> {
         if self.bug == Bug::MovingListsMoved {
             return Ok(self.read(|s| {
-                s.sessions
-                    .iter()
-                    .filter_map(|(id, r)| match &r.custody {
-                        Custody::Moving { op, to } | Custody::Moved { op, to } => Some(Move {
-                            session_id: id.clone(),
-                            op: op.clone(),
-                            to: to.clone(),
-                        }),
-                        _ => None,
-                    })
-                    .collect()
+                moves_and(s, |c| match c {
+                    Custody::Moved { op, to } => Some((op, to)),
+                    _ => None,
+                })
             }));
         }
         if self.bug == Bug::MovingListsImported {
             return Ok(self.read(|s| {
-                s.sessions
-                    .iter()
-                    .filter_map(|(id, r)| match &r.custody {
-                        Custody::Moving { op, to } => Some(Move {
-                            session_id: id.clone(),
-                            op: op.clone(),
-                            to: to.clone(),
-                        }),
-                        Custody::Imported { op, from } => Some(Move {
-                            session_id: id.clone(),
-                            op: op.clone(),
-                            to: from.clone(),
-                        }),
-                        _ => None,
-                    })
-                    .collect()
+                moves_and(s, |c| match c {
+                    Custody::Imported { op, from } => Some((op, from)),
+                    _ => None,
+                })
             }));
         }
         let mut all = self.read(CatalogueState::moving);
@@ -341,73 +322,22 @@ impl Catalogue for Shell {
         }
         Ok(all)
     }
-    fn deletion(&self, id: &str) -> Result<Deletion, CatalogueError> {
-        self.read(|s| s.deletion(id))
-    }
-    fn deleting(&self) -> Result<Vec<String>, CatalogueError> {
-        Ok(self.read(CatalogueState::deleting))
-    }
-    fn delegate_for(&self, sp: &str, parent: &str) -> Result<Option<Delegate>, CatalogueError> {
-        self.read(|s| s.delegate_for(sp, parent))
-    }
-    fn delegate_of(&self, id: &str) -> Result<Option<Delegate>, CatalogueError> {
-        Ok(self.read(|s| s.delegate_of(id)))
-    }
-    fn delegates_held(&self, spawner: &str) -> Result<u32, CatalogueError> {
-        Ok(self.read(|s| s.delegates_held(spawner)))
-    }
-    fn revision(&self) -> Result<u64, CatalogueError> {
-        Ok(self.read(|s| s.revision))
-    }
-}
-
-/// The cases `bug` fails.
-fn failures(bug: Bug) -> Vec<String> {
-    let factory = move || Shell::new(bug);
-    suite::custody_cases::<Shell>()
-        .into_iter()
-        .filter(|(_, case)| run_case(|| case(&factory)))
-        .map(|(name, _)| name.to_owned())
-        .collect()
 }
 
 #[test]
 fn every_broken_custody_backend_fails_a_case() {
+    let cases = suite::custody_cases::<Shell>();
+    let failures = |bug| failing_cases(&cases, &move || Shell::new(bug, None));
     let honest = failures(Bug::None);
     assert!(honest.is_empty(), "the honest shell fails {honest:?}");
-    let mut verdicts = Verdicts::new("custody");
-    for &bug in BUGS {
-        verdicts.record(format!("{bug:?}"), failures(bug));
-    }
-    verdicts.assert_all_caught(8);
-}
-
-/// The reopen cases `mode` fails.
-fn reopen_failures(mode: Durability) -> Vec<String> {
-    let places = move || {
-        let disk = Disk::new(mode);
-        move || Shell::open(&disk)
-    };
-    suite::custody_reopen_cases()
-        .into_iter()
-        .filter(|(_, case)| run_case(|| case(&places)))
-        .map(|(name, _)| name.to_owned())
-        .collect()
+    Verdicts::of("custody", BUGS.iter().copied(), failures).assert_all_caught(8);
 }
 
 #[test]
 fn every_custody_store_that_loses_durability_fails_a_reopen_case() {
-    for mode in [Durability::Honest, Durability::SkipsRecovery] {
-        // Custody has no open-time recovery to skip.
-        let honest = reopen_failures(mode);
-        assert!(
-            honest.is_empty(),
-            "the durable shell ({mode:?}) fails {honest:?}"
-        );
-    }
-    let mut verdicts = Verdicts::new("custody reopen");
-    for mode in [Durability::MemoryOnly, Durability::LosesLastWrite] {
-        verdicts.record(format!("{mode:?}"), reopen_failures(mode));
-    }
-    verdicts.assert_all_caught(2);
+    // Custody has no open-time recovery to skip.
+    let cases = suite::custody_reopen_cases();
+    assert_reopen_caught("custody reopen", HONEST_WITHOUT_RECOVERY, LOSSES, |mode| {
+        reopen_failing_cases(&cases, mode, Shell::open)
+    });
 }

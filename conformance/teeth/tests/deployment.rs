@@ -18,7 +18,10 @@ use custos_core::deployment::route::{
 use custos_core::deployment::state::{Mutation, Receipt, Request, VersionedDeployment};
 use custos_core::deployment::DeploymentError;
 use custos_core::release::Sha256;
-use custos_teeth::{failing_cases, Disk, Durability, Verdicts};
+use custos_teeth::{
+    assert_reopen_caught, failing_cases, reopen_failing_cases, Disk, Verdicts,
+    HONEST_WITHOUT_RECOVERY, LOSSES,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Bug {
@@ -374,14 +377,8 @@ fn every_broken_deployment_backend_fails_a_case() {
     let cases = deployment_cases::<Broken>();
     let honest = failing_cases(&cases, &|| Broken::new(None));
     assert!(honest.is_empty(), "the honest wrapper fails {honest:?}");
-    let mut verdicts = Verdicts::new("deployment");
-    for bug in BUGS {
-        verdicts.record(
-            format!("{bug:?}"),
-            failing_cases(&cases, &move || Broken::new(Some(bug))),
-        );
-    }
-    verdicts.assert_all_caught(8);
+    let failures = |bug| failing_cases(&cases, &move || Broken::new(Some(bug)));
+    Verdicts::of("deployment", BUGS, failures).assert_all_caught(8);
 }
 
 /// A deployment catalog over a [`Disk`] of acknowledged mutations: each
@@ -433,28 +430,14 @@ impl DeploymentCatalog for Durable {
     }
 }
 
-/// The reopen cases `mode` fails.
-fn reopen_failures(mode: Durability) -> Vec<String> {
-    let places = move || {
-        let disk = Disk::new(mode);
-        move || Durable::open(&disk)
-    };
-    failing_cases(&deployment_reopen_cases(), &places)
-}
-
 #[test]
 fn every_deployment_catalog_that_loses_durability_fails_a_reopen_case() {
-    for mode in [Durability::Honest, Durability::SkipsRecovery] {
-        // A memory replay has no publication association to recover.
-        let honest = reopen_failures(mode);
-        assert!(
-            honest.is_empty(),
-            "the durable shell ({mode:?}) fails {honest:?}"
-        );
-    }
-    let mut verdicts = Verdicts::new("deployment reopen");
-    for mode in [Durability::MemoryOnly, Durability::LosesLastWrite] {
-        verdicts.record(format!("{mode:?}"), reopen_failures(mode));
-    }
-    verdicts.assert_all_caught(2);
+    // A memory replay has no publication association to recover.
+    let cases = deployment_reopen_cases();
+    assert_reopen_caught(
+        "deployment reopen",
+        HONEST_WITHOUT_RECOVERY,
+        LOSSES,
+        |mode| reopen_failing_cases(&cases, mode, Durable::open),
+    );
 }

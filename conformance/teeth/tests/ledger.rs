@@ -14,7 +14,10 @@ use custos_core::ledger::{
     decide, Answer, CallRow, CloseOutcome, Decision, Effect, Key, Ledger, LedgerError, LedgerState,
     Limits, Request, RowState, ScopeState, View,
 };
-use custos_teeth::{run_case, Disk, Durability, Verdicts, DURABILITY_BUGS};
+use custos_teeth::{
+    assert_reopen_caught, failing_cases, reopen_failing_cases, Disk, Durability, Verdicts,
+    DURABILITY_BUGS,
+};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Bug {
@@ -380,25 +383,13 @@ impl Ledger for Shell {
     }
 }
 
-/// The cases `bug` fails.
-fn failures(bug: Bug) -> Vec<String> {
-    let factory = move || Shell::new(bug);
-    suite::ledger_cases::<Shell>()
-        .into_iter()
-        .filter(|(_, case)| run_case(|| case(&factory)))
-        .map(|(name, _)| name.to_owned())
-        .collect()
-}
-
 #[test]
 fn every_broken_ledger_backend_fails_a_case() {
+    let cases = suite::ledger_cases::<Shell>();
+    let failures = |bug| failing_cases(&cases, &move || Shell::new(bug));
     let honest = failures(Bug::None);
     assert!(honest.is_empty(), "the honest shell fails {honest:?}");
-    let mut verdicts = Verdicts::new("ledger");
-    for &bug in BUGS {
-        verdicts.record(format!("{bug:?}"), failures(bug));
-    }
-    verdicts.assert_all_caught(8);
+    Verdicts::of("ledger", BUGS.iter().copied(), failures).assert_all_caught(8);
 }
 
 /// A ledger over a [`Disk`] of acknowledged requests: each open replays the
@@ -443,29 +434,13 @@ impl Ledger for Durable {
     }
 }
 
-/// The reopen cases `mode` fails.
-fn reopen_failures(mode: Durability) -> Vec<String> {
-    let places = move || {
-        let disk = Disk::new(mode);
-        move || Durable::open(&disk)
-    };
-    suite::ledger_reopen_cases()
-        .into_iter()
-        .filter(|(_, case)| run_case(|| case(&places)))
-        .map(|(name, _)| name.to_owned())
-        .collect()
-}
-
 #[test]
 fn every_ledger_that_loses_durability_fails_a_reopen_case() {
-    let honest = reopen_failures(Durability::Honest);
-    assert!(
-        honest.is_empty(),
-        "the honest durable shell fails {honest:?}"
+    let cases = suite::ledger_reopen_cases();
+    assert_reopen_caught(
+        "ledger reopen",
+        &[Durability::Honest],
+        DURABILITY_BUGS,
+        |mode| reopen_failing_cases(&cases, mode, Durable::open),
     );
-    let mut verdicts = Verdicts::new("ledger reopen");
-    for &mode in DURABILITY_BUGS {
-        verdicts.record(format!("{mode:?}"), reopen_failures(mode));
-    }
-    verdicts.assert_all_caught(3);
 }

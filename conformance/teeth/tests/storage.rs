@@ -15,7 +15,10 @@ use custos_core::storage::{
     KeyPrefix, MemoryStorage, Namespace, RecordId, Register, RegisterKey, Seq, Stats, Storage,
     StorageError, UsageRow, UsageScan, Write,
 };
-use custos_teeth::{run_case, Disk, Durability, Verdicts};
+use custos_teeth::{
+    assert_reopen_caught, failing_cases, reopen_failing_cases, Disk, Verdicts,
+    HONEST_WITHOUT_RECOVERY, LOSSES,
+};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Defect {
@@ -463,18 +466,10 @@ impl Storage for Mutant {
     }
 }
 
-/// The cases `defect` fails.
-fn failures(defect: Defect) -> Vec<String> {
-    let factory = move || Mutant::new(defect);
-    suite::storage_cases::<Mutant>()
-        .into_iter()
-        .filter(|(_, case)| run_case(|| case(&factory)))
-        .map(|(name, _)| name.to_owned())
-        .collect()
-}
-
 #[test]
 fn every_broken_storage_backend_fails_a_case_and_only_breaks_what_it_breaks() {
+    let cases = suite::storage_cases::<Mutant>();
+    let failures = |d| failing_cases(&cases, &move || Mutant::new(d));
     let honest = failures(Defect::None);
     assert!(honest.is_empty(), "the honest wrapper fails {honest:?}");
     let total = suite::STORAGE_CASES.len();
@@ -521,69 +516,17 @@ impl Storage for Durable {
         self.disk.record(commit.clone());
         Ok(r)
     }
-    fn get_entries(&self, ids: &[RecordId]) -> Result<Vec<Option<Entry>>, StorageError> {
-        self.inner.get_entries(ids)
-    }
-    fn get_register(
-        &self,
-        namespace: &Namespace,
-        key: &RegisterKey,
-    ) -> Result<Option<Register>, StorageError> {
-        self.inner.get_register(namespace, key)
-    }
-    fn list_registers(
-        &self,
-        namespace: &Namespace,
-        prefix: &KeyPrefix,
-    ) -> Result<Vec<Register>, StorageError> {
-        self.inner.list_registers(namespace, prefix)
-    }
-    fn scan_branch(&self, q: &BranchScan) -> Result<Vec<Entry>, StorageError> {
-        self.inner.scan_branch(q)
-    }
-    fn scan_entries(&self, q: &EntryScan) -> Result<Vec<Entry>, StorageError> {
-        self.inner.scan_entries(q)
-    }
-    fn scan_entry_heads(&self, q: &EntryScan) -> Result<Vec<EntryHead>, StorageError> {
-        self.inner.scan_entry_heads(q)
-    }
-    fn scan_usage(&self, q: &UsageScan) -> Result<Vec<UsageRow>, StorageError> {
-        self.inner.scan_usage(q)
-    }
-    fn stats(&self) -> Result<Stats, StorageError> {
-        self.inner.stats()
-    }
+    custos_teeth::forward_storage_reads!(inner);
     fn close(&self) -> Result<(), StorageError> {
         self.inner.close()
     }
 }
 
-/// The reopen cases `mode` fails.
-fn reopen_failures(mode: Durability) -> Vec<String> {
-    let places = move || {
-        let disk = Disk::new(mode);
-        move || Durable::open(&disk)
-    };
-    suite::storage_reopen_cases()
-        .into_iter()
-        .filter(|(_, case)| run_case(|| case(&places)))
-        .map(|(name, _)| name.to_owned())
-        .collect()
-}
-
 #[test]
 fn every_store_that_loses_durability_fails_a_reopen_case() {
-    for mode in [Durability::Honest, Durability::SkipsRecovery] {
-        // Session storage has no open-time recovery to skip.
-        let honest = reopen_failures(mode);
-        assert!(
-            honest.is_empty(),
-            "the durable shell ({mode:?}) fails {honest:?}"
-        );
-    }
-    let mut verdicts = Verdicts::new("storage reopen");
-    for mode in [Durability::MemoryOnly, Durability::LosesLastWrite] {
-        verdicts.record(format!("{mode:?}"), reopen_failures(mode));
-    }
-    verdicts.assert_all_caught(2);
+    // Session storage has no open-time recovery to skip.
+    let cases = suite::storage_reopen_cases();
+    assert_reopen_caught("storage reopen", HONEST_WITHOUT_RECOVERY, LOSSES, |mode| {
+        reopen_failing_cases(&cases, mode, Durable::open)
+    });
 }

@@ -18,7 +18,10 @@
 //!   stdout read line by line, the kill, and only the *complete* lines (a
 //!   line cut off by the kill was never acknowledged);
 //! - [`Out`]: the child's side, a line written and flushed at once;
-//! - [`complete_lines`] for a child that records to a file instead.
+//! - [`complete_lines`] for a child that records to a file instead;
+//! - [`KillChild`]: one iteration's child, its seed and its kill delay
+//!   drawn from the run's seed, and [`Kills`], the counts every kill test
+//!   prints.
 //!
 //! Test-only (`publish = false`): it panics on a failure of the harness
 //! itself (a child that cannot be spawned), as a test should.
@@ -26,6 +29,7 @@
 #![allow(clippy::panic, clippy::expect_used)]
 
 use std::io::{BufRead as _, BufReader};
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::thread::JoinHandle;
@@ -247,6 +251,101 @@ impl Drop for Running {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+    }
+}
+
+/// A kill test's child: the test it re-executes, and the environment
+/// variables that hand it its store (their presence makes the test a
+/// child), its tag and its seed.
+#[derive(Clone, Copy, Debug)]
+pub struct KillChild {
+    /// The child's test name.
+    pub test: &'static str,
+    /// The variable naming the store's path.
+    pub store_env: &'static str,
+    /// The variable carrying the child's tag (the iteration).
+    pub tag_env: &'static str,
+    /// The variable carrying the child's seed.
+    pub seed_env: &'static str,
+}
+
+impl KillChild {
+    /// Iteration `iteration` of a run seeded `seed`: runs the child on the
+    /// store at `store`, tagged with the iteration, with a seed and a kill
+    /// delay (20 to 149 ms) both drawn from the run's seed and the
+    /// iteration, SIGKILLs it, and answers its complete lines. Panics when
+    /// the child exited by itself before the kill.
+    #[must_use]
+    pub fn run(&self, store: &Path, seed: u64, iteration: u64) -> Vec<String> {
+        let s = splitmix(seed ^ iteration);
+        let delay = Duration::from_millis(20 + s % 130);
+        let mut cmd = child(self.test);
+        cmd.env(self.store_env, store)
+            .env(self.tag_env, iteration.to_string())
+            .env(self.seed_env, splitmix(s).to_string());
+        let killed = Running::spawn(cmd).kill_after(delay);
+        assert!(
+            killed.exited_early.is_none(),
+            "iteration {iteration}: the child exited by itself ({:?}):\n{}",
+            killed.exited_early,
+            killed.lines.join("\n")
+        );
+        killed.lines
+    }
+}
+
+/// What every kill test counts over its run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Kills {
+    /// Acknowledged operations checked.
+    pub acks: u64,
+    /// Acknowledged operations found lost (a failure).
+    pub lost: u64,
+    /// Kills that landed after the child acknowledged at least one
+    /// operation.
+    pub killed_with_acks: u64,
+    /// Requests cut off by a kill and found committed.
+    pub cut_committed: u64,
+    /// Requests cut off by a kill and found not committed.
+    pub cut_not: u64,
+}
+
+impl Kills {
+    /// Counts one killed child's `acks` acknowledged operations.
+    pub fn acked(&mut self, acks: u64) {
+        self.acks += acks;
+        if acks > 0 {
+            self.killed_with_acks += 1;
+        }
+    }
+
+    /// Asserts what every kill test promises of its run: nothing
+    /// acknowledged was lost, and at least half the kills landed after an
+    /// acknowledgment (a child that rarely acknowledges tests little).
+    #[track_caller]
+    pub fn assert_held(&self, seed: u64, iterations: u64) {
+        assert_eq!(self.lost, 0, "acknowledged operations lost (seed {seed})");
+        assert!(
+            self.killed_with_acks >= iterations / 2,
+            "the child rarely got to acknowledge anything"
+        );
+    }
+
+    /// The counts as a kill test prints them: `N acknowledged operations
+    /// checked, L lost; K kills landed after at least one ack; C requests
+    /// cut off (X found committed, Y not)`.
+    #[must_use]
+    pub fn summary(&self) -> String {
+        format!(
+            "{} acknowledged operations checked, {} lost; {} kills landed after at least one \
+             ack; {} requests cut off ({} found committed, {} not)",
+            self.acks,
+            self.lost,
+            self.killed_with_acks,
+            self.cut_committed + self.cut_not,
+            self.cut_committed,
+            self.cut_not
+        )
     }
 }
 

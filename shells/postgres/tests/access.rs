@@ -5,8 +5,6 @@
 //! migration from catalogue version 1, the cascade on a session's delete,
 //! corrupt stored values, a lost server, and a search of every stored row for plaintext.
 
-use std::sync::{Arc, Barrier};
-
 use custos_core::catalogue::access::{
     browser_digest, claim_digest, credential_digest, Access, AccessError, AccessOutcome,
     AccessRequest, ClaimDigest, ClaimRefusal, CredentialKind, Digest, Enrollment, Role,
@@ -23,13 +21,15 @@ use custos_testkit::access::{
 use postgres::Client;
 use proptest::prelude::*;
 
-/// Time is data in these tests (as on memory and SQLite): the caller's
-/// clock judges expiries. `expiries_are_judged_by_the_servers_clock` tests
-/// the default.
-fn target(prefix: &str) -> Target {
-    Target::new(shared().unwrap().url(), unique_schema(prefix))
-        .unwrap()
-        .access_clock(AccessClock::Caller)
+// Time is data in these tests (as on memory and SQLite): the caller's
+// clock judges expiries. `expiries_are_judged_by_the_servers_clock` tests
+// the default.
+mod support;
+use support::{caller_clock_target as target, client, schema_dump as dump};
+
+/// A handle on `t` (a racing thread's).
+fn open(t: Target) -> PgCatalogue {
+    PgCatalogue::open(t).unwrap()
 }
 
 fn fresh() -> PgCatalogue {
@@ -38,10 +38,6 @@ fn fresh() -> PgCatalogue {
 
 // The access conformance suite runs in tests/catalogue.rs, beside the
 // catalogue's suites.
-
-fn client(t: &Target) -> Client {
-    t.connect().unwrap()
-}
 
 fn reserve<C: Catalogue>(c: &C, id: &str) {
     c.apply(&Request::Reserve {
@@ -52,39 +48,32 @@ fn reserve<C: Catalogue>(c: &C, id: &str) {
     .unwrap();
 }
 
-/// Every row of every table in the target's schema, as text, in order.
-fn dump(t: &Target) -> Vec<String> {
-    let mut c = client(t);
-    let tables: Vec<String> = c
-        .query(
-            "SELECT table_name::text FROM information_schema.tables
-             WHERE table_schema = $1 ORDER BY table_name",
-            &[&t.schema()],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    let mut out = Vec::new();
-    for table in tables {
-        let rows = c
-            .query(
-                &format!("SELECT t::text FROM {table} t ORDER BY t::text COLLATE \"C\""),
-                &[],
-            )
-            .unwrap();
-        out.push(format!("table {table}"));
-        out.extend(rows.iter().map(|r| r.get::<_, String>(0)));
-    }
-    out
-}
-
 fn bearer(t: &str) -> Digest {
     credential_digest(t.as_bytes())
 }
 
 fn claim(t: &str) -> ClaimDigest {
     claim_digest(t.as_bytes())
+}
+
+/// The invitation of the unnamed `principal` into session `s1`.
+fn invite_to_s1(principal: &str, role: Role, enrollment: Enrollment, now_ms: u64) -> AccessRequest {
+    AccessRequest::InviteMember {
+        principal: principal.into(),
+        name: None,
+        session_id: "s1".into(),
+        role,
+        enrollment,
+        now_ms,
+    }
+}
+
+/// An enrollment by `claim`, open until 1,000 ms.
+fn claim_until_1000(claim: ClaimDigest) -> Enrollment {
+    Enrollment::Claim {
+        claim,
+        expires_at_ms: 1_000,
+    }
 }
 
 fn ok<A: Access>(a: &A, req: AccessRequest) -> AccessOutcome {
@@ -157,16 +146,7 @@ fn arb_op() -> impl Strategy<Value = Op> {
 /// Every digest the generator can make, and the claim digests as bearers
 /// (a claim authenticates nothing).
 fn every_digest() -> Vec<Digest> {
-    let mut out = Vec::new();
-    for t in 0..6 {
-        let tok = format!("tok{t}");
-        out.push(bearer(&tok));
-        out.push(browser_digest(tok.as_bytes()));
-    }
-    for c in 0..4 {
-        out.push(bearer(&format!("claim{c}")));
-    }
-    out
+    custos_conformance::access::generated_digests()
 }
 
 /// Walks every page of `page` from the start, `limit` rows at a time,
@@ -296,23 +276,14 @@ proptest! {
 fn eight_bootstraps_at_once_create_one_owner() {
     let t = target("race_owner");
     drop(PgCatalogue::open(t.clone()).unwrap());
-    let barrier = Arc::new(Barrier::new(8));
-    let handles: Vec<_> = (0..8)
-        .map(|i| {
-            let (t, barrier) = (t.clone(), barrier.clone());
-            std::thread::spawn(move || {
-                let c = PgCatalogue::open(t).unwrap();
-                barrier.wait();
-                c.apply_access(&AccessRequest::BootstrapOwner {
-                    principal: format!("owner{i}"),
-                    name: None,
-                    digest: bearer(&format!("owner-token-{i}")),
-                    now_ms: 1,
-                })
-            })
+    let results = support::race(&t, 8, open, |i, c| {
+        c.apply_access(&AccessRequest::BootstrapOwner {
+            principal: format!("owner{i}"),
+            name: None,
+            digest: bearer(&format!("owner-token-{i}")),
+            now_ms: 1,
         })
-        .collect();
-    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    });
     let created: Vec<_> = results
         .iter()
         .filter_map(|r| match r {
@@ -344,36 +315,22 @@ fn eight_claims_of_one_claim_bind_once() {
     reserve(&c, "s1");
     ok(
         &c,
-        AccessRequest::InviteMember {
-            principal: "m1".into(),
-            name: None,
-            session_id: "s1".into(),
-            role: Role::Operator,
-            enrollment: Enrollment::Claim {
-                claim: claim("the-claim"),
-                expires_at_ms: 1_000,
-            },
-            now_ms: 1,
-        },
+        invite_to_s1(
+            "m1",
+            Role::Operator,
+            claim_until_1000(claim("the-claim")),
+            1,
+        ),
     );
-    let barrier = Arc::new(Barrier::new(8));
-    let handles: Vec<_> = (0..8)
-        .map(|i| {
-            let (t, barrier) = (t.clone(), barrier.clone());
-            std::thread::spawn(move || {
-                let c = PgCatalogue::open(t).unwrap();
-                barrier.wait();
-                let r = c.apply_access(&AccessRequest::Claim {
-                    claim: claim("the-claim"),
-                    digest: bearer(&format!("claimer-{i}")),
-                    name: None,
-                    now_ms: 5,
-                });
-                (i, r)
-            })
-        })
-        .collect();
-    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let results = support::race(&t, 8, open, |i, c| {
+        let r = c.apply_access(&AccessRequest::Claim {
+            claim: claim("the-claim"),
+            digest: bearer(&format!("claimer-{i}")),
+            name: None,
+            now_ms: 5,
+        });
+        (i, r)
+    });
     let bound: Vec<usize> = results
         .iter()
         .filter(|(_, r)| matches!(r, Ok(AccessOutcome::Claimed { bound: true, .. })))
@@ -445,26 +402,18 @@ fn a_version_one_catalogue_migrates_on_open() {
     let mut want: Vec<String> = TABLES.iter().map(|s| (*s).to_owned()).collect();
     want.sort();
     assert_eq!(tables_present(&t), want);
-    let v: i64 = client(&t)
-        .query_one(
-            "SELECT version FROM custos_versions WHERE component = $1",
-            &[&COMPONENT],
-        )
-        .unwrap()
-        .get(0);
+    let v: i64 = support::stored_version(&t, COMPONENT);
     assert_eq!(v, 3);
     assert_eq!(c.get("s1").unwrap().unwrap().creation.name, "one");
     assert_eq!(c.revision().unwrap(), 1);
     ok(
         &c,
-        AccessRequest::InviteMember {
-            principal: "m1".into(),
-            name: None,
-            session_id: "s1".into(),
-            role: Role::Observer,
-            enrollment: Enrollment::Digest(bearer("m1-token")),
-            now_ms: 2,
-        },
+        invite_to_s1(
+            "m1",
+            Role::Observer,
+            Enrollment::Digest(bearer("m1-token")),
+            2,
+        ),
     );
     assert_eq!(c.revision().unwrap(), 2);
     // Reopening (writing or not) finds version 3 and changes nothing.
@@ -589,25 +538,13 @@ fn seeded(prefix: &str) -> (Target, PgCatalogue) {
             digest: bearer("own-tok"),
             now_ms: 1,
         },
-        AccessRequest::InviteMember {
-            principal: "m1".into(),
-            name: None,
-            session_id: "s1".into(),
-            role: Role::Operator,
-            enrollment: Enrollment::Claim {
-                claim: claim("m1-claim"),
-                expires_at_ms: 1_000,
-            },
-            now_ms: 1,
-        },
-        AccessRequest::InviteMember {
-            principal: "m2".into(),
-            name: None,
-            session_id: "s1".into(),
-            role: Role::Observer,
-            enrollment: Enrollment::Digest(bearer("m2-tok")),
-            now_ms: 1,
-        },
+        invite_to_s1("m1", Role::Operator, claim_until_1000(claim("m1-claim")), 1),
+        invite_to_s1(
+            "m2",
+            Role::Observer,
+            Enrollment::Digest(bearer("m2-tok")),
+            1,
+        ),
         AccessRequest::IssueLogin {
             principal: "m2".into(),
             digest: browser_digest(b"m2-login"),
@@ -839,31 +776,14 @@ fn plaintext_requests() -> Vec<AccessRequest> {
             digest: b("owner2"),
             now_ms: 2,
         },
-        AccessRequest::InviteMember {
-            principal: "m1".into(),
-            name: None,
-            session_id: "s1".into(),
-            role: Role::Operator,
-            enrollment: Enrollment::Claim {
-                claim: k("claim1"),
-                expires_at_ms: 1_000,
-            },
-            now_ms: 3,
-        },
+        invite_to_s1("m1", Role::Operator, claim_until_1000(k("claim1")), 3),
         AccessRequest::Claim {
             claim: k("claim1"),
             digest: b("m1bearer"),
             name: None,
             now_ms: 4,
         },
-        AccessRequest::InviteMember {
-            principal: "m2".into(),
-            name: None,
-            session_id: "s1".into(),
-            role: Role::Observer,
-            enrollment: Enrollment::Digest(b("m2bearer")),
-            now_ms: 5,
-        },
+        invite_to_s1("m2", Role::Observer, Enrollment::Digest(b("m2bearer")), 5),
         AccessRequest::RotateMember {
             principal: "m2".into(),
             enrollment: Enrollment::Claim {

@@ -6,21 +6,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::sync::{Arc, Barrier};
-
 use custos_core::catalogue::{Catalogue, CatalogueError, Claim, Creation, Outcome, Request};
 use custos_postgres::catalogue::{OpenError, PgCatalogue, CATALOGUE_VERSION, COMPONENT};
 use custos_postgres::cluster::{shared, unique_schema};
 use custos_postgres::Target;
-use postgres::Client;
 
-/// Time is data in the suites (as on memory and SQLite): the caller's
-/// clock judges access expiries.
-fn target(prefix: &str) -> Target {
-    Target::new(shared().unwrap().url(), unique_schema(prefix))
-        .unwrap()
-        .access_clock(custos_postgres::AccessClock::Caller)
-}
+// Time is data in the suites (as on memory and SQLite): the caller's
+// clock judges access expiries.
+mod support;
+use support::{caller_clock_target as target, client, schema_count, schema_dump as dump};
 
 fn fresh() -> PgCatalogue {
     PgCatalogue::open(target("cat")).expect("open a fresh catalogue")
@@ -36,55 +30,15 @@ custos_conformance::catalogue_suite!(postgres_catalogue, fresh, reopen: place);
 custos_conformance::custody_suite!(postgres_custody, fresh, reopen: place);
 custos_conformance::access_suite!(postgres_access, fresh, reopen: place);
 
-fn client(t: &Target) -> Client {
-    t.connect().unwrap()
+/// A handle on `t` (a racing thread's).
+fn open(t: Target) -> PgCatalogue {
+    PgCatalogue::open(t).unwrap()
 }
 
 fn reserve(c: &PgCatalogue, id: &str, key: &str) {
-    c.apply(&Request::Reserve {
-        session_id: id.into(),
-        creation: Creation::local(key, "n", "/w"),
-        now: 1,
-    })
-    .unwrap();
-}
-
-/// Every row of every table in the target's schema, as text, in order: what
-/// "nothing written" compares.
-fn dump(t: &Target) -> Vec<String> {
-    let mut c = client(t);
-    let tables: Vec<String> = c
-        .query(
-            "SELECT table_name::text FROM information_schema.tables
-             WHERE table_schema = $1 ORDER BY table_name",
-            &[&t.schema()],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    let mut out = Vec::new();
-    for table in tables {
-        let rows = c
-            .query(
-                &format!("SELECT t::text FROM {table} t ORDER BY t::text COLLATE \"C\""),
-                &[],
-            )
-            .unwrap();
-        out.push(format!("table {table}"));
-        out.extend(rows.iter().map(|r| r.get::<_, String>(0)));
-    }
-    out
-}
-
-fn schema_count(t: &Target) -> i64 {
-    client(t)
-        .query_one(
-            "SELECT count(*) FROM pg_namespace WHERE nspname = $1",
-            &[&t.schema()],
-        )
-        .unwrap()
-        .get(0)
+    let local = Creation::local(key, "n", "/w");
+    c.apply(&custos_conformance::catalogue::reserve_req(id, local, 1))
+        .unwrap();
 }
 
 #[test]
@@ -96,13 +50,7 @@ fn reopening_keeps_the_rows_and_records_the_version() {
     let c = PgCatalogue::open(t.clone()).unwrap();
     assert!(c.get("s1").unwrap().is_some());
     assert_eq!(c.revision().unwrap(), 1);
-    let v: i64 = client(&t)
-        .query_one(
-            "SELECT version FROM custos_versions WHERE component = $1",
-            &[&COMPONENT],
-        )
-        .unwrap()
-        .get(0);
+    let v: i64 = support::stored_version(&t, COMPONENT);
     assert_eq!(v, CATALOGUE_VERSION);
     let dbg = format!("{c:?}");
     assert!(!dbg.contains(shared().unwrap().password()), "{dbg}");
@@ -327,29 +275,20 @@ fn eight_handles_never_pass_the_delegate_limit() {
         for i in 0..CLAIMANTS {
             reserve(&setup, &format!("d{i}"), &format!("k{i}"));
         }
-        let barrier = Arc::new(Barrier::new(CLAIMANTS));
-        let handles: Vec<_> = (0..CLAIMANTS)
-            .map(|i| {
-                let t = t.clone();
-                let barrier = Arc::clone(&barrier);
-                std::thread::spawn(move || {
-                    let c = PgCatalogue::open(t).unwrap();
-                    barrier.wait();
-                    c.apply(&Request::ClaimDelegate {
-                        spawner: SPAWNER.into(),
-                        parent_session: format!("parent-{i}"),
-                        session_id: format!("d{i}"),
-                        now: 1,
-                        limit,
-                    })
-                    .unwrap()
-                })
+        let answers = support::race(&t, CLAIMANTS, open, move |i, c| {
+            c.apply(&Request::ClaimDelegate {
+                spawner: SPAWNER.into(),
+                parent_session: format!("parent-{i}"),
+                session_id: format!("d{i}"),
+                now: 1,
+                limit,
             })
-            .collect();
+            .unwrap()
+        });
         let mut claimed = 0;
         let mut at_limit = 0;
-        for h in handles {
-            match h.join().unwrap() {
+        for answer in answers {
+            match answer {
                 Outcome::Delegate(Claim::Claimed(_)) => claimed += 1,
                 Outcome::Delegate(Claim::AtLimit { held }) => {
                     assert_eq!(held, limit, "round {round}");

@@ -33,6 +33,20 @@ fn the_private_cluster_serves_a_durable_loopback_login() {
 
 const STEPS: &[&str] = &["CREATE TABLE probe (k bigint PRIMARY KEY)"];
 
+/// A schema of its own (named after `prefix`) holding the prepared `probe`
+/// component, and a connection to it.
+fn probe_schema(prefix: &str) -> (Target, Conn) {
+    let t = Target::new(shared().unwrap().url(), unique_schema(prefix)).unwrap();
+    let conn = Conn::open(t.clone()).unwrap();
+    Component {
+        name: "probe",
+        steps: STEPS,
+    }
+    .prepare(&conn)
+    .unwrap();
+    (t, conn)
+}
+
 #[test]
 fn a_component_is_created_once_and_a_newer_version_is_refused() {
     let c = shared().unwrap();
@@ -96,16 +110,7 @@ fn an_empty_url_is_refused_and_a_refused_connection_says_why() {
 #[test]
 fn effects_sent_with_the_commit_apply_all_or_none() {
     use custos_postgres::conn::{Stmt, TxError, Want};
-    let c = shared().unwrap();
-    let schema = unique_schema("decide");
-    let t = Target::new(c.url(), schema.clone()).unwrap();
-    let conn = Conn::open(t.clone()).unwrap();
-    Component {
-        name: "probe",
-        steps: STEPS,
-    }
-    .prepare(&conn)
-    .unwrap();
+    let (t, conn) = probe_schema("decide");
     let insert = |k: i64| Stmt::new(Want::Count, "INSERT INTO probe (k) VALUES ($1)").arg(k);
     // All apply.
     let n: u64 = conn
@@ -152,15 +157,7 @@ fn effects_sent_with_the_commit_apply_all_or_none() {
 #[test]
 fn an_effect_that_cannot_be_encoded_sends_nothing() {
     use custos_postgres::conn::{Stmt, TxError, Want};
-    let c = shared().unwrap();
-    let t = Target::new(c.url(), unique_schema("encode")).unwrap();
-    let conn = Conn::open(t.clone()).unwrap();
-    Component {
-        name: "probe",
-        steps: STEPS,
-    }
-    .prepare(&conn)
-    .unwrap();
+    let (t, conn) = probe_schema("encode");
     let e = conn
         .decide::<(), ()>(|tx| {
             tx.execute("INSERT INTO probe (k) VALUES (10)", &[])

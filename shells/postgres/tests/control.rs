@@ -8,7 +8,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, Barrier};
 
 use custos_core::fence::Holder;
 use custos_core::world::{
@@ -16,8 +15,12 @@ use custos_core::world::{
     WriterMode,
 };
 use custos_postgres::cluster::{shared, unique_schema};
-use custos_postgres::control::{OpenError, PgControlCatalog, Refusal, CONTROL_VERSION};
+use custos_postgres::control::{
+    OpenError, PgControlCatalog, Refusal, CONTROL_TABLES, CONTROL_VERSION,
+};
 use custos_postgres::Target;
+
+mod support;
 
 fn target() -> Target {
     Target::new(shared().unwrap().url(), unique_schema("control")).unwrap()
@@ -50,15 +53,7 @@ fn record(name: &str) -> WorldRecord {
 fn dump(t: &Target) -> Vec<String> {
     let mut c = raw(t);
     let mut out = Vec::new();
-    for table in [
-        "custos_versions",
-        "control_head",
-        "control_worlds",
-        "control_signatures",
-        "control_fences",
-        "control_migrations",
-        "control_staged",
-    ] {
+    for table in std::iter::once("custos_versions").chain(CONTROL_TABLES.iter().copied()) {
         for r in c
             .query(
                 &format!("SELECT x::text FROM {table} x ORDER BY x::text COLLATE \"C\""),
@@ -406,19 +401,7 @@ fn race<T: Send + 'static>(
     t: &Target,
     f: impl Fn(usize, &PgControlCatalog) -> T + Send + Sync + 'static,
 ) -> Vec<T> {
-    let f = Arc::new(f);
-    let barrier = Arc::new(Barrier::new(THREADS));
-    let handles: Vec<_> = (0..THREADS)
-        .map(|i| {
-            let (t, f, barrier) = (t.clone(), f.clone(), barrier.clone());
-            std::thread::spawn(move || {
-                let c = PgControlCatalog::open(t).unwrap();
-                barrier.wait();
-                f(i, &c)
-            })
-        })
-        .collect();
-    handles.into_iter().map(|h| h.join().unwrap()).collect()
+    support::race(t, THREADS, |t| PgControlCatalog::open(t).unwrap(), f)
 }
 
 #[test]
@@ -518,9 +501,7 @@ custos_conformance::control_admin_suite!(postgres_admin, fresh, reopen: place);
 /// disagree with the reservation, a second reservation row.
 #[test]
 fn tampered_administration_fails_closed() {
-    use custos_conformance::control_admin::completed;
-    use custos_core::migration::control::{AdminEffect, ControlAdmin};
-    use custos_core::migration::Destination;
+    use custos_conformance::control_admin::{assert_evidence_refused, commit_completed};
     type Tamper = (&'static str, &'static str);
     let cases: [Tamper; 6] = [
         (
@@ -551,25 +532,12 @@ fn tampered_administration_fails_closed() {
     for (what, sql) in cases {
         let t = target();
         let c = PgControlCatalog::open(t.clone()).unwrap();
-        let done = completed();
-        c.commit_destination(&Destination::default(), &done, AdminEffect::None)
-            .unwrap();
-        assert!(c.stored_receipt().unwrap().is_some());
+        let done = commit_completed(&c);
         let before = dump(&t);
         let n = raw(&t).execute(sql, &[]).unwrap();
         assert_eq!(n, 1, "{what}: the tamper changed one row");
         assert_ne!(dump(&t), before, "{what}: the tamper changed nothing");
-        let e = c.load_destination().unwrap_err();
-        assert_eq!(e.reason(), "StoredEvidenceInvalid", "{what}: {e}");
-        assert_eq!(
-            c.stored_receipt().unwrap_err().reason(),
-            "StoredEvidenceInvalid",
-            "{what}"
-        );
-        let e = c
-            .commit_destination(&done, &done, AdminEffect::None)
-            .unwrap_err();
-        assert_eq!(e.reason(), "StoredEvidenceInvalid", "{what}: {e}");
+        assert_evidence_refused(&c, &done, what);
     }
 }
 

@@ -36,6 +36,8 @@ use custos_postgres::ledger::PgLedger;
 use custos_postgres::storage::{PgStorage, StorageConfig};
 use custos_postgres::Target;
 
+mod support;
+
 /// Commits each loader makes.
 const OPS: u64 = 800;
 const STORAGE_LOADERS: usize = 2;
@@ -48,11 +50,7 @@ const LIMITS: Limits = Limits {
 };
 
 fn main() {
-    if std::env::args().any(|a| a == "--list") {
-        return;
-    }
-    if let Ok(role) = std::env::var("CUSTOS_PG_ROLE") {
-        child(&role);
+    if support::listed_or_child(child) {
         return;
     }
     let cluster = Cluster::start().unwrap();
@@ -202,12 +200,7 @@ fn check_acknowledged(
             ))
         })
         .unwrap();
-        let regs: BTreeMap<String, Vec<u8>> = s
-            .list_registers(&ns("n"), &KeyPrefix::all())
-            .unwrap()
-            .into_iter()
-            .map(|r| (r.key.as_str().to_owned(), r.value.as_bytes().to_vec()))
-            .collect();
+        let regs = support::registers(&s);
         for n in 0..OPS {
             let a = regs.get(&format!("a{n}"));
             let b = regs.get(&format!("b{n}"));

@@ -50,6 +50,8 @@ use custos_postgres::ledger::PgLedger;
 use custos_postgres::storage::{PgStorage, StorageConfig};
 use custos_postgres::Target;
 
+mod support;
+
 const PROCESSES: usize = 8;
 const ROUNDS: usize = 4;
 const DELEGATE_LIMIT: u32 = 3;
@@ -61,11 +63,7 @@ const FAKETIME_LIBS: &[&str] = &[
 ];
 
 fn main() {
-    if std::env::args().any(|a| a == "--list") {
-        return;
-    }
-    if let Ok(role) = std::env::var("CUSTOS_PG_ROLE") {
-        child(&role);
+    if support::listed_or_child(child) {
         return;
     }
     let started = Instant::now();

@@ -16,9 +16,8 @@ use custos_postgres::cluster::{shared, unique_schema};
 use custos_postgres::ledger::{OpenError, PgLedger, LEDGER_VERSION};
 use custos_postgres::Target;
 
-fn target(prefix: &str) -> Target {
-    Target::new(shared().unwrap().url(), unique_schema(prefix)).unwrap()
-}
+mod support;
+use support::target;
 
 fn fresh() -> PgLedger {
     PgLedger::open(target("ledger")).unwrap()
@@ -35,19 +34,14 @@ custos_conformance::ledger_suite!(postgres, fresh, reopen: place);
 
 #[test]
 fn every_ledger_case_passes_through_the_table() {
-    let table = custos_conformance::ledger::ledger_cases::<PgLedger>();
-    assert_eq!(table.len(), custos_conformance::ledger::LEDGER_CASES.len());
-    let mut failed = Vec::new();
-    for (name, case) in &table {
-        if std::panic::catch_unwind(|| case(&fresh)).is_err() {
-            failed.push(*name);
-        }
-    }
-    assert!(failed.is_empty(), "failed: {failed:?}");
-    println!(
-        "postgres: {} of {} ledger conformance cases pass",
-        table.len(),
-        custos_conformance::ledger::LEDGER_CASES.len()
+    use custos_conformance::ledger::{ledger_cases, LEDGER_CASES};
+    let table = ledger_cases::<PgLedger>();
+    custos_conformance::assert_every_case_passes(
+        "postgres",
+        "ledger conformance cases",
+        &table,
+        LEDGER_CASES,
+        &fresh,
     );
 }
 
@@ -179,25 +173,12 @@ fn a_newer_stored_version_is_refused_with_nothing_written() {
 
     // A schema holding only a newer version record gains no ledger table.
     let t2 = target("ledger_newer");
-    c.batch_execute(&format!(
-        "CREATE SCHEMA {s};
-         CREATE TABLE {s}.custos_versions (component text PRIMARY KEY, version bigint NOT NULL);
-         INSERT INTO {s}.custos_versions VALUES ('ledger', 99);",
-        s = t2.schema()
-    ))
-    .unwrap();
+    support::versions_only_schema(&t2, "ledger", 99);
     assert!(matches!(
         PgLedger::open(t2.clone()),
         Err(OpenError::UnsupportedVersion { found: 99, .. })
     ));
-    let tables: i64 = c
-        .query_one(
-            "SELECT count(*) FROM pg_tables WHERE schemaname = $1",
-            &[&t2.schema()],
-        )
-        .unwrap()
-        .get(0);
-    assert_eq!(tables, 1, "only custos_versions");
+    assert_eq!(support::table_count(&t2), 1, "only custos_versions");
 }
 
 #[test]

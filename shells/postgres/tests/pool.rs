@@ -8,14 +8,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use custos_conformance::storage::{key as rkey, ns};
 use custos_core::lease::Owner;
-use custos_core::storage::{Commit, CommitError, CommitId, KeyPrefix, Payload, Storage, Write};
+use custos_core::storage::{Commit, CommitError, CommitId, Payload, Storage, Write};
 use custos_postgres::catalogue::PgCatalogue;
 use custos_postgres::cluster::{shared, unique_schema, Cluster};
 use custos_postgres::conn::{Client, Conn, Waits};
@@ -23,6 +22,8 @@ use custos_postgres::control::PgControlCatalog;
 use custos_postgres::ledger::PgLedger;
 use custos_postgres::storage::{PgStorage, StorageConfig};
 use custos_postgres::Target;
+
+mod support;
 
 const THREADS: usize = 32;
 const POOL: usize = 8;
@@ -207,12 +208,7 @@ fn a_thread_waits_for_a_free_connection_no_longer_than_the_checkout_bound() {
 
 /// Every thread's every commit is present, both its registers.
 fn check_every_commit(s: &PgStorage, total: usize) {
-    let regs: BTreeMap<String, Vec<u8>> = s
-        .list_registers(&ns("n"), &KeyPrefix::all())
-        .unwrap()
-        .into_iter()
-        .map(|r| (r.key.as_str().to_owned(), r.value.as_bytes().to_vec()))
-        .collect();
+    let regs = support::registers(s);
     for t in 0..THREADS {
         for n in 0..OPS {
             let tag = format!("{t}_{n}");

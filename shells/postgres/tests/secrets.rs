@@ -10,23 +10,10 @@
 use std::net::TcpListener;
 use std::time::Duration;
 
+// Every substring of four or more characters of `secret` that `text`
+// contains.
+use custos_conformance::leaked_parts as leaks;
 use custos_postgres::{ConnectError, Target};
-
-/// Every substring of four or more characters of `secret` that `text`
-/// contains.
-fn leaks(text: &str, secret: &str) -> Vec<String> {
-    let chars: Vec<char> = secret.chars().collect();
-    let mut found = Vec::new();
-    for i in 0..chars.len() {
-        for j in i + 4..=chars.len() {
-            let part: String = chars[i..j].iter().collect();
-            if text.contains(&part) {
-                found.push(part);
-            }
-        }
-    }
-    found
-}
 
 /// Passwords built from every URL-special character, each between two
 /// distinctive words.

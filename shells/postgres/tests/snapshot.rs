@@ -4,42 +4,20 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
-
-use custos_core::lease::Owner;
 use custos_core::snapshot::{SnapshotSource, SnapshotStep};
-use custos_postgres::cluster::{shared, unique_schema};
-use custos_postgres::storage::{PgStorage, StorageConfig};
-use custos_postgres::Target;
+use custos_postgres::storage::PgStorage;
 
-fn new_target(prefix: &str) -> Target {
-    Target::new(shared().unwrap().url(), unique_schema(prefix)).unwrap()
-}
+mod support;
+use support::{open_session, suite_target, target, unique_session};
 
-fn shared_target() -> Target {
-    static T: OnceLock<Target> = OnceLock::new();
-    T.get_or_init(|| new_target("snapshot_suite")).clone()
-}
-
+/// A new session in the schema the suite shares.
 fn fresh() -> PgStorage {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let session = format!("session-{}", N.fetch_add(1, Ordering::Relaxed));
-    PgStorage::open(StorageConfig::new(
-        shared_target(),
-        session,
-        Owner::new("conformance").unwrap(),
-    ))
-    .expect("open a fresh session")
+    open_session(suite_target("snapshot_suite"), unique_session())
 }
 
+/// A new session in a schema of its own.
 fn fresh_schema() -> PgStorage {
-    PgStorage::open(StorageConfig::new(
-        new_target("snapshot_case"),
-        "only",
-        Owner::new("conformance").unwrap(),
-    ))
-    .expect("open a session in a fresh schema")
+    open_session(target("snapshot_case"), "only")
 }
 
 custos_conformance::snapshot_suite!(postgres, fresh);
@@ -48,22 +26,14 @@ custos_conformance::snapshot_suite!(postgres, fresh);
 /// each in a schema of its own.
 #[test]
 fn every_snapshot_case_passes_through_the_table_in_its_own_schema() {
-    let table = custos_conformance::snapshot::snapshot_cases::<PgStorage>();
-    assert_eq!(
-        table.len(),
-        custos_conformance::snapshot::SNAPSHOT_CASES.len()
-    );
-    let mut failed = Vec::new();
-    for (name, case) in &table {
-        if std::panic::catch_unwind(|| case(&fresh_schema)).is_err() {
-            failed.push(*name);
-        }
-    }
-    assert!(failed.is_empty(), "failed: {failed:?}");
-    println!(
-        "postgres: {} of {} snapshot cases pass",
-        table.len(),
-        table.len()
+    use custos_conformance::snapshot::{snapshot_cases, SNAPSHOT_CASES};
+    let table = snapshot_cases::<PgStorage>();
+    custos_conformance::assert_every_case_passes(
+        "postgres",
+        "snapshot cases",
+        &table,
+        SNAPSHOT_CASES,
+        &fresh_schema,
     );
 }
 

@@ -6,8 +6,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use custos_conformance::storage::{check_branch_plan, del, entry, id, key, ns, set, usage};
@@ -15,65 +13,32 @@ use custos_core::lease::{LeaseError, Owner};
 use custos_core::storage::{
     branch_scan, Commit, CommitError, EntryScan, KeyPrefix, Storage, StorageError, UsageScan,
 };
-use custos_postgres::cluster::{shared, unique_schema};
+use custos_postgres::cluster::shared;
 use custos_postgres::storage::{OpenError, PgStorage, StorageConfig};
 use custos_postgres::Target;
+
+mod support;
+use support::{client, open_session, suite_target, target as new_target, unique_session};
 
 fn owner(s: &str) -> Owner {
     Owner::new(s).unwrap()
 }
 
-fn new_target(prefix: &str) -> Target {
-    Target::new(shared().unwrap().url(), unique_schema(prefix)).unwrap()
-}
-
-/// The schema most conformance cases share.
-fn shared_target() -> Target {
-    static T: OnceLock<Target> = OnceLock::new();
-    T.get_or_init(|| new_target("storage_suite")).clone()
-}
-
-fn unique_session() -> String {
-    static N: AtomicU64 = AtomicU64::new(0);
-    format!("session-{}", N.fetch_add(1, Ordering::Relaxed))
-}
-
-/// A new session in the shared schema.
+/// A new session in the schema most conformance cases share.
 fn fresh() -> PgStorage {
-    PgStorage::open(StorageConfig::new(
-        shared_target(),
-        unique_session(),
-        owner("conformance"),
-    ))
-    .expect("open a fresh session")
+    open_session(suite_target("storage_suite"), unique_session())
 }
 
 /// A new session in a schema of its own.
 fn fresh_schema() -> PgStorage {
-    PgStorage::open(StorageConfig::new(
-        new_target("storage_case"),
-        "only",
-        owner("conformance"),
-    ))
-    .expect("open a session in a fresh schema")
-}
-
-fn client(t: &Target) -> ::postgres::Client {
-    t.connect().unwrap()
+    open_session(new_target("storage_case"), "only")
 }
 
 /// One session in a schema of its own, opened afresh (lease admission
 /// included) by every call.
 fn place() -> impl Fn() -> PgStorage {
     let target = new_target("storage_reopen");
-    move || {
-        PgStorage::open(StorageConfig::new(
-            target.clone(),
-            "only",
-            owner("conformance"),
-        ))
-        .expect("reopen the session")
-    }
+    move || open_session(target.clone(), "only")
 }
 
 custos_conformance::storage_suite!(postgres, fresh, reopen: place);
@@ -82,22 +47,14 @@ custos_conformance::storage_suite!(postgres, fresh, reopen: place);
 /// it, each in a schema of its own.
 #[test]
 fn every_case_passes_through_the_table_in_its_own_schema() {
-    let table = custos_conformance::storage::storage_cases::<PgStorage>();
-    assert_eq!(
-        table.len(),
-        custos_conformance::storage::STORAGE_CASES.len()
-    );
-    let mut failed = Vec::new();
-    for (name, case) in &table {
-        if std::panic::catch_unwind(|| case(&fresh_schema)).is_err() {
-            failed.push(*name);
-        }
-    }
-    assert!(failed.is_empty(), "failed: {failed:?}");
-    println!(
-        "postgres: {} of {} conformance cases pass",
-        table.len(),
-        table.len()
+    use custos_conformance::storage::{storage_cases, STORAGE_CASES};
+    let table = storage_cases::<PgStorage>();
+    custos_conformance::assert_every_case_passes(
+        "postgres",
+        "conformance cases",
+        &table,
+        STORAGE_CASES,
+        &fresh_schema,
     );
 }
 
@@ -258,15 +215,11 @@ fn invalid_session_names_are_refused() {
             PgStorage::open(StorageConfig::new(t.clone(), bad.clone(), owner("o"))).unwrap_err();
         assert_eq!(e, OpenError::InvalidSession { len: bad.len() });
     }
-    let mut c = client(&t);
-    let n: i64 = c
-        .query_one(
-            "SELECT count(*) FROM pg_namespace WHERE nspname = $1",
-            &[&t.schema()],
-        )
-        .unwrap()
-        .get(0);
-    assert_eq!(n, 0, "a refused name creates no schema");
+    assert_eq!(
+        support::schema_count(&t),
+        0,
+        "a refused name creates no schema"
+    );
 }
 
 /// An open handle notices a newer build's migration before it writes: the
@@ -296,6 +249,18 @@ fn an_open_handle_refuses_to_write_under_a_newer_schema_version() {
     assert_eq!(stored, 1, "the refused commit wrote");
 }
 
+/// How many sessions the schema holds, and the lease owner of session `s`.
+fn sessions_and_lease(c: &mut ::postgres::Client) -> (i64, Option<String>) {
+    let r = c
+        .query_one(
+            "SELECT (SELECT count(*) FROM storage_sessions),
+                    (SELECT lease_owner FROM storage_sessions WHERE session = 's')",
+            &[],
+        )
+        .unwrap();
+    (r.get(0), r.get(1))
+}
+
 /// A newer stored version is refused, and nothing is written: no head row,
 /// no lease, no table created in a schema that had none.
 #[test]
@@ -311,16 +276,7 @@ fn a_newer_stored_version_is_refused_with_nothing_written() {
         &[],
     )
     .unwrap();
-    let before: (i64, Option<String>) = {
-        let r = c
-            .query_one(
-                "SELECT (SELECT count(*) FROM storage_sessions),
-                        (SELECT lease_owner FROM storage_sessions WHERE session = 's')",
-                &[],
-            )
-            .unwrap();
-        (r.get(0), r.get(1))
-    };
+    let before = sessions_and_lease(&mut c);
     for session in ["s", "new"] {
         let e = PgStorage::open(StorageConfig::new(t.clone(), session, owner("p"))).unwrap_err();
         assert!(
@@ -335,42 +291,19 @@ fn a_newer_stored_version_is_refused_with_nothing_written() {
             "{e}"
         );
     }
-    let after: (i64, Option<String>) = {
-        let r = c
-            .query_one(
-                "SELECT (SELECT count(*) FROM storage_sessions),
-                        (SELECT lease_owner FROM storage_sessions WHERE session = 's')",
-                &[],
-            )
-            .unwrap();
-        (r.get(0), r.get(1))
-    };
+    let after = sessions_and_lease(&mut c);
     assert_eq!(before, after);
     assert_eq!(before, (1, None));
 
     // A schema whose version row is newer but holds no tables gets none.
     let t2 = new_target("storage_ver");
-    let mut c2 = client(&t2);
-    c2.batch_execute(&format!(
-        "CREATE SCHEMA {s};
-         CREATE TABLE {s}.custos_versions (component text PRIMARY KEY, version bigint NOT NULL);
-         INSERT INTO {s}.custos_versions VALUES ('storage', 7);",
-        s = t2.schema()
-    ))
-    .unwrap();
+    support::versions_only_schema(&t2, "storage", 7);
     let e = PgStorage::open(StorageConfig::new(t2.clone(), "s", owner("o"))).unwrap_err();
     assert!(
         matches!(e, OpenError::UnsupportedVersion { found: 7, .. }),
         "{e}"
     );
-    let tables: i64 = c2
-        .query_one(
-            "SELECT count(*) FROM pg_tables WHERE schemaname = $1",
-            &[&t2.schema()],
-        )
-        .unwrap()
-        .get(0);
-    assert_eq!(tables, 1, "only custos_versions");
+    assert_eq!(support::table_count(&t2), 1, "only custos_versions");
 }
 
 // ------------------------------------------------------------ corruption

@@ -11,7 +11,8 @@
 //! (one lifecycle cell per 10 entries: this namespace grows with history).
 //! The plan: `session/meta` exact, the `config` namespace, the eight
 //! strands exact, and each strand's `latest` followed into `op/life/` —
-//! 37 cells per capture.
+//! 37 cells per capture. Both are the conformance crate's
+//! (`custos_conformance::bench`), shared with custos-postgres's bench.
 //!
 //! `CUSTOS_BENCH_CAPTURES` sets the captures per size (default 3000);
 //! `CUSTOS_BENCH_DIR` the directory (default: cargo's target tmp dir).
@@ -21,94 +22,18 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use custos_conformance::bench::{snapshot_plan as plan, write_snapshot_session};
 use custos_core::lease::Owner;
-use custos_core::snapshot::{Plan, Reader};
-use custos_core::storage::{
-    Commit, KeyPrefix, Kind, Namespace, Payload, RecordId, RegisterKey, Storage, UsageFigures,
-    Write,
-};
+use custos_core::snapshot::Reader;
+use custos_core::storage::Storage;
 use custos_sqlite::{Config, SqliteStorage};
 use rusqlite::{params, Connection, OpenFlags, TransactionBehavior};
-
-const STRANDS: usize = 8;
-const PER_COMMIT: usize = 1000;
-
-fn ns(s: &str) -> Namespace {
-    Namespace::new(s).unwrap()
-}
-fn key(s: &str) -> RegisterKey {
-    RegisterKey::new(s).unwrap()
-}
 
 /// Writes a session of `entries` entries into a new file at `path`.
 fn build(path: &Path, entries: usize) -> SqliteStorage {
     let s = SqliteStorage::open(Config::new(path, Owner::new("bench").unwrap())).unwrap();
-    let kind = Kind::new("m").unwrap();
-    let payload = Payload::new(vec![7u8; 200]).unwrap();
-    let mut setup = Commit::at(1).write(Write::SetRegister {
-        namespace: ns("session"),
-        key: key("meta"),
-        value: Payload::new(vec![b'm'; 300]).unwrap(),
-    });
-    for i in 0..20 {
-        setup = setup.write(Write::SetRegister {
-            namespace: ns("config"),
-            key: key(&format!("c{i:02}")),
-            value: Payload::new(vec![b'c'; 64]).unwrap(),
-        });
-    }
-    s.commit(&setup).unwrap();
-    let mut i = 0;
-    while i < entries {
-        let mut c = Commit::at(i as u64 + 2);
-        for _ in 0..PER_COMMIT.min(entries - i) {
-            c = c.write(Write::InsertEntry {
-                id: RecordId::new(format!("e{i}")).unwrap(),
-                parent: (i > 0).then(|| RecordId::new(format!("e{}", i - 1)).unwrap()),
-                kind: kind.clone(),
-                payload: payload.clone(),
-            });
-            if i % 10 == 0 {
-                let op = format!("op-{i}");
-                c = c
-                    .write(Write::InsertUsage {
-                        id: RecordId::new(format!("u{i}")).unwrap(),
-                        figures: UsageFigures {
-                            input_tokens: 10,
-                            ..UsageFigures::default()
-                        },
-                        details: Payload::new(vec![1u8; 32]).unwrap(),
-                    })
-                    .write(Write::SetRegister {
-                        namespace: ns("op"),
-                        key: key(&format!("life/{op}")),
-                        value: Payload::new(vec![b'l'; 80]).unwrap(),
-                    })
-                    .write(Write::SetRegister {
-                        namespace: ns("strand"),
-                        key: key(&format!("s{}", (i / 10) % STRANDS)),
-                        value: Payload::new(format!(r#"{{"latest":"{op}"}}"#).into_bytes())
-                            .unwrap(),
-                    });
-            }
-            i += 1;
-        }
-        s.commit(&c).unwrap();
-    }
+    write_snapshot_session(&s, entries);
     s
-}
-
-fn plan() -> Plan {
-    let mut p = Plan::new()
-        .exact(ns("session"), key("meta"))
-        .namespace(ns("config"));
-    for k in 0..STRANDS {
-        let source = p.selections.len();
-        p = p
-            .exact(ns("strand"), key(&format!("s{k}")))
-            .optional_prefixed_field(source, "latest", ns("op"), KeyPrefix::new("life/").unwrap());
-    }
-    p
 }
 
 /// The baseline: the same 37 cells read by a raw connection with indexed

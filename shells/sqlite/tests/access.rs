@@ -22,14 +22,11 @@ use custos_sqlite::catalogue::{
 use custos_sqlite::OpenError;
 use rusqlite::Connection;
 
+mod support;
+use support::sibling;
+
 fn dir() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()
-}
-
-fn sibling(path: &Path, suffix: &str) -> PathBuf {
-    let mut s = path.as_os_str().to_owned();
-    s.push(suffix);
-    PathBuf::from(s)
 }
 
 const SIBLINGS: [&str; 4] = ["", "-wal", "-shm", "-journal"];

@@ -14,9 +14,7 @@
 
 use std::path::Path;
 
-use custos_core::catalogue::access::{
-    browser_digest, claim_digest, credential_digest, footprint, Access, AccessRequest, Digest,
-};
+use custos_core::catalogue::access::{claim_digest, footprint, Access, AccessRequest, Digest};
 use custos_core::catalogue::{Catalogue, Creation, MemoryCatalogue, Request};
 use custos_sqlite::catalogue::SqliteCatalogue;
 use custos_testkit::access::{arb_request, arb_session};
@@ -24,10 +22,6 @@ use proptest::prelude::*;
 
 // ---- the testkit's access requests, with catalogue session operations
 // added ----
-
-fn bearer(t: &str) -> Digest {
-    credential_digest(t.as_bytes())
-}
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -57,16 +51,7 @@ fn reserve(id: &str) -> Request {
 /// Every digest a request can name: the tokens of both kinds, and the
 /// claims' own hashes as bearers.
 fn digests() -> Vec<Digest> {
-    let mut out = Vec::new();
-    for t in 0..6 {
-        let tok = format!("tok{t}");
-        out.push(bearer(&tok));
-        out.push(browser_digest(tok.as_bytes()));
-    }
-    for c in 0..4 {
-        out.push(bearer(&format!("claim{c}")));
-    }
-    out
+    custos_conformance::access::generated_digests()
 }
 
 const PRINCIPALS: [&str; 5] = ["p0", "p1", "p2", "p3", "not a principal!"];

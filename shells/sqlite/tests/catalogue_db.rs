@@ -6,7 +6,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use custos_core::catalogue::{Catalogue, Claim, Creation, Outcome, Request};
@@ -16,6 +15,8 @@ use custos_sqlite::catalogue::{
 use custos_sqlite::OpenError;
 use rusqlite::Connection;
 use sha2::{Digest, Sha256};
+
+mod support;
 
 fn dir() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()
@@ -27,12 +28,9 @@ fn sha(path: &Path) -> String {
 }
 
 fn reserve(c: &SqliteCatalogue, id: &str, key: &str) {
-    c.apply(&Request::Reserve {
-        session_id: id.into(),
-        creation: Creation::local(key, "n", "/w"),
-        now: 1,
-    })
-    .unwrap();
+    let local = Creation::local(key, "n", "/w");
+    c.apply(&custos_conformance::catalogue::reserve_req(id, local, 1))
+        .unwrap();
 }
 
 #[test]
@@ -263,7 +261,6 @@ fn two_callers_never_both_pass_the_delegate_limit_across_processes() {
     const ROUNDS: usize = 6;
     const CHILDREN: usize = 8;
     const LIMIT: u32 = 3;
-    let exe = std::env::current_exe().unwrap();
     let mut claimed_total = 0;
     let mut refused_total = 0;
     let started = Instant::now();
@@ -277,21 +274,8 @@ fn two_callers_never_both_pass_the_delegate_limit_across_processes() {
         }
         let children: Vec<_> = (0..CHILDREN)
             .map(|i| {
-                Command::new(&exe)
-                    .args([
-                        "--exact",
-                        "delegate_race_child",
-                        "--nocapture",
-                        "--test-threads=1",
-                    ])
-                    .env(
-                        CHILD_ENV,
-                        format!("{}|d{i}|{LIMIT}|{}", path.display(), start.display()),
-                    )
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .unwrap()
+                let job = format!("{}|d{i}|{LIMIT}|{}", path.display(), start.display());
+                support::spawn_child("delegate_race_child", CHILD_ENV, job)
             })
             .collect();
         // Let the children open the catalogue, then release them together.

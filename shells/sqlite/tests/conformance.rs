@@ -24,22 +24,14 @@ custos_conformance::storage_suite!(sqlite, fresh, reopen: place);
 /// The runtime table names the same cases, and every one passes through it.
 #[test]
 fn every_case_passes_through_the_table() {
-    let table = custos_conformance::storage::storage_cases::<SqliteStorage>();
-    assert_eq!(
-        table.len(),
-        custos_conformance::storage::STORAGE_CASES.len()
-    );
-    let mut failed = Vec::new();
-    for (name, case) in &table {
-        if std::panic::catch_unwind(|| case(&fresh)).is_err() {
-            failed.push(*name);
-        }
-    }
-    assert!(failed.is_empty(), "failed: {failed:?}");
-    println!(
-        "sqlite: {} of {} conformance cases pass",
-        table.len(),
-        table.len()
+    use custos_conformance::storage::{storage_cases, STORAGE_CASES};
+    let table = storage_cases::<SqliteStorage>();
+    custos_conformance::assert_every_case_passes(
+        "sqlite",
+        "conformance cases",
+        &table,
+        STORAGE_CASES,
+        &fresh,
     );
 }
 

@@ -7,7 +7,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use custos_core::fence::{Holder, WorldFence};
@@ -22,6 +21,8 @@ use custos_sqlite::control::{
 use custos_sqlite::OpenError;
 use rusqlite::Connection;
 use sha2::{Digest, Sha256};
+
+mod support;
 
 fn fresh() -> SqliteControlCatalog {
     SqliteControlCatalog::open_temp().expect("open a temp control catalog")
@@ -238,26 +239,12 @@ fn race(jobs: &[(String, &str)]) -> (tempfile::TempDir, PathBuf, Vec<String>) {
 /// Runs one child per job against the catalog at `path`, released together
 /// by a start file in `dir`; answers each child's result.
 fn race_on(path: &Path, dir: &Path, jobs: &[(String, &str)]) -> Vec<String> {
-    let exe = std::env::current_exe().unwrap();
     let start = dir.join("start");
     let children: Vec<_> = jobs
         .iter()
         .map(|(name, op)| {
-            Command::new(&exe)
-                .args([
-                    "--exact",
-                    "control_race_child",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
-                .env(
-                    CHILD_ENV,
-                    format!("{}|{name}|{op}|{}", path.display(), start.display()),
-                )
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
+            let job = format!("{}|{name}|{op}|{}", path.display(), start.display());
+            support::spawn_child("control_race_child", CHILD_ENV, job)
         })
         .collect();
     std::thread::sleep(Duration::from_millis(300));
@@ -531,9 +518,7 @@ custos_conformance::control_admin_suite!(sqlite_admin, fresh, reopen: place);
 /// disagree with the reservation, a second reservation row.
 #[test]
 fn tampered_administration_fails_closed() {
-    use custos_conformance::control_admin::completed;
-    use custos_core::migration::control::{AdminEffect, ControlAdmin};
-    use custos_core::migration::Destination;
+    use custos_conformance::control_admin::{assert_evidence_refused, commit_completed};
     type Tamper = (&'static str, &'static str);
     let cases: [Tamper; 6] = [
         ("non-canonical reservation", "UPDATE control_migrations SET reservation = CAST(' ' || CAST(reservation AS TEXT) AS BLOB)"),
@@ -547,22 +532,9 @@ fn tampered_administration_fails_closed() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("c.db");
         let c = SqliteControlCatalog::open(&p).unwrap();
-        let done = completed();
-        c.commit_destination(&Destination::default(), &done, AdminEffect::None)
-            .unwrap();
-        assert!(c.stored_receipt().unwrap().is_some());
+        let done = commit_completed(&c);
         Connection::open(&p).unwrap().execute_batch(sql).unwrap();
-        let e = c.load_destination().unwrap_err();
-        assert_eq!(e.reason(), "StoredEvidenceInvalid", "{what}: {e}");
-        assert_eq!(
-            c.stored_receipt().unwrap_err().reason(),
-            "StoredEvidenceInvalid",
-            "{what}"
-        );
-        let e = c
-            .commit_destination(&done, &done, AdminEffect::None)
-            .unwrap_err();
-        assert_eq!(e.reason(), "StoredEvidenceInvalid", "{what}: {e}");
+        assert_evidence_refused(&c, &done, what);
     }
 }
 

@@ -31,11 +31,18 @@ use custos_core::world::{
     ControlCatalog, FencePurpose, WorldIdentity, WorldRecord, WorldStatus, WriterMode,
 };
 use custos_sqlite::control::SqliteControlCatalog;
-use custos_torture::{self as torture, splitmix, xorshift, Out, Replay};
+use custos_torture::{self as torture, xorshift, KillChild, Kills, Out, Replay};
 
 const DB_ENV: &str = "CUSTOS_CONTROL_KILL_DB";
 const TAG_ENV: &str = "CUSTOS_CONTROL_KILL_TAG";
 const SEED_ENV: &str = "CUSTOS_CONTROL_KILL_CHILD_SEED";
+/// The child every iteration runs.
+const CHILD: KillChild = KillChild {
+    test: "control_kill_child",
+    store_env: DB_ENV,
+    tag_env: TAG_ENV,
+    seed_env: SEED_ENV,
+};
 /// The default count, so that `cargo test` stays fast; `make torture` sets more.
 const DEFAULT_ITERATIONS: u64 = 24;
 /// A child that was never killed stops by itself after this long.
@@ -184,11 +191,7 @@ type Model = BTreeMap<String, World>;
 
 #[derive(Default)]
 struct Tally {
-    acks: u64,
-    lost: u64,
-    killed_with_acks: u64,
-    cut_committed: u64,
-    cut_not: u64,
+    kills: Kills,
     fences: u64,
     ticks: u64,
     refusals: u64,
@@ -252,10 +255,7 @@ fn fold(lines: &[String], tag: u64, m: &mut Model, t: &mut Tally) -> Option<Vec<
             _ => {}
         }
     }
-    t.acks += acks;
-    if acks > 0 {
-        t.killed_with_acks += 1;
-    }
+    t.kills.acked(acks);
     pending
 }
 
@@ -339,10 +339,10 @@ fn check_kill(path: &Path, tag: u64, m: &mut Model, pending: Option<&[String]>, 
         Some(p) => {
             let new = applied(m, p, &child);
             if got == new && got != *m {
-                t.cut_committed += 1;
+                t.kills.cut_committed += 1;
                 new
             } else {
-                t.cut_not += 1;
+                t.kills.cut_not += 1;
                 m.clone()
             }
         }
@@ -352,7 +352,7 @@ fn check_kill(path: &Path, tag: u64, m: &mut Model, pending: Option<&[String]>, 
         for (wid, w) in &want {
             let g = got.get(wid);
             if g != Some(w) {
-                t.lost += 1;
+                t.kills.lost += 1;
                 eprintln!("iteration {tag}: world {wid} is {g:?}, acknowledged {w:?}");
             }
         }
@@ -382,22 +382,6 @@ fn check_kill(path: &Path, tag: u64, m: &mut Model, pending: Option<&[String]>, 
     }
 }
 
-/// Runs one child for `delay`, SIGKILLs it; the complete lines it printed.
-fn run_child(path: &Path, tag: u64, seed: u64, delay: Duration) -> Vec<String> {
-    let mut cmd = torture::child("control_kill_child");
-    cmd.env(DB_ENV, path)
-        .env(TAG_ENV, tag.to_string())
-        .env(SEED_ENV, seed.to_string());
-    let killed = torture::Running::spawn(cmd).kill_after(delay);
-    assert!(
-        killed.exited_early.is_none(),
-        "iteration {tag}: the child exited by itself ({:?}):\n{}",
-        killed.exited_early,
-        killed.lines.join("\n")
-    );
-    killed.lines
-}
-
 #[test]
 fn sigkilled_control_catalog_loses_no_acknowledged_epoch() {
     if std::env::var(DB_ENV).is_ok() {
@@ -416,13 +400,11 @@ fn sigkilled_control_catalog_loses_no_acknowledged_epoch() {
             seed,
             iteration,
         };
-        let s = splitmix(seed ^ iteration);
-        let delay = Duration::from_millis(20 + s % 130);
-        let lines = run_child(&path, iteration, splitmix(s), delay);
-        let lost = t.lost;
+        let lines = CHILD.run(&path, seed, iteration);
+        let lost = t.kills.lost;
         let pending = fold(&lines, iteration, &mut m, &mut t);
         check_kill(&path, iteration, &mut m, pending.as_deref(), &mut t);
-        if t.lost > lost {
+        if t.kills.lost > lost {
             eprintln!("torture control: loss at iteration {iteration}, seed {seed}");
         }
     }
@@ -433,17 +415,10 @@ fn sigkilled_control_catalog_loses_no_acknowledged_epoch() {
     drop(c);
     let high: Epoch = m.values().map(|w| w.issued).max().unwrap_or(0);
     println!(
-        "torture control: {iterations} SIGKILLs, {} acknowledged operations checked, {} lost; \
-         {} kills landed after at least one ack; {} requests cut off ({} found committed, {} \
-         not); {} fences, {} tick commits, {} registrations, {} retirements, {} refusals \
-         acknowledged; {} parent fences strictly above the dead child's; {} worlds, highest \
-         epoch {high}; seed {seed}; {:.1}s",
-        t.acks,
-        t.lost,
-        t.killed_with_acks,
-        t.cut_committed + t.cut_not,
-        t.cut_committed,
-        t.cut_not,
+        "torture control: {iterations} SIGKILLs, {}; {} fences, {} tick commits, {} \
+         registrations, {} retirements, {} refusals acknowledged; {} parent fences strictly \
+         above the dead child's; {} worlds, highest epoch {high}; seed {seed}; {:.1}s",
+        t.kills.summary(),
         t.fences,
         t.ticks,
         t.registrations,
@@ -453,10 +428,6 @@ fn sigkilled_control_catalog_loses_no_acknowledged_epoch() {
         m.len(),
         started.elapsed().as_secs_f64()
     );
-    assert_eq!(t.lost, 0, "acknowledged operations lost (seed {seed})");
-    assert!(
-        t.killed_with_acks >= iterations / 2,
-        "the child rarely got to acknowledge anything"
-    );
+    t.kills.assert_held(seed, iterations);
     assert!(t.fences > 0 && t.ticks > 0 && t.retires > 0);
 }

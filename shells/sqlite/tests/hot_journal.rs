@@ -20,12 +20,14 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use custos_core::world::{ControlCatalog, WorldError, WorldIdentity, WorldRecord, WriterMode};
+use custos_core::world::{ControlCatalog, WorldError};
 use custos_sqlite::control::{SqliteControlCatalog, CONTROL_VERSION};
-use custos_sqlite::{OpenError, Refusal};
+use custos_sqlite::OpenError;
 use custos_torture as torture;
 use rusqlite::Connection;
-use sha2::{Digest, Sha256};
+
+mod support;
+use support::{ids, sha, sibling, world};
 
 /// The child's database (set only in the child).
 const DB_ENV: &str = "CUSTOS_HOT_JOURNAL_DB";
@@ -34,30 +36,9 @@ const GO_ENV: &str = "CUSTOS_HOT_JOURNAL_GO";
 /// Enough uncommitted rows to spill pages into the database file.
 const SPILL: usize = 2_000;
 
-fn sibling(path: &Path, suffix: &str) -> PathBuf {
-    let mut s = path.as_os_str().to_owned();
-    s.push(suffix);
-    PathBuf::from(s)
-}
-
-fn sha(path: &Path) -> Option<String> {
-    std::fs::read(path)
-        .ok()
-        .map(|b| format!("{:x}", Sha256::digest(b)))
-}
-
 /// The bytes of the file and its journal, and the directory listing.
-fn state(path: &Path) -> (Option<String>, Option<String>, Vec<String>) {
-    let mut names: Vec<String> = std::fs::read_dir(path.parent().unwrap())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    (sha(path), sha(&sibling(path, "-journal")), names)
-}
-
-fn world(id: &str) -> WorldRecord {
-    WorldRecord::active(WorldIdentity::new(id, "a world"), WriterMode::Resumable)
+fn state(path: &Path) -> support::State {
+    support::state(path, "-journal")
 }
 
 fn journal_mode(path: &Path) -> String {
@@ -163,14 +144,6 @@ fn kill_mid_transaction(p: &Path, meanwhile: impl FnOnce()) {
         committed,
         "no uncommitted page reached the database file"
     );
-}
-
-fn ids(c: &SqliteControlCatalog) -> Vec<String> {
-    c.discover_worlds()
-        .unwrap()
-        .into_iter()
-        .map(|w| w.identity.world_id)
-        .collect()
 }
 
 #[test]
@@ -306,26 +279,7 @@ fn recover_refuses_what_is_not_a_control_catalog_untouched() {
     assert!(!missing.exists());
     // Zero-length, not SQLite, another application's: refused by rule,
     // byte-identical, the journal beside it kept.
-    type Make = fn(&Path);
-    let cases: [(Make, Refusal); 3] = [
-        (|p| std::fs::write(p, b"").unwrap(), Refusal::ZeroLength),
-        (
-            |p| std::fs::write(p, b"plain text, no database").unwrap(),
-            Refusal::NotSqlite,
-        ),
-        (
-            |p| {
-                Connection::open(p)
-                    .unwrap()
-                    .execute_batch("CREATE TABLE x (a); PRAGMA application_id = 7;")
-                    .unwrap()
-            },
-            Refusal::ForeignApplication {
-                found: 7,
-                expected: custos_sqlite::control::CONTROL_APPLICATION_ID,
-            },
-        ),
-    ];
+    let cases = support::foreign_files();
     for (i, (make, rule)) in cases.into_iter().enumerate() {
         let p = d.path().join(format!("case-{i}.db"));
         make(&p);

@@ -18,6 +18,8 @@ use rusqlite::Connection;
 use sha2::{Digest, Sha256};
 use tempfile::TempDir;
 
+mod support;
+
 /// A ledger in its own temporary directory (removed on drop).
 struct Temp {
     ledger: SqliteLedger,
@@ -63,18 +65,14 @@ custos_conformance::ledger_suite!(sqlite, fresh, reopen: place);
 
 #[test]
 fn every_ledger_case_passes_through_the_table() {
-    let table = custos_conformance::ledger::ledger_cases::<Temp>();
-    let mut failed = Vec::new();
-    for (name, case) in &table {
-        if std::panic::catch_unwind(|| case(&fresh)).is_err() {
-            failed.push(*name);
-        }
-    }
-    assert!(failed.is_empty(), "failed: {failed:?}");
-    println!(
-        "sqlite: {} of {} ledger conformance cases pass",
-        table.len(),
-        custos_conformance::ledger::LEDGER_CASES.len()
+    use custos_conformance::ledger::{ledger_cases, LEDGER_CASES};
+    let table = ledger_cases::<Temp>();
+    custos_conformance::assert_every_case_passes(
+        "sqlite",
+        "ledger conformance cases",
+        &table,
+        LEDGER_CASES,
+        &fresh,
     );
 }
 
@@ -203,11 +201,7 @@ fn a_foreign_file_is_refused_byte_untouched() {
 fn reopening_the_file_is_restart_recovery() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("l.db");
-    let l = SqliteLedger::open(&path).unwrap();
-    l.attach(&LIMITS, &sid("s"), &ws("w"), 1, &tok("a"))
-        .unwrap();
-    let k = key("s", "o", 1);
-    l.admit(&LIMITS, &k, &tool("program"), &tok("a")).unwrap();
+    let (l, k) = support::ledger_with_an_admitted_call(&path);
     drop(l); // a crash: no close
     let l = SqliteLedger::open(&path).unwrap();
     assert_eq!(l.query(&LIMITS, &k), Ok(Lookup::Found(CallState::Unknown)));
@@ -221,11 +215,7 @@ fn reopening_the_file_is_restart_recovery() {
 fn a_tampered_outcome_is_a_digest_mismatch_and_a_bad_state_is_malformed() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("l.db");
-    let l = SqliteLedger::open(&path).unwrap();
-    l.attach(&LIMITS, &sid("s"), &ws("w"), 1, &tok("a"))
-        .unwrap();
-    let k = key("s", "o", 1);
-    l.admit(&LIMITS, &k, &tool("program"), &tok("a")).unwrap();
+    let (l, k) = support::ledger_with_an_admitted_call(&path);
     l.finish(&LIMITS, &k, b"genuine").unwrap();
     let c = Connection::open(&path).unwrap();
     c.execute("UPDATE call SET outcome = X'00'", []).unwrap();
@@ -358,10 +348,10 @@ fn activity_records_are_read_at_the_identity_location_without_writing() {
         let l = SqliteLedger::open(&path).unwrap();
         l.attach(
             &ledger::Limits::default(),
-            &ledger::SessionId::new("s").unwrap(),
-            &ledger::WorkspaceId::new("w").unwrap(),
+            &sid("s"),
+            &ws("w"),
             1,
-            &ledger::AttachToken::new("t").unwrap(),
+            &tok("t"),
         )
         .unwrap();
     }

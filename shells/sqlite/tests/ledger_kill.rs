@@ -33,11 +33,18 @@ use custos_core::ledger::{
     LedgerError, Limits, Lookup, OpId, ScopeState, SessionId, Stopping, Tool, WorkspaceId,
 };
 use custos_sqlite::ledger::SqliteLedger;
-use custos_torture::{self as torture, splitmix, xorshift, Out, Replay};
+use custos_torture::{self as torture, xorshift, KillChild, Kills, Out, Replay};
 
 const DB_ENV: &str = "CUSTOS_LEDGER_KILL_DB";
 const TAG_ENV: &str = "CUSTOS_LEDGER_KILL_TAG";
 const SEED_ENV: &str = "CUSTOS_LEDGER_KILL_CHILD_SEED";
+/// The child every iteration runs.
+const CHILD: KillChild = KillChild {
+    test: "ledger_kill_child",
+    store_env: DB_ENV,
+    tag_env: TAG_ENV,
+    seed_env: SEED_ENV,
+};
 /// The default count, so that `cargo test` stays fast; `make torture` sets more.
 const DEFAULT_ITERATIONS: u64 = 24;
 /// A child that was never killed stops by itself after this long.
@@ -311,23 +318,6 @@ impl Model {
     }
 }
 
-/// Runs one child for `delay`, SIGKILLs it; the complete lines it printed
-/// (a torn last line is not acknowledged).
-fn run_child(path: &Path, tag: u64, seed: u64, delay: Duration) -> Vec<String> {
-    let mut cmd = torture::child("ledger_kill_child");
-    cmd.env(DB_ENV, path)
-        .env(TAG_ENV, tag.to_string())
-        .env(SEED_ENV, seed.to_string());
-    let killed = torture::Running::spawn(cmd).kill_after(delay);
-    assert!(
-        killed.exited_early.is_none(),
-        "iteration {tag}: the child exited by itself ({:?}):\n{}",
-        killed.exited_early,
-        killed.lines.join("\n")
-    );
-    killed.lines
-}
-
 /// The keys whose rows are `admitted` in the file as the dead child left
 /// it (read before any reopen runs recovery). A child killed before its
 /// first open committed leaves no `call` table (or no file); that is
@@ -377,11 +367,7 @@ fn admitted_rows(path: &Path, opened_ever: bool, iteration: u64) -> Vec<Key> {
 struct Tally {
     /// Some child printed `OPEN`: the schema was committed.
     opened_ever: bool,
-    acks: u64,
-    lost: u64,
-    killed_with_acks: u64,
-    cut_committed: u64,
-    cut_not: u64,
+    kills: Kills,
     recovered: u64,
     probes: u64,
     closes: u64,
@@ -432,7 +418,7 @@ fn check_keys<'k>(
     for k in keys {
         let e = &m.calls[k];
         if !reads_as(l, k, e) {
-            t.lost += 1;
+            t.kills.lost += 1;
             eprintln!(
                 "iteration {iteration}: key {} reads {:?}, acknowledged {e:?}",
                 k_words(k),
@@ -506,10 +492,7 @@ fn fold(lines: &[String], m: &mut Model, t: &mut Tally) -> Option<Vec<String>> {
             _ => {}
         }
     }
-    t.acks += acks;
-    if acks > 0 {
-        t.killed_with_acks += 1;
-    }
+    t.kills.acked(acks);
     pending
 }
 
@@ -565,12 +548,12 @@ fn check_kill(
             matches_at(&l, &old, pk.as_ref()),
         );
         if is_new && !is_old {
-            t.cut_committed += 1;
+            t.kills.cut_committed += 1;
             old = new;
         } else if is_old {
-            t.cut_not += 1;
+            t.kills.cut_not += 1;
         } else {
-            t.lost += 1;
+            t.kills.lost += 1;
             eprintln!(
                 "iteration {iteration}: {p:?} cut off; the ledger is neither old nor new: \
                  scope {:?}",
@@ -580,7 +563,7 @@ fn check_kill(
     }
     *m = old;
     if stored_scope(&l) != m.scope {
-        t.lost += 1;
+        t.kills.lost += 1;
         eprintln!(
             "iteration {iteration}: scope {:?}, acknowledged {:?}",
             stored_scope(&l),
@@ -634,10 +617,8 @@ fn sigkilled_ledger_loses_no_acknowledged_call() {
             seed,
             iteration,
         };
-        let s = splitmix(seed ^ iteration);
-        let delay = Duration::from_millis(20 + s % 130);
-        let lines = run_child(&path, iteration, splitmix(s), delay);
-        let lost = t.lost;
+        let lines = CHILD.run(&path, seed, iteration);
+        let lost = t.kills.lost;
         let pending = fold(&lines, &mut m, &mut t);
         check_kill(
             &path,
@@ -647,7 +628,7 @@ fn sigkilled_ledger_loses_no_acknowledged_call() {
             &mut t,
             &mut rng,
         );
-        if t.lost > lost {
+        if t.kills.lost > lost {
             eprintln!("torture ledger: loss at iteration {iteration}, seed {seed}");
         }
     }
@@ -656,16 +637,10 @@ fn sigkilled_ledger_loses_no_acknowledged_call() {
     check_keys(&l, &m, m.calls.keys(), iterations, &mut t);
     l.close().unwrap();
     println!(
-        "torture ledger: {iterations} SIGKILLs, {} acknowledged operations checked, {} lost; \
-         {} kills landed after at least one ack; {} requests cut off ({} found committed, {} \
-         not); {} admitted rows recovered unknown; {} second admissions refused over {} keys; \
-         {} closes, {} releases, {} reopens; seed {seed}; {:.1}s",
-        t.acks,
-        t.lost,
-        t.killed_with_acks,
-        t.cut_committed + t.cut_not,
-        t.cut_committed,
-        t.cut_not,
+        "torture ledger: {iterations} SIGKILLs, {}; {} admitted rows recovered unknown; {} \
+         second admissions refused over {} keys; {} closes, {} releases, {} reopens; seed \
+         {seed}; {:.1}s",
+        t.kills.summary(),
         t.recovered,
         t.probes,
         m.calls.len(),
@@ -674,10 +649,6 @@ fn sigkilled_ledger_loses_no_acknowledged_call() {
         t.reopens,
         started.elapsed().as_secs_f64()
     );
-    assert_eq!(t.lost, 0, "acknowledged operations lost (seed {seed})");
-    assert!(
-        t.killed_with_acks >= iterations / 2,
-        "the child rarely got to acknowledge anything"
-    );
+    t.kills.assert_held(seed, iterations);
     assert!(t.closes > 0 && t.reopens > 0, "no close cycle ran");
 }

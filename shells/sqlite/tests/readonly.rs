@@ -22,41 +22,22 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use custos_conformance::ledger::{key, sid, tok, tool, ws, LIMITS};
+use custos_conformance::ledger::{key, sid, tok, tool, LIMITS};
 use custos_core::catalogue::{Catalogue, CatalogueError, Creation, Request as CatRequest};
 use custos_core::ledger::{CallState, Ledger, LedgerError, Lookup};
-use custos_core::world::{ControlCatalog, WorldError, WorldIdentity, WorldRecord, WriterMode};
+use custos_core::world::{ControlCatalog, WorldError};
 use custos_sqlite::catalogue::SqliteCatalogue;
 use custos_sqlite::control::{SqliteControlCatalog, CONTROL_VERSION};
 use custos_sqlite::ledger::{LedgerOpenError, SqliteLedger};
 use custos_sqlite::{OpenError, Refusal};
 use rusqlite::Connection;
-use sha2::{Digest, Sha256};
 
-fn sha(path: &Path) -> Option<String> {
-    std::fs::read(path)
-        .ok()
-        .map(|b| format!("{:x}", Sha256::digest(b)))
-}
-
-fn sibling(path: &Path, suffix: &str) -> PathBuf {
-    let mut s = path.as_os_str().to_owned();
-    s.push(suffix);
-    PathBuf::from(s)
-}
+mod support;
+use support::{ids, sibling, world, Make};
 
 /// The bytes of the file and its `-wal`, and the directory listing.
-fn state(path: &Path) -> (Option<String>, Option<String>, Vec<String>) {
-    let mut names: Vec<String> = std::fs::read_dir(path.parent().unwrap())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    (sha(path), sha(&sibling(path, "-wal")), names)
-}
-
-fn world(id: &str) -> WorldRecord {
-    WorldRecord::active(WorldIdentity::new(id, "a world"), WriterMode::Resumable)
+fn state(path: &Path) -> support::State {
+    support::state(path, "-wal")
 }
 
 /// A control catalog with one world, its writer closed.
@@ -69,23 +50,10 @@ fn catalog(dir: &Path) -> PathBuf {
     p
 }
 
-fn ids(c: &SqliteControlCatalog) -> Vec<String> {
-    c.discover_worlds()
-        .unwrap()
-        .into_iter()
-        .map(|w| w.identity.world_id)
-        .collect()
-}
-
 #[test]
 fn not_a_control_catalog_is_refused_by_rule_and_left_untouched() {
-    type Make = fn(&Path);
-    let cases: [(Make, Refusal); 6] = [
-        (|p| std::fs::write(p, b"").unwrap(), Refusal::ZeroLength),
-        (
-            |p| std::fs::write(p, b"plain text, no database").unwrap(),
-            Refusal::NotSqlite,
-        ),
+    let mut cases: Vec<(Make, Refusal)> = support::foreign_files().to_vec();
+    cases.extend::<[(Make, Refusal); 3]>([
         (
             |p| {
                 Connection::open(p)
@@ -106,18 +74,6 @@ fn not_a_control_catalog_is_refused_by_rule_and_left_untouched() {
         ),
         (
             |p| {
-                Connection::open(p)
-                    .unwrap()
-                    .execute_batch("CREATE TABLE x (a); PRAGMA application_id = 7;")
-                    .unwrap()
-            },
-            Refusal::ForeignApplication {
-                found: 7,
-                expected: custos_sqlite::control::CONTROL_APPLICATION_ID,
-            },
-        ),
-        (
-            |p| {
                 drop(SqliteControlCatalog::open(p).unwrap());
                 Connection::open(p)
                     .unwrap()
@@ -130,7 +86,7 @@ fn not_a_control_catalog_is_refused_by_rule_and_left_untouched() {
                 newest: CONTROL_VERSION,
             },
         ),
-    ];
+    ]);
     for (make, rule) in cases {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("c.db");
@@ -248,13 +204,7 @@ fn a_read_only_handle_follows_later_commits() {
 fn the_catalogue_opens_read_only() {
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("cat.db");
-    let w = SqliteCatalogue::open(&p).unwrap();
-    w.apply(&CatRequest::Reserve {
-        session_id: "s1".into(),
-        creation: Creation::local("k1", "n", "/w"),
-        now: 1,
-    })
-    .unwrap();
+    let w = support::catalogue_with_s1(&p);
     drop(w);
     let before = state(&p);
     let c = SqliteCatalogue::open_read_only(&p).unwrap();
@@ -291,11 +241,7 @@ fn the_catalogue_opens_read_only() {
 fn the_ledger_opens_read_only_without_recovery() {
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("l.db");
-    let l = SqliteLedger::open(&p).unwrap();
-    l.attach(&LIMITS, &sid("s"), &ws("w"), 1, &tok("a"))
-        .unwrap();
-    let k = key("s", "o", 1);
-    l.admit(&LIMITS, &k, &tool("program"), &tok("a")).unwrap();
+    let (l, k) = support::ledger_with_an_admitted_call(&p);
     drop(l); // no close: the row stays admitted
     let before = state(&p);
     let r = SqliteLedger::open_read_only(&p).unwrap();
@@ -385,13 +331,7 @@ fn oversized_control_rows_fail_the_read_naming_the_row() {
 fn oversized_catalogue_rows_fail_the_read_naming_the_row() {
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("cat.db");
-    let w = SqliteCatalogue::open(&p).unwrap();
-    w.apply(&CatRequest::Reserve {
-        session_id: "s1".into(),
-        creation: Creation::local("k1", "n", "/w"),
-        now: 1,
-    })
-    .unwrap();
+    let w = support::catalogue_with_s1(&p);
     Connection::open(&p)
         .unwrap()
         .execute(
@@ -412,11 +352,7 @@ fn oversized_catalogue_rows_fail_the_read_naming_the_row() {
 fn oversized_ledger_rows_are_malformed_naming_the_row() {
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("l.db");
-    let l = SqliteLedger::open(&p).unwrap();
-    l.attach(&LIMITS, &sid("s"), &ws("w"), 1, &tok("a"))
-        .unwrap();
-    let k = key("s", "o", 1);
-    l.admit(&LIMITS, &k, &tool("program"), &tok("a")).unwrap();
+    let (l, k) = support::ledger_with_an_admitted_call(&p);
     l.finish(&LIMITS, &k, b"done").unwrap();
     let c = Connection::open(&p).unwrap();
     c.execute("UPDATE call SET outcome_digest = zeroblob(33)", [])

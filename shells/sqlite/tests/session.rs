@@ -52,13 +52,29 @@ fn db(dir: &tempfile::TempDir) -> PathBuf {
     dir.path().join("session.db")
 }
 
+/// The session file in `dir`, opened by writer `a` on a new clock, holding
+/// the one entry `r`; the handle and its clock.
+fn one_entry(dir: &tempfile::TempDir) -> (SqliteStorage, Clock) {
+    let (_t, c) = clock();
+    let s = SqliteStorage::open(cfg(&db(dir), "a", &c)).unwrap();
+    s.commit(&Commit::at(1).write(entry("r", None, b"x")))
+        .unwrap();
+    (s, c)
+}
+
+/// The offline tools' settings on `clock`, leases of 1 s.
+fn offline(clock: &Clock) -> Offline {
+    Offline {
+        lease_ttl_ms: 1_000,
+        now: clock.clone(),
+        ..Offline::default()
+    }
+}
+
 #[test]
 fn open_uses_wal_and_sets_identity_pragmas() {
     let dir = tempfile::tempdir().unwrap();
-    let (_t, c) = clock();
-    let s = SqliteStorage::open(cfg(&db(&dir), "a", &c)).unwrap();
-    s.commit(&Commit::at(1).write(entry("r", None, b"x")))
-        .unwrap();
+    let (s, _c) = one_entry(&dir);
     s.close().unwrap();
     let raw = rusqlite::Connection::open(db(&dir)).unwrap();
     let mode: String = raw
@@ -87,10 +103,7 @@ fn open_uses_wal_and_sets_identity_pragmas() {
 #[test]
 fn newer_version_is_refused_with_the_file_byte_untouched() {
     let dir = tempfile::tempdir().unwrap();
-    let (_t, c) = clock();
-    let s = SqliteStorage::open(cfg(&db(&dir), "a", &c)).unwrap();
-    s.commit(&Commit::at(1).write(entry("r", None, b"x")))
-        .unwrap();
+    let (s, c) = one_entry(&dir);
     s.close().unwrap();
     drop(s);
     {
@@ -255,10 +268,7 @@ fn concurrent_opens_of_a_fresh_path_write_one_session_row() {
 #[test]
 fn an_undecodable_row_is_a_typed_error_never_a_default() {
     let dir = tempfile::tempdir().unwrap();
-    let (_t, c) = clock();
-    let s = SqliteStorage::open(cfg(&db(&dir), "a", &c)).unwrap();
-    s.commit(&Commit::at(1).write(entry("r", None, b"x")))
-        .unwrap();
+    let (s, _c) = one_entry(&dir);
     {
         let raw = rusqlite::Connection::open(db(&dir)).unwrap();
         raw.execute_batch(
@@ -279,10 +289,7 @@ fn an_undecodable_row_is_a_typed_error_never_a_default() {
 #[test]
 fn write_once_tables_refuse_updates_at_the_sql_level() {
     let dir = tempfile::tempdir().unwrap();
-    let (_t, c) = clock();
-    let s = SqliteStorage::open(cfg(&db(&dir), "a", &c)).unwrap();
-    s.commit(&Commit::at(1).write(entry("r", None, b"x")))
-        .unwrap();
+    let (_s, _c) = one_entry(&dir);
     let raw = rusqlite::Connection::open(db(&dir)).unwrap();
     assert!(raw
         .execute("UPDATE entries SET payload = x'01'", [])
@@ -347,11 +354,7 @@ fn rewrite_erases_a_secret_from_every_byte_of_the_file_and_its_siblings() {
     let path = db(&dir);
     let (t, c) = clock();
     secret_store(&path, &c);
-    let offline = Offline {
-        lease_ttl_ms: 1_000,
-        now: c.clone(),
-        ..Offline::default()
-    };
+    let offline = offline(&c);
     assert_eq!(generation(&path).unwrap(), 0);
     let any_secret = |dir: &Path| {
         files_with_prefix(dir, "session.db")
@@ -425,11 +428,7 @@ fn rewrite_is_refused_under_a_live_lease_and_aborts_on_a_moved_entry() {
     let path = db(&dir);
     let (t, c) = clock();
     secret_store(&path, &c);
-    let offline = Offline {
-        lease_ttl_ms: 1_000,
-        now: c.clone(),
-        ..Offline::default()
-    };
+    let offline = offline(&c);
     let s = SqliteStorage::open(cfg(&path, "a", &c)).unwrap();
     let err = rewrite_into(&path, &offline, Ok, Ok).unwrap_err();
     assert!(
@@ -480,11 +479,7 @@ fn export_returns_the_copy_digest_and_keeps_the_claim_until_released() {
     let path = db(&dir);
     let (_t, c) = clock();
     secret_store(&path, &c);
-    let offline = Offline {
-        lease_ttl_ms: 1_000,
-        now: c.clone(),
-        ..Offline::default()
-    };
+    let offline = offline(&c);
     let to = dir.path().join("export.db");
     let mover = owner("move:op1");
     let digest = export_closed(&path, &to, &mover, &offline).unwrap();
@@ -536,11 +531,7 @@ fn export_copy_keeps_its_fences_and_release_by_owner_frees_any_incarnation() {
     let path = db(&dir);
     let (t, c) = clock();
     secret_store(&path, &c); // "a" held fence 1 and released it
-    let offline = Offline {
-        lease_ttl_ms: 1_000,
-        now: c.clone(),
-        ..Offline::default()
-    };
+    let offline = offline(&c);
     let mover = owner("move:op1");
     export_closed(&path, &dir.path().join("e1.db"), &mover, &offline).unwrap(); // fence 2
                                                                                 // The operation restarts and cuts again: its new incarnation claims fence 3.

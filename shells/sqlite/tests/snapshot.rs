@@ -15,22 +15,14 @@ custos_conformance::snapshot_suite!(sqlite, fresh);
 /// The runtime table names the same cases, and every one passes through it.
 #[test]
 fn every_snapshot_case_passes_through_the_table() {
-    let table = custos_conformance::snapshot::snapshot_cases::<SqliteStorage>();
-    assert_eq!(
-        table.len(),
-        custos_conformance::snapshot::SNAPSHOT_CASES.len()
-    );
-    let mut failed = Vec::new();
-    for (name, case) in &table {
-        if std::panic::catch_unwind(|| case(&fresh)).is_err() {
-            failed.push(*name);
-        }
-    }
-    assert!(failed.is_empty(), "failed: {failed:?}");
-    println!(
-        "sqlite: {} of {} snapshot cases pass",
-        table.len(),
-        table.len()
+    use custos_conformance::snapshot::{snapshot_cases, SNAPSHOT_CASES};
+    let table = snapshot_cases::<SqliteStorage>();
+    custos_conformance::assert_every_case_passes(
+        "sqlite",
+        "snapshot cases",
+        &table,
+        SNAPSHOT_CASES,
+        &fresh,
     );
 }
 
