@@ -217,7 +217,7 @@ pub fn assert_every_case_passes<B>(
     names: &[&str],
     factory: &dyn Fn() -> B,
 ) {
-    assert_eq!(table.len(), names.len());
+    assert_table_lists(table, names);
     let failed = failing_table_cases(table, factory);
     assert!(failed.is_empty(), "failed: {failed:?}");
     println!("{backend}: {} of {} {what} pass", table.len(), names.len());

@@ -172,6 +172,14 @@ impl<C: Columns> Cells<C> {
             .ok_or_else(|| self.fail(name, "null"))
     }
 
+    /// Whether text column `col` is SQL `NULL` (nothing copied).
+    pub fn is_null(&self, col: usize, name: &'static str) -> Result<bool, ColumnError> {
+        self.cols
+            .text(self.base + col)
+            .map(|t| t.is_none())
+            .map_err(|why| self.fail(name, why))
+    }
+
     /// A nullable text column read leniently: a value that is not text or
     /// is longer than `max` reads as none (for a value whose breaking of
     /// its rule means "absent", never copied when too long).
@@ -314,6 +322,8 @@ mod tests {
         );
         assert_eq!(c.text(1, "name", 6).unwrap(), "abcdef");
         assert_eq!(c.opt_text(2, "note", 5).unwrap(), None);
+        assert!(c.is_null(2, "note").unwrap());
+        assert!(!c.is_null(1, "name").unwrap());
         assert_eq!(c.text(2, "note", 5).unwrap_err().detail, "null");
         assert_eq!(c.int(3, "n").unwrap(), -1);
         assert_eq!(

@@ -248,6 +248,14 @@ pub fn assert_reopen_caught(
             "the durable shell ({mode:?}) fails {failed:?}"
         );
     }
+    // Every port must catch at least the bugs that lose acknowledged
+    // writes: a shorter `broken` list is itself a failure.
+    for loss in LOSSES {
+        assert!(
+            broken.contains(loss),
+            "{port}: the durability bugs checked must include {loss:?}"
+        );
+    }
     Verdicts::of(port, broken.iter().copied(), failures).assert_all_caught(broken.len());
 }
 

@@ -1,5 +1,5 @@
 //! [`MemoryDeployments`]: the deployment catalog port over core's pure
-//! desired state ([`state::decide`]), compiled routes ([`route::compile`])
+//! desired state ([`state::decide`](super::state::decide)), compiled routes ([`route::compile`])
 //! and page indexes ([`PageIndex`]), behind one lock. The reference the
 //! conformance suite is written against, and a catalog for tests.
 
@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::page::{self, Page, PageIndex, PageRequest, MAX_PAGE_BYTES};
 use super::route::{self, PinnedRoutes, ReleaseSource, ResolvedRevision, Snapshot, Target};
-use super::state::{self, Catalog, Receipt, Request, VersionedDeployment};
+use super::state::{Catalog, Receipt, Request, VersionedDeployment};
 use super::{DeploymentCatalog, DeploymentError};
 
 /// One installed generation: the catalog, its compiled routes and its
@@ -79,19 +79,15 @@ impl DeploymentCatalog for MemoryDeployments {
 
     fn mutate(&self, mut req: Request) -> Result<Receipt, DeploymentError> {
         let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
-        req.compiled_at = live.catalog.generation;
-        let decision = state::decide(&live.catalog, &req)?;
-        let applied = decision.applied();
-        let Some(next) = decision.next else {
-            return Ok(decision.receipt);
-        };
-        let routes = route::compile_admitting(&next, self.source.as_ref(), &applied)?;
-        *live = Arc::new(Installed {
-            index: PageIndex::build(&next),
-            routes: Arc::new(routes),
-            catalog: next,
-        });
-        Ok(decision.receipt)
+        let decided = route::decide_live(&live.catalog, &mut req, self.source.as_ref())?;
+        if let Some((next, routes)) = decided.next {
+            *live = Arc::new(Installed {
+                index: PageIndex::build(&next),
+                routes: Arc::new(routes),
+                catalog: next,
+            });
+        }
+        Ok(decided.receipt)
     }
     fn get(&self, tenant: &str, id: &str) -> Result<Option<VersionedDeployment>, DeploymentError> {
         Ok(self.installed().catalog.get(Some(tenant), id).cloned())

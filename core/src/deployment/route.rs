@@ -403,6 +403,43 @@ pub fn gather(catalog: &Catalog, source: &dyn ReleaseSource) -> Gathered {
         .collect()
 }
 
+/// A request decided against the live catalog: its receipt, and the
+/// next catalog with the routes it compiles to (`None` when nothing is
+/// published).
+#[derive(Debug)]
+pub struct Decided {
+    /// The decision's own receipt.
+    pub receipt: super::state::Receipt,
+    /// The catalog to publish and its compiled routes.
+    pub next: Option<(Catalog, Snapshot)>,
+}
+
+/// Decides `req` against `live` (its `compiled_at` set to the live
+/// generation) and compiles the routes of the catalog it publishes,
+/// admitting the releases it applies from `source`: the one step every
+/// deployment catalog runs under its writer lock, before it installs (and
+/// a durable one writes) the result.
+pub fn decide_live(
+    live: &Catalog,
+    req: &mut super::state::Request,
+    source: &dyn ReleaseSource,
+) -> Result<Decided, DeploymentError> {
+    req.compiled_at = live.generation;
+    let decision = super::state::decide(live, req)?;
+    let applied = decision.applied();
+    let next = match decision.next {
+        Some(next) => {
+            let routes = compile_admitting(&next, source, &applied)?;
+            Some((next, routes))
+        }
+        None => None,
+    };
+    Ok(Decided {
+        receipt: decision.receipt,
+        next,
+    })
+}
+
 /// Compiles with `source`: each release is asked ([`ask`]) and then fed to
 /// the pure [`Compilation`] before the next is asked, so a refusal stops
 /// the asking (a compilation refused at its first release costs one

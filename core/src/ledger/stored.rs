@@ -3,8 +3,9 @@
 //! ties them together), a scope row's ([`StoredScope::decode`]), a release
 //! row's ([`StoredRelease::decode`]) and a scope state's stored forms
 //! ([`ScopeState::to_stored`], [`ScopeState::to_stored_text`] and their
-//! inverses). A backend decodes each column's type and byte bound (and its
-//! own integer encoding) and nothing else.
+//! inverses). Each row's columns are read here too (`read`, over a
+//! backend's [`Columns`]): a backend writes the SELECT in the order the
+//! reader names and nothing else.
 
 use super::{
     AttachToken, CallRow, CloseOutcome, Digest, Key, LedgerError, OpId, Release, RequestId,
@@ -12,7 +13,9 @@ use super::{
 };
 use crate::columns::{Cells, ColumnError, Columns, MAX_WORD_LEN};
 
-/// The bound on a stored outcome's bytes: the most a ledger may ever hold.
+/// The bound on a stored outcome's bytes a SQL backend reads back: the
+/// default ledger budget (512 MiB), the most a ledger under the default
+/// limits can hold at all.
 pub const MAX_STORED_OUTCOME_BYTES: usize = super::DEFAULT_MAX_LEDGER_BYTES as usize;
 
 impl StoredScope {

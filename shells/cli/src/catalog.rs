@@ -63,7 +63,7 @@
 
 use custos_core::Class;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
@@ -311,25 +311,34 @@ fn open_remote(
     Ok((identity, place, Box::new(catalog)))
 }
 
-fn open_local(identity: StorageIdentity) -> Result<Opened, ExitCode> {
-    let path = catalog_path(&identity).ok_or_else(|| {
+/// The local catalog file of `identity`; refused (printed now) when there
+/// is no catalog directory for it.
+fn local_path(identity: &StorageIdentity) -> Result<PathBuf, ExitCode> {
+    catalog_path(identity).ok_or_else(|| {
         fail(
             2,
             "no catalog directory for a remote identity: set CUSTOS_CATALOG_DIR or HOME",
         )
-    })?;
-    let not_found = || {
-        fail(
-            3,
-            format!(
-                "NotFound: no control catalog for {} (namespace {}, backend {}) at {}",
-                identity.location(),
-                identity.namespace(),
-                identity.backend(),
-                path.display()
-            ),
-        )
-    };
+    })
+}
+
+/// The refusal (printed now) of a local catalog that is not at `path`.
+fn not_found(identity: &StorageIdentity, path: &Path) -> ExitCode {
+    fail(
+        3,
+        format!(
+            "NotFound: no control catalog for {} (namespace {}, backend {}) at {}",
+            identity.location(),
+            identity.namespace(),
+            identity.backend(),
+            path.display()
+        ),
+    )
+}
+
+fn open_local(identity: StorageIdentity) -> Result<Opened, ExitCode> {
+    let path = local_path(&identity)?;
+    let not_found = || not_found(&identity, &path);
     if !path.is_file() {
         return Err(not_found());
     }
@@ -362,24 +371,11 @@ fn recover(
         Ok(id) => id,
         Err(e) => return Ok(fail(2, e)),
     };
-    let Some(path) = catalog_path(&identity) else {
-        return Ok(fail(
-            2,
-            "no catalog directory for a remote identity: set CUSTOS_CATALOG_DIR or HOME",
-        ));
+    let path = match local_path(&identity) {
+        Ok(path) => path,
+        Err(code) => return Ok(code),
     };
-    let not_found = || {
-        fail(
-            3,
-            format!(
-                "NotFound: no control catalog for {} (namespace {}, backend {}) at {}",
-                identity.location(),
-                identity.namespace(),
-                identity.backend(),
-                path.display()
-            ),
-        )
-    };
+    let not_found = || not_found(&identity, &path);
     if !path.is_file() {
         return Ok(not_found());
     }

@@ -192,20 +192,7 @@ impl DeploymentsCommand {
 
 /// Runs a deployments command (report to stdout, refusals to stderr).
 pub fn run(cmd: DeploymentsCommand) -> ExitCode {
-    crate::out::run(|out| run_in(cmd, out))
-}
-
-fn run_in(cmd: DeploymentsCommand, out: &mut Out) -> std::io::Result<ExitCode> {
-    let name = cmd.name();
-    let result = dispatch(cmd, out);
-    match result {
-        Ok(()) => Ok(ExitCode::SUCCESS),
-        Err(Failure::Output(e)) => Err(e),
-        Err(Failure::Refused(code, msg)) => {
-            crate::out::err(format_args!("custos deployments {name}: {msg}"));
-            Ok(ExitCode::from(code))
-        }
-    }
+    Failure::run("deployments", cmd.name(), |out| dispatch(cmd, out))
 }
 
 fn dispatch(cmd: DeploymentsCommand, out: &mut Out) -> Result<(), Failure> {

@@ -43,6 +43,25 @@ impl Failure {
         }
     }
 
+    /// Runs `body`, the command `custos <group> <name>`: its report to
+    /// stdout through [`crate::out::Out`] (a closed pipe or a full device
+    /// ends it without a panic), a refusal's message to stderr under the
+    /// command's name, with its exit status.
+    pub(crate) fn run(
+        group: &str,
+        name: &str,
+        body: impl FnOnce(&mut crate::out::Out) -> Result<(), Failure>,
+    ) -> ExitCode {
+        crate::out::run(|out| match body(out) {
+            Ok(()) => Ok(ExitCode::SUCCESS),
+            Err(Failure::Output(e)) => Err(e),
+            Err(Failure::Refused(code, msg)) => {
+                crate::out::err(format_args!("custos {group} {name}: {msg}"));
+                Ok(ExitCode::from(code))
+            }
+        })
+    }
+
     /// Ends a command of `group` (`custos <group> …`): the message on
     /// stderr, the exit status answered. An output failure is a fault (1).
     pub(crate) fn exit(self, group: &str) -> ExitCode {

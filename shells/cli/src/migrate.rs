@@ -403,6 +403,25 @@ fn foreign_destination(d: &Local) -> Result<(), Failure> {
 
 /// The job of `migration_id` between the endpoints `ends` names, its
 /// destination checked for foreign contents.
+/// The job of `migration_id` with its run locks held, and no file at
+/// `out_file` yet (a command that writes one refuses an existing one
+/// before anything is fenced or runs).
+fn start(
+    ends: &Endpoints,
+    migration_id: &str,
+    out_file: Option<&Path>,
+) -> Result<(Job, Vec<lock::HostLock>), Failure> {
+    let job = job(ends, migration_id)?;
+    let locks = run_locks(&job)?;
+    if let Some(path) = out_file.filter(|p| p.exists()) {
+        return Err(Failure::new(
+            Exit::Conflict.code(),
+            format_args!("{}: already exists", path.display()),
+        ));
+    }
+    Ok((job, locks))
+}
+
 fn job(ends: &Endpoints, migration_id: &str) -> Result<Job, Failure> {
     // The id first: a bad id is the answer whatever else is wrong.
     custos_migrate::endpoint::job_id(migration_id).map_err(|e| Failure::new(2, e))?;
@@ -527,22 +546,11 @@ fn plan(
     file: Option<&Path>,
     json: bool,
 ) -> std::io::Result<ExitCode> {
-    let job = match job(ends, migration_id) {
-        Ok(j) => j,
+    // An existing output file is refused before planning fences anything.
+    let (job, _locks) = match start(ends, migration_id, file) {
+        Ok(started) => started,
         Err(f) => return Ok(f.exit("migrate")),
     };
-    let _locks = match run_locks(&job) {
-        Ok(l) => l,
-        Err(f) => return Ok(f.exit("migrate")),
-    };
-    // Refuse an existing output file before planning fences anything.
-    if let Some(path) = file.filter(|p| p.exists()) {
-        return Ok(Failure::new(
-            Exit::Conflict.code(),
-            format_args!("{}: already exists", path.display()),
-        )
-        .exit("migrate"));
-    }
     let progress = show::Bars::new(json);
     let planned = match with(&job, &progress, |m| m.plan()) {
         Ok(Ok(p)) => p,
@@ -567,22 +575,11 @@ fn migrate(
     receipt_file: Option<&Path>,
     json: bool,
 ) -> std::io::Result<ExitCode> {
-    let job = match job(ends, migration_id) {
-        Ok(j) => j,
+    // An existing receipt file is refused before anything runs.
+    let (job, _locks) = match start(ends, migration_id, receipt_file) {
+        Ok(started) => started,
         Err(f) => return Ok(f.exit("migrate")),
     };
-    let _locks = match run_locks(&job) {
-        Ok(l) => l,
-        Err(f) => return Ok(f.exit("migrate")),
-    };
-    // Refuse an existing receipt file before anything runs.
-    if let Some(path) = receipt_file.filter(|p| p.exists()) {
-        return Ok(Failure::new(
-            Exit::Conflict.code(),
-            format_args!("{}: already exists", path.display()),
-        )
-        .exit("migrate"));
-    }
     let held = match plan_file.map(|p| {
         read_bounded(p, MAX_DOCUMENT).and_then(|b| {
             Plan::decode(&b).map_err(|e| Failure::new(2, format_args!("{}: {e}", p.display())))

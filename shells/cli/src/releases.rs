@@ -191,20 +191,7 @@ impl ReleasesCommand {
 /// Runs a releases command: its report to stdout through [`Out`] (a closed
 /// pipe or a full device ends it without a panic), refusals to stderr.
 pub fn run(cmd: ReleasesCommand) -> ExitCode {
-    crate::out::run(|out| run_in(cmd, out))
-}
-
-fn run_in(cmd: ReleasesCommand, out: &mut Out) -> std::io::Result<ExitCode> {
-    let name = cmd.name();
-    let result = dispatch(cmd, out);
-    match result {
-        Ok(()) => Ok(ExitCode::SUCCESS),
-        Err(Failure::Output(e)) => Err(e),
-        Err(Failure::Refused(code, msg)) => {
-            crate::out::err(format_args!("custos releases {name}: {msg}"));
-            Ok(ExitCode::from(code))
-        }
-    }
+    Failure::run("releases", cmd.name(), |out| dispatch(cmd, out))
 }
 
 /// Runs one releases command.

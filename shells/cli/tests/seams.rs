@@ -34,20 +34,8 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// Every substring of four or more characters of `secret` in `text`.
-fn leaks(text: &str, secret: &str) -> Vec<String> {
-    let chars: Vec<char> = secret.chars().collect();
-    let mut found = Vec::new();
-    for i in 0..chars.len() {
-        for j in i + 4..=chars.len() {
-            let part: String = chars[i..j].iter().collect();
-            if text.contains(&part) {
-                found.push(part);
-            }
-        }
-    }
-    found
-}
+// Every substring of four or more characters of `secret` in `text`.
+use custos_conformance::leaked_parts as leaks;
 
 /// Writes the inputs of release `name@1.0.0` of tenant `acme` (exporting
 /// nothing) into `dir`: the component `component` (from `wat_text`), the

@@ -43,7 +43,7 @@ use custos_core::deployment::route::{
     self, PinnedRoutes, ReleaseFacts, ReleaseSource, ResolvedRevision, Snapshot, Standing, Target,
 };
 use custos_core::deployment::state::{
-    self, Catalog, MutationDetail, Receipt, Request, VersionedDeployment,
+    Catalog, MutationDetail, Receipt, Request, VersionedDeployment,
 };
 use custos_core::deployment::{DeploymentCatalog, DeploymentError, Refusal};
 use custos_core::release::lifecycle::Membership;
@@ -368,13 +368,10 @@ impl<F: Fs> DeploymentRepository<F> {
             .lock()
             .map_err(|_| DeploymentRepoError::Poisoned)?;
         let live = self.live()?;
-        req.compiled_at = live.catalog.generation;
-        let decision = state::decide(&live.catalog, &req)?;
-        let applied = decision.applied();
-        let Some(next) = decision.next else {
-            return Ok(decision.receipt);
+        let decided = route::decide_live(&live.catalog, &mut req, self.source.as_ref())?;
+        let Some((next, routes)) = decided.next else {
+            return Ok(decided.receipt);
         };
-        let routes = route::compile_admitting(&next, self.source.as_ref(), &applied)?;
         let bytes = record::encode(&next, &routes, self.max_state_bytes).map_err(|e| match e {
             RecordError::TooLarge { limit } => {
                 DeploymentRepoError::Rule(DeploymentError::CompileLimit {
@@ -395,9 +392,9 @@ impl<F: Fs> DeploymentRepository<F> {
             index,
         })?;
         match synced {
-            Ok(()) => Ok(decision.receipt),
+            Ok(()) => Ok(decided.receipt),
             Err(source) => Err(DeploymentRepoError::Uncertain(Box::new(UncertainCommit {
-                receipt: decision.receipt,
+                receipt: decided.receipt,
                 source,
             }))),
         }

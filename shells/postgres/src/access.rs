@@ -69,14 +69,13 @@ use custos_core::catalogue::access::rows::{
     self, AccessLoad, AccessRead, AccessRows, Claims, Credentials, Memberships, Principals,
     RowsAccess,
 };
-#[cfg(doc)]
-use custos_core::catalogue::access::AccessFootprint;
-use custos_core::catalogue::access::PRINCIPAL_ID_LIMIT;
 use custos_core::catalogue::access::{
     self, AccessError, AccessOutcome, AccessRequest, AccessState, Authority, ClaimDigest, ClaimRow,
     CredentialRow, Digest, PrincipalRow, Role, Sha256, StoredClaim, StoredCredential,
     StoredMembership, StoredPrincipal,
 };
+#[cfg(doc)]
+use custos_core::catalogue::access::{Access, AccessFootprint};
 use custos_core::catalogue::{CatalogueError, CatalogueState};
 use postgres::Row;
 
@@ -162,11 +161,7 @@ fn failure(f: Failure) -> AccessError {
 }
 
 fn finish<T>(r: Tx<T>) -> Res<T> {
-    match r {
-        Ok(v) => Ok(v),
-        Err(TxError::Refused(e)) => Err(e),
-        Err(TxError::Failure(f)) => Err(failure(f)),
-    }
+    r.map_err(|e| e.settle(failure))
 }
 
 fn pg(op: &'static str) -> impl Fn(postgres::Error) -> TxError<AccessError> {
@@ -603,12 +598,9 @@ impl RowsAccess for PgCatalogue {
             }
             let (sha, c) = decode_credential(r)?;
             a.credentials.insert(sha, c);
-            // The joined principal, if any (its id bounded, not copied).
+            // The joined principal, if any (nothing copied to tell).
             let principal = cells_from(r, "access_principals", CREDENTIAL_COLUMNS);
-            if principal
-                .opt_text(0, "principal_id", PRINCIPAL_ID_LIMIT)?
-                .is_some()
-            {
+            if !principal.is_null(0, "principal_id")? {
                 let (id, p) = decode_principal_at(r, CREDENTIAL_COLUMNS)?;
                 a.principals.insert(id, p);
             }

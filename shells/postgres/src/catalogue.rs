@@ -79,12 +79,15 @@
 //! ## Errors
 //!
 //! A lost or refused connection, or a server shutting down, is
-//! [`CatalogueError::Unavailable`] (a write in flight may have applied; the
-//! same request again converges); other server failures are
+//! [`CatalogueError::Unavailable`] (a write in flight may have applied;
+//! what a retry of each request is answered is `docs/retries.md`); other
+//! server failures are
 //! `BackendFault`. No error and no `Debug` output shows the connection URL
 //! or its password.
 
 pub use crate::open::{OpenError, Refusal};
+#[cfg(doc)]
+use custos_core::catalogue::Catalogue;
 use std::fmt;
 
 use crate::cols::cells;
@@ -321,11 +324,7 @@ fn failure(f: Failure) -> CatalogueError {
 }
 
 fn finish<T>(r: Tx<T>) -> Res<T> {
-    match r {
-        Ok(v) => Ok(v),
-        Err(TxError::Refused(e)) => Err(e),
-        Err(TxError::Failure(f)) => Err(failure(f)),
-    }
+    r.map_err(|e| e.settle(failure))
 }
 
 fn refuse(e: CatalogueError) -> TxError<CatalogueError> {

@@ -2,6 +2,7 @@
 //! through [`Cells`], one set of rules for every table.
 
 use custos_core::columns::{Cells, Columns};
+use postgres::types::{FromSql, Type};
 use postgres::Row;
 
 /// A PostgreSQL row's columns, borrowed (a text is not copied to be
@@ -12,8 +13,8 @@ pub(crate) struct Pg<'r>(&'r Row);
 
 impl Columns for Pg<'_> {
     fn text(&self, col: usize) -> Result<Option<&[u8]>, String> {
-        let t: Option<&str> = self.0.try_get(col).map_err(|e| e.to_string())?;
-        Ok(t.map(str::as_bytes))
+        let t: Option<RawText<'_>> = self.0.try_get(col).map_err(|e| e.to_string())?;
+        Ok(t.map(|t| t.0))
     }
 
     fn int(&self, col: usize) -> Result<Option<i64>, String> {
@@ -27,6 +28,20 @@ impl Columns for Pg<'_> {
 
     fn blob(&self, col: usize) -> Result<Option<&[u8]>, String> {
         self.0.try_get(col).map_err(|e| e.to_string())
+    }
+}
+
+/// A text column's bytes as the server sent them: borrowed, not yet
+/// checked as UTF-8 ([`Cells`] bounds them first).
+struct RawText<'a>(&'a [u8]);
+
+impl<'a> FromSql<'a> for RawText<'a> {
+    fn from_sql(_: &Type, raw: &'a [u8]) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(RawText(raw))
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        <&str as FromSql>::accepts(ty)
     }
 }
 

@@ -1461,6 +1461,17 @@ pub enum TxError<E> {
     Refused(E),
 }
 
+impl<E> TxError<E> {
+    /// The port's error: a refusal as it is, a server failure as
+    /// `failure` maps it.
+    pub fn settle(self, failure: impl FnOnce(Failure) -> E) -> E {
+        match self {
+            TxError::Refused(e) => e,
+            TxError::Failure(f) => failure(f),
+        }
+    }
+}
+
 impl<E> From<Failure> for TxError<E> {
     fn from(f: Failure) -> Self {
         TxError::Failure(f)
@@ -1856,10 +1867,6 @@ impl Component {
             .map_err(db("schema-record"))?;
             Ok(())
         });
-        match r {
-            Ok(()) => Ok(()),
-            Err(TxError::Refused(e)) => Err(e),
-            Err(TxError::Failure(f)) => Err(f.into()),
-        }
+        r.map_err(|e| e.settle(Into::into))
     }
 }

@@ -210,10 +210,7 @@ fn world_failure(f: Failure) -> WorldError {
 }
 
 fn settle<T>(r: TxRes<T>) -> Res<T> {
-    r.map_err(|e| match e {
-        TxError::Refused(e) => e,
-        TxError::Failure(f) => world_failure(f),
-    })
+    r.map_err(|e| e.settle(world_failure))
 }
 
 impl PgControlCatalog {

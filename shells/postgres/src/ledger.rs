@@ -94,7 +94,9 @@
 //!
 //! A server that cannot be reached, a dropped connection or a server
 //! shutting down is [`LedgerError::Unavailable`] (the outcome of a write in
-//! flight is unknown; retrying the same request converges); any other
+//! flight is unknown; what a retry of each request is answered is
+//! `docs/retries.md`: an admission retried without its request id is not
+//! recognised as its own); any other
 //! server error is [`LedgerError::BackendFault`]. Neither, nor any
 //! [`OpenError`] or `Debug` output, contains the connection URL or
 //! its password.
@@ -244,10 +246,7 @@ fn failure(f: Failure) -> LedgerError {
 }
 
 fn tx_error(e: TxError<LedgerError>) -> LedgerError {
-    match e {
-        TxError::Failure(f) => failure(f),
-        TxError::Refused(e) => e,
-    }
+    e.settle(failure)
 }
 
 /// A `map_err` adapter for a statement of the transaction body.

@@ -56,7 +56,9 @@
 //! ## Errors
 //!
 //! A lost connection or a server shutting down is `Unavailable` (the
-//! outcome of a write in flight is unknown; retrying converges); a stored
+//! outcome of a write in flight is unknown; what a retry of each request is
+//! answered is `docs/retries.md`: a register set without an expectation or
+//! a commit id applies again); a stored
 //! row that does not decode is `Corrupt` (reads) or `Faulted` (commits),
 //! naming the table and column; any other server failure is
 //! `BackendFault` / `Faulted`. No error or `Debug` output carries the
@@ -349,11 +351,7 @@ impl PgStorage {
         }
         let r = self.conn.decide(body);
         drop(g);
-        match r {
-            Ok(v) => Ok(v),
-            Err(TxError::Refused(e)) => Err(e),
-            Err(TxError::Failure(f)) => Err(commit_error(f)),
-        }
+        r.map_err(|e| e.settle(commit_error))
     }
 
     /// Runs `body` in one read-only snapshot. A closed handle answers
@@ -368,11 +366,7 @@ impl PgStorage {
         }
         let r = self.conn.read(body);
         drop(g);
-        match r {
-            Ok(v) => Ok(v),
-            Err(TxError::Refused(e)) => Err(e),
-            Err(TxError::Failure(f)) => Err(storage_error(f)),
-        }
+        r.map_err(|e| e.settle(storage_error))
     }
 
     /// Admits a commit under this handle's pair at the server's clock:
@@ -427,11 +421,7 @@ fn admit(conn: &Conn, session: &str, owner: &Owner, ttl: Millis) -> Result<Lease
             ))
         })
     });
-    match r {
-        Ok(l) => Ok(l),
-        Err(TxError::Refused(e)) => Err(e),
-        Err(TxError::Failure(f)) => Err(f.into()),
-    }
+    r.map_err(|e| e.settle(Into::into))
 }
 
 // ------------------------------------------------------------- head row
@@ -880,21 +870,6 @@ fn sql_limit(limit: Option<usize>) -> Option<i64> {
     limit.map(|l| i64::try_from(l).unwrap_or(i64::MAX))
 }
 
-/// The smallest string above every string that starts with `prefix` (in
-/// byte order, which is code-point order), or `None` when there is none
-/// (the empty prefix, or one of `char::MAX`s only).
-fn prefix_upper_bound(prefix: &str) -> Option<String> {
-    let mut chars: Vec<char> = prefix.chars().collect();
-    while let Some(last) = chars.pop() {
-        let next = (u32::from(last) + 1..=u32::from(char::MAX)).find_map(char::from_u32);
-        if let Some(n) = next {
-            chars.push(n);
-            return Some(chars.into_iter().collect());
-        }
-    }
-    None
-}
-
 impl Storage for PgStorage {
     fn commit(&self, commit: &Commit) -> Result<CommitReceipt, CommitError> {
         let fp = commit.footprint();
@@ -968,7 +943,8 @@ impl Storage for PgStorage {
         self.read(|tx| {
             let base = "SELECT key, value, seq::text FROM storage_registers
                  WHERE session = $1 AND namespace = $2 AND key >= $3";
-            let rows = match prefix_upper_bound(prefix.as_str()) {
+            // The smallest string above every one the prefix starts.
+            let rows = match custos_core::snapshot::successor(prefix.as_str()) {
                 Some(upper) => tx.query(
                     &format!("{base} AND key < $4 ORDER BY key"),
                     &[&self.session, &namespace.as_str(), &prefix.as_str(), &upper],
@@ -1131,23 +1107,5 @@ impl Storage for PgStorage {
 
     fn explain_branch_scan(&self, q: &BranchScan) -> Result<Option<Vec<String>>, StorageError> {
         self.explain(q, true).map(Some)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn prefix_upper_bound_is_the_next_string_outside_the_prefix() {
-        assert_eq!(prefix_upper_bound(""), None);
-        assert_eq!(prefix_upper_bound("a"), Some("b".to_owned()));
-        assert_eq!(prefix_upper_bound("a/"), Some("a0".to_owned()));
-        assert_eq!(
-            prefix_upper_bound("a\u{D7FF}"),
-            Some("a\u{E000}".to_owned())
-        );
-        assert_eq!(prefix_upper_bound("a\u{10FFFF}"), Some("b".to_owned()));
-        assert_eq!(prefix_upper_bound("\u{10FFFF}"), None);
     }
 }

@@ -48,6 +48,8 @@ use custos_core::catalogue::access::rows::{
     self, AccessLoad, AccessRead, AccessRows, Claims, Credentials, Memberships, Principals,
     RowsAccess,
 };
+#[cfg(doc)]
+use custos_core::catalogue::access::Access;
 use custos_core::catalogue::access::{
     self, AccessError, AccessFootprint, AccessOutcome, AccessRequest, AccessState, Authority,
     ClaimDigest, ClaimRow, CredentialRow, Digest, PrincipalRow, Role, Sha256, StoredClaim,

@@ -54,6 +54,8 @@
 //! naming the table, row and column. A subtitle longer than any subtitle
 //! can be reads as none, as a subtitle that breaks its rule always has.
 
+#[cfg(doc)]
+use custos_core::catalogue::Catalogue;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
