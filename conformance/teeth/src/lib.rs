@@ -233,7 +233,7 @@ pub fn reopen_failing_cases<R: Clone, S>(
 /// case in any mode of `honest` (the honest mode, and a bug the port
 /// cannot show, such as skipping a recovery it does not have), records
 /// the cases each mode of `broken` fails (`failures`), and asserts every
-/// one was caught.
+/// one was caught. `broken` must include every mode of [`LOSSES`].
 #[track_caller]
 pub fn assert_reopen_caught(
     port: &'static str,
@@ -241,19 +241,19 @@ pub fn assert_reopen_caught(
     broken: &[Durability],
     failures: impl Fn(Durability) -> Vec<String>,
 ) {
-    for &mode in honest {
-        let failed = failures(mode);
-        assert!(
-            failed.is_empty(),
-            "the durable shell ({mode:?}) fails {failed:?}"
-        );
-    }
     // Every port must catch at least the bugs that lose acknowledged
     // writes: a shorter `broken` list is itself a failure.
     for loss in LOSSES {
         assert!(
             broken.contains(loss),
             "{port}: the durability bugs checked must include {loss:?}"
+        );
+    }
+    for &mode in honest {
+        let failed = failures(mode);
+        assert!(
+            failed.is_empty(),
+            "the durable shell ({mode:?}) fails {failed:?}"
         );
     }
     Verdicts::of(port, broken.iter().copied(), failures).assert_all_caught(broken.len());

@@ -1249,6 +1249,30 @@ pub struct ColdEvidence {
     pub objects_failed: Vec<ObjectMismatch>,
 }
 
+impl ColdEvidence {
+    /// The evidence of a cold read of `plan`: the worlds it found missing,
+    /// the tables as read, the objects verified and those that failed, and
+    /// the resume exercise. The worlds discovered are the plan's less the
+    /// missing ones.
+    pub fn of(
+        plan: &Plan,
+        worlds_missing: Vec<Name>,
+        tables: Vec<(Name, TableFacts)>,
+        (objects_verified, objects_failed): (u64, Vec<ObjectMismatch>),
+        resume: Resume,
+    ) -> Self {
+        ColdEvidence {
+            plan_digest: plan.digest(),
+            worlds_discovered: plan.worlds.len().saturating_sub(worlds_missing.len()) as u64,
+            tables,
+            objects_verified,
+            resume,
+            worlds_missing,
+            objects_failed,
+        }
+    }
+}
+
 /// A planned object whose bytes at the destination did not verify.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

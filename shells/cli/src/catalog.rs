@@ -338,13 +338,13 @@ fn not_found(identity: &StorageIdentity, path: &Path) -> ExitCode {
 
 fn open_local(identity: StorageIdentity) -> Result<Opened, ExitCode> {
     let path = local_path(&identity)?;
-    let not_found = || not_found(&identity, &path);
+    let missing = || not_found(&identity, &path);
     if !path.is_file() {
-        return Err(not_found());
+        return Err(missing());
     }
     let catalog = SqliteControlCatalog::open_read_only(&path).map_err(|e| match e {
         // The file went away (or was never a regular file) after the check.
-        OpenError::UnopenablePath { .. } => not_found(),
+        OpenError::UnopenablePath { .. } => missing(),
         // Readable once recovered: refused until then, nothing written.
         OpenError::RecoveryNeeded { path, journal } => fail(
             Exit::Refused.code(),
@@ -375,15 +375,15 @@ fn recover(
         Ok(path) => path,
         Err(code) => return Ok(code),
     };
-    let not_found = || not_found(&identity, &path);
+    let missing = || not_found(&identity, &path);
     if !path.is_file() {
-        return Ok(not_found());
+        return Ok(missing());
     }
     let recovery: Recovery = match SqliteControlCatalog::recover(&path) {
         Ok(r) => r,
         Err(e) => {
             return Ok(match e {
-                OpenError::UnopenablePath { .. } if !path.is_file() => not_found(),
+                OpenError::UnopenablePath { .. } if !path.is_file() => missing(),
                 // A file this process may not write is refused (its class).
                 e => match e.class() {
                     Class::Internal => fail(1, format!("cannot recover {}: {e}", path.display())),

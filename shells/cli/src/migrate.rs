@@ -401,8 +401,6 @@ fn foreign_destination(d: &Local) -> Result<(), Failure> {
     }
 }
 
-/// The job of `migration_id` between the endpoints `ends` names, its
-/// destination checked for foreign contents.
 /// The job of `migration_id` with its run locks held, and no file at
 /// `out_file` yet (a command that writes one refuses an existing one
 /// before anything is fenced or runs).
@@ -422,6 +420,8 @@ fn start(
     Ok((job, locks))
 }
 
+/// The job of `migration_id` between the endpoints `ends` names, its
+/// destination checked for foreign contents.
 fn job(ends: &Endpoints, migration_id: &str) -> Result<Job, Failure> {
     // The id first: a bad id is the answer whatever else is wrong.
     custos_migrate::endpoint::job_id(migration_id).map_err(|e| Failure::new(2, e))?;

@@ -174,7 +174,11 @@ fn not_found_is_a_clean_exit_code_and_creates_nothing() {
         let out = custos(&args);
         assert_eq!(out.status.code(), Some(3), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("NotFound: no control catalog"), "{err}");
+        assert_eq!(
+            err.matches("NotFound: no control catalog").count(),
+            1,
+            "{err}"
+        );
         assert!(out.stdout.is_empty());
     }
     assert_eq!(files(dir.path()), before, "a miss created files");
@@ -539,5 +543,12 @@ fn recover_without_a_catalog_is_not_found_and_creates_nothing() {
     let uri = dir.path().to_str().unwrap();
     let out = custos(&["catalog", "recover", uri, "--namespace", "ns"]);
     assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.matches("custos catalog: NotFound: no control catalog")
+            .count(),
+        1,
+        "{err}"
+    );
     assert!(files(dir.path()).is_empty());
 }

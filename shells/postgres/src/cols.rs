@@ -40,8 +40,13 @@ impl<'a> FromSql<'a> for RawText<'a> {
         Ok(RawText(raw))
     }
 
+    /// The text types whose binary form is the text's bytes as they are
+    /// (not the `ltree` family, which prefixes a version byte).
     fn accepts(ty: &Type) -> bool {
-        <&str as FromSql>::accepts(ty)
+        matches!(
+            *ty,
+            Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME | Type::UNKNOWN
+        ) || ty.name() == "citext"
     }
 }
 

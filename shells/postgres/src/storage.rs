@@ -943,7 +943,8 @@ impl Storage for PgStorage {
         self.read(|tx| {
             let base = "SELECT key, value, seq::text FROM storage_registers
                  WHERE session = $1 AND namespace = $2 AND key >= $3";
-            // The smallest string above every one the prefix starts.
+            // Keys from the prefix up to (not including) the smallest
+            // string above every key that starts with it.
             let rows = match custos_core::snapshot::successor(prefix.as_str()) {
                 Some(upper) => tx.query(
                     &format!("{base} AND key < $4 ORDER BY key"),

@@ -146,17 +146,14 @@ where
             };
             tables.push((t.name.clone(), f));
         }
-        let (objects_verified, objects_failed) =
-            verify_objects(self.objects, &self.artifact_root, plan)?;
+        let objects = verify_objects(self.objects, &self.artifact_root, plan)?;
         let resume = resume_for(self.control, plan, mode)?;
-        Ok(ColdEvidence {
-            plan_digest: plan.digest(),
-            worlds_discovered: (plan.worlds.len() - worlds_missing.len()) as u64,
-            tables,
-            objects_verified,
-            resume,
+        Ok(ColdEvidence::of(
+            plan,
             worlds_missing,
-            objects_failed,
-        })
+            tables,
+            objects,
+            resume,
+        ))
     }
 }

@@ -162,17 +162,15 @@ fn evidence(d: &Local, plan: &Plan, mode: VerifyMode) -> Result<ColdEvidence, St
         }
         query(&store, &control)?;
     }
-    let (objects_verified, objects_failed) = objects(d, plan)?;
+    let objects = objects(d, plan)?;
     let resume = resume_for(&control, plan, mode)?;
-    Ok(ColdEvidence {
-        plan_digest: plan.digest(),
-        worlds_discovered: (plan.worlds.len() - worlds_missing.len()) as u64,
-        tables,
-        objects_verified,
-        resume,
+    Ok(ColdEvidence::of(
+        plan,
         worlds_missing,
-        objects_failed,
-    })
+        tables,
+        objects,
+        resume,
+    ))
 }
 
 /// A fresh read of table `name`'s evidence (`None`: the catalog does not

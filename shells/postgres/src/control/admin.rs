@@ -84,10 +84,7 @@ fn admin_failure(f: Failure) -> AdminError {
 }
 
 fn settle<T>(r: AdminTx<T>) -> Result<T, AdminError> {
-    r.map_err(|e| match e {
-        TxError::Refused(e) => e,
-        TxError::Failure(f) => admin_failure(f),
-    })
+    r.map_err(|e| e.settle(admin_failure))
 }
 
 /// A bytea column, its length checked before it is copied.
