@@ -46,7 +46,7 @@ mod stored;
 mod text;
 
 pub use effect::Effect;
-pub use stored::StoredDelegate;
+pub use stored::{read_default, read_deleted, read_recent, StoredDelegate};
 
 pub use text::{
     display_name, invisible, is_creation_key, is_executor_name, is_local_workspace, is_model_key,

@@ -99,6 +99,29 @@ impl StoredDelegate {
     }
 }
 
+/// A workspace-default row from `c`, in the order `workspace,
+/// session_id`: the workspace and the session it names.
+pub fn read_default<C: Columns>(c: &mut Cells<C>) -> Result<(String, String), ColumnError> {
+    let workspace = c.text(0, "workspace", super::LOCAL_WORKSPACE_LIMIT)?;
+    c.at(workspace.as_str());
+    let session_id = c.text(1, "session_id", super::SESSION_ID_LIMIT)?;
+    Ok((workspace, session_id))
+}
+
+/// A recent-folder row from `c`, in the order `id, path`.
+pub fn read_recent<C: Columns>(c: &mut Cells<C>) -> Result<(u64, String), ColumnError> {
+    let id = c.unsigned(0, "id")?;
+    c.at(id.to_string());
+    Ok((id, c.text(1, "path", super::LOCAL_WORKSPACE_LIMIT)?))
+}
+
+/// A remembered deletion from `c`, in the order `session_id, revision`.
+pub fn read_deleted<C: Columns>(c: &mut Cells<C>) -> Result<(String, u64), ColumnError> {
+    let id = c.text(0, "session_id", super::SESSION_ID_LIMIT)?;
+    c.at(id.as_str());
+    Ok((id, c.unsigned(1, "revision")?))
+}
+
 fn bad(what: &'static str, detail: String) -> CatalogueError {
     CatalogueError::Invalid { what, detail }
 }

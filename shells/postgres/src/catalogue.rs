@@ -98,7 +98,6 @@ use custos_core::catalogue::{
     self, footprint, CatalogueError, CatalogueState, Footprint, Outcome, Request, StoredDelegate,
     StoredSession,
 };
-use custos_core::catalogue::{LOCAL_WORKSPACE_LIMIT, SESSION_ID_LIMIT};
 use postgres::Row;
 
 use crate::conn::Tx as Transaction;
@@ -437,10 +436,7 @@ fn defaults_sql(where_: &str) -> String {
 
 fn put_defaults(state: &mut CatalogueState, rows: &[Row]) -> Tx<()> {
     for r in rows {
-        let mut c = cells(r, "catalogue_workspace_defaults");
-        let ws = c.text(0, "workspace", LOCAL_WORKSPACE_LIMIT)?;
-        c.at(ws.as_str());
-        let id = c.text(1, "session_id", SESSION_ID_LIMIT)?;
+        let (ws, id) = catalogue::read_default(&mut cells(r, "catalogue_workspace_defaults"))?;
         state.put_stored_default(ws, id).map_err(refuse)?;
     }
     Ok(())
@@ -450,10 +446,7 @@ const RECENT_SQL: &str = "SELECT id, path FROM catalogue_recent_folders";
 
 fn put_recent(state: &mut CatalogueState, rows: &[Row]) -> Tx<()> {
     for r in rows {
-        let mut c = cells(r, "catalogue_recent_folders");
-        let id = c.unsigned(0, "id")?;
-        c.at(id.to_string());
-        let path = c.text(1, "path", LOCAL_WORKSPACE_LIMIT)?;
+        let (id, path) = catalogue::read_recent(&mut cells(r, "catalogue_recent_folders"))?;
         state.put_stored_recent(id, path).map_err(refuse)?;
     }
     Ok(())
@@ -464,10 +457,7 @@ const DELETED_SQL: &str = "SELECT session_id, revision FROM catalogue_deleted";
 
 fn put_deleted(state: &mut CatalogueState, rows: &[Row]) -> Tx<()> {
     for r in rows {
-        let mut c = cells(r, "catalogue_deleted");
-        let id = c.text(0, "session_id", SESSION_ID_LIMIT)?;
-        c.at(id.as_str());
-        let rev = c.unsigned(1, "revision")?;
+        let (id, rev) = catalogue::read_deleted(&mut cells(r, "catalogue_deleted"))?;
         state.put_stored_deletion(id, rev).map_err(refuse)?;
     }
     Ok(())

@@ -68,7 +68,6 @@ use custos_core::catalogue::{
     self, footprint, CatalogueError, CatalogueState, Outcome, Request, StoredDelegate,
     StoredSession,
 };
-use custos_core::catalogue::{LOCAL_WORKSPACE_LIMIT, SESSION_ID_LIMIT};
 use rusqlite::{Connection, Row, Transaction, TransactionBehavior};
 
 use crate::codec::cells;
@@ -385,11 +384,7 @@ fn load_defaults(
     let rows = st
         .query_map(args, |r| {
             let mut c = cells(r, "catalogue_workspace_defaults");
-            Ok((|| {
-                let ws = c.text(0, "workspace", LOCAL_WORKSPACE_LIMIT)?;
-                c.at(ws.as_str());
-                Ok((ws, c.text(1, "session_id", SESSION_ID_LIMIT)?))
-            })())
+            Ok(catalogue::read_default(&mut c).map_err(CatalogueError::from))
         })
         .map_err(db("load-defaults"))?
         .collect::<Result<Vec<Res<_>>, _>>()
@@ -408,11 +403,7 @@ fn load_recent(tx: &Transaction<'_>, state: &mut CatalogueState) -> Res<()> {
     let rows = st
         .query_map([], |r| {
             let mut c = cells(r, "catalogue_recent_folders");
-            Ok((|| {
-                let id = c.unsigned(0, "id")?;
-                c.at(id.to_string());
-                Ok((id, c.text(1, "path", LOCAL_WORKSPACE_LIMIT)?))
-            })())
+            Ok(catalogue::read_recent(&mut c).map_err(CatalogueError::from))
         })
         .map_err(db("load-recent"))?
         .collect::<Result<Vec<Res<_>>, _>>()
@@ -431,11 +422,7 @@ fn load_deleted(tx: &Transaction<'_>, state: &mut CatalogueState) -> Res<()> {
     let rows = st
         .query_map([], |r| {
             let mut c = cells(r, "catalogue_deleted");
-            Ok((|| {
-                let id = c.text(0, "session_id", SESSION_ID_LIMIT)?;
-                c.at(id.as_str());
-                Ok((id, c.unsigned(1, "revision")?))
-            })())
+            Ok(catalogue::read_deleted(&mut c).map_err(CatalogueError::from))
         })
         .map_err(db("load-deleted"))?
         .collect::<Result<Vec<Res<_>>, _>>()
