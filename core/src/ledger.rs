@@ -493,7 +493,9 @@ pub struct Limits {
     pub max_unclean_scopes: u64,
     /// The byte budget.
     pub max_ledger_bytes: u64,
-    /// What one admitted call reserves (and the largest outcome).
+    /// What one admitted call reserves, and the largest outcome it may
+    /// store (never more than [`MAX_STORED_OUTCOME_BYTES`], whatever this
+    /// says).
     pub reservation_bytes: u64,
 }
 
@@ -888,12 +890,13 @@ pub enum LedgerError {
         /// Its state.
         state: ScopeState,
     },
-    /// An outcome larger than one call's reservation.
+    /// An outcome larger than one call's reservation, or than
+    /// [`MAX_STORED_OUTCOME_BYTES`] whatever the limits.
     #[error("OutcomeTooLarge: {bytes} bytes > {max}")]
     OutcomeTooLarge {
         /// Its size.
         bytes: u64,
-        /// The reservation.
+        /// The largest outcome this call may store.
         max: u64,
     },
     /// A name that is empty, too long or has control characters.
@@ -1233,6 +1236,18 @@ fn is_own_admission(view: &View, tool: &Tool, request: Option<&RequestId>) -> bo
     }
 }
 
+/// Refuses an outcome larger than `reserved` or than
+/// [`MAX_STORED_OUTCOME_BYTES`], whatever the limits: every outcome a
+/// decision stores is one a backend reads back.
+fn outcome_fits(outcome: &[u8], reserved: u64) -> Result<(), LedgerError> {
+    let bytes = outcome.len() as u64;
+    let max = reserved.min(MAX_STORED_OUTCOME_BYTES as u64);
+    if bytes > max {
+        return Err(LedgerError::OutcomeTooLarge { bytes, max });
+    }
+    Ok(())
+}
+
 /// `finish`: an `admitted` row becomes `terminal` with the outcome, which
 /// may not exceed the row's reservation (so the held bytes never grow).
 ///
@@ -1261,13 +1276,7 @@ fn finish(view: &View, key: &Key, outcome: &[u8]) -> Result<Decision, LedgerErro
     else {
         return Err(not_admitted(view, key)?);
     };
-    let bytes = outcome.len() as u64;
-    if bytes > *reserved {
-        return Err(LedgerError::OutcomeTooLarge {
-            bytes,
-            max: *reserved,
-        });
-    }
+    outcome_fits(outcome, *reserved)?;
     done(
         Answer::Finished,
         vec![Effect::PutCall(
@@ -1334,13 +1343,7 @@ fn query_or_fence(
     if let Some(state) = current(view, key)? {
         return done(Answer::Fencing(Fencing::Standing(state)), Vec::new());
     }
-    let bytes = outcome.len() as u64;
-    if bytes > limits.reservation_bytes {
-        return Err(LedgerError::OutcomeTooLarge {
-            bytes,
-            max: limits.reservation_bytes,
-        });
-    }
+    outcome_fits(outcome, limits.reservation_bytes)?;
     done(
         Answer::Fencing(Fencing::Fenced),
         vec![Effect::PutCall(

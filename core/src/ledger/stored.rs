@@ -15,7 +15,9 @@ use crate::columns::{Cells, ColumnError, Columns, MAX_WORD_LEN};
 
 /// The bound on a stored outcome's bytes a SQL backend reads back: the
 /// default ledger budget (512 MiB), the most a ledger under the default
-/// limits can hold at all.
+/// limits can hold at all. The decision refuses a larger outcome
+/// (`OutcomeTooLarge`) whatever the caller's [`Limits`](super::Limits), so
+/// no backend stores an outcome it could not read back.
 pub const MAX_STORED_OUTCOME_BYTES: usize = super::DEFAULT_MAX_LEDGER_BYTES as usize;
 
 impl StoredScope {

@@ -362,6 +362,57 @@ fn open_is_restart_recovery() {
     assert_eq!(m.snapshot().unwrap(), t.s);
 }
 
+/// Limits that reserve more than a backend reads back still cannot store
+/// an unreadable outcome: the decision refuses it at the stored bound, in
+/// `finish` and in a fence. The outcome is a zeroed allocation the refusal
+/// never touches.
+#[test]
+fn an_outcome_over_the_stored_bound_is_refused_whatever_the_limits() {
+    let over = MAX_STORED_OUTCOME_BYTES as u64 + 1;
+    let loose = Limits {
+        max_unclean_scopes: 2,
+        max_ledger_bytes: 4 * over,
+        reservation_bytes: 2 * over,
+    };
+    let mut s = LedgerState::default();
+    let k = key("s", "a", 1);
+    for req in [
+        Request::Attach {
+            session: sid("s"),
+            workspace: ws("w"),
+            incarnation: 1,
+            token: tok("a"),
+        },
+        Request::Admit {
+            key: k.clone(),
+            tool: tool("program"),
+            token: tok("a"),
+            request: None,
+        },
+    ] {
+        s = step(&s, &loose, &req).unwrap().1;
+    }
+    let big = Request::Finish {
+        key: k.clone(),
+        outcome: vec![0; MAX_STORED_OUTCOME_BYTES + 1],
+    };
+    let refused = Err(LedgerError::OutcomeTooLarge {
+        bytes: over,
+        max: over - 1,
+    });
+    assert_eq!(step(&s, &loose, &big).map(|(a, _)| a), refused);
+    let fence = Request::QueryOrFence {
+        key: key("s", "b", 1),
+        outcome: vec![0; MAX_STORED_OUTCOME_BYTES + 1],
+    };
+    assert_eq!(step(&s, &loose, &fence).map(|(a, _)| a), refused);
+    let fits = Request::Finish {
+        key: k,
+        outcome: vec![0; 8],
+    };
+    assert_eq!(step(&s, &loose, &fits).map(|(a, _)| a), Ok(Answer::Finished));
+}
+
 #[test]
 fn budget_counts_reservations_and_terminal_sizes() {
     let mut t = T::new();
