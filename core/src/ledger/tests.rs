@@ -410,7 +410,10 @@ fn an_outcome_over_the_stored_bound_is_refused_whatever_the_limits() {
         key: k,
         outcome: vec![0; 8],
     };
-    assert_eq!(step(&s, &loose, &fits).map(|(a, _)| a), Ok(Answer::Finished));
+    assert_eq!(
+        step(&s, &loose, &fits).map(|(a, _)| a),
+        Ok(Answer::Finished)
+    );
 }
 
 #[test]

@@ -93,7 +93,7 @@ impl fmt::Debug for Config {
 pub enum OpenError {
     /// The file's storage version is newer than, or not covered by, this build.
     #[error(
-        "UnsupportedVersion: the file has storage version {found}; this build supports {supported}"
+        "UnsupportedVersion: the file has version {found} of its kind; this build supports {supported}"
     )]
     UnsupportedVersion {
         /// The stored `user_version`.
@@ -163,6 +163,10 @@ pub enum OpenError {
         /// The rule the file breaks.
         rule: Refusal,
     },
+    /// The execution ledger's restart recovery, the last step of its
+    /// writing open, failed; the file is migrated and otherwise untouched.
+    #[error("Recovery: {0}")]
+    Recovery(custos_core::ledger::LedgerError),
     /// A read-only open met a hot rollback journal: a writer of this
     /// rollback-journal-mode file was interrupted mid-transaction, and its
     /// half-written change must be rolled back before anything can be read.
@@ -210,6 +214,7 @@ impl OpenError {
                 Class::FailedPrecondition
             }
             OpenError::Lease(e) => e.class(),
+            OpenError::Recovery(e) => e.class(),
             OpenError::Busy { .. } => Class::Unavailable,
             OpenError::Corrupt { .. } => Class::CorruptArtifact,
             OpenError::Sqlite { .. } => Class::Internal,

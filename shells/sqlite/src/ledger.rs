@@ -42,8 +42,8 @@
 //! the identity pragmas; only then WAL, `synchronous=FULL` and foreign keys
 //! (each read back), then recovery. A version-0 file is adopted only when
 //! it is empty: no application id and no schema object. Those steps fail
-//! with the shell's one [`OpenError`]; [`LedgerOpenError`] is its ledger
-//! face (`From<OpenError>`), plus [`LedgerOpenError::Recovery`].
+//! with the shell's one [`OpenError`], recovery's refusal with
+//! [`OpenError::Recovery`].
 //!
 //! ## Reading without writing
 //!
@@ -52,7 +52,7 @@
 //! journal mode): it answers the read requests over the rows as they stand
 //! (an `admitted` row left by a crashed opener still reads `admitted`,
 //! since recovery is a write), refuses every request that writes, and
-//! refuses with [`LedgerOpenError::NotReadable`] a file that is not a
+//! refuses with [`OpenError::NotReadable`] a file that is not a
 //! ledger of [`LEDGER_VERSION`]. Its reads never wait for a writer.
 //! Details: [`crate::readonly`].
 //!
@@ -76,7 +76,8 @@ use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, Transact
 use thiserror::Error;
 
 use crate::codec::{cells, cells_from, u64_from_sql, u64_to_sql};
-use crate::config::{self, OpenError, Refusal, DEFAULT_BUSY_TIMEOUT};
+pub use crate::config::OpenError;
+use crate::config::{self, DEFAULT_BUSY_TIMEOUT};
 use crate::fault::Fault;
 use crate::readonly::{Expect, ReadOnly};
 
@@ -196,7 +197,7 @@ pub enum ActivityError {
         /// The file.
         path: PathBuf,
         /// Why.
-        source: LedgerOpenError,
+        source: OpenError,
     },
     /// Reading it failed.
     #[error("ActivityUnreadable: {path}: {source}")]
@@ -239,128 +240,6 @@ pub fn activity_records(id: &custos_core::identity::StorageIdentity) -> Result<u
         .map_err(|source| ActivityError::Read { path, source })
 }
 
-/// Why a ledger file could not be opened. A refusal of the file's version
-/// or kind leaves it byte-untouched.
-#[derive(Clone, Debug, PartialEq, Eq, Error)]
-pub enum LedgerOpenError {
-    /// The file's ledger version is newer than this build's.
-    #[error(
-        "Unsupported: the ledger file has version {found}; this build supports up to {supported}"
-    )]
-    Unsupported {
-        /// The stored `user_version`.
-        found: i64,
-        /// [`LEDGER_VERSION`].
-        supported: i64,
-    },
-    /// The file is an SQLite database of another kind.
-    #[error("ForeignDatabase: {detail}")]
-    ForeignDatabase {
-        /// What gave it away.
-        detail: String,
-    },
-    /// The path cannot hold a database (a directory, a missing parent).
-    #[error("UnopenablePath: {path}: {reason}")]
-    UnopenablePath {
-        /// The path.
-        path: PathBuf,
-        /// Why.
-        reason: String,
-    },
-    /// SQLite declined a setting.
-    #[error("PragmaDeclined: PRAGMA {pragma} wanted {wanted}, SQLite answered {got}")]
-    PragmaDeclined {
-        /// The pragma.
-        pragma: &'static str,
-        /// The requested value.
-        wanted: String,
-        /// SQLite's answer.
-        got: String,
-    },
-    /// SQLite failed.
-    #[error("Sqlite: {op}: {message}")]
-    Sqlite {
-        /// The step.
-        op: &'static str,
-        /// SQLite's message.
-        message: String,
-    },
-    /// Restart recovery failed.
-    #[error("Recovery: {0}")]
-    Recovery(LedgerError),
-    /// A read-only open refused the file: not a ledger, or not of
-    /// [`LEDGER_VERSION`]. Nothing was created or written.
-    #[error("NotReadable: {} {}", .path.display(), .rule.describe(.kind))]
-    NotReadable {
-        /// The file.
-        path: PathBuf,
-        /// `"an execution ledger"`.
-        kind: &'static str,
-        /// The rule the file breaks.
-        rule: Refusal,
-    },
-}
-
-impl LedgerOpenError {
-    /// The failure's [`Class`](custos_core::Class): what the caller does next
-    /// (a file that holds no ledger is `NotFound`).
-    pub fn class(&self) -> custos_core::Class {
-        use custos_core::Class;
-        match self {
-            LedgerOpenError::Unsupported { .. } => Class::Unsupported,
-            LedgerOpenError::ForeignDatabase { .. } => Class::InvalidArgument,
-            LedgerOpenError::UnopenablePath { .. } => Class::FailedPrecondition,
-            LedgerOpenError::PragmaDeclined { .. } => Class::Unsupported,
-            LedgerOpenError::Sqlite { .. } => Class::Internal,
-            LedgerOpenError::Recovery(e) => e.class(),
-            LedgerOpenError::NotReadable { .. } => Class::NotFound,
-        }
-    }
-}
-
-impl From<OpenError> for LedgerOpenError {
-    /// The ledger face of the shell's one open error: the open, migrate and
-    /// read-only steps are the shared `config` and `readonly` ones.
-    fn from(e: OpenError) -> Self {
-        match e {
-            OpenError::UnsupportedVersion { found, supported } => {
-                LedgerOpenError::Unsupported { found, supported }
-            }
-            OpenError::ForeignDatabase { detail } => LedgerOpenError::ForeignDatabase { detail },
-            OpenError::NotReadable { path, kind, rule } => {
-                LedgerOpenError::NotReadable { path, kind, rule }
-            }
-            OpenError::UnopenablePath { path, reason } => {
-                LedgerOpenError::UnopenablePath { path, reason }
-            }
-            OpenError::PragmaDeclined {
-                pragma,
-                wanted,
-                got,
-            } => LedgerOpenError::PragmaDeclined {
-                pragma,
-                wanted,
-                got,
-            },
-            OpenError::Sqlite { op, message } => LedgerOpenError::Sqlite { op, message },
-            busy @ OpenError::Busy { op } => LedgerOpenError::Sqlite {
-                op,
-                message: busy.to_string(),
-            },
-            hot @ OpenError::RecoveryNeeded { .. } => LedgerOpenError::Sqlite {
-                op: "open-read-only",
-                message: hot.to_string(),
-            },
-            // No ledger open step takes a lease or decodes a row; kept
-            // whole in case one ever does.
-            other @ (OpenError::Lease(_) | OpenError::Corrupt { .. }) => LedgerOpenError::Sqlite {
-                op: "open",
-                message: other.to_string(),
-            },
-        }
-    }
-}
-
 fn db(op: &'static str) -> impl FnOnce(rusqlite::Error) -> LedgerError {
     move |e| LedgerError::BackendFault {
         reason: Fault::Db(op, e).reason(),
@@ -391,19 +270,19 @@ fn migrate(conn: &mut Connection) -> Result<(), OpenError> {
 impl SqliteLedger {
     /// Opens (creating when missing) the ledger at `path`, migrates it to
     /// [`LEDGER_VERSION`] and runs restart recovery.
-    pub fn open(path: impl AsRef<Path>) -> Result<Self, LedgerOpenError> {
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, OpenError> {
         Self::open_with(path, LEDGER_BUSY_TIMEOUT)
     }
 
     /// [`SqliteLedger::open`] with a busy timeout.
-    pub fn open_with(path: impl AsRef<Path>, busy: Duration) -> Result<Self, LedgerOpenError> {
+    pub fn open_with(path: impl AsRef<Path>, busy: Duration) -> Result<Self, OpenError> {
         let path = path.as_ref().to_path_buf();
         let conn = config::open_migrated(&path, busy, migrate)?;
         let ledger = SqliteLedger {
             conn: Mutex::new(Some(Conn::Write(conn))),
             path,
         };
-        ledger.recover().map_err(LedgerOpenError::Recovery)?;
+        ledger.recover().map_err(OpenError::Recovery)?;
         tracing::debug!(path = %ledger.path.display(), "execution ledger opened");
         Ok(ledger)
     }
@@ -411,15 +290,12 @@ impl SqliteLedger {
     /// Opens the existing ledger at `path` for reading only, with the
     /// default busy timeout (see "Reading without writing" in the module
     /// documentation): no creation, migration, recovery or write.
-    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Self, LedgerOpenError> {
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Self, OpenError> {
         Self::open_read_only_with(path, DEFAULT_BUSY_TIMEOUT)
     }
 
     /// [`SqliteLedger::open_read_only`] with a busy timeout.
-    pub fn open_read_only_with(
-        path: impl AsRef<Path>,
-        busy: Duration,
-    ) -> Result<Self, LedgerOpenError> {
+    pub fn open_read_only_with(path: impl AsRef<Path>, busy: Duration) -> Result<Self, OpenError> {
         let path = path.as_ref().to_path_buf();
         let ro = ReadOnly::open(&path, Some(EXPECT), busy)?;
         Ok(SqliteLedger {

@@ -11,7 +11,7 @@ use std::sync::{Arc, Barrier};
 use custos_conformance::ledger::{key, sid, tok, tool, ws, LIMITS};
 use custos_core::ledger::{self, Admission, Answer, CallState, Ledger, LedgerError, Lookup};
 use custos_sqlite::ledger::{
-    LedgerOpenError, SqliteLedger, EXEC_LEDGER_ACKS_SCHEMA, EXEC_LEDGER_RELEASES_SCHEMA,
+    OpenError, SqliteLedger, EXEC_LEDGER_ACKS_SCHEMA, EXEC_LEDGER_RELEASES_SCHEMA,
     EXEC_LEDGER_SCHEMA, LEDGER_APPLICATION_ID, LEDGER_VERSION,
 };
 use rusqlite::Connection;
@@ -153,7 +153,7 @@ fn a_newer_file_is_refused_byte_untouched() {
     let err = SqliteLedger::open(&path).unwrap_err();
     assert_eq!(
         err,
-        LedgerOpenError::Unsupported {
+        OpenError::UnsupportedVersion {
             found: LEDGER_VERSION + 1,
             supported: LEDGER_VERSION
         }
@@ -187,13 +187,13 @@ fn a_foreign_file_is_refused_byte_untouched() {
         let before = sha(&path);
         assert!(matches!(
             SqliteLedger::open(&path),
-            Err(LedgerOpenError::ForeignDatabase { .. })
+            Err(OpenError::ForeignDatabase { .. })
         ));
         assert_eq!(sha(&path), before);
     }
     assert!(matches!(
         SqliteLedger::open(dir.path()),
-        Err(LedgerOpenError::UnopenablePath { .. })
+        Err(OpenError::UnopenablePath { .. })
     ));
 }
 

@@ -28,7 +28,7 @@ use custos_core::ledger::{CallState, Ledger, LedgerError, Lookup};
 use custos_core::world::{ControlCatalog, WorldError};
 use custos_sqlite::catalogue::SqliteCatalogue;
 use custos_sqlite::control::{SqliteControlCatalog, CONTROL_VERSION};
-use custos_sqlite::ledger::{LedgerOpenError, SqliteLedger};
+use custos_sqlite::ledger::SqliteLedger;
 use custos_sqlite::{OpenError, Refusal};
 use rusqlite::Connection;
 
@@ -256,7 +256,7 @@ fn the_ledger_opens_read_only_without_recovery() {
     std::fs::write(&q, b"").unwrap();
     assert!(matches!(
         SqliteLedger::open_read_only(&q),
-        Err(LedgerOpenError::NotReadable {
+        Err(OpenError::NotReadable {
             rule: Refusal::ZeroLength,
             ..
         })
