@@ -87,11 +87,12 @@ impl fmt::Debug for Config {
     }
 }
 
-/// Why a session file could not be opened. Every refusal that happens in
+/// Why a file of this shell (a session store, catalogue, control catalog
+/// or execution ledger) could not be opened. Every refusal that happens in
 /// the admission transaction leaves the file byte-untouched.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum OpenError {
-    /// The file's storage version is newer than, or not covered by, this build.
+    /// The file's version is newer than, or not covered by, this build.
     #[error(
         "UnsupportedVersion: the file has version {found} of its kind; this build supports {supported}"
     )]
