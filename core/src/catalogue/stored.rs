@@ -37,6 +37,23 @@ pub struct StoredDelegate {
 const SUBTITLE_BYTES: usize = super::SUBTITLE_LIMIT * 4;
 
 impl StoredSession {
+    /// The SQL that selects session rows with their side rows in the order
+    /// [`StoredSession::read`] reads them, over the session tables both SQL
+    /// backends create (`catalogue_sessions` and its `_names`, `_archives`,
+    /// `_subtitles`, `_moves` and `_deletions`); a backend appends its
+    /// `WHERE`/`ORDER BY` over the alias `s`.
+    pub const SELECT: &'static str = "
+SELECT s.session_id, s.creation_key, s.name, s.workspace, s.profile, s.model, s.executor, s.pool,
+       s.created_at_ms, s.state, n.name, a.session_id IS NOT NULL, t.subtitle,
+       m.state, m.op, m.peer, d.session_id IS NOT NULL
+FROM catalogue_sessions s
+LEFT JOIN catalogue_session_names n ON n.session_id = s.session_id
+LEFT JOIN catalogue_session_archives a ON a.session_id = s.session_id
+LEFT JOIN catalogue_session_subtitles t ON t.session_id = s.session_id
+LEFT JOIN catalogue_session_moves m ON m.session_id = s.session_id
+LEFT JOIN catalogue_session_deletions d ON d.session_id = s.session_id
+";
+
     /// A session row and its side rows from `c`, in the order
     /// `session_id, creation_key, name, workspace, profile, model,
     /// executor, pool, created_at_ms, state, name override, archived,

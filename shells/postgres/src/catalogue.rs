@@ -343,25 +343,13 @@ fn pg(op: &'static str) -> impl Fn(postgres::Error) -> TxError<CatalogueError> {
 
 // ------------------------------------------------------------------ decode
 
-const SESSION_SELECT: &str = "
-SELECT s.session_id, s.creation_key, s.name, s.workspace, s.profile, s.model, s.executor, s.pool,
-       s.created_at_ms, s.state, n.name, a.session_id IS NOT NULL, t.subtitle,
-       m.state, m.op, m.peer, d.session_id IS NOT NULL
-FROM catalogue_sessions s
-LEFT JOIN catalogue_session_names n ON n.session_id = s.session_id
-LEFT JOIN catalogue_session_archives a ON a.session_id = s.session_id
-LEFT JOIN catalogue_session_subtitles t ON t.session_id = s.session_id
-LEFT JOIN catalogue_session_moves m ON m.session_id = s.session_id
-LEFT JOIN catalogue_session_deletions d ON d.session_id = s.session_id
-";
-
 fn raw_session(r: &Row) -> Tx<StoredSession> {
     Ok(StoredSession::read(&mut cells(r, "catalogue_sessions"))?)
 }
 
 /// The session rows `where_` selects, as a pipeline statement.
 pub(crate) fn sessions_sql(where_: &str) -> String {
-    format!("{SESSION_SELECT} {where_}")
+    format!("{} {where_}", StoredSession::SELECT)
 }
 
 /// Session rows (of [`sessions_sql`]) into `state`.

@@ -293,18 +293,6 @@ fn migrate(conn: &mut Connection) -> Result<(), OpenError> {
 
 // ------------------------------------------------------------------ decode
 
-const SESSION_SELECT: &str = "
-SELECT s.session_id, s.creation_key, s.name, s.workspace, s.profile, s.model, s.executor, s.pool,
-       s.created_at_ms, s.state, n.name, a.session_id IS NOT NULL, t.subtitle,
-       m.state, m.op, m.peer, d.session_id IS NOT NULL
-FROM catalogue_sessions s
-LEFT JOIN catalogue_session_names n ON n.session_id = s.session_id
-LEFT JOIN catalogue_session_archives a ON a.session_id = s.session_id
-LEFT JOIN catalogue_session_subtitles t ON t.session_id = s.session_id
-LEFT JOIN catalogue_session_moves m ON m.session_id = s.session_id
-LEFT JOIN catalogue_session_deletions d ON d.session_id = s.session_id
-";
-
 fn raw_session(r: &Row<'_>) -> rusqlite::Result<Res<StoredSession>> {
     Ok(StoredSession::read(&mut cells(r, "catalogue_sessions")).map_err(CatalogueError::from))
 }
@@ -315,7 +303,7 @@ pub(crate) fn load_sessions(
     where_: &str,
     args: &[&dyn rusqlite::ToSql],
 ) -> Res<()> {
-    let sql = format!("{SESSION_SELECT} {where_}");
+    let sql = format!("{} {where_}", StoredSession::SELECT);
     let mut st = tx.prepare_cached(&sql).map_err(db("load-sessions"))?;
     let rows = st
         .query_map(args, raw_session)
