@@ -51,19 +51,26 @@ use crate::releases::{
     code_of, inspector, is_locked, print_json, read_input, refused, retry_locked, Failure,
 };
 
+/// The catalogs and the tenant every catalog command names.
+#[derive(clap::Args, Debug)]
+pub struct Catalogs {
+    /// The deployment catalog root.
+    root: PathBuf,
+    /// The release catalog root.
+    #[arg(long)]
+    releases: PathBuf,
+    /// The authenticated tenant (an applied manifest's tenant must match).
+    #[arg(long)]
+    tenant: String,
+}
+
 /// `custos deployments …`.
 #[derive(Subcommand, Debug)]
 pub enum DeploymentsCommand {
     /// Apply one deployment (a nonexistent or empty directory becomes a new catalog).
     Apply {
-        /// The deployment catalog root.
-        root: PathBuf,
-        /// The release catalog root.
-        #[arg(long)]
-        releases: PathBuf,
-        /// The authenticated tenant (the manifest's tenant must match).
-        #[arg(long)]
-        tenant: String,
+        #[command(flatten)]
+        at: Catalogs,
         /// The manifest (JSON). Give it more than once to apply several
         /// deployments atomically (all or none, one catalog generation).
         #[arg(long, required = true)]
@@ -78,14 +85,8 @@ pub enum DeploymentsCommand {
     },
     /// Delete one deployment.
     Delete {
-        /// The deployment catalog root.
-        root: PathBuf,
-        /// The release catalog root.
-        #[arg(long)]
-        releases: PathBuf,
-        /// The authenticated tenant.
-        #[arg(long)]
-        tenant: String,
+        #[command(flatten)]
+        at: Catalogs,
         /// The deployment id.
         id: String,
         /// G > 0: require exactly object version G.
@@ -97,14 +98,8 @@ pub enum DeploymentsCommand {
     },
     /// Show one deployment of a tenant (read-only).
     Get {
-        /// The deployment catalog root.
-        root: PathBuf,
-        /// The release catalog root.
-        #[arg(long)]
-        releases: PathBuf,
-        /// The authenticated tenant.
-        #[arg(long)]
-        tenant: String,
+        #[command(flatten)]
+        at: Catalogs,
         /// The deployment id.
         id: String,
         /// Print as JSON.
@@ -113,14 +108,8 @@ pub enum DeploymentsCommand {
     },
     /// List a tenant's deployments, one page (read-only).
     List {
-        /// The deployment catalog root.
-        root: PathBuf,
-        /// The release catalog root.
-        #[arg(long)]
-        releases: PathBuf,
-        /// The authenticated tenant.
-        #[arg(long)]
-        tenant: String,
+        #[command(flatten)]
+        at: Catalogs,
         /// Only this service.
         #[arg(long)]
         service: Option<String>,
@@ -139,14 +128,8 @@ pub enum DeploymentsCommand {
     },
     /// Resolve an invocation target to a revision (read-only).
     Resolve {
-        /// The deployment catalog root.
-        root: PathBuf,
-        /// The release catalog root.
-        #[arg(long)]
-        releases: PathBuf,
-        /// The tenant.
-        #[arg(long)]
-        tenant: String,
+        #[command(flatten)]
+        at: Catalogs,
         /// The service.
         #[arg(long)]
         service: String,
@@ -199,32 +182,22 @@ fn dispatch(cmd: DeploymentsCommand, out: &mut Out) -> Result<(), Failure> {
     use DeploymentsCommand as C;
     match cmd {
         C::Apply {
-            root,
-            releases,
-            tenant,
+            at,
             manifest,
             expected_generation,
             json,
         } => {
             let mutation = apply_mutation(&manifest, expected_generation)?;
-            mutate(out, &root, &releases, request(&tenant, mutation), json)
+            mutate(out, &at, mutation, json)
         }
         C::Delete {
-            root,
-            releases,
-            tenant,
+            at,
             id,
             expected_generation,
             json,
         } => {
-            let req = request(
-                &tenant,
-                Mutation::Delete {
-                    id,
-                    expected: expected_generation,
-                },
-            );
-            mutate(out, &root, &releases, req, json)
+            let expected = expected_generation;
+            mutate(out, &at, Mutation::Delete { id, expected }, json)
         }
         read => dispatch_read(read, out),
     }
@@ -235,25 +208,17 @@ fn dispatch(cmd: DeploymentsCommand, out: &mut Out) -> Result<(), Failure> {
 fn dispatch_read(cmd: DeploymentsCommand, out: &mut Out) -> Result<(), Failure> {
     use DeploymentsCommand as C;
     match cmd {
-        C::Get {
-            root,
-            releases,
-            tenant,
-            id,
-            json,
-        } => get(out, &root, &releases, &tenant, &id, json),
+        C::Get { at, id, json } => get(out, &at, &id, json),
         C::List {
-            root,
-            releases,
-            tenant,
+            at,
             service,
             page_size,
             page_token,
             json,
         } => {
-            let repo = open(&root, &releases, Access::Read)?;
+            let repo = open(&at.root, &at.releases, Access::Read)?;
             let req = PageRequest {
-                tenant,
+                tenant: at.tenant,
                 service,
                 page_size,
                 page_token,
@@ -261,9 +226,7 @@ fn dispatch_read(cmd: DeploymentsCommand, out: &mut Out) -> Result<(), Failure> 
             list(out, &repo, &req, json)
         }
         C::Resolve {
-            root,
-            releases,
-            tenant,
+            at,
             service,
             route,
             contract,
@@ -271,29 +234,24 @@ fn dispatch_read(cmd: DeploymentsCommand, out: &mut Out) -> Result<(), Failure> 
             routing_key,
             json,
         } => {
+            let repo = open(&at.root, &at.releases, Access::Read)?;
             let target = Target {
-                tenant,
+                tenant: at.tenant,
                 service,
                 route,
                 contract,
                 function,
             };
-            resolve(out, &root, &releases, &target, routing_key.as_deref(), json)
+            resolve(out, &repo, &target, routing_key.as_deref(), json)
         }
         C::Revision { manifest, json } => revision(out, &manifest, json),
         write @ (C::Apply { .. } | C::Delete { .. }) => dispatch(write, out),
     }
 }
 
-fn get(
-    out: &mut Out,
-    root: &Path,
-    releases: &Path,
-    tenant: &str,
-    id: &str,
-    json: bool,
-) -> Result<(), Failure> {
-    let repo = open(root, releases, Access::Read)?;
+fn get(out: &mut Out, at: &Catalogs, id: &str, json: bool) -> Result<(), Failure> {
+    let repo = open(&at.root, &at.releases, Access::Read)?;
+    let tenant = &at.tenant;
     let d = repo.get(tenant, id).map_err(|e| failed("get", &e))?;
     let Some(d) = d else {
         return Err(refused(
@@ -344,13 +302,11 @@ fn list(
 
 fn resolve(
     out: &mut Out,
-    root: &Path,
-    releases: &Path,
+    repo: &DeploymentRepository<RealFs>,
     target: &Target,
     key: Option<&str>,
     json: bool,
 ) -> Result<(), Failure> {
-    let repo = open(root, releases, Access::Read)?;
     let r = repo
         .resolve(target, key)
         .map_err(|e| failed("resolve", &e))?;
@@ -511,13 +467,9 @@ fn open(
     })
 }
 
-fn mutate(
-    out: &mut Out,
-    root: &Path,
-    releases: &Path,
-    req: Request,
-    json: bool,
-) -> Result<(), Failure> {
+fn mutate(out: &mut Out, at: &Catalogs, mutation: Mutation, json: bool) -> Result<(), Failure> {
+    let (root, releases) = (&at.root, &at.releases);
+    let req = request(&at.tenant, mutation);
     // Only an apply adds content, so only an apply may initialize a root —
     // and only an apply that is accepted: into a root that holds nothing
     // yet, the request is first decided by core's reference catalog over

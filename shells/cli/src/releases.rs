@@ -60,6 +60,20 @@ const NOT_A_RELEASE: &str = "neither a digest (sha256:<64 hex>) nor a reference 
 /// The largest manifest or contract file the command reads.
 const MAX_INPUT_FILE: u64 = 4 * 1024 * 1024;
 
+/// One release of a catalog, as `show`, `revoke` and `retire` name it.
+#[derive(clap::Args, Debug)]
+pub struct Named {
+    /// The catalog root.
+    root: PathBuf,
+    /// A digest or a reference.
+    release: String,
+    /// The tenant whose reference `release` is (references are per
+    /// tenant); omit it for a trusted-local release's. A digest needs
+    /// none.
+    #[arg(long)]
+    tenant: Option<String>,
+}
+
 /// `custos releases …`.
 #[derive(Subcommand, Debug)]
 pub enum ReleasesCommand {
@@ -110,15 +124,8 @@ pub enum ReleasesCommand {
     },
     /// Show one release, fetched and verified, by digest (sha256:…) or reference (name@version).
     Show {
-        /// The catalog root.
-        root: PathBuf,
-        /// A digest or a reference.
-        release: String,
-        /// The tenant whose reference `release` is (references are per
-        /// tenant); omit it for a trusted-local release's. A digest needs
-        /// none.
-        #[arg(long)]
-        tenant: Option<String>,
+        #[command(flatten)]
+        named: Named,
         /// Print as JSON.
         #[arg(long)]
         json: bool,
@@ -133,30 +140,16 @@ pub enum ReleasesCommand {
     },
     /// Revoke a release: never served again, never undone by republication.
     Revoke {
-        /// The catalog root.
-        root: PathBuf,
-        /// A digest or a reference.
-        release: String,
-        /// The tenant whose reference `release` is (references are per
-        /// tenant); omit it for a trusted-local release's. A digest needs
-        /// none.
-        #[arg(long)]
-        tenant: Option<String>,
+        #[command(flatten)]
+        named: Named,
         /// Print as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Retire a release: no longer served (a revoked one stays revoked).
     Retire {
-        /// The catalog root.
-        root: PathBuf,
-        /// A digest or a reference.
-        release: String,
-        /// The tenant whose reference `release` is (references are per
-        /// tenant); omit it for a trusted-local release's. A digest needs
-        /// none.
-        #[arg(long)]
-        tenant: Option<String>,
+        #[command(flatten)]
+        named: Named,
         /// Print as JSON.
         #[arg(long)]
         json: bool,
@@ -225,39 +218,10 @@ fn dispatch(cmd: ReleasesCommand, out: &mut Out) -> Result<(), Failure> {
                 json,
             )
         }
-        ReleasesCommand::Show {
-            root,
-            release,
-            tenant,
-            json,
-        } => show(out, &root, tenant.as_deref(), &release, json),
+        ReleasesCommand::Show { named, json } => show(out, &named, json),
         ReleasesCommand::Verify { root, json } => verify(out, &root, json),
-        ReleasesCommand::Revoke {
-            root,
-            release,
-            tenant,
-            json,
-        } => change(
-            out,
-            &root,
-            tenant.as_deref(),
-            &release,
-            Change::Revoke,
-            json,
-        ),
-        ReleasesCommand::Retire {
-            root,
-            release,
-            tenant,
-            json,
-        } => change(
-            out,
-            &root,
-            tenant.as_deref(),
-            &release,
-            Change::Retire,
-            json,
-        ),
+        ReleasesCommand::Revoke { named, json } => change(out, &named, Change::Revoke, json),
+        ReleasesCommand::Retire { named, json } => change(out, &named, Change::Retire, json),
         ReleasesCommand::Upgrade { root, json } => upgrade(out, &root, json),
     }
 }
@@ -547,11 +511,8 @@ fn list(
 
 /// The digest `target` names: a digest as given, or a reference resolved
 /// in `tenant`'s scope (an ineligible release's too).
-fn digest_of(
-    repo: &ReleaseRepository<RealFs>,
-    tenant: Option<&str>,
-    target: &str,
-) -> Result<Sha256, Failure> {
+fn digest_of(repo: &ReleaseRepository<RealFs>, named: &Named) -> Result<Sha256, Failure> {
+    let (tenant, target) = (named.tenant.as_deref(), named.release.as_str());
     match Sha256::parse(target) {
         // A digest with --tenant names that tenant's release only: another
         // tenant's answers exactly as one that does not exist.
@@ -585,15 +546,9 @@ fn digest_of(
     }
 }
 
-fn show(
-    out: &mut Out,
-    root: &Path,
-    tenant: Option<&str>,
-    target: &str,
-    json: bool,
-) -> Result<(), Failure> {
-    let repo = open(root, Access::Read)?;
-    let digest = digest_of(&repo, tenant, target)?;
+fn show(out: &mut Out, named: &Named, json: bool) -> Result<(), Failure> {
+    let repo = open(&named.root, Access::Read)?;
+    let digest = digest_of(&repo, named)?;
     let release = match repo.fetch(&digest) {
         Ok(r) => r,
         Err(ReleaseError::NotEligible { membership, .. }) => {
@@ -766,17 +721,10 @@ enum Change {
     Retire,
 }
 
-fn change(
-    out: &mut Out,
-    root: &Path,
-    tenant: Option<&str>,
-    target: &str,
-    what: Change,
-    json: bool,
-) -> Result<(), Failure> {
+fn change(out: &mut Out, named: &Named, what: Change, json: bool) -> Result<(), Failure> {
     // Revoking and retiring add nothing: a mistyped root is not created.
-    let repo = open(root, Access::Modify)?;
-    let digest = digest_of(&repo, tenant, target)?;
+    let repo = open(&named.root, Access::Modify)?;
+    let digest = digest_of(&repo, named)?;
     let (verb, result): (&str, Result<Outcome, ReleaseError>) = match what {
         Change::Revoke => ("revoked", repo.revoke(&digest)),
         Change::Retire => ("retired", repo.retire(&digest)),
