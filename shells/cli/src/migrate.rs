@@ -101,27 +101,18 @@ use custos_migrate::{lock, ports};
 
 use ports::{Control, Objects, Tables};
 
-/// The identity arguments of both endpoints.
+/// The identity arguments of both endpoints: the source's, then the
+/// destination's (whose namespace and backend are the source's too).
 #[derive(Args, Debug, Clone)]
 pub struct Endpoints {
     /// The source storage uri (a local path or `file://…`).
     #[arg(long)]
     source: String,
-    /// The destination storage uri.
-    #[arg(long)]
-    dest: String,
-    /// The namespace of both identities.
-    #[arg(long, default_value = "default")]
-    namespace: String,
-    /// The backend of both identities.
-    #[arg(long, default_value = "iceberg")]
-    backend: String,
     /// The source Artifact root (default `<source>/<namespace>/.custos-artifacts`).
     #[arg(long)]
     source_artifacts: Option<PathBuf>,
-    /// The destination Artifact root (default `<dest>/<namespace>/.custos-artifacts`).
-    #[arg(long)]
-    dest_artifacts: Option<PathBuf>,
+    #[command(flatten)]
+    to: DestinationArgs,
     /// Acknowledge that this migration makes a SECOND live copy of a
     /// source that already departed to another destination (planned or
     /// moved there): both copies' Worlds can then be resumed, each with
@@ -131,16 +122,17 @@ pub struct Endpoints {
     second_copy: bool,
 }
 
-/// The destination arguments alone (`verify`, the cold verifier).
+/// The destination's identity arguments (alone for `verify` and the cold
+/// verifier).
 #[derive(Args, Debug, Clone)]
 pub struct DestinationArgs {
     /// The destination storage uri.
     #[arg(long)]
     dest: String,
-    /// The namespace.
+    /// The namespace (of both identities, where a command names two).
     #[arg(long, default_value = "default")]
     namespace: String,
-    /// The backend.
+    /// The backend (of both identities, where a command names two).
     #[arg(long, default_value = "iceberg")]
     backend: String,
     /// The destination Artifact root (default `<dest>/<namespace>/.custos-artifacts`).
@@ -337,9 +329,9 @@ fn compose(
     .map_err(|e| Failure::new(Exit::of(e.class()).code(), e))
 }
 
-/// The destination of `verify` and of the cold verifier, composed for
-/// reading: unlike a run's destination, its tables never open for writing
-/// to recover an interrupted commit.
+/// The destination the arguments name (of a run, of `verify` and of the
+/// cold verifier alike; what opens its tables for writing is the run's
+/// workflow, never `verify` or the cold verifier).
 fn destination(d: &DestinationArgs) -> Result<Local, Failure> {
     compose(
         &d.dest,
@@ -429,18 +421,12 @@ fn job(ends: &Endpoints, migration_id: &str) -> Result<Job, Failure> {
         .map_err(|e| Failure::new(1, e))?;
     let source = compose(
         &ends.source,
-        &ends.namespace,
-        &ends.backend,
+        &ends.to.namespace,
+        &ends.to.backend,
         ends.source_artifacts.as_deref(),
         "--source",
     )?;
-    let destination = compose(
-        &ends.dest,
-        &ends.namespace,
-        &ends.backend,
-        ends.dest_artifacts.as_deref(),
-        "--dest",
-    )?;
+    let destination = destination(&ends.to)?;
     let job = Job::new(source, destination, migration_id, version, ends.second_copy)
         .map_err(|e| Failure::new(2, e))?;
     foreign_destination(&job.destination)?;
