@@ -54,6 +54,16 @@ LEFT JOIN catalogue_session_moves m ON m.session_id = s.session_id
 LEFT JOIN catalogue_session_deletions d ON d.session_id = s.session_id
 ";
 
+    /// A session's side tables in the SQL backends, each keyed by
+    /// `session_id` (the ones [`StoredSession::SELECT`] joins).
+    pub const SIDE_TABLES: [&'static str; 5] = [
+        "catalogue_session_names",
+        "catalogue_session_archives",
+        "catalogue_session_subtitles",
+        "catalogue_session_moves",
+        "catalogue_session_deletions",
+    ];
+
     /// A session row and its side rows from `c`, in the order
     /// `session_id, creation_key, name, workspace, profile, model,
     /// executor, pool, created_at_ms, state, name override, archived,

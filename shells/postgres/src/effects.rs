@@ -7,7 +7,7 @@
 
 use custos_core::catalogue::access::effect::Effect as AccessEffect;
 use custos_core::catalogue::access::{ClaimDigest, ClaimRow, ClaimState, CredentialRow, Sha256};
-use custos_core::catalogue::{Creation, Effect, InitState, Visibility};
+use custos_core::catalogue::{Creation, Effect, InitState, StoredSession, Visibility};
 use custos_core::Millis;
 use postgres::types::ToSql;
 
@@ -39,15 +39,6 @@ fn big(what: &'static str, v: u64) -> Result<i64, EffectError> {
 fn opt_big(what: &'static str, v: Option<u64>) -> Result<Option<i64>, EffectError> {
     v.map(|v| big(what, v)).transpose()
 }
-
-/// A session's side tables, each keyed by `session_id`.
-const SIDE_TABLES: [&str; 5] = [
-    "catalogue_session_names",
-    "catalogue_session_archives",
-    "catalogue_session_subtitles",
-    "catalogue_session_moves",
-    "catalogue_session_deletions",
-];
 
 /// Sets (`Some`) or removes (`None`) a session's row in a side table with
 /// one value column.
@@ -146,7 +137,7 @@ fn apply_session(e: &Effect) -> Res {
     match e {
         Effect::DeleteSession(id) => {
             let mut out = Vec::new();
-            for t in SIDE_TABLES {
+            for t in StoredSession::SIDE_TABLES {
                 out.extend(side_mark(t, id, false)?);
             }
             out.extend(exec(

@@ -5,7 +5,7 @@
 
 use custos_core::catalogue::access::effect::Effect as AccessEffect;
 use custos_core::catalogue::access::{ClaimDigest, ClaimRow, ClaimState, CredentialRow, Sha256};
-use custos_core::catalogue::{Effect, InitState, Visibility};
+use custos_core::catalogue::{Effect, InitState, StoredSession, Visibility};
 use rusqlite::{params, ToSql, Transaction};
 
 use crate::codec::u64_to_sql;
@@ -18,15 +18,6 @@ fn exec(tx: &Transaction<'_>, sql: &str, args: &[&dyn ToSql]) -> rusqlite::Resul
 fn opt_i64(v: Option<u64>) -> Option<i64> {
     v.map(u64_to_sql)
 }
-
-/// A session's side tables, each keyed by `session_id`.
-const SIDE_TABLES: [&str; 5] = [
-    "catalogue_session_names",
-    "catalogue_session_archives",
-    "catalogue_session_subtitles",
-    "catalogue_session_moves",
-    "catalogue_session_deletions",
-];
 
 /// Sets (`Some`) or removes (`None`) a session's row in a side table with
 /// one value column.
@@ -129,7 +120,7 @@ pub(crate) fn apply(tx: &Transaction<'_>, e: &Effect) -> rusqlite::Result<()> {
 fn apply_session(tx: &Transaction<'_>, e: &Effect) -> rusqlite::Result<()> {
     match e {
         Effect::DeleteSession(id) => {
-            for t in SIDE_TABLES {
+            for t in StoredSession::SIDE_TABLES {
                 side_mark(tx, t, id, false)?;
             }
             exec(
