@@ -56,8 +56,7 @@
 
 #[cfg(doc)]
 use custos_core::catalogue::Catalogue;
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::path::Path;
 use std::time::Duration;
 
 use custos_core::catalogue::access::AccessError;
@@ -73,7 +72,7 @@ use rusqlite::{Connection, Row, Transaction, TransactionBehavior};
 use crate::codec::cells;
 use crate::config::{self, OpenError, DEFAULT_BUSY_TIMEOUT};
 use crate::fault::Fault;
-use crate::readonly::{Conn, Expect, ReadOnly};
+use crate::readonly::{Expect, Handle, ReadOnly};
 
 pub use custos_core::columns::MAX_WORD_LEN;
 
@@ -168,12 +167,13 @@ CREATE TABLE catalogue_deleted (
 /// A catalogue database.
 #[derive(Debug)]
 pub struct SqliteCatalogue {
-    conn: Mutex<Conn>,
-    path: PathBuf,
-    temp: bool,
+    h: Handle,
 }
 
 type Res<T> = Result<T, CatalogueError>;
+
+/// The catalogue's kind, as its handle names it.
+const KIND: &str = "catalogue";
 
 fn fault(f: Fault) -> CatalogueError {
     CatalogueError::BackendFault { reason: f.reason() }
@@ -197,13 +197,8 @@ impl SqliteCatalogue {
     /// applies every missing step and moves the version; then WAL and
     /// foreign keys, each read back.
     pub fn open_with(path: impl AsRef<Path>, busy: Duration) -> Result<Self, OpenError> {
-        let path = path.as_ref().to_path_buf();
-        let conn = config::open_migrated(&path, busy, migrate)?;
-        Ok(SqliteCatalogue {
-            conn: Mutex::new(Conn::Write(conn)),
-            path,
-            temp: false,
-        })
+        let h = Handle::write(path.as_ref(), busy, migrate, KIND)?;
+        Ok(SqliteCatalogue { h })
     }
 
     /// Opens the existing catalogue at `path` for reading only (see
@@ -218,24 +213,20 @@ impl SqliteCatalogue {
         let path = path.as_ref().to_path_buf();
         let ro = ReadOnly::open(&path, Some(EXPECT), busy)?;
         Ok(SqliteCatalogue {
-            conn: Mutex::new(Conn::Read(ro)),
-            path,
-            temp: false,
+            h: Handle::read(ro, path, KIND),
         })
     }
 
     /// Opens a fresh catalogue in a new file under the system temp
     /// directory, deleted (with its siblings) when dropped. For tests.
     pub fn open_temp() -> Result<Self, OpenError> {
-        let path = config::temp_db_path("catalogue");
-        let mut c = Self::open(path)?;
-        c.temp = true;
-        Ok(c)
+        let h = Self::open(config::temp_db_path("catalogue"))?.h;
+        Ok(SqliteCatalogue { h: h.into_temp() })
     }
 
     /// The database file.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.h.path()
     }
 
     fn with<T>(
@@ -243,46 +234,32 @@ impl SqliteCatalogue {
         behavior: TransactionBehavior,
         f: impl FnMut(&Transaction<'_>) -> Res<T>,
     ) -> Res<T> {
-        let mut g = self.conn.lock().map_err(|_| CatalogueError::BackendFault {
-            reason: "catalogue connection mutex poisoned".into(),
-        })?;
-        g.transact(behavior, f, |reason| CatalogueError::BackendFault {
-            reason,
-        })
+        self.h
+            .transact(behavior, f, |reason| CatalogueError::BackendFault {
+                reason,
+            })
     }
 
-    /// One transaction of `behavior` on the catalogue's connection, with
-    /// the access plane's error type.
     /// Runs `f`, an access read answered by one statement, without a
     /// transaction of its own where the connection allows
-    /// ([`Conn::read_alone`]).
+    /// ([`Handle::read_alone`]).
     pub(crate) fn access_alone<T>(
         &self,
         f: impl FnMut(&Connection) -> Result<T, AccessError>,
     ) -> Result<T, AccessError> {
-        let mut g = self.conn.lock().map_err(|_| AccessError::BackendFault {
-            reason: "catalogue connection mutex poisoned".into(),
-        })?;
-        g.read_alone(f, |reason| AccessError::BackendFault { reason })
+        self.h
+            .read_alone(f, |reason| AccessError::BackendFault { reason })
     }
 
+    /// One transaction of `behavior` on the catalogue's connection, with
+    /// the access plane's error type.
     pub(crate) fn access_tx<T>(
         &self,
         behavior: TransactionBehavior,
         f: impl FnMut(&Transaction<'_>) -> Result<T, AccessError>,
     ) -> Result<T, AccessError> {
-        let mut g = self.conn.lock().map_err(|_| AccessError::BackendFault {
-            reason: "catalogue connection mutex poisoned".into(),
-        })?;
-        g.transact(behavior, f, |reason| AccessError::BackendFault { reason })
-    }
-}
-
-impl Drop for SqliteCatalogue {
-    fn drop(&mut self) {
-        if self.temp {
-            config::remove_temp_db(&self.path);
-        }
+        self.h
+            .transact(behavior, f, |reason| AccessError::BackendFault { reason })
     }
 }
 

@@ -76,7 +76,6 @@
 //! `Invalid` naming the table, row and column.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use custos_core::fence::{Epoch, Holder, WorldFence};
@@ -95,7 +94,7 @@ use crate::codec::cells;
 use crate::config::{self, OpenError, DEFAULT_BUSY_TIMEOUT};
 use crate::fault::Fault;
 pub use crate::readonly::Recovery;
-use crate::readonly::{Conn, Expect, ReadOnly};
+use crate::readonly::{Expect, Handle, ReadOnly};
 
 /// The control-catalog version this build writes (and the newest it reads).
 pub const CONTROL_VERSION: i64 = 3;
@@ -222,12 +221,13 @@ pub fn record_tick_head<C: ControlCatalog + ?Sized>(catalog: &C, world_id: &str,
 /// A control catalog database.
 #[derive(Debug)]
 pub struct SqliteControlCatalog {
-    conn: Mutex<Conn>,
-    path: PathBuf,
-    temp: bool,
+    h: Handle,
 }
 
 type Res<T> = Result<T, WorldError>;
+
+/// The control catalog's kind, as its handle names it.
+const KIND: &str = "control catalog";
 
 fn db(op: &'static str) -> impl FnOnce(rusqlite::Error) -> WorldError {
     move |e| WorldError::BackendFault {
@@ -260,13 +260,8 @@ impl SqliteControlCatalog {
     /// Opens the catalog at `path` in refuse-before-write order (see the
     /// module documentation).
     pub fn open_with(path: impl AsRef<Path>, busy: Duration) -> Result<Self, OpenError> {
-        let path = path.as_ref().to_path_buf();
-        let conn = config::open_migrated(&path, busy, migrate)?;
-        Ok(SqliteControlCatalog {
-            conn: Mutex::new(Conn::Write(conn)),
-            path,
-            temp: false,
-        })
+        let h = Handle::write(path.as_ref(), busy, migrate, KIND)?;
+        Ok(SqliteControlCatalog { h })
     }
 
     /// Opens the existing catalog at `path` for reading only, with the
@@ -309,9 +304,7 @@ impl SqliteControlCatalog {
             });
         }
         Ok(SqliteControlCatalog {
-            conn: Mutex::new(Conn::Read(ro)),
-            path,
-            temp: false,
+            h: Handle::read(ro, path, KIND),
         })
     }
 
@@ -330,20 +323,18 @@ impl SqliteControlCatalog {
 
     /// Whether this handle was opened read-only.
     pub fn is_read_only(&self) -> bool {
-        matches!(self.conn.lock().as_deref(), Ok(Conn::Read(_)))
+        self.h.is_read_only()
     }
 
     /// A fresh catalog in a new temp file, deleted when dropped. For tests.
     pub fn open_temp() -> Result<Self, OpenError> {
-        let path = config::temp_db_path("control");
-        let mut c = Self::open(path)?;
-        c.temp = true;
-        Ok(c)
+        let h = Self::open(config::temp_db_path("control"))?.h;
+        Ok(SqliteControlCatalog { h: h.into_temp() })
     }
 
     /// The database file.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.h.path()
     }
 
     fn with<T>(
@@ -351,18 +342,8 @@ impl SqliteControlCatalog {
         behavior: TransactionBehavior,
         f: impl FnMut(&Transaction<'_>) -> Res<T>,
     ) -> Res<T> {
-        let mut g = self.conn.lock().map_err(|_| WorldError::BackendFault {
-            reason: "control catalog connection mutex poisoned".into(),
-        })?;
-        g.transact(behavior, f, |reason| WorldError::BackendFault { reason })
-    }
-}
-
-impl Drop for SqliteControlCatalog {
-    fn drop(&mut self) {
-        if self.temp {
-            config::remove_temp_db(&self.path);
-        }
+        self.h
+            .transact(behavior, f, |reason| WorldError::BackendFault { reason })
     }
 }
 

@@ -89,6 +89,7 @@
 //! SQLite's behaviour, not exercised.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, OpenFlags, Transaction, TransactionBehavior};
@@ -288,6 +289,95 @@ impl Conn {
                 }
                 ro.read(f).map_err(|e| fault(e.to_string()))?
             }
+        }
+    }
+}
+
+/// A catalog file's handle: its connection behind a mutex, its path, and
+/// whether it is a test's temp file (removed with its siblings when the
+/// handle drops). The catalogue and the control catalog are each one.
+#[derive(Debug)]
+pub(crate) struct Handle {
+    conn: Mutex<Conn>,
+    path: PathBuf,
+    temp: bool,
+    /// The catalog's kind, for the message of a poisoned mutex.
+    kind: &'static str,
+}
+
+impl Handle {
+    /// The read-write handle of the catalog at `path`, opened and migrated
+    /// by [`config::open_migrated`](crate::config::open_migrated).
+    pub(crate) fn write(
+        path: &Path,
+        busy: Duration,
+        migrate: fn(&mut Connection) -> Result<(), OpenError>,
+        kind: &'static str,
+    ) -> Result<Self, OpenError> {
+        let conn = crate::config::open_migrated(path, busy, migrate)?;
+        Ok(Handle::new(Conn::Write(conn), path.to_path_buf(), kind))
+    }
+
+    /// The read-only handle over `ro`, opened at `path`.
+    pub(crate) fn read(ro: ReadOnly, path: PathBuf, kind: &'static str) -> Self {
+        Handle::new(Conn::Read(ro), path, kind)
+    }
+
+    fn new(conn: Conn, path: PathBuf, kind: &'static str) -> Self {
+        Handle {
+            conn: Mutex::new(conn),
+            path,
+            temp: false,
+            kind,
+        }
+    }
+
+    /// This handle, its file removed when it drops.
+    pub(crate) fn into_temp(mut self) -> Self {
+        self.temp = true;
+        self
+    }
+
+    /// The database file.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether the handle was opened read-only.
+    pub(crate) fn is_read_only(&self) -> bool {
+        matches!(self.conn.lock().as_deref(), Ok(Conn::Read(_)))
+    }
+
+    /// [`Conn::transact`] on the handle's connection.
+    pub(crate) fn transact<T, E>(
+        &self,
+        behavior: TransactionBehavior,
+        f: impl FnMut(&Transaction<'_>) -> Result<T, E>,
+        fault: impl Fn(String) -> E,
+    ) -> Result<T, E> {
+        self.lock(&fault)?.transact(behavior, f, fault)
+    }
+
+    /// [`Conn::read_alone`] on the handle's connection.
+    pub(crate) fn read_alone<T, E>(
+        &self,
+        f: impl FnMut(&Connection) -> Result<T, E>,
+        fault: impl Fn(String) -> E,
+    ) -> Result<T, E> {
+        self.lock(&fault)?.read_alone(f, fault)
+    }
+
+    fn lock<E>(&self, fault: &impl Fn(String) -> E) -> Result<MutexGuard<'_, Conn>, E> {
+        self.conn
+            .lock()
+            .map_err(|_| fault(format!("{} connection mutex poisoned", self.kind)))
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        if self.temp {
+            crate::config::remove_temp_db(&self.path);
         }
     }
 }

@@ -309,10 +309,8 @@ impl SqliteControlCatalog {
         behavior: TransactionBehavior,
         f: impl FnMut(&Transaction<'_>) -> Result<T, AdminError>,
     ) -> Result<T, AdminError> {
-        let mut g = self.conn.lock().map_err(|_| AdminError::Backend {
-            reason: "control catalog connection mutex poisoned".into(),
-        })?;
-        g.transact(behavior, f, |reason| AdminError::Backend { reason })
+        self.h
+            .transact(behavior, f, |reason| AdminError::Backend { reason })
     }
 }
 
