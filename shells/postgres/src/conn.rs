@@ -1721,39 +1721,6 @@ pub fn to_i64(what: &str, v: u64) -> Result<i64, Failure> {
     i64::try_from(v).map_err(|_| Failure::Db("encode", format!("{what}: {v} exceeds bigint")))
 }
 
-/// Why a component's schema could not be prepared.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum SchemaError {
-    /// The stored version is newer than (or unknown to) this build. Nothing
-    /// was written.
-    #[error("UnsupportedVersion: {component} in schema {schema} is at version {found}; this build supports {supported}")]
-    UnsupportedVersion {
-        /// The component.
-        component: &'static str,
-        /// The schema.
-        schema: String,
-        /// The stored version.
-        found: i64,
-        /// This build's.
-        supported: i64,
-    },
-    /// The server failed.
-    #[error("{0}")]
-    Server(String),
-    /// The server could not be reached.
-    #[error("Unavailable: {0}")]
-    Unavailable(String),
-}
-
-impl From<Failure> for SchemaError {
-    fn from(f: Failure) -> Self {
-        match f {
-            Failure::Unavailable(r) => SchemaError::Unavailable(r),
-            other => SchemaError::Server(other.to_string()),
-        }
-    }
-}
-
 /// A component's versioned schema: `steps[i]` takes version `i` to `i+1`
 /// (`steps[0]` creates the tables); the supported version is `steps.len()`.
 pub struct Component {
@@ -1798,75 +1765,5 @@ impl Component {
                 self.supported()
             ),
         ))
-    }
-
-    /// Creates or migrates the component's tables in one transaction,
-    /// serialized against concurrent first uses by a transaction-scoped
-    /// advisory lock (released at commit; it guards DDL only, never
-    /// ownership). A newer stored version is refused before anything is
-    /// written — the schema is not even created.
-    pub fn prepare(&self, conn: &Conn) -> Result<(), SchemaError> {
-        let schema = conn.target().schema().to_owned();
-        let supported = self.supported();
-        let r = conn.write(|tx| {
-            tx.execute(
-                "SELECT pg_advisory_xact_lock(hashtext('custos-schema:' || $1))",
-                &[&schema],
-            )
-            .map_err(db("schema-lock"))?;
-            let exists: bool = tx
-                .query_one(
-                    "SELECT to_regclass(quote_ident($1) || '.custos_versions') IS NOT NULL",
-                    &[&schema],
-                )
-                .and_then(|r| r.try_get(0))
-                .map_err(db("schema-probe"))?;
-            let found: i64 = if exists {
-                tx.query_opt(
-                    "SELECT version FROM custos_versions WHERE component = $1",
-                    &[&self.name],
-                )
-                .map_err(db("schema-version"))?
-                .map(|r| r.try_get(0))
-                .transpose()
-                .map_err(db("schema-version"))?
-                .unwrap_or(0)
-            } else {
-                0
-            };
-            if found > supported || found < 0 {
-                return Err(TxError::Refused(SchemaError::UnsupportedVersion {
-                    component: self.name,
-                    schema: schema.clone(),
-                    found,
-                    supported,
-                }));
-            }
-            if found == supported {
-                return Ok(());
-            }
-            // Quoted: a schema named by an SQL key word (`user`, `select`)
-            // is an identifier here as everywhere else.
-            tx.batch_execute(&format!(
-                "CREATE SCHEMA IF NOT EXISTS \"{schema}\";
-                 CREATE TABLE IF NOT EXISTS \"{schema}\".custos_versions (
-                     component text PRIMARY KEY,
-                     version bigint NOT NULL CHECK (version >= 0)
-                 );"
-            ))
-            .map_err(db("schema-create"))?;
-            let from = usize::try_from(found).unwrap_or(0);
-            for step in self.steps.get(from..).unwrap_or(&[]) {
-                tx.batch_execute(step).map_err(db("schema-step"))?;
-            }
-            tx.execute(
-                "INSERT INTO custos_versions (component, version) VALUES ($1, $2)
-                 ON CONFLICT (component) DO UPDATE SET version = EXCLUDED.version",
-                &[&self.name, &supported],
-            )
-            .map_err(db("schema-record"))?;
-            Ok(())
-        });
-        r.map_err(|e| e.settle(Into::into))
     }
 }

@@ -116,7 +116,7 @@ mod open;
 pub mod storage;
 pub mod tls;
 
-pub use conn::{redact, AccessClock, ConnectError, SchemaError, Target};
+pub use conn::{redact, AccessClock, ConnectError, Target};
 pub use open::{OpenError, Refusal};
 pub use tls::TlsMode;
 

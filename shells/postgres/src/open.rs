@@ -13,7 +13,7 @@ use custos_core::ledger::LedgerError;
 use custos_core::Class;
 use thiserror::Error;
 
-use crate::conn::{ConnectError, Failure, SchemaError};
+use crate::conn::{db, Component, Conn, ConnectError, Failure, TxError};
 use crate::storage::MAX_SESSION_LEN;
 
 /// Why a read-only open refused a schema ([`OpenError::NotReadable`]).
@@ -174,23 +174,75 @@ impl From<ConnectError> for OpenError {
     }
 }
 
-impl From<SchemaError> for OpenError {
-    fn from(e: SchemaError) -> Self {
-        match e {
-            SchemaError::UnsupportedVersion {
-                component,
-                schema,
-                found,
-                supported,
-            } => OpenError::UnsupportedVersion {
-                component,
-                schema,
-                found,
-                supported,
-            },
-            SchemaError::Unavailable(reason) => OpenError::Unavailable { reason },
-            SchemaError::Server(reason) => OpenError::Fault { reason },
-        }
+impl Component {
+    /// Creates or migrates the component's tables in one transaction,
+    /// serialized against concurrent first uses by a transaction-scoped
+    /// advisory lock (released at commit; it guards DDL only, never
+    /// ownership). A newer stored version is refused before anything is
+    /// written — the schema is not even created.
+    pub fn prepare(&self, conn: &Conn) -> Result<(), OpenError> {
+        let schema = conn.target().schema().to_owned();
+        let supported = self.supported();
+        let r = conn.write(|tx| {
+            tx.execute(
+                "SELECT pg_advisory_xact_lock(hashtext('custos-schema:' || $1))",
+                &[&schema],
+            )
+            .map_err(db("schema-lock"))?;
+            let exists: bool = tx
+                .query_one(
+                    "SELECT to_regclass(quote_ident($1) || '.custos_versions') IS NOT NULL",
+                    &[&schema],
+                )
+                .and_then(|r| r.try_get(0))
+                .map_err(db("schema-probe"))?;
+            let found: i64 = if exists {
+                tx.query_opt(
+                    "SELECT version FROM custos_versions WHERE component = $1",
+                    &[&self.name],
+                )
+                .map_err(db("schema-version"))?
+                .map(|r| r.try_get(0))
+                .transpose()
+                .map_err(db("schema-version"))?
+                .unwrap_or(0)
+            } else {
+                0
+            };
+            if found > supported || found < 0 {
+                return Err(TxError::Refused(OpenError::UnsupportedVersion {
+                    component: self.name,
+                    schema: schema.clone(),
+                    found,
+                    supported,
+                }));
+            }
+            if found == supported {
+                return Ok(());
+            }
+            // Quoted: a schema named by an SQL key word (`user`, `select`)
+            // is an identifier here as everywhere else.
+            tx.batch_execute(&format!(
+                "CREATE SCHEMA IF NOT EXISTS \"{schema}\";
+                 CREATE TABLE IF NOT EXISTS \"{schema}\".custos_versions (
+                     component text PRIMARY KEY,
+                     version bigint NOT NULL CHECK (version >= 0)
+                 );"
+            ))
+            .map_err(db("schema-create"))?;
+            let from = usize::try_from(found).unwrap_or(0);
+            for step in self.steps.get(from..).unwrap_or(&[]) {
+                tx.batch_execute(step).map_err(db("schema-step"))?;
+            }
+            tx.execute(
+                "INSERT INTO custos_versions (component, version) VALUES ($1, $2)
+                 ON CONFLICT (component) DO UPDATE SET version = EXCLUDED.version",
+                &[&self.name, &supported],
+            )
+            .map_err(db("schema-record"))?;
+            Ok(())
+        });
+        r.map_err(|e| e.settle(Into::into))
     }
 }
 

@@ -239,7 +239,7 @@ impl PgStorage {
         } = config;
         check_session(&session)?;
         let conn = Conn::open(target).map_err(OpenError::from)?;
-        schema::COMPONENT.prepare(&conn).map_err(OpenError::from)?;
+        schema::COMPONENT.prepare(&conn)?;
         let lease = admit(&conn, &session, &owner, lease_ttl_ms)?;
         tracing::debug!(schema = conn.target().schema(), session = %session, owner = %owner, fence = lease.fence, "session opened");
         Ok(PgStorage {

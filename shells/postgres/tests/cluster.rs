@@ -6,7 +6,7 @@
 
 use custos_postgres::cluster::{shared, unique_schema};
 use custos_postgres::conn::{Component, Conn};
-use custos_postgres::{SchemaError, Target};
+use custos_postgres::{OpenError, Target};
 
 #[test]
 fn the_private_cluster_serves_a_durable_loopback_login() {
@@ -70,7 +70,7 @@ fn a_component_is_created_once_and_a_newer_version_is_refused() {
     assert!(
         matches!(
             e,
-            SchemaError::UnsupportedVersion {
+            OpenError::UnsupportedVersion {
                 found: 9,
                 supported: 1,
                 ..
