@@ -40,6 +40,13 @@ pub trait Columns {
             .transpose()
     }
 
+    /// Column `col` as a sequence number in this backend's encoding (an
+    /// order-preserving one, where the backend keeps sequence numbers so);
+    /// by default as [`Columns::unsigned`].
+    fn seq(&self, col: usize) -> Result<Option<u64>, String> {
+        self.unsigned(col)
+    }
+
     /// Column `col` as a boolean; `Ok(None)` is SQL `NULL`. By default an
     /// integer, true when it is not 0.
     fn flag(&self, col: usize) -> Result<Option<bool>, String> {
@@ -88,6 +95,10 @@ impl<T: Columns + ?Sized> Columns for &T {
 
     fn unsigned(&self, col: usize) -> Result<Option<u64>, String> {
         (**self).unsigned(col)
+    }
+
+    fn seq(&self, col: usize) -> Result<Option<u64>, String> {
+        (**self).seq(col)
     }
 
     fn flag(&self, col: usize) -> Result<Option<bool>, String> {
@@ -215,6 +226,26 @@ impl<C: Columns> Cells<C> {
     pub fn unsigned(&self, col: usize, name: &'static str) -> Result<u64, ColumnError> {
         self.opt_unsigned(col, name)?
             .ok_or_else(|| self.fail(name, "null"))
+    }
+
+    /// A nullable sequence-number column ([`Columns::seq`]).
+    pub fn opt_seq(&self, col: usize, name: &'static str) -> Result<Option<u64>, ColumnError> {
+        self.cols
+            .seq(self.base + col)
+            .map_err(|why| self.fail(name, why))
+    }
+
+    /// A `NOT NULL` sequence-number column.
+    pub fn seq(&self, col: usize, name: &'static str) -> Result<u64, ColumnError> {
+        self.opt_seq(col, name)?
+            .ok_or_else(|| self.fail(name, "null"))
+    }
+
+    /// A `NOT NULL` integer column that must not be negative (a length, a
+    /// position), whatever the backend's `u64` encoding.
+    pub fn count(&self, col: usize, name: &'static str) -> Result<u64, ColumnError> {
+        let v = self.int(col, name)?;
+        u64::try_from(v).map_err(|_| self.fail(name, format!("negative value {v}")))
     }
 
     /// A `NOT NULL` integer column that must fit a `u32`.

@@ -42,6 +42,7 @@ pub mod memory;
 pub mod query;
 pub mod rewrite;
 pub mod state;
+pub mod stored;
 pub mod types;
 
 #[cfg(test)]

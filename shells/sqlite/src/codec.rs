@@ -2,8 +2,6 @@
 //! read by reference and its length checked against a bound before it is
 //! validated, decoded or copied ([`text_ref`], [`blob_ref`]).
 
-use custos_core::storage::types::{MAX_ID_LEN, MAX_KIND_LEN, MAX_PAYLOAD_LEN};
-use custos_core::storage::{Kind, Payload, RecordId};
 use rusqlite::types::ValueRef;
 use rusqlite::Row;
 
@@ -137,44 +135,6 @@ pub(crate) fn opt_text<'r>(
     text_ref(row, col, max).map_err(|e| corrupt(table, col, e))
 }
 
-/// A record id column (at most [`MAX_ID_LEN`] bytes).
-pub(crate) fn record_id(row: &Row<'_>, col: usize, table: &str) -> Result<RecordId, Fault> {
-    RecordId::try_from(text(row, col, table, MAX_ID_LEN)?).map_err(|e| corrupt(table, col, e))
-}
-
-/// A nullable record id column.
-pub(crate) fn opt_record_id(
-    row: &Row<'_>,
-    col: usize,
-    table: &str,
-) -> Result<Option<RecordId>, Fault> {
-    opt_text(row, col, table, MAX_ID_LEN)?
-        .map(|s| RecordId::try_from(s).map_err(|e| corrupt(table, col, e)))
-        .transpose()
-}
-
-/// A kind column (at most [`MAX_KIND_LEN`] bytes).
-pub(crate) fn kind(row: &Row<'_>, col: usize, table: &str) -> Result<Kind, Fault> {
-    Kind::try_from(text(row, col, table, MAX_KIND_LEN)?).map_err(|e| corrupt(table, col, e))
-}
-
-/// A `BLOB` payload column: its length is checked (against
-/// [`MAX_PAYLOAD_LEN`]) before it is copied.
-pub(crate) fn payload(row: &Row<'_>, col: usize, table: &str) -> Result<Payload, Fault> {
-    let b = blob_ref(row, col, MAX_PAYLOAD_LEN)
-        .map_err(|e| corrupt(table, col, e))?
-        .ok_or_else(|| corrupt(table, col, "expected a blob, found Null"))?;
-    Payload::try_from(b).map_err(|e| corrupt(table, col, e))
-}
-
-/// Prefixes a row decoder's corruption with the row it was decoding.
-pub(crate) fn at_row(row: impl std::fmt::Display) -> impl FnOnce(Fault) -> Fault {
-    move |f| match f {
-        Fault::Corrupt(d) => Fault::Corrupt(format!("{row}: {d}")),
-        other => other,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,6 +193,11 @@ impl custos_core::columns::Columns for Lite<'_, '_> {
 
     fn unsigned(&self, col: usize) -> Result<Option<u64>, String> {
         Ok(self.int(col)?.map(u64_from_sql))
+    }
+
+    /// A seq, kept order-preserving ([`seq_from_sql`]).
+    fn seq(&self, col: usize) -> Result<Option<u64>, String> {
+        Ok(self.int(col)?.map(seq_from_sql))
     }
 
     fn blob(&self, col: usize) -> Result<Option<&[u8]>, String> {

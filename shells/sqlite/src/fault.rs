@@ -26,6 +26,12 @@ impl Fault {
     }
 }
 
+impl From<custos_core::columns::ColumnError> for Fault {
+    fn from(e: custos_core::columns::ColumnError) -> Self {
+        Fault::Corrupt(e.to_string())
+    }
+}
+
 impl From<Fault> for StorageError {
     fn from(f: Fault) -> Self {
         match f {

@@ -10,12 +10,12 @@
 //! the caller's transaction.
 
 use custos_core::lease::{
-    self, Decision, Fence, Lease, LeaseError, LeaseState, Outcome, Owner, Request, MAX_OWNER_LEN,
+    self, Decision, Fence, Lease, LeaseError, LeaseState, Outcome, Owner, Request,
 };
 use custos_core::Millis;
 use rusqlite::{params, Connection, TransactionBehavior};
 
-use crate::codec::{int, opt_int, opt_text, u64_from_sql, u64_to_sql};
+use crate::codec::{cells, u64_to_sql};
 use crate::config::{Clock, OpenError};
 use crate::fault::Fault;
 use crate::schema;
@@ -78,32 +78,15 @@ impl From<LeaseFailure> for OpenError {
 /// Reads [`LeaseState`] in one statement (both tables must exist).
 pub(crate) fn load(c: &Connection) -> Result<LeaseState, Fault> {
     c.prepare_cached(
-        "SELECT (SELECT high_water FROM lease_fence WHERE slot = 1), l.owner, l.fence, l.expires_at
+        "SELECT l.owner, l.fence, l.expires_at, (SELECT high_water FROM lease_fence WHERE slot = 1)
          FROM (SELECT 1) LEFT JOIN writer_lease AS l ON l.slot = 1",
     )
     .map_err(Fault::db("lease-load"))?
-    .query_row([], |row| Ok(decode(row)))
-    .map_err(Fault::db("lease-load"))?
-}
-
-/// Decodes columns 0..=3 of `row` as [`load`] selects them (fence high
-/// water, owner, fence, expiry).
-pub(crate) fn decode(row: &rusqlite::Row<'_>) -> Result<LeaseState, Fault> {
-    let t = "writer_lease";
-    let high = opt_int(row, 0, "lease_fence")?.map_or(0, u64_from_sql);
-    let holder = match opt_text(row, 1, t, MAX_OWNER_LEN)? {
-        None => None,
-        Some(owner) => Some(Lease {
-            owner: Owner::new(owner)
-                .map_err(|e| Fault::Corrupt(format!("writer_lease owner: {e}")))?,
-            fence: u64_from_sql(int(row, 2, t)?),
-            expires_at: u64_from_sql(int(row, 3, t)?),
-        }),
-    };
-    Ok(LeaseState {
-        holder,
-        fence_high_water: high,
+    .query_row([], |row| {
+        Ok(LeaseState::read(&cells(row, "writer_lease"), 0))
     })
+    .map_err(Fault::db("lease-load"))?
+    .map_err(Fault::from)
 }
 
 /// Applies a decision's effects, one statement each. A cleared holder

@@ -46,10 +46,12 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use custos_core::columns::ColumnError;
 use custos_core::lease::{self, LeaseError, Owner};
 use custos_core::storage::rewrite::{
     check_details_rewrite, check_entry_rewrite, check_register_rewrite, RewriteViolation,
 };
+use custos_core::storage::stored::payload;
 use custos_core::storage::types::{MAX_ID_LEN, MAX_KEY_LEN, MAX_NAMESPACE_LEN};
 use custos_core::storage::{Entry, Payload};
 use custos_core::Millis;
@@ -59,7 +61,7 @@ use rusqlite::{
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
-use crate::codec::{self, seq_to_sql, u64_from_sql, u64_to_sql, MAX_TEXT_LEN};
+use crate::codec::{self, cells, seq_to_sql, u64_from_sql, u64_to_sql, MAX_TEXT_LEN};
 use crate::config::{
     self, system_clock, with_suffix, Clock, OpenError, DEFAULT_BUSY_TIMEOUT, DEFAULT_LEASE_TTL_MS,
 };
@@ -407,15 +409,7 @@ fn transform_entries(
                 .map_err(Fault::db("transform-entries"))?;
             let mut v = Vec::new();
             while let Some(row) = rows.next().map_err(Fault::db("transform-entries"))? {
-                let t = "entries";
-                v.push(Entry {
-                    seq: codec::seq(row, 0, t)?,
-                    id: codec::record_id(row, 1, t)?,
-                    parent: codec::opt_record_id(row, 2, t)?,
-                    kind: codec::kind(row, 3, t)?,
-                    payload: codec::payload(row, 4, t)?,
-                    ts: codec::u64c(row, 5, t)?,
-                });
+                v.push(Entry::read(&mut cells(row, "entries")).map_err(Fault::from)?);
             }
             v
         };
@@ -454,12 +448,15 @@ fn transform_registers(
         let mut rows = st.query([]).map_err(Fault::db("transform-registers"))?;
         let mut v = Vec::new();
         while let Some(row) = rows.next().map_err(Fault::db("transform-registers"))? {
-            let t = "registers";
-            v.push((
-                codec::text(row, 0, t, MAX_NAMESPACE_LEN)?.to_owned(),
-                codec::text(row, 1, t, MAX_KEY_LEN)?.to_owned(),
-                codec::payload(row, 2, t)?,
-            ));
+            let c = cells(row, "registers");
+            let cell = (|| {
+                Ok::<_, ColumnError>((
+                    c.text(0, "namespace", MAX_NAMESPACE_LEN)?,
+                    c.text(1, "key", MAX_KEY_LEN)?,
+                    payload(&c, 2, "value")?,
+                ))
+            })();
+            v.push(cell.map_err(Fault::from)?);
         }
         v
     };
@@ -492,12 +489,15 @@ fn transform_usage(
         let mut rows = st.query([]).map_err(Fault::db("transform-usage"))?;
         let mut v = Vec::new();
         while let Some(row) = rows.next().map_err(Fault::db("transform-usage"))? {
-            let t = "usage_ledger";
-            v.push((
-                codec::int(row, 0, t)?,
-                codec::text(row, 1, t, MAX_ID_LEN)?.to_owned(),
-                codec::payload(row, 2, t)?,
-            ));
+            let c = cells(row, "usage_ledger");
+            let row = (|| {
+                Ok::<_, ColumnError>((
+                    c.int(0, "seq")?,
+                    c.text(1, "id", MAX_ID_LEN)?,
+                    payload(&c, 2, "details")?,
+                ))
+            })();
+            v.push(row.map_err(Fault::from)?);
         }
         v
     };

@@ -5,20 +5,18 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
 use custos_core::lease::{Fence, Lease, LeaseError, LeaseState, Owner};
-use custos_core::storage::types::{
-    MAX_GET_ENTRIES, MAX_ID_LEN, MAX_KEY_LEN, MAX_WRITES_PER_COMMIT,
-};
+use custos_core::storage::types::{MAX_GET_ENTRIES, MAX_ID_LEN, MAX_WRITES_PER_COMMIT};
 use custos_core::storage::{
     self as core_storage, BoundError, BranchScan, Commit, CommitContext, CommitError, CommitId,
     CommitPlan, CommitReceipt, Entry, EntryHead, EntryScan, Footprint, KeyPrefix, LastCommit,
     Namespace, RecordId, RecordKind, Register, RegisterChange, RegisterKey, Seq, Stats, Storage,
-    StorageError, UsageFigures, UsageRow, UsageScan, KEPT_COMMITS, REASON_HANDLE_CLOSED,
+    StorageError, UsageRow, UsageScan, KEPT_COMMITS, REASON_HANDLE_CLOSED,
 };
 use rusqlite::{
     params, Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior,
 };
 
-use crate::codec::{self, seq_to_sql, u64_to_sql};
+use crate::codec::{self, cells, cells_from, seq_to_sql, u64_to_sql};
 use crate::config::{self, Config, OpenError};
 use crate::fault::Fault;
 use crate::lease_rows::{self, Held, LeaseFailure};
@@ -393,14 +391,15 @@ fn load_head(c: &Connection) -> Result<(Seq, Stats), Fault> {
 /// reads before it decides.
 fn load_lease_and_head(c: &Connection) -> Result<(LeaseState, (Seq, Stats)), Fault> {
     c.prepare_cached(&format!(
-        "SELECT (SELECT high_water FROM lease_fence WHERE slot = 1), l.owner, l.fence, l.expires_at,
+        "SELECT l.owner, l.fence, l.expires_at, (SELECT high_water FROM lease_fence WHERE slot = 1),
                 {HEAD_COLS}
          FROM session AS s LEFT JOIN writer_lease AS l ON l.slot = 1 WHERE s.singleton = 1"
     ))
     .map_err(Fault::db("load-head"))?
     .query_row([], |row| {
         Ok((|| {
-            Ok::<_, Fault>((lease_rows::decode(row)?, decode_head(row, 4)?))
+            let lease = LeaseState::read(&cells(row, "writer_lease"), 0)?;
+            Ok::<_, Fault>((lease, decode_head(row, 4)?))
         })())
     })
     .optional()
@@ -410,12 +409,12 @@ fn load_lease_and_head(c: &Connection) -> Result<(LeaseState, (Seq, Stats)), Fau
 
 /// Decodes [`HEAD_COLS`] starting at column `base`.
 fn decode_head(row: &rusqlite::Row<'_>, base: usize) -> Result<(Seq, Stats), Fault> {
-    let t = "session";
-    let floor = codec::seq(row, base, t)?;
+    let c = cells_from(row, "session", base);
+    let floor = c.seq(0, "next_seq")?;
     let after = |col: usize, table: &str| -> Result<Seq, Fault> {
-        match codec::opt_int(row, base + col, table)? {
+        match c.opt_seq(col, "max(seq)")? {
             None => Ok(0),
-            Some(v) => codec::seq_from_sql(v)
+            Some(v) => v
                 .checked_add(1)
                 .ok_or_else(|| Fault::Corrupt(format!("{table}: a row holds the largest seq"))),
         }
@@ -423,19 +422,7 @@ fn decode_head(row: &rusqlite::Row<'_>, base: usize) -> Result<(Seq, Stats), Fau
     let next = floor
         .max(after(1, "entries")?)
         .max(after(2, "usage_ledger")?);
-    Ok((
-        next,
-        Stats {
-            usage_rows: codec::u64c(row, base + 3, t)?,
-            totals: UsageFigures {
-                input_tokens: codec::u64c(row, base + 4, t)?,
-                output_tokens: codec::u64c(row, base + 5, t)?,
-                cache_read_tokens: codec::u64c(row, base + 6, t)?,
-                cache_write_tokens: codec::u64c(row, base + 7, t)?,
-                cost_micros: codec::u64c(row, base + 8, t)?,
-            },
-        },
-    ))
+    Ok((next, Stats::read(&c, 3)?))
 }
 
 /// Whether `plan` leaves the `session` row as it is: its stats equal the
@@ -750,40 +737,11 @@ fn link_branch(c: &Connection, e: &Entry) -> Result<(i64, i64), Fault> {
 const ENTRY_COLS: &str = "seq, id, parent, kind, payload, ts";
 
 fn decode_entry(row: &rusqlite::Row<'_>) -> Result<Entry, Fault> {
-    let t = "entries";
-    let seq = codec::seq(row, 0, t)?;
-    (|| {
-        Ok(Entry {
-            seq,
-            id: codec::record_id(row, 1, t)?,
-            parent: codec::opt_record_id(row, 2, t)?,
-            kind: codec::kind(row, 3, t)?,
-            payload: codec::payload(row, 4, t)?,
-            ts: codec::u64c(row, 5, t)?,
-        })
-    })()
-    .map_err(codec::at_row(format_args!("entries row seq {seq}")))
+    Ok(Entry::read(&mut cells(row, "entries"))?)
 }
 
 fn decode_usage(row: &rusqlite::Row<'_>) -> Result<UsageRow, Fault> {
-    let t = "usage_ledger";
-    let seq = codec::seq(row, 0, t)?;
-    (|| {
-        Ok(UsageRow {
-            seq,
-            id: codec::record_id(row, 1, t)?,
-            ts: codec::u64c(row, 2, t)?,
-            figures: UsageFigures {
-                input_tokens: codec::u64c(row, 3, t)?,
-                output_tokens: codec::u64c(row, 4, t)?,
-                cache_read_tokens: codec::u64c(row, 5, t)?,
-                cache_write_tokens: codec::u64c(row, 6, t)?,
-                cost_micros: codec::u64c(row, 7, t)?,
-            },
-            details: codec::payload(row, 8, t)?,
-        })
-    })()
-    .map_err(codec::at_row(format_args!("usage_ledger row seq {seq}")))
+    Ok(UsageRow::read(&mut cells(row, "usage_ledger"))?)
 }
 
 /// Collects `query_map`-style rows whose closure answers `Result<T, Fault>`.
@@ -864,16 +822,7 @@ impl BranchRows for Rows<'_> {
             &mut st,
             params![segment, upper, limit],
             "branch-page",
-            |row| {
-                let t = "branch_entries";
-                Ok((
-                    codec::int(row, 0, t)?,
-                    BranchHead {
-                        seq: codec::seq(row, 1, t)?,
-                        kind: codec::kind(row, 2, t)?,
-                    },
-                ))
-            },
+            |row| Ok(BranchHead::read(&cells(row, "branch_entries"))?),
         )?)
     }
 
@@ -971,14 +920,12 @@ impl Storage for SqliteStorage {
                 )
                 .map_err(Fault::db("get-register"))?
                 .query_row(params![namespace.as_str(), key.as_str()], |row| {
-                    Ok((|| {
-                        Ok::<_, Fault>(Register {
-                            namespace: namespace.clone(),
-                            key: key.clone(),
-                            value: codec::payload(row, 0, "registers")?,
-                            seq: codec::seq(row, 1, "registers")?,
-                        })
-                    })())
+                    Ok(Register::read(
+                        &cells(row, "registers"),
+                        namespace,
+                        key.clone(),
+                        0,
+                    ))
                 })
                 .optional()
                 .map_err(Fault::db("get-register"))?
@@ -1002,17 +949,12 @@ impl Storage for SqliteStorage {
                 .map_err(Fault::db("list-registers"))?;
             let mut out = Vec::new();
             while let Some(row) = rows.next().map_err(Fault::db("list-registers"))? {
-                let key = RegisterKey::try_from(codec::text(row, 0, "registers", MAX_KEY_LEN)?)
-                    .map_err(|e| Fault::Corrupt(format!("registers key: {e}")))?;
+                let mut c = cells(row, "registers");
+                let key = Register::read_key(&mut c)?;
                 if !prefix.matches(&key) {
                     break;
                 }
-                out.push(Register {
-                    namespace: namespace.clone(),
-                    key,
-                    value: codec::payload(row, 1, "registers")?,
-                    seq: codec::seq(row, 2, "registers")?,
-                });
+                out.push(Register::read(&c, namespace, key, 1).map_err(Fault::from)?);
             }
             Ok(out)
         })
@@ -1050,11 +992,7 @@ impl Storage for SqliteStorage {
                 )
                 .map_err(Fault::db("scan-entry-heads"))?;
             Ok(collect(&mut st, params![lo, hi, sql_limit(q.limit)], "scan-entry-heads", |row| {
-                Ok(EntryHead {
-                    seq: codec::seq(row, 0, "entries")?,
-                    id: codec::record_id(row, 1, "entries")?,
-                    parent: codec::opt_record_id(row, 2, "entries")?,
-                })
+                Ok(EntryHead::read(&mut cells(row, "entries"))?)
             })?)
         })
     }

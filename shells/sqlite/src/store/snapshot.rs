@@ -25,12 +25,12 @@
 use custos_core::snapshot::{
     CellHeader, CutView, Descriptor, Head, KeyRange, SnapshotError, SnapshotSource, SnapshotStep,
 };
-use custos_core::storage::types::MAX_KEY_LEN;
+use custos_core::storage::stored::record_id;
 use custos_core::storage::{Namespace, RecordId, Register, RegisterKey, Seq, StorageError};
 use rusqlite::{params, Connection, DatabaseName, OptionalExtension};
 
 use super::{load_head, SqliteStorage};
-use crate::codec::{self, seq_to_sql};
+use crate::codec::{self, cells, seq_to_sql};
 use crate::fault::Fault;
 
 const HEADER_SQL: &str =
@@ -54,34 +54,12 @@ const HEAD_SQL: &str = "SELECT next_seq FROM session WHERE singleton = 1";
 const R: &str = "registers";
 const E: &str = "entries";
 
-fn size(row: &rusqlite::Row<'_>, col: usize, table: &str) -> Result<u64, Fault> {
-    let v = codec::int(row, col, table)?;
-    u64::try_from(v).map_err(|_| Fault::Corrupt(format!("{table} column {col}: length {v}")))
-}
-
 fn decode_header(row: &rusqlite::Row<'_>) -> Result<CellHeader, Fault> {
-    let key = RegisterKey::try_from(codec::text(row, 0, R, MAX_KEY_LEN)?)
-        .map_err(|e| Fault::Corrupt(format!("registers key: {e}")))?;
-    Ok(CellHeader {
-        key,
-        seq: codec::seq(row, 1, R)?,
-        size: size(row, 2, R)?,
-    })
+    Ok(CellHeader::read(&mut cells(row, R))?)
 }
 
 fn decode_descriptor(row: &rusqlite::Row<'_>) -> Result<Descriptor, Fault> {
-    let seq = codec::seq(row, 0, E)?;
-    (|| {
-        Ok(Descriptor {
-            seq,
-            id: codec::record_id(row, 1, E)?,
-            parent: codec::opt_record_id(row, 2, E)?,
-            kind: codec::kind(row, 3, E)?,
-            ts: codec::u64c(row, 4, E)?,
-            size: size(row, 5, E)?,
-        })
-    })()
-    .map_err(codec::at_row(format_args!("entries row seq {seq}")))
+    Ok(Descriptor::read(&mut cells(row, E))?)
 }
 
 fn sql_limit(limit: usize) -> i64 {
@@ -154,14 +132,7 @@ impl CutView for View<'_> {
         for key in keys {
             let cell = st
                 .query_row(params![namespace.as_str(), key.as_str()], |row| {
-                    Ok((|| {
-                        Ok::<_, Fault>(Register {
-                            namespace: namespace.clone(),
-                            key: key.clone(),
-                            value: codec::payload(row, 0, R)?,
-                            seq: codec::seq(row, 1, R)?,
-                        })
-                    })())
+                    Ok(Register::read(&cells(row, R), namespace, key.clone(), 0))
                 })
                 .optional()
                 .map_err(Fault::db(op))?
@@ -240,8 +211,9 @@ impl SnapshotSource for SqliteStorage {
                 .prepare_cached(FRAGMENT_ROW_SQL)
                 .map_err(Fault::db(op))?
                 .query_row([rowid], |row| {
+                    let c = cells(row, E);
                     Ok((|| {
-                        Ok::<_, Fault>((codec::record_id(row, 0, E)?, size(row, 1, E)?))
+                        Ok::<_, Fault>((record_id(&c, 0, "id")?, c.count(1, "length(payload)")?))
                     })())
                 })
                 .optional()

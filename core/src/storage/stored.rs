@@ -1,0 +1,234 @@
+//! Storage rows as a backend reads them back, read here once over the
+//! backend's [`Columns`]: an entry, a usage row, a register's value, an
+//! entry's or a register's header, a branch page's row, the head's stats
+//! and the writer lease's columns. A backend writes each SELECT in the
+//! order its reader names and hands the row here; every text and byte
+//! column is bounded before it is copied, every identifier checked by its
+//! own type, and every refusal is a [`ColumnError`] naming the table, the
+//! row and the column.
+//!
+//! Sequence numbers are read through [`Columns::seq`] (a backend may keep
+//! them in an order-preserving encoding), every other `u64` through
+//! [`Columns::unsigned`], lengths and positions as non-negative integers.
+
+use super::branch::BranchHead;
+use super::types::{
+    Entry, EntryHead, Kind, Namespace, Payload, RecordId, Register, RegisterKey, Stats,
+    UsageFigures, UsageRow, MAX_ID_LEN, MAX_KEY_LEN, MAX_KIND_LEN, MAX_PAYLOAD_LEN,
+};
+use super::StorageError;
+use crate::columns::{Cells, ColumnError, Columns};
+use crate::lease::{Lease, LeaseState, Owner, MAX_OWNER_LEN};
+use crate::snapshot::{CellHeader, Descriptor};
+
+impl From<ColumnError> for StorageError {
+    /// A stored row that breaks its rule is corruption, naming the table,
+    /// the row and the column.
+    fn from(e: ColumnError) -> Self {
+        StorageError::Corrupt {
+            detail: e.to_string(),
+        }
+    }
+}
+
+/// A `NOT NULL` record id column.
+pub fn record_id<C: Columns>(
+    c: &Cells<C>,
+    col: usize,
+    name: &'static str,
+) -> Result<RecordId, ColumnError> {
+    c.check(name, RecordId::try_from(c.text(col, name, MAX_ID_LEN)?))
+}
+
+/// A nullable record id column.
+pub fn opt_record_id<C: Columns>(
+    c: &Cells<C>,
+    col: usize,
+    name: &'static str,
+) -> Result<Option<RecordId>, ColumnError> {
+    c.opt_text(col, name, MAX_ID_LEN)?
+        .map(|s| c.check(name, RecordId::try_from(s)))
+        .transpose()
+}
+
+/// A `NOT NULL` kind column.
+pub fn kind<C: Columns>(c: &Cells<C>, col: usize, name: &'static str) -> Result<Kind, ColumnError> {
+    c.check(name, Kind::try_from(c.text(col, name, MAX_KIND_LEN)?))
+}
+
+/// A `NOT NULL` payload column, measured before it is copied.
+pub fn payload<C: Columns>(
+    c: &Cells<C>,
+    col: usize,
+    name: &'static str,
+) -> Result<Payload, ColumnError> {
+    let bytes = c
+        .opt_blob(col, name, MAX_PAYLOAD_LEN)?
+        .ok_or_else(|| c.fail(name, "null"))?;
+    c.check(name, Payload::try_from(bytes))
+}
+
+impl Entry {
+    /// An entry row from `c`, in the order `seq, id, parent, kind,
+    /// payload, ts`; `c` names the row by its seq.
+    pub fn read<C: Columns>(c: &mut Cells<C>) -> Result<Self, ColumnError> {
+        let seq = c.seq(0, "seq")?;
+        c.at(format!("seq {seq}"));
+        Ok(Entry {
+            seq,
+            id: record_id(c, 1, "id")?,
+            parent: opt_record_id(c, 2, "parent")?,
+            kind: kind(c, 3, "kind")?,
+            payload: payload(c, 4, "payload")?,
+            ts: c.unsigned(5, "ts")?,
+        })
+    }
+}
+
+impl UsageFigures {
+    /// The five figures from `c` at `base`, in the order `input_tokens,
+    /// output_tokens, cache_read_tokens, cache_write_tokens, cost_micros`.
+    pub fn read<C: Columns>(c: &Cells<C>, base: usize) -> Result<Self, ColumnError> {
+        Ok(UsageFigures {
+            input_tokens: c.unsigned(base, "input_tokens")?,
+            output_tokens: c.unsigned(base + 1, "output_tokens")?,
+            cache_read_tokens: c.unsigned(base + 2, "cache_read_tokens")?,
+            cache_write_tokens: c.unsigned(base + 3, "cache_write_tokens")?,
+            cost_micros: c.unsigned(base + 4, "cost_micros")?,
+        })
+    }
+}
+
+impl UsageRow {
+    /// A usage row from `c`, in the order `seq, id, ts`, the five
+    /// [figures](UsageFigures::read), `details`; `c` names the row by its
+    /// seq.
+    pub fn read<C: Columns>(c: &mut Cells<C>) -> Result<Self, ColumnError> {
+        let seq = c.seq(0, "seq")?;
+        c.at(format!("seq {seq}"));
+        Ok(UsageRow {
+            seq,
+            id: record_id(c, 1, "id")?,
+            ts: c.unsigned(2, "ts")?,
+            figures: UsageFigures::read(c, 3)?,
+            details: payload(c, 8, "details")?,
+        })
+    }
+}
+
+impl Stats {
+    /// The head's stats from `c` at `base`, in the order `usage_rows`,
+    /// then the five [figures](UsageFigures::read).
+    pub fn read<C: Columns>(c: &Cells<C>, base: usize) -> Result<Self, ColumnError> {
+        Ok(Stats {
+            usage_rows: c.unsigned(base, "usage_rows")?,
+            totals: UsageFigures::read(c, base + 1)?,
+        })
+    }
+}
+
+impl CellHeader {
+    /// A register's header from `c`, in the order `key, seq,
+    /// length(value)`.
+    pub fn read<C: Columns>(c: &mut Cells<C>) -> Result<Self, ColumnError> {
+        Ok(CellHeader {
+            key: Register::read_key(c)?,
+            seq: c.seq(1, "seq")?,
+            size: c.count(2, "length(value)")?,
+        })
+    }
+}
+
+impl Descriptor {
+    /// An entry's descriptor from `c`, in the order `seq, id, parent,
+    /// kind, ts, length(payload)`; `c` names the row by its seq.
+    pub fn read<C: Columns>(c: &mut Cells<C>) -> Result<Self, ColumnError> {
+        let seq = c.seq(0, "seq")?;
+        c.at(format!("seq {seq}"));
+        Ok(Descriptor {
+            seq,
+            id: record_id(c, 1, "id")?,
+            parent: opt_record_id(c, 2, "parent")?,
+            kind: kind(c, 3, "kind")?,
+            ts: c.unsigned(4, "ts")?,
+            size: c.count(5, "length(payload)")?,
+        })
+    }
+}
+
+impl BranchHead {
+    /// A branch page's row from `c`, in the order `pos, seq, kind`.
+    pub fn read<C: Columns>(c: &Cells<C>) -> Result<(i64, Self), ColumnError> {
+        Ok((
+            c.int(0, "pos")?,
+            BranchHead {
+                seq: c.seq(1, "seq")?,
+                kind: kind(c, 2, "kind")?,
+            },
+        ))
+    }
+}
+
+impl Register {
+    /// The register `key` of `namespace` from `c` at `base`, in the order
+    /// `value, seq`.
+    pub fn read<C: Columns>(
+        c: &Cells<C>,
+        namespace: &Namespace,
+        key: RegisterKey,
+        base: usize,
+    ) -> Result<Self, ColumnError> {
+        Ok(Register {
+            namespace: namespace.clone(),
+            key,
+            value: payload(c, base, "value")?,
+            seq: c.seq(base + 1, "seq")?,
+        })
+    }
+
+    /// A register's key from `c`, in its column 0 (a listing's rows are
+    /// `key, value, seq`); `c` names the row by it.
+    pub fn read_key<C: Columns>(c: &mut Cells<C>) -> Result<RegisterKey, ColumnError> {
+        let key = c.text(0, "key", MAX_KEY_LEN)?;
+        c.at(key.clone());
+        c.check("key", RegisterKey::try_from(key))
+    }
+}
+
+impl EntryHead {
+    /// An entry's head from `c`, in the order `seq, id, parent`.
+    pub fn read<C: Columns>(c: &mut Cells<C>) -> Result<Self, ColumnError> {
+        let seq = c.seq(0, "seq")?;
+        c.at(format!("seq {seq}"));
+        Ok(EntryHead {
+            seq,
+            id: record_id(c, 1, "id")?,
+            parent: opt_record_id(c, 2, "parent")?,
+        })
+    }
+}
+
+impl LeaseState {
+    /// The writer lease from `c` at `base`, in the order `owner, fence,
+    /// expires_at, fence_high_water`: a holder is all three of its columns
+    /// or none of them (a partial holder is refused); a missing high-water
+    /// reads as 0.
+    pub fn read<C: Columns>(c: &Cells<C>, base: usize) -> Result<Self, ColumnError> {
+        let owner = c.opt_text(base, "owner", MAX_OWNER_LEN)?;
+        let fence = c.opt_unsigned(base + 1, "fence")?;
+        let expires = c.opt_unsigned(base + 2, "expires_at")?;
+        let holder = match (owner, fence, expires) {
+            (None, None, None) => None,
+            (Some(owner), Some(fence), Some(expires_at)) => Some(Lease {
+                owner: c.check("owner", Owner::new(owner))?,
+                fence,
+                expires_at,
+            }),
+            _ => return Err(c.fail("owner", "a partial lease holder")),
+        };
+        Ok(LeaseState {
+            holder,
+            fence_high_water: c.opt_unsigned(base + 3, "fence_high_water")?.unwrap_or(0),
+        })
+    }
+}
