@@ -271,6 +271,12 @@ impl<C: Columns> Cells<C> {
         }
     }
 
+    /// A `NOT NULL` bytes column of at most `max` bytes.
+    pub fn blob(&self, col: usize, name: &'static str, max: usize) -> Result<Vec<u8>, ColumnError> {
+        self.opt_blob(col, name, max)?
+            .ok_or_else(|| self.fail(name, "null"))
+    }
+
     /// `parsed`, the value of column `name` checked by its own type, or
     /// the type's refusal as this column's.
     pub fn check<T, E: fmt::Display>(

@@ -12,9 +12,11 @@
 //! [`Columns::unsigned`], lengths and positions as non-negative integers.
 
 use super::branch::BranchHead;
+use super::commit::{decode_seqs, CommitReceipt, LastCommit};
 use super::types::{
-    Entry, EntryHead, Kind, Namespace, Payload, RecordId, Register, RegisterKey, Stats,
-    UsageFigures, UsageRow, MAX_ID_LEN, MAX_KEY_LEN, MAX_KIND_LEN, MAX_PAYLOAD_LEN,
+    CommitId, Entry, EntryHead, Kind, Namespace, Payload, RecordId, Register, RegisterKey, Seq,
+    Stats, UsageFigures, UsageRow, MAX_ID_LEN, MAX_KEY_LEN, MAX_KIND_LEN, MAX_NAMESPACE_LEN,
+    MAX_PAYLOAD_LEN, MAX_WRITES_PER_COMMIT,
 };
 use super::StorageError;
 use crate::columns::{Cells, ColumnError, Columns};
@@ -62,10 +64,47 @@ pub fn payload<C: Columns>(
     col: usize,
     name: &'static str,
 ) -> Result<Payload, ColumnError> {
-    let bytes = c
-        .opt_blob(col, name, MAX_PAYLOAD_LEN)?
-        .ok_or_else(|| c.fail(name, "null"))?;
-    c.check(name, Payload::try_from(bytes))
+    c.check(name, Payload::try_from(c.blob(col, name, MAX_PAYLOAD_LEN)?))
+}
+
+impl LastCommit {
+    /// The kept commit `id` from `c`, in the order `digest, seqs,
+    /// next_seq` (`seqs` as [`encode_seqs`](super::commit::encode_seqs)
+    /// writes them).
+    pub fn read<C: Columns>(c: &mut Cells<C>, id: &CommitId) -> Result<Self, ColumnError> {
+        c.at(id.as_str());
+        let digest = c.blob(0, "digest", 32)?;
+        let digest = <[u8; 32]>::try_from(digest.as_slice())
+            .map_err(|_| c.fail("digest", format!("{} bytes, not 32", digest.len())))?;
+        let raw = c.blob(1, "seqs", MAX_WRITES_PER_COMMIT * 8)?;
+        let seqs = decode_seqs(&raw).ok_or_else(|| {
+            c.fail(
+                "seqs",
+                format!("{} bytes are not a commit's seqs", raw.len()),
+            )
+        })?;
+        Ok(LastCommit {
+            id: id.clone(),
+            digest,
+            receipt: CommitReceipt {
+                seqs,
+                next_seq: c.seq(2, "next_seq")?,
+            },
+        })
+    }
+}
+
+/// A footprint's register row from `c`, in the order `namespace, key,
+/// seq`.
+pub fn read_register_seq<C: Columns>(
+    c: &mut Cells<C>,
+) -> Result<(Namespace, RegisterKey, Seq), ColumnError> {
+    let ns = c.text(0, "namespace", MAX_NAMESPACE_LEN)?;
+    let ns = c.check("namespace", Namespace::try_from(ns))?;
+    let key = c.text(1, "key", MAX_KEY_LEN)?;
+    c.at(format!("{}/{key}", ns.as_str()));
+    let key = c.check("key", RegisterKey::try_from(key))?;
+    Ok((ns, key, c.seq(2, "seq")?))
 }
 
 impl Entry {

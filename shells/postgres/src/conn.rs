@@ -1472,6 +1472,14 @@ impl<E> TxError<E> {
     }
 }
 
+impl From<custos_core::columns::ColumnError> for Failure {
+    /// A stored column that breaks its rule: corruption naming the table,
+    /// the row and the column.
+    fn from(e: custos_core::columns::ColumnError) -> Self {
+        Failure::Corrupt(e.to_string())
+    }
+}
+
 impl<E> From<Failure> for TxError<E> {
     fn from(f: Failure) -> Self {
         TxError::Failure(f)

@@ -97,14 +97,16 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use crate::cols::cells;
 use crate::conn::Tx;
 use custos_core::lease::{self, Fence, Lease, LeaseError, LeaseState, Owner, Request};
-use custos_core::storage::types::{MAX_GET_ENTRIES, MAX_KEY_LEN, MAX_NAMESPACE_LEN};
+use custos_core::storage::stored::{read_register_seq, record_id};
+use custos_core::storage::types::MAX_GET_ENTRIES;
 use custos_core::storage::{
     self as core_storage, BoundError, BranchScan, Commit, CommitContext, CommitError, CommitId,
     CommitPlan, CommitReceipt, Entry, EntryHead, EntryScan, Footprint, KeyPrefix, LastCommit,
     Namespace, RecordId, RecordKind, Register, RegisterChange, RegisterKey, Seq, Stats, Storage,
-    StorageError, UsageFigures, UsageRow, UsageScan, KEPT_COMMITS, REASON_HANDLE_CLOSED,
+    StorageError, UsageRow, UsageScan, KEPT_COMMITS, REASON_HANDLE_CLOSED,
 };
 use custos_core::Millis;
 use postgres::types::ToSql;
@@ -611,24 +613,10 @@ const KEPT_COMMIT_SQL: &str = "SELECT digest, seqs, next_seq::text FROM storage_
 
 /// The session's kept commit under `id`, decoded totally and bounded.
 fn decode_kept_commit(row: &postgres::Row, id: &CommitId) -> Result<LastCommit, Failure> {
-    let t = "storage_kept_commits";
-    let digest: &[u8] = codec::get(row, 0, t, "digest")?;
-    let digest = <[u8; 32]>::try_from(digest)
-        .map_err(|_| codec::corrupt(t, "digest", format!("{} bytes, not 32", digest.len())))?;
-    let raw: &[u8] = codec::get(row, 1, t, "seqs")?;
-    let seqs = core_storage::commit::decode_seqs(raw).ok_or_else(|| {
-        codec::corrupt(
-            t,
-            "seqs",
-            format!("{} bytes are not a commit's seqs", raw.len()),
-        )
-    })?;
-    let next_seq = codec::u64_text(row, 2, t, "next_seq")?;
-    Ok(LastCommit {
-        id: id.clone(),
-        digest,
-        receipt: CommitReceipt { seqs, next_seq },
-    })
+    Ok(LastCommit::read(
+        &mut cells(row, "storage_kept_commits"),
+        id,
+    )?)
 }
 
 /// The statement keeping `last` after the session's kept commits and
@@ -677,9 +665,9 @@ fn load_commit(
     if !fp.ids.is_empty() {
         let rows = next_got(&mut got, "load-ids")?.rows("load-ids")?;
         for row in &rows {
-            let is_entry: bool = codec::get(row, 1, ENTRIES, "id")?;
-            let table = if is_entry { ENTRIES } else { USAGE };
-            let id = codec::record_id(row, 0, table, "id")?;
+            let c = cells(row, ENTRIES);
+            let is_entry = c.flag(1, "is_entry")?;
+            let id = record_id(&c, 0, "id")?;
             if is_entry {
                 ctx.ids.insert(id, RecordKind::Entry);
             } else {
@@ -690,17 +678,7 @@ fn load_commit(
     if !fp.registers.is_empty() {
         let rows = next_got(&mut got, "load-registers")?.rows("load-registers")?;
         for row in &rows {
-            let ns = Namespace::try_from(codec::text(
-                row,
-                0,
-                REGISTERS,
-                "namespace",
-                MAX_NAMESPACE_LEN,
-            )?)
-            .map_err(|e| codec::corrupt(REGISTERS, "namespace", e))?;
-            let key = RegisterKey::try_from(codec::text(row, 1, REGISTERS, "key", MAX_KEY_LEN)?)
-                .map_err(|e| codec::corrupt(REGISTERS, "key", e))?;
-            let seq = codec::u64_text(row, 2, REGISTERS, "seq")?;
+            let (ns, key, seq) = read_register_seq(&mut cells(row, REGISTERS))?;
             ctx.registers.entry(ns).or_default().insert(key, seq);
         }
     }
@@ -805,24 +783,7 @@ fn register_stmt(session: &str, change: &RegisterChange) -> Stmt {
 // ---------------------------------------------------------------- reads
 
 fn decode_usage(row: &postgres::Row) -> Result<UsageRow, Failure> {
-    let t = USAGE;
-    let seq = codec::u64_text(row, 0, t, "seq")?;
-    (|| {
-        Ok(UsageRow {
-            seq,
-            id: codec::record_id(row, 1, t, "id")?,
-            ts: codec::u64_text(row, 2, t, "ts")?,
-            figures: UsageFigures {
-                input_tokens: codec::u64_text(row, 3, t, "input_tokens")?,
-                output_tokens: codec::u64_text(row, 4, t, "output_tokens")?,
-                cache_read_tokens: codec::u64_text(row, 5, t, "cache_read_tokens")?,
-                cache_write_tokens: codec::u64_text(row, 6, t, "cache_write_tokens")?,
-                cost_micros: codec::u64_text(row, 7, t, "cost_micros")?,
-            },
-            details: codec::payload(row, 8, t, "details")?,
-        })
-    })()
-    .map_err(codec::at_row(format_args!("{t} row seq {seq}")))
+    Ok(UsageRow::read(&mut cells(row, USAGE))?)
 }
 
 /// The rows of `table` (`cols` selected) with `after < seq <= through`,
@@ -926,12 +887,8 @@ impl Storage for PgStorage {
                 )
                 .map_err(db("get-register"))?;
             let Some(row) = row else { return Ok(None) };
-            Ok(Some(Register {
-                namespace: namespace.clone(),
-                key: key.clone(),
-                value: codec::payload(&row, 0, REGISTERS, "value")?,
-                seq: codec::u64_text(&row, 1, REGISTERS, "seq")?,
-            }))
+            let c = cells(&row, REGISTERS);
+            Ok(Some(Register::read(&c, namespace, key.clone(), 0)?))
         })
     }
 
@@ -958,18 +915,12 @@ impl Storage for PgStorage {
             .map_err(db("list-registers"))?;
             let mut out = Vec::with_capacity(rows.len());
             for row in &rows {
-                let key =
-                    RegisterKey::try_from(codec::text(row, 0, REGISTERS, "key", MAX_KEY_LEN)?)
-                        .map_err(|e| codec::corrupt(REGISTERS, "key", e))?;
+                let mut c = cells(row, REGISTERS);
+                let key = Register::read_key(&mut c)?;
                 if !prefix.matches(&key) {
                     break;
                 }
-                out.push(Register {
-                    namespace: namespace.clone(),
-                    key,
-                    value: codec::payload(row, 1, REGISTERS, "value")?,
-                    seq: codec::u64_text(row, 2, REGISTERS, "seq")?,
-                });
+                out.push(Register::read(&c, namespace, key, 1)?);
             }
             Ok(out)
         })
@@ -1018,12 +969,7 @@ impl Storage for PgStorage {
             )?;
             let mut out = Vec::with_capacity(rows.len());
             for row in &rows {
-                let seq = codec::u64_text(row, 0, ENTRIES, "seq")?;
-                out.push(EntryHead {
-                    seq,
-                    id: codec::record_id(row, 1, ENTRIES, "id")?,
-                    parent: codec::opt_record_id(row, 2, ENTRIES, "parent")?,
-                });
+                out.push(EntryHead::read(&mut cells(row, ENTRIES))?);
             }
             Ok(out)
         })

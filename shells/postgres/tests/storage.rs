@@ -330,25 +330,32 @@ fn corrupt_rows_fail_reads_typed() {
          UPDATE storage_entries SET seq = -1 WHERE session = 's' AND id = 'b';",
     )
     .unwrap();
-    let corrupt = |r: Result<(), StorageError>, what: &str| match r {
+    let corrupt = |r: Result<(), StorageError>, (table, column): (&str, &str)| match r {
         Err(StorageError::Corrupt { detail }) => {
-            assert!(detail.contains(what), "{detail}");
+            assert!(detail.starts_with(&format!("{table} row ")), "{detail}");
+            assert!(detail.contains(&format!(": column {column}: ")), "{detail}");
         }
-        other => panic!("expected Corrupt naming {what}, got {other:?}"),
+        other => panic!("expected Corrupt naming {table}.{column}, got {other:?}"),
     };
     corrupt(
         s.scan_entries(&EntryScan::all()).map(drop),
-        "storage_entries.seq",
+        ("storage_entries", "seq"),
     );
     corrupt(
         s.scan_entry_heads(&EntryScan::all()).map(drop),
-        "storage_entries.seq",
+        ("storage_entries", "seq"),
     );
-    corrupt(s.get_entries(&[id("b")]).map(drop), "storage_entries.seq");
-    // The branch index still names seq 2, which no entry holds now.
     corrupt(
-        s.scan_branch(&branch_scan(id("b"))).map(drop),
-        "storage_branch_entries",
+        s.get_entries(&[id("b")]).map(drop),
+        ("storage_entries", "seq"),
+    );
+    // The branch index still names seq 2, which no entry holds now.
+    assert!(
+        matches!(
+            s.scan_branch(&branch_scan(id("b"))),
+            Err(StorageError::Corrupt { detail }) if detail.starts_with("storage_branch_entries: names seq 2")
+        ),
+        "a branch row naming no entry"
     );
     // Over-long text.
     c.execute(
@@ -356,7 +363,10 @@ fn corrupt_rows_fail_reads_typed() {
         &[],
     )
     .unwrap();
-    corrupt(s.get_entries(&[id("a")]).map(drop), "storage_entries.kind");
+    corrupt(
+        s.get_entries(&[id("a")]).map(drop),
+        ("storage_entries", "kind"),
+    );
     // A negative usage figure.
     c.batch_execute(
         "ALTER TABLE storage_usage DISABLE TRIGGER storage_usage_write_once;
@@ -366,7 +376,7 @@ fn corrupt_rows_fail_reads_typed() {
     .unwrap();
     corrupt(
         s.scan_usage(&UsageScan::all()).map(drop),
-        "storage_usage.cost_micros",
+        ("storage_usage", "cost_micros"),
     );
     // A register value read as the wrong type is corrupt, not absent.
     c.execute(
@@ -376,11 +386,11 @@ fn corrupt_rows_fail_reads_typed() {
     .unwrap();
     corrupt(
         s.get_register(&ns("n"), &key("k")).map(drop),
-        "storage_registers.value",
+        ("storage_registers", "value"),
     );
     corrupt(
         s.list_registers(&ns("n"), &KeyPrefix::all()).map(drop),
-        "storage_registers.value",
+        ("storage_registers", "value"),
     );
     // A negative lease fence in the head row: commits fault, opens refuse.
     c.execute(
@@ -390,12 +400,12 @@ fn corrupt_rows_fail_reads_typed() {
     .unwrap();
     let e = s.commit(&Commit::at(0).write(del("n", "zz"))).unwrap_err();
     assert!(
-        matches!(&e, CommitError::Faulted { reason } if reason.contains("storage_sessions.lease_fence")),
+        matches!(&e, CommitError::Faulted { reason } if reason.contains("storage_sessions row ") && reason.contains(": column fence: ")),
         "{e}"
     );
     let e = PgStorage::open(StorageConfig::new(t, "s", owner("p"))).unwrap_err();
     assert!(
-        matches!(&e, OpenError::Corrupt { detail } if detail.contains("storage_sessions.lease_fence")),
+        matches!(&e, OpenError::Corrupt { detail } if detail.contains("storage_sessions row ") && detail.contains(": column fence: ")),
         "{e}"
     );
 }

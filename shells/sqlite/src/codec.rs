@@ -1,6 +1,7 @@
-//! Integer encodings and total row decoding. Every text and blob column is
-//! read by reference and its length checked against a bound before it is
-//! validated, decoded or copied ([`text_ref`], [`blob_ref`]).
+//! Integer encodings and the SQLite row as core's `Columns` ([`Lite`]):
+//! every stored row is read by core's readers through it, each text and
+//! blob column bounded before it is validated or copied. What is left here
+//! reads the few columns no reader covers ([`text_ref`], [`int`]).
 
 use rusqlite::types::ValueRef;
 use rusqlite::Row;
@@ -58,11 +59,6 @@ pub(crate) fn opt_int(row: &Row<'_>, col: usize, table: &str) -> Result<Option<i
     }
 }
 
-/// A seq column.
-pub(crate) fn seq(row: &Row<'_>, col: usize, table: &str) -> Result<u64, Fault> {
-    int(row, col, table).map(seq_from_sql)
-}
-
 /// A plain `u64` column.
 pub(crate) fn u64c(row: &Row<'_>, col: usize, table: &str) -> Result<u64, Fault> {
     int(row, col, table).map(u64_from_sql)
@@ -91,24 +87,6 @@ pub(crate) fn text_ref<'r>(
             .map(Some)
             .map_err(|e| format!("text is not UTF-8: {e}")),
         other => Err(format!("expected text, found {:?}", other.data_type())),
-    }
-}
-
-/// Column `col` as a blob reference of at most `max` bytes (checked before
-/// anything is copied). `Ok(None)` is SQL `NULL`.
-pub(crate) fn blob_ref<'r>(
-    row: &'r Row<'_>,
-    col: usize,
-    max: usize,
-) -> Result<Option<&'r [u8]>, String> {
-    match row.get_ref(col).map_err(|e| e.to_string())? {
-        ValueRef::Null => Ok(None),
-        ValueRef::Blob(b) if b.len() > max => Err(format!(
-            "a blob of {} bytes exceeds the bound of {max}",
-            b.len()
-        )),
-        ValueRef::Blob(b) => Ok(Some(b)),
-        other => Err(format!("expected a blob, found {:?}", other.data_type())),
     }
 }
 

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
 use custos_core::lease::{Fence, Lease, LeaseError, LeaseState, Owner};
-use custos_core::storage::types::{MAX_GET_ENTRIES, MAX_ID_LEN, MAX_WRITES_PER_COMMIT};
+use custos_core::storage::types::MAX_GET_ENTRIES;
 use custos_core::storage::{
     self as core_storage, BoundError, BranchScan, Commit, CommitContext, CommitError, CommitId,
     CommitPlan, CommitReceipt, Entry, EntryHead, EntryScan, Footprint, KeyPrefix, LastCommit,
@@ -479,7 +479,7 @@ fn load_context(
             for k in keys {
                 let seq = st
                     .query_row(params![ns.as_str(), k.as_str()], |row| {
-                        Ok(codec::seq(row, 0, "registers"))
+                        Ok(cells(row, "registers").seq(0, "seq"))
                     })
                     .optional()
                     .map_err(Fault::db("load-registers"))?
@@ -498,40 +498,15 @@ fn load_context(
 
 /// The kept commit under `id`, decoded totally and bounded.
 fn load_kept_commit(c: &Connection, id: &CommitId) -> Result<Option<LastCommit>, Fault> {
-    let t = "kept_commits";
-    c.prepare_cached("SELECT id, digest, seqs, next_seq FROM kept_commits WHERE id = ?1")
+    c.prepare_cached("SELECT digest, seqs, next_seq FROM kept_commits WHERE id = ?1")
         .map_err(Fault::db("load-kept-commit"))?
         .query_row([id.as_str()], |row| {
-            Ok((|| {
-                let id = codec::text_ref(row, 0, MAX_ID_LEN)
-                    .map_err(|e| Fault::Corrupt(format!("{t}: column id: {e}")))?
-                    .ok_or_else(|| Fault::Corrupt(format!("{t}: column id is null")))?;
-                let id = CommitId::new(id)
-                    .map_err(|e| Fault::Corrupt(format!("{t}: column id: {e}")))?;
-                let digest = codec::blob_ref(row, 1, 32)
-                    .map_err(|e| Fault::Corrupt(format!("{t}: column digest: {e}")))?
-                    .and_then(|b| <[u8; 32]>::try_from(b).ok())
-                    .ok_or_else(|| Fault::Corrupt(format!("{t}: column digest is not 32 bytes")))?;
-                let raw = codec::blob_ref(row, 2, MAX_WRITES_PER_COMMIT * 8)
-                    .map_err(|e| Fault::Corrupt(format!("{t}: column seqs: {e}")))?
-                    .ok_or_else(|| Fault::Corrupt(format!("{t}: column seqs is null")))?;
-                let seqs = core_storage::commit::decode_seqs(raw).ok_or_else(|| {
-                    Fault::Corrupt(format!(
-                        "{t}: column seqs: {} bytes are not a commit's seqs",
-                        raw.len()
-                    ))
-                })?;
-                let next_seq = codec::seq(row, 3, t)?;
-                Ok(LastCommit {
-                    id,
-                    digest,
-                    receipt: CommitReceipt { seqs, next_seq },
-                })
-            })())
+            Ok(LastCommit::read(&mut cells(row, "kept_commits"), id))
         })
         .optional()
         .map_err(Fault::db("load-kept-commit"))?
         .transpose()
+        .map_err(Fault::from)
 }
 
 /// Keeps `last` after the kept commits, and forgets the oldest beyond

@@ -6,6 +6,7 @@
 
 use std::cell::RefCell;
 
+use crate::cols::cells;
 use crate::conn::Tx;
 use custos_core::storage::branch::{BranchHead, BranchRows, BranchWalk, Page, ParentLink};
 use custos_core::storage::{Entry, RecordId, StorageError};
@@ -34,19 +35,7 @@ pub(crate) const ENTRY_COLS: &str = "seq::text, id, parent, kind, payload, ts::t
 
 /// Decodes [`ENTRY_COLS`].
 pub(crate) fn decode_entry(row: &postgres::Row) -> Result<Entry, Failure> {
-    let t = ENTRIES;
-    let seq = codec::u64_text(row, 0, t, "seq")?;
-    (|| {
-        Ok(Entry {
-            seq,
-            id: codec::record_id(row, 1, t, "id")?,
-            parent: codec::opt_record_id(row, 2, t, "parent")?,
-            kind: codec::kind(row, 3, t, "kind")?,
-            payload: codec::payload(row, 4, t, "payload")?,
-            ts: codec::u64_text(row, 5, t, "ts")?,
-        })
-    })()
-    .map_err(codec::at_row(format_args!("{t} row seq {seq}")))
+    Ok(Entry::read(&mut cells(row, ENTRIES))?)
 }
 
 const LEAF_SQL: &str = "SELECT segment, pos FROM storage_entries WHERE session = $1 AND id = $2";
@@ -142,17 +131,8 @@ impl BranchRows for Rows<'_, '_, '_> {
             let rows = borrow(self.tx)?
                 .query(PAGE_SQL, &[&self.session, &segment, &upper, &limit])
                 .map_err(db("branch-page"))?;
-            let t = BRANCH_ENTRIES;
             rows.iter()
-                .map(|row| {
-                    Ok((
-                        codec::int(row, 0, t, "pos")?,
-                        BranchHead {
-                            seq: codec::u64_text(row, 1, t, "seq")?,
-                            kind: codec::kind(row, 2, t, "kind")?,
-                        },
-                    ))
-                })
+                .map(|row| Ok(BranchHead::read(&cells(row, BRANCH_ENTRIES))?))
                 .collect()
         };
         page().map_err(super::storage_error)

@@ -30,13 +30,14 @@ use std::collections::BTreeMap;
 use custos_core::snapshot::{
     CellHeader, CutView, Descriptor, Head, KeyRange, SnapshotError, SnapshotSource, SnapshotStep,
 };
-use custos_core::storage::types::MAX_KEY_LEN;
 use custos_core::storage::{Namespace, RecordId, Register, RegisterKey, Seq, StorageError};
 use postgres::types::ToSql;
 
 use super::codec::{self, num, ENTRIES, REGISTERS, SESSIONS};
 use super::{storage_error, PgStorage};
+use crate::cols::cells;
 use crate::conn::{db, Failure, Tx, TxError};
+use custos_core::storage::stored::record_id;
 
 const HEADER_SQL: &str = "SELECT key, seq::text, octet_length(value)::bigint FROM storage_registers
      WHERE session = $1 AND namespace = $2 AND key = $3";
@@ -66,29 +67,11 @@ const FRAGMENT_SQL: &str = "SELECT id, octet_length(payload)::bigint,
      FROM storage_entries WHERE session = $1 AND seq = $2::text::numeric";
 
 fn decode_header(row: &postgres::Row) -> Result<CellHeader, Failure> {
-    let key = RegisterKey::try_from(codec::text(row, 0, REGISTERS, "key", MAX_KEY_LEN)?)
-        .map_err(|e| codec::corrupt(REGISTERS, "key", e))?;
-    Ok(CellHeader {
-        key,
-        seq: codec::u64_text(row, 1, REGISTERS, "seq")?,
-        size: codec::nonneg(row, 2, REGISTERS, "octet_length(value)")?,
-    })
+    Ok(CellHeader::read(&mut cells(row, REGISTERS))?)
 }
 
 fn decode_descriptor(row: &postgres::Row) -> Result<Descriptor, Failure> {
-    let t = ENTRIES;
-    let seq = codec::u64_text(row, 0, t, "seq")?;
-    (|| {
-        Ok(Descriptor {
-            seq,
-            id: codec::record_id(row, 1, t, "id")?,
-            parent: codec::opt_record_id(row, 2, t, "parent")?,
-            kind: codec::kind(row, 3, t, "kind")?,
-            ts: codec::u64_text(row, 4, t, "ts")?,
-            size: codec::nonneg(row, 5, t, "octet_length(payload)")?,
-        })
-    })()
-    .map_err(codec::at_row(format_args!("{t} row seq {seq}")))
+    Ok(Descriptor::read(&mut cells(row, ENTRIES))?)
 }
 
 fn sql_limit(limit: usize) -> i64 {
@@ -196,18 +179,9 @@ impl CutView for View<'_, '_> {
             .map_err(storage_error)?;
         let mut found = BTreeMap::new();
         for row in &rows {
-            let decode = || -> Result<Register, Failure> {
-                let key =
-                    RegisterKey::try_from(codec::text(row, 0, REGISTERS, "key", MAX_KEY_LEN)?)
-                        .map_err(|e| codec::corrupt(REGISTERS, "key", e))?;
-                Ok(Register {
-                    namespace: namespace.clone(),
-                    key,
-                    value: codec::payload(row, 1, REGISTERS, "value")?,
-                    seq: codec::u64_text(row, 2, REGISTERS, "seq")?,
-                })
-            };
-            let r = decode().map_err(storage_error)?;
+            let mut c = cells(row, REGISTERS);
+            let key = Register::read_key(&mut c)?;
+            let r = Register::read(&c, namespace, key, 1)?;
             found.insert(r.key.clone(), r);
         }
         Ok(keys.iter().map(|k| found.remove(k)).collect())
@@ -289,8 +263,11 @@ impl SnapshotSource for PgStorage {
                 })
             };
             let row = row.ok_or_else(mismatch)?;
-            let id = codec::record_id(&row, 0, ENTRIES, "id")?;
-            let size = codec::nonneg(&row, 1, ENTRIES, "octet_length(payload)")?;
+            let c = cells(&row, ENTRIES);
+            let (id, size) = (
+                record_id(&c, 0, "id")?,
+                c.count(1, "octet_length(payload)")?,
+            );
             if id != head.id || size != head.size {
                 return Err(mismatch());
             }
