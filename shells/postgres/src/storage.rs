@@ -782,10 +782,6 @@ fn register_stmt(session: &str, change: &RegisterChange) -> Stmt {
 
 // ---------------------------------------------------------------- reads
 
-fn decode_usage(row: &postgres::Row) -> Result<UsageRow, Failure> {
-    Ok(UsageRow::read(&mut cells(row, USAGE))?)
-}
-
 /// The rows of `table` (`cols` selected) with `after < seq <= through`,
 /// ascending by seq, at most `limit`. A bound that excludes nothing (no
 /// `after`, no `through`) is left out of the SQL, so a full scan also
@@ -794,8 +790,7 @@ fn decode_usage(row: &postgres::Row) -> Result<UsageRow, Failure> {
 fn seq_range(
     tx: &mut Tx<'_>,
     session: &str,
-    table: &str,
-    cols: &str,
+    (table, cols): (&'static str, &str),
     (after, through, limit): (Option<Seq>, Option<Seq>, Option<usize>),
     op: &'static str,
 ) -> Result<Vec<postgres::Row>, Failure> {
@@ -940,57 +935,39 @@ impl Storage for PgStorage {
     }
 
     fn scan_entries(&self, q: &EntryScan) -> Result<Vec<Entry>, StorageError> {
+        let q = (q.after, q.through, q.limit);
+        let cols = (ENTRIES, branch::ENTRY_COLS);
         self.read(|tx| {
-            let rows = seq_range(
-                tx,
-                &self.session,
-                ENTRIES,
-                branch::ENTRY_COLS,
-                (q.after, q.through, q.limit),
-                "scan-entries",
-            )?;
-            let mut out = Vec::with_capacity(rows.len());
-            for row in &rows {
-                out.push(branch::decode_entry(row)?);
-            }
-            Ok(out)
+            let rows = seq_range(tx, &self.session, cols, q, "scan-entries")?;
+            rows.iter()
+                .map(|r| Ok(Entry::read(&mut cells(r, ENTRIES))?))
+                .collect()
         })
     }
 
     fn scan_entry_heads(&self, q: &EntryScan) -> Result<Vec<EntryHead>, StorageError> {
+        let q = (q.after, q.through, q.limit);
+        let cols = (ENTRIES, "seq::text, id, parent");
         self.read(|tx| {
-            let rows = seq_range(
-                tx,
-                &self.session,
-                ENTRIES,
-                "seq::text, id, parent",
-                (q.after, q.through, q.limit),
-                "scan-entry-heads",
-            )?;
-            let mut out = Vec::with_capacity(rows.len());
-            for row in &rows {
-                out.push(EntryHead::read(&mut cells(row, ENTRIES))?);
-            }
-            Ok(out)
+            let rows = seq_range(tx, &self.session, cols, q, "scan-entry-heads")?;
+            rows.iter()
+                .map(|r| Ok(EntryHead::read(&mut cells(r, ENTRIES))?))
+                .collect()
         })
     }
 
     fn scan_usage(&self, q: &UsageScan) -> Result<Vec<UsageRow>, StorageError> {
+        let q = (q.after, q.through, q.limit);
+        let cols = (
+            USAGE,
+            "seq::text, id, ts::text, input_tokens::text, output_tokens::text,
+             cache_read_tokens::text, cache_write_tokens::text, cost_micros::text, details",
+        );
         self.read(|tx| {
-            let rows = seq_range(
-                tx,
-                &self.session,
-                USAGE,
-                "seq::text, id, ts::text, input_tokens::text, output_tokens::text,
-                 cache_read_tokens::text, cache_write_tokens::text, cost_micros::text, details",
-                (q.after, q.through, q.limit),
-                "scan-usage",
-            )?;
-            let mut out = Vec::with_capacity(rows.len());
-            for row in &rows {
-                out.push(decode_usage(row)?);
-            }
-            Ok(out)
+            let rows = seq_range(tx, &self.session, cols, q, "scan-usage")?;
+            rows.iter()
+                .map(|r| Ok(UsageRow::read(&mut cells(r, USAGE))?))
+                .collect()
         })
     }
 
