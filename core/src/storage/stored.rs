@@ -249,25 +249,32 @@ impl EntryHead {
 
 impl LeaseState {
     /// The writer lease from `c` at `base`, in the order `owner, fence,
-    /// expires_at, fence_high_water`: a holder is all three of its columns
-    /// or none of them (a partial holder is refused); a missing high-water
-    /// reads as 0.
-    pub fn read<C: Columns>(c: &Cells<C>, base: usize) -> Result<Self, ColumnError> {
-        let owner = c.opt_text(base, "owner", MAX_OWNER_LEN)?;
-        let fence = c.opt_unsigned(base + 1, "fence")?;
-        let expires = c.opt_unsigned(base + 2, "expires_at")?;
+    /// expires_at, fence_high_water`, each refusal naming the column as
+    /// the backend calls it (`names`, in the same order): a holder is all
+    /// three of its columns or none of them (a partial holder is refused);
+    /// the high-water is `NOT NULL` (a backend that keeps it in a row of its
+    /// own selects 0 for a missing row).
+    pub fn read<C: Columns>(
+        c: &Cells<C>,
+        base: usize,
+        names: [&'static str; 4],
+    ) -> Result<Self, ColumnError> {
+        let [owner_col, fence_col, expires_col, high_col] = names;
+        let owner = c.opt_text(base, owner_col, MAX_OWNER_LEN)?;
+        let fence = c.opt_unsigned(base + 1, fence_col)?;
+        let expires = c.opt_unsigned(base + 2, expires_col)?;
         let holder = match (owner, fence, expires) {
             (None, None, None) => None,
             (Some(owner), Some(fence), Some(expires_at)) => Some(Lease {
-                owner: c.check("owner", Owner::new(owner))?,
+                owner: c.check(owner_col, Owner::new(owner))?,
                 fence,
                 expires_at,
             }),
-            _ => return Err(c.fail("owner", "a partial lease holder")),
+            _ => return Err(c.fail(owner_col, "a partial lease holder")),
         };
         Ok(LeaseState {
             holder,
-            fence_high_water: c.opt_unsigned(base + 3, "fence_high_water")?.unwrap_or(0),
+            fence_high_water: c.unsigned(base + 3, high_col)?,
         })
     }
 }

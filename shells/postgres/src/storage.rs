@@ -462,7 +462,10 @@ fn decode_locked(
         .try_get(row.len().saturating_sub(1))
         .map_err(db("lock-head"))?;
     schema::COMPONENT.check_written(version)?;
-    Ok((codec::decode_lease(&row)?, codec::decode_head(&row)?))
+    Ok((
+        codec::decode_lease(&row, session)?,
+        codec::decode_head(&row, session)?,
+    ))
 }
 
 /// The lease columns of a head row, as parameters.
@@ -665,9 +668,9 @@ fn load_commit(
     if !fp.ids.is_empty() {
         let rows = next_got(&mut got, "load-ids")?.rows("load-ids")?;
         for row in &rows {
-            let c = cells(row, ENTRIES);
-            let is_entry = c.flag(1, "is_entry")?;
-            let id = record_id(&c, 0, "id")?;
+            let is_entry = cells(row, ENTRIES).flag(1, "is_entry")?;
+            let table = if is_entry { ENTRIES } else { USAGE };
+            let id = record_id(&cells(row, table), 0, "id")?;
             if is_entry {
                 ctx.ids.insert(id, RecordKind::Entry);
             } else {
@@ -988,7 +991,7 @@ impl Storage for PgStorage {
                         self.session
                     ))
                 })?;
-            Ok(codec::decode_head(&row)?.1)
+            Ok(codec::decode_head(&row, &self.session)?.1)
         })
     }
 

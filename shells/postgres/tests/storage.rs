@@ -400,12 +400,12 @@ fn corrupt_rows_fail_reads_typed() {
     .unwrap();
     let e = s.commit(&Commit::at(0).write(del("n", "zz"))).unwrap_err();
     assert!(
-        matches!(&e, CommitError::Faulted { reason } if reason.contains("storage_sessions row ") && reason.contains(": column fence: ")),
+        matches!(&e, CommitError::Faulted { reason } if reason.contains("storage_sessions row s: column lease_fence: ")),
         "{e}"
     );
     let e = PgStorage::open(StorageConfig::new(t, "s", owner("p"))).unwrap_err();
     assert!(
-        matches!(&e, OpenError::Corrupt { detail } if detail.contains("storage_sessions row ") && detail.contains(": column fence: ")),
+        matches!(&e, OpenError::Corrupt { detail } if detail.contains("storage_sessions row s: column lease_fence: ")),
         "{e}"
     );
 }

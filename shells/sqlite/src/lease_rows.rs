@@ -75,15 +75,20 @@ impl From<LeaseFailure> for OpenError {
     }
 }
 
+/// The lease's columns as [`LeaseState::read`] names them: the holder's in
+/// `writer_lease`, the high-water in `lease_fence` (0 when it has no row).
+pub(crate) const COLUMNS: [&str; 4] = ["owner", "fence", "expires_at", "lease_fence.high_water"];
+
 /// Reads [`LeaseState`] in one statement (both tables must exist).
 pub(crate) fn load(c: &Connection) -> Result<LeaseState, Fault> {
     c.prepare_cached(
-        "SELECT l.owner, l.fence, l.expires_at, (SELECT high_water FROM lease_fence WHERE slot = 1)
+        "SELECT l.owner, l.fence, l.expires_at,
+                COALESCE((SELECT high_water FROM lease_fence WHERE slot = 1), 0)
          FROM (SELECT 1) LEFT JOIN writer_lease AS l ON l.slot = 1",
     )
     .map_err(Fault::db("lease-load"))?
     .query_row([], |row| {
-        Ok(LeaseState::read(&cells(row, "writer_lease"), 0))
+        Ok(LeaseState::read(&cells(row, "writer_lease"), 0, COLUMNS))
     })
     .map_err(Fault::db("lease-load"))?
     .map_err(Fault::from)

@@ -391,14 +391,14 @@ fn load_head(c: &Connection) -> Result<(Seq, Stats), Fault> {
 /// reads before it decides.
 fn load_lease_and_head(c: &Connection) -> Result<(LeaseState, (Seq, Stats)), Fault> {
     c.prepare_cached(&format!(
-        "SELECT l.owner, l.fence, l.expires_at, (SELECT high_water FROM lease_fence WHERE slot = 1),
-                {HEAD_COLS}
+        "SELECT l.owner, l.fence, l.expires_at,
+                COALESCE((SELECT high_water FROM lease_fence WHERE slot = 1), 0), {HEAD_COLS}
          FROM session AS s LEFT JOIN writer_lease AS l ON l.slot = 1 WHERE s.singleton = 1"
     ))
     .map_err(Fault::db("load-head"))?
     .query_row([], |row| {
         Ok((|| {
-            let lease = LeaseState::read(&cells(row, "writer_lease"), 0)?;
+            let lease = LeaseState::read(&cells(row, "writer_lease"), 0, lease_rows::COLUMNS)?;
             Ok::<_, Fault>((lease, decode_head(row, 4)?))
         })())
     })
@@ -411,8 +411,8 @@ fn load_lease_and_head(c: &Connection) -> Result<(LeaseState, (Seq, Stats)), Fau
 fn decode_head(row: &rusqlite::Row<'_>, base: usize) -> Result<(Seq, Stats), Fault> {
     let c = cells_from(row, "session", base);
     let floor = c.seq(0, "next_seq")?;
-    let after = |col: usize, table: &str| -> Result<Seq, Fault> {
-        match c.opt_seq(col, "max(seq)")? {
+    let after = |col: usize, table: &'static str| -> Result<Seq, Fault> {
+        match cells_from(row, table, base).opt_seq(col, "max(seq)")? {
             None => Ok(0),
             Some(v) => v
                 .checked_add(1)

@@ -81,13 +81,24 @@ pub(crate) const HEAD_COLS: &str = "lease_owner, lease_fence, lease_expires_at, 
      next_seq::text, usage_rows::text, input_tokens::text, output_tokens::text,
      cache_read_tokens::text, cache_write_tokens::text, cost_micros::text";
 
-/// Columns 0..=3 of a head row as the lease machine's state.
-pub(crate) fn decode_lease(row: &Row) -> Result<LeaseState, Failure> {
-    Ok(LeaseState::read(&cells(row, SESSIONS), 0)?)
+/// The lease's columns in a head row, as [`LeaseState::read`] names them.
+const LEASE_COLUMNS: [&str; 4] = [
+    "lease_owner",
+    "lease_fence",
+    "lease_expires_at",
+    "fence_high_water",
+];
+
+/// Columns 0..=3 of `session`'s head row as the lease machine's state.
+pub(crate) fn decode_lease(row: &Row, session: &str) -> Result<LeaseState, Failure> {
+    let mut c = cells(row, SESSIONS);
+    c.at(session);
+    Ok(LeaseState::read(&c, 0, LEASE_COLUMNS)?)
 }
 
-/// Columns 4..=10 of a head row: the next seq and the stats.
-pub(crate) fn decode_head(row: &Row) -> Result<(Seq, Stats), Failure> {
-    let c = cells(row, SESSIONS);
+/// Columns 4..=10 of `session`'s head row: the next seq and the stats.
+pub(crate) fn decode_head(row: &Row, session: &str) -> Result<(Seq, Stats), Failure> {
+    let mut c = cells(row, SESSIONS);
+    c.at(session);
     Ok((c.seq(4, "next_seq")?, Stats::read(&c, 5)?))
 }
