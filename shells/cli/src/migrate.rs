@@ -89,7 +89,7 @@ use custos_core::migration::{
 };
 
 use crate::absolute;
-use crate::fail::{read_bounded_from, Failure};
+use crate::fail::{read_input, Failure};
 use crate::out::{self, Out};
 
 mod cold;
@@ -463,14 +463,6 @@ fn write_new(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
         .map_err(|e| Failure::new(1, format_args!("{}: {e}", path.display())))
 }
 
-/// Reads at most `limit` bytes of `path`.
-fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, Failure> {
-    let mut f = std::fs::File::open(path)
-        .map_err(|e| Failure::new(2, format_args!("{}: {e}", path.display())))?;
-    read_bounded_from(&mut f, limit)
-        .map_err(|e| Failure::new(2, format_args!("{}: {e}", path.display())))
-}
-
 /// The most bytes of a plan or receipt file read.
 const MAX_DOCUMENT: u64 = 64 << 20;
 
@@ -567,7 +559,7 @@ fn migrate(
         Err(f) => return Ok(f.exit("migrate")),
     };
     let held = match plan_file.map(|p| {
-        read_bounded(p, MAX_DOCUMENT).and_then(|b| {
+        read_input(p, MAX_DOCUMENT, "plan").and_then(|b| {
             Plan::decode(&b).map_err(|e| Failure::new(2, format_args!("{}: {e}", p.display())))
         })
     }) {
@@ -736,7 +728,7 @@ fn verify(
     mode: VerifyMode,
     json: bool,
 ) -> std::io::Result<ExitCode> {
-    let stored = match read_bounded(receipt, MAX_DOCUMENT).and_then(|b| {
+    let stored = match read_input(receipt, MAX_DOCUMENT, "receipt").and_then(|b| {
         StoredReceipt::decode(&b).map_err(|e| {
             Failure::new(
                 Exit::Corrupt.code(),

@@ -36,7 +36,8 @@ use custos_fs::RealFs;
 use custos_iceberg::IcebergStore;
 use custos_sqlite::control::SqliteControlCatalog;
 
-use super::{read_bounded_from, spawn_cold, DestinationArgs, Local, MAX_DOCUMENT};
+use super::{spawn_cold, DestinationArgs, Local, MAX_DOCUMENT};
+use crate::fail::read_bounded_from;
 use crate::out::{self, Out};
 
 /// The child's flag that makes it resume (and write).
