@@ -19,10 +19,10 @@ use custos_core::schema::{Field, LogicalType, Schema};
 use custos_core::world::{
     ControlCatalog, Request, Signature, WorldIdentity, WorldRecord, WriterMode,
 };
-use custos_postgres::cluster::shared;
 use custos_postgres::control::PgControlCatalog;
 use custos_postgres::{control_schema, Target};
 use custos_sqlite::control::SqliteControlCatalog;
+use custos_testkit::pg_cluster::shared;
 
 use worlds::{discover_args, entity, live_world, show_args};
 

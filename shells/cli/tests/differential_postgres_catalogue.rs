@@ -11,9 +11,9 @@
 use custos_core::catalogue::custody::{MoveOp, Peer};
 use custos_core::catalogue::{Catalogue, Creation, MemoryCatalogue, Request, Visibility};
 use custos_postgres::catalogue::PgCatalogue;
-use custos_postgres::cluster::{shared, unique_schema};
 use custos_postgres::Target;
 use custos_sqlite::catalogue::SqliteCatalogue;
+use custos_testkit::pg_cluster::{shared, unique_schema};
 use proptest::prelude::*;
 
 const IDS: [&str; 5] = ["s0", "s1", "s2", "s3", "bad id"];

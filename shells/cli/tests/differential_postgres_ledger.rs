@@ -9,10 +9,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use custos_core::ledger::{step, Ledger, LedgerState, MemoryLedger};
-use custos_postgres::cluster::{shared, unique_schema};
 use custos_postgres::ledger::PgLedger;
 use custos_postgres::Target;
 use custos_sqlite::ledger::SqliteLedger;
+use custos_testkit::pg_cluster::{shared, unique_schema};
 use proptest::prelude::*;
 
 fn fresh() -> PgLedger {

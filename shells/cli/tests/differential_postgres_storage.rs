@@ -20,10 +20,10 @@ use custos_core::storage::{
     BranchScan, Commit, EntryScan, KeyPrefix, Kind, MemoryStorage, Namespace, Payload, RecordId,
     RegisterKey, SeqExpectation, Storage, UsageFigures, UsageScan, Write,
 };
-use custos_postgres::cluster::{shared, unique_schema};
 use custos_postgres::storage::{PgStorage, StorageConfig};
 use custos_postgres::Target;
 use custos_sqlite::SqliteStorage;
+use custos_testkit::pg_cluster::{shared, unique_schema};
 use proptest::prelude::*;
 
 const IDS: usize = 24;

@@ -16,8 +16,8 @@ use std::hint::black_box;
 use custos_conformance::bench::{interleave, load_principals, PRINCIPALS};
 use custos_core::catalogue::access::Access;
 use custos_postgres::catalogue::PgCatalogue;
-use custos_postgres::cluster::{unique_schema, Cluster};
 use custos_postgres::Target;
+use custos_testkit::pg_cluster::{unique_schema, Cluster};
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {

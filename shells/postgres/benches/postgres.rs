@@ -18,10 +18,10 @@ use custos_conformance::storage::{key as rkey, ns};
 use custos_core::lease::Owner;
 use custos_core::ledger::{Ledger, Limits};
 use custos_core::storage::{Commit, Payload, Storage, Write};
-use custos_postgres::cluster::{unique_schema, Cluster};
 use custos_postgres::ledger::PgLedger;
 use custos_postgres::storage::{PgStorage, StorageConfig};
 use custos_postgres::Target;
+use custos_testkit::pg_cluster::{unique_schema, Cluster};
 
 const LIMITS: Limits = Limits {
     max_unclean_scopes: 64,

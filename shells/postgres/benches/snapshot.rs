@@ -19,9 +19,9 @@ use custos_conformance::bench::{snapshot_plan as plan, write_snapshot_session};
 use custos_core::lease::Owner;
 use custos_core::snapshot::Reader;
 use custos_core::storage::Storage;
-use custos_postgres::cluster::{unique_schema, Cluster};
 use custos_postgres::storage::{PgStorage, StorageConfig};
 use custos_postgres::Target;
+use custos_testkit::pg_cluster::{unique_schema, Cluster};
 
 fn build(target: &Target, session: &str, entries: usize) -> PgStorage {
     let s = PgStorage::open(StorageConfig::new(

@@ -106,7 +106,6 @@
 
 pub mod access;
 pub mod catalogue;
-pub mod cluster;
 mod cols;
 pub mod conn;
 pub mod control;

@@ -12,12 +12,12 @@ use custos_core::catalogue::access::{
 use custos_core::catalogue::{Catalogue, Creation, MemoryCatalogue, Request};
 use custos_postgres::access::TABLES;
 use custos_postgres::catalogue::{OpenError, PgCatalogue, CATALOGUE_VERSION, COMPONENT, STEPS};
-use custos_postgres::cluster::{shared, unique_schema, Cluster};
 use custos_postgres::conn::{Component, Conn};
 use custos_postgres::{AccessClock, Target};
 use custos_testkit::access::{
     arb_claim, arb_digest, arb_principal, arb_request, arb_role, arb_session,
 };
+use custos_testkit::pg_cluster::{shared, unique_schema, Cluster};
 use postgres::Client;
 use proptest::prelude::*;
 

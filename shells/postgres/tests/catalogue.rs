@@ -8,8 +8,8 @@
 
 use custos_core::catalogue::{Catalogue, CatalogueError, Claim, Creation, Outcome, Request};
 use custos_postgres::catalogue::{OpenError, PgCatalogue, CATALOGUE_VERSION, COMPONENT};
-use custos_postgres::cluster::{shared, unique_schema};
 use custos_postgres::Target;
+use custos_testkit::pg_cluster::{shared, unique_schema};
 
 // Time is data in the suites (as on memory and SQLite): the caller's
 // clock judges access expiries.

@@ -4,9 +4,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use custos_postgres::cluster::{shared, unique_schema};
 use custos_postgres::conn::{Component, Conn};
 use custos_postgres::{OpenError, Target};
+use custos_testkit::pg_cluster::{shared, unique_schema};
 
 #[test]
 fn the_private_cluster_serves_a_durable_loopback_login() {

@@ -14,11 +14,11 @@ use custos_core::world::{
     ControlCatalog, FencePurpose, Outcome, Request, WorldIdentity, WorldRecord, WorldStatus,
     WriterMode,
 };
-use custos_postgres::cluster::{shared, unique_schema};
 use custos_postgres::control::{
     OpenError, PgControlCatalog, Refusal, CONTROL_TABLES, CONTROL_VERSION,
 };
 use custos_postgres::Target;
+use custos_testkit::pg_cluster::{shared, unique_schema};
 
 mod support;
 

@@ -31,10 +31,10 @@ use custos_conformance::storage::{key as rkey, ns};
 use custos_core::lease::Owner;
 use custos_core::ledger::{Admission, Ledger, Limits, Lookup, RequestId};
 use custos_core::storage::{Commit, CommitError, CommitId, KeyPrefix, Payload, Storage, Write};
-use custos_postgres::cluster::{unique_schema, Cluster};
 use custos_postgres::ledger::PgLedger;
 use custos_postgres::storage::{PgStorage, StorageConfig};
 use custos_postgres::Target;
+use custos_testkit::pg_cluster::{unique_schema, Cluster};
 
 mod support;
 

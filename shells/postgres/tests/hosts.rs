@@ -44,11 +44,11 @@ use custos_core::world::{
     ControlCatalog, Outcome as WorldOutcome, WorldIdentity, WorldRecord, WriterMode,
 };
 use custos_postgres::catalogue::PgCatalogue;
-use custos_postgres::cluster::{shared, unique_schema};
 use custos_postgres::control::PgControlCatalog;
 use custos_postgres::ledger::PgLedger;
 use custos_postgres::storage::{PgStorage, StorageConfig};
 use custos_postgres::Target;
+use custos_testkit::pg_cluster::{shared, unique_schema};
 
 mod support;
 

@@ -12,9 +12,9 @@ use std::sync::{Arc, Barrier};
 use ::postgres::Client;
 use custos_conformance::ledger::{key, sid, tok, tool, ws, LIMITS};
 use custos_core::ledger::{Admission, CallState, Key, Ledger, LedgerError, Lookup};
-use custos_postgres::cluster::{shared, unique_schema};
 use custos_postgres::ledger::{OpenError, PgLedger, LEDGER_VERSION};
 use custos_postgres::Target;
+use custos_testkit::pg_cluster::{shared, unique_schema};
 
 mod support;
 use support::target;

@@ -17,10 +17,10 @@ use custos_conformance::storage::{entry, ns, set};
 use custos_core::lease::Owner;
 use custos_core::ledger::{Admission, CallState, Ledger, LedgerError, Lookup, RequestId};
 use custos_core::storage::{Commit, CommitError, CommitId, KeyPrefix, Storage};
-use custos_postgres::cluster::{shared, unique_schema};
 use custos_postgres::ledger::PgLedger;
 use custos_postgres::storage::{PgStorage, StorageConfig};
 use custos_postgres::Target;
+use custos_testkit::pg_cluster::{shared, unique_schema};
 
 /// The server's `CommandComplete` for `COMMIT`: tag `C`, length 11
 /// (itself and "COMMIT\0").

@@ -16,12 +16,12 @@ use custos_conformance::storage::{key as rkey, ns};
 use custos_core::lease::Owner;
 use custos_core::storage::{Commit, CommitError, CommitId, Payload, Storage, Write};
 use custos_postgres::catalogue::PgCatalogue;
-use custos_postgres::cluster::{shared, unique_schema, Cluster};
 use custos_postgres::conn::{Client, Conn, Waits};
 use custos_postgres::control::PgControlCatalog;
 use custos_postgres::ledger::PgLedger;
 use custos_postgres::storage::{PgStorage, StorageConfig};
 use custos_postgres::Target;
+use custos_testkit::pg_cluster::{shared, unique_schema, Cluster};
 
 mod support;
 

@@ -13,9 +13,9 @@ use custos_core::lease::{LeaseError, Owner};
 use custos_core::storage::{
     branch_scan, Commit, CommitError, EntryScan, KeyPrefix, Storage, StorageError, UsageScan,
 };
-use custos_postgres::cluster::shared;
 use custos_postgres::storage::{OpenError, PgStorage, StorageConfig};
 use custos_postgres::Target;
+use custos_testkit::pg_cluster::shared;
 
 mod support;
 use support::{client, open_session, suite_target, target as new_target, unique_session};

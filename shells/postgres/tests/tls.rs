@@ -10,9 +10,9 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use custos_postgres::cluster::{shared, unique_schema, Cluster};
 use custos_postgres::ledger::PgLedger;
 use custos_postgres::{ConnectError, Target, TlsMode};
+use custos_testkit::pg_cluster::{shared, unique_schema, Cluster};
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, ExtendedKeyUsagePurpose, IsCa, KeyPair,
 };

@@ -110,7 +110,7 @@ impl CutView for View<'_, '_> {
                 self.session
             ),
         })?;
-        let (next_seq, stats) = codec::decode_head(row, &self.session).map_err(storage_error)?;
+        let (next_seq, stats) = codec::decode_head(row, self.session).map_err(storage_error)?;
         Ok(Head { next_seq, stats })
     }
 

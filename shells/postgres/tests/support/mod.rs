@@ -10,9 +10,9 @@ use std::sync::{Arc, Barrier, OnceLock};
 use custos_conformance::storage::ns;
 use custos_core::lease::Owner;
 use custos_core::storage::{KeyPrefix, Storage};
-use custos_postgres::cluster::{shared, unique_schema};
 use custos_postgres::storage::{PgStorage, StorageConfig};
 use custos_postgres::{AccessClock, Target};
+use custos_testkit::pg_cluster::{shared, unique_schema};
 use postgres::Client;
 
 /// A new schema of its own (named after `prefix`) on the shared private

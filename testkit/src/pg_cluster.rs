@@ -359,9 +359,9 @@ impl Cluster {
             match self.run("start", &mut c) {
                 Ok(()) => return Ok(()),
                 // After a SIGKILL the old backends may still hold the
-                // shared-memory interlock for a moment.
-                Err(e) if Instant::now() < deadline => {
-                    tracing::debug!("postgres start retried: {e}");
+                // shared-memory interlock for a moment (the last failure,
+                // with the server's log, is what a timeout reports).
+                Err(_) if Instant::now() < deadline => {
                     thread::sleep(Duration::from_millis(200));
                 }
                 Err(ClusterError::Step { step, detail }) => {
