@@ -10,7 +10,7 @@
 //!   destination's administration run);
 //! - `access` (feature `proptest`) — proptest strategies
 //!   over the access plane's requests;
-//! - [`pg_cluster`] — a private PostgreSQL cluster (`initdb` into a
+//! - `pg_cluster` (feature `pg-cluster`) — a private PostgreSQL cluster (`initdb` into a
 //!   temporary directory, a server at a free port, SIGKILL and restart)
 //!   for the PostgreSQL shell's tests and benchmarks and the command
 //!   line's tests over it.
@@ -24,6 +24,7 @@
 
 #[cfg(feature = "proptest")]
 pub mod access;
+#[cfg(feature = "pg-cluster")]
 pub mod pg_cluster;
 pub mod simulate;
 pub mod streams;
