@@ -80,6 +80,7 @@
 
 pub mod memory;
 pub mod rules;
+mod stored;
 
 mod reader;
 

@@ -1,7 +1,8 @@
 //! Storage rows as a backend reads them back, read here once over the
-//! backend's [`Columns`]: an entry, a usage row, a register's value, an
-//! entry's or a register's header, a branch page's row, the head's stats
-//! and the writer lease's columns. A backend writes each SELECT in the
+//! backend's [`Columns`]: an entry and its head, a usage row, a register,
+//! a footprint's register row, a kept commit, a branch page's row, the
+//! head's stats and the writer lease's columns (a snapshot's cell headers
+//! and entry descriptors are read beside their types, in `snapshot`). A backend writes each SELECT in the
 //! order its reader names and hands the row here; every text and byte
 //! column is bounded before it is copied, every identifier checked by its
 //! own type, and every refusal is a [`ColumnError`] naming the table, the
@@ -21,7 +22,6 @@ use super::types::{
 use super::StorageError;
 use crate::columns::{Cells, ColumnError, Columns};
 use crate::lease::{Lease, LeaseState, Owner, MAX_OWNER_LEN};
-use crate::snapshot::{CellHeader, Descriptor};
 
 impl From<ColumnError> for StorageError {
     /// A stored row that breaks its rule is corruption, naming the table,
@@ -162,35 +162,6 @@ impl Stats {
         Ok(Stats {
             usage_rows: c.unsigned(base, "usage_rows")?,
             totals: UsageFigures::read(c, base + 1)?,
-        })
-    }
-}
-
-impl CellHeader {
-    /// A register's header from `c`, in the order `key, seq,
-    /// length(value)`.
-    pub fn read<C: Columns>(c: &mut Cells<C>) -> Result<Self, ColumnError> {
-        Ok(CellHeader {
-            key: Register::read_key(c)?,
-            seq: c.seq(1, "seq")?,
-            size: c.count(2, "length(value)")?,
-        })
-    }
-}
-
-impl Descriptor {
-    /// An entry's descriptor from `c`, in the order `seq, id, parent,
-    /// kind, ts, length(payload)`; `c` names the row by its seq.
-    pub fn read<C: Columns>(c: &mut Cells<C>) -> Result<Self, ColumnError> {
-        let seq = c.seq(0, "seq")?;
-        c.at(format!("seq {seq}"));
-        Ok(Descriptor {
-            seq,
-            id: record_id(c, 1, "id")?,
-            parent: opt_record_id(c, 2, "parent")?,
-            kind: kind(c, 3, "kind")?,
-            ts: c.unsigned(4, "ts")?,
-            size: c.count(5, "length(payload)")?,
         })
     }
 }
