@@ -4,8 +4,8 @@
 
 use super::{CellHeader, Descriptor};
 use crate::columns::{Cells, ColumnError, Columns};
-use crate::storage::stored::{kind, opt_record_id, record_id};
-use crate::storage::Register;
+use crate::storage::stored::kind;
+use crate::storage::{EntryHead, Register};
 
 impl CellHeader {
     /// A register's header from `c`, in the order `key, seq,
@@ -23,12 +23,11 @@ impl Descriptor {
     /// An entry's descriptor from `c`, in the order `seq, id, parent,
     /// kind, ts, length(payload)`; `c` names the row by its seq.
     pub fn read<C: Columns>(c: &mut Cells<C>) -> Result<Self, ColumnError> {
-        let seq = c.seq(0, "seq")?;
-        c.at(format!("seq {seq}"));
+        let EntryHead { seq, id, parent } = EntryHead::read(c)?;
         Ok(Descriptor {
             seq,
-            id: record_id(c, 1, "id")?,
-            parent: opt_record_id(c, 2, "parent")?,
+            id,
+            parent,
             kind: kind(c, 3, "kind")?,
             ts: c.unsigned(4, "ts")?,
             size: c.count(5, "length(payload)")?,

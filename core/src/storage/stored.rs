@@ -2,11 +2,11 @@
 //! backend's [`Columns`]: an entry and its head, a usage row, a register,
 //! a footprint's register row, a kept commit, a branch page's row, the
 //! head's stats and the writer lease's columns (a snapshot's cell headers
-//! and entry descriptors are read beside their types, in `snapshot`). A backend writes each SELECT in the
-//! order its reader names and hands the row here; every text and byte
-//! column is bounded before it is copied, every identifier checked by its
-//! own type, and every refusal is a [`ColumnError`] naming the table, the
-//! row and the column.
+//! and entry descriptors are read beside their types, in `snapshot`). A
+//! backend writes each SELECT in the order its reader names and hands the
+//! row here; every text and byte column is bounded before it is copied,
+//! every identifier checked by its own type, and every refusal is a
+//! [`ColumnError`] naming the table, the row and the column.
 //!
 //! Sequence numbers are read through [`Columns::seq`] (a backend may keep
 //! them in an order-preserving encoding), every other `u64` through
@@ -111,12 +111,11 @@ impl Entry {
     /// An entry row from `c`, in the order `seq, id, parent, kind,
     /// payload, ts`; `c` names the row by its seq.
     pub fn read<C: Columns>(c: &mut Cells<C>) -> Result<Self, ColumnError> {
-        let seq = c.seq(0, "seq")?;
-        c.at(format!("seq {seq}"));
+        let EntryHead { seq, id, parent } = EntryHead::read(c)?;
         Ok(Entry {
             seq,
-            id: record_id(c, 1, "id")?,
-            parent: opt_record_id(c, 2, "parent")?,
+            id,
+            parent,
             kind: kind(c, 3, "kind")?,
             payload: payload(c, 4, "payload")?,
             ts: c.unsigned(5, "ts")?,
@@ -206,7 +205,9 @@ impl Register {
 }
 
 impl EntryHead {
-    /// An entry's head from `c`, in the order `seq, id, parent`.
+    /// An entry's head from `c`, in the order `seq, id, parent` (the first
+    /// columns of an entry and of its descriptor too); `c` names the row by
+    /// its seq.
     pub fn read<C: Columns>(c: &mut Cells<C>) -> Result<Self, ColumnError> {
         let seq = c.seq(0, "seq")?;
         c.at(format!("seq {seq}"));
@@ -247,5 +248,116 @@ impl LeaseState {
             holder,
             fence_high_water: c.unsigned(base + 3, high_col)?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stored value: an integer, a text (or bytes), or null.
+    enum V {
+        I(i64),
+        T(&'static str),
+        N,
+    }
+
+    /// A row whose sequence numbers are kept order-preserving
+    /// (`seq XOR 2^63`), every other `u64` bit for bit.
+    struct Row(Vec<V>);
+
+    const FLIP: u64 = 1 << 63;
+
+    impl Columns for Row {
+        fn text(&self, col: usize) -> Result<Option<&[u8]>, String> {
+            match self.0.get(col) {
+                Some(V::T(t)) => Ok(Some(t.as_bytes())),
+                Some(V::N) => Ok(None),
+                _ => Err("not text".to_owned()),
+            }
+        }
+        fn int(&self, col: usize) -> Result<Option<i64>, String> {
+            match self.0.get(col) {
+                Some(V::I(i)) => Ok(Some(*i)),
+                Some(V::N) => Ok(None),
+                _ => Err("not an integer".to_owned()),
+            }
+        }
+        fn unsigned(&self, col: usize) -> Result<Option<u64>, String> {
+            Ok(self.int(col)?.map(|v| u64::from_ne_bytes(v.to_ne_bytes())))
+        }
+        fn seq(&self, col: usize) -> Result<Option<u64>, String> {
+            Ok(self.unsigned(col)?.map(|v| v ^ FLIP))
+        }
+        fn blob(&self, col: usize) -> Result<Option<&[u8]>, String> {
+            self.text(col)
+        }
+    }
+
+    fn stored_seq(seq: u64) -> V {
+        V::I(i64::from_ne_bytes((seq ^ FLIP).to_ne_bytes()))
+    }
+
+    const NAMES: [&str; 4] = [
+        "lease_owner",
+        "lease_fence",
+        "lease_expires_at",
+        "high_water",
+    ];
+
+    fn lease(row: Vec<V>) -> Result<LeaseState, ColumnError> {
+        LeaseState::read(&Cells::new(Row(row), "heads"), 0, NAMES)
+    }
+
+    #[test]
+    fn a_lease_holder_is_whole_or_absent_and_its_high_water_is_never_null() {
+        let none = lease(vec![V::N, V::N, V::N, V::I(3)]).unwrap();
+        assert_eq!((none.holder, none.fence_high_water), (None, 3));
+        let held = lease(vec![V::T("o"), V::I(2), V::I(-1), V::I(2)]).unwrap();
+        let h = held.holder.unwrap();
+        // A u64 above i64::MAX, kept bit for bit.
+        assert_eq!(
+            (h.owner.as_str(), h.fence, h.expires_at),
+            ("o", 2, u64::MAX)
+        );
+        let partial = lease(vec![V::T("o"), V::I(2), V::N, V::I(2)]).unwrap_err();
+        assert_eq!(
+            partial.to_string(),
+            "heads row ?: column lease_owner: a partial lease holder"
+        );
+        let null_high = lease(vec![V::N, V::N, V::N, V::N]).unwrap_err();
+        assert_eq!(
+            null_high.to_string(),
+            "heads row ?: column high_water: null"
+        );
+        let bad_owner = lease(vec![V::T(""), V::I(1), V::I(1), V::I(1)]).unwrap_err();
+        assert_eq!(bad_owner.column, "lease_owner");
+    }
+
+    #[test]
+    fn an_entry_reads_its_seq_in_the_backends_order_and_bounds_every_text() {
+        let row = |kind: &'static str| {
+            Row(vec![
+                stored_seq(7),
+                V::T("e1"),
+                V::N,
+                V::T(kind),
+                V::T("payload"),
+                V::I(-1),
+            ])
+        };
+        let e = Entry::read(&mut Cells::new(row("m"), "entries")).unwrap();
+        assert_eq!(
+            (e.seq, e.id.as_str(), e.parent, e.ts),
+            (7, "e1", None, u64::MAX)
+        );
+        assert_eq!(e.payload.as_bytes(), b"payload");
+        let long: &'static str = Box::leak("k".repeat(MAX_KIND_LEN + 1).into_boxed_str());
+        let refused = Entry::read(&mut Cells::new(row(long), "entries")).unwrap_err();
+        assert_eq!(refused.row, "seq 7");
+        assert_eq!(refused.column, "kind");
+        assert!(refused.detail.contains("exceed the bound"), "{refused}");
+        let head = EntryHead::read(&mut Cells::new(row("m"), "entries")).unwrap();
+        assert_eq!((head.seq, head.id.as_str()), (7, "e1"));
     }
 }
