@@ -59,7 +59,8 @@ pub struct Catalogs {
     /// The release catalog root.
     #[arg(long)]
     releases: PathBuf,
-    /// The authenticated tenant (an applied manifest's tenant must match).
+    /// The authenticated tenant: every deployment read or changed is its
+    /// own (`apply` refuses a manifest of another tenant).
     #[arg(long)]
     tenant: String,
 }
