@@ -107,8 +107,8 @@ use thiserror::Error;
 use crate::catalogue::{display_name, CatalogueState};
 
 pub use read::{
-    Authority, Authorization, CredentialSummary, Listing, ListingPage, MembershipPage,
-    MembershipRow, SessionMember, SessionMemberPage, Signin, SigninPage,
+    authenticate_rows, Authority, Authorization, CredentialSummary, Listing, ListingPage,
+    MembershipPage, MembershipRow, SessionMember, SessionMemberPage, Signin, SigninPage,
 };
 pub use stored::{StoredClaim, StoredCredential, StoredMembership, StoredPrincipal};
 

@@ -590,23 +590,32 @@ impl RowsAccess for PgCatalogue {
                 )
                 .map_err(TxError::from),
         )?;
-        let mut a = AccessState::default();
-        let mut now = now_ms;
-        finish(rows.iter().try_for_each(|r| {
-            if self.server_clock() {
-                now = clock_at(r, AUTHENTICATE_CLOCK_COLUMN)?;
-            }
+        // The hash is the primary key: one row at most.
+        let Some(r) = rows.first() else {
+            return Ok(None);
+        };
+        finish((|| {
+            let now = if self.server_clock() {
+                clock_at(r, AUTHENTICATE_CLOCK_COLUMN)?
+            } else {
+                now_ms
+            };
             let (sha, c) = decode_credential(r)?;
-            a.credentials.insert(sha, c);
             // The joined principal, if any (nothing copied to tell).
             let principal = cells_from(r, "access_principals", CREDENTIAL_COLUMNS);
-            if !principal.is_null(0, "principal_id")? {
-                let (id, p) = decode_principal_at(r, CREDENTIAL_COLUMNS)?;
-                a.principals.insert(id, p);
-            }
-            Ok(())
-        }))?;
-        Ok(a.authenticate(digest, now))
+            let principal = if principal.is_null(0, "principal_id")? {
+                None
+            } else {
+                Some(decode_principal_at(r, CREDENTIAL_COLUMNS)?)
+            };
+            let principal = principal.as_ref().map(|(id, p)| (id.as_str(), p));
+            Ok(access::authenticate_rows(
+                digest,
+                Some((&sha, &c)),
+                principal,
+                now,
+            ))
+        })())
     }
 
     fn read_access_rows<T>(&self, f: &mut AccessRead<'_, T, TxError<AccessError>>) -> Res<T> {

@@ -110,16 +110,11 @@ CREATE INDEX access_memberships_session ON access_memberships (session_id, princ
 /// kind, and its principal beside it (one statement). A row whose stored
 /// kind is outside the grammar is loaded too, so it decodes as `Corrupt`
 /// instead of reading as absent.
-pub const AUTHENTICATE_SQL: &str = "SELECT access_credentials.digest, access_credentials.kind, \
-     access_credentials.principal_id, access_credentials.state, access_credentials.issued_at_ms, \
-     access_credentials.claimed_at_ms, access_credentials.last_resumed_ms, \
-     access_credentials.expires_at_ms, access_credentials.issued_by, \
-     access_principals.principal_id, access_principals.kind, access_principals.name, \
-     access_principals.created_at_ms \
-     FROM access_credentials LEFT JOIN access_principals \
-     ON access_principals.principal_id = access_credentials.principal_id \
-     WHERE access_credentials.digest = ?1 \
-     AND (access_credentials.kind = ?2 OR access_credentials.kind NOT IN ('bearer', 'browser'))";
+pub const AUTHENTICATE_SQL: &str = "SELECT c.digest, c.kind, c.principal_id, c.state, \
+     c.issued_at_ms, c.claimed_at_ms, c.last_resumed_ms, c.expires_at_ms, c.issued_by, \
+     p.principal_id, p.kind, p.name, p.created_at_ms \
+     FROM access_credentials c LEFT JOIN access_principals p ON p.principal_id = c.principal_id \
+     WHERE c.digest = ?1 AND (c.kind = ?2 OR c.kind NOT IN ('bearer', 'browser'))";
 
 const CREDENTIAL_SELECT: &str = "SELECT digest, kind, principal_id, state, issued_at_ms, \
      claimed_at_ms, last_resumed_ms, expires_at_ms, issued_by FROM access_credentials";
@@ -320,7 +315,7 @@ fn load_credentials(tx: &Transaction<'_>, a: &mut AccessState, c: Credentials<'_
     match c {
         Credentials::Hash(sha) => credentials(tx, a, "WHERE digest = ?1", &[&sha.hex()]),
         // The authentication probe: the principal comes in beside it.
-        Credentials::Digest(d) => probe(tx, a, d),
+        Credentials::Digest(d) => probe_into(tx, a, d),
         Credentials::Logins => credentials(tx, a, "WHERE kind = 'browser'", &[]),
         Credentials::Of(id) => credentials(tx, a, BY_PRINCIPAL, &[&id]),
         Credentials::Listed { ids, now_ms } => ids.iter().try_for_each(|id| {
@@ -380,9 +375,10 @@ fn load_memberships(tx: &Transaction<'_>, a: &mut AccessState, m: Memberships<'_
     .map(drop)
 }
 
-/// The credential row `digest` names (by hash and kind) and its principal's
-/// row.
-fn probe(conn: &Connection, a: &mut AccessState, digest: &Digest) -> Res<()> {
+/// The credential row `digest` names (by hash and kind) and its
+/// principal's row, read in one statement. The hash is the primary key, so
+/// one row at most.
+fn probe(conn: &Connection, digest: &Digest) -> Res<Option<Probed>> {
     let hex = digest.sha().hex();
     let mut st = conn
         .prepare_cached(AUTHENTICATE_SQL)
@@ -390,11 +386,25 @@ fn probe(conn: &Connection, a: &mut AccessState, digest: &Digest) -> Res<()> {
     let mut q = st
         .query(params![hex, digest.kind().as_str()])
         .map_err(db("access-load"))?;
-    while let Some(r) = q.next().map_err(db("access-load"))? {
-        let (sha, c) = decode_credential(r)?;
+    let Some(r) = q.next().map_err(db("access-load"))? else {
+        return Ok(None);
+    };
+    let credential = decode_credential(r)?;
+    let principal = match r.get_ref(9).map_err(db("decode"))? {
+        ValueRef::Null => None,
+        _ => Some(decode_principal_at(r, 9)?),
+    };
+    Ok(Some((credential, principal)))
+}
+
+/// A probed credential row and its principal's row, if any.
+type Probed = ((Sha256, CredentialRow), Option<(String, PrincipalRow)>);
+
+/// [`probe`] into a state being loaded.
+fn probe_into(conn: &Connection, a: &mut AccessState, digest: &Digest) -> Res<()> {
+    if let Some(((sha, c), principal)) = probe(conn, digest)? {
         a.credentials.insert(sha, c);
-        if !matches!(r.get_ref(9).map_err(db("decode"))?, ValueRef::Null) {
-            let (id, p) = decode_principal_at(r, 9)?;
+        if let Some((id, p)) = principal {
             a.principals.insert(id, p);
         }
     }
@@ -453,9 +463,16 @@ impl RowsAccess for SqliteCatalogue {
         // One statement (the credential by its primary key, its principal
         // beside it), outside any transaction of its own.
         self.access_alone(|conn| {
-            let mut a = AccessState::default();
-            probe(conn, &mut a, digest)?;
-            Ok(a.authenticate(digest, now_ms))
+            let Some(((sha, c), principal)) = probe(conn, digest)? else {
+                return Ok(None);
+            };
+            let principal = principal.as_ref().map(|(id, p)| (id.as_str(), p));
+            Ok(access::authenticate_rows(
+                digest,
+                Some((&sha, &c)),
+                principal,
+                now_ms,
+            ))
         })
     }
 

@@ -727,7 +727,12 @@ fn authenticate_is_a_primary_key_search() {
     println!("{}", plan.join("\n"));
     assert!(
         plan.iter()
-            .any(|l| l.contains("SEARCH access_credentials USING PRIMARY KEY (digest=?)")),
+            .any(|l| l.contains("SEARCH c USING PRIMARY KEY (digest=?)")),
+        "{plan:?}"
+    );
+    assert!(
+        plan.iter()
+            .any(|l| l.contains("SEARCH p USING PRIMARY KEY (principal_id=?)")),
         "{plan:?}"
     );
     assert!(!plan.iter().any(|l| l.contains("SCAN")), "{plan:?}");

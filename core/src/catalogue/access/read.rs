@@ -32,6 +32,34 @@ pub struct Authority {
     pub credential: CredentialKind,
 }
 
+/// The authentication rule over the only two rows it reads: the credential
+/// stored under `digest`'s hash (if any) and the principal it names (if
+/// any). A backend's probe that loads just those rows calls this instead of
+/// building an [`AccessState`]; [`AccessState::authenticate`] calls it too.
+/// The credential must be stored under this very hash (compared in
+/// constant time) and of this kind, active and (a login) unexpired; the
+/// principal must be the one it names.
+pub fn authenticate_rows(
+    digest: &Digest,
+    credential: Option<(&super::Sha256, &CredentialRow)>,
+    principal: Option<(&str, &super::PrincipalRow)>,
+    now_ms: u64,
+) -> Option<Authority> {
+    let (sha, c) = credential?;
+    if !sha.ct_eq(digest.sha()) || c.kind != digest.kind() || !c.live(now_ms) {
+        return None;
+    }
+    let (id, p) = principal?;
+    if id != c.principal {
+        return None;
+    }
+    Some(Authority {
+        principal: c.principal.clone(),
+        kind: p.kind,
+        credential: c.kind,
+    })
+}
+
 /// What a principal may do in one session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Authorization {
@@ -169,16 +197,11 @@ impl AccessState {
     /// Who `digest` authenticates at `now_ms`: the row with this hash **and
     /// this kind**, active and (a login) unexpired. Never reads claims.
     pub fn authenticate(&self, digest: &Digest, now_ms: u64) -> Option<Authority> {
-        let (sha, c) = self.credentials.get_key_value(digest.sha())?;
-        if !sha.ct_eq(digest.sha()) || c.kind != digest.kind() || !c.live(now_ms) {
-            return None;
-        }
-        let p = self.principals.get(&c.principal)?;
-        Some(Authority {
-            principal: c.principal.clone(),
-            kind: p.kind,
-            credential: c.kind,
-        })
+        let credential = self.credentials.get_key_value(digest.sha());
+        let principal = credential
+            .and_then(|(_, c)| self.principals.get_key_value(&c.principal))
+            .map(|(id, p)| (id.as_str(), p));
+        authenticate_rows(digest, credential, principal, now_ms)
     }
 
     /// Whether a claim exists and is not void (the claim upgrade's filter).
