@@ -77,7 +77,7 @@ impl fmt::Debug for Target {
 /// `keepalives_idle` and `tcp_user_timeout` parameters, and its
 /// `options=-c statement_timeout=… -c lock_timeout=…
 /// -c idle_in_transaction_session_timeout=…`, take precedence over the
-/// defaults (as they do over [`PLAN_CACHE_MODE`]).
+/// defaults.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Waits {
     /// Connecting, the server's first reply and the login included
@@ -126,19 +126,6 @@ pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
 /// than a round trip, so 5 s is generous and bounds how long a stalled host
 /// holds the rows every other host's writer locks first.
 pub const DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The `plan_cache_mode` every connection sets unless the connection
-/// string's own `options` name another: a prepared statement runs its one
-/// generic plan. Every statement of this crate is a fixed text whose plan
-/// does not depend on its parameters' values (a primary key, or a scope's
-/// key with a seq range, each over its index), so the plan the server would
-/// make for each execution's values is the same plan; but under the default
-/// (`auto`) the server chose a custom plan and planned the statement again
-/// on every execution. A profile of the server under the access benchmark
-/// put that planning at half the time of running the statements
-/// themselves (`GetCachedPlan` 9.9% of the server's samples against
-/// `PortalRun` 16.1%), and with generic plans it fell to 1.1%.
-pub const PLAN_CACHE_MODE: &str = "force_generic_plan";
 
 /// The default bound on waiting for a free connection of a handle's pool:
 /// every transaction a connection runs is itself bounded by the statement
@@ -580,7 +567,7 @@ impl Target {
         // wins), the schema last (it is not the caller's to change).
         let own = cfg.get_options().unwrap_or("").to_owned();
         cfg.options(format!(
-            "-c statement_timeout={} -c lock_timeout={} -c idle_in_transaction_session_timeout={} -c plan_cache_mode={PLAN_CACHE_MODE} {own} -c search_path=\"{}\"",
+            "-c statement_timeout={} -c lock_timeout={} -c idle_in_transaction_session_timeout={} {own} -c search_path=\"{}\"",
             w.statement.as_millis(),
             w.lock.as_millis(),
             w.idle_in_transaction.as_millis(),

@@ -25,22 +25,6 @@ fn the_private_cluster_serves_a_durable_loopback_login() {
         assert_eq!(v, want, "{name}");
     }
     assert!(!format!("{t:?}").contains(c.password()));
-    // Every connection runs its prepared statements' generic plans, unless
-    // the connection string's own options say otherwise.
-    let mode = |t: &Target| -> String {
-        t.connect()
-            .unwrap()
-            .query_one("SHOW plan_cache_mode", &[])
-            .unwrap()
-            .get(0)
-    };
-    assert_eq!(mode(&t), "force_generic_plan");
-    let own = format!(
-        "{}{}options=-c%20plan_cache_mode%3Dauto",
-        c.url(),
-        if c.url().contains('?') { "&" } else { "?" }
-    );
-    assert_eq!(mode(&Target::new(own, "public").unwrap()), "auto");
     let bad = Target::new(c.url().replace(c.password(), "wrong-secret-x"), "public").unwrap();
     let e = bad.connect().err().unwrap().to_string();
     assert!(e.starts_with("Unavailable:"), "{e}");

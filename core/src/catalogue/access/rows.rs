@@ -192,11 +192,8 @@ pub trait RowsAccess {
     fn write_access(&self, req: &AccessRequest) -> Result<AccessOutcome, AccessError>;
 
     /// Who a digest authenticates ([`Access::authenticate`]): the one
-    /// probe each backend writes for speed: it reads the credential row and
-    /// its principal's row and answers what
-    /// [`authenticate_rows`](crate::catalogue::access::authenticate_rows)
-    /// judges of them (the rule [`AccessState::authenticate`](crate::catalogue::access::AccessState::authenticate)
-    /// also calls).
+    /// probe each backend writes for speed, answered by
+    /// [`AccessState::authenticate`](crate::catalogue::access::AccessState::authenticate).
     fn authenticate_probe(
         &self,
         digest: &Digest,
