@@ -89,6 +89,7 @@
 pub mod schema;
 
 mod branch;
+pub use snapshot::CELLS_SQL;
 mod codec;
 mod snapshot;
 
@@ -569,14 +570,9 @@ fn commit_stmts(session: &str, fp: &Footprint, id: Option<&CommitId>) -> Vec<Stm
     if !fp.ids.is_empty() {
         let ids: Vec<String> = fp.ids.iter().map(|i| i.as_str().to_owned()).collect();
         stmts.push(
-            Stmt::new(
-                Want::Rows,
-                "SELECT id, true FROM storage_entries WHERE session = $1 AND id = ANY($2)
-                 UNION ALL
-                 SELECT id, false FROM storage_usage WHERE session = $1 AND id = ANY($2)",
-            )
-            .arg(session.to_owned())
-            .arg(ids),
+            Stmt::new(Want::Rows, IDS_FOOTPRINT_SQL)
+                .arg(session.to_owned())
+                .arg(ids),
         );
     }
     if !fp.registers.is_empty() {
@@ -589,16 +585,10 @@ fn commit_stmts(session: &str, fp: &Footprint, id: Option<&CommitId>) -> Vec<Stm
             }
         }
         stmts.push(
-            Stmt::new(
-                Want::Rows,
-                "SELECT r.namespace, r.key, r.seq::text FROM storage_registers r
-                 JOIN unnest($2::text[], $3::text[]) AS f(namespace, key)
-                   ON r.namespace = f.namespace AND r.key = f.key
-                 WHERE r.session = $1",
-            )
-            .arg(session.to_owned())
-            .arg(nss)
-            .arg(keys),
+            Stmt::new(Want::Rows, REGISTERS_FOOTPRINT_SQL)
+                .arg(session.to_owned())
+                .arg(nss)
+                .arg(keys),
         );
     }
     if let Some(id) = id {
@@ -610,6 +600,40 @@ fn commit_stmts(session: &str, fp: &Footprint, id: Option<&CommitId>) -> Vec<Stm
     }
     stmts
 }
+
+/// A commit's read of the ids it inserts (`$1` the session, `$2` the ids):
+/// which are entries, which usage rows. Each id is one probe of each
+/// `(session, id)` unique index, as [`REGISTERS_FOOTPRINT_SQL`] probes its
+/// key: `id = ANY($2)` was, under the generic plan of a table without
+/// statistics yet, a bitmap scan of every row of the session filtered by
+/// id.
+pub const IDS_FOOTPRINT_SQL: &str = "SELECT f.id, e.is_entry
+     FROM unnest($2::text[]) AS f(id)
+     CROSS JOIN LATERAL (
+         (SELECT true AS is_entry FROM storage_entries WHERE session = $1 AND id = f.id LIMIT 1)
+         UNION ALL
+         (SELECT false FROM storage_usage WHERE session = $1 AND id = f.id LIMIT 1)) e";
+
+/// The entries of `$2` (ids) of session `$1`, each found by one probe of
+/// the `(session, id)` index (see [`IDS_FOOTPRINT_SQL`]).
+pub const ENTRIES_BY_ID_SQL: &str = "SELECT e.* FROM unnest($2::text[]) AS f(id)
+     CROSS JOIN LATERAL (
+         SELECT seq::text, id, parent, kind, payload, ts::text FROM storage_entries
+         WHERE session = $1 AND id = f.id LIMIT 1) e";
+
+/// A commit's read of the registers it names (`$1` the session, `$2` and
+/// `$3` the namespaces and keys, pairwise). Each cell is looked up by the
+/// whole primary key: a LATERAL subquery the planner cannot pull up (its
+/// `LIMIT`; the key is unique anyway) is a nested loop by construction. A
+/// plain join of the two, under the statement's cached generic plan, was a
+/// hash join over every register of the session, so each commit read more
+/// rows than the last (3,960 per lookup with 7,900 keys stored).
+pub const REGISTERS_FOOTPRINT_SQL: &str = "SELECT r.namespace, r.key, r.seq::text
+     FROM unnest($2::text[], $3::text[]) AS f(namespace, key)
+     CROSS JOIN LATERAL (
+         SELECT namespace, key, seq FROM storage_registers
+         WHERE session = $1 AND namespace = f.namespace AND key = f.key
+         LIMIT 1) r";
 
 const KEPT_COMMIT_SQL: &str = "SELECT digest, seqs, next_seq::text FROM storage_kept_commits
     WHERE session = $1 AND id = $2";
@@ -854,13 +878,7 @@ impl Storage for PgStorage {
             }
             let wanted: Vec<&str> = ids.iter().map(RecordId::as_str).collect();
             let rows = tx
-                .query(
-                    &format!(
-                        "SELECT {} FROM storage_entries WHERE session = $1 AND id = ANY($2)",
-                        branch::ENTRY_COLS
-                    ),
-                    &[&self.session, &wanted],
-                )
+                .query(ENTRIES_BY_ID_SQL, &[&self.session, &wanted])
                 .map_err(db("get-entries"))?;
             let mut found = BTreeMap::new();
             for row in &rows {

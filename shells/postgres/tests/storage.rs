@@ -157,6 +157,170 @@ fn branch_plan_as_planned_on_a_populated_schema_uses_indexes() {
     }
 }
 
+/// The plan the server runs a commit's footprint read with once it caches
+/// the statement's generic plan (forced here, so the check does not depend
+/// on when the server switches to it): `sql` prepared with parameter
+/// `types`, executed with `args`.
+fn generic_plan(c: &mut ::postgres::Client, sql: &str, types: &str, args: &str) -> Vec<String> {
+    c.batch_execute(&format!(
+        "SET plan_cache_mode = force_generic_plan; PREPARE fp({types}) AS {sql}"
+    ))
+    .unwrap();
+    let plan = c
+        .query(&format!("EXPLAIN EXECUTE fp({args})"), &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .collect();
+    c.batch_execute("DEALLOCATE fp; RESET plan_cache_mode")
+        .unwrap();
+    plan
+}
+
+/// Whether `plan` reaches `table` only by probing `index` with the whole
+/// key (`cond` in its index condition): no sequential, bitmap or hashed
+/// read of the session's rows.
+fn probes_by_key(plan: &[String], table: &str, index: &str, cond: &str) -> Result<(), String> {
+    let text = plan.join("\n");
+    for bad in [
+        format!("Seq Scan on {table}"),
+        format!("Bitmap Heap Scan on {table}"),
+        "Hash Join".to_owned(),
+    ] {
+        if text.contains(&bad) {
+            return Err(format!("{bad}:\n{text}"));
+        }
+    }
+    let probe = plan
+        .iter()
+        .position(|l| l.contains(&format!("using {index} on {table}")))
+        .ok_or_else(|| format!("no scan of {index}:\n{text}"))?;
+    match plan.get(probe + 1) {
+        Some(l) if l.contains("Index Cond") && l.contains(cond) => Ok(()),
+        _ => Err(format!("{index} not probed by {cond}:\n{text}")),
+    }
+}
+
+/// A commit reads the rows its footprint names by key, however many the
+/// session holds (5,000 registers, entries and usage rows, analyzed): under
+/// the statement's cached generic plan each named register and id is one
+/// probe of its unique index. The check refuses the plain join the
+/// register read was before, which the generic plan made a hash join over
+/// every register of the session (a commit grew slower with each key).
+#[test]
+fn a_commit_reads_its_footprint_by_key_whatever_the_session_holds() {
+    let t = new_target("storage_fp");
+    drop(PgStorage::open(StorageConfig::new(t.clone(), "big", owner("o"))).unwrap());
+    let mut c = client(&t);
+    c.batch_execute(
+        "INSERT INTO storage_registers (session, namespace, key, value, seq)
+             SELECT 'big', 'n', 'k' || g, '\\x00'::bytea, g FROM generate_series(1, 5000) g;
+         INSERT INTO storage_entries (session, seq, id, parent, kind, payload, ts, segment, pos)
+             SELECT 'big', 5000 + g, 'e' || g, NULL, 'm', '\\x00'::bytea, 0, g, 0
+             FROM generate_series(1, 5000) g;
+         INSERT INTO storage_usage (session, seq, id, ts, input_tokens, output_tokens,
+                 cache_read_tokens, cache_write_tokens, cost_micros, details)
+             SELECT 'big', 10000 + g, 'u' || g, 0, 1, 1, 0, 0, 1, '\\x7b7d'::bytea
+             FROM generate_series(1, 5000) g;",
+    )
+    .unwrap();
+    // As the rows arrive (no statistics yet) and once analyzed.
+    for analyzed in [false, true] {
+        if analyzed {
+            c.batch_execute("VACUUM ANALYZE").unwrap();
+        }
+        let registers = generic_plan(
+            &mut c,
+            custos_postgres::storage::REGISTERS_FOOTPRINT_SQL,
+            "text, text[], text[]",
+            "'big', ARRAY['n'], ARRAY['k7']",
+        );
+        println!("analyzed {analyzed}:\n{}", registers.join("\n"));
+        probes_by_key(
+            &registers,
+            "storage_registers",
+            "storage_registers_pkey",
+            "key =",
+        )
+        .unwrap();
+        let ids = generic_plan(
+            &mut c,
+            custos_postgres::storage::IDS_FOOTPRINT_SQL,
+            "text, text[]",
+            "'big', ARRAY['e7', 'u7']",
+        );
+        println!("{}", ids.join("\n"));
+        for table in ["storage_entries", "storage_usage"] {
+            let index = format!("{table}_id");
+            probes_by_key(&ids, table, &index, "id =").unwrap();
+        }
+        // The reads by id and by key: `get_entries` and a snapshot's cells.
+        let entries = generic_plan(
+            &mut c,
+            custos_postgres::storage::ENTRIES_BY_ID_SQL,
+            "text, text[]",
+            "'big', ARRAY['e7', 'e8']",
+        );
+        probes_by_key(&entries, "storage_entries", "storage_entries_id", "id =").unwrap();
+        let cells = generic_plan(
+            &mut c,
+            custos_postgres::storage::CELLS_SQL,
+            "text, text, text[]",
+            "'big', 'n', ARRAY['k7', 'k8']",
+        );
+        probes_by_key(
+            &cells,
+            "storage_registers",
+            "storage_registers_pkey",
+            "key =",
+        )
+        .unwrap();
+        // The reads by id as they were: a bitmap scan of the session.
+        let ids_before = generic_plan(
+            &mut c,
+            "SELECT id, true FROM storage_entries WHERE session = $1 AND id = ANY($2)
+             UNION ALL
+             SELECT id, false FROM storage_usage WHERE session = $1 AND id = ANY($2)",
+            "text, text[]",
+            "'big', ARRAY['e7', 'u7']",
+        );
+        if !analyzed {
+            assert!(
+                probes_by_key(&ids_before, "storage_entries", "storage_entries_id", "id =")
+                    .is_err(),
+                "{}",
+                ids_before.join("\n")
+            );
+        }
+        // The check has teeth: the register read as it was, a plain join,
+        // is a hash join over the session's registers until statistics
+        // exist.
+        let before = generic_plan(
+            &mut c,
+            "SELECT r.namespace, r.key, r.seq::text FROM storage_registers r
+             JOIN unnest($2::text[], $3::text[]) AS f(namespace, key)
+               ON r.namespace = f.namespace AND r.key = f.key
+             WHERE r.session = $1",
+            "text, text[], text[]",
+            "'big', ARRAY['n'], ARRAY['k7']",
+        );
+        println!("the plain join:\n{}", before.join("\n"));
+        if !analyzed {
+            assert!(
+                probes_by_key(
+                    &before,
+                    "storage_registers",
+                    "storage_registers_pkey",
+                    "key ="
+                )
+                .is_err(),
+                "{}",
+                before.join("\n")
+            );
+        }
+    }
+}
+
 // ------------------------------------------------------ sessions, versions
 
 /// Two sessions of one schema, each with its own owner and lease, share

@@ -53,8 +53,13 @@ const HEADERS_FROM: &str = "SELECT key, seq::text, octet_length(value)::bigint
 const HEADERS_AFTER: &str = "SELECT key, seq::text, octet_length(value)::bigint
      FROM storage_registers WHERE session = $1 AND namespace = $2 AND key > $3
      ORDER BY key LIMIT $4";
-const CELLS_SQL: &str = "SELECT key, value, seq::text FROM storage_registers
-     WHERE session = $1 AND namespace = $2 AND key = ANY($3)";
+/// The registers `$3` (keys) of namespace `$2` of session `$1`, each found
+/// by one probe of the primary key (see
+/// [`REGISTERS_FOOTPRINT_SQL`](super::REGISTERS_FOOTPRINT_SQL)).
+pub const CELLS_SQL: &str = "SELECT c.* FROM unnest($3::text[]) AS f(key)
+     CROSS JOIN LATERAL (
+         SELECT key, value, seq::text FROM storage_registers
+         WHERE session = $1 AND namespace = $2 AND key = f.key LIMIT 1) c";
 const DESCRIPTORS_SQL: &str = "SELECT seq::text, id, parent, kind, ts::text,
      octet_length(payload)::bigint FROM storage_entries
      WHERE session = $1 AND seq >= $2::text::numeric AND seq < $3::text::numeric
