@@ -52,8 +52,8 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 pub use commit::{
-    decide, Commit, CommitContext, CommitError, CommitPlan, CommitReceipt, Footprint, LastCommit,
-    RecordKind, RegisterChange, SeqExpectation, Write, KEPT_COMMITS, REASON_HANDLE_CLOSED,
+    decide, Commit, CommitContext, CommitDecision, CommitError, CommitReceipt, Effect, Footprint,
+    LastCommit, RecordKind, SeqExpectation, Write, KEPT_COMMITS, REASON_HANDLE_CLOSED,
 };
 pub use memory::MemoryStorage;
 pub use query::{branch_scan, entry_seq_range, usage_seq_range, BranchScan, EntryScan, UsageScan};

@@ -1,4 +1,5 @@
-//! The commit decision: expectations, writes, and the plan a backend applies.
+//! The commit decision: expectations, writes, and the row effects a backend
+//! applies.
 //!
 //! A backend answers a commit in three steps inside one write transaction:
 //!
@@ -7,10 +8,13 @@
 //!    or writes);
 //! 2. the backend loads exactly those facts, plus the store's `next_seq` and
 //!    stats, into a [`CommitContext`] (plain data);
-//! 3. [`decide`] — pure, total, deterministic — answers a [`CommitPlan`] (the
-//!    rows to insert, the register cells to set or delete, the next stats and
-//!    `next_seq`) or a [`CommitError`]. The backend writes the plan back in
-//!    the same transaction. A refusal applies nothing.
+//! 3. [`decide`] — pure, total, deterministic — answers a [`CommitDecision`]
+//!    (the receipt, and the [`Effect`]s: the rows to insert, the register
+//!    cells to set or delete, the head's next stats and `next_seq`, the
+//!    commit to keep) or a [`CommitError`]. The backend applies the effects
+//!    in order in the same transaction, as it applies every other
+//!    machine's: no diff, no ordering or validation of its own. A refusal
+//!    applies nothing.
 //!
 //! ## Seq allocation
 //!
@@ -365,42 +369,63 @@ impl CommitContext {
     }
 }
 
-/// A register change of a plan, in write order.
+/// One row-level write of an accepted commit. A backend applies a
+/// decision's effects in order, inside the transaction that loaded its
+/// context, and adds no rule of its own: [`StoreState::apply`](super::StoreState::apply)
+/// is the oracle every backend's application is compared with.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum RegisterChange {
-    /// Create or replace this cell.
-    Set(Register),
-    /// Delete this cell (it may already be absent).
-    Delete {
+pub enum Effect {
+    /// Insert this entry: its id and its seq are new to the store.
+    InsertEntry(Entry),
+    /// Insert this usage row: its id and its seq are new to the store.
+    InsertUsage(UsageRow),
+    /// Create this register cell, or replace it.
+    SetRegister(Register),
+    /// Delete this register cell (nothing when it is absent).
+    DeleteRegister {
         /// The namespace.
         namespace: Namespace,
         /// The key.
         key: RegisterKey,
-        /// The seq this delete consumed.
+        /// The seq this delete consumed (no row records it).
         seq: Seq,
     },
+    /// Write the store's head: its next seq and its usage totals (the old
+    /// totals plus the commit's usage rows). Present exactly when the
+    /// commit wrote something.
+    Head {
+        /// The store's next seq after the commit.
+        next_seq: Seq,
+        /// The usage totals after the commit.
+        stats: Stats,
+    },
+    /// Keep this identified commit after the kept ones, forgetting the
+    /// oldest when more than [`KEPT_COMMITS`] would be kept (a kept commit
+    /// of the same id is replaced). Last of a decision's effects.
+    KeepCommit(LastCommit),
 }
 
-/// The accepted effect of a commit, to be written back in the same
-/// transaction. Rows appear in write order (hence ascending seq).
+/// What an accepted commit answers, and the writes that make it so.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct CommitPlan {
-    /// Entries to insert.
-    pub entries: Vec<Entry>,
-    /// Usage rows to insert.
-    pub usage: Vec<UsageRow>,
-    /// Register changes, in write order (a later change to the same cell wins).
-    pub registers: Vec<RegisterChange>,
-    /// The stats after the commit (the old stats plus the new usage rows).
-    pub stats: Stats,
-    /// The store's next seq after the commit.
-    pub next_seq: Seq,
+pub struct CommitDecision {
     /// What the caller is told.
     pub receipt: CommitReceipt,
-    /// The identified commit to keep from now on (the oldest kept one goes
-    /// when [`KEPT_COMMITS`] are kept); `None` keeps nothing (a commit
-    /// without an id, or a replay).
-    pub last: Option<LastCommit>,
+    /// The rows to write, in order: one per write (in write order, hence
+    /// ascending seq), then the head, then the kept commit. None for a
+    /// replay of a kept commit, and only the kept commit for an identified
+    /// commit without writes.
+    pub effects: Vec<Effect>,
+}
+
+impl CommitDecision {
+    /// The head the decision writes: its next seq and stats, if it moves
+    /// them.
+    pub fn head(&self) -> Option<(Seq, &Stats)> {
+        self.effects.iter().find_map(|e| match e {
+            Effect::Head { next_seq, stats } => Some((*next_seq, stats)),
+            _ => None,
+        })
+    }
 }
 
 /// What a successful commit answers.
@@ -511,8 +536,8 @@ pub const REASON_HANDLE_CLOSED: &str = "handle-closed";
 
 /// Decides a commit against the facts of its footprint. Total and
 /// deterministic: every expectation is evaluated first, then the writes are
-/// validated in list order; only a fully valid commit yields a plan.
-pub fn decide(ctx: &CommitContext, commit: &Commit) -> Result<CommitPlan, CommitError> {
+/// validated in list order; only a fully valid commit yields effects.
+pub fn decide(ctx: &CommitContext, commit: &Commit) -> Result<CommitDecision, CommitError> {
     check_counts(commit)?;
     let digest = commit.id.as_ref().map(|_| commit.content_digest());
     if let (Some(id), Some(digest), Some(last)) = (&commit.id, digest, &ctx.last) {
@@ -521,42 +546,41 @@ pub fn decide(ctx: &CommitContext, commit: &Commit) -> Result<CommitPlan, Commit
                 return Err(CommitError::CommitIdReused { id: id.clone() });
             }
             // Its own earlier write: the stored answer, nothing applied.
-            return Ok(CommitPlan {
-                stats: ctx.stats,
-                next_seq: ctx.next_seq,
+            return Ok(CommitDecision {
                 receipt: last.receipt.clone(),
-                ..CommitPlan::default()
+                effects: Vec::new(),
             });
         }
     }
-    let mut plan = decide_fresh(ctx, commit)?;
+    let mut d = decide_fresh(ctx, commit)?;
     if let (Some(id), Some(digest)) = (&commit.id, digest) {
-        plan.last = Some(LastCommit {
+        d.effects.push(Effect::KeepCommit(LastCommit {
             id: id.clone(),
             digest,
-            receipt: plan.receipt.clone(),
-        });
+            receipt: d.receipt.clone(),
+        }));
     }
-    Ok(plan)
+    Ok(d)
 }
 
 /// [`decide`] for a commit that is not a replay.
-fn decide_fresh(ctx: &CommitContext, commit: &Commit) -> Result<CommitPlan, CommitError> {
+fn decide_fresh(ctx: &CommitContext, commit: &Commit) -> Result<CommitDecision, CommitError> {
     check_expectations(ctx, commit)?;
-    let mut plan = CommitPlan {
-        stats: ctx.stats,
-        next_seq: ctx.next_seq,
-        ..CommitPlan::default()
-    };
     if commit.writes.is_empty() {
-        plan.receipt.next_seq = ctx.next_seq;
-        return Ok(plan);
+        return Ok(CommitDecision {
+            receipt: CommitReceipt {
+                seqs: Vec::new(),
+                next_seq: ctx.next_seq,
+            },
+            effects: Vec::new(),
+        });
     }
     let mut planner = Planner {
         ctx,
         ts: commit.ts,
         inserted: BTreeMap::new(),
-        plan,
+        stats: ctx.stats,
+        d: CommitDecision::default(),
     };
     let mut seq = ctx.next_seq.max(commit.seq_floor.unwrap_or(0)).max(1);
     for (i, w) in commit.writes.iter().enumerate() {
@@ -564,12 +588,16 @@ fn decide_fresh(ctx: &CommitContext, commit: &Commit) -> Result<CommitPlan, Comm
             seq = seq.checked_add(1).ok_or(CommitError::SeqExhausted)?;
         }
         planner.write(w, seq)?;
-        planner.plan.receipt.seqs.push(seq);
+        planner.d.receipt.seqs.push(seq);
     }
-    let mut plan = planner.plan;
-    plan.next_seq = seq.checked_add(1).ok_or(CommitError::SeqExhausted)?;
-    plan.receipt.next_seq = plan.next_seq;
-    Ok(plan)
+    let next_seq = seq.checked_add(1).ok_or(CommitError::SeqExhausted)?;
+    let mut d = planner.d;
+    d.receipt.next_seq = next_seq;
+    d.effects.push(Effect::Head {
+        next_seq,
+        stats: planner.stats,
+    });
+    Ok(d)
 }
 
 /// Refuses a commit with more writes or expectations than one commit takes.
@@ -605,13 +633,15 @@ fn check_expectations(ctx: &CommitContext, commit: &Commit) -> Result<(), Commit
     Ok(())
 }
 
-/// The plan of a commit under way: the writes validated so far, and the
+/// The decision of a commit under way: the writes validated so far, and the
 /// ids they inserted (which later writes of the same commit see).
 struct Planner<'c> {
     ctx: &'c CommitContext,
     ts: Millis,
     inserted: BTreeMap<&'c RecordId, RecordKind>,
-    plan: CommitPlan,
+    /// The usage totals with the usage rows so far.
+    stats: Stats,
+    d: CommitDecision,
 }
 
 impl<'c> Planner<'c> {
@@ -636,7 +666,7 @@ impl<'c> Planner<'c> {
         }
     }
 
-    /// Validates one write at `seq` and adds it to the plan.
+    /// Validates one write at `seq` and adds its effect.
     fn write(&mut self, w: &'c Write, seq: Seq) -> Result<(), CommitError> {
         match w {
             Write::InsertEntry {
@@ -655,14 +685,14 @@ impl<'c> Planner<'c> {
                     }
                 }
                 self.inserted.insert(id, RecordKind::Entry);
-                self.plan.entries.push(Entry {
+                self.d.effects.push(Effect::InsertEntry(Entry {
                     id: id.clone(),
                     parent: parent.clone(),
                     kind: kind.clone(),
                     payload: payload.clone(),
                     seq,
                     ts: self.ts,
-                });
+                }));
             }
             Write::InsertUsage {
                 id,
@@ -671,18 +701,17 @@ impl<'c> Planner<'c> {
             } => {
                 self.check_unused(id)?;
                 self.inserted.insert(id, RecordKind::Usage);
-                self.plan.stats = self
-                    .plan
+                self.stats = self
                     .stats
                     .checked_add(figures)
                     .ok_or(CommitError::StatsOverflow)?;
-                self.plan.usage.push(UsageRow {
+                self.d.effects.push(Effect::InsertUsage(UsageRow {
                     id: id.clone(),
                     seq,
                     ts: self.ts,
                     figures: *figures,
                     details: details.clone(),
-                });
+                }));
             }
             Write::SetRegister {
                 namespace,
@@ -692,7 +721,7 @@ impl<'c> Planner<'c> {
                 if value.len() > MAX_REGISTER_VALUE_LEN {
                     return Err(BoundError::RegisterValueTooLarge { len: value.len() }.into());
                 }
-                self.plan.registers.push(RegisterChange::Set(Register {
+                self.d.effects.push(Effect::SetRegister(Register {
                     namespace: namespace.clone(),
                     key: key.clone(),
                     value: value.clone(),
@@ -700,7 +729,7 @@ impl<'c> Planner<'c> {
                 }));
             }
             Write::DeleteRegister { namespace, key } => {
-                self.plan.registers.push(RegisterChange::Delete {
+                self.d.effects.push(Effect::DeleteRegister {
                     namespace: namespace.clone(),
                     key: key.clone(),
                     seq,

@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use super::commit::{
-    decide, Commit, CommitContext, CommitError, CommitPlan, CommitReceipt, Footprint, LastCommit,
-    RecordKind, RegisterChange, KEPT_COMMITS,
+    decide, Commit, CommitContext, CommitError, CommitReceipt, Effect, Footprint, LastCommit,
+    RecordKind, KEPT_COMMITS,
 };
 use super::query::{BranchScan, EntryScan, UsageScan};
 use super::types::{
@@ -352,41 +352,48 @@ impl StoreState {
         ctx
     }
 
-    /// Writes an accepted plan back. The plan must come from [`decide`] over
-    /// a context of this very state; [`StoreState::commit`] guarantees that.
-    pub fn apply(&mut self, plan: CommitPlan) {
-        for e in plan.entries {
-            self.insert_entry(e);
+    /// Applies an accepted decision's effects, in order. They must come
+    /// from [`decide`] over a context of this very state;
+    /// [`StoreState::commit`] guarantees that. The oracle of every
+    /// backend's application.
+    pub fn apply(&mut self, effects: Vec<Effect>) {
+        for e in effects {
+            self.apply_effect(e);
         }
-        for u in plan.usage {
-            self.usage_seqs.insert(u.seq, u.id.clone());
-            self.usage.insert(u.id.clone(), u);
-        }
-        for change in plan.registers {
-            match change {
-                RegisterChange::Set(r) => {
-                    self.registers
-                        .entry(r.namespace.clone())
-                        .or_default()
-                        .insert(r.key.clone(), r);
-                }
-                RegisterChange::Delete { namespace, key, .. } => {
-                    if let Some(cells) = self.registers.get_mut(&namespace) {
-                        cells.remove(&key);
-                        if cells.is_empty() {
-                            self.registers.remove(&namespace);
-                        }
+    }
+
+    /// Applies one effect.
+    fn apply_effect(&mut self, e: Effect) {
+        match e {
+            Effect::InsertEntry(e) => self.insert_entry(e),
+            Effect::InsertUsage(u) => {
+                self.usage_seqs.insert(u.seq, u.id.clone());
+                self.usage.insert(u.id.clone(), u);
+            }
+            Effect::SetRegister(r) => {
+                self.registers
+                    .entry(r.namespace.clone())
+                    .or_default()
+                    .insert(r.key.clone(), r);
+            }
+            Effect::DeleteRegister { namespace, key, .. } => {
+                if let Some(cells) = self.registers.get_mut(&namespace) {
+                    cells.remove(&key);
+                    if cells.is_empty() {
+                        self.registers.remove(&namespace);
                     }
                 }
             }
-        }
-        self.stats = plan.stats;
-        self.next_seq = plan.next_seq;
-        if let Some(k) = plan.last {
-            self.kept.retain(|x| x.id != k.id);
-            self.kept.push(k);
-            while self.kept.len() > KEPT_COMMITS {
-                self.kept.remove(0);
+            Effect::Head { next_seq, stats } => {
+                self.stats = stats;
+                self.next_seq = next_seq;
+            }
+            Effect::KeepCommit(k) => {
+                self.kept.retain(|x| x.id != k.id);
+                self.kept.push(k);
+                while self.kept.len() > KEPT_COMMITS {
+                    self.kept.remove(0);
+                }
             }
         }
     }
@@ -394,10 +401,9 @@ impl StoreState {
     /// Decides and applies one commit: all or none.
     pub fn commit(&mut self, commit: &Commit) -> Result<CommitReceipt, CommitError> {
         let ctx = self.context_for(&commit.footprint());
-        let plan = decide(&ctx, commit)?;
-        let receipt = plan.receipt.clone();
-        self.apply(plan);
-        Ok(receipt)
+        let d = decide(&ctx, commit)?;
+        self.apply(d.effects);
+        Ok(d.receipt)
     }
 
     /// Entries by id, aligned with `ids` (`None` for an unknown id).

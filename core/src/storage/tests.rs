@@ -899,3 +899,154 @@ fn every_lease_refusal_message_starts_with_its_reason() {
         );
     }
 }
+
+/// What a decision's effects must say, checked against its receipt and the
+/// context it was decided on: one row effect per write, carrying the
+/// receipt's seqs in order; ids new to the context and to each other; the
+/// head exactly when something was written, with the receipt's next seq
+/// and the context's stats plus the usage rows; the kept commit last,
+/// exactly for an identified commit, holding the receipt.
+fn effects_agree(ctx: &CommitContext, c: &Commit, d: &CommitDecision) -> Result<(), String> {
+    let mut seqs = Vec::new();
+    let mut stats = ctx.stats;
+    let mut ids = std::collections::BTreeSet::new();
+    let mut head = None;
+    let mut keep = None;
+    for (i, e) in d.effects.iter().enumerate() {
+        if keep.is_some() {
+            return Err(format!("effect {i} after the kept commit: {e:?}"));
+        }
+        let new_id = match e {
+            Effect::InsertEntry(e) => {
+                seqs.push(e.seq);
+                Some(&e.id)
+            }
+            Effect::InsertUsage(u) => {
+                seqs.push(u.seq);
+                stats = stats.checked_add(&u.figures).ok_or("stats overflow")?;
+                Some(&u.id)
+            }
+            Effect::SetRegister(r) => {
+                seqs.push(r.seq);
+                None
+            }
+            Effect::DeleteRegister { seq, .. } => {
+                seqs.push(*seq);
+                None
+            }
+            Effect::Head { next_seq, stats } => {
+                head = Some((*next_seq, *stats));
+                None
+            }
+            Effect::KeepCommit(k) => {
+                keep = Some(k);
+                None
+            }
+        };
+        if let Some(id) = new_id {
+            if ctx.ids.contains_key(id) || !ids.insert(id.clone()) {
+                return Err(format!("effect {i} inserts {id}, which is not new"));
+            }
+        }
+    }
+    if seqs != d.receipt.seqs {
+        return Err(format!("row seqs {seqs:?}, receipt {:?}", d.receipt.seqs));
+    }
+    let want_head = (!seqs.is_empty()).then_some((d.receipt.next_seq, stats));
+    if head != want_head {
+        return Err(format!("head {head:?}, want {want_head:?}"));
+    }
+    match (&c.id, keep) {
+        (None, None) => Ok(()),
+        (Some(id), Some(k)) if k.id == *id && k.receipt == d.receipt => Ok(()),
+        (id, k) => Err(format!("commit id {id:?}, kept {k:?}")),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Over a stream of commits (half of them identified), every accepted
+    /// decision's effects agree with its receipt and its context
+    /// ([`effects_agree`]); applying them to the store gives what the
+    /// receipt promises (its next seq, each inserted entry and the last
+    /// write of each register cell); and deciding the same identified
+    /// commit again applies nothing and answers the same receipt.
+    #[test]
+    fn a_decisions_effects_agree_with_its_answer(
+        txs in proptest::collection::vec((tx(), any::<bool>()), 0..24),
+    ) {
+        let mut s = StoreState::new();
+        for (i, (t, identified)) in txs.iter().enumerate() {
+            let mut c = to_commit(t, &s);
+            if *identified {
+                c = c.identified(CommitId::new(format!("c{i}")).unwrap());
+            }
+            let ctx = s.context_for(&c.footprint());
+            let Ok(d) = decide(&ctx, &c) else {
+                continue;
+            };
+            prop_assert_eq!(effects_agree(&ctx, &c, &d), Ok(()));
+            let before_next = s.next_seq();
+            s.apply(d.effects.clone());
+            if d.receipt.seqs.is_empty() {
+                prop_assert_eq!(s.next_seq(), before_next);
+            } else {
+                prop_assert_eq!(s.next_seq(), d.receipt.next_seq);
+            }
+            let mut last: std::collections::BTreeMap<(String, String), Option<Register>> =
+                std::collections::BTreeMap::new();
+            for e in &d.effects {
+                match e {
+                    Effect::InsertEntry(e) => {
+                        let got = s.get_entries(std::slice::from_ref(&e.id)).unwrap();
+                        prop_assert_eq!(got, vec![Some(e.clone())]);
+                    }
+                    Effect::SetRegister(r) => {
+                        last.insert((r.namespace.as_str().into(), r.key.as_str().into()), Some(r.clone()));
+                    }
+                    Effect::DeleteRegister { namespace, key, .. } => {
+                        last.insert((namespace.as_str().into(), key.as_str().into()), None);
+                    }
+                    _ => {}
+                }
+            }
+            for ((n, k), want) in last {
+                prop_assert_eq!(s.get_register(&ns(&n), &key(&k)), want);
+            }
+            if c.id.is_some() {
+                let again = decide(&s.context_for(&c.footprint()), &c).unwrap();
+                prop_assert!(again.effects.is_empty());
+                prop_assert_eq!(again.receipt, d.receipt);
+            }
+        }
+    }
+}
+
+/// The agreement check has teeth: a decision that drops its head, writes
+/// a seq the receipt does not name, or keeps nothing for an identified
+/// commit is refused.
+#[test]
+fn the_effects_check_refuses_what_it_must() {
+    let s = StoreState::new();
+    let c = Commit::at(1)
+        .write(set("r", "k", b"v"))
+        .identified(CommitId::new("c").unwrap());
+    let ctx = s.context_for(&c.footprint());
+    let d = decide(&ctx, &c).unwrap();
+    assert_eq!(effects_agree(&ctx, &c, &d), Ok(()));
+    let broken = |f: fn(&mut Vec<Effect>)| {
+        let mut d = d.clone();
+        f(&mut d.effects);
+        effects_agree(&ctx, &c, &d)
+    };
+    assert!(broken(|e| e.retain(|e| !matches!(e, Effect::Head { .. }))).is_err());
+    assert!(broken(|e| e.retain(|e| !matches!(e, Effect::KeepCommit(_)))).is_err());
+    assert!(broken(|e| {
+        if let Some(Effect::SetRegister(r)) = e.first_mut() {
+            r.seq += 1;
+        }
+    })
+    .is_err());
+    assert!(broken(|e| e.swap(1, 2)).is_err());
+}

@@ -35,8 +35,8 @@
 //! 3. **Decide.** [`custos_core::ledger::decide`] or
 //!    [`custos_core::storage::decide`] answers either a refusal (a typed
 //!    error) or a decision: the answer plus the writes — a list of
-//!    [`Effect`](custos_core::ledger::Effect)s, or a
-//!    [`CommitPlan`](custos_core::storage::CommitPlan).
+//!    [`Effect`](custos_core::ledger::Effect)s, or of storage
+//!    [`Effect`](custos_core::storage::Effect)s.
 //! 4. **Apply and commit.** The backend writes the effects in the same
 //!    transaction and commits. On a refusal it aborts: **a refusal writes
 //!    nothing** (and consumes no seq).

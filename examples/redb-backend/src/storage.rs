@@ -25,9 +25,9 @@ use std::path::Path;
 
 use custos_core::storage::types::MAX_GET_ENTRIES;
 use custos_core::storage::{
-    decide, BoundError, BranchScan, Commit, CommitContext, CommitError, CommitPlan, CommitReceipt,
+    decide, BoundError, BranchScan, Commit, CommitContext, CommitError, CommitReceipt, Effect,
     Entry, EntryHead, EntryScan, KeyPrefix, Kind, Namespace, Payload, RecordId, RecordKind,
-    Register, RegisterChange, RegisterKey, Seq, Stats, Storage, StorageError, UsageRow, UsageScan,
+    Register, RegisterKey, Seq, Stats, Storage, StorageError, UsageRow, UsageScan,
     REASON_HANDLE_CLOSED,
 };
 use custos_core::Millis;
@@ -67,7 +67,8 @@ struct EntryMeta {
 ///
 /// [`Storage::commit`] runs in one redb write transaction: it loads the
 /// commit's footprint facts into a [`CommitContext`], calls [`decide`], and
-/// writes the [`CommitPlan`] back, committing only an accepted plan. Every
+/// applies the decision's [`Effect`]s in order, committing only an accepted
+/// decision. Every
 /// read runs in one read transaction (a consistent snapshot).
 #[derive(Debug)]
 pub struct RedbStorage {
@@ -282,10 +283,11 @@ fn decide_and_apply(txn: &WriteTransaction, commit: &Commit) -> Result<CommitRec
         meta: txn.open_table(META).map_err(open)?,
     };
     let ctx = t.context(commit).map_err(faulted)?;
-    let plan = decide(&ctx, commit)?;
-    let receipt = plan.receipt.clone();
-    t.apply(plan).map_err(faulted)?;
-    Ok(receipt)
+    let d = decide(&ctx, commit)?;
+    for effect in d.effects {
+        t.apply(effect).map_err(faulted)?;
+    }
+    Ok(d.receipt)
 }
 
 /// The store's tables, writable, in one write transaction.
@@ -335,62 +337,61 @@ impl WriteTables<'_> {
         Ok(ctx)
     }
 
-    /// Writes an accepted plan: rows, register changes in write order, then
-    /// the next seq and the stats.
-    fn apply(&mut self, plan: CommitPlan) -> Result<(), StorageError> {
-        for e in plan.entries {
-            let id = e.id.as_str().as_bytes();
-            let meta = encode(&EntryMeta {
-                parent: e.parent.clone(),
-                kind: e.kind.clone(),
-                seq: e.seq,
-                ts: e.ts,
-            })?;
-            self.entries.insert(id, meta.as_slice()).map_err(backend)?;
-            self.payloads
-                .insert(id, e.payload.as_bytes())
-                .map_err(backend)?;
-            self.entry_seqs.insert(e.seq, id).map_err(backend)?;
-        }
-        for u in plan.usage {
-            let id = u.id.as_str().as_bytes();
-            self.usage
-                .insert(id, encode(&u)?.as_slice())
-                .map_err(backend)?;
-            self.usage_seqs.insert(u.seq, id).map_err(backend)?;
-        }
-        for change in plan.registers {
-            match change {
-                RegisterChange::Set(r) => {
-                    let cell = (r.namespace.as_str().as_bytes(), r.key.as_str().as_bytes());
-                    let mut value = r.seq.to_be_bytes().to_vec();
-                    value.extend_from_slice(r.value.as_bytes());
-                    self.registers
-                        .insert(cell, value.as_slice())
-                        .map_err(backend)?;
-                }
-                RegisterChange::Delete { namespace, key, .. } => {
-                    let cell = (namespace.as_str().as_bytes(), key.as_str().as_bytes());
-                    self.registers.remove(cell).map_err(backend)?;
-                }
+    /// Applies one effect of an accepted decision.
+    fn apply(&mut self, effect: Effect) -> Result<(), StorageError> {
+        match effect {
+            Effect::InsertEntry(e) => {
+                let id = e.id.as_str().as_bytes();
+                let meta = encode(&EntryMeta {
+                    parent: e.parent.clone(),
+                    kind: e.kind.clone(),
+                    seq: e.seq,
+                    ts: e.ts,
+                })?;
+                self.entries.insert(id, meta.as_slice()).map_err(backend)?;
+                self.payloads
+                    .insert(id, e.payload.as_bytes())
+                    .map_err(backend)?;
+                self.entry_seqs.insert(e.seq, id).map_err(backend)?;
             }
-        }
-        let next = plan.next_seq.to_be_bytes();
-        self.meta
-            .insert(NEXT_SEQ, next.as_slice())
-            .map_err(backend)?;
-        self.meta
-            .insert(STATS, encode(&plan.stats)?.as_slice())
-            .map_err(backend)?;
-        if let Some(last) = plan.last {
-            let mut all = kept(&self.meta)?;
-            all.retain(|k| k.id != last.id);
-            all.push(last);
-            let excess = all.len().saturating_sub(custos_core::storage::KEPT_COMMITS);
-            all.drain(..excess);
-            self.meta
-                .insert(KEPT, encode(&all)?.as_slice())
-                .map_err(backend)?;
+            Effect::InsertUsage(u) => {
+                let id = u.id.as_str().as_bytes();
+                self.usage
+                    .insert(id, encode(&u)?.as_slice())
+                    .map_err(backend)?;
+                self.usage_seqs.insert(u.seq, id).map_err(backend)?;
+            }
+            Effect::SetRegister(r) => {
+                let cell = (r.namespace.as_str().as_bytes(), r.key.as_str().as_bytes());
+                let mut value = r.seq.to_be_bytes().to_vec();
+                value.extend_from_slice(r.value.as_bytes());
+                self.registers
+                    .insert(cell, value.as_slice())
+                    .map_err(backend)?;
+            }
+            Effect::DeleteRegister { namespace, key, .. } => {
+                let cell = (namespace.as_str().as_bytes(), key.as_str().as_bytes());
+                self.registers.remove(cell).map_err(backend)?;
+            }
+            Effect::Head { next_seq, stats } => {
+                let next = next_seq.to_be_bytes();
+                self.meta
+                    .insert(NEXT_SEQ, next.as_slice())
+                    .map_err(backend)?;
+                self.meta
+                    .insert(STATS, encode(&stats)?.as_slice())
+                    .map_err(backend)?;
+            }
+            Effect::KeepCommit(last) => {
+                let mut all = kept(&self.meta)?;
+                all.retain(|k| k.id != last.id);
+                all.push(last);
+                let excess = all.len().saturating_sub(custos_core::storage::KEPT_COMMITS);
+                all.drain(..excess);
+                self.meta
+                    .insert(KEPT, encode(&all)?.as_slice())
+                    .map_err(backend)?;
+            }
         }
         Ok(())
     }

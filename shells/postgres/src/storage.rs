@@ -104,10 +104,10 @@ use custos_core::lease::{self, Fence, Lease, LeaseError, LeaseState, Owner, Requ
 use custos_core::storage::stored::{read_register_seq, record_id};
 use custos_core::storage::types::MAX_GET_ENTRIES;
 use custos_core::storage::{
-    self as core_storage, BoundError, BranchScan, Commit, CommitContext, CommitError, CommitId,
-    CommitPlan, CommitReceipt, Entry, EntryHead, EntryScan, Footprint, KeyPrefix, LastCommit,
-    Namespace, RecordId, RecordKind, Register, RegisterChange, RegisterKey, Seq, Stats, Storage,
-    StorageError, UsageRow, UsageScan, KEPT_COMMITS, REASON_HANDLE_CLOSED,
+    self as core_storage, BoundError, BranchScan, Commit, CommitContext, CommitDecision,
+    CommitError, CommitId, CommitReceipt, Effect, Entry, EntryHead, EntryScan, Footprint,
+    KeyPrefix, LastCommit, Namespace, RecordId, RecordKind, Register, RegisterKey, Seq, Stats,
+    Storage, StorageError, UsageRow, UsageScan, KEPT_COMMITS, REASON_HANDLE_CLOSED,
 };
 use custos_core::Millis;
 use postgres::types::ToSql;
@@ -527,14 +527,17 @@ fn store_lease(tx: &mut Tx<'_>, session: &str, next: &LeaseState) -> Result<(), 
 
 /// The statement writing the lease state, the next seq and the stats back
 /// to the (locked) head row: the last of an accepted commit.
-fn head_stmt(session: &str, next: &LeaseState, plan: &CommitPlan) -> Result<Stmt, Failure> {
+fn head_stmt(
+    session: &str,
+    next: &LeaseState,
+    (next_seq, s): (Seq, &Stats),
+) -> Result<Stmt, Failure> {
     let LeaseCols {
         owner,
         fence,
         expires,
         high,
     } = LeaseCols::of(next)?;
-    let s = &plan.stats;
     Ok(Stmt::new(
         Want::Count,
         "UPDATE storage_sessions SET lease_owner = $2, lease_fence = $3,
@@ -550,7 +553,7 @@ fn head_stmt(session: &str, next: &LeaseState, plan: &CommitPlan) -> Result<Stmt
     .arg(fence)
     .arg(expires)
     .arg(high)
-    .arg(num(plan.next_seq))
+    .arg(num(next_seq))
     .arg(num(s.usage_rows))
     .arg(num(s.totals.input_tokens))
     .arg(num(s.totals.output_tokens))
@@ -716,47 +719,64 @@ fn load_commit(
     Ok((prev, now, ctx))
 }
 
-/// Writes an accepted plan back, in the commit's transaction: its entries
-/// one by one (each finds its branch place from the rows before it); the
-/// rest — its usage rows, its register changes, the head row and the kept
-/// commit — are answered as statements to send with the `COMMIT`
-/// ([`Conn::decide`]). The head row's update needs no check of its count:
-/// this transaction's lock statement read the row and holds it.
-fn write_plan(
+/// Applies an accepted decision's effects in the commit's transaction:
+/// each entry at once (it finds its branch place from the rows before it);
+/// the rest — its usage rows, its register changes, the kept commit and the
+/// head row with the lease — are answered as statements to send with the
+/// `COMMIT` ([`Conn::decide`]). The head row is written by every accepted
+/// commit (the lease's columns are on it); `ctx` gives its next seq and
+/// stats when the decision moves neither. Its update needs no check of its
+/// count: this transaction's lock statement read the row and holds it.
+fn write_effects(
     tx: &mut Tx<'_>,
     session: &str,
     next: &LeaseState,
-    plan: &CommitPlan,
+    ctx: &CommitContext,
+    d: &CommitDecision,
 ) -> Result<Vec<Stmt>, Failure> {
-    for e in &plan.entries {
-        let (segment, pos) = branch::link_branch(tx, session, e)?;
-        tx.execute(
-            "WITH b AS (
-                 INSERT INTO storage_branch_entries (session, segment, pos, seq, kind)
-                 VALUES ($1, $7, $8, $2::text::numeric, $5))
-             INSERT INTO storage_entries (session, seq, id, parent, kind, payload, ts, segment, pos)
-             VALUES ($1, $2::text::numeric, $3, $4, $5, $6, $9::text::numeric, $7, $8)",
-            &[
-                &session,
-                &num(e.seq),
-                &e.id.as_str(),
-                &e.parent.as_ref().map(RecordId::as_str),
-                &e.kind.as_str(),
-                &e.payload.as_bytes(),
-                &segment,
-                &pos,
-                &num(e.ts),
-            ],
-        )
-        .map_err(db("insert-entry"))?;
+    let mut stmts = Vec::new();
+    for effect in &d.effects {
+        match effect {
+            Effect::InsertEntry(e) => insert_entry(tx, session, e)?,
+            Effect::InsertUsage(u) => stmts.push(usage_stmt(session, u)),
+            Effect::SetRegister(r) => stmts.push(set_register_stmt(session, r)),
+            Effect::DeleteRegister { namespace, key, .. } => {
+                stmts.push(delete_register_stmt(session, namespace, key));
+            }
+            // Written below, with the lease.
+            Effect::Head { .. } => {}
+            Effect::KeepCommit(last) => stmts.push(keep_stmt(session, last)),
+        }
     }
-    let mut stmts: Vec<Stmt> = plan.usage.iter().map(|u| usage_stmt(session, u)).collect();
-    stmts.extend(plan.registers.iter().map(|c| register_stmt(session, c)));
-    stmts.push(head_stmt(session, next, plan)?);
-    if let Some(last) = &plan.last {
-        stmts.push(keep_stmt(session, last));
-    }
+    let head = d.head().unwrap_or((ctx.next_seq, &ctx.stats));
+    stmts.push(head_stmt(session, next, head)?);
     Ok(stmts)
+}
+
+/// Inserts one entry at its place in its branch (a round trip for the
+/// place, one for the rows).
+fn insert_entry(tx: &mut Tx<'_>, session: &str, e: &Entry) -> Result<(), Failure> {
+    let (segment, pos) = branch::link_branch(tx, session, e)?;
+    tx.execute(
+        "WITH b AS (
+             INSERT INTO storage_branch_entries (session, segment, pos, seq, kind)
+             VALUES ($1, $7, $8, $2::text::numeric, $5))
+         INSERT INTO storage_entries (session, seq, id, parent, kind, payload, ts, segment, pos)
+         VALUES ($1, $2::text::numeric, $3, $4, $5, $6, $9::text::numeric, $7, $8)",
+        &[
+            &session,
+            &num(e.seq),
+            &e.id.as_str(),
+            &e.parent.as_ref().map(RecordId::as_str),
+            &e.kind.as_str(),
+            &e.payload.as_bytes(),
+            &segment,
+            &pos,
+            &num(e.ts),
+        ],
+    )
+    .map_err(db("insert-entry"))?;
+    Ok(())
 }
 
 /// The statement inserting one usage row.
@@ -781,30 +801,31 @@ fn usage_stmt(session: &str, u: &UsageRow) -> Stmt {
     .arg(u.details.as_bytes().to_vec())
 }
 
-/// The statement applying one register change: the register set, or
-/// deleted.
-fn register_stmt(session: &str, change: &RegisterChange) -> Stmt {
-    match change {
-        RegisterChange::Set(r) => Stmt::new(
-            Want::Count,
-            "INSERT INTO storage_registers (session, namespace, key, value, seq)
-                 VALUES ($1, $2, $3, $4, $5::text::numeric)
-                 ON CONFLICT (session, namespace, key)
-                 DO UPDATE SET value = EXCLUDED.value, seq = EXCLUDED.seq",
-        )
-        .arg(session.to_owned())
-        .arg(r.namespace.as_str().to_owned())
-        .arg(r.key.as_str().to_owned())
-        .arg(r.value.as_bytes().to_vec())
-        .arg(num(r.seq)),
-        RegisterChange::Delete { namespace, key, .. } => Stmt::new(
-            Want::Count,
-            "DELETE FROM storage_registers WHERE session = $1 AND namespace = $2 AND key = $3",
-        )
-        .arg(session.to_owned())
-        .arg(namespace.as_str().to_owned())
-        .arg(key.as_str().to_owned()),
-    }
+/// The statement setting one register cell.
+fn set_register_stmt(session: &str, r: &Register) -> Stmt {
+    Stmt::new(
+        Want::Count,
+        "INSERT INTO storage_registers (session, namespace, key, value, seq)
+             VALUES ($1, $2, $3, $4, $5::text::numeric)
+             ON CONFLICT (session, namespace, key)
+             DO UPDATE SET value = EXCLUDED.value, seq = EXCLUDED.seq",
+    )
+    .arg(session.to_owned())
+    .arg(r.namespace.as_str().to_owned())
+    .arg(r.key.as_str().to_owned())
+    .arg(r.value.as_bytes().to_vec())
+    .arg(num(r.seq))
+}
+
+/// The statement deleting one register cell.
+fn delete_register_stmt(session: &str, namespace: &Namespace, key: &RegisterKey) -> Stmt {
+    Stmt::new(
+        Want::Count,
+        "DELETE FROM storage_registers WHERE session = $1 AND namespace = $2 AND key = $3",
+    )
+    .arg(session.to_owned())
+    .arg(namespace.as_str().to_owned())
+    .arg(key.as_str().to_owned())
 }
 
 // ---------------------------------------------------------------- reads
@@ -860,11 +881,12 @@ impl Storage for PgStorage {
             // One round trip: the head lock, the clock and the footprint.
             let (prev, now, ctx) = load_commit(tx, &self.session, &fp, commit.id.as_ref())?;
             let next_lease = self.admit_at(&prev, now)?;
-            let plan = core_storage::decide(&ctx, commit).map_err(TxError::Refused)?;
-            // One more: every row of the plan and the head with the COMMIT
-            // (entries first find their branch place, a round trip each).
-            let effects = write_plan(tx, &self.session, &next_lease, &plan)?;
-            Ok((plan.receipt, effects))
+            let d = core_storage::decide(&ctx, commit).map_err(TxError::Refused)?;
+            // One more: every row of the decision and the head with the
+            // COMMIT (entries first find their branch place, a round trip
+            // each).
+            let effects = write_effects(tx, &self.session, &next_lease, &ctx, &d)?;
+            Ok((d.receipt, effects))
         })
     }
 

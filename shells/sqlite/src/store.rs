@@ -8,9 +8,9 @@ use custos_core::lease::{Fence, Lease, LeaseError, LeaseState, Owner};
 use custos_core::storage::types::MAX_GET_ENTRIES;
 use custos_core::storage::{
     self as core_storage, BoundError, BranchScan, Commit, CommitContext, CommitError, CommitId,
-    CommitPlan, CommitReceipt, Entry, EntryHead, EntryScan, Footprint, KeyPrefix, LastCommit,
-    Namespace, RecordId, RecordKind, Register, RegisterChange, RegisterKey, Seq, Stats, Storage,
-    StorageError, UsageRow, UsageScan, KEPT_COMMITS, REASON_HANDLE_CLOSED,
+    CommitReceipt, Effect, Entry, EntryHead, EntryScan, Footprint, KeyPrefix, LastCommit,
+    Namespace, RecordId, RecordKind, Register, RegisterKey, Seq, Stats, Storage, StorageError,
+    UsageRow, UsageScan, KEPT_COMMITS, REASON_HANDLE_CLOSED,
 };
 use rusqlite::{
     params, Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior,
@@ -425,18 +425,28 @@ fn decode_head(row: &rusqlite::Row<'_>, base: usize) -> Result<(Seq, Stats), Fau
     Ok((next, Stats::read(&c, 3)?))
 }
 
-/// Whether `plan` leaves the `session` row as it is: its stats equal the
-/// loaded ones and an inserted entry or usage row records the seq the
-/// derived head then answers (`plan.next_seq - 1`), or nothing moved.
-fn head_row_unchanged(ctx: &CommitContext, plan: &CommitPlan) -> bool {
-    if plan.stats != ctx.stats {
+/// Whether the head `next_seq` and `stats` of a decision with `effects`
+/// leave the `session` row as it is: the stats equal the loaded ones and an
+/// inserted entry or usage row records the seq the derived head then
+/// answers (`next_seq - 1`), or nothing moved.
+fn head_row_unchanged(
+    ctx: &CommitContext,
+    next_seq: Seq,
+    stats: &Stats,
+    effects: &[Effect],
+) -> bool {
+    if *stats != ctx.stats {
         return false;
     }
-    if plan.next_seq == ctx.next_seq {
+    if next_seq == ctx.next_seq {
         return true;
     }
-    let recorded = |seq: Seq| seq.checked_add(1) == Some(plan.next_seq);
-    plan.entries.iter().any(|e| recorded(e.seq)) || plan.usage.iter().any(|u| recorded(u.seq))
+    let recorded = |seq: Seq| seq.checked_add(1) == Some(next_seq);
+    effects.iter().any(|e| match e {
+        Effect::InsertEntry(e) => recorded(e.seq),
+        Effect::InsertUsage(u) => recorded(u.seq),
+        _ => false,
+    })
 }
 
 /// Loads exactly the commit's footprint into a [`CommitContext`] over the
@@ -535,90 +545,94 @@ fn keep_commit(c: &Connection, last: &LastCommit) -> Result<(), Fault> {
     Ok(())
 }
 
-/// Writes an accepted plan back, in the commit's transaction. The `session`
-/// row is written only when [`head_row_unchanged`] says the derived head
-/// would not already answer the plan's.
-fn apply_plan(c: &Connection, ctx: &CommitContext, plan: &CommitPlan) -> Result<(), Fault> {
-    for e in &plan.entries {
-        let (segment, pos) = link_branch(c, e)?;
-        c.prepare_cached(
-            "INSERT INTO entries (seq, id, parent, kind, payload, ts, segment, pos)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        )
-        .map_err(Fault::db("insert-entry"))?
-        .execute(params![
-            seq_to_sql(e.seq),
-            e.id.as_str(),
-            e.parent.as_ref().map(RecordId::as_str),
-            e.kind.as_str(),
-            e.payload.as_bytes(),
-            u64_to_sql(e.ts),
-            segment,
-            pos
-        ])
-        .map_err(Fault::db("insert-entry"))?;
-    }
-    for u in &plan.usage {
-        let f = &u.figures;
-        c.prepare_cached(
-            "INSERT INTO usage_ledger (seq, id, ts, input_tokens, output_tokens, cache_read_tokens,
-                 cache_write_tokens, cost_micros, details) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-        )
-        .map_err(Fault::db("insert-usage"))?
-        .execute(params![
-            seq_to_sql(u.seq),
-            u.id.as_str(),
-            u64_to_sql(u.ts),
-            u64_to_sql(f.input_tokens),
-            u64_to_sql(f.output_tokens),
-            u64_to_sql(f.cache_read_tokens),
-            u64_to_sql(f.cache_write_tokens),
-            u64_to_sql(f.cost_micros),
-            u.details.as_bytes()
-        ])
-        .map_err(Fault::db("insert-usage"))?;
-    }
-    for change in &plan.registers {
-        apply_register_change(c, change)?;
-    }
-    if head_row_unchanged(ctx, plan) {
-        return Ok(());
-    }
-    update_head_row(c, plan)
-}
-
-/// Writes one register change of an accepted plan: the register set, or
-/// deleted.
-fn apply_register_change(c: &Connection, change: &RegisterChange) -> Result<(), Fault> {
-    match change {
-        RegisterChange::Set(r) => {
-            c.prepare_cached(
-                "INSERT INTO registers (namespace, key, value, seq) VALUES (?1, ?2, ?3, ?4)
-                     ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value, seq = excluded.seq",
-            )
-            .map_err(Fault::db("set-register"))?
-            .execute(params![
-                r.namespace.as_str(),
-                r.key.as_str(),
-                r.value.as_bytes(),
-                seq_to_sql(r.seq)
-            ])
-            .map_err(Fault::db("set-register"))?;
-        }
-        RegisterChange::Delete { namespace, key, .. } => {
-            c.prepare_cached("DELETE FROM registers WHERE namespace = ?1 AND key = ?2")
-                .map_err(Fault::db("delete-register"))?
-                .execute(params![namespace.as_str(), key.as_str()])
-                .map_err(Fault::db("delete-register"))?;
+/// Applies an accepted decision's effects in order, in the commit's
+/// transaction. The `session` row is written only when
+/// [`head_row_unchanged`] says the derived head would not already answer
+/// the decision's.
+fn apply_effects(c: &Connection, ctx: &CommitContext, effects: &[Effect]) -> Result<(), Fault> {
+    for effect in effects {
+        match effect {
+            Effect::InsertEntry(e) => insert_entry(c, e)?,
+            Effect::InsertUsage(u) => insert_usage(c, u)?,
+            Effect::SetRegister(r) => {
+                c.prepare_cached(
+                    "INSERT INTO registers (namespace, key, value, seq) VALUES (?1, ?2, ?3, ?4)
+                         ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value, seq = excluded.seq",
+                )
+                .map_err(Fault::db("set-register"))?
+                .execute(params![
+                    r.namespace.as_str(),
+                    r.key.as_str(),
+                    r.value.as_bytes(),
+                    seq_to_sql(r.seq)
+                ])
+                .map_err(Fault::db("set-register"))?;
+            }
+            Effect::DeleteRegister { namespace, key, .. } => {
+                c.prepare_cached("DELETE FROM registers WHERE namespace = ?1 AND key = ?2")
+                    .map_err(Fault::db("delete-register"))?
+                    .execute(params![namespace.as_str(), key.as_str()])
+                    .map_err(Fault::db("delete-register"))?;
+            }
+            Effect::Head { next_seq, stats } => {
+                if !head_row_unchanged(ctx, *next_seq, stats, effects) {
+                    update_head_row(c, *next_seq, stats)?;
+                }
+            }
+            Effect::KeepCommit(last) => keep_commit(c, last)?,
         }
     }
     Ok(())
 }
 
-/// Writes the plan's head (next seq and usage totals) to the `session`
+/// Inserts one entry, at its place in its branch.
+fn insert_entry(c: &Connection, e: &Entry) -> Result<(), Fault> {
+    let (segment, pos) = link_branch(c, e)?;
+    c.prepare_cached(
+        "INSERT INTO entries (seq, id, parent, kind, payload, ts, segment, pos)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )
+    .map_err(Fault::db("insert-entry"))?
+    .execute(params![
+        seq_to_sql(e.seq),
+        e.id.as_str(),
+        e.parent.as_ref().map(RecordId::as_str),
+        e.kind.as_str(),
+        e.payload.as_bytes(),
+        u64_to_sql(e.ts),
+        segment,
+        pos
+    ])
+    .map_err(Fault::db("insert-entry"))?;
+    Ok(())
+}
+
+/// Inserts one usage row.
+fn insert_usage(c: &Connection, u: &UsageRow) -> Result<(), Fault> {
+    let f = &u.figures;
+    c.prepare_cached(
+        "INSERT INTO usage_ledger (seq, id, ts, input_tokens, output_tokens, cache_read_tokens,
+             cache_write_tokens, cost_micros, details) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )
+    .map_err(Fault::db("insert-usage"))?
+    .execute(params![
+        seq_to_sql(u.seq),
+        u.id.as_str(),
+        u64_to_sql(u.ts),
+        u64_to_sql(f.input_tokens),
+        u64_to_sql(f.output_tokens),
+        u64_to_sql(f.cache_read_tokens),
+        u64_to_sql(f.cache_write_tokens),
+        u64_to_sql(f.cost_micros),
+        u.details.as_bytes()
+    ])
+    .map_err(Fault::db("insert-usage"))?;
+    Ok(())
+}
+
+/// Writes a decision's head (next seq and usage totals) to the `session`
 /// row, which must exist.
-fn update_head_row(c: &Connection, plan: &CommitPlan) -> Result<(), Fault> {
-    let s = &plan.stats;
+fn update_head_row(c: &Connection, next_seq: Seq, s: &Stats) -> Result<(), Fault> {
     let n = c
         .prepare_cached(
             "UPDATE session SET next_seq = ?1, usage_rows = ?2, input_tokens = ?3, output_tokens = ?4,
@@ -626,7 +640,7 @@ fn update_head_row(c: &Connection, plan: &CommitPlan) -> Result<(), Fault> {
         )
         .map_err(Fault::db("update-head"))?
         .execute(params![
-            seq_to_sql(plan.next_seq),
+            seq_to_sql(next_seq),
             u64_to_sql(s.usage_rows),
             u64_to_sql(s.totals.input_tokens),
             u64_to_sql(s.totals.output_tokens),
@@ -853,12 +867,9 @@ impl Storage for SqliteStorage {
             if let Some(id) = &commit.id {
                 ctx.last = load_kept_commit(tx, id)?;
             }
-            let plan = core_storage::decide(&ctx, commit).map_err(WriteErr::Commit)?;
-            apply_plan(tx, &ctx, &plan)?;
-            if let Some(last) = &plan.last {
-                keep_commit(tx, last)?;
-            }
-            Ok(plan.receipt)
+            let d = core_storage::decide(&ctx, commit).map_err(WriteErr::Commit)?;
+            apply_effects(tx, &ctx, &d.effects)?;
+            Ok(d.receipt)
         })
     }
 
