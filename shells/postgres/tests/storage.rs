@@ -201,14 +201,9 @@ fn probes_by_key(plan: &[String], table: &str, index: &str, cond: &str) -> Resul
     }
 }
 
-/// A commit reads the rows its footprint names by key, however many the
-/// session holds (5,000 registers, entries and usage rows, analyzed): under
-/// the statement's cached generic plan each named register and id is one
-/// probe of its unique index. The check refuses the plain join the
-/// register read was before, which the generic plan made a hash join over
-/// every register of the session (a commit grew slower with each key).
-#[test]
-fn a_commit_reads_its_footprint_by_key_whatever_the_session_holds() {
+/// A schema whose session `big` holds 5,000 registers, entries and usage
+/// rows (no statistics yet), and a client of it.
+fn big_session() -> ::postgres::Client {
     let t = new_target("storage_fp");
     drop(PgStorage::open(StorageConfig::new(t.clone(), "big", owner("o"))).unwrap());
     let mut c = client(&t);
@@ -224,98 +219,132 @@ fn a_commit_reads_its_footprint_by_key_whatever_the_session_holds() {
              FROM generate_series(1, 5000) g;",
     )
     .unwrap();
-    // As the rows arrive (no statistics yet) and once analyzed.
+    c
+}
+
+/// `(what, statement, parameter types, arguments, table, index, condition)`
+/// of each keyed read: the plan must probe `index` of `table` by
+/// `condition`.
+type KeyedRead = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+);
+
+/// The keyed reads of session storage: a commit's footprint (registers,
+/// ids in both tables), `get_entries` and a snapshot's cells.
+const KEYED_READS: [KeyedRead; 5] = [
+    (
+        "footprint registers",
+        custos_postgres::storage::REGISTERS_FOOTPRINT_SQL,
+        "text, text[], text[]",
+        "'big', ARRAY['n'], ARRAY['k7']",
+        "storage_registers",
+        "storage_registers_pkey",
+        "key =",
+    ),
+    (
+        "footprint ids (entries)",
+        custos_postgres::storage::IDS_FOOTPRINT_SQL,
+        "text, text[]",
+        "'big', ARRAY['e7', 'u7']",
+        "storage_entries",
+        "storage_entries_id",
+        "id =",
+    ),
+    (
+        "footprint ids (usage)",
+        custos_postgres::storage::IDS_FOOTPRINT_SQL,
+        "text, text[]",
+        "'big', ARRAY['e7', 'u7']",
+        "storage_usage",
+        "storage_usage_id",
+        "id =",
+    ),
+    (
+        "get_entries",
+        custos_postgres::storage::ENTRIES_BY_ID_SQL,
+        "text, text[]",
+        "'big', ARRAY['e7', 'e8']",
+        "storage_entries",
+        "storage_entries_id",
+        "id =",
+    ),
+    (
+        "snapshot cells",
+        custos_postgres::storage::CELLS_SQL,
+        "text, text, text[]",
+        "'big', 'n', ARRAY['k7', 'k8']",
+        "storage_registers",
+        "storage_registers_pkey",
+        "key =",
+    ),
+];
+
+/// The footprint reads as they were: a plain join of the wanted keys, and
+/// `id = ANY($2)`.
+const OLD_READS: [KeyedRead; 2] = [
+    (
+        "old footprint registers",
+        "SELECT r.namespace, r.key, r.seq::text FROM storage_registers r
+         JOIN unnest($2::text[], $3::text[]) AS f(namespace, key)
+           ON r.namespace = f.namespace AND r.key = f.key
+         WHERE r.session = $1",
+        "text, text[], text[]",
+        "'big', ARRAY['n'], ARRAY['k7']",
+        "storage_registers",
+        "storage_registers_pkey",
+        "key =",
+    ),
+    (
+        "old footprint ids",
+        "SELECT id, true FROM storage_entries WHERE session = $1 AND id = ANY($2)
+         UNION ALL
+         SELECT id, false FROM storage_usage WHERE session = $1 AND id = ANY($2)",
+        "text, text[]",
+        "'big', ARRAY['e7', 'u7']",
+        "storage_entries",
+        "storage_entries_id",
+        "id =",
+    ),
+];
+
+/// A commit reads the rows its footprint names by key, however many the
+/// session holds (5,000 registers, entries and usage rows), before and
+/// after the tables are analyzed: under the statement's cached generic
+/// plan each named register and id is one probe of its unique index, and
+/// so are `get_entries` and a snapshot's cells. The check refuses the
+/// reads as they were, which the generic plan of a table without
+/// statistics made a hash join or a bitmap scan over every row of the
+/// session (a commit grew slower with each key stored).
+#[test]
+fn a_commit_reads_its_footprint_by_key_whatever_the_session_holds() {
+    let mut c = big_session();
     for analyzed in [false, true] {
         if analyzed {
             c.batch_execute("VACUUM ANALYZE").unwrap();
         }
-        let registers = generic_plan(
-            &mut c,
-            custos_postgres::storage::REGISTERS_FOOTPRINT_SQL,
-            "text, text[], text[]",
-            "'big', ARRAY['n'], ARRAY['k7']",
-        );
-        println!("analyzed {analyzed}:\n{}", registers.join("\n"));
-        probes_by_key(
-            &registers,
-            "storage_registers",
-            "storage_registers_pkey",
-            "key =",
-        )
-        .unwrap();
-        let ids = generic_plan(
-            &mut c,
-            custos_postgres::storage::IDS_FOOTPRINT_SQL,
-            "text, text[]",
-            "'big', ARRAY['e7', 'u7']",
-        );
-        println!("{}", ids.join("\n"));
-        for table in ["storage_entries", "storage_usage"] {
-            let index = format!("{table}_id");
-            probes_by_key(&ids, table, &index, "id =").unwrap();
+        for (what, sql, types, args, table, index, cond) in KEYED_READS {
+            let plan = generic_plan(&mut c, sql, types, args);
+            println!("{what} (analyzed {analyzed}):\n{}", plan.join("\n"));
+            if let Err(e) = probes_by_key(&plan, table, index, cond) {
+                panic!("{what} (analyzed {analyzed}): {e}");
+            }
         }
-        // The reads by id and by key: `get_entries` and a snapshot's cells.
-        let entries = generic_plan(
-            &mut c,
-            custos_postgres::storage::ENTRIES_BY_ID_SQL,
-            "text, text[]",
-            "'big', ARRAY['e7', 'e8']",
-        );
-        probes_by_key(&entries, "storage_entries", "storage_entries_id", "id =").unwrap();
-        let cells = generic_plan(
-            &mut c,
-            custos_postgres::storage::CELLS_SQL,
-            "text, text, text[]",
-            "'big', 'n', ARRAY['k7', 'k8']",
-        );
-        probes_by_key(
-            &cells,
-            "storage_registers",
-            "storage_registers_pkey",
-            "key =",
-        )
-        .unwrap();
-        // The reads by id as they were: a bitmap scan of the session.
-        let ids_before = generic_plan(
-            &mut c,
-            "SELECT id, true FROM storage_entries WHERE session = $1 AND id = ANY($2)
-             UNION ALL
-             SELECT id, false FROM storage_usage WHERE session = $1 AND id = ANY($2)",
-            "text, text[]",
-            "'big', ARRAY['e7', 'u7']",
-        );
-        if !analyzed {
-            assert!(
-                probes_by_key(&ids_before, "storage_entries", "storage_entries_id", "id =")
-                    .is_err(),
-                "{}",
-                ids_before.join("\n")
-            );
+        if analyzed {
+            continue;
         }
-        // The check has teeth: the register read as it was, a plain join,
-        // is a hash join over the session's registers until statistics
-        // exist.
-        let before = generic_plan(
-            &mut c,
-            "SELECT r.namespace, r.key, r.seq::text FROM storage_registers r
-             JOIN unnest($2::text[], $3::text[]) AS f(namespace, key)
-               ON r.namespace = f.namespace AND r.key = f.key
-             WHERE r.session = $1",
-            "text, text[], text[]",
-            "'big', ARRAY['n'], ARRAY['k7']",
-        );
-        println!("the plain join:\n{}", before.join("\n"));
-        if !analyzed {
+        for (what, sql, types, args, table, index, cond) in OLD_READS {
+            let plan = generic_plan(&mut c, sql, types, args);
+            println!("{what}:\n{}", plan.join("\n"));
             assert!(
-                probes_by_key(
-                    &before,
-                    "storage_registers",
-                    "storage_registers_pkey",
-                    "key ="
-                )
-                .is_err(),
-                "{}",
-                before.join("\n")
+                probes_by_key(&plan, table, index, cond).is_err(),
+                "{what}: {}",
+                plan.join("\n")
             );
         }
     }
