@@ -424,6 +424,26 @@ fn holds_nothing(root: &Path) -> bool {
     }
 }
 
+/// Refuses one directory named as both catalogs (exit 2): they are two
+/// catalogs with a lock each, so opening the second would wait out
+/// `--wait` on the first, held by this very command.
+fn distinct(root: &Path, releases: &Path) -> Result<(), Failure> {
+    let same = matches!(
+        (std::fs::canonicalize(root), std::fs::canonicalize(releases)),
+        (Ok(a), Ok(b)) if a == b
+    );
+    if same {
+        return Err(refused(
+            code_of(custos_core::Class::InvalidArgument),
+            format!(
+                "InvalidArgument: {} is named as both the deployment catalog and the release catalog (--releases); each is a catalog of its own, in its own directory",
+                root.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The release catalog behind a deployment catalog, opened to read.
 fn open_releases(releases: &Path) -> Result<ReleaseRepository<RealFs>, Failure> {
     retry_locked(
@@ -454,6 +474,7 @@ fn open(
     releases: &Path,
     access: Access,
 ) -> Result<DeploymentRepository<RealFs>, Failure> {
+    distinct(root, releases)?;
     let rel = open_releases(releases)?;
     let source: Arc<dyn ReleaseSource + Send + Sync> = Arc::new(ReleaseCatalog(Arc::new(rel)));
     retry_locked(
@@ -476,6 +497,7 @@ fn mutate(out: &mut Out, at: &Catalogs, mutation: Mutation, json: bool) -> Resul
     // yet, the request is first decided by core's reference catalog over
     // the same releases (an empty catalog, as the new root would be), and a
     // refusal creates nothing.
+    distinct(root, releases)?;
     if req.mutation.access() == Access::Write && holds_nothing(root) {
         let rel = open_releases(releases)?;
         let source: Arc<dyn ReleaseSource + Send + Sync> = Arc::new(ReleaseCatalog(Arc::new(rel)));

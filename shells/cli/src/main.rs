@@ -191,18 +191,21 @@ enum Command {
         #[command(subcommand)]
         command: migrate::MigrateCommand,
     },
-    /// Apply, delete, list and resolve deployments over a release catalog.
+    /// Apply, delete, get, list and resolve deployments over a release
+    /// catalog; print a manifest's revision.
     #[cfg(feature = "fs")]
     Deployments {
         /// Wait up to this many seconds for another process's lock on a
-        /// catalog (default 0: a locked catalog fails at once, exit 5).
+        /// catalog (default 0: a locked catalog fails at once, exit 5;
+        /// `revision` opens no catalog and ignores it).
         #[arg(long, global = true, value_name = "SECONDS", default_value_t = 0,
               value_parser = clap::value_parser!(u64).range(0..=86_400))]
         wait: u64,
         #[command(subcommand)]
         command: deployments::DeploymentsCommand,
     },
-    /// Publish to, list, show and verify a local release catalog.
+    /// Publish to, list, show, verify, revoke, retire and upgrade a local
+    /// release catalog.
     #[cfg(feature = "fs")]
     Releases {
         /// Wait up to this many seconds for another process's lock on the

@@ -237,7 +237,26 @@ fn every_bad_input_is_refused_with_the_catalog_byte_untouched() {
     let unknown = deployment(tmp.path(), "unknown.json", "red", &nothing, 1);
     let weight = deployment(tmp.path(), "weight.json", "red", &digest.to_string(), 0);
     let beta = at.replace("--tenant acme", "--tenant beta");
+    // One directory named as both catalogs: refused before either opens
+    // (each holds a lock; the second open would wait on this command's
+    // own first).
+    let releases = tmp.path().join("releases");
+    let same = format!(
+        "{} --releases {} --tenant acme",
+        releases.display(),
+        releases.display()
+    );
     let cases = [
+        (
+            format!("--wait 30 apply {same} --manifest {blue}"),
+            2,
+            "named as both the deployment catalog and the release catalog",
+        ),
+        (
+            format!("list {same}"),
+            2,
+            "named as both the deployment catalog and the release catalog",
+        ),
         (
             format!("apply {at} --manifest {bad}"),
             2,
