@@ -231,7 +231,19 @@ pub enum RootRefusal {
         /// The staging directory.
         staging: String,
     },
-    /// The marker is not a regular file, or its bytes are another kind's.
+    /// The marker is exactly another kind's: the directory is a root of
+    /// that kind, named where this kind's is wanted (two catalogs' paths
+    /// swapped, say). Nothing is wrong with it, and nothing was changed.
+    #[error("NotThisKind: this directory is a {other}, not a {kind} (its {marker} marker says so); name the {kind}'s own directory (nothing was changed)")]
+    OtherKind {
+        /// The layout's kind.
+        kind: &'static str,
+        /// [`MARKER_FILE`].
+        marker: &'static str,
+        /// The kind the marker names.
+        other: &'static str,
+    },
+    /// The marker is not a regular file, or its bytes are no kind's.
     #[error("CorruptArtifact: the {marker} marker of this {kind} is {why}; preserve the directory and restore it from a backup")]
     BadMarker {
         /// The layout's kind.
@@ -264,7 +276,8 @@ impl RootRefusal {
             RootRefusal::NotADirectory { .. }
             | RootRefusal::ForeignEntry { .. }
             | RootRefusal::Unmarked { .. }
-            | RootRefusal::StagingNotEmpty { .. } => Class::InvalidArgument,
+            | RootRefusal::StagingNotEmpty { .. }
+            | RootRefusal::OtherKind { .. } => Class::InvalidArgument,
             RootRefusal::BadMarker { .. } | RootRefusal::MissingState { .. } => {
                 Class::CorruptArtifact
             }
@@ -408,9 +421,16 @@ pub fn decide_missing(layout: &Layout, access: Access) -> Result<OpenPlan, RootR
     }
 }
 
-/// Checks the marker's bytes (read with a bound of the marker's length
-/// plus one) against the layout.
-pub fn check_marker(layout: &Layout, seen: Seen, bytes: &[u8]) -> Result<(), RootRefusal> {
+/// Checks the marker's bytes (read with a bound of the longest marker of
+/// `layout` and `others`) against the layout. Bytes that are exactly
+/// another layout's marker are [`RootRefusal::OtherKind`]: a root of that
+/// kind named in this one's place.
+pub fn check_marker(
+    layout: &Layout,
+    others: &[&Layout],
+    seen: Seen,
+    bytes: &[u8],
+) -> Result<(), RootRefusal> {
     let bad = |why: String| RootRefusal::BadMarker {
         kind: layout.kind,
         marker: MARKER_FILE,
@@ -421,6 +441,13 @@ pub fn check_marker(layout: &Layout, seen: Seen, bytes: &[u8]) -> Result<(), Roo
     }
     if bytes == layout.marker {
         return Ok(());
+    }
+    if let Some(other) = others.iter().find(|o| o.marker == bytes) {
+        return Err(RootRefusal::OtherKind {
+            kind: layout.kind,
+            marker: MARKER_FILE,
+            other: other.kind,
+        });
     }
     let shown: String = String::from_utf8_lossy(bytes.get(..64).unwrap_or(bytes)).into_owned();
     Err(bad(format!(
@@ -596,9 +623,30 @@ mod tests {
         ));
         let ok = check_state(&L, |n| (n != ".tmp").then_some(Seen::Dir { empty: true }));
         assert_eq!(ok, Ok(()));
-        assert!(check_marker(&L, Seen::File { len: 22 }, L.marker).is_ok());
-        assert!(check_marker(&L, Seen::File { len: 5 }, b"other").is_err());
-        assert!(check_marker(&L, Seen::Dir { empty: true }, L.marker).is_err());
+        assert!(check_marker(&L, &[], Seen::File { len: 22 }, L.marker).is_ok());
+        assert!(check_marker(&L, &[], Seen::File { len: 5 }, b"other").is_err());
+        assert!(check_marker(&L, &[], Seen::Dir { empty: true }, L.marker).is_err());
+        // Another kind's marker names that kind, as invalid input (not
+        // corruption); unknown bytes stay corruption.
+        const OTHER: Layout = Layout {
+            kind: "other catalog",
+            marker: b"custos other catalog 1\n",
+            ..L
+        };
+        let e = check_marker(&L, &[&OTHER], Seen::File { len: 23 }, OTHER.marker).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                RootRefusal::OtherKind {
+                    other: "other catalog",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert_eq!(e.class(), Class::InvalidArgument);
+        let e = check_marker(&L, &[&OTHER], Seen::File { len: 5 }, b"other").unwrap_err();
+        assert_eq!(e.class(), Class::CorruptArtifact);
     }
 
     #[test]

@@ -246,7 +246,19 @@ fn every_bad_input_is_refused_with_the_catalog_byte_untouched() {
         releases.display(),
         releases.display()
     );
+    // The two catalogs' paths swapped: each is the other kind, not
+    // corruption.
+    let swapped = format!(
+        "{} --releases {} --tenant acme",
+        releases.display(),
+        root.display()
+    );
     let cases = [
+        (
+            format!("apply {swapped} --manifest {blue}"),
+            2,
+            "NotThisKind: this directory is a deployment catalog, not a release catalog",
+        ),
         (
             format!("--wait 30 apply {same} --manifest {blue}"),
             2,

@@ -40,6 +40,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use custos_core::root::LOCK_FILE;
+
 use custos_core::root::{
     check_marker, check_state, classify, decide, decide_missing, Access, Layout, Listed, OpenPlan,
     RootRefusal, Seen, Standing, MARKER_FILE, MARKER_PENDING,
@@ -49,6 +50,14 @@ use crate::error::{
     io_err, FsError, LOCK_MISSING, LOCK_REPLACED, PATH_DURABILITY_UNCERTAIN, ROOT_LOCKED,
 };
 use crate::fs::{FileId, Fs, Kind, LockGuard, Meta};
+
+/// The layouts of this crate's roots: a release catalog, a deployment
+/// catalog, an Artifact store.
+pub const LAYOUTS: [&Layout; 3] = [
+    &crate::release::LAYOUT,
+    &crate::deployment::LAYOUT,
+    &crate::artifacts::LAYOUT,
+];
 
 /// An owned catalog root: its canonical absolute path and the lock
 /// (exclusive for a writing open, shared for a reading one). A later change
@@ -336,8 +345,18 @@ impl<F: Fs> DurableRoot<F> {
             Some(m) => seen_of(m, || Ok(false))?,
             None => Seen::Other,
         };
+        // Every layout this crate knows, so that another kind's root named
+        // here is told apart from corruption.
+        let others: Vec<&Layout> = LAYOUTS
+            .into_iter()
+            .filter(|o| o.marker != layout.marker)
+            .collect();
         let bytes = if matches!(seen, Seen::File { .. }) {
-            let limit = u64::try_from(layout.marker.len()).unwrap_or(u64::MAX);
+            let longest = others
+                .iter()
+                .map(|o| o.marker.len())
+                .fold(layout.marker.len(), usize::max);
+            let limit = u64::try_from(longest).unwrap_or(u64::MAX);
             match self.fs.read_bounded(&path, limit) {
                 Ok(b) => b,
                 Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
@@ -352,7 +371,7 @@ impl<F: Fs> DurableRoot<F> {
         } else {
             Vec::new()
         };
-        check_marker(layout, seen, &bytes).map_err(refused)?;
+        check_marker(layout, &others, seen, &bytes).map_err(refused)?;
         let mut found = Vec::new();
         for dir in layout.dirs.iter().chain(layout.files) {
             let p = self.root.join(dir);

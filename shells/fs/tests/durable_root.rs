@@ -403,8 +403,9 @@ fn an_interrupted_initialization_is_completed() {
 }
 
 /// The marker, not the directories, says the root is initialized: a
-/// marked root missing a state directory, or with another kind's marker,
-/// fails every open and is not re-created.
+/// marked root missing a state directory, or with a marker that is no
+/// kind's, fails every open as corrupt and is not re-created; one with
+/// another kind's marker is that kind's root, refused as invalid input.
 #[test]
 fn a_marked_root_missing_its_state_is_corrupt() {
     let tmp = tempfile::tempdir().unwrap();
@@ -426,6 +427,21 @@ fn a_marked_root_missing_its_state_is_corrupt() {
     std::fs::write(
         tmp.path().join(MARKER_FILE),
         b"custos deployment catalog 1\n",
+    )
+    .unwrap();
+    // Another kind's marker: that kind's root named here, refused as
+    // invalid input naming the kind, not as damage.
+    let err = open(RealFs, tmp.path()).unwrap_err();
+    assert_eq!(err.class(), Class::InvalidArgument, "{err}");
+    assert!(
+        err.to_string()
+            .contains("this directory is a deployment catalog, not a test catalog"),
+        "{err}"
+    );
+    // A marker that is no kind's is damage.
+    std::fs::write(
+        tmp.path().join(MARKER_FILE),
+        b"custos dep1oyment catalog 1\n",
     )
     .unwrap();
     let err = open(RealFs, tmp.path()).unwrap_err();
