@@ -9,7 +9,8 @@
 //!
 //! - [`types`] — names, payloads and records, with their bounds.
 //! - [`commit`] — the commit request, [`commit::decide`] (pure: a commit's
-//!   footprint facts in, a plan or a [`CommitError`] out) and the seq
+//!   footprint facts in, a receipt with its row effects or a
+//!   [`CommitError`] out) and the seq
 //!   allocation rule.
 //! - [`query`] — the three query shapes and the shared branch pipeline.
 //! - [`state`] — [`StoreState`], the whole store as pure data.

@@ -12,9 +12,13 @@
 //!    (the receipt, and the [`Effect`]s: the rows to insert, the register
 //!    cells to set or delete, the head's next stats and `next_seq`, the
 //!    commit to keep) or a [`CommitError`]. The backend applies the effects
-//!    in order in the same transaction, as it applies every other
-//!    machine's: no diff, no ordering or validation of its own. A refusal
-//!    applies nothing.
+//!    in the same transaction, as it applies every other machine's: no
+//!    diff, no validation of its own. It may send independent rows
+//!    together (PostgreSQL inserts each entry at once, for its branch
+//!    place, and sends the rest with the `COMMIT`, the head with its lease
+//!    columns last) and may leave out a head write its layout already
+//!    answers (SQLite derives the next seq from the last row); neither
+//!    changes the state reached. A refusal applies nothing.
 //!
 //! ## Seq allocation
 //!
@@ -370,9 +374,11 @@ impl CommitContext {
 }
 
 /// One row-level write of an accepted commit. A backend applies a
-/// decision's effects in order, inside the transaction that loaded its
-/// context, and adds no rule of its own: [`StoreState::apply`](super::StoreState::apply)
-/// is the oracle every backend's application is compared with.
+/// decision's effects inside the transaction that loaded its context, in
+/// order where they touch the same rows (see the module docs for the
+/// batching the SQL backends do), and adds no rule of its own:
+/// [`StoreState::apply`](super::StoreState::apply) is the oracle every
+/// backend's application is compared with.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Effect {
     /// Insert this entry: its id and its seq are new to the store.

@@ -900,21 +900,87 @@ fn every_lease_refusal_message_starts_with_its_reason() {
     }
 }
 
-/// What a decision's effects must say, checked against its receipt and the
-/// context it was decided on: one row effect per write, carrying the
-/// receipt's seqs in order; ids new to the context and to each other; the
-/// head exactly when something was written, with the receipt's next seq
-/// and the context's stats plus the usage rows; the kept commit last,
-/// exactly for an identified commit, holding the receipt.
+/// Whether row effect `e` is write `w` at `ts` (its seq aside).
+fn is_write(e: &Effect, w: &Write, ts: u64) -> bool {
+    match (e, w) {
+        (
+            Effect::InsertEntry(e),
+            Write::InsertEntry {
+                id,
+                parent,
+                kind,
+                payload,
+            },
+        ) => {
+            e.id == *id
+                && e.parent == *parent
+                && e.kind == *kind
+                && e.payload == *payload
+                && e.ts == ts
+        }
+        (
+            Effect::InsertUsage(u),
+            Write::InsertUsage {
+                id,
+                figures,
+                details,
+            },
+        ) => u.id == *id && u.figures == *figures && u.details == *details && u.ts == ts,
+        (
+            Effect::SetRegister(r),
+            Write::SetRegister {
+                namespace,
+                key,
+                value,
+            },
+        ) => r.namespace == *namespace && r.key == *key && r.value == *value,
+        (
+            Effect::DeleteRegister { namespace, key, .. },
+            Write::DeleteRegister {
+                namespace: n,
+                key: k,
+            },
+        ) => namespace == n && key == k,
+        _ => false,
+    }
+}
+
+/// What a decision's effects must say, checked against the commit, its
+/// receipt and the context it was decided on: a replay of the kept commit
+/// writes nothing and answers the kept receipt; otherwise one row effect
+/// per write, in write order, each that very write, carrying the receipt's
+/// seqs; ids new to the context and to each other; then the head, once,
+/// exactly when something was written, with the receipt's next seq and the
+/// context's stats plus the usage rows; then the kept commit, last, exactly
+/// for an identified commit, holding the receipt.
 fn effects_agree(ctx: &CommitContext, c: &Commit, d: &CommitDecision) -> Result<(), String> {
+    if let (Some(id), Some(last)) = (&c.id, &ctx.last) {
+        if *id == last.id {
+            return match (d.effects.is_empty(), d.receipt == last.receipt) {
+                (true, true) => Ok(()),
+                _ => Err(format!("a replay answered {d:?}")),
+            };
+        }
+    }
     let mut seqs = Vec::new();
     let mut stats = ctx.stats;
     let mut ids = std::collections::BTreeSet::new();
     let mut head = None;
     let mut keep = None;
+    let mut writes = c.writes.iter();
     for (i, e) in d.effects.iter().enumerate() {
         if keep.is_some() {
             return Err(format!("effect {i} after the kept commit: {e:?}"));
+        }
+        let row = !matches!(e, Effect::Head { .. } | Effect::KeepCommit(_));
+        if row {
+            if head.is_some() {
+                return Err(format!("row effect {i} after the head: {e:?}"));
+            }
+            match writes.next() {
+                Some(w) if is_write(e, w, c.ts) => {}
+                w => return Err(format!("effect {i} {e:?} is not write {w:?}")),
+            }
         }
         let new_id = match e {
             Effect::InsertEntry(e) => {
@@ -935,7 +1001,9 @@ fn effects_agree(ctx: &CommitContext, c: &Commit, d: &CommitDecision) -> Result<
                 None
             }
             Effect::Head { next_seq, stats } => {
-                head = Some((*next_seq, *stats));
+                if head.replace((*next_seq, *stats)).is_some() {
+                    return Err(format!("a second head at effect {i}"));
+                }
                 None
             }
             Effect::KeepCommit(k) => {
@@ -948,6 +1016,9 @@ fn effects_agree(ctx: &CommitContext, c: &Commit, d: &CommitDecision) -> Result<
                 return Err(format!("effect {i} inserts {id}, which is not new"));
             }
         }
+    }
+    if let Some(w) = writes.next() {
+        return Err(format!("write {w:?} has no effect"));
     }
     if seqs != d.receipt.seqs {
         return Err(format!("row seqs {seqs:?}, receipt {:?}", d.receipt.seqs));
@@ -987,12 +1058,18 @@ proptest! {
                 continue;
             };
             prop_assert_eq!(effects_agree(&ctx, &c, &d), Ok(()));
-            let before_next = s.next_seq();
+            let (before_next, before_stats) = (s.next_seq(), s.stats());
             s.apply(d.effects.clone());
-            if d.receipt.seqs.is_empty() {
-                prop_assert_eq!(s.next_seq(), before_next);
-            } else {
-                prop_assert_eq!(s.next_seq(), d.receipt.next_seq);
+            match d.head() {
+                None => {
+                    prop_assert_eq!(s.next_seq(), before_next);
+                    prop_assert_eq!(s.stats(), before_stats);
+                }
+                Some((next, stats)) => {
+                    prop_assert_eq!(s.next_seq(), d.receipt.next_seq);
+                    prop_assert_eq!(next, d.receipt.next_seq);
+                    prop_assert_eq!(&s.stats(), stats);
+                }
             }
             let mut last: std::collections::BTreeMap<(String, String), Option<Register>> =
                 std::collections::BTreeMap::new();
@@ -1024,8 +1101,10 @@ proptest! {
 }
 
 /// The agreement check has teeth: a decision that drops its head, writes
-/// a seq the receipt does not name, or keeps nothing for an identified
-/// commit is refused.
+/// a seq the receipt does not name, keeps nothing for an identified
+/// commit, puts its head before a row or after the kept commit, writes two
+/// heads, or drops a write from both its effects and its receipt is
+/// refused.
 #[test]
 fn the_effects_check_refuses_what_it_must() {
     let s = StoreState::new();
@@ -1049,4 +1128,26 @@ fn the_effects_check_refuses_what_it_must() {
     })
     .is_err());
     assert!(broken(|e| e.swap(1, 2)).is_err());
+    assert!(broken(|e| e.swap(0, 1)).is_err());
+    assert!(broken(|e| {
+        let head = e[1].clone();
+        e.insert(1, head);
+    })
+    .is_err());
+    // A write dropped from both the effects and the receipt.
+    let two = Commit::at(1)
+        .write(set("r", "k", b"v"))
+        .write(del("r", "j"));
+    let ctx = s.context_for(&two.footprint());
+    let d = decide(&ctx, &two).unwrap();
+    assert_eq!(effects_agree(&ctx, &two, &d), Ok(()));
+    let mut dropped = d.clone();
+    dropped.effects.remove(1);
+    dropped.receipt.seqs.pop();
+    let Some(Effect::Head { next_seq, .. }) = dropped.effects.get_mut(1) else {
+        panic!("{dropped:?}");
+    };
+    *next_seq -= 1;
+    dropped.receipt.next_seq -= 1;
+    assert!(effects_agree(&ctx, &two, &dropped).is_err());
 }

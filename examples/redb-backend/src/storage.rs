@@ -269,7 +269,7 @@ fn commit_in(db: &Database, commit: &Commit) -> Result<CommitReceipt, CommitErro
     }
 }
 
-/// Loads the commit's footprint facts, decides, applies the plan. The
+/// Loads the commit's footprint facts, decides, applies the effects. The
 /// tables borrow `txn` and are dropped on return, before the commit.
 fn decide_and_apply(txn: &WriteTransaction, commit: &Commit) -> Result<CommitReceipt, CommitError> {
     let open = |e: redb::TableError| faulted(backend(e));

@@ -2,7 +2,7 @@
 //! [`Storage`] port for one **session** of a schema that holds many (see
 //! [`schema`] for the tables). It mirrors the SQLite shell's store: every
 //! commit loads exactly the rows its [`Commit::footprint`] names, calls
-//! [`custos_core::storage::decide`] and writes the plan back in the same
+//! [`custos_core::storage::decide`] and applies its effects in the same
 //! transaction; every lease step loads the head row, calls
 //! [`custos_core::lease::decide`] and writes the decision back. No rule
 //! lives here.
@@ -898,7 +898,13 @@ impl Storage for PgStorage {
             if ids.is_empty() {
                 return Ok(Vec::new());
             }
-            let wanted: Vec<&str> = ids.iter().map(RecordId::as_str).collect();
+            // Each id once: the statement answers a row per id it is given.
+            let wanted: Vec<&str> = ids
+                .iter()
+                .map(RecordId::as_str)
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
             let rows = tx
                 .query(ENTRIES_BY_ID_SQL, &[&self.session, &wanted])
                 .map_err(db("get-entries"))?;

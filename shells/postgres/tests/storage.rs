@@ -178,8 +178,8 @@ fn generic_plan(c: &mut ::postgres::Client, sql: &str, types: &str, args: &str) 
 }
 
 /// Whether `plan` reaches `table` only by probing `index` with the whole
-/// key (`cond` in its index condition): no sequential, bitmap or hashed
-/// read of the session's rows.
+/// key (`cond` in its index condition, one value: not `= ANY`): no
+/// sequential, bitmap or hashed read of the session's rows.
 fn probes_by_key(plan: &[String], table: &str, index: &str, cond: &str) -> Result<(), String> {
     let text = plan.join("\n");
     for bad in [
@@ -196,7 +196,7 @@ fn probes_by_key(plan: &[String], table: &str, index: &str, cond: &str) -> Resul
         .position(|l| l.contains(&format!("using {index} on {table}")))
         .ok_or_else(|| format!("no scan of {index}:\n{text}"))?;
     match plan.get(probe + 1) {
-        Some(l) if l.contains("Index Cond") && l.contains(cond) => Ok(()),
+        Some(l) if l.contains("Index Cond") && l.contains(cond) && !l.contains("ANY") => Ok(()),
         _ => Err(format!("{index} not probed by {cond}:\n{text}")),
     }
 }
