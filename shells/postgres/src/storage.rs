@@ -617,6 +617,14 @@ pub const IDS_FOOTPRINT_SQL: &str = "SELECT f.id, e.is_entry
          UNION ALL
          (SELECT false FROM storage_usage WHERE session = $1 AND id = f.id LIMIT 1)) e";
 
+/// `keys` each once, for a per-key statement ([`ENTRIES_BY_ID_SQL`],
+/// [`CELLS_SQL`]), which answers a row per key it is given.
+fn each_once<'k>(keys: impl Iterator<Item = &'k str>) -> Vec<&'k str> {
+    keys.collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
 /// The entries of `$2` (ids) of session `$1`, each found by one probe of
 /// the `(session, id)` index (see [`IDS_FOOTPRINT_SQL`]).
 pub const ENTRIES_BY_ID_SQL: &str = "SELECT e.* FROM unnest($2::text[]) AS f(id)
@@ -898,13 +906,7 @@ impl Storage for PgStorage {
             if ids.is_empty() {
                 return Ok(Vec::new());
             }
-            // Each id once: the statement answers a row per id it is given.
-            let wanted: Vec<&str> = ids
-                .iter()
-                .map(RecordId::as_str)
-                .collect::<std::collections::BTreeSet<_>>()
-                .into_iter()
-                .collect();
+            let wanted = each_once(ids.iter().map(RecordId::as_str));
             let rows = tx
                 .query(ENTRIES_BY_ID_SQL, &[&self.session, &wanted])
                 .map_err(db("get-entries"))?;

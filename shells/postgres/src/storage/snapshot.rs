@@ -174,13 +174,7 @@ impl CutView for View<'_, '_> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        // Each key once: the statement answers a row per key it is given.
-        let wanted: Vec<&str> = keys
-            .iter()
-            .map(RegisterKey::as_str)
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .collect();
+        let wanted = super::each_once(keys.iter().map(RegisterKey::as_str));
         let rows = self
             .query(
                 CELLS_SQL,
